@@ -1,0 +1,13 @@
+//! Shared `#[repr(C)]` layouts that cross the ferry host/device boundary.
+//!
+//! `no_std`, no allocation: the same definitions are compiled into the host crates and into the
+//! device programs under `device/`, so both sides agree on every byte.
+//!
+//! | module | what it holds |
+//! |---|---|
+//! | [`arch`] | the `a2a3` and `a5` arch profiles (threads, cores, clock, SVM, DFX budget) |
+#![no_std]
+#![deny(unsafe_op_in_unsafe_fn)]
+#![warn(clippy::undocumented_unsafe_blocks, clippy::missing_safety_doc)]
+
+pub mod arch;
