@@ -6,8 +6,10 @@
 //! | module | what it holds |
 //! |---|---|
 //! | [`arch`] | the `a2a3` and `a5` arch profiles (threads, cores, clock, SVM, DFX budget) |
+//! | [`dfx`] | DFX transport region: ready queues, free queues, lane states, buffer geometry |
 #![no_std]
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(clippy::undocumented_unsafe_blocks, clippy::missing_safety_doc)]
 
 pub mod arch;
+pub mod dfx;
