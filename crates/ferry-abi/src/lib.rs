@@ -7,9 +7,15 @@
 //! |---|---|
 //! | [`arch`] | the `a2a3` and `a5` arch profiles (threads, cores, clock, SVM, DFX budget) |
 //! | [`dfx`] | DFX transport region: ready queues, free queues, lane states, buffer geometry |
+//! | [`launch`] | launch payloads (`KernelArgs`, `AicoreLaunchArgs`, `InitArgs`, `RegisterCallableArgs`, bootstrap blob, `DeviceArgs`) and their [`launch::AbiRecord`] byte images |
+//! | [`handshake`] | the per-core [`handshake::Handshake`] slot and its report values |
+//! | [`regs`] | the per-core register window: offsets per arch, dispatch values, `COND` encoding |
 #![no_std]
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(clippy::undocumented_unsafe_blocks, clippy::missing_safety_doc)]
 
 pub mod arch;
 pub mod dfx;
+pub mod handshake;
+pub mod launch;
+pub mod regs;
