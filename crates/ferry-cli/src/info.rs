@@ -1,0 +1,97 @@
+//! `ferry info`: arch profiles and the simulated device inventory.
+use anyhow::Context;
+use clap::Args;
+use ferry_sim::cores::CoreConfig;
+use ferry_sim::{Arch, PlatformBuilder};
+
+#[derive(Debug, Args)]
+pub(crate) struct InfoArgs {
+    /// Arch of the simulated devices to list (a2a3 or a5).
+    #[arg(long, default_value = "a2a3", value_parser = parse_arch)]
+    arch: Arch,
+    /// Number of simulated devices to list.
+    #[arg(long, default_value_t = 1)]
+    devices: u32,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    json: bool,
+}
+
+pub(crate) fn parse_arch(s: &str) -> Result<Arch, String> {
+    Arch::from_name(s).ok_or_else(|| format!("unknown arch `{s}` (expected a2a3 or a5)"))
+}
+
+pub(crate) fn run(a: &InfoArgs) -> anyhow::Result<()> {
+    let platform = PlatformBuilder::new(a.arch)
+        .devices(a.devices)
+        .build()
+        .context("building the simulated platform")?;
+    let profiles: Vec<_> = Arch::ALL
+        .iter()
+        .map(|arch| {
+            let p = arch.profile();
+            serde_json::json!({
+                "arch": p.name,
+                "max_aicpu_threads": p.max_aicpu_threads,
+                "aic_per_die": p.aic_per_die,
+                "aiv_per_die": p.aiv_per_die,
+                "clock_hz": p.clock_hz,
+                "svm": p.svm,
+                "dfx_backpressure_budget_cycles": p.dfx_backpressure_budget_cycles,
+            })
+        })
+        .collect();
+    let devices: Vec<_> = platform
+        .devices()
+        .iter()
+        .map(|d| {
+            let cores = CoreConfig::default_for(d.arch());
+            serde_json::json!({
+                "ordinal": d.ordinal(),
+                "arch": d.arch().name,
+                "hbm_bytes": d.memory().size(),
+                "svm": d.memory().is_svm(),
+                "sim_aicpu_threads": cores.aicpu_threads,
+                "sim_aic": cores.aic,
+                "sim_aiv": cores.aiv,
+                "clock": if d.clock().is_virtual() { "virtual" } else { "real" },
+            })
+        })
+        .collect();
+    if a.json {
+        println!("{}", serde_json::json!({ "arch_profiles": profiles, "devices": devices }));
+        return Ok(());
+    }
+    println!("arch profiles");
+    println!(
+        "  {:<6} {:>6} {:>5} {:>5} {:>14} {:>5} {:>16}",
+        "arch", "aicpu", "aic", "aiv", "clock", "svm", "dfx budget"
+    );
+    for arch in Arch::ALL {
+        let p = arch.profile();
+        println!(
+            "  {:<6} {:>6} {:>5} {:>5} {:>10} MHz {:>5} {:>9} cycles",
+            p.name,
+            p.max_aicpu_threads,
+            p.aic_per_die,
+            p.aiv_per_die,
+            p.clock_hz / 1_000_000,
+            if p.svm { "yes" } else { "no" },
+            p.dfx_backpressure_budget_cycles
+        );
+    }
+    println!("simulated devices ({})", a.arch.name());
+    for d in platform.devices() {
+        let c = CoreConfig::default_for(d.arch());
+        println!(
+            "  device {}: {} MiB HBM, {}, {} AICPU threads, {} AIC + {} AIV simulated cores",
+            d.ordinal(),
+            d.memory().size() >> 20,
+            if d.memory().is_svm() { "SVM" } else { "non-SVM (explicit range copies)" },
+            c.aicpu_threads,
+            c.aic,
+            c.aiv
+        );
+    }
+    Ok(())
+}

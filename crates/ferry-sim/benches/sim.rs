@@ -1,0 +1,44 @@
+//! Criterion benches of the simulated chip: handshake dispatch round trip and null-stream copies.
+//! `ferry bench sim --json` reports the idle CPU cost next to these.
+use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+use ferry_sim::cores::{Chip, CoreConfig};
+use ferry_sim::{Arch, PlatformBuilder};
+use std::sync::Arc;
+use std::time::Instant;
+
+fn handshake(c: &mut Criterion) {
+    let p = PlatformBuilder::new(Arch::A2a3).hbm_bytes(64 << 20).build().unwrap();
+    let chip =
+        Chip::new(p.device(0).unwrap().clone(), CoreConfig { aicpu_threads: 1, aic: 1, aiv: 0 })
+            .unwrap();
+    let done = chip.launch_aicore(1, Arc::new(ferry_sim::bench::echo_core)).unwrap();
+    let w = chip.window(0).clone();
+    let mut id = 0u32;
+    c.bench_function("handshake_round_trip", |b| {
+        b.iter_custom(|iters| {
+            let t = Instant::now();
+            for _ in 0..iters {
+                id += 1;
+                w.aicpu_write(0xA0, id);
+                w.aicpu_wait(0x4C8, |v| v == (1 << 31) | id, None);
+            }
+            t.elapsed()
+        })
+    });
+    w.aicpu_write(0xA0, 0x7FFF_FFF0);
+    done.wait().unwrap();
+}
+
+fn copies(c: &mut Criterion) {
+    let p = PlatformBuilder::new(Arch::A2a3).hbm_bytes(64 << 20).build().unwrap();
+    let d = p.device(0).unwrap();
+    let buf = d.malloc(1 << 20).unwrap();
+    let host = vec![1u8; 1 << 20];
+    let mut g = c.benchmark_group("null_stream_copy");
+    g.throughput(Throughput::Bytes(host.len() as u64));
+    g.bench_function("htod_1MiB", |b| b.iter(|| d.copy_htod(&host, buf).unwrap()));
+    g.finish();
+}
+
+criterion_group!(benches, handshake, copies);
+criterion_main!(benches);

@@ -1,0 +1,119 @@
+//! The stall cost model (off by default) that makes the seeds' stalls reproducible.
+//!
+//! With the model on, creating a stream or hardware queue costs
+//! [`queue_base`](CostModel::queue_base) plus a pressure term that grows once device memory use
+//! passes [`pressure_threshold`](CostModel::pressure_threshold) (seed 003: queue creation on a
+//! nearly full GPU stalls for seconds), and it first waits for the process-wide [`DriverLock`]
+//! that host registration holds for `bytes / registration_bytes_per_sec`. The first launch of a
+//! kernel on a device costs a code-object load. Costs are real sleeps, scaled to milliseconds so
+//! a demo shows the effect without taking minutes; tests assert counters, never these times.
+//!
+//! # Examples
+//! ```
+//! use ferry_sim::cost::CostModel;
+//! use std::time::Duration;
+//! let m = CostModel::stalls();
+//! let empty = m.queue_creation_cost(0, 1 << 30);
+//! let full = m.queue_creation_cost((1 << 30) - (1 << 20), 1 << 30);
+//! assert!(full > empty * 10);
+//! assert_eq!(CostModel::default().queue_creation_cost(1 << 30, 1 << 30), Duration::ZERO);
+//! ```
+use crate::sync::{lock, Mutex, MutexGuard};
+use std::time::Duration;
+
+/// Parameters of the cost model. `CostModel::default()` is off: every cost is zero.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct CostModel {
+    /// Whether any cost applies.
+    pub enabled: bool,
+    /// Cost of creating a stream or hardware queue on an empty device.
+    pub queue_base: Duration,
+    /// Extra cost of a queue creation on a completely full device.
+    pub queue_pressure_max: Duration,
+    /// Memory-use fraction (0..1) above which the pressure term starts to grow.
+    pub pressure_threshold: f64,
+    /// Whether queue creation waits for the driver lock held by host registration.
+    pub queue_waits_for_driver_lock: bool,
+    /// Host registration speed while it holds the driver lock (seed: ~13 GiB/s).
+    pub registration_bytes_per_sec: f64,
+    /// Cost of the first launch of a kernel on a device (code-object load).
+    pub code_object_load: Duration,
+    /// Cost of the first null-stream copy per direction (queue/blit initialisation).
+    pub null_stream_init: Duration,
+}
+
+impl Default for CostModel {
+    fn default() -> Self {
+        Self {
+            enabled: false,
+            queue_base: Duration::ZERO,
+            queue_pressure_max: Duration::ZERO,
+            pressure_threshold: 1.0,
+            queue_waits_for_driver_lock: false,
+            registration_bytes_per_sec: f64::INFINITY,
+            code_object_load: Duration::ZERO,
+            null_stream_init: Duration::ZERO,
+        }
+    }
+}
+
+impl CostModel {
+    /// The seed-003 stall profile, scaled down ~1000× (seconds become milliseconds): 6.5 ms
+    /// per queue on an empty device growing to ~300 ms when full, a driver lock during
+    /// registration at 13 GiB/s, 28 ms per first kernel load.
+    pub fn stalls() -> Self {
+        Self {
+            enabled: true,
+            queue_base: Duration::from_micros(6_500),
+            queue_pressure_max: Duration::from_millis(300),
+            pressure_threshold: 0.8,
+            queue_waits_for_driver_lock: true,
+            registration_bytes_per_sec: 13.0 * (1u64 << 30) as f64,
+            code_object_load: Duration::from_millis(28),
+            null_stream_init: Duration::from_millis(2),
+        }
+    }
+
+    /// Cost of one queue creation with `used` of `total` device bytes in use.
+    pub fn queue_creation_cost(&self, used: u64, total: u64) -> Duration {
+        if !self.enabled {
+            return Duration::ZERO;
+        }
+        let frac = if total == 0 { 1.0 } else { used as f64 / total as f64 };
+        let over = ((frac - self.pressure_threshold) / (1.0 - self.pressure_threshold).max(1e-9))
+            .clamp(0.0, 1.0);
+        // Quadratic: cheap until the device is nearly full, then steep (seed 003's cliff).
+        self.queue_base + self.queue_pressure_max.mul_f64(over * over)
+    }
+
+    /// How long registering `bytes` holds the driver lock.
+    pub fn registration_cost(&self, bytes: u64) -> Duration {
+        if !self.enabled || !self.registration_bytes_per_sec.is_finite() {
+            return Duration::ZERO;
+        }
+        Duration::from_secs_f64(bytes as f64 / self.registration_bytes_per_sec)
+    }
+
+    pub(crate) fn sleep(d: Duration) {
+        if !d.is_zero() {
+            std::thread::sleep(d);
+        }
+    }
+}
+
+/// The process-wide driver lock: host registration holds it; queue creation may wait for it.
+#[derive(Debug, Default)]
+pub struct DriverLock {
+    m: Mutex<()>,
+}
+
+impl DriverLock {
+    /// Takes the lock, reporting whether it had to wait.
+    pub fn acquire(&self) -> (MutexGuard<'_, ()>, bool) {
+        match self.m.try_lock() {
+            Ok(g) => (g, false),
+            Err(std::sync::TryLockError::Poisoned(p)) => (p.into_inner(), false),
+            Err(std::sync::TryLockError::WouldBlock) => (lock(&self.m), true),
+        }
+    }
+}

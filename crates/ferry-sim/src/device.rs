@@ -1,0 +1,605 @@
+//! Platforms, devices, the current device, host registration and copy engines.
+use crate::clock::{DeviceClock, VirtualClock};
+use crate::cost::{CostModel, DriverLock};
+use crate::counters::{Counter, CounterSnapshot, Counters};
+use crate::error::DeviceError;
+use crate::fault::{FaultInjector, FaultPoint};
+use crate::memory::{
+    classify, host_alias, AddrKind, DeviceMemory, DevicePtr, HostRegion, HostRegistry, MemoryError,
+};
+use crate::stream::{Stream, StreamKind};
+use crate::sync::{lock, Arc, Condvar, Mutex};
+use ferry_abi::arch::{Arch, ArchProfile};
+use std::cell::Cell;
+use std::collections::HashSet;
+use std::sync::OnceLock;
+
+/// Default HBM size of a simulated device (virtual; pages are committed only when touched).
+pub const DEFAULT_HBM_BYTES: u64 = 1 << 30;
+/// Copy engines per device (seed 003: 16).
+pub const DEFAULT_COPY_ENGINES: u32 = 16;
+/// Default device memory a hardware queue's context-save area holds (scaled from the seed's
+/// ~173 MiB per SDMA queue on a 288 GiB GPU to a 1 GiB simulated device).
+pub const DEFAULT_QUEUE_CONTEXT_BYTES: u64 = 1 << 20;
+/// Most devices one platform may have (the address map reserves 8 bits for the ordinal).
+pub const MAX_DEVICES: u32 = 64;
+
+/// Builds a [`Platform`] of simulated devices.
+///
+/// # Examples
+/// ```
+/// use ferry_sim::{Arch, PlatformBuilder};
+/// let p = PlatformBuilder::new(Arch::A5).devices(2).hbm_bytes(1 << 24).build()?;
+/// assert_eq!(p.device_count(), 2);
+/// assert!(!p.device(1)?.arch().svm);
+/// # Ok::<(), ferry_sim::DeviceError>(())
+/// ```
+#[derive(Clone, Debug)]
+pub struct PlatformBuilder {
+    arch: Arch,
+    devices: u32,
+    hbm_bytes: u64,
+    clock: Option<VirtualClock>,
+    cost: CostModel,
+    copy_engines: u32,
+    queue_context_bytes: u64,
+}
+
+impl PlatformBuilder {
+    /// One device of `arch` with the defaults.
+    pub fn new(arch: Arch) -> Self {
+        Self {
+            arch,
+            devices: 1,
+            hbm_bytes: DEFAULT_HBM_BYTES,
+            clock: None,
+            cost: CostModel::default(),
+            copy_engines: DEFAULT_COPY_ENGINES,
+            queue_context_bytes: DEFAULT_QUEUE_CONTEXT_BYTES,
+        }
+    }
+
+    /// Number of devices (1..=[`MAX_DEVICES`]).
+    pub fn devices(&mut self, n: u32) -> &mut Self {
+        self.devices = n;
+        self
+    }
+
+    /// HBM bytes per device.
+    pub fn hbm_bytes(&mut self, n: u64) -> &mut Self {
+        self.hbm_bytes = n;
+        self
+    }
+
+    /// Drives every device clock from `clock` instead of real time.
+    pub fn virtual_clock(&mut self, clock: VirtualClock) -> &mut Self {
+        self.clock = Some(clock);
+        self
+    }
+
+    /// The stall cost model (default: off).
+    pub fn cost_model(&mut self, cost: CostModel) -> &mut Self {
+        self.cost = cost;
+        self
+    }
+
+    /// Copy engines per device.
+    pub fn copy_engines(&mut self, n: u32) -> &mut Self {
+        self.copy_engines = n;
+        self
+    }
+
+    /// Device bytes each hardware queue holds for its context-save area.
+    pub fn queue_context_bytes(&mut self, n: u64) -> &mut Self {
+        self.queue_context_bytes = n;
+        self
+    }
+
+    /// Creates the devices.
+    ///
+    /// # Errors
+    /// [`DeviceError::Resource`] when the device count is 0 or above [`MAX_DEVICES`], when
+    /// there are no copy engines, or when HBM cannot be mapped.
+    pub fn build(&mut self) -> Result<Platform, DeviceError> {
+        if self.devices == 0 || self.devices > MAX_DEVICES {
+            return Err(DeviceError::Resource(format!(
+                "device count {} outside 1..={MAX_DEVICES}",
+                self.devices
+            )));
+        }
+        if self.copy_engines == 0 {
+            return Err(DeviceError::Resource("a device needs at least one copy engine".into()));
+        }
+        let shared = Arc::new(PlatformShared {
+            peers: OnceLock::new(),
+            registry: HostRegistry::default(),
+            driver: DriverLock::default(),
+            cost: self.cost,
+        });
+        let profile = self.arch.profile();
+        let devices = (0..self.devices)
+            .map(|ordinal| {
+                let counters = Arc::new(Counters::default());
+                let memory =
+                    DeviceMemory::new(ordinal, self.hbm_bytes, profile.svm, counters.clone())
+                        .map_err(|e| DeviceError::Resource(format!("mapping HBM: {e}")))?;
+                let clock = match &self.clock {
+                    Some(v) => DeviceClock::virtual_clock(profile, v.clone()),
+                    None => DeviceClock::real(profile),
+                };
+                Ok(Device(Arc::new(DeviceInner {
+                    ordinal,
+                    arch: profile,
+                    memory,
+                    clock,
+                    counters,
+                    faults: FaultInjector::default(),
+                    shared: shared.clone(),
+                    null_stream: OnceLock::new(),
+                    engines: CopyEngines::new(self.copy_engines),
+                    queue_context_bytes: self.queue_context_bytes,
+                    code_objects: Mutex::new(HashSet::new()),
+                    null_init: Mutex::new([false; 2]),
+                })))
+            })
+            .collect::<Result<Vec<_>, DeviceError>>()?;
+        let _ = shared.peers.set(devices.iter().map(|d| Arc::downgrade(&d.0)).collect());
+        Ok(Platform(Arc::new(PlatformInner { devices, shared })))
+    }
+}
+
+#[derive(Debug)]
+pub(crate) struct PlatformShared {
+    pub(crate) peers: OnceLock<Vec<std::sync::Weak<DeviceInner>>>,
+    pub(crate) registry: HostRegistry,
+    pub(crate) driver: DriverLock,
+    pub(crate) cost: CostModel,
+}
+
+#[derive(Debug)]
+struct PlatformInner {
+    devices: Vec<Device>,
+    shared: Arc<PlatformShared>,
+}
+
+/// A set of simulated devices sharing one host (registration table, driver lock, cost model).
+#[derive(Clone, Debug)]
+pub struct Platform(Arc<PlatformInner>);
+
+thread_local! {
+    static CURRENT: Cell<u32> = const { Cell::new(0) };
+}
+
+impl Platform {
+    /// Number of devices.
+    pub fn device_count(&self) -> u32 {
+        self.0.devices.len() as u32
+    }
+
+    /// The device with this ordinal.
+    ///
+    /// # Errors
+    /// [`DeviceError::NoSuchDevice`] for an ordinal out of range.
+    pub fn device(&self, ordinal: u32) -> Result<&Device, DeviceError> {
+        self.0
+            .devices
+            .get(ordinal as usize)
+            .ok_or(DeviceError::NoSuchDevice { ordinal, count: self.device_count() })
+    }
+
+    /// Every device, in ordinal order.
+    pub fn devices(&self) -> &[Device] {
+        &self.0.devices
+    }
+
+    /// Makes `ordinal` the calling thread's current device.
+    ///
+    /// # Errors
+    /// [`DeviceError::NoSuchDevice`] for an ordinal out of range; the current device is unchanged.
+    pub fn set_current_device(&self, ordinal: u32) -> Result<(), DeviceError> {
+        self.device(ordinal)?;
+        CURRENT.with(|c| c.set(ordinal));
+        Ok(())
+    }
+
+    /// The calling thread's current device ordinal (0 until set).
+    pub fn current_ordinal(&self) -> u32 {
+        CURRENT.with(|c| c.get())
+    }
+
+    /// The calling thread's current device.
+    ///
+    /// # Errors
+    /// [`DeviceError::NoSuchDevice`] when the thread's current ordinal (set for another
+    /// platform) does not exist here.
+    pub fn current_device(&self) -> Result<&Device, DeviceError> {
+        self.device(self.current_ordinal())
+    }
+
+    /// Registers host memory with every device (portable, mapped). While the registration runs
+    /// it holds the process-wide driver lock for the cost model's registration time.
+    ///
+    /// # Errors
+    /// [`MemoryError::Invalid`] for a null or empty range, [`MemoryError::AlreadyRegistered`]
+    /// when it overlaps a registration.
+    ///
+    /// # Safety
+    /// - `[ptr, ptr + len)` stays valid for reads and writes until the returned registration
+    ///   is dropped;
+    /// - while a copy or kernel that uses the range runs, the host does not access the bytes it
+    ///   writes (as with pinned memory on real hardware).
+    pub unsafe fn register_host(
+        &self,
+        ptr: *mut u8,
+        len: usize,
+    ) -> Result<HostRegistration, MemoryError> {
+        let shared = &self.0.shared;
+        let (_guard, _) = shared.driver.acquire();
+        CostModel::sleep(shared.cost.registration_cost(len as u64));
+        shared.registry.insert(ptr as usize, len)?;
+        Ok(HostRegistration {
+            region: HostRegion { host_addr: ptr as usize, len },
+            platform: self.clone(),
+        })
+    }
+
+    /// The registration that contains all of `[ptr, ptr+len)`, if any.
+    pub fn find_registration(&self, ptr: *const u8, len: usize) -> Option<HostRegion> {
+        self.0.shared.registry.find(ptr as usize, len)
+    }
+
+    /// Bytes of host memory registered.
+    pub fn registered_bytes(&self) -> u64 {
+        self.0.shared.registry.registered_bytes()
+    }
+
+    /// Translates a device-space address of any device to a host pointer for device-side
+    /// access (used by device-to-device copies).
+    ///
+    /// # Errors
+    /// When the address is foreign or the range is outside a live allocation or registration.
+    pub fn translate(&self, ptr: DevicePtr, len: u64) -> Result<*mut u8, DeviceError> {
+        match classify(ptr.0) {
+            AddrKind::Hbm(o) | AddrKind::HostAlias(o) => Ok(self.device(o)?.translate(ptr, len)?),
+            AddrKind::Foreign => Err(MemoryError::NotDeviceAddress { addr: ptr.0 }.into()),
+        }
+    }
+}
+
+/// A registered host range; unregisters when dropped.
+#[derive(Debug)]
+pub struct HostRegistration {
+    region: HostRegion,
+    platform: Platform,
+}
+
+impl HostRegistration {
+    /// The registered range.
+    pub fn region(&self) -> HostRegion {
+        self.region
+    }
+
+    /// The address device `ordinal` uses for host address `host` inside this registration.
+    ///
+    /// # Errors
+    /// [`MemoryError::NotRegistered`] when `[host, host+len)` is not inside this registration.
+    pub fn alias(
+        &self,
+        ordinal: u32,
+        host: *const u8,
+        len: usize,
+    ) -> Result<DevicePtr, MemoryError> {
+        let h = host as usize;
+        let r = self.region;
+        match h.checked_add(len) {
+            Some(end) if h >= r.host_addr && end <= r.host_addr + r.len => {
+                Ok(host_alias(ordinal, h))
+            }
+            _ => Err(MemoryError::NotRegistered { host_addr: h, len }),
+        }
+    }
+}
+
+impl Drop for HostRegistration {
+    fn drop(&mut self) {
+        // The range was inserted by `register_host`, so removal cannot fail.
+        let _ = self.platform.0.shared.registry.remove(self.region.host_addr);
+    }
+}
+
+#[derive(Debug)]
+pub(crate) struct DeviceInner {
+    pub(crate) ordinal: u32,
+    pub(crate) arch: &'static ArchProfile,
+    pub(crate) memory: DeviceMemory,
+    pub(crate) clock: DeviceClock,
+    pub(crate) counters: Arc<Counters>,
+    pub(crate) faults: FaultInjector,
+    pub(crate) shared: Arc<PlatformShared>,
+    null_stream: OnceLock<Stream>,
+    pub(crate) engines: CopyEngines,
+    queue_context_bytes: u64,
+    code_objects: Mutex<HashSet<String>>,
+    null_init: Mutex<[bool; 2]>,
+}
+
+/// One simulated device. Cheap to clone (an `Arc`).
+#[derive(Clone, Debug)]
+pub struct Device(pub(crate) Arc<DeviceInner>);
+
+/// Direction of a copy, from the pair of endpoints.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum CopyKind {
+    /// Host to device.
+    Htod,
+    /// Device to host.
+    Dtoh,
+    /// Device to device.
+    Dtod,
+}
+
+impl Device {
+    /// This device's ordinal.
+    pub fn ordinal(&self) -> u32 {
+        self.0.ordinal
+    }
+
+    /// Another device of the same platform (for peer copies).
+    pub fn peer(&self, ordinal: u32) -> Option<Device> {
+        self.0.shared.peers.get()?.get(ordinal as usize)?.upgrade().map(Device)
+    }
+
+    /// This device's arch profile.
+    pub fn arch(&self) -> &'static ArchProfile {
+        self.0.arch
+    }
+
+    /// This device's sys counter.
+    pub fn clock(&self) -> &DeviceClock {
+        &self.0.clock
+    }
+
+    /// This device's memory.
+    pub fn memory(&self) -> &DeviceMemory {
+        &self.0.memory
+    }
+
+    /// This device's fault plan.
+    pub fn faults(&self) -> &FaultInjector {
+        &self.0.faults
+    }
+
+    /// The live counters.
+    pub fn counter(&self, c: Counter) -> u64 {
+        self.0.counters.get(c)
+    }
+
+    /// A snapshot of every counter.
+    pub fn counters(&self) -> CounterSnapshot {
+        self.0.counters.snapshot()
+    }
+
+    /// The cost model of the platform.
+    pub fn cost_model(&self) -> &CostModel {
+        &self.0.shared.cost
+    }
+
+    /// Code objects loaded on this device, one per kernel name launched so far.
+    pub fn loaded_code_objects(&self) -> Vec<String> {
+        let mut v: Vec<_> = lock(&self.0.code_objects).iter().cloned().collect();
+        v.sort();
+        v
+    }
+
+    /// Allocates device memory (alignment at least 64).
+    ///
+    /// # Errors
+    /// Out of memory, or an injected [`FaultPoint::DeviceAlloc`].
+    pub fn malloc(&self, size: u64) -> Result<DevicePtr, DeviceError> {
+        self.0.faults.check(FaultPoint::DeviceAlloc).inspect_err(|_| self.fault_counted())?;
+        Ok(self.0.memory.alloc(size, 0)?)
+    }
+
+    /// Frees device memory.
+    ///
+    /// # Errors
+    /// When `ptr` is not the start of a live allocation.
+    pub fn free(&self, ptr: DevicePtr) -> Result<(), DeviceError> {
+        Ok(self.0.memory.free(ptr)?)
+    }
+
+    pub(crate) fn fault_counted(&self) {
+        self.0.counters.bump(Counter::FaultsInjected);
+    }
+
+    /// Translates a device-space address of this device (its HBM or its host aliases) to the
+    /// pointer device code uses.
+    ///
+    /// # Errors
+    /// A host pointer, another device's address, or a range outside a live allocation or
+    /// registration.
+    pub fn translate(&self, ptr: DevicePtr, len: u64) -> Result<*mut u8, MemoryError> {
+        match classify(ptr.0) {
+            AddrKind::HostAlias(o) if o == self.0.ordinal => {
+                let host = (ptr.0 - host_alias(o, 0).0) as usize;
+                let len = usize::try_from(len)
+                    .map_err(|_| MemoryError::NotRegistered { host_addr: host, len: usize::MAX })?;
+                self.0
+                    .shared
+                    .registry
+                    .find(host, len)
+                    .map(|_| host as *mut u8)
+                    .ok_or(MemoryError::NotRegistered { host_addr: host, len })
+            }
+            _ => self.0.memory.device_ptr(ptr, len),
+        }
+    }
+
+    /// Writes `bytes` to device memory at `dst` synchronously on the null stream.
+    ///
+    /// # Errors
+    /// See [`Stream::synchronize`] and the copy's address checks.
+    pub fn copy_htod(&self, bytes: &[u8], dst: DevicePtr) -> Result<(), DeviceError> {
+        let s = self.null_stream()?;
+        // SAFETY: `bytes` outlives the copy: `synchronize` below waits for it to finish.
+        unsafe { s.copy_htod_async(bytes.as_ptr(), dst, bytes.len() as u64)? };
+        s.synchronize()
+    }
+
+    /// Reads device memory at `src` into `out` synchronously on the null stream.
+    ///
+    /// # Errors
+    /// See [`Stream::synchronize`] and the copy's address checks.
+    pub fn copy_dtoh(&self, src: DevicePtr, out: &mut [u8]) -> Result<(), DeviceError> {
+        let s = self.null_stream()?;
+        // SAFETY: `out` outlives the copy: `synchronize` below waits for it to finish, and the
+        // exclusive borrow keeps the host from touching it meanwhile.
+        unsafe { s.copy_dtoh_async(src, out.as_mut_ptr(), out.len() as u64)? };
+        s.synchronize()
+    }
+
+    /// The device's null (default) stream, created on first use. Its creation is not counted
+    /// as a stream creation, but its hardware queue is counted.
+    ///
+    /// # Errors
+    /// When the stream's queue cannot be created.
+    pub fn null_stream(&self) -> Result<&Stream, DeviceError> {
+        if let Some(s) = self.0.null_stream.get() {
+            return Ok(s);
+        }
+        let s = Stream::new(self.clone(), StreamKind::Null)?;
+        Ok(self.0.null_stream.get_or_init(|| s))
+    }
+
+    /// Creates a stream (a FIFO executor on its own hardware queue).
+    ///
+    /// # Errors
+    /// An injected [`FaultPoint::StreamCreate`], or no device memory for the queue.
+    pub fn create_stream(&self) -> Result<Stream, DeviceError> {
+        self.0.faults.check(FaultPoint::StreamCreate).inspect_err(|_| self.fault_counted())?;
+        let s = Stream::new(self.clone(), StreamKind::Pooled)?;
+        self.0.counters.bump(Counter::StreamsCreated);
+        Ok(s)
+    }
+
+    /// Creates one hardware queue: applies the cost model (driver lock, pressure) and takes
+    /// device memory for its context-save area.
+    pub(crate) fn create_hw_queue(&self, counter: Counter) -> Result<DevicePtr, DeviceError> {
+        let cost = &self.0.shared.cost;
+        if cost.enabled {
+            if cost.queue_waits_for_driver_lock {
+                let (_g, waited) = self.0.shared.driver.acquire();
+                if waited {
+                    self.0.counters.bump(Counter::DriverLockWaits);
+                }
+            }
+            CostModel::sleep(cost.queue_creation_cost(self.0.memory.used(), self.0.memory.size()));
+        }
+        let ctx = self.0.memory.alloc(self.0.queue_context_bytes, 0)?;
+        self.0.counters.bump(counter);
+        self.0.counters.add(Counter::QueueMemoryBytes, self.0.queue_context_bytes);
+        Ok(ctx)
+    }
+
+    /// Records a launch of kernel `name`: counts it and loads its code object on first use.
+    pub(crate) fn note_launch(&self, name: &str, count_launch: bool) {
+        let first = lock(&self.0.code_objects).insert(name.to_owned());
+        if first {
+            self.0.counters.bump(Counter::CodeObjectLoads);
+            let c = &self.0.shared.cost;
+            if c.enabled {
+                CostModel::sleep(c.code_object_load);
+            }
+        }
+        if count_launch {
+            self.0.counters.bump(Counter::Launches);
+        }
+    }
+
+    /// Marks the first null-stream copy in a direction.
+    pub(crate) fn note_null_copy(&self, kind: CopyKind) {
+        let idx = match kind {
+            CopyKind::Htod => 0,
+            CopyKind::Dtoh => 1,
+            CopyKind::Dtod => return,
+        };
+        let mut init = lock(&self.0.null_init);
+        if !init[idx] {
+            init[idx] = true;
+            self.0.counters.bump(if idx == 0 {
+                Counter::NullStreamInitHtod
+            } else {
+                Counter::NullStreamInitDtoh
+            });
+            let c = &self.0.shared.cost;
+            if c.enabled {
+                CostModel::sleep(c.null_stream_init);
+            }
+        }
+    }
+}
+
+/// The device's copy engines: each concurrent copy takes the lowest free engine; an engine's
+/// queue is created on its first copy.
+#[derive(Debug)]
+pub(crate) struct CopyEngines {
+    state: Mutex<Vec<EngineState>>,
+    cv: Condvar,
+}
+
+#[derive(Clone, Copy, Debug, Default)]
+struct EngineState {
+    busy: bool,
+    queue_created: bool,
+}
+
+impl CopyEngines {
+    fn new(n: u32) -> Self {
+        Self { state: Mutex::new(vec![EngineState::default(); n as usize]), cv: Condvar::new() }
+    }
+
+    /// Engines whose queue exists.
+    pub(crate) fn queues(&self) -> usize {
+        lock(&self.state).iter().filter(|e| e.queue_created).count()
+    }
+}
+
+impl Device {
+    /// Number of copy engines whose queue has been created.
+    pub fn copy_engine_queues(&self) -> usize {
+        self.0.engines.queues()
+    }
+
+    /// Runs `f` while holding the lowest free copy engine (waiting if all are busy), creating
+    /// that engine's queue on its first use.
+    pub(crate) fn with_copy_engine<R>(&self, f: impl FnOnce() -> R) -> Result<R, DeviceError> {
+        let e = &self.0.engines;
+        let (idx, create) = {
+            let mut st = lock(&e.state);
+            loop {
+                if let Some(i) = st.iter().position(|s| !s.busy) {
+                    st[i].busy = true;
+                    break (i, !st[i].queue_created);
+                }
+                st = match e.cv.wait(st) {
+                    Ok(g) => g,
+                    Err(p) => p.into_inner(),
+                };
+            }
+        };
+        let created = if create {
+            self.create_hw_queue(Counter::SdmaQueuesCreated).map(|_| ())
+        } else {
+            Ok(())
+        };
+        let out = created.map(|()| f());
+        let mut st = lock(&e.state);
+        st[idx].busy = false;
+        if out.is_ok() {
+            st[idx].queue_created = true;
+        }
+        drop(st);
+        e.cv.notify_one();
+        out
+    }
+}

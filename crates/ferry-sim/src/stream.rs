@@ -1,0 +1,420 @@
+//! Streams: FIFO executors, one worker thread each, that park while idle.
+//!
+//! Work enqueued on one stream runs in order; work on different streams runs concurrently and
+//! is ordered only by [`Event`]s. Enqueue calls check fault injection and return an error at
+//! once (a failed enqueue); failures while the work runs (a bad address, a kernel error) are
+//! sticky: the stream skips nothing, keeps running later work, and the next
+//! [`synchronize`](Stream::synchronize) returns the first error and clears it.
+//!
+//! # Examples
+//! ```
+//! use ferry_sim::{Arch, PlatformBuilder};
+//! let p = PlatformBuilder::new(Arch::A2a3).hbm_bytes(16 << 20).build()?;
+//! let dev = p.device(0)?;
+//! let s = dev.create_stream()?;
+//! let buf = dev.malloc(4)?;
+//! let src = [1u8, 2, 3, 4];
+//! let mut out = [0u8; 4];
+//! // SAFETY: both host buffers outlive the copies (synchronize below).
+//! unsafe {
+//!     s.copy_htod_async(src.as_ptr(), buf, 4)?;
+//!     s.copy_dtoh_async(buf, out.as_mut_ptr(), 4)?;
+//! }
+//! s.synchronize()?;
+//! assert_eq!(out, src);
+//! # Ok::<(), ferry_sim::DeviceError>(())
+//! ```
+use crate::counters::Counter;
+use crate::device::{CopyKind, Device};
+use crate::error::DeviceError;
+use crate::event::Event;
+use crate::fault::FaultPoint;
+use crate::memory::DevicePtr;
+use crate::sync::{lock, Arc, AtomicU64, Condvar, Mutex, Ordering};
+use crate::wait::Doorbell;
+use std::collections::VecDeque;
+use std::time::Duration;
+
+/// Whether a stream is a device's null stream or an ordinary one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StreamKind {
+    /// The per-device default stream used by blocking copies.
+    Null,
+    /// An ordinary (non-blocking) stream.
+    Pooled,
+}
+
+/// A kernel body run by a stream's worker. It receives the device and reports failure as a
+/// message, which becomes [`DeviceError::Kernel`].
+pub type KernelFn = Box<dyn FnOnce(&Device) -> Result<(), String> + Send>;
+
+enum Op {
+    Copy { kind: CopyKind, src: u64, dst: u64, len: u64 },
+    Kernel { name: Arc<str>, body: KernelFn },
+    Record(Event, u64),
+    Wait(Event, u64),
+    Host(Box<dyn FnOnce() + Send>),
+}
+
+struct Shared {
+    device: Device,
+    kind: StreamKind,
+    id: u64,
+    queue: Mutex<Queue>,
+    cv: Condvar,
+    /// Ops enqueued minus ops finished.
+    pending: AtomicU64,
+    done: Doorbell,
+    error: Mutex<Option<DeviceError>>,
+}
+
+struct Queue {
+    ops: VecDeque<Op>,
+    closed: bool,
+}
+
+struct Handle {
+    shared: Arc<Shared>,
+    worker: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Drop for Handle {
+    fn drop(&mut self) {
+        lock(&self.shared.queue).closed = true;
+        self.shared.cv.notify_all();
+        if let Some(w) = self.worker.take() {
+            // The worker drains what is queued, then exits; a panic inside it was already
+            // reported as a kernel error, so there is nothing left to lose here.
+            let _ = w.join();
+        }
+    }
+}
+
+/// A FIFO executor on one device. Cheap to clone; the worker exits when the last clone drops
+/// (after finishing queued work).
+#[derive(Clone)]
+pub struct Stream(Arc<Handle>);
+
+impl std::fmt::Debug for Stream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Stream")
+            .field("device", &self.0.shared.device.ordinal())
+            .field("id", &self.0.shared.id)
+            .field("kind", &self.0.shared.kind)
+            .finish()
+    }
+}
+
+static NEXT_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+
+impl Stream {
+    pub(crate) fn new(device: Device, kind: StreamKind) -> Result<Stream, DeviceError> {
+        device.create_hw_queue(Counter::ComputeQueuesCreated)?;
+        let shared = Arc::new(Shared {
+            device,
+            kind,
+            // Relaxed: a unique id; nothing is published through it.
+            id: NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+            queue: Mutex::new(Queue { ops: VecDeque::new(), closed: false }),
+            cv: Condvar::new(),
+            pending: AtomicU64::new(0),
+            done: Doorbell::new(),
+            error: Mutex::new(None),
+        });
+        let s2 = shared.clone();
+        let worker = std::thread::Builder::new()
+            .name(format!("sim-stream-{}-{}", shared.device.ordinal(), shared.id))
+            .spawn(move || worker(s2))
+            .map_err(|e| DeviceError::Resource(format!("spawning a stream worker: {e}")))?;
+        Ok(Stream(Arc::new(Handle { shared, worker: Some(worker) })))
+    }
+
+    /// The device this stream runs on.
+    pub fn device(&self) -> &Device {
+        &self.0.shared.device
+    }
+
+    /// Whether this is the null stream.
+    pub fn kind(&self) -> StreamKind {
+        self.0.shared.kind
+    }
+
+    /// A process-unique id.
+    pub fn id(&self) -> u64 {
+        self.0.shared.id
+    }
+
+    fn push(&self, op: Op) {
+        let s = &self.0.shared;
+        // Relaxed: `pending` is read by `synchronize` under the `done` doorbell protocol, whose
+        // SeqCst ring/park pair orders it; the worker's decrement is Release (see `worker`).
+        s.pending.fetch_add(1, Ordering::Relaxed);
+        lock(&s.queue).ops.push_back(op);
+        s.cv.notify_one();
+    }
+
+    fn check(&self, point: FaultPoint) -> Result<(), DeviceError> {
+        let d = &self.0.shared.device;
+        d.faults().check(point).inspect_err(|_| d.fault_counted())?;
+        Ok(())
+    }
+
+    fn copy(&self, kind: CopyKind, src: u64, dst: u64, len: u64) -> Result<(), DeviceError> {
+        self.check(FaultPoint::Copy)?;
+        let d = &self.0.shared.device;
+        d.0.counters.bump(Counter::Copies);
+        if self.kind() == StreamKind::Null {
+            d.note_null_copy(kind);
+        }
+        self.push(Op::Copy { kind, src, dst, len });
+        Ok(())
+    }
+
+    /// Enqueues a host-to-device copy of `len` bytes.
+    ///
+    /// # Errors
+    /// An injected [`FaultPoint::Copy`] (nothing is enqueued). Address errors surface at the
+    /// next synchronize.
+    ///
+    /// # Safety
+    /// - `src` is valid for reads of `len` bytes until the copy completes (observe completion
+    ///   with [`synchronize`](Self::synchronize) or an event);
+    /// - the host does not write those bytes before then.
+    pub unsafe fn copy_htod_async(
+        &self,
+        src: *const u8,
+        dst: DevicePtr,
+        len: u64,
+    ) -> Result<(), DeviceError> {
+        self.copy(CopyKind::Htod, src as u64, dst.0, len)
+    }
+
+    /// Enqueues a device-to-host copy of `len` bytes.
+    ///
+    /// # Errors
+    /// As [`copy_htod_async`](Self::copy_htod_async).
+    ///
+    /// # Safety
+    /// - `dst` is valid for writes of `len` bytes until the copy completes;
+    /// - the host does not access those bytes before then.
+    pub unsafe fn copy_dtoh_async(
+        &self,
+        src: DevicePtr,
+        dst: *mut u8,
+        len: u64,
+    ) -> Result<(), DeviceError> {
+        self.copy(CopyKind::Dtoh, src.0, dst as u64, len)
+    }
+
+    /// Enqueues a device-to-device copy (either side may be any device's HBM or host alias).
+    ///
+    /// # Errors
+    /// As [`copy_htod_async`](Self::copy_htod_async).
+    pub fn copy_dtod_async(
+        &self,
+        src: DevicePtr,
+        dst: DevicePtr,
+        len: u64,
+    ) -> Result<(), DeviceError> {
+        self.copy(CopyKind::Dtod, src.0, dst.0, len)
+    }
+
+    /// Enqueues kernel `name` (its body runs on the stream's worker). The first launch of a name
+    /// on a device loads its code object.
+    ///
+    /// # Errors
+    /// An injected [`FaultPoint::Launch`] (nothing is enqueued, nothing loaded).
+    pub fn launch(&self, name: &str, body: KernelFn) -> Result<(), DeviceError> {
+        self.launch_inner(name, body, true)
+    }
+
+    /// Like [`launch`](Self::launch) but not counted in the launch counter (code object still
+    /// loads): for warm-up launches that tests must not mistake for real work.
+    ///
+    /// # Errors
+    /// As [`launch`](Self::launch).
+    pub fn launch_uncounted(&self, name: &str, body: KernelFn) -> Result<(), DeviceError> {
+        self.launch_inner(name, body, false)
+    }
+
+    fn launch_inner(&self, name: &str, body: KernelFn, counted: bool) -> Result<(), DeviceError> {
+        self.check(FaultPoint::Launch)?;
+        self.0.shared.device.note_launch(name, counted);
+        self.push(Op::Kernel { name: name.into(), body });
+        Ok(())
+    }
+
+    /// Enqueues a host callback.
+    pub fn host_fn(&self, f: impl FnOnce() + Send + 'static) {
+        self.push(Op::Host(Box::new(f)));
+    }
+
+    /// Records `event` at the current end of this stream.
+    ///
+    /// # Errors
+    /// An injected [`FaultPoint::EventRecord`] (the event is unchanged).
+    pub fn record_event(&self, event: &Event) -> Result<(), DeviceError> {
+        self.check(FaultPoint::EventRecord)?;
+        self.0.shared.device.0.counters.bump(Counter::EventRecords);
+        let gen = event.arm();
+        self.push(Op::Record(event.clone(), gen));
+        Ok(())
+    }
+
+    /// Makes later work on this stream wait until `event`'s latest record completes. Waiting
+    /// for a never-recorded event is a no-op.
+    ///
+    /// # Errors
+    /// An injected [`FaultPoint::StreamWait`].
+    pub fn wait_event(&self, event: &Event) -> Result<(), DeviceError> {
+        self.check(FaultPoint::StreamWait)?;
+        let gen = event.armed();
+        self.push(Op::Wait(event.clone(), gen));
+        Ok(())
+    }
+
+    /// Whether all enqueued work has finished.
+    pub fn is_idle(&self) -> bool {
+        // Acquire: pairs with the worker's Release decrement, so the work's effects are visible.
+        self.0.shared.pending.load(Ordering::Acquire) == 0
+    }
+
+    /// Waits for all enqueued work, then returns (and clears) the first error it hit.
+    ///
+    /// # Errors
+    /// An injected [`FaultPoint::Synchronize`], or the stream's sticky error.
+    pub fn synchronize(&self) -> Result<(), DeviceError> {
+        self.sync_inner(None)
+    }
+
+    /// As [`synchronize`](Self::synchronize), giving up after `timeout`.
+    ///
+    /// # Errors
+    /// [`DeviceError::Timeout`] when work is still pending after `timeout`.
+    pub fn synchronize_timeout(&self, timeout: Duration) -> Result<(), DeviceError> {
+        self.sync_inner(Some(timeout))
+    }
+
+    fn sync_inner(&self, timeout: Option<Duration>) -> Result<(), DeviceError> {
+        self.check(FaultPoint::Synchronize)?;
+        let s = &self.0.shared;
+        s.device.0.counters.bump(Counter::Synchronizes);
+        if !s.done.wait_until(|| self.is_idle(), timeout) {
+            return Err(DeviceError::Timeout { what: "stream synchronize" });
+        }
+        match lock(&s.error).take() {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+}
+
+fn worker(s: Arc<Shared>) {
+    loop {
+        let op = {
+            let mut q = lock(&s.queue);
+            loop {
+                if let Some(op) = q.ops.pop_front() {
+                    break Some(op);
+                }
+                if q.closed {
+                    break None;
+                }
+                q = match s.cv.wait(q) {
+                    Ok(g) => g,
+                    Err(p) => p.into_inner(),
+                };
+            }
+        };
+        let Some(op) = op else { return };
+        if let Err(e) = run(&s, op) {
+            let mut err = lock(&s.error);
+            if err.is_none() {
+                *err = Some(e);
+            }
+        }
+        // Release: publishes the op's effects (copied bytes, kernel writes) to the Acquire load
+        // in `is_idle`.
+        s.pending.fetch_sub(1, Ordering::Release);
+        s.done.ring();
+    }
+}
+
+fn run(s: &Shared, op: Op) -> Result<(), DeviceError> {
+    let d = &s.device;
+    match op {
+        Op::Copy { kind, src, dst, len } => {
+            let host_side = match kind {
+                CopyKind::Htod => Some(src),
+                CopyKind::Dtoh => Some(dst),
+                CopyKind::Dtod => None,
+            };
+            if let Some(h) = host_side {
+                if h == 0 || crate::memory::classify(h) != crate::memory::AddrKind::Foreign {
+                    return Err(crate::memory::MemoryError::NotHostAddress { addr: h }.into());
+                }
+            }
+            let (sp, dp) = match kind {
+                CopyKind::Htod => (src as *const u8, d.translate(DevicePtr(dst), len)?),
+                CopyKind::Dtoh => (d.translate(DevicePtr(src), len)? as *const u8, dst as *mut u8),
+                CopyKind::Dtod => {
+                    (translate_any(d, src, len)? as *const u8, translate_any(d, dst, len)?)
+                }
+            };
+            d.with_copy_engine(|| {
+                // SAFETY: device sides were translated and bounds-checked above; host sides are
+                // valid for `len` bytes by the enqueuing caller's contract (`copy_*_async`).
+                // `copy` (memmove) tolerates overlapping device-to-device ranges.
+                unsafe { std::ptr::copy(sp, dp, len as usize) };
+            })?;
+            let c = match kind {
+                CopyKind::Htod => Counter::BytesHtod,
+                CopyKind::Dtoh => Counter::BytesDtoh,
+                CopyKind::Dtod => Counter::BytesDtod,
+            };
+            d.0.counters.add(c, len);
+            Ok(())
+        }
+        Op::Kernel { name, body } => {
+            match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| body(d))) {
+                Ok(Ok(())) => Ok(()),
+                Ok(Err(message)) => Err(DeviceError::Kernel { name: name.to_string(), message }),
+                Err(_) => Err(DeviceError::Kernel {
+                    name: name.to_string(),
+                    message: "kernel panicked".into(),
+                }),
+            }
+        }
+        Op::Record(ev, gen) => {
+            ev.complete(gen);
+            Ok(())
+        }
+        Op::Wait(ev, gen) => {
+            ev.wait_for(gen);
+            Ok(())
+        }
+        Op::Host(f) => {
+            f();
+            Ok(())
+        }
+    }
+}
+
+/// Device-to-device copies may name another device's HBM (peer access) or host alias.
+fn translate_any(d: &Device, addr: u64, len: u64) -> Result<*mut u8, DeviceError> {
+    match crate::memory::classify(addr) {
+        crate::memory::AddrKind::Hbm(o) | crate::memory::AddrKind::HostAlias(o)
+            if o != d.ordinal() =>
+        {
+            match d.peer(o) {
+                Some(peer) => Ok(peer.translate(DevicePtr(addr), len)?),
+                None => Err(DeviceError::Memory(crate::memory::MemoryError::WrongDevice {
+                    addr,
+                    owner: o,
+                    device: d.ordinal(),
+                })),
+            }
+        }
+        _ => Ok(d.translate(DevicePtr(addr), len)?),
+    }
+}

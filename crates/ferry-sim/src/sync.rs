@@ -1,0 +1,21 @@
+//! Synchronisation primitives, routed through one place (STYLE R34).
+//!
+//! ferry-sim models hardware with ordinary host threads, mutexes and condition variables. Its one
+//! lock-free protocol, the [`Doorbell`](crate::wait::Doorbell) sleep/ring handshake (a Dekker
+//! pair), is exercised by the wake-up tests in `wait.rs` and by every stream and chip test.
+#![allow(unused_imports, unreachable_pub)]
+
+pub(crate) use std::sync::{
+    atomic::{fence, AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering},
+    Arc, Condvar, Mutex, MutexGuard,
+};
+
+/// Locks a mutex, recovering the data if a panicking thread poisoned it: every structure guarded
+/// here stays consistent across a panic (each critical section is a single update), so a poisoned
+/// lock must not take the simulated device down with it.
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    match m.lock() {
+        Ok(g) => g,
+        Err(p) => p.into_inner(),
+    }
+}

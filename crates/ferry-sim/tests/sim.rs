@@ -1,0 +1,467 @@
+//! Behaviour of the simulated chip, one test per capability of issue 2 §3.
+use ferry_sim::clock::VirtualClock;
+use ferry_sim::cores::{Chip, CoreConfig};
+use ferry_sim::cost::CostModel;
+use ferry_sim::fault::FaultPoint;
+use ferry_sim::memory::MemoryError;
+use ferry_sim::{Arch, DeviceError, DevicePtr, Event, PlatformBuilder};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{mpsc, Arc, Mutex};
+use std::time::Duration;
+
+fn platform(arch: Arch, devices: u32) -> ferry_sim::Platform {
+    PlatformBuilder::new(arch).devices(devices).hbm_bytes(16 << 20).build().unwrap()
+}
+
+#[test]
+fn eight_devices_have_disjoint_memory() {
+    let p = platform(Arch::A2a3, 8);
+    let ptrs: Vec<_> = p.devices().iter().map(|d| d.malloc(64).unwrap()).collect();
+    for (i, d) in p.devices().iter().enumerate() {
+        d.copy_htod(&[i as u8; 64], ptrs[i]).unwrap();
+    }
+    for (i, d) in p.devices().iter().enumerate() {
+        let mut out = [0u8; 64];
+        d.copy_dtoh(ptrs[i], &mut out).unwrap();
+        assert_eq!(out, [i as u8; 64]);
+        // Another device's address is rejected, not aliased.
+        let other = ptrs[(i + 1) % 8];
+        assert!(matches!(d.translate(other, 1), Err(MemoryError::WrongDevice { .. })));
+    }
+    assert!(matches!(p.device(8), Err(DeviceError::NoSuchDevice { ordinal: 8, count: 8 })));
+}
+
+#[test]
+fn host_pointer_used_as_device_address_fails_and_device_stays_usable() {
+    let p = platform(Arch::A2a3, 1);
+    let d = p.device(0).unwrap();
+    let host = [0u8; 16];
+    let err = d.copy_htod(&[1; 16], DevicePtr(host.as_ptr() as u64)).unwrap_err();
+    assert!(matches!(err, DeviceError::Memory(MemoryError::NotDeviceAddress { .. })), "{err}");
+    // Out of bounds: past the end of a live allocation.
+    let buf = d.malloc(64).unwrap();
+    let err = d.copy_htod(&[1; 65], buf).unwrap_err();
+    assert!(matches!(err, DeviceError::Memory(MemoryError::OutOfBounds { .. })), "{err}");
+    // A device address used as a host pointer.
+    let s = d.create_stream().unwrap();
+    // SAFETY: the "host" pointer is a device address; the stream must reject it before use.
+    unsafe { s.copy_dtoh_async(buf, buf.addr() as *mut u8, 8).unwrap() };
+    assert!(matches!(
+        s.synchronize(),
+        Err(DeviceError::Memory(MemoryError::NotHostAddress { .. }))
+    ));
+    // Still usable.
+    d.copy_htod(&[9; 64], buf).unwrap();
+    let mut out = [0u8; 64];
+    d.copy_dtoh(buf, &mut out).unwrap();
+    assert_eq!(out, [9; 64]);
+    s.synchronize().unwrap();
+}
+
+#[test]
+fn a5_requires_explicit_range_copies_and_counts_bytes() {
+    let p = platform(Arch::A5, 1);
+    let d = p.device(0).unwrap();
+    let buf = d.malloc(256).unwrap();
+    let m = d.memory();
+    let h = m.host_ptr(buf, 256).unwrap();
+    // SAFETY: `h` addresses 256 bytes of the live allocation's host mirror; only this thread
+    // touches it.
+    unsafe { h.write_bytes(0x5A, 32) };
+    let mut out = [0u8; 32];
+    d.copy_dtoh(buf, &mut out).unwrap();
+    assert_eq!(out, [0; 32], "host writes stay in the mirror until pushed");
+    m.write_range_to_device(buf, 32).unwrap();
+    d.copy_dtoh(buf, &mut out).unwrap();
+    assert_eq!(out, [0x5A; 32]);
+    d.copy_htod(&[1; 16], buf.add(64)).unwrap();
+    // SAFETY: as above.
+    assert_eq!(unsafe { *h.add(64) }, 0, "device writes stay invisible until pulled");
+    m.read_range_from_device(buf.add(64), 16).unwrap();
+    // SAFETY: as above.
+    assert_eq!(unsafe { *h.add(64) }, 1);
+    let c = d.counters();
+    assert_eq!((c.bytes_to_device, c.bytes_from_device), (32, 16));
+
+    // On a2a3 the same calls move nothing.
+    let p = platform(Arch::A2a3, 1);
+    let d = p.device(0).unwrap();
+    let buf = d.malloc(64).unwrap();
+    d.memory().write_range_to_device(buf, 64).unwrap();
+    d.memory().read_range_from_device(buf, 64).unwrap();
+    assert_eq!(d.counters().bytes_to_device + d.counters().bytes_from_device, 0);
+}
+
+#[test]
+fn virtual_clock_drives_a_30s_budget_without_real_waiting() {
+    let v = VirtualClock::new();
+    let p =
+        PlatformBuilder::new(Arch::A5).hbm_bytes(1 << 20).virtual_clock(v.clone()).build().unwrap();
+    let d = p.device(0).unwrap().clone();
+    let budget = d.arch().dfx_backpressure_budget_cycles;
+    let started = std::time::Instant::now();
+    let waiter = std::thread::spawn(move || {
+        let deadline = d.clock().deadline_after(budget);
+        // A condition that never becomes true: only the budget can end this wait.
+        d.clock().bell().wait_until(|| deadline.is_expired(), None);
+        d.clock().now_cycles()
+    });
+    std::thread::sleep(Duration::from_millis(5));
+    v.advance(budget / 2);
+    v.advance(budget / 2);
+    assert_eq!(waiter.join().unwrap(), budget);
+    assert!(started.elapsed() < Duration::from_secs(30), "no real 30-second wait");
+}
+
+#[test]
+fn stream_runs_work_in_fifo_order() {
+    let p = platform(Arch::A2a3, 1);
+    let s = p.device(0).unwrap().create_stream().unwrap();
+    let log = Arc::new(Mutex::new(Vec::new()));
+    for i in 0..100 {
+        let l = log.clone();
+        if i % 2 == 0 {
+            s.host_fn(move || l.lock().unwrap().push(i));
+        } else {
+            s.launch(
+                "k",
+                Box::new(move |_| {
+                    l.lock().unwrap().push(i);
+                    Ok(())
+                }),
+            )
+            .unwrap();
+        }
+    }
+    s.synchronize().unwrap();
+    assert_eq!(*log.lock().unwrap(), (0..100).collect::<Vec<_>>());
+}
+
+#[test]
+fn event_orders_work_across_two_streams() {
+    let p = platform(Arch::A2a3, 1);
+    let d = p.device(0).unwrap();
+    let (a, b) = (d.create_stream().unwrap(), d.create_stream().unwrap());
+    let (gate_tx, gate_rx) = mpsc::channel::<()>();
+    let order = Arc::new(Mutex::new(Vec::new()));
+    let o = order.clone();
+    // Stream a is held by a gate the test controls.
+    a.host_fn(move || {
+        gate_rx.recv().unwrap();
+        o.lock().unwrap().push("a");
+    });
+    let ev = Event::new();
+    a.record_event(&ev).unwrap();
+    b.wait_event(&ev).unwrap();
+    let o = order.clone();
+    b.host_fn(move || o.lock().unwrap().push("b"));
+    std::thread::sleep(Duration::from_millis(20));
+    assert!(order.lock().unwrap().is_empty(), "b must wait for a's event");
+    assert!(!ev.query());
+    gate_tx.send(()).unwrap();
+    b.synchronize().unwrap();
+    assert_eq!(*order.lock().unwrap(), ["a", "b"]);
+    assert!(ev.query());
+    // Waiting for a never-recorded event does not block.
+    let fresh = Event::new();
+    b.wait_event(&fresh).unwrap();
+    b.synchronize().unwrap();
+}
+
+#[test]
+fn current_device_is_thread_local() {
+    let p = platform(Arch::A2a3, 3);
+    assert_eq!(p.current_ordinal(), 0);
+    p.set_current_device(2).unwrap();
+    assert!(p.set_current_device(3).is_err());
+    assert_eq!(p.current_ordinal(), 2, "a failed set keeps the current device");
+    let p2 = p.clone();
+    std::thread::spawn(move || assert_eq!(p2.current_ordinal(), 0)).join().unwrap();
+    assert_eq!(p.current_device().unwrap().ordinal(), 2);
+}
+
+#[test]
+fn host_registration_gives_a_per_device_alias() {
+    let p = platform(Arch::A2a3, 2);
+    let mut host = vec![3u8; 4096];
+    // SAFETY: `host` outlives the registration (dropped at the end of the test) and is not
+    // touched while copies run.
+    let reg = unsafe { p.register_host(host.as_mut_ptr(), host.len()) }.unwrap();
+    let a0 = reg.alias(0, host.as_ptr(), 4096).unwrap();
+    let a1 = reg.alias(1, host.as_ptr(), 4096).unwrap();
+    assert_ne!(a0.addr(), host.as_ptr() as u64);
+    assert_ne!(a0, a1);
+    assert!(reg.alias(0, host.as_ptr(), 4097).is_err(), "straddles the end");
+    // A device-to-device copy through the alias reads the host bytes.
+    let d = p.device(1).unwrap();
+    let buf = d.malloc(4096).unwrap();
+    let s = d.create_stream().unwrap();
+    s.copy_dtod_async(a1, buf, 4096).unwrap();
+    s.synchronize().unwrap();
+    let mut out = vec![0u8; 4096];
+    d.copy_dtoh(buf, &mut out).unwrap();
+    assert_eq!(out, host);
+    // Device 0's alias is not valid on device 1 ... but the peer copy resolves it.
+    assert!(d.translate(a0, 1).is_err());
+    drop(reg);
+    s.copy_dtod_async(a1, buf, 16).unwrap();
+    assert!(s.synchronize().is_err(), "unregistered memory is no longer reachable");
+}
+
+#[test]
+fn counters_move_when_they_should_and_only_then() {
+    let p = platform(Arch::A2a3, 1);
+    let d = p.device(0).unwrap();
+    let c0 = d.counters();
+    assert_eq!(c0, Default::default(), "a fresh device has done nothing");
+    let buf = d.malloc(64).unwrap();
+    assert_eq!(d.counters(), c0, "allocation moves no counter");
+    d.copy_htod(&[1; 64], buf).unwrap();
+    let c1 = d.counters();
+    assert_eq!(c1.streams_created, 0, "the null stream is not a created stream");
+    assert_eq!(c1.compute_queues_created, 1, "but it has a queue");
+    assert_eq!((c1.null_stream_init_htod, c1.null_stream_init_dtoh), (1, 0));
+    assert_eq!((c1.copies, c1.bytes_htod, c1.sdma_queues_created), (1, 64, 1));
+    d.copy_htod(&[1; 64], buf).unwrap();
+    let c2 = d.counters();
+    assert_eq!((c2.null_stream_init_htod, c2.copies, c2.bytes_htod), (1, 2, 128));
+    assert_eq!(c2.sdma_queues_created, 1, "sequential copies reuse the lowest engine");
+    let s = d.create_stream().unwrap();
+    assert_eq!(d.counters().streams_created, 1);
+    assert_eq!(d.counters().compute_queues_created, 2);
+    s.launch("gather", Box::new(|_| Ok(()))).unwrap();
+    s.launch("gather", Box::new(|_| Ok(()))).unwrap();
+    s.launch_uncounted("other", Box::new(|_| Ok(()))).unwrap();
+    s.synchronize().unwrap();
+    let c3 = d.counters();
+    assert_eq!((c3.launches, c3.code_object_loads), (2, 2));
+    assert_eq!(d.loaded_code_objects(), ["gather", "other"]);
+    assert_eq!(c3.queue_memory_bytes, 3 * ferry_sim::device::DEFAULT_QUEUE_CONTEXT_BYTES);
+}
+
+#[test]
+fn concurrent_copies_take_the_lowest_free_engines() {
+    let p = platform(Arch::A2a3, 1);
+    let d = p.device(0).unwrap();
+    let streams: Vec<_> = (0..4).map(|_| d.create_stream().unwrap()).collect();
+    let bufs: Vec<_> = (0..4).map(|_| d.malloc(1 << 20).unwrap()).collect();
+    let src = vec![1u8; 1 << 20];
+    // Hold each stream behind a barrier so the four copies overlap.
+    let barrier = Arc::new(std::sync::Barrier::new(4));
+    let inside = Arc::new(AtomicU32::new(0));
+    for (s, b) in streams.iter().zip(&bufs) {
+        let (bar, ins) = (barrier.clone(), inside.clone());
+        s.host_fn(move || {
+            bar.wait();
+            ins.fetch_add(1, Ordering::SeqCst);
+        });
+        // SAFETY: `src` outlives the copies (synchronized below).
+        unsafe { s.copy_htod_async(src.as_ptr(), *b, src.len() as u64).unwrap() };
+    }
+    for s in &streams {
+        s.synchronize().unwrap();
+    }
+    let q = d.counters().sdma_queues_created;
+    assert!((1..=4).contains(&q), "at most one queue per concurrent copy, got {q}");
+    assert_eq!(d.copy_engine_queues() as u64, q);
+}
+
+#[test]
+fn cost_model_pressure_term_grows_with_memory_use() {
+    let m = CostModel::stalls();
+    let total = 1u64 << 30;
+    let costs: Vec<_> = [0.0, 0.5, 0.8, 0.9, 0.99]
+        .iter()
+        .map(|f| m.queue_creation_cost((total as f64 * f) as u64, total))
+        .collect();
+    assert_eq!(costs[0], m.queue_base);
+    assert_eq!(costs[1], m.queue_base, "below the threshold only the base applies");
+    assert!(costs.windows(2).all(|w| w[0] <= w[1]));
+    assert!(costs[4] > costs[3] && costs[3] > costs[2]);
+    assert!(m.registration_cost(13 << 30) >= Duration::from_millis(999));
+    assert_eq!(CostModel::default().registration_cost(1 << 40), Duration::ZERO);
+}
+
+#[test]
+fn queue_creation_waits_for_the_driver_lock_held_by_registration() {
+    let mut cost = CostModel::stalls();
+    cost.queue_base = Duration::ZERO;
+    cost.queue_pressure_max = Duration::ZERO;
+    cost.code_object_load = Duration::ZERO;
+    cost.null_stream_init = Duration::ZERO;
+    // 64 MiB at 256 MiB/s holds the lock ~250 ms.
+    cost.registration_bytes_per_sec = (256 << 20) as f64;
+    let p = PlatformBuilder::new(Arch::A2a3).hbm_bytes(16 << 20).cost_model(cost).build().unwrap();
+    let mut host = vec![0u8; 64 << 20];
+    let started = Arc::new(AtomicBool::new(false));
+    let (p2, st) = (p.clone(), started.clone());
+    let ptr = host.as_mut_ptr() as usize;
+    let len = host.len();
+    let reg = std::thread::spawn(move || {
+        st.store(true, Ordering::SeqCst);
+        // SAFETY: `host` outlives this thread (joined below) and is not accessed meanwhile.
+        unsafe { p2.register_host(ptr as *mut u8, len) }.map(|r| r.region())
+    });
+    while !started.load(Ordering::SeqCst) {
+        std::thread::yield_now();
+    }
+    std::thread::sleep(Duration::from_millis(50));
+    let d = p.device(0).unwrap();
+    let _s = d.create_stream().unwrap();
+    assert_eq!(d.counters().driver_lock_waits, 1, "stream creation queued behind registration");
+    assert!(reg.join().unwrap().is_ok());
+    let _s2 = d.create_stream().unwrap();
+    assert_eq!(d.counters().driver_lock_waits, 1, "no registration, no wait");
+    drop(host);
+}
+
+#[test]
+fn each_fault_injection_point_fails_exactly_its_occurrence() {
+    let p = platform(Arch::A2a3, 1);
+    let d = p.device(0).unwrap();
+    d.faults().fail_nth(FaultPoint::StreamCreate, 2);
+    let s = d.create_stream().unwrap();
+    assert!(
+        matches!(d.create_stream(), Err(DeviceError::Injected(f)) if f.point == FaultPoint::StreamCreate)
+    );
+    let _ = d.create_stream().unwrap();
+    assert_eq!(d.counters().streams_created, 2, "a failed creation creates nothing");
+
+    let buf = d.malloc(64).unwrap();
+    let src = [1u8; 64];
+    d.faults().fail_next(FaultPoint::Copy);
+    // SAFETY: `src` outlives the copy.
+    assert!(unsafe { s.copy_htod_async(src.as_ptr(), buf, 64) }.is_err());
+    // SAFETY: as above.
+    unsafe { s.copy_htod_async(src.as_ptr(), buf, 64) }.unwrap();
+
+    d.faults().fail_next(FaultPoint::Launch);
+    assert!(s.launch("k", Box::new(|_| Ok(()))).is_err());
+    assert!(d.loaded_code_objects().is_empty(), "a failed launch loads nothing");
+
+    d.faults().fail_next(FaultPoint::EventRecord);
+    let ev = Event::new();
+    assert!(s.record_event(&ev).is_err());
+    d.faults().fail_next(FaultPoint::StreamWait);
+    assert!(s.wait_event(&ev).is_err());
+
+    d.faults().fail_next(FaultPoint::Synchronize);
+    assert!(matches!(s.synchronize(), Err(DeviceError::Injected(_))));
+    s.synchronize().unwrap();
+
+    d.faults().fail_next(FaultPoint::DeviceAlloc);
+    assert!(d.malloc(64).is_err());
+    assert!(d.malloc(64).is_ok());
+    assert_eq!(d.counters().faults_injected, 7);
+
+    // Launch on the chip.
+    let chip = Chip::new(d.clone(), CoreConfig { aicpu_threads: 1, aic: 1, aiv: 0 }).unwrap();
+    d.faults().fail_next(FaultPoint::Launch);
+    assert!(chip.launch_aicpu(1, Arc::new(|_| Ok(()))).is_err());
+    chip.launch_aicpu(1, Arc::new(|_| Ok(()))).unwrap().wait().unwrap();
+}
+
+#[test]
+fn kernel_errors_and_panics_are_sticky_until_synchronize() {
+    let p = platform(Arch::A2a3, 1);
+    let s = p.device(0).unwrap().create_stream().unwrap();
+    s.launch("bad", Box::new(|_| Err("boom".into()))).unwrap();
+    s.launch("panics", Box::new(|_| panic!("kernel bug"))).unwrap();
+    let ran = Arc::new(AtomicBool::new(false));
+    let r = ran.clone();
+    s.host_fn(move || r.store(true, Ordering::SeqCst));
+    let err = s.synchronize().unwrap_err();
+    assert_eq!(err, DeviceError::Kernel { name: "bad".into(), message: "boom".into() });
+    assert!(ran.load(Ordering::SeqCst), "later work still ran");
+    s.synchronize().unwrap();
+}
+
+#[test]
+fn synchronize_timeout_bounds_the_wait() {
+    let p = platform(Arch::A2a3, 1);
+    let s = p.device(0).unwrap().create_stream().unwrap();
+    let (tx, rx) = mpsc::channel::<()>();
+    s.host_fn(move || {
+        let _ = rx.recv();
+    });
+    assert!(matches!(
+        s.synchronize_timeout(Duration::from_millis(10)),
+        Err(DeviceError::Timeout { .. })
+    ));
+    tx.send(()).unwrap();
+    s.synchronize().unwrap();
+}
+
+#[test]
+fn handshake_dispatch_round_trip_on_every_core() {
+    let p = platform(Arch::A2a3, 1);
+    let chip =
+        Chip::new(p.device(0).unwrap().clone(), CoreConfig { aicpu_threads: 4, aic: 2, aiv: 4 })
+            .unwrap();
+    let n = chip.config().cores();
+    let cores = chip.launch_aicore(n, Arc::new(ferry_sim::bench::echo_core)).unwrap();
+    // Four AICPU threads each dispatch 50 tasks to the cores they own.
+    let aicpu = chip
+        .launch_aicpu(
+            4,
+            Arc::new(move |ctx| {
+                for core in (ctx.thread..n).step_by(ctx.threads as usize) {
+                    let w = ctx.chip.window(core);
+                    for id in 1..=50 {
+                        w.aicpu_write(0xA0, id);
+                        w.aicpu_wait(0x4C8, |c| c == (1 << 31) | id, Some(Duration::from_secs(30)))
+                            .ok_or("core did not answer")?;
+                    }
+                }
+                Ok(())
+            }),
+        )
+        .unwrap();
+    aicpu.wait().unwrap();
+    for i in 0..n {
+        chip.window(i).aicpu_write(0xA0, 0x7FFF_FFF0);
+    }
+    cores.wait().unwrap();
+    for i in 0..n {
+        assert_eq!(chip.window(i).read(0x4C8), (1 << 31) | 0x7FFF_FFFE, "core {i} exited");
+    }
+    assert_ne!(chip.handshake(0), chip.handshake(1));
+    assert_eq!(chip.reg_bases().len(), n as usize);
+}
+
+#[test]
+fn chip_rejects_bad_shapes_and_busy_cores() {
+    let p = platform(Arch::A2a3, 1);
+    let d = p.device(0).unwrap().clone();
+    assert!(
+        Chip::new(d.clone(), CoreConfig { aicpu_threads: 5, aic: 1, aiv: 0 }).is_err(),
+        "a2a3 has 4 AICPU threads"
+    );
+    assert!(Chip::new(d.clone(), CoreConfig { aicpu_threads: 1, aic: 25, aiv: 0 }).is_err());
+    let chip = Chip::new(d, CoreConfig { aicpu_threads: 1, aic: 1, aiv: 1 }).unwrap();
+    assert!(matches!(
+        chip.launch_aicore(0, Arc::new(|_| Ok(()))),
+        Err(DeviceError::InvalidLaunch { .. })
+    ));
+    assert!(chip.launch_aicore(3, Arc::new(|_| Ok(()))).is_err());
+    let (tx, rx) = mpsc::channel::<()>();
+    let rx = Arc::new(Mutex::new(rx));
+    let busy = chip
+        .launch_aicore(
+            1,
+            Arc::new(move |_| {
+                let _ = rx.lock().unwrap().recv();
+                Ok(())
+            }),
+        )
+        .unwrap();
+    let second = chip.launch_aicore(1, Arc::new(|_| Ok(()))).unwrap();
+    assert!(second.wait().is_err(), "core 0 is still busy");
+    tx.send(()).unwrap();
+    busy.wait().unwrap();
+    let err = chip
+        .launch_aicore(2, Arc::new(|c| if c.index == 1 { Err("bad".into()) } else { Ok(()) }))
+        .unwrap()
+        .wait();
+    assert!(matches!(err, Err(DeviceError::Kernel { .. })));
+}
