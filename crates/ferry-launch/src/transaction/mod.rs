@@ -1,0 +1,309 @@
+//! The per-run launch transaction: staged, event-ordered publication of the launch descriptor
+//! (seed 004, "pinned staging"; `specs/launch.md` §4).
+//!
+//! One [`LaunchStaging`] serves one pipeline slot. A run goes through:
+//!
+//! 1. [`stage_launch_metadata`](LaunchStaging::stage_launch_metadata) (optional): owned byte
+//!    snapshots of metadata regions (e.g. a5 host-built-graph resident scheduler state). An
+//!    empty batch clears an abandoned, unpublished one.
+//! 2. [`prepare_runtime_args`](LaunchStaging::prepare_runtime_args): reserves the slot-owned
+//!    device destination and pinned host source (growing them only while the slot has no live
+//!    predecessor) and snapshots the descriptor's launch-route prefix. No stream work.
+//! 3. [`queue_run_entry`](LaunchStaging::queue_run_entry): orders an optional caller dependency
+//!    onto the AICPU stream, then [`publish_for_launch`](LaunchStaging::publish_for_launch):
+//!    copies the snapshot into the pinned source, enqueues the metadata copies (source suffix,
+//!    dependency order) and then the descriptor copy on the AICPU stream, records the entry-fork
+//!    event and makes the AICore stream wait for it. An unchanged prefix queues no copy and,
+//!    without a caller dependency, no fork.
+//! 4. [`launch`](LaunchStaging::launch): admits `Prepared` (publishing first) or `Published`,
+//!    submits the AICore entry, then the AICPU entry with the front-less [`KernelArgs`] by value.
+//! 5. [`finish_run`](LaunchStaging::finish_run): the two completion boundaries (AICPU, then
+//!    AICore stream) retire the run; a run without them gets a bounded stream discharge, and a
+//!    failed proof quarantines the slot.
+//! 6. [`teardown`](LaunchStaging::teardown) (normal path) or [`abandon`](LaunchStaging::abandon)
+//!    (fatal path, keeps the pinned source allocated).
+//!
+//! # States
+//!
+//! ```text
+//!  NotStarted --prepare--> Prepared --publish ok--> Published --launch--> (launched)
+//!                             |   \--copy/record/wait fails--> Partial (owner kept)
+//!                             '--launch (publishes first)--^
+//!  Prepared --prepare--> refused (Unpublished), snapshot unchanged
+//!  any --release_run_view--> NotStarted (source, destination and owner kept)
+//! ```
+//!
+//! [`KernelArgs`]: ferry_abi::launch::KernelArgs
+use ferry_abi::launch::{AicoreLaunchArgs, KernelArgs};
+use ferry_sim::{Device, DeviceError, DevicePtr, Stream};
+
+pub mod bench;
+mod error;
+mod staging;
+
+pub use error::{
+    CopyTarget, DescriptorError, DiagnosticsError, FinishError, LaunchError, PrepareError,
+    PublishError, StageError, TeardownError,
+};
+pub use staging::LaunchStaging;
+
+/// The launch descriptor: an owned byte image whose first `route_prefix` bytes (the
+/// launch-route prefix, the "runtime device extent") are what a run publishes to the device.
+///
+/// # Examples
+/// ```
+/// use ferry_launch::LaunchDescriptor;
+/// let d = LaunchDescriptor::new(vec![1, 2, 3, 4], 2)?;
+/// assert_eq!(d.route_prefix(), &[1, 2]);
+/// assert!(LaunchDescriptor::new(vec![1], 2).is_err());
+/// # Ok::<(), ferry_launch::transaction::DescriptorError>(())
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LaunchDescriptor {
+    image: Vec<u8>,
+    route_prefix: usize,
+}
+
+impl LaunchDescriptor {
+    /// A descriptor image whose first `route_prefix` bytes are published.
+    ///
+    /// # Errors
+    /// [`DescriptorError::EmptyPrefix`] for a zero prefix, [`DescriptorError::PrefixTooLong`]
+    /// when the prefix exceeds the image.
+    pub fn new(image: Vec<u8>, route_prefix: usize) -> Result<Self, DescriptorError> {
+        if route_prefix == 0 {
+            return Err(DescriptorError::EmptyPrefix);
+        }
+        if route_prefix > image.len() {
+            return Err(DescriptorError::PrefixTooLong {
+                prefix: route_prefix,
+                image: image.len(),
+            });
+        }
+        Ok(Self { image, route_prefix })
+    }
+
+    /// The whole image.
+    pub fn image(&self) -> &[u8] {
+        &self.image
+    }
+
+    /// The whole image, writable (the host edits the descriptor between runs).
+    pub fn image_mut(&mut self) -> &mut [u8] {
+        &mut self.image
+    }
+
+    /// The launch-route prefix: the bytes a run publishes.
+    pub fn route_prefix(&self) -> &[u8] {
+        &self.image[..self.route_prefix]
+    }
+
+    /// Length of the launch-route prefix.
+    pub fn route_prefix_len(&self) -> usize {
+        self.route_prefix
+    }
+}
+
+/// One launch-metadata region: an owned byte snapshot and the device address it is published
+/// to. A batch is published in the order given (dependency order), before the descriptor.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MetadataRegion {
+    /// Device destination (owned by the caller, e.g. resident scheduler state).
+    pub dst: DevicePtr,
+    /// The bytes to publish.
+    pub bytes: Vec<u8>,
+}
+
+impl MetadataRegion {
+    /// A region publishing `bytes` to `dst`.
+    pub fn new(dst: DevicePtr, bytes: Vec<u8>) -> Self {
+        Self { dst, bytes }
+    }
+}
+
+/// The runner-owned stream pair a run is published and launched on. Caller streams are never
+/// part of it: a caller hands in a dependency [`Event`](ferry_sim::Event) only.
+#[derive(Clone, Debug)]
+pub struct RunStreams {
+    /// The AICPU stream: caller dependency, publication copies, fork record, AICPU entry.
+    pub aicpu: Stream,
+    /// The AICore stream: waits for the entry fork, then runs the AICore entry.
+    pub aicore: Stream,
+}
+
+impl RunStreams {
+    /// Creates a fresh AICPU + AICore stream pair on `device`.
+    ///
+    /// # Errors
+    /// When a stream cannot be created.
+    pub fn new(device: &Device) -> Result<Self, DeviceError> {
+        Ok(Self { aicpu: device.create_stream()?, aicore: device.create_stream()? })
+    }
+
+    fn same_as(&self, other: &RunStreams) -> bool {
+        self.aicpu.id() == other.aicpu.id() && self.aicore.id() == other.aicore.id()
+    }
+}
+
+/// A process-unique id of one prepared run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct RunId(pub u64);
+
+impl std::fmt::Display for RunId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "run {}", self.0)
+    }
+}
+
+/// Publication state of a slot's current run (the seed's transaction states).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum TransactionState {
+    /// No prepared run (never prepared, view released, or moved from).
+    NotStarted,
+    /// Snapshot taken; nothing published.
+    Prepared,
+    /// Every copy and the entry fork were accepted into stream order (or the identical prefix
+    /// was already resident). Not a proof of DMA completion.
+    Published,
+    /// An asynchronous step failed after the transaction was marked: device state is
+    /// uncertain; the run keeps its execution owner until a bounded discharge proves the
+    /// streams drained.
+    Partial,
+}
+
+/// How far a launch got.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum LaunchProgress {
+    /// Nothing of the launch reached a stream; the run can be launched again.
+    NotStarted,
+    /// The AICore entry was submitted but the AICPU entry was not: device state uncertain.
+    Partial,
+    /// Both entries were submitted.
+    Complete,
+}
+
+/// What one publication queued.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PublishReport {
+    /// Bytes enqueued for host-to-device copy (metadata plus descriptor).
+    pub bytes_copied: u64,
+    /// Whether the descriptor prefix was copied (false: identical prefix already resident).
+    pub descriptor_copied: bool,
+    /// `(source offset, length)` of each metadata region inside the pinned source, in queue
+    /// order. Every offset is at or past the descriptor prefix.
+    pub metadata: Vec<(u64, u64)>,
+    /// Whether an entry fork (AICPU record, AICore wait) was queued.
+    pub forked: bool,
+}
+
+/// Proof that both entries of a run were submitted. Move-only; minted only by
+/// [`LaunchStaging::launch`].
+#[derive(Debug, PartialEq, Eq)]
+pub struct LaunchReceipt {
+    run: RunId,
+}
+
+impl LaunchReceipt {
+    /// The launched run.
+    pub fn run(&self) -> RunId {
+        self.run
+    }
+}
+
+/// How a run's execution owner was retired.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum RetirePath {
+    /// Both completion boundaries were observed: the publication fork was consumed.
+    Normal,
+    /// A run without its two boundaries (partial, never launched, or a failed boundary)
+    /// drained under the bounded stream discharge.
+    Discharged,
+}
+
+/// The outcome of [`LaunchStaging::finish_run`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Retired {
+    /// The retired run.
+    pub run: RunId,
+    /// Which path proved the streams drained.
+    pub path: RetirePath,
+    /// The first error the run's streams reported while draining (a failed kernel or copy),
+    /// if any. The streams were idle when it was reported.
+    pub run_error: Option<DeviceError>,
+}
+
+/// Scheduler diagnostics of a run whose publication succeeded.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SchedulerDiagnostics {
+    /// The run the diagnostics belong to.
+    pub run: RunId,
+    /// Metadata regions that run published.
+    pub metadata_regions: usize,
+    /// Metadata bytes that run published.
+    pub metadata_bytes: u64,
+}
+
+/// Cumulative counters of one slot.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StagingStats {
+    /// Publications that reached `Published`.
+    pub publishes: u64,
+    /// Bytes enqueued for copy by all publications.
+    pub bytes_copied: u64,
+    /// Descriptor copies enqueued.
+    pub descriptor_copies: u64,
+    /// Metadata copies enqueued.
+    pub metadata_copies: u64,
+    /// Publications that found the identical prefix resident and copied no descriptor.
+    pub unchanged_prefixes: u64,
+    /// Entry forks queued.
+    pub forks: u64,
+    /// Pinned-source growths.
+    pub growths: u64,
+}
+
+/// The AICore entry: gets the AICore projection of the launch payload by value.
+pub type AicoreEntry = Box<dyn FnOnce(&Device, AicoreLaunchArgs) -> Result<(), String> + Send>;
+/// The AICPU entry: gets the front-less [`KernelArgs`] by value.
+pub type AicpuEntry = Box<dyn FnOnce(&Device, KernelArgs) -> Result<(), String> + Send>;
+
+/// The two entries a launch submits: AICore first, then AICPU.
+pub struct EntryKernels {
+    /// Kernel name of the AICore entry.
+    pub aicore_name: String,
+    /// The AICore entry body.
+    pub aicore: AicoreEntry,
+    /// Kernel name of the AICPU entry.
+    pub aicpu_name: String,
+    /// The AICPU entry body.
+    pub aicpu: AicpuEntry,
+}
+
+impl EntryKernels {
+    /// Entries that do nothing (for benches and tests of the transaction alone).
+    pub fn noop() -> Self {
+        Self::new(|_, _| Ok(()), |_, _| Ok(()))
+    }
+
+    /// Entries named `aicore_entry` / `aicpu_exec` with the given bodies.
+    pub fn new(
+        aicore: impl FnOnce(&Device, AicoreLaunchArgs) -> Result<(), String> + Send + 'static,
+        aicpu: impl FnOnce(&Device, KernelArgs) -> Result<(), String> + Send + 'static,
+    ) -> Self {
+        Self {
+            aicore_name: "aicore_entry".into(),
+            aicore: Box::new(aicore),
+            aicpu_name: "aicpu_exec".into(),
+            aicpu: Box::new(aicpu),
+        }
+    }
+}
+
+impl std::fmt::Debug for EntryKernels {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EntryKernels")
+            .field("aicore_name", &self.aicore_name)
+            .field("aicpu_name", &self.aicpu_name)
+            .finish_non_exhaustive()
+    }
+}
