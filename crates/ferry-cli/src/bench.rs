@@ -17,10 +17,13 @@ pub(crate) struct BenchArgs {
 enum Area {
     /// The simulated chip: idle CPU cost and handshake round trip.
     Sim,
+    /// The launch transaction: host time per prepare+publish+launch, changed vs unchanged prefix.
+    Launch,
 }
 
 pub(crate) fn run(a: &BenchArgs) -> anyhow::Result<()> {
     match a.area {
+        Area::Launch => launch(a)?,
         Area::Sim => {
             let mut cfg = ferry_sim::bench::SimBenchConfig::default();
             if a.quick {
@@ -51,6 +54,35 @@ pub(crate) fn run(a: &BenchArgs) -> anyhow::Result<()> {
                 );
             }
         }
+    }
+    Ok(())
+}
+
+fn launch(a: &BenchArgs) -> anyhow::Result<()> {
+    let mut cfg = ferry_launch::bench::LaunchBenchConfig::default();
+    if a.quick {
+        cfg.iterations = 200;
+    }
+    let r = ferry_launch::bench::run(&cfg)?;
+    if a.json {
+        println!("{}", r.to_json());
+    } else {
+        println!(
+            "launch transaction ({:?}, {}-byte descriptor prefix, {} runs per series)",
+            cfg.arch, cfg.descriptor_bytes, cfg.iterations
+        );
+        println!(
+            "  changed prefix:   {:>8.0} ns per prepare+publish+launch, {} bytes copied",
+            r.changed_ns_per_run, r.changed_bytes_per_run
+        );
+        println!(
+            "  unchanged prefix: {:>8.0} ns per prepare+publish+launch, {} bytes copied",
+            r.unchanged_ns_per_run, r.unchanged_bytes_per_run
+        );
+        println!(
+            "  time ratio changed/unchanged: {:.2}",
+            r.changed_ns_per_run / r.unchanged_ns_per_run
+        );
     }
     Ok(())
 }
