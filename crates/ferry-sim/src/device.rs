@@ -570,6 +570,11 @@ impl Device {
         self.0.engines.queues()
     }
 
+    /// Number of copy engines this device has.
+    pub fn copy_engine_count(&self) -> usize {
+        lock(&self.0.engines.state).len()
+    }
+
     /// Runs `f` while holding the lowest free copy engine (waiting if all are busy), creating
     /// that engine's queue on its first use.
     pub(crate) fn with_copy_engine<R>(&self, f: impl FnOnce() -> R) -> Result<R, DeviceError> {

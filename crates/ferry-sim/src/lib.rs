@@ -55,6 +55,7 @@ pub mod error;
 pub mod event;
 pub mod fault;
 pub mod memory;
+pub mod overlap;
 pub mod pinned;
 pub mod stream;
 mod sync;

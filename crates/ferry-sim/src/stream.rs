@@ -30,6 +30,7 @@ use crate::error::DeviceError;
 use crate::event::Event;
 use crate::fault::FaultPoint;
 use crate::memory::DevicePtr;
+use crate::overlap::CopyRendezvous;
 use crate::sync::{lock, Arc, AtomicU64, Condvar, Mutex, Ordering};
 use crate::wait::Doorbell;
 use std::collections::VecDeque;
@@ -49,8 +50,18 @@ pub enum StreamKind {
 pub type KernelFn = Box<dyn FnOnce(&Device) -> Result<(), String> + Send>;
 
 enum Op {
-    Copy { kind: CopyKind, src: u64, dst: u64, len: u64 },
-    Kernel { name: Arc<str>, body: KernelFn },
+    /// `meet`: the copy keeps its engine until that rendezvous completes (see `overlap`).
+    Copy {
+        kind: CopyKind,
+        src: u64,
+        dst: u64,
+        len: u64,
+        meet: Option<Arc<CopyRendezvous>>,
+    },
+    Kernel {
+        name: Arc<str>,
+        body: KernelFn,
+    },
     Record(Event, u64),
     Wait(Event, u64),
     Host(Box<dyn FnOnce() + Send>),
@@ -160,13 +171,24 @@ impl Stream {
     }
 
     fn copy(&self, kind: CopyKind, src: u64, dst: u64, len: u64) -> Result<(), DeviceError> {
+        self.copy_with(kind, src, dst, len, None)
+    }
+
+    pub(crate) fn copy_with(
+        &self,
+        kind: CopyKind,
+        src: u64,
+        dst: u64,
+        len: u64,
+        meet: Option<Arc<CopyRendezvous>>,
+    ) -> Result<(), DeviceError> {
         self.check(FaultPoint::Copy)?;
         let d = &self.0.shared.device;
         d.0.counters.bump(Counter::Copies);
         if self.kind() == StreamKind::Null {
             d.note_null_copy(kind);
         }
-        self.push(Op::Copy { kind, src, dst, len });
+        self.push(Op::Copy { kind, src, dst, len, meet });
         Ok(())
     }
 
@@ -343,7 +365,7 @@ fn worker(s: Arc<Shared>) {
 fn run(s: &Shared, op: Op) -> Result<(), DeviceError> {
     let d = &s.device;
     match op {
-        Op::Copy { kind, src, dst, len } => {
+        Op::Copy { kind, src, dst, len, meet } => {
             let host_side = match kind {
                 CopyKind::Htod => Some(src),
                 CopyKind::Dtoh => Some(dst),
@@ -366,6 +388,10 @@ fn run(s: &Shared, op: Op) -> Result<(), DeviceError> {
                 // valid for `len` bytes by the enqueuing caller's contract (`copy_*_async`).
                 // `copy` (memmove) tolerates overlapping device-to-device ranges.
                 unsafe { std::ptr::copy(sp, dp, len as usize) };
+                if let Some(m) = &meet {
+                    // Keep this engine until the other parties hold theirs (see `overlap`).
+                    m.arrive_and_wait();
+                }
             })?;
             let c = match kind {
                 CopyKind::Htod => Counter::BytesHtod,
