@@ -1,0 +1,1 @@
+//! Gather throughput measurements (filled in below).

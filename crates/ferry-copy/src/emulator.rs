@@ -1,0 +1,1 @@
+//! The server emulator (filled in below).

@@ -1,0 +1,819 @@
+//! [`HbmCopyEngine`]: pairs with at least one device endpoint (copy.md §3).
+//!
+//! Submit, for a batch of plans:
+//! 1. save the caller's current device;
+//! 2. **gather pass**: unless the kernel is off (config or latch), classify each plan — H2D or
+//!    D2H, a device that exists, every host side inside a registered gather region (addressed
+//!    through its per-device alias), every device side inside a live allocation — and pool the
+//!    fragments of eligible plans **per device**, across plans and directions. A bucket with
+//!    ≥ 2 fragments and a mean below [`HbmConfig::gather_threshold`] runs as one gather kernel on a
+//!    pooled stream; a failed launch just declines, a failed synchronize also latches the kernel
+//!    off for this engine ([`HbmCopyEngine::reset_gather_latch`] re-arms it);
+//! 3. **fallback**: every plan the gather did not complete is copied segment by segment on its
+//!    device's null stream (destination's device, else the source's), then synchronized;
+//! 4. restore the caller's current device; return a settled handle with one failure per failed
+//!    plan.
+//!
+//! [`HbmCopyEngine::prewarm`] implements copy.md §3.10 (see its docs).
+//!
+//! # Lock ranks
+//! Outer to inner; a lock is only taken while holding locks of a lower rank number:
+//! 1. `prewarm` (`HbmCopyEngine::prewarmed`) — held for a whole prewarm;
+//! 2. `regions` (RwLock) — read during classification only, never held across a device call
+//!    that waits, nor together with 3 or 4;
+//! 3. `DevicePool::state` (one per device) — list/count updates only;
+//! 4. `null_copy` (one per device) — held across one plan's null-stream enqueue + synchronize so
+//!    the stream's sticky error belongs to that plan.
+//!
+//! ferry-sim's internal locks rank below all of these.
+pub mod gather;
+pub(crate) mod pool;
+
+use crate::engine::{SettledHandle, TransferEngine, TransferHandle};
+use crate::planner::plan_items;
+use crate::types::{
+    FailureCode, Loc, TransferFailure, TransferItem, TransferPlan, TransferPlanSet, TransferRef,
+};
+use ferry_sim::overlap::CopyRendezvous;
+use ferry_sim::{
+    CopyKind, Device, DeviceError, DevicePtr, HostRegistration, MemoryError, Platform,
+};
+use gather::{grid, GatherFragment, FRAGMENT_BYTES, GATHER_KERNEL};
+pub use pool::PoolStats;
+use pool::{DevicePool, SlotGuard};
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // Critical sections leave the data consistent (unit state or plain counts); recover it.
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Mean fragment size at and above which a bucket stays on the copy engine (copy.md §4.6).
+pub const GATHER_THRESHOLD: u64 = 128 << 10;
+/// Descriptors each prewarmed slot's staging is sized for: an 8192-fragment batch with the usual
+/// 2× headroom, so the first large gather after prewarm allocates no device memory.
+pub const PREWARM_STAGING_FRAGMENTS: usize = 16_384;
+/// Bytes of each null-stream warm-up copy.
+pub const NULL_WARM_BYTES: usize = 4096;
+
+/// Configuration of [`HbmCopyEngine`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HbmConfig {
+    /// Whether the gather kernel may run (`UMBP_DRAM_GATHER_KERNEL`).
+    pub gather_kernel: bool,
+    /// Mean fragment size at and above which a bucket is not gathered.
+    pub gather_threshold: u64,
+    /// Descriptors a prewarmed slot's staging holds.
+    pub prewarm_staging_fragments: usize,
+}
+
+impl Default for HbmConfig {
+    fn default() -> Self {
+        Self {
+            gather_kernel: true,
+            gather_threshold: GATHER_THRESHOLD,
+            prewarm_staging_fragments: PREWARM_STAGING_FRAGMENTS,
+        }
+    }
+}
+
+impl HbmConfig {
+    /// The defaults with the knobs of `k` applied.
+    pub fn from_knobs(k: &crate::env::CopyKnobs) -> Self {
+        Self { gather_kernel: k.gather_kernel, ..Self::default() }
+    }
+}
+
+/// Why a plan or bucket did not go through the gather kernel (copy.md §3.6's taxonomy).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[repr(usize)]
+pub enum GatherSkip {
+    /// The kernel is off (configuration or latch).
+    Disabled,
+    /// Device to device: no host side to gather.
+    KindNotHtodOrDtoh,
+    /// The plan names no existing device.
+    NoDevice,
+    /// A host side is outside every registered gather region.
+    HostNotGatherable,
+    /// A device side is outside every live allocation.
+    DeviceRangeInvalid,
+    /// The plan has no segments.
+    NoFragments,
+    /// The device's bucket has fewer than 2 fragments.
+    TooFewFragments,
+    /// The bucket's mean fragment is at or above the threshold.
+    AtOrAboveThreshold,
+    /// Switching to the device failed.
+    SetDeviceFailed,
+    /// No pooled stream could be created.
+    NoStream,
+    /// The slot's descriptor staging could not grow.
+    NoStaging,
+    /// The descriptor upload or the launch was refused.
+    LaunchFailed,
+    /// The stream failed to synchronize (latches the kernel off).
+    SyncFailed,
+}
+
+impl GatherSkip {
+    /// Every reason.
+    pub const ALL: [GatherSkip; 13] = [
+        GatherSkip::Disabled,
+        GatherSkip::KindNotHtodOrDtoh,
+        GatherSkip::NoDevice,
+        GatherSkip::HostNotGatherable,
+        GatherSkip::DeviceRangeInvalid,
+        GatherSkip::NoFragments,
+        GatherSkip::TooFewFragments,
+        GatherSkip::AtOrAboveThreshold,
+        GatherSkip::SetDeviceFailed,
+        GatherSkip::NoStream,
+        GatherSkip::NoStaging,
+        GatherSkip::LaunchFailed,
+        GatherSkip::SyncFailed,
+    ];
+}
+
+/// Counters of one engine (statistics; Relaxed throughout).
+#[derive(Debug, Default)]
+struct Stats {
+    gathers: AtomicU64,
+    gather_fragments: AtomicU64,
+    gather_bytes: AtomicU64,
+    fallback_plans: AtomicU64,
+    fallback_segments: AtomicU64,
+    fallback_bytes: AtomicU64,
+    skips: [AtomicU64; GatherSkip::ALL.len()],
+}
+
+fn bump(c: &AtomicU64, n: u64) {
+    // Relaxed: statistics; readers synchronise through the batch that produced them.
+    c.fetch_add(n, Ordering::Relaxed);
+}
+
+/// A snapshot of an engine's counters.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct HbmStats {
+    /// Gather kernels that completed.
+    pub gathers: u64,
+    /// Fragments they copied.
+    pub gather_fragments: u64,
+    /// Bytes they copied.
+    pub gather_bytes: u64,
+    /// Plans copied on the null stream.
+    pub fallback_plans: u64,
+    /// Segments copied on the null stream.
+    pub fallback_segments: u64,
+    /// Bytes copied on the null stream.
+    pub fallback_bytes: u64,
+    /// Skip counts, indexed like [`GatherSkip::ALL`].
+    pub skips: Vec<(GatherSkip, u64)>,
+}
+
+impl HbmStats {
+    /// The count of one skip reason.
+    pub fn skip(&self, r: GatherSkip) -> u64 {
+        self.skips.iter().find(|(k, _)| *k == r).map_or(0, |(_, v)| *v)
+    }
+}
+
+#[derive(Debug)]
+struct DeviceState {
+    pool: DevicePool,
+    null_copy: Mutex<()>,
+}
+
+/// What one device's prewarm did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct DevicePrewarm {
+    /// Device ordinal.
+    pub ordinal: u32,
+    /// Pooled streams warmed (0 with the kernel off).
+    pub streams: usize,
+    /// Whether the null stream was warmed in both directions.
+    pub null_stream_warm: bool,
+    /// The cap set on the pool (0 = uncapped).
+    pub cap: usize,
+    /// Compute queues of the device afterwards.
+    pub compute_queues: u64,
+    /// Copy-engine (SDMA) queues of the device afterwards.
+    pub sdma_queues: u64,
+    /// Device memory held by queues afterwards.
+    pub queue_memory_bytes: u64,
+    /// What went wrong (the device is then left lazy/uncapped).
+    pub errors: Vec<String>,
+}
+
+/// What [`HbmCopyEngine::prewarm`] did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PrewarmReport {
+    /// Streams per device asked for.
+    pub streams: usize,
+    /// Whether an earlier prewarm already ran (this call did nothing).
+    pub already_prewarmed: bool,
+    /// Per device.
+    pub devices: Vec<DevicePrewarm>,
+}
+
+/// The HBM copy engine: host↔device and device↔device copies, with the gather fast path and a
+/// per-device stream pool.
+///
+/// # Examples
+/// ```
+/// use ferry_copy::{transfer, HbmConfig, HbmCopyEngine, TransferItem, TransferRef};
+/// use ferry_sim::{Arch, PlatformBuilder};
+/// let p = PlatformBuilder::new(Arch::A2a3).hbm_bytes(64 << 20).build()?;
+/// let e = HbmCopyEngine::new(p.clone(), HbmConfig::default());
+/// let mut host = vec![0u8; 8192];
+/// host.iter_mut().enumerate().for_each(|(i, b)| *b = i as u8);
+/// // SAFETY: `host` outlives the engine's use of it (the registration is dropped with `e`,
+/// // before `host`), and nothing else touches it during transfers.
+/// unsafe { e.add_host_gather_region(host.as_mut_ptr(), host.len())? };
+/// let dev = p.device(0)?.malloc(8192)?;
+/// // SAFETY: as above.
+/// let h = unsafe { TransferRef::host(host.as_mut_ptr(), host.len()) };
+/// let d = TransferRef::device(0, dev, 8192);
+/// // Two scattered 4 KiB pages, swapped: one gather kernel.
+/// let items = [
+///     TransferItem { src: h, src_offset: 0, dst: d, dst_offset: 4096, size: 4096, tag: 0 },
+///     TransferItem { src: h, src_offset: 4096, dst: d, dst_offset: 0, size: 4096, tag: 1 },
+/// ];
+/// assert!(transfer(&e, &items, &mut Vec::new()));
+/// assert_eq!(e.stats().gathers, 1);
+/// let mut out = vec![0u8; 8192];
+/// p.device(0)?.copy_dtoh(dev, &mut out)?;
+/// assert_eq!(&out[4096..], &host[..4096]);
+/// drop(e);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub struct HbmCopyEngine {
+    platform: Platform,
+    cfg: HbmConfig,
+    devices: Vec<DeviceState>,
+    regions: RwLock<Vec<HostRegistration>>,
+    latched: AtomicBool,
+    prewarmed: Mutex<Option<usize>>,
+    stats: Stats,
+}
+
+impl std::fmt::Debug for HbmCopyEngine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HbmCopyEngine")
+            .field("devices", &self.devices.len())
+            .field("cfg", &self.cfg)
+            .field("latched", &self.is_gather_latched())
+            .finish()
+    }
+}
+
+impl HbmCopyEngine {
+    /// An engine over every device of `platform`. No stream exists until the first gather or
+    /// [`prewarm`](Self::prewarm).
+    pub fn new(platform: Platform, cfg: HbmConfig) -> Self {
+        let devices = platform
+            .devices()
+            .iter()
+            .map(|d| DeviceState { pool: DevicePool::new(d.clone()), null_copy: Mutex::new(()) })
+            .collect();
+        Self {
+            platform,
+            cfg,
+            devices,
+            regions: RwLock::new(Vec::new()),
+            latched: AtomicBool::new(false),
+            prewarmed: Mutex::new(None),
+            stats: Stats::default(),
+        }
+    }
+
+    /// The platform this engine drives.
+    pub fn platform(&self) -> &Platform {
+        &self.platform
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &HbmConfig {
+        &self.cfg
+    }
+
+    /// Registers `[ptr, ptr + len)` with every device and makes it a gather region.
+    ///
+    /// # Errors
+    /// When the range is null/empty or overlaps a registration.
+    ///
+    /// # Safety
+    /// As [`Platform::register_host`]: the range stays valid for reads and writes until the
+    /// region is cleared or the engine dropped, and while a transfer runs the host does not
+    /// access the bytes it writes.
+    pub unsafe fn add_host_gather_region(
+        &self,
+        ptr: *mut u8,
+        len: usize,
+    ) -> Result<(), MemoryError> {
+        // SAFETY: delegated to the caller.
+        let reg = unsafe { self.platform.register_host(ptr, len)? };
+        self.adopt_host_registration(reg);
+        Ok(())
+    }
+
+    /// Makes a registration done elsewhere (e.g. on a background thread) a gather region. The
+    /// engine keeps it until [`clear_host_gather_regions`](Self::clear_host_gather_regions).
+    pub fn adopt_host_registration(&self, reg: HostRegistration) {
+        self.regions.write().unwrap_or_else(|p| p.into_inner()).push(reg);
+    }
+
+    /// Drops every gather region (which unregisters them).
+    pub fn clear_host_gather_regions(&self) {
+        self.regions.write().unwrap_or_else(|p| p.into_inner()).clear();
+    }
+
+    /// Whether a failed synchronize turned the gather kernel off.
+    pub fn is_gather_latched(&self) -> bool {
+        // Relaxed: a standalone flag; no data is published through it.
+        self.latched.load(Ordering::Relaxed)
+    }
+
+    /// Re-arms the gather kernel after a latch (tests, or an operator who fixed the cause).
+    pub fn reset_gather_latch(&self) {
+        // Relaxed: see `is_gather_latched`.
+        self.latched.store(false, Ordering::Relaxed);
+    }
+
+    /// The pool of device `ordinal`.
+    pub fn pool_stats(&self, ordinal: u32) -> Option<PoolStats> {
+        self.devices.get(ordinal as usize).map(|d| d.pool.stats())
+    }
+
+    /// A snapshot of the engine's counters.
+    pub fn stats(&self) -> HbmStats {
+        // Relaxed loads: statistics (see `bump`).
+        let g = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        HbmStats {
+            gathers: g(&self.stats.gathers),
+            gather_fragments: g(&self.stats.gather_fragments),
+            gather_bytes: g(&self.stats.gather_bytes),
+            fallback_plans: g(&self.stats.fallback_plans),
+            fallback_segments: g(&self.stats.fallback_segments),
+            fallback_bytes: g(&self.stats.fallback_bytes),
+            skips: GatherSkip::ALL.iter().map(|&r| (r, g(&self.stats.skips[r as usize]))).collect(),
+        }
+    }
+
+    fn skip(&self, r: GatherSkip, n: u64) {
+        bump(&self.stats.skips[r as usize], n);
+    }
+
+    fn gather_enabled(&self) -> bool {
+        self.cfg.gather_kernel && !self.is_gather_latched()
+    }
+
+    /// Copy kind from the pair (CPU→CPU is not claimed).
+    pub fn kind_for(src: &TransferRef, dst: &TransferRef) -> Option<CopyKind> {
+        match (src.loc, dst.loc) {
+            (Loc::Cpu, Loc::Device) => Some(CopyKind::Htod),
+            (Loc::Device, Loc::Cpu) => Some(CopyKind::Dtoh),
+            (Loc::Device, Loc::Device) => Some(CopyKind::Dtod),
+            (Loc::Cpu, Loc::Cpu) => None,
+        }
+    }
+
+    /// Device a plan runs on: the destination's if it is device memory, else the source's.
+    pub fn device_for(src: &TransferRef, dst: &TransferRef) -> Option<u32> {
+        if dst.loc == Loc::Device {
+            dst.device
+        } else if src.loc == Loc::Device {
+            src.device
+        } else {
+            None
+        }
+    }
+
+    /// Prewarm (seed 003, copy.md §3.10). For every device:
+    /// - with the gather kernel on: create `n` pooled streams (their compute queues), size each
+    ///   slot's staging to [`HbmConfig::prewarm_staging_fragments`], upload the whole staging on
+    ///   the slot's stream and launch an *empty* gather (one block, zero descriptors, not
+    ///   counted as a launch) so the kernel's code object loads;
+    /// - with all `n` slots still held, run one null-stream copy each way (what the fallback
+    ///   copies use). The `n` uploads and the first null-stream copy hold their copy engines at
+    ///   the same time ([`CopyRendezvous`]), so they take engines `0..=n` — exactly the engines
+    ///   serving can reach (at most `n` gathers and one null-stream copy at once) — and create
+    ///   only those engines' queues;
+    /// - release the slots and cap the pool at `n` (kernel on only).
+    ///
+    /// `n == 0` does nothing (the pool stays uncapped and lazy). Idempotent: a second call
+    /// returns `already_prewarmed`. Never fails: a device where something failed is logged,
+    /// reported and left lazy/uncapped. The caller's current device is restored.
+    pub fn prewarm(&self, n: usize) -> PrewarmReport {
+        let mut done = lock(&self.prewarmed);
+        let mut report = PrewarmReport { streams: n, ..Default::default() };
+        if done.is_some() {
+            report.already_prewarmed = true;
+            return report;
+        }
+        if n == 0 {
+            return report;
+        }
+        let saved = self.platform.current_ordinal();
+        for (i, st) in self.devices.iter().enumerate() {
+            let ordinal = i as u32;
+            let mut r = DevicePrewarm { ordinal, ..Default::default() };
+            match self.platform.set_current_device(ordinal) {
+                Ok(()) => self.prewarm_device(ordinal, st, n, &mut r),
+                Err(e) => r.errors.push(format!("set device {ordinal}: {e}")),
+            }
+            if let Ok(d) = self.platform.device(ordinal) {
+                let c = d.counters();
+                r.compute_queues = c.compute_queues_created;
+                r.sdma_queues = c.sdma_queues_created;
+                r.queue_memory_bytes = c.queue_memory_bytes;
+            }
+            for e in &r.errors {
+                tracing::warn!(device = ordinal, "prewarm: {e}");
+            }
+            report.devices.push(r);
+        }
+        let _ = self.platform.set_current_device(saved);
+        *done = Some(n);
+        report
+    }
+
+    fn prewarm_device(&self, ordinal: u32, st: &DeviceState, n: usize, r: &mut DevicePrewarm) {
+        let Ok(device) = self.platform.device(ordinal).cloned() else { return };
+        let kernel = self.gather_enabled();
+        let mut slots: Vec<SlotGuard<'_>> = Vec::new();
+        if kernel {
+            let (s, err) = st.pool.take_for_prewarm(n);
+            slots = s;
+            if let Some(e) = err {
+                r.errors.push(format!("creating pooled streams: {e}"));
+            }
+        }
+        // Uploads of the n slots plus the null stream's first copy meet while holding engines.
+        let parties = (slots.len() + 1).min(device.copy_engine_count());
+        let meet = Arc::new(CopyRendezvous::new(parties));
+        let mut warmed = Vec::new();
+        for (i, mut g) in slots.into_iter().enumerate() {
+            let in_meet = i + 1 < parties;
+            match self.warm_slot(&mut g, in_meet.then_some(&meet)) {
+                Ok(()) => warmed.push(g),
+                Err(e) => {
+                    if in_meet {
+                        meet.withdraw();
+                    }
+                    r.errors.push(format!("warming slot {i}: {e}"));
+                    g.discard();
+                }
+            }
+        }
+        match self.warm_null_stream(&device, st, &meet) {
+            Ok(()) => r.null_stream_warm = true,
+            Err(e) => r.errors.push(format!("warming the null stream: {e}")),
+        }
+        let mut ok = warmed.len();
+        for mut g in warmed {
+            match g.slot().stream.synchronize() {
+                Ok(()) => drop(g),
+                Err(e) => {
+                    ok -= 1;
+                    r.errors.push(format!("synchronizing a warmed slot: {e}"));
+                    g.discard();
+                }
+            }
+        }
+        r.streams = ok;
+        if kernel && ok == n && r.errors.is_empty() {
+            st.pool.set_cap(n);
+            r.cap = n;
+        }
+    }
+
+    /// Sizes the slot's staging, uploads all of it, launches the empty gather (not synchronized
+    /// here: the caller synchronizes after the null-stream warm-up).
+    fn warm_slot(
+        &self,
+        g: &mut SlotGuard<'_>,
+        meet: Option<&Arc<CopyRendezvous>>,
+    ) -> Result<(), DeviceError> {
+        let cap = self.cfg.prewarm_staging_fragments.max(1);
+        let slot = g.slot();
+        slot.staging.ensure(cap, true)?;
+        let bytes = (slot.staging.capacity() * FRAGMENT_BYTES) as u64;
+        let host = slot.staging.host.as_ptr() as *const u8;
+        // SAFETY: the host staging (`capacity` descriptors = `bytes` bytes) belongs to this slot,
+        // which the caller holds until after it synchronizes the slot's stream; nothing writes it
+        // meanwhile.
+        unsafe {
+            match meet {
+                Some(m) => {
+                    slot.stream.copy_htod_async_rendezvous(host, slot.staging.dev, bytes, m)?
+                }
+                None => slot.stream.copy_htod_async(host, slot.staging.dev, bytes)?,
+            }
+        }
+        slot.stream.launch_uncounted(GATHER_KERNEL, gather::kernel(slot.staging.dev, 0))
+    }
+
+    fn warm_null_stream(
+        &self,
+        device: &Device,
+        st: &DeviceState,
+        meet: &Arc<CopyRendezvous>,
+    ) -> Result<(), DeviceError> {
+        let _g = lock(&st.null_copy);
+        let scratch = device.malloc(NULL_WARM_BYTES as u64).inspect_err(|_| meet.withdraw())?;
+        let mut host = vec![0u8; NULL_WARM_BYTES];
+        let res = (|| {
+            let s = device.null_stream().inspect_err(|_| meet.withdraw())?;
+            // SAFETY: `host` lives until after both synchronizes below and is not touched
+            // meanwhile.
+            unsafe {
+                s.copy_htod_async_rendezvous(host.as_ptr(), scratch, NULL_WARM_BYTES as u64, meet)
+            }
+            .inspect_err(|_| meet.withdraw())?;
+            s.synchronize()?;
+            // SAFETY: as above.
+            unsafe { s.copy_dtoh_async(scratch, host.as_mut_ptr(), NULL_WARM_BYTES as u64)? };
+            s.synchronize()
+        })();
+        let _ = device.free(scratch);
+        res
+    }
+
+    /// The per-device alias of `[host, host + len)` if a gather region covers it.
+    fn alias_of(regions: &[HostRegistration], dev: u32, host: u64, len: u64) -> Option<u64> {
+        let (h, l) = (usize::try_from(host).ok()?, usize::try_from(len).ok()?);
+        regions.iter().find_map(|r| r.alias(dev, h as *const u8, l).ok()).map(|p| p.0)
+    }
+
+    /// Classifies the plans, gathers eligible buckets; returns which plans are done.
+    fn gather_pass(&self, plans: &[TransferPlan]) -> Vec<bool> {
+        let mut done = vec![false; plans.len()];
+        if !self.gather_enabled() {
+            self.skip(GatherSkip::Disabled, plans.len() as u64);
+            return done;
+        }
+        #[derive(Default)]
+        struct Bucket {
+            frags: Vec<GatherFragment>,
+            plans: Vec<usize>,
+            bytes: u64,
+            max: u64,
+        }
+        let mut buckets: BTreeMap<u32, Bucket> = BTreeMap::new();
+        {
+            let regions = self.regions.read().unwrap_or_else(|p| p.into_inner());
+            for (pi, p) in plans.iter().enumerate() {
+                match self.classify(p, &regions) {
+                    Ok((dev, frags)) => {
+                        let b = buckets.entry(dev).or_default();
+                        for f in &frags {
+                            b.bytes += f.bytes;
+                            b.max = b.max.max(f.bytes);
+                        }
+                        b.frags.extend(frags);
+                        b.plans.push(pi);
+                    }
+                    Err(r) => self.skip(r, 1),
+                }
+            }
+        }
+        for (dev, b) in buckets {
+            let n = b.plans.len() as u64;
+            let count = b.frags.len() as u64;
+            if count < 2 {
+                self.skip(GatherSkip::TooFewFragments, n);
+                continue;
+            }
+            if b.bytes / count >= self.cfg.gather_threshold {
+                self.skip(GatherSkip::AtOrAboveThreshold, n);
+                continue;
+            }
+            match self.run_gather(dev, &b.frags, b.max) {
+                Ok(()) => {
+                    bump(&self.stats.gathers, 1);
+                    bump(&self.stats.gather_fragments, count);
+                    bump(&self.stats.gather_bytes, b.bytes);
+                    for pi in b.plans {
+                        done[pi] = true;
+                    }
+                }
+                Err(r) => self.skip(r, n),
+            }
+        }
+        done
+    }
+
+    fn classify(
+        &self,
+        p: &TransferPlan,
+        regions: &[HostRegistration],
+    ) -> Result<(u32, Vec<GatherFragment>), GatherSkip> {
+        let kind = Self::kind_for(&p.src, &p.dst).ok_or(GatherSkip::KindNotHtodOrDtoh)?;
+        let (host, dev_side, host_offs, dev_offs) = match kind {
+            CopyKind::Htod => (&p.src, &p.dst, &p.src_offsets, &p.dst_offsets),
+            CopyKind::Dtoh => (&p.dst, &p.src, &p.dst_offsets, &p.src_offsets),
+            CopyKind::Dtod => return Err(GatherSkip::KindNotHtodOrDtoh),
+        };
+        let dev = Self::device_for(&p.src, &p.dst)
+            .filter(|&d| d < self.platform.device_count())
+            .ok_or(GatherSkip::NoDevice)?;
+        if p.sizes.is_empty() {
+            return Err(GatherSkip::NoFragments);
+        }
+        let device = self.platform.device(dev).map_err(|_| GatherSkip::NoDevice)?;
+        // One lookup per endpoint; per segment only when the endpoint outgrows its registration
+        // or allocation (copy.md §3.8).
+        let host_base = Self::alias_of(regions, dev, host.addr, host.size);
+        let dev_whole = device.translate(DevicePtr(dev_side.addr), dev_side.size).is_ok();
+        let mut frags = Vec::with_capacity(p.sizes.len());
+        for i in 0..p.sizes.len() {
+            let (len, ho, dof) = (p.sizes[i], host_offs[i], dev_offs[i]);
+            let h = match host_base {
+                Some(a) => a + ho,
+                None => Self::alias_of(regions, dev, host.addr + ho, len)
+                    .ok_or(GatherSkip::HostNotGatherable)?,
+            };
+            let d = dev_side.addr + dof;
+            if !dev_whole && device.translate(DevicePtr(d), len).is_err() {
+                return Err(GatherSkip::DeviceRangeInvalid);
+            }
+            frags.push(match kind {
+                CopyKind::Htod => GatherFragment { src: h, dst: d, bytes: len },
+                _ => GatherFragment { src: d, dst: h, bytes: len },
+            });
+        }
+        Ok((dev, frags))
+    }
+
+    fn run_gather(&self, dev: u32, frags: &[GatherFragment], max: u64) -> Result<(), GatherSkip> {
+        self.platform.set_current_device(dev).map_err(|_| GatherSkip::SetDeviceFailed)?;
+        let st = &self.devices[dev as usize];
+        grid(frags.len() as u64, max).ok_or(GatherSkip::LaunchFailed)?;
+        let mut g = st.pool.acquire().map_err(|e| {
+            tracing::debug!(device = dev, "gather: no stream: {e}");
+            GatherSkip::NoStream
+        })?;
+        let slot = g.slot();
+        slot.staging.ensure(frags.len(), false).map_err(|_| GatherSkip::NoStaging)?;
+        slot.staging.host[..frags.len()].copy_from_slice(frags);
+        let bytes = (frags.len() * FRAGMENT_BYTES) as u64;
+        // SAFETY: the host staging belongs to the held slot and is not written again before the
+        // synchronize below (or, on a failed launch, the drain-synchronize) completes.
+        let up = unsafe {
+            slot.stream.copy_htod_async(
+                slot.staging.host.as_ptr() as *const u8,
+                slot.staging.dev,
+                bytes,
+            )
+        };
+        if up.is_err() {
+            return Err(GatherSkip::LaunchFailed);
+        }
+        if slot.stream.launch(GATHER_KERNEL, gather::kernel(slot.staging.dev, frags.len())).is_err()
+        {
+            // The upload may still be queued: drain it before the slot's staging is reused.
+            if slot.stream.synchronize().is_err() {
+                g.discard();
+            }
+            return Err(GatherSkip::LaunchFailed);
+        }
+        if let Err(e) = slot.stream.synchronize() {
+            // Relaxed: see `is_gather_latched`.
+            self.latched.store(true, Ordering::Relaxed);
+            tracing::warn!(
+                device = dev,
+                "gather kernel failed to synchronize, turning it off: {e}"
+            );
+            // Dropping the slot joins its stream worker, so the kernel is finished before the
+            // fallback rewrites the same bytes.
+            g.discard();
+            return Err(GatherSkip::SyncFailed);
+        }
+        Ok(())
+    }
+
+    /// Copies one plan segment by segment on its device's null stream.
+    fn copy_plan(&self, p: &TransferPlan) -> Result<(), TransferFailure> {
+        let fail = |code, message: String, ep: String| TransferFailure {
+            tags: p.tags.clone(),
+            code,
+            message,
+            endpoint: ep,
+        };
+        let Some(ord) = Self::device_for(&p.src, &p.dst) else {
+            return Err(fail(
+                FailureCode::NoSuchDevice,
+                "device endpoint without an ordinal".into(),
+                "hbm".into(),
+            ));
+        };
+        let ep = format!("hbm:dev{ord}");
+        let device = self.platform.device(ord).map_err(|e| {
+            fail(FailureCode::NoSuchDevice, format!("set device {ord}: {e}"), ep.clone())
+        })?;
+        self.platform.set_current_device(ord).map_err(|e| {
+            fail(FailureCode::NoSuchDevice, format!("set device {ord}: {e}"), ep.clone())
+        })?;
+        let kind = Self::kind_for(&p.src, &p.dst).ok_or_else(|| {
+            fail(FailureCode::InvalidAddress, "host-to-host pair".into(), ep.clone())
+        })?;
+        // Validate every device side before anything is enqueued, so a bad address fails this
+        // plan alone and moves no byte.
+        let check = |r: &TransferRef, off: &[u64]| -> Result<(), TransferFailure> {
+            if r.loc != Loc::Device {
+                return Ok(());
+            }
+            let o = r.device.ok_or_else(|| {
+                fail(
+                    FailureCode::NoSuchDevice,
+                    "device endpoint without an ordinal".into(),
+                    ep.clone(),
+                )
+            })?;
+            let d = self
+                .platform
+                .device(o)
+                .map_err(|e| fail(FailureCode::NoSuchDevice, e.to_string(), ep.clone()))?;
+            if d.translate(DevicePtr(r.addr), r.size).is_ok() {
+                return Ok(());
+            }
+            for (i, &o) in off.iter().enumerate() {
+                d.translate(DevicePtr(r.addr + o), p.sizes[i])
+                    .map_err(|e| fail(FailureCode::InvalidAddress, e.to_string(), ep.clone()))?;
+            }
+            Ok(())
+        };
+        check(&p.src, &p.src_offsets)?;
+        check(&p.dst, &p.dst_offsets)?;
+        let st = &self.devices[ord as usize];
+        let _g = lock(&st.null_copy);
+        let s = device
+            .null_stream()
+            .map_err(|e| fail(FailureCode::CopyFailed, format!("null stream: {e}"), ep.clone()))?;
+        let mut enq: Result<(), DeviceError> = Ok(());
+        for i in 0..p.segments() {
+            let (src, dst, len) =
+                (p.src.addr + p.src_offsets[i], p.dst.addr + p.dst_offsets[i], p.sizes[i]);
+            enq = match kind {
+                // SAFETY: the host source is valid and unaliased for the transfer
+                // (`TransferRef::host`'s contract) and in bounds (planner); the synchronize below
+                // completes the copy before `submit` returns.
+                CopyKind::Htod => unsafe {
+                    s.copy_htod_async(src as *const u8, DevicePtr(dst), len)
+                },
+                // SAFETY: as above, for the host destination.
+                CopyKind::Dtoh => unsafe { s.copy_dtoh_async(DevicePtr(src), dst as *mut u8, len) },
+                CopyKind::Dtod => s.copy_dtod_async(DevicePtr(src), DevicePtr(dst), len),
+            };
+            if enq.is_err() {
+                break;
+            }
+        }
+        // Always drain what was enqueued before reporting.
+        let sync = s.synchronize();
+        let res = enq.and(sync);
+        res.map_err(|e| {
+            fail(FailureCode::CopyFailed, format!("null-stream copy: {e}"), ep.clone())
+        })?;
+        bump(&self.stats.fallback_plans, 1);
+        bump(&self.stats.fallback_segments, p.segments() as u64);
+        bump(&self.stats.fallback_bytes, p.bytes());
+        Ok(())
+    }
+}
+
+impl TransferEngine for HbmCopyEngine {
+    fn name(&self) -> &str {
+        "hbm"
+    }
+
+    fn can_handle(&self, src: &TransferRef, dst: &TransferRef) -> bool {
+        src.has_host_ptr() && dst.has_host_ptr() && (src.is_device() || dst.is_device())
+    }
+
+    fn plan(&self, items: &[TransferItem]) -> TransferPlanSet {
+        plan_items(items, |s, d| self.can_handle(s, d))
+    }
+
+    fn submit(&self, plans: Vec<TransferPlan>) -> Option<Box<dyn TransferHandle>> {
+        if plans.is_empty() {
+            return None;
+        }
+        let saved = self.platform.current_ordinal();
+        let done = self.gather_pass(&plans);
+        let mut failures = Vec::new();
+        for (p, d) in plans.iter().zip(done) {
+            if !d {
+                if let Err(f) = self.copy_plan(p) {
+                    tracing::debug!("{}: {}", f.endpoint, f.message);
+                    failures.push(f);
+                }
+            }
+        }
+        let _ = self.platform.set_current_device(saved);
+        Some(Box::new(SettledHandle::new(failures)))
+    }
+}

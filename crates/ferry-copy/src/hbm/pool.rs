@@ -1,0 +1,245 @@
+//! The per-device stream pool: slots of (stream, descriptor staging), optionally capped.
+//!
+//! `acquire`: take an idle slot; else, if uncapped or `created < cap`, reserve a creation and
+//! create a stream outside the lock; else wait on the condition variable. `release` pushes the
+//! slot back and wakes one waiter. A slot whose stream failed is discarded (`created -= 1`, so a
+//! capped pool can refill). A gather holds one slot at a time and releases it after a bounded
+//! synchronize, so waiting cannot deadlock.
+//!
+//! Lock rank 2 (`DevicePool::state`): held only for list/count updates, never across a device
+//! call or another ferry-copy lock.
+use super::gather::{GatherFragment, FRAGMENT_BYTES, MIN_STAGING_FRAGMENTS};
+use ferry_sim::{Device, DeviceError, DevicePtr, Stream};
+use std::sync::{Condvar, Mutex, MutexGuard};
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // Every critical section here is one update of plain counts/lists, so the data stays
+    // consistent across a panic; recover it.
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Descriptor staging owned by one slot: pinned host descriptors plus a device buffer.
+#[derive(Debug)]
+pub(crate) struct Staging {
+    device: Device,
+    /// Host side; `host.len() == capacity`.
+    pub(crate) host: Vec<GatherFragment>,
+    /// Device side (`NULL` while capacity is 0).
+    pub(crate) dev: DevicePtr,
+}
+
+impl Staging {
+    fn new(device: Device) -> Self {
+        Self { device, host: Vec::new(), dev: DevicePtr::NULL }
+    }
+
+    pub(crate) fn capacity(&self) -> usize {
+        self.host.len()
+    }
+
+    /// Grows to at least `count` descriptors: max(2 × count, 256), or exactly `count` when
+    /// `exact`. The new device buffer is allocated before the old one is freed.
+    pub(crate) fn ensure(&mut self, count: usize, exact: bool) -> Result<(), DeviceError> {
+        if self.capacity() >= count {
+            return Ok(());
+        }
+        let cap = if exact { count } else { (2 * count).max(MIN_STAGING_FRAGMENTS) };
+        let dev = self.device.malloc((cap * FRAGMENT_BYTES) as u64)?;
+        if !self.dev.is_null() {
+            // The old buffer is idle: the slot's holder synchronized its stream before release.
+            let _ = self.device.free(self.dev);
+        }
+        self.dev = dev;
+        self.host.resize(cap, GatherFragment::default());
+        Ok(())
+    }
+}
+
+impl Drop for Staging {
+    fn drop(&mut self) {
+        if !self.dev.is_null() {
+            // R11: nothing to report to; the device is being torn down or the slot discarded.
+            let _ = self.device.free(self.dev);
+        }
+    }
+}
+
+/// One pooled stream and the staging it owns. Field order matters: the stream drops first (its
+/// worker drains and exits), so no queued kernel can read the staging after it is freed.
+#[derive(Debug)]
+pub(crate) struct Slot {
+    pub(crate) stream: Stream,
+    pub(crate) staging: Staging,
+}
+
+#[derive(Debug, Default)]
+struct PoolState {
+    idle: Vec<Slot>,
+    created: usize,
+    cap: usize,
+    waits: u64,
+    peak: usize,
+}
+
+/// Snapshot of one device's pool.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PoolStats {
+    /// Slots that exist (idle + held).
+    pub created: usize,
+    /// Idle slots.
+    pub idle: usize,
+    /// Cap (0 = uncapped).
+    pub cap: usize,
+    /// Times an acquire had to wait for a release.
+    pub waits: u64,
+    /// Most slots that ever existed at once.
+    pub peak: usize,
+}
+
+#[derive(Debug)]
+pub(crate) struct DevicePool {
+    device: Device,
+    state: Mutex<PoolState>,
+    cv: Condvar,
+}
+
+impl DevicePool {
+    pub(crate) fn new(device: Device) -> Self {
+        Self { device, state: Mutex::new(PoolState::default()), cv: Condvar::new() }
+    }
+
+    pub(crate) fn stats(&self) -> PoolStats {
+        let s = lock(&self.state);
+        PoolStats {
+            created: s.created,
+            idle: s.idle.len(),
+            cap: s.cap,
+            waits: s.waits,
+            peak: s.peak,
+        }
+    }
+
+    pub(crate) fn set_cap(&self, cap: usize) {
+        lock(&self.state).cap = cap;
+        self.cv.notify_all();
+    }
+
+    fn create(&self) -> Result<Slot, DeviceError> {
+        match self.device.create_stream() {
+            Ok(stream) => Ok(Slot { stream, staging: Staging::new(self.device.clone()) }),
+            Err(e) => {
+                // Undo the reservation and let a waiter try.
+                lock(&self.state).created -= 1;
+                self.cv.notify_one();
+                Err(e)
+            }
+        }
+    }
+
+    fn reserve(s: &mut PoolState) {
+        s.created += 1;
+        s.peak = s.peak.max(s.created);
+    }
+
+    /// Takes a slot, creating one if allowed, else waiting for a release.
+    pub(crate) fn acquire(&self) -> Result<SlotGuard<'_>, DeviceError> {
+        let mut s = lock(&self.state);
+        let mut waited = false;
+        loop {
+            if let Some(slot) = s.idle.pop() {
+                return Ok(SlotGuard { pool: self, slot: Some(slot) });
+            }
+            if s.cap == 0 || s.created < s.cap {
+                Self::reserve(&mut s);
+                drop(s);
+                return self.create().map(|slot| SlotGuard { pool: self, slot: Some(slot) });
+            }
+            if !waited {
+                waited = true;
+                s.waits += 1;
+            }
+            s = self.cv.wait(s).unwrap_or_else(|p| p.into_inner());
+        }
+    }
+
+    /// Takes `n` slots for prewarm: idle ones first, the rest created (ignoring the cap).
+    pub(crate) fn take_for_prewarm(&self, n: usize) -> (Vec<SlotGuard<'_>>, Option<DeviceError>) {
+        let mut out = Vec::with_capacity(n);
+        let to_create = {
+            let mut s = lock(&self.state);
+            while out.len() < n {
+                match s.idle.pop() {
+                    Some(slot) => out.push(SlotGuard { pool: self, slot: Some(slot) }),
+                    None => break,
+                }
+            }
+            let k = n - out.len();
+            for _ in 0..k {
+                Self::reserve(&mut s);
+            }
+            k
+        };
+        for i in 0..to_create {
+            match self.create() {
+                Ok(slot) => out.push(SlotGuard { pool: self, slot: Some(slot) }),
+                Err(e) => {
+                    // `create` undid its own reservation; undo the ones never attempted.
+                    let left = to_create - i - 1;
+                    lock(&self.state).created -= left;
+                    return (out, Some(e));
+                }
+            }
+        }
+        (out, None)
+    }
+
+    fn release(&self, slot: Slot) {
+        let mut s = lock(&self.state);
+        if s.cap != 0 && s.created > s.cap {
+            // Surplus from before the cap was set: shrink to the cap.
+            s.created -= 1;
+            drop(s);
+            drop(slot);
+        } else {
+            s.idle.push(slot);
+            drop(s);
+        }
+        self.cv.notify_one();
+    }
+
+    fn discard(&self, slot: Slot) {
+        // Drop outside the lock: dropping the stream joins its worker.
+        drop(slot);
+        lock(&self.state).created -= 1;
+        self.cv.notify_one();
+    }
+}
+
+/// A held slot; returns to the pool on drop.
+#[derive(Debug)]
+pub(crate) struct SlotGuard<'a> {
+    pool: &'a DevicePool,
+    slot: Option<Slot>,
+}
+
+impl SlotGuard<'_> {
+    pub(crate) fn slot(&mut self) -> &mut Slot {
+        // Invariant: `slot` is `Some` until `discard` consumes the guard or `drop` runs.
+        self.slot.as_mut().expect("slot present until the guard is consumed")
+    }
+
+    /// Drops the slot instead of returning it (its stream failed).
+    pub(crate) fn discard(mut self) {
+        if let Some(s) = self.slot.take() {
+            self.pool.discard(s);
+        }
+    }
+}
+
+impl Drop for SlotGuard<'_> {
+    fn drop(&mut self) {
+        if let Some(s) = self.slot.take() {
+            self.pool.release(s);
+        }
+    }
+}

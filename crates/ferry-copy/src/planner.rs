@@ -1,0 +1,189 @@
+//! The copy-engine planner shared by [`LocalCopyEngine`](crate::LocalCopyEngine) and
+//! [`HbmCopyEngine`](crate::HbmCopyEngine) (copy.md §2.7), plus overlap rejection.
+//!
+//! For each item, in input order:
+//! 1. size 0 → skipped (reported in [`TransferPlanSet::skipped`], neither planned nor failed);
+//! 2. a null/empty endpoint, an endpoint whose `addr + size` overflows, a pair the engine does
+//!    not claim → rejected;
+//! 3. bounds, written so nothing can overflow: reject when `size > ref.size` or
+//!    `offset > ref.size - size`, for each side;
+//! 4. overlap: reject an item whose source and destination overlap, or that writes bytes an
+//!    earlier accepted item reads or writes, or reads bytes an earlier accepted item writes
+//!    (ferry's addition: such a batch's result would depend on execution order, and concurrent
+//!    copies of overlapping ranges are data races);
+//! 5. group by the endpoint pair (`(src base, dst base)` with their sizes and devices) (plans in first-appearance order) and coalesce with the
+//!    plan's *last* segment when adjacent on both sides; out-of-order adjacency is not merged;
+//! 6. append the tag unless it equals the plan's last tag.
+//!
+//! Planning is pure: no IO, no engine state.
+//!
+//! # Examples
+//! ```
+//! use ferry_copy::{planner::plan_items, TransferItem, TransferRef};
+//! let (mut a, mut b) = (vec![0u8; 4096], vec![0u8; 4096]);
+//! // SAFETY: nothing is copied; the endpoints only describe the buffers.
+//! let (src, dst) = unsafe { (TransferRef::host(a.as_mut_ptr(), 4096), TransferRef::host(b.as_mut_ptr(), 4096)) };
+//! let items: Vec<_> = (0..3)
+//!     .map(|i| TransferItem { src, src_offset: i * 1024, dst, dst_offset: i * 1024, size: 1024, tag: i })
+//!     .collect();
+//! let set = plan_items(&items, |_, _| true);
+//! assert_eq!(set.plans.len(), 1);
+//! assert_eq!(set.plans[0].sizes, [3072]);
+//! assert_eq!(set.plans[0].tags, [0, 1, 2]);
+//! ```
+use crate::types::{
+    RejectReason, Rejection, Space, TransferDirection, TransferItem, TransferPlan, TransferPlanSet,
+    TransferRef,
+};
+use std::collections::{BTreeMap, HashMap};
+
+/// Plans `items` for an engine whose claim on a pair is `can_handle`.
+pub fn plan_items(
+    items: &[TransferItem],
+    can_handle: impl Fn(&TransferRef, &TransferRef) -> bool,
+) -> TransferPlanSet {
+    let mut set = TransferPlanSet::default();
+    let mut index: HashMap<(TransferRef, TransferRef), usize> = HashMap::new();
+    let mut writes = Ranges::default();
+    let mut reads = Ranges::default();
+    for it in items {
+        if it.size == 0 {
+            set.skipped.push(it.tag);
+            continue;
+        }
+        if let Err(reason) = check_item(it, &can_handle, &writes, &reads) {
+            set.rejected.push(Rejection { tag: it.tag, reason });
+            continue;
+        }
+        // Both ranges are in bounds, so neither sum overflows (checked in `check_item`).
+        let (s_abs, d_abs) = (it.src.addr + it.src_offset, it.dst.addr + it.dst_offset);
+        writes.insert(it.dst.space(), d_abs, d_abs + it.size);
+        reads.insert(it.src.space(), s_abs, s_abs + it.size);
+        let key = (it.src, it.dst);
+        let pi = *index.entry(key).or_insert_with(|| {
+            set.plans.push(TransferPlan {
+                src: it.src,
+                dst: it.dst,
+                src_offsets: Vec::new(),
+                dst_offsets: Vec::new(),
+                sizes: Vec::new(),
+                tags: Vec::new(),
+                dir: TransferDirection::Local,
+                engine: None,
+            });
+            set.plans.len() - 1
+        });
+        let p = &mut set.plans[pi];
+        let merged = match (p.src_offsets.last(), p.dst_offsets.last(), p.sizes.last_mut()) {
+            (Some(&so), Some(&dso), Some(sz)) => {
+                let adjacent = so.checked_add(*sz) == Some(it.src_offset)
+                    && dso.checked_add(*sz) == Some(it.dst_offset);
+                if adjacent {
+                    *sz += it.size;
+                }
+                adjacent
+            }
+            _ => false,
+        };
+        if !merged {
+            p.src_offsets.push(it.src_offset);
+            p.dst_offsets.push(it.dst_offset);
+            p.sizes.push(it.size);
+        }
+        if p.tags.last() != Some(&it.tag) {
+            p.tags.push(it.tag);
+        }
+    }
+    set
+}
+
+/// Overflow-safe: is `[off, off + size)` inside `[0, len)`?
+pub fn in_bounds(off: u64, size: u64, len: u64) -> bool {
+    size <= len && off <= len - size
+}
+
+fn check_item(
+    it: &TransferItem,
+    can_handle: &impl Fn(&TransferRef, &TransferRef) -> bool,
+    writes: &Ranges,
+    reads: &Ranges,
+) -> Result<(), RejectReason> {
+    if !it.src.has_host_ptr() || !it.dst.has_host_ptr() {
+        return Err(RejectReason::InvalidEndpoint);
+    }
+    if it.src.addr.checked_add(it.src.size).is_none()
+        || it.dst.addr.checked_add(it.dst.size).is_none()
+    {
+        return Err(RejectReason::EndpointOverflow);
+    }
+    if !can_handle(&it.src, &it.dst) {
+        return Err(RejectReason::NoEngine);
+    }
+    if !in_bounds(it.src_offset, it.size, it.src.size) {
+        return Err(RejectReason::SrcOutOfBounds);
+    }
+    if !in_bounds(it.dst_offset, it.size, it.dst.size) {
+        return Err(RejectReason::DstOutOfBounds);
+    }
+    let (s, d) = (it.src.addr + it.src_offset, it.dst.addr + it.dst_offset);
+    let (ss, ds) = (it.src.space(), it.dst.space());
+    if ss == ds && s < d + it.size && d < s + it.size {
+        return Err(RejectReason::SrcDstOverlap);
+    }
+    if writes.overlaps(ds, d, d + it.size)
+        || reads.overlaps(ds, d, d + it.size)
+        || writes.overlaps(ss, s, s + it.size)
+    {
+        return Err(RejectReason::OverlapsEarlierItem);
+    }
+    Ok(())
+}
+
+/// Disjoint, merged half-open ranges per address space.
+#[derive(Default)]
+struct Ranges {
+    by_space: HashMap<Space, BTreeMap<u64, u64>>,
+}
+
+impl Ranges {
+    fn overlaps(&self, sp: Space, s: u64, e: u64) -> bool {
+        let Some(m) = self.by_space.get(&sp) else { return false };
+        // Ranges are disjoint and sorted, so only the last one starting before `e` can overlap.
+        m.range(..e).next_back().is_some_and(|(_, &end)| end > s)
+    }
+
+    fn insert(&mut self, sp: Space, mut s: u64, mut e: u64) {
+        let m = self.by_space.entry(sp).or_default();
+        // Merge every range that overlaps or touches [s, e).
+        while let Some((&rs, &re)) = m.range(..=e).next_back() {
+            if re < s {
+                break;
+            }
+            m.remove(&rs);
+            s = s.min(rs);
+            e = e.max(re);
+        }
+        m.insert(s, e);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ranges_merge_and_detect_overlap() {
+        let mut r = Ranges::default();
+        r.insert(Space::Host, 10, 20);
+        r.insert(Space::Host, 30, 40);
+        r.insert(Space::Host, 20, 30);
+        assert_eq!(r.by_space[&Space::Host].len(), 1);
+        assert!(r.overlaps(Space::Host, 39, 50));
+        assert!(!r.overlaps(Space::Host, 40, 50));
+        assert!(!r.overlaps(Space::Host, 0, 10));
+        assert!(!r.overlaps(Space::Device(0), 10, 20));
+        r.insert(Space::Host, 0, 100);
+        assert_eq!(r.by_space[&Space::Host].len(), 1);
+        assert!(r.overlaps(Space::Host, 99, 1000));
+    }
+}

@@ -1,0 +1,310 @@
+//! The stream pool and Prewarm (seed 003; copy.md §3.10), asserted on the simulated device's
+//! counters, never on times.
+mod common;
+use common::*;
+use ferry_copy::{transfer_detailed, HbmConfig, HbmCopyEngine, TransferItem, TransferRef};
+use ferry_sim::device::DEFAULT_QUEUE_CONTEXT_BYTES;
+use std::sync::{Arc, Barrier};
+
+/// Six threads, each one H2D gather of 16 scattered 4 KiB fragments from its own slice of a
+/// registered host region into its own device buffer, all released at once.
+fn six_concurrent_gathers(
+    p: &ferry_sim::Platform,
+    e: &Arc<HbmCopyEngine>,
+    threads: usize,
+    rounds: usize,
+) {
+    const N: u64 = 16;
+    let slice = (2 * N * 4 * KIB) as usize;
+    let mut host = pattern(threads * slice, 5);
+    register(e, &mut host);
+    let h = host_ref(&mut host);
+    let dev = p.device(0).unwrap();
+    let bufs: Vec<_> = (0..threads).map(|_| dev.malloc(N * 4 * KIB).unwrap()).collect();
+    let barrier = Arc::new(Barrier::new(threads));
+    let hs: Vec<_> = (0..threads)
+        .map(|t| {
+            let (e, b, buf) = (e.clone(), barrier.clone(), bufs[t]);
+            std::thread::spawn(move || {
+                let d = TransferRef::device(0, buf, N * 4 * KIB);
+                b.wait();
+                for _ in 0..rounds {
+                    let items = scattered(h, (t * slice) as u64, d, 0, 4 * KIB, N, 0);
+                    let o = transfer_detailed(&*e, &items);
+                    assert!(o.is_ok(), "{o:?}");
+                }
+            })
+        })
+        .collect();
+    for t in hs {
+        t.join().unwrap();
+    }
+    for (t, buf) in bufs.iter().enumerate() {
+        let got = read_dev(p, 0, *buf, (N * 4 * KIB) as usize);
+        let items = scattered(h, (t * slice) as u64, h, 0, 4 * KIB, N, 0);
+        check_items(&items, &host, &got);
+    }
+    e.clear_host_gather_regions();
+}
+
+#[test]
+fn gathers_run_on_prewarmed_streams() {
+    let p = platform(1);
+    let e = engine(&p);
+    let r = e.prewarm(3);
+    assert_eq!((r.devices[0].streams, r.devices[0].cap), (3, 3), "{r:?}");
+    assert!(r.devices[0].errors.is_empty(), "{r:?}");
+    let dev = p.device(0).unwrap();
+    let before = dev.counters();
+    six_concurrent_gathers(&p, &e, 6, 1);
+    let after = dev.counters();
+    assert_eq!(
+        after.streams_created, before.streams_created,
+        "six gathers shared the three streams"
+    );
+    assert_eq!(after.launches - before.launches, 6, "one gather kernel per batch");
+    assert_eq!(e.stats().gathers, 6);
+    let pool = e.pool_stats(0).unwrap();
+    assert_eq!((pool.created, pool.idle, pool.cap, pool.peak), (3, 3, 3, 3));
+}
+
+#[test]
+fn without_prewarm_gathers_create_streams_lazily() {
+    let p = platform(1);
+    let e = engine(&p);
+    let dev = p.device(0).unwrap();
+    assert_eq!(dev.counters().streams_created, 0, "no stream before the first gather");
+    six_concurrent_gathers(&p, &e, 1, 1);
+    assert_eq!(dev.counters().streams_created, 1, "the first gather created its stream");
+    assert_eq!(dev.loaded_code_objects(), [ferry_copy::hbm::gather::GATHER_KERNEL]);
+    six_concurrent_gathers(&p, &e, 4, 2);
+    let pool = e.pool_stats(0).unwrap();
+    assert_eq!(pool.cap, 0, "uncapped without prewarm");
+    assert!((1..=4).contains(&pool.created), "{pool:?}");
+    assert_eq!(
+        dev.counters().streams_created,
+        pool.created as u64,
+        "streams come only from the pool"
+    );
+}
+
+#[test]
+fn capped_pool_never_exceeds_n() {
+    let p = platform(1);
+    let e = engine(&p);
+    e.prewarm(2);
+    let before = p.device(0).unwrap().counters().streams_created;
+    six_concurrent_gathers(&p, &e, 8, 5);
+    let pool = e.pool_stats(0).unwrap();
+    assert_eq!((pool.created, pool.peak, pool.cap), (2, 2, 2), "{pool:?}");
+    assert_eq!(p.device(0).unwrap().counters().streams_created, before);
+    assert_eq!(e.stats().gathers, 40);
+}
+
+#[test]
+fn waiting_for_a_stream_cannot_deadlock() {
+    // 16 threads share 2 streams; every batch must finish (the test's own timeout is the bound).
+    let p = platform(1);
+    let e = engine(&p);
+    e.prewarm(2);
+    six_concurrent_gathers(&p, &e, 16, 4);
+    let pool = e.pool_stats(0).unwrap();
+    assert_eq!((pool.created, pool.idle, pool.peak), (2, 2, 2), "{pool:?}");
+    assert_eq!(e.stats().gathers, 64);
+}
+
+/// Mixed serving load on device 0: concurrent gathers plus every kind of fallback copy.
+fn serving_load(p: &ferry_sim::Platform, e: &Arc<HbmCopyEngine>, threads: usize) {
+    let dev = p.device(0).unwrap();
+    let mut unregistered = pattern((threads * 512 * KIB as usize).max(1), 9);
+    let u = host_ref(&mut unregistered);
+    let big: Vec<_> = (0..threads).map(|_| dev.malloc(512 * KIB).unwrap()).collect();
+    let other = dev.malloc(512 * KIB).unwrap();
+    let hs: Vec<_> = (0..threads)
+        .map(|t| {
+            let (e, b) = (e.clone(), big[t]);
+            std::thread::spawn(move || {
+                let d = TransferRef::device(0, b, 512 * KIB);
+                let base = t as u64 * 512 * KIB;
+                // Unregistered host memory: null-stream copies each way.
+                let up = [
+                    TransferItem {
+                        src: u,
+                        src_offset: base,
+                        dst: d,
+                        dst_offset: 0,
+                        size: 64 * KIB,
+                        tag: 1,
+                    },
+                    TransferItem {
+                        src: u,
+                        src_offset: base + 128 * KIB,
+                        dst: d,
+                        dst_offset: 64 * KIB,
+                        size: 64 * KIB,
+                        tag: 2,
+                    },
+                ];
+                assert!(transfer_detailed(&*e, &up).is_ok());
+                let down = [TransferItem {
+                    src: d,
+                    src_offset: 0,
+                    dst: u,
+                    dst_offset: base + 256 * KIB,
+                    size: 4 * KIB,
+                    tag: 3,
+                }];
+                assert!(transfer_detailed(&*e, &down).is_ok());
+                // Large fragments: at or above the gather threshold.
+                let large = [
+                    TransferItem {
+                        src: u,
+                        src_offset: base,
+                        dst: d,
+                        dst_offset: 256 * KIB,
+                        size: 128 * KIB,
+                        tag: 4,
+                    },
+                    TransferItem {
+                        src: d,
+                        src_offset: 0,
+                        dst: u,
+                        dst_offset: base + 384 * KIB,
+                        size: 128 * KIB,
+                        tag: 5,
+                    },
+                ];
+                assert!(transfer_detailed(&*e, &large).is_ok());
+            })
+        })
+        .collect();
+    for t in hs {
+        t.join().unwrap();
+    }
+    // Device to device.
+    let dd = [TransferItem {
+        src: TransferRef::device(0, big[0], 512 * KIB),
+        src_offset: 0,
+        dst: TransferRef::device(0, other, 512 * KIB),
+        dst_offset: 0,
+        size: 512 * KIB,
+        tag: 6,
+    }];
+    assert!(transfer_detailed(&**e, &dd).is_ok());
+    six_concurrent_gathers(p, e, threads, 2);
+}
+
+#[test]
+fn after_prewarm_fallback_copies_create_no_queue_and_load_no_code_object() {
+    let p = platform(1);
+    let e = engine(&p);
+    e.prewarm(3);
+    let dev = p.device(0).unwrap();
+    let before = dev.counters();
+    serving_load(&p, &e, 6);
+    let after = dev.counters();
+    assert_eq!(after.compute_queues_created, before.compute_queues_created);
+    assert_eq!(after.sdma_queues_created, before.sdma_queues_created);
+    assert_eq!(after.queue_memory_bytes, before.queue_memory_bytes);
+    assert_eq!(after.code_object_loads, before.code_object_loads);
+    assert_eq!(after.streams_created, before.streams_created);
+    assert_eq!((after.null_stream_init_htod, after.null_stream_init_dtoh), (1, 1));
+    assert!(e.stats().fallback_plans > 0 && e.stats().gathers > 0);
+}
+
+#[test]
+fn with_the_kernel_disabled_only_the_null_stream_is_warmed() {
+    let p = platform(2);
+    let e = Arc::new(HbmCopyEngine::new(
+        p.clone(),
+        HbmConfig { gather_kernel: false, ..Default::default() },
+    ));
+    let r = e.prewarm(8);
+    for (d, dr) in p.devices().iter().zip(&r.devices) {
+        let c = d.counters();
+        assert!(dr.null_stream_warm && dr.errors.is_empty(), "{dr:?}");
+        assert_eq!((dr.streams, dr.cap), (0, 0), "no pool to cap");
+        assert_eq!(c.streams_created, 0);
+        assert_eq!(c.compute_queues_created, 1, "the null stream's queue");
+        assert_eq!(c.sdma_queues_created, 1, "one copy engine for the null stream");
+        assert_eq!((c.null_stream_init_htod, c.null_stream_init_dtoh), (1, 1));
+        assert_eq!(c.code_object_loads, 0);
+    }
+    // Serving then uses the null stream only, and creates nothing.
+    let before = p.device(0).unwrap().counters();
+    serving_load(&p, &e, 4);
+    let after = p.device(0).unwrap().counters();
+    assert_eq!(after.launches, before.launches);
+    assert_eq!(after.compute_queues_created, before.compute_queues_created);
+    assert_eq!(after.sdma_queues_created, before.sdma_queues_created);
+    assert!(e.stats().skip(ferry_copy::GatherSkip::Disabled) > 0);
+}
+
+#[test]
+fn queue_count_after_prewarm_is_what_the_pool_needs_and_does_not_grow() {
+    for n in [1usize, 3, 8] {
+        let p = platform(2);
+        let e = engine(&p);
+        let r = e.prewarm(n);
+        for (d, dr) in p.devices().iter().zip(&r.devices) {
+            let c = d.counters();
+            assert!(dr.errors.is_empty(), "{dr:?}");
+            assert_eq!(c.streams_created, n as u64);
+            assert_eq!(
+                c.compute_queues_created,
+                n as u64 + 1,
+                "n pooled streams + the null stream"
+            );
+            assert_eq!(
+                c.sdma_queues_created,
+                n as u64 + 1,
+                "n gathers + 1 null-stream copy at once"
+            );
+            assert_eq!(d.copy_engine_queues(), n + 1);
+            assert_eq!(c.queue_memory_bytes, (2 * n as u64 + 2) * DEFAULT_QUEUE_CONTEXT_BYTES);
+            assert_eq!(c.code_object_loads, 1);
+            assert_eq!(c.launches, 0, "the empty gathers are not counted as launches");
+            assert_eq!((dr.compute_queues, dr.sdma_queues), (n as u64 + 1, n as u64 + 1));
+        }
+        let before = p.device(0).unwrap().counters();
+        serving_load(&p, &e, 12);
+        let after = p.device(0).unwrap().counters();
+        assert_eq!(after.compute_queues_created, before.compute_queues_created, "n = {n}");
+        assert_eq!(after.sdma_queues_created, before.sdma_queues_created, "n = {n}");
+        assert_eq!(after.queue_memory_bytes, before.queue_memory_bytes, "n = {n}");
+    }
+}
+
+#[test]
+fn prewarm_is_idempotent_and_zero_is_off() {
+    let p = platform(1);
+    let e = engine(&p);
+    let r = e.prewarm(0);
+    assert!(r.devices.is_empty());
+    assert_eq!(p.device(0).unwrap().counters(), Default::default(), "n = 0 does nothing");
+    assert_eq!(e.pool_stats(0).unwrap().cap, 0);
+    let p = platform(1);
+    let e = engine(&p);
+    e.prewarm(2);
+    let c = p.device(0).unwrap().counters();
+    assert!(e.prewarm(4).already_prewarmed);
+    assert_eq!(p.device(0).unwrap().counters(), c);
+    assert_eq!(e.pool_stats(0).unwrap().cap, 2);
+}
+
+#[test]
+fn prewarm_restores_the_current_device_and_survives_a_failing_device() {
+    let p = platform(3);
+    p.set_current_device(2).unwrap();
+    p.device(1).unwrap().faults().fail_nth(ferry_sim::fault::FaultPoint::StreamCreate, 2);
+    let e = engine(&p);
+    let r = e.prewarm(3);
+    assert_eq!(p.current_ordinal(), 2);
+    assert_eq!(r.devices[0].cap, 3);
+    assert_eq!(r.devices[1].cap, 0, "a device that failed stays uncapped: {:?}", r.devices[1]);
+    assert!(!r.devices[1].errors.is_empty());
+    assert_eq!(r.devices[2].cap, 3);
+    // The failed device still serves, lazily.
+    let pool = e.pool_stats(1).unwrap();
+    assert_eq!(pool.created, pool.idle);
+}
