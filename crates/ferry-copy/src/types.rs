@@ -215,7 +215,7 @@ impl TransferPlanSet {
 }
 
 /// What went wrong with a plan.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum FailureCode {
     /// The plan names a device that does not exist.
     NoSuchDevice,
