@@ -13,7 +13,7 @@
 //! | [`RunStreams`] | the runner-owned AICPU and AICore streams a run is published and launched on |
 //! | [`TransactionState`] | `NotStarted` / `Prepared` / `Published` / `Partial` |
 //! | [`EntryKernels`] | the AICore and AICPU entry bodies a launch submits |
-//! | [`bench`] | `prepare + publish + launch` host time with a changed and an unchanged prefix |
+//! | [`bench`](mod@bench) | `prepare + publish + launch` host time with a changed and an unchanged prefix |
 //!
 //! # Example
 //! ```

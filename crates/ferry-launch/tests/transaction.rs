@@ -308,14 +308,17 @@ fn failed_entry_submission_aicore_is_not_started_aicpu_is_partial() {
     let mut r = rig(Arch::A2a3);
     let run = r.slot.prepare_runtime_args(&desc(5, 64), args()).unwrap();
     r.slot.publish_for_launch(&r.streams).unwrap();
+    let launches = r.dev.counter(Counter::Launches);
     r.dev.faults().fail_next(FaultPoint::Launch);
     let err = r.slot.launch(&r.streams, EntryKernels::noop()).unwrap_err();
     assert!(matches!(err, LaunchError::Submit { progress: LaunchProgress::NotStarted, .. }));
+    assert_eq!(r.dev.counter(Counter::Launches), launches, "AICore goes first: nothing queued");
     assert_eq!(r.slot.state(), TransactionState::Published, "launchable again");
     // AICore accepted, AICPU refused: Partial, owner kept.
     r.dev.faults().fail_nth(FaultPoint::Launch, 2);
     let err = r.slot.launch(&r.streams, EntryKernels::noop()).unwrap_err();
     assert!(matches!(err, LaunchError::Submit { progress: LaunchProgress::Partial, .. }));
+    assert_eq!(r.dev.counter(Counter::Launches), launches + 1, "only the AICore entry queued");
     assert_eq!(r.slot.state(), TransactionState::Partial);
     assert_eq!(r.slot.execution_owner(), Some(run));
     assert_eq!(r.slot.finish_run(T).unwrap().path, RetirePath::Discharged);
@@ -694,4 +697,13 @@ fn a_run_published_on_one_stream_pair_cannot_launch_on_another() {
     );
     r.slot.launch(&r.streams, EntryKernels::noop()).unwrap();
     r.slot.finish_run(T).unwrap();
+}
+
+#[test]
+fn transaction_types_are_send() {
+    fn send<T: Send>() {}
+    send::<LaunchStaging>();
+    send::<RunStreams>();
+    send::<EntryKernels>();
+    send::<ferry_sim::pinned::PinnedBuffer>();
 }
