@@ -1,0 +1,45 @@
+//! The server emulator and the bench at small size: counters and correctness, never times.
+use ferry_copy::bench::{self, BenchConfig};
+use ferry_copy::emulator::{self, EmulatorConfig};
+
+#[test]
+fn emulator_with_prewarm_creates_no_queue_after_start() {
+    let cfg = EmulatorConfig::small();
+    let r = emulator::run(&cfg).unwrap();
+    for run in [&r.without_prewarm, &r.with_prewarm] {
+        assert_eq!(run.calls, cfg.threads * cfg.calls);
+        assert_eq!(run.failed_items, 0, "{run:?}");
+        assert_eq!(run.verified, Some(true), "{run:?}");
+        assert!(run.gathers > 0 && run.fallback_plans > 0, "{run:?}");
+        assert!(run.bytes > 0);
+    }
+    let (lazy, warm) = (&r.without_prewarm, &r.with_prewarm);
+    assert_eq!(warm.prewarm_streams, cfg.prewarm_streams);
+    assert_eq!(warm.queues_created_after_start, 0, "{warm:?}");
+    assert_eq!(warm.streams_created_after_start, 0);
+    assert_eq!(warm.code_object_loads_after_start, 0);
+    assert!(lazy.queues_created_after_start > 0, "{lazy:?}");
+    assert!(lazy.streams_created_after_start > 0);
+    assert_eq!(lazy.code_object_loads_after_start, u64::from(cfg.devices));
+    let j = r.to_json();
+    assert!(
+        j.contains("\"with_prewarm\":{") && j.contains("\"queues_created_after_start\":0"),
+        "{j}"
+    );
+}
+
+#[test]
+fn emulator_rejects_an_empty_configuration() {
+    let cfg = EmulatorConfig { threads: 0, ..EmulatorConfig::small() };
+    assert!(emulator::run(&cfg).is_err());
+}
+
+#[test]
+fn bench_runs_every_path_at_small_size() {
+    let r = bench::run(&BenchConfig::quick()).unwrap();
+    let paths: Vec<_> = r.rows.iter().map(|r| r.engine_path).collect();
+    assert_eq!(paths, ["gather", "gather", "copy-engine"]);
+    assert!(r.plan_ns_per_item > 0.0);
+    let j = r.to_json();
+    assert!(j.starts_with("{\"area\":\"copy\"") && j.contains("\"plan_ns_per_item\""), "{j}");
+}
