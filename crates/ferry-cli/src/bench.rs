@@ -11,6 +11,13 @@ pub(crate) struct BenchArgs {
     /// Shorter measurement windows (for smoke runs).
     #[arg(long)]
     quick: bool,
+    /// copy: run the server emulator (without and with Prewarm) instead of the gather bench.
+    #[arg(long)]
+    emulate_server: bool,
+    /// copy: the full sizes (8192 fragments of every size; 8192-range batches on 4
+    /// devices) instead of the scaled-down defaults.
+    #[arg(long)]
+    full: bool,
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -19,11 +26,15 @@ enum Area {
     Sim,
     /// The launch transaction: host time per prepare+publish+launch, changed vs unchanged prefix.
     Launch,
+    /// The copy engine: gather throughput vs contiguous copies, planning cost; or, with
+    /// `--emulate-server`, the server emulator with and without Prewarm.
+    Copy,
 }
 
 pub(crate) fn run(a: &BenchArgs) -> anyhow::Result<()> {
     match a.area {
         Area::Launch => launch(a)?,
+        Area::Copy => copy(a)?,
         Area::Sim => {
             let mut cfg = ferry_sim::bench::SimBenchConfig::default();
             if a.quick {
@@ -84,5 +95,91 @@ fn launch(a: &BenchArgs) -> anyhow::Result<()> {
             r.changed_ns_per_run / r.unchanged_ns_per_run
         );
     }
+    Ok(())
+}
+
+fn copy(a: &BenchArgs) -> anyhow::Result<()> {
+    use ferry_copy::{bench, emulator};
+    if a.emulate_server {
+        let cfg = match (a.full, a.quick) {
+            (true, _) => emulator::EmulatorConfig::full(),
+            (false, true) => emulator::EmulatorConfig { calls: 2, ..Default::default() },
+            (false, false) => emulator::EmulatorConfig::default(),
+        };
+        let r = emulator::run(&cfg)?;
+        if a.json {
+            println!("{}", r.to_json());
+            return Ok(());
+        }
+        println!(
+            "server emulator: {} devices, {} threads x {} calls, {} ranges of {} B, stall cost model {}",
+            cfg.devices,
+            cfg.threads,
+            cfg.calls,
+            cfg.ranges,
+            cfg.page_bytes,
+            if cfg.cost.enabled { "on" } else { "off" }
+        );
+        println!("  {:<34} {:>14} {:>14}", "", "without", "with prewarm");
+        let (w, p) = (&r.without_prewarm, &r.with_prewarm);
+        let ms = |d: std::time::Duration| format!("{:.1} ms", d.as_secs_f64() * 1e3);
+        let rows = [
+            ("max call", ms(w.max_call), ms(p.max_call)),
+            ("p99 call", ms(w.p99_call), ms(p.p99_call)),
+            ("mean call", ms(w.mean_call), ms(p.mean_call)),
+            (
+                "queues created after start",
+                w.queues_created_after_start.to_string(),
+                p.queues_created_after_start.to_string(),
+            ),
+            (
+                "streams created after start",
+                w.streams_created_after_start.to_string(),
+                p.streams_created_after_start.to_string(),
+            ),
+            (
+                "MiB/s",
+                format!("{:.0}", w.bytes_per_sec() / (1u64 << 20) as f64),
+                format!("{:.0}", p.bytes_per_sec() / (1u64 << 20) as f64),
+            ),
+            ("prewarm", ms(w.prewarm), ms(p.prewarm)),
+            ("failed items", w.failed_items.to_string(), p.failed_items.to_string()),
+            ("bytes verified", format!("{:?}", w.verified), format!("{:?}", p.verified)),
+        ];
+        for (name, x, y) in rows {
+            println!("  {name:<34} {x:>14} {y:>14}");
+        }
+        return Ok(());
+    }
+    let cfg = match (a.full, a.quick) {
+        (true, _) => bench::BenchConfig::full(),
+        (false, true) => bench::BenchConfig::quick(),
+        (false, false) => bench::BenchConfig::default(),
+    };
+    let r = bench::run(&cfg)?;
+    if a.json {
+        println!("{}", r.to_json());
+        return Ok(());
+    }
+    println!(
+        "host-to-device, best of {} runs (simulated device; compare the columns)",
+        cfg.repeats
+    );
+    for row in &r.rows {
+        let ms = |d: std::time::Duration| d.as_secs_f64() * 1e3;
+        println!(
+            "  {:>5} x {:>4} KiB: engine ({}) {:>8.2} ms, per-fragment {:>8.2} ms, contiguous {:>8.2} ms",
+            row.fragments,
+            row.fragment_bytes >> 10,
+            row.engine_path,
+            ms(row.engine),
+            ms(row.per_fragment),
+            ms(row.contiguous)
+        );
+    }
+    println!(
+        "  planning: {:.1} ns per item ({} scattered items)",
+        r.plan_ns_per_item, r.plan_items
+    );
     Ok(())
 }

@@ -18,7 +18,7 @@
 //! | [`LocalCopyEngine`] | host ↔ host: threads above a floor, non-temporal stores |
 //! | [`HbmCopyEngine`] | any device side: gather kernel or null-stream copies; stream pool; prewarm |
 //! | [`env::CopyKnobs`] | `UMBP_HBM_GATHER_PREWARM_STREAMS`, `UMBP_DRAM_GATHER_KERNEL` |
-//! | [`bench`] / [`emulator`] | gather throughput and the server emulator (`ferry bench copy`) |
+//! | [`bench`](mod@bench) / [`emulator`](mod@emulator) | gather throughput and the server emulator (`ferry bench copy`) |
 //!
 //! # Example
 //! ```

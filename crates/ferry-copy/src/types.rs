@@ -144,7 +144,7 @@ pub struct TransferPlan {
     /// Always [`TransferDirection::Local`] for copy engines.
     pub dir: TransferDirection,
     /// Index of the owning engine inside a composite (stamped by
-    /// [`CompositeTransferEngine::plan`](crate::CompositeTransferEngine::plan)).
+    /// [`CompositeTransferEngine`](crate::CompositeTransferEngine)'s `plan`).
     pub engine: Option<usize>,
 }
 
