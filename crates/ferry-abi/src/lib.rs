@@ -10,6 +10,7 @@
 //! | [`launch`] | launch payloads (`KernelArgs`, `AicoreLaunchArgs`, `InitArgs`, `RegisterCallableArgs`, bootstrap blob, `DeviceArgs`) and their [`launch::AbiRecord`] byte images |
 //! | [`handshake`] | the per-core [`handshake::Handshake`] slot and its report values |
 //! | [`regs`] | the per-core register window: offsets per arch, dispatch values, `COND` encoding |
+//! | [`services`] | the AICPU OS ↔ device-program contract: the injected services table, program reports, the exec hook, the program fingerprint |
 #![no_std]
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(clippy::undocumented_unsafe_blocks, clippy::missing_safety_doc)]
@@ -19,3 +20,4 @@ pub mod dfx;
 pub mod handshake;
 pub mod launch;
 pub mod regs;
+pub mod services;

@@ -60,6 +60,7 @@
     clippy::missing_safety_doc
 )]
 
+pub mod loader;
 pub mod transaction;
 
 pub use transaction::bench;

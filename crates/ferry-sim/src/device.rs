@@ -43,6 +43,7 @@ pub struct PlatformBuilder {
     cost: CostModel,
     copy_engines: u32,
     queue_context_bytes: u64,
+    aicpu_os: crate::aicpu_os::OsConfig,
 }
 
 impl PlatformBuilder {
@@ -56,7 +57,28 @@ impl PlatformBuilder {
             cost: CostModel::default(),
             copy_engines: DEFAULT_COPY_ENGINES,
             queue_context_bytes: DEFAULT_QUEUE_CONTEXT_BYTES,
+            aicpu_os: crate::aicpu_os::OsConfig::default(),
         }
+    }
+
+    /// The device root: every file the devices' AICPU OS writes lives below it (default
+    /// `$TMPDIR/ferry-device-root`). See [`crate::aicpu_os`].
+    pub fn device_root(&mut self, root: impl Into<std::path::PathBuf>) -> &mut Self {
+        self.aicpu_os.root = root.into();
+        self
+    }
+
+    /// Quirk: the vendor's one-shot "first saved SO wins" latch in the AICPU OS (default off).
+    pub fn first_saved_so_wins(&mut self, on: bool) -> &mut Self {
+        self.aicpu_os.first_saved_so_wins = on;
+        self
+    }
+
+    /// Capability: the custom-scheduler (Path B) cluster is coherent with AICore writes
+    /// (default off, as on the hardware of seed 004).
+    pub fn custom_scheduler_coherent(&mut self, on: bool) -> &mut Self {
+        self.aicpu_os.custom_scheduler_coherent = on;
+        self
     }
 
     /// Number of devices (1..=[`MAX_DEVICES`]).
@@ -140,6 +162,7 @@ impl PlatformBuilder {
                     queue_context_bytes: self.queue_context_bytes,
                     code_objects: Mutex::new(HashSet::new()),
                     null_init: Mutex::new([false; 2]),
+                    aicpu_os: crate::aicpu_os::OsState::new(self.aicpu_os.clone(), ordinal),
                 })))
             })
             .collect::<Result<Vec<_>, DeviceError>>()?;
@@ -321,6 +344,7 @@ pub(crate) struct DeviceInner {
     queue_context_bytes: u64,
     code_objects: Mutex<HashSet<String>>,
     null_init: Mutex<[bool; 2]>,
+    pub(crate) aicpu_os: crate::aicpu_os::OsState,
 }
 
 /// One simulated device. Cheap to clone (an `Arc`).
@@ -367,6 +391,11 @@ impl Device {
     /// This device's fault plan.
     pub fn faults(&self) -> &FaultInjector {
         &self.0.faults
+    }
+
+    /// This device's AICPU OS (the device-side loader).
+    pub fn aicpu_os(&self) -> crate::aicpu_os::AicpuOs {
+        crate::aicpu_os::AicpuOs::new(self.clone())
     }
 
     /// The live counters.

@@ -12,6 +12,7 @@
 //! | [`cores::Chip`] | AICPU threads and AICore workers with register windows and handshake slots |
 //! | [`cost::CostModel`] | the stalls of seed 003 (queue creation under memory pressure, driver lock, code-object load) |
 //! | [`fault::FaultInjector`] | fail the N-th stream creation, copy, launch, synchronize, … of a device |
+//! | [`aicpu_os::AicpuOs`] | the device-side loader: the AICPU OS that loads device programs (real shared objects) and runs their entries |
 //!
 //! # Example
 //! ```
@@ -45,6 +46,7 @@
     clippy::missing_safety_doc
 )]
 
+pub mod aicpu_os;
 pub mod bench;
 pub mod clock;
 pub mod cores;

@@ -1,0 +1,727 @@
+//! The host loader: makes the AICPU program runnable on a device (seed 004, launch.md §2).
+//!
+//! | method | [`LoadMethod`] | where the program lands | several runtimes per process |
+//! |---|---|---|---|
+//! | 1, preinstalled | [`LoadMethod::Preinstalled`] | `<root>/<vf>/aicpu_kernels/`, put there out of band | yes |
+//! | 2, Path A (default) | [`LoadMethod::DispatcherBootstrap`] | `<root>/<vf>/aicpu_kernels_device/<pid>_<dev>/inner_<fp>_<dev>.so`, written by the dispatcher on the device | yes on ferry's device; the loader detects the vendor latch |
+//! | 3, Path B | [`LoadMethod::CustomScheduler`] | `<root>/cust_aicpu_<dev>_<vf>_<pid>/` | yes, but refused on a device whose custom scheduler is not coherent (the default) |
+//!
+//! # Path A, step by step
+//!
+//! 1. The program's bytes are checked on the host (ELF64 shared object, every header and
+//!    segment inside the buffer): a truncated or non-ELF image never reaches the device.
+//! 2. Unless this loader already bootstrapped and verified the same image since the device's
+//!    last reset:
+//!    the dispatcher bytes, the program bytes and a [`DeviceArgs`] pointing at both are uploaded;
+//!    a [`BootstrapBlob`] with `device_args_ptr` at offset 40 is launched on the device's AICPU
+//!    ([`AicpuOs::launch_kfc`]); the dispatcher writes `inner_<fp>_<dev>.so` through the OS's
+//!    `SaveSoFile` (temp file + rename). The three device buffers are freed on return, on every
+//!    path (the host allocated them).
+//! 3. Binary load → function lookup for every entry (op type `<symbol>_<fp:016x>`, so two
+//!    runtimes never share a registry key) → launch of the query entry.
+//! 4. **Identity check.** The program reports its name and build id; when they are not those
+//!    of the program this loader shipped, the resident program is another runtime's (the
+//!    vendor's "first saved SO wins" latch silently kept the first upload) and loading fails
+//!    with [`LoadError::ResidentMismatch`] instead of running the wrong code.
+//! 5. The init entry runs once with [`InitArgs`].
+//!
+//! Teardown: the per-process device directory is removed when the loader and every program it
+//! loaded are dropped (the OS's session refcount); other processes' directories are never
+//! touched. After [`AicpuOs::reset`] the loader uploads again.
+//!
+//! # Examples
+//!
+//! ```
+//! use ferry_abi::launch::KernelArgs;
+//! use ferry_launch::loader::Loader;
+//! use ferry_sim::cores::{Chip, CoreConfig};
+//! use ferry_sim::{Arch, PlatformBuilder};
+//!
+//! let root = std::env::temp_dir().join(format!("ferry-doc-loader-{}", std::process::id()));
+//! let p = PlatformBuilder::new(Arch::A2a3).hbm_bytes(32 << 20).device_root(&root).build()?;
+//! let chip = Chip::new(p.device(0)?.clone(), CoreConfig { aicpu_threads: 2, aic: 1, aiv: 2 })?;
+//! let loader = Loader::new(&chip)?; // Path A
+//! let program = loader.load(&ferry_programs::AICPU_DEVICE_ORCHESTRATED)?;
+//! program.exec(&KernelArgs::new(0x10, 0x20), 2)?;
+//! let report = program.report()?;
+//! assert_eq!(report.name()?, "device-orchestrated");
+//! assert_eq!(report.last_exec_args(), Some(KernelArgs::new(0x10, 0x20)));
+//! # drop((program, loader));
+//! # let _ = std::fs::remove_dir_all(&root);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+use ferry_abi::launch::{
+    AbiRecord, BootstrapBlob, DeviceArgs, InitArgs, KernelArgs, RegisterCallableArgs,
+};
+use ferry_abi::services::{
+    inner_so_name, status_name, ProgramReport, QueryArgs, EXPORT_AICPU_EXEC, EXPORT_AICPU_INIT,
+    EXPORT_AICPU_QUERY, EXPORT_AICPU_REGISTER_CALLABLE, PROGRAM_REPORT_MAGIC,
+    PROGRAM_REPORT_VERSION, STATUS_ABI_SIZE_MISMATCH, STATUS_ABI_VERSION_MISMATCH,
+};
+use ferry_programs::Program;
+use ferry_sim::aicpu_os::{
+    AicpuOs, CpuFunction, CpuLaunch, KernelLibrary, OpEntry, OsError, OsSession,
+};
+use ferry_sim::cores::Chip;
+use ferry_sim::{DeviceError, DevicePtr};
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
+
+/// How the loader makes the AICPU program runnable.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum LoadMethod {
+    /// Method 1: the program was installed into the preinstalled directory out of band, under
+    /// [`Loader::preinstalled_name`]. Nothing is uploaded.
+    Preinstalled,
+    /// Method 2, Path A (default): the bootstrap dispatcher writes the program on the device.
+    #[default]
+    DispatcherBootstrap,
+    /// Method 3, Path B: the custom scheduler saves and runs the program. Refused on a device
+    /// whose custom-scheduler cluster is not coherent with AICore writes.
+    CustomScheduler,
+}
+
+/// Who a program says it is (or who the loader expects it to be).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Identity {
+    /// The program name.
+    pub name: String,
+    /// Its build id.
+    pub build_id: u64,
+}
+
+impl std::fmt::Display for Identity {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "`{}` (build {:#018x})", self.name, self.build_id)
+    }
+}
+
+/// Errors of loading a device program and of running its entries.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum LoadError {
+    /// The image is shorter than its own headers say: a truncated shared object.
+    #[error("program `{program}` is truncated: {len} bytes, its headers need {needed}")]
+    Truncated {
+        /// The program.
+        program: String,
+        /// Bytes present.
+        len: usize,
+        /// Bytes its headers need.
+        needed: u64,
+    },
+    /// The image is not a loadable shared object (bad magic or headers, or the device's
+    /// dynamic loader refused it).
+    #[error("program `{program}` is corrupt: {reason}")]
+    Corrupt {
+        /// The program.
+        program: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// The program does not export an entry the loader needs.
+    #[error("program `{program}` does not export `{symbol}`")]
+    MissingSymbol {
+        /// The program.
+        program: String,
+        /// The missing entry.
+        symbol: String,
+    },
+    /// An entry rejected its payload as built against another ABI (size or version).
+    #[error("abi mismatch at `{entry}`: {}", status_name(*status))]
+    AbiMismatch {
+        /// The entry.
+        entry: String,
+        /// The status it returned.
+        status: i32,
+    },
+    /// The resident program is not the one this loader shipped: the vendor's "first saved SO
+    /// wins" latch kept another runtime's program, which would otherwise run in its place.
+    #[error(
+        "resident device program is {resident}, not the shipped {shipped}: the device kept \
+         another runtime's program (\"first saved SO wins\" latch); refusing to run it"
+    )]
+    ResidentMismatch {
+        /// What the loader shipped.
+        shipped: Identity,
+        /// What the resident program reported.
+        resident: Identity,
+    },
+    /// Method 1: the program is not in the preinstalled directory.
+    #[error("program `{program}` is not preinstalled as {path}")]
+    NotPreinstalled {
+        /// The program.
+        program: String,
+        /// Where it was expected.
+        path: std::path::PathBuf,
+    },
+    /// Path B was asked for on a device whose custom scheduler is not coherent.
+    #[error(
+        "path b (custom scheduler) refused on device {device}: its AICPU cluster is outside \
+         AICore's snoop domain, so the startup handshake would spin forever on a stale L1 copy \
+         of `aicore_done` (seed 004, issue #822); use path a (dispatcher bootstrap)"
+    )]
+    PathBIncoherent {
+        /// The device ordinal.
+        device: u32,
+    },
+    /// A program of the wrong kind was handed to the loader.
+    #[error("program `{program}` is a {kind}, not an AICPU program")]
+    WrongKind {
+        /// The program.
+        program: String,
+        /// Its kind.
+        kind: String,
+    },
+    /// An entry returned a non-zero status.
+    #[error("`{entry}` failed with status {status} ({})", status_name(*status))]
+    Entry {
+        /// The entry.
+        entry: String,
+        /// The status.
+        status: i32,
+    },
+    /// The query entry wrote something that is not a program report.
+    #[error("program `{program}` wrote a malformed report")]
+    BadReport {
+        /// The program.
+        program: String,
+    },
+    /// A callable id or name that does not fit [`RegisterCallableArgs`].
+    #[error("bad callable: {0}")]
+    BadCallable(#[from] ferry_abi::launch::EncodeError),
+    /// The AICPU OS failed (file i/o, bad name, launch).
+    #[error(transparent)]
+    Os(#[from] OsError),
+    /// A device operation (allocation, copy) failed.
+    #[error(transparent)]
+    Device(#[from] DeviceError),
+}
+
+/// The bytes of a program and who it should be.
+#[derive(Clone, Copy, Debug)]
+pub struct ProgramImage<'a> {
+    /// The name the program must report.
+    pub name: &'a str,
+    /// The build id the program must report.
+    pub build_id: u64,
+    /// The shared object.
+    pub bytes: &'a [u8],
+}
+
+impl<'a> From<&'a Program> for ProgramImage<'a> {
+    fn from(p: &'a Program) -> Self {
+        ProgramImage { name: p.name, build_id: p.build_id, bytes: p.bytes }
+    }
+}
+
+/// Builds a [`Loader`].
+#[derive(Clone, Debug)]
+pub struct LoaderBuilder {
+    chip: Chip,
+    method: LoadMethod,
+    init: Option<InitArgs>,
+    dispatcher: &'static Program,
+}
+
+impl LoaderBuilder {
+    /// A Path A loader for `chip`'s device, with the embedded dispatcher.
+    pub fn new(chip: &Chip) -> Self {
+        Self {
+            chip: chip.clone(),
+            method: LoadMethod::default(),
+            init: None,
+            dispatcher: &ferry_programs::DISPATCHER,
+        }
+    }
+
+    /// The load method.
+    pub fn method(&mut self, method: LoadMethod) -> &mut Self {
+        self.method = method;
+        self
+    }
+
+    /// The [`InitArgs`] each loaded program is initialised with (default: this device's id).
+    pub fn init_args(&mut self, init: InitArgs) -> &mut Self {
+        self.init = Some(init);
+        self
+    }
+
+    /// The dispatcher to bootstrap with (default: the embedded one).
+    pub fn dispatcher(&mut self, dispatcher: &'static Program) -> &mut Self {
+        self.dispatcher = dispatcher;
+        self
+    }
+
+    /// Opens the device session and checks the method against the device's capabilities.
+    ///
+    /// # Errors
+    /// [`LoadError::PathBIncoherent`] for Path B on an incoherent device;
+    /// [`LoadError::Os`] when the device directories cannot be created.
+    pub fn build(&mut self) -> Result<Loader, LoadError> {
+        let os = self.chip.device().aicpu_os();
+        if self.method == LoadMethod::CustomScheduler && !os.caps().custom_scheduler_coherent {
+            return Err(LoadError::PathBIncoherent { device: self.chip.device().ordinal() });
+        }
+        let session = Arc::new(os.open_session()?);
+        let ordinal = self.chip.device().ordinal();
+        Ok(Loader {
+            chip: self.chip.clone(),
+            os,
+            session,
+            method: self.method,
+            init: self.init.unwrap_or(InitArgs::new(ordinal)),
+            dispatcher: self.dispatcher,
+            bootstrapped: Mutex::new(HashSet::new()),
+        })
+    }
+}
+
+/// Loads AICPU programs onto one device. See the module docs.
+#[derive(Debug)]
+pub struct Loader {
+    chip: Chip,
+    os: AicpuOs,
+    session: Arc<OsSession>,
+    method: LoadMethod,
+    init: InitArgs,
+    dispatcher: &'static Program,
+    /// (fingerprint, FNV-1a of the whole image, OS generation) of the images this loader
+    /// bootstrapped *and verified*. The content hash matters: a build-id fingerprint survives
+    /// a corrupted byte, and a failed image must not make the good one skip its upload.
+    bootstrapped: Mutex<HashSet<(u64, u64, u64)>>,
+}
+
+impl Loader {
+    /// A Path A loader with the defaults ([`LoaderBuilder::new`] then `build`).
+    ///
+    /// # Errors
+    /// As [`LoaderBuilder::build`].
+    pub fn new(chip: &Chip) -> Result<Loader, LoadError> {
+        LoaderBuilder::new(chip).build()
+    }
+
+    /// The load method.
+    pub fn method(&self) -> LoadMethod {
+        self.method
+    }
+
+    /// The device's AICPU OS.
+    pub fn os(&self) -> &AicpuOs {
+        &self.os
+    }
+
+    /// The name Method 1 expects a program under in the preinstalled directory.
+    pub fn preinstalled_name(program_name: &str) -> String {
+        format!("libferry_aicpu_{program_name}.so")
+    }
+
+    /// Loads an embedded AICPU program, verifies its identity and runs its init entry.
+    ///
+    /// # Errors
+    /// [`LoadError::WrongKind`] for a program that is not an AICPU program; otherwise as
+    /// [`load_image`](Self::load_image).
+    pub fn load(&self, program: &'static Program) -> Result<AicpuProgram, LoadError> {
+        if program.kind != ferry_programs::ProgramKind::Aicpu {
+            return Err(LoadError::WrongKind {
+                program: program.name.into(),
+                kind: format!("{:?}", program.kind),
+            });
+        }
+        self.load_image(program.into())
+    }
+
+    /// Loads any image as an AICPU program (the path bad inputs take).
+    ///
+    /// # Errors
+    /// [`LoadError::Truncated`], [`LoadError::Corrupt`], [`LoadError::MissingSymbol`],
+    /// [`LoadError::ResidentMismatch`], [`LoadError::AbiMismatch`],
+    /// [`LoadError::NotPreinstalled`], or a device/OS failure. After any of them the loader and
+    /// the device stay usable.
+    pub fn load_image(&self, image: ProgramImage<'_>) -> Result<AicpuProgram, LoadError> {
+        let fp = ferry_abi::services::fingerprint(image.bytes);
+        let dev = u64::from(self.chip.device().ordinal());
+        let generation = self.os.generation();
+        let (basename, user_defined) = match self.method {
+            LoadMethod::Preinstalled => {
+                let name = Self::preinstalled_name(image.name);
+                let path = self.os.preinstalled_dir().join(&name);
+                if !path.is_file() {
+                    return Err(LoadError::NotPreinstalled { program: image.name.into(), path });
+                }
+                (name, false)
+            }
+            LoadMethod::DispatcherBootstrap => {
+                validate_elf(image.name, image.bytes)?;
+                self.bootstrap(image, fp, generation)?;
+                let mut buf = [0u8; 48];
+                let name = inner_so_name(fp, dev, &mut buf).unwrap_or_default().to_owned();
+                (name, false)
+            }
+            LoadMethod::CustomScheduler => {
+                validate_elf(image.name, image.bytes)?;
+                let mut buf = [0u8; 48];
+                let name = inner_so_name(fp, dev, &mut buf).unwrap_or_default().to_owned();
+                self.os.upload_custom(&name, image.bytes)?;
+                (name, true)
+            }
+        };
+        let symbols = [
+            EXPORT_AICPU_INIT,
+            EXPORT_AICPU_REGISTER_CALLABLE,
+            EXPORT_AICPU_EXEC,
+            EXPORT_AICPU_QUERY,
+        ];
+        let entries: Vec<OpEntry> = symbols
+            .iter()
+            .map(|s| OpEntry {
+                op_type: format!("{s}_{fp:016x}"),
+                function_name: (*s).into(),
+                kernel_so: basename.clone(),
+                user_defined,
+            })
+            .collect();
+        let binary = self.os.binary_load(&entries).map_err(|e| os_to_load(image.name, e))?;
+        let mut f = entries
+            .iter()
+            .map(|e| binary.function(&e.op_type).map_err(|err| os_to_load(image.name, err)));
+        let mut next = || f.next().expect("four entries");
+        let (init, register, exec, query) = (next()?, next()?, next()?, next()?);
+        let program = AicpuProgram {
+            chip: self.chip.clone(),
+            os: self.os.clone(),
+            _session: self.session.clone(),
+            shipped: Identity { name: image.name.into(), build_id: image.build_id },
+            fingerprint: fp,
+            init,
+            register,
+            exec,
+            query,
+        };
+        let report = program.report()?;
+        let resident = Identity {
+            name: report.name().unwrap_or("<unreadable>").into(),
+            build_id: report.build_id,
+        };
+        if resident != program.shipped {
+            tracing::error!(%resident, shipped = %program.shipped, "resident device program mismatch");
+            return Err(LoadError::ResidentMismatch { shipped: program.shipped.clone(), resident });
+        }
+        if report.kernel_args_size as usize != KernelArgs::SIZE {
+            return Err(LoadError::AbiMismatch {
+                entry: EXPORT_AICPU_QUERY.into(),
+                status: STATUS_ABI_SIZE_MISMATCH,
+            });
+        }
+        program.init(&self.init)?;
+        if self.method == LoadMethod::DispatcherBootstrap {
+            let key = (fp, ferry_abi::services::fnv1a_64(image.bytes), generation);
+            lock(&self.bootstrapped).insert(key);
+        }
+        Ok(program)
+    }
+
+    /// Path A, host side: uploads and launches the dispatcher bootstrap for `image` unless this
+    /// loader did so since the device's last reset.
+    fn bootstrap(
+        &self,
+        image: ProgramImage<'_>,
+        fp: u64,
+        generation: u64,
+    ) -> Result<(), LoadError> {
+        let key = (fp, ferry_abi::services::fnv1a_64(image.bytes), generation);
+        if lock(&self.bootstrapped).contains(&key) {
+            return Ok(());
+        }
+        let device = self.chip.device();
+        let mut bufs = DeviceBuffers { device: device.clone(), ptrs: Vec::new() };
+        let disp = bufs.upload(self.dispatcher.bytes)?;
+        let inner = bufs.upload(image.bytes)?;
+        let mut dargs = DeviceArgs::zeroed();
+        dargs.aicpu_so_bin = disp.0;
+        dargs.aicpu_so_len = self.dispatcher.bytes.len() as u64;
+        dargs.device_id = u64::from(device.ordinal());
+        dargs.inner_so_bin = inner.0;
+        dargs.inner_so_len = image.bytes.len() as u64;
+        let dargs_ptr = bufs.upload(dargs.as_bytes())?;
+        let blob = BootstrapBlob::new(dargs_ptr.0);
+        self.os.launch_kfc(&self.chip, blob.as_bytes()).map_err(|e| os_to_load(image.name, e))?;
+        Ok(())
+    }
+
+    /// Loads the AICore kernel library (`rtRegisterAllKernel`).
+    ///
+    /// # Errors
+    /// [`LoadError::Truncated`] / [`LoadError::Corrupt`] for a bad image,
+    /// [`LoadError::MissingSymbol`] when it has no lookup export.
+    pub fn load_kernel_library(&self, program: &Program) -> Result<KernelLibrary, LoadError> {
+        validate_elf(program.name, program.bytes)?;
+        self.os.load_kernel_library(program.bytes).map_err(|e| os_to_load(program.name, e))
+    }
+
+    /// Ends this loader's session (same as dropping it). The per-process device directory is
+    /// removed once no loader or program of this process uses it.
+    pub fn teardown(self) {}
+}
+
+/// Device buffers the bootstrap allocated; freed on every path (the host allocated them).
+struct DeviceBuffers {
+    device: ferry_sim::Device,
+    ptrs: Vec<DevicePtr>,
+}
+
+impl DeviceBuffers {
+    fn upload(&mut self, bytes: &[u8]) -> Result<DevicePtr, LoadError> {
+        let p = self.device.malloc(bytes.len().max(1) as u64)?;
+        self.ptrs.push(p);
+        self.device.copy_htod(bytes, p)?;
+        Ok(p)
+    }
+}
+
+impl Drop for DeviceBuffers {
+    fn drop(&mut self) {
+        for p in self.ptrs.drain(..) {
+            if let Err(e) = self.device.free(p) {
+                tracing::warn!(error = %e, "freeing a bootstrap buffer");
+            }
+        }
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn os_to_load(program: &str, e: OsError) -> LoadError {
+    match e {
+        OsError::LoadFailed { reason, .. } => {
+            LoadError::Corrupt { program: program.into(), reason }
+        }
+        OsError::MissingSymbol { symbol, .. } => {
+            LoadError::MissingSymbol { program: program.into(), symbol }
+        }
+        e => LoadError::Os(e),
+    }
+}
+
+fn entry_error(e: OsError) -> LoadError {
+    match e {
+        OsError::Entry { symbol, code }
+            if code == STATUS_ABI_SIZE_MISMATCH || code == STATUS_ABI_VERSION_MISMATCH =>
+        {
+            LoadError::AbiMismatch { entry: symbol, status: code }
+        }
+        OsError::Entry { symbol, code } => LoadError::Entry { entry: symbol, status: code },
+        e => LoadError::Os(e),
+    }
+}
+
+/// Checks that `bytes` is a little-endian ELF64 shared object whose headers and segments lie
+/// inside the buffer, before anything is uploaded.
+///
+/// # Errors
+/// [`LoadError::Truncated`] when a header or segment extends past the end;
+/// [`LoadError::Corrupt`] for anything else that is not such an object.
+pub fn validate_elf(program: &str, b: &[u8]) -> Result<(), LoadError> {
+    let corrupt =
+        |reason: &str| LoadError::Corrupt { program: program.into(), reason: reason.into() };
+    let truncated =
+        |needed: u64| LoadError::Truncated { program: program.into(), len: b.len(), needed };
+    if b.len() >= 4 && &b[..4] != b"\x7fELF" {
+        return Err(corrupt("not an ELF file (bad magic)"));
+    }
+    if b.len() < 64 {
+        return Err(truncated(64));
+    }
+    if b[4] != 2 || b[5] != 1 {
+        return Err(corrupt("not a little-endian ELF64 object"));
+    }
+    let u16_at = |o: usize| u64::from(u16::from_le_bytes([b[o], b[o + 1]]));
+    let u64_at = |o: usize| u64::from_le_bytes(b[o..o + 8].try_into().expect("8 bytes"));
+    if u16_at(16) != 3 {
+        return Err(corrupt("not a shared object (e_type is not ET_DYN)"));
+    }
+    let (phoff, phentsize, phnum) = (u64_at(0x20), u16_at(0x36), u16_at(0x38));
+    let (shoff, shentsize, shnum) = (u64_at(0x28), u16_at(0x3a), u16_at(0x3c));
+    if phnum == 0 || phentsize < 56 {
+        return Err(corrupt("no program headers"));
+    }
+    let len = b.len() as u64;
+    let end = |off: u64, n: u64, size: u64| off.checked_add(n.checked_mul(size)?);
+    let ph_end = end(phoff, phnum, phentsize).ok_or_else(|| corrupt("program headers overflow"))?;
+    if ph_end > len {
+        return Err(truncated(ph_end));
+    }
+    if shnum > 0 {
+        let sh_end =
+            end(shoff, shnum, shentsize).ok_or_else(|| corrupt("section headers overflow"))?;
+        if sh_end > len {
+            return Err(truncated(sh_end));
+        }
+    }
+    for i in 0..phnum {
+        let ph = (phoff + i * phentsize) as usize;
+        let (off, filesz) = (u64_at(ph + 8), u64_at(ph + 32));
+        let seg_end = off.checked_add(filesz).ok_or_else(|| corrupt("segment overflows"))?;
+        if seg_end > len {
+            return Err(truncated(seg_end));
+        }
+    }
+    Ok(())
+}
+
+/// An AICPU program loaded on a device: its four entries, resolved.
+///
+/// Keeps the program's code loaded and the device session open.
+#[derive(Debug)]
+pub struct AicpuProgram {
+    chip: Chip,
+    os: AicpuOs,
+    _session: Arc<OsSession>,
+    shipped: Identity,
+    fingerprint: u64,
+    init: CpuFunction,
+    register: CpuFunction,
+    exec: CpuFunction,
+    query: CpuFunction,
+}
+
+impl AicpuProgram {
+    /// Who the program is (verified at load).
+    pub fn identity(&self) -> &Identity {
+        &self.shipped
+    }
+
+    /// Fingerprint of the program's bytes.
+    pub fn fingerprint(&self) -> u64 {
+        self.fingerprint
+    }
+
+    /// The exec entry, for launches the caller schedules itself (e.g. on a stream) with
+    /// [`AicpuOs::launch_cpu_kernel`].
+    pub fn exec_function(&self) -> &CpuFunction {
+        &self.exec
+    }
+
+    /// The device's AICPU OS.
+    pub fn os(&self) -> &AicpuOs {
+        &self.os
+    }
+
+    fn run(&self, f: &CpuFunction, threads: u32, payload: &[u8]) -> Result<(), LoadError> {
+        self.os.launch_cpu_kernel(&self.chip, f, threads, payload)?.wait().map_err(entry_error)
+    }
+
+    /// Runs the init entry on one AICPU thread.
+    ///
+    /// # Errors
+    /// The entry's status as [`LoadError::Entry`] / [`LoadError::AbiMismatch`].
+    pub fn init(&self, args: &InitArgs) -> Result<(), LoadError> {
+        self.run(&self.init, 1, args.as_bytes())
+    }
+
+    /// Queries the program's report.
+    ///
+    /// # Errors
+    /// A failed launch, or [`LoadError::BadReport`].
+    pub fn report(&self) -> Result<ProgramReport, LoadError> {
+        let device = self.chip.device();
+        let mut bufs = DeviceBuffers { device: device.clone(), ptrs: Vec::new() };
+        let out = bufs.upload(&[0u8; ProgramReport::SIZE])?;
+        self.run(&self.query, 1, QueryArgs { result_addr: out.0 }.as_bytes())?;
+        let mut bytes = [0u8; ProgramReport::SIZE];
+        device.copy_dtoh(out, &mut bytes)?;
+        let r = ProgramReport::from_bytes(&bytes)
+            .map_err(|_| LoadError::BadReport { program: self.shipped.name.clone() })?;
+        if r.magic != PROGRAM_REPORT_MAGIC || r.version != PROGRAM_REPORT_VERSION {
+            return Err(LoadError::BadReport { program: self.shipped.name.clone() });
+        }
+        Ok(r)
+    }
+
+    /// Registers (or re-registers) callable `callable_id` with its orchestration object
+    /// `orch` (empty: unregister). `entry` names the orchestration entry (`None`: the default).
+    /// The object's bytes are uploaded for the call and freed after it.
+    ///
+    /// # Errors
+    /// [`LoadError::BadCallable`] for an id or name that does not fit; the entry's status
+    /// (e.g. `STATUS_MISSING_SYMBOL` for an entry the object does not export).
+    pub fn register_callable(
+        &self,
+        callable_id: u32,
+        orch: &[u8],
+        entry: Option<&str>,
+    ) -> Result<(), LoadError> {
+        let device = self.chip.device();
+        let mut bufs = DeviceBuffers { device: device.clone(), ptrs: Vec::new() };
+        let addr = if orch.is_empty() { DevicePtr::NULL } else { bufs.upload(orch)? };
+        let mut rca = RegisterCallableArgs::new(callable_id, addr.0, orch.len() as u64)?;
+        if let Some(e) = entry {
+            rca.set_device_orch_func_name(e)?;
+        }
+        self.register_callable_raw(rca.as_bytes())
+    }
+
+    /// Launches register-callable with a raw payload (bad-input tests).
+    ///
+    /// # Errors
+    /// As [`register_callable`](Self::register_callable).
+    pub fn register_callable_raw(&self, payload: &[u8]) -> Result<(), LoadError> {
+        self.run(&self.register, 1, payload)
+    }
+
+    /// Launches exec on `threads` AICPU threads with `args` by value.
+    ///
+    /// # Errors
+    /// An invalid thread count or an injected launch fault.
+    pub fn launch_exec(&self, args: &KernelArgs, threads: u32) -> Result<CpuLaunch, LoadError> {
+        self.launch_exec_blob(args.as_bytes(), threads)
+    }
+
+    /// Launches exec with a raw payload (it must be the front-less `KernelArgs` image).
+    ///
+    /// # Errors
+    /// As [`launch_exec`](Self::launch_exec).
+    pub fn launch_exec_blob(&self, blob: &[u8], threads: u32) -> Result<CpuLaunch, LoadError> {
+        Ok(self.os.launch_cpu_kernel(&self.chip, &self.exec, threads, blob)?)
+    }
+
+    /// Runs exec and waits.
+    ///
+    /// # Errors
+    /// [`LoadError::AbiMismatch`] when the program rejects the payload's layout;
+    /// [`LoadError::Entry`] for another non-zero status.
+    pub fn exec(&self, args: &KernelArgs, threads: u32) -> Result<(), LoadError> {
+        self.launch_exec(args, threads)?.wait().map_err(entry_error)
+    }
+
+    /// Runs exec with a raw payload and waits.
+    ///
+    /// # Errors
+    /// As [`exec`](Self::exec).
+    pub fn exec_blob(&self, blob: &[u8], threads: u32) -> Result<(), LoadError> {
+        self.launch_exec_blob(blob, threads)?.wait().map_err(entry_error)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn validate_elf_classifies() {
+        let good = ferry_programs::KERNELS.bytes;
+        assert!(validate_elf("k", good).is_ok());
+        assert!(matches!(
+            validate_elf("k", &good[..good.len() / 2]),
+            Err(LoadError::Truncated { .. })
+        ));
+        assert!(matches!(validate_elf("k", &good[..40]), Err(LoadError::Truncated { .. })));
+        assert!(matches!(validate_elf("k", b"MZ\x90\x00 nope"), Err(LoadError::Corrupt { .. })));
+        let mut exe = good.to_vec();
+        exe[16] = 2; // ET_EXEC
+        assert!(matches!(validate_elf("k", &exe), Err(LoadError::Corrupt { .. })));
+        assert!(matches!(validate_elf("k", &[]), Err(LoadError::Truncated { .. })));
+    }
+}

@@ -1,0 +1,436 @@
+//! The loader end to end on the simulated chip: each method and refusal, the latch detection,
+//! two runtimes in one process, teardown, device reset, bad inputs, and the exec ABI.
+use ferry_abi::launch::{AbiRecord, KernelArgs, RegisterCallableArgs, KERNEL_ARGS_ABI_VERSION};
+use ferry_abi::services::{
+    KernelCall, KERNEL_ADD, KERNEL_COPY, KERNEL_MUL, KERNEL_SCALE, STATUS_ABI_SIZE_MISMATCH,
+    STATUS_ABI_VERSION_MISMATCH, STATUS_BAD_ADDRESS, STATUS_MISSING_SYMBOL, STATUS_OK,
+};
+use ferry_launch::loader::{LoadError, LoadMethod, Loader, LoaderBuilder, ProgramImage};
+use ferry_programs::{
+    AICPU_DEVICE_ORCHESTRATED as ORCHESTRATED, AICPU_HOST_BUILT_GRAPH as HBG, KERNELS, ORCH_STORM,
+    ORCH_VECTOR,
+};
+use ferry_sim::cores::{Chip, CoreConfig};
+use ferry_sim::{Arch, PlatformBuilder};
+use std::path::{Path, PathBuf};
+
+/// A device root private to one test, removed when dropped.
+struct Root(PathBuf);
+
+impl Root {
+    fn new(test: &str) -> Root {
+        let p =
+            std::env::temp_dir().join(format!("ferry-loader-test-{}-{test}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&p);
+        Root(p)
+    }
+}
+
+impl Drop for Root {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn chip_with(root: &Path, arch: Arch, f: impl FnOnce(&mut PlatformBuilder)) -> Chip {
+    let mut b = PlatformBuilder::new(arch);
+    b.hbm_bytes(64 << 20).device_root(root);
+    f(&mut b);
+    let p = b.build().unwrap();
+    Chip::new(p.device(0).unwrap().clone(), CoreConfig { aicpu_threads: 2, aic: 1, aiv: 2 })
+        .unwrap()
+}
+
+fn chip(root: &Path) -> Chip {
+    chip_with(root, Arch::A2a3, |_| {})
+}
+
+fn files(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(dir)
+        .map(|rd| rd.flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect())
+        .unwrap_or_default();
+    v.sort();
+    v
+}
+
+#[test]
+fn path_a_bootstraps_through_the_dispatcher_and_runs_exec() {
+    let root = Root::new("path-a");
+    let chip = chip(&root.0);
+    let loader = Loader::new(&chip).unwrap();
+    assert_eq!(loader.method(), LoadMethod::DispatcherBootstrap);
+    let prog = loader.load(&ORCHESTRATED).unwrap();
+    let os = loader.os();
+
+    // The dispatcher ran once on the AICPU and saved the program under its fingerprint name,
+    // in this process's directory under the device root.
+    let st = os.stats();
+    assert_eq!((st.kfc_launches, st.so_saves), (1, 1));
+    let dir = os.process_dir();
+    assert!(dir.starts_with(&root.0));
+    assert!(dir.ends_with(format!("0/aicpu_kernels_device/{}_0", std::process::id())));
+    let inner = format!("inner_{:016x}_0.so", ORCHESTRATED.fingerprint);
+    let names = files(&dir);
+    assert!(names.contains(&inner), "{names:?}");
+    assert!(names.iter().any(|n| n.starts_with("dispatcher_")), "{names:?}");
+    assert!(!names.iter().any(|n| n.contains(".tmp.")), "no temp file left: {names:?}");
+    assert_eq!(std::fs::read(dir.join(&inner)).unwrap(), ORCHESTRATED.bytes);
+
+    // Identity verified; init ran once with this device's id.
+    assert_eq!(prog.identity().name, "device-orchestrated");
+    let r = prog.report().unwrap();
+    assert_eq!(r.name().unwrap(), "device-orchestrated");
+    assert_eq!(r.build_id, ORCHESTRATED.build_id);
+    assert_eq!((r.init_calls, r.init_device_id), (1, 0));
+
+    // A second load of the same program does not bootstrap again.
+    let again = loader.load(&ORCHESTRATED).unwrap();
+    assert_eq!(os.stats().kfc_launches, 1);
+    drop(again);
+}
+
+#[test]
+fn exec_receives_front_less_kernel_args_by_value() {
+    let root = Root::new("exec-abi");
+    let chip = chip(&root.0);
+    let loader = Loader::new(&chip).unwrap();
+    let prog = loader.load(&ORCHESTRATED).unwrap();
+    let mut args = KernelArgs::new(0x1111_2222_3333_4444, 0x5555_6666_7777_8888);
+    args.device_wall_data_base = 0x99;
+    prog.exec(&args, 2).unwrap();
+    let r = prog.report().unwrap();
+    assert_eq!(r.exec_calls, 2, "one exec per launched AICPU thread");
+    assert_eq!(r.last_exec_status, STATUS_OK);
+    // The launch blob is exactly the KernelArgs image: runtime_args at 0, regs at 8, no front.
+    assert_eq!(r.last_exec_len as usize, KernelArgs::SIZE);
+    assert_eq!(&r.last_exec_blob[0..8], &0x1111_2222_3333_4444u64.to_le_bytes());
+    assert_eq!(&r.last_exec_blob[8..16], &0x5555_6666_7777_8888u64.to_le_bytes());
+    assert_eq!(r.last_exec_args(), Some(args));
+
+    // Skew: a blob built against another layout gets a typed error, and the program stays
+    // usable afterwards.
+    let short = &args.as_bytes()[..KernelArgs::SIZE - 8];
+    match prog.exec_blob(short, 1) {
+        Err(LoadError::AbiMismatch { entry, status }) => {
+            assert_eq!(entry, "ferry_aicpu_exec");
+            assert_eq!(status, STATUS_ABI_SIZE_MISMATCH);
+        }
+        other => panic!("expected an abi mismatch, got {other:?}"),
+    }
+    let mut newer = args;
+    newer.abi_version = KERNEL_ARGS_ABI_VERSION + 1;
+    assert!(matches!(
+        prog.exec(&newer, 1),
+        Err(LoadError::AbiMismatch { status: STATUS_ABI_VERSION_MISMATCH, .. })
+    ));
+    prog.exec(&KernelArgs::new(1, 2), 1).unwrap();
+    assert_eq!(prog.report().unwrap().last_exec_args(), Some(KernelArgs::new(1, 2)));
+}
+
+#[test]
+fn latch_quirk_is_detected_and_refused() {
+    let root = Root::new("latch");
+    let chip = chip_with(&root.0, Arch::A2a3, |b| {
+        b.first_saved_so_wins(true);
+    });
+    let loader = Loader::new(&chip).unwrap();
+    assert!(loader.os().caps().first_saved_so_wins);
+    let first = loader.load(&ORCHESTRATED).unwrap();
+    let err = loader.load(&HBG).unwrap_err();
+    match &err {
+        LoadError::ResidentMismatch { shipped, resident } => {
+            assert_eq!(shipped.name, "host-built-graph");
+            assert_eq!(shipped.build_id, HBG.build_id);
+            assert_eq!(resident.name, "device-orchestrated");
+            assert_eq!(resident.build_id, ORCHESTRATED.build_id);
+        }
+        other => panic!("expected a resident mismatch, got {other:?}"),
+    }
+    let msg = err.to_string();
+    assert!(msg.contains("latch") && msg.contains("host-built-graph"), "{msg}");
+    // The second SaveSoFile silently did nothing: its file was never written.
+    let st = loader.os().stats();
+    assert_eq!((st.so_saves, st.so_save_noops), (1, 1));
+    let hbg_file = format!("inner_{:016x}_0.so", HBG.fingerprint);
+    assert!(!files(&loader.os().process_dir()).contains(&hbg_file));
+    // The wrong program was never initialised by the second runtime, and the first one still
+    // works.
+    assert_eq!(first.report().unwrap().init_calls, 1);
+    first.exec(&KernelArgs::new(5, 6), 1).unwrap();
+}
+
+#[test]
+fn two_runtimes_in_one_process_without_the_quirk() {
+    let root = Root::new("two-runtimes");
+    let chip = chip(&root.0);
+    let loader = Loader::new(&chip).unwrap();
+    let a = loader.load(&ORCHESTRATED).unwrap();
+    let b = loader.load(&HBG).unwrap();
+    assert_ne!(a.fingerprint(), b.fingerprint());
+    a.exec(&KernelArgs::new(0xA, 0), 1).unwrap();
+    b.exec(&KernelArgs::new(0xB, 0), 2).unwrap();
+    let (ra, rb) = (a.report().unwrap(), b.report().unwrap());
+    assert_eq!((ra.name().unwrap(), ra.exec_calls), ("device-orchestrated", 1));
+    assert_eq!((rb.name().unwrap(), rb.exec_calls), ("host-built-graph", 2));
+    assert_eq!(ra.last_exec_args().unwrap().runtime_args, 0xA);
+    assert_eq!(rb.last_exec_args().unwrap().runtime_args, 0xB);
+    // A second loader (another runner) on the same device shares the OS and the files.
+    let loader2 = Loader::new(&chip).unwrap();
+    let a2 = loader2.load(&ORCHESTRATED).unwrap();
+    assert_eq!(a2.report().unwrap().init_calls, 2, "the same resident program, initialised again");
+}
+
+#[test]
+fn method_1_loads_a_preinstalled_program_and_refuses_a_missing_one() {
+    let root = Root::new("method-1");
+    let chip = chip(&root.0);
+    let loader = LoaderBuilder::new(&chip).method(LoadMethod::Preinstalled).build().unwrap();
+    match loader.load(&ORCHESTRATED) {
+        Err(LoadError::NotPreinstalled { program, path }) => {
+            assert_eq!(program, "device-orchestrated");
+            assert!(path.starts_with(loader.os().preinstalled_dir()));
+        }
+        other => panic!("expected not-preinstalled, got {other:?}"),
+    }
+    // The operator installs both runtimes; both load, nothing is uploaded.
+    for p in [&ORCHESTRATED, &HBG] {
+        loader.os().install_preinstalled(&Loader::preinstalled_name(p.name), p.bytes).unwrap();
+    }
+    let a = loader.load(&ORCHESTRATED).unwrap();
+    let b = loader.load(&HBG).unwrap();
+    a.exec(&KernelArgs::new(1, 0), 1).unwrap();
+    b.exec(&KernelArgs::new(2, 0), 1).unwrap();
+    assert_eq!(loader.os().stats().kfc_launches, 0);
+    assert_eq!(loader.os().stats().so_saves, 0);
+}
+
+#[test]
+fn path_b_is_refused_on_an_incoherent_device_and_works_on_a_coherent_one() {
+    let root = Root::new("path-b");
+    let chip = chip(&root.0);
+    assert!(!chip.device().aicpu_os().caps().custom_scheduler_coherent, "default: incoherent");
+    let err = LoaderBuilder::new(&chip).method(LoadMethod::CustomScheduler).build().unwrap_err();
+    assert!(matches!(err, LoadError::PathBIncoherent { device: 0 }));
+    let msg = err.to_string();
+    assert!(
+        msg.contains("stale L1") && msg.contains("aicore_done") && msg.contains("#822"),
+        "{msg}"
+    );
+
+    let root2 = Root::new("path-b-coherent");
+    let chip = chip_with(&root2.0, Arch::A5, |b| {
+        b.custom_scheduler_coherent(true).first_saved_so_wins(true);
+    });
+    let loader = LoaderBuilder::new(&chip).method(LoadMethod::CustomScheduler).build().unwrap();
+    // The latch lives in a library the custom scheduler does not link: two runtimes coexist.
+    let a = loader.load(&ORCHESTRATED).unwrap();
+    let b = loader.load(&HBG).unwrap();
+    a.exec(&KernelArgs::new(1, 0), 1).unwrap();
+    b.exec(&KernelArgs::new(2, 0), 1).unwrap();
+    let names = files(&loader.os().custom_dir());
+    assert_eq!(names.len(), 2, "{names:?}");
+    assert_eq!(loader.os().stats().kfc_launches, 0);
+}
+
+#[test]
+fn teardown_removes_only_this_process_directory() {
+    let root = Root::new("teardown");
+    let chip = chip(&root.0);
+    let os = chip.device().aicpu_os();
+    // Another process's directory, and a historical file in the shared root.
+    let other = os.process_dir().parent().unwrap().join("999999_0");
+    std::fs::create_dir_all(&other).unwrap();
+    std::fs::write(other.join("inner_00000000000000aa_0.so"), b"x").unwrap();
+    let loader = Loader::new(&chip).unwrap();
+    let prog = loader.load(&ORCHESTRATED).unwrap();
+    let mine = os.process_dir();
+    assert!(mine.is_dir());
+    loader.teardown();
+    assert!(mine.is_dir(), "a loaded program keeps the session open");
+    drop(prog);
+    assert!(!mine.exists(), "the last user removed this process's directory");
+    assert_eq!(files(&other), vec!["inner_00000000000000aa_0.so".to_string()]);
+}
+
+#[test]
+fn device_reset_uploads_again() {
+    let root = Root::new("reset");
+    let chip = chip(&root.0);
+    let loader = Loader::new(&chip).unwrap();
+    let before = loader.load(&ORCHESTRATED).unwrap();
+    drop(before);
+    let os = loader.os();
+    assert_eq!(os.stats().kfc_launches, 1);
+    os.reset().unwrap();
+    assert!(files(&os.process_dir()).is_empty(), "the reset device forgot every file");
+    let after = loader.load(&ORCHESTRATED).unwrap();
+    assert_eq!(os.stats().kfc_launches, 2, "bootstrapped again after the reset");
+    after.exec(&KernelArgs::new(3, 4), 1).unwrap();
+}
+
+#[test]
+fn bad_inputs_give_typed_errors_and_leave_the_loader_usable() {
+    let root = Root::new("bad-inputs");
+    let chip = chip(&root.0);
+    let loader = Loader::new(&chip).unwrap();
+    let good = ORCHESTRATED.bytes;
+    let image = |bytes| ProgramImage { name: "bad", build_id: 0, bytes };
+    let before = loader.os().stats();
+
+    // Truncated: caught on the host, nothing uploaded.
+    let half = &good[..good.len() / 2];
+    assert!(matches!(loader.load_image(image(half)), Err(LoadError::Truncated { .. })));
+    // Not an ELF at all.
+    let garbage = vec![0x5Au8; 4096];
+    assert!(matches!(loader.load_image(image(&garbage)), Err(LoadError::Corrupt { .. })));
+    assert_eq!(loader.os().stats().kfc_launches, before.kfc_launches);
+
+    // Well-formed headers, but the device's dynamic loader refuses it (wrong machine).
+    let mut wrong_machine = good.to_vec();
+    wrong_machine[18] ^= 0xFF;
+    match loader.load_image(image(&wrong_machine)) {
+        Err(LoadError::Corrupt { program, reason }) => {
+            assert_eq!(program, "bad");
+            assert!(!reason.is_empty());
+        }
+        other => panic!("expected corrupt, got {other:?}"),
+    }
+
+    // A valid shared object without the AICPU entries: missing entry symbol.
+    match loader.load_image(ProgramImage::from(&KERNELS)) {
+        Err(LoadError::MissingSymbol { symbol, .. }) => assert_eq!(symbol, "ferry_aicpu_init"),
+        other => panic!("expected a missing symbol, got {other:?}"),
+    }
+    // A program that is not an AICPU program is refused before anything happens.
+    assert!(matches!(loader.load(&KERNELS), Err(LoadError::WrongKind { .. })));
+
+    // Nothing was written outside the device root.
+    let tmp = files(&std::env::temp_dir());
+    assert!(
+        !tmp.iter().any(|n| n.starts_with("inner_") || n.starts_with("dispatcher_")),
+        "{tmp:?}"
+    );
+    for e in walk(&root.0) {
+        assert!(e.starts_with(&root.0));
+    }
+
+    // The loader and the device stay usable.
+    let prog = loader.load(&ORCHESTRATED).unwrap();
+    prog.exec(&KernelArgs::new(7, 8), 2).unwrap();
+    // Register-callable with a payload of the wrong size: abi mismatch, still usable.
+    let rca = RegisterCallableArgs::new(1, 0, 0).unwrap();
+    assert!(matches!(
+        prog.register_callable_raw(&rca.as_bytes()[..100]),
+        Err(LoadError::AbiMismatch { status: STATUS_ABI_SIZE_MISMATCH, .. })
+    ));
+    // An orchestration object address outside device memory.
+    let bogus = RegisterCallableArgs::new(1, 0x4000_0000_dead_0000, 64).unwrap();
+    assert!(matches!(
+        prog.register_callable_raw(bogus.as_bytes()),
+        Err(LoadError::Entry { status: STATUS_BAD_ADDRESS, .. })
+    ));
+    prog.register_callable(1, ORCH_VECTOR.bytes, None).unwrap();
+}
+
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    if let Ok(rd) = std::fs::read_dir(dir) {
+        for e in rd.flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                out.extend(walk(&p));
+            }
+            out.push(p);
+        }
+    }
+    out
+}
+
+#[test]
+fn register_callable_loads_reloads_and_unloads_orchestration() {
+    let root = Root::new("callables");
+    let chip = chip(&root.0);
+    let loader = Loader::new(&chip).unwrap();
+    let prog = loader.load(&ORCHESTRATED).unwrap();
+    let used_before = chip.device().memory().used();
+    prog.register_callable(3, ORCH_VECTOR.bytes, None).unwrap();
+    let r = prog.report().unwrap();
+    assert_eq!((r.register_calls, r.last_callable_id, r.callables_loaded), (1, 3, 1));
+    assert_eq!(r.last_orch_name().unwrap(), "vector");
+    // The object file is unlinked once loaded, and the host freed the upload buffer.
+    assert!(!files(&loader.os().process_dir()).iter().any(|n| n.starts_with("libdevice_orch_")));
+    assert_eq!(chip.device().memory().used(), used_before);
+
+    // Re-registering reloads; a missing entry symbol is a typed status and unloads the slot.
+    prog.register_callable(3, ORCH_STORM.bytes, None).unwrap();
+    let r = prog.report().unwrap();
+    assert_eq!((r.callables_loaded, r.last_orch_name().unwrap()), (1, "storm"));
+    assert!(matches!(
+        prog.register_callable(4, ORCH_VECTOR.bytes, Some("no_such_entry")),
+        Err(LoadError::Entry { status: STATUS_MISSING_SYMBOL, .. })
+    ));
+    assert!(matches!(
+        prog.register_callable(64, ORCH_VECTOR.bytes, None),
+        Err(LoadError::BadCallable(_))
+    ));
+    prog.register_callable(3, &[], None).unwrap();
+    assert_eq!(prog.report().unwrap().callables_loaded, 0);
+
+    // The host-built-graph runtime only records the call.
+    let hbg = loader.load(&HBG).unwrap();
+    hbg.register_callable(0, ORCH_VECTOR.bytes, None).unwrap();
+    let r = hbg.report().unwrap();
+    assert_eq!((r.register_calls, r.callables_loaded), (1, 0));
+}
+
+#[test]
+fn kernel_library_runs_elementwise_kernels_over_device_memory() {
+    let root = Root::new("kernels");
+    let chip = chip(&root.0);
+    let dev = chip.device().clone();
+    let loader = Loader::new(&chip).unwrap();
+    let lib = loader.load_kernel_library(&KERNELS).unwrap();
+    assert!(lib.kernel(0).is_none() && lib.kernel(99).is_none());
+    let n = 1000u64;
+    let upload = |v: &[f32]| {
+        let bytes: Vec<u8> = v.iter().flat_map(|x| x.to_le_bytes()).collect();
+        let p = dev.malloc(bytes.len() as u64).unwrap();
+        dev.copy_htod(&bytes, p).unwrap();
+        p
+    };
+    let download = |p: ferry_sim::DevicePtr| {
+        let mut b = vec![0u8; n as usize * 4];
+        dev.copy_dtoh(p, &mut b).unwrap();
+        b.chunks(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect::<Vec<f32>>()
+    };
+    let a: Vec<f32> = (0..n).map(|i| i as f32).collect();
+    let b: Vec<f32> = (0..n).map(|i| 2.0 * i as f32 + 1.0).collect();
+    let (pa, pb, out) = (upload(&a), upload(&b), upload(&vec![0.0; n as usize]));
+    let call = |id, scalar: f32| {
+        let k = lib.kernel(id).unwrap();
+        // Split over 3 blocks, as 3 cores would run it.
+        for blk in 0..3 {
+            let c = KernelCall {
+                a: pa.0,
+                b: pb.0,
+                out: out.0,
+                len: n,
+                scalar_bits: scalar.to_bits(),
+                block_idx: blk,
+                block_dim: 3,
+                reserved: 0,
+            };
+            assert_eq!(k.call(&c), STATUS_OK);
+        }
+        download(out)
+    };
+    let want = |f: &dyn Fn(usize) -> f32| (0..n as usize).map(f).collect::<Vec<f32>>();
+    assert_eq!(call(KERNEL_ADD, 0.0), want(&|i| a[i] + b[i]));
+    assert_eq!(call(KERNEL_MUL, 0.0), want(&|i| a[i] * b[i]));
+    assert_eq!(call(KERNEL_SCALE, 0.5), want(&|i| a[i] * 0.5));
+    assert_eq!(call(KERNEL_COPY, 0.0), a);
+    // A range outside device memory is a status, not a wild access.
+    let k = lib.kernel(KERNEL_COPY).unwrap();
+    let bad = KernelCall { a: pa.0, out: out.0, len: n * 2, ..KernelCall::default() };
+    assert_eq!(k.call(&bad), STATUS_BAD_ADDRESS);
+}

@@ -1,0 +1,1174 @@
+//! The AICPU OS: the device-side loader the bootstrap dispatcher runs in (seed 004, launch.md §2).
+//!
+//! On hardware, the AICPU cores run an OS process (CANN's `aicpu_scheduler`) that loads shared
+//! objects from root-owned directories and runs their entries. This module is that process for
+//! the simulated chip. Device programs are *real* shared objects (built from `device/`): the OS
+//! writes their bytes to files under the device root, loads them with the platform's dynamic
+//! loader (`libloading`, `RTLD_NOW | RTLD_LOCAL`), injects the [`DeviceServices`] table, and runs
+//! their entries on the chip's AICPU threads.
+//!
+//! | operation | hardware equivalent |
+//! |---|---|
+//! | [`AicpuOs::launch_kfc`] | `rtAicpuKernelLaunchExWithArgs(KERNEL_TYPE_AICPU_KFC, …)`: `libaicpu_extend_kernels` saves and loads the dispatcher from the bytes in `DeviceArgs` and calls its init export |
+//! | `SaveSoFile` (a service) | the OS library writing the inner program into the per-process directory (temp file + rename), with the optional "first saved SO wins" latch |
+//! | [`AicpuOs::binary_load`] → [`Binary::function`] → [`AicpuOs::launch_cpu_kernel`] | `rtsBinaryLoadFromFile` → `rtsFuncGetByName` → `rtsLaunchCpuKernel` |
+//! | [`AicpuOs::install_preinstalled`] | Method 1: an operator unpacking a tarball into the root-owned preinstall directory |
+//! | [`AicpuOs::upload_custom`] | Method 3 (Path B): the custom scheduler saving a program under `cust_aicpu_<dev>_<vf>_<pid>/` |
+//! | [`AicpuOs::open_session`] / drop of [`OsSession`] | CANN's TSD creating / removing the process directory |
+//! | [`AicpuOs::reset`] | a device reset: the OS forgets every loaded program and file |
+//!
+//! # Directory layout under the device root
+//!
+//! ```text
+//! <root>/<vf>/aicpu_kernels/                          Method 1 (preinstalled; never written by ferry)
+//! <root>/<vf>/aicpu_kernels_device/<pid>_<dev>/       Path A: dispatcher, inner programs, orch objects
+//! <root>/cust_aicpu_<dev>_<vf>_<pid>/                 Path B: custom-scheduler programs
+//! ```
+//!
+//! Every file the OS writes is a plain basename inside one of these directories; names with a
+//! path separator, `..` or a NUL are refused, so nothing is written outside the device root.
+//! The per-process directories are removed when the last [`OsSession`] of this process on that
+//! directory ends; other processes' directories are never touched.
+//!
+//! # Capabilities
+//!
+//! [`OsCaps::custom_scheduler_coherent`] says whether the custom-scheduler (Path B) cluster sees
+//! AICore writes. It is `false` by default, as on the hardware seed 004 documents (issue #822):
+//! the custom scheduler's worker threads sit on the OS cluster, outside AICore's snoop domain,
+//! and spin forever on a stale L1 copy of `aicore_done` during the handshake.
+//!
+//! # Safety
+//!
+//! Loading a shared object runs its initialisers, and calling an entry runs foreign code: the
+//! OS only loads the bytes the host loader asked it to load, and every entry is called through
+//! the signature the device-program contract ([`ferry_abi::services`]) fixes.
+//!
+//! # Examples
+//!
+//! ```
+//! use ferry_sim::{Arch, PlatformBuilder};
+//! let root = std::env::temp_dir().join(format!("ferry-doc-aicpu-os-{}", std::process::id()));
+//! let p = PlatformBuilder::new(Arch::A2a3).hbm_bytes(1 << 24).device_root(&root).build()?;
+//! let os = p.device(0)?.aicpu_os();
+//! assert!(!os.caps().custom_scheduler_coherent);
+//! {
+//!     let _session = os.open_session().unwrap();
+//!     assert!(os.process_dir().is_dir());
+//! }
+//! assert!(!os.process_dir().exists()); // removed with the last session
+//! # let _ = std::fs::remove_dir_all(&root);
+//! # Ok::<(), ferry_sim::DeviceError>(())
+//! ```
+use crate::cores::{AicpuCtx, Chip, Completion, REG_WINDOW_BYTES};
+use crate::device::{Device, DeviceInner};
+use crate::error::DeviceError;
+use crate::memory::DevicePtr;
+use crate::sync::{lock, Arc, Mutex, Ordering};
+use ferry_abi::launch::{
+    AbiRecord, BootstrapBlob, DecodeError, DeviceArgs, BOOTSTRAP_KERNEL_NAME, BOOTSTRAP_SO_NAME,
+    DISPATCHER_EXPORT_INIT, DISPATCHER_EXPORT_RUN, DISPATCHER_EXPORT_STATIC,
+};
+use ferry_abi::services::{
+    fingerprint, status_name, CpuKernelFn, DeviceServices, KernelCall, KernelFn, SetServicesFn,
+    EXPORT_KERNEL_LOOKUP, EXPORT_SET_SERVICES, SERVICES_ABI_VERSION, STATUS_BAD_ADDRESS,
+    STATUS_BAD_NAME, STATUS_INVALID_ARGUMENT, STATUS_IO, STATUS_OK, STATUS_PANIC,
+};
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::ffi::c_void;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicI32, AtomicU64};
+use std::sync::{OnceLock, Weak};
+use std::time::Duration;
+
+/// Configuration of a device's AICPU OS (set through the `PlatformBuilder` knobs).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OsConfig {
+    /// The device root: everything the OS writes lives below it.
+    pub root: PathBuf,
+    /// The virtual-function index in the directory layout.
+    pub vf: u32,
+    /// The vendor's one-shot "first saved SO wins" latch: after the first `SaveSoFile`, every
+    /// later one returns success without writing (off by default).
+    pub first_saved_so_wins: bool,
+    /// Whether the custom-scheduler (Path B) cluster is coherent with AICore writes (off by
+    /// default: the #822 stale-L1 handshake failure).
+    pub custom_scheduler_coherent: bool,
+}
+
+impl Default for OsConfig {
+    fn default() -> Self {
+        Self {
+            root: std::env::temp_dir().join("ferry-device-root"),
+            vf: 0,
+            first_saved_so_wins: false,
+            custom_scheduler_coherent: false,
+        }
+    }
+}
+
+/// What the device's OS can do, as data (STYLE R17).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OsCaps {
+    /// The custom-scheduler (Path B) cluster sees AICore's handshake writes.
+    pub custom_scheduler_coherent: bool,
+    /// The "first saved SO wins" latch is active.
+    pub first_saved_so_wins: bool,
+}
+
+/// Errors of the AICPU OS.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum OsError {
+    /// A device operation (memory, launch) failed.
+    #[error(transparent)]
+    Device(#[from] DeviceError),
+    /// A launch payload could not be decoded.
+    #[error("bad launch payload: {0}")]
+    Payload(#[from] DecodeError),
+    /// The bootstrap blob names another kernel or object than the dispatcher bootstrap.
+    #[error("bootstrap blob names `{kernel}` in `{object}`, expected `{BOOTSTRAP_KERNEL_NAME}` in `{BOOTSTRAP_SO_NAME}`")]
+    NotBootstrap {
+        /// The kernel name in the blob.
+        kernel: String,
+        /// The object name in the blob.
+        object: String,
+    },
+    /// A file name was not a plain basename (separator, `..`, NUL, empty).
+    #[error("`{name}` is not a plain file name inside the device directory")]
+    BadName {
+        /// The offending name.
+        name: String,
+    },
+    /// Writing or removing a file under the device root failed.
+    #[error("device file i/o on {path}: {source}")]
+    Io {
+        /// The file or directory.
+        path: PathBuf,
+        /// The underlying error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// No file of that name in any directory the lookup searches.
+    #[error("no program `{basename}` in {searched:?}")]
+    NotFound {
+        /// The basename looked for.
+        basename: String,
+        /// The directories searched.
+        searched: Vec<PathBuf>,
+    },
+    /// The dynamic loader refused the file (corrupt or truncated object).
+    #[error("cannot load {path}: {reason}")]
+    LoadFailed {
+        /// The file.
+        path: PathBuf,
+        /// The loader's message.
+        reason: String,
+    },
+    /// A loaded object does not export a symbol.
+    #[error("{object} does not export `{symbol}`")]
+    MissingSymbol {
+        /// The object's file name.
+        object: String,
+        /// The symbol.
+        symbol: String,
+    },
+    /// The binary has no function registered under this op type.
+    #[error("no function registered as `{op_type}`")]
+    UnknownFunction {
+        /// The op type asked for.
+        op_type: String,
+    },
+    /// An entry returned a non-zero status.
+    #[error("entry `{symbol}` returned {code} ({})", status_name(*code))]
+    Entry {
+        /// The entry's symbol.
+        symbol: String,
+        /// The status it returned.
+        code: i32,
+    },
+}
+
+/// A file the OS loaded with the dynamic loader. Unloaded when the last reference drops.
+#[derive(Debug)]
+pub struct LoadedObject {
+    path: PathBuf,
+    fingerprint: u64,
+    lib: libloading::Library,
+}
+
+impl LoadedObject {
+    /// The file it was loaded from (it may since have been removed).
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Fingerprint of the file's bytes at load time.
+    pub fn fingerprint(&self) -> u64 {
+        self.fingerprint
+    }
+
+    fn symbol(&self, name: &str) -> Option<*const c_void> {
+        // SAFETY: the symbol is only read as an address here; callers transmute it to the
+        // signature the device-program contract fixes for that name.
+        let sym = unsafe { self.lib.get::<*const c_void>(name.as_bytes()) }.ok()?;
+        let p = *sym;
+        (!p.is_null()).then_some(p)
+    }
+
+    fn file_name(&self) -> String {
+        self.path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default()
+    }
+}
+
+/// Counters of one device's OS.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct OsStats {
+    /// Dispatcher bootstraps run (`launch_kfc`).
+    pub kfc_launches: u64,
+    /// `SaveSoFile` calls that wrote a file.
+    pub so_saves: u64,
+    /// `SaveSoFile` calls the latch turned into silent no-ops.
+    pub so_save_noops: u64,
+    /// Objects loaded with the dynamic loader (cache misses).
+    pub object_loads: u64,
+    /// `binary_load` calls.
+    pub binary_loads: u64,
+    /// CPU-kernel launches.
+    pub cpu_launches: u64,
+    /// Device resets.
+    pub resets: u64,
+}
+
+#[derive(Debug, Default)]
+struct OsMut {
+    generation: u64,
+    /// The first saved SO (the latch's resident program), when the quirk is on.
+    latched: Option<PathBuf>,
+    /// Programs loaded from files, by path.
+    objects: HashMap<PathBuf, Arc<LoadedObject>>,
+    /// Objects loaded through the `load_object` service, by handle.
+    handles: HashMap<u64, Arc<LoadedObject>>,
+    next_handle: u64,
+    stats: OsStats,
+}
+
+/// The per-device OS state, owned by the device.
+pub(crate) struct OsState {
+    config: OsConfig,
+    ordinal: u32,
+    // Declared before `services`: loaded objects are unloaded before the table they were given.
+    state: Mutex<OsMut>,
+    services: OnceLock<ServicesBox>,
+}
+
+impl std::fmt::Debug for OsState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OsState").field("config", &self.config).finish_non_exhaustive()
+    }
+}
+
+impl OsState {
+    pub(crate) fn new(config: OsConfig, ordinal: u32) -> Self {
+        Self { config, ordinal, state: Mutex::new(OsMut::default()), services: OnceLock::new() }
+    }
+}
+
+/// The services table and the context it points at, at stable heap addresses.
+struct ServicesBox {
+    // Kept alive for the table's `ctx`.
+    _ctx: Box<ServicesCtx>,
+    table: Box<DeviceServices>,
+}
+
+struct ServicesCtx {
+    device: Weak<DeviceInner>,
+}
+
+/// A handle on a device's AICPU OS. Cheap to clone.
+#[derive(Clone, Debug)]
+pub struct AicpuOs {
+    device: Device,
+}
+
+/// Keeps this process's device directories alive; the last session on a directory removes it.
+#[derive(Debug)]
+pub struct OsSession {
+    dirs: Vec<PathBuf>,
+}
+
+fn sessions() -> &'static std::sync::Mutex<HashMap<PathBuf, usize>> {
+    static SESSIONS: OnceLock<std::sync::Mutex<HashMap<PathBuf, usize>>> = OnceLock::new();
+    SESSIONS.get_or_init(Default::default)
+}
+
+impl Drop for OsSession {
+    fn drop(&mut self) {
+        let mut map = lock(sessions());
+        for d in &self.dirs {
+            if let Some(n) = map.get_mut(d) {
+                *n -= 1;
+                if *n == 0 {
+                    map.remove(d);
+                    if let Err(e) = std::fs::remove_dir_all(d) {
+                        if e.kind() != std::io::ErrorKind::NotFound {
+                            tracing::warn!(dir = %d.display(), error = %e, "removing device process directory");
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Where a program resolved by [`AicpuOs::binary_load`] is searched.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OpEntry {
+    /// The registry key (`<symbol>_<fp>` by convention, so two runtimes never merge).
+    pub op_type: String,
+    /// The exported symbol.
+    pub function_name: String,
+    /// Basename of the object that exports it.
+    pub kernel_so: String,
+    /// `true` routes the lookup to the custom-scheduler directory (Path B).
+    pub user_defined: bool,
+}
+
+/// A loaded binary: the result of [`AicpuOs::binary_load`].
+#[derive(Clone, Debug)]
+pub struct Binary {
+    entries: HashMap<String, (String, Arc<LoadedObject>)>,
+}
+
+impl Binary {
+    /// `rtsFuncGetByName`: the function registered as `op_type`.
+    ///
+    /// # Errors
+    /// [`OsError::UnknownFunction`] when no entry has that op type;
+    /// [`OsError::MissingSymbol`] when the object does not export the entry's symbol.
+    pub fn function(&self, op_type: &str) -> Result<CpuFunction, OsError> {
+        let (symbol, object) = self
+            .entries
+            .get(op_type)
+            .ok_or_else(|| OsError::UnknownFunction { op_type: op_type.into() })?;
+        let p = object.symbol(symbol).ok_or_else(|| OsError::MissingSymbol {
+            object: object.file_name(),
+            symbol: symbol.clone(),
+        })?;
+        // SAFETY: by the device-program contract every CPU-kernel export has the `CpuKernelFn`
+        // signature; `p` is a non-null code address of an object `object` keeps loaded.
+        let entry = unsafe { std::mem::transmute::<*const c_void, CpuKernelFn>(p) };
+        Ok(CpuFunction { symbol: symbol.clone(), object: object.clone(), entry })
+    }
+
+    /// The object an op type resolved to.
+    pub fn object(&self, op_type: &str) -> Option<&Arc<LoadedObject>> {
+        self.entries.get(op_type).map(|(_, o)| o)
+    }
+}
+
+/// A CPU-kernel entry resolved in a loaded object; keeps the object loaded.
+#[derive(Clone, Debug)]
+pub struct CpuFunction {
+    symbol: String,
+    object: Arc<LoadedObject>,
+    entry: CpuKernelFn,
+}
+
+impl CpuFunction {
+    /// The exported symbol.
+    pub fn symbol(&self) -> &str {
+        &self.symbol
+    }
+
+    /// The object it lives in.
+    pub fn object(&self) -> &Arc<LoadedObject> {
+        &self.object
+    }
+}
+
+/// A CPU-kernel launch in flight.
+#[derive(Clone, Debug)]
+pub struct CpuLaunch {
+    symbol: String,
+    completion: Completion,
+    status: Arc<AtomicI32>,
+}
+
+impl CpuLaunch {
+    /// Waits for every launched thread.
+    ///
+    /// # Errors
+    /// [`OsError::Entry`] with the first non-zero status an entry returned; the device error
+    /// of a thread that failed otherwise.
+    pub fn wait(&self) -> Result<(), OsError> {
+        let r = self.completion.wait();
+        self.result(r)
+    }
+
+    /// As [`wait`](Self::wait), bounded.
+    ///
+    /// # Errors
+    /// As `wait`, plus [`DeviceError::Timeout`].
+    pub fn wait_timeout(&self, timeout: Duration) -> Result<(), OsError> {
+        let r = self.completion.wait_timeout(timeout);
+        self.result(r)
+    }
+
+    /// Whether every thread returned.
+    pub fn is_done(&self) -> bool {
+        self.completion.is_done()
+    }
+
+    fn result(&self, r: Result<(), DeviceError>) -> Result<(), OsError> {
+        // Relaxed: the completion's Acquire (inside `wait`) already ordered the threads' stores.
+        let code = self.status.load(Ordering::Relaxed);
+        if code != STATUS_OK && !matches!(r, Err(DeviceError::Timeout { .. })) {
+            return Err(OsError::Entry { symbol: self.symbol.clone(), code });
+        }
+        Ok(r?)
+    }
+}
+
+/// A kernel library loaded for the AICore workers.
+#[derive(Clone, Debug)]
+pub struct KernelLibrary {
+    object: Arc<LoadedObject>,
+    lookup: unsafe extern "C" fn(u32) -> Option<KernelFn>,
+    services: *const DeviceServices,
+}
+
+// SAFETY: the services pointer addresses the device's immutable, `Sync` table, which outlives
+// the library (the device owns both); `Arc<LoadedObject>` is Send + Sync.
+unsafe impl Send for KernelLibrary {}
+// SAFETY: as for Send.
+unsafe impl Sync for KernelLibrary {}
+
+/// One kernel of a [`KernelLibrary`].
+#[derive(Clone, Copy, Debug)]
+pub struct Kernel {
+    f: KernelFn,
+    services: *const DeviceServices,
+}
+
+// SAFETY: as for KernelLibrary: a code address and a pointer to the device's immutable table.
+unsafe impl Send for Kernel {}
+// SAFETY: as above.
+unsafe impl Sync for Kernel {}
+
+impl KernelLibrary {
+    /// The kernel with this id, if the library has it.
+    pub fn kernel(&self, id: u32) -> Option<Kernel> {
+        // SAFETY: `lookup` is the library's `ferry_kernel_lookup` export, kept loaded by
+        // `self.object`; it only reads its integer argument.
+        let f = unsafe { (self.lookup)(id) }?;
+        Some(Kernel { f, services: self.services })
+    }
+
+    /// The object the library was loaded from.
+    pub fn object(&self) -> &Arc<LoadedObject> {
+        &self.object
+    }
+}
+
+impl Kernel {
+    /// Runs the kernel on the calling thread. Returns its `STATUS_*` (0 = ok).
+    ///
+    /// The kernel reads and writes device memory only through the addresses in `call`, which it
+    /// translates (bounds-checked) through the services table; a bad address is a status, never
+    /// a wild access. The library must stay loaded while the call runs (hold the
+    /// [`KernelLibrary`]).
+    pub fn call(&self, call: &KernelCall) -> i32 {
+        // SAFETY: `f` follows the `KernelFn` contract; `services` is the device's live table
+        // and `call` a valid reference for the duration of the call.
+        unsafe { (self.f)(self.services, call) }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The thread-local launch context the services read
+// ---------------------------------------------------------------------------------------------
+
+struct LaunchTl {
+    chip: Chip,
+    thread: u32,
+    threads: u32,
+}
+
+thread_local! {
+    static CURRENT: RefCell<Option<LaunchTl>> = const { RefCell::new(None) };
+}
+
+struct TlGuard;
+
+impl TlGuard {
+    fn set(ctx: &AicpuCtx) -> TlGuard {
+        CURRENT.with(|c| {
+            *c.borrow_mut() =
+                Some(LaunchTl { chip: ctx.chip.clone(), thread: ctx.thread, threads: ctx.threads })
+        });
+        TlGuard
+    }
+}
+
+impl Drop for TlGuard {
+    fn drop(&mut self) {
+        CURRENT.with(|c| *c.borrow_mut() = None);
+    }
+}
+
+fn with_chip<R>(f: impl FnOnce(&LaunchTl) -> R) -> Option<R> {
+    CURRENT.with(|c| c.borrow().as_ref().map(f))
+}
+
+// ---------------------------------------------------------------------------------------------
+// AicpuOs
+// ---------------------------------------------------------------------------------------------
+
+impl AicpuOs {
+    pub(crate) fn new(device: Device) -> Self {
+        Self { device }
+    }
+
+    fn os(&self) -> &OsState {
+        &self.device.0.aicpu_os
+    }
+
+    /// The OS configuration.
+    pub fn config(&self) -> &OsConfig {
+        &self.os().config
+    }
+
+    /// The OS capabilities.
+    pub fn caps(&self) -> OsCaps {
+        OsCaps {
+            custom_scheduler_coherent: self.config().custom_scheduler_coherent,
+            first_saved_so_wins: self.config().first_saved_so_wins,
+        }
+    }
+
+    /// The device.
+    pub fn device(&self) -> &Device {
+        &self.device
+    }
+
+    /// `<root>/<vf>/aicpu_kernels_device/<hostPid>_<localDeviceId>`: this process's directory.
+    pub fn process_dir(&self) -> PathBuf {
+        let c = self.config();
+        c.root.join(c.vf.to_string()).join("aicpu_kernels_device").join(format!(
+            "{}_{}",
+            std::process::id(),
+            self.os().ordinal
+        ))
+    }
+
+    /// `<root>/<vf>/aicpu_kernels`: the preinstalled (Method 1) directory.
+    pub fn preinstalled_dir(&self) -> PathBuf {
+        let c = self.config();
+        c.root.join(c.vf.to_string()).join("aicpu_kernels")
+    }
+
+    /// `<root>/cust_aicpu_<dev>_<vf>_<pid>`: the custom scheduler's (Path B) directory.
+    pub fn custom_dir(&self) -> PathBuf {
+        let c = self.config();
+        c.root.join(format!("cust_aicpu_{}_{}_{}", self.os().ordinal, c.vf, std::process::id()))
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> OsStats {
+        lock(&self.os().state).stats
+    }
+
+    /// How many resets the OS has seen; a loader's upload cache is valid for one generation.
+    pub fn generation(&self) -> u64 {
+        lock(&self.os().state).generation
+    }
+
+    /// The services table handed to every program this OS loads.
+    pub fn services(&self) -> *const DeviceServices {
+        let b = self.os().services.get_or_init(|| {
+            let ctx = Box::new(ServicesCtx { device: Arc::downgrade(&self.device.0) });
+            let table = Box::new(DeviceServices {
+                abi_version: SERVICES_ABI_VERSION,
+                size: std::mem::size_of::<DeviceServices>() as u32,
+                ctx: (&*ctx as *const ServicesCtx).cast(),
+                translate: svc_translate,
+                reg_read: svc_reg_read,
+                reg_write: svc_reg_write,
+                bell_rings: svc_bell_rings,
+                bell_wait: svc_bell_wait,
+                now_cycles: svc_now_cycles,
+                clock_hz: svc_clock_hz,
+                log: svc_log,
+                thread_info: svc_thread_info,
+                save_so_file: svc_save_so_file,
+                load_object: svc_load_object,
+                object_symbol: svc_object_symbol,
+                close_object: svc_close_object,
+            });
+            ServicesBox { _ctx: ctx, table }
+        });
+        &*b.table
+    }
+
+    /// Starts (or joins) this process's session on the device: creates the per-process and
+    /// custom-scheduler directories. They are removed when the last session of this process on
+    /// them drops.
+    ///
+    /// # Errors
+    /// [`OsError::Io`] when a directory cannot be created.
+    pub fn open_session(&self) -> Result<OsSession, OsError> {
+        let dirs = vec![self.process_dir(), self.custom_dir()];
+        let mut map = lock(sessions());
+        for d in &dirs {
+            std::fs::create_dir_all(d).map_err(|e| OsError::Io { path: d.clone(), source: e })?;
+        }
+        for d in &dirs {
+            *map.entry(d.clone()).or_insert(0) += 1;
+        }
+        Ok(OsSession { dirs })
+    }
+
+    /// A device reset: the OS forgets every program it loaded and every file in this process's
+    /// directories, and the latch re-arms. Loaders must upload again.
+    ///
+    /// # Errors
+    /// [`OsError::Io`] when a file cannot be removed.
+    pub fn reset(&self) -> Result<(), OsError> {
+        let mut st = lock(&self.os().state);
+        st.generation += 1;
+        st.latched = None;
+        st.objects.clear();
+        st.handles.clear();
+        st.stats.resets += 1;
+        drop(st);
+        for d in [self.process_dir(), self.custom_dir()] {
+            let Ok(rd) = std::fs::read_dir(&d) else { continue };
+            for e in rd.flatten() {
+                let p = e.path();
+                std::fs::remove_file(&p).map_err(|e| OsError::Io { path: p.clone(), source: e })?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Method 1: an operator installs `bytes` as `basename` into the preinstalled directory
+    /// (out of band, at "install time"; the host loader never calls this).
+    ///
+    /// # Errors
+    /// [`OsError::BadName`], [`OsError::Io`].
+    pub fn install_preinstalled(&self, basename: &str, bytes: &[u8]) -> Result<PathBuf, OsError> {
+        write_atomic(&self.preinstalled_dir(), basename, bytes)
+    }
+
+    /// Path B: the custom scheduler saves `bytes` as `basename` in its directory. No latch
+    /// applies (it lives in a library the custom scheduler does not link).
+    ///
+    /// # Errors
+    /// [`OsError::BadName`], [`OsError::Io`].
+    pub fn upload_custom(&self, basename: &str, bytes: &[u8]) -> Result<PathBuf, OsError> {
+        write_atomic(&self.custom_dir(), basename, bytes)
+    }
+
+    /// `SaveSoFile`: writes `bytes` as `name` into the process directory, or silently does
+    /// nothing when the latch is on and has already fired.
+    ///
+    /// # Errors
+    /// [`OsError::BadName`], [`OsError::Io`].
+    pub fn save_so_file(&self, name: &str, bytes: &[u8]) -> Result<(), OsError> {
+        check_name(name)?;
+        let mut st = lock(&self.os().state);
+        if self.config().first_saved_so_wins && st.latched.is_some() {
+            st.stats.so_save_noops += 1;
+            tracing::debug!(name, "SaveSoFile latched: not writing");
+            return Ok(());
+        }
+        let path = write_atomic(&self.process_dir(), name, bytes)?;
+        st.stats.so_saves += 1;
+        if self.config().first_saved_so_wins {
+            st.latched = Some(path);
+        }
+        Ok(())
+    }
+
+    /// Loads (or finds loaded) the object at `path` and injects the services table.
+    fn load_path(&self, path: &Path) -> Result<Arc<LoadedObject>, OsError> {
+        if let Some(o) = lock(&self.os().state).objects.get(path) {
+            return Ok(o.clone());
+        }
+        let obj = Arc::new(self.open_object(path)?);
+        let mut st = lock(&self.os().state);
+        st.stats.object_loads += 1;
+        Ok(st.objects.entry(path.to_path_buf()).or_insert(obj).clone())
+    }
+
+    fn open_object(&self, path: &Path) -> Result<LoadedObject, OsError> {
+        let bytes =
+            std::fs::read(path).map_err(|e| OsError::Io { path: path.into(), source: e })?;
+        let fingerprint = fingerprint(&bytes);
+        // SAFETY: loading runs the object's initialisers. The OS loads only device programs the
+        // host loader handed it (module docs); RTLD_LOCAL keeps their symbols out of the global
+        // namespace, RTLD_NOW surfaces unresolved symbols here rather than mid-run.
+        let lib = unsafe {
+            libloading::os::unix::Library::open(
+                Some(path),
+                libloading::os::unix::RTLD_NOW | libloading::os::unix::RTLD_LOCAL,
+            )
+        }
+        .map_err(|e| OsError::LoadFailed { path: path.into(), reason: e.to_string() })?;
+        let obj = LoadedObject { path: path.into(), fingerprint, lib: lib.into() };
+        if let Some(p) = obj.symbol(EXPORT_SET_SERVICES) {
+            // SAFETY: the contract fixes this export's signature as `SetServicesFn`.
+            let set = unsafe { std::mem::transmute::<*const c_void, SetServicesFn>(p) };
+            // SAFETY: the table is the device's, alive for as long as the object is loaded.
+            let rc = unsafe { set(self.services()) };
+            if rc != STATUS_OK {
+                return Err(OsError::Entry { symbol: EXPORT_SET_SERVICES.into(), code: rc });
+            }
+        }
+        Ok(obj)
+    }
+
+    /// Path A, device side: runs the bootstrap that `rtAicpuKernelLaunchExWithArgs(KFC, …)`
+    /// starts. On AICPU thread 0: decodes the [`BootstrapBlob`], reads the [`DeviceArgs`] at
+    /// `device_args_ptr`, saves the dispatcher bytes as `dispatcher_<fp>_<dev>.so` in the
+    /// process directory, loads it, resolves its three exports and calls
+    /// `DynTileFwkBackendKernelServerInit` with the blob, which saves the inner program.
+    ///
+    /// # Errors
+    /// A malformed blob, a bad device address, a dispatcher that cannot be loaded or lacks an
+    /// export, or the init export's non-zero status.
+    pub fn launch_kfc(&self, chip: &Chip, blob: &[u8]) -> Result<(), OsError> {
+        let b = BootstrapBlob::from_bytes(blob)?;
+        let (kernel, object) = (b.kernel_name()?, b.so_name()?);
+        if kernel != BOOTSTRAP_KERNEL_NAME || object != BOOTSTRAP_SO_NAME {
+            return Err(OsError::NotBootstrap { kernel: kernel.into(), object: object.into() });
+        }
+        lock(&self.os().state).stats.kfc_launches += 1;
+        let result: Arc<Mutex<Option<OsError>>> = Arc::default();
+        let (os, blob, slot) = (self.clone(), blob.to_vec(), result.clone());
+        let done = chip.launch_aicpu(
+            1,
+            Arc::new(move |ctx: AicpuCtx| {
+                let _tl = TlGuard::set(&ctx);
+                match os.bootstrap_on_device(&blob) {
+                    Ok(()) => Ok(()),
+                    Err(e) => {
+                        let msg = e.to_string();
+                        *lock(&slot) = Some(e);
+                        Err(msg)
+                    }
+                }
+            }),
+        )?;
+        let r = done.wait();
+        if let Some(e) = lock(&result).take() {
+            return Err(e);
+        }
+        Ok(r?)
+    }
+
+    fn bootstrap_on_device(&self, blob: &[u8]) -> Result<(), OsError> {
+        let b = BootstrapBlob::from_bytes(blob)?;
+        let dargs_bytes = self.read_device(b.device_args_ptr, DeviceArgs::SIZE as u64)?;
+        let dargs = DeviceArgs::from_bytes(&dargs_bytes)?;
+        let disp = self.read_device(dargs.aicpu_so_bin, dargs.aicpu_so_len)?;
+        let name = format!("dispatcher_{:016x}_{}.so", fingerprint(&disp), dargs.device_id);
+        let path = write_atomic(&self.process_dir(), &name, &disp)?;
+        let obj = self.load_path(&path)?;
+        let mut init = None;
+        for sym in [DISPATCHER_EXPORT_STATIC, DISPATCHER_EXPORT_INIT, DISPATCHER_EXPORT_RUN] {
+            let p = obj.symbol(sym).ok_or_else(|| OsError::MissingSymbol {
+                object: obj.file_name(),
+                symbol: sym.into(),
+            })?;
+            if sym == DISPATCHER_EXPORT_INIT {
+                init = Some(p);
+            }
+        }
+        let init = init.ok_or_else(|| OsError::MissingSymbol {
+            object: obj.file_name(),
+            symbol: DISPATCHER_EXPORT_INIT.into(),
+        })?;
+        // SAFETY: the dispatcher contract fixes its exports' signature as `CpuKernelFn`.
+        let init = unsafe { std::mem::transmute::<*const c_void, CpuKernelFn>(init) };
+        let private = blob.to_vec();
+        // SAFETY: `private` is a live buffer of `len` bytes; `obj` keeps the dispatcher loaded.
+        let rc = unsafe { init(private.as_ptr(), private.len() as u64) };
+        if rc != STATUS_OK {
+            return Err(OsError::Entry { symbol: DISPATCHER_EXPORT_INIT.into(), code: rc });
+        }
+        Ok(())
+    }
+
+    fn read_device(&self, addr: u64, len: u64) -> Result<Vec<u8>, OsError> {
+        let p = self.device.translate(DevicePtr(addr), len).map_err(DeviceError::from)?;
+        // SAFETY: `translate` checked that `[p, p+len)` lies inside one live allocation; the
+        // host does not write it while the bootstrap launch it waits for runs.
+        Ok(unsafe { std::slice::from_raw_parts(p, len as usize) }.to_vec())
+    }
+
+    /// `rtsBinaryLoadFromFile`: resolves every entry's object and loads it.
+    ///
+    /// A `user_defined` entry is looked up in the custom-scheduler directory only. Any other is
+    /// looked up in the process directory, then the preinstalled directory; when neither has it
+    /// and the latch holds a resident program, the name resolves to that resident program (the
+    /// vendor behaviour: the second runtime runs the first runtime's code).
+    ///
+    /// # Errors
+    /// [`OsError::NotFound`], [`OsError::LoadFailed`], [`OsError::BadName`].
+    pub fn binary_load(&self, entries: &[OpEntry]) -> Result<Binary, OsError> {
+        lock(&self.os().state).stats.binary_loads += 1;
+        let mut out = HashMap::new();
+        for e in entries {
+            check_name(&e.kernel_so)?;
+            let path = self.resolve(&e.kernel_so, e.user_defined)?;
+            let obj = self.load_path(&path)?;
+            out.insert(e.op_type.clone(), (e.function_name.clone(), obj));
+        }
+        Ok(Binary { entries: out })
+    }
+
+    fn resolve(&self, basename: &str, user_defined: bool) -> Result<PathBuf, OsError> {
+        let dirs = if user_defined {
+            vec![self.custom_dir()]
+        } else {
+            vec![self.process_dir(), self.preinstalled_dir()]
+        };
+        for d in &dirs {
+            let p = d.join(basename);
+            if p.is_file() {
+                return Ok(p);
+            }
+        }
+        if !user_defined && self.config().first_saved_so_wins {
+            if let Some(p) = lock(&self.os().state).latched.clone() {
+                tracing::debug!(basename, resident = %p.display(), "resolving to the latched program");
+                return Ok(p);
+            }
+        }
+        Err(OsError::NotFound { basename: basename.into(), searched: dirs })
+    }
+
+    /// `rtsLaunchCpuKernel`: runs `f` on the first `threads` AICPU threads. Each thread gets its
+    /// own private copy of `payload` (the launch argument blob, by value).
+    ///
+    /// # Errors
+    /// An invalid thread count or an injected launch fault (from [`Chip::launch_aicpu`]).
+    pub fn launch_cpu_kernel(
+        &self,
+        chip: &Chip,
+        f: &CpuFunction,
+        threads: u32,
+        payload: &[u8],
+    ) -> Result<CpuLaunch, OsError> {
+        let status = Arc::new(AtomicI32::new(STATUS_OK));
+        let blob: Arc<[u8]> = payload.into();
+        let (func, st) = (f.clone(), status.clone());
+        let completion = chip.launch_aicpu(
+            threads,
+            Arc::new(move |ctx: AicpuCtx| {
+                let _tl = TlGuard::set(&ctx);
+                let private = blob.to_vec();
+                // SAFETY: `func.entry` follows the `CpuKernelFn` contract; `private` is a live
+                // buffer of `len` bytes owned by this thread; `func.object` keeps the code loaded.
+                let rc = unsafe { (func.entry)(private.as_ptr(), private.len() as u64) };
+                if rc == STATUS_OK {
+                    return Ok(());
+                }
+                // Relaxed: the first failing status wins; the completion's Release/Acquire
+                // orders it before the host reads it.
+                let _ = st.compare_exchange(STATUS_OK, rc, Ordering::Relaxed, Ordering::Relaxed);
+                Err(format!("{} returned {rc} ({})", func.symbol, status_name(rc)))
+            }),
+        )?;
+        lock(&self.os().state).stats.cpu_launches += 1;
+        Ok(CpuLaunch { symbol: f.symbol.clone(), completion, status })
+    }
+
+    /// Registers a kernel library for the AICore workers (`rtRegisterAllKernel`): saves
+    /// `bytes` as `kernels_<fp>_<dev>.so` in the process directory, loads it and resolves its
+    /// lookup export.
+    ///
+    /// # Errors
+    /// [`OsError::Io`], [`OsError::LoadFailed`], [`OsError::MissingSymbol`].
+    pub fn load_kernel_library(&self, bytes: &[u8]) -> Result<KernelLibrary, OsError> {
+        let name = format!("kernels_{:016x}_{}.so", fingerprint(bytes), self.os().ordinal);
+        let path = write_atomic(&self.process_dir(), &name, bytes)?;
+        let object = self.load_path(&path)?;
+        let p = object.symbol(EXPORT_KERNEL_LOOKUP).ok_or_else(|| OsError::MissingSymbol {
+            object: object.file_name(),
+            symbol: EXPORT_KERNEL_LOOKUP.into(),
+        })?;
+        // SAFETY: the kernel-library contract fixes the lookup export's signature.
+        let lookup = unsafe {
+            std::mem::transmute::<*const c_void, unsafe extern "C" fn(u32) -> Option<KernelFn>>(p)
+        };
+        Ok(KernelLibrary { object, lookup, services: self.services() })
+    }
+
+    /// The `load_object` service: used by AICPU programs to (re)load orchestration objects.
+    fn load_object(&self, bytes: &[u8], tag: &str) -> Result<u64, OsError> {
+        let name =
+            format!("libdevice_orch_{}_{}_{}.so", std::process::id(), tag, self.os().ordinal);
+        let path = write_atomic(&self.process_dir(), &name, bytes)?;
+        let obj = self.open_object(&path);
+        // The file is unlinked as soon as it is loaded (or failed to load), as on hardware.
+        let _ = std::fs::remove_file(&path);
+        let obj = Arc::new(obj?);
+        let mut st = lock(&self.os().state);
+        st.stats.object_loads += 1;
+        st.next_handle += 1;
+        let h = st.next_handle;
+        st.handles.insert(h, obj);
+        Ok(h)
+    }
+}
+
+fn check_name(name: &str) -> Result<(), OsError> {
+    let bad = name.is_empty()
+        || name == "."
+        || name == ".."
+        || name.contains('/')
+        || name.contains('\\')
+        || name.contains('\0');
+    if bad {
+        return Err(OsError::BadName { name: name.into() });
+    }
+    Ok(())
+}
+
+/// Writes `bytes` as `dir/name` through a temp file and a rename (an already-loaded image keeps
+/// its old inode; a reader never sees a half-written file).
+fn write_atomic(dir: &Path, name: &str, bytes: &[u8]) -> Result<PathBuf, OsError> {
+    use std::io::Write;
+    check_name(name)?;
+    std::fs::create_dir_all(dir).map_err(|e| OsError::Io { path: dir.into(), source: e })?;
+    static SEQ: AtomicU64 = AtomicU64::new(0);
+    // Relaxed: only uniqueness of the temp name matters.
+    let seq = SEQ.fetch_add(1, Ordering::Relaxed);
+    let tmp = dir.join(format!("{name}.tmp.{}.{seq}", std::process::id()));
+    let target = dir.join(name);
+    let io = |path: &Path| {
+        let path = path.to_path_buf();
+        move |e| OsError::Io { path, source: e }
+    };
+    let written = (|| {
+        let mut f = std::fs::File::create(&tmp).map_err(io(&tmp))?;
+        f.write_all(bytes).map_err(io(&tmp))?;
+        f.sync_all().map_err(io(&tmp))?;
+        drop(f);
+        std::fs::rename(&tmp, &target).map_err(io(&target))
+    })();
+    if written.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    written.map(|()| target)
+}
+
+// ---------------------------------------------------------------------------------------------
+// The services (extern "C" functions behind the table)
+// ---------------------------------------------------------------------------------------------
+
+/// Runs `f` with the device behind `ctx`, or returns `default` (device gone, or a panic).
+fn with_os<R>(ctx: *const c_void, default: R, f: impl FnOnce(AicpuOs) -> R) -> R {
+    // SAFETY: `ctx` is the `ServicesCtx` this module put in the table; it lives in the
+    // device's `OsState` for as long as the table does.
+    let sc = unsafe { &*ctx.cast::<ServicesCtx>() };
+    let Some(inner) = sc.device.upgrade() else { return default };
+    let os = AicpuOs::new(Device(inner));
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(os))) {
+        Ok(r) => r,
+        Err(_) => default,
+    }
+}
+
+/// Reads a byte string the program passed.
+///
+/// # Safety
+/// `p` is valid for `len` bytes, or `len` is 0.
+unsafe fn arg_bytes<'a>(p: *const u8, len: u64) -> Option<&'a [u8]> {
+    if len == 0 {
+        return Some(&[]);
+    }
+    if p.is_null() {
+        return None;
+    }
+    // SAFETY: the caller's contract above.
+    Some(unsafe { std::slice::from_raw_parts(p, len as usize) })
+}
+
+extern "C" fn svc_translate(ctx: *const c_void, addr: u64, len: u64) -> *mut u8 {
+    with_os(ctx, std::ptr::null_mut(), |os| {
+        os.device.translate(DevicePtr(addr), len).unwrap_or(std::ptr::null_mut())
+    })
+}
+
+fn window_of(chip: &Chip, addr: u64) -> Option<(u32, u32)> {
+    let base = chip.window(0).base().0;
+    let off = addr.checked_sub(base)?;
+    let idx = off / REG_WINDOW_BYTES;
+    let reg = (off % REG_WINDOW_BYTES) as u32;
+    (idx < u64::from(chip.config().cores()) && reg % 4 == 0).then_some((idx as u32, reg))
+}
+
+extern "C" fn svc_reg_read(ctx: *const c_void, addr: u64) -> u32 {
+    with_os(ctx, 0, |_| {
+        with_chip(|tl| window_of(&tl.chip, addr).map(|(i, r)| tl.chip.window(i).read(r)))
+            .flatten()
+            .unwrap_or(0)
+    })
+}
+
+extern "C" fn svc_reg_write(ctx: *const c_void, addr: u64, value: u32) -> i32 {
+    with_os(ctx, STATUS_PANIC, |_| {
+        with_chip(|tl| match window_of(&tl.chip, addr) {
+            Some((i, r)) => {
+                tl.chip.window(i).aicpu_write(r, value);
+                STATUS_OK
+            }
+            None => STATUS_BAD_ADDRESS,
+        })
+        .unwrap_or(STATUS_INVALID_ARGUMENT)
+    })
+}
+
+extern "C" fn svc_bell_rings(ctx: *const c_void) -> u64 {
+    with_os(ctx, 0, |_| with_chip(|tl| tl.chip.aicpu_bell().rings()).unwrap_or(0))
+}
+
+extern "C" fn svc_bell_wait(ctx: *const c_void, seen: u64, timeout_ns: u64) -> u64 {
+    with_os(ctx, 0, |_| {
+        with_chip(|tl| {
+            let bell = tl.chip.aicpu_bell();
+            bell.wait_until(|| bell.rings() != seen, Some(Duration::from_nanos(timeout_ns)));
+            bell.rings()
+        })
+        .unwrap_or(0)
+    })
+}
+
+extern "C" fn svc_now_cycles(ctx: *const c_void) -> u64 {
+    with_os(ctx, 0, |os| os.device.clock().now_cycles())
+}
+
+extern "C" fn svc_clock_hz(ctx: *const c_void) -> u64 {
+    with_os(ctx, 0, |os| os.device.clock().hz())
+}
+
+extern "C" fn svc_log(ctx: *const c_void, level: u32, msg: *const u8, len: u64) {
+    with_os(ctx, (), |os| {
+        // SAFETY: the program passes a buffer of `len` bytes (services contract).
+        let Some(b) = (unsafe { arg_bytes(msg, len) }) else { return };
+        let m = String::from_utf8_lossy(b);
+        let dev = os.device.ordinal();
+        match level {
+            0..=19 => tracing::debug!(device = dev, "{m}"),
+            20..=29 => tracing::info!(device = dev, "{m}"),
+            30..=39 => tracing::warn!(device = dev, "{m}"),
+            _ => tracing::error!(device = dev, "{m}"),
+        }
+    })
+}
+
+extern "C" fn svc_thread_info(ctx: *const c_void) -> u64 {
+    with_os(ctx, u64::MAX, |_| {
+        with_chip(|tl| (u64::from(tl.thread) << 32) | u64::from(tl.threads)).unwrap_or(u64::MAX)
+    })
+}
+
+extern "C" fn svc_save_so_file(
+    ctx: *const c_void,
+    name: *const u8,
+    name_len: u64,
+    bytes: *const u8,
+    len: u64,
+) -> i32 {
+    with_os(ctx, STATUS_PANIC, |os| {
+        // SAFETY: the program passes buffers of the given lengths (services contract).
+        let (Some(n), Some(b)) =
+            (unsafe { arg_bytes(name, name_len) }, unsafe { arg_bytes(bytes, len) })
+        else {
+            return STATUS_INVALID_ARGUMENT;
+        };
+        let Ok(n) = std::str::from_utf8(n) else { return STATUS_BAD_NAME };
+        match os.save_so_file(n, b) {
+            Ok(()) => STATUS_OK,
+            Err(OsError::BadName { .. }) => STATUS_BAD_NAME,
+            Err(e) => {
+                tracing::warn!(error = %e, "SaveSoFile");
+                STATUS_IO
+            }
+        }
+    })
+}
+
+extern "C" fn svc_load_object(
+    ctx: *const c_void,
+    bytes: *const u8,
+    len: u64,
+    tag: *const u8,
+    tag_len: u64,
+) -> u64 {
+    with_os(ctx, 0, |os| {
+        // SAFETY: the program passes buffers of the given lengths (services contract).
+        let (Some(b), Some(t)) =
+            (unsafe { arg_bytes(bytes, len) }, unsafe { arg_bytes(tag, tag_len) })
+        else {
+            return 0;
+        };
+        let Ok(t) = std::str::from_utf8(t) else { return 0 };
+        os.load_object(b, t).unwrap_or_else(|e| {
+            tracing::warn!(error = %e, "load_object");
+            0
+        })
+    })
+}
+
+extern "C" fn svc_object_symbol(
+    ctx: *const c_void,
+    handle: u64,
+    name: *const u8,
+    name_len: u64,
+) -> *const c_void {
+    with_os(ctx, std::ptr::null(), |os| {
+        // SAFETY: the program passes a buffer of `name_len` bytes (services contract).
+        let Some(n) = (unsafe { arg_bytes(name, name_len) }) else { return std::ptr::null() };
+        let Ok(n) = std::str::from_utf8(n) else { return std::ptr::null() };
+        let obj = lock(&os.os().state).handles.get(&handle).cloned();
+        obj.and_then(|o| o.symbol(n)).unwrap_or(std::ptr::null())
+    })
+}
+
+extern "C" fn svc_close_object(ctx: *const c_void, handle: u64) -> i32 {
+    with_os(ctx, STATUS_PANIC, |os| match lock(&os.os().state).handles.remove(&handle) {
+        Some(_) => STATUS_OK,
+        None => STATUS_INVALID_ARGUMENT,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_checked() {
+        for bad in ["", ".", "..", "a/b", "../x", "a\0b", "a\\b"] {
+            assert!(matches!(check_name(bad), Err(OsError::BadName { .. })), "{bad:?}");
+        }
+        assert!(check_name("inner_00_0.so").is_ok());
+    }
+
+    #[test]
+    fn write_atomic_replaces_and_leaves_no_temp() {
+        let dir = std::env::temp_dir().join(format!("ferry-os-unit-{}", std::process::id()));
+        let p = write_atomic(&dir, "x.so", b"one").unwrap();
+        write_atomic(&dir, "x.so", b"two").unwrap();
+        assert_eq!(std::fs::read(&p).unwrap(), b"two");
+        let names: Vec<_> =
+            std::fs::read_dir(&dir).unwrap().flatten().map(|e| e.file_name()).collect();
+        assert_eq!(names.len(), 1);
+        assert!(write_atomic(&dir, "../escape.so", b"x").is_err());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
