@@ -38,41 +38,82 @@ use crate::types::{
 use std::collections::{BTreeMap, HashMap};
 
 /// Plans `items` for an engine whose claim on a pair is `can_handle`.
+///
+/// Cost: the per-item checks, one sort of the accepted ranges to prove that nothing overlaps
+/// (the common case), and a hash lookup per change of endpoint pair. Only a batch that does
+/// overlap pays for the exact, order-respecting overlap pass.
 pub fn plan_items(
     items: &[TransferItem],
     can_handle: impl Fn(&TransferRef, &TransferRef) -> bool,
 ) -> TransferPlanSet {
     let mut set = TransferPlanSet::default();
+    // Pass 1: checks that need no other item.
+    let mut verdict: Vec<Result<bool, RejectReason>> = items
+        .iter()
+        .map(
+            |it| if it.size == 0 { Ok(false) } else { check_alone(it, &can_handle).map(|()| true) },
+        )
+        .collect();
+    // Pass 2: overlap. Prove the batch overlap-free with one sort; else decide item by item.
+    if !overlap_free(items, &verdict) {
+        let mut writes = Ranges::default();
+        let mut reads = Ranges::default();
+        for (it, v) in items.iter().zip(verdict.iter_mut()) {
+            if *v != Ok(true) {
+                continue;
+            }
+            // In bounds (pass 1), so neither sum overflows.
+            let (s, d) = (it.src.addr + it.src_offset, it.dst.addr + it.dst_offset);
+            let (ss, ds) = (it.src.space(), it.dst.space());
+            if ss == ds && s < d + it.size && d < s + it.size {
+                *v = Err(RejectReason::SrcDstOverlap);
+            } else if writes.overlaps(ds, d, d + it.size)
+                || reads.overlaps(ds, d, d + it.size)
+                || writes.overlaps(ss, s, s + it.size)
+            {
+                *v = Err(RejectReason::OverlapsEarlierItem);
+            } else {
+                writes.insert(ds, d, d + it.size);
+                reads.insert(ss, s, s + it.size);
+            }
+        }
+    }
+    // Pass 3: group and coalesce, in input order.
     let mut index: HashMap<(TransferRef, TransferRef), usize> = HashMap::new();
-    let mut writes = Ranges::default();
-    let mut reads = Ranges::default();
-    for it in items {
-        if it.size == 0 {
-            set.skipped.push(it.tag);
-            continue;
+    let mut last: Option<((TransferRef, TransferRef), usize)> = None;
+    for (it, v) in items.iter().zip(verdict) {
+        match v {
+            Ok(false) => {
+                set.skipped.push(it.tag);
+                continue;
+            }
+            Err(reason) => {
+                set.rejected.push(Rejection { tag: it.tag, reason });
+                continue;
+            }
+            Ok(true) => {}
         }
-        if let Err(reason) = check_item(it, &can_handle, &writes, &reads) {
-            set.rejected.push(Rejection { tag: it.tag, reason });
-            continue;
-        }
-        // Both ranges are in bounds, so neither sum overflows (checked in `check_item`).
-        let (s_abs, d_abs) = (it.src.addr + it.src_offset, it.dst.addr + it.dst_offset);
-        writes.insert(it.dst.space(), d_abs, d_abs + it.size);
-        reads.insert(it.src.space(), s_abs, s_abs + it.size);
         let key = (it.src, it.dst);
-        let pi = *index.entry(key).or_insert_with(|| {
-            set.plans.push(TransferPlan {
-                src: it.src,
-                dst: it.dst,
-                src_offsets: Vec::new(),
-                dst_offsets: Vec::new(),
-                sizes: Vec::new(),
-                tags: Vec::new(),
-                dir: TransferDirection::Local,
-                engine: None,
-            });
-            set.plans.len() - 1
-        });
+        let pi = match last {
+            Some((k, i)) if k == key => i,
+            _ => {
+                let i = *index.entry(key).or_insert_with(|| {
+                    set.plans.push(TransferPlan {
+                        src: it.src,
+                        dst: it.dst,
+                        src_offsets: Vec::new(),
+                        dst_offsets: Vec::new(),
+                        sizes: Vec::new(),
+                        tags: Vec::new(),
+                        dir: TransferDirection::Local,
+                        engine: None,
+                    });
+                    set.plans.len() - 1
+                });
+                last = Some((key, i));
+                i
+            }
+        };
         let p = &mut set.plans[pi];
         let merged = match (p.src_offsets.last(), p.dst_offsets.last(), p.sizes.last_mut()) {
             (Some(&so), Some(&dso), Some(sz)) => {
@@ -102,11 +143,9 @@ pub fn in_bounds(off: u64, size: u64, len: u64) -> bool {
     size <= len && off <= len - size
 }
 
-fn check_item(
+fn check_alone(
     it: &TransferItem,
     can_handle: &impl Fn(&TransferRef, &TransferRef) -> bool,
-    writes: &Ranges,
-    reads: &Ranges,
 ) -> Result<(), RejectReason> {
     if !it.src.has_host_ptr() || !it.dst.has_host_ptr() {
         return Err(RejectReason::InvalidEndpoint);
@@ -125,18 +164,38 @@ fn check_item(
     if !in_bounds(it.dst_offset, it.size, it.dst.size) {
         return Err(RejectReason::DstOutOfBounds);
     }
-    let (s, d) = (it.src.addr + it.src_offset, it.dst.addr + it.dst_offset);
-    let (ss, ds) = (it.src.space(), it.dst.space());
-    if ss == ds && s < d + it.size && d < s + it.size {
-        return Err(RejectReason::SrcDstOverlap);
-    }
-    if writes.overlaps(ds, d, d + it.size)
-        || reads.overlaps(ds, d, d + it.size)
-        || writes.overlaps(ss, s, s + it.size)
-    {
-        return Err(RejectReason::OverlapsEarlierItem);
-    }
     Ok(())
+}
+
+/// Whether no accepted item's write range overlaps any other accepted range (read or write,
+/// its own source included). One sort of all ranges, then a sweep per address space.
+fn overlap_free(items: &[TransferItem], verdict: &[Result<bool, RejectReason>]) -> bool {
+    let mut spans: Vec<(Space, u64, u64, bool)> = Vec::with_capacity(2 * items.len());
+    for (it, v) in items.iter().zip(verdict) {
+        if *v == Ok(true) {
+            let (s, d) = (it.src.addr + it.src_offset, it.dst.addr + it.dst_offset);
+            spans.push((it.src.space(), s, s + it.size, false));
+            spans.push((it.dst.space(), d, d + it.size, true));
+        }
+    }
+    spans.sort_unstable_by_key(|&(sp, s, _, _)| (sp, s));
+    let mut cur: Option<Space> = None;
+    let (mut max_any, mut max_write) = (0u64, 0u64);
+    for (sp, s, e, w) in spans {
+        if cur != Some(sp) {
+            cur = Some(sp);
+            (max_any, max_write) = (0, 0);
+        }
+        // A write overlapping anything earlier-sorted, or a read overlapping a write.
+        if (w && s < max_any) || (!w && s < max_write) {
+            return false;
+        }
+        max_any = max_any.max(e);
+        if w {
+            max_write = max_write.max(e);
+        }
+    }
+    true
 }
 
 /// Disjoint, merged half-open ranges per address space.
