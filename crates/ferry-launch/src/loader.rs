@@ -67,6 +67,10 @@ use ferry_sim::{DeviceError, DevicePtr};
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 
+/// How long the loader waits for one of its own entry launches (init, register-callable,
+/// query) before giving up, as the original bounds its stream synchronisation (50 s).
+pub const ENTRY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(50);
+
 /// How the loader makes the AICPU program runnable.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum LoadMethod {
@@ -610,7 +614,10 @@ impl AicpuProgram {
     }
 
     fn run(&self, f: &CpuFunction, threads: u32, payload: &[u8]) -> Result<(), LoadError> {
-        self.os.launch_cpu_kernel(&self.chip, f, threads, payload)?.wait().map_err(entry_error)
+        self.os
+            .launch_cpu_kernel(&self.chip, f, threads, payload)?
+            .wait_timeout(ENTRY_TIMEOUT)
+            .map_err(entry_error)
     }
 
     /// Runs the init entry on one AICPU thread.

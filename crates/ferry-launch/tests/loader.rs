@@ -90,6 +90,33 @@ fn path_a_bootstraps_through_the_dispatcher_and_runs_exec() {
 }
 
 #[test]
+fn path_a_works_on_both_arches_and_on_a_second_device() {
+    for arch in [Arch::A2a3, Arch::A5] {
+        let root = Root::new(&format!("arches-{arch:?}"));
+        let p = PlatformBuilder::new(arch)
+            .devices(2)
+            .hbm_bytes(64 << 20)
+            .device_root(&root.0)
+            .build()
+            .unwrap();
+        let chip = Chip::new(
+            p.device(1).unwrap().clone(),
+            CoreConfig { aicpu_threads: 2, aic: 1, aiv: 2 },
+        )
+        .unwrap();
+        let loader = Loader::new(&chip).unwrap();
+        let prog = loader.load(&HBG).unwrap();
+        let r = prog.report().unwrap();
+        assert_eq!((r.name().unwrap(), r.init_device_id), ("host-built-graph", 1), "{arch:?}");
+        let dir = loader.os().process_dir();
+        assert!(dir.ends_with(format!("{}_1", std::process::id())), "{}", dir.display());
+        assert!(files(&dir).contains(&format!("inner_{:016x}_1.so", HBG.fingerprint)));
+        prog.exec(&KernelArgs::new(9, 10), 2).unwrap();
+        assert_eq!(prog.report().unwrap().last_exec_args(), Some(KernelArgs::new(9, 10)));
+    }
+}
+
+#[test]
 fn exec_receives_front_less_kernel_args_by_value() {
     let root = Root::new("exec-abi");
     let chip = chip(&root.0);
@@ -433,4 +460,71 @@ fn kernel_library_runs_elementwise_kernels_over_device_memory() {
     let k = lib.kernel(KERNEL_COPY).unwrap();
     let bad = KernelCall { a: pa.0, out: out.0, len: n * 2, ..KernelCall::default() };
     assert_eq!(k.call(&bad), STATUS_BAD_ADDRESS);
+}
+
+#[test]
+fn dispatcher_exports_follow_their_contracts() {
+    use ferry_abi::launch::{BootstrapBlob, DeviceArgs};
+    use ferry_abi::services::{STATUS_INVALID_ARGUMENT, STATUS_UNSUPPORTED};
+    use ferry_programs::DISPATCHER;
+    use ferry_sim::aicpu_os::{OpEntry, OsError};
+    let root = Root::new("dispatcher");
+    let chip = chip(&root.0);
+    let dev = chip.device().clone();
+    let os = dev.aicpu_os();
+    let _session = os.open_session().unwrap();
+
+    // A bootstrap whose DeviceArgs pointer is null is rejected by the init export.
+    let upload = |b: &[u8]| {
+        let p = dev.malloc(b.len() as u64).unwrap();
+        dev.copy_htod(b, p).unwrap();
+        p
+    };
+    let disp = upload(DISPATCHER.bytes);
+    let mut dargs = DeviceArgs::zeroed();
+    dargs.aicpu_so_bin = disp.0;
+    dargs.aicpu_so_len = DISPATCHER.bytes.len() as u64;
+    let dargs_ptr = upload(dargs.as_bytes());
+    // No inner program in the DeviceArgs: invalid argument, nothing saved.
+    match os.launch_kfc(&chip, BootstrapBlob::new(dargs_ptr.0).as_bytes()) {
+        Err(OsError::Entry { symbol, code }) => {
+            assert_eq!(symbol, "DynTileFwkBackendKernelServerInit");
+            assert_eq!(code, STATUS_INVALID_ARGUMENT);
+        }
+        other => panic!("expected the init export's status, got {other:?}"),
+    }
+    assert_eq!(os.stats().so_saves, 0);
+    // A blob that is not the bootstrap's is refused before anything runs.
+    let mut not_bootstrap = BootstrapBlob::new(dargs_ptr.0);
+    not_bootstrap.kernel_name[0] = b'X';
+    assert!(matches!(
+        os.launch_kfc(&chip, not_bootstrap.as_bytes()),
+        Err(OsError::NotBootstrap { .. })
+    ));
+
+    // The static server is unsupported; the dynamic server is a read-only probe.
+    let name = files(&os.process_dir()).into_iter().find(|n| n.starts_with("dispatcher_")).unwrap();
+    let entry = |sym: &str| OpEntry {
+        op_type: sym.into(),
+        function_name: sym.into(),
+        kernel_so: name.clone(),
+        user_defined: false,
+    };
+    let syms = ["StaticTileFwkBackendKernelServer", "DynTileFwkBackendKernelServer"];
+    let bin = os.binary_load(&syms.map(entry)).unwrap();
+    let run = |sym: &str, blob: &BootstrapBlob| {
+        os.launch_cpu_kernel(&chip, &bin.function(sym).unwrap(), 1, blob.as_bytes()).unwrap().wait()
+    };
+    let inner = upload(ORCHESTRATED.bytes);
+    dargs.inner_so_bin = inner.0;
+    dargs.inner_so_len = ORCHESTRATED.bytes.len() as u64;
+    let good = upload(dargs.as_bytes());
+    let blob = BootstrapBlob::new(good.0);
+    assert!(matches!(run(syms[0], &blob), Err(OsError::Entry { code: STATUS_UNSUPPORTED, .. })));
+    run(syms[1], &blob).unwrap();
+    assert!(matches!(
+        run(syms[1], &BootstrapBlob::new(0)),
+        Err(OsError::Entry { code: STATUS_INVALID_ARGUMENT, .. })
+    ));
+    assert_eq!(os.stats().so_saves, 0, "neither server writes");
 }

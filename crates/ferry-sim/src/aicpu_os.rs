@@ -761,7 +761,8 @@ impl AicpuOs {
                 }
             }),
         )?;
-        let r = done.wait();
+        // Bounded like the original's stream synchronisation after the bootstrap launch.
+        let r = done.wait_timeout(Duration::from_secs(50));
         if let Some(e) = lock(&result).take() {
             return Err(e);
         }
