@@ -60,7 +60,8 @@ pub const CACHE_LINE: usize = 64;
 /// # Layout
 /// 64 bytes, align 64: `magic` @0, `version` @4, `ready_queues` @8, `ready_depth` @12,
 /// `free_slots` @16, `lanes` @20, `buffers` @24, `buffer_stride` @28, `record_size` @32,
-/// `records_per_buffer` @36, `count_placement` @40, `_reserved` @44..64.
+/// `records_per_buffer` @36, `count_placement` @40, `policy` @44, `block_budget_cycles` @48,
+/// `drop_wait_cycles` @56.
 #[repr(C, align(64))]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct DfxRegionHeader {
@@ -86,9 +87,18 @@ pub struct DfxRegionHeader {
     pub records_per_buffer: u32,
     /// [`BufferCountPlacement`] as `u32`.
     pub count_placement: u32,
-    /// Zero.
-    pub _reserved: [u32; 5],
+    /// Full-buffer policy of the run: [`POLICY_BLOCK`] or [`POLICY_DROP`].
+    pub policy: u32,
+    /// Budget of one Block-policy gate wait, in device cycles (the arch's 30-s constant).
+    pub block_budget_cycles: u64,
+    /// Budget of one Drop-policy gate wait, in device cycles (short).
+    pub drop_wait_cycles: u64,
 }
+
+/// [`DfxRegionHeader::policy`]: wait at a gate for up to `block_budget_cycles` (lossless).
+pub const POLICY_BLOCK: u32 = 0;
+/// [`DfxRegionHeader::policy`]: wait at a gate for up to `drop_wait_cycles`, then drop and count.
+pub const POLICY_DROP: u32 = 1;
 
 /// Head and tail words of every ready queue, heads and tails on separate cache lines.
 ///
@@ -150,13 +160,13 @@ pub struct FreeQueue {
 
 /// Per-lane state: the free queue plus the device's current-buffer bookkeeping and counters.
 ///
-/// Every field except the free queue's `tail`/`buffer_ptrs` is written only by the lane's AICPU
-/// thread. Counters only increase.
+/// Every field except the free queue's `tail`/`buffer_ptrs` and the host-initialised
+/// `ready_queue`/`kind` is written only by the lane's AICPU thread. Counters only increase.
 ///
 /// # Layout
 /// 192 bytes, align 64: `free_queue` @0 (128 B), `current_buf_ptr` @128, `current_buf_seq` @136,
 /// `gate_state` @140, `total_record_count` @144, `dropped_record_count` @152, `stall_cycles` @160,
-/// `switch_count` @168, `gate_timeouts` @172, `_reserved` @176..192.
+/// `switch_count` @168, `gate_timeouts` @172, `ready_queue` @176, `kind` @180, `max_stall_cycles` @184.
 #[repr(C, align(64))]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct LaneState {
@@ -178,8 +188,12 @@ pub struct LaneState {
     pub switch_count: u32,
     /// Gate waits that ran out of budget.
     pub gate_timeouts: u32,
-    /// Zero.
-    pub _reserved: [u64; 2],
+    /// Ready queue (AICPU thread) that publishes this lane's buffers; host-initialised, fixed.
+    pub ready_queue: u32,
+    /// Buffer kind of this lane; host-initialised, fixed.
+    pub kind: u32,
+    /// Longest single gate wait, in device cycles.
+    pub max_stall_cycles: u64,
 }
 
 /// [`LaneState::gate_state`]: not waiting.
@@ -255,6 +269,8 @@ pub enum LayoutError {
     Records,
     /// The region would not fit the `u32` offsets of the header.
     TooLarge,
+    /// A header's magic, version or count placement is not this module's.
+    BadHeader,
 }
 
 impl core::fmt::Display for LayoutError {
@@ -266,6 +282,7 @@ impl core::fmt::Display for LayoutError {
             Self::Lanes => "no lanes",
             Self::Records => "record size or count invalid",
             Self::TooLarge => "region larger than 4 GiB",
+            Self::BadHeader => "not a dfx region header of this version",
         })
     }
 }
@@ -426,7 +443,36 @@ impl DfxLayout {
         Some((rel / stride) as u32)
     }
 
-    /// The header the host writes at offset 0 for this layout.
+    /// Recovers the layout from a region header (what a device program does on attach).
+    ///
+    /// # Errors
+    /// [`LayoutError::BadHeader`] for a foreign header, else what [`DfxLayout::validate`] says.
+    pub const fn from_header(h: &DfxRegionHeader) -> Result<DfxLayout, LayoutError> {
+        if h.magic != DFX_REGION_MAGIC || h.version != DFX_REGION_VERSION {
+            return Err(LayoutError::BadHeader);
+        }
+        let placement = match BufferCountPlacement::from_u32(h.count_placement) {
+            Some(p) => p,
+            None => return Err(LayoutError::BadHeader),
+        };
+        let l = DfxLayout {
+            ready_queues: h.ready_queues,
+            ready_depth: h.ready_depth,
+            free_slots: h.free_slots,
+            lanes: h.lanes,
+            buffers: h.buffers,
+            record_size: h.record_size,
+            records_per_buffer: h.records_per_buffer,
+            placement,
+        };
+        match l.validate() {
+            Ok(()) => Ok(l),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The header the host writes at offset 0 for this layout (policy Block, budgets 0: the
+    /// caller fills the run's policy and budgets).
     pub const fn header(&self) -> DfxRegionHeader {
         DfxRegionHeader {
             magic: DFX_REGION_MAGIC,
@@ -440,7 +486,9 @@ impl DfxLayout {
             record_size: self.record_size,
             records_per_buffer: self.records_per_buffer,
             count_placement: self.placement as u32,
-            _reserved: [0; 5],
+            policy: POLICY_BLOCK,
+            block_budget_cycles: 0,
+            drop_wait_cycles: 0,
         }
     }
 }
@@ -533,6 +581,11 @@ const _: () = assert!(offset_of!(LaneState, dropped_record_count) == 152);
 const _: () = assert!(offset_of!(LaneState, stall_cycles) == 160);
 const _: () = assert!(offset_of!(LaneState, switch_count) == 168);
 const _: () = assert!(offset_of!(LaneState, gate_timeouts) == 172);
+const _: () =
+    assert!(offset_of!(LaneState, ready_queue) == 176 && offset_of!(LaneState, kind) == 180);
+const _: () = assert!(offset_of!(DfxRegionHeader, policy) == 44);
+const _: () = assert!(offset_of!(DfxRegionHeader, block_budget_cycles) == 48);
+const _: () = assert!(offset_of!(DfxRegionHeader, drop_wait_cycles) == 56);
 const _: () = assert!(DfxLayout::ENTRIES_OFFSET == 192);
 // The seed's buffer sizes: AicpuTask (count after 1000 × 32 B) and DepGen (count first, 1024 × 4672 B).
 const _: () = assert!(BufferCountPlacement::AfterRecords.buffer_size(32, 1000) == 32_064);
@@ -573,6 +626,10 @@ mod tests {
         assert_eq!(l.buffer_index_at(l.buffer_offset(2) + 4), None);
         assert_eq!(l.buffer_index_at(l.buffer_offset(3)), None);
         assert_eq!(l.header().magic, DFX_REGION_MAGIC);
+        assert_eq!(DfxLayout::from_header(&l.header()), Ok(l));
+        let mut h = l.header();
+        h.version += 1;
+        assert_eq!(DfxLayout::from_header(&h), Err(LayoutError::BadHeader));
     }
 
     #[test]

@@ -1,0 +1,767 @@
+//! The device-side producer engine: record write, buffer switch, the two gates.
+//!
+//! # Real-time contract
+//! [`DeviceWriter::record`] never allocates, locks or makes a system call: on the hot path it is
+//! one bounds check, one plain store of the record and one counter update. When a buffer fills,
+//! the writer switches buffers: it publishes the full buffer (push gate
+//! [`DeviceWriter::wait_for_ready_queue_space`], then [`DeviceWriter::enqueue_ready`]) *before*
+//! it claims a replacement (pop gate [`DeviceWriter::wait_for_free_queue_entry`]). Only the gates
+//! may wait, and only under the run's [`Policy`]: each wait takes one budget once, before its loop,
+//! measured on the device [`CycleClock`], and never re-armed. A wait spins briefly
+//! (`crossbeam_utils::Backoff`) and then naps with a capped timeout. After a gate runs out of
+//! budget the lane is *degraded*: its next gates check once without waiting, until one succeeds,
+//! so a dead host costs one budget per lane rather than one per buffer (spec §7.2 REC).
+//!
+//! A gate fails only while ownership is still on the device (a full buffer not yet published, or
+//! no replacement claimed), so the writer accounts exactly the affected records as dropped:
+//! publishing and succeeding are one step, there is no post-publish wait.
+
+use core::marker::PhantomData;
+use std::time::Duration;
+
+use crossbeam_utils::Backoff;
+use ferry_abi::dfx::{
+    self, DfxLayout, DfxRegionHeader, LaneState, GATE_NONE, GATE_POP, GATE_PUSH, POLICY_DROP,
+};
+
+use crate::clock::CycleClock;
+use crate::config::{BuildError, Policy};
+use crate::mem::ShmRegion;
+use crate::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use crate::sync::{self, Arc, Unparker};
+use crate::Record;
+
+/// First nap once spinning is exhausted.
+const NAP_MIN: Duration = Duration::from_micros(2);
+/// Cap of one nap inside a gate wait (how late a device thread may notice host progress).
+pub const NAP_MAX: Duration = Duration::from_micros(200);
+
+const OFF_CUR_PTR: usize = core::mem::offset_of!(LaneState, current_buf_ptr);
+const OFF_CUR_SEQ: usize = core::mem::offset_of!(LaneState, current_buf_seq);
+const OFF_GATE: usize = core::mem::offset_of!(LaneState, gate_state);
+const OFF_TOTAL: usize = core::mem::offset_of!(LaneState, total_record_count);
+const OFF_DROPPED: usize = core::mem::offset_of!(LaneState, dropped_record_count);
+const OFF_STALL: usize = core::mem::offset_of!(LaneState, stall_cycles);
+const OFF_SWITCHES: usize = core::mem::offset_of!(LaneState, switch_count);
+const OFF_TIMEOUTS: usize = core::mem::offset_of!(LaneState, gate_timeouts);
+const OFF_QUEUE: usize = core::mem::offset_of!(LaneState, ready_queue);
+const OFF_KIND: usize = core::mem::offset_of!(LaneState, kind);
+const OFF_MAX_STALL: usize = core::mem::offset_of!(LaneState, max_stall_cycles);
+
+/// A gate ran out of budget; ownership stayed on the device.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GateTimeout;
+
+impl core::fmt::Display for GateTimeout {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str("gate wait ran out of budget")
+    }
+}
+
+impl std::error::Error for GateTimeout {}
+
+#[derive(Debug)]
+struct Claims {
+    queues: AtomicU32,
+    lanes: Box<[AtomicBool]>,
+}
+
+/// The device's handle on a DFX region: what the AICPU program holds.
+///
+/// Obtain it from [`crate::DfxTransport::device_region`] (simulated runs) or
+/// [`DeviceRegion::attach`] (a device program that only has the region and a clock). Clones share
+/// the ownership claims, so two writers can never own one ready queue or one lane.
+#[derive(Clone)]
+pub struct DeviceRegion {
+    view: ShmRegion,
+    device_addr: u64,
+    layout: DfxLayout,
+    budget: u64,
+    lanes: Arc<Vec<(u32, u32)>>,
+    clock: Arc<dyn CycleClock>,
+    doorbells: Option<Arc<Vec<Unparker>>>,
+    claims: Arc<Claims>,
+}
+
+impl core::fmt::Debug for DeviceRegion {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("DeviceRegion")
+            .field("device_addr", &self.device_addr)
+            .field("layout", &self.layout)
+            .field("budget", &self.budget)
+            .finish_non_exhaustive()
+    }
+}
+
+fn read_header(v: &ShmRegion) -> DfxRegionHeader {
+    // Relaxed: the host wrote the header before any device thread started (thread start / launch
+    // orders it); nothing here races.
+    let u = |o| v.load_u32(o, Ordering::Relaxed);
+    DfxRegionHeader {
+        magic: u(0),
+        version: u(4),
+        ready_queues: u(8),
+        ready_depth: u(12),
+        free_slots: u(16),
+        lanes: u(20),
+        buffers: u(24),
+        buffer_stride: u(28),
+        record_size: u(32),
+        records_per_buffer: u(36),
+        count_placement: u(40),
+        policy: u(44),
+        block_budget_cycles: v.load_u64(48, Ordering::Relaxed),
+        drop_wait_cycles: v.load_u64(56, Ordering::Relaxed),
+    }
+}
+
+impl DeviceRegion {
+    /// Attaches to a region the host initialised: reads the header and each lane's queue and kind.
+    ///
+    /// `view` is the device view, `device_addr` the device address of its offset 0.
+    ///
+    /// # Errors
+    /// [`BuildError::BadHeader`] for a foreign or corrupt header, [`BuildError::RegionTooSmall`]
+    /// when `view` is shorter than the header's layout.
+    pub fn attach(
+        view: ShmRegion,
+        device_addr: u64,
+        clock: Arc<dyn CycleClock>,
+    ) -> Result<Self, BuildError> {
+        if view.len() < 64 {
+            return Err(BuildError::RegionTooSmall { need: 64, have: view.len() });
+        }
+        let h = read_header(&view);
+        let layout = DfxLayout::from_header(&h).map_err(|_| BuildError::BadHeader)?;
+        if view.len() < layout.region_size() {
+            return Err(BuildError::RegionTooSmall {
+                need: layout.region_size(),
+                have: view.len(),
+            });
+        }
+        let budget =
+            if h.policy == POLICY_DROP { h.drop_wait_cycles } else { h.block_budget_cycles };
+        let lanes = (0..layout.lanes)
+            .map(|l| {
+                // Relaxed: host-initialised before the device started.
+                let q = view.load_u32(layout.lane_field_offset(l, OFF_QUEUE), Ordering::Relaxed);
+                let k = view.load_u32(layout.lane_field_offset(l, OFF_KIND), Ordering::Relaxed);
+                (q, k)
+            })
+            .collect();
+        let claims = Claims {
+            queues: AtomicU32::new(0),
+            lanes: (0..layout.lanes).map(|_| AtomicBool::new(false)).collect(),
+        };
+        Ok(Self {
+            view,
+            device_addr,
+            layout,
+            budget,
+            lanes: Arc::new(lanes),
+            clock,
+            doorbells: None,
+            claims: Arc::new(claims),
+        })
+    }
+
+    /// Rings `doorbells[q]` after every publish on ready queue `q` (the simulator's stand-in for
+    /// the host noticing new work; hardware hosts poll instead).
+    pub(crate) fn set_doorbells(&mut self, doorbells: Arc<Vec<Unparker>>) {
+        self.doorbells = Some(doorbells);
+    }
+
+    /// The region geometry.
+    pub fn layout(&self) -> &DfxLayout {
+        &self.layout
+    }
+
+    /// Lanes published through ready queue `q`, in lane order.
+    pub fn lanes_of_queue(&self, q: u32) -> Vec<u32> {
+        (0..self.layout.lanes).filter(|&l| self.lanes[l as usize].0 == q).collect()
+    }
+
+    /// The gate budget of this run (Block budget or Drop bound), in device cycles.
+    pub fn budget_cycles(&self) -> u64 {
+        self.budget
+    }
+
+    /// Creates the writer of ready queue `queue`, owning `lanes` (lane ids; the writer addresses
+    /// them by position in this slice). Tries to claim each lane's first buffer without waiting.
+    ///
+    /// # Errors
+    /// [`BuildError::RecordType`] if `R` is not the region's record size,
+    /// [`BuildError::AlreadyClaimed`] if the queue or a lane has a writer,
+    /// [`BuildError::ForeignLane`] if a lane publishes through another queue.
+    pub fn writer<R: Record>(
+        &self,
+        queue: u32,
+        lanes: &[u32],
+    ) -> Result<DeviceWriter<R>, BuildError> {
+        let l = &self.layout;
+        if size_of::<R>() != l.record_size as usize || align_of::<R>() > 64 {
+            return Err(BuildError::RecordType);
+        }
+        if queue >= l.ready_queues {
+            return Err(BuildError::LaneQueue { lane: u32::MAX });
+        }
+        for &lane in lanes {
+            match self.lanes.get(lane as usize) {
+                Some(&(q, _)) if q == queue => {}
+                _ => return Err(BuildError::ForeignLane { lane }),
+            }
+        }
+        // AcqRel: claims are a handshake between writer constructors only; the RMW orders them.
+        if self.claims.queues.fetch_or(1 << queue, Ordering::AcqRel) & (1 << queue) != 0 {
+            return Err(BuildError::AlreadyClaimed);
+        }
+        for (i, &lane) in lanes.iter().enumerate() {
+            // AcqRel: as above.
+            if self.claims.lanes[lane as usize].swap(true, Ordering::AcqRel) {
+                for &undo in &lanes[..i] {
+                    // Release: as above.
+                    self.claims.lanes[undo as usize].store(false, Ordering::Release);
+                }
+                // AcqRel: as above.
+                self.claims.queues.fetch_and(!(1 << queue), Ordering::AcqRel);
+                return Err(BuildError::AlreadyClaimed);
+            }
+        }
+        let v = &self.view;
+        // Relaxed: the tail is this writer's own word; Acquire for head pairs with the drain
+        // shard's Release store in `try_pop_entry`.
+        let rq_tail = v.load_u32(l.tail_offset(queue), Ordering::Relaxed);
+        let rq_cached_head = v.load_u32(l.head_offset(queue), Ordering::Acquire);
+        let cursors = lanes
+            .iter()
+            .map(|&lane| {
+                let st = l.lane_offset(lane);
+                // Relaxed: device-owned words of this lane, last written by a previous owner
+                // that handed over through the claim above or by host init before start.
+                LaneCursor {
+                    lane,
+                    kind: self.lanes[lane as usize].1,
+                    state_off: st,
+                    records_off: 0,
+                    buf_addr: 0,
+                    count: 0,
+                    capacity: 0,
+                    seq: v.load_u32(st + OFF_CUR_SEQ, Ordering::Relaxed),
+                    fq_head: v.load_u32(l.free_head_offset(lane), Ordering::Relaxed),
+                    fq_cached_tail: v.load_u32(l.free_head_offset(lane), Ordering::Relaxed),
+                    total: v.load_u64(st + OFF_TOTAL, Ordering::Relaxed),
+                    dropped: v.load_u64(st + OFF_DROPPED, Ordering::Relaxed),
+                    stall: v.load_u64(st + OFF_STALL, Ordering::Relaxed),
+                    max_stall: v.load_u64(st + OFF_MAX_STALL, Ordering::Relaxed),
+                    switches: v.load_u32(st + OFF_SWITCHES, Ordering::Relaxed),
+                    timeouts: v.load_u32(st + OFF_TIMEOUTS, Ordering::Relaxed),
+                    degraded: false,
+                    bad_slots: 0,
+                }
+            })
+            .collect();
+        let mut w = DeviceWriter {
+            view: self.view.clone(),
+            device_addr: self.device_addr,
+            layout: self.layout,
+            queue,
+            rq_tail,
+            rq_cached_head,
+            lanes: cursors,
+            budget: self.budget,
+            clock: self.clock.clone(),
+            doorbell: self.doorbells.as_ref().map(|d| d[queue as usize].clone()),
+            claims: self.claims.clone(),
+            finished: false,
+            _r: PhantomData,
+        };
+        for i in 0..w.lanes.len() {
+            w.try_pop_free(i);
+        }
+        Ok(w)
+    }
+}
+
+#[derive(Debug)]
+struct LaneCursor {
+    lane: u32,
+    kind: u32,
+    state_off: usize,
+    records_off: usize,
+    buf_addr: u64,
+    count: u32,
+    /// Records the current buffer holds; 0 when the lane holds no buffer.
+    capacity: u32,
+    seq: u32,
+    fq_head: u32,
+    fq_cached_tail: u32,
+    total: u64,
+    dropped: u64,
+    stall: u64,
+    max_stall: u64,
+    switches: u32,
+    timeouts: u32,
+    degraded: bool,
+    bad_slots: u32,
+}
+
+/// What one lane of a writer did, as counted by the device.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LaneStats {
+    /// Lane id.
+    pub lane: u32,
+    /// Records the lane attempted to write.
+    pub produced: u64,
+    /// Records it accounted dropped.
+    pub dropped: u64,
+    /// Buffers it published.
+    pub switches: u32,
+    /// Gate waits that ran out of budget.
+    pub gate_timeouts: u32,
+    /// Device cycles spent in gate waits.
+    pub stall_cycles: u64,
+    /// Longest single gate wait, in device cycles.
+    pub max_stall_cycles: u64,
+    /// Claimed free slots that held no valid buffer pointer.
+    pub bad_slots: u32,
+}
+
+/// The producer of one ready queue (one AICPU thread) and the lanes it owns.
+///
+/// Never allocates, locks or makes a system call on the record path; a buffer switch waits only
+/// at the two gates, under the run's policy and budget (see the [module docs](self)). `Send` but
+/// not `Sync`: exactly one thread writes a lane.
+///
+/// Dropping a writer flushes it (which may wait at the push gate, bounded by the budget); call
+/// [`DeviceWriter::finish`] to flush explicitly and get the counters.
+pub struct DeviceWriter<R: Record> {
+    view: ShmRegion,
+    device_addr: u64,
+    layout: DfxLayout,
+    queue: u32,
+    rq_tail: u32,
+    rq_cached_head: u32,
+    lanes: Box<[LaneCursor]>,
+    budget: u64,
+    clock: Arc<dyn CycleClock>,
+    doorbell: Option<Unparker>,
+    claims: Arc<Claims>,
+    finished: bool,
+    _r: PhantomData<fn(R) -> R>,
+}
+
+impl<R: Record> core::fmt::Debug for DeviceWriter<R> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("DeviceWriter")
+            .field("queue", &self.queue)
+            .field("lanes", &self.lanes)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Waits until `ready()` or until `budget` cycles pass on `clock`; returns (ready, cycles waited).
+/// The budget is taken once, here, before the loop.
+fn gate_wait(clock: &dyn CycleClock, budget: u64, mut ready: impl FnMut() -> bool) -> (bool, u64) {
+    let start = clock.now_cycles();
+    let backoff = Backoff::new();
+    let mut nap = NAP_MIN;
+    loop {
+        if ready() {
+            return (true, clock.now_cycles().saturating_sub(start));
+        }
+        let waited = clock.now_cycles().saturating_sub(start);
+        if waited >= budget {
+            return (false, waited);
+        }
+        if !backoff.is_completed() {
+            sync::snooze(&backoff);
+        } else {
+            sync::device_nap(nap);
+            nap = (nap * 2).min(NAP_MAX);
+        }
+    }
+}
+
+impl<R: Record> DeviceWriter<R> {
+    /// Number of lanes this writer owns.
+    pub fn lane_count(&self) -> usize {
+        self.lanes.len()
+    }
+
+    /// Lane id of local lane `i`.
+    pub fn lane_id(&self, i: usize) -> u32 {
+        self.lanes[i].lane
+    }
+
+    /// Ready queue this writer publishes to.
+    pub fn queue(&self) -> u32 {
+        self.queue
+    }
+
+    /// Writes one record into local lane `lane`'s current buffer.
+    ///
+    /// The hot path: never allocates, locks or blocks. When the record fills the buffer the
+    /// writer switches buffers (which may wait at a gate, bounded by the policy's budget). A lane
+    /// without a buffer tries to claim one (gate) and otherwise counts the record dropped.
+    ///
+    /// # Panics
+    /// If `lane >= self.lane_count()`.
+    #[inline]
+    pub fn record(&mut self, lane: usize, rec: R) {
+        let l = &mut self.lanes[lane];
+        l.total += 1;
+        if l.count < l.capacity {
+            let off = l.records_off + l.count as usize * size_of::<R>();
+            // SAFETY: [1] `count < capacity == records_per_buffer`, so the record lies inside the
+            // current buffer; [2] `records_off` is 64-aligned (buffers are 64-aligned, the records
+            // offset is 0 or 64) and `size_of::<R>()` is a multiple of its alignment (≤ 64, checked
+            // in `writer`), so `off` is aligned; [3] the lane owns the buffer: it claimed it from its
+            // free queue and has not published it yet.
+            unsafe { self.view.write_pod_unchecked(off, rec) };
+            l.count += 1;
+            if l.count == l.capacity {
+                self.switch_buffer(lane);
+            }
+            return;
+        }
+        self.record_slow(lane, rec);
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn record_slow(&mut self, lane: usize, rec: R) {
+        // No current buffer (a switch found no replacement, or startup found none): recover.
+        if !self.pop_free(lane) {
+            self.lanes[lane].dropped += 1;
+            return;
+        }
+        let l = &mut self.lanes[lane];
+        // SAFETY: as in `record`: a freshly claimed buffer, count 0 < capacity.
+        unsafe { self.view.write_pod_unchecked(l.records_off, rec) };
+        l.count = 1;
+        if l.count == l.capacity {
+            self.switch_buffer(lane);
+        }
+    }
+
+    fn count_off(&self, lane: usize) -> usize {
+        let l = &self.lanes[lane];
+        l.records_off - self.layout.records_offset() + self.layout.count_offset()
+    }
+
+    fn store_counters(&self, lane: usize) {
+        let l = &self.lanes[lane];
+        let v = &self.view;
+        // Relaxed: device-owned counters; the host reads them after the writer has finished
+        // (ordered by the join / stream sync), or as diagnostics where staleness is harmless.
+        v.store_u64(l.state_off + OFF_TOTAL, l.total, Ordering::Relaxed);
+        v.store_u64(l.state_off + OFF_DROPPED, l.dropped, Ordering::Relaxed);
+        v.store_u64(l.state_off + OFF_STALL, l.stall, Ordering::Relaxed);
+        v.store_u64(l.state_off + OFF_MAX_STALL, l.max_stall, Ordering::Relaxed);
+        v.store_u32(l.state_off + OFF_SWITCHES, l.switches, Ordering::Relaxed);
+        v.store_u32(l.state_off + OFF_TIMEOUTS, l.timeouts, Ordering::Relaxed);
+    }
+
+    fn gate_budget(&self, lane: usize) -> u64 {
+        if self.lanes[lane].degraded {
+            0
+        } else {
+            self.budget
+        }
+    }
+
+    fn account_wait(&mut self, lane: usize, waited: u64, ok: bool) {
+        let budget = self.gate_budget(lane);
+        let l = &mut self.lanes[lane];
+        l.stall += waited;
+        l.max_stall = l.max_stall.max(waited);
+        if ok {
+            l.degraded = false;
+        } else {
+            if budget > 0 {
+                l.timeouts += 1;
+            }
+            l.degraded = true;
+        }
+    }
+
+    /// Push gate: waits while this queue's ready ring is full (`next_tail == head`).
+    ///
+    /// Checks once without reading the clock; on a miss takes the budget once and waits.
+    ///
+    /// # Errors
+    /// [`GateTimeout`] when the budget ran out; nothing was written.
+    pub fn wait_for_ready_queue_space(&mut self, lane: usize) -> Result<(), GateTimeout> {
+        let depth = self.layout.ready_depth;
+        let next = dfx::rq_next(self.rq_tail, depth);
+        if next != self.rq_cached_head {
+            return Ok(());
+        }
+        let head_off = self.layout.head_offset(self.queue);
+        // Acquire: pairs with the drain shard's Release store of `queue_heads[q]` in
+        // `try_pop_entry`; its read of the entry we are about to overwrite happened before.
+        self.rq_cached_head = self.view.load_u32(head_off, Ordering::Acquire);
+        if next != self.rq_cached_head {
+            self.lanes[lane].degraded = false;
+            return Ok(());
+        }
+        let budget = self.gate_budget(lane);
+        if budget == 0 {
+            self.account_wait(lane, 0, false);
+            return Err(GateTimeout);
+        }
+        let state = self.lanes[lane].state_off + OFF_GATE;
+        // Relaxed: diagnostics for the host ("which rows stalled"); nothing pairs.
+        self.view.store_u32(state, GATE_PUSH, Ordering::Relaxed);
+        let view = &self.view;
+        let cached = &mut self.rq_cached_head;
+        let (ok, waited) = gate_wait(&*self.clock, budget, || {
+            // Acquire: as above.
+            *cached = view.load_u32(head_off, Ordering::Acquire);
+            next != *cached
+        });
+        // Relaxed: as above.
+        self.view.store_u32(state, GATE_NONE, Ordering::Relaxed);
+        self.account_wait(lane, waited, ok);
+        if ok {
+            Ok(())
+        } else {
+            Err(GateTimeout)
+        }
+    }
+
+    /// Publishes local lane `lane`'s current buffer (count and counters first) to the ready queue,
+    /// after the push gate. On success the buffer belongs to the host.
+    ///
+    /// # Errors
+    /// [`GateTimeout`] from the push gate; the buffer is still the lane's.
+    pub fn enqueue_ready(&mut self, lane: usize) -> Result<(), GateTimeout> {
+        self.wait_for_ready_queue_space(lane)?;
+        let l = &self.lanes[lane];
+        let count_off = self.count_off(lane);
+        let v = &self.view;
+        let e = self.layout.entry_offset(self.queue, self.rq_tail);
+        // Relaxed: the buffer count and the entry fields are published by the Release store of
+        // the tail below.
+        v.store_u32(count_off, l.count, Ordering::Relaxed);
+        v.store_u32(e, l.lane, Ordering::Relaxed);
+        v.store_u32(e + 4, l.kind, Ordering::Relaxed);
+        v.store_u64(e + 8, l.buf_addr, Ordering::Relaxed);
+        v.store_u32(e + 16, l.seq, Ordering::Relaxed);
+        self.rq_tail = dfx::rq_next(self.rq_tail, self.layout.ready_depth);
+        // Release: publishes the records, the count and the entry (the seed's wmb before the tail);
+        // pairs with the Acquire load of `queue_tails[q]` in the drain shard's `try_pop_entry`.
+        v.store_u32(self.layout.tail_offset(self.queue), self.rq_tail, Ordering::Release);
+        if let Some(d) = &self.doorbell {
+            d.unpark();
+        }
+        Ok(())
+    }
+
+    /// Pop gate: waits while local lane `lane`'s free queue is empty (`head == tail`).
+    ///
+    /// Checks once without reading the clock; on a miss takes the budget once and waits.
+    ///
+    /// # Errors
+    /// [`GateTimeout`] when the budget ran out; nothing was claimed.
+    pub fn wait_for_free_queue_entry(&mut self, lane: usize) -> Result<(), GateTimeout> {
+        let tail_off = self.layout.free_tail_offset(self.lanes[lane].lane);
+        let l = &mut self.lanes[lane];
+        if l.fq_head != l.fq_cached_tail {
+            return Ok(());
+        }
+        // Acquire: pairs with the drain shard's Release store of the free-queue tail in `top_up`,
+        // making the slot pointer it wrote visible.
+        l.fq_cached_tail = self.view.load_u32(tail_off, Ordering::Acquire);
+        if l.fq_head != l.fq_cached_tail {
+            l.degraded = false;
+            return Ok(());
+        }
+        let budget = self.gate_budget(lane);
+        if budget == 0 {
+            self.account_wait(lane, 0, false);
+            return Err(GateTimeout);
+        }
+        let state = self.lanes[lane].state_off + OFF_GATE;
+        // Relaxed: diagnostics; nothing pairs.
+        self.view.store_u32(state, GATE_POP, Ordering::Relaxed);
+        let view = &self.view;
+        let l = &mut self.lanes[lane];
+        let (ok, waited) = gate_wait(&*self.clock, budget, || {
+            // Acquire: as above.
+            l.fq_cached_tail = view.load_u32(tail_off, Ordering::Acquire);
+            l.fq_head != l.fq_cached_tail
+        });
+        // Relaxed: as above.
+        self.view.store_u32(state, GATE_NONE, Ordering::Relaxed);
+        self.account_wait(lane, waited, ok);
+        if ok {
+            Ok(())
+        } else {
+            Err(GateTimeout)
+        }
+    }
+
+    /// Claims the next free buffer of a lane whose free queue is known non-empty.
+    fn claim(&mut self, lane: usize) -> bool {
+        let lay = self.layout;
+        let l = &mut self.lanes[lane];
+        let slot = dfx::fq_slot(l.fq_head, lay.free_slots);
+        // Relaxed: ordered after the Acquire load of the tail that showed this slot filled.
+        let ptr = self.view.load_u64(lay.free_slot_offset(l.lane, slot), Ordering::Relaxed);
+        l.fq_head = l.fq_head.wrapping_add(1);
+        // Release: our read of the slot happens before the host rewrites it; pairs with the
+        // Acquire load of the free-queue head in the drain shard's `top_up`.
+        self.view.store_u32(lay.free_head_offset(l.lane), l.fq_head, Ordering::Release);
+        let off = ptr.wrapping_sub(self.device_addr);
+        let Some(_) = usize::try_from(off).ok().and_then(|o| lay.buffer_index_at(o)) else {
+            // A null or foreign pointer in a claimed slot: no buffer (the seed's on_null_free_slot).
+            l.bad_slots += 1;
+            return false;
+        };
+        let buf_off = off as usize;
+        l.buf_addr = ptr;
+        l.records_off = buf_off + lay.records_offset();
+        l.count = 0;
+        l.capacity = lay.records_per_buffer;
+        // Relaxed: device-owned words; the count is re-stored before publication and the
+        // current pointer is diagnostics / end-of-run state, read after the writer finished.
+        self.view.store_u32(buf_off + lay.count_offset(), 0, Ordering::Relaxed);
+        self.view.store_u64(l.state_off + OFF_CUR_PTR, ptr, Ordering::Relaxed);
+        self.view.store_u32(l.state_off + OFF_CUR_SEQ, l.seq, Ordering::Relaxed);
+        true
+    }
+
+    /// Startup claim: no waiting at all (the host threads may not run yet).
+    fn try_pop_free(&mut self, lane: usize) -> bool {
+        let tail_off = self.layout.free_tail_offset(self.lanes[lane].lane);
+        let l = &mut self.lanes[lane];
+        if l.capacity > 0 {
+            return true;
+        }
+        // Acquire: pairs with the host's Release store of the free-queue tail.
+        l.fq_cached_tail = self.view.load_u32(tail_off, Ordering::Acquire);
+        l.fq_head != l.fq_cached_tail && self.claim(lane)
+    }
+
+    /// Pop gate, then claim: installs a replacement buffer as current.
+    fn pop_free(&mut self, lane: usize) -> bool {
+        if self.wait_for_free_queue_entry(lane).is_err() {
+            self.store_counters(lane);
+            return false;
+        }
+        self.claim(lane)
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn switch_buffer(&mut self, lane: usize) {
+        match self.enqueue_ready(lane) {
+            Err(GateTimeout) => {
+                // Still ours: account the whole buffer and overwrite it from slot 0.
+                let l = &mut self.lanes[lane];
+                l.dropped += l.count as u64;
+                l.count = 0;
+                self.store_counters(lane);
+                return;
+            }
+            Ok(()) => {
+                let l = &mut self.lanes[lane];
+                l.capacity = 0;
+                l.count = 0;
+                l.buf_addr = 0;
+                l.seq = l.seq.wrapping_add(1);
+                l.switches += 1;
+                let st = l.state_off;
+                let seq = l.seq;
+                // Relaxed: device-owned end-of-run / diagnostic words.
+                self.view.store_u64(st + OFF_CUR_PTR, 0, Ordering::Relaxed);
+                self.view.store_u32(st + OFF_CUR_SEQ, seq, Ordering::Relaxed);
+                self.store_counters(lane);
+            }
+        }
+        // Publish-before-acquire: the full buffer is the host's; now wait for a replacement.
+        self.pop_free(lane);
+    }
+
+    /// End-of-run flush: publishes every non-empty current buffer (push gate with budget); a
+    /// buffer that cannot be published is accounted dropped. Writes the final counters.
+    pub fn flush(&mut self) {
+        for lane in 0..self.lanes.len() {
+            let l = &self.lanes[lane];
+            if l.capacity > 0 && l.count > 0 {
+                match self.enqueue_ready(lane) {
+                    Ok(()) => {
+                        let l = &mut self.lanes[lane];
+                        l.seq = l.seq.wrapping_add(1);
+                        l.switches += 1;
+                    }
+                    Err(GateTimeout) => {
+                        let l = &mut self.lanes[lane];
+                        l.dropped += l.count as u64;
+                    }
+                }
+                let l = &mut self.lanes[lane];
+                l.capacity = 0;
+                l.count = 0;
+                l.buf_addr = 0;
+                let (st, seq) = (l.state_off, l.seq);
+                // Relaxed: end-of-run words read after the writer finished.
+                self.view.store_u64(st + OFF_CUR_PTR, 0, Ordering::Relaxed);
+                self.view.store_u32(st + OFF_CUR_SEQ, seq, Ordering::Relaxed);
+            }
+            self.store_counters(lane);
+        }
+    }
+
+    /// Counters of every lane as the device counts them.
+    pub fn stats(&self) -> Vec<LaneStats> {
+        self.lanes
+            .iter()
+            .map(|l| LaneStats {
+                lane: l.lane,
+                produced: l.total,
+                dropped: l.dropped,
+                switches: l.switches,
+                gate_timeouts: l.timeouts,
+                stall_cycles: l.stall,
+                max_stall_cycles: l.max_stall,
+                bad_slots: l.bad_slots,
+            })
+            .collect()
+    }
+
+    /// Whether local lane `lane` currently holds a buffer.
+    pub fn has_buffer(&self, lane: usize) -> bool {
+        self.lanes[lane].capacity > 0
+    }
+
+    /// Flushes and returns the final counters.
+    pub fn finish(mut self) -> Vec<LaneStats> {
+        self.flush();
+        self.finished = true;
+        self.stats()
+    }
+}
+
+impl<R: Record> Drop for DeviceWriter<R> {
+    fn drop(&mut self) {
+        if !self.finished {
+            self.flush();
+        }
+        for l in self.lanes.iter() {
+            // Release: hands the lane to a later writer; pairs with the AcqRel swap in `writer`.
+            self.claims.lanes[l.lane as usize].store(false, Ordering::Release);
+        }
+        // AcqRel: as above.
+        self.claims.queues.fetch_and(!(1 << self.queue), Ordering::AcqRel);
+    }
+}
+
+/// Policy of a region header value.
+pub(crate) fn policy_word(p: Policy) -> u32 {
+    match p {
+        Policy::Block => dfx::POLICY_BLOCK,
+        Policy::Drop => dfx::POLICY_DROP,
+    }
+}

@@ -1,0 +1,280 @@
+//! Device-engine and host-rule tests through the public API.
+#![cfg(not(ferry_loom))]
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use ferry_abi::arch::{A2A3, A5};
+use ferry_abi::dfx::GATE_NONE;
+use ferry_dfx::clock::{CycleClock, VirtualClock};
+use ferry_dfx::mem::{DeviceMemory, MemOpKind, MirroredMemory, SpyMemory, SvmMemory};
+use ferry_dfx::{
+    BuildError, CollectedBuffer, DfxBuilder, DfxConfig, DfxTransport, Policy, ReplenishHooks,
+};
+
+/// A clock that counts how often it is read (and advances by one per read).
+#[derive(Debug, Default)]
+struct CountingClock {
+    reads: AtomicU64,
+}
+
+impl CycleClock for CountingClock {
+    fn now_cycles(&self) -> u64 {
+        self.reads.fetch_add(1, Ordering::Relaxed)
+    }
+}
+
+fn cfg(lanes: u32, buffers: u32, records: u32, policy: Policy, depth: u32) -> DfxConfig {
+    let mut b = DfxBuilder::new(&A2A3);
+    b.ready_queues(lanes).ready_depth(depth).records_per_buffer(records).policy(policy);
+    for l in 0..lanes {
+        b.lane(l, 0, buffers);
+    }
+    b.build::<[u64; 2]>().unwrap()
+}
+
+fn svm(c: &DfxConfig) -> Arc<dyn DeviceMemory> {
+    Arc::new(SvmMemory::new(c.region_size(), 0x2000_0000_0000))
+}
+
+#[test]
+fn fast_path_never_reads_the_clock() {
+    // Room everywhere: 4 buffers in the free queue, ready depth 8 (capacity 7).
+    let c = cfg(1, 4, 8, Policy::Block, 8);
+    let clock = Arc::new(CountingClock::default());
+    let t = DfxTransport::<[u64; 2]>::new(c.clone(), svm(&c), clock.clone()).unwrap();
+    let mut w = t.device_region().writer::<[u64; 2]>(0, &[0]).unwrap();
+    for i in 0..24 {
+        w.record(0, [0, i]); // three buffer switches, each finding space and a free buffer
+    }
+    assert_eq!(w.stats()[0].switches, 3);
+    assert_eq!(clock.reads.load(Ordering::Relaxed), 0);
+}
+
+#[test]
+fn push_gate_times_out_without_publishing_and_accounts_the_buffer() {
+    // Ready depth 2: capacity 1. Nobody drains.
+    let c = cfg(1, 4, 4, Policy::Block, 2);
+    let clock = Arc::new(VirtualClock::ticking(1));
+    let mut c2 = c.clone();
+    c2.block_budget_cycles = 50;
+    let t = DfxTransport::<[u64; 2]>::new(c2, svm(&c), clock.clone()).unwrap();
+    let mut w = t.device_region().writer::<[u64; 2]>(0, &[0]).unwrap();
+    for i in 0..4 {
+        w.record(0, [0, i]); // first buffer: published, queue now full
+    }
+    for i in 4..8 {
+        w.record(0, [0, i]); // second buffer: push gate times out on the 8th record
+    }
+    let s = w.stats()[0];
+    assert_eq!(s.switches, 1, "the second buffer was not published");
+    assert_eq!(s.gate_timeouts, 1);
+    assert_eq!(s.dropped, 4, "exactly the records the lane still owned");
+    assert!(s.max_stall_cycles >= 50, "the one budget ran out: {s:?}");
+    assert!(w.has_buffer(0), "the buffer stays the lane's and is overwritten");
+    // Degraded: the next gate checks once and does not wait again.
+    let before = clock.peek();
+    for i in 8..12 {
+        w.record(0, [0, i]);
+    }
+    let s = w.stats()[0];
+    assert_eq!(s.dropped, 8);
+    assert_eq!(s.gate_timeouts, 1, "no second budget was spent");
+    assert!(clock.peek() - before < 5, "degraded gate did not wait");
+}
+
+#[test]
+fn pop_gate_budget_is_taken_once() {
+    // One buffer, nobody drains: the switch publishes it, then the pop gate waits one budget.
+    let mut c = cfg(1, 1, 4, Policy::Block, 8);
+    c.block_budget_cycles = 40;
+    let clock = Arc::new(VirtualClock::ticking(1));
+    let t = DfxTransport::<[u64; 2]>::new(c.clone(), svm(&c), clock.clone()).unwrap();
+    let mut w = t.device_region().writer::<[u64; 2]>(0, &[0]).unwrap();
+    for i in 0..4 {
+        w.record(0, [0, i]);
+    }
+    let s = w.stats()[0];
+    assert_eq!(s.switches, 1);
+    assert_eq!(s.gate_timeouts, 1);
+    assert_eq!(s.dropped, 0, "nothing was owned while waiting for a replacement");
+    // The clock advanced by one per poll: the wait ended as soon as 40 cycles had passed,
+    // however many iterations that took.
+    assert!((40..=42).contains(&s.max_stall_cycles), "{s:?}");
+    assert!(!w.has_buffer(0));
+    w.record(0, [0, 4]);
+    assert_eq!(w.stats()[0].dropped, 1, "a buffer-less lane drops and counts");
+}
+
+#[test]
+fn drop_policy_bounds_every_wait() {
+    let mut c = cfg(1, 1, 4, Policy::Drop, 2);
+    c.drop_wait_cycles = 7;
+    let clock = Arc::new(VirtualClock::ticking(1));
+    let t = DfxTransport::<[u64; 2]>::new(c.clone(), svm(&c), clock).unwrap();
+    assert_eq!(t.device_region().budget_cycles(), 7);
+    let mut w = t.device_region().writer::<[u64; 2]>(0, &[0]).unwrap();
+    for i in 0..100 {
+        w.record(0, [0, i]);
+    }
+    let s = w.stats()[0];
+    assert!(s.max_stall_cycles <= 7 + 2, "{s:?}");
+    assert_eq!(s.produced, 100);
+    assert_eq!(s.dropped, 96);
+}
+
+#[test]
+fn writers_claim_queues_and_lanes_exclusively() {
+    let c = cfg(2, 1, 4, Policy::Block, 4);
+    let t =
+        DfxTransport::<[u64; 2]>::new(c.clone(), svm(&c), Arc::new(VirtualClock::new())).unwrap();
+    let d = t.device_region();
+    let w = d.writer::<[u64; 2]>(0, &[0]).unwrap();
+    assert_eq!(d.writer::<[u64; 2]>(0, &[0]).unwrap_err(), BuildError::AlreadyClaimed);
+    assert_eq!(d.writer::<[u64; 2]>(1, &[0]).unwrap_err(), BuildError::ForeignLane { lane: 0 });
+    assert_eq!(d.writer::<u64>(1, &[1]).unwrap_err(), BuildError::RecordType);
+    drop(w);
+    assert!(d.writer::<[u64; 2]>(0, &[0]).is_ok(), "dropping a writer releases its claims");
+}
+
+#[test]
+fn attach_rejects_a_foreign_region() {
+    let r = ferry_dfx::mem::ShmRegion::zeroed(4096);
+    let e = ferry_dfx::DeviceRegion::attach(r, 0, Arc::new(VirtualClock::new())).unwrap_err();
+    assert_eq!(e, BuildError::BadHeader);
+}
+
+#[derive(Default)]
+struct AckProbe {
+    calls: Arc<AtomicU64>,
+    threads: Arc<Mutex<Vec<String>>>,
+}
+
+impl ReplenishHooks for AckProbe {
+    fn publish_arena_acks(&mut self) {
+        if self.calls.fetch_add(1, Ordering::Relaxed) == 0 {
+            let name = std::thread::current().name().unwrap_or("").to_owned();
+            self.threads.lock().unwrap().push(name);
+        }
+    }
+}
+
+/// The replenish thread never touches device memory, checked by a spy on every memory
+/// operation, on a run that recycles every buffer many times (one-buffer pools, non-SVM).
+#[test]
+fn replenish_thread_never_touches_device_memory() {
+    let mut b = DfxBuilder::new(&A5);
+    b.ready_queues(3).shards(2).records_per_buffer(8);
+    for l in 0..3 {
+        b.lane(l, 0, 1);
+    }
+    let c = b.build::<[u64; 2]>().unwrap();
+    let spy = Arc::new(SpyMemory::new(MirroredMemory::new(c.region_size(), 0x7000_0000)));
+    let t = DfxTransport::<[u64; 2]>::new(c, spy.clone(), Arc::new(VirtualClock::new())).unwrap();
+    let device = t.device_region();
+    let probe = AckProbe::default();
+    let (calls, threads) = (probe.calls.clone(), probe.threads.clone());
+    let host = t.start_with_hooks(|_| |_b: &CollectedBuffer<'_, [u64; 2]>| {}, probe);
+    std::thread::scope(|s| {
+        for q in 0..3u32 {
+            let device = device.clone();
+            s.spawn(move || {
+                let mut w = device.writer::<[u64; 2]>(q, &[q]).unwrap();
+                for i in 0..400 {
+                    w.record(0, [q as u64, i]);
+                }
+                w.finish();
+            });
+        }
+    });
+    let report = host.stop();
+    assert!(report.is_reconciled(), "{:?}", report.lanes);
+    assert_eq!(report.totals(), (1200, 1200, 0));
+    assert!(report.replenish.routed >= 150 - 3, "{:?}", report.replenish);
+    let ops = spy.ops();
+    assert!(ops
+        .iter()
+        .any(|o| o.thread.starts_with("ferry-dfx-drain") && o.kind == MemOpKind::Write));
+    let by_replenish: Vec<_> = ops.iter().filter(|o| o.thread == "ferry-dfx-replenish").collect();
+    assert!(by_replenish.is_empty(), "replenish touched device memory: {by_replenish:?}");
+    // Collectors only read host views; they make no device writes either.
+    assert!(!ops
+        .iter()
+        .any(|o| o.thread.starts_with("ferry-dfx-collect") && o.kind == MemOpKind::Write));
+    assert!(calls.load(Ordering::Relaxed) > 0);
+    assert_eq!(threads.lock().unwrap().as_slice(), ["ferry-dfx-replenish"]);
+}
+
+/// A lossless run with one-buffer pools on both arches: every record once, contiguous seqs.
+#[test]
+fn one_buffer_pools_are_lossless() {
+    for svm_arch in [true, false] {
+        let c = cfg(4, 1, 16, Policy::Block, 4);
+        let mem: Arc<dyn DeviceMemory> = if svm_arch {
+            Arc::new(SvmMemory::new(c.region_size(), 0x10_0000_0000))
+        } else {
+            Arc::new(MirroredMemory::new(c.region_size(), 0x10_0000_0000))
+        };
+        let t = DfxTransport::<[u64; 2]>::new(
+            c,
+            mem,
+            Arc::new(ferry_dfx::clock::SteadyClock::new(A2A3.clock_hz)),
+        )
+        .unwrap();
+        let device = t.device_region();
+        let host = t.start(|_| {
+            let mut per_lane: BTreeMap<u32, (Vec<u32>, Vec<u64>)> = BTreeMap::new();
+            move |b: &CollectedBuffer<'_, [u64; 2]>| {
+                let e = per_lane.entry(b.lane).or_default();
+                e.0.push(b.seq);
+                e.1.extend(b.records.iter().map(|r| r[1]));
+                if b.records.iter().any(|r| r[0] != b.lane as u64) {
+                    panic!("record of another lane in lane {}", b.lane);
+                }
+            }
+        });
+        std::thread::scope(|s| {
+            for q in 0..4u32 {
+                let device = device.clone();
+                s.spawn(move || {
+                    let mut w = device.writer::<[u64; 2]>(q, &[q]).unwrap();
+                    for i in 0..1000 {
+                        w.record(0, [q as u64, i]);
+                    }
+                    let st = w.finish();
+                    assert_eq!(st[0].dropped, 0);
+                });
+            }
+        });
+        let report = host.stop();
+        assert!(report.is_reconciled(), "{:?}", report.lanes);
+        assert_eq!(report.totals(), (4000, 4000, 0));
+        for l in &report.lanes {
+            assert!(!l.holds_buffer || l.produced == l.collected);
+            assert_eq!(l.switches as u64, l.buffers_collected);
+        }
+    }
+}
+
+#[test]
+fn idle_profiler_parks_and_lane_snapshot_reads_state() {
+    let c = cfg(1, 2, 4, Policy::Block, 4);
+    let t =
+        DfxTransport::<[u64; 2]>::new(c.clone(), svm(&c), Arc::new(VirtualClock::new())).unwrap();
+    let started = std::time::Instant::now();
+    let host = t.start(|_| |_b: &CollectedBuffer<'_, [u64; 2]>| {});
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    let snap = host.lane_snapshot(0).unwrap();
+    assert_eq!(snap.gate_state, GATE_NONE);
+    assert_eq!(snap.switch_count, 0);
+    let report = host.stop();
+    let backstops = (started.elapsed().as_millis() / ferry_dfx::IDLE_BACKSTOP.as_millis()) as u64;
+    assert!(report.drain.parks >= 1, "an idle drain shard parks: {:?}", report.drain);
+    assert!(
+        report.drain.parks <= backstops + 2,
+        "woken only by work or the backstop: {:?}",
+        report.drain
+    );
+    assert!(report.is_reconciled());
+}
