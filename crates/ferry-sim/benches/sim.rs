@@ -1,5 +1,7 @@
 //! Criterion benches of the simulated chip: handshake dispatch round trip and null-stream copies.
 //! `ferry bench sim --json` reports the idle CPU cost next to these.
+// criterion_group! expands to an undocumented `pub fn`.
+#![allow(missing_docs)]
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use ferry_sim::cores::{Chip, CoreConfig};
 use ferry_sim::{Arch, PlatformBuilder};

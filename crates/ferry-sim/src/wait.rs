@@ -22,7 +22,20 @@
 //! assert!(bell.wait_until(|| flag.load(Ordering::Acquire), Some(Duration::from_secs(10))));
 //! t.join().unwrap();
 //! ```
-use crate::sync::{lock, AtomicU64, AtomicUsize, Condvar, Mutex, Ordering};
+#[cfg(ferry_loom)]
+use crate::sync::lock_loom as lock;
+#[cfg(not(ferry_loom))]
+use crate::sync::lock;
+#[cfg(ferry_loom)]
+use loom::sync::{
+    atomic::{fence, AtomicU64, AtomicUsize, Ordering},
+    Condvar, Mutex,
+};
+#[cfg(not(ferry_loom))]
+use std::sync::{
+    atomic::{fence, AtomicU64, AtomicUsize, Ordering},
+    Condvar, Mutex,
+};
 use crossbeam_utils::Backoff;
 use std::time::{Duration, Instant};
 
@@ -32,7 +45,10 @@ use std::time::{Duration, Instant};
 pub const MAX_PARK: Duration = Duration::from_millis(50);
 
 /// An event count: writers ring it after changing shared state, waiters park on it.
-#[derive(Debug, Default)]
+///
+/// Its sleep/ring handshake is model-checked by loom (`tests/loom_doorbell.rs`): a waiter that
+/// decided to park is always woken by a ring that follows its condition check.
+#[derive(Debug)]
 pub struct Doorbell {
     seq: AtomicU64,
     waiters: AtomicUsize,
@@ -40,23 +56,38 @@ pub struct Doorbell {
     cv: Condvar,
 }
 
+impl Default for Doorbell {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 impl Doorbell {
     /// A new bell with nobody waiting.
     pub fn new() -> Self {
-        Self::default()
+        Self {
+            seq: AtomicU64::new(0),
+            waiters: AtomicUsize::new(0),
+            mutex: Mutex::new(()),
+            cv: Condvar::new(),
+        }
     }
 
     /// Wakes every parked waiter so it re-checks its condition.
     ///
     /// Call it after the state change the waiters look for.
     pub fn ring(&self) {
-        // SeqCst: with the SeqCst `waiters` increment and `seq` re-load in `park`, one of the two
-        // sides must see the other (Dekker): either the waiter sees the new `seq` and does not
-        // sleep, or this load sees its registration and notifies. Also releases the state change
-        // made before the ring to the waiter's SeqCst `seq` load.
-        self.seq.fetch_add(1, Ordering::SeqCst);
-        // SeqCst: second half of the Dekker pair above.
-        if self.waiters.load(Ordering::SeqCst) != 0 {
+        // Release: publishes the state change made before the ring to a waiter whose `prepare`
+        // (Acquire) or `park` re-check reads this increment.
+        self.seq.fetch_add(1, Ordering::Release);
+        // SeqCst fence: Dekker pair with the fence in `park`. Either this fence comes first in the
+        // single total order, and `park`'s re-load of `seq` sees the increment (the waiter does
+        // not sleep), or `park`'s fence comes first and the load below sees its registration
+        // (we notify). loom checks this in tests/loom_doorbell.rs (it needs fences here: it does
+        // not model SeqCst accesses alone as a total order).
+        fence(Ordering::SeqCst);
+        // Relaxed: ordered by the fence above.
+        if self.waiters.load(Ordering::Relaxed) != 0 {
             let _g = lock(&self.mutex);
             self.cv.notify_all();
         }
@@ -74,8 +105,7 @@ impl Doorbell {
         let start = Instant::now();
         let backoff = Backoff::new();
         loop {
-            // SeqCst: pairs with the SeqCst increment in `ring` (see there).
-            let key = self.seq.load(Ordering::SeqCst);
+            let key = self.prepare();
             if cond() {
                 return true;
             }
@@ -94,13 +124,24 @@ impl Doorbell {
         }
     }
 
+    /// First half of a wait: read the bell's key, then check the condition, then
+    /// [`park`](Self::park) with the key if it was false. A ring between `prepare` and `park`
+    /// makes `park` return at once.
+    pub fn prepare(&self) -> u64 {
+        // Acquire: pairs with the Release increment in `ring`, so a key that includes a ring also
+        // shows the state change made before it.
+        self.seq.load(Ordering::Acquire)
+    }
+
     /// Parks until the bell rings after `key` was read, or `timeout` passes.
     pub fn park(&self, key: u64, timeout: Duration) {
         let g = lock(&self.mutex);
-        // SeqCst: Dekker pair with `ring` (see there).
-        self.waiters.fetch_add(1, Ordering::SeqCst);
-        // SeqCst: Dekker pair with `ring`.
-        if self.seq.load(Ordering::SeqCst) == key {
+        // Relaxed: ordered by the fence below.
+        self.waiters.fetch_add(1, Ordering::Relaxed);
+        // SeqCst fence: Dekker pair with the fence in `ring` (see there).
+        fence(Ordering::SeqCst);
+        // Acquire: pairs with the Release increment in `ring` (state visible after waking).
+        if self.seq.load(Ordering::Acquire) == key {
             let _ = self.cv.wait_timeout(g, timeout);
         } else {
             drop(g);
