@@ -308,3 +308,33 @@ fn prewarm_restores_the_current_device_and_survives_a_failing_device() {
     let pool = e.pool_stats(1).unwrap();
     assert_eq!(pool.created, pool.idle);
 }
+
+#[test]
+fn engines_and_handles_are_send_and_sync() {
+    fn send_sync<T: Send + Sync>() {}
+    fn send<T: Send + ?Sized>() {}
+    send_sync::<HbmCopyEngine>();
+    send_sync::<ferry_copy::LocalCopyEngine>();
+    send_sync::<ferry_copy::CompositeTransferEngine>();
+    send_sync::<TransferRef>();
+    send::<dyn ferry_copy::TransferHandle>();
+}
+
+/// Long mixed load on a capped pool across devices (run with `-- --ignored stress`).
+#[test]
+#[ignore]
+fn stress_capped_pool_under_mixed_load() {
+    for _ in 0..5 {
+        let p = platform(2);
+        let e = engine(&p);
+        e.prewarm(2);
+        let before = p.device(0).unwrap().counters();
+        serving_load(&p, &e, 16);
+        six_concurrent_gathers(&p, &e, 16, 20);
+        let after = p.device(0).unwrap().counters();
+        assert_eq!(after.compute_queues_created, before.compute_queues_created);
+        assert_eq!(after.sdma_queues_created, before.sdma_queues_created);
+        let pool = e.pool_stats(0).unwrap();
+        assert_eq!((pool.created, pool.idle, pool.peak), (2, 2, 2));
+    }
+}
