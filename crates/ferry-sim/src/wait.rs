@@ -22,10 +22,11 @@
 //! assert!(bell.wait_until(|| flag.load(Ordering::Acquire), Some(Duration::from_secs(10))));
 //! t.join().unwrap();
 //! ```
-#[cfg(ferry_loom)]
-use crate::sync::lock_loom as lock;
 #[cfg(not(ferry_loom))]
 use crate::sync::lock;
+#[cfg(ferry_loom)]
+use crate::sync::lock_loom as lock;
+use crossbeam_utils::Backoff;
 #[cfg(ferry_loom)]
 use loom::sync::{
     atomic::{fence, AtomicU64, AtomicUsize, Ordering},
@@ -36,7 +37,6 @@ use std::sync::{
     atomic::{fence, AtomicU64, AtomicUsize, Ordering},
     Condvar, Mutex,
 };
-use crossbeam_utils::Backoff;
 use std::time::{Duration, Instant};
 
 /// Longest single park: a parked waiter re-checks its condition at least this often, so a
