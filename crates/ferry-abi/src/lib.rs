@@ -8,6 +8,7 @@
 //! | [`arch`] | the `a2a3` and `a5` arch profiles (threads, cores, clock, SVM, DFX budget) |
 //! | [`dfx`] | DFX transport region: ready queues, free queues, lane states, buffer geometry |
 //! | [`launch`] | launch payloads (`KernelArgs`, `AicoreLaunchArgs`, `InitArgs`, `RegisterCallableArgs`, bootstrap blob, `DeviceArgs`) and their [`launch::AbiRecord`] byte images |
+//! | [`records`] | DFX subsystem records (ChipSwimlane, PMU, DepGen, ScopeStats, ArgsDump) and the decoder of device-written buffers |
 //! | [`handshake`] | the per-core [`handshake::Handshake`] slot and its report values |
 //! | [`regs`] | the per-core register window: offsets per arch, dispatch values, `COND` encoding |
 //! | [`services`] | the AICPU OS ↔ device-program contract: the injected services table, program reports, the exec hook, the program fingerprint |
@@ -19,5 +20,6 @@ pub mod arch;
 pub mod dfx;
 pub mod handshake;
 pub mod launch;
+pub mod records;
 pub mod regs;
 pub mod services;

@@ -1,0 +1,1175 @@
+//! Record layouts of the five DFX subsystems and a decoder of device-written record buffers.
+//!
+//! Each record is the fixed-width `#[repr(C)]` image a device writer stores into its lane's buffer
+//! (`specs/dfx.md` §2.5–2.9). Layouts are proved at compile time by `abi_record!` (size,
+//! alignment, every field offset, no padding: explicit `_pad` fields fill what C leaves implicit),
+//! so every record is also an [`AbiRecord`] with a byte image.
+//!
+//! | subsystem | records | buffer count placement |
+//! |---|---|---|
+//! | ChipSwimlane | [`AicpuTaskRecord`], [`AicoreTaskRecord`], [`SchedPhaseRecord`], [`OrchPhaseRecord`] | after the records |
+//! | PMU | [`PmuRecord`] | after the records |
+//! | DepGen | [`DepGenRecord`] (and its [`DepGenOverflowRecord`] view) | first, padded to 64 B |
+//! | ScopeStats | [`ScopeStatsRecord`] | first, padded to 64 B |
+//! | ArgsDump | [`ArgsDumpRecord`] (payload bytes live in a per-thread arena) | after the records |
+//!
+//! # Decoding
+//!
+//! The host never trusts a buffer the device wrote: [`decode_buffer`] checks the length and the
+//! count against the capacity, and [`RecordBuffer::records`] checks every record's enumerations
+//! ([`DeviceRecord::validate`]). Neither ever panics, whatever the bytes; garbage yields a typed
+//! [`RecordDecodeError`].
+//!
+//! # Examples
+//!
+//! ```
+//! use ferry_abi::dfx::BufferCountPlacement;
+//! use ferry_abi::launch::AbiRecord;
+//! use ferry_abi::records::{decode_buffer, AicoreTaskRecord, DeviceRecord};
+//!
+//! // A device buffer of 4 AicoreTask slots holding one record, count after the records.
+//! let cap = 4;
+//! let mut buf = vec![0u8; AicoreTaskRecord::buffer_size(cap)];
+//! let rec = AicoreTaskRecord { start_time: 10, end_time: 20, task_token_raw: 1 << 32,
+//!                              reg_task_id: 1, receive_to_start_cycles: 2 };
+//! buf[..32].copy_from_slice(rec.as_bytes());
+//! let count_at = AicoreTaskRecord::PLACEMENT.count_offset(32, cap);
+//! buf[count_at..count_at + 4].copy_from_slice(&1u32.to_le_bytes());
+//!
+//! let view = decode_buffer::<AicoreTaskRecord>(&buf, cap).unwrap();
+//! assert_eq!(view.count(), 1);
+//! assert_eq!(view.records().next(), Some(Ok(rec)));
+//! // Garbage never panics.
+//! assert!(decode_buffer::<AicoreTaskRecord>(&buf[..7], cap).is_err());
+//! ```
+
+use core::fmt;
+
+use crate::dfx::BufferCountPlacement;
+use crate::launch::{abi_record, AbiRecord};
+
+// ---------------------------------------------------------------------------------------------
+// ChipSwimlane (§2.5)
+// ---------------------------------------------------------------------------------------------
+
+/// Ready-entry `kind` of a ChipSwimlane AICPU task buffer (one lane per core).
+pub const SWIMLANE_KIND_AICPU_TASK: u32 = 0;
+/// Ready-entry `kind` of a ChipSwimlane scheduler phase buffer (one lane per AICPU thread).
+pub const SWIMLANE_KIND_SCHED_PHASE: u32 = 1;
+/// Ready-entry `kind` of the ChipSwimlane orchestrator phase buffer (one instance, pool ordinal 0).
+pub const SWIMLANE_KIND_ORCH_PHASE: u32 = 2;
+/// Ready-entry `kind` of a ChipSwimlane AICore task buffer (one lane per core).
+pub const SWIMLANE_KIND_AICORE_TASK: u32 = 3;
+
+/// Records per AICPU task buffer.
+pub const AICPU_TASK_RECORDS_PER_BUFFER: usize = 1000;
+/// Records per AICore task buffer (the rotation window of §3.9).
+pub const AICORE_TASK_RECORDS_PER_BUFFER: usize = 1024;
+/// Records per scheduler phase buffer.
+pub const SCHED_PHASE_RECORDS_PER_BUFFER: usize = 16384;
+/// Records per orchestrator phase buffer.
+pub const ORCH_PHASE_RECORDS_PER_BUFFER: usize = 16384;
+/// Records per PMU buffer.
+pub const PMU_RECORDS_PER_BUFFER: usize = 512;
+/// Records per DepGen buffer.
+pub const DEP_GEN_RECORDS_PER_BUFFER: usize = 1024;
+/// Records per ScopeStats buffer.
+pub const SCOPE_STATS_RECORDS_PER_BUFFER: usize = 512;
+/// Records per ArgsDump metadata buffer.
+pub const ARGS_DUMP_RECORDS_PER_BUFFER: usize = 256;
+
+/// One AICPU-observed task: dispatch register write to FIN poll (level ≥ 2), per core.
+///
+/// # Layout
+///
+/// 32 B, aligned 32 (20 B logical):
+///
+/// | offset | field |
+/// |---|---|
+/// | 0 | `dispatch_time` u64 |
+/// | 8 | `finish_time` u64 |
+/// | 16 | `reg_task_id` u32 |
+/// | 20 | pad 12 B |
+#[repr(C, align(32))]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct AicpuTaskRecord {
+    /// Device cycle of the dispatch register write.
+    pub dispatch_time: u64,
+    /// Device cycle at which the AICPU observed FIN.
+    pub finish_time: u64,
+    /// Low 32 bits of the per-core dispatch counter; joins with [`AicoreTaskRecord::reg_task_id`].
+    pub reg_task_id: u32,
+    /// Padding to 32 B.
+    pub _pad: [u32; 3],
+}
+abi_record!(AicpuTaskRecord, size 32, align 32, [
+    dispatch_time @ 0, finish_time @ 8, reg_task_id @ 16, _pad @ 20,
+]);
+
+/// One AICore execution, written by the AICore itself (level ≥ 1), per core.
+///
+/// # Layout
+///
+/// 32 B, aligned 32:
+///
+/// | offset | field |
+/// |---|---|
+/// | 0 | `start_time` u64 |
+/// | 8 | `end_time` u64 |
+/// | 16 | `task_token_raw` u64 (`ring_id << 32 \| local_id`) |
+/// | 24 | `reg_task_id` u32 |
+/// | 28 | `receive_to_start_cycles` u32 |
+#[repr(C, align(32))]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct AicoreTaskRecord {
+    /// Device cycle at which the kernel started. 0 = empty slot (skipped on collection).
+    pub start_time: u64,
+    /// Device cycle at which the kernel ended.
+    pub end_time: u64,
+    /// Task identity `(ring_id << 32) | local_id`.
+    pub task_token_raw: u64,
+    /// Low 32 bits of the per-core dispatch counter.
+    pub reg_task_id: u32,
+    /// Cycles from the core receiving the dispatch to the kernel start.
+    pub receive_to_start_cycles: u32,
+}
+abi_record!(AicoreTaskRecord, size 32, align 32, [
+    start_time @ 0, end_time @ 8, task_token_raw @ 16, reg_task_id @ 24,
+    receive_to_start_cycles @ 28,
+]);
+
+/// Kind of a scheduler phase ([`SchedPhaseRecord::kind`]); 3 is unused.
+#[repr(u32)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum SchedPhaseKind {
+    /// Polling completions.
+    Complete = 0,
+    /// Dispatching ready tasks.
+    Dispatch = 1,
+    /// Releasing dependants.
+    Release = 2,
+    /// Idle loop iteration.
+    Dummy = 4,
+    /// Dispatch before all inputs resolved.
+    EarlyDispatch = 5,
+    /// Resolving dependencies.
+    Resolve = 6,
+    /// A dummy task (carries `local_id`, `ring_id`).
+    DummyTask = 7,
+    /// Drain.
+    Drain = 8,
+    /// Drain preparation.
+    DrainPrepare = 9,
+    /// Drain publication.
+    DrainPublish = 10,
+    /// Asynchronous poll.
+    AsyncPoll = 11,
+    /// A predicated-off task (carries `local_id`, `ring_id`).
+    PredicatedSkip = 12,
+    /// Graph preparation (carries `local_id`, `ring_id`).
+    GraphPrepare = 13,
+}
+
+impl SchedPhaseKind {
+    /// Every kind, in value order.
+    pub const ALL: [SchedPhaseKind; 13] = [
+        Self::Complete,
+        Self::Dispatch,
+        Self::Release,
+        Self::Dummy,
+        Self::EarlyDispatch,
+        Self::Resolve,
+        Self::DummyTask,
+        Self::Drain,
+        Self::DrainPrepare,
+        Self::DrainPublish,
+        Self::AsyncPoll,
+        Self::PredicatedSkip,
+        Self::GraphPrepare,
+    ];
+
+    /// Decodes a raw kind; `None` for 3 and values above 13.
+    pub const fn from_u32(v: u32) -> Option<Self> {
+        Some(match v {
+            0 => Self::Complete,
+            1 => Self::Dispatch,
+            2 => Self::Release,
+            4 => Self::Dummy,
+            5 => Self::EarlyDispatch,
+            6 => Self::Resolve,
+            7 => Self::DummyTask,
+            8 => Self::Drain,
+            9 => Self::DrainPrepare,
+            10 => Self::DrainPublish,
+            11 => Self::AsyncPoll,
+            12 => Self::PredicatedSkip,
+            13 => Self::GraphPrepare,
+            _ => return None,
+        })
+    }
+
+    /// The name `chip_swimlane_records.json` uses (`"dispatch"`, `"dummy_task"`, …).
+    pub const fn name(self) -> &'static str {
+        match self {
+            Self::Complete => "complete",
+            Self::Dispatch => "dispatch",
+            Self::Release => "release",
+            Self::Dummy => "dummy",
+            Self::EarlyDispatch => "early_dispatch",
+            Self::Resolve => "resolve",
+            Self::DummyTask => "dummy_task",
+            Self::Drain => "drain",
+            Self::DrainPrepare => "drain_prepare",
+            Self::DrainPublish => "drain_publish",
+            Self::AsyncPoll => "async_poll",
+            Self::PredicatedSkip => "predicated_skip",
+            Self::GraphPrepare => "graph_prepare",
+        }
+    }
+
+    /// Parses [`SchedPhaseKind::name`] back.
+    pub fn from_name(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|k| k.name() == s)
+    }
+
+    /// Whether `phase_data` holds `(local_id, ring_id)` (a task identity) rather than
+    /// `(pop_hit, pop_miss)`.
+    pub const fn carries_task(self) -> bool {
+        matches!(self, Self::DummyTask | Self::PredicatedSkip | Self::GraphPrepare)
+    }
+}
+
+/// One scheduler phase of one loop iteration of one AICPU scheduler thread (level ≥ 3).
+///
+/// # Layout
+///
+/// 64 B, aligned 8:
+///
+/// | offset | field |
+/// |---|---|
+/// | 0 | `start` u64 |
+/// | 8 | `end` u64 |
+/// | 16 | `loop_iter` u32 |
+/// | 20 | `kind` u32 ([`SchedPhaseKind`]) |
+/// | 24 | `tasks_processed` u32 |
+/// | 28 | `phase_data` u32[2] (dispatch: pop_hit, pop_miss; task kinds: local_id, ring_id) |
+/// | 36 | `shared_depth_at_start` i16[3] |
+/// | 42 | `shared_depth_at_end` i16[3] |
+/// | 48 | pad 16 B |
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SchedPhaseRecord {
+    /// First cycle of the phase.
+    pub start: u64,
+    /// Last cycle of the phase.
+    pub end: u64,
+    /// Scheduler loop iteration.
+    pub loop_iter: u32,
+    /// Raw [`SchedPhaseKind`].
+    pub kind: u32,
+    /// Tasks handled in the phase.
+    pub tasks_processed: u32,
+    /// Kind-specific pair (see the layout table).
+    pub phase_data: [u32; 2],
+    /// Shared ready-queue depths when the phase began.
+    pub shared_depth_at_start: [i16; 3],
+    /// Shared ready-queue depths when the phase ended.
+    pub shared_depth_at_end: [i16; 3],
+    /// Padding to 64 B.
+    pub _pad: [u64; 2],
+}
+abi_record!(SchedPhaseRecord, size 64, align 8, [
+    start @ 0, end @ 8, loop_iter @ 16, kind @ 20, tasks_processed @ 24, phase_data @ 28,
+    shared_depth_at_start @ 36, shared_depth_at_end @ 42, _pad @ 48,
+]);
+
+/// One orchestrator `submit_task` / `alloc_tensors` envelope (level 4).
+///
+/// # Layout
+///
+/// 32 B, aligned 8: `start` u64 @0, `end` u64 @8, `task_id` u64 @16, `submit_idx` u32 @24,
+/// pad u32 @28.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct OrchPhaseRecord {
+    /// First cycle of the submit.
+    pub start: u64,
+    /// Last cycle of the submit.
+    pub end: u64,
+    /// Task id (`ring_id << 32 | local_id`).
+    pub task_id: u64,
+    /// Submit ordinal within the run.
+    pub submit_idx: u32,
+    /// Padding to 32 B.
+    pub _pad: u32,
+}
+abi_record!(OrchPhaseRecord, size 32, align 8, [
+    start @ 0, end @ 8, task_id @ 16, submit_idx @ 24, _pad @ 28,
+]);
+
+// ---------------------------------------------------------------------------------------------
+// PMU (§2.6)
+// ---------------------------------------------------------------------------------------------
+
+/// Counter slots of a PMU record on a5; a2a3 uses the first [`PMU_COUNTERS_A2A3`].
+pub const PMU_MAX_COUNTERS: usize = 10;
+/// Counter slots of a PMU record on a2a3 (the last two slots of [`PmuRecord::counters`] are
+/// padding there).
+pub const PMU_COUNTERS_A2A3: usize = 8;
+/// [`PmuRecord::core_type`] of a cube core.
+pub const CORE_TYPE_AIC: i32 = 0;
+/// [`PmuRecord::core_type`] of a vector core.
+pub const CORE_TYPE_AIV: i32 = 1;
+
+/// One task's PMU counters, written by the AICPU at FIN.
+///
+/// # Layout
+///
+/// 64 B, aligned 64:
+///
+/// | offset | field |
+/// |---|---|
+/// | 0 | `task_id` u64 |
+/// | 8 | `func_id` u32 |
+/// | 12 | `core_type` i32 (AIC 0 / AIV 1) |
+/// | 16 | `pmu_total_cycles` u64 |
+/// | 24 | `counters` u32[10] (a2a3: 8 slots, then 8 B pad) |
+#[repr(C, align(64))]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PmuRecord {
+    /// Task id (`ring_id << 32 | local_id`).
+    pub task_id: u64,
+    /// Kernel function id.
+    pub func_id: u32,
+    /// [`CORE_TYPE_AIC`] or [`CORE_TYPE_AIV`].
+    pub core_type: i32,
+    /// Total cycles the core spent on the task.
+    pub pmu_total_cycles: u64,
+    /// Event counters in slot order (names depend on the event type).
+    pub counters: [u32; PMU_MAX_COUNTERS],
+}
+abi_record!(PmuRecord, size 64, align 64, [
+    task_id @ 0, func_id @ 8, core_type @ 12, pmu_total_cycles @ 16, counters @ 24,
+]);
+
+// ---------------------------------------------------------------------------------------------
+// DepGen (§2.7)
+// ---------------------------------------------------------------------------------------------
+
+/// Explicit dependencies held inline by a [`DepGenRecord`].
+pub const DEP_GEN_INLINE_DEPS: usize = 64;
+/// Dependencies held by one [`DepGenOverflowRecord`].
+pub const DEP_GEN_OVERFLOW_DEPS: usize = 582;
+/// Tensor argument slots of a [`DepGenRecord`].
+pub const DEP_GEN_MAX_TENSORS: usize = 32;
+/// Bytes of one opaque tensor blob in a [`DepGenRecord`].
+pub const DEP_GEN_TENSOR_BYTES: usize = 128;
+/// [`DepGenRecord::flags`]: the submit was inside a manual scope.
+pub const DEP_GEN_FLAG_IN_MANUAL_SCOPE: u32 = 1;
+/// [`DepGenRecord::flags`]: overflow records follow this record.
+pub const DEP_GEN_FLAG_HAS_OVERFLOW: u32 = 2;
+/// [`DepGenRecord::flags`]: this slot is a [`DepGenOverflowRecord`].
+pub const DEP_GEN_FLAG_OVERFLOW: u32 = 4;
+/// [`DepGenRecord::flags`]: this overflow record is the task's last.
+pub const DEP_GEN_FLAG_LAST_OVERFLOW: u32 = 8;
+/// [`DepGenRecord::flags`]: the task was early-dispatched.
+pub const DEP_GEN_FLAG_EARLY_DISPATCH: u32 = 16;
+const DEP_GEN_KNOWN_FLAGS: u32 = 31;
+
+/// Slots one task with `dep_count` explicit dependencies takes: 1 if `dep_count ≤ 64`, else
+/// `1 + ceil((dep_count − 64) / 582)`.
+///
+/// # Examples
+/// ```
+/// use ferry_abi::records::dep_gen_slots;
+/// assert_eq!(dep_gen_slots(64), 1);
+/// assert_eq!(dep_gen_slots(65), 2);
+/// assert_eq!(dep_gen_slots(64 + 582 + 1), 3);
+/// ```
+pub const fn dep_gen_slots(dep_count: usize) -> usize {
+    if dep_count <= DEP_GEN_INLINE_DEPS {
+        1
+    } else {
+        1 + (dep_count - DEP_GEN_INLINE_DEPS).div_ceil(DEP_GEN_OVERFLOW_DEPS)
+    }
+}
+
+/// One `submit_task` on the device orchestrator.
+///
+/// # Layout
+///
+/// 4672 B, aligned 64:
+///
+/// | offset | field |
+/// |---|---|
+/// | 0 | `task_id` u64 |
+/// | 8 | `flags` u32 |
+/// | 12 | `tensor_count` u16 |
+/// | 14 | `explicit_dep_count` u16 |
+/// | 16 | `explicit_deps` u64[64] |
+/// | 528 | `arg_types` u8[32] |
+/// | 560 | `kernel_id` i32[3] (AIC, AIV0, AIV1; −1 inactive) |
+/// | 572 | `block_num` u32 |
+/// | 576 | `tensors` u8[32][128] (opaque runtime tensor blobs) |
+#[repr(C, align(64))]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DepGenRecord {
+    /// Task id.
+    pub task_id: u64,
+    /// `DEP_GEN_FLAG_*` bits.
+    pub flags: u32,
+    /// Tensor arguments in `tensors` (≤ 32).
+    pub tensor_count: u16,
+    /// Explicit dependencies in total (inline here, the rest in overflow records).
+    pub explicit_dep_count: u16,
+    /// The first 64 explicit dependencies (task ids).
+    pub explicit_deps: [u64; DEP_GEN_INLINE_DEPS],
+    /// Argument type per tensor slot (`ARG_TYPE_*`).
+    pub arg_types: [u8; DEP_GEN_MAX_TENSORS],
+    /// Kernel per sub-core (AIC, AIV0, AIV1); −1 when inactive.
+    pub kernel_id: [i32; 3],
+    /// SPMD block count.
+    pub block_num: u32,
+    /// Opaque per-argument tensor blobs.
+    pub tensors: [[u8; DEP_GEN_TENSOR_BYTES]; DEP_GEN_MAX_TENSORS],
+}
+abi_record!(DepGenRecord, size 4672, align 64, [
+    task_id @ 0, flags @ 8, tensor_count @ 12, explicit_dep_count @ 14, explicit_deps @ 16,
+    arg_types @ 528, kernel_id @ 560, block_num @ 572, tensors @ 576,
+]);
+
+impl Default for DepGenRecord {
+    fn default() -> Self {
+        Self {
+            task_id: 0,
+            flags: 0,
+            tensor_count: 0,
+            explicit_dep_count: 0,
+            explicit_deps: [0; DEP_GEN_INLINE_DEPS],
+            arg_types: [0; DEP_GEN_MAX_TENSORS],
+            kernel_id: [-1; 3],
+            block_num: 0,
+            tensors: [[0; DEP_GEN_TENSOR_BYTES]; DEP_GEN_MAX_TENSORS],
+        }
+    }
+}
+
+/// The overflow view of a DepGen slot: more explicit dependencies of the preceding task.
+///
+/// # Layout
+///
+/// 4672 B, aligned 64: `task_id` u64 @0, `flags` u32 @8 (has [`DEP_GEN_FLAG_OVERFLOW`]),
+/// `dep_count` u16 @12, `reserved` u16 @14, `deps` u64[582] @16.
+#[repr(C, align(64))]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DepGenOverflowRecord {
+    /// Task id (same as the preceding [`DepGenRecord`]).
+    pub task_id: u64,
+    /// `DEP_GEN_FLAG_*` bits.
+    pub flags: u32,
+    /// Dependencies used in `deps` (≤ 582).
+    pub dep_count: u16,
+    /// Reserved, 0.
+    pub reserved: u16,
+    /// Dependencies (task ids).
+    pub deps: [u64; DEP_GEN_OVERFLOW_DEPS],
+}
+abi_record!(DepGenOverflowRecord, size 4672, align 64, [
+    task_id @ 0, flags @ 8, dep_count @ 12, reserved @ 14, deps @ 16,
+]);
+
+impl DepGenRecord {
+    /// Reads this slot as an overflow record (valid when `flags` has [`DEP_GEN_FLAG_OVERFLOW`]).
+    pub fn as_overflow(&self) -> DepGenOverflowRecord {
+        // Both types are sealed ABI records of the same size, so the image converts exactly.
+        match DepGenOverflowRecord::from_bytes(self.as_bytes()) {
+            Ok(r) => r,
+            Err(_) => unreachable_same_size(),
+        }
+    }
+}
+
+#[cold]
+fn unreachable_same_size() -> ! {
+    unreachable!("DepGenRecord and DepGenOverflowRecord are both 4672 B (asserted at compile time)")
+}
+
+// ---------------------------------------------------------------------------------------------
+// ScopeStats (§2.8)
+// ---------------------------------------------------------------------------------------------
+
+/// [`ScopeStatsRecord::phase`] of a scope's begin record.
+pub const SCOPE_PHASE_BEGIN: i16 = 0;
+/// [`ScopeStatsRecord::phase`] of a scope's end record.
+pub const SCOPE_PHASE_END: i16 = 1;
+/// Rings per run (`ring = min(depth, 3)`), and the length of the per-ring capacity arrays.
+pub const SCOPE_RINGS: usize = 4;
+
+/// One `PTO2_SCOPE` begin or end with the occupancy of the run's pools.
+///
+/// # Layout
+///
+/// 80 B, aligned 8:
+///
+/// | offset | field |
+/// |---|---|
+/// | 0 | `site_file_basename` char[32] (NUL-padded) |
+/// | 32 | `heap_start` u64 |
+/// | 40 | `heap_end` u64 |
+/// | 48 | `site_line` i32 |
+/// | 52 | `task_start` i32 |
+/// | 56 | `task_end` i32 |
+/// | 60 | `dep_pool_start` i32 |
+/// | 64 | `dep_pool_end` i32 |
+/// | 68 | `tensormap_used` i32 |
+/// | 72 | `depth` i16 |
+/// | 74 | `ring_id` i16 |
+/// | 76 | `phase` i16 (0 begin / 1 end) |
+/// | 78 | pad i16 |
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ScopeStatsRecord {
+    /// Source file basename of the scope site, NUL-padded.
+    pub site_file_basename: [u8; 32],
+    /// Heap tail (monotonic bytes).
+    pub heap_start: u64,
+    /// Heap head (monotonic bytes).
+    pub heap_end: u64,
+    /// Source line of the scope site.
+    pub site_line: i32,
+    /// Task window tail.
+    pub task_start: i32,
+    /// Task window head.
+    pub task_end: i32,
+    /// Dep pool tail.
+    pub dep_pool_start: i32,
+    /// Dep pool head.
+    pub dep_pool_end: i32,
+    /// Live tensormap entries.
+    pub tensormap_used: i32,
+    /// Scope nesting depth.
+    pub depth: i16,
+    /// Ring (`min(depth, 3)`).
+    pub ring_id: i16,
+    /// [`SCOPE_PHASE_BEGIN`] or [`SCOPE_PHASE_END`].
+    pub phase: i16,
+    /// Padding to 80 B.
+    pub _pad: i16,
+}
+abi_record!(ScopeStatsRecord, size 80, align 8, [
+    site_file_basename @ 0, heap_start @ 32, heap_end @ 40, site_line @ 48, task_start @ 52,
+    task_end @ 56, dep_pool_start @ 60, dep_pool_end @ 64, tensormap_used @ 68, depth @ 72,
+    ring_id @ 74, phase @ 76, _pad @ 78,
+]);
+
+impl ScopeStatsRecord {
+    /// The site basename up to its first NUL (lossy on invalid UTF-8: `None`).
+    pub fn site_file(&self) -> Option<&str> {
+        let n = self
+            .site_file_basename
+            .iter()
+            .position(|&b| b == 0)
+            .unwrap_or(self.site_file_basename.len());
+        core::str::from_utf8(&self.site_file_basename[..n]).ok()
+    }
+
+    /// Stores `name` into `site_file_basename`, truncated to 31 bytes at a char boundary.
+    pub fn set_site_file(&mut self, name: &str) {
+        let mut n = name.len().min(31);
+        while !name.is_char_boundary(n) {
+            n -= 1;
+        }
+        self.site_file_basename = [0; 32];
+        self.site_file_basename[..n].copy_from_slice(&name.as_bytes()[..n]);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// ArgsDump (§2.9)
+// ---------------------------------------------------------------------------------------------
+
+/// [`ArgsDumpRecord::kind`]: a tensor argument (payload in the arena).
+pub const ARG_KIND_TENSOR: u8 = 0;
+/// [`ArgsDumpRecord::kind`]: a scalar argument (`scalar_value`).
+pub const ARG_KIND_SCALAR: u8 = 1;
+/// [`ArgsDumpRecord::stage`]: captured before dispatch (inputs, inouts, scalars).
+pub const ARG_STAGE_BEFORE_DISPATCH: u8 = 0;
+/// [`ArgsDumpRecord::stage`]: captured after completion (outputs, inouts).
+pub const ARG_STAGE_AFTER_COMPLETION: u8 = 1;
+/// [`ArgsDumpRecord::role`] (and DepGen `arg_types`): input.
+pub const ARG_ROLE_INPUT: u8 = 0;
+/// Role: output.
+pub const ARG_ROLE_OUTPUT: u8 = 1;
+/// Role: input and output.
+pub const ARG_ROLE_INOUT: u8 = 2;
+/// Role: scalar.
+pub const ARG_ROLE_SCALAR: u8 = 3;
+/// Most dimensions an argument records.
+pub const ARGS_MAX_DIMS: usize = 5;
+/// `func_ids` entry meaning unknown.
+pub const ARGS_FUNC_ID_UNKNOWN: u16 = 0xFFFF;
+/// ArgsDump header magic (`"DUMP"`).
+pub const ARGS_DUMP_MAGIC: u32 = 0x4455_4D50;
+
+/// Name of a role code (`"INPUT"`, `"OUTPUT"`, `"INOUT"`, `"SCALAR"`).
+pub const fn role_name(role: u8) -> Option<&'static str> {
+    match role {
+        ARG_ROLE_INPUT => Some("INPUT"),
+        ARG_ROLE_OUTPUT => Some("OUTPUT"),
+        ARG_ROLE_INOUT => Some("INOUT"),
+        ARG_ROLE_SCALAR => Some("SCALAR"),
+        _ => None,
+    }
+}
+
+/// Name of a stage code (`"before_dispatch"`, `"after_completion"`).
+pub const fn stage_name(stage: u8) -> Option<&'static str> {
+    match stage {
+        ARG_STAGE_BEFORE_DISPATCH => Some("before_dispatch"),
+        ARG_STAGE_AFTER_COMPLETION => Some("after_completion"),
+        _ => None,
+    }
+}
+
+/// Element types of tensor arguments, with their codes in records.
+#[repr(u8)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum DType {
+    /// 32-bit float.
+    Float32 = 0,
+    /// 16-bit float.
+    Float16 = 1,
+    /// bfloat16.
+    BFloat16 = 2,
+    /// 8-bit signed integer.
+    Int8 = 3,
+    /// 16-bit signed integer.
+    Int16 = 4,
+    /// 32-bit signed integer.
+    Int32 = 5,
+    /// 64-bit signed integer.
+    Int64 = 6,
+    /// 8-bit unsigned integer.
+    UInt8 = 7,
+    /// 32-bit unsigned integer.
+    UInt32 = 8,
+    /// 64-bit unsigned integer.
+    UInt64 = 9,
+}
+
+impl DType {
+    /// Every dtype, in code order.
+    pub const ALL: [DType; 10] = [
+        Self::Float32,
+        Self::Float16,
+        Self::BFloat16,
+        Self::Int8,
+        Self::Int16,
+        Self::Int32,
+        Self::Int64,
+        Self::UInt8,
+        Self::UInt32,
+        Self::UInt64,
+    ];
+
+    /// Decodes a code; `None` when unknown.
+    pub const fn from_u8(v: u8) -> Option<Self> {
+        if (v as usize) < Self::ALL.len() {
+            Some(Self::ALL[v as usize])
+        } else {
+            None
+        }
+    }
+
+    /// The name the output files use (`"FLOAT32"`, …).
+    pub const fn name(self) -> &'static str {
+        match self {
+            Self::Float32 => "FLOAT32",
+            Self::Float16 => "FLOAT16",
+            Self::BFloat16 => "BFLOAT16",
+            Self::Int8 => "INT8",
+            Self::Int16 => "INT16",
+            Self::Int32 => "INT32",
+            Self::Int64 => "INT64",
+            Self::UInt8 => "UINT8",
+            Self::UInt32 => "UINT32",
+            Self::UInt64 => "UINT64",
+        }
+    }
+
+    /// Parses [`DType::name`] back.
+    pub fn from_name(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|d| d.name() == s)
+    }
+
+    /// Bytes per element.
+    pub const fn size(self) -> usize {
+        match self {
+            Self::Int8 | Self::UInt8 => 1,
+            Self::Float16 | Self::BFloat16 | Self::Int16 => 2,
+            Self::Float32 | Self::Int32 | Self::UInt32 => 4,
+            Self::Int64 | Self::UInt64 => 8,
+        }
+    }
+}
+
+/// Metadata of one dumped argument; tensor payload bytes live in the thread's arena at
+/// `payload_offset` (monotonic, taken modulo the arena size).
+///
+/// # Layout
+///
+/// 128 B (two cache lines), aligned 8:
+///
+/// | offset | field |
+/// |---|---|
+/// | 0 | `task_id` u64 |
+/// | 8 | `role` u8, `stage` u8 @9, `ndims` u8 @10, pad u8 @11 |
+/// | 12 | `arg_index` u32 |
+/// | 16 | `dtype` u8, `truncated` u8 @17, `is_contiguous` u8 @18, pad u8 @19, pad u32 @20 |
+/// | 24 | `payload_offset` u64 |
+/// | 32 | `payload_size` u64 |
+/// | 40 | `scalar_value` u64 |
+/// | 48 | `kind` u8, `flags` u8 @49, `func_ids` u16[3] @50, `func_count` u8 @56, pad 7 B @57 |
+/// | 64 | `start_offset` u64 |
+/// | 72 | `strides` u32[5] |
+/// | 92 | `shapes` u32[5] |
+/// | 112 | pad 16 B |
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ArgsDumpRecord {
+    /// Task id.
+    pub task_id: u64,
+    /// `ARG_ROLE_*`.
+    pub role: u8,
+    /// `ARG_STAGE_*`.
+    pub stage: u8,
+    /// Dimensions used in `shapes`/`strides` (≤ 5).
+    pub ndims: u8,
+    /// Padding.
+    pub _pad0: u8,
+    /// Argument position in the kernel's signature.
+    pub arg_index: u32,
+    /// [`DType`] code.
+    pub dtype: u8,
+    /// 1 when the payload was truncated (to half the arena).
+    pub truncated: u8,
+    /// 1 when the tensor view is contiguous.
+    pub is_contiguous: u8,
+    /// Padding.
+    pub _pad1: u8,
+    /// Padding.
+    pub _pad2: u32,
+    /// Monotonic offset of the payload in the thread's arena.
+    pub payload_offset: u64,
+    /// Payload bytes in the arena (0 for scalars and metadata-only records).
+    pub payload_size: u64,
+    /// Value of a scalar argument.
+    pub scalar_value: u64,
+    /// [`ARG_KIND_TENSOR`] or [`ARG_KIND_SCALAR`].
+    pub kind: u8,
+    /// Flags (bit 0: argument index ambiguous).
+    pub flags: u8,
+    /// Kernel function ids of the task (`0xFFFF` unknown).
+    pub func_ids: [u16; 3],
+    /// Entries used in `func_ids`.
+    pub func_count: u8,
+    /// Padding.
+    pub _pad3: [u8; 7],
+    /// Element offset of the view into its buffer.
+    pub start_offset: u64,
+    /// Element strides per dimension.
+    pub strides: [u32; ARGS_MAX_DIMS],
+    /// Extent per dimension.
+    pub shapes: [u32; ARGS_MAX_DIMS],
+    /// Padding to 128 B.
+    pub _pad4: [u64; 2],
+}
+abi_record!(ArgsDumpRecord, size 128, align 8, [
+    task_id @ 0, role @ 8, stage @ 9, ndims @ 10, _pad0 @ 11, arg_index @ 12, dtype @ 16,
+    truncated @ 17, is_contiguous @ 18, _pad1 @ 19, _pad2 @ 20, payload_offset @ 24,
+    payload_size @ 32, scalar_value @ 40, kind @ 48, flags @ 49, func_ids @ 50, func_count @ 56,
+    _pad3 @ 57, start_offset @ 64, strides @ 72, shapes @ 92, _pad4 @ 112,
+]);
+
+/// [`ArgsDumpRecord::flags`]: the argument index is ambiguous.
+pub const ARGS_FLAG_INDEX_AMBIGUOUS: u8 = 1;
+
+// ---------------------------------------------------------------------------------------------
+// Decoder
+// ---------------------------------------------------------------------------------------------
+
+/// Why device-written bytes are not a valid buffer or record.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RecordDecodeError {
+    /// The buffer is shorter than a buffer of this capacity.
+    TooShort {
+        /// Record type.
+        record: &'static str,
+        /// Bytes a buffer of the capacity needs.
+        expected: usize,
+        /// Bytes given.
+        actual: usize,
+    },
+    /// The buffer's count exceeds its capacity.
+    CountOverCapacity {
+        /// Record type.
+        record: &'static str,
+        /// Count the device wrote.
+        count: u32,
+        /// Records the buffer holds.
+        capacity: usize,
+    },
+    /// A field holds a value outside its enumeration or range.
+    BadField {
+        /// Record type.
+        record: &'static str,
+        /// Field name.
+        field: &'static str,
+        /// The raw value.
+        value: u64,
+    },
+}
+
+impl fmt::Display for RecordDecodeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::TooShort { record, expected, actual } => {
+                write!(f, "{record} buffer is {actual} bytes, needs {expected}")
+            }
+            Self::CountOverCapacity { record, count, capacity } => {
+                write!(f, "{record} buffer count {count} exceeds its capacity {capacity}")
+            }
+            Self::BadField { record, field, value } => {
+                write!(f, "{record}.{field} has invalid value {value}")
+            }
+        }
+    }
+}
+
+impl core::error::Error for RecordDecodeError {}
+
+/// A record a DFX lane writes, with its buffer geometry and field validation.
+pub trait DeviceRecord: AbiRecord {
+    /// Where this record's buffers keep their count.
+    const PLACEMENT: BufferCountPlacement;
+    /// Records per buffer in the original runtime's sizing.
+    const RECORDS_PER_BUFFER: usize;
+
+    /// Checks every enumerated or bounded field.
+    ///
+    /// # Errors
+    ///
+    /// [`RecordDecodeError::BadField`] naming the first field out of range.
+    fn validate(&self) -> Result<(), RecordDecodeError> {
+        Ok(())
+    }
+
+    /// Size of a buffer holding `capacity` records.
+    fn buffer_size(capacity: usize) -> usize {
+        Self::PLACEMENT.buffer_size(Self::SIZE, capacity)
+    }
+}
+
+fn bad<R: AbiRecord>(field: &'static str, value: u64) -> Result<(), RecordDecodeError> {
+    Err(RecordDecodeError::BadField { record: R::NAME, field, value })
+}
+
+impl DeviceRecord for AicpuTaskRecord {
+    const PLACEMENT: BufferCountPlacement = BufferCountPlacement::AfterRecords;
+    const RECORDS_PER_BUFFER: usize = AICPU_TASK_RECORDS_PER_BUFFER;
+}
+
+impl DeviceRecord for AicoreTaskRecord {
+    const PLACEMENT: BufferCountPlacement = BufferCountPlacement::AfterRecords;
+    const RECORDS_PER_BUFFER: usize = AICORE_TASK_RECORDS_PER_BUFFER;
+}
+
+impl DeviceRecord for SchedPhaseRecord {
+    const PLACEMENT: BufferCountPlacement = BufferCountPlacement::AfterRecords;
+    const RECORDS_PER_BUFFER: usize = SCHED_PHASE_RECORDS_PER_BUFFER;
+    fn validate(&self) -> Result<(), RecordDecodeError> {
+        if SchedPhaseKind::from_u32(self.kind).is_none() {
+            return bad::<Self>("kind", self.kind.into());
+        }
+        Ok(())
+    }
+}
+
+impl DeviceRecord for OrchPhaseRecord {
+    const PLACEMENT: BufferCountPlacement = BufferCountPlacement::AfterRecords;
+    const RECORDS_PER_BUFFER: usize = ORCH_PHASE_RECORDS_PER_BUFFER;
+}
+
+impl DeviceRecord for PmuRecord {
+    const PLACEMENT: BufferCountPlacement = BufferCountPlacement::AfterRecords;
+    const RECORDS_PER_BUFFER: usize = PMU_RECORDS_PER_BUFFER;
+    fn validate(&self) -> Result<(), RecordDecodeError> {
+        if self.core_type != CORE_TYPE_AIC && self.core_type != CORE_TYPE_AIV {
+            return bad::<Self>("core_type", self.core_type as u32 as u64);
+        }
+        Ok(())
+    }
+}
+
+impl DeviceRecord for DepGenRecord {
+    const PLACEMENT: BufferCountPlacement = BufferCountPlacement::FirstPadded64;
+    const RECORDS_PER_BUFFER: usize = DEP_GEN_RECORDS_PER_BUFFER;
+    fn validate(&self) -> Result<(), RecordDecodeError> {
+        if self.flags & !DEP_GEN_KNOWN_FLAGS != 0 {
+            return bad::<Self>("flags", self.flags.into());
+        }
+        if self.flags & DEP_GEN_FLAG_OVERFLOW != 0 {
+            let o = self.as_overflow();
+            if usize::from(o.dep_count) > DEP_GEN_OVERFLOW_DEPS {
+                return bad::<Self>("dep_count", o.dep_count.into());
+            }
+            return Ok(());
+        }
+        if usize::from(self.tensor_count) > DEP_GEN_MAX_TENSORS {
+            return bad::<Self>("tensor_count", self.tensor_count.into());
+        }
+        for &t in &self.arg_types[..usize::from(self.tensor_count)] {
+            if t > ARG_ROLE_SCALAR {
+                return bad::<Self>("arg_types", t.into());
+            }
+        }
+        for &k in &self.kernel_id {
+            if k < -1 {
+                return bad::<Self>("kernel_id", k as u32 as u64);
+            }
+        }
+        Ok(())
+    }
+}
+
+impl DeviceRecord for ScopeStatsRecord {
+    const PLACEMENT: BufferCountPlacement = BufferCountPlacement::FirstPadded64;
+    const RECORDS_PER_BUFFER: usize = SCOPE_STATS_RECORDS_PER_BUFFER;
+    fn validate(&self) -> Result<(), RecordDecodeError> {
+        if self.phase != SCOPE_PHASE_BEGIN && self.phase != SCOPE_PHASE_END {
+            return bad::<Self>("phase", self.phase as u16 as u64);
+        }
+        if !(0..SCOPE_RINGS as i16).contains(&self.ring_id) {
+            return bad::<Self>("ring_id", self.ring_id as u16 as u64);
+        }
+        if self.site_file().is_none() {
+            return bad::<Self>("site_file_basename", 0);
+        }
+        Ok(())
+    }
+}
+
+impl DeviceRecord for ArgsDumpRecord {
+    const PLACEMENT: BufferCountPlacement = BufferCountPlacement::AfterRecords;
+    const RECORDS_PER_BUFFER: usize = ARGS_DUMP_RECORDS_PER_BUFFER;
+    fn validate(&self) -> Result<(), RecordDecodeError> {
+        if role_name(self.role).is_none() {
+            return bad::<Self>("role", self.role.into());
+        }
+        if stage_name(self.stage).is_none() {
+            return bad::<Self>("stage", self.stage.into());
+        }
+        if usize::from(self.ndims) > ARGS_MAX_DIMS {
+            return bad::<Self>("ndims", self.ndims.into());
+        }
+        if self.kind > ARG_KIND_SCALAR {
+            return bad::<Self>("kind", self.kind.into());
+        }
+        if self.kind == ARG_KIND_TENSOR && DType::from_u8(self.dtype).is_none() {
+            return bad::<Self>("dtype", self.dtype.into());
+        }
+        if self.func_count > 3 {
+            return bad::<Self>("func_count", self.func_count.into());
+        }
+        Ok(())
+    }
+}
+
+/// A decoded view of one device-written record buffer: `count` records of type `R`.
+#[derive(Clone, Copy, Debug)]
+pub struct RecordBuffer<'a, R> {
+    records: &'a [u8],
+    count: usize,
+    _r: core::marker::PhantomData<R>,
+}
+
+impl<'a, R: DeviceRecord> RecordBuffer<'a, R> {
+    /// Records the device wrote.
+    pub fn count(&self) -> usize {
+        self.count
+    }
+
+    /// The records, each validated; an invalid one yields its error and iteration goes on.
+    pub fn records(&self) -> impl Iterator<Item = Result<R, RecordDecodeError>> + 'a {
+        self.records.chunks_exact(R::SIZE).map(|b| {
+            let r = R::from_bytes(b).map_err(|_| RecordDecodeError::TooShort {
+                record: R::NAME,
+                expected: R::SIZE,
+                actual: b.len(),
+            })?;
+            r.validate()?;
+            Ok(r)
+        })
+    }
+}
+
+/// Decodes a buffer of `capacity` records of type `R` as the device wrote it (count placement
+/// per [`DeviceRecord::PLACEMENT`]).
+///
+/// # Errors
+///
+/// [`RecordDecodeError::TooShort`] when `bytes` is shorter than a buffer of `capacity` records,
+/// [`RecordDecodeError::CountOverCapacity`] when the count exceeds `capacity`. Never panics.
+pub fn decode_buffer<R: DeviceRecord>(
+    bytes: &[u8],
+    capacity: usize,
+) -> Result<RecordBuffer<'_, R>, RecordDecodeError> {
+    let too_short =
+        RecordDecodeError::TooShort { record: R::NAME, expected: usize::MAX, actual: bytes.len() };
+    let Some(records_len) = R::SIZE.checked_mul(capacity) else {
+        return Err(too_short);
+    };
+    if records_len > usize::MAX / 2 {
+        return Err(too_short);
+    }
+    let expected = R::buffer_size(capacity);
+    if bytes.len() < expected {
+        return Err(RecordDecodeError::TooShort { record: R::NAME, expected, actual: bytes.len() });
+    }
+    let at = R::PLACEMENT.count_offset(R::SIZE, capacity);
+    let mut word = [0u8; 4];
+    word.copy_from_slice(&bytes[at..at + 4]);
+    let count = u32::from_le_bytes(word);
+    if count as usize > capacity {
+        return Err(RecordDecodeError::CountOverCapacity { record: R::NAME, count, capacity });
+    }
+    let start = R::PLACEMENT.records_offset();
+    Ok(RecordBuffer {
+        records: &bytes[start..start + count as usize * R::SIZE],
+        count: count as usize,
+        _r: core::marker::PhantomData,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    extern crate std;
+
+    use super::*;
+    use proptest::prelude::*;
+    use std::vec;
+    use std::vec::Vec;
+
+    #[test]
+    fn buffer_sizes_match_the_original() {
+        assert_eq!(AicpuTaskRecord::buffer_size(1000), 32064);
+        assert_eq!(AicoreTaskRecord::buffer_size(1024), 32832);
+        assert_eq!(SchedPhaseRecord::buffer_size(16384), 1048640);
+        assert_eq!(OrchPhaseRecord::buffer_size(16384), 524352);
+        assert_eq!(PmuRecord::buffer_size(512), 32832);
+        assert_eq!(DepGenRecord::buffer_size(1024), 4784192);
+        assert_eq!(ScopeStatsRecord::buffer_size(512), 41024);
+        assert_eq!(ArgsDumpRecord::buffer_size(256), 32832);
+    }
+
+    #[test]
+    fn overflow_view_shares_task_id_and_flags() {
+        let mut r = DepGenRecord { task_id: 9, flags: DEP_GEN_FLAG_OVERFLOW, ..Default::default() };
+        r.tensor_count = 3; // dep_count in the overflow view (low half of the u32 at 12)
+        let o = r.as_overflow();
+        assert_eq!((o.task_id, o.flags, o.dep_count), (9, DEP_GEN_FLAG_OVERFLOW, 3));
+        assert_eq!(r.validate(), Ok(()));
+    }
+
+    #[test]
+    fn validation_rejects_out_of_range_fields() {
+        let s = SchedPhaseRecord { kind: 3, ..Default::default() };
+        assert!(matches!(s.validate(), Err(RecordDecodeError::BadField { field: "kind", .. })));
+        let a = ArgsDumpRecord { ndims: 6, ..Default::default() };
+        assert!(matches!(a.validate(), Err(RecordDecodeError::BadField { field: "ndims", .. })));
+        let p = PmuRecord { core_type: 2, ..Default::default() };
+        assert!(p.validate().is_err());
+        let mut sc = ScopeStatsRecord { phase: 2, ..Default::default() };
+        assert!(sc.validate().is_err());
+        sc.phase = SCOPE_PHASE_END;
+        sc.set_site_file("orchestration_kernel_with_a_long_name.cpp");
+        assert_eq!(sc.site_file().map(str::len), Some(31));
+        assert_eq!(sc.validate(), Ok(()));
+    }
+
+    #[test]
+    fn count_over_capacity_is_rejected() {
+        let mut buf = [0u8; 256]; // 64 + align_up(2 × 80, 64)
+        buf[..4].copy_from_slice(&3u32.to_le_bytes());
+        assert_eq!(
+            decode_buffer::<ScopeStatsRecord>(&buf, 2).err(),
+            Some(RecordDecodeError::CountOverCapacity {
+                record: "ScopeStatsRecord",
+                count: 3,
+                capacity: 2
+            })
+        );
+        assert!(decode_buffer::<ScopeStatsRecord>(&buf, usize::MAX).is_err());
+    }
+
+    fn fuzz<R: DeviceRecord>(bytes: &[u8], cap: usize) {
+        match decode_buffer::<R>(bytes, cap) {
+            Ok(view) => {
+                assert!(view.count() <= cap);
+                assert_eq!(view.records().count(), view.count());
+                for r in view.records().flatten() {
+                    assert_eq!(r.validate(), Ok(()));
+                }
+            }
+            Err(e) => {
+                let _ = e; // typed error, no panic
+            }
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn arbitrary_bytes_never_panic(
+            bytes in proptest::collection::vec(any::<u8>(), 0..1200),
+            cap in 0usize..40,
+            count in proptest::option::of(0u32..48),
+        ) {
+            let mut bytes = bytes;
+            // Optionally plant a plausible count so decoding gets past the header often.
+            if let Some(c) = count {
+                for placement_at in [0usize, 32 * cap, 64 * cap, 128 * cap] {
+                    if placement_at + 4 <= bytes.len() {
+                        bytes[placement_at..placement_at + 4].copy_from_slice(&c.to_le_bytes());
+                    }
+                }
+            }
+            fuzz::<AicpuTaskRecord>(&bytes, cap);
+            fuzz::<AicoreTaskRecord>(&bytes, cap);
+            fuzz::<SchedPhaseRecord>(&bytes, cap);
+            fuzz::<OrchPhaseRecord>(&bytes, cap);
+            fuzz::<PmuRecord>(&bytes, cap);
+            fuzz::<ScopeStatsRecord>(&bytes, cap);
+            fuzz::<ArgsDumpRecord>(&bytes, cap);
+            fuzz::<DepGenRecord>(&bytes, cap.min(1));
+        }
+
+        #[test]
+        fn records_round_trip_through_a_buffer(
+            recs in proptest::collection::vec((any::<u64>(), any::<u64>(), any::<u64>(), any::<u32>(), any::<u32>()), 0..8),
+        ) {
+            let cap = 8;
+            let mut buf = vec![0u8; AicoreTaskRecord::buffer_size(cap)];
+            let recs: Vec<AicoreTaskRecord> = recs.into_iter().map(|(a, b, c, d, e)| AicoreTaskRecord {
+                start_time: a, end_time: b, task_token_raw: c, reg_task_id: d, receive_to_start_cycles: e,
+            }).collect();
+            for (i, r) in recs.iter().enumerate() {
+                buf[i * 32..(i + 1) * 32].copy_from_slice(r.as_bytes());
+            }
+            let at = AicoreTaskRecord::PLACEMENT.count_offset(32, cap);
+            buf[at..at + 4].copy_from_slice(&(recs.len() as u32).to_le_bytes());
+            let view = decode_buffer::<AicoreTaskRecord>(&buf, cap).unwrap();
+            let back: Vec<_> = view.records().map(Result::unwrap).collect();
+            prop_assert_eq!(back, recs);
+        }
+    }
+}
