@@ -78,7 +78,7 @@ pub struct DeviceRegion {
     layout: DfxLayout,
     budget: u64,
     lanes: Arc<Vec<(u32, u32)>>,
-    clock: Arc<dyn CycleClock>,
+    clock: std::sync::Arc<dyn CycleClock>,
     doorbells: Option<Arc<Vec<Unparker>>>,
     claims: Arc<Claims>,
 }
@@ -126,7 +126,7 @@ impl DeviceRegion {
     pub fn attach(
         view: ShmRegion,
         device_addr: u64,
-        clock: Arc<dyn CycleClock>,
+        clock: std::sync::Arc<dyn CycleClock>,
     ) -> Result<Self, BuildError> {
         if view.len() < 64 {
             return Err(BuildError::RegionTooSmall { need: 64, have: view.len() });
@@ -169,6 +169,11 @@ impl DeviceRegion {
     /// the host noticing new work; hardware hosts poll instead).
     pub(crate) fn set_doorbells(&mut self, doorbells: Arc<Vec<Unparker>>) {
         self.doorbells = Some(doorbells);
+    }
+
+    /// The same region with another device clock (e.g. one clock per AICPU thread in tests).
+    pub fn with_clock(&self, clock: std::sync::Arc<dyn CycleClock>) -> DeviceRegion {
+        DeviceRegion { clock, ..self.clone() }
     }
 
     /// The region geometry.
@@ -343,7 +348,7 @@ pub struct DeviceWriter<R: Record> {
     rq_cached_head: u32,
     lanes: Box<[LaneCursor]>,
     budget: u64,
-    clock: Arc<dyn CycleClock>,
+    clock: std::sync::Arc<dyn CycleClock>,
     doorbell: Option<Unparker>,
     claims: Arc<Claims>,
     finished: bool,

@@ -136,7 +136,7 @@ impl Flags {
 
 /// Immutable host context of the drain and collector shards.
 pub(crate) struct HostCtx {
-    mem: Arc<dyn DeviceMemory>,
+    mem: std::sync::Arc<dyn DeviceMemory>,
     host: ShmRegion,
     layout: DfxLayout,
     device_addr: u64,
@@ -899,8 +899,8 @@ impl<R: Record> DfxTransport<R> {
     /// [`BuildError::Memory`] if a device write fails.
     pub fn new(
         cfg: DfxConfig,
-        mem: Arc<dyn DeviceMemory>,
-        clock: Arc<dyn CycleClock>,
+        mem: std::sync::Arc<dyn DeviceMemory>,
+        clock: std::sync::Arc<dyn CycleClock>,
     ) -> Result<Self, BuildError> {
         if size_of::<R>() != cfg.record_size as usize {
             return Err(BuildError::RecordType);

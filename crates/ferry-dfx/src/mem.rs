@@ -101,7 +101,7 @@ pub trait DeviceMemory: Send + Sync + 'static {
     fn read_range_from_device(&self, off: usize, len: usize) -> Result<(), MemError>;
 }
 
-impl<M: DeviceMemory + ?Sized> DeviceMemory for Arc<M> {
+impl<M: DeviceMemory + ?Sized> DeviceMemory for std::sync::Arc<M> {
     fn device_view(&self) -> ShmRegion {
         (**self).device_view()
     }
@@ -174,7 +174,7 @@ pub struct ShmRegion {
     #[cfg(not(ferry_loom))]
     base: NonNull<u8>,
     #[cfg(not(ferry_loom))]
-    _owner: Arc<dyn Send + Sync>,
+    _owner: std::sync::Arc<dyn Send + Sync>,
     #[cfg(ferry_loom)]
     words: Arc<Vec<AtomicU64>>,
     len: usize,
@@ -208,7 +208,7 @@ impl ShmRegion {
         #[cfg(not(ferry_loom))]
         {
             let alloc = AlignedAlloc::zeroed(len);
-            Self { base: alloc.ptr, _owner: Arc::new(alloc), len }
+            Self { base: alloc.ptr, _owner: std::sync::Arc::new(alloc), len }
         }
         #[cfg(ferry_loom)]
         {
@@ -228,7 +228,7 @@ impl ShmRegion {
     pub unsafe fn from_raw_parts(
         base: NonNull<u8>,
         len: usize,
-        owner: Arc<dyn Send + Sync>,
+        owner: std::sync::Arc<dyn Send + Sync>,
     ) -> Self {
         debug_assert!(base.as_ptr() as usize % 64 == 0);
         Self { base, _owner: owner, len }

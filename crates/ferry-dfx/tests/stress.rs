@@ -1,0 +1,400 @@
+//! Stress matrix: lanes × pool sizes × collector delay × arch × policy, plus dead-host runs.
+//!
+//! The CI subset runs by default; the full matrix is `#[ignore]`d:
+//! `cargo test -p ferry-dfx --release --test stress -- --ignored stress`.
+//!
+//! Assertions are on counts and device-clock accounting, never on wall time. Waits for a
+//! condition (a lane reaching a gate) are bounded by a generous guard that only turns a hang into
+//! a failure.
+#![cfg(not(ferry_loom))]
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+use ferry_abi::arch::{A2A3, A5};
+use ferry_abi::dfx::GATE_NONE;
+use ferry_dfx::clock::{CycleClock, VirtualClock};
+use ferry_dfx::mem::{DeviceMemory, MirroredMemory, SvmMemory};
+use ferry_dfx::{CollectSink, CollectedBuffer, DfxBuilder, DfxTransport, Policy, RunReport};
+
+type Rec = [u64; 2];
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Delay {
+    None,
+    Random,
+    StalledShard,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Case {
+    lanes: u32,
+    pool: u32,
+    delay: Delay,
+    svm: bool,
+    policy: Policy,
+    /// Buffers each lane fills.
+    buffers_per_lane: u32,
+}
+
+const RPB: u32 = 16;
+const DROP_BOUND: u64 = 64;
+/// Guard against hangs only (never asserted as a duration).
+const GUARD: Duration = Duration::from_secs(60);
+
+/// Holds shard 0's collector until released.
+#[derive(Default)]
+struct Stall {
+    released: Mutex<bool>,
+    cv: Condvar,
+}
+
+impl Stall {
+    fn wait(&self) {
+        let mut r = self.released.lock().unwrap();
+        while !*r {
+            r = self.cv.wait(r).unwrap();
+        }
+    }
+    fn release(&self) {
+        *self.released.lock().unwrap() = true;
+        self.cv.notify_all();
+    }
+}
+
+struct Sink {
+    shard: u32,
+    delay: Delay,
+    rng: u64,
+    stall: Arc<Stall>,
+    /// lane -> (seqs, record values)
+    seen: BTreeMap<u32, (Vec<u32>, Vec<u64>)>,
+}
+
+impl CollectSink<Rec> for Sink {
+    fn on_buffer_collected(&mut self, b: &CollectedBuffer<'_, Rec>) {
+        match self.delay {
+            Delay::None => {}
+            Delay::Random => {
+                // xorshift64
+                self.rng ^= self.rng << 13;
+                self.rng ^= self.rng >> 7;
+                self.rng ^= self.rng << 17;
+                if self.rng % 4 == 0 {
+                    std::thread::sleep(Duration::from_micros(self.rng % 200));
+                }
+            }
+            Delay::StalledShard => {
+                if self.shard == 0 {
+                    self.stall.wait();
+                }
+            }
+        }
+        let e = self.seen.entry(b.lane).or_default();
+        e.0.push(b.seq);
+        for r in b.records {
+            assert_eq!(r[0], b.lane as u64, "record of lane {} in lane {}'s buffer", r[0], b.lane);
+            e.1.push(r[1]);
+        }
+    }
+}
+
+struct Outcome {
+    report: RunReport<Sink>,
+    /// Per lane: writer-side stats.
+    stats: Vec<ferry_dfx::LaneStats>,
+    /// Switch counts of starved lanes when every peer had finished (stalled-shard runs).
+    starved_switches_at_peer_finish: Option<Vec<(u32, u32)>>,
+}
+
+fn shards_for(lanes: u32) -> u32 {
+    lanes.div_ceil(2).min(4)
+}
+
+fn run(case: Case) -> Outcome {
+    let arch = if case.svm { &A2A3 } else { &A5 };
+    let mut b = DfxBuilder::new(arch);
+    b.ready_queues(case.lanes)
+        .shards(shards_for(case.lanes))
+        .ready_depth(8)
+        .records_per_buffer(RPB)
+        .policy(case.policy)
+        .drop_wait_cycles(DROP_BOUND);
+    for l in 0..case.lanes {
+        b.lane(l, 0, case.pool);
+    }
+    let cfg = b.build::<Rec>().unwrap();
+    let shards = cfg.shards;
+    let mem: Arc<dyn DeviceMemory> = if case.svm {
+        Arc::new(SvmMemory::new(cfg.region_size(), 0x4000_0000))
+    } else {
+        Arc::new(MirroredMemory::new(cfg.region_size(), 0x4000_0000))
+    };
+    // Block: a frozen clock (the 30-s budget never runs out in a live run). Drop: each writer
+    // gets its own clock that advances one cycle per read, so waits are counted exactly.
+    let t = DfxTransport::<Rec>::new(cfg, mem, Arc::new(VirtualClock::new())).unwrap();
+    let device = t.device_region();
+    let stall = Arc::new(Stall::default());
+    let st2 = stall.clone();
+    let host = t.start(move |shard| Sink {
+        shard,
+        delay: case.delay,
+        rng: 0x9E37_79B9_7F4A_7C15 ^ (shard as u64 + 1),
+        stall: st2.clone(),
+        seen: BTreeMap::new(),
+    });
+    let n = (case.buffers_per_lane * RPB) as u64;
+    let mut handles = Vec::new();
+    for q in 0..case.lanes {
+        let region = if case.policy == Policy::Drop {
+            device.with_clock(Arc::new(VirtualClock::ticking(1)) as Arc<dyn CycleClock>)
+        } else {
+            device.clone()
+        };
+        handles.push((
+            q,
+            std::thread::spawn(move || {
+                let mut w = region.writer::<Rec>(q, &[q]).unwrap();
+                for i in 0..n {
+                    w.record(0, [q as u64, i]);
+                }
+                w.finish()[0]
+            }),
+        ));
+    }
+    let mut starved_at = None;
+    if case.delay == Delay::StalledShard {
+        let starved: Vec<u32> = (0..case.lanes).filter(|q| q % shards == 0).collect();
+        let mut stats = Vec::new();
+        // Peers (other shards) must finish entirely while shard 0 is stalled.
+        let mut rest = Vec::new();
+        for (q, h) in handles {
+            if q % shards != 0 {
+                stats.push(h.join().unwrap());
+            } else {
+                rest.push((q, h));
+            }
+        }
+        if case.policy == Policy::Block && case.buffers_per_lane > case.pool {
+            // The starved lanes are parked at their pop gate, short of their work.
+            let start = Instant::now();
+            for &q in &starved {
+                loop {
+                    let s = host.lane_snapshot(q).unwrap();
+                    if s.gate_state != GATE_NONE {
+                        break;
+                    }
+                    assert!(start.elapsed() < GUARD, "lane {q} never reached a gate");
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+            }
+            starved_at = Some(
+                starved
+                    .iter()
+                    .map(|&q| (q, host.lane_snapshot(q).unwrap().switch_count))
+                    .collect::<Vec<_>>(),
+            );
+        }
+        stall.release();
+        for (_, h) in rest {
+            stats.push(h.join().unwrap());
+        }
+        stats.sort_by_key(|s| s.lane);
+        let report = host.stop();
+        return Outcome { report, stats, starved_switches_at_peer_finish: starved_at };
+    }
+    let mut stats: Vec<_> = handles.into_iter().map(|(_, h)| h.join().unwrap()).collect();
+    stats.sort_by_key(|s| s.lane);
+    stall.release();
+    let report = host.stop();
+    Outcome { report, stats, starved_switches_at_peer_finish: starved_at }
+}
+
+fn check(case: Case) {
+    let o = run(case);
+    let n = (case.buffers_per_lane * RPB) as u64;
+    let r = &o.report;
+    assert!(r.is_reconciled(), "{case:?}: {:?}", r.lanes);
+    // Merge the shards' views.
+    let mut per_lane: BTreeMap<u32, (Vec<u32>, Vec<u64>)> = BTreeMap::new();
+    for s in &r.sinks {
+        for (lane, (seqs, vals)) in &s.seen {
+            let e = per_lane.entry(*lane).or_default();
+            e.0.extend(seqs);
+            e.1.extend(vals);
+        }
+    }
+    for l in 0..case.lanes {
+        let line = r.lanes[l as usize];
+        let st = o.stats[l as usize];
+        assert_eq!(line.produced, n, "{case:?} lane {l}");
+        assert_eq!(st.produced, n);
+        let (seqs, vals) = per_lane.remove(&l).unwrap_or_default();
+        assert_eq!(vals.len() as u64, line.collected);
+        match case.policy {
+            Policy::Block => {
+                // Every record exactly once, in order; buffer sequence numbers contiguous.
+                assert_eq!(line.dropped, 0, "{case:?} lane {l}: {line:?}");
+                assert_eq!(vals, (0..n).collect::<Vec<_>>(), "{case:?} lane {l}");
+                assert_eq!(seqs, (0..seqs.len() as u32).collect::<Vec<_>>(), "{case:?} lane {l}");
+                assert_eq!(seqs.len() as u32, case.buffers_per_lane);
+            }
+            Policy::Drop => {
+                // Losses counted exactly: no duplicate, increasing, and the rest were dropped.
+                assert!(vals.windows(2).all(|w| w[0] < w[1]), "{case:?} lane {l}");
+                assert_eq!(vals.len() as u64 + st.dropped, n);
+                // No writer waited longer than its bound (device-clock accounting).
+                assert!(st.max_stall_cycles <= DROP_BOUND, "{case:?} lane {l}: {st:?}");
+                assert!(seqs.windows(2).all(|w| w[0] < w[1]));
+            }
+        }
+    }
+    if let Some(starved) = o.starved_switches_at_peer_finish {
+        // While the starved lanes could publish at most their pool, every peer finished all of
+        // its buffers.
+        for (q, switches) in starved {
+            assert!(switches <= case.pool, "{case:?}: starved lane {q} switched {switches}");
+        }
+        for l in (0..case.lanes).filter(|q| q % shards_for(case.lanes) != 0) {
+            assert_eq!(o.stats[l as usize].switches, case.buffers_per_lane, "{case:?} peer {l}");
+        }
+    }
+}
+
+fn matrix(lanes: &[u32], pools: &[u32], policies: &[Policy], buffers_per_lane: u32) {
+    for &lanes in lanes {
+        for &pool in pools {
+            for delay in [Delay::None, Delay::Random, Delay::StalledShard] {
+                for svm in [true, false] {
+                    for &policy in policies {
+                        check(Case { lanes, pool, delay, svm, policy, buffers_per_lane });
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn block_matrix_ci_subset() {
+    matrix(&[1, 3, 8], &[1, 4], &[Policy::Block], 24);
+}
+
+#[test]
+fn drop_matrix_ci_subset() {
+    matrix(&[2, 8], &[1, 3], &[Policy::Drop], 24);
+}
+
+#[test]
+#[ignore = "full stress matrix; run with --ignored stress"]
+fn stress_full_matrix() {
+    matrix(&[1, 2, 3, 4, 5, 6, 7, 8], &[1, 2, 3, 4], &[Policy::Block, Policy::Drop], 200);
+}
+
+/// Dead host: the host stops mid-run. Every lane ends up at a gate; once one budget of device
+/// clock passes, each gives up exactly once, accounts the records it still owned, and finishes;
+/// the restarted host collects what was published; the reconcile holds.
+fn dead_host(lanes: u32, pool: u32, svm: bool) {
+    let arch = if svm { &A2A3 } else { &A5 };
+    let budget = arch.dfx_backpressure_budget_cycles;
+    let mut b = DfxBuilder::new(arch);
+    b.ready_queues(lanes).shards(shards_for(lanes)).ready_depth(4).records_per_buffer(RPB);
+    for l in 0..lanes {
+        b.lane(l, 0, pool);
+    }
+    let cfg = b.build::<Rec>().unwrap();
+    let mem: Arc<dyn DeviceMemory> = if svm {
+        Arc::new(SvmMemory::new(cfg.region_size(), 0x4000_0000))
+    } else {
+        Arc::new(MirroredMemory::new(cfg.region_size(), 0x4000_0000))
+    };
+    let clock = VirtualClock::new();
+    let t = DfxTransport::<Rec>::new(cfg, mem, Arc::new(clock.clone())).unwrap();
+    let device = t.device_region();
+    let host = t.start(|shard| Sink {
+        shard,
+        delay: Delay::None,
+        rng: 1,
+        stall: Arc::new(Stall::default()),
+        seen: BTreeMap::new(),
+    });
+    let n = 1000 * RPB as u64;
+    let handles: Vec<_> = (0..lanes)
+        .map(|q| {
+            let device = device.clone();
+            std::thread::spawn(move || {
+                let mut w = device.writer::<Rec>(q, &[q]).unwrap();
+                for i in 0..n {
+                    w.record(0, [q as u64, i]);
+                }
+                w.finish()[0]
+            })
+        })
+        .collect();
+    // Let every lane make some progress, then kill the host.
+    let start = Instant::now();
+    while (0..lanes).any(|q| host.lane_snapshot(q).unwrap().switch_count == 0) {
+        assert!(start.elapsed() < GUARD);
+        std::thread::yield_now();
+    }
+    let halted = host.halt();
+    // Every lane runs out of pool or ready-queue space and waits at a gate.
+    for q in 0..lanes {
+        loop {
+            let s = halted.lane_snapshot(q).unwrap();
+            if s.gate_state != GATE_NONE {
+                break;
+            }
+            assert!(start.elapsed() < GUARD, "lane {q} never reached a gate");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+    // Nobody gives up before the budget.
+    clock.advance(budget - 1);
+    std::thread::sleep(Duration::from_millis(2));
+    for q in 0..lanes {
+        assert_eq!(halted.lane_snapshot(q).unwrap().gate_timeouts, 0, "lane {q} gave up early");
+    }
+    // One more cycle: the budget has passed for everyone.
+    clock.advance(1);
+    let stats: Vec<_> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+    let report = halted.recover();
+    assert!(report.is_reconciled(), "{:?}", report.lanes);
+    let mut per_lane: BTreeMap<u32, Vec<u64>> = BTreeMap::new();
+    for s in &report.sinks {
+        for (lane, (_, vals)) in &s.seen {
+            per_lane.entry(*lane).or_default().extend(vals);
+        }
+    }
+    for (l, st) in stats.iter().enumerate() {
+        assert_eq!(st.produced, n);
+        assert_eq!(st.gate_timeouts, 1, "one budget per lane, not one per buffer: {st:?}");
+        assert_eq!(st.max_stall_cycles, budget, "gave up exactly at its budget: {st:?}");
+        let vals = per_lane.remove(&(l as u32)).unwrap_or_default();
+        // What was published arrived once, in order; everything else was accounted dropped.
+        assert!(vals.windows(2).all(|w| w[0] < w[1]));
+        assert_eq!(vals.len() as u64 + st.dropped, n, "lane {l}");
+        assert!(st.dropped > 0);
+    }
+}
+
+#[test]
+fn dead_host_ci_subset() {
+    for svm in [true, false] {
+        dead_host(3, 1, svm);
+        dead_host(4, 4, svm);
+    }
+}
+
+#[test]
+#[ignore = "full dead-host matrix; run with --ignored stress"]
+fn stress_dead_host_matrix() {
+    for lanes in 1..=8 {
+        for pool in 1..=4 {
+            for svm in [true, false] {
+                dead_host(lanes, pool, svm);
+            }
+        }
+    }
+}
