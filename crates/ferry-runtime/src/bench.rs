@@ -1,0 +1,159 @@
+//! `ferry bench runtime`: task throughput and per-task dispatch overhead on the storm, against a
+//! baseline measured in the same run (the same kernel called directly in a host loop over the
+//! same device memory).
+use crate::device::image::F32Slice;
+use crate::device::kernels::{execute, KernelCall, K_ADD_SCALAR};
+use crate::error::{RunError, RunnerError};
+use crate::examples::{storm, STORM_LANES, STORM_LANE_LEN};
+use crate::host::{DeviceRunner, RunnerConfig, Variant};
+use std::time::Instant;
+
+/// What to measure.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BenchConfig {
+    /// The chip.
+    pub runner: RunnerConfig,
+    /// Storm tasks per run.
+    pub tasks: u64,
+}
+
+impl Default for BenchConfig {
+    fn default() -> Self {
+        BenchConfig { runner: RunnerConfig::default_for(ferry_sim::Arch::A2a3), tasks: 50_000 }
+    }
+}
+
+/// Why the bench failed.
+#[derive(Debug, thiserror::Error)]
+pub enum BenchError {
+    /// Building the runner failed.
+    #[error(transparent)]
+    Runner(#[from] RunnerError),
+    /// A run failed.
+    #[error(transparent)]
+    Run(#[from] RunError),
+    /// A run produced wrong results.
+    #[error(transparent)]
+    Verify(#[from] crate::examples::VerifyError),
+}
+
+/// Results.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Report {
+    /// Arch name.
+    pub arch: &'static str,
+    /// AICPU threads (1 orchestrator + schedulers).
+    pub aicpu_threads: u32,
+    /// AICore workers.
+    pub cores: u32,
+    /// Storm tasks per run.
+    pub tasks: u64,
+    /// Device-orchestrated run: wall seconds from launch to completion.
+    pub device_orch_wall_s: f64,
+    /// Host-built graph run: wall seconds from launch to completion.
+    pub host_graph_wall_s: f64,
+    /// Host-built graph run: seconds spent building and uploading the graph in prepare.
+    pub host_graph_prepare_s: f64,
+    /// Baseline: nanoseconds per task calling the kernel directly in a host loop.
+    pub baseline_ns_per_task: f64,
+}
+
+impl Report {
+    /// Device-orchestrated tasks per second.
+    pub fn tasks_per_s(&self) -> f64 {
+        self.tasks as f64 / self.device_orch_wall_s
+    }
+
+    /// Device-orchestrated wall nanoseconds per task.
+    pub fn ns_per_task(&self) -> f64 {
+        self.device_orch_wall_s * 1e9 / self.tasks as f64
+    }
+
+    /// Per-task dispatch overhead: wall time per task beyond the baseline kernel call.
+    pub fn dispatch_overhead_ns(&self) -> f64 {
+        self.ns_per_task() - self.baseline_ns_per_task
+    }
+
+    /// The report as one JSON object.
+    pub fn to_json(&self) -> String {
+        format!(
+            concat!(
+                "{{\"area\":\"runtime\",\"arch\":\"{}\",\"aicpu_threads\":{},\"cores\":{},",
+                "\"storm_tasks\":{},\"device_orch_wall_s\":{:.4},\"device_orch_tasks_per_s\":{:.0},",
+                "\"device_orch_ns_per_task\":{:.0},\"host_graph_wall_s\":{:.4},",
+                "\"host_graph_tasks_per_s\":{:.0},\"host_graph_prepare_s\":{:.4},",
+                "\"baseline_direct_call_ns_per_task\":{:.0},\"dispatch_overhead_ns_per_task\":{:.0},",
+                "\"ns_per_task_vs_baseline\":{:.2}}}"
+            ),
+            self.arch,
+            self.aicpu_threads,
+            self.cores,
+            self.tasks,
+            self.device_orch_wall_s,
+            self.tasks_per_s(),
+            self.ns_per_task(),
+            self.host_graph_wall_s,
+            self.tasks as f64 / self.host_graph_wall_s,
+            self.host_graph_prepare_s,
+            self.baseline_ns_per_task,
+            self.dispatch_overhead_ns(),
+            self.ns_per_task() / self.baseline_ns_per_task,
+        )
+    }
+}
+
+/// Runs the storm device-orchestrated and host-built, verifies both, and times the baseline.
+///
+/// # Errors
+/// [`BenchError`] when a run fails or its result is wrong.
+pub fn run(cfg: &BenchConfig) -> Result<Report, BenchError> {
+    let mut r = DeviceRunner::new(cfg.runner)?;
+    let ex = storm(cfg.tasks);
+    r.register_callable(0, ex.callable.clone())?;
+    r.register_callable(1, ex.callable.clone().with_variant(Variant::HostBuiltGraph))?;
+
+    let out = r.run(0, ex.args.clone())?;
+    ex.verify(&out)?;
+    let device_orch_wall_s = out.stats.wall.as_secs_f64();
+
+    let t0 = Instant::now();
+    let p = r.prepare(1, ex.args.clone())?;
+    let host_graph_prepare_s = t0.elapsed().as_secs_f64();
+    let l = r.launch(p)?;
+    let out = r.finalize_run(l)?;
+    ex.verify(&out)?;
+    let host_graph_wall_s = out.stats.wall.as_secs_f64();
+
+    // Baseline: the same kernel on the same kind of device memory, called in a host loop
+    // (translation included, as on the core).
+    let lanes = STORM_LANES * STORM_LANE_LEN;
+    let buf = r.device().malloc(lanes * 4).map_err(RunError::from)?;
+    r.device().copy_htod(&vec![0u8; (lanes * 4) as usize], buf).map_err(RunError::from)?;
+    let scalars = [u64::from(1.0f32.to_bits())];
+    let t0 = Instant::now();
+    for k in 0..cfg.tasks {
+        let addr = buf.0 + (k % STORM_LANES) * STORM_LANE_LEN * 4;
+        let t = F32Slice::new(r.ops(), addr, STORM_LANE_LEN * 4)
+            .map_err(|e| RunError::InvalidArgs(e.to_string()))?;
+        execute(&KernelCall {
+            kernel: K_ADD_SCALAR,
+            tensors: &[t],
+            scalars: &scalars,
+            block_idx: 0,
+            block_dim: 1,
+        })
+        .map_err(|e| RunError::InvalidArgs(e.to_string()))?;
+    }
+    let baseline_ns_per_task = t0.elapsed().as_nanos() as f64 / cfg.tasks as f64;
+    let _ = r.device().free(buf);
+    Ok(Report {
+        arch: cfg.runner.arch.name(),
+        aicpu_threads: cfg.runner.aicpu_threads,
+        cores: cfg.runner.aic + cfg.runner.aiv,
+        tasks: cfg.tasks,
+        device_orch_wall_s,
+        host_graph_wall_s,
+        host_graph_prepare_s,
+        baseline_ns_per_task,
+    })
+}

@@ -1,0 +1,129 @@
+//! The AICore executor: handshake, then run dispatched kernels until told to exit
+//! (launch.md §5.2–§5.4, core side).
+use super::image::{
+    DispatchArgs, F32Slice, ImageView, PayloadStatus, PAYLOAD_CORE_LINE, PAYLOAD_FAULT, PAYLOAD_OK,
+};
+use super::kernels::{self, KernelCall};
+use super::ops::DeviceOps;
+use super::sched::{is_dispatch, read_header, PAYLOAD_PAIR_BYTES};
+use crate::error::{DeviceFault, KernelFault};
+use ferry_abi::arch::Arch;
+use ferry_abi::handshake::{aicore_done_value, CORE_TYPE_AIC, CORE_TYPE_AIV, HANDSHAKE_SIZE};
+use ferry_abi::launch::AicoreLaunchArgs;
+use ferry_abi::regs::{
+    cond_ack, cond_fin, RegLayout, AICORE_EXIT_SIGNAL, AICPU_IDLE, COND_EXITED, COND_IDLE,
+};
+use std::sync::atomic::Ordering;
+
+/// The AICore entry: worker `block_idx` with physical core id `physical_core_id` of the launch
+/// whose arguments are `args` (the AICore projection of `KernelArgs`).
+///
+/// 1. Report: write `physical_core_id` and `core_type` into the core's handshake slot, then
+///    `aicore_done = block_idx + 1` (Release) — no waiting on the AICPU first.
+/// 2. Wait until `DATA_MAIN_BASE != 0` (the window is open), write `COND = idle`, read `task`
+///    (this core's payload pair).
+/// 3. Loop: wait for a new `DATA_MAIN_BASE` value; `EXIT` → `COND = exited`, return; a dispatch
+///    id → `COND = ACK(id)`, run the kernel from payload `id & 1`, write the status line,
+///    `COND = FIN(id)`.
+///
+/// # Errors
+/// [`DeviceFault::BadImage`] when `runtime_args` is not a runtime image, or the regs table has no
+/// entry for this core; the core cannot take part in the run then.
+pub fn aicore_execute(
+    ops: &dyn DeviceOps,
+    args: &AicoreLaunchArgs,
+    block_idx: u32,
+    physical_core_id: u32,
+) -> Result<(), DeviceFault> {
+    let hdr = read_header(ops, args.runtime_args)?;
+    let bad = DeviceFault::BadImage { magic: hdr.magic, version: hdr.version };
+    let image = ImageView::new(ops, args.runtime_args, hdr.image_bytes).map_err(|_| bad)?;
+    if block_idx >= hdr.worker_count || physical_core_id >= hdr.regs_count {
+        return Err(bad);
+    }
+    let regs = ImageView::new(ops, args.regs, u64::from(hdr.regs_count) * 8).map_err(|_| bad)?;
+    // Relaxed: the regs table is written by the host before the launch.
+    let base = regs.u64_at(8 * physical_core_id as usize).load(Ordering::Relaxed);
+    let layout = Arch::from_u32(hdr.arch).map(RegLayout::of).unwrap_or(RegLayout::of(Arch::A2a3));
+    let (dmb, cond) = (layout.data_main_base as u32, layout.cond as u32);
+
+    // 1. Report.
+    let hs = hdr.handshake_off as usize + HANDSHAKE_SIZE * block_idx as usize;
+    let core_type = if block_idx < hdr.aic_count { CORE_TYPE_AIC } else { CORE_TYPE_AIV };
+    // Relaxed: both published by the Release store of `aicore_done` below.
+    image.u32_at(hs + 20).store(physical_core_id, Ordering::Relaxed);
+    // Relaxed: as above.
+    image.u32_at(hs + 16).store(core_type, Ordering::Relaxed);
+    // Release: pairs with the scheduler's Acquire load of `aicore_done` in its phase-1 sweep.
+    image.u32_at(hs + 4).store(aicore_done_value(block_idx), Ordering::Release);
+    ops.notify_aicpu();
+
+    // 2. Wait for the window to open.
+    let first = ops.core_wait(base, dmb, &mut |v| v != 0, None).unwrap_or(AICORE_EXIT_SIGNAL);
+    ops.reg_write_core(base, cond, COND_IDLE);
+    // Acquire: pairs with the scheduler's Release store of `task` (phase 2), which precedes its
+    // window-opening register write that we observed above.
+    let task_ptr = image.u64_at(hs + 8).load(Ordering::Acquire);
+    let payload = task_ptr.wrapping_sub(image.addr());
+    if first != AICORE_EXIT_SIGNAL
+        && (task_ptr < image.addr() || payload + PAYLOAD_PAIR_BYTES > image.len() as u64)
+    {
+        ops.reg_write_core(base, cond, COND_EXITED);
+        return Err(bad);
+    }
+
+    // 3. Dispatch loop.
+    let mut last = 0u32;
+    let mut tensors: Vec<F32Slice> = Vec::with_capacity(super::image::MAX_TASK_TENSORS);
+    loop {
+        let v = ops
+            .core_wait(base, dmb, &mut |v| v != last && v != AICPU_IDLE && v != 0, None)
+            .unwrap_or(AICORE_EXIT_SIGNAL);
+        if v == AICORE_EXIT_SIGNAL {
+            ops.reg_write_core(base, cond, COND_EXITED);
+            return Ok(());
+        }
+        last = v;
+        if !is_dispatch(v) {
+            continue;
+        }
+        let entry = payload as usize + (v as usize & 1) * 256;
+        let a: DispatchArgs = image.read_record(entry);
+        ops.reg_write_core(base, cond, cond_ack(v));
+        let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            run_kernel(ops, &a, &mut tensors)
+        }))
+        .unwrap_or(Err(KernelFault::Panicked { kernel: a.kernel_id }));
+        let st = match ran {
+            Ok(()) => PayloadStatus::new(PAYLOAD_OK, 0, [0; 3]),
+            Err(f) => {
+                let (code, detail) = f.encode();
+                PayloadStatus::new(PAYLOAD_FAULT, code, detail)
+            }
+        };
+        image.write_record(entry + PAYLOAD_CORE_LINE, &st);
+        ops.reg_write_core(base, cond, cond_fin(v));
+    }
+}
+
+fn run_kernel(
+    ops: &dyn DeviceOps,
+    a: &DispatchArgs,
+    tensors: &mut Vec<F32Slice>,
+) -> Result<(), KernelFault> {
+    tensors.clear();
+    let nt = (a.n_tensors as usize).min(a.tensors.len());
+    for t in &a.tensors[..nt] {
+        let s = F32Slice::new(ops, t.addr, t.bytes)
+            .map_err(|_| KernelFault::OutsideDeviceMemory { addr: t.addr, bytes: t.bytes })?;
+        tensors.push(s);
+    }
+    let ns = (a.n_scalars as usize).min(a.scalars.len());
+    kernels::execute(&KernelCall {
+        kernel: a.kernel_id,
+        tensors,
+        scalars: &a.scalars[..ns],
+        block_idx: a.block_idx,
+        block_dim: a.block_dim,
+    })
+}

@@ -1,0 +1,288 @@
+//! The kernel library: real `f32` kernels over tensors in device memory, found by kernel id.
+//!
+//! | id | name | core | tensors | scalars | blocks |
+//! |---:|---|---|---|---|---|
+//! | 0 | `add` | AIV | `a`, `b` → `out` | — | SPMD over `out` |
+//! | 1 | `mul` | AIV | `a`, `b` → `out` | — | SPMD |
+//! | 2 | `scale` | AIV | `x` → `out` (or one inout) | `s` (f32 bits) | SPMD |
+//! | 3 | `copy` | AIV | `x` → `out` | — | SPMD |
+//! | 4 | `add_scalar` | AIV | `x` → `out` (or one inout) | `s` (f32 bits) | SPMD |
+//! | 5 | `attn_partial` | AIC | `q`[D], `k`[S·D], `v`[S·D] → `part`[D+2] | `D`, `S`, `scale` (f32 bits) | 1 |
+//! | 6 | `attn_merge` | AIV | `parts`[P·(D+2)] → `out`[D] | `D`, `P` | 1 |
+//!
+//! SPMD kernels split their output into `block_dim` contiguous chunks; block `b` computes chunk
+//! `b`. `attn_partial` is one page of paged attention: scores `s_i = scale · q·k_i`, then the
+//! partial softmax state `[m, l, o]` with `m = max s_i`, `l = Σ e^(s_i − m)`,
+//! `o = Σ e^(s_i − m) v_i`. `attn_merge` combines `P` partial states into `o / l` over the
+//! common maximum.
+use super::image::F32Slice;
+use crate::error::KernelFault;
+
+/// Kernel id of `add`.
+pub const K_ADD: u32 = 0;
+/// Kernel id of `mul`.
+pub const K_MUL: u32 = 1;
+/// Kernel id of `scale`.
+pub const K_SCALE: u32 = 2;
+/// Kernel id of `copy`.
+pub const K_COPY: u32 = 3;
+/// Kernel id of `add_scalar`.
+pub const K_ADD_SCALAR: u32 = 4;
+/// Kernel id of `attn_partial`.
+pub const K_ATTN_PARTIAL: u32 = 5;
+/// Kernel id of `attn_merge`.
+pub const K_ATTN_MERGE: u32 = 6;
+/// Number of kernels (ids are `0..KERNEL_COUNT`).
+pub const KERNEL_COUNT: u32 = 7;
+
+/// Which kind of core a kernel prefers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum CoreKind {
+    /// Cube core.
+    Aic,
+    /// Vector core.
+    Aiv,
+}
+
+/// What the runtime knows about a kernel before it runs it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct KernelSpec {
+    /// Kernel id.
+    pub id: u32,
+    /// Name (per-kernel counts in summaries).
+    pub name: &'static str,
+    /// Preferred core kind.
+    pub core: CoreKind,
+    /// Accepted tensor argument counts (inclusive).
+    pub tensors: (u32, u32),
+    /// Scalars required.
+    pub scalars: u32,
+    /// Most SPMD blocks.
+    pub max_blocks: u32,
+}
+
+const SPMD: u32 = 1 << 16;
+
+/// Every kernel, indexed by id.
+pub const KERNELS: [KernelSpec; KERNEL_COUNT as usize] = [
+    KernelSpec {
+        id: K_ADD,
+        name: "add",
+        core: CoreKind::Aiv,
+        tensors: (3, 3),
+        scalars: 0,
+        max_blocks: SPMD,
+    },
+    KernelSpec {
+        id: K_MUL,
+        name: "mul",
+        core: CoreKind::Aiv,
+        tensors: (3, 3),
+        scalars: 0,
+        max_blocks: SPMD,
+    },
+    KernelSpec {
+        id: K_SCALE,
+        name: "scale",
+        core: CoreKind::Aiv,
+        tensors: (1, 2),
+        scalars: 1,
+        max_blocks: SPMD,
+    },
+    KernelSpec {
+        id: K_COPY,
+        name: "copy",
+        core: CoreKind::Aiv,
+        tensors: (2, 2),
+        scalars: 0,
+        max_blocks: SPMD,
+    },
+    KernelSpec {
+        id: K_ADD_SCALAR,
+        name: "add_scalar",
+        core: CoreKind::Aiv,
+        tensors: (1, 2),
+        scalars: 1,
+        max_blocks: SPMD,
+    },
+    KernelSpec {
+        id: K_ATTN_PARTIAL,
+        name: "attn_partial",
+        core: CoreKind::Aic,
+        tensors: (4, 4),
+        scalars: 3,
+        max_blocks: 1,
+    },
+    KernelSpec {
+        id: K_ATTN_MERGE,
+        name: "attn_merge",
+        core: CoreKind::Aiv,
+        tensors: (2, 2),
+        scalars: 2,
+        max_blocks: 1,
+    },
+];
+
+/// The spec of kernel `id`, if it exists.
+pub fn spec(id: u32) -> Option<&'static KernelSpec> {
+    KERNELS.get(id as usize)
+}
+
+/// One dispatch of a kernel: translated tensors, scalars, block coordinates.
+#[derive(Debug)]
+pub struct KernelCall<'a> {
+    /// Kernel id.
+    pub kernel: u32,
+    /// Tensor arguments, translated.
+    pub tensors: &'a [F32Slice],
+    /// Scalar arguments.
+    pub scalars: &'a [u64],
+    /// This block.
+    pub block_idx: u32,
+    /// Blocks of the task.
+    pub block_dim: u32,
+}
+
+fn f(bits: u64) -> f32 {
+    f32::from_bits(bits as u32)
+}
+
+/// The chunk of `n` elements block `b` of `bd` owns.
+pub fn block_range(n: usize, b: u32, bd: u32) -> std::ops::Range<usize> {
+    let bd = bd.max(1) as usize;
+    let chunk = n.div_ceil(bd);
+    let start = (b as usize * chunk).min(n);
+    start..(start + chunk).min(n)
+}
+
+fn same_len(k: u32, a: &F32Slice, n: usize) -> Result<(), KernelFault> {
+    if a.len() < n {
+        return Err(KernelFault::Shape { kernel: k, expected: n as u64, got: a.len() as u64 });
+    }
+    Ok(())
+}
+
+/// Runs one dispatch.
+///
+/// # Errors
+/// [`KernelFault`] when the id is unknown or the arguments do not fit the kernel.
+pub fn execute(call: &KernelCall<'_>) -> Result<(), KernelFault> {
+    let k = call.kernel;
+    let s = spec(k).ok_or(KernelFault::UnknownKernel { kernel: k })?;
+    let nt = call.tensors.len() as u32;
+    if nt < s.tensors.0 || nt > s.tensors.1 || (call.scalars.len() as u32) < s.scalars {
+        return Err(KernelFault::ArgCount { kernel: k });
+    }
+    let t = call.tensors;
+    match k {
+        K_ADD | K_MUL => {
+            let out = &t[2];
+            let n = out.len();
+            same_len(k, &t[0], n)?;
+            same_len(k, &t[1], n)?;
+            for i in block_range(n, call.block_idx, call.block_dim) {
+                let (a, b) = (t[0].get(i), t[1].get(i));
+                out.set(i, if k == K_ADD { a + b } else { a * b });
+            }
+        }
+        K_SCALE | K_ADD_SCALAR | K_COPY => {
+            let (x, out) = (&t[0], t.get(1).unwrap_or(&t[0]));
+            let n = out.len();
+            same_len(k, x, n)?;
+            let sv = call.scalars.first().map(|&b| f(b)).unwrap_or(0.0);
+            for i in block_range(n, call.block_idx, call.block_dim) {
+                let v = x.get(i);
+                out.set(
+                    i,
+                    match k {
+                        K_SCALE => v * sv,
+                        K_ADD_SCALAR => v + sv,
+                        _ => v,
+                    },
+                );
+            }
+        }
+        K_ATTN_PARTIAL => {
+            let (d, sl) = (call.scalars[0] as usize, call.scalars[1] as usize);
+            let scale = f(call.scalars[2]);
+            let (q, kk, v, out) = (&t[0], &t[1], &t[2], &t[3]);
+            same_len(k, q, d)?;
+            same_len(k, kk, sl * d)?;
+            same_len(k, v, sl * d)?;
+            same_len(k, out, d + 2)?;
+            let mut scores = Vec::with_capacity(sl);
+            for i in 0..sl {
+                let mut acc = 0.0f32;
+                for j in 0..d {
+                    acc += q.get(j) * kk.get(i * d + j);
+                }
+                scores.push(acc * scale);
+            }
+            let m = scores.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+            let mut l = 0.0f32;
+            let mut o = vec![0.0f32; d];
+            for (i, &sc) in scores.iter().enumerate() {
+                let p = (sc - m).exp();
+                l += p;
+                for (j, oj) in o.iter_mut().enumerate() {
+                    *oj += p * v.get(i * d + j);
+                }
+            }
+            out.set(0, m);
+            out.set(1, l);
+            for (j, oj) in o.into_iter().enumerate() {
+                out.set(2 + j, oj);
+            }
+        }
+        K_ATTN_MERGE => {
+            let (d, p) = (call.scalars[0] as usize, call.scalars[1] as usize);
+            let (parts, out) = (&t[0], &t[1]);
+            same_len(k, parts, p * (d + 2))?;
+            same_len(k, out, d)?;
+            let stride = d + 2;
+            let m = (0..p).map(|i| parts.get(i * stride)).fold(f32::NEG_INFINITY, f32::max);
+            let mut l = 0.0f32;
+            let mut o = vec![0.0f32; d];
+            for i in 0..p {
+                let w = (parts.get(i * stride) - m).exp();
+                l += w * parts.get(i * stride + 1);
+                for (j, oj) in o.iter_mut().enumerate() {
+                    *oj += w * parts.get(i * stride + 2 + j);
+                }
+            }
+            for (j, oj) in o.into_iter().enumerate() {
+                out.set(j, oj / l);
+            }
+        }
+        _ => return Err(KernelFault::UnknownKernel { kernel: k }),
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn block_ranges_tile_the_output() {
+        for n in [0usize, 1, 7, 64, 100] {
+            for bd in 1..9 {
+                let mut next = 0;
+                for b in 0..bd {
+                    let r = block_range(n, b, bd);
+                    assert_eq!(r.start, next.min(n));
+                    next = r.end.max(next);
+                }
+                assert_eq!(next, n);
+            }
+        }
+    }
+
+    #[test]
+    fn specs_are_indexed_by_id() {
+        for (i, s) in KERNELS.iter().enumerate() {
+            assert_eq!(s.id as usize, i);
+        }
+        assert!(spec(KERNEL_COUNT).is_none());
+    }
+}

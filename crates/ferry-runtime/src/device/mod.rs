@@ -1,0 +1,26 @@
+//! The device half: code that runs on the AICPU threads and AICore workers.
+//!
+//! Nothing here depends on the simulator: it reaches the chip only through
+//! [`ops::DeviceOps`], so the whole module can move into the AICPU shared object unchanged (the
+//! loader bridges `DeviceOps` to the services table the AICPU OS provides).
+//!
+//! | module | runs on | what |
+//! |---|---|---|
+//! | [`ops`] | — | the [`ops::DeviceOps`] trait |
+//! | [`image`] | both | runtime-image layouts and atomic views of device memory |
+//! | [`task`] | AICPU | the orchestration API ([`task::Orchestrate`], [`task::Task`]) |
+//! | [`tensor_map`] | AICPU | producer regions → dependencies (RAW, WAR, WAW) |
+//! | [`sched`] | AICPU | run state, task ring, ready queues, handshake, dispatch loop, shutdown |
+//! | [`orch`] | AICPU | the device orchestrator and the host-built graph's loader |
+//! | [`program`] | AICPU | [`program::AicpuProgram`]: the init / register-callable / exec entries |
+//! | [`aicore`] | AICore | [`aicore::aicore_execute`]: the core's handshake and dispatch loop |
+//! | [`kernels`] | AICore | the kernel library |
+pub mod aicore;
+pub mod image;
+pub mod kernels;
+pub mod ops;
+pub mod orch;
+pub mod program;
+pub mod sched;
+pub mod task;
+pub mod tensor_map;

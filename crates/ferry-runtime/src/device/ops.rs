@@ -1,0 +1,91 @@
+//! [`DeviceOps`]: the only way the device half of the runtime touches the chip.
+//!
+//! Everything under [`crate::device`] (orchestration, tensor map, task ring, schedulers, AICore
+//! executor, kernels) reaches device memory, the per-core register windows, the wake-ups between
+//! AICPU threads and cores, and the device clock through this one object-safe trait. Today it is
+//! implemented for the simulated chip ([`crate::host::SimOps`] over `ferry_sim::cores::Chip`);
+//! when the device half moves into the AICPU shared object, the loader bridges the same trait to
+//! the services table that the AICPU OS hands the program (a `repr(C)` struct of function
+//! pointers with the same eight operations), and nothing above it changes.
+//!
+//! Register windows are named by their *base address* — the value the host put into the
+//! `KernelArgs::regs` table for a physical core id — and a register offset from
+//! `ferry_abi::regs::RegLayout`. The implementation maps a base to its window.
+//!
+//! Every wait is "spin briefly, then park": the implementation polls the condition a few times
+//! with backoff, then sleeps until the matching doorbell rings (a register write by the other
+//! side, or [`DeviceOps::notify_aicpu`]) or a bounded park passes. Nothing here ever spins
+//! without parking.
+use std::time::Duration;
+
+/// Why a device address could not be used.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("device range {addr:#x}+{len} is not inside live device memory: {reason}")]
+pub struct TranslateError {
+    /// The device address.
+    pub addr: u64,
+    /// The length in bytes.
+    pub len: u64,
+    /// What the chip said.
+    pub reason: String,
+}
+
+/// The chip services the device half of the runtime uses.
+///
+/// Object safe: the device half holds a `&dyn DeviceOps`.
+///
+/// # Safety
+///
+/// Implementors guarantee:
+/// - [`translate`](Self::translate) returns `Ok(p)` only when `[p, p + len)` is valid for reads
+///   and writes, 8-byte aligned where `addr` is, and stays valid until the host frees the
+///   allocation — which the host does only after every device thread of the run has returned;
+/// - other agents (host copies, other device threads) touch translated memory only with atomic
+///   accesses or under a happens-before edge (launch, register Release/Acquire, stream sync), so
+///   the runtime's relaxed atomic accesses never race with a non-atomic access;
+/// - `reg_write_*` are Release stores and `reg_read` is an Acquire load of a 32-bit register;
+///   each write wakes the waiters on the other side (AICPU writes wake that core's
+///   [`core_wait`](Self::core_wait); core writes wake [`aicpu_wait`](Self::aicpu_wait)).
+pub unsafe trait DeviceOps: Send + Sync {
+    /// Translates `[addr, addr + len)` of device memory to a pointer device code may use.
+    ///
+    /// # Errors
+    /// When the range is not inside one live allocation of this device (a host pointer, another
+    /// device's address, out of bounds).
+    fn translate(&self, addr: u64, len: u64) -> Result<*mut u8, TranslateError>;
+
+    /// Reads the 32-bit register at `offset` of the window at `reg_base` (Acquire).
+    fn reg_read(&self, reg_base: u64, offset: u32) -> u32;
+
+    /// AICPU-side register write (Release); wakes the core that owns the window.
+    fn reg_write_aicpu(&self, reg_base: u64, offset: u32, value: u32);
+
+    /// Core-side register write (Release); wakes the AICPU threads.
+    fn reg_write_core(&self, reg_base: u64, offset: u32, value: u32);
+
+    /// Core side: spins briefly, then parks until `pred(register)` holds; returns that value, or
+    /// `None` when `timeout` passed first (`None` waits for ever).
+    fn core_wait(
+        &self,
+        reg_base: u64,
+        offset: u32,
+        pred: &mut dyn FnMut(u32) -> bool,
+        timeout: Option<Duration>,
+    ) -> Option<u32>;
+
+    /// AICPU side: spins briefly, then parks until `cond()` holds; `false` when `timeout` passed
+    /// first (`None` waits for ever). Woken by every core-side register write and by
+    /// [`notify_aicpu`](Self::notify_aicpu).
+    fn aicpu_wait(&self, cond: &mut dyn FnMut() -> bool, timeout: Option<Duration>) -> bool;
+
+    /// Wakes every AICPU thread parked in [`aicpu_wait`](Self::aicpu_wait). Called after a state
+    /// change another AICPU thread may wait for (ready task, freed ring slot, a core's report in
+    /// its handshake slot). Cheap when nobody waits.
+    fn notify_aicpu(&self);
+
+    /// The device sys counter, in cycles.
+    fn clock_cycles(&self) -> u64;
+
+    /// The device sys counter frequency in Hz.
+    fn clock_hz(&self) -> u64;
+}

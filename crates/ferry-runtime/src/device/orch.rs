@@ -1,0 +1,198 @@
+//! The orchestrator thread: device orchestration (the graph is built here, on the last AICPU
+//! thread, while the schedulers execute it) and the host-built graph's loader.
+use super::image::{TaskRecord, MAX_TASK_SCALARS, MAX_TASK_TENSORS};
+use super::ops::DeviceOps;
+use super::sched::{empty_task, RunState};
+use super::task::{resolve, Orchestrate, ResolvedTask, Role, TaskId, TensorId, TensorInfo};
+use super::tensor_map::TensorMap;
+use crate::error::SubmitError;
+use std::sync::atomic::Ordering;
+
+/// [`Orchestrate`] on the AICPU: submissions go straight into the run's task ring.
+pub struct DeviceOrchestrator<'a> {
+    ops: &'a dyn DeviceOps,
+    run: &'a RunState,
+    tensors: Vec<TensorInfo>,
+    scalars: Vec<u64>,
+    map: TensorMap,
+    next: u64,
+    scopes: Vec<(u64, usize)>,
+    scratch_used: u64,
+    deps: Vec<u64>,
+}
+
+impl std::fmt::Debug for DeviceOrchestrator<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DeviceOrchestrator").field("next", &self.next).finish()
+    }
+}
+
+impl<'a> DeviceOrchestrator<'a> {
+    /// Reads the run's tensor and scalar tables from the image.
+    pub fn new(ops: &'a dyn DeviceOps, run: &'a RunState) -> DeviceOrchestrator<'a> {
+        let tensors = (0..run.hdr.tensor_count)
+            .map(|i| {
+                let r = run.tensor_record(i);
+                TensorInfo { addr: r.addr, len: r.bytes / 4 }
+            })
+            .collect();
+        let scalars = (0..run.hdr.scalar_count).map(|i| run.scalar_word(i)).collect();
+        DeviceOrchestrator {
+            ops,
+            run,
+            tensors,
+            scalars,
+            map: TensorMap::new(),
+            next: 0,
+            scopes: Vec::new(),
+            scratch_used: 0,
+            deps: Vec::new(),
+        }
+    }
+
+    /// Tasks submitted so far.
+    pub fn submitted(&self) -> u64 {
+        self.next
+    }
+
+    /// Waits (spin, then park) until the ring slot for `seq` is free.
+    fn wait_slot(&self, seq: u64) -> Result<(), SubmitError> {
+        let run = self.run;
+        if run.slot_free(seq) {
+            return Ok(());
+        }
+        self.ops.aicpu_wait(&mut || run.slot_free(seq) || run.is_aborted(), None);
+        if run.is_aborted() {
+            return Err(SubmitError::Aborted);
+        }
+        Ok(())
+    }
+}
+
+/// Checks that every tensor range of `task` is live device memory.
+fn check_ranges(ops: &dyn DeviceOps, seq: u64, task: &ResolvedTask) -> Result<(), SubmitError> {
+    for &(addr, bytes, _) in task.tensors() {
+        if ops.translate(addr, bytes.max(1)).is_err() && bytes > 0 {
+            return Err(SubmitError::TensorOutsideDeviceMemory { task: seq, addr, bytes });
+        }
+    }
+    Ok(())
+}
+
+impl Orchestrate for DeviceOrchestrator<'_> {
+    fn tensor_count(&self) -> u32 {
+        self.tensors.len() as u32
+    }
+
+    fn tensor(&self, id: TensorId) -> Result<TensorInfo, SubmitError> {
+        self.tensors.get(id.0 as usize).copied().ok_or(SubmitError::MissingTensor {
+            task: self.next,
+            tensor: id.0,
+            count: self.tensors.len() as u32,
+        })
+    }
+
+    fn scalar_count(&self) -> u32 {
+        self.scalars.len() as u32
+    }
+
+    fn scalar(&self, index: u32) -> Result<u64, SubmitError> {
+        self.scalars
+            .get(index as usize)
+            .copied()
+            .ok_or(SubmitError::MissingScalar { index, count: self.scalars.len() as u32 })
+    }
+
+    fn submit(&mut self, task: &super::task::Task) -> Result<TaskId, SubmitError> {
+        if self.run.is_aborted() {
+            return Err(SubmitError::Aborted);
+        }
+        let seq = self.next;
+        let tensors = &self.tensors;
+        let r = resolve(seq, task, &|i| tensors.get(i as usize).copied(), tensors.len() as u32)?;
+        check_ranges(self.ops, seq, &r)?;
+        self.wait_slot(seq)?;
+        self.deps.clear();
+        let run = self.run;
+        let mut live = |t: u64| run.is_live(t);
+        for &(addr, bytes, role) in r.tensors() {
+            self.map.access(seq, addr, addr + bytes, role.writes(), &mut self.deps, &mut live);
+        }
+        self.deps.extend_from_slice(task.after_ids());
+        self.deps.sort_unstable();
+        self.deps.dedup();
+        run.install(self.ops, seq, r, &self.deps);
+        self.next += 1;
+        Ok(TaskId(seq))
+    }
+
+    fn scope_begin(&mut self) {
+        self.scopes.push((self.scratch_used, self.tensors.len()));
+    }
+
+    fn scope_end(&mut self) -> Result<(), SubmitError> {
+        let (used, n) = self.scopes.pop().ok_or(SubmitError::ScopeUnderflow)?;
+        self.scratch_used = used;
+        self.tensors.truncate(n);
+        Ok(())
+    }
+
+    fn alloc_scratch(&mut self, len: u64) -> Result<TensorId, SubmitError> {
+        let bytes = len.saturating_mul(4);
+        let start = super::image::align64(self.scratch_used);
+        let free = self.run.hdr.scratch_bytes.saturating_sub(start);
+        if bytes > free {
+            return Err(SubmitError::ScratchExhausted { requested: bytes, free });
+        }
+        self.scratch_used = start + bytes;
+        self.tensors.push(TensorInfo { addr: self.run.hdr.scratch_addr + start, len });
+        Ok(TensorId(self.tensors.len() as u32 - 1))
+    }
+}
+
+/// Host-built graph: submits the uploaded tasks into the ring with their uploaded predecessor
+/// lists, in order.
+///
+/// # Errors
+/// [`SubmitError::Aborted`] when the run failed meanwhile; [`SubmitError::UnknownDependency`]
+/// for a predecessor index that is not an earlier task (the host validates graphs, so this only
+/// fires on a corrupt image).
+pub fn load_host_graph(ops: &dyn DeviceOps, run: &RunState) -> Result<(), SubmitError> {
+    let hdr = &run.hdr;
+    let mut preds = Vec::new();
+    for seq in 0..u64::from(hdr.graph_task_count) {
+        if run.is_aborted() {
+            return Err(SubmitError::Aborted);
+        }
+        let rec: TaskRecord =
+            run.image.read_record(hdr.graph_task_off as usize + 160 * seq as usize);
+        let mut t = empty_task();
+        t.kernel = rec.kernel_id;
+        t.block_dim = rec.block_dim.max(1);
+        t.n_tensors = rec.n_tensors.min(MAX_TASK_TENSORS as u32);
+        t.n_scalars = rec.n_scalars.min(MAX_TASK_SCALARS as u32);
+        for i in 0..t.n_tensors as usize {
+            let role = Role::from_bits(rec.roles >> (2 * i)).unwrap_or(Role::InOut);
+            t.tensors[i] = (rec.tensors[i].addr, rec.tensors[i].bytes, role);
+        }
+        t.scalars = rec.scalars;
+        preds.clear();
+        for k in 0..u64::from(rec.pred_count) {
+            let off = hdr.graph_pred_off as usize + 4 * (rec.pred_start + k) as usize;
+            // Relaxed: written by the host before the launch.
+            let p = u64::from(run.image.u32_at(off).load(Ordering::Relaxed));
+            if p >= seq {
+                return Err(SubmitError::UnknownDependency { task: seq, after: p });
+            }
+            preds.push(p);
+        }
+        if !run.slot_free(seq) {
+            ops.aicpu_wait(&mut || run.slot_free(seq) || run.is_aborted(), None);
+            if run.is_aborted() {
+                return Err(SubmitError::Aborted);
+            }
+        }
+        run.install(ops, seq, t, &preds);
+    }
+    Ok(())
+}

@@ -1,0 +1,186 @@
+//! The AICPU program's resident state and its three entries (init, register-callable, exec).
+//!
+//! [`AicpuProgram`] is what the AICPU shared object keeps across runs (launch.md §6.4: AICPU
+//! state persists across runs, AICore state does not): the latched `InitArgs`, the callable table
+//! (orchestration function per callable id), and the rendezvous of the current run's threads.
+//! The exported C entries of the AICPU program (`device/` cdylib, owned by the loader work) are
+//! thin wrappers over these methods, with a `DeviceOps` bridged from the services table.
+use super::ops::DeviceOps;
+use super::orch::{load_host_graph, DeviceOrchestrator};
+use super::sched::{lock, scheduler, RunState};
+use super::task::OrchFn;
+use crate::device::image::{VARIANT_DEVICE_ORCH, VARIANT_HOST_GRAPH};
+use crate::error::DeviceFault;
+use ferry_abi::launch::{InitArgs, KernelArgs, RegisterCallableArgs, MAX_CALLABLES};
+use std::sync::{Arc, Mutex};
+
+/// Why a callable could not be registered on the device.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum RegisterError {
+    /// The callable id is outside `0..MAX_CALLABLES`.
+    #[error("callable id {id} is outside 0..64")]
+    BadId {
+        /// The raw id.
+        id: i32,
+    },
+    /// The orchestration function name is unreadable or unknown.
+    #[error("orchestration function `{name}` was not found")]
+    UnknownFunction {
+        /// The name.
+        name: String,
+    },
+}
+
+#[derive(Clone, Copy)]
+struct Registered {
+    orch: OrchFn,
+}
+
+type Current = Option<(u64, u64, Arc<RunState>)>;
+
+/// The AICPU program's resident state.
+pub struct AicpuProgram {
+    init: Mutex<Option<InitArgs>>,
+    callables: Mutex<Vec<Option<Registered>>>,
+    current: Mutex<Current>,
+}
+
+impl std::fmt::Debug for AicpuProgram {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AicpuProgram").field("init", &*lock(&self.init)).finish()
+    }
+}
+
+impl Default for AicpuProgram {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl AicpuProgram {
+    /// A program with nothing registered.
+    pub fn new() -> AicpuProgram {
+        AicpuProgram {
+            init: Mutex::new(None),
+            callables: Mutex::new(vec![None; MAX_CALLABLES as usize]),
+            current: Mutex::new(None),
+        }
+    }
+
+    /// Init entry: latches the per-device invariants (once per device).
+    pub fn init(&self, args: &InitArgs) {
+        *lock(&self.init) = Some(*args);
+    }
+
+    /// The latched init arguments.
+    pub fn init_args(&self) -> Option<InitArgs> {
+        *lock(&self.init)
+    }
+
+    /// Register-callable entry: binds callable `args.active_callable_id` to the orchestration
+    /// function named `args.device_orch_func_name`, found through `resolve`. Today `resolve` is
+    /// the host's table of orchestration functions; with the loader it becomes a symbol lookup in
+    /// the orchestration shared object at `args.dev_orch_so_addr`.
+    ///
+    /// # Errors
+    /// [`RegisterError`] for a bad id or an unknown function.
+    pub fn register_callable(
+        &self,
+        args: &RegisterCallableArgs,
+        resolve: &dyn Fn(&str) -> Option<OrchFn>,
+    ) -> Result<(), RegisterError> {
+        let id = args.callable_id().ok_or(RegisterError::BadId { id: args.active_callable_id })?;
+        let name = args.device_orch_func_name().unwrap_or("");
+        let orch =
+            resolve(name).ok_or_else(|| RegisterError::UnknownFunction { name: name.into() })?;
+        lock(&self.callables)[id as usize] = Some(Registered { orch });
+        Ok(())
+    }
+
+    /// Forgets callable `id`.
+    pub fn unregister_callable(&self, id: u32) {
+        if let Some(s) = lock(&self.callables).get_mut(id as usize) {
+            *s = None;
+        }
+    }
+
+    fn join(
+        &self,
+        ops: &dyn DeviceOps,
+        image: u64,
+        threads: u32,
+    ) -> Result<Arc<RunState>, DeviceFault> {
+        let hdr = super::sched::read_header(ops, image)?;
+        let mut cur = lock(&self.current);
+        if let Some((a, e, run)) = &*cur {
+            if *a == image && *e == hdr.run_epoch {
+                return Ok(run.clone());
+            }
+        }
+        let run = Arc::new(RunState::new(ops, image, threads)?);
+        *cur = Some((image, hdr.run_epoch, run.clone()));
+        Ok(run)
+    }
+
+    /// Exec entry, called once on each of the launch's `threads` AICPU threads with the
+    /// front-less `KernelArgs` by value. Thread `threads − 1` orchestrates (runs the callable's
+    /// orchestration function, or loads the host-built graph); threads `0..threads − 1` schedule.
+    /// The last thread out writes the run's result into the image.
+    ///
+    /// # Errors
+    /// Only when the image cannot be used at all (no result can be written): the message says
+    /// why. Every other failure is reported through the image's result.
+    pub fn exec(
+        &self,
+        ops: &dyn DeviceOps,
+        args: &KernelArgs,
+        thread: u32,
+        threads: u32,
+    ) -> Result<(), String> {
+        let run = self.join(ops, args.runtime_args, threads).map_err(|e| e.to_string())?;
+        if threads < 2 {
+            run.fail(ops, DeviceFault::BadImage { magic: run.hdr.magic, version: run.hdr.version });
+            run.orchestration_done(ops);
+        } else if thread == threads - 1 {
+            self.orchestrate(ops, &run);
+        } else {
+            scheduler(ops, &run, thread, threads - 1);
+        }
+        if run.leave() {
+            let mut cur = lock(&self.current);
+            if cur.as_ref().is_some_and(|(_, e, _)| *e == run.epoch) {
+                *cur = None;
+            }
+        }
+        Ok(())
+    }
+
+    fn orchestrate(&self, ops: &dyn DeviceOps, run: &RunState) {
+        let result = match run.hdr.variant {
+            VARIANT_DEVICE_ORCH => {
+                let id = run.hdr.callable_id;
+                let reg = lock(&self.callables).get(id as usize).copied().flatten();
+                match reg {
+                    None => Err(DeviceFault::NoCallable { id }),
+                    Some(r) => {
+                        let mut o = DeviceOrchestrator::new(ops, run);
+                        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                            (r.orch)(&mut o)
+                        })) {
+                            Ok(r) => r.map_err(DeviceFault::Submit),
+                            Err(_) => Err(DeviceFault::OrchestrationPanicked),
+                        }
+                    }
+                }
+            }
+            VARIANT_HOST_GRAPH => load_host_graph(ops, run).map_err(DeviceFault::Submit),
+            _ => Err(DeviceFault::BadImage { magic: run.hdr.magic, version: run.hdr.version }),
+        };
+        if let Err(f) = result {
+            // An orchestration that stopped because the run already failed keeps the first
+            // fault.
+            run.fail(ops, f);
+        }
+        run.orchestration_done(ops);
+    }
+}

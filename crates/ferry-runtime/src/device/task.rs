@@ -1,0 +1,387 @@
+//! The orchestration API: what an orchestration function sees.
+//!
+//! An orchestration function ([`OrchFn`]) receives a `&mut dyn Orchestrate` and submits
+//! [`Task`]s. The same function runs either on the last AICPU thread (device orchestration: the
+//! graph is built while it executes) or on the host (host-built graph: the graph is recorded,
+//! validated and uploaded during prepare). Dependencies are never stated by hand for data: the
+//! tensor map derives them from the byte ranges each task reads and writes (RAW, WAR, WAW).
+//! [`Task::after`] adds an explicit control dependency on an earlier task.
+use crate::error::SubmitError;
+
+use super::image::{MAX_TASK_SCALARS, MAX_TASK_TENSORS};
+
+/// A tensor of the run: an index into its tensor table (run tensors first, then scratch
+/// allocations in the order they were made).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct TensorId(pub u32);
+
+/// A submitted task: its sequence number in the run (0, 1, 2, …).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct TaskId(pub u64);
+
+/// How a task uses a tensor argument.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Role {
+    /// Read only.
+    Input,
+    /// Written (previous contents ignored).
+    Output,
+    /// Read and written.
+    InOut,
+}
+
+impl Role {
+    /// Whether the task writes the range.
+    pub fn writes(self) -> bool {
+        !matches!(self, Role::Input)
+    }
+
+    /// 2-bit wire encoding (1 input, 2 output, 3 inout).
+    pub fn bits(self) -> u32 {
+        match self {
+            Role::Input => 1,
+            Role::Output => 2,
+            Role::InOut => 3,
+        }
+    }
+
+    /// Decodes [`bits`](Self::bits).
+    pub fn from_bits(b: u32) -> Option<Role> {
+        match b & 3 {
+            1 => Some(Role::Input),
+            2 => Some(Role::Output),
+            3 => Some(Role::InOut),
+            _ => None,
+        }
+    }
+}
+
+/// A range of `f32` elements of one tensor.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct View {
+    /// The tensor.
+    pub tensor: TensorId,
+    /// First element.
+    pub offset: u64,
+    /// Elements; `u64::MAX` means "to the end of the tensor".
+    pub len: u64,
+}
+
+impl View {
+    /// The whole tensor.
+    pub fn whole(tensor: TensorId) -> View {
+        View { tensor, offset: 0, len: u64::MAX }
+    }
+
+    /// Elements `offset..offset + len`.
+    pub fn range(tensor: TensorId, offset: u64, len: u64) -> View {
+        View { tensor, offset, len }
+    }
+}
+
+impl From<TensorId> for View {
+    fn from(t: TensorId) -> View {
+        View::whole(t)
+    }
+}
+
+/// A tensor argument: a view and a role.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Arg {
+    /// What it touches.
+    pub view: View,
+    /// How.
+    pub role: Role,
+}
+
+/// Explicit control dependencies a task can carry.
+pub const MAX_TASK_AFTER: usize = 4;
+
+/// One task: kernel id, tensor arguments with roles, scalars, SPMD block count. Fixed capacity,
+/// no allocation, so submitting is cheap on the AICPU.
+///
+/// ```
+/// use ferry_runtime::device::task::{Task, TensorId};
+/// use ferry_runtime::device::kernels::K_ADD;
+/// let t = Task::new(K_ADD).input(TensorId(0)).input(TensorId(1)).output(TensorId(2)).blocks(4);
+/// assert_eq!(t.args().len(), 3);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Task {
+    /// Kernel id.
+    pub kernel: u32,
+    /// SPMD block count (default 1).
+    pub block_dim: u32,
+    args: [Option<Arg>; MAX_TASK_TENSORS],
+    n_args: u8,
+    scalars: [u64; MAX_TASK_SCALARS],
+    n_scalars: u8,
+    after: [u64; MAX_TASK_AFTER],
+    n_after: u8,
+    overflow: bool,
+}
+
+impl Task {
+    /// A task running `kernel` with one block and no arguments yet.
+    pub fn new(kernel: u32) -> Task {
+        Task {
+            kernel,
+            block_dim: 1,
+            args: [None; MAX_TASK_TENSORS],
+            n_args: 0,
+            scalars: [0; MAX_TASK_SCALARS],
+            n_scalars: 0,
+            after: [0; MAX_TASK_AFTER],
+            n_after: 0,
+            overflow: false,
+        }
+    }
+
+    /// Adds a tensor argument.
+    pub fn arg(mut self, view: impl Into<View>, role: Role) -> Task {
+        if (self.n_args as usize) < MAX_TASK_TENSORS {
+            self.args[self.n_args as usize] = Some(Arg { view: view.into(), role });
+            self.n_args += 1;
+        } else {
+            self.overflow = true;
+        }
+        self
+    }
+
+    /// Adds an input.
+    pub fn input(self, view: impl Into<View>) -> Task {
+        self.arg(view, Role::Input)
+    }
+
+    /// Adds an output.
+    pub fn output(self, view: impl Into<View>) -> Task {
+        self.arg(view, Role::Output)
+    }
+
+    /// Adds an inout.
+    pub fn inout(self, view: impl Into<View>) -> Task {
+        self.arg(view, Role::InOut)
+    }
+
+    /// Adds a raw 64-bit scalar.
+    pub fn scalar(mut self, v: u64) -> Task {
+        if (self.n_scalars as usize) < MAX_TASK_SCALARS {
+            self.scalars[self.n_scalars as usize] = v;
+            self.n_scalars += 1;
+        } else {
+            self.overflow = true;
+        }
+        self
+    }
+
+    /// Adds an `f32` scalar (its bits).
+    pub fn scalar_f32(self, v: f32) -> Task {
+        self.scalar(u64::from(v.to_bits()))
+    }
+
+    /// Sets the SPMD block count.
+    pub fn blocks(mut self, n: u32) -> Task {
+        self.block_dim = n;
+        self
+    }
+
+    /// Adds an explicit dependency on an earlier task.
+    pub fn after(mut self, t: TaskId) -> Task {
+        if (self.n_after as usize) < MAX_TASK_AFTER {
+            self.after[self.n_after as usize] = t.0;
+            self.n_after += 1;
+        } else {
+            self.overflow = true;
+        }
+        self
+    }
+
+    /// The tensor arguments.
+    pub fn args(&self) -> impl ExactSizeIterator<Item = Arg> + '_ {
+        self.args[..self.n_args as usize]
+            .iter()
+            .map(|a| a.unwrap_or(Arg { view: View::whole(TensorId(u32::MAX)), role: Role::Input }))
+    }
+
+    /// The scalars.
+    pub fn scalars(&self) -> &[u64] {
+        &self.scalars[..self.n_scalars as usize]
+    }
+
+    /// The explicit dependencies.
+    pub fn after_ids(&self) -> &[u64] {
+        &self.after[..self.n_after as usize]
+    }
+
+    /// Whether more arguments were added than a task can carry.
+    pub fn is_overflowed(&self) -> bool {
+        self.overflow
+    }
+}
+
+/// Size of a tensor as the orchestration sees it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TensorInfo {
+    /// Device address.
+    pub addr: u64,
+    /// Elements (`f32`).
+    pub len: u64,
+}
+
+/// What an orchestration function can do. Object safe; implemented by the device orchestrator
+/// (`crate::device::orch::DeviceOrchestrator`) and the host graph builder
+/// (`crate::host::graph::GraphBuilder`).
+pub trait Orchestrate {
+    /// Tensors in the run's table (run tensors plus scratch allocations so far).
+    fn tensor_count(&self) -> u32;
+
+    /// A tensor's address and length.
+    ///
+    /// # Errors
+    /// [`SubmitError::MissingTensor`] (with `task` = the next task's number).
+    fn tensor(&self, id: TensorId) -> Result<TensorInfo, SubmitError>;
+
+    /// Scalars in the run's table.
+    fn scalar_count(&self) -> u32;
+
+    /// Scalar `index` of the run.
+    ///
+    /// # Errors
+    /// [`SubmitError::MissingScalar`].
+    fn scalar(&self, index: u32) -> Result<u64, SubmitError>;
+
+    /// Submits a task; its dependencies come from the tensor map and [`Task::after`].
+    ///
+    /// # Errors
+    /// Any [`SubmitError`] naming the problem; nothing is submitted then.
+    fn submit(&mut self, task: &Task) -> Result<TaskId, SubmitError>;
+
+    /// Opens a scope: scratch tensors allocated from here on are released at the matching
+    /// [`scope_end`](Self::scope_end).
+    fn scope_begin(&mut self);
+
+    /// Closes the innermost scope and releases its scratch tensors. Their memory is reused by
+    /// later allocations; the tensor map orders the reuse after every earlier access.
+    ///
+    /// # Errors
+    /// [`SubmitError::ScopeUnderflow`] without an open scope.
+    fn scope_end(&mut self) -> Result<(), SubmitError>;
+
+    /// Allocates a scratch tensor of `len` `f32` elements in the run's scratch arena.
+    ///
+    /// # Errors
+    /// [`SubmitError::ScratchExhausted`].
+    fn alloc_scratch(&mut self, len: u64) -> Result<TensorId, SubmitError>;
+}
+
+/// An orchestration function: the graph of one callable. A plain function pointer, so the
+/// device half can receive it from an orchestration shared object later.
+pub type OrchFn = fn(&mut dyn Orchestrate) -> Result<(), SubmitError>;
+
+/// A task after validation: kernel, block count and tensor arguments resolved to device ranges.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ResolvedTask {
+    /// Kernel id.
+    pub kernel: u32,
+    /// SPMD block count.
+    pub block_dim: u32,
+    /// `(addr, bytes, role)` per tensor argument.
+    pub tensors: [(u64, u64, Role); MAX_TASK_TENSORS],
+    /// Used entries of `tensors`.
+    pub n_tensors: u32,
+    /// Scalars.
+    pub scalars: [u64; MAX_TASK_SCALARS],
+    /// Used entries of `scalars`.
+    pub n_scalars: u32,
+}
+
+impl ResolvedTask {
+    /// The used tensor entries.
+    pub fn tensors(&self) -> &[(u64, u64, Role)] {
+        &self.tensors[..self.n_tensors as usize]
+    }
+
+    /// Role bits, 2 per tensor.
+    pub fn role_bits(&self) -> u32 {
+        self.tensors().iter().enumerate().fold(0, |acc, (i, t)| acc | (t.2.bits() << (2 * i)))
+    }
+}
+
+/// Validates `task` (sequence number `seq`) against the kernel table and the tensor table, and
+/// resolves its views to device ranges. Shared by both orchestrators, so both refuse the same
+/// workloads with the same errors.
+///
+/// # Errors
+/// The first problem found, as a [`SubmitError`].
+pub fn resolve(
+    seq: u64,
+    task: &Task,
+    tensors: &dyn Fn(u32) -> Option<TensorInfo>,
+    tensor_count: u32,
+) -> Result<ResolvedTask, SubmitError> {
+    use super::kernels;
+    if task.is_overflowed() {
+        return Err(SubmitError::TooManyArgs { task: seq });
+    }
+    let spec = kernels::spec(task.kernel)
+        .ok_or(SubmitError::UnknownKernel { task: seq, kernel: task.kernel })?;
+    let nt = task.args().len() as u32;
+    let ns = task.scalars().len() as u32;
+    if nt < spec.tensors.0 || nt > spec.tensors.1 || ns < spec.scalars {
+        return Err(SubmitError::ArgCount {
+            task: seq,
+            kernel: task.kernel,
+            tensors: nt,
+            scalars: ns,
+        });
+    }
+    if task.block_dim == 0 {
+        return Err(SubmitError::ZeroBlockDim { task: seq });
+    }
+    if task.block_dim > spec.max_blocks {
+        return Err(SubmitError::BlockDimTooLarge {
+            task: seq,
+            kernel: task.kernel,
+            block_dim: task.block_dim,
+            max: spec.max_blocks,
+        });
+    }
+    for &a in task.after_ids() {
+        if a >= seq {
+            return Err(SubmitError::UnknownDependency { task: seq, after: a });
+        }
+    }
+    let mut r = ResolvedTask {
+        kernel: task.kernel,
+        block_dim: task.block_dim,
+        tensors: [(0, 0, Role::Input); MAX_TASK_TENSORS],
+        n_tensors: nt,
+        scalars: [0; MAX_TASK_SCALARS],
+        n_scalars: ns,
+    };
+    r.scalars[..ns as usize].copy_from_slice(task.scalars());
+    for (i, a) in task.args().enumerate() {
+        let t = a.view.tensor.0;
+        let info = tensors(t).ok_or(SubmitError::MissingTensor {
+            task: seq,
+            tensor: t,
+            count: tensor_count,
+        })?;
+        let len = if a.view.len == u64::MAX {
+            info.len.saturating_sub(a.view.offset)
+        } else {
+            a.view.len
+        };
+        if a.view.offset.checked_add(len).is_none_or(|end| end > info.len) {
+            return Err(SubmitError::ViewOutOfBounds {
+                task: seq,
+                tensor: t,
+                offset: a.view.offset,
+                len,
+                size: info.len,
+            });
+        }
+        r.tensors[i] = (info.addr + 4 * a.view.offset, 4 * len, a.role);
+    }
+    Ok(r)
+}

@@ -1,0 +1,482 @@
+//! Errors, one enum per family of operations.
+//!
+//! | enum | raised by |
+//! |---|---|
+//! | [`SubmitError`] | the orchestration API (device orchestrator and host graph builder alike) |
+//! | [`KernelFault`] | a kernel on an AICore that refused its arguments |
+//! | [`DeviceFault`] | a failed run, as the AICPU reports it back through the image |
+//! | [`RunError`] | the host `DeviceRunner`'s per-run calls |
+//! | [`RunnerError`] | the host `DeviceRunner`'s init and callable registration |
+//!
+//! [`DeviceFault`] crosses the device → host boundary as a code and five words
+//! ([`DeviceFault::encode`] / [`DeviceFault::decode`]), so it holds no strings.
+use ferry_sim::DeviceError;
+
+/// A task or orchestration call the runtime refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum SubmitError {
+    /// The task names a kernel id no kernel has.
+    #[error("task {task}: unknown kernel id {kernel}")]
+    UnknownKernel {
+        /// Task sequence number.
+        task: u64,
+        /// The kernel id.
+        kernel: u32,
+    },
+    /// The task has the wrong number of tensor or scalar arguments for its kernel.
+    #[error("task {task}: kernel {kernel} does not take {tensors} tensors and {scalars} scalars")]
+    ArgCount {
+        /// Task sequence number.
+        task: u64,
+        /// The kernel id.
+        kernel: u32,
+        /// Tensor arguments given.
+        tensors: u32,
+        /// Scalar arguments given.
+        scalars: u32,
+    },
+    /// The task references a tensor id the run does not have.
+    #[error("task {task}: tensor {tensor} does not exist (the run has {count})")]
+    MissingTensor {
+        /// Task sequence number.
+        task: u64,
+        /// The tensor id.
+        tensor: u32,
+        /// Tensors the run has.
+        count: u32,
+    },
+    /// The task's view reaches past the end of its tensor.
+    #[error("task {task}: view {offset}+{len} of tensor {tensor} exceeds its {size} elements")]
+    ViewOutOfBounds {
+        /// Task sequence number.
+        task: u64,
+        /// The tensor id.
+        tensor: u32,
+        /// First element of the view.
+        offset: u64,
+        /// Elements of the view.
+        len: u64,
+        /// Elements of the tensor.
+        size: u64,
+    },
+    /// A tensor argument is not inside live device memory.
+    #[error("task {task}: tensor range {addr:#x}+{bytes} is outside device memory")]
+    TensorOutsideDeviceMemory {
+        /// Task sequence number.
+        task: u64,
+        /// Device address.
+        addr: u64,
+        /// Length in bytes.
+        bytes: u64,
+    },
+    /// The task asks for zero SPMD blocks.
+    #[error("task {task}: block count is zero")]
+    ZeroBlockDim {
+        /// Task sequence number.
+        task: u64,
+    },
+    /// The task asks for more SPMD blocks than its kernel supports.
+    #[error("task {task}: kernel {kernel} supports at most {max} blocks, {block_dim} requested")]
+    BlockDimTooLarge {
+        /// Task sequence number.
+        task: u64,
+        /// The kernel id.
+        kernel: u32,
+        /// Blocks requested.
+        block_dim: u32,
+        /// Most blocks the kernel supports.
+        max: u32,
+    },
+    /// The task depends on a task that was not submitted before it.
+    #[error("task {task}: depends on task {after}, which was not submitted before it")]
+    UnknownDependency {
+        /// Task sequence number.
+        task: u64,
+        /// The dependency.
+        after: u64,
+    },
+    /// More tensor or scalar arguments than a task can carry.
+    #[error("task {task}: too many arguments")]
+    TooManyArgs {
+        /// Task sequence number.
+        task: u64,
+    },
+    /// The orchestration read a scalar the run does not have.
+    #[error("scalar {index} does not exist (the run has {count})")]
+    MissingScalar {
+        /// Scalar index.
+        index: u32,
+        /// Scalars the run has.
+        count: u32,
+    },
+    /// `scope_end` without a matching `scope_begin`.
+    #[error("scope_end without an open scope")]
+    ScopeUnderflow,
+    /// The scratch arena cannot hold the allocation.
+    #[error("scratch arena exhausted: {requested} bytes requested, {free} free")]
+    ScratchExhausted {
+        /// Bytes asked for.
+        requested: u64,
+        /// Bytes left.
+        free: u64,
+    },
+    /// The run already failed elsewhere; the orchestration must stop.
+    #[error("the run was aborted")]
+    Aborted,
+}
+
+/// Why a kernel refused to run a dispatch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum KernelFault {
+    /// No kernel has this id.
+    #[error("unknown kernel id {kernel}")]
+    UnknownKernel {
+        /// The kernel id.
+        kernel: u32,
+    },
+    /// The tensor and scalar counts do not fit the kernel.
+    #[error("kernel {kernel}: wrong argument count")]
+    ArgCount {
+        /// The kernel id.
+        kernel: u32,
+    },
+    /// Tensor lengths do not fit together.
+    #[error("kernel {kernel}: tensor of {got} elements where {expected} were expected")]
+    Shape {
+        /// The kernel id.
+        kernel: u32,
+        /// Elements expected.
+        expected: u64,
+        /// Elements found.
+        got: u64,
+    },
+    /// A tensor argument is not inside live device memory.
+    #[error("tensor range {addr:#x}+{bytes} is outside device memory")]
+    OutsideDeviceMemory {
+        /// Device address.
+        addr: u64,
+        /// Length in bytes.
+        bytes: u64,
+    },
+    /// The kernel panicked (a bug in the kernel, caught so the core keeps serving).
+    #[error("kernel {kernel} panicked")]
+    Panicked {
+        /// The kernel id.
+        kernel: u32,
+    },
+}
+
+/// Why a run failed on the device, as reported through the image.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum DeviceFault {
+    /// The orchestration (or the host-built graph's loader) stopped with an error.
+    #[error("orchestration failed: {0}")]
+    Submit(#[from] SubmitError),
+    /// A kernel refused a dispatch.
+    #[error("task {task} (kernel {kernel}) failed on its core: {fault}")]
+    Kernel {
+        /// Task sequence number.
+        task: u64,
+        /// The kernel id.
+        kernel: u32,
+        /// What the kernel said.
+        fault: KernelFault,
+    },
+    /// A core's handshake report was invalid or missing.
+    #[error("handshake with core {core} failed: physical core id {physical} (bound {bound})")]
+    Handshake {
+        /// Worker index.
+        core: u32,
+        /// Reported physical core id (`u32::MAX`: no report before the deadline).
+        physical: u32,
+        /// Physical core ids must be below this.
+        bound: u32,
+    },
+    /// The image is not a runtime image of this version, or its regions do not fit.
+    #[error("runtime image is malformed (magic {magic:#x}, version {version})")]
+    BadImage {
+        /// Magic found.
+        magic: u32,
+        /// Version found.
+        version: u32,
+    },
+    /// The run names a callable the AICPU program has not registered.
+    #[error("callable {id} is not registered on the device")]
+    NoCallable {
+        /// Callable id.
+        id: u32,
+    },
+    /// The orchestration function panicked.
+    #[error("orchestration panicked")]
+    OrchestrationPanicked,
+}
+
+const C_UNKNOWN_KERNEL: u32 = 1;
+const C_ARG_COUNT: u32 = 2;
+const C_MISSING_TENSOR: u32 = 3;
+const C_VIEW_OOB: u32 = 4;
+const C_OUTSIDE: u32 = 5;
+const C_ZERO_BLOCKS: u32 = 6;
+const C_BLOCKS_LARGE: u32 = 7;
+const C_UNKNOWN_DEP: u32 = 8;
+const C_TOO_MANY_ARGS: u32 = 9;
+const C_MISSING_SCALAR: u32 = 10;
+const C_SCOPE_UNDERFLOW: u32 = 11;
+const C_SCRATCH: u32 = 12;
+const C_ABORTED: u32 = 13;
+const K_BASE: u32 = 0x100;
+const C_HANDSHAKE: u32 = 0x200;
+const C_BAD_IMAGE: u32 = 0x201;
+const C_NO_CALLABLE: u32 = 0x202;
+const C_PANIC: u32 = 0x203;
+
+impl KernelFault {
+    /// Encodes as `(code, detail)` for the payload status line.
+    pub fn encode(&self) -> (u32, [u64; 3]) {
+        match *self {
+            KernelFault::UnknownKernel { kernel } => (1, [kernel.into(), 0, 0]),
+            KernelFault::ArgCount { kernel } => (2, [kernel.into(), 0, 0]),
+            KernelFault::Shape { kernel, expected, got } => (3, [kernel.into(), expected, got]),
+            KernelFault::OutsideDeviceMemory { addr, bytes } => (4, [addr, bytes, 0]),
+            KernelFault::Panicked { kernel } => (5, [kernel.into(), 0, 0]),
+        }
+    }
+
+    /// Decodes what [`encode`](Self::encode) produced; `None` for an unknown code.
+    pub fn decode(code: u32, d: [u64; 3]) -> Option<KernelFault> {
+        Some(match code {
+            1 => KernelFault::UnknownKernel { kernel: d[0] as u32 },
+            2 => KernelFault::ArgCount { kernel: d[0] as u32 },
+            3 => KernelFault::Shape { kernel: d[0] as u32, expected: d[1], got: d[2] },
+            4 => KernelFault::OutsideDeviceMemory { addr: d[0], bytes: d[1] },
+            5 => KernelFault::Panicked { kernel: d[0] as u32 },
+            _ => return None,
+        })
+    }
+}
+
+impl DeviceFault {
+    /// Encodes as `(code, task, detail)` for [`crate::device::image::RunResult`].
+    pub fn encode(&self) -> (u32, u64, [u64; 4]) {
+        use SubmitError as S;
+        match *self {
+            DeviceFault::Submit(s) => match s {
+                S::UnknownKernel { task, kernel } => {
+                    (C_UNKNOWN_KERNEL, task, [kernel.into(), 0, 0, 0])
+                }
+                S::ArgCount { task, kernel, tensors, scalars } => {
+                    (C_ARG_COUNT, task, [kernel.into(), tensors.into(), scalars.into(), 0])
+                }
+                S::MissingTensor { task, tensor, count } => {
+                    (C_MISSING_TENSOR, task, [tensor.into(), count.into(), 0, 0])
+                }
+                S::ViewOutOfBounds { task, tensor, offset, len, size } => {
+                    (C_VIEW_OOB, task, [tensor.into(), offset, len, size])
+                }
+                S::TensorOutsideDeviceMemory { task, addr, bytes } => {
+                    (C_OUTSIDE, task, [addr, bytes, 0, 0])
+                }
+                S::ZeroBlockDim { task } => (C_ZERO_BLOCKS, task, [0; 4]),
+                S::BlockDimTooLarge { task, kernel, block_dim, max } => {
+                    (C_BLOCKS_LARGE, task, [kernel.into(), block_dim.into(), max.into(), 0])
+                }
+                S::UnknownDependency { task, after } => (C_UNKNOWN_DEP, task, [after, 0, 0, 0]),
+                S::TooManyArgs { task } => (C_TOO_MANY_ARGS, task, [0; 4]),
+                S::MissingScalar { index, count } => {
+                    (C_MISSING_SCALAR, 0, [index.into(), count.into(), 0, 0])
+                }
+                S::ScopeUnderflow => (C_SCOPE_UNDERFLOW, 0, [0; 4]),
+                S::ScratchExhausted { requested, free } => (C_SCRATCH, 0, [requested, free, 0, 0]),
+                S::Aborted => (C_ABORTED, 0, [0; 4]),
+            },
+            DeviceFault::Kernel { task, kernel, fault } => {
+                let (c, d) = fault.encode();
+                (K_BASE + c, task, [kernel.into(), d[0], d[1], d[2]])
+            }
+            DeviceFault::Handshake { core, physical, bound } => {
+                (C_HANDSHAKE, 0, [core.into(), physical.into(), bound.into(), 0])
+            }
+            DeviceFault::BadImage { magic, version } => {
+                (C_BAD_IMAGE, 0, [magic.into(), version.into(), 0, 0])
+            }
+            DeviceFault::NoCallable { id } => (C_NO_CALLABLE, 0, [id.into(), 0, 0, 0]),
+            DeviceFault::OrchestrationPanicked => (C_PANIC, 0, [0; 4]),
+        }
+    }
+
+    /// Decodes what [`encode`](Self::encode) produced; `None` for an unknown code.
+    pub fn decode(code: u32, task: u64, d: [u64; 4]) -> Option<DeviceFault> {
+        use SubmitError as S;
+        let u = |x: u64| x as u32;
+        let s = match code {
+            C_UNKNOWN_KERNEL => S::UnknownKernel { task, kernel: u(d[0]) },
+            C_ARG_COUNT => {
+                S::ArgCount { task, kernel: u(d[0]), tensors: u(d[1]), scalars: u(d[2]) }
+            }
+            C_MISSING_TENSOR => S::MissingTensor { task, tensor: u(d[0]), count: u(d[1]) },
+            C_VIEW_OOB => {
+                S::ViewOutOfBounds { task, tensor: u(d[0]), offset: d[1], len: d[2], size: d[3] }
+            }
+            C_OUTSIDE => S::TensorOutsideDeviceMemory { task, addr: d[0], bytes: d[1] },
+            C_ZERO_BLOCKS => S::ZeroBlockDim { task },
+            C_BLOCKS_LARGE => {
+                S::BlockDimTooLarge { task, kernel: u(d[0]), block_dim: u(d[1]), max: u(d[2]) }
+            }
+            C_UNKNOWN_DEP => S::UnknownDependency { task, after: d[0] },
+            C_TOO_MANY_ARGS => S::TooManyArgs { task },
+            C_MISSING_SCALAR => S::MissingScalar { index: u(d[0]), count: u(d[1]) },
+            C_SCOPE_UNDERFLOW => S::ScopeUnderflow,
+            C_SCRATCH => S::ScratchExhausted { requested: d[0], free: d[1] },
+            C_ABORTED => S::Aborted,
+            C_HANDSHAKE => {
+                return Some(DeviceFault::Handshake {
+                    core: u(d[0]),
+                    physical: u(d[1]),
+                    bound: u(d[2]),
+                })
+            }
+            C_BAD_IMAGE => return Some(DeviceFault::BadImage { magic: u(d[0]), version: u(d[1]) }),
+            C_NO_CALLABLE => return Some(DeviceFault::NoCallable { id: u(d[0]) }),
+            C_PANIC => return Some(DeviceFault::OrchestrationPanicked),
+            c if c > K_BASE && c < C_HANDSHAKE => {
+                let fault = KernelFault::decode(c - K_BASE, [d[1], d[2], d[3]])?;
+                return Some(DeviceFault::Kernel { task, kernel: u(d[0]), fault });
+            }
+            _ => return None,
+        };
+        Some(DeviceFault::Submit(s))
+    }
+}
+
+/// Errors of a run on the host `DeviceRunner`.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum RunError {
+    /// The run failed on the device (or while the host built its graph).
+    #[error(transparent)]
+    Fault(#[from] DeviceFault),
+    /// The host-built graph has a dependency cycle through these tasks.
+    #[error("workload has a dependency cycle through tasks {tasks:?}")]
+    Cycle {
+        /// Tasks on or behind the cycle (never ready).
+        tasks: Vec<u64>,
+    },
+    /// No callable is registered under this id.
+    #[error("callable {id} is not registered")]
+    NotRegistered {
+        /// Callable id.
+        id: u32,
+    },
+    /// Another run is prepared or in flight on this runner.
+    #[error("another run is in flight on this runner")]
+    Busy,
+    /// An argument of the run is unusable before anything reaches the device.
+    #[error("invalid run arguments: {0}")]
+    InvalidArgs(String),
+    /// The simulated driver failed.
+    #[error(transparent)]
+    Device(#[from] DeviceError),
+    /// The run did not finish within the runner's timeout; the cores were reaped.
+    #[error("run did not finish within {ms} ms")]
+    Timeout {
+        /// The timeout.
+        ms: u64,
+    },
+    /// The device returned a result the host cannot decode.
+    #[error("device result is unreadable (status {status}, code {code:#x})")]
+    BadResult {
+        /// Status word.
+        status: u32,
+        /// Error code word.
+        code: u32,
+    },
+}
+
+impl From<SubmitError> for RunError {
+    fn from(e: SubmitError) -> RunError {
+        RunError::Fault(DeviceFault::Submit(e))
+    }
+}
+
+/// Errors of `DeviceRunner` init, configuration and callable registration.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum RunnerError {
+    /// The configuration is unusable.
+    #[error("invalid runner configuration: {0}")]
+    Config(String),
+    /// The callable id is outside the ABI's range or already taken.
+    #[error("callable id {id} is invalid or already registered")]
+    CallableId {
+        /// Callable id.
+        id: u32,
+    },
+    /// No callable is registered under this id.
+    #[error("callable {id} is not registered")]
+    NotRegistered {
+        /// Callable id.
+        id: u32,
+    },
+    /// A run is in flight; registration changes must wait for it.
+    #[error("a run is in flight on this runner")]
+    Busy,
+    /// The simulated driver failed.
+    #[error(transparent)]
+    Device(#[from] DeviceError),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn device_faults_round_trip_through_their_encoding() {
+        use SubmitError as S;
+        let all = [
+            DeviceFault::Submit(S::UnknownKernel { task: 3, kernel: 99 }),
+            DeviceFault::Submit(S::ArgCount { task: 1, kernel: 2, tensors: 3, scalars: 4 }),
+            DeviceFault::Submit(S::MissingTensor { task: 5, tensor: 9, count: 2 }),
+            DeviceFault::Submit(S::ViewOutOfBounds {
+                task: 1,
+                tensor: 2,
+                offset: 3,
+                len: 4,
+                size: 5,
+            }),
+            DeviceFault::Submit(S::TensorOutsideDeviceMemory { task: 7, addr: 0x10, bytes: 8 }),
+            DeviceFault::Submit(S::ZeroBlockDim { task: 4 }),
+            DeviceFault::Submit(S::BlockDimTooLarge { task: 4, kernel: 5, block_dim: 9, max: 1 }),
+            DeviceFault::Submit(S::UnknownDependency { task: 2, after: 8 }),
+            DeviceFault::Submit(S::TooManyArgs { task: 6 }),
+            DeviceFault::Submit(S::MissingScalar { index: 1, count: 0 }),
+            DeviceFault::Submit(S::ScopeUnderflow),
+            DeviceFault::Submit(S::ScratchExhausted { requested: 64, free: 0 }),
+            DeviceFault::Submit(S::Aborted),
+            DeviceFault::Kernel {
+                task: 9,
+                kernel: 1,
+                fault: KernelFault::UnknownKernel { kernel: 1 },
+            },
+            DeviceFault::Kernel {
+                task: 9,
+                kernel: 1,
+                fault: KernelFault::Shape { kernel: 1, expected: 4, got: 2 },
+            },
+            DeviceFault::Kernel {
+                task: 2,
+                kernel: 0,
+                fault: KernelFault::OutsideDeviceMemory { addr: 1, bytes: 2 },
+            },
+            DeviceFault::Kernel { task: 2, kernel: 0, fault: KernelFault::ArgCount { kernel: 0 } },
+            DeviceFault::Handshake { core: 3, physical: 200, bound: 75 },
+            DeviceFault::BadImage { magic: 1, version: 2 },
+            DeviceFault::NoCallable { id: 7 },
+            DeviceFault::OrchestrationPanicked,
+        ];
+        for f in all {
+            let (c, t, d) = f.encode();
+            assert_eq!(DeviceFault::decode(c, t, d), Some(f), "{f}");
+            let s = f.to_string();
+            assert!(s.starts_with(|c: char| c.is_lowercase()) && !s.ends_with('.'), "{s}");
+        }
+        assert_eq!(DeviceFault::decode(0xFFFF, 0, [0; 4]), None);
+    }
+}

@@ -1,0 +1,98 @@
+//! [`DeviceOps`] for the simulated chip.
+use crate::device::ops::{DeviceOps, TranslateError};
+use ferry_sim::cores::{Chip, RegisterWindow, REG_WINDOW_BYTES};
+use ferry_sim::{Device, DevicePtr};
+use std::time::Duration;
+
+/// The device half's view of a `ferry_sim` chip.
+#[derive(Debug, Clone)]
+pub struct SimOps {
+    chip: Chip,
+    device: Device,
+    base0: u64,
+    cores: u32,
+}
+
+impl SimOps {
+    /// Wraps `chip`.
+    pub fn new(chip: Chip) -> SimOps {
+        let device = chip.device().clone();
+        let bases = chip.reg_bases();
+        SimOps {
+            base0: bases.first().copied().unwrap_or(0),
+            cores: bases.len() as u32,
+            device,
+            chip,
+        }
+    }
+
+    /// The chip.
+    pub fn chip(&self) -> &Chip {
+        &self.chip
+    }
+
+    #[track_caller]
+    fn window(&self, base: u64) -> &RegisterWindow {
+        let off = base.wrapping_sub(self.base0);
+        let i = off / REG_WINDOW_BYTES;
+        assert!(
+            off % REG_WINDOW_BYTES == 0 && i < u64::from(self.cores),
+            "{base:#x} is not a register window base of this chip"
+        );
+        self.chip.window(i as u32)
+    }
+}
+
+// SAFETY: [1] `translate` delegates to `Device::translate`, which bounds-checks against a live
+// allocation of the device's mmap'd HBM (8-aligned allocations, 64-byte granularity), valid until
+// the runner frees it after the run's threads returned; [2] the simulator's copies into HBM use
+// atomic accesses, and device threads are ordered after host copies by the launch; [3] register
+// accesses go through `RegisterWindow`, whose reads are Acquire and writes Release and ring the
+// other side's doorbell.
+unsafe impl DeviceOps for SimOps {
+    fn translate(&self, addr: u64, len: u64) -> Result<*mut u8, TranslateError> {
+        self.device.translate(DevicePtr(addr), len).map_err(|e| TranslateError {
+            addr,
+            len,
+            reason: e.to_string(),
+        })
+    }
+
+    fn reg_read(&self, reg_base: u64, offset: u32) -> u32 {
+        self.window(reg_base).read(offset)
+    }
+
+    fn reg_write_aicpu(&self, reg_base: u64, offset: u32, value: u32) {
+        self.window(reg_base).aicpu_write(offset, value);
+    }
+
+    fn reg_write_core(&self, reg_base: u64, offset: u32, value: u32) {
+        self.window(reg_base).core_write(offset, value);
+    }
+
+    fn core_wait(
+        &self,
+        reg_base: u64,
+        offset: u32,
+        pred: &mut dyn FnMut(u32) -> bool,
+        timeout: Option<Duration>,
+    ) -> Option<u32> {
+        self.window(reg_base).core_wait(offset, pred, timeout)
+    }
+
+    fn aicpu_wait(&self, cond: &mut dyn FnMut() -> bool, timeout: Option<Duration>) -> bool {
+        self.chip.aicpu_bell().wait_until(cond, timeout)
+    }
+
+    fn notify_aicpu(&self) {
+        self.chip.aicpu_bell().ring();
+    }
+
+    fn clock_cycles(&self) -> u64 {
+        self.device.clock().now_cycles()
+    }
+
+    fn clock_hz(&self) -> u64 {
+        self.device.clock().hz()
+    }
+}

@@ -1,0 +1,49 @@
+//! ferry's task runtime: gives the simulated chip real work.
+//!
+//! An orchestration function submits tasks (kernel id, tensor arguments with roles, scalars,
+//! SPMD block count); a tensor map turns the byte ranges they touch into dependencies; scheduler
+//! threads on the AICPU hand ready tasks to AIC/AIV workers through the per-core handshake slot
+//! and register window; the cores run real `f32` kernels over device memory. The host
+//! [`host::DeviceRunner`] drives each run: prepare → launch → poll / wait → finalize.
+//!
+//! Two variants, as in the original runtime:
+//! - **device-orchestrated**: the orchestration function runs on the last AICPU thread and builds
+//!   the graph while it executes;
+//! - **host-built graph**: the same function runs on the host during prepare; the validated graph
+//!   is uploaded in the runtime image and the AICPU only loads it.
+//!
+//! The crate is split so the device half can move into the AICPU shared object unchanged:
+//! [`device`] talks to the chip only through [`device::ops::DeviceOps`]; [`host`] implements that
+//! trait for `ferry_sim::cores::Chip` and owns the run lifecycle.
+//!
+//! # Example
+//! ```
+//! use ferry_runtime::examples::{Example, Size};
+//! use ferry_runtime::host::{DeviceRunner, RunnerConfig};
+//! use ferry_sim::Arch;
+//!
+//! let mut runner = DeviceRunner::new(RunnerConfig::small(Arch::A2a3))?;
+//! let ex = Example::Vector.build(Size::Small);
+//! runner.register_callable(1, ex.callable.clone())?;
+//! let out = runner.run(1, ex.args.clone())?;
+//! ex.verify(&out)?;
+//! assert!(out.stats.tasks > 0);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+#![deny(unsafe_op_in_unsafe_fn)]
+#![warn(
+    clippy::undocumented_unsafe_blocks,
+    clippy::unnecessary_safety_comment,
+    clippy::missing_safety_doc
+)]
+
+pub mod bench;
+pub mod device;
+pub mod error;
+pub mod examples;
+pub mod host;
+
+pub use device::ops::DeviceOps;
+pub use device::task::{Orchestrate, Role, Task, TaskId, TensorId, View};
+pub use error::{DeviceFault, KernelFault, RunError, RunnerError, SubmitError};
+pub use host::{Callable, DeviceRunner, RunArgs, RunOutput, RunnerConfig, TensorInit, Variant};

@@ -1,0 +1,417 @@
+//! End-to-end behaviour of the task runtime on the simulated chip: the three examples on both
+//! arches and both variants, the handshake, bad inputs, and runner reuse after failures.
+use ferry_runtime::device::kernels::{KERNEL_COUNT, K_ADD, K_ADD_SCALAR, K_ATTN_PARTIAL, K_COPY};
+use ferry_runtime::device::task::{Orchestrate, Task, TensorId, View};
+use ferry_runtime::examples::{Example, Size};
+use ferry_runtime::host::graph::PrebuiltTask;
+use ferry_runtime::host::{Callable, DeviceRunner, RunArgs, RunnerConfig, TensorInit, Variant};
+use ferry_runtime::{DeviceFault, KernelFault, RunError, RunnerError, SubmitError};
+use ferry_sim::{Arch, DevicePtr};
+
+fn runner(arch: Arch) -> DeviceRunner {
+    DeviceRunner::new(RunnerConfig::small(arch)).unwrap()
+}
+
+fn check_example(arch: Arch, ex: Example, variant: Variant) {
+    let mut r = runner(arch);
+    let run = ex.build(Size::Small).with_variant(variant);
+    r.register_callable(3, run.callable.clone()).unwrap();
+    let out =
+        r.run(3, run.args.clone()).unwrap_or_else(|e| panic!("{arch:?} {ex:?} {variant:?}: {e}"));
+    run.verify(&out).unwrap_or_else(|e| panic!("{arch:?} {ex:?} {variant:?}: {e}"));
+    assert_eq!(out.stats.variant, variant);
+    assert_eq!(out.stats.per_kernel.iter().map(|k| k.1).sum::<u64>(), run.tasks);
+    if ex != Example::Storm {
+        // A second run on the same runner (new epoch, same callable) gives the same result.
+        let again = r.run(3, run.args.clone()).unwrap();
+        assert_eq!(again.tensors, out.tensors);
+    }
+}
+
+#[test]
+fn vector_example_on_both_arches_and_variants() {
+    for arch in Arch::ALL {
+        for v in [Variant::DeviceOrchestrated, Variant::HostBuiltGraph] {
+            check_example(arch, Example::Vector, v);
+        }
+    }
+}
+
+#[test]
+fn paged_attention_example_on_both_arches_and_variants() {
+    for arch in Arch::ALL {
+        for v in [Variant::DeviceOrchestrated, Variant::HostBuiltGraph] {
+            check_example(arch, Example::PagedAttention, v);
+        }
+    }
+}
+
+#[test]
+fn storm_example_on_both_arches_and_variants() {
+    for arch in Arch::ALL {
+        for v in [Variant::DeviceOrchestrated, Variant::HostBuiltGraph] {
+            check_example(arch, Example::Storm, v);
+        }
+    }
+}
+
+#[test]
+#[ignore = "stress: 50,000-task storm on both arches; run with --ignored"]
+fn stress_full_storm_on_both_arches() {
+    for arch in Arch::ALL {
+        let mut r = DeviceRunner::new(RunnerConfig::default_for(arch)).unwrap();
+        let run = Example::Storm.build(Size::Full);
+        r.register_callable(0, run.callable.clone()).unwrap();
+        let out = r.run(0, run.args.clone()).unwrap();
+        run.verify(&out).unwrap();
+        assert_eq!(out.stats.tasks, 50_000);
+    }
+}
+
+#[test]
+fn per_kernel_counts_and_progress_are_reported() {
+    let mut r = runner(Arch::A2a3);
+    let run = Example::Vector.build(Size::Small);
+    r.register_callable(0, run.callable.clone()).unwrap();
+    let p = r.prepare(0, run.args.clone()).unwrap();
+    assert_eq!(p.planned_tasks(), None, "device orchestration does not know its size up front");
+    let mut l = r.launch(p).unwrap();
+    r.wait(&mut l).unwrap();
+    assert!(r.poll(&l));
+    assert_eq!(r.progress(&l).unwrap(), (20, 20));
+    let out = r.finalize_run(l).unwrap();
+    let names: Vec<_> = out.stats.per_kernel.iter().map(|k| k.0).collect();
+    assert_eq!(names, ["add", "mul", "scale", "copy", "add_scalar"]);
+    assert!(out.stats.per_kernel.iter().all(|k| k.1 == 4));
+}
+
+#[test]
+fn handshake_reports_every_core_and_cores_exit() {
+    // Every core of both arches takes part: with more schedulers than clusters some schedulers
+    // own nothing, with one AIC and no AIVs everything folds onto that core.
+    for arch in Arch::ALL {
+        for (threads, aic, aiv) in [(2, 1, 0), (2, 0, 3), (arch.profile().max_aicpu_threads, 3, 6)]
+        {
+            let cfg =
+                RunnerConfig { aicpu_threads: threads, aic, aiv, ..RunnerConfig::small(arch) };
+            let mut r = DeviceRunner::new(cfg).unwrap();
+            let run = Example::PagedAttention.build(Size::Small);
+            r.register_callable(0, run.callable.clone()).unwrap();
+            let out = r.run(0, run.args.clone()).unwrap();
+            run.verify(&out).unwrap();
+            // The cores exited cleanly: a second launch finds them free.
+            run.verify(&r.run(0, run.args.clone()).unwrap()).unwrap();
+        }
+    }
+}
+
+#[test]
+fn runner_config_is_validated() {
+    let one = RunnerConfig { aicpu_threads: 1, ..RunnerConfig::small(Arch::A2a3) };
+    assert!(matches!(DeviceRunner::new(one), Err(RunnerError::Config(_))));
+    let too_many = RunnerConfig { aicpu_threads: 5, ..RunnerConfig::small(Arch::A2a3) };
+    assert!(matches!(DeviceRunner::new(too_many), Err(RunnerError::Config(_))));
+    let no_window = RunnerConfig { task_window: 0, ..RunnerConfig::small(Arch::A5) };
+    assert!(matches!(DeviceRunner::new(no_window), Err(RunnerError::Config(_))));
+}
+
+#[test]
+fn callable_registration_rules() {
+    let mut r = runner(Arch::A2a3);
+    let ex = Example::Vector.build(Size::Small);
+    assert_eq!(
+        r.register_callable(64, ex.callable.clone()),
+        Err(RunnerError::CallableId { id: 64 })
+    );
+    r.register_callable(1, ex.callable.clone()).unwrap();
+    assert_eq!(r.register_callable(1, ex.callable.clone()), Err(RunnerError::CallableId { id: 1 }));
+    assert!(matches!(r.run(2, ex.args.clone()), Err(RunError::NotRegistered { id: 2 })));
+    let p = r.prepare(1, ex.args.clone()).unwrap();
+    assert_eq!(r.register_callable(5, ex.callable.clone()), Err(RunnerError::Busy));
+    assert!(matches!(r.prepare(1, ex.args.clone()), Err(RunError::Busy)));
+    r.release(p);
+    r.unregister_callable(1).unwrap();
+    assert_eq!(r.unregister_callable(1), Err(RunnerError::NotRegistered { id: 1 }));
+    assert!(matches!(r.run(1, ex.args.clone()), Err(RunError::NotRegistered { id: 1 })));
+    r.finalize().unwrap();
+}
+
+// ------------------------------------------------------------------------------------------
+// Bad input: each gives a typed error naming the problem, and the runner stays usable.
+// ------------------------------------------------------------------------------------------
+
+fn unknown_kernel(o: &mut dyn Orchestrate) -> Result<(), SubmitError> {
+    o.submit(&Task::new(K_COPY).input(TensorId(0)).output(TensorId(1)))?;
+    o.submit(&Task::new(KERNEL_COUNT + 40).input(TensorId(0)))?;
+    Ok(())
+}
+
+fn missing_tensor(o: &mut dyn Orchestrate) -> Result<(), SubmitError> {
+    o.submit(&Task::new(K_COPY).input(TensorId(0)).output(TensorId(7)))?;
+    Ok(())
+}
+
+fn zero_blocks(o: &mut dyn Orchestrate) -> Result<(), SubmitError> {
+    o.submit(&Task::new(K_COPY).input(TensorId(0)).output(TensorId(1)).blocks(0))?;
+    Ok(())
+}
+
+fn view_past_end(o: &mut dyn Orchestrate) -> Result<(), SubmitError> {
+    o.submit(&Task::new(K_COPY).input(View::range(TensorId(0), 60, 8)).output(TensorId(1)))?;
+    Ok(())
+}
+
+fn forward_dependency(o: &mut dyn Orchestrate) -> Result<(), SubmitError> {
+    o.submit(
+        &Task::new(K_COPY).input(TensorId(0)).output(TensorId(1)).after(ferry_runtime::TaskId(5)),
+    )?;
+    Ok(())
+}
+
+fn attention_with_blocks(o: &mut dyn Orchestrate) -> Result<(), SubmitError> {
+    let t = Task::new(K_ATTN_PARTIAL)
+        .input(TensorId(0))
+        .input(TensorId(0))
+        .input(TensorId(0))
+        .output(TensorId(1))
+        .scalar(4)
+        .scalar(1)
+        .scalar_f32(1.0)
+        .blocks(2);
+    o.submit(&t)?;
+    Ok(())
+}
+
+fn scope_underflow(o: &mut dyn Orchestrate) -> Result<(), SubmitError> {
+    o.scope_end()
+}
+
+fn panics(_: &mut dyn Orchestrate) -> Result<(), SubmitError> {
+    panic!("orchestration bug")
+}
+
+fn two_tensor_args() -> RunArgs {
+    RunArgs {
+        tensors: vec![TensorInit::Data(vec![1.0; 64]), TensorInit::Zeros(64)],
+        scalars: vec![],
+        scratch_bytes: 0,
+    }
+}
+
+/// Runs `orch` on both variants and both arches, expects `want`, and checks the runner still
+/// runs the storm afterwards.
+fn expect_refused(orch: ferry_runtime::device::task::OrchFn, args: RunArgs, want: DeviceFault) {
+    for arch in Arch::ALL {
+        for v in [Variant::DeviceOrchestrated, Variant::HostBuiltGraph] {
+            let mut r = runner(arch);
+            r.register_callable(0, Callable::new("bad", v, orch)).unwrap();
+            let err = r.run(0, args.clone()).unwrap_err();
+            assert_eq!(err, RunError::Fault(want), "{arch:?} {v:?}: {err}");
+            let msg = err.to_string();
+            assert!(msg.starts_with(|c: char| c.is_lowercase()), "{msg}");
+            let good = Example::Vector.build(Size::Small);
+            r.register_callable(1, good.callable.clone()).unwrap();
+            good.verify(&r.run(1, good.args.clone()).unwrap()).unwrap();
+        }
+    }
+}
+
+#[test]
+fn unknown_kernel_id_is_refused_and_runner_stays_usable() {
+    let want = SubmitError::UnknownKernel { task: 1, kernel: KERNEL_COUNT + 40 };
+    expect_refused(unknown_kernel, two_tensor_args(), DeviceFault::Submit(want));
+}
+
+#[test]
+fn task_referencing_a_missing_tensor_is_refused() {
+    let want = SubmitError::MissingTensor { task: 0, tensor: 7, count: 2 };
+    expect_refused(missing_tensor, two_tensor_args(), DeviceFault::Submit(want));
+}
+
+#[test]
+fn zero_block_count_is_refused() {
+    expect_refused(
+        zero_blocks,
+        two_tensor_args(),
+        DeviceFault::Submit(SubmitError::ZeroBlockDim { task: 0 }),
+    );
+}
+
+#[test]
+fn view_past_the_end_of_a_tensor_is_refused() {
+    let want = SubmitError::ViewOutOfBounds { task: 0, tensor: 0, offset: 60, len: 8, size: 64 };
+    expect_refused(view_past_end, two_tensor_args(), DeviceFault::Submit(want));
+}
+
+#[test]
+fn dependency_on_a_later_task_is_refused() {
+    let want = SubmitError::UnknownDependency { task: 0, after: 5 };
+    expect_refused(forward_dependency, two_tensor_args(), DeviceFault::Submit(want));
+}
+
+#[test]
+fn too_many_blocks_for_a_kernel_is_refused() {
+    let want =
+        SubmitError::BlockDimTooLarge { task: 0, kernel: K_ATTN_PARTIAL, block_dim: 2, max: 1 };
+    expect_refused(attention_with_blocks, two_tensor_args(), DeviceFault::Submit(want));
+}
+
+#[test]
+fn scope_underflow_is_refused() {
+    expect_refused(
+        scope_underflow,
+        two_tensor_args(),
+        DeviceFault::Submit(SubmitError::ScopeUnderflow),
+    );
+}
+
+#[test]
+fn panicking_orchestration_is_reported() {
+    for arch in Arch::ALL {
+        let mut r = runner(arch);
+        r.register_callable(0, Callable::new("panics", Variant::DeviceOrchestrated, panics))
+            .unwrap();
+        assert_eq!(
+            r.run(0, two_tensor_args()),
+            Err(RunError::Fault(DeviceFault::OrchestrationPanicked))
+        );
+        let good = Example::Vector.build(Size::Small);
+        r.register_callable(1, good.callable.clone()).unwrap();
+        good.verify(&r.run(1, good.args.clone()).unwrap()).unwrap();
+    }
+}
+
+fn add_external(o: &mut dyn Orchestrate) -> Result<(), SubmitError> {
+    o.submit(&Task::new(K_ADD).input(TensorId(0)).input(TensorId(1)).output(TensorId(1)))?;
+    Ok(())
+}
+
+#[test]
+fn tensor_outside_device_memory_is_refused() {
+    for arch in Arch::ALL {
+        let mut r = runner(arch);
+        // A host pointer posing as a device tensor, and a range past the end of HBM.
+        let host = vec![0f32; 64];
+        let past_hbm = DevicePtr(ferry_sim::memory::DEVICE_ADDR_BASE + (1 << 39));
+        for addr in [DevicePtr(host.as_ptr() as u64 & !3), past_hbm] {
+            for v in [Variant::DeviceOrchestrated, Variant::HostBuiltGraph] {
+                let id = if v == Variant::DeviceOrchestrated { 0 } else { 1 };
+                if r.register_callable(id, Callable::new("ext", v, add_external)).is_err() {
+                    // already registered in the previous iteration
+                }
+                let args = RunArgs {
+                    tensors: vec![
+                        TensorInit::Data(vec![1.0; 64]),
+                        TensorInit::Device { addr, bytes: 256 },
+                    ],
+                    scalars: vec![],
+                    scratch_bytes: 0,
+                };
+                let err = r.run(id, args).unwrap_err();
+                assert_eq!(
+                    err,
+                    RunError::Fault(DeviceFault::Submit(SubmitError::TensorOutsideDeviceMemory {
+                        task: 0,
+                        addr: addr.0,
+                        bytes: 256
+                    })),
+                    "{arch:?} {v:?}"
+                );
+                assert!(err.to_string().contains("outside device memory"), "{err}");
+            }
+        }
+        let good = Example::Vector.build(Size::Small);
+        r.register_callable(2, good.callable.clone()).unwrap();
+        good.verify(&r.run(2, good.args.clone()).unwrap()).unwrap();
+    }
+}
+
+#[test]
+fn cyclic_and_malformed_prebuilt_workloads_are_refused() {
+    let copy = |i: u32, o: u32| Task::new(K_COPY).input(TensorId(i)).output(TensorId(o));
+    let mut r = runner(Arch::A5);
+    // 0 → 1 → 2 → 0 through explicit dependencies.
+    let cyclic = vec![
+        PrebuiltTask { task: copy(0, 1), deps: vec![2] },
+        PrebuiltTask { task: copy(0, 1), deps: vec![0] },
+        PrebuiltTask { task: copy(0, 1), deps: vec![1] },
+    ];
+    r.register_callable(0, Callable::prebuilt("cyclic", cyclic)).unwrap();
+    let err = r.run(0, two_tensor_args()).unwrap_err();
+    assert!(matches!(&err, RunError::Cycle { tasks } if !tasks.is_empty()), "{err}");
+    assert!(err.to_string().contains("cycle"), "{err}");
+    // A dependency on a task that does not exist.
+    let dangling = vec![PrebuiltTask { task: copy(0, 1), deps: vec![9] }];
+    r.register_callable(1, Callable::prebuilt("dangling", dangling)).unwrap();
+    assert_eq!(
+        r.run(1, two_tensor_args()),
+        Err(RunError::Fault(DeviceFault::Submit(SubmitError::UnknownDependency {
+            task: 0,
+            after: 9
+        })))
+    );
+    // A forward (acyclic) explicit dependency is fine: the graph is reordered.
+    let forward = vec![
+        PrebuiltTask {
+            task: Task::new(K_ADD_SCALAR).inout(TensorId(1)).scalar_f32(1.0),
+            deps: vec![1],
+        },
+        PrebuiltTask {
+            task: Task::new(K_ADD_SCALAR).inout(TensorId(0)).scalar_f32(2.0),
+            deps: vec![],
+        },
+    ];
+    r.register_callable(2, Callable::prebuilt("forward", forward)).unwrap();
+    let out = r.run(2, two_tensor_args()).unwrap();
+    assert_eq!(out.stats.tasks, 2);
+    assert_eq!(out.tensors[0].as_ref().unwrap()[0], 3.0);
+    assert_eq!(out.tensors[1].as_ref().unwrap()[0], 1.0);
+}
+
+fn bad_shape(o: &mut dyn Orchestrate) -> Result<(), SubmitError> {
+    // `add` over a 64-element output with an 8-element input: refused by the kernel on its core.
+    o.submit(
+        &Task::new(K_ADD)
+            .input(View::range(TensorId(0), 0, 8))
+            .input(TensorId(0))
+            .output(TensorId(1)),
+    )?;
+    Ok(())
+}
+
+#[test]
+fn kernel_fault_on_a_core_is_reported_with_its_task() {
+    for arch in Arch::ALL {
+        let mut r = runner(arch);
+        r.register_callable(0, Callable::new("shape", Variant::DeviceOrchestrated, bad_shape))
+            .unwrap();
+        assert_eq!(
+            r.run(0, two_tensor_args()),
+            Err(RunError::Fault(DeviceFault::Kernel {
+                task: 0,
+                kernel: K_ADD,
+                fault: KernelFault::Shape { kernel: K_ADD, expected: 64, got: 8 }
+            }))
+        );
+        let good = Example::PagedAttention.build(Size::Small);
+        r.register_callable(1, good.callable.clone()).unwrap();
+        good.verify(&r.run(1, good.args.clone()).unwrap()).unwrap();
+    }
+}
+
+#[test]
+fn misaligned_device_tensor_is_refused_before_launch() {
+    let mut r = runner(Arch::A2a3);
+    r.register_callable(0, Callable::new("ext", Variant::DeviceOrchestrated, add_external))
+        .unwrap();
+    let buf = r.device().malloc(256).unwrap();
+    let args = RunArgs {
+        tensors: vec![
+            TensorInit::Data(vec![1.0; 64]),
+            TensorInit::Device { addr: buf.add(2), bytes: 16 },
+        ],
+        scalars: vec![],
+        scratch_bytes: 0,
+    };
+    assert!(matches!(r.run(0, args), Err(RunError::InvalidArgs(_))));
+}
