@@ -11,7 +11,7 @@
 //!
 //! | item | what |
 //! |---|---|
-//! | [`DeviceServices`] | the injected table: translate device addresses, register-window MMIO, waits, clock, log, `SaveSoFile`, the OS dynamic loader |
+//! | [`DeviceServices`] | the injected table: translate device addresses, register-window MMIO on both sides, spin-then-park waits, clock, log, `SaveSoFile`, the OS dynamic loader |
 //! | [`ProgramReport`] | what an AICPU program's query entry writes to device memory: its identity (name + build id) and what it has seen |
 //! | [`ExecContext`] / [`ExecHook`] | what the AICPU program's exec entry hands the task runtime on each launched thread |
 //! | [`OrchContext`] / [`OrchEntryFn`] | the entry of an orchestration object, as the AICPU program calls it |
@@ -140,6 +140,16 @@ pub type SetServicesFn = unsafe extern "C" fn(services: *const DeviceServices) -
 // The services table
 // ---------------------------------------------------------------------------------------------
 
+/// A register wait predicate: non-zero when `value` is what the waiter waits for. Must not
+/// unwind.
+pub type RegPredFn = unsafe extern "C" fn(user: *mut c_void, value: u32) -> u8;
+/// A wait condition: non-zero when it holds. Must not unwind.
+pub type CondFn = unsafe extern "C" fn(user: *mut c_void) -> u8;
+/// `timeout_ns` meaning "no bound".
+pub const WAIT_FOREVER: u64 = u64::MAX;
+/// Flag in `core_wait`'s result: the predicate held (the low 32 bits hold the value).
+pub const WAIT_SATISFIED: u64 = 1 << 32;
+
 /// Version of [`DeviceServices`]; a program refuses a table of another version.
 pub const SERVICES_ABI_VERSION: u32 = 1;
 
@@ -162,17 +172,33 @@ pub struct DeviceServices {
     /// Translates `[addr, addr+len)` of this device's address space to a pointer the device
     /// code may read and write; null when the range is not inside one live allocation.
     pub translate: extern "C" fn(ctx: *const c_void, addr: u64, len: u64) -> *mut u8,
-    /// Reads the 32-bit register at device address `addr` (a register-window address from the
-    /// `regs` table plus a register offset). Returns 0 for an address outside every window.
+    /// Reads the 32-bit register at device address `addr` (a register-window base from the
+    /// `regs` table plus a register offset), with Acquire ordering. Returns 0 for an address
+    /// outside every window.
     pub reg_read: extern "C" fn(ctx: *const c_void, addr: u64) -> u32,
-    /// Writes the 32-bit register at device address `addr` and rings the core's doorbell (the
-    /// simulated MMIO write). Returns a `STATUS_*`.
-    pub reg_write: extern "C" fn(ctx: *const c_void, addr: u64, value: u32) -> i32,
-    /// The current value of the AICPU doorbell (rung by every core-side register write).
-    pub bell_rings: extern "C" fn(ctx: *const c_void) -> u64,
-    /// Parks until the AICPU doorbell has rung past `seen` or `timeout_ns` passed; returns the
-    /// bell's value. Spin-then-park: never a bare spin.
-    pub bell_wait: extern "C" fn(ctx: *const c_void, seen: u64, timeout_ns: u64) -> u64,
+    /// AICPU-side register write (Release) at device address `addr`; wakes the core that owns
+    /// the window (the simulated MMIO write). Returns a `STATUS_*`.
+    pub reg_write_aicpu: extern "C" fn(ctx: *const c_void, addr: u64, value: u32) -> i32,
+    /// Core-side register write (Release) at device address `addr`; wakes the AICPU threads.
+    /// Returns a `STATUS_*`.
+    pub reg_write_core: extern "C" fn(ctx: *const c_void, addr: u64, value: u32) -> i32,
+    /// Core side: spins briefly, then parks until `pred(user, register at addr) != 0`, or
+    /// `timeout_ns` ([`WAIT_FOREVER`]: no bound) passes. Returns [`WAIT_SATISFIED`] `|` the
+    /// value that satisfied it, or 0 on timeout or for an address outside every window.
+    pub core_wait: extern "C" fn(
+        ctx: *const c_void,
+        addr: u64,
+        pred: RegPredFn,
+        user: *mut c_void,
+        timeout_ns: u64,
+    ) -> u64,
+    /// AICPU side: spins briefly, then parks until `cond(user) != 0` or `timeout_ns` passes;
+    /// woken by every core-side register write and by `notify_aicpu`. Returns 1 when the
+    /// condition held, 0 on timeout.
+    pub aicpu_wait:
+        extern "C" fn(ctx: *const c_void, cond: CondFn, user: *mut c_void, timeout_ns: u64) -> u8,
+    /// Wakes every AICPU thread parked in `aicpu_wait`.
+    pub notify_aicpu: extern "C" fn(ctx: *const c_void),
     /// The device's sys counter, in cycles.
     pub now_cycles: extern "C" fn(ctx: *const c_void) -> u64,
     /// The sys counter's frequency in Hz.
@@ -246,6 +272,46 @@ impl DeviceServices {
     pub fn log_str(&self, level: u32, msg: &str) {
         (self.log)(self.ctx, level, msg.as_ptr(), msg.len() as u64)
     }
+
+    /// [`Self::core_wait`] with a Rust predicate; `None` timeout waits for ever. Returns the
+    /// value that satisfied `pred`, or `None` on timeout.
+    pub fn core_wait_with(
+        &self,
+        addr: u64,
+        pred: &mut dyn FnMut(u32) -> bool,
+        timeout: Option<core::time::Duration>,
+    ) -> Option<u32> {
+        unsafe extern "C" fn tramp(user: *mut c_void, value: u32) -> u8 {
+            // SAFETY: `user` is the `&mut &mut dyn FnMut` below, live for the whole wait.
+            let f = unsafe { &mut *user.cast::<&mut dyn FnMut(u32) -> bool>() };
+            u8::from(f(value))
+        }
+        let mut pred = pred;
+        let user = (&mut pred as *mut &mut dyn FnMut(u32) -> bool).cast::<c_void>();
+        let r = (self.core_wait)(self.ctx, addr, tramp, user, timeout_ns(timeout));
+        (r & WAIT_SATISFIED != 0).then_some(r as u32)
+    }
+
+    /// [`Self::aicpu_wait`] with a Rust condition; `None` timeout waits for ever. `false` when
+    /// the timeout passed first.
+    pub fn aicpu_wait_with(
+        &self,
+        cond: &mut dyn FnMut() -> bool,
+        timeout: Option<core::time::Duration>,
+    ) -> bool {
+        unsafe extern "C" fn tramp(user: *mut c_void) -> u8 {
+            // SAFETY: `user` is the `&mut &mut dyn FnMut` below, live for the whole wait.
+            let f = unsafe { &mut *user.cast::<&mut dyn FnMut() -> bool>() };
+            u8::from(f())
+        }
+        let mut cond = cond;
+        let user = (&mut cond as *mut &mut dyn FnMut() -> bool).cast::<c_void>();
+        (self.aicpu_wait)(self.ctx, tramp, user, timeout_ns(timeout)) != 0
+    }
+}
+
+fn timeout_ns(t: Option<core::time::Duration>) -> u64 {
+    t.map_or(WAIT_FOREVER, |d| u64::try_from(d.as_nanos()).unwrap_or(WAIT_FOREVER - 1))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -434,7 +500,7 @@ pub struct ExecContext<'a> {
 /// - it must not keep `ctx` (or anything borrowed from it) past its return;
 /// - it returns `Err(code)` with `code >= STATUS_RUNTIME_BASE` for its own failures; the code
 ///   reaches the host as the launch's status;
-/// - it waits only through `ctx.services` (`bell_wait`), never with a bare spin.
+/// - it waits only through `ctx.services` (`aicpu_wait`, `core_wait`), never with a bare spin.
 ///
 /// Until the runtime lands, the AICPU programs use a hook that does nothing.
 pub type ExecHook = fn(ctx: &ExecContext<'_>) -> Result<(), i32>;

@@ -60,7 +60,7 @@ use ferry_abi::services::{
 };
 use ferry_programs::Program;
 use ferry_sim::aicpu_os::{
-    AicpuOs, CpuFunction, CpuLaunch, KernelLibrary, OpEntry, OsError, OsSession,
+    AicpuOs, ChipAttachment, CpuFunction, CpuLaunch, KernelLibrary, OpEntry, OsError, OsSession,
 };
 use ferry_sim::cores::Chip;
 use ferry_sim::{DeviceError, DevicePtr};
@@ -267,7 +267,7 @@ impl LoaderBuilder {
         if self.method == LoadMethod::CustomScheduler && !os.caps().custom_scheduler_coherent {
             return Err(LoadError::PathBIncoherent { device: self.chip.device().ordinal() });
         }
-        let session = Arc::new(os.open_session()?);
+        let session = Arc::new((os.open_session()?, os.attach(&self.chip)));
         let ordinal = self.chip.device().ordinal();
         Ok(Loader {
             chip: self.chip.clone(),
@@ -286,7 +286,9 @@ impl LoaderBuilder {
 pub struct Loader {
     chip: Chip,
     os: AicpuOs,
-    session: Arc<OsSession>,
+    /// The device session (per-process directories) and the chip's attachment to the OS (so
+    /// the services reach its register windows from every thread), shared with every program.
+    session: Arc<(OsSession, ChipAttachment)>,
     method: LoadMethod,
     init: InitArgs,
     dispatcher: &'static Program,
@@ -582,7 +584,7 @@ pub fn validate_elf(program: &str, b: &[u8]) -> Result<(), LoadError> {
 pub struct AicpuProgram {
     chip: Chip,
     os: AicpuOs,
-    _session: Arc<OsSession>,
+    _session: Arc<(OsSession, ChipAttachment)>,
     shipped: Identity,
     fingerprint: u64,
     init: CpuFunction,

@@ -69,9 +69,10 @@ use ferry_abi::launch::{
     DISPATCHER_EXPORT_INIT, DISPATCHER_EXPORT_RUN, DISPATCHER_EXPORT_STATIC,
 };
 use ferry_abi::services::{
-    fingerprint, status_name, CpuKernelFn, DeviceServices, KernelCall, KernelFn, SetServicesFn,
-    EXPORT_KERNEL_LOOKUP, EXPORT_SET_SERVICES, SERVICES_ABI_VERSION, STATUS_BAD_ADDRESS,
-    STATUS_BAD_NAME, STATUS_INVALID_ARGUMENT, STATUS_IO, STATUS_OK, STATUS_PANIC,
+    fingerprint, status_name, CondFn, CpuKernelFn, DeviceServices, KernelCall, KernelFn, RegPredFn,
+    SetServicesFn, EXPORT_KERNEL_LOOKUP, EXPORT_SET_SERVICES, SERVICES_ABI_VERSION,
+    STATUS_BAD_ADDRESS, STATUS_BAD_NAME, STATUS_INVALID_ARGUMENT, STATUS_IO, STATUS_OK,
+    STATUS_PANIC, WAIT_FOREVER, WAIT_SATISFIED,
 };
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -259,6 +260,8 @@ pub(crate) struct OsState {
     ordinal: u32,
     // Declared before `services`: loaded objects are unloaded before the table they were given.
     state: Mutex<OsMut>,
+    /// Chips attached by host loaders: the services find a register window by address in them.
+    chips: Mutex<Vec<(u64, Chip)>>,
     services: OnceLock<ServicesBox>,
 }
 
@@ -270,7 +273,13 @@ impl std::fmt::Debug for OsState {
 
 impl OsState {
     pub(crate) fn new(config: OsConfig, ordinal: u32) -> Self {
-        Self { config, ordinal, state: Mutex::new(OsMut::default()), services: OnceLock::new() }
+        Self {
+            config,
+            ordinal,
+            state: Mutex::new(OsMut::default()),
+            chips: Mutex::new(Vec::new()),
+            services: OnceLock::new(),
+        }
     }
 }
 
@@ -318,6 +327,20 @@ impl Drop for OsSession {
                 }
             }
         }
+    }
+}
+
+/// Keeps a chip attached to its device's OS, so that the services reach its register windows
+/// from any thread (AICore workers included). Dropping it detaches the chip.
+#[derive(Debug)]
+pub struct ChipAttachment {
+    os: AicpuOs,
+    id: u64,
+}
+
+impl Drop for ChipAttachment {
+    fn drop(&mut self) {
+        lock(&self.os.os().chips).retain(|(id, _)| *id != self.id);
     }
 }
 
@@ -594,9 +617,11 @@ impl AicpuOs {
                 ctx: (&*ctx as *const ServicesCtx).cast(),
                 translate: svc_translate,
                 reg_read: svc_reg_read,
-                reg_write: svc_reg_write,
-                bell_rings: svc_bell_rings,
-                bell_wait: svc_bell_wait,
+                reg_write_aicpu: svc_reg_write_aicpu,
+                reg_write_core: svc_reg_write_core,
+                core_wait: svc_core_wait,
+                aicpu_wait: svc_aicpu_wait,
+                notify_aicpu: svc_notify_aicpu,
                 now_cycles: svc_now_cycles,
                 clock_hz: svc_clock_hz,
                 log: svc_log,
@@ -627,6 +652,37 @@ impl AicpuOs {
             *map.entry(d.clone()).or_insert(0) += 1;
         }
         Ok(OsSession { dirs })
+    }
+
+    /// Attaches `chip` (of this device) until the returned guard drops: the services then
+    /// resolve register-window addresses of this chip on every thread, not only inside OS
+    /// launches.
+    pub fn attach(&self, chip: &Chip) -> ChipAttachment {
+        static IDS: AtomicU64 = AtomicU64::new(1);
+        // Relaxed: only uniqueness matters.
+        let id = IDS.fetch_add(1, Ordering::Relaxed);
+        lock(&self.os().chips).push((id, chip.clone()));
+        ChipAttachment { os: self.clone(), id }
+    }
+
+    /// The chip whose register windows contain `addr`: the calling launch's chip first, then
+    /// the attached chips.
+    fn chip_for(&self, addr: u64) -> Option<(Chip, u32, u32)> {
+        if let Some(hit) =
+            with_chip(|tl| window_of(&tl.chip, addr).map(|(i, r)| (tl.chip.clone(), i, r)))
+                .flatten()
+        {
+            return Some(hit);
+        }
+        lock(&self.os().chips)
+            .iter()
+            .find_map(|(_, c)| window_of(c, addr).map(|(i, r)| (c.clone(), i, r)))
+    }
+
+    /// The chip AICPU-side waits use: the calling launch's chip, else the first attached one.
+    fn aicpu_chip(&self) -> Option<Chip> {
+        with_chip(|tl| tl.chip.clone())
+            .or_else(|| lock(&self.os().chips).first().map(|(_, c)| c.clone()))
     }
 
     /// A device reset: the OS forgets every program it loaded and every file in this process's
@@ -1014,38 +1070,68 @@ fn window_of(chip: &Chip, addr: u64) -> Option<(u32, u32)> {
 }
 
 extern "C" fn svc_reg_read(ctx: *const c_void, addr: u64) -> u32 {
-    with_os(ctx, 0, |_| {
-        with_chip(|tl| window_of(&tl.chip, addr).map(|(i, r)| tl.chip.window(i).read(r)))
-            .flatten()
-            .unwrap_or(0)
+    with_os(ctx, 0, |os| os.chip_for(addr).map_or(0, |(c, i, r)| c.window(i).read(r)))
+}
+
+extern "C" fn svc_reg_write_aicpu(ctx: *const c_void, addr: u64, value: u32) -> i32 {
+    with_os(ctx, STATUS_PANIC, |os| match os.chip_for(addr) {
+        Some((c, i, r)) => {
+            c.window(i).aicpu_write(r, value);
+            STATUS_OK
+        }
+        None => STATUS_BAD_ADDRESS,
     })
 }
 
-extern "C" fn svc_reg_write(ctx: *const c_void, addr: u64, value: u32) -> i32 {
-    with_os(ctx, STATUS_PANIC, |_| {
-        with_chip(|tl| match window_of(&tl.chip, addr) {
-            Some((i, r)) => {
-                tl.chip.window(i).aicpu_write(r, value);
-                STATUS_OK
-            }
-            None => STATUS_BAD_ADDRESS,
-        })
-        .unwrap_or(STATUS_INVALID_ARGUMENT)
+extern "C" fn svc_reg_write_core(ctx: *const c_void, addr: u64, value: u32) -> i32 {
+    with_os(ctx, STATUS_PANIC, |os| match os.chip_for(addr) {
+        Some((c, i, r)) => {
+            c.window(i).core_write(r, value);
+            STATUS_OK
+        }
+        None => STATUS_BAD_ADDRESS,
     })
 }
 
-extern "C" fn svc_bell_rings(ctx: *const c_void) -> u64 {
-    with_os(ctx, 0, |_| with_chip(|tl| tl.chip.aicpu_bell().rings()).unwrap_or(0))
+fn timeout_of(ns: u64) -> Option<Duration> {
+    (ns != WAIT_FOREVER).then(|| Duration::from_nanos(ns))
 }
 
-extern "C" fn svc_bell_wait(ctx: *const c_void, seen: u64, timeout_ns: u64) -> u64 {
-    with_os(ctx, 0, |_| {
-        with_chip(|tl| {
-            let bell = tl.chip.aicpu_bell();
-            bell.wait_until(|| bell.rings() != seen, Some(Duration::from_nanos(timeout_ns)));
-            bell.rings()
-        })
-        .unwrap_or(0)
+extern "C" fn svc_core_wait(
+    ctx: *const c_void,
+    addr: u64,
+    pred: RegPredFn,
+    user: *mut c_void,
+    timeout_ns: u64,
+) -> u64 {
+    with_os(ctx, 0, |os| {
+        let Some((c, i, r)) = os.chip_for(addr) else { return 0 };
+        // SAFETY: `pred` and `user` come from the waiting program, which keeps `user` alive for
+        // the call (services contract); the predicate does not unwind.
+        let hit =
+            c.window(i).core_wait(r, |v| unsafe { pred(user, v) } != 0, timeout_of(timeout_ns));
+        hit.map_or(0, |v| WAIT_SATISFIED | u64::from(v))
+    })
+}
+
+extern "C" fn svc_aicpu_wait(
+    ctx: *const c_void,
+    cond: CondFn,
+    user: *mut c_void,
+    timeout_ns: u64,
+) -> u8 {
+    with_os(ctx, 0, |os| {
+        let Some(c) = os.aicpu_chip() else { return 0 };
+        // SAFETY: as in `svc_core_wait`.
+        u8::from(c.aicpu_bell().wait_until(|| unsafe { cond(user) } != 0, timeout_of(timeout_ns)))
+    })
+}
+
+extern "C" fn svc_notify_aicpu(ctx: *const c_void) {
+    with_os(ctx, (), |os| {
+        if let Some(c) = os.aicpu_chip() {
+            c.aicpu_bell().ring();
+        }
     })
 }
 
@@ -1158,6 +1244,53 @@ mod tests {
             assert!(matches!(check_name(bad), Err(OsError::BadName { .. })), "{bad:?}");
         }
         assert!(check_name("inner_00_0.so").is_ok());
+    }
+
+    #[test]
+    fn services_reach_attached_chips_from_any_thread() {
+        use crate::cores::CoreConfig;
+        use crate::{Arch, PlatformBuilder};
+        let root = std::env::temp_dir().join(format!("ferry-os-svc-{}", std::process::id()));
+        let p =
+            PlatformBuilder::new(Arch::A2a3).hbm_bytes(1 << 24).device_root(&root).build().unwrap();
+        let dev = p.device(0).unwrap().clone();
+        let chip = Chip::new(dev.clone(), CoreConfig { aicpu_threads: 1, aic: 1, aiv: 1 }).unwrap();
+        let os = dev.aicpu_os();
+        // SAFETY: the table lives as long as the device, which outlives this test body.
+        let svc: &DeviceServices = unsafe { &*os.services() };
+        let base = chip.window(1).base().0;
+        // Not attached and outside any launch: no window is reachable.
+        assert_eq!((svc.reg_write_core)(svc.ctx, base + 0x10, 1), STATUS_BAD_ADDRESS);
+        let attachment = os.attach(&chip);
+        // AICPU writes, the core waits for it (on another thread).
+        let waiter = {
+            // SAFETY: as above; the copy's `ctx` points at the same live table context.
+            let svc: DeviceServices = unsafe { *os.services() };
+            std::thread::spawn(move || {
+                svc.core_wait_with(base + 0x10, &mut |v| v == 7, Some(Duration::from_secs(10)))
+            })
+        };
+        assert_eq!((svc.reg_write_aicpu)(svc.ctx, base + 0x10, 7), STATUS_OK);
+        assert_eq!(waiter.join().unwrap(), Some(7));
+        assert_eq!((svc.reg_read)(svc.ctx, base + 0x10), 7);
+        // A core write wakes an AICPU-side waiter.
+        assert_eq!((svc.reg_write_core)(svc.ctx, base + 0x20, 3), STATUS_OK);
+        assert!(svc.aicpu_wait_with(&mut || (svc.reg_read)(svc.ctx, base + 0x20) == 3, None));
+        assert!(!svc.aicpu_wait_with(&mut || false, Some(Duration::from_millis(5))));
+        assert_eq!(
+            svc.core_wait_with(base + 0x10, &mut |v| v == 8, Some(Duration::from_millis(5))),
+            None
+        );
+        (svc.notify_aicpu)(svc.ctx);
+        // Misaligned or foreign addresses are refused, not dereferenced.
+        assert_eq!((svc.reg_write_aicpu)(svc.ctx, base + 2, 1), STATUS_BAD_ADDRESS);
+        assert_eq!((svc.reg_write_aicpu)(svc.ctx, 0x1234, 1), STATUS_BAD_ADDRESS);
+        assert!((svc.translate)(svc.ctx, 0x1234, 4).is_null());
+        assert!((svc.clock_hz)(svc.ctx) > 0);
+        assert_eq!((svc.thread_info)(svc.ctx), u64::MAX, "outside a launch");
+        drop(attachment);
+        assert_eq!((svc.reg_read)(svc.ctx, base + 0x10), 0, "detached");
+        let _ = std::fs::remove_dir_all(&root);
     }
 
     #[test]
