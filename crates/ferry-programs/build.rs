@@ -87,6 +87,15 @@ fn sources(dir: &Path, out: &mut Vec<PathBuf>) {
 }
 
 fn main() {
+    // A device crate that (indirectly) depends on this crate would make the nested build run
+    // this script again, recursively: refuse with a message instead.
+    println!("cargo:rerun-if-env-changed=FERRY_PROGRAMS_NESTED_BUILD");
+    if std::env::var_os("FERRY_PROGRAMS_NESTED_BUILD").is_some() {
+        panic!(
+            "a crate under device/ depends on ferry-programs (directly or through ferry-launch or \
+             a crate above it); device programs may depend only on ferry-abi and device/ crates"
+        );
+    }
     let manifest = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("set by cargo"));
     let ws = manifest.parent().and_then(Path::parent).expect("crates/ferry-programs").to_path_buf();
     let out = PathBuf::from(std::env::var("OUT_DIR").expect("set by cargo"));
@@ -137,6 +146,7 @@ fn main() {
         cmd.env("CARGO_PROFILE_RELEASE_DEBUG", "0");
         cmd.env("CARGO_PROFILE_RELEASE_STRIP", "debuginfo");
         cmd.env("CARGO_TERM_COLOR", "never");
+        cmd.env("FERRY_PROGRAMS_NESTED_BUILD", "1");
         cmd.output()
     };
     let mut output = build(true).expect("running the nested cargo build of device/");

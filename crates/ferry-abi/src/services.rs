@@ -361,8 +361,10 @@ abi_record!(QueryArgs, size 8, align 8, [result_addr @ 0]);
 /// | 208 | 4 | `last_callable_id` (-1 none) |
 /// | 212 | 4 | `callables_loaded` |
 /// | 216 | 32 | `last_orch_name`: name the last registered orchestration object reported |
+/// | 248 | 4 | `last_exec_threads`: the thread count the last exec call was launched with |
+/// | 252 | 4 | `exec_thread_mask`: bit `i` set once exec ran as thread `i` (`i < 32`) |
 ///
-/// Size 248, align 8.
+/// Size 256, align 8.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct ProgramReport {
@@ -396,9 +398,13 @@ pub struct ProgramReport {
     pub callables_loaded: u32,
     /// Name reported by the last registered orchestration object.
     pub last_orch_name: [u8; 32],
+    /// The thread count the last exec call was launched with.
+    pub last_exec_threads: u32,
+    /// Bit `i` set once exec ran as AICPU thread `i` (`i < 32`).
+    pub exec_thread_mask: u32,
 }
 
-abi_record!(ProgramReport, size 248, align 8, [
+abi_record!(ProgramReport, size 256, align 8, [
     magic @ 0,
     version @ 4,
     build_id @ 8,
@@ -414,6 +420,8 @@ abi_record!(ProgramReport, size 248, align 8, [
     last_callable_id @ 208,
     callables_loaded @ 212,
     last_orch_name @ 216,
+    last_exec_threads @ 248,
+    exec_thread_mask @ 252,
 ]);
 
 impl ProgramReport {
@@ -439,6 +447,8 @@ impl ProgramReport {
             last_callable_id: -1,
             callables_loaded: 0,
             last_orch_name: [0; 32],
+            last_exec_threads: 0,
+            exec_thread_mask: 0,
         };
         write_c_name(&mut r.name, name)?;
         Ok(r)

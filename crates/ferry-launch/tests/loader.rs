@@ -127,6 +127,7 @@ fn exec_receives_front_less_kernel_args_by_value() {
     prog.exec(&args, 2).unwrap();
     let r = prog.report().unwrap();
     assert_eq!(r.exec_calls, 2, "one exec per launched AICPU thread");
+    assert_eq!((r.last_exec_threads, r.exec_thread_mask), (2, 0b11), "threads 0 and 1 ran exec");
     assert_eq!(r.last_exec_status, STATUS_OK);
     // The launch blob is exactly the KernelArgs image: runtime_args at 0, regs at 8, no front.
     assert_eq!(r.last_exec_len as usize, KernelArgs::SIZE);

@@ -18,6 +18,20 @@
 //! takes only `repr(C)` data, and frees only what it allocated: the payload is the entry's
 //! private copy (owned by the OS), orchestration objects are unloaded through the OS that
 //! loaded them.
+//!
+//! # Plugging in the task runtime
+//!
+//! The exec export decodes and checks the `KernelArgs`, then calls the variant's [`ExecHook`]
+//! (`fn(&ExecContext<'_>) -> Result<(), i32>`, defined in `ferry_abi::services`) once per
+//! launched AICPU thread. The variants name [`noop_exec`] until the task runtime's device half
+//! provides its own: point the `exec:` field of `device/aicpu-*/src/lib.rs` at it. The hook gets
+//! the services table, which covers everything the runtime's `DeviceOps` needs (`translate`,
+//! `reg_read`, `reg_write_aicpu`, `reg_write_core`, `core_wait`/`core_wait_with`,
+//! `aicpu_wait`/`aicpu_wait_with`, `notify_aicpu`, `now_cycles`, `clock_hz`), the per-run
+//! args by value, the thread position, the latched `InitArgs` and the callable table. The
+//! crate that holds the hook must depend only on `ferry-abi` and `device/` crates: the device
+//! programs are built by `ferry-programs`' build script, so a dependency on `ferry-launch` (or
+//! anything above it) would recurse; the build script refuses that with a message.
 #![deny(unsafe_op_in_unsafe_fn)]
 
 use ferry_abi::launch::{
@@ -254,9 +268,14 @@ impl Program {
 
     /// `ferry_aicpu_exec`: checks the front-less [`KernelArgs`] and calls the hook.
     pub fn exec(&self, blob: &[u8]) -> i32 {
-        let status = self.exec_inner(blob);
+        let (thread, threads) = self.thread_info();
+        let status = self.exec_inner(blob, thread, threads);
         let mut st = self.state();
         self.with_report(&mut st, |r| {
+            r.last_exec_threads = threads;
+            if thread < 32 {
+                r.exec_thread_mask |= 1 << thread;
+            }
             r.exec_calls += 1;
             r.last_exec_len = blob.len() as u32;
             r.last_exec_status = status;
@@ -267,7 +286,18 @@ impl Program {
         status
     }
 
-    fn exec_inner(&self, blob: &[u8]) -> i32 {
+    /// This AICPU thread's position in its launch (`(0, 1)` outside a launch or without
+    /// services).
+    fn thread_info(&self) -> (u32, u32) {
+        let info = self.services().map_or(u64::MAX, |svc| (svc.thread_info)(svc.ctx));
+        if info == u64::MAX {
+            (0, 1)
+        } else {
+            ((info >> 32) as u32, info as u32)
+        }
+    }
+
+    fn exec_inner(&self, blob: &[u8], thread: u32, threads: u32) -> i32 {
         let args = match KernelArgs::from_bytes_checked(blob) {
             Ok(a) => a,
             Err(e) => return decode_status(&e),
@@ -282,9 +312,6 @@ impl Program {
             }
             (init, e)
         };
-        let info = (svc.thread_info)(svc.ctx);
-        let (thread, threads) =
-            if info == u64::MAX { (0, 1) } else { ((info >> 32) as u32, info as u32) };
         let ctx = ExecContext { services: svc, args, thread, threads, init, orch_entries };
         match (self.hook)(&ctx) {
             Ok(()) => STATUS_OK,
