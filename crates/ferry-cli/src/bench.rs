@@ -29,12 +29,15 @@ enum Area {
     /// The copy engine: gather throughput vs contiguous copies, planning cost; or, with
     /// `--emulate-server`, the server emulator with and without Prewarm.
     Copy,
+    /// The task runtime: storm tasks/s and per-task dispatch overhead vs direct kernel calls.
+    Runtime,
 }
 
 pub(crate) fn run(a: &BenchArgs) -> anyhow::Result<()> {
     match a.area {
         Area::Launch => launch(a)?,
         Area::Copy => copy(a)?,
+        Area::Runtime => runtime(a)?,
         Area::Sim => {
             let mut cfg = ferry_sim::bench::SimBenchConfig::default();
             if a.quick {
@@ -181,5 +184,37 @@ fn copy(a: &BenchArgs) -> anyhow::Result<()> {
         "  planning: {:.1} ns per item ({} scattered items)",
         r.plan_ns_per_item, r.plan_items
     );
+    Ok(())
+}
+
+fn runtime(a: &BenchArgs) -> anyhow::Result<()> {
+    let mut cfg = ferry_runtime::bench::BenchConfig::default();
+    if a.quick {
+        cfg.tasks = 5_000;
+    }
+    let r = ferry_runtime::bench::run(&cfg)?;
+    if a.json {
+        println!("{}", r.to_json());
+    } else {
+        println!(
+            "task runtime on a simulated {} chip: {} AICPU threads, {} cores, storm of {} tasks",
+            r.arch, r.aicpu_threads, r.cores, r.tasks
+        );
+        println!(
+            "  device-orchestrated: {:.0} tasks/s ({:.0} ns/task)",
+            r.tasks_per_s(),
+            r.ns_per_task()
+        );
+        println!(
+            "  host-built graph:    {:.0} tasks/s (prepare {:.1} ms)",
+            r.tasks as f64 / r.host_graph_wall_s,
+            r.host_graph_prepare_s * 1e3
+        );
+        println!(
+            "  direct kernel call baseline {:.0} ns/task; dispatch overhead {:.0} ns/task",
+            r.baseline_ns_per_task,
+            r.dispatch_overhead_ns()
+        );
+    }
     Ok(())
 }

@@ -3,6 +3,7 @@
 
 mod bench;
 mod info;
+mod run;
 
 use clap::{Parser, Subcommand};
 
@@ -19,6 +20,9 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// The main job: run example workloads end to end on a simulated chip, verify them against
+    /// host references, and print a summary.
+    Run(run::RunArgs),
     /// Print the arch profiles and the simulated device inventory.
     Info(info::InfoArgs),
     /// Measure one area of ferry and print its figures (ratios against a same-run baseline).
@@ -32,6 +36,7 @@ fn main() -> anyhow::Result<()> {
         .with_writer(std::io::stderr)
         .init();
     match cli.command {
+        Command::Run(a) => run::run(&a),
         Command::Info(a) => info::run(&a),
         Command::Bench(a) => bench::run(&a),
     }

@@ -130,6 +130,13 @@ impl ExampleRun {
         self
     }
 
+    /// The `TensorId` index of the example's result tensor.
+    pub fn output_tensor(&self) -> usize {
+        match &self.expect {
+            Expect::Exact { tensor, .. } | Expect::Close { tensor, .. } => *tensor,
+        }
+    }
+
     /// Checks a run's output against the host reference; returns a checksum of the output.
     ///
     /// # Errors

@@ -1,0 +1,230 @@
+//! `ferry run`: the main job. Runs example workloads end to end on a simulated chip, verifies
+//! them against host references, and prints a summary.
+use anyhow::{bail, Context};
+use clap::{Args, ValueEnum};
+use ferry_runtime::examples::{Example, ExampleRun, Size};
+use ferry_runtime::host::{DeviceRunner, RunOutput, RunnerConfig, Variant};
+use ferry_sim::Arch;
+use indicatif::{ProgressBar, ProgressStyle};
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+#[derive(Debug, Args)]
+pub(crate) struct RunArgs {
+    /// Which example to run: all three by default.
+    #[arg(long, value_enum, default_value_t = ExampleArg::All)]
+    example: ExampleArg,
+    /// Chip generation.
+    #[arg(long, default_value = "a2a3", value_parser = parse_arch)]
+    arch: Arch,
+    /// Where the graph is built: on the AICPU (device) or on the host (host).
+    #[arg(long, value_enum, default_value_t = VariantArg::Device)]
+    variant: VariantArg,
+    /// AICPU threads (1 orchestrator + the rest schedulers); default: all the arch allows.
+    #[arg(long)]
+    aicpu_threads: Option<u32>,
+    /// AIC (cube) workers.
+    #[arg(long, default_value_t = 8)]
+    aic: u32,
+    /// AIV (vector) workers.
+    #[arg(long, default_value_t = 16)]
+    aiv: u32,
+    /// Test-sized workloads instead of the full ones.
+    #[arg(long)]
+    small: bool,
+    /// Directory for `summary.json` and the output tensors (`<example>.f32`, little-endian).
+    #[arg(long)]
+    out: Option<PathBuf>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum ExampleArg {
+    /// vector, paged-attention and storm, in that order.
+    All,
+    /// Elementwise chain (add, mul, scale, add_scalar, copy) in SPMD chunks.
+    Vector,
+    /// Paged-attention-shaped graph: fan-out to one task per KV page, fan-in per sequence.
+    PagedAttention,
+    /// 50,000 tiny tasks over 64 lanes.
+    Storm,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum VariantArg {
+    /// Device-orchestrated: the orchestration runs on the last AICPU thread.
+    Device,
+    /// Host-built graph, uploaded during prepare.
+    Host,
+}
+
+fn parse_arch(s: &str) -> Result<Arch, String> {
+    Arch::from_name(s).ok_or_else(|| format!("unknown arch `{s}` (a2a3 or a5)"))
+}
+
+struct Done {
+    example: Example,
+    run: ExampleRun,
+    out: RunOutput,
+    checksum: f64,
+}
+
+pub(crate) fn run(a: &RunArgs) -> anyhow::Result<()> {
+    let mut cfg = RunnerConfig::default_for(a.arch);
+    cfg.aicpu_threads = a.aicpu_threads.unwrap_or(cfg.aicpu_threads);
+    cfg.aic = a.aic;
+    cfg.aiv = a.aiv;
+    let variant = match a.variant {
+        VariantArg::Device => Variant::DeviceOrchestrated,
+        VariantArg::Host => Variant::HostBuiltGraph,
+    };
+    let examples: Vec<Example> = match a.example {
+        ExampleArg::All => Example::ALL.to_vec(),
+        ExampleArg::Vector => vec![Example::Vector],
+        ExampleArg::PagedAttention => vec![Example::PagedAttention],
+        ExampleArg::Storm => vec![Example::Storm],
+    };
+    let size = if a.small { Size::Small } else { Size::Full };
+    let mut runner = DeviceRunner::new(cfg).context("starting the simulated chip")?;
+    println!(
+        "ferry run: simulated {} chip, {} AICPU threads (1 orchestrator + {} schedulers), {} AIC + {} AIV, {} graphs",
+        a.arch.name(),
+        cfg.aicpu_threads,
+        cfg.aicpu_threads - 1,
+        cfg.aic,
+        cfg.aiv,
+        match variant {
+            Variant::DeviceOrchestrated => "device-orchestrated",
+            Variant::HostBuiltGraph => "host-built",
+        }
+    );
+    let mut done = Vec::new();
+    for (id, ex) in examples.into_iter().enumerate() {
+        let run = ex.build(size).with_variant(variant);
+        runner.register_callable(id as u32, run.callable.clone())?;
+        let out = run_one(&mut runner, id as u32, &run)
+            .with_context(|| format!("example `{}`", ex.name()))?;
+        let checksum = match run.verify(&out) {
+            Ok(c) => c,
+            Err(e) => bail!("example `{}` produced a wrong result: {e}", ex.name()),
+        };
+        done.push(Done { example: ex, run, out, checksum });
+    }
+    print_summary(&done);
+    if let Some(dir) = &a.out {
+        write_outputs(dir, a, &cfg, &done)?;
+        println!("wrote {}", dir.join("summary.json").display());
+    }
+    runner.finalize()?;
+    Ok(())
+}
+
+/// prepare → launch → (progress bar after a second) → finalize.
+fn run_one(r: &mut DeviceRunner, id: u32, run: &ExampleRun) -> anyhow::Result<RunOutput> {
+    let p = r.prepare(id, run.args.clone())?;
+    let l = r.launch(p)?;
+    let start = Instant::now();
+    let mut bar: Option<ProgressBar> = None;
+    while !r.poll(&l) {
+        std::thread::sleep(Duration::from_millis(20));
+        if start.elapsed() < Duration::from_secs(1) {
+            continue;
+        }
+        let b = bar.get_or_insert_with(|| {
+            let b = ProgressBar::new(run.tasks);
+            b.set_style(
+                ProgressStyle::with_template(
+                    "{prefix:>16} [{bar:40}] {pos}/{len} tasks {per_sec} eta {eta}",
+                )
+                .unwrap_or_else(|_| ProgressStyle::default_bar())
+                .progress_chars("=> "),
+            );
+            b.set_prefix(run.example.name());
+            b
+        });
+        let (completed, _) = r.progress(&l)?;
+        b.set_position(completed);
+    }
+    if let Some(b) = bar {
+        b.finish_and_clear();
+    }
+    Ok(r.finalize_run(l)?)
+}
+
+fn print_summary(done: &[Done]) {
+    println!(
+        "{:<16} {:>8} {:>11} {:>12} {:>9}  verified",
+        "example", "tasks", "wall", "tasks/s", "ns/task"
+    );
+    let (mut tasks, mut wall) = (0u64, Duration::ZERO);
+    for d in done {
+        let s = &d.out.stats;
+        tasks += s.tasks;
+        wall += s.wall;
+        println!(
+            "{:<16} {:>8} {:>8.1} ms {:>12.0} {:>9.0}  ok (checksum {:.4})",
+            d.example.name(),
+            s.tasks,
+            s.wall.as_secs_f64() * 1e3,
+            s.tasks as f64 / s.wall.as_secs_f64(),
+            s.wall.as_nanos() as f64 / s.tasks.max(1) as f64,
+            d.checksum
+        );
+        let per: Vec<String> = s.per_kernel.iter().map(|(k, n)| format!("{k} {n}")).collect();
+        println!("{:<16} per kernel: {}", "", per.join(", "));
+    }
+    if done.len() > 1 {
+        println!(
+            "{:<16} {:>8} {:>8.1} ms {:>12.0}",
+            "total",
+            tasks,
+            wall.as_secs_f64() * 1e3,
+            tasks as f64 / wall.as_secs_f64()
+        );
+    }
+}
+
+fn write_outputs(dir: &std::path::Path, a: &RunArgs, cfg: &RunnerConfig, done: &[Done]) -> anyhow::Result<()> {
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let runs: Vec<serde_json::Value> = done
+        .iter()
+        .map(|d| {
+            let s = &d.out.stats;
+            let kernels: serde_json::Map<String, serde_json::Value> =
+                s.per_kernel.iter().map(|(k, n)| ((*k).to_string(), (*n).into())).collect();
+            serde_json::json!({
+                "example": d.example.name(),
+                "tasks": s.tasks,
+                "wall_s": s.wall.as_secs_f64(),
+                "tasks_per_s": s.tasks as f64 / s.wall.as_secs_f64(),
+                "per_kernel": kernels,
+                "verified": true,
+                "checksum": d.checksum,
+            })
+        })
+        .collect();
+    let summary = serde_json::json!({
+        "arch": a.arch.name(),
+        "aicpu_threads": cfg.aicpu_threads,
+        "aic": cfg.aic,
+        "aiv": cfg.aiv,
+        "variant": format!("{:?}", a.variant).to_lowercase(),
+        "runs": runs,
+    });
+    write_atomic(&dir.join("summary.json"), serde_json::to_string_pretty(&summary)?.as_bytes())?;
+    for d in done {
+        let t = d.run.output_tensor();
+        if let Some(Some(v)) = d.out.tensors.get(t) {
+            let bytes: Vec<u8> = v.iter().flat_map(|x| x.to_le_bytes()).collect();
+            write_atomic(&dir.join(format!("{}.f32", d.example.name())), &bytes)?;
+        }
+    }
+    Ok(())
+}
+
+/// Writes `path` through a temporary file and a rename, so a reader never sees half a file.
+fn write_atomic(path: &std::path::Path, bytes: &[u8]) -> anyhow::Result<()> {
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, bytes).with_context(|| format!("writing {}", tmp.display()))?;
+    std::fs::rename(&tmp, path).with_context(|| format!("renaming to {}", path.display()))?;
+    Ok(())
+}
