@@ -183,7 +183,12 @@ fn print_summary(done: &[Done]) {
     }
 }
 
-fn write_outputs(dir: &std::path::Path, a: &RunArgs, cfg: &RunnerConfig, done: &[Done]) -> anyhow::Result<()> {
+fn write_outputs(
+    dir: &std::path::Path,
+    a: &RunArgs,
+    cfg: &RunnerConfig,
+    done: &[Done],
+) -> anyhow::Result<()> {
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     let runs: Vec<serde_json::Value> = done
         .iter()
