@@ -360,6 +360,7 @@ pub struct OpEntry {
 /// A loaded binary: the result of [`AicpuOs::binary_load`].
 #[derive(Clone, Debug)]
 pub struct Binary {
+    os: AicpuOs,
     entries: HashMap<String, (String, Arc<LoadedObject>)>,
 }
 
@@ -381,7 +382,12 @@ impl Binary {
         // SAFETY: by the device-program contract every CPU-kernel export has the `CpuKernelFn`
         // signature; `p` is a non-null code address of an object `object` keeps loaded.
         let entry = unsafe { std::mem::transmute::<*const c_void, CpuKernelFn>(p) };
-        Ok(CpuFunction { symbol: symbol.clone(), object: object.clone(), entry })
+        Ok(CpuFunction {
+            symbol: symbol.clone(),
+            object: object.clone(),
+            entry,
+            _os: self.os.clone(),
+        })
     }
 
     /// The object an op type resolved to.
@@ -390,12 +396,14 @@ impl Binary {
     }
 }
 
-/// A CPU-kernel entry resolved in a loaded object; keeps the object loaded.
+/// A CPU-kernel entry resolved in a loaded object; keeps the object loaded and its device (so
+/// the services table the object was given) alive.
 #[derive(Clone, Debug)]
 pub struct CpuFunction {
     symbol: String,
     object: Arc<LoadedObject>,
     entry: CpuKernelFn,
+    _os: AicpuOs,
 }
 
 impl CpuFunction {
@@ -459,22 +467,26 @@ pub struct KernelLibrary {
     object: Arc<LoadedObject>,
     lookup: unsafe extern "C" fn(u32) -> Option<KernelFn>,
     services: *const DeviceServices,
+    os: AicpuOs,
 }
 
-// SAFETY: the services pointer addresses the device's immutable, `Sync` table, which outlives
-// the library (the device owns both); `Arc<LoadedObject>` is Send + Sync.
+// SAFETY: the services pointer addresses the device's immutable, `Sync` table, which `os` (a
+// device handle) keeps alive as long as the library; `Arc<LoadedObject>` is Send + Sync.
 unsafe impl Send for KernelLibrary {}
 // SAFETY: as for Send.
 unsafe impl Sync for KernelLibrary {}
 
-/// One kernel of a [`KernelLibrary`].
-#[derive(Clone, Copy, Debug)]
+/// One kernel of a [`KernelLibrary`]; keeps the library loaded and its device alive.
+#[derive(Clone, Debug)]
 pub struct Kernel {
     f: KernelFn,
     services: *const DeviceServices,
+    _object: Arc<LoadedObject>,
+    _os: AicpuOs,
 }
 
-// SAFETY: as for KernelLibrary: a code address and a pointer to the device's immutable table.
+// SAFETY: as for KernelLibrary: a code address kept loaded by `_object`, and a pointer to the
+// immutable table `_os` keeps alive.
 unsafe impl Send for Kernel {}
 // SAFETY: as above.
 unsafe impl Sync for Kernel {}
@@ -485,7 +497,12 @@ impl KernelLibrary {
         // SAFETY: `lookup` is the library's `ferry_kernel_lookup` export, kept loaded by
         // `self.object`; it only reads its integer argument.
         let f = unsafe { (self.lookup)(id) }?;
-        Some(Kernel { f, services: self.services })
+        Some(Kernel {
+            f,
+            services: self.services,
+            _object: self.object.clone(),
+            _os: self.os.clone(),
+        })
     }
 
     /// The object the library was loaded from.
@@ -499,11 +516,11 @@ impl Kernel {
     ///
     /// The kernel reads and writes device memory only through the addresses in `call`, which it
     /// translates (bounds-checked) through the services table; a bad address is a status, never
-    /// a wild access. The library must stay loaded while the call runs (hold the
-    /// [`KernelLibrary`]).
+    /// a wild access.
     pub fn call(&self, call: &KernelCall) -> i32 {
-        // SAFETY: `f` follows the `KernelFn` contract; `services` is the device's live table
-        // and `call` a valid reference for the duration of the call.
+        // SAFETY: `f` follows the `KernelFn` contract and `_object` keeps its code loaded;
+        // `services` is the live table `_os` keeps alive; `call` is a valid reference for the
+        // duration of the call.
         unsafe { (self.f)(self.services, call) }
     }
 }
@@ -883,7 +900,7 @@ impl AicpuOs {
             let obj = self.load_path(&path)?;
             out.insert(e.op_type.clone(), (e.function_name.clone(), obj));
         }
-        Ok(Binary { entries: out })
+        Ok(Binary { os: self.clone(), entries: out })
     }
 
     fn resolve(&self, basename: &str, user_defined: bool) -> Result<PathBuf, OsError> {
@@ -961,7 +978,7 @@ impl AicpuOs {
         let lookup = unsafe {
             std::mem::transmute::<*const c_void, unsafe extern "C" fn(u32) -> Option<KernelFn>>(p)
         };
-        Ok(KernelLibrary { object, lookup, services: self.services() })
+        Ok(KernelLibrary { object, lookup, services: self.services(), os: self.clone() })
     }
 
     /// The `load_object` service: used by AICPU programs to (re)load orchestration objects.
