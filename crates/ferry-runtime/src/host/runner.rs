@@ -787,6 +787,14 @@ impl Drop for DeviceRunner {
         if !self.regs_table.is_null() {
             let _ = self.device.free(self.regs_table);
         }
+        // The entry closures of the last launch hold `SimOps` (and through it the chip) until
+        // their chip thread lets go of them, just after the launch completes. Let them go first,
+        // so the chip's last reference is dropped here and not on one of its own threads (which
+        // cannot join itself).
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while Arc::strong_count(&self.ops) > 1 && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(1));
+        }
     }
 }
 
