@@ -88,6 +88,7 @@ mod config;
 pub mod device;
 mod host;
 pub mod mem;
+pub mod output;
 mod spsc;
 mod sync;
 

@@ -1,0 +1,236 @@
+//! `deps.json` (`specs/dfx.md` §5.3): tasks, tensors and dependency edges; every u64 is a JSON
+//! string. ferry adds a top-level `dfx` key with the DepGen lanes' loss accounting.
+
+use std::io::{Read, Write};
+
+use serde::{Deserialize, Serialize};
+
+use super::model::LossAccounting;
+use super::{strnum, OutputError};
+
+/// File name inside the output directory.
+pub const DEPS_FILE: &str = "deps.json";
+
+/// FNV-1a 64 of `(buffer_addr, version)`: the little-endian bytes of `buffer_addr` (8) then of
+/// `version` (4).
+///
+/// # Examples
+/// ```
+/// use ferry_dfx::output::tensor_id;
+/// assert_ne!(tensor_id(0x1000, 0), tensor_id(0x1000, 1));
+/// ```
+pub fn tensor_id(buffer_addr: u64, version: u32) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in buffer_addr.to_le_bytes().into_iter().chain(version.to_le_bytes()) {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    h
+}
+
+/// The DepGen graph of a run.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DepsGraph {
+    /// One entry per submitted task.
+    pub tasks: Vec<DepTask>,
+    /// Tensors the tasks reference.
+    pub tensors: Vec<DepTensor>,
+    /// Dependency edges.
+    pub edges: Vec<DepEdge>,
+}
+
+/// One submitted task.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DepTask {
+    /// Task id.
+    #[serde(with = "strnum")]
+    pub task_id: u64,
+    /// Scope kind (`"auto"`, `"manual"`).
+    pub scope: String,
+    /// Kernel per sub-core (AIC, AIV0, AIV1); −1 inactive.
+    pub kernel_ids: [i32; 3],
+    /// SPMD block count.
+    pub block_num: u32,
+    /// Tensor and scalar arguments.
+    pub args: Vec<DepArg>,
+}
+
+/// One argument of a task.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DepArg {
+    /// Argument position.
+    pub idx: u32,
+    /// `INPUT`, `OUTPUT`, `INOUT` or `SCALAR`.
+    #[serde(rename = "type")]
+    pub role: String,
+    /// Tensor id (tensors only).
+    #[serde(default, with = "strnum::opt", skip_serializing_if = "Option::is_none")]
+    pub tensor_id: Option<u64>,
+    /// Element type name.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub dtype: String,
+    /// Extents.
+    #[serde(default)]
+    pub shape: Vec<u64>,
+    /// Element offset of the view.
+    #[serde(with = "strnum")]
+    pub start_offset: u64,
+    /// Element strides.
+    #[serde(default)]
+    pub strides: Vec<u64>,
+}
+
+/// One tensor version.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DepTensor {
+    /// [`tensor_id`] of `(buffer_addr, version)`.
+    #[serde(with = "strnum")]
+    pub tensor_id: u64,
+    /// Device address of the buffer.
+    #[serde(with = "strnum")]
+    pub buffer_addr: u64,
+    /// Version (bumped per producer).
+    pub version: u32,
+    /// Element type name.
+    pub dtype: String,
+    /// Elements in the buffer.
+    #[serde(with = "strnum")]
+    pub buffer_numel: u64,
+}
+
+/// How an edge was found.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum EdgeSource {
+    /// Declared by the orchestration code.
+    #[default]
+    Explicit,
+    /// The consumer reads a tensor the producer created.
+    Creator,
+    /// Found through the tensor map (overlapping regions).
+    Tensormap,
+}
+
+/// One dependency edge `pred → succ`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DepEdge {
+    /// Producer task id (`0` for the run's inputs).
+    #[serde(with = "strnum")]
+    pub pred: u64,
+    /// Consumer task id.
+    #[serde(with = "strnum")]
+    pub succ: u64,
+    /// Consumer argument index.
+    pub arg: u32,
+    /// How the edge was found.
+    pub source: EdgeSource,
+    /// Edge flags (`wait`, `retain`, …).
+    #[serde(default)]
+    pub flags: Vec<String>,
+    /// Tensor carried (creator/tensormap edges).
+    #[serde(default, with = "strnum::opt", skip_serializing_if = "Option::is_none")]
+    pub tensor_id: Option<u64>,
+    /// Consumer geometry.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub consumer_dtype: Option<String>,
+    /// Consumer extents.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub consumer_shape: Option<Vec<u64>>,
+    /// Consumer view offset.
+    #[serde(default, with = "strnum::opt", skip_serializing_if = "Option::is_none")]
+    pub consumer_start_offset: Option<u64>,
+    /// Consumer strides.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub consumer_strides: Option<Vec<u64>>,
+    /// Tensormap edges: `covered` or `other`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub overlap: Option<String>,
+    /// Tensormap edges: producer dtype.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub producer_dtype: Option<String>,
+    /// Tensormap edges: producer extents.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub producer_shape: Option<Vec<u64>>,
+    /// Tensormap edges: producer view offset.
+    #[serde(default, with = "strnum::opt", skip_serializing_if = "Option::is_none")]
+    pub producer_start_offset: Option<u64>,
+    /// Tensormap edges: producer strides.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub producer_strides: Option<Vec<u64>>,
+}
+
+impl DepEdge {
+    /// An explicit edge.
+    pub fn explicit(pred: u64, succ: u64) -> Self {
+        Self { pred, succ, source: EdgeSource::Explicit, ..Default::default() }
+    }
+}
+
+#[derive(Serialize)]
+struct FileOut<'a> {
+    #[serde(flatten)]
+    graph: &'a DepsGraph,
+    dfx: &'a LossAccounting,
+}
+
+#[derive(Deserialize)]
+struct FileIn {
+    #[serde(flatten)]
+    graph: DepsGraph,
+    #[serde(default)]
+    dfx: LossAccounting,
+}
+
+/// Writes `deps.json` to `w`.
+///
+/// # Errors
+///
+/// [`OutputError::Json`] when writing fails.
+pub fn write_deps<W: Write>(w: W, g: &DepsGraph, loss: &LossAccounting) -> Result<(), OutputError> {
+    serde_json::to_writer(w, &FileOut { graph: g, dfx: loss }).map_err(OutputError::json(DEPS_FILE))
+}
+
+/// Reads `deps.json` (the original's too).
+///
+/// # Errors
+///
+/// [`OutputError::Json`] on malformed JSON or fields.
+pub fn read_deps<R: Read>(r: R) -> Result<(DepsGraph, LossAccounting), OutputError> {
+    let f: FileIn = serde_json::from_reader(r).map_err(OutputError::json(DEPS_FILE))?;
+    Ok((f.graph, f.dfx))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_the_spec_example_with_string_u64s() {
+        let text = r#"{"tasks": [{"task_id": "4294967296", "scope": "auto", "kernel_ids": [7,-1,-1],
+            "block_num": 4, "args": [{"idx": 0, "type": "INPUT", "tensor_id": "1345",
+            "dtype": "FLOAT32", "shape": [16384], "start_offset": "0", "strides": [1]}]}],
+          "tensors": [{"tensor_id": "1345", "buffer_addr": "29204938752", "version": 0,
+              "dtype": "FLOAT32", "buffer_numel": "16384"}],
+          "edges": [{"pred": "0", "succ": "4294967296", "arg": 0, "source": "creator",
+            "flags": ["wait", "retain"], "tensor_id": "1345", "consumer_dtype": "FLOAT32",
+            "consumer_shape": [16384], "consumer_start_offset": "0", "consumer_strides": [1]}]}"#;
+        let (g, _) = read_deps(text.as_bytes()).unwrap();
+        assert_eq!(g.tasks[0].task_id, 1 << 32);
+        assert_eq!(g.tensors[0].buffer_addr, 29_204_938_752);
+        assert_eq!(g.edges[0].source, EdgeSource::Creator);
+        let mut out = Vec::new();
+        write_deps(&mut out, &g, &LossAccounting::default()).unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+        assert_eq!(v["tasks"][0]["task_id"], "4294967296");
+        assert_eq!(v["edges"][0]["consumer_start_offset"], "0");
+        assert!(v["edges"][0].get("overlap").is_none());
+        assert_eq!(read_deps(&out[..]).unwrap().0, g);
+    }
+
+    #[test]
+    fn a_number_where_a_string_u64_belongs_is_rejected() {
+        let text = r#"{"tasks": [], "tensors": [], "edges": [{"pred": 0, "succ": "1", "arg": 0,
+            "source": "explicit"}]}"#;
+        assert!(matches!(read_deps(text.as_bytes()), Err(OutputError::Json { .. })));
+    }
+}

@@ -1,0 +1,315 @@
+//! From records to files to views: the run model, the five subsystems' output files, the Perfetto
+//! and Chrome traces, and the analysis views.
+//!
+//! Collection (not in this module) turns collected device records into a [`RunModel`]; everything
+//! here works on the model alone, so it is testable without a device.
+//!
+//! | file (inside the run's output directory) | writer / reader | model part |
+//! |---|---|---|
+//! | `chip_swimlane_records.json` | [`write_swimlane`] / [`read_swimlane`] | [`RunModel::swimlane`] |
+//! | `pmu.csv` (+ `pmu.dfx.json` loss sidecar) | [`write_pmu`] / [`read_pmu`] | [`RunModel::pmu`] |
+//! | `deps.json` | [`write_deps`] / [`read_deps`] | [`RunModel::deps`] |
+//! | `args_dump/args_dump.json` + `args_dump/args.bin` | [`write_args_json`] / [`read_args`] | [`RunModel::args`] |
+//! | `scope_stats/scope_stats.jsonl` | [`write_scopes`] / [`read_scopes`] | [`RunModel::scopes`] |
+//! | `trace.perfetto-trace` | [`perfetto::write_trace`] (decode: [`perfetto_schema`]) | all |
+//! | `trace.chrome.json` | [`chrome::write_chrome_trace`] | all |
+//!
+//! Every file is written with [`write_atomic`] (temp file, fsync, rename), so an aborted write
+//! never leaves a half-written file, and every file carries the loss accounting of its
+//! subsystem's lanes ([`LossAccounting`]: policy, budget, produced/collected/dropped and stall
+//! time per lane) — in a `dfx` key for the JSON files, in the sidecar for the CSV.
+//!
+//! # Examples
+//! ```
+//! use ferry_dfx::output::{self, AicoreTask, CoreType, RunMeta, RunModel, Swimlane};
+//! let dir = std::env::temp_dir().join(format!("ferry-output-doc-{}", std::process::id()));
+//! let mut run = RunModel::new(RunMeta::new("a2a3", 50_000_000, vec![CoreType::Aiv]));
+//! let mut sw = Swimlane::new(1);
+//! sw.aicore_tasks.push(AicoreTask { core: 0, task_token_raw: 7, reg_task_id: 1, start: 10,
+//!                                    end: 20, receive_to_start: 0 });
+//! run.swimlane = Some(sw);
+//! let written = output::write_run(&dir, &run).unwrap();
+//! assert_eq!(written.len(), 1);
+//! assert_eq!(output::read_run(&dir).unwrap(), run);
+//! # std::fs::remove_dir_all(&dir).unwrap();
+//! ```
+
+mod args;
+mod atomic;
+pub mod chrome;
+mod deps;
+mod model;
+pub mod perfetto;
+pub mod perfetto_schema;
+mod pmu;
+pub mod sample;
+mod scopes;
+mod swimlane;
+pub mod views;
+
+use std::fs::File;
+use std::io::{self, BufReader};
+use std::path::{Path, PathBuf};
+
+pub use args::{
+    read_args, write_args_json, ArgsDump, DumpedArg, ARGS_BIN_FILE, ARGS_DIR, ARGS_FILE,
+};
+pub use atomic::write_atomic;
+pub use deps::{
+    read_deps, tensor_id, write_deps, DepArg, DepEdge, DepTask, DepTensor, DepsGraph, EdgeSource,
+    DEPS_FILE,
+};
+pub use model::{
+    AicoreTask, AicpuTask, CoreType, JoinedTask, LaneLoss, LossAccounting, LossPolicy, OrchPhase,
+    RunMeta, RunModel, SchedPhase, Subsystem, Swimlane,
+};
+pub use pmu::{
+    pmu_counter_names, read_pmu, write_pmu, PmuRow, PmuTable, PMU_FILE, PMU_HEADER_PREFIX,
+    PMU_LOSS_FILE,
+};
+pub use scopes::{
+    read_scopes, write_scopes, ScopePhase, ScopeRow, ScopeStats, SCOPES_DIR, SCOPES_FILE,
+    SCOPES_VERSION,
+};
+pub use swimlane::{read_swimlane, write_swimlane, SwimlaneParts, SWIMLANE_FILE};
+
+/// Why an output file could not be written or read.
+#[derive(Debug, thiserror::Error)]
+pub enum OutputError {
+    /// An I/O operation on the file failed.
+    #[error("{file}: {source}")]
+    Io {
+        /// File (name or path).
+        file: String,
+        /// The I/O error.
+        #[source]
+        source: io::Error,
+    },
+    /// The JSON could not be written or parsed.
+    #[error("{file}: {source}")]
+    Json {
+        /// File (name or path).
+        file: String,
+        /// The JSON error.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// The file parsed but its content is not what the format documents.
+    #[error("{file}: {what}")]
+    Format {
+        /// File (name or path).
+        file: String,
+        /// What is wrong, and where.
+        what: String,
+    },
+    /// The directory holds no output file of a run.
+    #[error("{0}: no DFX output files found")]
+    Empty(PathBuf),
+}
+
+impl OutputError {
+    pub(crate) fn io(file: &str) -> impl Fn(io::Error) -> OutputError + '_ {
+        move |source| OutputError::Io { file: file.to_string(), source }
+    }
+
+    pub(crate) fn json(file: &str) -> impl Fn(serde_json::Error) -> OutputError + '_ {
+        move |source| OutputError::Json { file: file.to_string(), source }
+    }
+}
+
+/// Serde helpers for u64 values written as JSON strings (decimal, or `0x%016x` hex).
+pub(crate) mod strnum {
+    use serde::{de::Error, Deserialize, Deserializer, Serializer};
+
+    pub(crate) fn serialize<S: Serializer>(v: &u64, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(v)
+    }
+
+    pub(crate) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+        let s = String::deserialize(d)?;
+        s.parse().map_err(|e| D::Error::custom(format!("{s:?}: {e}")))
+    }
+
+    pub(crate) mod opt {
+        use super::*;
+
+        pub(crate) fn serialize<S: Serializer>(v: &Option<u64>, s: S) -> Result<S::Ok, S::Error> {
+            match v {
+                Some(v) => s.collect_str(v),
+                None => s.serialize_none(),
+            }
+        }
+
+        pub(crate) fn deserialize<'de, D: Deserializer<'de>>(
+            d: D,
+        ) -> Result<Option<u64>, D::Error> {
+            match Option::<String>::deserialize(d)? {
+                Some(s) => s.parse().map(Some).map_err(|e| D::Error::custom(format!("{s:?}: {e}"))),
+                None => Ok(None),
+            }
+        }
+    }
+
+    pub(crate) mod hex {
+        use super::*;
+
+        pub(crate) fn serialize<S: Serializer>(v: &u64, s: S) -> Result<S::Ok, S::Error> {
+            s.collect_str(&format_args!("0x{v:016x}"))
+        }
+
+        pub(crate) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+            let s = String::deserialize(d)?;
+            let h =
+                s.strip_prefix("0x").ok_or_else(|| D::Error::custom(format!("{s:?} lacks 0x")))?;
+            u64::from_str_radix(h, 16).map_err(|e| D::Error::custom(format!("{s:?}: {e}")))
+        }
+    }
+}
+
+fn atomic_file<F>(path: &Path, write: F) -> Result<(), OutputError>
+where
+    F: FnOnce(&mut dyn io::Write) -> Result<(), OutputError>,
+{
+    let mut inner: Option<OutputError> = None;
+    let r = write_atomic(path, |w| {
+        write(w).map_err(|e| {
+            let io = io::Error::other(e.to_string());
+            inner = Some(e);
+            io
+        })
+    });
+    match (r, inner) {
+        (Ok(()), _) => Ok(()),
+        (Err(_), Some(e)) => Err(e),
+        (Err(source), None) => Err(OutputError::Io { file: path.display().to_string(), source }),
+    }
+}
+
+/// Writes every subsystem present in `run` into `dir` (atomically, file by file) and returns the
+/// paths written. Files of absent subsystems are left alone.
+///
+/// # Errors
+///
+/// The first [`OutputError`] of any file; files written before it stay complete.
+pub fn write_run(dir: &Path, run: &RunModel) -> Result<Vec<PathBuf>, OutputError> {
+    let mut out = Vec::new();
+    let loss = |s| run.loss.of(s);
+    if let Some(sw) = &run.swimlane {
+        let p = dir.join(SWIMLANE_FILE);
+        let l = loss(Subsystem::ChipSwimlane);
+        atomic_file(&p, |w| write_swimlane(w, &run.meta, &run.kernels, sw, &l))?;
+        out.push(p);
+    }
+    if let Some(t) = &run.pmu {
+        let p = dir.join(PMU_FILE);
+        atomic_file(&p, |w| write_pmu(w, t))?;
+        out.push(p);
+        let p = dir.join(PMU_LOSS_FILE);
+        let l = loss(Subsystem::Pmu);
+        atomic_file(&p, |w| {
+            serde_json::to_writer_pretty(w, &l).map_err(OutputError::json(PMU_LOSS_FILE))
+        })?;
+        out.push(p);
+    }
+    if let Some(g) = &run.deps {
+        let p = dir.join(DEPS_FILE);
+        let l = loss(Subsystem::DepGen);
+        atomic_file(&p, |w| write_deps(w, g, &l))?;
+        out.push(p);
+    }
+    if let Some(a) = &run.args {
+        // Payloads first: the metadata never names a bin that is not complete on disk.
+        if !a.bin.is_empty() {
+            let p = dir.join(ARGS_DIR).join(ARGS_BIN_FILE);
+            atomic_file(&p, |w| w.write_all(&a.bin).map_err(OutputError::io(ARGS_BIN_FILE)))?;
+            out.push(p);
+        }
+        let p = dir.join(ARGS_DIR).join(ARGS_FILE);
+        let l = loss(Subsystem::ArgsDump);
+        atomic_file(&p, |w| write_args_json(w, a, &l))?;
+        out.push(p);
+    }
+    if let Some(s) = &run.scopes {
+        let p = dir.join(SCOPES_DIR).join(SCOPES_FILE);
+        let l = loss(Subsystem::ScopeStats);
+        atomic_file(&p, |w| write_scopes(w, s, &l))?;
+        out.push(p);
+    }
+    Ok(out)
+}
+
+fn open(path: &Path) -> Result<Option<BufReader<File>>, OutputError> {
+    match File::open(path) {
+        Ok(f) => Ok(Some(BufReader::new(f))),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(source) => Err(OutputError::Io { file: path.display().to_string(), source }),
+    }
+}
+
+/// Reads every output file present in `dir` back into a [`RunModel`].
+///
+/// # Errors
+///
+/// [`OutputError::Empty`] when no file is present; the first file's error otherwise.
+pub fn read_run(dir: &Path) -> Result<RunModel, OutputError> {
+    let mut run = RunModel::default();
+    let mut any = false;
+    if let Some(r) = open(&dir.join(SWIMLANE_FILE))? {
+        let (meta, kernels, sw, loss) = read_swimlane(r)?;
+        run.meta = meta;
+        run.kernels = kernels;
+        run.swimlane = Some(sw);
+        run.loss.merge(loss);
+        any = true;
+    }
+    if let Some(r) = open(&dir.join(PMU_FILE))? {
+        run.pmu = Some(read_pmu(r)?);
+        if let Some(r) = open(&dir.join(PMU_LOSS_FILE))? {
+            run.loss.merge(serde_json::from_reader(r).map_err(OutputError::json(PMU_LOSS_FILE))?);
+        }
+        any = true;
+    }
+    if let Some(r) = open(&dir.join(DEPS_FILE))? {
+        let (g, loss) = read_deps(r)?;
+        run.deps = Some(g);
+        run.loss.merge(loss);
+        any = true;
+    }
+    if let Some(r) = open(&dir.join(ARGS_DIR).join(ARGS_FILE))? {
+        let bin_path = dir.join(ARGS_DIR).join(ARGS_BIN_FILE);
+        let bin = match std::fs::read(&bin_path) {
+            Ok(b) => Some(b),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => None,
+            Err(source) => {
+                return Err(OutputError::Io { file: bin_path.display().to_string(), source })
+            }
+        };
+        let (a, loss) = read_args(r, bin)?;
+        run.args = Some(a);
+        run.loss.merge(loss);
+        any = true;
+    }
+    if let Some(r) = open(&dir.join(SCOPES_DIR).join(SCOPES_FILE))? {
+        let (s, loss) = read_scopes(r)?;
+        run.scopes = Some(s);
+        run.loss.merge(loss);
+        any = true;
+    }
+    if !any {
+        return Err(OutputError::Empty(dir.to_path_buf()));
+    }
+    Ok(run)
+}
+
+/// Writes `bytes` to `path` atomically (for traces and views).
+///
+/// # Errors
+///
+/// [`OutputError::Io`] naming the path.
+pub fn write_bytes_atomic(path: &Path, bytes: &[u8]) -> Result<(), OutputError> {
+    write_atomic(path, |w| w.write_all(bytes))
+        .map_err(|source| OutputError::Io { file: path.display().to_string(), source })
+}
+
+#[cfg(test)]
+mod tests;

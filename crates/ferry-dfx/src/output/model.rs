@@ -1,0 +1,480 @@
+//! The in-memory run model: what collection fills and what every writer, reader and view works on.
+
+use std::collections::BTreeMap;
+
+use ferry_abi::records::{
+    AicoreTaskRecord, AicpuTaskRecord, OrchPhaseRecord, SchedPhaseKind, SchedPhaseRecord,
+};
+use serde::{Deserialize, Serialize};
+
+use super::args::ArgsDump;
+use super::deps::DepsGraph;
+use super::pmu::PmuTable;
+use super::scopes::ScopeStats;
+
+/// A whole profiled run: run metadata, the five subsystems' data (each present only when that
+/// subsystem was on) and the per-lane loss accounting.
+///
+/// # Examples
+/// ```
+/// use ferry_dfx::output::{AicoreTask, AicpuTask, CoreType, RunMeta, RunModel, Swimlane};
+/// let mut run = RunModel::new(RunMeta::new("a2a3", 50_000_000, vec![CoreType::Aic]));
+/// let mut sw = Swimlane::new(2);
+/// sw.aicore_tasks.push(AicoreTask { core: 0, task_token_raw: 1, reg_task_id: 1, start: 100,
+///                                    end: 150, receive_to_start: 5 });
+/// sw.aicpu_tasks.push(AicpuTask { core: 0, reg_task_id: 1, dispatch: 90, finish: 160 });
+/// run.swimlane = Some(sw);
+/// let tasks = run.tasks();
+/// assert_eq!(tasks.len(), 1);
+/// assert_eq!(tasks[0].dispatch, Some(90));
+/// ```
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct RunModel {
+    /// Run-wide metadata.
+    pub meta: RunMeta,
+    /// ChipSwimlane records (`chip_swimlane_records.json`).
+    pub swimlane: Option<Swimlane>,
+    /// PMU rows (`pmu.csv`).
+    pub pmu: Option<PmuTable>,
+    /// DepGen graph (`deps.json`).
+    pub deps: Option<DepsGraph>,
+    /// ArgsDump metadata and payloads (`args_dump/args_dump.json`, `args.bin`).
+    pub args: Option<ArgsDump>,
+    /// ScopeStats records (`scope_stats/scope_stats.jsonl`).
+    pub scopes: Option<ScopeStats>,
+    /// Per-lane loss accounting of every subsystem's lanes.
+    pub loss: LossAccounting,
+    /// Kernel names by `func_id` (optional; views fall back to `func<N>`).
+    pub kernels: BTreeMap<i32, String>,
+}
+
+/// Type of an AICore worker.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CoreType {
+    /// Cube core.
+    Aic,
+    /// Vector core.
+    Aiv,
+}
+
+impl CoreType {
+    /// `"aic"` or `"aiv"`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Aic => "aic",
+            Self::Aiv => "aiv",
+        }
+    }
+}
+
+/// Run-wide metadata.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RunMeta {
+    /// Arch name (`a2a3`, `a5`).
+    pub arch: String,
+    /// Device clock in Hz: all `*_cycles` / times in the model are in these cycles.
+    pub clock_freq_hz: u64,
+    /// Type of each core, indexed by core id.
+    pub core_types: Vec<CoreType>,
+    /// AICPU scheduler thread that owns each core (−1 unassigned), indexed by core id.
+    pub core_to_thread: Vec<i32>,
+}
+
+impl Default for RunMeta {
+    fn default() -> Self {
+        Self::new("a2a3", 50_000_000, Vec::new())
+    }
+}
+
+impl RunMeta {
+    /// Metadata with every core assigned to thread 0.
+    pub fn new(arch: &str, clock_freq_hz: u64, core_types: Vec<CoreType>) -> Self {
+        let n = core_types.len();
+        Self { arch: arch.to_string(), clock_freq_hz, core_types, core_to_thread: vec![0; n] }
+    }
+
+    /// Cores in the run.
+    pub fn num_cores(&self) -> usize {
+        self.core_types.len()
+    }
+
+    /// Converts device cycles to nanoseconds (saturating, exact for the arch clocks).
+    pub fn cycles_to_ns(&self, cycles: u64) -> u64 {
+        if self.clock_freq_hz == 0 {
+            return cycles;
+        }
+        ((cycles as u128 * 1_000_000_000) / self.clock_freq_hz as u128).min(u64::MAX as u128) as u64
+    }
+
+    /// Converts device cycles to microseconds (fractional).
+    pub fn cycles_to_us(&self, cycles: u64) -> f64 {
+        if self.clock_freq_hz == 0 {
+            return cycles as f64;
+        }
+        cycles as f64 * 1e6 / self.clock_freq_hz as f64
+    }
+}
+
+/// ChipSwimlane data, in raw device cycles.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Swimlane {
+    /// Level 1–4 the run used.
+    pub level: u32,
+    /// AICore-written task records (level ≥ 1).
+    pub aicore_tasks: Vec<AicoreTask>,
+    /// AICPU-observed dispatch/finish (level ≥ 2).
+    pub aicpu_tasks: Vec<AicpuTask>,
+    /// Scheduler phases per AICPU scheduler thread (level ≥ 3).
+    pub sched_phases: Vec<Vec<SchedPhase>>,
+    /// Orchestrator submit envelopes per orchestrator thread (level 4).
+    pub orch_phases: Vec<Vec<OrchPhase>>,
+}
+
+impl Swimlane {
+    /// An empty swimlane at `level`.
+    pub fn new(level: u32) -> Self {
+        Self { level, ..Default::default() }
+    }
+}
+
+/// One AICore execution (`aicore_tasks` row).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AicoreTask {
+    /// Core id.
+    pub core: u32,
+    /// Task identity `(ring_id << 32) | local_id`.
+    pub task_token_raw: u64,
+    /// Per-core dispatch counter (low 32 bits).
+    pub reg_task_id: u32,
+    /// Kernel start cycle.
+    pub start: u64,
+    /// Kernel end cycle.
+    pub end: u64,
+    /// Cycles from receiving the dispatch to starting.
+    pub receive_to_start: u32,
+}
+
+impl AicoreTask {
+    /// From the device record of `core`.
+    pub fn from_record(core: u32, r: &AicoreTaskRecord) -> Self {
+        Self {
+            core,
+            task_token_raw: r.task_token_raw,
+            reg_task_id: r.reg_task_id,
+            start: r.start_time,
+            end: r.end_time,
+            receive_to_start: r.receive_to_start_cycles,
+        }
+    }
+}
+
+/// One AICPU-observed dispatch/finish (`aicpu_tasks` row).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AicpuTask {
+    /// Core id.
+    pub core: u32,
+    /// Per-core dispatch counter (low 32 bits).
+    pub reg_task_id: u32,
+    /// Dispatch cycle.
+    pub dispatch: u64,
+    /// Finish (FIN observed) cycle.
+    pub finish: u64,
+}
+
+impl AicpuTask {
+    /// From the device record of `core`.
+    pub fn from_record(core: u32, r: &AicpuTaskRecord) -> Self {
+        Self { core, reg_task_id: r.reg_task_id, dispatch: r.dispatch_time, finish: r.finish_time }
+    }
+}
+
+/// One scheduler phase.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SchedPhase {
+    /// Phase kind.
+    pub kind: SchedPhaseKind,
+    /// Start cycle.
+    pub start: u64,
+    /// End cycle.
+    pub end: u64,
+    /// Loop iteration.
+    pub loop_iter: u32,
+    /// Tasks handled.
+    pub tasks_processed: u32,
+    /// `(pop_hit, pop_miss)`, or `(local_id, ring_id)` for kinds that carry a task.
+    pub phase_data: [u32; 2],
+    /// Shared queue depths at start.
+    pub shared_at_start: [i16; 3],
+    /// Shared queue depths at end.
+    pub shared_at_end: [i16; 3],
+}
+
+impl SchedPhase {
+    /// From the device record; `None` for an unknown kind.
+    pub fn from_record(r: &SchedPhaseRecord) -> Option<Self> {
+        Some(Self {
+            kind: SchedPhaseKind::from_u32(r.kind)?,
+            start: r.start,
+            end: r.end,
+            loop_iter: r.loop_iter,
+            tasks_processed: r.tasks_processed,
+            phase_data: r.phase_data,
+            shared_at_start: r.shared_depth_at_start,
+            shared_at_end: r.shared_depth_at_end,
+        })
+    }
+
+    /// The task id of a task-carrying phase (`ring_id << 32 | local_id`).
+    pub fn task_id(&self) -> Option<u64> {
+        self.kind
+            .carries_task()
+            .then(|| (u64::from(self.phase_data[1]) << 32) | u64::from(self.phase_data[0]))
+    }
+}
+
+/// One orchestrator submit envelope.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OrchPhase {
+    /// Submit ordinal.
+    pub submit_idx: u32,
+    /// Task id.
+    pub task_id: u64,
+    /// Start cycle.
+    pub start: u64,
+    /// End cycle.
+    pub end: u64,
+}
+
+impl OrchPhase {
+    /// From the device record.
+    pub fn from_record(r: &OrchPhaseRecord) -> Self {
+        Self { submit_idx: r.submit_idx, task_id: r.task_id, start: r.start, end: r.end }
+    }
+}
+
+/// Loss policy of a run (mirrors [`crate::Policy`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum LossPolicy {
+    /// Lossless: writers wait up to the 30-s budget.
+    #[default]
+    Block,
+    /// Bounded wait, counted loss.
+    Drop,
+}
+
+impl From<crate::Policy> for LossPolicy {
+    fn from(p: crate::Policy) -> Self {
+        match p {
+            crate::Policy::Block => Self::Block,
+            crate::Policy::Drop => Self::Drop,
+        }
+    }
+}
+
+/// The five DFX subsystems.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Subsystem {
+    /// ChipSwimlane.
+    ChipSwimlane,
+    /// PMU.
+    Pmu,
+    /// DepGen.
+    DepGen,
+    /// ArgsDump.
+    ArgsDump,
+    /// ScopeStats.
+    ScopeStats,
+}
+
+impl Subsystem {
+    /// All subsystems.
+    pub const ALL: [Subsystem; 5] =
+        [Self::ChipSwimlane, Self::Pmu, Self::DepGen, Self::ArgsDump, Self::ScopeStats];
+
+    /// Snake-case name (`chip_swimlane`, …).
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::ChipSwimlane => "chip_swimlane",
+            Self::Pmu => "pmu",
+            Self::DepGen => "dep_gen",
+            Self::ArgsDump => "args_dump",
+            Self::ScopeStats => "scope_stats",
+        }
+    }
+}
+
+/// Loss accounting of one lane: `produced = collected + dropped`, and how long its writer waited.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LaneLoss {
+    /// Subsystem of the lane.
+    pub subsystem: Option<Subsystem>,
+    /// Lane name, e.g. `aicore_task/core3`, `sched_phase/thread1`, `pmu/core0`.
+    pub lane: String,
+    /// AICPU thread (ready queue) that writes the lane.
+    pub thread: u32,
+    /// Core the lane records, for per-core lanes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub core: Option<u32>,
+    /// Records the device attempted to write.
+    pub produced: u64,
+    /// Records the host collected.
+    pub collected: u64,
+    /// Records the device accounted dropped.
+    pub dropped: u64,
+    /// Device cycles the writer spent waiting at this lane's gates.
+    pub stall_cycles: u64,
+    /// The individual waits, `[start, end]` in device cycles (may be empty when only the total is
+    /// known).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub stalls: Vec<[u64; 2]>,
+}
+
+impl LaneLoss {
+    /// Whether every produced record is collected or dropped.
+    pub fn reconciles(&self) -> bool {
+        self.produced == self.collected.saturating_add(self.dropped)
+    }
+}
+
+/// Per-run loss accounting: the policy, the gate budget and one line per lane.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LossAccounting {
+    /// Block or Drop.
+    pub policy: LossPolicy,
+    /// One gate wait's budget in device cycles.
+    pub budget_cycles: u64,
+    /// Every lane of every subsystem.
+    pub lanes: Vec<LaneLoss>,
+}
+
+impl LossAccounting {
+    /// The lanes of one subsystem, with the run's policy and budget.
+    pub fn of(&self, s: Subsystem) -> LossAccounting {
+        LossAccounting {
+            policy: self.policy,
+            budget_cycles: self.budget_cycles,
+            lanes: self.lanes.iter().filter(|l| l.subsystem == Some(s)).cloned().collect(),
+        }
+    }
+
+    /// Adds the lanes of `other` (policy/budget taken from `other` when this has no lanes yet).
+    pub fn merge(&mut self, other: LossAccounting) {
+        if self.lanes.is_empty() {
+            self.policy = other.policy;
+            self.budget_cycles = other.budget_cycles;
+        }
+        for l in other.lanes {
+            if !self.lanes.contains(&l) {
+                self.lanes.push(l);
+            }
+        }
+    }
+
+    /// Sum over lanes of (produced, collected, dropped).
+    pub fn totals(&self) -> (u64, u64, u64) {
+        self.lanes
+            .iter()
+            .fold((0, 0, 0), |(p, c, d), l| (p + l.produced, c + l.collected, d + l.dropped))
+    }
+
+    /// Whether every lane reconciles.
+    pub fn reconciles(&self) -> bool {
+        self.lanes.iter().all(LaneLoss::reconciles)
+    }
+}
+
+/// One task as the swimlane shows it: AICore and AICPU records joined on `(core, reg_task_id)`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct JoinedTask {
+    /// Core id.
+    pub core: u32,
+    /// Per-core dispatch counter.
+    pub reg_task_id: u32,
+    /// Task identity.
+    pub task_id: u64,
+    /// Kernel function id, from `deps.json` or the PMU rows.
+    pub func_id: Option<i32>,
+    /// AICPU dispatch cycle (level ≥ 2).
+    pub dispatch: Option<u64>,
+    /// Cycle the core received the dispatch (`start − receive_to_start`).
+    pub receive: u64,
+    /// Kernel start.
+    pub start: u64,
+    /// Kernel end.
+    pub end: u64,
+    /// AICPU finish cycle (level ≥ 2).
+    pub finish: Option<u64>,
+}
+
+impl JoinedTask {
+    /// Whether `dispatch ≤ start ≤ end ≤ finish` holds for the known timestamps.
+    pub fn is_ordered(&self) -> bool {
+        self.dispatch.is_none_or(|d| d <= self.start)
+            && self.start <= self.end
+            && self.finish.is_none_or(|f| self.end <= f)
+    }
+}
+
+impl RunModel {
+    /// An empty run with `meta`.
+    pub fn new(meta: RunMeta) -> Self {
+        Self { meta, ..Default::default() }
+    }
+
+    /// The kernel of `task_id`: the first active `kernel_ids` entry in `deps.json`, else the PMU
+    /// row's `func_id`.
+    pub fn task_func(&self, task_id: u64) -> Option<i32> {
+        if let Some(d) = &self.deps {
+            if let Some(t) = d.tasks.iter().find(|t| t.task_id == task_id) {
+                if let Some(&k) = t.kernel_ids.iter().find(|&&k| k >= 0) {
+                    return Some(k);
+                }
+            }
+        }
+        self.pmu
+            .as_ref()
+            .and_then(|p| p.rows.iter().find(|r| r.task_id == task_id))
+            .map(|r| r.func_id as i32)
+    }
+
+    /// Name of a kernel (`func<N>` when unnamed).
+    pub fn kernel_name(&self, func_id: Option<i32>) -> String {
+        match func_id {
+            Some(f) => self.kernels.get(&f).cloned().unwrap_or_else(|| format!("func{f}")),
+            None => "unknown".to_string(),
+        }
+    }
+
+    /// Every AICore task joined with its AICPU record, in (start, core) order.
+    pub fn tasks(&self) -> Vec<JoinedTask> {
+        let Some(sw) = &self.swimlane else { return Vec::new() };
+        let ids: std::collections::BTreeSet<u64> =
+            sw.aicore_tasks.iter().map(|t| t.task_token_raw).collect();
+        let func_of: BTreeMap<u64, Option<i32>> =
+            ids.into_iter().map(|id| (id, self.task_func(id))).collect();
+        let cpu: BTreeMap<(u32, u32), &AicpuTask> =
+            sw.aicpu_tasks.iter().map(|t| ((t.core, t.reg_task_id), t)).collect();
+        let mut out: Vec<JoinedTask> = sw
+            .aicore_tasks
+            .iter()
+            .map(|t| {
+                let c = cpu.get(&(t.core, t.reg_task_id));
+                JoinedTask {
+                    core: t.core,
+                    reg_task_id: t.reg_task_id,
+                    task_id: t.task_token_raw,
+                    func_id: func_of.get(&t.task_token_raw).copied().flatten(),
+                    dispatch: c.map(|c| c.dispatch),
+                    receive: t.start.saturating_sub(u64::from(t.receive_to_start)),
+                    start: t.start,
+                    end: t.end,
+                    finish: c.map(|c| c.finish),
+                }
+            })
+            .collect();
+        out.sort_by_key(|t| (t.start, t.core, t.reg_task_id));
+        out
+    }
+}

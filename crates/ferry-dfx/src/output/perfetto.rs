@@ -1,0 +1,588 @@
+//! Native Perfetto protobuf trace, hand-encoded (no SDK, no generated code on the write side).
+//!
+//! The trace is `Trace { repeated TracePacket packet = 1 }`: one `TrackDescriptor` packet per
+//! track, then one `TrackEvent` packet per slice begin/end and per counter value, all on trusted
+//! sequence 1, with plain (not interned) names and nanosecond timestamps converted from device
+//! cycles. The layout ([`plan`]):
+//!
+//! | process (pid) | tracks (thread tracks, one tid each) | slices / values |
+//! |---|---|---|
+//! | `AICore` (1) | one per core, `core<N> (aic\|aiv)` | kernel start → end, named after the kernel; `task_id` annotation; dependency flows (`flow_ids` on the producer, `terminating_flow_ids` on the consumer) |
+//! | `AICPU` (2) | one per scheduler thread, one per orchestrator thread | scheduler phases; submit envelopes |
+//! | `Scheduler view` (3) | one per core | dispatch → finish (AICPU-observed) |
+//! | `DFX lanes` (4) | one counter track per lane, `stall <lane> (ns)` | cumulative stall time at each wait's start and end |
+//!
+//! A lane that stalled also gets a slice track `<lane> stall` under its AICPU thread's track with
+//! one `dfx backpressure stall` slice per wait, so the stall shows on the row that stalled. Slices
+//! that overlap on one track (an SPMD re-dispatch, a finish inflated by a stall) go to child tracks
+//! `… overlap <k>` of that track, because slices on one Perfetto track must nest.
+
+use std::collections::BTreeMap;
+
+use super::model::RunModel;
+
+/// Trusted packet sequence id of every packet.
+pub const SEQUENCE_ID: u32 = 1;
+/// Name of the stall slices.
+pub const STALL_SLICE_NAME: &str = "dfx backpressure stall";
+
+/// What a planned track is.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TrackKind {
+    /// A process track.
+    Process {
+        /// Process id.
+        pid: i32,
+    },
+    /// A thread track.
+    Thread {
+        /// Process id.
+        pid: i32,
+        /// Thread id.
+        tid: i32,
+    },
+    /// A plain child track (overlap lanes, stall rows).
+    Child,
+    /// A counter track (values in nanoseconds).
+    Counter,
+}
+
+/// One planned track.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PlanTrack {
+    /// Track uuid.
+    pub uuid: u64,
+    /// Parent track uuid.
+    pub parent: Option<u64>,
+    /// Display name.
+    pub name: String,
+    /// Kind.
+    pub kind: TrackKind,
+}
+
+/// One planned slice.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PlanSlice {
+    /// Track uuid.
+    pub track: u64,
+    /// Slice name.
+    pub name: String,
+    /// Category.
+    pub category: &'static str,
+    /// Start (ns).
+    pub start_ns: u64,
+    /// End (ns).
+    pub end_ns: u64,
+    /// Flows leaving this slice.
+    pub flows_out: Vec<u64>,
+    /// Flows ending at this slice.
+    pub flows_in: Vec<u64>,
+    /// Integer annotations.
+    pub args: Vec<(&'static str, u64)>,
+}
+
+/// The tracks, slices and counter values a run implies; shared by the Perfetto and Chrome writers.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TracePlan {
+    /// Every track, parents before children.
+    pub tracks: Vec<PlanTrack>,
+    /// Every slice, in track order then start order.
+    pub slices: Vec<PlanSlice>,
+    /// Counter values `(track, ts_ns, value)`.
+    pub counters: Vec<(u64, u64, i64)>,
+}
+
+/// Assigns each interval `[start, end]` the lowest lane in which it overlaps no other interval.
+/// Touching intervals (`end == next start`) share a lane.
+///
+/// # Examples
+/// ```
+/// use ferry_dfx::output::perfetto::assign_lanes;
+/// assert_eq!(assign_lanes(&[(0, 10), (5, 20), (10, 12), (21, 22)]), vec![0, 1, 0, 0]);
+/// ```
+pub fn assign_lanes(iv: &[(u64, u64)]) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..iv.len()).collect();
+    order.sort_by_key(|&i| (iv[i].0, iv[i].1));
+    let mut lane_end: Vec<u64> = Vec::new();
+    let mut out = vec![0; iv.len()];
+    for i in order {
+        let (s, e) = iv[i];
+        let lane = match lane_end.iter().position(|&end| end <= s) {
+            Some(l) => l,
+            None => {
+                lane_end.push(0);
+                lane_end.len() - 1
+            }
+        };
+        lane_end[lane] = e.max(s);
+        out[i] = lane;
+    }
+    out
+}
+
+/// Uuid of the AICore process track.
+pub const UUID_AICORE: u64 = 1;
+/// Uuid of the AICPU process track.
+pub const UUID_AICPU: u64 = 2;
+/// Uuid of the scheduler-view process track.
+pub const UUID_SCHED_VIEW: u64 = 3;
+/// Uuid of the DFX lanes process track.
+pub const UUID_LANES: u64 = 4;
+
+/// Uuid of core `c`'s AICore track.
+pub const fn uuid_core(c: u32) -> u64 {
+    1000 + c as u64
+}
+/// Uuid of AICPU scheduler thread `t`'s track.
+pub const fn uuid_thread(t: u32) -> u64 {
+    2000 + t as u64
+}
+/// Uuid of orchestrator thread `o`'s track.
+pub const fn uuid_orch(o: u32) -> u64 {
+    2900 + o as u64
+}
+/// Uuid of core `c`'s scheduler-view track.
+pub const fn uuid_sched_view(c: u32) -> u64 {
+    3000 + c as u64
+}
+/// Uuid of lane `i`'s stall counter track.
+pub const fn uuid_lane_counter(i: u32) -> u64 {
+    4000 + i as u64
+}
+/// Uuid of lane `i`'s stall slice track.
+pub const fn uuid_lane_stalls(i: u32) -> u64 {
+    5000 + i as u64
+}
+
+struct Planner {
+    plan: TracePlan,
+    next_child: u64,
+}
+
+impl Planner {
+    fn track(&mut self, uuid: u64, parent: Option<u64>, name: String, kind: TrackKind) {
+        self.plan.tracks.push(PlanTrack { uuid, parent, name, kind });
+    }
+
+    /// Places `slices` (all meant for `track`) on it and on overlap child tracks as needed.
+    fn place(&mut self, track: u64, track_name: &str, mut slices: Vec<PlanSlice>) {
+        let iv: Vec<(u64, u64)> = slices.iter().map(|s| (s.start_ns, s.end_ns)).collect();
+        let lanes = assign_lanes(&iv);
+        let mut child: BTreeMap<usize, u64> = BTreeMap::new();
+        for (s, &lane) in slices.iter_mut().zip(&lanes) {
+            s.track = if lane == 0 {
+                track
+            } else {
+                *child.entry(lane).or_insert_with(|| {
+                    self.next_child += 1;
+                    self.next_child
+                })
+            };
+        }
+        for (lane, uuid) in &child {
+            self.track(
+                *uuid,
+                Some(track),
+                format!("{track_name} overlap {lane}"),
+                TrackKind::Child,
+            );
+        }
+        let mut order: Vec<usize> = (0..slices.len()).collect();
+        order.sort_by_key(|&i| (lanes[i], slices[i].start_ns, slices[i].end_ns));
+        let mut slots: Vec<Option<PlanSlice>> = slices.into_iter().map(Some).collect();
+        for i in order {
+            if let Some(s) = slots[i].take() {
+                self.plan.slices.push(s);
+            }
+        }
+    }
+}
+
+fn slice(name: String, category: &'static str, start_ns: u64, end_ns: u64) -> PlanSlice {
+    PlanSlice {
+        track: 0,
+        name,
+        category,
+        start_ns,
+        end_ns: end_ns.max(start_ns),
+        flows_out: Vec::new(),
+        flows_in: Vec::new(),
+        args: Vec::new(),
+    }
+}
+
+/// The tracks, slices, flows and counter values of `run` (see the [module docs](self)).
+pub fn plan(run: &RunModel) -> TracePlan {
+    let mut p = Planner { plan: TracePlan::default(), next_child: 100_000 };
+    let meta = &run.meta;
+    let ns = |c: u64| meta.cycles_to_ns(c);
+    let tasks = run.tasks();
+
+    // Dependency flows: one id per edge whose both ends ran.
+    let mut first_slice: BTreeMap<u64, usize> = BTreeMap::new();
+    for (i, t) in tasks.iter().enumerate() {
+        first_slice.entry(t.task_id).or_insert(i);
+    }
+    let mut flows_out: BTreeMap<usize, Vec<u64>> = BTreeMap::new();
+    let mut flows_in: BTreeMap<usize, Vec<u64>> = BTreeMap::new();
+    if let Some(g) = &run.deps {
+        for (k, e) in g.edges.iter().enumerate() {
+            if let (Some(&a), Some(&b)) = (first_slice.get(&e.pred), first_slice.get(&e.succ)) {
+                let id = k as u64 + 1;
+                flows_out.entry(a).or_default().push(id);
+                flows_in.entry(b).or_default().push(id);
+            }
+        }
+    }
+
+    if run.swimlane.is_some() {
+        p.track(UUID_AICORE, None, "AICore".into(), TrackKind::Process { pid: 1 });
+        for (c, ty) in meta.core_types.iter().enumerate() {
+            let c = c as u32;
+            let name = format!("core{c} ({})", ty.name());
+            p.track(
+                uuid_core(c),
+                Some(UUID_AICORE),
+                name.clone(),
+                TrackKind::Thread { pid: 1, tid: uuid_core(c) as i32 },
+            );
+            let slices = tasks
+                .iter()
+                .enumerate()
+                .filter(|(_, t)| t.core == c)
+                .map(|(i, t)| {
+                    let mut s = slice(run.kernel_name(t.func_id), "aicore", ns(t.start), ns(t.end));
+                    s.flows_out = flows_out.get(&i).cloned().unwrap_or_default();
+                    s.flows_in = flows_in.get(&i).cloned().unwrap_or_default();
+                    s.args = vec![("task_id", t.task_id), ("reg_task_id", t.reg_task_id.into())];
+                    s
+                })
+                .collect();
+            p.place(uuid_core(c), &name, slices);
+        }
+    }
+
+    if let Some(sw) = &run.swimlane {
+        let threads = sw
+            .sched_phases
+            .len()
+            .max(meta.core_to_thread.iter().map(|&t| (t + 1).max(0) as usize).max().unwrap_or(0));
+        let threads =
+            threads.max(run.loss.lanes.iter().map(|l| l.thread as usize + 1).max().unwrap_or(0));
+        p.track(UUID_AICPU, None, "AICPU".into(), TrackKind::Process { pid: 2 });
+        for t in 0..threads as u32 {
+            let name = format!("aicpu thread{t}");
+            p.track(
+                uuid_thread(t),
+                Some(UUID_AICPU),
+                name.clone(),
+                TrackKind::Thread { pid: 2, tid: uuid_thread(t) as i32 },
+            );
+            let slices = sw
+                .sched_phases
+                .get(t as usize)
+                .map(|v| {
+                    v.iter()
+                        .map(|ph| {
+                            let mut s =
+                                slice(ph.kind.name().into(), "sched", ns(ph.start), ns(ph.end));
+                            s.args = vec![("loop_iter", ph.loop_iter.into())];
+                            if let Some(task) = ph.task_id() {
+                                s.args.push(("task_id", task));
+                            }
+                            s
+                        })
+                        .collect()
+                })
+                .unwrap_or_default();
+            p.place(uuid_thread(t), &name, slices);
+        }
+        for (o, v) in sw.orch_phases.iter().enumerate() {
+            let o = o as u32;
+            let name = format!("orchestrator{o}");
+            p.track(
+                uuid_orch(o),
+                Some(UUID_AICPU),
+                name.clone(),
+                TrackKind::Thread { pid: 2, tid: uuid_orch(o) as i32 },
+            );
+            let slices = v
+                .iter()
+                .map(|ph| {
+                    let mut s = slice(
+                        format!("submit {}", ph.submit_idx),
+                        "orch",
+                        ns(ph.start),
+                        ns(ph.end),
+                    );
+                    s.args = vec![("task_id", ph.task_id)];
+                    s
+                })
+                .collect();
+            p.place(uuid_orch(o), &name, slices);
+        }
+        if !sw.aicpu_tasks.is_empty() {
+            p.track(UUID_SCHED_VIEW, None, "Scheduler view".into(), TrackKind::Process { pid: 3 });
+            for c in 0..meta.num_cores() as u32 {
+                let name = format!("core{c} dispatch-finish");
+                p.track(
+                    uuid_sched_view(c),
+                    Some(UUID_SCHED_VIEW),
+                    name.clone(),
+                    TrackKind::Thread { pid: 3, tid: uuid_sched_view(c) as i32 },
+                );
+                let slices = tasks
+                    .iter()
+                    .filter(|t| t.core == c)
+                    .filter_map(|t| {
+                        let (d, f) = (t.dispatch?, t.finish?);
+                        let mut s = slice(run.kernel_name(t.func_id), "sched_view", ns(d), ns(f));
+                        s.args = vec![("task_id", t.task_id)];
+                        Some(s)
+                    })
+                    .collect();
+                p.place(uuid_sched_view(c), &name, slices);
+            }
+        }
+    }
+
+    // Loss accounting: a stall-time counter per lane, a stall row per lane that stalled.
+    if !run.loss.lanes.is_empty() {
+        p.track(UUID_LANES, None, "DFX lanes".into(), TrackKind::Process { pid: 4 });
+        let has_thread: Vec<u64> = p.plan.tracks.iter().map(|t| t.uuid).collect();
+        for (i, l) in run.loss.lanes.iter().enumerate() {
+            let i = i as u32;
+            let cu = uuid_lane_counter(i);
+            p.track(cu, Some(UUID_LANES), format!("stall {} (ns)", l.lane), TrackKind::Counter);
+            let mut acc = 0u64;
+            p.plan.counters.push((cu, 0, 0));
+            for s in &l.stalls {
+                p.plan.counters.push((cu, ns(s[0]), ns(acc) as i64));
+                acc += s[1].saturating_sub(s[0]);
+                p.plan.counters.push((cu, ns(s[1]), ns(acc) as i64));
+            }
+            if l.stalls.is_empty() && l.stall_cycles > 0 {
+                let end = tasks.iter().map(|t| t.finish.unwrap_or(t.end)).max().unwrap_or(0);
+                p.plan.counters.push((cu, ns(end), ns(l.stall_cycles) as i64));
+            }
+            if !l.stalls.is_empty() {
+                let parent = uuid_thread(l.thread);
+                let parent = if has_thread.contains(&parent) { parent } else { UUID_LANES };
+                let name = format!("{} stall", l.lane);
+                let su = uuid_lane_stalls(i);
+                p.track(su, Some(parent), name.clone(), TrackKind::Child);
+                let slices = l
+                    .stalls
+                    .iter()
+                    .map(|s| {
+                        let mut sl = slice(STALL_SLICE_NAME.into(), "dfx", ns(s[0]), ns(s[1]));
+                        sl.args = vec![("stall_cycles", s[1].saturating_sub(s[0]))];
+                        sl
+                    })
+                    .collect();
+                p.place(su, &name, slices);
+            }
+        }
+    }
+    p.plan
+}
+
+// ---------------------------------------------------------------------------------------------
+// Wire encoding
+// ---------------------------------------------------------------------------------------------
+
+/// A protobuf message being encoded (fields appended in call order).
+#[derive(Default)]
+struct Msg(Vec<u8>);
+
+fn put_varint(out: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        out.push((v as u8) | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+impl Msg {
+    fn key(&mut self, field: u32, wire: u8) {
+        put_varint(&mut self.0, (u64::from(field) << 3) | u64::from(wire));
+    }
+    fn varint(&mut self, field: u32, v: u64) -> &mut Self {
+        self.key(field, 0);
+        put_varint(&mut self.0, v);
+        self
+    }
+    fn int(&mut self, field: u32, v: i64) -> &mut Self {
+        // int32/int64: two's complement as a 64-bit varint.
+        self.varint(field, v as u64)
+    }
+    fn fixed64(&mut self, field: u32, v: u64) -> &mut Self {
+        self.key(field, 1);
+        self.0.extend_from_slice(&v.to_le_bytes());
+        self
+    }
+    fn bytes(&mut self, field: u32, b: &[u8]) -> &mut Self {
+        self.key(field, 2);
+        put_varint(&mut self.0, b.len() as u64);
+        self.0.extend_from_slice(b);
+        self
+    }
+    fn string(&mut self, field: u32, s: &str) -> &mut Self {
+        self.bytes(field, s.as_bytes())
+    }
+    fn msg(&mut self, field: u32, m: &Msg) -> &mut Self {
+        self.bytes(field, &m.0)
+    }
+}
+
+// Field numbers of Perfetto's public trace schema (protos/perfetto/trace/...).
+const TRACE_PACKET: u32 = 1;
+const TP_TIMESTAMP: u32 = 8;
+const TP_SEQ_ID: u32 = 10;
+const TP_TRACK_EVENT: u32 = 11;
+const TP_SEQUENCE_FLAGS: u32 = 13;
+const TP_TRACK_DESCRIPTOR: u32 = 60;
+const SEQ_INCREMENTAL_STATE_CLEARED: u64 = 1;
+const TD_UUID: u32 = 1;
+const TD_NAME: u32 = 2;
+const TD_PROCESS: u32 = 3;
+const TD_THREAD: u32 = 4;
+const TD_PARENT_UUID: u32 = 5;
+const TD_COUNTER: u32 = 8;
+const PD_PID: u32 = 1;
+const PD_PROCESS_NAME: u32 = 6;
+const THD_PID: u32 = 1;
+const THD_TID: u32 = 2;
+const THD_THREAD_NAME: u32 = 5;
+const CD_UNIT: u32 = 3;
+const CD_UNIT_TIME_NS: u64 = 1;
+const TE_DEBUG_ANNOTATIONS: u32 = 4;
+const TE_TYPE: u32 = 9;
+const TE_TRACK_UUID: u32 = 11;
+const TE_CATEGORIES: u32 = 22;
+const TE_NAME: u32 = 23;
+const TE_COUNTER_VALUE: u32 = 30;
+const TE_FLOW_IDS: u32 = 47;
+const TE_TERMINATING_FLOW_IDS: u32 = 48;
+const TYPE_SLICE_BEGIN: u64 = 1;
+const TYPE_SLICE_END: u64 = 2;
+const TYPE_COUNTER: u64 = 4;
+const DA_UINT_VALUE: u32 = 3;
+const DA_NAME: u32 = 10;
+
+fn push_packet(out: &mut Vec<u8>, packet: &Msg) {
+    out.push(((TRACE_PACKET << 3) | 2) as u8);
+    put_varint(out, packet.0.len() as u64);
+    out.extend_from_slice(&packet.0);
+}
+
+fn event_packet(ts: u64, ev: &Msg) -> Msg {
+    let mut p = Msg::default();
+    p.varint(TP_TIMESTAMP, ts).varint(TP_SEQ_ID, SEQUENCE_ID.into()).msg(TP_TRACK_EVENT, ev);
+    p
+}
+
+/// Encodes `plan` as a Perfetto protobuf trace.
+pub fn encode_plan(plan: &TracePlan) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut first = true;
+    for t in &plan.tracks {
+        let mut td = Msg::default();
+        td.varint(TD_UUID, t.uuid);
+        if let Some(p) = t.parent {
+            td.varint(TD_PARENT_UUID, p);
+        }
+        match &t.kind {
+            TrackKind::Process { pid } => {
+                let mut pd = Msg::default();
+                pd.int(PD_PID, (*pid).into()).string(PD_PROCESS_NAME, &t.name);
+                td.msg(TD_PROCESS, &pd);
+            }
+            TrackKind::Thread { pid, tid } => {
+                let mut th = Msg::default();
+                th.int(THD_PID, (*pid).into())
+                    .int(THD_TID, (*tid).into())
+                    .string(THD_THREAD_NAME, &t.name);
+                td.msg(TD_THREAD, &th);
+            }
+            TrackKind::Child => {
+                td.string(TD_NAME, &t.name);
+            }
+            TrackKind::Counter => {
+                td.string(TD_NAME, &t.name);
+                let mut cd = Msg::default();
+                cd.varint(CD_UNIT, CD_UNIT_TIME_NS);
+                td.msg(TD_COUNTER, &cd);
+            }
+        }
+        let mut p = Msg::default();
+        p.varint(TP_SEQ_ID, SEQUENCE_ID.into());
+        if first {
+            p.varint(TP_SEQUENCE_FLAGS, SEQ_INCREMENTAL_STATE_CLEARED);
+            first = false;
+        }
+        p.msg(TP_TRACK_DESCRIPTOR, &td);
+        push_packet(&mut out, &p);
+    }
+    for s in &plan.slices {
+        let mut b = Msg::default();
+        b.varint(TE_TYPE, TYPE_SLICE_BEGIN)
+            .varint(TE_TRACK_UUID, s.track)
+            .string(TE_CATEGORIES, s.category)
+            .string(TE_NAME, &s.name);
+        for (name, v) in &s.args {
+            let mut da = Msg::default();
+            da.string(DA_NAME, name).varint(DA_UINT_VALUE, *v);
+            b.msg(TE_DEBUG_ANNOTATIONS, &da);
+        }
+        for f in &s.flows_out {
+            b.fixed64(TE_FLOW_IDS, *f);
+        }
+        for f in &s.flows_in {
+            b.fixed64(TE_TERMINATING_FLOW_IDS, *f);
+        }
+        push_packet(&mut out, &event_packet(s.start_ns, &b));
+        let mut e = Msg::default();
+        e.varint(TE_TYPE, TYPE_SLICE_END).varint(TE_TRACK_UUID, s.track);
+        push_packet(&mut out, &event_packet(s.end_ns, &e));
+    }
+    for &(track, ts, v) in &plan.counters {
+        let mut c = Msg::default();
+        c.varint(TE_TYPE, TYPE_COUNTER).varint(TE_TRACK_UUID, track).int(TE_COUNTER_VALUE, v);
+        push_packet(&mut out, &event_packet(ts, &c));
+    }
+    out
+}
+
+/// The Perfetto protobuf trace of `run` (`encode_plan(&plan(run))`).
+pub fn write_trace(run: &RunModel) -> Vec<u8> {
+    encode_plan(&plan(run))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn varints_encode_like_protobuf() {
+        let mut v = Vec::new();
+        put_varint(&mut v, 300);
+        assert_eq!(v, [0xAC, 0x02]);
+        let mut m = Msg::default();
+        m.int(1, -1);
+        assert_eq!(m.0.len(), 11); // key + 10-byte varint
+    }
+
+    #[test]
+    fn lanes_never_overlap() {
+        let iv = [(0, 10), (1, 3), (2, 4), (3, 9), (9, 12), (11, 11)];
+        let lanes = assign_lanes(&iv);
+        for i in 0..iv.len() {
+            for j in 0..i {
+                if lanes[i] == lanes[j] {
+                    assert!(iv[i].1 <= iv[j].0 || iv[j].1 <= iv[i].0, "{i} {j}");
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,297 @@
+//! `chip_swimlane_records.json` (`specs/dfx.md` §5.1), raw device cycles.
+//!
+//! Top-level keys: `chip_swimlane_level`, `metadata` (`clock_freq_hz`, `num_cores`, `core_types`,
+//! `core_to_thread`; ferry adds `arch` and `kernel_names`), `aicore_tasks`
+//! (`[core_id, task_token_raw, reg_task_id, start, end, receive_to_start_cycles]`),
+//! `aicpu_tasks` (`[core_id, reg_task_id, dispatch, finish]`), `aicpu_scheduler_phases` (one
+//! array of phase objects per scheduler thread), `aicpu_orchestrator_phases`, and ferry's `dfx`
+//! (loss accounting of the ChipSwimlane lanes). Readers of the original file ignore the extra keys.
+
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+
+use ferry_abi::records::SchedPhaseKind;
+use serde::{Deserialize, Serialize};
+
+use super::model::{
+    AicoreTask, AicpuTask, CoreType, LossAccounting, OrchPhase, RunMeta, SchedPhase, Swimlane,
+};
+use super::OutputError;
+
+/// File name inside the output directory.
+pub const SWIMLANE_FILE: &str = "chip_swimlane_records.json";
+
+#[derive(Serialize, Deserialize)]
+struct Metadata {
+    clock_freq_hz: u64,
+    num_cores: usize,
+    core_types: Vec<CoreType>,
+    core_to_thread: Vec<i32>,
+    #[serde(default)]
+    arch: Option<String>,
+    #[serde(default)]
+    kernel_names: BTreeMap<String, String>,
+}
+
+#[derive(Serialize, Deserialize)]
+struct PhaseObj {
+    kind: String,
+    start_cycles: u64,
+    end_cycles: u64,
+    loop_iter: u32,
+    tasks_processed: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pop_hit: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pop_miss: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    task_id: Option<u64>,
+    #[serde(default)]
+    shared_at_start: [i16; 3],
+    #[serde(default)]
+    shared_at_end: [i16; 3],
+}
+
+#[derive(Serialize, Deserialize)]
+struct OrchObj {
+    submit_idx: u32,
+    task_id: u64,
+    start_cycles: u64,
+    end_cycles: u64,
+}
+
+#[derive(Serialize)]
+struct FileOut<'a> {
+    chip_swimlane_level: u32,
+    metadata: Metadata,
+    aicore_tasks: Vec<(u32, u64, u32, u64, u64, u32)>,
+    aicpu_tasks: Vec<(u32, u32, u64, u64)>,
+    aicpu_scheduler_phases: Vec<Vec<PhaseObj>>,
+    aicpu_orchestrator_phases: Vec<Vec<OrchObj>>,
+    dfx: &'a LossAccounting,
+}
+
+#[derive(Deserialize)]
+struct FileIn {
+    chip_swimlane_level: u32,
+    metadata: Metadata,
+    #[serde(default)]
+    aicore_tasks: Vec<Vec<u64>>,
+    #[serde(default)]
+    aicpu_tasks: Vec<Vec<u64>>,
+    #[serde(default)]
+    aicpu_scheduler_phases: Vec<Vec<PhaseObj>>,
+    #[serde(default)]
+    aicpu_orchestrator_phases: Vec<Vec<OrchObj>>,
+    #[serde(default)]
+    dfx: LossAccounting,
+}
+
+fn phase_obj(p: &SchedPhase) -> PhaseObj {
+    let task = p.task_id();
+    PhaseObj {
+        kind: p.kind.name().to_string(),
+        start_cycles: p.start,
+        end_cycles: p.end,
+        loop_iter: p.loop_iter,
+        tasks_processed: p.tasks_processed,
+        pop_hit: task.is_none().then_some(p.phase_data[0]),
+        pop_miss: task.is_none().then_some(p.phase_data[1]),
+        task_id: task,
+        shared_at_start: p.shared_at_start,
+        shared_at_end: p.shared_at_end,
+    }
+}
+
+/// Writes the swimlane file's JSON to `w`.
+///
+/// # Errors
+///
+/// [`OutputError::Json`] when writing fails.
+pub fn write_swimlane<W: Write>(
+    w: W,
+    meta: &RunMeta,
+    kernels: &BTreeMap<i32, String>,
+    sw: &Swimlane,
+    loss: &LossAccounting,
+) -> Result<(), OutputError> {
+    let file = FileOut {
+        chip_swimlane_level: sw.level,
+        metadata: Metadata {
+            clock_freq_hz: meta.clock_freq_hz,
+            num_cores: meta.num_cores(),
+            core_types: meta.core_types.clone(),
+            core_to_thread: meta.core_to_thread.clone(),
+            arch: Some(meta.arch.clone()),
+            kernel_names: kernels.iter().map(|(k, v)| (k.to_string(), v.clone())).collect(),
+        },
+        aicore_tasks: sw
+            .aicore_tasks
+            .iter()
+            .map(|t| (t.core, t.task_token_raw, t.reg_task_id, t.start, t.end, t.receive_to_start))
+            .collect(),
+        aicpu_tasks: sw
+            .aicpu_tasks
+            .iter()
+            .map(|t| (t.core, t.reg_task_id, t.dispatch, t.finish))
+            .collect(),
+        aicpu_scheduler_phases: sw
+            .sched_phases
+            .iter()
+            .map(|th| th.iter().map(phase_obj).collect())
+            .collect(),
+        aicpu_orchestrator_phases: sw
+            .orch_phases
+            .iter()
+            .map(|th| {
+                th.iter()
+                    .map(|o| OrchObj {
+                        submit_idx: o.submit_idx,
+                        task_id: o.task_id,
+                        start_cycles: o.start,
+                        end_cycles: o.end,
+                    })
+                    .collect()
+            })
+            .collect(),
+        dfx: loss,
+    };
+    serde_json::to_writer(w, &file).map_err(OutputError::json(SWIMLANE_FILE))
+}
+
+/// What [`read_swimlane`] returns: the run metadata, kernel names, records and loss accounting.
+pub type SwimlaneParts = (RunMeta, BTreeMap<i32, String>, Swimlane, LossAccounting);
+
+/// Reads a swimlane file (also the original runtime's, without ferry's extra keys).
+///
+/// # Errors
+///
+/// [`OutputError::Json`] on malformed JSON, [`OutputError::Format`] on a short row or an unknown
+/// phase kind.
+pub fn read_swimlane<R: Read>(r: R) -> Result<SwimlaneParts, OutputError> {
+    let f: FileIn = serde_json::from_reader(r).map_err(OutputError::json(SWIMLANE_FILE))?;
+    let bad = |what: String| OutputError::Format { file: SWIMLANE_FILE.into(), what };
+    let num = |v: u64, col: &str| -> Result<u32, OutputError> {
+        u32::try_from(v).map_err(|_| bad(format!("{col} {v} does not fit 32 bits")))
+    };
+    let mut meta = RunMeta::new(
+        f.metadata.arch.as_deref().unwrap_or("a2a3"),
+        f.metadata.clock_freq_hz,
+        f.metadata.core_types,
+    );
+    if f.metadata.core_to_thread.len() == meta.core_types.len() {
+        meta.core_to_thread = f.metadata.core_to_thread;
+    }
+    let kernels = f
+        .metadata
+        .kernel_names
+        .into_iter()
+        .filter_map(|(k, v)| k.parse::<i32>().ok().map(|k| (k, v)))
+        .collect();
+    let mut sw = Swimlane::new(f.chip_swimlane_level);
+    for row in f.aicore_tasks {
+        if row.len() < 5 {
+            return Err(bad(format!("aicore_tasks row has {} columns, needs 5 or 6", row.len())));
+        }
+        sw.aicore_tasks.push(AicoreTask {
+            core: num(row[0], "core_id")?,
+            task_token_raw: row[1],
+            reg_task_id: num(row[2], "reg_task_id")?,
+            start: row[3],
+            end: row[4],
+            receive_to_start: row
+                .get(5)
+                .map(|&v| num(v, "receive_to_start"))
+                .transpose()?
+                .unwrap_or(0),
+        });
+    }
+    for row in f.aicpu_tasks {
+        if row.len() < 4 {
+            return Err(bad(format!("aicpu_tasks row has {} columns, needs 4", row.len())));
+        }
+        sw.aicpu_tasks.push(AicpuTask {
+            core: num(row[0], "core_id")?,
+            reg_task_id: num(row[1], "reg_task_id")?,
+            dispatch: row[2],
+            finish: row[3],
+        });
+    }
+    for th in f.aicpu_scheduler_phases {
+        let mut v = Vec::with_capacity(th.len());
+        for p in th {
+            let kind = SchedPhaseKind::from_name(&p.kind)
+                .ok_or_else(|| bad(format!("unknown scheduler phase kind {:?}", p.kind)))?;
+            let phase_data = match p.task_id {
+                Some(t) if kind.carries_task() => [t as u32, (t >> 32) as u32],
+                _ => [p.pop_hit.unwrap_or(0), p.pop_miss.unwrap_or(0)],
+            };
+            v.push(SchedPhase {
+                kind,
+                start: p.start_cycles,
+                end: p.end_cycles,
+                loop_iter: p.loop_iter,
+                tasks_processed: p.tasks_processed,
+                phase_data,
+                shared_at_start: p.shared_at_start,
+                shared_at_end: p.shared_at_end,
+            });
+        }
+        sw.sched_phases.push(v);
+    }
+    for th in f.aicpu_orchestrator_phases {
+        sw.orch_phases.push(
+            th.into_iter()
+                .map(|o| OrchPhase {
+                    submit_idx: o.submit_idx,
+                    task_id: o.task_id,
+                    start: o.start_cycles,
+                    end: o.end_cycles,
+                })
+                .collect(),
+        );
+    }
+    Ok((meta, kernels, sw, f.dfx))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_the_spec_example() {
+        let text = r#"{
+          "chip_swimlane_level": 4,
+          "metadata": {"clock_freq_hz": 50000000, "num_cores": 3,
+                       "core_types": ["aic", "aiv", "aiv"], "core_to_thread": [0, 0, 0]},
+          "aicore_tasks": [[0, 4294967296, 1, 1000, 1500, 12]],
+          "aicpu_tasks":  [[0, 1, 980, 1520]],
+          "aicpu_scheduler_phases": [[
+             {"kind": "dispatch", "start_cycles": 970, "end_cycles": 990, "loop_iter": 3,
+              "tasks_processed": 1, "pop_hit": 1, "pop_miss": 0,
+              "shared_at_start": [0,1,0], "shared_at_end": [0,0,0]}]],
+          "aicpu_orchestrator_phases": [[
+             {"submit_idx": 0, "task_id": 4294967296, "start_cycles": 900, "end_cycles": 950}]]
+        }"#;
+        let (meta, _, sw, loss) = read_swimlane(text.as_bytes()).unwrap();
+        assert_eq!(meta.num_cores(), 3);
+        assert_eq!(sw.aicore_tasks[0].receive_to_start, 12);
+        assert_eq!(sw.aicpu_tasks[0].finish, 1520);
+        assert_eq!(sw.sched_phases[0][0].kind, SchedPhaseKind::Dispatch);
+        assert_eq!(sw.sched_phases[0][0].phase_data, [1, 0]);
+        assert_eq!(sw.orch_phases[0][0].task_id, 1 << 32);
+        assert!(loss.lanes.is_empty());
+    }
+
+    #[test]
+    fn short_rows_and_unknown_kinds_are_format_errors() {
+        let text = r#"{"chip_swimlane_level": 1, "metadata": {"clock_freq_hz": 1, "num_cores": 0,
+            "core_types": [], "core_to_thread": []}, "aicore_tasks": [[0, 1, 2]]}"#;
+        assert!(matches!(read_swimlane(text.as_bytes()), Err(OutputError::Format { .. })));
+        let text = r#"{"chip_swimlane_level": 3, "metadata": {"clock_freq_hz": 1, "num_cores": 0,
+            "core_types": [], "core_to_thread": []}, "aicpu_scheduler_phases": [[{"kind": "nap",
+            "start_cycles": 0, "end_cycles": 1, "loop_iter": 0, "tasks_processed": 0}]]}"#;
+        assert!(matches!(read_swimlane(text.as_bytes()), Err(OutputError::Format { .. })));
+        assert!(matches!(read_swimlane(&b"{"[..]), Err(OutputError::Json { .. })));
+    }
+}

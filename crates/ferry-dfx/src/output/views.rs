@@ -1,0 +1,685 @@
+//! Analysis views over a [`RunModel`]: the text report, the dependency summary, the argument dump
+//! listing and export, and two self-contained HTML pages (the swimlane and the scope occupancy
+//! plot). HTML pages embed everything (inline SVG and CSS, no scripts or resources from the
+//! network).
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use ferry_abi::records::DType;
+
+use super::args::{ArgsDump, DumpedArg};
+use super::model::{JoinedTask, LaneLoss, RunModel};
+use super::scopes::{ScopePhase, ScopeRow, ScopeStats};
+use super::{write_bytes_atomic, OutputError};
+
+/// Timing of one kernel, summed over its tasks (device cycles).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct KernelStats {
+    /// Kernel function id (`None`: unknown).
+    pub func_id: Option<i32>,
+    /// Kernel name.
+    pub name: String,
+    /// Tasks.
+    pub count: u64,
+    /// Σ end − start.
+    pub exec: u64,
+    /// Σ finish − dispatch (tasks with both AICPU timestamps).
+    pub latency: u64,
+    /// Σ receive − dispatch.
+    pub head_propagation: u64,
+    /// Σ start − receive.
+    pub head_setup: u64,
+    /// Σ finish − end.
+    pub tail: u64,
+    /// Tasks with AICPU timestamps (the denominators of latency and overheads).
+    pub with_aicpu: u64,
+}
+
+impl KernelStats {
+    /// Exec as a percentage of latency over the tasks with AICPU timestamps.
+    pub fn exec_pct(&self, tasks: &[JoinedTask]) -> Option<f64> {
+        let exec: u64 = tasks
+            .iter()
+            .filter(|t| t.func_id == self.func_id && t.dispatch.is_some() && t.finish.is_some())
+            .map(|t| t.end.saturating_sub(t.start))
+            .sum();
+        (self.latency > 0).then(|| exec as f64 * 100.0 / self.latency as f64)
+    }
+}
+
+/// Per-kernel statistics, by kernel id.
+pub fn kernel_stats(run: &RunModel) -> Vec<KernelStats> {
+    let mut m: BTreeMap<Option<i32>, KernelStats> = BTreeMap::new();
+    for t in run.tasks() {
+        let k = m.entry(t.func_id).or_insert_with(|| KernelStats {
+            func_id: t.func_id,
+            name: run.kernel_name(t.func_id),
+            ..Default::default()
+        });
+        k.count += 1;
+        k.exec += t.end.saturating_sub(t.start);
+        if let (Some(d), Some(f)) = (t.dispatch, t.finish) {
+            k.with_aicpu += 1;
+            k.latency += f.saturating_sub(d);
+            k.head_propagation += t.receive.saturating_sub(d);
+            k.head_setup += t.start.saturating_sub(t.receive.max(d));
+            k.tail += f.saturating_sub(t.end);
+        }
+    }
+    m.into_values().collect()
+}
+
+/// Lanes that stalled, longest total first.
+pub fn stalled_lanes(run: &RunModel) -> Vec<&LaneLoss> {
+    let mut v: Vec<&LaneLoss> = run.loss.lanes.iter().filter(|l| l.stall_cycles > 0).collect();
+    v.sort_by(|a, b| b.stall_cycles.cmp(&a.stall_cycles).then(a.lane.cmp(&b.lane)));
+    v
+}
+
+/// The `ferry report` text: per-kernel exec, latency, head and tail overhead, exec %; ordering
+/// violations; which lanes stalled and for how long; the loss accounting of every lane.
+pub fn report(run: &RunModel) -> String {
+    let m = &run.meta;
+    let us = |c: u64| m.cycles_to_us(c);
+    let avg = |sum: u64, n: u64| if n == 0 { 0.0 } else { us(sum) / n as f64 };
+    let tasks = run.tasks();
+    let mut s = String::new();
+    let level = run.swimlane.as_ref().map_or(0, |sw| sw.level);
+    let _ = writeln!(
+        s,
+        "ferry report: arch {}, clock {} Hz, chip swimlane level {level}, {} tasks on {} cores",
+        m.arch,
+        m.clock_freq_hz,
+        tasks.len(),
+        m.num_cores()
+    );
+    let _ = writeln!(s, "\nPer kernel (averages in us; head = propagation + setup):");
+    let _ = writeln!(
+        s,
+        "  {:<16} {:>6} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>7}",
+        "kernel", "tasks", "exec", "latency", "head", "head.prop", "head.setup", "tail", "exec%"
+    );
+    for k in kernel_stats(run) {
+        let pct = k.exec_pct(&tasks).map_or("-".to_string(), |p| format!("{p:.1}"));
+        let n = k.with_aicpu;
+        let _ = writeln!(
+            s,
+            "  {:<16} {:>6} {:>10.3} {:>10.3} {:>10.3} {:>10.3} {:>10.3} {:>10.3} {:>7}",
+            k.name,
+            k.count,
+            avg(k.exec, k.count),
+            avg(k.latency, n),
+            avg(k.head_propagation + k.head_setup, n),
+            avg(k.head_propagation, n),
+            avg(k.head_setup, n),
+            avg(k.tail, n),
+            pct
+        );
+    }
+    let disordered = tasks.iter().filter(|t| !t.is_ordered()).count();
+    let _ =
+        writeln!(s, "\nOrder check (dispatch <= start <= end <= finish): {disordered} violations");
+    if let Some(sw) = &run.swimlane {
+        let missing = sw
+            .aicore_tasks
+            .len()
+            .saturating_sub(tasks.iter().filter(|t| t.dispatch.is_some()).count());
+        if level >= 2 && missing > 0 {
+            let _ = writeln!(s, "  {missing} AICore tasks have no AICPU dispatch/finish record");
+        }
+    }
+
+    let l = &run.loss;
+    let _ = writeln!(
+        s,
+        "\nStalled lanes (policy {:?}, budget {} cycles = {:.3} s):",
+        l.policy,
+        l.budget_cycles,
+        l.budget_cycles as f64 / m.clock_freq_hz.max(1) as f64
+    );
+    let stalled = stalled_lanes(run);
+    if stalled.is_empty() {
+        let _ = writeln!(s, "  none");
+    }
+    for ln in &stalled {
+        let longest =
+            ln.stalls.iter().map(|w| w[1].saturating_sub(w[0])).max().unwrap_or(ln.stall_cycles);
+        let _ = write!(
+            s,
+            "  {} (thread {}): stalled {:.3} us in {} wait(s), longest {:.3} us",
+            ln.lane,
+            ln.thread,
+            us(ln.stall_cycles),
+            ln.stalls.len().max(1),
+            us(longest)
+        );
+        for w in &ln.stalls {
+            let _ = write!(s, " [{}..{}]", w[0], w[1]);
+        }
+        let _ = writeln!(s);
+    }
+
+    let _ = writeln!(s, "\nLoss accounting (records per lane):");
+    let _ = writeln!(
+        s,
+        "  {:<24} {:>6} {:>10} {:>10} {:>8} {:>12}  reconcile",
+        "lane", "thread", "produced", "collected", "dropped", "stall_us"
+    );
+    for ln in &l.lanes {
+        let _ = writeln!(
+            s,
+            "  {:<24} {:>6} {:>10} {:>10} {:>8} {:>12.3}  {}",
+            ln.lane,
+            ln.thread,
+            ln.produced,
+            ln.collected,
+            ln.dropped,
+            us(ln.stall_cycles),
+            if ln.reconciles() { "ok" } else { "MISMATCH" }
+        );
+    }
+    let (p, c, d) = l.totals();
+    let _ = writeln!(
+        s,
+        "  total: produced {p}, collected {c}, dropped {d}; reconcile {}",
+        if l.reconciles() { "ok" } else { "MISMATCH" }
+    );
+    if let Some(a) = &run.args {
+        let _ = writeln!(
+            s,
+            "  args_dump: dropped_records {}, dropped_overwrite {}",
+            a.dropped_records, a.dropped_overwrite
+        );
+    }
+    if let Some(sc) = &run.scopes {
+        let _ = writeln!(s, "  scope_stats: total {}, dropped {}", sc.total, sc.dropped);
+    }
+    s
+}
+
+/// The `ferry deps` text: counts per edge source, then one line per task with its kernel,
+/// predecessors and successors; flags happens-before violations seen in the swimlane (a
+/// producer that ended after its consumer started).
+pub fn deps_text(run: &RunModel) -> String {
+    let mut s = String::new();
+    let Some(g) = &run.deps else {
+        return "no deps.json in this run\n".to_string();
+    };
+    let mut by_source: BTreeMap<String, usize> = BTreeMap::new();
+    for e in &g.edges {
+        *by_source.entry(format!("{:?}", e.source).to_lowercase()).or_default() += 1;
+    }
+    let _ = writeln!(
+        s,
+        "deps: {} tasks, {} tensors, {} edges ({})",
+        g.tasks.len(),
+        g.tensors.len(),
+        g.edges.len(),
+        by_source.iter().map(|(k, v)| format!("{k} {v}")).collect::<Vec<_>>().join(", ")
+    );
+    let span: BTreeMap<u64, (u64, u64)> =
+        run.tasks().iter().map(|t| (t.task_id, (t.start, t.end))).collect();
+    let mut violations = 0;
+    for e in &g.edges {
+        if let (Some(p), Some(c)) = (span.get(&e.pred), span.get(&e.succ)) {
+            if p.1 > c.0 {
+                violations += 1;
+                let _ = writeln!(
+                    s,
+                    "  hb_violation: 0x{:016x} ended at {} after 0x{:016x} started at {}",
+                    e.pred, p.1, e.succ, c.0
+                );
+            }
+        }
+    }
+    let _ = writeln!(s, "happens-before violations: {violations}");
+    for t in &g.tasks {
+        let preds: Vec<String> = g
+            .edges
+            .iter()
+            .filter(|e| e.succ == t.task_id)
+            .map(|e| format!("0x{:016x}({:?})", e.pred, e.source).to_lowercase())
+            .collect();
+        let succs: Vec<String> = g
+            .edges
+            .iter()
+            .filter(|e| e.pred == t.task_id)
+            .map(|e| format!("0x{:016x}", e.succ))
+            .collect();
+        let k = t.kernel_ids.iter().copied().find(|&k| k >= 0);
+        let _ = writeln!(
+            s,
+            "  task 0x{:016x} kernel {} blocks {} args {} <- [{}] -> [{}]",
+            t.task_id,
+            run.kernel_name(k),
+            t.block_num,
+            t.args.len(),
+            preds.join(", "),
+            succs.join(", ")
+        );
+    }
+    s
+}
+
+/// Which dumped arguments to list or export (every `None` matches all).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct DumpFilter {
+    /// Task id.
+    pub task: Option<u64>,
+    /// Role (`INPUT`, …), case-insensitive.
+    pub role: Option<String>,
+    /// Stage (`before_dispatch`, `after_completion`).
+    pub stage: Option<String>,
+    /// Kernel function id.
+    pub func: Option<i32>,
+    /// Argument index.
+    pub arg_index: Option<u32>,
+}
+
+impl DumpFilter {
+    /// Whether `a` passes the filter.
+    pub fn matches(&self, a: &DumpedArg) -> bool {
+        self.task.is_none_or(|t| a.task_id == t)
+            && self.role.as_ref().is_none_or(|r| a.role.eq_ignore_ascii_case(r))
+            && self.stage.as_ref().is_none_or(|st| a.stage.eq_ignore_ascii_case(st))
+            && self.func.is_none_or(|f| a.func_id.contains(&f))
+            && self.arg_index.is_none_or(|i| a.arg_index == i)
+    }
+}
+
+/// Formats a payload as values of `dtype` (hex bytes for unknown types; at most `limit` values).
+pub fn format_payload(dtype: &str, bytes: &[u8], limit: usize) -> String {
+    let Some(dt) = DType::from_name(dtype) else {
+        return bytes.iter().take(limit).map(|b| format!("{b:02x}")).collect::<Vec<_>>().join(" ");
+    };
+    let n = dt.size();
+    let vals: Vec<String> = bytes
+        .chunks_exact(n)
+        .take(limit)
+        .map(|c| {
+            let mut b8 = [0u8; 8];
+            b8[..n].copy_from_slice(c);
+            let u = u64::from_le_bytes(b8);
+            match dt {
+                DType::Float32 => format!("{}", f32::from_bits(u as u32)),
+                DType::Float16 | DType::BFloat16 => format!("0x{u:04x}"),
+                DType::Int8 => format!("{}", u as u8 as i8),
+                DType::Int16 => format!("{}", u as u16 as i16),
+                DType::Int32 => format!("{}", u as u32 as i32),
+                DType::Int64 => format!("{}", u as i64),
+                DType::UInt8 | DType::UInt32 | DType::UInt64 => format!("{u}"),
+            }
+        })
+        .collect();
+    let more = bytes.len() / n > limit;
+    format!("{}{}", vals.join(" "), if more { " …" } else { "" })
+}
+
+/// The `ferry dump` listing of the arguments that pass `f`.
+pub fn dump_list(d: &ArgsDump, f: &DumpFilter) -> String {
+    let mut s = String::new();
+    let shown: Vec<&DumpedArg> = d.args.iter().filter(|a| f.matches(a)).collect();
+    let _ = writeln!(
+        s,
+        "args_dump level {}: {} of {} args (dropped_records {}, dropped_overwrite {})",
+        d.level,
+        shown.len(),
+        d.args.len(),
+        d.dropped_records,
+        d.dropped_overwrite
+    );
+    for a in shown {
+        let _ = write!(
+            s,
+            "  0x{:016x} {:<16} arg {} {:<6} {} {} shape {:?}",
+            a.task_id, a.stage, a.arg_index, a.role, a.kind, a.dtype, a.shape
+        );
+        if let Some(v) = a.value {
+            let _ = write!(s, " value {v}");
+        }
+        if let Some(p) = d.payload(a) {
+            let _ = write!(s, " bytes {} = [{}]", p.len(), format_payload(&a.dtype, p, 8));
+        }
+        if a.truncated {
+            let _ = write!(s, " TRUNCATED");
+        }
+        if a.overwritten {
+            let _ = write!(s, " OVERWRITTEN");
+        }
+        let _ = writeln!(s);
+    }
+    s
+}
+
+/// Exports each argument that passes `f` into `out`: `<task>_<stage>_arg<i>_<role>.txt` (all
+/// values as text) and, for tensors with payload, `.bin` (the raw bytes). Returns the paths.
+///
+/// # Errors
+///
+/// [`OutputError::Io`] when a file cannot be written.
+pub fn dump_export(d: &ArgsDump, f: &DumpFilter, out: &Path) -> Result<Vec<PathBuf>, OutputError> {
+    let mut paths = Vec::new();
+    for a in d.args.iter().filter(|a| f.matches(a)) {
+        let stem = format!(
+            "0x{:016x}_{}_arg{}_{}",
+            a.task_id,
+            a.stage,
+            a.arg_index,
+            a.role.to_lowercase()
+        );
+        let mut text = format!(
+            "task 0x{:016x}\nstage {}\narg_index {}\nrole {}\nkind {}\ndtype {}\nshape {:?}\nstrides {:?}\nstart_offset {}\n",
+            a.task_id, a.stage, a.arg_index, a.role, a.kind, a.dtype, a.shape, a.strides, a.start_offset
+        );
+        if let Some(v) = a.value {
+            let _ = writeln!(text, "value {v}");
+        }
+        if let Some(p) = d.payload(a) {
+            let _ = writeln!(text, "values {}", format_payload(&a.dtype, p, usize::MAX));
+            let bin = out.join(format!("{stem}.bin"));
+            write_bytes_atomic(&bin, p)?;
+            paths.push(bin);
+        }
+        let txt = out.join(format!("{stem}.txt"));
+        write_bytes_atomic(&txt, text.as_bytes())?;
+        paths.push(txt);
+    }
+    Ok(paths)
+}
+
+/// Escapes text for HTML/SVG.
+pub fn html_escape(s: &str) -> String {
+    let mut o = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => o.push_str("&amp;"),
+            '<' => o.push_str("&lt;"),
+            '>' => o.push_str("&gt;"),
+            '"' => o.push_str("&quot;"),
+            '\'' => o.push_str("&#39;"),
+            c => o.push(c),
+        }
+    }
+    o
+}
+
+const PALETTE: [&str; 8] =
+    ["#4e79a7", "#f28e2b", "#59a14f", "#b07aa1", "#76b7b2", "#edc948", "#9c755f", "#bab0ac"];
+
+fn page(title: &str, body: &str) -> String {
+    format!(
+        "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>{t}</title><style>\
+body{{font-family:sans-serif;margin:16px}} table{{border-collapse:collapse}} \
+td,th{{border:1px solid #ccc;padding:2px 6px;text-align:right}} \
+.danger{{background:#f4b6b6}} .warn{{background:#f9dfa8}} .ok{{background:#c8e6c9}} \
+svg text{{font-size:11px}}</style></head><body><h1>{t}</h1>\n{body}</body></html>\n",
+        t = html_escape(title)
+    )
+}
+
+/// One row of the swimlane page.
+struct Row {
+    label: String,
+    bars: Vec<(u64, u64, String, String)>, // start, end, colour, tooltip
+}
+
+/// The `ferry view` page: one self-contained HTML swimlane (inline SVG, no scripts, no network):
+/// a row per core (kernel executions, overlap lanes as extra rows), per AICPU thread (scheduler
+/// phases), a scheduler-view row per core (dispatch → finish), and a row per lane that stalled
+/// (its waits in red), then the report as text.
+pub fn swimlane_html(run: &RunModel) -> String {
+    use super::perfetto::{plan, TrackKind};
+    let p = plan(run);
+    let names: BTreeMap<u64, String> = p.tracks.iter().map(|t| (t.uuid, t.name.clone())).collect();
+    let mut rows: Vec<Row> = Vec::new();
+    let mut row_of: BTreeMap<u64, usize> = BTreeMap::new();
+    for t in &p.tracks {
+        if matches!(t.kind, TrackKind::Process { .. } | TrackKind::Counter) {
+            continue;
+        }
+        row_of.insert(t.uuid, rows.len());
+        rows.push(Row { label: names[&t.uuid].clone(), bars: Vec::new() });
+    }
+    let mut colour: BTreeMap<String, &str> = BTreeMap::new();
+    for s in &p.slices {
+        let Some(&r) = row_of.get(&s.track) else { continue };
+        let n = colour.len();
+        let c = if s.category == "dfx" {
+            "#d62728"
+        } else {
+            colour.entry(s.name.clone()).or_insert(PALETTE[n % PALETTE.len()])
+        };
+        let mut tip = format!(
+            "{} [{} ns .. {} ns] {} ns",
+            s.name,
+            s.start_ns,
+            s.end_ns,
+            s.end_ns - s.start_ns
+        );
+        for (k, v) in &s.args {
+            let _ = write!(tip, " {k}={v:#x}");
+        }
+        rows[r].bars.push((s.start_ns, s.end_ns, c.to_string(), tip));
+    }
+    let t0 = p.slices.iter().map(|s| s.start_ns).min().unwrap_or(0);
+    let t1 = p.slices.iter().map(|s| s.end_ns).max().unwrap_or(1).max(t0 + 1);
+    let (label_w, plot_w, row_h) = (220.0, 1000.0, 18.0);
+    let x = |t: u64| label_w + (t - t0) as f64 * plot_w / (t1 - t0) as f64;
+    let h = rows.len() as f64 * row_h + 30.0;
+    let mut svg = format!("<svg width=\"{}\" height=\"{h}\">\n", label_w + plot_w + 10.0);
+    for (i, r) in rows.iter().enumerate() {
+        let y = i as f64 * row_h;
+        let _ = writeln!(
+            svg,
+            "<text x=\"4\" y=\"{}\">{}</text><line x1=\"{label_w}\" x2=\"{}\" y1=\"{}\" y2=\"{}\" stroke=\"#eee\"/>",
+            y + 13.0,
+            html_escape(&r.label),
+            label_w + plot_w,
+            y + row_h,
+            y + row_h
+        );
+        for (s, e, c, tip) in &r.bars {
+            let _ = writeln!(
+                svg,
+                "<rect x=\"{:.2}\" y=\"{}\" width=\"{:.2}\" height=\"{}\" fill=\"{c}\"><title>{}</title></rect>",
+                x(*s),
+                y + 2.0,
+                (x(*e) - x(*s)).max(1.0),
+                row_h - 4.0,
+                html_escape(tip)
+            );
+        }
+    }
+    let _ = writeln!(
+        svg,
+        "<text x=\"{label_w}\" y=\"{}\">{t0} ns</text><text x=\"{}\" y=\"{}\" text-anchor=\"end\">{t1} ns</text></svg>",
+        h - 8.0,
+        label_w + plot_w,
+        h - 8.0
+    );
+    let mut legend = String::from("<p>");
+    for (name, c) in &colour {
+        let _ = write!(
+            legend,
+            "<span style=\"color:{c}\">&#9632;</span> {} &nbsp; ",
+            html_escape(name)
+        );
+    }
+    legend.push_str("<span style=\"color:#d62728\">&#9632;</span> dfx backpressure stall</p>");
+    let body = format!("{svg}{legend}<pre>{}</pre>", html_escape(&report(run)));
+    page(&format!("ferry swimlane ({})", run.meta.arch), &body)
+}
+
+/// Occupancy of one scope instance (begin/end paired by `(ring, site)`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct ScopeUsage {
+    /// `file:line`.
+    pub site: String,
+    /// Ring.
+    pub ring: i32,
+    /// Depth.
+    pub depth: i32,
+    /// Task window: `(high water = end.head − begin.tail, real = end.head − end.tail,
+    /// alloc = end.head − begin.head)`.
+    pub task_window: (i64, i64, i64),
+    /// Heap in bytes, same triple.
+    pub heap: (i64, i64, i64),
+    /// Dep pool, same triple.
+    pub dep_pool: (i64, i64, i64),
+    /// Live tensormap entries at the end.
+    pub tensormap: i64,
+    /// Peak / capacity per metric (task window, heap, dep pool, tensormap); `None` without a
+    /// capacity.
+    pub risk: [Option<f64>; 4],
+}
+
+impl ScopeUsage {
+    /// The worst risk.
+    pub fn worst(&self) -> f64 {
+        self.risk.iter().flatten().copied().fold(0.0, f64::max)
+    }
+}
+
+/// `danger` at ≥ 80 % of capacity, `warn` at ≥ 50 %, else `ok`.
+pub fn risk_class(r: f64) -> &'static str {
+    if r >= 0.8 {
+        "danger"
+    } else if r >= 0.5 {
+        "warn"
+    } else {
+        "ok"
+    }
+}
+
+/// Pairs begin/end records per `(ring, site)` with a stack; returns the scopes in end order and
+/// the number of unmatched records.
+pub fn scope_usage(s: &ScopeStats) -> (Vec<ScopeUsage>, usize) {
+    let mut open: BTreeMap<(i32, &str), Vec<&ScopeRow>> = BTreeMap::new();
+    let mut out = Vec::new();
+    let mut unmatched = 0;
+    let ring_cap = |v: &[i64; 4], r: i32| v.get(r as usize).copied().filter(|&c| c > 0);
+    for r in &s.records {
+        match r.phase {
+            ScopePhase::Begin => open.entry((r.ring, r.site.as_str())).or_default().push(r),
+            ScopePhase::End => {
+                let Some(b) = open.get_mut(&(r.ring, r.site.as_str())).and_then(Vec::pop) else {
+                    unmatched += 1;
+                    continue;
+                };
+                let tri = |bt: i64, bh: i64, et: i64, eh: i64| (eh - bt, eh - et, eh - bh);
+                let tw = tri(
+                    b.task_window_start,
+                    b.task_window_end,
+                    r.task_window_start,
+                    r.task_window_end,
+                );
+                let heap = tri(
+                    b.heap_start as i64,
+                    b.heap_end as i64,
+                    r.heap_start as i64,
+                    r.heap_end as i64,
+                );
+                let dp = tri(b.dep_pool_start, b.dep_pool_end, r.dep_pool_start, r.dep_pool_end);
+                let heap_caps = s.heap_max.map(|c| c as i64);
+                let frac = |peak: i64, cap: Option<i64>| cap.map(|c| peak as f64 / c as f64);
+                out.push(ScopeUsage {
+                    site: r.site.clone(),
+                    ring: r.ring,
+                    depth: r.depth,
+                    task_window: tw,
+                    heap,
+                    dep_pool: dp,
+                    tensormap: r.tensormap,
+                    risk: [
+                        frac(tw.0, ring_cap(&s.task_window_max, r.ring)),
+                        frac(heap.0, ring_cap(&heap_caps, r.ring)),
+                        frac(dp.0, ring_cap(&s.dep_pool_max, r.ring)),
+                        frac(r.tensormap, (s.tensormap_max > 0).then_some(s.tensormap_max)),
+                    ],
+                });
+            }
+        }
+    }
+    unmatched += open.values().map(Vec::len).sum::<usize>();
+    (out, unmatched)
+}
+
+/// The `ferry scopes` page: a self-contained HTML plot of scope occupancy (inline SVG bars per
+/// scope and metric, coloured by risk) and the table behind it.
+pub fn scopes_html(s: &ScopeStats) -> String {
+    let (usage, unmatched) = scope_usage(s);
+    let metrics = ["task window", "heap", "dep pool", "tensormap"];
+    let colour = |r: f64| match risk_class(r) {
+        "danger" => "#d62728",
+        "warn" => "#ff9f1c",
+        _ => "#2ca02c",
+    };
+    let (label_w, bar_w, row_h) = (260.0, 600.0, 16.0);
+    let h = (usage.len() * metrics.len()) as f64 * row_h + 20.0;
+    let mut svg = format!("<svg width=\"{}\" height=\"{h}\">\n", label_w + bar_w + 80.0);
+    let mut y = 0.0;
+    for u in &usage {
+        for (m, r) in metrics.iter().zip(u.risk) {
+            let r = r.unwrap_or(0.0);
+            let _ = writeln!(
+                svg,
+                "<text x=\"4\" y=\"{}\">{} r{} {}</text><rect x=\"{label_w}\" y=\"{}\" width=\"{:.1}\" height=\"{}\" fill=\"{}\"><title>{:.1}% of capacity</title></rect><text x=\"{}\" y=\"{}\">{:.1}%</text>",
+                y + 12.0,
+                html_escape(&u.site),
+                u.ring,
+                m,
+                y + 2.0,
+                (r.min(1.0) * bar_w).max(1.0),
+                row_h - 4.0,
+                colour(r),
+                r * 100.0,
+                label_w + bar_w + 4.0,
+                y + 12.0,
+                r * 100.0
+            );
+            y += row_h;
+        }
+    }
+    svg.push_str("</svg>\n");
+    let mut table = String::from(
+        "<table><tr><th>site</th><th>ring</th><th>depth</th><th>task window hw/real/alloc</th>\
+<th>heap MiB hw/real/alloc</th><th>dep pool hw/real/alloc</th><th>tensormap</th><th>risk</th></tr>\n",
+    );
+    let mib = |b: i64| b as f64 / (1024.0 * 1024.0);
+    for u in &usage {
+        let w = u.worst();
+        let _ = writeln!(
+            table,
+            "<tr class=\"{}\"><td>{}</td><td>{}</td><td>{}</td><td>{}/{}/{}</td><td>{:.3}/{:.3}/{:.3}</td><td>{}/{}/{}</td><td>{}</td><td>{:.1}% {}</td></tr>",
+            risk_class(w),
+            html_escape(&u.site),
+            u.ring,
+            u.depth,
+            u.task_window.0,
+            u.task_window.1,
+            u.task_window.2,
+            mib(u.heap.0),
+            mib(u.heap.1),
+            mib(u.heap.2),
+            u.dep_pool.0,
+            u.dep_pool.1,
+            u.dep_pool.2,
+            u.tensormap,
+            w * 100.0,
+            risk_class(w)
+        );
+    }
+    table.push_str("</table>\n");
+    let body = format!(
+        "<p>{} scopes; {} unmatched begin/end records; {} records, {} dropped{}. Risk = peak / \
+capacity: danger &ge; 80 %, warn &ge; 50 %.</p>\n{svg}{table}",
+        usage.len(),
+        unmatched,
+        s.total,
+        s.dropped,
+        if s.fatal { "; FATAL latched" } else { "" }
+    );
+    page("ferry scope stats", &body)
+}
