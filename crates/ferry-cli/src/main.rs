@@ -2,7 +2,15 @@
 #![forbid(unsafe_code)]
 
 mod bench;
+mod deps;
+mod dump;
 mod info;
+mod report;
+mod scopes;
+#[cfg(test)]
+mod testdir;
+mod trace;
+mod view;
 mod run;
 
 use clap::{Parser, Subcommand};
@@ -27,6 +35,18 @@ enum Command {
     Info(info::InfoArgs),
     /// Measure one area of ferry and print its figures (ratios against a same-run baseline).
     Bench(bench::BenchArgs),
+    /// Write the Perfetto protobuf trace and the Chrome JSON trace of a run's DFX files.
+    Trace(trace::TraceArgs),
+    /// Write one self-contained HTML swimlane of a run.
+    View(view::ViewArgs),
+    /// Per-kernel timing, stalled lanes and loss accounting of a run.
+    Report(report::ReportArgs),
+    /// The dependency graph of a run (deps.json).
+    Deps(deps::DepsArgs),
+    /// List, filter and export a run's argument dump.
+    Dump(dump::DumpArgs),
+    /// Write a self-contained HTML plot of a run's scope occupancy.
+    Scopes(scopes::ScopesArgs),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -39,5 +59,11 @@ fn main() -> anyhow::Result<()> {
         Command::Run(a) => run::run(&a),
         Command::Info(a) => info::run(&a),
         Command::Bench(a) => bench::run(&a),
+        Command::Trace(a) => trace::run(&a),
+        Command::View(a) => view::run(&a),
+        Command::Report(a) => report::run(&a),
+        Command::Deps(a) => deps::run(&a),
+        Command::Dump(a) => dump::run(&a),
+        Command::Scopes(a) => scopes::run(&a),
     }
 }

@@ -1,0 +1,115 @@
+//! `ferry dump DIR [list|export]`: list, filter and export the argument dump.
+use std::path::PathBuf;
+
+use anyhow::{bail, Context};
+use clap::{Args, Subcommand};
+use ferry_dfx::output::{self, views, views::DumpFilter};
+
+#[derive(Debug, Args)]
+pub(crate) struct DumpArgs {
+    /// Output directory of a run (holds args_dump/).
+    dir: PathBuf,
+    #[command(subcommand)]
+    action: Option<DumpAction>,
+    /// Only this task (decimal or 0x hex).
+    #[arg(long, global = true, value_parser = parse_u64)]
+    task: Option<u64>,
+    /// Only this role (INPUT, OUTPUT, INOUT, SCALAR).
+    #[arg(long, global = true)]
+    role: Option<String>,
+    /// Only this stage (before_dispatch, after_completion).
+    #[arg(long, global = true)]
+    stage: Option<String>,
+    /// Only tasks of this kernel function id.
+    #[arg(long, global = true)]
+    func: Option<i32>,
+    /// Only this argument index.
+    #[arg(long, global = true)]
+    arg: Option<u32>,
+}
+
+#[derive(Debug, Subcommand)]
+enum DumpAction {
+    /// List the (filtered) arguments with their first values (the default).
+    List,
+    /// Write each (filtered) argument as text (+ raw .bin payload) into a folder.
+    Export {
+        /// Folder to write into.
+        #[arg(long)]
+        out: PathBuf,
+    },
+}
+
+fn parse_u64(s: &str) -> Result<u64, String> {
+    match s.strip_prefix("0x") {
+        Some(h) => u64::from_str_radix(h, 16),
+        None => s.parse(),
+    }
+    .map_err(|e| format!("`{s}`: {e}"))
+}
+
+pub(crate) fn execute(a: &DumpArgs) -> anyhow::Result<String> {
+    let run = output::read_run(&a.dir).with_context(|| format!("reading {}", a.dir.display()))?;
+    let Some(dump) = &run.args else {
+        bail!("{}: no args_dump/args_dump.json", a.dir.display());
+    };
+    let f = DumpFilter {
+        task: a.task,
+        role: a.role.clone(),
+        stage: a.stage.clone(),
+        func: a.func,
+        arg_index: a.arg,
+    };
+    match &a.action {
+        None | Some(DumpAction::List) => Ok(views::dump_list(dump, &f)),
+        Some(DumpAction::Export { out }) => {
+            let paths = views::dump_export(dump, &f, out)?;
+            Ok(format!("exported {} files into {}\n", paths.len(), out.display()))
+        }
+    }
+}
+
+pub(crate) fn run(a: &DumpArgs) -> anyhow::Result<()> {
+    print!("{}", execute(a)?);
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testdir::sample_dir;
+    use clap::Parser;
+
+    #[derive(Debug, Parser)]
+    struct Cli {
+        #[command(flatten)]
+        dump: DumpArgs,
+    }
+
+    fn parse(args: &[&str]) -> DumpArgs {
+        Cli::try_parse_from(std::iter::once("dump").chain(args.iter().copied())).unwrap().dump
+    }
+
+    #[test]
+    fn list_filter_and_export() {
+        let d = sample_dir("dump", false);
+        let dir = d.path.to_str().unwrap();
+        let all = execute(&parse(&[dir])).unwrap();
+        assert!(all.contains("3 of 3 args"), "{all}");
+        let out = execute(&parse(&[dir, "list", "--role", "OUTPUT"])).unwrap();
+        assert!(out.contains("1 of 3 args") && out.contains("[2 4 6 8]"), "{out}");
+        let task2 = execute(&parse(&[dir, "--task", "0x100000002"])).unwrap();
+        assert!(task2.contains("value 42"), "{task2}");
+        let x = d.path.join("export");
+        let msg = execute(&parse(&[
+            dir,
+            "export",
+            "--out",
+            x.to_str().unwrap(),
+            "--stage",
+            "before_dispatch",
+        ]))
+        .unwrap();
+        assert!(msg.starts_with("exported 3 files"), "{msg}"); // tensor .bin + .txt, scalar .txt
+    }
+}

@@ -1,0 +1,47 @@
+//! `ferry view DIR`: one self-contained HTML swimlane (no network, no external scripts).
+use std::path::PathBuf;
+
+use anyhow::Context;
+use clap::Args;
+use ferry_dfx::output::{self, views};
+
+/// Default file name of the page.
+pub(crate) const VIEW_FILE: &str = "swimlane.html";
+
+#[derive(Debug, Args)]
+pub(crate) struct ViewArgs {
+    /// Output directory of a run.
+    dir: PathBuf,
+    /// Page to write (default: DIR/swimlane.html).
+    #[arg(long, short)]
+    out: Option<PathBuf>,
+}
+
+pub(crate) fn execute(a: &ViewArgs) -> anyhow::Result<String> {
+    let run = output::read_run(&a.dir).with_context(|| format!("reading {}", a.dir.display()))?;
+    let out = a.out.clone().unwrap_or_else(|| a.dir.join(VIEW_FILE));
+    output::write_bytes_atomic(&out, views::swimlane_html(&run).as_bytes())?;
+    Ok(format!("{}\n", out.display()))
+}
+
+pub(crate) fn run(a: &ViewArgs) -> anyhow::Result<()> {
+    print!("{}", execute(a)?);
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testdir::sample_dir;
+
+    #[test]
+    fn page_is_self_contained_and_shows_the_stall() {
+        let d = sample_dir("view", false);
+        execute(&ViewArgs { dir: d.path.clone(), out: None }).unwrap();
+        let html = std::fs::read_to_string(d.path.join(VIEW_FILE)).unwrap();
+        assert!(!html.contains("http://") && !html.contains("https://"));
+        assert!(!html.contains("<script src"));
+        assert!(html.contains("aicpu_task/core1 stall"));
+        assert!(html.contains("core0 (aic)"));
+    }
+}
