@@ -415,3 +415,99 @@ fn misaligned_device_tensor_is_refused_before_launch() {
     };
     assert!(matches!(r.run(0, args), Err(RunError::InvalidArgs(_))));
 }
+
+/// A core that reports a physical core id past the arch's bound fails the handshake with a typed
+/// fault; the schedulers shut down the cores that came up, and the host reaps the rest.
+#[test]
+fn handshake_rejects_a_bad_physical_core_id() {
+    use ferry_abi::launch::{AicoreLaunchArgs, RegisterCallableArgs};
+    use ferry_abi::regs::{RegLayout, AICORE_EXIT_SIGNAL};
+    use ferry_runtime::device::aicore::aicore_execute;
+    use ferry_runtime::device::image::{from_bytes, ImageView, RunResult, RESULT_FAILED};
+    use ferry_runtime::device::program::AicpuProgram;
+    use ferry_runtime::device::sched::read_header;
+    use ferry_runtime::DeviceOps;
+    use std::sync::atomic::Ordering;
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    for arch in Arch::ALL {
+        let mut r = runner(arch);
+        let ex = Example::Storm.build(Size::Small);
+        r.register_callable(0, ex.callable.clone()).unwrap();
+        let p = r.prepare(0, ex.args.clone()).unwrap();
+        let kargs = *p.kernel_args();
+        let ops = Arc::new(r.ops().clone());
+        let chip = ops.chip().clone();
+        let hdr = read_header(&*ops, kargs.runtime_args).unwrap();
+        let layout = RegLayout::of(arch);
+
+        let program = Arc::new(AicpuProgram::new());
+        let mut rca = RegisterCallableArgs::new(0, 0, 0).unwrap();
+        rca.set_device_orch_func_name("storm").unwrap();
+        let orch = |_: &mut dyn Orchestrate| Ok(());
+        program.register_callable(&rca, &|_| Some(orch)).unwrap();
+
+        let core_args = AicoreLaunchArgs::from(&kargs);
+        let o = ops.clone();
+        let cores = chip
+            .launch_aicore(
+                chip.config().cores(),
+                Arc::new(move |ctx: ferry_sim::cores::CoreCtx| {
+                    if ctx.index != 0 {
+                        return aicore_execute(&*o, &core_args, ctx.index, ctx.index)
+                            .map_err(|e| e.to_string());
+                    }
+                    // Core 0 is broken: it reports physical core id 500.
+                    let img = ImageView::new(&*o, core_args.runtime_args, hdr.image_bytes).unwrap();
+                    let hs = hdr.handshake_off as usize;
+                    img.u32_at(hs + 20).store(500, Ordering::Relaxed);
+                    img.u32_at(hs + 4).store(1, Ordering::Release);
+                    o.notify_aicpu();
+                    let _ = ctx.window.core_wait(
+                        layout.data_main_base as u32,
+                        |v| v == AICORE_EXIT_SIGNAL,
+                        None,
+                    );
+                    Ok(())
+                }),
+            )
+            .unwrap();
+        let (o, prog) = (ops.clone(), program.clone());
+        let aicpu = chip
+            .launch_aicpu(
+                chip.config().aicpu_threads,
+                Arc::new(move |ctx: ferry_sim::cores::AicpuCtx| {
+                    prog.exec(&*o, &kargs, ctx.thread, ctx.threads)
+                }),
+            )
+            .unwrap();
+        aicpu.wait_timeout(Duration::from_secs(60)).unwrap();
+        // The host reaps the cores that never got a window (core 0, and any core of the failed
+        // scheduler's set that reported after the failure).
+        for i in 0..chip.config().cores() {
+            if !cores.is_done() {
+                chip.window(i).aicpu_write(layout.data_main_base as u32, AICORE_EXIT_SIGNAL);
+            }
+        }
+        cores.wait_timeout(Duration::from_secs(60)).unwrap();
+
+        let mut b = vec![0u8; std::mem::size_of::<RunResult>()];
+        r.device().copy_dtoh(DevicePtr(kargs.runtime_args + hdr.result_off), &mut b).unwrap();
+        let res: RunResult = from_bytes(&b).unwrap();
+        assert_eq!(res.status, RESULT_FAILED);
+        let bound = layout.max_physical_cores;
+        assert_eq!(
+            DeviceFault::decode(res.error_code, res.error_task, res.error_detail),
+            Some(DeviceFault::Handshake { core: 0, physical: 500, bound })
+        );
+        drop(ops);
+        r.release(p);
+        // The runner still runs work afterwards.
+        let good = Example::Vector.build(Size::Small);
+        r.register_callable(1, good.callable.clone()).unwrap();
+        good.verify(&r.run(1, good.args.clone()).unwrap()).unwrap();
+        drop(chip);
+        drop(r);
+    }
+}

@@ -545,7 +545,20 @@ fn handshake(
             // Relaxed: ordered by the Acquire load of `aicore_done` above.
             let pcid = run.image.u32_at(hs(i) + 20).load(Ordering::Relaxed);
             if pcid >= bound {
-                let up = reported.iter().flatten().map(|c| c.base).collect();
+                // Emergency shutdown reaches every owned core that has reported a usable id so
+                // far; the host reaps the rest.
+                let up = owned
+                    .iter()
+                    .filter_map(|&j| {
+                        // Acquire: as in the sweep.
+                        let done = run.image.u32_at(hs(j) + 4).load(Ordering::Acquire) != 0;
+                        // Relaxed: ordered by the Acquire load above.
+                        let p = run.image.u32_at(hs(j) + 20).load(Ordering::Relaxed);
+                        // Relaxed: written by the host before the launch.
+                        (done && p < bound)
+                            .then(|| run.regs.u64_at(8 * p as usize).load(Ordering::Relaxed))
+                    })
+                    .collect();
                 return Err((DeviceFault::Handshake { core: i, physical: pcid, bound }, up));
             }
             // Relaxed: the regs table is written by the host before the launch.
