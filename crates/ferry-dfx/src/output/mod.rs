@@ -37,6 +37,7 @@
 mod args;
 mod atomic;
 pub mod chrome;
+pub mod collect;
 mod deps;
 mod model;
 pub mod perfetto;

@@ -438,3 +438,77 @@ fn deps_and_dump_views() {
     assert!(txt.contains("values 1 2 3 4"), "{txt}");
     fs::remove_dir_all(&d).unwrap();
 }
+
+#[test]
+fn records_through_the_transport_become_files() {
+    use crate::clock::SteadyClock;
+    use crate::mem::MirroredMemory;
+    use crate::output::collect::{add_aicore_records, LaneRecords};
+    use crate::{DfxBuilder, DfxTransport};
+    use ferry_abi::arch::A5;
+    use ferry_abi::records::AicoreTaskRecord;
+    use std::sync::Arc;
+
+    // Two AICore lanes (cores 0 and 1) on one ready queue, small buffers so several switch.
+    let cfg = DfxBuilder::new(&A5)
+        .ready_queues(1)
+        .lane(0, ferry_abi::records::SWIMLANE_KIND_AICORE_TASK, 2)
+        .lane(0, ferry_abi::records::SWIMLANE_KIND_AICORE_TASK, 2)
+        .records_per_buffer(8)
+        .build::<AicoreTaskRecord>()
+        .unwrap();
+    let mem = Arc::new(MirroredMemory::new(cfg.region_size(), 0x8000_0000_0000));
+    let transport =
+        DfxTransport::<AicoreTaskRecord>::new(cfg, mem, Arc::new(SteadyClock::new(A5.clock_hz)))
+            .unwrap();
+    let device = transport.device_region();
+    let host = transport.start(|_shard| LaneRecords::<AicoreTaskRecord>::default());
+    let mut w = device.writer::<AicoreTaskRecord>(0, &[0, 1]).unwrap();
+    for i in 0..50u64 {
+        let core = (i % 2) as usize;
+        w.record(
+            core,
+            AicoreTaskRecord {
+                start_time: 100 + 10 * i,
+                end_time: 105 + 10 * i,
+                task_token_raw: i,
+                reg_task_id: (i / 2 + 1) as u32,
+                receive_to_start_cycles: 1,
+            },
+        );
+    }
+    w.finish();
+    let report = host.stop();
+    assert!(report.is_reconciled());
+    let lanes = LaneRecords::merge(report.sinks);
+
+    let mut run = RunModel::new(RunMeta::new("a5", A5.clock_hz, vec![CoreType::Aiv; 2]));
+    let mut sw = Swimlane::new(1);
+    for (lane, recs) in &lanes {
+        add_aicore_records(&mut sw, *lane, recs);
+    }
+    run.swimlane = Some(sw);
+    run.loss.lanes = report
+        .lanes
+        .iter()
+        .map(|r| {
+            LaneLoss::from_reconcile(
+                r,
+                Subsystem::ChipSwimlane,
+                format!("aicore_task/core{}", r.lane),
+                0,
+                Some(r.lane),
+            )
+        })
+        .collect();
+    let d = tmpdir("transport");
+    write_run(&d, &run).unwrap();
+    let back = read_run(&d).unwrap();
+    let tasks = back.tasks();
+    assert_eq!(tasks.len(), 50, "every record exactly once");
+    let ids: BTreeSet<u64> = tasks.iter().map(|t| t.task_id).collect();
+    assert_eq!(ids.len(), 50);
+    assert!(tasks.iter().all(|t| t.core == (t.task_id % 2) as u32));
+    assert_eq!(back.loss.totals(), (50, 50, 0));
+    fs::remove_dir_all(&d).unwrap();
+}
