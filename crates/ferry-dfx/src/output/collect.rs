@@ -313,6 +313,112 @@ impl DumpedArg {
     }
 }
 
+/// Why an argument's payload could not be copied out of its thread's arena.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ArenaError {
+    /// The device has written a full lap past the payload since publishing it.
+    #[error("payload at {offset} was overwritten (device cursor {high_water}, arena {arena_size} bytes)")]
+    Overwritten {
+        /// Monotonic payload offset.
+        offset: u64,
+        /// The device's `arena_write_offset` when the host copied.
+        high_water: u64,
+        /// Arena size.
+        arena_size: u64,
+    },
+    /// The payload does not lie inside one lap of the arena (the device never writes one that
+    /// straddles the wrap, §3.10).
+    #[error("payload at {offset} of {size} bytes does not fit the {arena_size}-byte arena")]
+    OutOfRange {
+        /// Monotonic payload offset.
+        offset: u64,
+        /// Payload bytes.
+        size: u64,
+        /// Arena size.
+        arena_size: u64,
+    },
+}
+
+/// Copies the `size` bytes at monotonic `offset` out of a thread's payload arena (`arena` is the
+/// whole arena), unless the device cursor `high_water` shows they were overwritten
+/// (`offset < high_water − arena_size`, §5.4).
+///
+/// # Errors
+///
+/// [`ArenaError::Overwritten`] or [`ArenaError::OutOfRange`].
+///
+/// # Examples
+/// ```
+/// use ferry_dfx::output::collect::{arena_payload, ArenaError};
+/// let arena = [1u8, 2, 3, 4, 5, 6, 7, 8];
+/// assert_eq!(arena_payload(&arena, 10, 2, 12).unwrap(), vec![3, 4]); // lap 1, physical 2
+/// assert!(matches!(arena_payload(&arena, 2, 2, 12), Err(ArenaError::Overwritten { .. })));
+/// ```
+pub fn arena_payload(
+    arena: &[u8],
+    offset: u64,
+    size: u64,
+    high_water: u64,
+) -> Result<Vec<u8>, ArenaError> {
+    let arena_size = arena.len() as u64;
+    let out_of_range = ArenaError::OutOfRange { offset, size, arena_size };
+    if arena_size == 0 || size > arena_size {
+        return Err(out_of_range);
+    }
+    if offset < high_water.saturating_sub(arena_size) {
+        return Err(ArenaError::Overwritten { offset, high_water, arena_size });
+    }
+    let phys = offset % arena_size;
+    if phys + size > arena_size {
+        return Err(out_of_range);
+    }
+    Ok(arena[phys as usize..(phys + size) as usize].to_vec())
+}
+
+impl super::ArgsDump {
+    /// Adds an ArgsDump record with its payload copied out of the thread's `arena` (device cursor
+    /// `high_water`). An overwritten payload is kept as metadata with `overwritten: true` and
+    /// counted in `dropped_overwrite`.
+    ///
+    /// # Errors
+    ///
+    /// An invalid record ([`DumpedArg::from_record`]) or a payload outside the arena.
+    pub fn push_record(
+        &mut self,
+        r: &ArgsDumpRecord,
+        arena: &[u8],
+        high_water: u64,
+    ) -> Result<(), CollectError> {
+        let mut arg = DumpedArg::from_record(r)?;
+        if r.kind == abi::ARG_KIND_TENSOR && r.payload_size > 0 {
+            match arena_payload(arena, r.payload_offset, r.payload_size, high_water) {
+                Ok(p) => {
+                    self.push(arg, Some(&p));
+                    return Ok(());
+                }
+                Err(ArenaError::Overwritten { .. }) => {
+                    arg.overwritten = true;
+                    self.dropped_overwrite += 1;
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+        self.push(arg, None);
+        Ok(())
+    }
+}
+
+/// Why collected records could not be added to the model.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum CollectError {
+    /// A record failed validation.
+    #[error("invalid record: {0}")]
+    Record(#[from] RecordDecodeError),
+    /// A payload could not be read from its arena.
+    #[error("{0}")]
+    Arena(#[from] ArenaError),
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -373,6 +479,31 @@ mod tests {
         assert_eq!((a.role.as_str(), a.stage.as_str(), a.numel), ("INOUT", "after_completion", 6));
         assert_eq!(a.func_id, vec![7, -1]);
         assert!(DumpedArg::from_record(&ArgsDumpRecord { kind: 9, ..r }).is_err());
+    }
+
+    #[test]
+    fn args_payloads_come_from_the_arena_or_count_as_overwritten() {
+        let arena: Vec<u8> = (0..64u8).collect();
+        let rec = |off, size| ArgsDumpRecord {
+            task_id: 1,
+            ndims: 1,
+            shapes: [4, 0, 0, 0, 0],
+            strides: [1, 0, 0, 0, 0],
+            dtype: DType::UInt8 as u8,
+            payload_offset: off,
+            payload_size: size,
+            ..Default::default()
+        };
+        let mut d = super::super::ArgsDump::default();
+        d.push_record(&rec(64 + 8, 4), &arena, 100).unwrap();
+        d.push_record(&rec(8, 4), &arena, 100).unwrap(); // 8 < 100 - 64: overwritten
+        assert_eq!(d.payload(&d.args[0]), Some(&[8u8, 9, 10, 11][..]));
+        assert!(d.args[1].overwritten && d.args[1].bin_offset.is_none());
+        assert_eq!(d.dropped_overwrite, 1);
+        assert!(matches!(
+            d.push_record(&rec(62, 4), &arena, 66),
+            Err(CollectError::Arena(ArenaError::OutOfRange { .. }))
+        ));
     }
 
     #[test]

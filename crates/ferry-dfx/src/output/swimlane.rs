@@ -294,4 +294,63 @@ mod tests {
         assert!(matches!(read_swimlane(text.as_bytes()), Err(OutputError::Format { .. })));
         assert!(matches!(read_swimlane(&b"{"[..]), Err(OutputError::Json { .. })));
     }
+
+    #[test]
+    fn written_file_has_the_documented_fields() {
+        use crate::output::{sample::sample_run, LossPolicy};
+        let run = sample_run(LossPolicy::Block);
+        let mut out = Vec::new();
+        let sw = run.swimlane.as_ref().unwrap();
+        write_swimlane(&mut out, &run.meta, &run.kernels, sw, &run.loss).unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+        let keys: Vec<&str> = v.as_object().unwrap().keys().map(String::as_str).collect();
+        for k in [
+            "chip_swimlane_level",
+            "metadata",
+            "aicore_tasks",
+            "aicpu_tasks",
+            "aicpu_scheduler_phases",
+            "aicpu_orchestrator_phases",
+            "dfx",
+        ] {
+            assert!(keys.contains(&k), "{k} missing from {keys:?}");
+        }
+        for k in ["clock_freq_hz", "num_cores", "core_types", "core_to_thread"] {
+            assert!(v["metadata"].get(k).is_some(), "metadata.{k}");
+        }
+        assert_eq!(v["metadata"]["core_types"][0], "aic");
+        assert!(v["aicore_tasks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|r| r.as_array().unwrap().len() == 6));
+        assert!(v["aicpu_tasks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|r| r.as_array().unwrap().len() == 4));
+        let d = &v["aicpu_scheduler_phases"][0][0];
+        for k in [
+            "kind",
+            "start_cycles",
+            "end_cycles",
+            "loop_iter",
+            "tasks_processed",
+            "pop_hit",
+            "pop_miss",
+            "shared_at_start",
+            "shared_at_end",
+        ] {
+            assert!(d.get(k).is_some(), "phase.{k}");
+        }
+        // A task-carrying kind writes task_id instead of the pop counters.
+        let dummy = &v["aicpu_scheduler_phases"][1][3];
+        assert_eq!(dummy["kind"], "dummy_task");
+        assert_eq!(dummy["task_id"], (1u64 << 32) | 9);
+        assert!(dummy.get("pop_hit").is_none());
+        let o = &v["aicpu_orchestrator_phases"][0][0];
+        for k in ["submit_idx", "task_id", "start_cycles", "end_cycles"] {
+            assert!(o.get(k).is_some(), "orch.{k}");
+        }
+    }
 }
