@@ -10,6 +10,7 @@
 //!
 //! [`DeviceFault`] crosses the device → host boundary as a code and five words
 //! ([`DeviceFault::encode`] / [`DeviceFault::decode`]), so it holds no strings.
+#[cfg(feature = "host")]
 use ferry_sim::DeviceError;
 
 /// A task or orchestration call the runtime refused.
@@ -349,6 +350,7 @@ impl DeviceFault {
 }
 
 /// Errors of a run on the host `DeviceRunner`.
+#[cfg(feature = "host")]
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum RunError {
     /// The run failed on the device (or while the host built its graph).
@@ -391,12 +393,14 @@ pub enum RunError {
     },
 }
 
+#[cfg(feature = "host")]
 impl From<SubmitError> for RunError {
     fn from(e: SubmitError) -> RunError {
         RunError::Fault(DeviceFault::Submit(e))
     }
 }
 
+#[cfg(feature = "host")]
 /// Errors of `DeviceRunner` init, configuration and callable registration.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum RunnerError {

@@ -13,8 +13,10 @@
 //!   is uploaded in the runtime image and the AICPU only loads it.
 //!
 //! The crate is split so the device half can move into the AICPU shared object unchanged:
-//! [`device`] talks to the chip only through [`device::ops::DeviceOps`]; [`host`] implements that
-//! trait for `ferry_sim::cores::Chip` and owns the run lifecycle.
+//! [`device`] talks to the chip only through [`device::ops::DeviceOps`]; `host` implements that
+//! trait for `ferry_sim::cores::Chip` and owns the run lifecycle. The `host` feature (default)
+//! gates the host half, the examples and the bench; without it the crate depends on
+//! `ferry-abi` only, which is what a device program links (`default-features = false`).
 //!
 //! # Example
 //! ```
@@ -37,13 +39,19 @@
     clippy::missing_safety_doc
 )]
 
+#[cfg(feature = "host")]
 pub mod bench;
 pub mod device;
 pub mod error;
+#[cfg(feature = "host")]
 pub mod examples;
+#[cfg(feature = "host")]
 pub mod host;
 
 pub use device::ops::DeviceOps;
 pub use device::task::{Orchestrate, Role, Task, TaskId, TensorId, View};
-pub use error::{DeviceFault, KernelFault, RunError, RunnerError, SubmitError};
+pub use error::{DeviceFault, KernelFault, SubmitError};
+#[cfg(feature = "host")]
+pub use error::{RunError, RunnerError};
+#[cfg(feature = "host")]
 pub use host::{Callable, DeviceRunner, RunArgs, RunOutput, RunnerConfig, TensorInit, Variant};

@@ -69,6 +69,21 @@ fn stress_full_storm_on_both_arches() {
 }
 
 #[test]
+fn examples_run_through_the_aicpu_os_services_table() {
+    // The device half driven through `ServicesOps` over the simulated AICPU OS's table: exactly
+    // the chip access a device program gets.
+    for arch in Arch::ALL {
+        let cfg = RunnerConfig { via_services: true, ..RunnerConfig::small(arch) };
+        let mut r = DeviceRunner::new(cfg).unwrap();
+        for (id, ex) in Example::ALL.into_iter().enumerate() {
+            let run = ex.build(Size::Small);
+            r.register_callable(id as u32, run.callable.clone()).unwrap();
+            run.verify(&r.run(id as u32, run.args.clone()).unwrap()).unwrap();
+        }
+    }
+}
+
+#[test]
 fn per_kernel_counts_and_progress_are_reported() {
     let mut r = runner(Arch::A2a3);
     let run = Example::Vector.build(Size::Small);

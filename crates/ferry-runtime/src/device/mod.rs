@@ -12,6 +12,7 @@
 //! | [`tensor_map`] | AICPU | producer regions → dependencies (RAW, WAR, WAW) |
 //! | [`sched`] | AICPU | run state, task ring, ready queues, handshake, dispatch loop, shutdown |
 //! | [`orch`] | AICPU | the device orchestrator and the host-built graph's loader |
+//! | [`services`] | both | [`services::ServicesOps`]: `DeviceOps` over the AICPU OS's services table |
 //! | [`program`] | AICPU | [`program::AicpuProgram`]: the init / register-callable / exec entries |
 //! | [`aicore`] | AICore | [`aicore::aicore_execute`]: the core's handshake and dispatch loop |
 //! | [`kernels`] | AICore | the kernel library |
@@ -22,5 +23,6 @@ pub mod ops;
 pub mod orch;
 pub mod program;
 pub mod sched;
+pub mod services;
 pub mod task;
 pub mod tensor_map;

@@ -21,4 +21,4 @@ pub use runner::{
     Callable, DeviceRunner, LaunchedRun, PreparedRun, RunArgs, RunOutput, RunStats, RunnerConfig,
     TensorInit, Variant,
 };
-pub use sim_ops::SimOps;
+pub use sim_ops::{OsServicesOps, SimOps};

@@ -7,6 +7,7 @@ use crate::device::image::{
     RESULT_OK, VARIANT_DEVICE_ORCH, VARIANT_HOST_GRAPH,
 };
 use crate::device::kernels::KERNELS;
+use crate::device::ops::DeviceOps;
 use crate::device::program::AicpuProgram;
 use crate::device::sched::PAYLOAD_PAIR_BYTES;
 use crate::device::task::{OrchFn, TensorInfo};
@@ -39,6 +40,10 @@ pub struct RunnerConfig {
     pub task_window: u32,
     /// How long `wait` waits before reaping the cores.
     pub timeout: Duration,
+    /// Run the device half through the simulated AICPU OS's services table
+    /// ([`super::OsServicesOps`], what a device program gets) instead of calling the chip
+    /// directly ([`SimOps`]).
+    pub via_services: bool,
 }
 
 impl RunnerConfig {
@@ -52,6 +57,7 @@ impl RunnerConfig {
             hbm_bytes: 1 << 30,
             task_window: 4096,
             timeout: Duration::from_secs(120),
+            via_services: false,
         }
     }
 
@@ -313,6 +319,7 @@ pub struct DeviceRunner {
     device: Device,
     chip: Chip,
     ops: Arc<SimOps>,
+    device_ops: Arc<dyn DeviceOps>,
     program: Arc<AicpuProgram>,
     cfg: RunnerConfig,
     regs_table: DevicePtr,
@@ -378,9 +385,18 @@ impl DeviceRunner {
         device.copy_htod(&bytes, regs_table)?;
         let program = Arc::new(AicpuProgram::new());
         program.init(&InitArgs::new(device.ordinal()));
+        let ops = Arc::new(SimOps::new(chip.clone()));
+        let device_ops: Arc<dyn DeviceOps> = if cfg.via_services {
+            Arc::new(super::OsServicesOps::new(&chip).ok_or_else(|| {
+                RunnerError::Config("the AICPU OS's services table has another ABI version".into())
+            })?)
+        } else {
+            ops.clone()
+        };
         Ok(DeviceRunner {
             _platform: None,
-            ops: Arc::new(SimOps::new(chip.clone())),
+            ops,
+            device_ops,
             device,
             chip,
             program,
@@ -631,7 +647,7 @@ impl DeviceRunner {
             w.core_write(layout.cond as u32, 0);
         }
         let core_args = AicoreLaunchArgs::from(&p.kargs);
-        let ops = self.ops.clone();
+        let ops = self.device_ops.clone();
         let aicore = match self.chip.launch_aicore(
             cores,
             Arc::new(move |ctx: ferry_sim::cores::CoreCtx| {
@@ -644,7 +660,7 @@ impl DeviceRunner {
                 return Err(e.into());
             }
         };
-        let (ops, program, kargs) = (self.ops.clone(), self.program.clone(), p.kargs);
+        let (ops, program, kargs) = (self.device_ops.clone(), self.program.clone(), p.kargs);
         let aicpu = match self.chip.launch_aicpu(
             self.cfg.aicpu_threads,
             Arc::new(move |ctx: ferry_sim::cores::AicpuCtx| {
@@ -792,7 +808,9 @@ impl Drop for DeviceRunner {
         // so the chip's last reference is dropped here and not on one of its own threads (which
         // cannot join itself).
         let deadline = Instant::now() + Duration::from_secs(5);
-        while Arc::strong_count(&self.ops) > 1 && Instant::now() < deadline {
+        // `device_ops` is either its own allocation or a second handle on `ops`.
+        let baseline = if self.cfg.via_services { 1 } else { 2 };
+        while Arc::strong_count(&self.device_ops) > baseline && Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(1));
         }
     }
