@@ -356,7 +356,10 @@ pub fn plan(run: &RunModel) -> TracePlan {
             p.track(cu, Some(UUID_LANES), format!("stall {} (ns)", l.lane), TrackKind::Counter);
             let mut acc = 0u64;
             p.plan.counters.push((cu, 0, 0));
-            for s in &l.stalls {
+            // Counter values must come in time order on their track.
+            let mut stalls = l.stalls.clone();
+            stalls.sort_unstable();
+            for s in &stalls {
                 p.plan.counters.push((cu, ns(s[0]), ns(acc) as i64));
                 acc += s[1].saturating_sub(s[0]);
                 p.plan.counters.push((cu, ns(s[1]), ns(acc) as i64));

@@ -78,6 +78,24 @@ pub fn stalled_lanes(run: &RunModel) -> Vec<&LaneLoss> {
     v
 }
 
+/// Tasks whose AICPU-observed finish is pushed out by a stall: the task ended before a stall of a
+/// lane written by the AICPU thread that owns its core, and its finish lies after that stall
+/// began (the scheduler was parked at the gate and polled FIN only on recovery; seed 000).
+pub fn stall_inflated_tasks(run: &RunModel) -> Vec<JoinedTask> {
+    let stalls: Vec<(u32, [u64; 2])> =
+        run.loss.lanes.iter().flat_map(|l| l.stalls.iter().map(move |w| (l.thread, *w))).collect();
+    run.tasks()
+        .into_iter()
+        .filter(|t| {
+            let Some(f) = t.finish else { return false };
+            let thread = run.meta.core_to_thread.get(t.core as usize).copied().unwrap_or(-1);
+            stalls
+                .iter()
+                .any(|&(th, w)| i64::from(th) == i64::from(thread) && t.end <= w[1] && f >= w[0])
+        })
+        .collect()
+}
+
 /// The `ferry report` text: per-kernel exec, latency, head and tail overhead, exec %; ordering
 /// violations; which lanes stalled and for how long; the loss accounting of every lane.
 pub fn report(run: &RunModel) -> String {
@@ -159,6 +177,26 @@ pub fn report(run: &RunModel) -> String {
             let _ = write!(s, " [{}..{}]", w[0], w[1]);
         }
         let _ = writeln!(s);
+    }
+
+    let inflated = stall_inflated_tasks(run);
+    if !inflated.is_empty() {
+        let _ = writeln!(
+            s,
+            "  {} task(s) were seen finishing while their scheduler thread's lane was stalled: their \
+finish (so latency and tail overhead) may be inflated by the stall; AICore start/end stay exact:",
+            inflated.len()
+        );
+        for t in &inflated {
+            let _ = writeln!(
+                s,
+                "    task 0x{:016x} on core{} finish {} (end {})",
+                t.task_id,
+                t.core,
+                t.finish.unwrap_or(0),
+                t.end
+            );
+        }
     }
 
     let _ = writeln!(s, "\nLoss accounting (records per lane):");
