@@ -60,6 +60,34 @@ impl core::fmt::Display for GateTimeout {
 
 impl std::error::Error for GateTimeout {}
 
+/// Per-lane wake-up hints from the host to a waiting device thread (simulator only: hardware
+/// AICPU threads cannot be woken by the host and rely on their capped nap).
+#[derive(Debug, Default)]
+pub(crate) struct LaneBells {
+    slots: Vec<std::sync::Mutex<Option<crossbeam_utils::sync::Unparker>>>,
+}
+
+impl LaneBells {
+    pub(crate) fn new(lanes: usize) -> Self {
+        Self { slots: (0..lanes).map(|_| std::sync::Mutex::new(None)).collect() }
+    }
+
+    /// Wakes the writer of `lane`, if one is waiting or about to.
+    pub(crate) fn ring(&self, lane: u32) {
+        if let Some(slot) = self.slots.get(lane as usize) {
+            if let Some(u) = &*slot.lock().unwrap_or_else(|e| e.into_inner()) {
+                u.unpark();
+            }
+        }
+    }
+
+    fn set(&self, lane: u32, u: Option<crossbeam_utils::sync::Unparker>) {
+        if let Some(slot) = self.slots.get(lane as usize) {
+            *slot.lock().unwrap_or_else(|e| e.into_inner()) = u;
+        }
+    }
+}
+
 #[derive(Debug)]
 struct Claims {
     queues: AtomicU32,
@@ -80,6 +108,7 @@ pub struct DeviceRegion {
     lanes: Arc<Vec<(u32, u32)>>,
     clock: std::sync::Arc<dyn CycleClock>,
     doorbells: Option<Arc<Vec<Unparker>>>,
+    bells: Option<std::sync::Arc<LaneBells>>,
     claims: Arc<Claims>,
 }
 
@@ -161,14 +190,20 @@ impl DeviceRegion {
             lanes: Arc::new(lanes),
             clock,
             doorbells: None,
+            bells: None,
             claims: Arc::new(claims),
         })
     }
 
     /// Rings `doorbells[q]` after every publish on ready queue `q` (the simulator's stand-in for
     /// the host noticing new work; hardware hosts poll instead).
-    pub(crate) fn set_doorbells(&mut self, doorbells: Arc<Vec<Unparker>>) {
+    pub(crate) fn set_doorbells(
+        &mut self,
+        doorbells: Arc<Vec<Unparker>>,
+        bells: Option<std::sync::Arc<LaneBells>>,
+    ) {
         self.doorbells = Some(doorbells);
+        self.bells = bells;
     }
 
     /// The same region with another device clock (e.g. one clock per AICPU thread in tests).
@@ -276,10 +311,17 @@ impl DeviceRegion {
             budget: self.budget,
             clock: self.clock.clone(),
             doorbell: self.doorbells.as_ref().map(|d| d[queue as usize].clone()),
+            bells: self.bells.clone(),
+            parker: self.bells.as_ref().map(|_| crossbeam_utils::sync::Parker::new()),
             claims: self.claims.clone(),
             finished: false,
             _r: PhantomData,
         };
+        if let (Some(b), Some(p)) = (&w.bells, &w.parker) {
+            for l in w.lanes.iter() {
+                b.set(l.lane, Some(p.unparker().clone()));
+            }
+        }
         for i in 0..w.lanes.len() {
             w.try_pop_free(i);
         }
@@ -350,6 +392,8 @@ pub struct DeviceWriter<R: Record> {
     budget: u64,
     clock: std::sync::Arc<dyn CycleClock>,
     doorbell: Option<Unparker>,
+    bells: Option<std::sync::Arc<LaneBells>>,
+    parker: Option<crossbeam_utils::sync::Parker>,
     claims: Arc<Claims>,
     finished: bool,
     _r: PhantomData<fn(R) -> R>,
@@ -366,7 +410,12 @@ impl<R: Record> core::fmt::Debug for DeviceWriter<R> {
 
 /// Waits until `ready()` or until `budget` cycles pass on `clock`; returns (ready, cycles waited).
 /// The budget is taken once, here, before the loop.
-fn gate_wait(clock: &dyn CycleClock, budget: u64, mut ready: impl FnMut() -> bool) -> (bool, u64) {
+fn gate_wait(
+    clock: &dyn CycleClock,
+    budget: u64,
+    parker: Option<&crossbeam_utils::sync::Parker>,
+    mut ready: impl FnMut() -> bool,
+) -> (bool, u64) {
     let start = clock.now_cycles();
     let backoff = Backoff::new();
     let mut nap = NAP_MIN;
@@ -381,7 +430,11 @@ fn gate_wait(clock: &dyn CycleClock, budget: u64, mut ready: impl FnMut() -> boo
         if !backoff.is_completed() {
             sync::snooze(&backoff);
         } else {
-            sync::device_nap(nap);
+            match parker {
+                // Woken early when the host pushes into our free queue or pops our ready queue.
+                Some(p) => p.park_timeout(nap),
+                None => sync::device_nap(nap),
+            }
             nap = (nap * 2).min(NAP_MAX);
         }
     }
@@ -415,37 +468,36 @@ impl<R: Record> DeviceWriter<R> {
     pub fn record(&mut self, lane: usize, rec: R) {
         let l = &mut self.lanes[lane];
         l.total += 1;
-        if l.count < l.capacity {
-            let off = l.records_off + l.count as usize * size_of::<R>();
-            // SAFETY: [1] `count < capacity == records_per_buffer`, so the record lies inside the
-            // current buffer; [2] `records_off` is 64-aligned (buffers are 64-aligned, the records
-            // offset is 0 or 64) and `size_of::<R>()` is a multiple of its alignment (≤ 64, checked
-            // in `writer`), so `off` is aligned; [3] the lane owns the buffer: it claimed it from its
-            // free queue and has not published it yet.
-            unsafe { self.view.write_pod_unchecked(off, rec) };
-            l.count += 1;
-            if l.count == l.capacity {
-                self.switch_buffer(lane);
-            }
-            return;
-        }
-        self.record_slow(lane, rec);
-    }
-
-    #[cold]
-    #[inline(never)]
-    fn record_slow(&mut self, lane: usize, rec: R) {
-        // No current buffer (a switch found no replacement, or startup found none): recover.
-        if !self.pop_free(lane) {
-            self.lanes[lane].dropped += 1;
+        // The slow path never sees the record, so it stays in registers on the hot path.
+        if l.count >= l.capacity && !self.claim_for_record(lane) {
             return;
         }
         let l = &mut self.lanes[lane];
-        // SAFETY: as in `record`: a freshly claimed buffer, count 0 < capacity.
-        unsafe { self.view.write_pod_unchecked(l.records_off, rec) };
-        l.count = 1;
-        if l.count == l.capacity {
+        let (c, cap) = (l.count, l.capacity);
+        let off = l.records_off + c as usize * size_of::<R>();
+        l.count = c + 1;
+        // SAFETY: [1] `c < cap == records_per_buffer` (checked above, or a buffer was just
+        // claimed with count 0), so the record lies inside the current buffer; [2] `records_off`
+        // is 64-aligned (buffers are 64-aligned, the records offset is 0 or 64) and
+        // `size_of::<R>()` is a multiple of its alignment (≤ 64, checked in `writer`), so `off` is
+        // aligned; [3] the lane owns the buffer: it claimed it from its free queue and has not
+        // published it yet.
+        unsafe { self.view.write_pod_unchecked(off, rec) };
+        if c + 1 == cap {
             self.switch_buffer(lane);
+        }
+    }
+
+    /// A lane without a buffer (a switch found no replacement, or startup found none) tries to
+    /// claim one; without success the record is counted dropped.
+    #[cold]
+    #[inline(never)]
+    fn claim_for_record(&mut self, lane: usize) -> bool {
+        if self.pop_free(lane) {
+            true
+        } else {
+            self.lanes[lane].dropped += 1;
+            false
         }
     }
 
@@ -520,7 +572,7 @@ impl<R: Record> DeviceWriter<R> {
         self.view.store_u32(state, GATE_PUSH, Ordering::Relaxed);
         let view = &self.view;
         let cached = &mut self.rq_cached_head;
-        let (ok, waited) = gate_wait(&*self.clock, budget, || {
+        let (ok, waited) = gate_wait(&*self.clock, budget, self.parker.as_ref(), || {
             // Acquire: as above.
             *cached = view.load_u32(head_off, Ordering::Acquire);
             next != *cached
@@ -592,7 +644,7 @@ impl<R: Record> DeviceWriter<R> {
         self.view.store_u32(state, GATE_POP, Ordering::Relaxed);
         let view = &self.view;
         let l = &mut self.lanes[lane];
-        let (ok, waited) = gate_wait(&*self.clock, budget, || {
+        let (ok, waited) = gate_wait(&*self.clock, budget, self.parker.as_ref(), || {
             // Acquire: as above.
             l.fq_cached_tail = view.load_u32(tail_off, Ordering::Acquire);
             l.fq_head != l.fq_cached_tail
@@ -753,6 +805,11 @@ impl<R: Record> Drop for DeviceWriter<R> {
     fn drop(&mut self) {
         if !self.finished {
             self.flush();
+        }
+        if let Some(b) = &self.bells {
+            for l in self.lanes.iter() {
+                b.set(l.lane, None);
+            }
         }
         for l in self.lanes.iter() {
             // Release: hands the lane to a later writer; pairs with the AcqRel swap in `writer`.

@@ -29,7 +29,7 @@ use ferry_abi::dfx::{self, DfxLayout, LaneState, ReadyEntry};
 
 use crate::clock::CycleClock;
 use crate::config::{BuildError, DfxConfig, LaneSpec};
-use crate::device::{policy_word, DeviceRegion};
+use crate::device::{policy_word, DeviceRegion, LaneBells};
 use crate::mem::{DeviceMemory, MemError, ShmRegion};
 use crate::spsc::{self, Consumer, Producer};
 use crate::sync::atomic::{AtomicBool, Ordering};
@@ -141,6 +141,7 @@ pub(crate) struct HostCtx {
     layout: DfxLayout,
     device_addr: u64,
     lanes: Vec<LaneSpec>,
+    bells: Option<std::sync::Arc<LaneBells>>,
 }
 
 impl HostCtx {
@@ -302,6 +303,9 @@ impl DrainShard {
         }
         self.heads[q as usize] = next;
         self.stats.entries += 1;
+        if let Some(b) = &ctx.bells {
+            b.ring(entry.index);
+        }
         Some(entry)
     }
 
@@ -402,6 +406,9 @@ impl DrainShard {
             self.tails[lane as usize] = tail.wrapping_add(1);
             self.held[lane as usize] += 1;
             self.stats.free_pushes += 1;
+            if let Some(b) = &self.ctx.bells {
+                b.ring(lane);
+            }
         }
     }
 
@@ -920,6 +927,12 @@ impl<R: Record> DfxTransport<R> {
             host,
             layout,
             lanes: cfg.lanes.clone(),
+            // Loom models run without wake hints: device threads only yield.
+            bells: if cfg!(ferry_loom) {
+                None
+            } else {
+                Some(std::sync::Arc::new(LaneBells::new(cfg.lanes.len())))
+            },
         });
         // Header: one 64-byte narrow write.
         let mut h = layout.header();
@@ -1010,7 +1023,7 @@ impl<R: Record> DfxTransport<R> {
         let drain_bells: Vec<Unparker> =
             drain_parkers.iter().map(|p| p.unparker().clone()).collect();
         let mut device = DeviceRegion::attach(ctx.mem.device_view(), ctx.device_addr, clock)?;
-        device.set_doorbells(Arc::new(doorbells));
+        device.set_doorbells(Arc::new(doorbells), ctx.bells.clone());
 
         // A lane may hold at most its own pool (free queue + current buffer + published but not
         // yet drained); lanes of an elastic pool (warm target or reserve) may also hold a free
@@ -1406,6 +1419,7 @@ impl<R: Record, S: CollectSink<R>> Parts<R, S> {
     }
 
     /// Lanes listed for retry on shard `s`.
+    #[cfg(not(ferry_loom))]
     pub(crate) fn retry_list(&self, s: usize) -> &[u32] {
         &self.drains[s].retry
     }

@@ -16,7 +16,9 @@
 //! [`DeviceMemory::device_addr`].
 
 use core::fmt;
+#[cfg(not(ferry_loom))]
 use core::ptr::NonNull;
+#[cfg(not(ferry_loom))]
 use std::alloc::Layout;
 
 #[cfg(not(ferry_loom))]
@@ -232,6 +234,20 @@ impl ShmRegion {
     ) -> Self {
         debug_assert!(base.as_ptr() as usize % 64 == 0);
         Self { base, _owner: owner, len }
+    }
+
+    /// Touches every 4 KiB page (an atomic add of zero, so contents and concurrent users are
+    /// unaffected) so that later first writes do not take page faults — e.g. before timing.
+    pub fn prefault(&self) {
+        let mut off = 0;
+        while off + 8 <= self.len {
+            #[cfg(not(ferry_loom))]
+            // Relaxed: changes nothing; only makes the page resident.
+            self.atomic_u64(off).fetch_add(0, Ordering::Relaxed);
+            #[cfg(ferry_loom)]
+            let _ = off;
+            off += 4096;
+        }
     }
 
     /// Bytes in the region.

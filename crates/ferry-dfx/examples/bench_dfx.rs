@@ -1,0 +1,15 @@
+//! Prints `ferry_dfx::bench::run` as JSON for both arches (`--quick` for a smoke run).
+//!
+//! `cargo run -p ferry-dfx --release --example bench_dfx`
+
+use ferry_abi::arch::Arch;
+use ferry_dfx::bench::{run, BenchConfig};
+
+fn main() {
+    let quick = std::env::args().any(|a| a == "--quick");
+    for arch in Arch::ALL {
+        let base = if quick { BenchConfig::quick() } else { BenchConfig::default() };
+        let report = run(&BenchConfig { arch, ..base });
+        println!("{}", report.to_json());
+    }
+}
