@@ -514,3 +514,79 @@ fn records_through_the_transport_become_files() {
     assert_eq!(back.loss.totals(), (50, 50, 0));
     fs::remove_dir_all(&d).unwrap();
 }
+
+fn random_run(tasks: &[(u32, u64, u64)]) -> RunModel {
+    let mut run = RunModel::new(RunMeta::new(
+        "a2a3",
+        50_000_000,
+        vec![CoreType::Aic, CoreType::Aiv, CoreType::Aiv],
+    ));
+    let mut sw = Swimlane::new(2);
+    let mut reg = [0u32; 3];
+    for (i, &(core, start, len)) in tasks.iter().enumerate() {
+        reg[core as usize] += 1;
+        sw.aicore_tasks.push(AicoreTask {
+            core,
+            task_token_raw: i as u64,
+            reg_task_id: reg[core as usize],
+            start: start + 1,
+            end: start + 1 + len,
+            receive_to_start: 0,
+        });
+        sw.aicpu_tasks.push(AicpuTask {
+            core,
+            reg_task_id: reg[core as usize],
+            dispatch: start,
+            finish: start + 2 + len,
+        });
+    }
+    run.swimlane = Some(sw);
+    run
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+
+    #[test]
+    fn traces_keep_every_slice_and_never_overlap_on_a_track(
+        tasks in proptest::collection::vec((0u32..3, 0u64..2000, 0u64..400), 0..40),
+    ) {
+        let run = random_run(&tasks);
+        // Perfetto: per core, exactly the records; nothing overlaps on one track.
+        let d = decode(&perfetto::write_trace(&run));
+        for c in 0..3u32 {
+            let mut want: Vec<(u64, u64)> = tasks.iter().filter(|t| t.0 == c)
+                .map(|t| (run.meta.cycles_to_ns(t.1 + 1), run.meta.cycles_to_ns(t.1 + 1 + t.2))).collect();
+            want.sort_unstable();
+            let got: Vec<(u64, u64)> = slices_under(&d, perfetto::uuid_core(c)).iter().map(|s| (s.1, s.2)).collect();
+            proptest::prop_assert_eq!(got, want);
+        }
+        for v in d.slices.values() {
+            let mut v = v.clone();
+            v.sort_by_key(|s| (s.1, s.2));
+            for w in v.windows(2) {
+                proptest::prop_assert!(w[0].2 <= w[1].1);
+            }
+        }
+        // Chrome: as many X events as slices in the plan, none overlapping within a tid.
+        let v: serde_json::Value = serde_json::from_slice(&chrome::write_chrome_trace(&run)).unwrap();
+        let mut by_tid: BTreeMap<(i64, i64), Vec<(f64, f64)>> = BTreeMap::new();
+        for x in v["traceEvents"].as_array().unwrap().iter().filter(|e| e["ph"] == "X") {
+            let ts = x["ts"].as_f64().unwrap();
+            by_tid.entry((x["pid"].as_i64().unwrap(), x["tid"].as_i64().unwrap()))
+                .or_default().push((ts, ts + x["dur"].as_f64().unwrap()));
+        }
+        proptest::prop_assert_eq!(by_tid.values().map(Vec::len).sum::<usize>(), 2 * tasks.len());
+        for v in by_tid.values_mut() {
+            v.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.total_cmp(&b.1)));
+            for w in v.windows(2) {
+                proptest::prop_assert!(w[0].1 <= w[1].0 + 1e-9);
+            }
+        }
+        // Files round-trip.
+        let mut out = Vec::new();
+        let sw = run.swimlane.as_ref().unwrap();
+        write_swimlane(&mut out, &run.meta, &run.kernels, sw, &run.loss).unwrap();
+        proptest::prop_assert_eq!(&read_swimlane(&out[..]).unwrap().2, sw);
+    }
+}
