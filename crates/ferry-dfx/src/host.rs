@@ -14,6 +14,15 @@
 //! ([`DfxTransport::replenish_free_queues`]) is the only place where free queues are filled from any
 //! shard's recycled lane or from the reserve, and it runs before any host thread exists.
 //!
+//! # Lane quotas (a refinement of the seed)
+//! Lanes of one shard and kind share one recycled lane. The seed's top-up fills a free queue to
+//! `SLOT`, so a busy lane could hoard buffers that a sibling needs to recover, and a one-buffer
+//! sibling would starve (found by the stress matrix). Each lane therefore holds at most its own
+//! pool (seeded buffers; plus `SLOT` extra when the pool is elastic: a reserve or a warm target),
+//! counted by its drain shard as pushed − drained, and short lanes are served first come, first
+//! served, round robin. A listed lane leaves the retry list once it is at its quota or its free
+//! queue is full.
+//!
 //! # Waiting
 //! Every host thread spins briefly and then parks; it is woken by work: a device publish rings
 //! the drain shard of that queue, a drain hand-off rings its collector, a collected buffer rings
@@ -1475,6 +1484,44 @@ mod tests {
         assert_eq!(r.recycled[2][0].len(), 2);
         assert_eq!(r.select_recycled_shard(0, 0), 0, "tie between 0 and 1: origin wins");
         assert_eq!(r.select_recycled_shard(0, 2), 0, "strictly larger deficit at 0");
+    }
+
+    /// A listed lane whose recycled lane is empty is skipped without touching device memory
+    /// (on a non-SVM platform every refresh would be a copy).
+    #[test]
+    fn retry_skips_dry_sites_without_device_reads() {
+        use crate::mem::{MemOpKind, SpyMemory};
+        let cfg = DfxBuilder::new(&A2A3)
+            .ready_queues(1)
+            .lane(0, 0, 1)
+            .records_per_buffer(2)
+            .policy(Policy::Drop)
+            .drop_wait_cycles(2)
+            .build::<u64>()
+            .unwrap();
+        let layout = cfg.layout();
+        let spy = Arc::new(SpyMemory::new(MirroredMemory::new(cfg.region_size(), 0x1000)));
+        let t =
+            DfxTransport::<u64>::new(cfg, spy.clone(), Arc::new(VirtualClock::ticking(1))).unwrap();
+        let device = t.device_region();
+        let mut parts = t.into_parts(|_| sink());
+        let mut w = device.writer::<u64>(0, &[0]).unwrap();
+        w.record(0, 1);
+        w.record(0, 2); // publishes the only buffer; the pop gate gives up
+        assert!(parts.drains[0].sweep());
+        assert_eq!(parts.retry_list(0), &[0]);
+        let head_off = layout.free_head_offset(0);
+        let before = spy.ops().len();
+        for _ in 0..5 {
+            assert!(!parts.drains[0].sweep());
+        }
+        let reads_of_head = spy.ops()[before..]
+            .iter()
+            .filter(|o| o.kind == MemOpKind::Read && o.off == head_off)
+            .count();
+        assert_eq!(reads_of_head, 0, "a dry site costs no device access");
+        assert_eq!(parts.retry_list(0), &[0]);
+        drop(w);
     }
 
     /// The retry list refills a lane whose ready queue is idle: a one-buffer lane publishes its
