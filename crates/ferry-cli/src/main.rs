@@ -6,12 +6,12 @@ mod deps;
 mod dump;
 mod info;
 mod report;
+mod run;
 mod scopes;
 #[cfg(test)]
 mod testdir;
 mod trace;
 mod view;
-mod run;
 
 use clap::{Parser, Subcommand};
 
