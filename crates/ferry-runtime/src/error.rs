@@ -210,6 +210,13 @@ pub enum DeviceFault {
     /// The orchestration function panicked.
     #[error("orchestration panicked")]
     OrchestrationPanicked,
+    /// An orchestration object's entry returned this non-zero status without a runtime error
+    /// behind it.
+    #[error("orchestration object returned status {status}")]
+    OrchestrationStatus {
+        /// The `STATUS_*` it returned.
+        status: i32,
+    },
 }
 
 const C_UNKNOWN_KERNEL: u32 = 1;
@@ -230,6 +237,7 @@ const C_HANDSHAKE: u32 = 0x200;
 const C_BAD_IMAGE: u32 = 0x201;
 const C_NO_CALLABLE: u32 = 0x202;
 const C_PANIC: u32 = 0x203;
+const C_ORCH_STATUS: u32 = 0x204;
 
 impl KernelFault {
     /// Encodes as `(code, detail)` for the payload status line.
@@ -302,6 +310,9 @@ impl DeviceFault {
             }
             DeviceFault::NoCallable { id } => (C_NO_CALLABLE, 0, [id.into(), 0, 0, 0]),
             DeviceFault::OrchestrationPanicked => (C_PANIC, 0, [0; 4]),
+            DeviceFault::OrchestrationStatus { status } => {
+                (C_ORCH_STATUS, 0, [u64::from(status as u32), 0, 0, 0])
+            }
         }
     }
 
@@ -339,6 +350,9 @@ impl DeviceFault {
             C_BAD_IMAGE => return Some(DeviceFault::BadImage { magic: u(d[0]), version: u(d[1]) }),
             C_NO_CALLABLE => return Some(DeviceFault::NoCallable { id: u(d[0]) }),
             C_PANIC => return Some(DeviceFault::OrchestrationPanicked),
+            C_ORCH_STATUS => {
+                return Some(DeviceFault::OrchestrationStatus { status: d[0] as u32 as i32 })
+            }
             c if c > K_BASE && c < C_HANDSHAKE => {
                 let fault = KernelFault::decode(c - K_BASE, [d[1], d[2], d[3]])?;
                 return Some(DeviceFault::Kernel { task, kernel: u(d[0]), fault });
@@ -474,6 +488,7 @@ mod tests {
             DeviceFault::BadImage { magic: 1, version: 2 },
             DeviceFault::NoCallable { id: 7 },
             DeviceFault::OrchestrationPanicked,
+            DeviceFault::OrchestrationStatus { status: -7 },
         ];
         for f in all {
             let (c, t, d) = f.encode();

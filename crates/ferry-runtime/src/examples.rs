@@ -5,11 +5,7 @@
 //! | [`Example::Vector`] | per chunk: `add → mul → scale → add_scalar → copy`, SPMD blocks, intermediates in scoped scratch tensors (reused across chunks, ordered by the tensor map) | bit-exact host reference |
 //! | [`Example::PagedAttention`] | `scale(q)` fans out to `B·P` `attn_partial` tasks (one per KV page), which fan in to `B` `attn_merge` tasks | host reference within 1e-4 |
 //! | [`Example::Storm`] | `N` tiny `add_scalar` tasks over `W` lanes (a dependency chain per lane) | task count, per-lane values, checksum |
-use crate::device::kernels::{
-    K_ADD, K_ADD_SCALAR, K_ATTN_MERGE, K_ATTN_PARTIAL, K_COPY, K_MUL, K_SCALE,
-};
-use crate::device::task::{Orchestrate, Task, TensorId, View};
-use crate::error::SubmitError;
+use crate::device::orchestrations;
 use crate::host::{Callable, RunArgs, RunOutput, TensorInit, Variant};
 
 /// Which example.
@@ -184,28 +180,6 @@ fn data(n: usize, seed: u64) -> Vec<f32> {
         .collect()
 }
 
-fn vector_orch(o: &mut dyn Orchestrate) -> Result<(), SubmitError> {
-    let (n, chunk, blocks) = (o.scalar(0)?, o.scalar(1)?, o.scalar(2)? as u32);
-    let (a, b, out) = (TensorId(0), TensorId(1), TensorId(2));
-    let mut off = 0;
-    while off < n {
-        let len = chunk.min(n - off);
-        o.scope_begin();
-        let c = o.alloc_scratch(len)?;
-        let d = o.alloc_scratch(len)?;
-        let e = o.alloc_scratch(len)?;
-        let (av, bv) = (View::range(a, off, len), View::range(b, off, len));
-        o.submit(&Task::new(K_ADD).input(av).input(bv).output(c).blocks(blocks))?;
-        o.submit(&Task::new(K_MUL).input(c).input(av).output(d).blocks(blocks))?;
-        o.submit(&Task::new(K_SCALE).input(d).output(e).scalar_f32(0.5).blocks(blocks))?;
-        o.submit(&Task::new(K_ADD_SCALAR).inout(e).scalar_f32(1.0).blocks(blocks))?;
-        o.submit(&Task::new(K_COPY).input(e).output(View::range(out, off, len)).blocks(blocks))?;
-        o.scope_end()?;
-        off += len;
-    }
-    Ok(())
-}
-
 /// The vector example: `out = (a + b) · a · 0.5 + 1` over `n` elements in chunks.
 pub fn vector(n: usize, chunk: usize, blocks: u32) -> ExampleRun {
     let (a, b) = (data(n, 1), data(n, 2));
@@ -213,7 +187,7 @@ pub fn vector(n: usize, chunk: usize, blocks: u32) -> ExampleRun {
     let chunks = n.div_ceil(chunk.max(1)) as u64;
     ExampleRun {
         example: Example::Vector,
-        callable: Callable::new("vector", Variant::DeviceOrchestrated, vector_orch),
+        callable: Callable::new("vector", Variant::DeviceOrchestrated, orchestrations::vector),
         args: RunArgs {
             tensors: vec![TensorInit::Data(a), TensorInit::Data(b), TensorInit::Zeros(n)],
             scalars: vec![n as u64, chunk as u64, u64::from(blocks)],
@@ -222,42 +196,6 @@ pub fn vector(n: usize, chunk: usize, blocks: u32) -> ExampleRun {
         tasks: chunks * 5,
         expect: Expect::Exact { tensor: 2, values: want },
     }
-}
-
-fn pa_orch(o: &mut dyn Orchestrate) -> Result<(), SubmitError> {
-    let (bn, pn, sn, dn) = (o.scalar(0)?, o.scalar(1)?, o.scalar(2)?, o.scalar(3)?);
-    let (q_raw, k, v, parts, out, q) =
-        (TensorId(0), TensorId(1), TensorId(2), TensorId(3), TensorId(4), TensorId(5));
-    let scale = 1.0 / (dn as f32).sqrt();
-    o.submit(
-        &Task::new(K_SCALE).input(q_raw).output(q).scalar_f32(scale).blocks(bn.clamp(1, 4) as u32),
-    )?;
-    let page = sn * dn;
-    for b in 0..bn {
-        for p in 0..pn {
-            let kv = (b * pn + p) * page;
-            o.submit(
-                &Task::new(K_ATTN_PARTIAL)
-                    .input(View::range(q, b * dn, dn))
-                    .input(View::range(k, kv, page))
-                    .input(View::range(v, kv, page))
-                    .output(View::range(parts, (b * pn + p) * (dn + 2), dn + 2))
-                    .scalar(dn)
-                    .scalar(sn)
-                    .scalar_f32(1.0),
-            )?;
-        }
-    }
-    for b in 0..bn {
-        o.submit(
-            &Task::new(K_ATTN_MERGE)
-                .input(View::range(parts, b * pn * (dn + 2), pn * (dn + 2)))
-                .output(View::range(out, b * dn, dn))
-                .scalar(dn)
-                .scalar(pn),
-        )?;
-    }
-    Ok(())
 }
 
 /// The paged-attention example: `b` sequences of `p` KV pages of `s` tokens, head dim `d`.
@@ -287,7 +225,11 @@ pub fn paged_attention(b: usize, p: usize, s: usize, d: usize) -> ExampleRun {
     }
     ExampleRun {
         example: Example::PagedAttention,
-        callable: Callable::new("paged_attention", Variant::DeviceOrchestrated, pa_orch),
+        callable: Callable::new(
+            "paged_attention",
+            Variant::DeviceOrchestrated,
+            orchestrations::paged_attention,
+        ),
         args: RunArgs {
             tensors: vec![
                 TensorInit::Data(q_raw),
@@ -305,20 +247,7 @@ pub fn paged_attention(b: usize, p: usize, s: usize, d: usize) -> ExampleRun {
     }
 }
 
-/// Lanes of the storm.
-pub const STORM_LANES: u64 = 64;
-/// Elements per storm lane.
-pub const STORM_LANE_LEN: u64 = 16;
-
-fn storm_orch(o: &mut dyn Orchestrate) -> Result<(), SubmitError> {
-    let (n, w, l) = (o.scalar(0)?, o.scalar(1)?, o.scalar(2)?);
-    let lanes = TensorId(0);
-    for k in 0..n {
-        let lane = View::range(lanes, (k % w) * l, l);
-        o.submit(&Task::new(K_ADD_SCALAR).inout(lane).scalar_f32(1.0))?;
-    }
-    Ok(())
-}
+pub use crate::device::orchestrations::{STORM_LANES, STORM_LANE_LEN};
 
 /// The task storm: `n` tiny `add_scalar` tasks over [`STORM_LANES`] lanes.
 pub fn storm(n: u64) -> ExampleRun {
@@ -331,7 +260,7 @@ pub fn storm(n: u64) -> ExampleRun {
         .collect();
     ExampleRun {
         example: Example::Storm,
-        callable: Callable::new("storm", Variant::DeviceOrchestrated, storm_orch),
+        callable: Callable::new("storm", Variant::DeviceOrchestrated, orchestrations::storm),
         args: RunArgs {
             tensors: vec![TensorInit::Zeros((w * l) as usize)],
             scalars: vec![n, w, l],

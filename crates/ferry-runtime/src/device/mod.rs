@@ -13,14 +13,18 @@
 //! | [`sched`] | AICPU | run state, task ring, ready queues, handshake, dispatch loop, shutdown |
 //! | [`orch`] | AICPU | the device orchestrator and the host-built graph's loader |
 //! | [`services`] | both | [`services::ServicesOps`]: `DeviceOps` over the AICPU OS's services table |
+//! | [`orchestrations`] | AICPU | the example callables' orchestration functions |
+//! | [`ffi`] | AICPU / orchestration objects | the AICPU program's exec hook and the `OrchApi` submission table |
 //! | [`program`] | AICPU | [`program::AicpuProgram`]: the init / register-callable / exec entries |
 //! | [`aicore`] | AICore | [`aicore::aicore_execute`]: the core's handshake and dispatch loop |
 //! | [`kernels`] | AICore | the kernel library |
 pub mod aicore;
+pub mod ffi;
 pub mod image;
 pub mod kernels;
 pub mod ops;
 pub mod orch;
+pub mod orchestrations;
 pub mod program;
 pub mod sched;
 pub mod services;

@@ -137,12 +137,36 @@ impl AicpuProgram {
         thread: u32,
         threads: u32,
     ) -> Result<(), String> {
+        let table = &self.callables;
+        let orch = |o: &mut DeviceOrchestrator<'_>, id: u32| -> Result<(), DeviceFault> {
+            let reg = lock(table).get(id as usize).copied().flatten();
+            let r = reg.ok_or(DeviceFault::NoCallable { id })?;
+            (r.orch)(o).map_err(DeviceFault::Submit)
+        };
+        self.exec_with(ops, args, thread, threads, &orch)
+    }
+
+    /// [`exec`](Self::exec) with the orchestration supplied by the caller: `orch(orchestrator,
+    /// callable_id)` runs the callable's graph on the orchestrator thread (device-orchestrated
+    /// runs only). This is how an AICPU program plugs in orchestration objects it loaded itself
+    /// (see [`crate::device::ffi::exec_hook`]).
+    ///
+    /// # Errors
+    /// As [`exec`](Self::exec).
+    pub fn exec_with(
+        &self,
+        ops: &dyn DeviceOps,
+        args: &KernelArgs,
+        thread: u32,
+        threads: u32,
+        orch: &dyn Fn(&mut DeviceOrchestrator<'_>, u32) -> Result<(), DeviceFault>,
+    ) -> Result<(), String> {
         let run = self.join(ops, args.runtime_args, threads).map_err(|e| e.to_string())?;
         if threads < 2 {
             run.fail(ops, DeviceFault::BadImage { magic: run.hdr.magic, version: run.hdr.version });
             run.orchestration_done(ops);
         } else if thread == threads - 1 {
-            self.orchestrate(ops, &run);
+            Self::orchestrate(ops, &run, orch);
         } else {
             scheduler(ops, &run, thread, threads - 1);
         }
@@ -155,23 +179,17 @@ impl AicpuProgram {
         Ok(())
     }
 
-    fn orchestrate(&self, ops: &dyn DeviceOps, run: &RunState) {
+    fn orchestrate(
+        ops: &dyn DeviceOps,
+        run: &RunState,
+        orch: &dyn Fn(&mut DeviceOrchestrator<'_>, u32) -> Result<(), DeviceFault>,
+    ) {
         let result = match run.hdr.variant {
             VARIANT_DEVICE_ORCH => {
+                let mut o = DeviceOrchestrator::new(ops, run);
                 let id = run.hdr.callable_id;
-                let reg = lock(&self.callables).get(id as usize).copied().flatten();
-                match reg {
-                    None => Err(DeviceFault::NoCallable { id }),
-                    Some(r) => {
-                        let mut o = DeviceOrchestrator::new(ops, run);
-                        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                            (r.orch)(&mut o)
-                        })) {
-                            Ok(r) => r.map_err(DeviceFault::Submit),
-                            Err(_) => Err(DeviceFault::OrchestrationPanicked),
-                        }
-                    }
-                }
+                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| orch(&mut o, id)))
+                    .unwrap_or(Err(DeviceFault::OrchestrationPanicked))
             }
             VARIANT_HOST_GRAPH => load_host_graph(ops, run).map_err(DeviceFault::Submit),
             _ => Err(DeviceFault::BadImage { magic: run.hdr.magic, version: run.hdr.version }),
