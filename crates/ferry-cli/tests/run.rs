@@ -1,0 +1,66 @@
+//! `ferry run`, the main job, as a user runs it (small workloads so debug builds stay quick).
+use std::process::Command;
+
+fn ferry() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_ferry"))
+}
+
+#[test]
+fn run_small_verifies_all_examples_and_prints_a_summary() {
+    let out = ferry().args(["run", "--small", "--aic", "2", "--aiv", "4"]).output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.contains("simulated a2a3 chip, 4 AICPU threads"), "{stdout}");
+    for name in ["vector", "paged-attention", "storm", "total"] {
+        assert!(stdout.lines().any(|l| l.starts_with(name)), "{name} missing:\n{stdout}");
+    }
+    assert!(stdout.contains("per kernel: add_scalar 5000"), "{stdout}");
+    assert_eq!(stdout.matches("ok (checksum").count(), 3, "{stdout}");
+}
+
+#[test]
+fn run_on_a5_host_built_writes_its_outputs() {
+    let dir = std::env::temp_dir().join(format!("ferry-run-test-{}", std::process::id()));
+    let out = ferry()
+        .args([
+            "run",
+            "--small",
+            "--arch",
+            "a5",
+            "--variant",
+            "host",
+            "--example",
+            "paged-attention",
+        ])
+        .args(["--aicpu-threads", "3", "--aic", "2", "--aiv", "4", "--out"])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        stdout.contains("a5 chip, 3 AICPU threads (1 orchestrator + 2 schedulers)"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("host-built"), "{stdout}");
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("summary.json")).unwrap()).unwrap();
+    assert_eq!(summary["arch"], "a5");
+    assert_eq!(summary["runs"][0]["example"], "paged-attention");
+    assert_eq!(summary["runs"][0]["tasks"], 11);
+    assert_eq!(summary["runs"][0]["per_kernel"]["attn_partial"], 8);
+    // 2 sequences × head dim 16, f32.
+    assert_eq!(std::fs::metadata(dir.join("paged-attention.f32")).unwrap().len(), 2 * 16 * 4);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn run_rejects_a_bad_configuration_with_a_message() {
+    let out = ferry().args(["run", "--small", "--aicpu-threads", "1"]).output().unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("one orchestrator and at least one scheduler"), "{stderr}");
+    let out = ferry().args(["run", "--arch", "a9"]).output().unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown arch"));
+}
