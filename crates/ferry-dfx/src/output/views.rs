@@ -152,10 +152,10 @@ pub fn report(run: &RunModel) -> String {
     let l = &run.loss;
     let _ = writeln!(
         s,
-        "\nStalled lanes (policy {:?}, budget {} cycles = {:.3} s):",
+        "\nStalled lanes (policy {:?}, budget {} cycles = {:.3} us per wait):",
         l.policy,
         l.budget_cycles,
-        l.budget_cycles as f64 / m.clock_freq_hz.max(1) as f64
+        us(l.budget_cycles)
     );
     let stalled = stalled_lanes(run);
     if stalled.is_empty() {
@@ -530,13 +530,24 @@ pub fn swimlane_html(run: &RunModel) -> String {
             );
         }
     }
-    let _ = writeln!(
-        svg,
-        "<text x=\"{label_w}\" y=\"{}\">{t0} ns</text><text x=\"{}\" y=\"{}\" text-anchor=\"end\">{t1} ns</text></svg>",
-        h - 8.0,
-        label_w + plot_w,
-        h - 8.0
-    );
+    // Five evenly spaced time ticks under the rows.
+    for k in 0..=4u64 {
+        let t = t0 + (t1 - t0) * k / 4;
+        let anchor = match k {
+            0 => "start",
+            4 => "end",
+            _ => "middle",
+        };
+        let _ = writeln!(
+            svg,
+            "<line x1=\"{x:.2}\" x2=\"{x:.2}\" y1=\"0\" y2=\"{}\" stroke=\"#ddd\"/><text x=\"{x:.2}\" y=\"{}\" text-anchor=\"{anchor}\">{} ns</text>",
+            h - 22.0,
+            h - 8.0,
+            t,
+            x = x(t)
+        );
+    }
+    svg.push_str("</svg>\n");
     let mut legend = String::from("<p>");
     for (name, c) in &colour {
         let _ = write!(
