@@ -76,7 +76,7 @@ pub struct RunState {
     pub(crate) epoch: u64,
     slots: Vec<Slot>,
     ready: Mutex<[VecDeque<Work>; 2]>,
-    ready_len: AtomicUsize,
+    ready_len: [AtomicUsize; 2],
     submitted: AtomicU64,
     completed: AtomicU64,
     orch_done: AtomicBool,
@@ -146,7 +146,7 @@ impl RunState {
             hdr,
             slots,
             ready: Mutex::new([VecDeque::new(), VecDeque::new()]),
-            ready_len: AtomicUsize::new(0),
+            ready_len: [AtomicUsize::new(0), AtomicUsize::new(0)],
             submitted: AtomicU64::new(0),
             completed: AtomicU64::new(0),
             orch_done: AtomicBool::new(false),
@@ -246,9 +246,10 @@ impl RunState {
         {
             let mut r = lock(&self.ready);
             r[q].extend((0..blocks).map(|b| (seq, b)));
+            // Relaxed: a hint for waiters, kept equal to the queue length under its mutex; the
+            // mutex orders the work itself.
+            self.ready_len[q].fetch_add(blocks as usize, Ordering::Relaxed);
         }
-        // Relaxed: a hint for waiters; the queue mutex orders the work itself.
-        self.ready_len.fetch_add(blocks as usize, Ordering::Relaxed);
         ops.notify_aicpu();
     }
 
@@ -263,21 +264,22 @@ impl RunState {
     }
 
     fn pop(&self, q: usize) -> Option<Work> {
-        // Relaxed: a hint; the mutex below decides.
-        if self.ready_len.load(Ordering::Relaxed) == 0 {
+        if !self.has_ready(q) {
             return None;
         }
-        let w = lock(&self.ready)[q].pop_front();
+        let mut r = lock(&self.ready);
+        let w = r[q].pop_front();
         if w.is_some() {
-            // Relaxed: as above.
-            self.ready_len.fetch_sub(1, Ordering::Relaxed);
+            // Relaxed: a hint, kept equal to the queue length under its mutex.
+            self.ready_len[q].fetch_sub(1, Ordering::Relaxed);
         }
         w
     }
 
     fn has_ready(&self, q: usize) -> bool {
-        // Relaxed: a hint for the wait condition; `pop` decides under the mutex.
-        self.ready_len.load(Ordering::Relaxed) != 0 && !lock(&self.ready)[q].is_empty()
+        // Relaxed: a hint for the wait condition; `pop` decides under the mutex, and the pusher
+        // rings the AICPU bell after updating it.
+        self.ready_len[q].load(Ordering::Relaxed) != 0
     }
 
     /// One block of `seq` finished; the last one completes the task and releases its
@@ -423,8 +425,6 @@ pub fn scheduler(ops: &dyn DeviceOps, run: &RunState, sched: u32, scheds: u32) {
             return;
         }
     };
-    let any_aic = hdr.aic_count > 0;
-    let any_aiv = hdr.worker_count > hdr.aic_count;
     loop {
         let mut progress = false;
         for c in cores.iter_mut() {
@@ -446,17 +446,9 @@ pub fn scheduler(ops: &dyn DeviceOps, run: &RunState, sched: u32, scheds: u32) {
         }
         if !run.is_aborted() {
             for c in cores.iter_mut().filter(|c| c.running.is_none()) {
-                // A core takes work of its kind; with no cores of the other kind on the chip the
-                // queue mapping already folded both kinds into one queue.
-                let w = run.pop(c.queue).or_else(|| {
-                    let other = 1 - c.queue;
-                    let other_exists = if other == 0 { any_aic } else { any_aiv };
-                    if other_exists {
-                        None
-                    } else {
-                        run.pop(other)
-                    }
-                });
+                // A core takes work of its kind (`queue_for` already folded both kinds into one
+                // queue when the chip has no cores of one kind).
+                let w = run.pop(c.queue);
                 let Some((seq, block)) = w else { continue };
                 dispatch(ops, run, c, seq, block, dmb);
                 progress = true;
@@ -477,8 +469,6 @@ pub fn scheduler(ops: &dyn DeviceOps, run: &RunState, sched: u32, scheds: u32) {
                     && cores.iter().any(|c| c.running.is_none() && run.has_ready(c.queue)))
                     || (cores.iter().all(|c| c.running.is_none())
                         && (run.is_finished() || run.is_aborted()))
-                    || (run.ready_len.load(Ordering::Relaxed) != 0
-                        && cores.iter().any(|c| c.running.is_none()))
             },
             None,
         );
