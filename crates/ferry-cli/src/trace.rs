@@ -25,7 +25,8 @@ pub(crate) fn execute(a: &TraceArgs) -> anyhow::Result<String> {
     let out = a.out.clone().unwrap_or_else(|| a.dir.clone());
     let plan = perfetto::plan(&run);
     let pb = out.join(PERFETTO_FILE);
-    output::write_bytes_atomic(&pb, &perfetto::encode_plan(&plan))?;
+    let bytes = perfetto::encode_plan_with(&plan, perfetto::EncodeOptions { intern_names: true });
+    output::write_bytes_atomic(&pb, &bytes)?;
     let js = out.join(CHROME_FILE);
     // Serialising a `Value` cannot fail.
     let json = serde_json::to_vec(&chrome::encode_chrome(&plan))?;

@@ -445,7 +445,13 @@ const TP_SEQ_ID: u32 = 10;
 const TP_TRACK_EVENT: u32 = 11;
 const TP_SEQUENCE_FLAGS: u32 = 13;
 const TP_TRACK_DESCRIPTOR: u32 = 60;
+const TP_INTERNED_DATA: u32 = 12;
 const SEQ_INCREMENTAL_STATE_CLEARED: u64 = 1;
+const SEQ_NEEDS_INCREMENTAL_STATE: u64 = 2;
+const ID_EVENT_NAMES: u32 = 2;
+const EN_IID: u32 = 1;
+const EN_NAME: u32 = 2;
+const TE_NAME_IID: u32 = 10;
 const TD_UUID: u32 = 1;
 const TD_NAME: u32 = 2;
 const TD_PROCESS: u32 = 3;
@@ -485,8 +491,23 @@ fn event_packet(ts: u64, ev: &Msg) -> Msg {
     p
 }
 
-/// Encodes `plan` as a Perfetto protobuf trace.
+/// How [`encode_plan_with`] writes slice names.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct EncodeOptions {
+    /// Intern slice names: each distinct name is sent once in the packet's `interned_data`
+    /// (`event_names`) and events carry `name_iid` (smaller traces for runs with many tasks of
+    /// few kernels). Off: every event carries its `name`.
+    pub intern_names: bool,
+}
+
+/// Encodes `plan` as a Perfetto protobuf trace with plain names.
 pub fn encode_plan(plan: &TracePlan) -> Vec<u8> {
+    encode_plan_with(plan, EncodeOptions::default())
+}
+
+/// Encodes `plan` as a Perfetto protobuf trace.
+pub fn encode_plan_with(plan: &TracePlan, opts: EncodeOptions) -> Vec<u8> {
+    let mut interned: BTreeMap<&str, u64> = BTreeMap::new();
     let mut out = Vec::new();
     let mut first = true;
     for t in &plan.tracks {
@@ -531,8 +552,18 @@ pub fn encode_plan(plan: &TracePlan) -> Vec<u8> {
         let mut b = Msg::default();
         b.varint(TE_TYPE, TYPE_SLICE_BEGIN)
             .varint(TE_TRACK_UUID, s.track)
-            .string(TE_CATEGORIES, s.category)
-            .string(TE_NAME, &s.name);
+            .string(TE_CATEGORIES, s.category);
+        let mut new_name: Option<(u64, &str)> = None;
+        if opts.intern_names {
+            let next = interned.len() as u64 + 1;
+            let iid = *interned.entry(s.name.as_str()).or_insert_with(|| {
+                new_name = Some((next, s.name.as_str()));
+                next
+            });
+            b.varint(TE_NAME_IID, iid);
+        } else {
+            b.string(TE_NAME, &s.name);
+        }
         for (name, v) in &s.args {
             let mut da = Msg::default();
             da.string(DA_NAME, name).varint(DA_UINT_VALUE, *v);
@@ -544,7 +575,18 @@ pub fn encode_plan(plan: &TracePlan) -> Vec<u8> {
         for f in &s.flows_in {
             b.fixed64(TE_TERMINATING_FLOW_IDS, *f);
         }
-        push_packet(&mut out, &event_packet(s.start_ns, &b));
+        let mut packet = event_packet(s.start_ns, &b);
+        if opts.intern_names {
+            packet.varint(TP_SEQUENCE_FLAGS, SEQ_NEEDS_INCREMENTAL_STATE);
+        }
+        if let Some((iid, name)) = new_name {
+            let mut en = Msg::default();
+            en.varint(EN_IID, iid).string(EN_NAME, name);
+            let mut id = Msg::default();
+            id.msg(ID_EVENT_NAMES, &en);
+            packet.msg(TP_INTERNED_DATA, &id);
+        }
+        push_packet(&mut out, &packet);
         let mut e = Msg::default();
         e.varint(TE_TYPE, TYPE_SLICE_END).varint(TE_TRACK_UUID, s.track);
         push_packet(&mut out, &event_packet(s.end_ns, &e));
@@ -557,9 +599,9 @@ pub fn encode_plan(plan: &TracePlan) -> Vec<u8> {
     out
 }
 
-/// The Perfetto protobuf trace of `run` (`encode_plan(&plan(run))`).
+/// The Perfetto protobuf trace of `run`, with interned slice names.
 pub fn write_trace(run: &RunModel) -> Vec<u8> {
-    encode_plan(&plan(run))
+    encode_plan_with(&plan(run), EncodeOptions { intern_names: true })
 }
 
 #[cfg(test)]

@@ -2,7 +2,8 @@
 //! written by hand with the published field numbers (`protos/perfetto/trace/trace.proto`,
 //! `trace_packet.proto`, `track_event/track_event.proto`, `track_event/track_descriptor.proto`,
 //! `track_event/process_descriptor.proto`, `track_event/thread_descriptor.proto`,
-//! `track_event/counter_descriptor.proto`, `track_event/debug_annotation.proto`).
+//! `track_event/counter_descriptor.proto`, `track_event/debug_annotation.proto`,
+//! `interned_data/interned_data.proto`).
 //!
 //! Deliberately separate from the hand-encoding writer in [`super::perfetto`]: a test decodes what
 //! the writer produced with these independent definitions. Perfetto's protos are proto2, so every
@@ -38,6 +39,8 @@ pub struct TracePacket {
     pub trusted_packet_sequence_id: Option<u32>,
     #[prost(message, optional, tag = "11")]
     pub track_event: Option<TrackEvent>,
+    #[prost(message, optional, tag = "12")]
+    pub interned_data: Option<InternedData>,
     #[prost(uint32, optional, tag = "13")]
     pub sequence_flags: Option<u32>,
     #[prost(message, optional, tag = "60")]
@@ -46,6 +49,33 @@ pub struct TracePacket {
     pub previous_packet_dropped: Option<bool>,
     #[prost(bool, optional, tag = "87")]
     pub first_packet_on_sequence: Option<bool>,
+}
+
+/// `perfetto.protos.InternedData` (the event name and category tables).
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct InternedData {
+    #[prost(message, repeated, tag = "1")]
+    pub event_categories: Vec<EventCategory>,
+    #[prost(message, repeated, tag = "2")]
+    pub event_names: Vec<EventName>,
+}
+
+/// `perfetto.protos.EventName`.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct EventName {
+    #[prost(uint64, optional, tag = "1")]
+    pub iid: Option<u64>,
+    #[prost(string, optional, tag = "2")]
+    pub name: Option<String>,
+}
+
+/// `perfetto.protos.EventCategory`.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct EventCategory {
+    #[prost(uint64, optional, tag = "1")]
+    pub iid: Option<u64>,
+    #[prost(string, optional, tag = "2")]
+    pub name: Option<String>,
 }
 
 /// `perfetto.protos.TrackEvent`.

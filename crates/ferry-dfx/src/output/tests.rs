@@ -150,11 +150,25 @@ struct Decoded {
 
 fn decode(bytes: &[u8]) -> Decoded {
     let trace = Trace::decode(bytes).unwrap();
+    let mut names: BTreeMap<u64, String> = BTreeMap::new();
+    let mut cleared = false;
     let mut d =
         Decoded { tracks: BTreeMap::new(), slices: BTreeMap::new(), counters: BTreeMap::new() };
     let mut open: BTreeMap<u64, Vec<Open>> = BTreeMap::new();
     for p in trace.packet {
         assert_eq!(p.trusted_packet_sequence_id, Some(perfetto::SEQUENCE_ID));
+        if p.sequence_flags.unwrap_or(0) & 1 != 0 {
+            cleared = true;
+        }
+        if let Some(id) = &p.interned_data {
+            assert!(cleared, "interned data before the incremental state was cleared");
+            for n in &id.event_names {
+                assert!(
+                    names.insert(n.iid.unwrap(), n.name.clone().unwrap()).is_none(),
+                    "iid reused"
+                );
+            }
+        }
         if let Some(td) = p.track_descriptor {
             assert!(d.tracks.insert(td.uuid.unwrap(), td).is_none(), "duplicate track uuid");
             continue;
@@ -165,7 +179,17 @@ fn decode(bytes: &[u8]) -> Decoded {
         let ts = p.timestamp.unwrap();
         match Type::try_from(ev.r#type.unwrap()).unwrap() {
             Type::SliceBegin => open.entry(track).or_default().push((
-                ev.name.unwrap(),
+                match ev.name_iid {
+                    Some(iid) => {
+                        assert_eq!(
+                            p.sequence_flags,
+                            Some(2),
+                            "interned name without NEEDS_INCREMENTAL_STATE"
+                        );
+                        names[&iid].clone()
+                    }
+                    None => ev.name.unwrap(),
+                },
                 ts,
                 ev.flow_ids,
                 ev.terminating_flow_ids,
@@ -198,6 +222,19 @@ fn slices_under(d: &Decoded, track: u64) -> Vec<Sl> {
     }
     v.sort_by_key(|s| (s.1, s.2));
     v
+}
+
+#[test]
+fn interned_and_plain_names_decode_to_the_same_slices() {
+    let run = sample_run(LossPolicy::Block);
+    let plan = perfetto::plan(&run);
+    let plain = perfetto::encode_plan(&plan);
+    let interned = perfetto::write_trace(&run);
+    assert!(interned.len() < plain.len() + 64);
+    let (a, b) = (decode(&plain), decode(&interned));
+    assert_eq!(a.slices, b.slices);
+    assert_eq!(a.tracks, b.tracks);
+    assert_eq!(a.counters, b.counters);
 }
 
 #[test]
