@@ -7,7 +7,7 @@ use ferry_runtime::host::{DeviceRunner, RunOutput, RunnerConfig, Variant};
 use ferry_sim::Arch;
 use indicatif::{ProgressBar, ProgressStyle};
 use std::path::PathBuf;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 #[derive(Debug, Args)]
 pub(crate) struct RunArgs {
@@ -121,30 +121,22 @@ pub(crate) fn run(a: &RunArgs) -> anyhow::Result<()> {
 /// prepare → launch → (progress bar after a second) → finalize.
 fn run_one(r: &mut DeviceRunner, id: u32, run: &ExampleRun) -> anyhow::Result<RunOutput> {
     let p = r.prepare(id, run.args.clone())?;
-    let l = r.launch(p)?;
-    let start = Instant::now();
-    let mut bar: Option<ProgressBar> = None;
-    while !r.poll(&l) {
-        std::thread::sleep(Duration::from_millis(20));
-        if start.elapsed() < Duration::from_secs(1) {
-            continue;
+    let mut l = r.launch(p)?;
+    // Most runs finish within the first second: wait for them without a bar.
+    if !r.wait_timeout(&mut l, Duration::from_secs(1))? {
+        let b = ProgressBar::new(run.tasks);
+        b.set_style(
+            ProgressStyle::with_template(
+                "{prefix:>16} [{bar:40}] {pos}/{len} tasks ({percent}%) eta {eta}",
+            )
+            .unwrap_or_else(|_| ProgressStyle::default_bar())
+            .progress_chars("=> "),
+        );
+        b.set_prefix(run.example.name());
+        let (start, limit) = (std::time::Instant::now(), r.config().timeout);
+        while !r.wait_timeout(&mut l, Duration::from_millis(50))? && start.elapsed() < limit {
+            b.set_position(r.progress(&l)?.0);
         }
-        let b = bar.get_or_insert_with(|| {
-            let b = ProgressBar::new(run.tasks);
-            b.set_style(
-                ProgressStyle::with_template(
-                    "{prefix:>16} [{bar:40}] {pos}/{len} tasks {per_sec} eta {eta}",
-                )
-                .unwrap_or_else(|_| ProgressStyle::default_bar())
-                .progress_chars("=> "),
-            );
-            b.set_prefix(run.example.name());
-            b
-        });
-        let (completed, _) = r.progress(&l)?;
-        b.set_position(completed);
-    }
-    if let Some(b) = bar {
         b.finish_and_clear();
     }
     Ok(r.finalize_run(l)?)

@@ -703,6 +703,25 @@ impl DeviceRunner {
         Ok((w(0), w(8)))
     }
 
+    /// Waits up to `timeout` for the run to finish; `Ok(false)` when it is still running. The
+    /// run's wall time is taken when it finishes, not when this returns.
+    ///
+    /// # Errors
+    /// [`RunError::Timeout`] when the AICPU side finished but the cores could not be reaped.
+    pub fn wait_timeout(
+        &mut self,
+        run: &mut LaunchedRun,
+        timeout: Duration,
+    ) -> Result<bool, RunError> {
+        if run.finished.is_some() {
+            return Ok(true);
+        }
+        if run.aicpu.wait_timeout(timeout).is_err() && !run.aicpu.is_done() {
+            return Ok(false);
+        }
+        self.wait(run).map(|_| true)
+    }
+
     /// Waits for the run to finish (up to the configured timeout, then reaps the cores).
     ///
     /// # Errors
