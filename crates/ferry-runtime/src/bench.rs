@@ -102,7 +102,8 @@ impl Report {
     }
 }
 
-/// Runs the storm device-orchestrated and host-built, verifies both, and times the baseline.
+/// Runs the storm device-orchestrated and host-built (after a warm-up run of each), verifies
+/// both, and times the baseline.
 ///
 /// # Errors
 /// [`BenchError`] when a run fails or its result is wrong.
@@ -111,6 +112,13 @@ pub fn run(cfg: &BenchConfig) -> Result<Report, BenchError> {
     let ex = storm(cfg.tasks);
     r.register_callable(0, ex.callable.clone())?;
     r.register_callable(1, ex.callable.clone().with_variant(Variant::HostBuiltGraph))?;
+
+    // Warm-up: first runs on a fresh chip pay for page faults and cold caches.
+    let warm = storm(cfg.tasks.min(5_000));
+    for _ in 0..2 {
+        warm.verify(&r.run(0, warm.args.clone())?)?;
+        warm.verify(&r.run(1, warm.args.clone())?)?;
+    }
 
     let out = r.run(0, ex.args.clone())?;
     ex.verify(&out)?;
