@@ -145,6 +145,15 @@ fn callable_registration_rules() {
     assert_eq!(r.register_callable(5, ex.callable.clone()), Err(RunnerError::Busy));
     assert!(matches!(r.prepare(1, ex.args.clone()), Err(RunError::Busy)));
     r.release(p);
+    assert!(!r.is_busy());
+    // Dropping a prepared or launched run (without finalizing it) frees the runner too.
+    drop(r.prepare(1, ex.args.clone()).unwrap());
+    let p = r.prepare(1, ex.args.clone()).unwrap();
+    let l = r.launch(p).unwrap();
+    assert!(r.is_busy());
+    drop(l);
+    assert!(!r.is_busy());
+    ex.verify(&r.run(1, ex.args.clone()).unwrap()).unwrap();
     r.unregister_callable(1).unwrap();
     assert_eq!(r.unregister_callable(1), Err(RunnerError::NotRegistered { id: 1 }));
     assert!(matches!(r.run(1, ex.args.clone()), Err(RunError::NotRegistered { id: 1 })));

@@ -20,6 +20,7 @@ use ferry_abi::regs::{RegLayout, AICORE_EXIT_SIGNAL};
 use ferry_sim::cores::{Chip, Completion, CoreConfig};
 use ferry_sim::{Arch, Device, DevicePtr, Platform, PlatformBuilder};
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -197,9 +198,33 @@ impl Drop for Allocs {
     }
 }
 
+/// A run's hold on its runner: the runner accepts another `prepare` only once the holder (a
+/// prepared or launched run) is dropped.
+#[derive(Debug)]
+struct Claim(Arc<AtomicBool>);
+
+impl Claim {
+    fn take(flag: &Arc<AtomicBool>) -> Claim {
+        // Relaxed: the runner is `&mut` here, so no other thread races for the flag; it only
+        // has to be seen by the run's own drop (same Arc) and by later calls on this thread.
+        flag.store(true, Ordering::Relaxed);
+        Claim(flag.clone())
+    }
+}
+
+impl Drop for Claim {
+    fn drop(&mut self) {
+        // Release: pairs with the Acquire load in `DeviceRunner::is_busy`, so a runner that sees
+        // itself free also sees the run's memory released (dropped before the claim).
+        self.0.store(false, Ordering::Release);
+    }
+}
+
 /// A prepared run: image and tensors are on the device, nothing is running.
 pub struct PreparedRun {
+    // Dropped after the allocations (field order): the runner is free only once they are.
     _allocs: Allocs,
+    _claim: Claim,
     image: DevicePtr,
     result_off: u64,
     kargs: KernelArgs,
@@ -324,7 +349,7 @@ pub struct DeviceRunner {
     cfg: RunnerConfig,
     regs_table: DevicePtr,
     callables: BTreeMap<u32, Callable>,
-    in_flight: bool,
+    in_flight: Arc<AtomicBool>,
     epoch: u64,
 }
 
@@ -332,7 +357,7 @@ impl std::fmt::Debug for DeviceRunner {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("DeviceRunner")
             .field("cfg", &self.cfg)
-            .field("in_flight", &self.in_flight)
+            .field("in_flight", &self.is_busy())
             .finish()
     }
 }
@@ -403,7 +428,7 @@ impl DeviceRunner {
             cfg,
             regs_table,
             callables: BTreeMap::new(),
-            in_flight: false,
+            in_flight: Arc::new(AtomicBool::new(false)),
             epoch: 0,
         })
     }
@@ -430,7 +455,7 @@ impl DeviceRunner {
     /// [`RunnerError::CallableId`] for an id out of range or taken; [`RunnerError::Busy`] while
     /// a run is in flight.
     pub fn register_callable(&mut self, id: u32, callable: Callable) -> Result<(), RunnerError> {
-        if self.in_flight {
+        if self.is_busy() {
             return Err(RunnerError::Busy);
         }
         if id >= MAX_CALLABLES || self.callables.contains_key(&id) {
@@ -457,7 +482,7 @@ impl DeviceRunner {
     /// # Errors
     /// [`RunnerError::NotRegistered`]; [`RunnerError::Busy`] while a run is in flight.
     pub fn unregister_callable(&mut self, id: u32) -> Result<(), RunnerError> {
-        if self.in_flight {
+        if self.is_busy() {
             return Err(RunnerError::Busy);
         }
         self.callables.remove(&id).ok_or(RunnerError::NotRegistered { id })?;
@@ -473,13 +498,12 @@ impl DeviceRunner {
     /// workload ([`RunError::Fault`], [`RunError::Cycle`]) for host-built graphs, or a device
     /// error. Nothing stays allocated on error.
     pub fn prepare(&mut self, id: u32, args: RunArgs) -> Result<PreparedRun, RunError> {
-        if self.in_flight {
+        if self.is_busy() {
             return Err(RunError::Busy);
         }
         let callable = self.callables.get(&id).ok_or(RunError::NotRegistered { id })?.clone();
-        let p = self.prepare_inner(id, &callable, args)?;
-        self.in_flight = true;
-        Ok(p)
+        let claim = Claim::take(&self.in_flight);
+        self.prepare_inner(id, &callable, args, claim)
     }
 
     fn prepare_inner(
@@ -487,6 +511,7 @@ impl DeviceRunner {
         id: u32,
         callable: &Callable,
         args: RunArgs,
+        claim: Claim,
     ) -> Result<PreparedRun, RunError> {
         let dev = &self.device.clone();
         let mut allocs = Allocs { device: dev.clone(), ptrs: Vec::new() };
@@ -546,6 +571,7 @@ impl DeviceRunner {
         dev.copy_htod(&image_bytes, image)?;
         let kargs = KernelArgs::new(image.0, self.regs_table.0);
         Ok(PreparedRun {
+            _claim: claim,
             _allocs: allocs,
             image,
             result_off: hdr.result_off,
@@ -656,7 +682,6 @@ impl DeviceRunner {
         ) {
             Ok(c) => c,
             Err(e) => {
-                self.in_flight = false;
                 return Err(e.into());
             }
         };
@@ -672,7 +697,6 @@ impl DeviceRunner {
                 // The cores are up and waiting for a window that will never open: reap them.
                 reap(&self.chip);
                 let _ = aicore.wait_timeout(Duration::from_secs(10));
-                self.in_flight = false;
                 return Err(e.into());
             }
         };
@@ -742,10 +766,20 @@ impl DeviceRunner {
     /// device error.
     pub fn finalize_run(&mut self, mut run: LaunchedRun) -> Result<RunOutput, RunError> {
         let waited = self.wait(&mut run);
-        // A run whose threads never finished keeps its memory (LaunchedRun's drop) and the
-        // runner stays unusable for launches until they do; everything else is released below.
-        self.in_flight = false;
-        let wall = waited?;
+        // A run whose threads never finished keeps its memory and its claim on the runner
+        // (LaunchedRun's drop); everything else is released when `run` drops below.
+        let wall = match waited {
+            Ok(w) => w,
+            Err(e) => {
+                // Device threads may still touch the run's memory: keep it (and the claim on the
+                // runner) for the rest of the process; do not wait again on drop.
+                if let Some(p) = run.prepared.take() {
+                    std::mem::forget(p);
+                }
+                run.finished = Some(Duration::ZERO);
+                return Err(e);
+            }
+        };
         let p = run.prepared.take().ok_or(RunError::Busy)?;
         let mut rb = vec![0u8; std::mem::size_of::<RunResult>()];
         self.device.copy_dtoh(p.image.add(p.result_off), &mut rb)?;
@@ -804,7 +838,7 @@ impl DeviceRunner {
     /// # Errors
     /// [`RunnerError::Busy`] while a run is in flight; a device error freeing memory.
     pub fn finalize(mut self) -> Result<(), RunnerError> {
-        if self.in_flight {
+        if self.is_busy() {
             return Err(RunnerError::Busy);
         }
         let ids: Vec<u32> = self.callables.keys().copied().collect();
@@ -836,9 +870,14 @@ impl Drop for DeviceRunner {
 }
 
 impl DeviceRunner {
-    /// Releases a prepared run that will not be launched.
+    /// Releases a prepared run that will not be launched (dropping it does the same).
     pub fn release(&mut self, run: PreparedRun) {
         drop(run);
-        self.in_flight = false;
+    }
+
+    /// Whether a run is prepared or in flight on this runner.
+    pub fn is_busy(&self) -> bool {
+        // Acquire: pairs with the Release store in `Claim::drop`.
+        self.in_flight.load(Ordering::Acquire)
     }
 }
