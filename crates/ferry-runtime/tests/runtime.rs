@@ -535,3 +535,18 @@ fn handshake_rejects_a_bad_physical_core_id() {
         drop(r);
     }
 }
+
+#[test]
+fn tiny_task_windows_make_the_orchestrator_wait_without_deadlock() {
+    for window in [1, 2, 3] {
+        for v in [Variant::DeviceOrchestrated, Variant::HostBuiltGraph] {
+            let cfg = RunnerConfig { task_window: window, ..RunnerConfig::small(Arch::A5) };
+            let mut r = DeviceRunner::new(cfg).unwrap();
+            for (id, ex) in [Example::Vector, Example::PagedAttention].into_iter().enumerate() {
+                let run = ex.build(Size::Small).with_variant(v);
+                r.register_callable(id as u32, run.callable.clone()).unwrap();
+                run.verify(&r.run(id as u32, run.args.clone()).unwrap()).unwrap();
+            }
+        }
+    }
+}

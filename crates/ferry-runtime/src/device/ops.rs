@@ -2,11 +2,11 @@
 //!
 //! Everything under [`crate::device`] (orchestration, tensor map, task ring, schedulers, AICore
 //! executor, kernels) reaches device memory, the per-core register windows, the wake-ups between
-//! AICPU threads and cores, and the device clock through this one object-safe trait. Today it is
-//! implemented for the simulated chip ([`crate::host::SimOps`] over `ferry_sim::cores::Chip`);
-//! when the device half moves into the AICPU shared object, the loader bridges the same trait to
-//! the services table that the AICPU OS hands the program (a `repr(C)` struct of function
-//! pointers with the same eight operations), and nothing above it changes.
+//! AICPU threads and cores, and the device clock through this one object-safe trait. Two
+//! implementations exist: `host::SimOps` calls `ferry_sim::cores::Chip` directly, and
+//! [`crate::device::services::ServicesOps`] maps the same operations one to one onto the
+//! `ferry_abi::services::DeviceServices` table the AICPU OS injects into device programs — so
+//! the device half runs unchanged inside the AICPU shared object (`crate::device::ffi::exec_hook`).
 //!
 //! Register windows are named by their *base address* — the value the host put into the
 //! `KernelArgs::regs` table for a physical core id — and a register offset from
