@@ -75,6 +75,7 @@ pub fn aicore_execute(
     // 3. Dispatch loop.
     let mut last = 0u32;
     let mut tensors: Vec<F32Slice> = Vec::with_capacity(super::image::MAX_TASK_TENSORS);
+    let mut cache = TranslateCache { slots: [None; 32] };
     loop {
         let v = ops
             .core_wait(base, dmb, &mut |v| v != last && v != AICPU_IDLE && v != 0, None)
@@ -91,7 +92,7 @@ pub fn aicore_execute(
         let a: DispatchArgs = image.read_record(entry);
         ops.reg_write_core(base, cond, cond_ack(v));
         let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            run_kernel(ops, &a, &mut tensors)
+            run_kernel(ops, &a, &mut tensors, &mut cache)
         }))
         .unwrap_or(Err(KernelFault::Panicked { kernel: a.kernel_id }));
         let st = match ran {
@@ -106,17 +107,40 @@ pub fn aicore_execute(
     }
 }
 
+/// Translations this core already made during the current run, direct-mapped by address.
+///
+/// Sound because a translated range stays valid until the host frees it, which it does only
+/// after every device thread of the run has returned (`DeviceOps` contract), and the cache lives
+/// in one `aicore_execute` call, i.e. one run.
+struct TranslateCache {
+    slots: [Option<(u64, u64, F32Slice)>; 32],
+}
+
+impl TranslateCache {
+    fn get(&mut self, ops: &dyn DeviceOps, addr: u64, bytes: u64) -> Result<F32Slice, KernelFault> {
+        let i = ((addr >> 6) as usize ^ (bytes as usize)) % self.slots.len();
+        if let Some((a, b, s)) = self.slots[i] {
+            if a == addr && b == bytes {
+                return Ok(s);
+            }
+        }
+        let s = F32Slice::new(ops, addr, bytes)
+            .map_err(|_| KernelFault::OutsideDeviceMemory { addr, bytes })?;
+        self.slots[i] = Some((addr, bytes, s));
+        Ok(s)
+    }
+}
+
 fn run_kernel(
     ops: &dyn DeviceOps,
     a: &DispatchArgs,
     tensors: &mut Vec<F32Slice>,
+    cache: &mut TranslateCache,
 ) -> Result<(), KernelFault> {
     tensors.clear();
     let nt = (a.n_tensors as usize).min(a.tensors.len());
     for t in &a.tensors[..nt] {
-        let s = F32Slice::new(ops, t.addr, t.bytes)
-            .map_err(|_| KernelFault::OutsideDeviceMemory { addr: t.addr, bytes: t.bytes })?;
-        tensors.push(s);
+        tensors.push(cache.get(ops, t.addr, t.bytes)?);
     }
     let ns = (a.n_scalars as usize).min(a.scalars.len());
     kernels::execute(&KernelCall {

@@ -3,7 +3,7 @@
 use super::image::{TaskRecord, MAX_TASK_SCALARS, MAX_TASK_TENSORS};
 use super::ops::DeviceOps;
 use super::sched::{empty_task, RunState};
-use super::task::{resolve, Orchestrate, ResolvedTask, Role, TaskId, TensorId, TensorInfo};
+use super::task::{resolve, Orchestrate, Role, TaskId, TensorId, TensorInfo};
 use super::tensor_map::TensorMap;
 use crate::error::SubmitError;
 use std::sync::atomic::Ordering;
@@ -13,6 +13,9 @@ pub struct DeviceOrchestrator<'a> {
     ops: &'a dyn DeviceOps,
     run: &'a RunState,
     tensors: Vec<TensorInfo>,
+    /// Whether each tensor's whole range was found to be live device memory (its views then
+    /// need no further check).
+    valid: Vec<bool>,
     scalars: Vec<u64>,
     map: TensorMap,
     next: u64,
@@ -30,16 +33,18 @@ impl std::fmt::Debug for DeviceOrchestrator<'_> {
 impl<'a> DeviceOrchestrator<'a> {
     /// Reads the run's tensor and scalar tables from the image.
     pub fn new(ops: &'a dyn DeviceOps, run: &'a RunState) -> DeviceOrchestrator<'a> {
-        let tensors = (0..run.hdr.tensor_count)
+        let tensors: Vec<TensorInfo> = (0..run.hdr.tensor_count)
             .map(|i| {
                 let r = run.tensor_record(i);
                 TensorInfo { addr: r.addr, len: r.bytes / 4 }
             })
             .collect();
         let scalars = (0..run.hdr.scalar_count).map(|i| run.scalar_word(i)).collect();
+        let valid = vec![false; tensors.len()];
         DeviceOrchestrator {
             ops,
             run,
+            valid,
             tensors,
             scalars,
             map: TensorMap::new(),
@@ -67,16 +72,6 @@ impl<'a> DeviceOrchestrator<'a> {
         }
         Ok(())
     }
-}
-
-/// Checks that every tensor range of `task` is live device memory.
-fn check_ranges(ops: &dyn DeviceOps, seq: u64, task: &ResolvedTask) -> Result<(), SubmitError> {
-    for &(addr, bytes, _) in task.tensors() {
-        if ops.translate(addr, bytes.max(1)).is_err() && bytes > 0 {
-            return Err(SubmitError::TensorOutsideDeviceMemory { task: seq, addr, bytes });
-        }
-    }
-    Ok(())
 }
 
 impl Orchestrate for DeviceOrchestrator<'_> {
@@ -110,7 +105,18 @@ impl Orchestrate for DeviceOrchestrator<'_> {
         let seq = self.next;
         let tensors = &self.tensors;
         let r = resolve(seq, task, &|i| tensors.get(i as usize).copied(), tensors.len() as u32)?;
-        check_ranges(self.ops, seq, &r)?;
+        for (a, &(addr, bytes, _)) in task.args().zip(r.tensors()) {
+            let t = a.view.tensor.0 as usize;
+            if self.valid[t] || bytes == 0 {
+                continue;
+            }
+            let whole = self.tensors[t];
+            if self.ops.translate(whole.addr, whole.len.saturating_mul(4).max(1)).is_ok() {
+                self.valid[t] = true;
+            } else if self.ops.translate(addr, bytes).is_err() {
+                return Err(SubmitError::TensorOutsideDeviceMemory { task: seq, addr, bytes });
+            }
+        }
         self.wait_slot(seq)?;
         self.deps.clear();
         let run = self.run;
@@ -134,6 +140,7 @@ impl Orchestrate for DeviceOrchestrator<'_> {
         let (used, n) = self.scopes.pop().ok_or(SubmitError::ScopeUnderflow)?;
         self.scratch_used = used;
         self.tensors.truncate(n);
+        self.valid.truncate(n);
         Ok(())
     }
 
@@ -146,6 +153,7 @@ impl Orchestrate for DeviceOrchestrator<'_> {
         }
         self.scratch_used = start + bytes;
         self.tensors.push(TensorInfo { addr: self.run.hdr.scratch_addr + start, len });
+        self.valid.push(false);
         Ok(TensorId(self.tensors.len() as u32 - 1))
     }
 }
