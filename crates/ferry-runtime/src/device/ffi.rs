@@ -8,6 +8,11 @@
 //! | [`serve`] | AICPU program | builds an [`OrchApi`] over any [`Orchestrate`] for the duration of a call |
 //! | [`ApiOrchestrator`] | orchestration object | [`Orchestrate`] over an [`OrchApi`], so an object's entry is `orchestrations::vector(&mut ApiOrchestrator::from_context(ctx)?)` |
 //!
+//! The AICore side needs no hook of its own: the AICore entry calls
+//! [`super::aicore::aicore_execute`] with a [`ServicesOps`] over the same table. As with
+//! `DeviceRunner::launch`, whoever launches the run zeroes every core's `DATA_MAIN_BASE` and
+//! `COND` before the AICore entry starts, and starts the AICore entry before the AICPU one.
+//!
 //! Host-process-only, like the services table (`ferry_abi::services` explains why pointers are
 //! fine here): the table lives on the AICPU thread's stack for one entry call. Errors cross as
 //! `STATUS_RUNTIME_BASE + code` plus the full [`SubmitError`] through `last_error`, using

@@ -7,8 +7,8 @@
 //! | 2 | `scale` | AIV | `x` → `out` (or one inout) | `s` (f32 bits) | SPMD |
 //! | 3 | `copy` | AIV | `x` → `out` | — | SPMD |
 //! | 4 | `add_scalar` | AIV | `x` → `out` (or one inout) | `s` (f32 bits) | SPMD |
-//! | 5 | `attn_partial` | AIC | `q`[D], `k`[S·D], `v`[S·D] → `part`[D+2] | `D`, `S`, `scale` (f32 bits) | 1 |
-//! | 6 | `attn_merge` | AIV | `parts`[P·(D+2)] → `out`[D] | `D`, `P` | 1 |
+//! | 5 | `attn_partial` | AIC | `q` (D), `k` (S·D), `v` (S·D) → `part` (D+2) | `D`, `S`, `scale` (f32 bits) | 1 |
+//! | 6 | `attn_merge` | AIV | `parts` (P·(D+2)) → `out` (D) | `D`, `P` | 1 |
 //!
 //! SPMD kernels split their output into `block_dim` contiguous chunks; block `b` computes chunk
 //! `b`. `attn_partial` is one page of paged attention: scores `s_i = scale · q·k_i`, then the
