@@ -1,7 +1,8 @@
 //! Builds the device programs under `device/` with a nested `cargo build` and embeds their
 //! bytes.
 //!
-//! The device crates depend only on `ferry-abi`, so the nested build is small. It uses its own
+//! The device crates depend only on `ferry-abi` and the task runtime's device half
+//! (`ferry-runtime` without its `host` feature), so the nested build is small. It uses its own
 //! target directory inside `OUT_DIR` (no lock shared with the outer build), release mode without
 //! debug info, and the outer build's jobserver. Each program gets a build id (FNV-1a-64 of its
 //! name and of every source file of `device/` and `ferry-abi`) through an environment variable
@@ -93,7 +94,8 @@ fn main() {
     if std::env::var_os("FERRY_PROGRAMS_NESTED_BUILD").is_some() {
         panic!(
             "a crate under device/ depends on ferry-programs (directly or through ferry-launch or \
-             a crate above it); device programs may depend only on ferry-abi and device/ crates"
+             a crate above it, e.g. ferry-runtime with its `host` feature); device programs may \
+             depend only on ferry-abi, ferry-runtime without default features and device/ crates"
         );
     }
     let manifest = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("set by cargo"));
@@ -101,13 +103,19 @@ fn main() {
     let out = PathBuf::from(std::env::var("OUT_DIR").expect("set by cargo"));
     let device = ws.join("device");
     let abi = ws.join("crates/ferry-abi");
+    // The device programs link the task runtime's device half.
+    let runtime = ws.join("crates/ferry-runtime");
     println!("cargo:rerun-if-changed={}", device.display());
-    println!("cargo:rerun-if-changed={}", abi.join("src").display());
-    println!("cargo:rerun-if-changed={}", abi.join("Cargo.toml").display());
+    for c in [&abi, &runtime] {
+        println!("cargo:rerun-if-changed={}", c.join("src").display());
+        println!("cargo:rerun-if-changed={}", c.join("Cargo.toml").display());
+    }
 
     let mut files = Vec::new();
     sources(&device, &mut files);
     sources(&abi.join("src"), &mut files);
+    sources(&runtime.join("src"), &mut files);
+    files.push(runtime.join("Cargo.toml"));
     files.sort();
     let mut tree = Vec::new();
     for f in &files {

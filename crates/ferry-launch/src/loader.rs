@@ -42,7 +42,8 @@
 //! let chip = Chip::new(p.device(0)?.clone(), CoreConfig { aicpu_threads: 2, aic: 1, aiv: 2 })?;
 //! let loader = Loader::new(&chip)?; // Path A
 //! let program = loader.load(&ferry_programs::AICPU_DEVICE_ORCHESTRATED)?;
-//! program.exec(&KernelArgs::new(0x10, 0x20), 2)?;
+//! // Not a runtime image: the program's task runtime refuses it with a typed status.
+//! assert!(program.exec(&KernelArgs::new(0x10, 0x20), 2).is_err());
 //! let report = program.report()?;
 //! assert_eq!(report.name()?, "device-orchestrated");
 //! assert_eq!(report.last_exec_args(), Some(KernelArgs::new(0x10, 0x20)));

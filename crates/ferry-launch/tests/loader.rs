@@ -5,7 +5,9 @@ use ferry_abi::services::{
     KernelCall, KERNEL_ADD, KERNEL_COPY, KERNEL_MUL, KERNEL_SCALE, STATUS_ABI_SIZE_MISMATCH,
     STATUS_ABI_VERSION_MISMATCH, STATUS_BAD_ADDRESS, STATUS_MISSING_SYMBOL, STATUS_OK,
 };
-use ferry_launch::loader::{LoadError, LoadMethod, Loader, LoaderBuilder, ProgramImage};
+use ferry_launch::loader::{
+    AicpuProgram, LoadError, LoadMethod, Loader, LoaderBuilder, ProgramImage,
+};
 use ferry_programs::{
     AICPU_DEVICE_ORCHESTRATED as ORCHESTRATED, AICPU_HOST_BUILT_GRAPH as HBG, KERNELS, ORCH_STORM,
     ORCH_VECTOR,
@@ -13,6 +15,22 @@ use ferry_programs::{
 use ferry_sim::cores::{Chip, CoreConfig};
 use ferry_sim::{Arch, PlatformBuilder};
 use std::path::{Path, PathBuf};
+
+/// The task runtime's status for exec args whose `runtime_args` is not a runtime image
+/// (`ferry_runtime::device::ffi::STATUS_BAD_IMAGE`; spelled out here because ferry-runtime
+/// depends on this crate).
+const STATUS_BAD_IMAGE: i32 = ferry_abi::services::STATUS_RUNTIME_BASE + 1;
+
+/// Runs exec with `args` that are not a runtime image: the program receives them by value, its
+/// task runtime (the exec hook) refuses them with its typed status, and nothing else happens.
+fn exec_probe(prog: &AicpuProgram, args: &KernelArgs, threads: u32) {
+    match prog.exec(args, threads) {
+        Err(LoadError::Entry { entry, status }) => {
+            assert_eq!((entry.as_str(), status), ("ferry_aicpu_exec", STATUS_BAD_IMAGE));
+        }
+        other => panic!("expected the runtime's bad-image status, got {other:?}"),
+    }
+}
 
 /// A device root private to one test, removed when dropped.
 struct Root(PathBuf);
@@ -111,7 +129,7 @@ fn path_a_works_on_both_arches_and_on_a_second_device() {
         let dir = loader.os().process_dir();
         assert!(dir.ends_with(format!("{}_1", std::process::id())), "{}", dir.display());
         assert!(files(&dir).contains(&format!("inner_{:016x}_1.so", HBG.fingerprint)));
-        prog.exec(&KernelArgs::new(9, 10), 2).unwrap();
+        exec_probe(&prog, &KernelArgs::new(9, 10), 2);
         assert_eq!(prog.report().unwrap().last_exec_args(), Some(KernelArgs::new(9, 10)));
     }
 }
@@ -124,11 +142,11 @@ fn exec_receives_front_less_kernel_args_by_value() {
     let prog = loader.load(&ORCHESTRATED).unwrap();
     let mut args = KernelArgs::new(0x1111_2222_3333_4444, 0x5555_6666_7777_8888);
     args.device_wall_data_base = 0x99;
-    prog.exec(&args, 2).unwrap();
+    exec_probe(&prog, &args, 2);
     let r = prog.report().unwrap();
     assert_eq!(r.exec_calls, 2, "one exec per launched AICPU thread");
     assert_eq!((r.last_exec_threads, r.exec_thread_mask), (2, 0b11), "threads 0 and 1 ran exec");
-    assert_eq!(r.last_exec_status, STATUS_OK);
+    assert_eq!(r.last_exec_status, STATUS_BAD_IMAGE, "the runtime saw and refused them");
     // The launch blob is exactly the KernelArgs image: runtime_args at 0, regs at 8, no front.
     assert_eq!(r.last_exec_len as usize, KernelArgs::SIZE);
     assert_eq!(&r.last_exec_blob[0..8], &0x1111_2222_3333_4444u64.to_le_bytes());
@@ -151,7 +169,7 @@ fn exec_receives_front_less_kernel_args_by_value() {
         prog.exec(&newer, 1),
         Err(LoadError::AbiMismatch { status: STATUS_ABI_VERSION_MISMATCH, .. })
     ));
-    prog.exec(&KernelArgs::new(1, 2), 1).unwrap();
+    exec_probe(&prog, &KernelArgs::new(1, 2), 1);
     assert_eq!(prog.report().unwrap().last_exec_args(), Some(KernelArgs::new(1, 2)));
 }
 
@@ -184,7 +202,7 @@ fn latch_quirk_is_detected_and_refused() {
     // The wrong program was never initialised by the second runtime, and the first one still
     // works.
     assert_eq!(first.report().unwrap().init_calls, 1);
-    first.exec(&KernelArgs::new(5, 6), 1).unwrap();
+    exec_probe(&first, &KernelArgs::new(5, 6), 1);
 }
 
 #[test]
@@ -195,8 +213,8 @@ fn two_runtimes_in_one_process_without_the_quirk() {
     let a = loader.load(&ORCHESTRATED).unwrap();
     let b = loader.load(&HBG).unwrap();
     assert_ne!(a.fingerprint(), b.fingerprint());
-    a.exec(&KernelArgs::new(0xA, 0), 1).unwrap();
-    b.exec(&KernelArgs::new(0xB, 0), 2).unwrap();
+    exec_probe(&a, &KernelArgs::new(0xA, 0), 1);
+    exec_probe(&b, &KernelArgs::new(0xB, 0), 2);
     let (ra, rb) = (a.report().unwrap(), b.report().unwrap());
     assert_eq!((ra.name().unwrap(), ra.exec_calls), ("device-orchestrated", 1));
     assert_eq!((rb.name().unwrap(), rb.exec_calls), ("host-built-graph", 2));
@@ -226,8 +244,8 @@ fn method_1_loads_a_preinstalled_program_and_refuses_a_missing_one() {
     }
     let a = loader.load(&ORCHESTRATED).unwrap();
     let b = loader.load(&HBG).unwrap();
-    a.exec(&KernelArgs::new(1, 0), 1).unwrap();
-    b.exec(&KernelArgs::new(2, 0), 1).unwrap();
+    exec_probe(&a, &KernelArgs::new(1, 0), 1);
+    exec_probe(&b, &KernelArgs::new(2, 0), 1);
     assert_eq!(loader.os().stats().kfc_launches, 0);
     assert_eq!(loader.os().stats().so_saves, 0);
 }
@@ -253,8 +271,8 @@ fn path_b_is_refused_on_an_incoherent_device_and_works_on_a_coherent_one() {
     // The latch lives in a library the custom scheduler does not link: two runtimes coexist.
     let a = loader.load(&ORCHESTRATED).unwrap();
     let b = loader.load(&HBG).unwrap();
-    a.exec(&KernelArgs::new(1, 0), 1).unwrap();
-    b.exec(&KernelArgs::new(2, 0), 1).unwrap();
+    exec_probe(&a, &KernelArgs::new(1, 0), 1);
+    exec_probe(&b, &KernelArgs::new(2, 0), 1);
     let names = files(&loader.os().custom_dir());
     assert_eq!(names.len(), 2, "{names:?}");
     assert_eq!(loader.os().stats().kfc_launches, 0);
@@ -293,7 +311,7 @@ fn device_reset_uploads_again() {
     assert!(files(&os.process_dir()).is_empty(), "the reset device forgot every file");
     let after = loader.load(&ORCHESTRATED).unwrap();
     assert_eq!(os.stats().kfc_launches, 2, "bootstrapped again after the reset");
-    after.exec(&KernelArgs::new(3, 4), 1).unwrap();
+    exec_probe(&after, &KernelArgs::new(3, 4), 1);
 }
 
 #[test]
@@ -344,7 +362,7 @@ fn bad_inputs_give_typed_errors_and_leave_the_loader_usable() {
 
     // The loader and the device stay usable.
     let prog = loader.load(&ORCHESTRATED).unwrap();
-    prog.exec(&KernelArgs::new(7, 8), 2).unwrap();
+    exec_probe(&prog, &KernelArgs::new(7, 8), 2);
     // Register-callable with a payload of the wrong size: abi mismatch, still usable.
     let rca = RegisterCallableArgs::new(1, 0, 0).unwrap();
     assert!(matches!(

@@ -397,6 +397,10 @@ pub enum RunError {
         /// The timeout.
         ms: u64,
     },
+    /// The launch transaction (`ferry-launch`: prepare, publish, launch, retire) or the loaded
+    /// AICPU program's entry failed; the message is the transaction's or loader's typed error.
+    #[error("launch failed: {0}")]
+    Launch(String),
     /// The device returned a result the host cannot decode.
     #[error("device result is unreadable (status {status}, code {code:#x})")]
     BadResult {
@@ -436,6 +440,10 @@ pub enum RunnerError {
     /// A run is in flight; registration changes must wait for it.
     #[error("a run is in flight on this runner")]
     Busy,
+    /// Loading the AICPU program or running its init / register-callable entry failed; the
+    /// message is the loader's typed error (`ferry_launch::loader::LoadError`).
+    #[error("device program: {0}")]
+    Load(String),
     /// The simulated driver failed.
     #[error(transparent)]
     Device(#[from] DeviceError),

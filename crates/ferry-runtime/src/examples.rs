@@ -187,7 +187,8 @@ pub fn vector(n: usize, chunk: usize, blocks: u32) -> ExampleRun {
     let chunks = n.div_ceil(chunk.max(1)) as u64;
     ExampleRun {
         example: Example::Vector,
-        callable: Callable::new("vector", Variant::DeviceOrchestrated, orchestrations::vector),
+        callable: Callable::new("vector", Variant::DeviceOrchestrated, orchestrations::vector)
+            .with_object(&ferry_programs::ORCH_VECTOR),
         args: RunArgs {
             tensors: vec![TensorInit::Data(a), TensorInit::Data(b), TensorInit::Zeros(n)],
             scalars: vec![n as u64, chunk as u64, u64::from(blocks)],
@@ -229,7 +230,8 @@ pub fn paged_attention(b: usize, p: usize, s: usize, d: usize) -> ExampleRun {
             "paged_attention",
             Variant::DeviceOrchestrated,
             orchestrations::paged_attention,
-        ),
+        )
+        .with_object(&ferry_programs::ORCH_PAGED_ATTENTION),
         args: RunArgs {
             tensors: vec![
                 TensorInit::Data(q_raw),
@@ -260,7 +262,8 @@ pub fn storm(n: u64) -> ExampleRun {
         .collect();
     ExampleRun {
         example: Example::Storm,
-        callable: Callable::new("storm", Variant::DeviceOrchestrated, orchestrations::storm),
+        callable: Callable::new("storm", Variant::DeviceOrchestrated, orchestrations::storm)
+            .with_object(&ferry_programs::ORCH_STORM),
         args: RunArgs {
             tensors: vec![TensorInit::Zeros((w * l) as usize)],
             scalars: vec![n, w, l],

@@ -41,7 +41,8 @@ unsafe extern "C" fn bad_entry(ctx: *const OrchContext) -> i32 {
 
 /// Runs a prepared storm-shaped run through the exec hook; returns the result and the lanes.
 fn run_through_hook(arch: Arch, n: u64, entry: OrchEntryFn) -> (RunResult, Vec<f32>) {
-    let mut r = DeviceRunner::new(RunnerConfig::small(arch)).unwrap();
+    // In process: the test plays the launcher (its image is on the device after prepare).
+    let mut r = DeviceRunner::new(RunnerConfig::small(arch).in_process()).unwrap();
     let ex = storm(n);
     r.register_callable(0, ex.callable.clone()).unwrap();
     let bytes = STORM_LANES * STORM_LANE_LEN * 4;

@@ -1,15 +1,36 @@
 //! End-to-end behaviour of the task runtime on the simulated chip: the three examples on both
 //! arches and both variants, the handshake, bad inputs, and runner reuse after failures.
+//!
+//! [`runner`] is the full path (the AICPU program loaded by the loader, runs through the launch
+//! transaction); [`in_process`] is the direct path, for device-orchestrated callables that are
+//! plain host functions (bad-input orchestrations) and for fault injection between the halves.
 use ferry_runtime::device::kernels::{KERNEL_COUNT, K_ADD, K_ADD_SCALAR, K_ATTN_PARTIAL, K_COPY};
 use ferry_runtime::device::task::{Orchestrate, Task, TensorId, View};
 use ferry_runtime::examples::{Example, Size};
 use ferry_runtime::host::graph::PrebuiltTask;
-use ferry_runtime::host::{Callable, DeviceRunner, RunArgs, RunnerConfig, TensorInit, Variant};
+use ferry_runtime::host::{
+    Callable, DeviceRunner, LaunchPath, LoadMethod, RunArgs, RunnerConfig, TensorInit, Variant,
+};
 use ferry_runtime::{DeviceFault, KernelFault, RunError, RunnerError, SubmitError};
 use ferry_sim::{Arch, DevicePtr};
 
 fn runner(arch: Arch) -> DeviceRunner {
-    DeviceRunner::new(RunnerConfig::small(arch)).unwrap()
+    let r = DeviceRunner::new(RunnerConfig::small(arch)).unwrap();
+    assert_eq!(r.config().path, LaunchPath::DeviceProgram(LoadMethod::DispatcherBootstrap));
+    r
+}
+
+fn in_process(arch: Arch) -> DeviceRunner {
+    DeviceRunner::new(RunnerConfig::small(arch).in_process()).unwrap()
+}
+
+/// The runner for a callable variant: full path, except device orchestration by a plain
+/// function (which has no orchestration object for the device program to load).
+fn runner_for(arch: Arch, v: Variant) -> DeviceRunner {
+    match v {
+        Variant::DeviceOrchestrated => in_process(arch),
+        Variant::HostBuiltGraph => runner(arch),
+    }
 }
 
 fn check_example(arch: Arch, ex: Example, variant: Variant) {
@@ -157,7 +178,51 @@ fn callable_registration_rules() {
     r.unregister_callable(1).unwrap();
     assert_eq!(r.unregister_callable(1), Err(RunnerError::NotRegistered { id: 1 }));
     assert!(matches!(r.run(1, ex.args.clone()), Err(RunError::NotRegistered { id: 1 })));
+    // On the full path a device-orchestrated callable needs an orchestration object: the AICPU
+    // program cannot call a host function.
+    let plain = Callable::new("plain", Variant::DeviceOrchestrated, unknown_kernel);
+    let err = r.register_callable(3, plain.clone()).unwrap_err();
+    assert!(matches!(&err, RunnerError::Config(m) if m.contains("orchestration object")), "{err}");
+    r.register_callable(3, plain.with_variant(Variant::HostBuiltGraph)).unwrap();
     r.finalize().unwrap();
+}
+
+#[test]
+fn load_methods_and_loader_bad_input_leave_the_runner_usable() {
+    use ferry_launch::loader::{LoadError, Loader, ProgramImage};
+    // Path B is refused on the default (incoherent) device, with the reason; Method 1 without
+    // an installed program names the missing file.
+    for (method, want) in
+        [(LoadMethod::CustomScheduler, "snoop domain"), (LoadMethod::Preinstalled, "preinstalled")]
+    {
+        let cfg = RunnerConfig {
+            path: LaunchPath::DeviceProgram(method),
+            ..RunnerConfig::small(Arch::A5)
+        };
+        let err = DeviceRunner::new(cfg).unwrap_err();
+        assert!(matches!(&err, RunnerError::Load(m) if m.contains(want)), "{method:?}: {err}");
+    }
+    for arch in Arch::ALL {
+        let mut r = runner(arch);
+        let ex = Example::Vector.build(Size::Small);
+        r.register_callable(0, ex.callable.clone()).unwrap();
+        ex.verify(&r.run(0, ex.args.clone()).unwrap()).unwrap();
+        // A truncated and a corrupt program on the runner's device: typed errors, and the
+        // runner's next run (same loaded program, same launch slot) still works.
+        let loader = Loader::new(r.ops().chip()).unwrap();
+        let good = ferry_programs::AICPU_DEVICE_ORCHESTRATED.bytes;
+        let truncated = ProgramImage { name: "bad", build_id: 0, bytes: &good[..good.len() / 3] };
+        assert!(matches!(loader.load_image(truncated), Err(LoadError::Truncated { .. })));
+        let corrupt = ProgramImage { name: "bad", build_id: 0, bytes: b"not an elf at all" };
+        assert!(matches!(loader.load_image(corrupt), Err(LoadError::Corrupt { .. })));
+        drop(loader);
+        ex.verify(&r.run(0, ex.args.clone()).unwrap()).unwrap();
+        // A re-registration reloads the orchestration object on the device.
+        r.unregister_callable(0).unwrap();
+        r.register_callable(0, ex.callable.clone()).unwrap();
+        ex.verify(&r.run(0, ex.args.clone()).unwrap()).unwrap();
+        r.finalize().unwrap();
+    }
 }
 
 // ------------------------------------------------------------------------------------------
@@ -227,7 +292,7 @@ fn two_tensor_args() -> RunArgs {
 fn expect_refused(orch: ferry_runtime::device::task::OrchFn, args: RunArgs, want: DeviceFault) {
     for arch in Arch::ALL {
         for v in [Variant::DeviceOrchestrated, Variant::HostBuiltGraph] {
-            let mut r = runner(arch);
+            let mut r = runner_for(arch, v);
             r.register_callable(0, Callable::new("bad", v, orch)).unwrap();
             let err = r.run(0, args.clone()).unwrap_err();
             assert_eq!(err, RunError::Fault(want), "{arch:?} {v:?}: {err}");
@@ -292,7 +357,7 @@ fn scope_underflow_is_refused() {
 #[test]
 fn panicking_orchestration_is_reported() {
     for arch in Arch::ALL {
-        let mut r = runner(arch);
+        let mut r = in_process(arch);
         r.register_callable(0, Callable::new("panics", Variant::DeviceOrchestrated, panics))
             .unwrap();
         assert_eq!(
@@ -313,7 +378,7 @@ fn add_external(o: &mut dyn Orchestrate) -> Result<(), SubmitError> {
 #[test]
 fn tensor_outside_device_memory_is_refused() {
     for arch in Arch::ALL {
-        let mut r = runner(arch);
+        let mut r = in_process(arch);
         // A host pointer posing as a device tensor, and a range past the end of HBM.
         let host = vec![0f32; 64];
         let past_hbm = DevicePtr(ferry_sim::memory::DEVICE_ADDR_BASE + (1 << 39));
@@ -406,7 +471,7 @@ fn bad_shape(o: &mut dyn Orchestrate) -> Result<(), SubmitError> {
 #[test]
 fn kernel_fault_on_a_core_is_reported_with_its_task() {
     for arch in Arch::ALL {
-        let mut r = runner(arch);
+        let mut r = in_process(arch);
         r.register_callable(0, Callable::new("shape", Variant::DeviceOrchestrated, bad_shape))
             .unwrap();
         assert_eq!(
@@ -425,7 +490,7 @@ fn kernel_fault_on_a_core_is_reported_with_its_task() {
 
 #[test]
 fn misaligned_device_tensor_is_refused_before_launch() {
-    let mut r = runner(Arch::A2a3);
+    let mut r = in_process(Arch::A2a3);
     r.register_callable(0, Callable::new("ext", Variant::DeviceOrchestrated, add_external))
         .unwrap();
     let buf = r.device().malloc(256).unwrap();
@@ -456,7 +521,8 @@ fn handshake_rejects_a_bad_physical_core_id() {
     use std::time::Duration;
 
     for arch in Arch::ALL {
-        let mut r = runner(arch);
+        // In process: the test plays the AICPU side itself.
+        let mut r = in_process(arch);
         let ex = Example::Storm.build(Size::Small);
         r.register_callable(0, ex.callable.clone()).unwrap();
         let p = r.prepare(0, ex.args.clone()).unwrap();

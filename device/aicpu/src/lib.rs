@@ -23,13 +23,15 @@
 //!
 //! The exec export decodes and checks the `KernelArgs`, then calls the variant's [`ExecHook`]
 //! (`fn(&ExecContext<'_>) -> Result<(), i32>`, defined in `ferry_abi::services`) once per
-//! launched AICPU thread. The variants name [`noop_exec`] until the task runtime's device half
-//! provides its own: point the `exec:` field of `device/aicpu-*/src/lib.rs` at it. The hook gets
+//! launched AICPU thread. Both variants name the task runtime's hook,
+//! `ferry_runtime::device::ffi::exec_hook` (ferry-runtime without its `host` feature);
+//! [`noop_exec`] remains for tests of this crate. The hook gets
 //! the services table, which covers everything the runtime's `DeviceOps` needs (`translate`,
 //! `reg_read`, `reg_write_aicpu`, `reg_write_core`, `core_wait`/`core_wait_with`,
 //! `aicpu_wait`/`aicpu_wait_with`, `notify_aicpu`, `now_cycles`, `clock_hz`), the per-run
 //! args by value, the thread position, the latched `InitArgs` and the callable table. The
-//! crate that holds the hook must depend only on `ferry-abi` and `device/` crates: the device
+//! crate that holds the hook must depend only on `ferry-abi`, `device/` crates and
+//! `ferry-runtime` without default features: the device
 //! programs are built by `ferry-programs`' build script, so a dependency on `ferry-launch` (or
 //! anything above it) would recurse; the build script refuses that with a message.
 #![deny(unsafe_op_in_unsafe_fn)]

@@ -76,6 +76,11 @@ pub fn aicore_execute(
     let mut last = 0u32;
     let mut tensors: Vec<F32Slice> = Vec::with_capacity(super::image::MAX_TASK_TENSORS);
     let mut cache = TranslateCache { slots: [None; 32] };
+    let flags_off = std::mem::offset_of!(super::image::RuntimeHeader, dfx_flags);
+    // Relaxed: written by the AICPU before its window-opening register write, which this core
+    // observed (Acquire) in step 2.
+    let timed = image.u32_at(flags_off).load(Ordering::Relaxed) & super::dfx::DFX_SWIMLANE != 0;
+    let now = || if timed { ops.clock_cycles() } else { 0 };
     loop {
         let v = ops
             .core_wait(base, dmb, &mut |v| v != last && v != AICPU_IDLE && v != 0, None)
@@ -84,6 +89,7 @@ pub fn aicore_execute(
             ops.reg_write_core(base, cond, COND_EXITED);
             return Ok(());
         }
+        let received = now();
         last = v;
         if !is_dispatch(v) {
             continue;
@@ -91,10 +97,12 @@ pub fn aicore_execute(
         let entry = payload as usize + (v as usize & 1) * 256;
         let a: DispatchArgs = image.read_record(entry);
         ops.reg_write_core(base, cond, cond_ack(v));
+        let start = now();
         let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             run_kernel(ops, &a, &mut tensors, &mut cache)
         }))
         .unwrap_or(Err(KernelFault::Panicked { kernel: a.kernel_id }));
+        let end = now();
         let st = match ran {
             Ok(()) => PayloadStatus::new(PAYLOAD_OK, 0, [0; 3]),
             Err(f) => {
@@ -102,7 +110,7 @@ pub fn aicore_execute(
                 PayloadStatus::new(PAYLOAD_FAULT, code, detail)
             }
         };
-        image.write_record(entry + PAYLOAD_CORE_LINE, &st);
+        image.write_record(entry + PAYLOAD_CORE_LINE, &st.with_times(received, start, end));
         ops.reg_write_core(base, cond, cond_fin(v));
     }
 }

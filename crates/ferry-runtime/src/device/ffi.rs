@@ -472,3 +472,94 @@ pub fn exec_with_program(program: &AicpuProgram, ctx: &ExecContext<'_>) -> Resul
     };
     program.exec_with(&ops, &ctx.args, ctx.thread, ctx.threads, &orch).map_err(|_| STATUS_BAD_IMAGE)
 }
+
+/// The status an orchestration object's entry returns for `e` (the AICPU program reads the
+/// full error back through the table's `last_error`).
+pub fn orchestration_status(e: SubmitError) -> i32 {
+    status_of(e)
+}
+
+/// Defines an orchestration object's exports (`ferry_set_services`, `ferry_orch_config`,
+/// `ferry_orch_entry`) in a `device/orch-*` cdylib crate, running `orch` (an
+/// `fn(&mut dyn Orchestrate) -> Result<(), SubmitError>`, e.g. one of
+/// [`super::orchestrations`]) through [`ApiOrchestrator`] over the table behind
+/// `OrchContext::api`.
+///
+/// ```ignore
+/// ferry_runtime::orchestration_object! {
+///     name: "vector",
+///     expected_args: 3,
+///     orch: ferry_runtime::device::orchestrations::vector,
+/// }
+/// ```
+#[macro_export]
+macro_rules! orchestration_object {
+    (name: $name:literal, expected_args: $n:literal, orch: $orch:path $(,)?) => {
+        /// The name this object reports.
+        pub const NAME: &str = $name;
+
+        /// Stores nothing: the entry receives the table in its context.
+        ///
+        /// # Safety
+        /// `services` is null or points at a live table.
+        #[no_mangle]
+        pub unsafe extern "C" fn ferry_set_services(
+            services: *const $crate::device::ffi::abi::DeviceServices,
+        ) -> i32 {
+            if services.is_null() {
+                return $crate::device::ffi::abi::STATUS_INVALID_ARGUMENT;
+            }
+            $crate::device::ffi::abi::STATUS_OK
+        }
+
+        /// Fills the config record.
+        ///
+        /// # Safety
+        /// `out` is null or valid for writes.
+        #[no_mangle]
+        pub unsafe extern "C" fn ferry_orch_config(
+            out: *mut $crate::device::ffi::abi::OrchConfig,
+        ) -> i32 {
+            if out.is_null() {
+                return $crate::device::ffi::abi::STATUS_INVALID_ARGUMENT;
+            }
+            let mut c =
+                $crate::device::ffi::abi::OrchConfig { expected_args: $n, ..Default::default() };
+            c.name[..NAME.len()].copy_from_slice(NAME.as_bytes());
+            // SAFETY: non-null and valid for writes by the caller's contract.
+            unsafe { out.write(c) };
+            $crate::device::ffi::abi::STATUS_OK
+        }
+
+        /// The orchestration entry: builds the callable's graph through the runtime's
+        /// submission table. A panic becomes `STATUS_PANIC` (no unwind crosses the boundary).
+        ///
+        /// # Safety
+        /// `ctx` is null or valid for reads for the call, and its `api` is null or the
+        /// runtime's live submission table.
+        #[no_mangle]
+        pub unsafe extern "C" fn ferry_orch_entry(
+            ctx: *const $crate::device::ffi::abi::OrchContext,
+        ) -> i32 {
+            if ctx.is_null() {
+                return $crate::device::ffi::abi::STATUS_INVALID_ARGUMENT;
+            }
+            // SAFETY: non-null and valid for the call by the caller's contract.
+            let ctx = unsafe { &*ctx };
+            // SAFETY: `ctx.api` is null or the live table (caller's contract).
+            let Some(mut o) = (unsafe { $crate::device::ffi::ApiOrchestrator::from_context(ctx) })
+            else {
+                return $crate::device::ffi::abi::STATUS_INVALID_ARGUMENT;
+            };
+            let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| $orch(&mut o)));
+            match r {
+                Ok(Ok(())) => $crate::device::ffi::abi::STATUS_OK,
+                Ok(Err(e)) => $crate::device::ffi::orchestration_status(e),
+                Err(_) => $crate::device::ffi::abi::STATUS_PANIC,
+            }
+        }
+    };
+}
+
+/// `ferry_abi::services`, re-exported for [`orchestration_object!`](crate::orchestration_object).
+pub use ferry_abi::services as abi;

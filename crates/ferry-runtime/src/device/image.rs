@@ -127,7 +127,9 @@ pub struct RuntimeHeader {
     pub max_physical_cores: u32,
     /// AIC workers (indices `0..aic_count`); the rest are AIV.
     pub aic_count: u32,
-    _pad: u32,
+    /// DFX collection bits of the run (`crate::device::dfx::DFX_*`; 0 = off). The AICore reads
+    /// it to decide whether to timestamp its executions.
+    pub dfx_flags: u32,
     _reserved: [u64; 12],
 }
 
@@ -289,6 +291,17 @@ impl PayloadStatus {
     /// A status word with its details.
     pub fn new(status: u32, fault_code: u32, fault_detail: [u64; 3]) -> PayloadStatus {
         PayloadStatus { status, fault_code, fault_detail, _reserved: [0; 4] }
+    }
+
+    /// The same status with the core's DFX timestamps (receive, start, end; device cycles).
+    pub fn with_times(mut self, receive: u64, start: u64, end: u64) -> PayloadStatus {
+        self._reserved = [receive, start, end, 0];
+        self
+    }
+
+    /// The DFX timestamps `[receive, start, end]` (zeros when the core took none).
+    pub fn times(&self) -> [u64; 3] {
+        [self._reserved[0], self._reserved[1], self._reserved[2]]
     }
 }
 

@@ -17,8 +17,10 @@
 //! | [`ffi`] | AICPU / orchestration objects | the AICPU program's exec hook and the `OrchApi` submission table |
 //! | [`program`] | AICPU | [`program::AicpuProgram`]: the init / register-callable / exec entries |
 //! | [`aicore`] | AICore | [`aicore::aicore_execute`]: the core's handshake and dispatch loop |
+//! | [`dfx`] | AICPU | DFX emission: the five subsystems' records through the transport writers |
 //! | [`kernels`] | AICore | the kernel library |
 pub mod aicore;
+pub mod dfx;
 pub mod ffi;
 pub mod image;
 pub mod kernels;

@@ -22,6 +22,7 @@ pub struct DeviceOrchestrator<'a> {
     scopes: Vec<(u64, usize)>,
     scratch_used: u64,
     deps: Vec<u64>,
+    dfx: Option<super::dfx::ThreadDfx>,
 }
 
 impl std::fmt::Debug for DeviceOrchestrator<'_> {
@@ -52,6 +53,23 @@ impl<'a> DeviceOrchestrator<'a> {
             scopes: Vec::new(),
             scratch_used: 0,
             deps: Vec::new(),
+            dfx: None,
+        }
+    }
+
+    /// Attaches this thread's DFX writers (DepGen, ScopeStats, the level-4 submit envelope).
+    pub fn attach_dfx(&mut self, dfx: Option<super::dfx::ThreadDfx>) {
+        self.dfx = dfx;
+    }
+
+    fn scope_snapshot(&self) -> super::dfx::ScopeSnapshot {
+        super::dfx::ScopeSnapshot {
+            depth: self.scopes.len() as u32,
+            task_tail: self.run.completed_count(),
+            task_head: self.next,
+            heap: self.scratch_used,
+            dep_pool: self.deps.len() as u64,
+            tensormap: self.map.len() as u64,
         }
     }
 
@@ -103,6 +121,10 @@ impl Orchestrate for DeviceOrchestrator<'_> {
             return Err(SubmitError::Aborted);
         }
         let seq = self.next;
+        let t0 = match &self.dfx {
+            Some(d) if d.orch_on() => self.ops.clock_cycles(),
+            _ => 0,
+        };
         let tensors = &self.tensors;
         let r = resolve(seq, task, &|i| tensors.get(i as usize).copied(), tensors.len() as u32)?;
         for (a, &(addr, bytes, _)) in task.args().zip(r.tensors()) {
@@ -127,16 +149,34 @@ impl Orchestrate for DeviceOrchestrator<'_> {
         self.deps.extend_from_slice(task.after_ids());
         self.deps.sort_unstable();
         self.deps.dedup();
+        if let Some(d) = self.dfx.as_mut() {
+            d.dep_gen(seq, &r, &self.deps);
+        }
         run.install(self.ops, seq, r, &self.deps);
+        if let Some(d) = self.dfx.as_mut().filter(|d| d.orch_on()) {
+            d.submit_envelope(seq, t0, self.ops.clock_cycles());
+        }
         self.next += 1;
         Ok(TaskId(seq))
     }
 
     fn scope_begin(&mut self) {
         self.scopes.push((self.scratch_used, self.tensors.len()));
+        if self.dfx.is_some() {
+            let s = self.scope_snapshot();
+            if let Some(d) = self.dfx.as_mut() {
+                d.scope(false, s);
+            }
+        }
     }
 
     fn scope_end(&mut self) -> Result<(), SubmitError> {
+        if self.dfx.is_some() && !self.scopes.is_empty() {
+            let s = self.scope_snapshot();
+            if let Some(d) = self.dfx.as_mut() {
+                d.scope(true, s);
+            }
+        }
         let (used, n) = self.scopes.pop().ok_or(SubmitError::ScopeUnderflow)?;
         self.scratch_used = used;
         self.tensors.truncate(n);
@@ -165,7 +205,11 @@ impl Orchestrate for DeviceOrchestrator<'_> {
 /// [`SubmitError::Aborted`] when the run failed meanwhile; [`SubmitError::UnknownDependency`]
 /// for a predecessor index that is not an earlier task (the host validates graphs, so this only
 /// fires on a corrupt image).
-pub fn load_host_graph(ops: &dyn DeviceOps, run: &RunState) -> Result<(), SubmitError> {
+pub fn load_host_graph(
+    ops: &dyn DeviceOps,
+    run: &RunState,
+    mut dfx: Option<&mut super::dfx::ThreadDfx>,
+) -> Result<(), SubmitError> {
     let hdr = &run.hdr;
     let mut preds = Vec::new();
     for seq in 0..u64::from(hdr.graph_task_count) {
@@ -200,7 +244,17 @@ pub fn load_host_graph(ops: &dyn DeviceOps, run: &RunState) -> Result<(), Submit
                 return Err(SubmitError::Aborted);
             }
         }
+        let t0 = match &dfx {
+            Some(d) if d.orch_on() => ops.clock_cycles(),
+            _ => 0,
+        };
+        if let Some(d) = dfx.as_deref_mut() {
+            d.dep_gen(seq, &t, &preds);
+        }
         run.install(ops, seq, t, &preds);
+        if let Some(d) = dfx.as_deref_mut().filter(|d| d.orch_on()) {
+            d.submit_envelope(seq, t0, ops.clock_cycles());
+        }
     }
     Ok(())
 }

@@ -43,6 +43,7 @@ pub struct AicpuProgram {
     init: Mutex<Option<InitArgs>>,
     callables: Mutex<Vec<Option<Registered>>>,
     current: Mutex<Current>,
+    dfx: Mutex<Option<Arc<super::dfx::DfxDevice>>>,
 }
 
 impl std::fmt::Debug for AicpuProgram {
@@ -64,12 +65,20 @@ impl AicpuProgram {
             init: Mutex::new(None),
             callables: Mutex::new(vec![None; MAX_CALLABLES as usize]),
             current: Mutex::new(None),
+            dfx: Mutex::new(None),
         }
     }
 
     /// Init entry: latches the per-device invariants (once per device).
     pub fn init(&self, args: &InitArgs) {
         *lock(&self.init) = Some(*args);
+    }
+
+    /// Attaches (or, with `None`, detaches) DFX collection for the runs that start from now on.
+    /// The first AICPU thread of a run copies the collection's bits into the image header
+    /// (`dfx_flags`), where the cores read them once their window opens.
+    pub fn attach_dfx(&self, dfx: Option<Arc<super::dfx::DfxDevice>>) {
+        *lock(&self.dfx) = dfx;
     }
 
     /// The latched init arguments.
@@ -117,7 +126,16 @@ impl AicpuProgram {
                 return Ok(run.clone());
             }
         }
-        let run = Arc::new(RunState::new(ops, image, threads)?);
+        let dfx = lock(&self.dfx).clone();
+        let flags = dfx.as_ref().map_or(0, |d| d.flags());
+        let run = Arc::new(RunState::new(ops, image, threads)?.with_dfx(dfx));
+        if flags != 0 {
+            let off = std::mem::offset_of!(crate::device::image::RuntimeHeader, dfx_flags);
+            // Relaxed: published to the other AICPU threads by the `current` mutex they take in
+            // `join`, and by each scheduler's window-opening register write (Release) to its
+            // cores, which read the flags after observing it.
+            run.image.u32_at(off).store(flags, std::sync::atomic::Ordering::Relaxed);
+        }
         *cur = Some((image, hdr.run_epoch, run.clone()));
         Ok(run)
     }
@@ -187,11 +205,19 @@ impl AicpuProgram {
         let result = match run.hdr.variant {
             VARIANT_DEVICE_ORCH => {
                 let mut o = DeviceOrchestrator::new(ops, run);
+                o.attach_dfx(run.dfx_thread(run.hdr.aicpu_thread_num.saturating_sub(1), &[]));
                 let id = run.hdr.callable_id;
                 std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| orch(&mut o, id)))
                     .unwrap_or(Err(DeviceFault::OrchestrationPanicked))
             }
-            VARIANT_HOST_GRAPH => load_host_graph(ops, run).map_err(DeviceFault::Submit),
+            VARIANT_HOST_GRAPH => {
+                let mut dfx = run.dfx_thread(run.hdr.aicpu_thread_num.saturating_sub(1), &[]);
+                let r = load_host_graph(ops, run, dfx.as_mut()).map_err(DeviceFault::Submit);
+                if let Some(d) = dfx {
+                    d.finish();
+                }
+                r
+            }
             _ => Err(DeviceFault::BadImage { magic: run.hdr.magic, version: run.hdr.version }),
         };
         if let Err(f) = result {

@@ -85,6 +85,7 @@ pub struct RunState {
     kernel_counts: [AtomicU64; super::image::KERNEL_COUNT_SLOTS],
     threads_left: AtomicU32,
     regs: ImageView,
+    pub(crate) dfx: Option<std::sync::Arc<super::dfx::DfxDevice>>,
 }
 
 impl std::fmt::Debug for RunState {
@@ -155,7 +156,25 @@ impl RunState {
             kernel_counts: Default::default(),
             threads_left: AtomicU32::new(threads),
             regs,
+            dfx: None,
         })
+    }
+
+    /// The same run with DFX collection attached (the host's [`super::dfx::DfxDevice`]).
+    pub fn with_dfx(mut self, dfx: Option<std::sync::Arc<super::dfx::DfxDevice>>) -> RunState {
+        self.dfx = dfx;
+        self
+    }
+
+    /// This AICPU thread's DFX writers, when DFX is on.
+    pub(crate) fn dfx_thread(&self, thread: u32, cores: &[u32]) -> Option<super::dfx::ThreadDfx> {
+        self.dfx.as_ref().map(|d| d.thread(thread, cores))
+    }
+
+    /// Tasks completed so far (the task window's tail).
+    pub(crate) fn completed_count(&self) -> u64 {
+        // Relaxed: an occupancy statistic for ScopeStats; nothing is ordered by it.
+        self.completed.load(Ordering::Relaxed)
     }
 
     fn slot(&self, seq: u64) -> &Slot {
@@ -282,13 +301,13 @@ impl RunState {
         self.ready_len[q].load(Ordering::Relaxed) != 0
     }
 
-    /// One block of `seq` finished; the last one completes the task and releases its
-    /// successors.
-    fn block_done(&self, ops: &dyn DeviceOps, seq: u64) {
+    /// One block of `seq` finished; the last one completes the task, releases its successors
+    /// and returns `true`.
+    fn block_done(&self, ops: &dyn DeviceOps, seq: u64) -> bool {
         let slot = self.slot(seq);
         // AcqRel: the last block's thread must see the other blocks' completions.
         if slot.blocks_left.fetch_sub(1, Ordering::AcqRel) != 1 {
-            return;
+            return false;
         }
         let (kernel, succ) = {
             let mut g = lock(&slot.inner);
@@ -307,6 +326,7 @@ impl RunState {
         // Release: pairs with the Acquire load in `is_finished`.
         self.completed.fetch_add(1, Ordering::Release);
         ops.notify_aicpu();
+        true
     }
 
     /// The orchestrator (or graph loader) will submit nothing more.
@@ -417,6 +437,7 @@ pub fn scheduler(ops: &dyn DeviceOps, run: &RunState, sched: u32, scheds: u32) {
     let (dmb, cond) = (layout.data_main_base as u32, layout.cond as u32);
     let owned: Vec<u32> =
         (0..hdr.worker_count).filter(|&i| cluster_of(i, hdr.aic_count) % scheds == sched).collect();
+    let mut dfx = run.dfx_thread(sched, &owned);
     let mut cores = match handshake(ops, run, &owned, layout) {
         Ok(c) => c,
         Err((fault, up)) => {
@@ -427,6 +448,9 @@ pub fn scheduler(ops: &dyn DeviceOps, run: &RunState, sched: u32, scheds: u32) {
     };
     loop {
         let mut progress = false;
+        let phases = dfx.as_ref().is_some_and(|d| d.phases_on());
+        let t0 = if phases { ops.clock_cycles() } else { 0 };
+        let mut completed_n = 0u32;
         for c in cores.iter_mut() {
             let Some((seq, id)) = c.running else { continue };
             if ops.reg_read(c.base, cond) != cond_fin(id) {
@@ -442,17 +466,38 @@ pub fn scheduler(ops: &dyn DeviceOps, run: &RunState, sched: u32, scheds: u32) {
                     .unwrap_or(KernelFault::UnknownKernel { kernel });
                 run.fail(ops, DeviceFault::Kernel { task: seq, kernel, fault });
             }
-            run.block_done(ops, seq);
+            let Some(d) = dfx.as_mut() else {
+                run.block_done(ops, seq);
+                continue;
+            };
+            let task = lock(&run.slot(seq).inner).task;
+            let completed = run.block_done(ops, seq);
+            d.on_finish(ops, c.index, seq, id, st.times(), completed.then_some(&task));
+            completed_n += 1;
         }
+        let t1 = if phases { ops.clock_cycles() } else { 0 };
+        let mut dispatched_n = 0u32;
         if !run.is_aborted() {
             for c in cores.iter_mut().filter(|c| c.running.is_none()) {
                 // A core takes work of its kind (`queue_for` already folded both kinds into one
                 // queue when the chip has no cores of one kind).
                 let w = run.pop(c.queue);
                 let Some((seq, block)) = w else { continue };
-                dispatch(ops, run, c, seq, block, dmb);
+                dispatch(ops, run, c, seq, block, dmb, dfx.as_mut());
                 progress = true;
+                dispatched_n += 1;
             }
+        }
+        if let Some(d) = dfx.as_mut().filter(|_| phases && progress) {
+            use ferry_abi::records::SchedPhaseKind;
+            let t2 = ops.clock_cycles();
+            if completed_n > 0 {
+                d.phase(SchedPhaseKind::Complete as u32, t0, t1, completed_n, [0, 0]);
+            }
+            if dispatched_n > 0 {
+                d.phase(SchedPhaseKind::Dispatch as u32, t1, t2, dispatched_n, [dispatched_n, 0]);
+            }
+            d.next_iter();
         }
         let idle = cores.iter().all(|c| c.running.is_none());
         if idle && (run.is_finished() || run.is_aborted()) {
@@ -473,6 +518,9 @@ pub fn scheduler(ops: &dyn DeviceOps, run: &RunState, sched: u32, scheds: u32) {
             None,
         );
     }
+    if let Some(d) = dfx {
+        d.finish();
+    }
     let up: Vec<u64> = cores.iter().map(|c| c.base).collect();
     shutdown(ops, &up, dmb, cond, layout.fast_path_enable);
 }
@@ -484,6 +532,7 @@ fn dispatch(
     seq: u64,
     block: u32,
     dmb: u32,
+    dfx: Option<&mut super::dfx::ThreadDfx>,
 ) {
     let task = lock(&run.slot(seq).inner).task;
     let id = c.next_id;
@@ -504,6 +553,9 @@ fn dispatch(
     // register write below.
     run.image.write_record(c.payload_off + (id as usize & 1) * 256, &a);
     c.running = Some((seq, id));
+    if let Some(d) = dfx {
+        d.on_dispatch(ops, c.index, seq, block, &task);
+    }
     ops.reg_write_aicpu(c.base, dmb, id);
 }
 

@@ -13,6 +13,7 @@
 //! AICore and AICPU entries directly; the launch transaction replaces exactly that call with
 //! its staged publication of `KernelArgs` on the stream pair, and Path A's loader replaces
 //! [`crate::device::program::AicpuProgram`]'s direct calls with the loaded program's entries.
+pub mod dfx;
 pub mod graph;
 mod runner;
 mod sim_ops;

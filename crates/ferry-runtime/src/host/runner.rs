@@ -875,6 +875,13 @@ impl DeviceRunner {
         drop(run);
     }
 
+    /// Attaches DFX collection (`super::dfx::DfxSession::device`) to the runs launched from now
+    /// on, or detaches it with `None`. The runner calls the device half linked into the host
+    /// process; a separately loaded AICPU program does not see it.
+    pub fn attach_dfx(&mut self, dfx: Option<Arc<crate::device::dfx::DfxDevice>>) {
+        self.program.attach_dfx(dfx);
+    }
+
     /// Whether a run is prepared or in flight on this runner.
     pub fn is_busy(&self) -> bool {
         // Acquire: pairs with the Release store in `Claim::drop`.

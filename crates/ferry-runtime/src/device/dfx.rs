@@ -1,0 +1,695 @@
+//! Device-side DFX emission: the five subsystems' records, written on the AICPU threads through
+//! the DFX transport's per-lane writers (`ferry_dfx::DeviceWriter`), never through a side channel.
+//!
+//! The host attaches a [`DfxDevice`] to the AICPU program for a run (`host::dfx`); each AICPU
+//! thread then builds its own [`ThreadDfx`] holding one writer per enabled subsystem for its ready
+//! queue, and the scheduler / orchestrator call small hooks on it. When DFX is off the run holds
+//! `None` and every hook is one branch on an `Option`.
+//!
+//! | subsystem | lanes | written by | when |
+//! |---|---|---|---|
+//! | ChipSwimlane AICore (level ≥ 1) | one per core | owning scheduler | at FIN, from the core's own timestamps |
+//! | ChipSwimlane AICPU (level ≥ 2) | one per core | owning scheduler | at FIN (dispatch, finish) |
+//! | ChipSwimlane sched phases (level ≥ 3) | one per scheduler | scheduler | per loop iteration with work |
+//! | ChipSwimlane orch (level 4) | one | orchestrator | per submit (envelope) |
+//! | PMU | one per core | scheduler completing the task | once per task |
+//! | DepGen | one | orchestrator | once per submit (+ overflow records) |
+//! | ScopeStats | one | orchestrator | scope begin / end |
+//! | ArgsDump | one per scheduler | scheduler | before dispatch (block 0), after completion |
+//!
+//! ArgsDump payloads go to a per-scheduler-thread [`ArgsArena`] guarded by the arena gate of
+//! `specs/dfx.md` §3.10: before a payload would wrap or straddle the arena, the thread seals its
+//! metadata buffer and waits (one budget) until the host has acknowledged every payload it
+//! published (`publish_arena_acks`, seed 000); on timeout the argument record is dropped and
+//! counted.
+use super::ops::DeviceOps;
+use super::task::{ResolvedTask, Role};
+use ferry_abi::launch::AbiRecord;
+use ferry_abi::records::{
+    AicoreTaskRecord, AicpuTaskRecord, ArgsDumpRecord, DType, DepGenOverflowRecord, DepGenRecord,
+    OrchPhaseRecord, PmuRecord, SchedPhaseRecord, ScopeStatsRecord, ARG_KIND_SCALAR,
+    ARG_KIND_TENSOR, ARG_ROLE_INOUT, ARG_ROLE_INPUT, ARG_ROLE_OUTPUT, ARG_ROLE_SCALAR,
+    ARG_STAGE_AFTER_COMPLETION, ARG_STAGE_BEFORE_DISPATCH, CORE_TYPE_AIC, CORE_TYPE_AIV,
+    DEP_GEN_FLAG_HAS_OVERFLOW, DEP_GEN_FLAG_LAST_OVERFLOW, DEP_GEN_FLAG_OVERFLOW,
+    DEP_GEN_INLINE_DEPS, DEP_GEN_MAX_TENSORS, DEP_GEN_OVERFLOW_DEPS, PMU_MAX_COUNTERS,
+    SCOPE_PHASE_BEGIN, SCOPE_PHASE_END,
+};
+use ferry_dfx::{DeviceRegion, DeviceWriter};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// [`super::image::RuntimeHeader::dfx_flags`]: the swimlane is on (AICore timestamps).
+pub const DFX_SWIMLANE: u32 = 1;
+/// [`super::image::RuntimeHeader::dfx_flags`]: some other subsystem is on.
+pub const DFX_OTHER: u32 = 2;
+
+/// A scheduler thread's ArgsDump payload arena (device memory in the original; here an
+/// AICPU-owned block shared with the host collector by reference).
+///
+/// `write_offset` is the monotonic device cursor (written modulo `size`), `published` the payload
+/// records the device has published, `completed` the payloads the host acknowledged
+/// (`publish_arena_acks`), `dropped` the argument records the arena gate gave up on.
+#[derive(Debug)]
+pub struct ArgsArena {
+    words: Box<[AtomicU32]>,
+    /// Monotonic write cursor in bytes (device-written).
+    pub write_offset: AtomicU64,
+    /// Payload-bearing records published so far (device-written).
+    pub published: AtomicU64,
+    /// Payloads the host has copied out (host-written by the ack hook).
+    pub completed: AtomicU64,
+    /// Argument records dropped at the arena gate.
+    pub dropped: AtomicU64,
+}
+
+impl ArgsArena {
+    /// An arena of `bytes` bytes (rounded down to whole words, at least 64).
+    pub fn new(bytes: u64) -> ArgsArena {
+        let words = (bytes / 4).max(16) as usize;
+        ArgsArena {
+            words: (0..words).map(|_| AtomicU32::new(0)).collect(),
+            write_offset: AtomicU64::new(0),
+            published: AtomicU64::new(0),
+            completed: AtomicU64::new(0),
+            dropped: AtomicU64::new(0),
+        }
+    }
+
+    /// Size in bytes.
+    pub fn size(&self) -> u64 {
+        self.words.len() as u64 * 4
+    }
+
+    /// Copies `len` bytes at physical offset `phys` (word-aligned) out of the arena.
+    pub fn read(&self, phys: u64, len: u64) -> Vec<u8> {
+        let (w0, n) = ((phys / 4) as usize, (len / 4) as usize);
+        let mut out = Vec::with_capacity(len as usize);
+        for w in self.words.iter().skip(w0).take(n) {
+            // Relaxed: the record that names these bytes was published by the ready-queue tail's
+            // Release store after the device wrote them; the collector read that tail (Acquire).
+            out.extend_from_slice(&w.load(Ordering::Relaxed).to_le_bytes());
+        }
+        out
+    }
+
+    fn write_word(&self, phys_word: usize, v: u32) {
+        // Relaxed: published to the host by the ready-queue tail's Release store of the buffer
+        // holding the record that names these bytes.
+        self.words[phys_word].store(v, Ordering::Relaxed);
+    }
+}
+
+/// What the host attached to the AICPU program for one run.
+#[derive(Debug, Default)]
+pub struct DfxDevice {
+    /// ChipSwimlane level (0 off, 1–4).
+    pub swimlane: u32,
+    /// PMU event type (0 off).
+    pub pmu: u32,
+    /// DepGen on.
+    pub dep_gen: bool,
+    /// ArgsDump level (0 off, 1–3).
+    pub args_level: u32,
+    /// ScopeStats on.
+    pub scope_stats: bool,
+    /// AICPU threads of the run (last = orchestrator).
+    pub threads: u32,
+    /// AIC workers (core ids `0..aic`).
+    pub aic: u32,
+    /// Regions of the subsystems that are on.
+    pub regions: DfxRegions,
+    /// One payload arena per scheduler thread (ArgsDump only).
+    pub arenas: Vec<Arc<ArgsArena>>,
+}
+
+/// The device handles of each subsystem's transport region.
+#[derive(Debug, Default)]
+pub struct DfxRegions {
+    /// AicoreTask lanes (one per core).
+    pub aicore: Option<DeviceRegion>,
+    /// AicpuTask lanes (one per core).
+    pub aicpu: Option<DeviceRegion>,
+    /// Scheduler phase lanes (one per scheduler thread).
+    pub sched: Option<DeviceRegion>,
+    /// The orchestrator lane.
+    pub orch: Option<DeviceRegion>,
+    /// PMU lanes (one per core).
+    pub pmu: Option<DeviceRegion>,
+    /// The DepGen lane.
+    pub dep_gen: Option<DeviceRegion>,
+    /// The ScopeStats lane.
+    pub scope: Option<DeviceRegion>,
+    /// ArgsDump metadata lanes (one per scheduler thread).
+    pub args: Option<DeviceRegion>,
+}
+
+impl DfxDevice {
+    /// The header bits of this configuration.
+    pub fn flags(&self) -> u32 {
+        let mut f = 0;
+        if self.swimlane > 0 {
+            f |= DFX_SWIMLANE;
+        }
+        if self.pmu > 0 || self.dep_gen || self.args_level > 0 || self.scope_stats {
+            f |= DFX_OTHER;
+        }
+        f
+    }
+
+    /// The writers of AICPU thread `thread`; `cores` are the core ids it owns (schedulers).
+    pub fn thread(self: &Arc<Self>, thread: u32, cores: &[u32]) -> ThreadDfx {
+        fn w<R: ferry_dfx::Record>(r: &Option<DeviceRegion>, q: u32) -> Option<DeviceWriter<R>> {
+            let r = r.as_ref()?;
+            let lanes = r.lanes_of_queue(q);
+            if lanes.is_empty() {
+                return None;
+            }
+            r.writer::<R>(q, &lanes).ok()
+        }
+        let g = &self.regions;
+        let mut core_lane =
+            vec![usize::MAX; cores.iter().map(|&c| c as usize + 1).max().unwrap_or(0)];
+        for (k, &c) in cores.iter().enumerate() {
+            core_lane[c as usize] = k;
+        }
+        ThreadDfx {
+            dev: self.clone(),
+            thread,
+            aicore: w(&g.aicore, thread),
+            aicpu: w(&g.aicpu, thread),
+            sched: w(&g.sched, thread),
+            orch: w(&g.orch, thread),
+            pmu: w(&g.pmu, thread),
+            dep_gen: w(&g.dep_gen, thread),
+            scope: w(&g.scope, thread),
+            args: w(&g.args, thread),
+            arena: self.arenas.get(thread as usize).cloned(),
+            core_lane,
+            dispatch: Vec::new(),
+            payloads: 0,
+            loop_iter: 0,
+            submit_idx: 0,
+        }
+    }
+}
+
+/// One AICPU thread's DFX writers and per-core scratch.
+pub struct ThreadDfx {
+    dev: Arc<DfxDevice>,
+    thread: u32,
+    aicore: Option<DeviceWriter<AicoreTaskRecord>>,
+    aicpu: Option<DeviceWriter<AicpuTaskRecord>>,
+    sched: Option<DeviceWriter<SchedPhaseRecord>>,
+    orch: Option<DeviceWriter<OrchPhaseRecord>>,
+    pmu: Option<DeviceWriter<PmuRecord>>,
+    dep_gen: Option<DeviceWriter<DepGenRecord>>,
+    scope: Option<DeviceWriter<ScopeStatsRecord>>,
+    args: Option<DeviceWriter<ArgsDumpRecord>>,
+    arena: Option<Arc<ArgsArena>>,
+    core_lane: Vec<usize>,
+    dispatch: Vec<u64>,
+    payloads: u64,
+    loop_iter: u32,
+    submit_idx: u32,
+}
+
+impl std::fmt::Debug for ThreadDfx {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ThreadDfx").field("thread", &self.thread).finish_non_exhaustive()
+    }
+}
+
+/// Work a task does, as the PMU counts it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TaskWork {
+    /// Bytes read from global memory (inputs and inouts).
+    pub bytes_read: u64,
+    /// Bytes written to global memory (outputs and inouts).
+    pub bytes_written: u64,
+    /// Elements produced.
+    pub elements: u64,
+    /// Arithmetic operations issued.
+    pub ops: u64,
+}
+
+/// What kernel `task.kernel` does over its tensors (the kernels of [`super::kernels`]).
+pub fn task_work(task: &ResolvedTask) -> TaskWork {
+    use super::kernels::*;
+    let mut w = TaskWork::default();
+    for &(_, bytes, role) in task.tensors() {
+        match role {
+            Role::Input => w.bytes_read += bytes,
+            Role::Output => w.bytes_written += bytes,
+            Role::InOut => {
+                w.bytes_read += bytes;
+                w.bytes_written += bytes;
+            }
+        }
+    }
+    w.elements = w.bytes_written / 4;
+    let s = |i: usize| task.scalars[i];
+    w.ops = match task.kernel {
+        K_ADD | K_MUL | K_SCALE | K_ADD_SCALAR => w.elements,
+        K_COPY => 0,
+        // scores (2·D per key), exp + sum (3 per key), o update (2·D per key)
+        K_ATTN_PARTIAL => s(1).saturating_mul(4 * s(0) + 3),
+        // per part: exp, rescale of D + 2 values, then the division
+        K_ATTN_MERGE => s(1).saturating_mul(2 * s(0) + 4) + s(0),
+        _ => w.elements,
+    };
+    w
+}
+
+fn kernel_ids(kernel: u32) -> [i32; 3] {
+    match super::kernels::spec(kernel).map(|s| s.core) {
+        Some(super::kernels::CoreKind::Aic) => [kernel as i32, -1, -1],
+        _ => [-1, kernel as i32, -1],
+    }
+}
+
+fn role_code(r: Role) -> u8 {
+    match r {
+        Role::Input => ARG_ROLE_INPUT,
+        Role::Output => ARG_ROLE_OUTPUT,
+        Role::InOut => ARG_ROLE_INOUT,
+    }
+}
+
+/// Encodes a tensor argument into DepGen's opaque 128-byte blob: `addr` u64, `bytes` u64 (LE).
+pub fn encode_tensor_blob(addr: u64, bytes: u64) -> [u8; 128] {
+    let mut b = [0u8; 128];
+    b[..8].copy_from_slice(&addr.to_le_bytes());
+    b[8..16].copy_from_slice(&bytes.to_le_bytes());
+    b
+}
+
+/// Decodes [`encode_tensor_blob`].
+pub fn decode_tensor_blob(b: &[u8; 128]) -> (u64, u64) {
+    let u = |o: usize| u64::from_le_bytes(b[o..o + 8].try_into().unwrap_or([0; 8]));
+    (u(0), u(8))
+}
+
+/// Scope occupancy the orchestrator reports at a scope boundary.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ScopeSnapshot {
+    /// Scope depth after begin / before end (≥ 1).
+    pub depth: u32,
+    /// Task-window tail (tasks completed).
+    pub task_tail: u64,
+    /// Task-window head (tasks submitted).
+    pub task_head: u64,
+    /// Scratch heap bytes in use.
+    pub heap: u64,
+    /// Dependencies installed by the last submit (the dep pool's live entries).
+    pub dep_pool: u64,
+    /// Tensor-map segments held.
+    pub tensormap: u64,
+}
+
+impl ThreadDfx {
+    /// ChipSwimlane level.
+    pub fn level(&self) -> u32 {
+        self.dev.swimlane
+    }
+
+    /// Whether scheduler phase records are on (level ≥ 3).
+    pub fn phases_on(&self) -> bool {
+        self.sched.is_some()
+    }
+
+    /// Whether the orchestrator envelope is on (level 4).
+    pub fn orch_on(&self) -> bool {
+        self.orch.is_some()
+    }
+
+    /// A dispatch to core `core` of `task`'s block `block` with dispatch id `id`, right before
+    /// the register write. Dumps block 0's arguments before dispatch.
+    pub fn on_dispatch(
+        &mut self,
+        ops: &dyn DeviceOps,
+        core: u32,
+        seq: u64,
+        block: u32,
+        task: &ResolvedTask,
+    ) {
+        if self.dispatch.len() <= core as usize {
+            self.dispatch.resize(core as usize + 1, 0);
+        }
+        self.dispatch[core as usize] = ops.clock_cycles();
+        if block == 0 && self.args.is_some() {
+            self.dump_args(ops, seq, task, ARG_STAGE_BEFORE_DISPATCH);
+        }
+    }
+
+    /// Core `core` reported FIN for dispatch `id` of `seq` with its timestamps `times`
+    /// (receive, start, end). `completed` is `Some(task)` when this block completed the task.
+    pub fn on_finish(
+        &mut self,
+        ops: &dyn DeviceOps,
+        core: u32,
+        seq: u64,
+        id: u32,
+        times: [u64; 3],
+        completed: Option<&ResolvedTask>,
+    ) {
+        let finish = ops.clock_cycles();
+        let lane = self.core_lane.get(core as usize).copied().unwrap_or(usize::MAX);
+        if let Some(w) = self.aicore.as_mut().filter(|_| lane != usize::MAX) {
+            let [recv, start, end] = times;
+            w.record(
+                lane,
+                AicoreTaskRecord {
+                    start_time: start.max(1),
+                    end_time: end.max(start.max(1)),
+                    task_token_raw: seq,
+                    reg_task_id: id,
+                    receive_to_start_cycles: start.saturating_sub(recv).min(u64::from(u32::MAX))
+                        as u32,
+                },
+            );
+        }
+        if let Some(w) = self.aicpu.as_mut().filter(|_| lane != usize::MAX) {
+            let dispatch = self.dispatch.get(core as usize).copied().unwrap_or(0);
+            w.record(
+                lane,
+                AicpuTaskRecord {
+                    dispatch_time: dispatch,
+                    finish_time: finish,
+                    reg_task_id: id,
+                    _pad: [0; 3],
+                },
+            );
+        }
+        let Some(task) = completed else { return };
+        if let Some(w) = self.pmu.as_mut().filter(|_| lane != usize::MAX) {
+            let work = task_work(task);
+            let cycles = times[2].saturating_sub(times[1]).max(1);
+            let aic = core < self.dev.aic;
+            let counters = pmu_counters(self.dev.pmu, aic, cycles, &work);
+            w.record(
+                lane,
+                PmuRecord {
+                    task_id: seq,
+                    func_id: task.kernel,
+                    core_type: if aic { CORE_TYPE_AIC } else { CORE_TYPE_AIV },
+                    pmu_total_cycles: cycles,
+                    counters,
+                },
+            );
+        }
+        if self.args.is_some() {
+            self.dump_args(ops, seq, task, ARG_STAGE_AFTER_COMPLETION);
+        }
+    }
+
+    /// One scheduler phase record (level ≥ 3).
+    pub fn phase(&mut self, kind: u32, start: u64, end: u64, tasks: u32, data: [u32; 2]) {
+        if let Some(w) = self.sched.as_mut() {
+            w.record(
+                0,
+                SchedPhaseRecord {
+                    start,
+                    end,
+                    loop_iter: self.loop_iter,
+                    kind,
+                    tasks_processed: tasks,
+                    phase_data: data,
+                    ..Default::default()
+                },
+            );
+        }
+    }
+
+    /// The scheduler finished one loop iteration.
+    pub fn next_iter(&mut self) {
+        self.loop_iter = self.loop_iter.wrapping_add(1);
+    }
+
+    /// An orchestrator submit envelope (level 4).
+    pub fn submit_envelope(&mut self, seq: u64, start: u64, end: u64) {
+        if let Some(w) = self.orch.as_mut() {
+            w.record(
+                0,
+                OrchPhaseRecord { start, end, task_id: seq, submit_idx: self.submit_idx, _pad: 0 },
+            );
+            self.submit_idx += 1;
+        }
+    }
+
+    /// DepGen: task `seq` installed with predecessors `preds` (the runtime's own list).
+    pub fn dep_gen(&mut self, seq: u64, task: &ResolvedTask, preds: &[u64]) {
+        let Some(w) = self.dep_gen.as_mut() else { return };
+        let mut r = DepGenRecord {
+            task_id: seq,
+            tensor_count: task.n_tensors.min(DEP_GEN_MAX_TENSORS as u32) as u16,
+            explicit_dep_count: preds.len().min(u16::MAX as usize) as u16,
+            kernel_id: kernel_ids(task.kernel),
+            block_num: task.block_dim,
+            ..Default::default()
+        };
+        for (i, &(addr, bytes, role)) in task.tensors().iter().take(DEP_GEN_MAX_TENSORS).enumerate()
+        {
+            r.arg_types[i] = role_code(role);
+            r.tensors[i] = encode_tensor_blob(addr, bytes);
+        }
+        let inline = preds.len().min(DEP_GEN_INLINE_DEPS);
+        r.explicit_deps[..inline].copy_from_slice(&preds[..inline]);
+        let rest = &preds[inline..preds.len().min(u16::MAX as usize)];
+        if !rest.is_empty() {
+            r.flags |= DEP_GEN_FLAG_HAS_OVERFLOW;
+        }
+        w.record(0, r);
+        let chunks: Vec<&[u64]> = rest.chunks(DEP_GEN_OVERFLOW_DEPS).collect();
+        for (k, c) in chunks.iter().enumerate() {
+            let mut o = DepGenOverflowRecord {
+                task_id: seq,
+                flags: DEP_GEN_FLAG_OVERFLOW
+                    | if k + 1 == chunks.len() { DEP_GEN_FLAG_LAST_OVERFLOW } else { 0 },
+                dep_count: c.len() as u16,
+                reserved: 0,
+                deps: [0; DEP_GEN_OVERFLOW_DEPS],
+            };
+            o.deps[..c.len()].copy_from_slice(c);
+            if let Ok(r) = DepGenRecord::from_bytes(o.as_bytes()) {
+                w.record(0, r);
+            }
+        }
+    }
+
+    /// ScopeStats: a scope begins (`end == false`) or ends.
+    pub fn scope(&mut self, end: bool, s: ScopeSnapshot) {
+        let Some(w) = self.scope.as_mut() else { return };
+        let mut r = ScopeStatsRecord {
+            heap_start: 0,
+            heap_end: s.heap,
+            site_line: s.depth as i32,
+            task_start: s.task_tail.min(i32::MAX as u64) as i32,
+            task_end: s.task_head.min(i32::MAX as u64) as i32,
+            dep_pool_start: 0,
+            dep_pool_end: s.dep_pool.min(i32::MAX as u64) as i32,
+            tensormap_used: s.tensormap.min(i32::MAX as u64) as i32,
+            depth: s.depth.min(i16::MAX as u32) as i16,
+            ring_id: s.depth.min(3) as i16,
+            phase: if end { SCOPE_PHASE_END } else { SCOPE_PHASE_BEGIN },
+            ..Default::default()
+        };
+        r.set_site_file("orchestration");
+        w.record(0, r);
+    }
+
+    fn dump_args(&mut self, ops: &dyn DeviceOps, seq: u64, task: &ResolvedTask, stage: u8) {
+        let before = stage == ARG_STAGE_BEFORE_DISPATCH;
+        let payloads = self.dev.args_level != 0;
+        for (i, &(addr, bytes, role)) in task.tensors().iter().enumerate() {
+            let dumped = match role {
+                Role::Input => before,
+                Role::Output => !before,
+                Role::InOut => true,
+            };
+            if !dumped {
+                continue;
+            }
+            let mut r = ArgsDumpRecord {
+                task_id: seq,
+                role: role_code(role),
+                stage,
+                ndims: 1,
+                arg_index: i as u32,
+                dtype: DType::Float32 as u8,
+                is_contiguous: 1,
+                kind: ARG_KIND_TENSOR,
+                func_count: 1,
+                ..Default::default()
+            };
+            r.func_ids[0] = task.kernel as u16;
+            r.shapes[0] = (bytes / 4).min(u64::from(u32::MAX)) as u32;
+            r.strides[0] = 1;
+            if payloads && bytes > 0 {
+                match self.copy_payload(ops, addr, bytes) {
+                    Some((off, size, truncated)) => {
+                        r.payload_offset = off;
+                        r.payload_size = size;
+                        r.truncated = u8::from(truncated);
+                    }
+                    None => continue,
+                }
+            }
+            if let Some(w) = self.args.as_mut() {
+                w.record(0, r);
+            }
+            if r.payload_size > 0 {
+                self.payloads += 1;
+            }
+        }
+        if before {
+            for (k, &v) in task.scalars[..task.n_scalars as usize].iter().enumerate() {
+                let r = ArgsDumpRecord {
+                    task_id: seq,
+                    role: ARG_ROLE_SCALAR,
+                    stage,
+                    arg_index: task.n_tensors + k as u32,
+                    dtype: DType::UInt64 as u8,
+                    is_contiguous: 1,
+                    kind: ARG_KIND_SCALAR,
+                    scalar_value: v,
+                    func_count: 1,
+                    func_ids: [task.kernel as u16, 0, 0],
+                    ..Default::default()
+                };
+                if let Some(w) = self.args.as_mut() {
+                    w.record(0, r);
+                }
+            }
+        }
+    }
+
+    /// The arena gate (§3.10) and the copy; `None` when the gate gave up (record dropped).
+    fn copy_payload(
+        &mut self,
+        ops: &dyn DeviceOps,
+        addr: u64,
+        bytes: u64,
+    ) -> Option<(u64, u64, bool)> {
+        let arena = self.arena.clone()?;
+        let size = arena.size();
+        let (len, truncated) = if bytes > size { ((size / 2) & !3, true) } else { (bytes, false) };
+        // Relaxed: this thread is the only writer of its cursor.
+        let mut wo = arena.write_offset.load(Ordering::Relaxed);
+        let phys = wo % size;
+        let full = wo != 0 && phys == 0;
+        let crosses = len > size - phys;
+        if full || crosses {
+            // Seal: publish the metadata buffer so the host can see (and ack) every payload.
+            if let Some(w) = self.args.as_mut() {
+                w.flush();
+            }
+            let target = self.payloads;
+            // Relaxed: a statistic for the host; the acks below are what pair.
+            arena.published.store(target, Ordering::Relaxed);
+            let budget = self.args.as_ref().map_or(0, |_| self.budget_cycles());
+            let start = ops.clock_cycles();
+            // Acquire: pairs with the ack hook's Release store of `completed`, after the collector
+            // copied those payloads out.
+            let acked = |a: &ArgsArena| a.completed.load(Ordering::Acquire) >= target;
+            while !acked(&arena) {
+                if ops.clock_cycles().saturating_sub(start) >= budget {
+                    // Relaxed: a counter read after the run.
+                    arena.dropped.fetch_add(1, Ordering::Relaxed);
+                    return None;
+                }
+                ops.aicpu_wait(&mut || acked(&arena), Some(Duration::from_micros(50)));
+            }
+            if phys != 0 {
+                wo += size - phys;
+            }
+        }
+        let slice = super::image::F32Slice::new(ops, addr, len).ok()?;
+        let p0 = ((wo % size) / 4) as usize;
+        for i in 0..slice.len() {
+            arena.write_word(p0 + i, slice.get(i).to_bits());
+        }
+        // Relaxed: the host reads the cursor as an overwrite high-water mark only; the payload
+        // itself is published with the record.
+        arena.write_offset.store(wo + len, Ordering::Relaxed);
+        Some((wo, len, truncated))
+    }
+
+    fn budget_cycles(&self) -> u64 {
+        self.dev.regions.args.as_ref().map_or(0, DeviceRegion::budget_cycles)
+    }
+
+    /// End of the thread's part of the run: flushes every writer (§3.11).
+    pub fn finish(self) {
+        if let Some(a) = &self.arena {
+            // Relaxed: read by the host after the run.
+            a.published.store(self.payloads, Ordering::Relaxed);
+        }
+        // Dropping the writers flushes them.
+    }
+}
+
+/// Simulated PMU counters of one task for `event_type`, in the slot order of
+/// `ferry_dfx::output::pmu_counter_names` (a5 adds `fixpipe_busy_cycles`, `issued_instructions`).
+pub fn pmu_counters(
+    event_type: u32,
+    aic: bool,
+    cycles: u64,
+    w: &TaskWork,
+) -> [u32; PMU_MAX_COUNTERS] {
+    let c = |v: u64| v.min(u64::from(u32::MAX)) as u32;
+    // 32 B per MTE beat, 8 lanes per vector op, 16x16 per cube op.
+    let (beats_r, beats_w) = (w.bytes_read.div_ceil(32), w.bytes_written.div_ceil(32));
+    let issued = if aic { w.ops.div_ceil(256) } else { w.ops.div_ceil(8) } + beats_r + beats_w;
+    let busy = cycles;
+    let mut out = [0u32; PMU_MAX_COUNTERS];
+    let v: [u64; 8] = match event_type {
+        1 => [
+            if aic { w.ops } else { 0 },
+            0,
+            if aic { 0 } else { w.ops },
+            0,
+            0,
+            0,
+            issued / 4,
+            w.elements,
+        ],
+        4 => [
+            w.bytes_read,
+            w.bytes_written,
+            w.bytes_read,
+            w.bytes_written,
+            if aic { w.bytes_read } else { 0 },
+            0,
+            beats_r + beats_w,
+            0,
+        ],
+        5 => {
+            let l0 = if aic { w.bytes_read } else { 0 };
+            [l0 / 2, l0 / 2, l0 / 2, l0 / 2, w.bytes_written, w.bytes_written, 0, beats_r]
+        }
+        6 => [0; 8],
+        7 => [beats_r, beats_w, w.bytes_read, w.bytes_written, 0, w.bytes_read, w.bytes_written, 0],
+        8 => [beats_r, 0, beats_w, 0, 0, w.bytes_read, w.bytes_written, beats_r + beats_w],
+        _ => {
+            let total = (w.ops + beats_r + beats_w).max(1);
+            let share = |x: u64| busy.saturating_mul(x) / total;
+            [
+                if aic { 0 } else { share(w.ops) },
+                if aic { share(w.ops) } else { 0 },
+                busy / 16,
+                0,
+                share(beats_r),
+                share(beats_w),
+                0,
+                issued / 16 + 1,
+            ]
+        }
+    };
+    for (o, x) in out.iter_mut().zip(v) {
+        *o = c(x);
+    }
+    out[8] = 0;
+    out[9] = c(issued);
+    out
+}
