@@ -422,6 +422,7 @@ pub fn stall(arch: Arch, lanes: u32, buffers_per_lane: u32, delay: Duration) -> 
 /// Runs every measurement once and reports them together.
 pub fn run(cfg: &BenchConfig) -> BenchReport {
     let rec = size_of::<BenchRecord>() as u64;
+    let baseline = memcpy((cfg.drain_bytes / 4).max(rec));
     let hot = hot_path(cfg.arch, cfg.hot_path_records);
     let sw = switches(cfg.arch, cfg.switches);
     let rt = switch_round_trip(cfg.arch, cfg.switches / 10 + 1);
@@ -430,7 +431,11 @@ pub fn run(cfg: &BenchConfig) -> BenchReport {
     const ROUNDS: u64 = 4;
     let per_round = (cfg.drain_bytes / ROUNDS / rec).max(1) * rec;
     let secs = |d: Duration| d.as_secs_f64().max(1e-9);
-    let (mut dr, mut mc, mut dropped) = (Duration::MAX, Duration::MAX, 0);
+    let (mut dr, mut dropped) = (Duration::MAX, 0);
+    let mut mc = Duration::from_nanos(
+        (baseline.as_nanos() as f64 * per_round as f64 / (cfg.drain_bytes / 4).max(rec) as f64)
+            as u64,
+    );
     for _ in 0..ROUNDS {
         let (d, lost) = drain(cfg.arch, per_round);
         dr = dr.min(d);
