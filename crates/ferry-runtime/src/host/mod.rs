@@ -18,8 +18,10 @@ pub mod graph;
 mod runner;
 mod sim_ops;
 
+/// The loader method of a full-path runner ([`LaunchPath::DeviceProgram`]).
+pub use ferry_launch::loader::LoadMethod;
 pub use runner::{
-    Callable, DeviceRunner, LaunchedRun, PreparedRun, RunArgs, RunOutput, RunStats, RunnerConfig,
-    TensorInit, Variant,
+    Callable, DeviceRunner, LaunchPath, LaunchedRun, PreparedRun, RunArgs, RunOutput, RunStats,
+    RunnerConfig, TensorInit, Variant,
 };
 pub use sim_ops::{OsServicesOps, SimOps};

@@ -17,12 +17,37 @@ use ferry_abi::launch::{
     AbiRecord, AicoreLaunchArgs, InitArgs, KernelArgs, RegisterCallableArgs, MAX_CALLABLES,
 };
 use ferry_abi::regs::{RegLayout, AICORE_EXIT_SIGNAL};
+use ferry_launch::loader::{AicpuProgram as LoadedProgram, LoadMethod, Loader, LoaderBuilder};
+use ferry_launch::{
+    EntryKernels, LaunchDescriptor, LaunchStaging, MetadataRegion, RunStreams, TransactionState,
+};
 use ferry_sim::cores::{Chip, Completion, CoreConfig};
 use ferry_sim::{Arch, Device, DevicePtr, Platform, PlatformBuilder};
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
+
+/// How a runner reaches the device.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LaunchPath {
+    /// The full path (default): the AICPU program (`ferry_programs::AICPU_*`, a real shared
+    /// object with the task runtime inside) is loaded by `ferry_launch`'s loader with this
+    /// method, callables are registered through its register-callable entry with their
+    /// orchestration objects, and every run goes through the launch transaction (prepare →
+    /// publish → launch → retire) on the runner's stream pair.
+    DeviceProgram(LoadMethod),
+    /// Direct, in-process: the runner calls the device half linked into the host process and
+    /// starts the chip's AICore/AICPU entries itself. For tests of the runtime alone (plain
+    /// orchestration functions as callables, fault injection between the halves).
+    InProcess,
+}
+
+impl Default for LaunchPath {
+    fn default() -> Self {
+        LaunchPath::DeviceProgram(LoadMethod::DispatcherBootstrap)
+    }
+}
 
 /// How a runner is built.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -41,10 +66,12 @@ pub struct RunnerConfig {
     pub task_window: u32,
     /// How long `wait` waits before reaping the cores.
     pub timeout: Duration,
-    /// Run the device half through the simulated AICPU OS's services table
-    /// ([`super::OsServicesOps`], what a device program gets) instead of calling the chip
-    /// directly ([`SimOps`]).
+    /// [`LaunchPath::InProcess`] only: run the device half through the simulated AICPU OS's
+    /// services table ([`super::OsServicesOps`], what a device program gets) instead of calling
+    /// the chip directly ([`SimOps`]). The full path always uses the table.
     pub via_services: bool,
+    /// How the runner reaches the device (default: the full path, loaded with Path A).
+    pub path: LaunchPath,
 }
 
 impl RunnerConfig {
@@ -59,7 +86,13 @@ impl RunnerConfig {
             task_window: 4096,
             timeout: Duration::from_secs(120),
             via_services: false,
+            path: LaunchPath::default(),
         }
+    }
+
+    /// The same configuration on the direct in-process path ([`LaunchPath::InProcess`]).
+    pub fn in_process(self) -> RunnerConfig {
+        RunnerConfig { path: LaunchPath::InProcess, ..self }
     }
 
     /// A small chip for tests: 3 AICPU threads, 2 AIC + 4 AIV, 64 MiB.
@@ -96,12 +129,27 @@ pub struct Callable {
     name: String,
     variant: Variant,
     source: Source,
+    object: Option<&'static ferry_programs::Program>,
 }
 
 impl Callable {
     /// A callable whose graph comes from the orchestration function `orch`.
     pub fn new(name: impl Into<String>, variant: Variant, orch: OrchFn) -> Callable {
-        Callable { name: name.into(), variant, source: Source::Orch(orch) }
+        Callable { name: name.into(), variant, source: Source::Orch(orch), object: None }
+    }
+
+    /// The same callable with its orchestration object: the shared object (built from
+    /// `device/orch-*`) that the AICPU program loads when the callable is registered and calls
+    /// on the full path. It must build the same graph as the orchestration function, which the
+    /// host-built variant and the in-process path use.
+    pub fn with_object(mut self, object: &'static ferry_programs::Program) -> Callable {
+        self.object = Some(object);
+        self
+    }
+
+    /// The orchestration object, if any.
+    pub fn object(&self) -> Option<&'static ferry_programs::Program> {
+        self.object
     }
 
     /// A host-built callable from a prebuilt workload (explicit dependencies may point at any
@@ -111,6 +159,7 @@ impl Callable {
             name: name.into(),
             variant: Variant::HostBuiltGraph,
             source: Source::Prebuilt(Arc::new(tasks)),
+            object: None,
         }
     }
 
@@ -254,14 +303,91 @@ impl PreparedRun {
     }
 }
 
+/// Completion of one side (AICore or AICPU) of a run launched through the launch transaction:
+/// set by the entry body when the stream runs it to its end.
+#[derive(Default)]
+struct Signals {
+    done: Mutex<[Option<Result<(), String>>; 2]>,
+    cv: Condvar,
+}
+
+const AICORE: usize = 0;
+const AICPU: usize = 1;
+
+impl Signals {
+    fn set(&self, side: usize, r: Result<(), String>) {
+        lock(&self.done)[side] = Some(r);
+        self.cv.notify_all();
+    }
+
+    fn get(&self, side: usize) -> Option<Result<(), String>> {
+        lock(&self.done)[side].clone()
+    }
+
+    /// Waits (parked on the condvar) up to `timeout` for `side`; whether it is done.
+    fn wait(&self, side: usize, timeout: Duration) -> bool {
+        let g = lock(&self.done);
+        let (g, _) = self
+            .cv
+            .wait_timeout_while(g, timeout, |d| d[side].is_none())
+            .unwrap_or_else(|p| p.into_inner());
+        g[side].is_some()
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// The two sides of a launched run.
+enum Sides {
+    /// Started directly on the chip (in-process path).
+    Direct { aicore: Completion, aicpu: Completion },
+    /// Submitted through the launch transaction (full path).
+    Streams(Arc<Signals>),
+}
+
+impl Sides {
+    fn is_done(&self, side: usize) -> bool {
+        match self {
+            Sides::Direct { aicore, aicpu } => [aicore, aicpu][side].is_done(),
+            Sides::Streams(s) => s.get(side).is_some(),
+        }
+    }
+
+    /// Waits up to `timeout`; whether the side is done.
+    fn wait(&self, side: usize, timeout: Duration) -> bool {
+        match self {
+            Sides::Direct { aicore, aicpu } => {
+                let c = [aicore, aicpu][side];
+                match c.wait_timeout(timeout) {
+                    Err(ferry_sim::DeviceError::Timeout { .. }) => c.is_done(),
+                    // Finished, or failed (which is finished too).
+                    _ => true,
+                }
+            }
+            Sides::Streams(s) => s.wait(side, timeout),
+        }
+    }
+
+    /// The AICPU side's failure, if it failed (full path).
+    fn aicpu_error(&self) -> Option<String> {
+        match self {
+            Sides::Direct { .. } => None,
+            Sides::Streams(s) => s.get(AICPU).and_then(Result::err),
+        }
+    }
+}
+
 /// A launched run.
 pub struct LaunchedRun {
     prepared: Option<PreparedRun>,
-    aicore: Completion,
-    aicpu: Completion,
+    sides: Sides,
     started: Instant,
     chip: Chip,
     finished: Option<Duration>,
+    /// The launch transaction's report of a failed stream (full path), taken at retirement.
+    stream_error: Option<String>,
 }
 
 impl std::fmt::Debug for LaunchedRun {
@@ -279,24 +405,15 @@ impl LaunchedRun {
     /// Waits for both launches, reaping the cores if the AICPU side is done but a core never
     /// got its exit. `false` when the AICPU threads are still running after `timeout`.
     fn settle(&mut self, timeout: Duration) -> bool {
-        if self
-            .aicpu
-            .wait_timeout(timeout)
-            .is_err_and(|e| matches!(e, ferry_sim::DeviceError::Timeout { .. }))
-        {
+        if !self.sides.wait(AICPU, timeout) {
             reap(&self.chip);
-            if self
-                .aicpu
-                .wait_timeout(Duration::from_secs(2))
-                .is_err_and(|e| matches!(e, ferry_sim::DeviceError::Timeout { .. }))
-            {
+            if !self.sides.wait(AICPU, Duration::from_secs(2)) {
                 return false;
             }
         }
-        if self.aicore.wait_timeout(Duration::from_secs(1)).is_err() && !self.aicore.is_done() {
+        if !self.sides.wait(AICORE, Duration::from_secs(1)) {
             reap(&self.chip);
-            if self.aicore.wait_timeout(Duration::from_secs(10)).is_err() && !self.aicore.is_done()
-            {
+            if !self.sides.wait(AICORE, Duration::from_secs(10)) {
                 return false;
             }
         }
@@ -351,6 +468,68 @@ pub struct DeviceRunner {
     callables: BTreeMap<u32, Callable>,
     in_flight: Arc<AtomicBool>,
     epoch: u64,
+    /// The private device root [`DeviceRunner::new`] made (removed on drop).
+    root: Option<std::path::PathBuf>,
+    /// The `regs` table's bytes (a5 host-built graph stages them as launch metadata).
+    regs_bytes: Vec<u8>,
+    /// The full path's loader, programs, streams and launch slot (`None` in process).
+    full: Option<FullPath>,
+}
+
+/// What the full path ([`LaunchPath::DeviceProgram`]) keeps per runner.
+struct FullPath {
+    /// The loaded AICPU programs: device-orchestrated, host-built graph (loaded on first use).
+    /// Declared before the loader: dropped first, then the loader's session.
+    programs: [Option<LoadedProgram>; 2],
+    loader: Loader,
+    streams: RunStreams,
+    staging: LaunchStaging,
+}
+
+impl FullPath {
+    fn program(
+        &mut self,
+        variant: Variant,
+    ) -> Result<&LoadedProgram, ferry_launch::loader::LoadError> {
+        let (i, embedded) = match variant {
+            Variant::DeviceOrchestrated => (0, &ferry_programs::AICPU_DEVICE_ORCHESTRATED),
+            Variant::HostBuiltGraph => (1, &ferry_programs::AICPU_HOST_BUILT_GRAPH),
+        };
+        if self.programs[i].is_none() {
+            self.programs[i] = Some(self.loader.load(embedded)?);
+        }
+        Ok(self.programs[i].as_ref().expect("loaded above"))
+    }
+
+    /// Retires a run that still owns the slot's execution and drops an abandoned, unpublished
+    /// view, so the slot takes a new preparation.
+    fn settle_slot(&mut self, timeout: Duration) -> Result<Option<String>, RunError> {
+        let mut stream_error = None;
+        if self.staging.execution_owner().is_some() {
+            let retired =
+                self.staging.finish_run(timeout).map_err(|e| RunError::Launch(e.to_string()))?;
+            stream_error = retired.run_error.map(|e| e.to_string());
+        }
+        if matches!(self.staging.state(), TransactionState::Prepared | TransactionState::Partial) {
+            self.staging.release_run_view();
+        }
+        Ok(stream_error)
+    }
+}
+
+fn load_err(e: ferry_launch::loader::LoadError) -> RunnerError {
+    RunnerError::Load(e.to_string())
+}
+
+/// A device root private to one runner's platform: the simulated AICPU OS keys loaded objects
+/// by path, so two platforms in one process must not share a root.
+fn private_root() -> std::path::PathBuf {
+    static SEQ: AtomicU64 = AtomicU64::new(0);
+    // Relaxed: only uniqueness of the name matters.
+    let n = SEQ.fetch_add(1, Ordering::Relaxed);
+    std::env::temp_dir()
+        .join("ferry-device-root")
+        .join(format!("runner-{}-{n}", std::process::id()))
 }
 
 impl std::fmt::Debug for DeviceRunner {
@@ -368,15 +547,23 @@ impl DeviceRunner {
     /// # Errors
     /// [`RunnerError::Config`] for an unusable configuration; a simulator failure.
     pub fn new(cfg: RunnerConfig) -> Result<DeviceRunner, RunnerError> {
-        let p = PlatformBuilder::new(cfg.arch).hbm_bytes(cfg.hbm_bytes).build()?;
+        let root = private_root();
+        let p =
+            PlatformBuilder::new(cfg.arch).hbm_bytes(cfg.hbm_bytes).device_root(&root).build()?;
         let dev = p.device(0)?.clone();
         let mut r = DeviceRunner::init(dev, cfg)?;
         r._platform = Some(p);
+        r.root = Some(root);
         Ok(r)
     }
 
-    /// Init on an existing device: starts the chip's threads, writes the `regs` table, and runs
-    /// the AICPU program's init entry (`InitArgs`) once.
+    /// Init on an existing device: starts the chip's threads, writes the `regs` table, and (full
+    /// path) loads the AICPU program through `ferry_launch`'s loader with the configured method,
+    /// whose init entry latches the [`InitArgs`] once; in process, the linked program's init.
+    ///
+    /// The simulated AICPU OS keys loaded programs by path (`<device root>/…/<pid>_<dev>/`):
+    /// two runners on devices of different platforms in one process need different device
+    /// roots ([`DeviceRunner::new`] gives each platform its own).
     ///
     /// # Errors
     /// [`RunnerError::Config`] for fewer than 2 AICPU threads, no cores or a zero task window; a
@@ -411,7 +598,36 @@ impl DeviceRunner {
         let program = Arc::new(AicpuProgram::new());
         program.init(&InitArgs::new(device.ordinal()));
         let ops = Arc::new(SimOps::new(chip.clone()));
-        let device_ops: Arc<dyn DeviceOps> = if cfg.via_services {
+        let full = match cfg.path {
+            LaunchPath::InProcess => None,
+            LaunchPath::DeviceProgram(method) => {
+                let built = (|| {
+                    let loader = LoaderBuilder::new(&chip)
+                        .method(method)
+                        .init_args(InitArgs::new(device.ordinal()))
+                        .build()
+                        .map_err(load_err)?;
+                    let mut full = FullPath {
+                        programs: [None, None],
+                        loader,
+                        streams: RunStreams::new(&device)?,
+                        staging: LaunchStaging::new(&device, 0),
+                    };
+                    // Eager: the device-orchestrated program (the default variant) is loaded
+                    // and initialised now; the host-built-graph one on its first callable.
+                    full.program(Variant::DeviceOrchestrated).map_err(load_err)?;
+                    Ok::<_, RunnerError>(full)
+                })();
+                match built {
+                    Ok(f) => Some(f),
+                    Err(e) => {
+                        let _ = device.free(regs_table);
+                        return Err(e);
+                    }
+                }
+            }
+        };
+        let device_ops: Arc<dyn DeviceOps> = if cfg.via_services || full.is_some() {
             Arc::new(super::OsServicesOps::new(&chip).ok_or_else(|| {
                 RunnerError::Config("the AICPU OS's services table has another ABI version".into())
             })?)
@@ -430,6 +646,9 @@ impl DeviceRunner {
             callables: BTreeMap::new(),
             in_flight: Arc::new(AtomicBool::new(false)),
             epoch: 0,
+            regs_bytes: bytes,
+            full,
+            root: None,
         })
     }
 
@@ -461,7 +680,26 @@ impl DeviceRunner {
         if id >= MAX_CALLABLES || self.callables.contains_key(&id) {
             return Err(RunnerError::CallableId { id });
         }
-        if let (Variant::DeviceOrchestrated, Source::Orch(f)) = (callable.variant, &callable.source)
+        if let Some(full) = &mut self.full {
+            // Full path: through the loaded program's register-callable entry. The
+            // device-orchestrated program (re)loads the callable's orchestration object from
+            // the bytes shipped with the call; the host-built-graph one only records the call.
+            let program = full.program(callable.variant).map_err(load_err)?;
+            let object: &[u8] = match (callable.variant, &callable.source, callable.object) {
+                (Variant::DeviceOrchestrated, _, Some(o)) => o.bytes,
+                (Variant::DeviceOrchestrated, _, None) => {
+                    return Err(RunnerError::Config(format!(
+                        "device-orchestrated callable `{}` has no orchestration object (the \
+                         AICPU program cannot call a host function; use the host-built-graph \
+                         variant or the in-process path)",
+                        callable.name
+                    )))
+                }
+                (Variant::HostBuiltGraph, _, _) => &[],
+            };
+            program.register_callable(id, object, None).map_err(load_err)?;
+        } else if let (Variant::DeviceOrchestrated, Source::Orch(f)) =
+            (callable.variant, &callable.source)
         {
             let f = *f;
             let mut rca =
@@ -485,7 +723,15 @@ impl DeviceRunner {
         if self.is_busy() {
             return Err(RunnerError::Busy);
         }
-        self.callables.remove(&id).ok_or(RunnerError::NotRegistered { id })?;
+        let callable = self.callables.remove(&id).ok_or(RunnerError::NotRegistered { id })?;
+        if let Some(full) = &mut self.full {
+            if callable.variant == Variant::DeviceOrchestrated {
+                // An empty object unloads the callable's orchestration object on the device.
+                full.program(callable.variant)
+                    .and_then(|p| p.register_callable(id, &[], None))
+                    .map_err(load_err)?;
+            }
+        }
         self.program.unregister_callable(id);
         Ok(())
     }
@@ -566,10 +812,35 @@ impl DeviceRunner {
         };
         let (image_bytes, hdr) =
             self.layout(id, callable.variant, &infos, &args.scalars, graph.as_ref(), scratch);
-        let image = dev.malloc(hdr.image_bytes)?;
-        allocs.ptrs.push(image);
-        dev.copy_htod(&image_bytes, image)?;
-        let kargs = KernelArgs::new(image.0, self.regs_table.0);
+        let (image, kargs) = if let Some(full) = &mut self.full {
+            // Full path: the runtime image is the launch descriptor. prepare_runtime_args
+            // reserves the slot-owned device destination and the pinned source and snapshots
+            // the image; it is published on the AICPU stream at launch. On a5, the host-built
+            // graph's resident scheduler state (the per-core `regs` table the schedulers
+            // dispatch through) is staged as launch metadata, published before the descriptor.
+            full.settle_slot(self.cfg.timeout)?;
+            let metadata =
+                if self.cfg.arch == Arch::A5 && callable.variant == Variant::HostBuiltGraph {
+                    vec![MetadataRegion::new(self.regs_table, self.regs_bytes.clone())]
+                } else {
+                    Vec::new() // also clears an abandoned, unpublished batch
+                };
+            let launch = |e: &dyn std::fmt::Display| RunError::Launch(e.to_string());
+            full.staging.stage_launch_metadata(metadata).map_err(|e| launch(&e))?;
+            let len = image_bytes.len();
+            let desc = LaunchDescriptor::new(image_bytes, len).map_err(|e| launch(&e))?;
+            full.staging
+                .prepare_runtime_args(&desc, KernelArgs::new(0, self.regs_table.0))
+                .map_err(|e| launch(&e))?;
+            let kargs =
+                full.staging.payload().ok_or_else(|| launch(&"no payload after prepare"))?;
+            (DevicePtr(kargs.runtime_args), kargs)
+        } else {
+            let image = dev.malloc(hdr.image_bytes)?;
+            allocs.ptrs.push(image);
+            dev.copy_htod(&image_bytes, image)?;
+            (image, KernelArgs::new(image.0, self.regs_table.0))
+        };
         Ok(PreparedRun {
             _claim: claim,
             _allocs: allocs,
@@ -672,6 +943,9 @@ impl DeviceRunner {
             w.aicpu_write(layout.data_main_base as u32, 0);
             w.core_write(layout.cond as u32, 0);
         }
+        if self.full.is_some() {
+            return self.launch_full(p, cores);
+        }
         let core_args = AicoreLaunchArgs::from(&p.kargs);
         let ops = self.device_ops.clone();
         let aicore = match self.chip.launch_aicore(
@@ -702,17 +976,79 @@ impl DeviceRunner {
         };
         Ok(LaunchedRun {
             prepared: Some(p),
-            aicore,
-            aicpu,
+            sides: Sides::Direct { aicore, aicpu },
             started: Instant::now(),
             chip: self.chip.clone(),
             finished: None,
+            stream_error: None,
+        })
+    }
+
+    /// The full path's launch: `publish_for_launch` queues the descriptor (and any staged
+    /// metadata) on the AICPU stream and forks the AICore stream after it; `launch` then submits
+    /// the AICore entry (every core runs the runtime's AICore executor over the OS services
+    /// table with `AicoreLaunchArgs` by value) and the AICPU entry (the loaded program's exec
+    /// on every AICPU thread with the front-less `KernelArgs` by value).
+    fn launch_full(&mut self, p: PreparedRun, cores: u32) -> Result<LaunchedRun, RunError> {
+        let Some(full) = self.full.as_mut() else { unreachable!("called on the full path") };
+        let launch = |e: &dyn std::fmt::Display| RunError::Launch(e.to_string());
+        let aicpu_entry =
+            full.program(p.variant).map_err(|e| launch(&e))?.aicpu_entry(self.cfg.aicpu_threads);
+        let signals = Arc::new(Signals::default());
+        let (chip, ops, sig) = (self.chip.clone(), self.device_ops.clone(), signals.clone());
+        let aicore = move |_: &Device, args: AicoreLaunchArgs| {
+            let r = chip
+                .launch_aicore(
+                    cores,
+                    Arc::new(move |ctx: ferry_sim::cores::CoreCtx| {
+                        aicore_execute(&*ops, &args, ctx.index, ctx.index)
+                            .map_err(|e| e.to_string())
+                    }),
+                )
+                .and_then(|c| c.wait())
+                .map_err(|e| e.to_string());
+            sig.set(AICORE, r.clone());
+            r
+        };
+        let (chip, sig) = (self.chip.clone(), signals.clone());
+        let aicpu = move |d: &Device, args: KernelArgs| {
+            let r = aicpu_entry(d, args);
+            if r.is_err() {
+                // The exec entry refused the run before its schedulers could shut the cores
+                // down: release them.
+                reap(&chip);
+            }
+            sig.set(AICPU, r.clone());
+            r
+        };
+        let published = full.staging.publish_for_launch(&full.streams);
+        let launched = published.map_err(|e| launch(&e)).and_then(|_| {
+            full.staging
+                .launch(&full.streams, EntryKernels::new(aicore, aicpu))
+                .map_err(|e| launch(&e))
+        });
+        if let Err(e) = launched {
+            // Nothing runs, or the AICore side waits for a window that never opens: release the
+            // cores, retire what reached the streams and leave the slot ready.
+            reap(&self.chip);
+            if let Err(settle) = full.settle_slot(self.cfg.timeout) {
+                tracing::warn!(%settle, "retiring a failed launch");
+            }
+            return Err(e);
+        }
+        Ok(LaunchedRun {
+            prepared: Some(p),
+            sides: Sides::Streams(signals),
+            started: Instant::now(),
+            chip: self.chip.clone(),
+            finished: None,
+            stream_error: None,
         })
     }
 
     /// Whether the run has finished (both launches returned).
     pub fn poll(&self, run: &LaunchedRun) -> bool {
-        run.aicpu.is_done() && run.aicore.is_done()
+        run.sides.is_done(AICPU) && run.sides.is_done(AICORE)
     }
 
     /// Live progress of a launched run: `(tasks completed, tasks submitted)`.
@@ -740,7 +1076,7 @@ impl DeviceRunner {
         if run.finished.is_some() {
             return Ok(true);
         }
-        if run.aicpu.wait_timeout(timeout).is_err() && !run.aicpu.is_done() {
+        if !run.sides.wait(AICPU, timeout) {
             return Ok(false);
         }
         self.wait(run).map(|_| true)
@@ -751,11 +1087,19 @@ impl DeviceRunner {
     /// # Errors
     /// [`RunError::Timeout`] when the device did not finish in time.
     pub fn wait(&mut self, run: &mut LaunchedRun) -> Result<Duration, RunError> {
-        if run.settle(self.cfg.timeout) {
-            Ok(run.finished.unwrap_or_default())
-        } else {
-            Err(RunError::Timeout { ms: self.cfg.timeout.as_millis() as u64 })
+        if !run.settle(self.cfg.timeout) {
+            return Err(RunError::Timeout { ms: self.cfg.timeout.as_millis() as u64 });
         }
+        if let (Some(full), Sides::Streams(_)) = (&mut self.full, &run.sides) {
+            // Both entries returned: the run's two completion boundaries retire it from the
+            // launch slot (`finish_run`), proving its publication was consumed.
+            if full.staging.execution_owner().is_some() {
+                if let Some(e) = full.settle_slot(self.cfg.timeout)? {
+                    run.stream_error.get_or_insert(e);
+                }
+            }
+        }
+        Ok(run.finished.unwrap_or_default())
     }
 
     /// Finishes a run: waits for it, reads its result, copies the runner-owned tensors back and
@@ -784,9 +1128,14 @@ impl DeviceRunner {
         let mut rb = vec![0u8; std::mem::size_of::<RunResult>()];
         self.device.copy_dtoh(p.image.add(p.result_off), &mut rb)?;
         let r: RunResult = from_bytes(&rb).unwrap_or_default();
-        if let Err(e) = run.aicpu.wait_timeout(Duration::ZERO) {
-            if r.status != RESULT_FAILED {
-                return Err(e.into());
+        if r.status != RESULT_FAILED {
+            match &run.sides {
+                Sides::Direct { aicpu, .. } => aicpu.wait_timeout(Duration::ZERO)?,
+                Sides::Streams(_) => {
+                    if let Some(e) = run.sides.aicpu_error().or(run.stream_error.take()) {
+                        return Err(RunError::Launch(e));
+                    }
+                }
             }
         }
         match r.status {
@@ -845,6 +1194,11 @@ impl DeviceRunner {
         for id in ids {
             self.unregister_callable(id)?;
         }
+        if let Some(full) = &mut self.full {
+            // Normal retirement of the launch slot: frees its pinned source and destination.
+            full.settle_slot(self.cfg.timeout).map_err(|e| RunnerError::Load(e.to_string()))?;
+            full.staging.teardown().map_err(|e| RunnerError::Load(e.to_string()))?;
+        }
         self.device.free(self.regs_table)?;
         self.regs_table = DevicePtr::NULL;
         Ok(())
@@ -862,9 +1216,19 @@ impl Drop for DeviceRunner {
         // cannot join itself).
         let deadline = Instant::now() + Duration::from_secs(5);
         // `device_ops` is either its own allocation or a second handle on `ops`.
-        let baseline = if self.cfg.via_services { 1 } else { 2 };
+        let baseline = if self.cfg.via_services || self.full.is_some() { 1 } else { 2 };
         while Arc::strong_count(&self.device_ops) > baseline && Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(1));
+        }
+        if let Some(mut full) = self.full.take() {
+            if full.settle_slot(self.cfg.timeout).is_ok() {
+                let _ = full.staging.teardown();
+            }
+            // Programs, then the loader: the per-process device directory goes with the last.
+            drop(full);
+        }
+        if let Some(root) = self.root.take() {
+            let _ = std::fs::remove_dir_all(root);
         }
     }
 }
@@ -876,8 +1240,8 @@ impl DeviceRunner {
     }
 
     /// Attaches DFX collection (`super::dfx::DfxSession::device`) to the runs launched from now
-    /// on, or detaches it with `None`. The runner calls the device half linked into the host
-    /// process; a separately loaded AICPU program does not see it.
+    /// on, or detaches it with `None`. In-process path only ([`LaunchPath::InProcess`]): a loaded
+    /// AICPU program does not see it.
     pub fn attach_dfx(&mut self, dfx: Option<Arc<crate::device::dfx::DfxDevice>>) {
         self.program.attach_dfx(dfx);
     }
