@@ -172,9 +172,11 @@ mod tests {
             let (b, f) = (bell.clone(), flag.clone());
             let t = std::thread::spawn(move || {
                 std::thread::sleep(Duration::from_millis(1));
+                // Release: pairs with the Acquire load in the waiter's condition.
                 f.store(true, Ordering::Release);
                 b.ring();
             });
+            // Acquire: pairs with the Release store above.
             assert!(bell.wait_until(|| flag.load(Ordering::Acquire), None));
             t.join().unwrap();
             assert!(bell.rings() >= 1);

@@ -253,6 +253,7 @@ fn concurrent_copies_take_the_lowest_free_engines() {
         let (bar, ins) = (barrier.clone(), inside.clone());
         s.host_fn(move || {
             bar.wait();
+            // SeqCst: test bookkeeping; stream synchronize orders it before the assertions.
             ins.fetch_add(1, Ordering::SeqCst);
         });
         // SAFETY: `src` outlives the copies (synchronized below).
@@ -298,6 +299,7 @@ fn queue_creation_waits_for_the_driver_lock_held_by_registration() {
     let ptr = host.as_mut_ptr() as usize;
     let len = host.len();
     let reg = std::thread::spawn(move || {
+        // SeqCst: a start flag for the spin below; no data rides on it.
         st.store(true, Ordering::SeqCst);
         // SAFETY: `host` outlives this thread (joined below) and is not accessed meanwhile.
         unsafe { p2.register_host(ptr as *mut u8, len) }.map(|r| r.region())
@@ -369,6 +371,7 @@ fn kernel_errors_and_panics_are_sticky_until_synchronize() {
     s.launch("panics", Box::new(|_| panic!("kernel bug"))).unwrap();
     let ran = Arc::new(AtomicBool::new(false));
     let r = ran.clone();
+    // SeqCst: the stream's synchronize orders this store before the load below.
     s.host_fn(move || r.store(true, Ordering::SeqCst));
     let err = s.synchronize().unwrap_err();
     assert_eq!(err, DeviceError::Kernel { name: "bad".into(), message: "boom".into() });
