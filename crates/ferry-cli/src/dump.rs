@@ -1,4 +1,5 @@
-//! `ferry dump DIR [list|export]`: list, filter and export the argument dump.
+//! `ferry dump DIR [list|export|replay]`: list, filter and export the argument dump; replay a task
+//! from a dump with payloads and compare its outputs.
 use std::path::PathBuf;
 
 use anyhow::{bail, Context};
@@ -38,6 +39,9 @@ enum DumpAction {
         #[arg(long)]
         out: PathBuf,
     },
+    /// Re-runs `--task N` on the host from its dumped inputs (a dump with payloads, e.g.
+    /// `--dump-args 3`) and compares every output with the dumped one, bit for bit.
+    Replay,
 }
 
 fn parse_u64(s: &str) -> Result<u64, String> {
@@ -66,7 +70,30 @@ pub(crate) fn execute(a: &DumpArgs) -> anyhow::Result<String> {
             let paths = views::dump_export(dump, &f, out)?;
             Ok(format!("exported {} files into {}\n", paths.len(), out.display()))
         }
+        Some(DumpAction::Replay) => replay(dump, a.task),
     }
+}
+
+fn replay(dump: &output::ArgsDump, task: Option<u64>) -> anyhow::Result<String> {
+    let Some(task) = task else { bail!("replay needs --task N") };
+    let args = ferry_runtime::host::dfx::replay_task(dump, task)?;
+    let mut s = String::new();
+    let mut bad = 0;
+    for a in &args {
+        let same = a.matches();
+        bad += usize::from(!same);
+        let diff = a.dumped.iter().zip(&a.replayed).filter(|(x, y)| x.to_bits() != y.to_bits());
+        s += &format!(
+            "task {task:#x} arg {}: {} elements, {}\n",
+            a.index,
+            a.dumped.len(),
+            if same { "reproduced".to_string() } else { format!("{} differ", diff.count()) }
+        );
+    }
+    if bad > 0 {
+        bail!("{s}task {task:#x}: {bad} of {} outputs differ from the dump", args.len());
+    }
+    Ok(s + &format!("task {task:#x}: all {} outputs reproduced\n", args.len()))
 }
 
 pub(crate) fn run(a: &DumpArgs) -> anyhow::Result<()> {

@@ -2,7 +2,9 @@
 //! them against host references, and prints a summary.
 use anyhow::{bail, Context};
 use clap::{Args, ValueEnum};
+use ferry_dfx::Policy;
 use ferry_runtime::examples::{Example, ExampleRun, Size};
+use ferry_runtime::host::dfx::{DfxChip, DfxOptions, DfxSession};
 use ferry_runtime::host::{DeviceRunner, RunOutput, RunnerConfig, Variant};
 use ferry_sim::Arch;
 use indicatif::{ProgressBar, ProgressStyle};
@@ -32,9 +34,80 @@ pub(crate) struct RunArgs {
     /// Test-sized workloads instead of the full ones.
     #[arg(long)]
     small: bool,
-    /// Directory for `summary.json` and the output tensors (`<example>.f32`, little-endian).
+    /// Directory for `summary.json` and the output tensors (`<example>.f32`, little-endian);
+    /// with DFX on, also the DFX files (in `<example>/` when several examples run).
     #[arg(long)]
     out: Option<PathBuf>,
+    #[command(flatten)]
+    dfx: DfxArgs,
+}
+
+/// DFX collection of `ferry run` (needs `--out`).
+#[derive(Debug, Args)]
+pub(crate) struct DfxArgs {
+    /// ChipSwimlane level: 1 AICore start/end, 2 + AICPU dispatch/finish, 3 + scheduler phases,
+    /// 4 + orchestrator submits (bare flag: 4). Also writes the Perfetto and Chrome traces.
+    #[arg(long, num_args = 0..=1, default_missing_value = "4", value_parser = clap::value_parser!(u32).range(1..=4))]
+    swimlane: Option<u32>,
+    /// PMU event type (1, 2, 4-8; bare flag: 2): one pmu.csv row per task.
+    #[arg(long, num_args = 0..=1, default_missing_value = "2", value_parser = parse_pmu)]
+    pmu: Option<u32>,
+    /// DepGen: deps.json, checked against the runtime's dependencies.
+    #[arg(long)]
+    dep_gen: bool,
+    /// ArgsDump level 0-3 (bare flag: 1); every tensor counts as marked, so 1-3 keep payloads.
+    #[arg(long, num_args = 0..=1, default_missing_value = "1", value_parser = clap::value_parser!(u32).range(0..=3))]
+    dump_args: Option<u32>,
+    /// ScopeStats: scope begin/end with task-window, heap and dep-pool occupancy.
+    #[arg(long)]
+    scope_stats: bool,
+    /// What a DFX writer does when its lane has no free buffer.
+    #[arg(long, value_enum, default_value_t = PolicyArg::Block)]
+    dfx_policy: PolicyArg,
+    /// Buffers per DFX lane (1: a one-buffer pool, the most backpressure).
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=64))]
+    dfx_buffers: u32,
+    /// Records per DFX buffer (default: each record type's own).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+    dfx_records: Option<u32>,
+    /// Drop policy: how long a gate waits, in device cycles (default: 1 ms of device clock).
+    #[arg(long)]
+    dfx_drop_wait: Option<u64>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum PolicyArg {
+    /// Wait (up to the 30-s budget): lossless.
+    Block,
+    /// Wait briefly, then drop and count the records.
+    Drop,
+}
+
+fn parse_pmu(s: &str) -> Result<u32, String> {
+    match s.parse::<u32>() {
+        Ok(v @ (1 | 2 | 4..=8)) => Ok(v),
+        _ => Err(format!("`{s}` is not a PMU event type (1, 2, 4-8)")),
+    }
+}
+
+impl DfxArgs {
+    pub(crate) fn options(&self) -> DfxOptions {
+        DfxOptions {
+            swimlane: self.swimlane.unwrap_or(0),
+            pmu: self.pmu.unwrap_or(0),
+            dep_gen: self.dep_gen,
+            dump_args: self.dump_args.unwrap_or(0),
+            scope_stats: self.scope_stats,
+            policy: match self.dfx_policy {
+                PolicyArg::Block => Policy::Block,
+                PolicyArg::Drop => Policy::Drop,
+            },
+            buffers_per_lane: self.dfx_buffers,
+            records_per_buffer: self.dfx_records,
+            drop_wait_cycles: self.dfx_drop_wait,
+            ..DfxOptions::default()
+        }
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -84,6 +157,15 @@ pub(crate) fn run(a: &RunArgs) -> anyhow::Result<()> {
         ExampleArg::Storm => vec![Example::Storm],
     };
     let size = if a.small { Size::Small } else { Size::Full };
+    let dfx = a.dfx.options();
+    if dfx.any() {
+        if a.out.is_none() {
+            bail!("DFX collection needs --out DIR");
+        }
+        // The collection attaches to the device half linked into this process.
+        cfg = cfg.in_process();
+    }
+    let several = examples.len() > 1;
     let mut runner = DeviceRunner::new(cfg).context("starting the simulated chip")?;
     println!(
         "ferry run: simulated {} chip, {} AICPU threads (1 orchestrator + {} schedulers), {} AIC + {} AIV, {} graphs",
@@ -101,8 +183,29 @@ pub(crate) fn run(a: &RunArgs) -> anyhow::Result<()> {
     for (id, ex) in examples.into_iter().enumerate() {
         let run = ex.build(size).with_variant(variant);
         runner.register_callable(id as u32, run.callable.clone())?;
-        let out = run_one(&mut runner, id as u32, &run)
-            .with_context(|| format!("example `{}`", ex.name()))?;
+        let session = if dfx.any() {
+            let chip = DfxChip {
+                arch: a.arch,
+                threads: cfg.aicpu_threads,
+                aic: cfg.aic,
+                aiv: cfg.aiv,
+                task_window: cfg.task_window,
+                scratch_bytes: run.args.scratch_bytes,
+            };
+            let s = DfxSession::start(&dfx, chip)?;
+            runner.attach_dfx(Some(s.device()));
+            Some(s)
+        } else {
+            None
+        };
+        let out = run_one(&mut runner, id as u32, &run);
+        runner.attach_dfx(None);
+        let out = out.with_context(|| format!("example `{}`", ex.name()))?;
+        if let (Some(s), Some(dir)) = (session, &a.out) {
+            let dir = if several { dir.join(ex.name()) } else { dir.clone() };
+            write_dfx(&dir, s, dfx.swimlane > 0)
+                .with_context(|| format!("DFX of `{}`", ex.name()))?;
+        }
         let checksum = match run.verify(&out) {
             Ok(c) => c,
             Err(e) => bail!("example `{}` produced a wrong result: {e}", ex.name()),
@@ -214,6 +317,24 @@ fn write_outputs(
             let bytes: Vec<u8> = v.iter().flat_map(|x| x.to_le_bytes()).collect();
             write_atomic(&dir.join(format!("{}.f32", d.example.name())), &bytes)?;
         }
+    }
+    Ok(())
+}
+
+/// Stops the collection, writes its files (and the traces with the swimlane on) into `dir`.
+fn write_dfx(dir: &std::path::Path, s: DfxSession, traces: bool) -> anyhow::Result<()> {
+    let model = s.finish()?;
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let files = ferry_dfx::output::write_run(dir, &model)?;
+    let (produced, collected, dropped) = model.loss.totals();
+    println!(
+        "dfx: {} files in {} ({produced} records, {collected} collected, {dropped} dropped, {:?})",
+        files.len(),
+        dir.display(),
+        model.loss.policy
+    );
+    if traces {
+        print!("{}", crate::trace::write_traces(dir)?);
     }
     Ok(())
 }

@@ -41,6 +41,12 @@ pub(crate) fn execute(a: &TraceArgs) -> anyhow::Result<String> {
     ))
 }
 
+/// Writes both traces of the run in `dir` into `dir` (what `ferry run` calls when the swimlane
+/// is on).
+pub(crate) fn write_traces(dir: &std::path::Path) -> anyhow::Result<String> {
+    execute(&TraceArgs { dir: dir.to_path_buf(), out: None })
+}
+
 pub(crate) fn run(a: &TraceArgs) -> anyhow::Result<()> {
     print!("{}", execute(a)?);
     Ok(())

@@ -64,3 +64,47 @@ fn run_rejects_a_bad_configuration_with_a_message() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("unknown arch"));
 }
+
+#[test]
+fn run_with_every_dfx_subsystem_writes_the_files_traces_and_a_replayable_dump() {
+    let dir = std::env::temp_dir().join(format!("ferry-run-dfx-{}", std::process::id()));
+    let out = ferry()
+        .args(["run", "--small", "--aicpu-threads", "3", "--aic", "2", "--aiv", "4", "--out"])
+        .arg(&dir)
+        .args(["--swimlane", "--pmu", "--dep-gen", "--dump-args", "3", "--scope-stats"])
+        .args(["--dfx-buffers", "1", "--dfx-records", "4"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    for ex in ["vector", "paged-attention", "storm"] {
+        let d = dir.join(ex);
+        for f in [
+            "chip_swimlane_records.json",
+            "pmu.csv",
+            "deps.json",
+            "args_dump/args_dump.json",
+            "args_dump/args.bin",
+            "scope_stats/scope_stats.jsonl",
+            "trace.perfetto-trace",
+            "trace.chrome.json",
+        ] {
+            assert!(d.join(f).exists(), "{ex}: {f} missing");
+        }
+        let rep = ferry().arg("report").arg(&d).output().unwrap();
+        let rep = String::from_utf8_lossy(&rep.stdout);
+        assert!(rep.contains("0 violations"), "{ex}: {rep}");
+        let replay = ferry().arg("dump").arg(&d).args(["replay", "--task", "0"]).output().unwrap();
+        let text = String::from_utf8_lossy(&replay.stdout);
+        assert!(replay.status.success() && text.contains("outputs reproduced"), "{ex}: {text}");
+    }
+    assert_eq!(stdout.matches(" 0 dropped, Block)").count(), 3, "{stdout}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn dfx_without_out_is_refused() {
+    let out = ferry().args(["run", "--small", "--swimlane", "2"]).output().unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("needs --out"));
+}
