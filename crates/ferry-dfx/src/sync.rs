@@ -95,6 +95,8 @@ mod loom_parker {
             Self { unparker: Unparker { inner: inner.clone() }, inner }
         }
 
+        // Used by the loom models only; the transport parks with a timeout.
+        #[cfg_attr(not(test), allow(dead_code))]
         pub(crate) fn park(&self) {
             let mut t = self.inner.token.lock().unwrap();
             while !*t {
