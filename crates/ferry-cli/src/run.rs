@@ -179,6 +179,7 @@ pub(crate) fn run(a: &RunArgs) -> anyhow::Result<()> {
             Variant::HostBuiltGraph => "host-built",
         }
     );
+    println!("{:<16} {}", "path:", cfg.path);
     let mut done = Vec::new();
     for (id, ex) in examples.into_iter().enumerate() {
         let run = ex.build(size).with_variant(variant);
@@ -308,6 +309,7 @@ fn write_outputs(
         "aic": cfg.aic,
         "aiv": cfg.aiv,
         "variant": format!("{:?}", a.variant).to_lowercase(),
+        "path": cfg.path.to_string(),
         "runs": runs,
     });
     write_atomic(&dir.join("summary.json"), serde_json::to_string_pretty(&summary)?.as_bytes())?;

@@ -16,6 +16,13 @@ fn run_small_verifies_all_examples_and_prints_a_summary() {
     }
     assert!(stdout.contains("per kernel: add_scalar 5000"), "{stdout}");
     assert_eq!(stdout.matches("ok (checksum").count(), 3, "{stdout}");
+    // The full path: the AICPU program loaded by Path A, runs through the launch transaction.
+    assert!(
+        stdout.contains(
+            "path:            device program (path a, dispatcher bootstrap) + launch transaction"
+        ),
+        "{stdout}"
+    );
 }
 
 #[test]
@@ -46,6 +53,10 @@ fn run_on_a5_host_built_writes_its_outputs() {
     let summary: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(dir.join("summary.json")).unwrap()).unwrap();
     assert_eq!(summary["arch"], "a5");
+    assert_eq!(
+        summary["path"],
+        "device program (path a, dispatcher bootstrap) + launch transaction"
+    );
     assert_eq!(summary["runs"][0]["example"], "paged-attention");
     assert_eq!(summary["runs"][0]["tasks"], 11);
     assert_eq!(summary["runs"][0]["per_kernel"]["attn_partial"], 8);

@@ -43,6 +43,22 @@ pub enum LaunchPath {
     InProcess,
 }
 
+impl std::fmt::Display for LaunchPath {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            LaunchPath::DeviceProgram(m) => {
+                let how = match m {
+                    LoadMethod::Preinstalled => "method 1, preinstalled",
+                    LoadMethod::DispatcherBootstrap => "path a, dispatcher bootstrap",
+                    LoadMethod::CustomScheduler => "path b, custom scheduler",
+                };
+                write!(f, "device program ({how}) + launch transaction")
+            }
+            LaunchPath::InProcess => f.write_str("in process (direct)"),
+        }
+    }
+}
+
 impl Default for LaunchPath {
     fn default() -> Self {
         LaunchPath::DeviceProgram(LoadMethod::DispatcherBootstrap)
