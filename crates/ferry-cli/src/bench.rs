@@ -31,6 +31,10 @@ enum Area {
     Copy,
     /// The task runtime: storm tasks/s and per-task dispatch overhead vs direct kernel calls.
     Runtime,
+    /// DFX: the transport's figures (hot path, switch, drain vs memcpy, stalls) and each
+    /// subsystem's cost on the storm example (tasks/s with DFX off and with each subsystem and
+    /// swimlane level on, as ratios).
+    Dfx,
 }
 
 pub(crate) fn run(a: &BenchArgs) -> anyhow::Result<()> {
@@ -38,6 +42,7 @@ pub(crate) fn run(a: &BenchArgs) -> anyhow::Result<()> {
         Area::Launch => launch(a)?,
         Area::Copy => copy(a)?,
         Area::Runtime => runtime(a)?,
+        Area::Dfx => dfx(a)?,
         Area::Sim => {
             let mut cfg = ferry_sim::bench::SimBenchConfig::default();
             if a.quick {
@@ -214,6 +219,61 @@ fn runtime(a: &BenchArgs) -> anyhow::Result<()> {
             "  direct kernel call baseline {:.0} ns/task; dispatch overhead {:.0} ns/task",
             r.baseline_ns_per_task,
             r.dispatch_overhead_ns()
+        );
+    }
+    Ok(())
+}
+
+fn dfx(a: &BenchArgs) -> anyhow::Result<()> {
+    use ferry_runtime::examples::Size;
+    let cfg = if a.quick {
+        ferry_dfx::bench::BenchConfig::quick()
+    } else {
+        ferry_dfx::bench::BenchConfig::default()
+    };
+    let transport = ferry_dfx::bench::run(&cfg);
+    let arch = ferry_sim::Arch::A2a3;
+    let (size, repeats, tasks) =
+        if a.quick { (Size::Small, 1, 5_000) } else { (Size::Full, 3, 50_000) };
+    let rows = ferry_runtime::host::dfx::subsystem_costs(arch, size, repeats)
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    if a.json {
+        let transport: serde_json::Value = serde_json::from_str(&transport.to_json())?;
+        let subsystems: Vec<serde_json::Value> = rows
+            .iter()
+            .map(|r| {
+                serde_json::json!({
+                    "config": r.config,
+                    "tasks_per_s": r.tasks_per_s,
+                    "ratio_vs_off": r.ratio,
+                    "records": r.records,
+                    "dropped": r.dropped,
+                })
+            })
+            .collect();
+        let j = serde_json::json!({
+            "transport": transport,
+            "subsystems": {
+                "arch": arch.name(),
+                "example": "storm",
+                "tasks": tasks,
+                "best_of": repeats,
+                "policy": "block",
+                "rows": subsystems,
+            },
+        });
+        println!("{}", serde_json::to_string_pretty(&j)?);
+        return Ok(());
+    }
+    println!("{}", transport.to_json());
+    println!(
+        "DFX subsystem cost on the {} storm ({tasks} tasks, best of {repeats}, Block):",
+        arch.name()
+    );
+    for r in &rows {
+        println!(
+            "  {:<12} {:>10.0} tasks/s  ratio {:>5.2}  {:>9} records, {} dropped",
+            r.config, r.tasks_per_s, r.ratio, r.records, r.dropped
         );
     }
     Ok(())
