@@ -568,14 +568,27 @@ pub type OrchConfigFn = unsafe extern "C" fn(out: *mut OrchConfig) -> i32;
 // Kernel library
 // ---------------------------------------------------------------------------------------------
 
+// The one kernel numbering: the task runtime's seven kernels (`ferry_runtime::device::kernels`
+// names these constants as its `K_*` ids) and the kernel library (`device/kernels`) use these
+// ids. An id at or above `KERNEL_COUNT` is unknown everywhere (`None` from the library's
+// lookup, `SubmitError::UnknownKernel` from the runtime).
+
 /// Kernel id: `out[i] = a[i] + b[i]` (f32).
-pub const KERNEL_ADD: u32 = 1;
+pub const KERNEL_ADD: u32 = 0;
 /// Kernel id: `out[i] = a[i] * b[i]` (f32).
-pub const KERNEL_MUL: u32 = 2;
+pub const KERNEL_MUL: u32 = 1;
 /// Kernel id: `out[i] = a[i] * scalar` (f32).
-pub const KERNEL_SCALE: u32 = 3;
+pub const KERNEL_SCALE: u32 = 2;
 /// Kernel id: `out[i] = a[i]` (f32).
-pub const KERNEL_COPY: u32 = 4;
+pub const KERNEL_COPY: u32 = 3;
+/// Kernel id: `out[i] = a[i] + scalar` (f32).
+pub const KERNEL_ADD_SCALAR: u32 = 4;
+/// Kernel id: one page of paged attention (partial softmax state), on an AIC core.
+pub const KERNEL_ATTN_PARTIAL: u32 = 5;
+/// Kernel id: merge of paged attention's partial states.
+pub const KERNEL_ATTN_MERGE: u32 = 6;
+/// Number of kernel ids (`0..KERNEL_COUNT`).
+pub const KERNEL_COUNT: u32 = 7;
 
 /// Arguments of one elementwise kernel call, over device addresses.
 ///

@@ -6,6 +6,11 @@
 //! | `KERNEL_MUL` | `out[i] = a[i] * b[i]` |
 //! | `KERNEL_SCALE` | `out[i] = a[i] * scalar` |
 //! | `KERNEL_COPY` | `out[i] = a[i]` |
+//! | `KERNEL_ADD_SCALAR` | `out[i] = a[i] + scalar` |
+//!
+//! Ids are the one numbering of `ferry_abi::services` (the task runtime's kernel ids); the
+//! attention kernels (`KERNEL_ATTN_*`) are not in this library, and every id it does not
+//! export (including any at or above `KERNEL_COUNT`) looks up as `None`: an unknown kernel.
 //!
 //! Every kernel has the [`KernelFn`] signature: it receives the OS services table and a
 //! [`KernelCall`] of device addresses, translates each operand range through the table
@@ -15,8 +20,8 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 
 use ferry_abi::services::{
-    DeviceServices, KernelCall, KernelFn, KERNEL_ADD, KERNEL_COPY, KERNEL_MUL, KERNEL_SCALE,
-    STATUS_BAD_ADDRESS, STATUS_INVALID_ARGUMENT, STATUS_NO_SERVICES, STATUS_OK,
+    DeviceServices, KernelCall, KernelFn, KERNEL_ADD, KERNEL_ADD_SCALAR, KERNEL_COPY, KERNEL_MUL,
+    KERNEL_SCALE, STATUS_BAD_ADDRESS, STATUS_INVALID_ARGUMENT, STATUS_NO_SERVICES, STATUS_OK,
 };
 
 /// Stores nothing: kernels receive the table with every call. Present so the OS's uniform
@@ -43,6 +48,7 @@ pub unsafe extern "C" fn ferry_kernel_lookup(id: u32) -> Option<KernelFn> {
         KERNEL_MUL => Some(mul),
         KERNEL_SCALE => Some(scale),
         KERNEL_COPY => Some(copy),
+        KERNEL_ADD_SCALAR => Some(add_scalar),
         _ => None,
     }
 }
@@ -118,4 +124,16 @@ pub unsafe extern "C" fn scale(services: *const DeviceServices, call: *const Ker
 pub unsafe extern "C" fn copy(services: *const DeviceServices, call: *const KernelCall) -> i32 {
     // SAFETY: forwarded contract.
     unsafe { elementwise(services, call, false, |x, _, _| x) }
+}
+
+/// `out = a + scalar`.
+///
+/// # Safety
+/// As [`add`].
+pub unsafe extern "C" fn add_scalar(
+    services: *const DeviceServices,
+    call: *const KernelCall,
+) -> i32 {
+    // SAFETY: forwarded contract.
+    unsafe { elementwise(services, call, false, |x, _, s| x + s) }
 }

@@ -15,25 +15,40 @@
 //! partial softmax state `[m, l, o]` with `m = max s_i`, `l = Σ e^(s_i − m)`,
 //! `o = Σ e^(s_i − m) v_i`. `attn_merge` combines `P` partial states into `o / l` over the
 //! common maximum.
+//!
+//! # Where AICore kernels come from
+//!
+//! One numbering (`ferry_abi::services::KERNEL_*`) covers these kernels and the kernel library
+//! shared object (`device/kernels`, loaded with `Loader::load_kernel_library`), which exports
+//! the five elementwise ones (ids 0-4) under the `KernelFn` ABI; it has no attention kernels,
+//! so ids 5-6 look up as unknown there. The AICore executor
+//! ([`super::aicore::aicore_execute`]) runs the kernels of this module: on the simulated chip an
+//! AICore "binary" is the executor closure the launch starts on each core thread, not an
+//! object the AICPU OS loads, so the runtime keeps the kernels it validates (shapes, block
+//! counts, typed [`KernelFault`]s) next to the executor. An unknown id is refused at submission
+//! ([`crate::SubmitError::UnknownKernel`]) on every path.
 use super::image::F32Slice;
 use crate::error::KernelFault;
 
+// The ids are defined once, in `ferry_abi::services` (shared with the kernel library
+// `device/kernels`, which exports the elementwise ones under the same ids).
+
 /// Kernel id of `add`.
-pub const K_ADD: u32 = 0;
+pub const K_ADD: u32 = ferry_abi::services::KERNEL_ADD;
 /// Kernel id of `mul`.
-pub const K_MUL: u32 = 1;
+pub const K_MUL: u32 = ferry_abi::services::KERNEL_MUL;
 /// Kernel id of `scale`.
-pub const K_SCALE: u32 = 2;
+pub const K_SCALE: u32 = ferry_abi::services::KERNEL_SCALE;
 /// Kernel id of `copy`.
-pub const K_COPY: u32 = 3;
+pub const K_COPY: u32 = ferry_abi::services::KERNEL_COPY;
 /// Kernel id of `add_scalar`.
-pub const K_ADD_SCALAR: u32 = 4;
+pub const K_ADD_SCALAR: u32 = ferry_abi::services::KERNEL_ADD_SCALAR;
 /// Kernel id of `attn_partial`.
-pub const K_ATTN_PARTIAL: u32 = 5;
+pub const K_ATTN_PARTIAL: u32 = ferry_abi::services::KERNEL_ATTN_PARTIAL;
 /// Kernel id of `attn_merge`.
-pub const K_ATTN_MERGE: u32 = 6;
+pub const K_ATTN_MERGE: u32 = ferry_abi::services::KERNEL_ATTN_MERGE;
 /// Number of kernels (ids are `0..KERNEL_COUNT`).
-pub const KERNEL_COUNT: u32 = 7;
+pub const KERNEL_COUNT: u32 = ferry_abi::services::KERNEL_COUNT;
 
 /// Which kind of core a kernel prefers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
