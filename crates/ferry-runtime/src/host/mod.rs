@@ -1,18 +1,20 @@
 //! The host half: [`DeviceRunner`] and the simulated chip's [`SimOps`].
 //!
+//! One run on the full path ([`LaunchPath::DeviceProgram`], the default):
+//!
 //! | step | what happens |
 //! |---|---|
-//! | [`DeviceRunner::new`] / [`DeviceRunner::init`] | chip threads start, the `regs` table is written, the AICPU program's init entry latches `InitArgs` |
-//! | [`DeviceRunner::register_callable`] | a device-orchestrated callable goes through the AICPU program's register-callable entry (`RegisterCallableArgs`) |
-//! | [`DeviceRunner::prepare`] | tensors uploaded; host-built graphs are built, validated and laid out; the runtime image is uploaded |
-//! | [`DeviceRunner::launch`] | register windows reset; AICore entry on every core, then the AICPU exec entry on every thread (`KernelArgs` by value) |
-//! | [`DeviceRunner::poll`] / [`DeviceRunner::progress`] / [`DeviceRunner::wait`] | completion, live task counts, bounded wait that reaps stuck cores |
+//! | [`DeviceRunner::new`] / [`DeviceRunner::init`] | chip threads start, the `regs` table is written; `ferry_launch`'s loader makes the device-orchestrated AICPU program (`ferry_programs::AICPU_DEVICE_ORCHESTRATED`) resident with the configured [`LoadMethod`] (Path A by default: dispatcher bootstrap, binary load, identity check) and its init entry latches `InitArgs`; the host-built-graph program is loaded the same way on its first callable |
+//! | [`DeviceRunner::register_callable`] | the program's register-callable entry (`RegisterCallableArgs`) with the callable's orchestration object (`device/orch-*`), which the device-orchestrated program (re)loads |
+//! | [`DeviceRunner::prepare`] | tensors uploaded; host-built graphs built, validated and laid out; the runtime image becomes the launch descriptor: `prepare_runtime_args` reserves the slot's device destination and pinned source and snapshots it (a5 host-built graph first stages its resident scheduler state, the `regs` table, as launch metadata) |
+//! | [`DeviceRunner::launch`] | register windows reset; `publish_for_launch` queues metadata then descriptor on the AICPU stream and forks the AICore stream; `launch` submits the AICore entry (runtime executor on every core, `AicoreLaunchArgs` by value, over the OS services table) and the program's exec entry on every AICPU thread (front-less `KernelArgs` by value) |
+//! | [`DeviceRunner::poll`] / [`DeviceRunner::progress`] / [`DeviceRunner::wait`] | completion, live task counts, bounded wait that reaps stuck cores; `finish_run` retires the run from the launch slot |
 //! | [`DeviceRunner::finalize_run`] | result decoded (typed [`crate::DeviceFault`] on failure), outputs copied back, everything freed |
 //!
-//! The launch is the seam for `ferry-launch`: today [`DeviceRunner::launch`] starts the chip's
-//! AICore and AICPU entries directly; the launch transaction replaces exactly that call with
-//! its staged publication of `KernelArgs` on the stream pair, and Path A's loader replaces
-//! [`crate::device::program::AicpuProgram`]'s direct calls with the loaded program's entries.
+//! [`LaunchPath::InProcess`] keeps the direct path for tests of the runtime alone: the device
+//! half linked into this process ([`crate::device::program::AicpuProgram`]) is called on the
+//! chip's AICPU threads and plain orchestration functions serve as device-orchestrated
+//! callables.
 pub mod dfx;
 pub mod graph;
 mod runner;
