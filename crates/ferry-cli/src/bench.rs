@@ -234,7 +234,7 @@ fn dfx(a: &BenchArgs) -> anyhow::Result<()> {
     let transport = ferry_dfx::bench::run(&cfg);
     let arch = ferry_sim::Arch::A2a3;
     let (size, repeats, tasks) =
-        if a.quick { (Size::Small, 1, 5_000) } else { (Size::Full, 3, 50_000) };
+        if a.quick { (Size::Small, 1, 5_000) } else { (Size::Full, 7, 50_000) };
     let rows = ferry_runtime::host::dfx::subsystem_costs(arch, size, repeats)
         .map_err(|e| anyhow::anyhow!("{e}"))?;
     if a.json {
@@ -257,7 +257,8 @@ fn dfx(a: &BenchArgs) -> anyhow::Result<()> {
                 "arch": arch.name(),
                 "example": "storm",
                 "tasks": tasks,
-                "best_of": repeats,
+                "rounds": repeats,
+                "statistic": "median",
                 "policy": "block",
                 "rows": subsystems,
             },
@@ -267,7 +268,7 @@ fn dfx(a: &BenchArgs) -> anyhow::Result<()> {
     }
     println!("{}", transport.to_json());
     println!(
-        "DFX subsystem cost on the {} storm ({tasks} tasks, best of {repeats}, Block):",
+        "DFX subsystem cost on the {} storm ({tasks} tasks, median of {repeats} rounds, Block):",
         arch.name()
     );
     for r in &rows {
