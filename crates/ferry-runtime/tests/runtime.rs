@@ -42,6 +42,16 @@ fn check_example(arch: Arch, ex: Example, variant: Variant) {
     run.verify(&out).unwrap_or_else(|e| panic!("{arch:?} {ex:?} {variant:?}: {e}"));
     assert_eq!(out.stats.variant, variant);
     assert_eq!(out.stats.per_kernel.iter().map(|k| k.1).sum::<u64>(), run.tasks);
+    // Through the launch transaction: the image was published as the descriptor, and only the
+    // a5 host-built graph staged launch metadata (its regs table) before it.
+    let st = r.launch_stats().expect("full path");
+    assert_eq!(
+        (st.publishes, st.descriptor_copies, st.forks),
+        (1, 1, 1),
+        "{arch:?} {ex:?} {variant:?}"
+    );
+    let a5_hbg = arch == Arch::A5 && variant == Variant::HostBuiltGraph;
+    assert_eq!(st.metadata_copies, u64::from(a5_hbg), "{arch:?} {ex:?} {variant:?}");
     if ex != Example::Storm {
         // A second run on the same runner (new epoch, same callable) gives the same result.
         let again = r.run(3, run.args.clone()).unwrap();

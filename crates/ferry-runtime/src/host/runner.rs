@@ -567,7 +567,14 @@ impl DeviceRunner {
         let p =
             PlatformBuilder::new(cfg.arch).hbm_bytes(cfg.hbm_bytes).device_root(&root).build()?;
         let dev = p.device(0)?.clone();
-        let mut r = DeviceRunner::init(dev, cfg)?;
+        let mut r = match DeviceRunner::init(dev, cfg) {
+            Ok(r) => r,
+            Err(e) => {
+                drop(p);
+                let _ = std::fs::remove_dir_all(&root);
+                return Err(e);
+            }
+        };
         r._platform = Some(p);
         r.root = Some(root);
         Ok(r)
@@ -1260,6 +1267,12 @@ impl DeviceRunner {
     /// AICPU program does not see it.
     pub fn attach_dfx(&mut self, dfx: Option<Arc<crate::device::dfx::DfxDevice>>) {
         self.program.attach_dfx(dfx);
+    }
+
+    /// The launch transaction's counters (publications, descriptor and metadata copies,
+    /// bytes, forks) on the full path; `None` in process.
+    pub fn launch_stats(&self) -> Option<ferry_launch::transaction::StagingStats> {
+        self.full.as_ref().map(|f| f.staging.stats())
     }
 
     /// Whether a run is prepared or in flight on this runner.
