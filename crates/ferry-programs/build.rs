@@ -2,10 +2,11 @@
 //! bytes.
 //!
 //! The device crates depend only on `ferry-abi` and the task runtime's device half
-//! (`ferry-runtime` without its `host` feature), so the nested build is small. It uses its own
+//! (`ferry-runtime` without its `host` feature, which links `ferry-dfx`'s record writers), so the
+//! nested build is small. It uses its own
 //! target directory inside `OUT_DIR` (no lock shared with the outer build), release mode without
 //! debug info, and the outer build's jobserver. Each program gets a build id (FNV-1a-64 of its
-//! name and of every source file of `device/` and `ferry-abi`) through an environment variable
+//! name and of every source file of `device/` and of the workspace crates they link) through an environment variable
 //! its crate reads with `option_env!`, so the program can report which build it is; the loader
 //! compares that report with [`Program::build_id`].
 use std::path::{Path, PathBuf};
@@ -102,20 +103,24 @@ fn main() {
     let ws = manifest.parent().and_then(Path::parent).expect("crates/ferry-programs").to_path_buf();
     let out = PathBuf::from(std::env::var("OUT_DIR").expect("set by cargo"));
     let device = ws.join("device");
-    let abi = ws.join("crates/ferry-abi");
-    // The device programs link the task runtime's device half.
-    let runtime = ws.join("crates/ferry-runtime");
+    // The workspace crates the device programs link: the ABI, the task runtime's device half
+    // and the DFX transport it writes records through.
+    let linked: Vec<PathBuf> = ["crates/ferry-abi", "crates/ferry-runtime", "crates/ferry-dfx"]
+        .iter()
+        .map(|c| ws.join(c))
+        .collect();
     println!("cargo:rerun-if-changed={}", device.display());
-    for c in [&abi, &runtime] {
+    for c in &linked {
         println!("cargo:rerun-if-changed={}", c.join("src").display());
         println!("cargo:rerun-if-changed={}", c.join("Cargo.toml").display());
     }
 
     let mut files = Vec::new();
     sources(&device, &mut files);
-    sources(&abi.join("src"), &mut files);
-    sources(&runtime.join("src"), &mut files);
-    files.push(runtime.join("Cargo.toml"));
+    for c in &linked {
+        sources(&c.join("src"), &mut files);
+        files.push(c.join("Cargo.toml"));
+    }
     files.sort();
     let mut tree = Vec::new();
     for f in &files {
