@@ -6,9 +6,9 @@
 //! nested build is small. It uses its own
 //! target directory inside `OUT_DIR` (no lock shared with the outer build), release mode without
 //! debug info, and the outer build's jobserver. Each program gets a build id (FNV-1a-64 of its
-//! name and of every source file of `device/` and of the workspace crates they link) through an environment variable
-//! its crate reads with `option_env!`, so the program can report which build it is; the loader
-//! compares that report with [`Program::build_id`].
+//! name and of every source file of `device/` and of the workspace crates they link) through an
+//! environment variable its crate reads with `option_env!`, so the program can report which
+//! build it is; the loader compares that report with [`Program::build_id`].
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
