@@ -60,7 +60,7 @@ pub enum Orchestration {
     Host,
 }
 
-/// The task runtime's default hook: does nothing (the runtime fills it in).
+/// A hook that does nothing (tests of this crate; the variants use the task runtime's).
 pub fn noop_exec(_ctx: &ExecContext<'_>) -> Result<(), i32> {
     Ok(())
 }
@@ -379,7 +379,7 @@ pub unsafe fn payload<'a>(blob: *const u8, len: u64) -> &'a [u8] {
 ///     name: "device-orchestrated",
 ///     build_id_env: "FERRY_BUILD_ID_AICPU_DEVICE_ORCHESTRATED",
 ///     orchestration: Device,
-///     exec: ferry_device_aicpu::noop_exec,
+///     exec: ferry_runtime::device::ffi::exec_hook,
 /// }
 /// ```
 #[macro_export]
