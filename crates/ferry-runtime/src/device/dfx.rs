@@ -343,7 +343,7 @@ impl ThreadDfx {
     }
 
     /// Core `core` reported FIN for dispatch `id` of `seq` with its timestamps `times`
-    /// (receive, start, end). `completed` is `Some(task)` when this block completed the task.
+    /// (receive, start, end).
     pub fn on_finish(
         &mut self,
         ops: &dyn DeviceOps,
@@ -351,7 +351,6 @@ impl ThreadDfx {
         seq: u64,
         id: u32,
         times: [u64; 3],
-        completed: Option<&ResolvedTask>,
     ) {
         let finish = ops.clock_cycles();
         let lane = self.core_lane.get(core as usize).copied().unwrap_or(usize::MAX);
@@ -381,7 +380,19 @@ impl ThreadDfx {
                 },
             );
         }
-        let Some(task) = completed else { return };
+    }
+
+    /// The block that finished on core `core` (timestamps `times`) completed `task`; called
+    /// before the task's successors are released, so its outputs are still its own.
+    pub fn on_complete(
+        &mut self,
+        ops: &dyn DeviceOps,
+        core: u32,
+        seq: u64,
+        times: [u64; 3],
+        task: &ResolvedTask,
+    ) {
+        let lane = self.core_lane.get(core as usize).copied().unwrap_or(usize::MAX);
         if let Some(w) = self.pmu.as_mut().filter(|_| lane != usize::MAX) {
             let work = task_work(task);
             let cycles = times[2].saturating_sub(times[1]).max(1);

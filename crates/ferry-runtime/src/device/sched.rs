@@ -35,6 +35,7 @@ use ferry_abi::regs::{
     FAST_PATH_OPEN, MAX_TASK_ID,
 };
 use std::collections::VecDeque;
+use std::ops::Range;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
@@ -261,15 +262,38 @@ impl RunState {
             let g = lock(&slot.inner);
             (g.task.kernel, g.task.block_dim)
         };
+        // With the args dump on, only block 0 is queued: its scheduler dumps the inputs, then
+        // queues the rest (`queue_rest_blocks`), so no block changes an inout before the dump.
+        let blocks = if self.args_dump_on() { blocks.min(1) } else { blocks };
+        self.queue_blocks(ops, seq, kernel, 0..blocks);
+    }
+
+    fn queue_blocks(&self, ops: &dyn DeviceOps, seq: u64, kernel: u32, blocks: Range<u32>) {
         let q = self.queue_for(kernel);
+        let n = blocks.len();
         {
             let mut r = lock(&self.ready);
-            r[q].extend((0..blocks).map(|b| (seq, b)));
+            r[q].extend(blocks.map(|b| (seq, b)));
             // Relaxed: a hint for waiters, kept equal to the queue length under its mutex; the
             // mutex orders the work itself.
-            self.ready_len[q].fetch_add(blocks as usize, Ordering::Relaxed);
+            self.ready_len[q].fetch_add(n, Ordering::Relaxed);
         }
         ops.notify_aicpu();
+    }
+
+    fn args_dump_on(&self) -> bool {
+        self.dfx.as_ref().is_some_and(|d| d.args_level > 0)
+    }
+
+    /// Block 0 of `seq` was dispatched after its inputs were dumped: queues blocks `1..`.
+    fn queue_rest_blocks(&self, ops: &dyn DeviceOps, seq: u64) {
+        let (kernel, blocks) = {
+            let g = lock(&self.slot(seq).inner);
+            (g.task.kernel, g.task.block_dim)
+        };
+        if blocks > 1 {
+            self.queue_blocks(ops, seq, kernel, 1..blocks);
+        }
     }
 
     fn queue_for(&self, kernel: u32) -> usize {
@@ -301,13 +325,23 @@ impl RunState {
         self.ready_len[q].load(Ordering::Relaxed) != 0
     }
 
-    /// One block of `seq` finished; the last one completes the task, releases its successors
-    /// and returns `true`.
-    fn block_done(&self, ops: &dyn DeviceOps, seq: u64) -> bool {
+    /// One block of `seq` finished; the last one runs `last` on the task (DFX: PMU row, outputs
+    /// dump) while no successor can run yet, completes it, releases its successors and returns
+    /// `true`.
+    fn block_done(
+        &self,
+        ops: &dyn DeviceOps,
+        seq: u64,
+        last: Option<&mut dyn FnMut(&ResolvedTask)>,
+    ) -> bool {
         let slot = self.slot(seq);
         // AcqRel: the last block's thread must see the other blocks' completions.
         if slot.blocks_left.fetch_sub(1, Ordering::AcqRel) != 1 {
             return false;
+        }
+        if let Some(f) = last {
+            let task = lock(&slot.inner).task;
+            f(&task);
         }
         let (kernel, succ) = {
             let mut g = lock(&slot.inner);
@@ -467,12 +501,12 @@ pub fn scheduler(ops: &dyn DeviceOps, run: &RunState, sched: u32, scheds: u32) {
                 run.fail(ops, DeviceFault::Kernel { task: seq, kernel, fault });
             }
             let Some(d) = dfx.as_mut() else {
-                run.block_done(ops, seq);
+                run.block_done(ops, seq, None);
                 continue;
             };
-            let task = lock(&run.slot(seq).inner).task;
-            let completed = run.block_done(ops, seq);
-            d.on_finish(ops, c.index, seq, id, st.times(), completed.then_some(&task));
+            let (core, times) = (c.index, st.times());
+            d.on_finish(ops, core, seq, id, times);
+            run.block_done(ops, seq, Some(&mut |t| d.on_complete(ops, core, seq, times, t)));
             completed_n += 1;
         }
         let t1 = if phases { ops.clock_cycles() } else { 0 };
@@ -484,6 +518,9 @@ pub fn scheduler(ops: &dyn DeviceOps, run: &RunState, sched: u32, scheds: u32) {
                 let w = run.pop(c.queue);
                 let Some((seq, block)) = w else { continue };
                 dispatch(ops, run, c, seq, block, dmb, dfx.as_mut());
+                if block == 0 && run.args_dump_on() {
+                    run.queue_rest_blocks(ops, seq);
+                }
                 progress = true;
                 dispatched_n += 1;
             }

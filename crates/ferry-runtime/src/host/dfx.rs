@@ -188,8 +188,9 @@ impl CollectSink<ArgsDumpRecord> for ArgsSink {
                 items.push((*r, Some(a.read(r.payload_offset % size, r.payload_size)), false));
             }
             if let Some(c) = self.consumed.get(t) {
-                // Relaxed: published to the device by the ack hook's Release store.
-                c.fetch_add(1, Ordering::Relaxed);
+                // Release: orders the payload copy above before the count; pairs with the ack
+                // hook's Acquire load, which then publishes it to the device.
+                c.fetch_add(1, Ordering::Release);
             }
         }
         self.bufs.push((b.lane, b.seq, items));
@@ -205,10 +206,9 @@ struct ArgsAcks {
 impl ReplenishHooks for ArgsAcks {
     fn publish_arena_acks(&mut self) {
         for (a, c) in self.arenas.iter().zip(self.consumed.iter()) {
-            // Relaxed: the collector's own counter; the collector finished those copies before
-            // incrementing it on this process's shared memory (same-thread program order on the
-            // collector, then this load; the copies are reads, so nothing on the device races).
-            let n = c.load(Ordering::Relaxed);
+            // Acquire: pairs with the collector's Release increment, so the copies it counted
+            // happen before the acknowledgement below (and the device's next lap of writes).
+            let n = c.load(Ordering::Acquire);
             // Release: pairs with the device's Acquire load in the arena gate (`copy_payload`).
             a.completed.store(n, Ordering::Release);
         }
