@@ -1026,3 +1026,65 @@ mod tests {
         assert!(matches!(replay_task(&d, 7), Err(ReplayError::Missing { task: 7, .. })));
     }
 }
+
+#[cfg(test)]
+mod replay_tests {
+    use super::*;
+    use ferry_abi::records::{ArgsDumpRecord, DType};
+
+    fn tensor(stage: u8, role: u8, index: u32) -> DumpedArg {
+        let mut r = ArgsDumpRecord {
+            task_id: 9,
+            role,
+            stage,
+            ndims: 1,
+            arg_index: index,
+            dtype: DType::Float32 as u8,
+            is_contiguous: 1,
+            kind: abi::ARG_KIND_TENSOR,
+            func_count: 1,
+            ..Default::default()
+        };
+        r.func_ids[0] = crate::device::kernels::K_COPY as u16;
+        r.shapes[0] = 2;
+        r.strides[0] = 1;
+        DumpedArg::from_record(&r).unwrap()
+    }
+
+    fn bytes(v: &[f32]) -> Vec<u8> {
+        v.iter().flat_map(|x| x.to_le_bytes()).collect()
+    }
+
+    #[test]
+    fn a_replay_reproduces_a_copy_and_flags_a_tampered_output() {
+        let mut d = ArgsDump::default();
+        d.push(
+            tensor(abi::ARG_STAGE_BEFORE_DISPATCH, abi::ARG_ROLE_INPUT, 0),
+            Some(&bytes(&[1.0, 2.0])),
+        );
+        d.push(
+            tensor(abi::ARG_STAGE_AFTER_COMPLETION, abi::ARG_ROLE_OUTPUT, 1),
+            Some(&bytes(&[1.0, 2.0])),
+        );
+        let r = replay_task(&d, 9).unwrap();
+        assert_eq!(r.len(), 1);
+        assert!(r[0].matches());
+        // The same dump with a wrong output: the replay says so.
+        let mut bad = ArgsDump::default();
+        bad.push(
+            tensor(abi::ARG_STAGE_BEFORE_DISPATCH, abi::ARG_ROLE_INPUT, 0),
+            Some(&bytes(&[1.0, 2.0])),
+        );
+        bad.push(
+            tensor(abi::ARG_STAGE_AFTER_COMPLETION, abi::ARG_ROLE_OUTPUT, 1),
+            Some(&bytes(&[1.0, 3.0])),
+        );
+        let r = replay_task(&bad, 9).unwrap();
+        assert!(!r[0].matches());
+        assert_eq!(r[0].replayed, vec![1.0, 2.0]);
+        // An input without its payload (metadata-only dump) cannot be replayed.
+        let mut meta = ArgsDump::default();
+        meta.push(tensor(abi::ARG_STAGE_BEFORE_DISPATCH, abi::ARG_ROLE_INPUT, 0), None);
+        assert!(matches!(replay_task(&meta, 9), Err(ReplayError::Missing { .. })));
+    }
+}
