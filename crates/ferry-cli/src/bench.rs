@@ -109,11 +109,21 @@ fn launch(a: &BenchArgs) -> anyhow::Result<()> {
 fn copy(a: &BenchArgs) -> anyhow::Result<()> {
     use ferry_copy::{bench, emulator};
     if a.emulate_server {
-        let cfg = match (a.full, a.quick) {
+        let mut cfg = match (a.full, a.quick) {
             (true, _) => emulator::EmulatorConfig::full(),
             (false, true) => emulator::EmulatorConfig { calls: 2, ..Default::default() },
             (false, false) => emulator::EmulatorConfig::default(),
         };
+        // The "with prewarm" leg uses the server's knob, as the server would: a bad value is
+        // logged and the default kept; 0 would turn the leg into a second lazy run, so it keeps
+        // the default too and says so.
+        match ferry_copy::env::CopyKnobs::from_env().prewarm_streams {
+            0 => tracing::warn!(
+                "UMBP_HBM_GATHER_PREWARM_STREAMS=0 disables prewarm; the emulator's prewarm leg keeps {}",
+                cfg.prewarm_streams
+            ),
+            n => cfg.prewarm_streams = n,
+        }
         let r = emulator::run(&cfg)?;
         if a.json {
             println!("{}", r.to_json());
