@@ -77,9 +77,10 @@ impl DfxConfig {
         }
     }
 
-    /// Bytes the device region must have.
+    /// Bytes the device region must have: the ABI region, then one stall log per lane
+    /// ([`crate::device::stall_log_size`]).
     pub fn region_size(&self) -> usize {
-        self.layout().region_size()
+        self.layout().region_size() + crate::device::stall_log_size(self.lanes.len() as u32)
     }
 
     /// Every buffer in the region (lane pools plus reserve).

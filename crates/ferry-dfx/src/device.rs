@@ -48,6 +48,24 @@ const OFF_QUEUE: usize = core::mem::offset_of!(LaneState, ready_queue);
 const OFF_KIND: usize = core::mem::offset_of!(LaneState, kind);
 const OFF_MAX_STALL: usize = core::mem::offset_of!(LaneState, max_stall_cycles);
 
+/// Gate waits a lane's stall log keeps (the most recent ones; older waits are overwritten).
+pub const STALL_RING: usize = 15;
+/// Bytes of one lane's stall log.
+pub const STALL_LOG_STRIDE: usize = 16 + 16 * STALL_RING;
+
+/// Bytes of the stall logs of `lanes` lanes.
+///
+/// # Layout
+/// The logs follow the ABI region (at `DfxLayout::region_size()`), one per lane, in lane order,
+/// [`STALL_LOG_STRIDE`] bytes each: `waits: u64` @0 (free-running number of gate waits that
+/// waited), `_reserved` @8..16, then [`STALL_RING`] entries `[start, end]: [u64; 2]` in device
+/// cycles; wait `n` (from 0) is entry `n % STALL_RING` @`16 + 16 * (n % STALL_RING)`. Written only
+/// by the lane's writer, on the gate path (never on the record path); the host reads them after
+/// the writers finished. A region without room for them has no stall log (totals only).
+pub const fn stall_log_size(lanes: u32) -> usize {
+    lanes as usize * STALL_LOG_STRIDE
+}
+
 /// A gate ran out of budget; ownership stayed on the device.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct GateTimeout;
@@ -110,6 +128,8 @@ pub struct DeviceRegion {
     doorbells: Option<Arc<Vec<Unparker>>>,
     bells: Option<std::sync::Arc<LaneBells>>,
     claims: Arc<Claims>,
+    /// Offset of the first lane's stall log, when the region has room for them.
+    stall_log: Option<usize>,
 }
 
 impl core::fmt::Debug for DeviceRegion {
@@ -182,6 +202,8 @@ impl DeviceRegion {
             queues: AtomicU32::new(0),
             lanes: (0..layout.lanes).map(|_| AtomicBool::new(false)).collect(),
         };
+        let log = layout.region_size();
+        let stall_log = (view.len() >= log + stall_log_size(layout.lanes)).then_some(log);
         Ok(Self {
             view,
             device_addr,
@@ -192,6 +214,7 @@ impl DeviceRegion {
             doorbells: None,
             bells: None,
             claims: Arc::new(claims),
+            stall_log,
         })
     }
 
@@ -276,6 +299,7 @@ impl DeviceRegion {
             .iter()
             .map(|&lane| {
                 let st = l.lane_offset(lane);
+                let stall_log_off = self.stall_log.map(|b| b + lane as usize * STALL_LOG_STRIDE);
                 // Relaxed: device-owned words of this lane, last written by a previous owner
                 // that handed over through the claim above or by host init before start.
                 LaneCursor {
@@ -297,6 +321,8 @@ impl DeviceRegion {
                     timeouts: v.load_u32(st + OFF_TIMEOUTS, Ordering::Relaxed),
                     degraded: false,
                     bad_slots: 0,
+                    stall_log_off,
+                    stall_waits: stall_log_off.map_or(0, |o| v.load_u64(o, Ordering::Relaxed)),
                 }
             })
             .collect();
@@ -350,6 +376,10 @@ struct LaneCursor {
     timeouts: u32,
     degraded: bool,
     bad_slots: u32,
+    /// Offset of the lane's stall log, if the region has one.
+    stall_log_off: Option<usize>,
+    /// Gate waits that waited (logged or not).
+    stall_waits: u64,
 }
 
 /// What one lane of a writer did, as counted by the device.
@@ -371,6 +401,8 @@ pub struct LaneStats {
     pub max_stall_cycles: u64,
     /// Claimed free slots that held no valid buffer pointer.
     pub bad_slots: u32,
+    /// Gate waits that actually waited (each one a `[start, end]` interval in the stall log).
+    pub stall_waits: u64,
 }
 
 /// The producer of one ready queue (one AICPU thread) and the lanes it owns.
@@ -415,17 +447,17 @@ fn gate_wait(
     budget: u64,
     parker: Option<&crossbeam_utils::sync::Parker>,
     mut ready: impl FnMut() -> bool,
-) -> (bool, u64) {
+) -> (bool, u64, u64) {
     let start = clock.now_cycles();
     let backoff = Backoff::new();
     let mut nap = NAP_MIN;
     loop {
         if ready() {
-            return (true, clock.now_cycles().saturating_sub(start));
+            return (true, start, clock.now_cycles().saturating_sub(start));
         }
         let waited = clock.now_cycles().saturating_sub(start);
         if waited >= budget {
-            return (false, waited);
+            return (false, start, waited);
         }
         if !backoff.is_completed() {
             sync::snooze(&backoff);
@@ -527,11 +559,22 @@ impl<R: Record> DeviceWriter<R> {
         }
     }
 
-    fn account_wait(&mut self, lane: usize, waited: u64, ok: bool) {
+    fn account_wait(&mut self, lane: usize, start: u64, waited: u64, ok: bool) {
         let budget = self.gate_budget(lane);
         let l = &mut self.lanes[lane];
         l.stall += waited;
         l.max_stall = l.max_stall.max(waited);
+        if waited > 0 {
+            if let Some(log) = l.stall_log_off {
+                let e = log + 16 + 16 * (l.stall_waits % STALL_RING as u64) as usize;
+                // Relaxed: device-owned log words; the host reads them after the writer finished
+                // (ordered by the join / stream sync), as it reads the counters.
+                self.view.store_u64(e, start, Ordering::Relaxed);
+                self.view.store_u64(e + 8, start.saturating_add(waited), Ordering::Relaxed);
+                self.view.store_u64(log, l.stall_waits + 1, Ordering::Relaxed);
+            }
+            l.stall_waits += 1;
+        }
         if ok {
             l.degraded = false;
         } else {
@@ -564,7 +607,7 @@ impl<R: Record> DeviceWriter<R> {
         }
         let budget = self.gate_budget(lane);
         if budget == 0 {
-            self.account_wait(lane, 0, false);
+            self.account_wait(lane, 0, 0, false);
             return Err(GateTimeout);
         }
         let state = self.lanes[lane].state_off + OFF_GATE;
@@ -572,14 +615,14 @@ impl<R: Record> DeviceWriter<R> {
         self.view.store_u32(state, GATE_PUSH, Ordering::Relaxed);
         let view = &self.view;
         let cached = &mut self.rq_cached_head;
-        let (ok, waited) = gate_wait(&*self.clock, budget, self.parker.as_ref(), || {
+        let (ok, start, waited) = gate_wait(&*self.clock, budget, self.parker.as_ref(), || {
             // Acquire: as above.
             *cached = view.load_u32(head_off, Ordering::Acquire);
             next != *cached
         });
         // Relaxed: as above.
         self.view.store_u32(state, GATE_NONE, Ordering::Relaxed);
-        self.account_wait(lane, waited, ok);
+        self.account_wait(lane, start, waited, ok);
         if ok {
             Ok(())
         } else {
@@ -636,7 +679,7 @@ impl<R: Record> DeviceWriter<R> {
         }
         let budget = self.gate_budget(lane);
         if budget == 0 {
-            self.account_wait(lane, 0, false);
+            self.account_wait(lane, 0, 0, false);
             return Err(GateTimeout);
         }
         let state = self.lanes[lane].state_off + OFF_GATE;
@@ -644,14 +687,14 @@ impl<R: Record> DeviceWriter<R> {
         self.view.store_u32(state, GATE_POP, Ordering::Relaxed);
         let view = &self.view;
         let l = &mut self.lanes[lane];
-        let (ok, waited) = gate_wait(&*self.clock, budget, self.parker.as_ref(), || {
+        let (ok, start, waited) = gate_wait(&*self.clock, budget, self.parker.as_ref(), || {
             // Acquire: as above.
             l.fq_cached_tail = view.load_u32(tail_off, Ordering::Acquire);
             l.fq_head != l.fq_cached_tail
         });
         // Relaxed: as above.
         self.view.store_u32(state, GATE_NONE, Ordering::Relaxed);
-        self.account_wait(lane, waited, ok);
+        self.account_wait(lane, start, waited, ok);
         if ok {
             Ok(())
         } else {
@@ -784,6 +827,7 @@ impl<R: Record> DeviceWriter<R> {
                 stall_cycles: l.stall,
                 max_stall_cycles: l.max_stall,
                 bad_slots: l.bad_slots,
+                stall_waits: l.stall_waits,
             })
             .collect()
     }

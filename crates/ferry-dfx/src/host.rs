@@ -38,7 +38,9 @@ use ferry_abi::dfx::{self, DfxLayout, LaneState, ReadyEntry};
 
 use crate::clock::CycleClock;
 use crate::config::{BuildError, DfxConfig, LaneSpec};
-use crate::device::{policy_word, DeviceRegion, LaneBells};
+use crate::device::{
+    policy_word, stall_log_size, DeviceRegion, LaneBells, STALL_LOG_STRIDE, STALL_RING,
+};
 use crate::mem::{DeviceMemory, MemError, ShmRegion};
 use crate::spsc::{self, Consumer, Producer};
 use crate::sync::atomic::{AtomicBool, Ordering};
@@ -151,6 +153,8 @@ pub(crate) struct HostCtx {
     device_addr: u64,
     lanes: Vec<LaneSpec>,
     bells: Option<std::sync::Arc<LaneBells>>,
+    /// Offset of the first lane's stall log, when the region has room for them.
+    stall_log: Option<usize>,
 }
 
 impl HostCtx {
@@ -798,6 +802,56 @@ fn read_lane(ctx: &HostCtx, lane: u32) -> Result<LaneSnapshot, MemError> {
     })
 }
 
+/// The most recent gate waits of a lane, oldest first, as the device logged them (`[start, end]`
+/// in device cycles, `start < end`).
+///
+/// The device keeps the last [`STALL_RING`] waits; [`StallIntervals::total`] counts all of them,
+/// so `total - as_slice().len()` waits were overwritten (their cycles are still in the lane's
+/// `stall_cycles`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StallIntervals {
+    ring: [[u64; 2]; STALL_RING],
+    len: usize,
+    /// Gate waits that waited, logged or overwritten.
+    pub total: u64,
+}
+
+impl StallIntervals {
+    /// The logged waits, oldest first.
+    pub fn as_slice(&self) -> &[[u64; 2]] {
+        &self.ring[..self.len]
+    }
+
+    /// Waits the ring no longer holds.
+    pub fn overwritten(&self) -> u64 {
+        self.total - self.len as u64
+    }
+}
+
+fn read_stalls(ctx: &HostCtx, lane: u32) -> Result<StallIntervals, MemError> {
+    let Some(base) = ctx.stall_log else {
+        return Ok(StallIntervals::default());
+    };
+    let off = base + lane as usize * STALL_LOG_STRIDE;
+    ctx.mem.read_range_from_device(off, STALL_LOG_STRIDE)?;
+    let h = &ctx.host;
+    // Relaxed: post-run reads of the lane's log (the writers' join orders them before `stop`).
+    let r = Ordering::Relaxed;
+    let total = h.load_u64(off, r);
+    let mut out = StallIntervals { total, ..StallIntervals::default() };
+    let ring = STALL_RING as u64;
+    for n in total.saturating_sub(ring)..total {
+        let e = off + 16 + 16 * (n % ring) as usize;
+        let w = [h.load_u64(e, r), h.load_u64(e + 8, r)];
+        // A torn or foreign entry (a halted writer) is skipped rather than reported backwards.
+        if w[0] < w[1] {
+            out.ring[out.len] = w;
+            out.len += 1;
+        }
+    }
+    Ok(out)
+}
+
 /// The reconcile line of one lane: produced = collected + dropped.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct LaneReconcile {
@@ -819,6 +873,8 @@ pub struct LaneReconcile {
     pub stall_cycles: u64,
     /// Longest single gate wait.
     pub max_stall_cycles: u64,
+    /// The individual gate waits (the most recent ones; empty when the region has no stall log).
+    pub stalls: StallIntervals,
     /// The lane still held a buffer at reconcile (empty, or an unflushed writer).
     pub holds_buffer: bool,
 }
@@ -930,7 +986,12 @@ impl<R: Record> DfxTransport<R> {
                 have: host.len(),
             });
         }
+        let log = layout.region_size();
+        let log_end = log + stall_log_size(layout.lanes);
+        let stall_log =
+            (host.len() >= log_end && mem.device_view().len() >= log_end).then_some(log);
         let ctx = Arc::new(HostCtx {
+            stall_log,
             device_addr: mem.device_addr(),
             mem,
             host,
@@ -1362,6 +1423,7 @@ fn report<R: Record, S: CollectSink<R>>(
                 gate_timeouts: s.gate_timeouts,
                 stall_cycles: s.stall_cycles,
                 max_stall_cycles: s.max_stall_cycles,
+                stalls: read_stalls(ctx, lane).unwrap_or_default(),
                 holds_buffer: s.current_buf_ptr != 0,
             }
         })

@@ -100,7 +100,7 @@ pub use device::{DeviceRegion, DeviceWriter, GateTimeout, LaneStats};
 pub use host::{
     select_by_deficit, CollectSink, CollectedBuffer, DfxTransport, DrainStats, HaltedProfiler,
     HostProfiler, LaneReconcile, LaneSnapshot, NoHooks, ReplenishHooks, ReplenishStats, RunReport,
-    IDLE_BACKSTOP,
+    StallIntervals, IDLE_BACKSTOP,
 };
 
 /// A fixed-size record a lane writes into its buffers.

@@ -278,3 +278,59 @@ fn idle_profiler_parks_and_lane_snapshot_reads_state() {
     );
     assert!(report.is_reconciled());
 }
+
+#[test]
+fn a_gate_wait_is_logged_as_one_interval_and_reaches_the_reconcile() {
+    // One buffer, nobody drains: the first switch publishes it, then the pop gate waits out its
+    // budget on a clock that ticks once per read.
+    let mut c = cfg(1, 1, 4, Policy::Block, 8);
+    c.block_budget_cycles = 40;
+    let clock = Arc::new(VirtualClock::ticking(1));
+    let t = DfxTransport::<[u64; 2]>::new(c.clone(), svm(&c), clock.clone()).unwrap();
+    let mut w = t.device_region().writer::<[u64; 2]>(0, &[0]).unwrap();
+    w.record(0, [0, 0]);
+    let before = clock.peek();
+    for i in 1..4 {
+        w.record(0, [0, i]);
+    }
+    let after = clock.peek();
+    let s = w.stats()[0];
+    assert_eq!((s.gate_timeouts, s.stall_waits), (1, 1));
+    // Degraded gates check without waiting: no further interval.
+    w.record(0, [0, 4]);
+    assert_eq!(w.stats()[0].stall_waits, 1);
+    drop(w);
+    let report = t.start(|_| |_b: &CollectedBuffer<'_, [u64; 2]>| {}).stop();
+    let l = &report.lanes[0];
+    assert_eq!(l.stalls.total, 1);
+    let [[start, end]] = l.stalls.as_slice() else { panic!("{:?}", l.stalls) };
+    assert!(before <= *start && start < end && *end <= after, "{before} {start} {end} {after}");
+    assert_eq!(end - start, l.stall_cycles);
+    assert_eq!(l.stall_cycles, s.stall_cycles);
+}
+
+#[test]
+fn the_stall_log_keeps_the_most_recent_waits_and_counts_the_rest() {
+    use ferry_dfx::device::{STALL_LOG_STRIDE, STALL_RING};
+    let c = cfg(2, 1, 4, Policy::Block, 4);
+    let mem = svm(&c);
+    let t = DfxTransport::<[u64; 2]>::new(c.clone(), mem.clone(), Arc::new(VirtualClock::new()))
+        .unwrap();
+    // Lane 1's writer logged 20 waits into its ring of STALL_RING (as the device would).
+    let log = c.layout().region_size() + STALL_LOG_STRIDE;
+    let dv = mem.device_view();
+    let n = 20u64;
+    for i in 0..n {
+        let e = log + 16 + 16 * (i % STALL_RING as u64) as usize;
+        dv.store_u64(e, 1000 * i + 1, Ordering::Relaxed);
+        dv.store_u64(e + 8, 1000 * i + 500, Ordering::Relaxed);
+    }
+    dv.store_u64(log, n, Ordering::Relaxed);
+    let report = t.start(|_| |_b: &CollectedBuffer<'_, [u64; 2]>| {}).stop();
+    assert!(report.lanes[0].stalls.as_slice().is_empty());
+    let s = &report.lanes[1].stalls;
+    assert_eq!((s.total, s.overwritten()), (n, n - STALL_RING as u64));
+    let want: Vec<[u64; 2]> =
+        (n - STALL_RING as u64..n).map(|i| [1000 * i + 1, 1000 * i + 500]).collect();
+    assert_eq!(s.as_slice(), want.as_slice());
+}

@@ -119,7 +119,7 @@ impl LaneLoss {
             collected: r.collected,
             dropped: r.dropped,
             stall_cycles: r.stall_cycles,
-            stalls: Vec::new(),
+            stalls: r.stalls.as_slice().to_vec(),
         }
     }
 }

@@ -627,3 +627,147 @@ proptest::proptest! {
         proptest::prop_assert_eq!(&read_swimlane(&out[..]).unwrap().2, sw);
     }
 }
+
+/// A collector that takes its time with every buffer (a host falling behind).
+struct SlowCollector(collect::LaneRecords<ferry_abi::records::AicoreTaskRecord>);
+
+impl crate::CollectSink<ferry_abi::records::AicoreTaskRecord> for SlowCollector {
+    fn on_buffer_collected(
+        &mut self,
+        b: &crate::CollectedBuffer<'_, ferry_abi::records::AicoreTaskRecord>,
+    ) {
+        std::thread::sleep(std::time::Duration::from_millis(2));
+        self.0.on_buffer_collected(b);
+    }
+}
+
+#[test]
+fn shrunk_pool_stalls_are_intervals_on_the_starved_lane_only() {
+    use crate::clock::SteadyClock;
+    use crate::device::STALL_RING;
+    use crate::mem::MirroredMemory;
+    use crate::{DfxBuilder, DfxTransport};
+    use ferry_abi::arch::A5;
+    use ferry_abi::records::{AicoreTaskRecord, SWIMLANE_KIND_AICORE_TASK};
+    use std::sync::Arc;
+
+    // Lane 0 (core 0) has a one-buffer pool: every switch waits at its pop gate until the slow
+    // collector has handed the buffer back. Lane 1 (core 1) has a buffer for every switch and
+    // room in its own ready queue, so it never waits.
+    let cfg = DfxBuilder::new(&A5)
+        .ready_queues(2)
+        .ready_depth(8)
+        .free_slots(8)
+        .lane(0, SWIMLANE_KIND_AICORE_TASK, 1)
+        .lane(1, SWIMLANE_KIND_AICORE_TASK, 8)
+        .records_per_buffer(8)
+        .build::<AicoreTaskRecord>()
+        .unwrap();
+    let mem = Arc::new(MirroredMemory::new(cfg.region_size(), 0x8000_0000_0000));
+    let transport =
+        DfxTransport::<AicoreTaskRecord>::new(cfg, mem, Arc::new(SteadyClock::new(A5.clock_hz)))
+            .unwrap();
+    let device = transport.device_region();
+    let host = transport.start(|_shard| SlowCollector(Default::default()));
+    let rec = |i: u64| AicoreTaskRecord {
+        start_time: 100 + 10 * i,
+        end_time: 105 + 10 * i,
+        task_token_raw: i,
+        reg_task_id: i as u32 + 1,
+        receive_to_start_cycles: 1,
+    };
+    let mut w1 = device.writer::<AicoreTaskRecord>(1, &[1]).unwrap();
+    for i in 0..40 {
+        w1.record(0, rec(2 * i + 1));
+    }
+    let mut w0 = device.writer::<AicoreTaskRecord>(0, &[0]).unwrap();
+    for i in 0..32 {
+        w0.record(0, rec(2 * i));
+    }
+    let (s0, s1) = (w0.finish()[0], w1.finish()[0]);
+    let report = host.stop();
+    assert!(report.is_reconciled());
+    assert_eq!(report.totals(), (72, 72, 0));
+
+    // The starved lane logged each of its waits, each a proper interval, in time order.
+    let starved = &report.lanes[0];
+    let waits = starved.stalls.as_slice();
+    assert!(s0.stall_waits >= 1, "{s0:?}");
+    assert_eq!(starved.stalls.total, s0.stall_waits);
+    assert_eq!(waits.len() as u64, s0.stall_waits.min(STALL_RING as u64));
+    assert_eq!(starved.stalls.overwritten(), 0);
+    assert!(waits.iter().all(|w| w[0] < w[1]), "{waits:?}");
+    assert!(waits.windows(2).all(|p| p[0][1] <= p[1][0]), "{waits:?}");
+    assert_eq!(waits.iter().map(|w| w[1] - w[0]).sum::<u64>(), starved.stall_cycles);
+    assert!(waits.iter().all(|w| w[1] - w[0] <= starved.max_stall_cycles));
+    // The lane with enough buffers never waited.
+    assert_eq!((s1.stall_waits, s1.stall_cycles), (0, 0));
+    assert!(report.lanes[1].stalls.as_slice().is_empty());
+    assert_eq!(report.lanes[1].stall_cycles, 0);
+
+    // The loss lines carry the intervals into the model.
+    let mut run = RunModel::new(RunMeta::new("a5", A5.clock_hz, vec![CoreType::Aiv; 2]));
+    let mut sw = Swimlane::new(1);
+    let sinks = report.sinks.into_iter().map(|s| s.0);
+    for (lane, recs) in &collect::LaneRecords::merge(sinks) {
+        collect::add_aicore_records(&mut sw, *lane, recs);
+    }
+    run.swimlane = Some(sw);
+    run.loss.lanes = report
+        .lanes
+        .iter()
+        .map(|r| {
+            LaneLoss::from_reconcile(
+                r,
+                Subsystem::ChipSwimlane,
+                format!("aicore_task/core{}", r.lane),
+                r.lane,
+                Some(r.lane),
+            )
+        })
+        .collect();
+    assert_eq!(run.loss.lanes[0].stalls, waits.to_vec());
+    assert!(run.loss.lanes[1].stalls.is_empty());
+
+    // Perfetto: one stall slice per wait on the starved lane's stall track, none elsewhere.
+    let m = &run.meta;
+    let d = decode(&perfetto::write_trace(&run));
+    let track = &d.tracks[&perfetto::uuid_lane_stalls(0)];
+    assert_eq!(track.name.as_deref(), Some("aicore_task/core0 stall"));
+    let want: Vec<(String, u64, u64)> = waits
+        .iter()
+        .map(|w| {
+            (perfetto::STALL_SLICE_NAME.to_string(), m.cycles_to_ns(w[0]), m.cycles_to_ns(w[1]))
+        })
+        .collect();
+    let mut got: Vec<(String, u64, u64)> =
+        d.slices[&perfetto::uuid_lane_stalls(0)].iter().map(|s| (s.0.clone(), s.1, s.2)).collect();
+    got.sort_by_key(|s| s.1);
+    assert_eq!(got, want);
+    assert!(!d.tracks.contains_key(&perfetto::uuid_lane_stalls(1)));
+    let stall_slices =
+        d.slices.values().flatten().filter(|s| s.0 == perfetto::STALL_SLICE_NAME).count();
+    assert_eq!(stall_slices, waits.len());
+
+    // Chrome: the same slices, on the starved lane's own stall row.
+    let v: serde_json::Value = serde_json::from_slice(&chrome::write_chrome_trace(&run)).unwrap();
+    let ev = v["traceEvents"].as_array().unwrap();
+    let row = ev
+        .iter()
+        .find(|e| e["ph"] == "M" && e["args"]["name"] == "aicore_task/core0 stall")
+        .expect("stall row of the starved lane");
+    let stalls: Vec<&serde_json::Value> =
+        ev.iter().filter(|e| e["ph"] == "X" && e["name"] == perfetto::STALL_SLICE_NAME).collect();
+    assert_eq!(stalls.len(), waits.len());
+    assert!(stalls.iter().all(|e| e["tid"] == row["tid"] && e["pid"] == row["pid"]));
+    assert!(!ev.iter().any(|e| e["args"]["name"] == "aicore_task/core1 stall"));
+
+    // Report: the starved lane, each of its waits; the other lane is not listed as stalled.
+    let text = views::report(&run);
+    assert!(text.contains("aicore_task/core0 (thread 0): stalled"), "{text}");
+    assert!(text.contains(&format!("in {} wait(s)", waits.len())), "{text}");
+    for w in waits {
+        assert!(text.contains(&format!("[{}..{}]", w[0], w[1])), "{text}");
+    }
+    assert!(!text.contains("aicore_task/core1 (thread 1): stalled"), "{text}");
+}
