@@ -16,7 +16,7 @@
 //! | [`HostProfiler`] | host | running drain / replenish / collector threads; `stop`, `halt` |
 //! | [`CollectSink`] | host | the subsystem's `on_buffer_collected` |
 //! | [`RunReport`] / [`LaneReconcile`] | host | per-lane produced = collected + dropped |
-//! | [`bench`] | both | the `ferry bench dfx` measurements |
+//! | [`bench`](mod@bench) | both | the `ferry bench dfx` measurements |
 //!
 //! # Example
 //! ```

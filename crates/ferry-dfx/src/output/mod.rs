@@ -11,7 +11,7 @@
 //! | `deps.json` | [`write_deps`] / [`read_deps`] | [`RunModel::deps`] |
 //! | `args_dump/args_dump.json` + `args_dump/args.bin` | [`write_args_json`] / [`read_args`] | [`RunModel::args`] |
 //! | `scope_stats/scope_stats.jsonl` | [`write_scopes`] / [`read_scopes`] | [`RunModel::scopes`] |
-//! | `trace.perfetto-trace` | [`perfetto::write_trace`] (decode: [`perfetto_schema`]) | all |
+//! | `trace.perfetto-trace` | [`perfetto::write_trace`] (decode in tests: `ferry-perfetto-proto`) | all |
 //! | `trace.chrome.json` | [`chrome::write_chrome_trace`] | all |
 //!
 //! Every file is written with [`write_atomic`] (temp file, fsync, rename), so an aborted write
@@ -41,7 +41,6 @@ pub mod collect;
 mod deps;
 mod model;
 pub mod perfetto;
-pub mod perfetto_schema;
 mod pmu;
 pub mod sample;
 mod scopes;

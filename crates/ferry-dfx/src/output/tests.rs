@@ -4,9 +4,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::path::PathBuf;
 
-use prost::Message;
+use ferry_perfetto_proto::protos::{self as perfetto_schema, track_event::Type, Trace};
+use ferry_perfetto_proto::Message;
 
-use super::perfetto_schema::{track_event::Type, Trace};
 use super::sample::{sample_run, sample_task, SAMPLE_STALLED_LANE};
 use super::*;
 
