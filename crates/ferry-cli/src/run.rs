@@ -158,12 +158,8 @@ pub(crate) fn run(a: &RunArgs) -> anyhow::Result<()> {
     };
     let size = if a.small { Size::Small } else { Size::Full };
     let dfx = a.dfx.options();
-    if dfx.any() {
-        if a.out.is_none() {
-            bail!("DFX collection needs --out DIR");
-        }
-        // The collection attaches to the device half linked into this process.
-        cfg = cfg.in_process();
+    if dfx.any() && a.out.is_none() {
+        bail!("DFX collection needs --out DIR");
     }
     let several = examples.len() > 1;
     let mut runner = DeviceRunner::new(cfg).context("starting the simulated chip")?;
@@ -193,14 +189,16 @@ pub(crate) fn run(a: &RunArgs) -> anyhow::Result<()> {
                 task_window: cfg.task_window,
                 scratch_bytes: run.args.scratch_bytes,
             };
-            let s = DfxSession::start(&dfx, chip)?;
-            runner.attach_dfx(Some(s.device()));
+            // Regions, arenas and directories in the chip's device memory: the loaded AICPU
+            // program attaches its writers from the launch's profiling bases.
+            let s = DfxSession::start_on(&dfx, chip, runner.device())?;
+            runner.attach_dfx_session(Some(&s))?;
             Some(s)
         } else {
             None
         };
         let out = run_one(&mut runner, id as u32, &run);
-        runner.attach_dfx(None);
+        runner.attach_dfx_session(None)?;
         let out = out.with_context(|| format!("example `{}`", ex.name()))?;
         if let (Some(s), Some(dir)) = (session, &a.out) {
             let dir = if several { dir.join(ex.name()) } else { dir.clone() };

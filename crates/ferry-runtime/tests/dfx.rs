@@ -8,13 +8,36 @@ use ferry_runtime::host::{DeviceRunner, RunOutput, RunnerConfig, Variant};
 use ferry_sim::Arch;
 use std::collections::{BTreeMap, BTreeSet};
 
+/// Which launch path a DFX run takes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Path {
+    /// The device half linked into the test (`LaunchPath::InProcess`), session in host memory.
+    InProcess,
+    /// The loaded AICPU program and the launch transaction; the session lives in device memory
+    /// and reaches the program through `KernelArgs`' profiling bases.
+    Full,
+}
+
 fn run_with(
     arch: Arch,
     ex: Example,
     variant: Variant,
     opts: &DfxOptions,
 ) -> (RunOutput, ferry_dfx::output::RunModel, u64) {
-    let cfg = RunnerConfig::small(arch).in_process();
+    run_on(Path::InProcess, arch, ex, variant, opts)
+}
+
+fn run_on(
+    path: Path,
+    arch: Arch,
+    ex: Example,
+    variant: Variant,
+    opts: &DfxOptions,
+) -> (RunOutput, ferry_dfx::output::RunModel, u64) {
+    let cfg = match path {
+        Path::InProcess => RunnerConfig::small(arch).in_process(),
+        Path::Full => RunnerConfig::small(arch),
+    };
     let mut r = DeviceRunner::new(cfg).unwrap();
     let run = ex.build(Size::Small).with_variant(variant);
     r.register_callable(1, run.callable.clone()).unwrap();
@@ -26,10 +49,15 @@ fn run_with(
         task_window: cfg.task_window,
         scratch_bytes: run.args.scratch_bytes,
     };
-    let s = DfxSession::start(opts, chip).unwrap();
-    r.attach_dfx(Some(s.device()));
+    let s = match path {
+        Path::InProcess => DfxSession::start(opts, chip).unwrap(),
+        Path::Full => DfxSession::start_on(opts, chip, r.device()).unwrap(),
+    };
+    r.attach_dfx_session(Some(&s)).unwrap();
     let out = r.run(1, run.args.clone()).unwrap_or_else(|e| panic!("{arch:?} {ex:?}: {e}"));
-    r.attach_dfx(None);
+    r.attach_dfx_session(None).unwrap();
+    let launches = r.launch_stats().map(|st| st.publishes).filter(|&n| n > 0);
+    assert_eq!(launches.is_some(), path == Path::Full, "{path:?}: the launch transaction ran");
     run.verify(&out).unwrap_or_else(|e| panic!("{arch:?} {ex:?} {variant:?}: {e}"));
     let m = s.finish().unwrap_or_else(|e| panic!("{arch:?} {ex:?} {variant:?}: {e}"));
     (out, m, run.tasks)
@@ -67,69 +95,83 @@ fn every_subsystem_is_lossless_with_a_one_buffer_pool_under_block() {
     for arch in [Arch::A2a3, Arch::A5] {
         for ex in Example::ALL {
             for variant in [Variant::DeviceOrchestrated, Variant::HostBuiltGraph] {
-                let what = format!("{arch:?} {ex:?} {variant:?}");
-                let (_, m, tasks) = run_with(arch, ex, variant, &one_buffer(Policy::Block));
-                assert!(m.loss.reconciles(), "{what}");
-                assert_eq!(m.loss.totals().2, 0, "{what}: zero loss under Block");
-                let deps = m.deps.as_ref().unwrap();
-                assert_eq!(deps.tasks.len() as u64, tasks, "{what}: one DepGen record per submit");
-                let blocks: BTreeMap<u64, u32> =
-                    deps.tasks.iter().map(|t| (t.task_id, t.block_num)).collect();
-                // Swimlane: every dispatch exactly once, ordered dispatch ≤ start ≤ end ≤ finish.
-                let joined = m.tasks();
-                let mut per_task: BTreeMap<u64, u32> = BTreeMap::new();
-                for t in &joined {
-                    assert!(t.is_ordered(), "{what}: {t:?}");
-                    assert!(t.dispatch.is_some() && t.finish.is_some(), "{what}: {t:?}");
-                    *per_task.entry(t.task_id).or_default() += 1;
-                }
-                assert_eq!(per_task, blocks, "{what}: each block of each task exactly once");
-                let sw = m.swimlane.as_ref().unwrap();
-                assert_eq!(sw.aicpu_tasks.len(), joined.len(), "{what}");
-                assert!(sw.sched_phases.iter().map(Vec::len).sum::<usize>() > 0, "{what}");
-                assert_eq!(sw.orch_phases.iter().map(Vec::len).sum::<usize>() as u64, tasks);
-                // PMU: one row per task, counters that mean something.
-                let pmu = m.pmu.as_ref().unwrap();
-                let rows: BTreeSet<u64> = pmu.rows.iter().map(|r| r.task_id).collect();
-                assert_eq!(pmu.rows.len() as u64, tasks, "{what}");
-                assert_eq!(rows.len() as u64, tasks, "{what}");
-                assert!(pmu.rows.iter().all(|r| r.pmu_total_cycles > 0), "{what}");
-                assert!(pmu.rows.iter().any(|r| r.counters.iter().any(|&c| c > 0)), "{what}");
-                // Scopes balanced (the vector example opens one per chunk).
-                let sc = m.scopes.as_ref().unwrap();
-                let begins = sc.records.iter().filter(|r| r.phase == ScopePhase::Begin).count();
-                let ends = sc.records.iter().filter(|r| r.phase == ScopePhase::End).count();
-                assert_eq!(begins, ends, "{what}");
-                if ex == Example::Vector && variant == Variant::DeviceOrchestrated {
-                    assert!(begins > 0, "{what}");
-                }
-                // Deps: the runtime's edges. A replay of the tensor map over the recorded
-                // arguments (no task finished) finds every one of them; the host-built graph has
-                // exactly the replay's edges, the device orchestrator the subset whose producer
-                // was still running at submit.
-                let edges: BTreeSet<(u64, u64)> =
-                    deps.edges.iter().map(|e| (e.pred, e.succ)).collect();
-                assert_eq!(edges.len(), deps.edges.len(), "{what}: no repeated edge");
-                assert!(deps.edges.iter().all(|e| e.source == EdgeSource::Tensormap), "{what}");
-                let replay = replay_edges(deps);
-                assert!(edges.is_subset(&replay), "{what}");
-                if variant == Variant::HostBuiltGraph {
-                    assert_eq!(edges, replay, "{what}");
-                }
-                if ex != Example::Storm {
-                    assert!(!edges.is_empty(), "{what}");
-                }
-                // Args dump: a replay of a task reproduces its outputs.
-                let args = m.args.as_ref().unwrap();
-                assert_eq!(args.dropped_records, 0, "{what}");
-                let step = if ex == Example::Storm { 97 } else { 1 };
-                for t in deps.tasks.iter().step_by(step).chain(deps.tasks.last()) {
-                    let r = replay_task(args, t.task_id).unwrap_or_else(|e| panic!("{what}: {e}"));
-                    assert!(!r.is_empty(), "{what}");
-                    assert!(r.iter().all(|a| a.matches()), "{what}: task {}", t.task_id);
-                }
+                lossless_under_block(Path::InProcess, arch, ex, variant);
             }
         }
+    }
+}
+
+#[test]
+fn the_loaded_aicpu_program_collects_every_subsystem_from_device_memory() {
+    // The full path: the AICPU program is the Path A shared object, the transport regions,
+    // arenas and directories live in simulated device memory, and the program attaches its
+    // writers from `KernelArgs`' profiling bases.
+    for arch in [Arch::A2a3, Arch::A5] {
+        for variant in [Variant::DeviceOrchestrated, Variant::HostBuiltGraph] {
+            lossless_under_block(Path::Full, arch, Example::Vector, variant);
+        }
+    }
+}
+
+fn lossless_under_block(path: Path, arch: Arch, ex: Example, variant: Variant) {
+    let what = format!("{path:?} {arch:?} {ex:?} {variant:?}");
+    let (_, m, tasks) = run_on(path, arch, ex, variant, &one_buffer(Policy::Block));
+    assert!(m.loss.reconciles(), "{what}");
+    assert_eq!(m.loss.totals().2, 0, "{what}: zero loss under Block");
+    let deps = m.deps.as_ref().unwrap();
+    assert_eq!(deps.tasks.len() as u64, tasks, "{what}: one DepGen record per submit");
+    let blocks: BTreeMap<u64, u32> = deps.tasks.iter().map(|t| (t.task_id, t.block_num)).collect();
+    // Swimlane: every dispatch exactly once, ordered dispatch ≤ start ≤ end ≤ finish.
+    let joined = m.tasks();
+    let mut per_task: BTreeMap<u64, u32> = BTreeMap::new();
+    for t in &joined {
+        assert!(t.is_ordered(), "{what}: {t:?}");
+        assert!(t.dispatch.is_some() && t.finish.is_some(), "{what}: {t:?}");
+        *per_task.entry(t.task_id).or_default() += 1;
+    }
+    assert_eq!(per_task, blocks, "{what}: each block of each task exactly once");
+    let sw = m.swimlane.as_ref().unwrap();
+    assert_eq!(sw.aicpu_tasks.len(), joined.len(), "{what}");
+    assert!(sw.sched_phases.iter().map(Vec::len).sum::<usize>() > 0, "{what}");
+    assert_eq!(sw.orch_phases.iter().map(Vec::len).sum::<usize>() as u64, tasks);
+    // PMU: one row per task, counters that mean something.
+    let pmu = m.pmu.as_ref().unwrap();
+    let rows: BTreeSet<u64> = pmu.rows.iter().map(|r| r.task_id).collect();
+    assert_eq!(pmu.rows.len() as u64, tasks, "{what}");
+    assert_eq!(rows.len() as u64, tasks, "{what}");
+    assert!(pmu.rows.iter().all(|r| r.pmu_total_cycles > 0), "{what}");
+    assert!(pmu.rows.iter().any(|r| r.counters.iter().any(|&c| c > 0)), "{what}");
+    // Scopes balanced (the vector example opens one per chunk).
+    let sc = m.scopes.as_ref().unwrap();
+    let begins = sc.records.iter().filter(|r| r.phase == ScopePhase::Begin).count();
+    let ends = sc.records.iter().filter(|r| r.phase == ScopePhase::End).count();
+    assert_eq!(begins, ends, "{what}");
+    if ex == Example::Vector && variant == Variant::DeviceOrchestrated {
+        assert!(begins > 0, "{what}");
+    }
+    // Deps: the runtime's edges. A replay of the tensor map over the recorded
+    // arguments (no task finished) finds every one of them; the host-built graph has
+    // exactly the replay's edges, the device orchestrator the subset whose producer
+    // was still running at submit.
+    let edges: BTreeSet<(u64, u64)> = deps.edges.iter().map(|e| (e.pred, e.succ)).collect();
+    assert_eq!(edges.len(), deps.edges.len(), "{what}: no repeated edge");
+    assert!(deps.edges.iter().all(|e| e.source == EdgeSource::Tensormap), "{what}");
+    let replay = replay_edges(deps);
+    assert!(edges.is_subset(&replay), "{what}");
+    if variant == Variant::HostBuiltGraph {
+        assert_eq!(edges, replay, "{what}");
+    }
+    if ex != Example::Storm {
+        assert!(!edges.is_empty(), "{what}");
+    }
+    // Args dump: a replay of a task reproduces its outputs.
+    let args = m.args.as_ref().unwrap();
+    assert_eq!(args.dropped_records, 0, "{what}");
+    let step = if ex == Example::Storm { 97 } else { 1 };
+    for t in deps.tasks.iter().step_by(step).chain(deps.tasks.last()) {
+        let r = replay_task(args, t.task_id).unwrap_or_else(|e| panic!("{what}: {e}"));
+        assert!(!r.is_empty(), "{what}");
+        assert!(r.iter().all(|a| a.matches()), "{what}: task {}", t.task_id);
     }
 }
 
@@ -139,8 +181,9 @@ fn drop_policy_reports_its_losses_and_changes_nothing_else() {
     // drops a buffer's worth of records.
     let opts = DfxOptions { drop_wait_cycles: Some(0), ..one_buffer(Policy::Drop) };
     let mut any_dropped = false;
-    for arch in [Arch::A2a3, Arch::A5] {
-        let (out, m, tasks) = run_with(arch, Example::Storm, Variant::DeviceOrchestrated, &opts);
+    for (path, arch) in [(Path::InProcess, Arch::A2a3), (Path::Full, Arch::A5)] {
+        let (out, m, tasks) =
+            run_on(path, arch, Example::Storm, Variant::DeviceOrchestrated, &opts);
         // The run itself is unchanged: every task ran and verified (in run_with).
         assert_eq!(out.stats.tasks, tasks);
         assert!(m.loss.reconciles(), "produced = collected + dropped on every lane");

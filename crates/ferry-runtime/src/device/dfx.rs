@@ -44,51 +44,112 @@ pub const DFX_SWIMLANE: u32 = 1;
 /// [`super::image::RuntimeHeader::dfx_flags`]: some other subsystem is on.
 pub const DFX_OTHER: u32 = 2;
 
-/// A scheduler thread's ArgsDump payload arena (device memory in the original; here an
-/// AICPU-owned block shared with the host collector by reference).
+/// A scheduler thread's ArgsDump payload arena: a 64-byte header of four counters, then the
+/// payload bytes. On the full path it lives in simulated device memory (its device address
+/// travels in the ArgsDump directory behind `KernelArgs::dump_data_base`); in process it may be a
+/// host block shared by reference.
 ///
-/// `write_offset` is the monotonic device cursor (written modulo `size`), `published` the payload
-/// records the device has published, `completed` the payloads the host acknowledged
-/// (`publish_arena_acks`), `dropped` the argument records the arena gate gave up on.
-#[derive(Debug)]
+/// Header words: `write_offset` (monotonic device cursor in bytes, written modulo
+/// [`size`](Self::size)), `published` (payload records the device has published), `completed`
+/// (payloads the host acknowledged, `publish_arena_acks`), `dropped` (argument records the arena
+/// gate gave up on).
 pub struct ArgsArena {
-    words: Box<[AtomicU32]>,
-    /// Monotonic write cursor in bytes (device-written).
-    pub write_offset: AtomicU64,
-    /// Payload-bearing records published so far (device-written).
-    pub published: AtomicU64,
-    /// Payloads the host has copied out (host-written by the ack hook).
-    pub completed: AtomicU64,
-    /// Argument records dropped at the arena gate.
-    pub dropped: AtomicU64,
+    base: std::ptr::NonNull<u8>,
+    size: u64,
+    _owner: Arc<dyn Send + Sync>,
 }
 
+impl std::fmt::Debug for ArgsArena {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ArgsArena").field("size", &self.size).finish_non_exhaustive()
+    }
+}
+
+// SAFETY: every access to the arena's bytes goes through atomics (`AtomicU64` header words,
+// `AtomicU32` payload words), and the owner keeps the memory alive.
+unsafe impl Send for ArgsArena {}
+// SAFETY: as for `Send`.
+unsafe impl Sync for ArgsArena {}
+
 impl ArgsArena {
-    /// An arena of `bytes` bytes (rounded down to whole words, at least 64).
+    /// Bytes of the counter header in front of the payload bytes.
+    pub const HEADER_BYTES: u64 = 64;
+
+    /// Bytes of memory an arena of `bytes` payload bytes needs (header included).
+    pub fn bytes_for(bytes: u64) -> u64 {
+        Self::HEADER_BYTES + (bytes / 4).max(16) * 4
+    }
+
+    /// An arena of `bytes` bytes (rounded down to whole words, at least 64) in host memory.
     pub fn new(bytes: u64) -> ArgsArena {
-        let words = (bytes / 4).max(16) as usize;
-        ArgsArena {
-            words: (0..words).map(|_| AtomicU32::new(0)).collect(),
-            write_offset: AtomicU64::new(0),
-            published: AtomicU64::new(0),
-            completed: AtomicU64::new(0),
-            dropped: AtomicU64::new(0),
-        }
+        let total = Self::bytes_for(bytes);
+        let words: Box<[AtomicU64]> = (0..total.div_ceil(8)).map(|_| AtomicU64::new(0)).collect();
+        let base = std::ptr::NonNull::from(&words[0]).cast::<u8>();
+        ArgsArena { base, size: total - Self::HEADER_BYTES, _owner: Arc::new(words) }
+    }
+
+    /// An arena over `total` bytes of memory someone else owns (header included).
+    ///
+    /// # Safety
+    /// `base` is 8-byte aligned and valid for reads and writes of `total` bytes while `owner`
+    /// (or the party that allocated it) keeps it alive, i.e. for as long as this arena is used;
+    /// every other access to those bytes is atomic.
+    pub unsafe fn from_raw_parts(
+        base: std::ptr::NonNull<u8>,
+        total: u64,
+        owner: Arc<dyn Send + Sync>,
+    ) -> ArgsArena {
+        let size = (total.saturating_sub(Self::HEADER_BYTES) / 4) * 4;
+        ArgsArena { base, size, _owner: owner }
+    }
+
+    fn counter(&self, i: usize) -> &AtomicU64 {
+        // SAFETY: the header holds four 8-aligned u64 words inside the live allocation
+        // (constructors' contracts), only ever accessed atomically.
+        unsafe { &*self.base.as_ptr().add(8 * i).cast::<AtomicU64>() }
+    }
+
+    /// Monotonic write cursor in bytes (device-written).
+    pub fn write_offset(&self) -> &AtomicU64 {
+        self.counter(0)
+    }
+
+    /// Payload-bearing records published so far (device-written).
+    pub fn published(&self) -> &AtomicU64 {
+        self.counter(1)
+    }
+
+    /// Payloads the host has copied out (host-written by the ack hook).
+    pub fn completed(&self) -> &AtomicU64 {
+        self.counter(2)
+    }
+
+    /// Argument records dropped at the arena gate.
+    pub fn dropped(&self) -> &AtomicU64 {
+        self.counter(3)
     }
 
     /// Size in bytes.
     pub fn size(&self) -> u64 {
-        self.words.len() as u64 * 4
+        self.size
+    }
+
+    fn word(&self, i: usize) -> &AtomicU32 {
+        assert!((i as u64) < self.size / 4, "arena word {i} outside {} bytes", self.size);
+        // SAFETY: in bounds (checked above) of the payload bytes behind the header, 4-aligned,
+        // only ever accessed atomically.
+        unsafe { &*self.base.as_ptr().add(Self::HEADER_BYTES as usize + 4 * i).cast::<AtomicU32>() }
     }
 
     /// Copies `len` bytes at physical offset `phys` (word-aligned) out of the arena.
     pub fn read(&self, phys: u64, len: u64) -> Vec<u8> {
         let (w0, n) = ((phys / 4) as usize, (len / 4) as usize);
+        let n = n.min((self.size / 4) as usize - w0.min((self.size / 4) as usize));
         let mut out = Vec::with_capacity(len as usize);
-        for w in self.words.iter().skip(w0).take(n) {
+        for i in w0..w0 + n {
             // Relaxed: the record that names these bytes was published by the ready-queue tail's
             // Release store after the device wrote them; the collector read that tail (Acquire).
-            out.extend_from_slice(&w.load(Ordering::Relaxed).to_le_bytes());
+            out.extend_from_slice(&self.word(i).load(Ordering::Relaxed).to_le_bytes());
         }
         out
     }
@@ -96,7 +157,7 @@ impl ArgsArena {
     fn write_word(&self, phys_word: usize, v: u32) {
         // Relaxed: published to the host by the ready-queue tail's Release store of the buffer
         // holding the record that names these bytes.
-        self.words[phys_word].store(v, Ordering::Relaxed);
+        self.word(phys_word).store(v, Ordering::Relaxed);
     }
 }
 
@@ -191,6 +252,204 @@ impl DfxDevice {
             loop_iter: 0,
             submit_idx: 0,
         }
+    }
+}
+
+/// Magic of a DFX directory ("FDFX").
+pub const DFX_DIR_MAGIC: u32 = 0x5846_4446;
+/// Version of the DFX directory layout.
+pub const DFX_DIR_VERSION: u32 = 1;
+/// Bytes of a directory's header; `(addr, len)` pairs of u64 follow.
+pub const DFX_DIR_HEADER: usize = 32;
+/// Most entries a directory may hold.
+pub const DFX_DIR_MAX_ENTRIES: u32 = 64;
+
+/// What a `KernelArgs` profiling base points at on the full path: a small block of device memory
+/// naming the subsystem's transport region(s) and, for ArgsDump, the payload arenas.
+///
+/// # Layout
+/// Little-endian: `magic` u32 at 0 ([`DFX_DIR_MAGIC`]), `version` u32 at 4, `level` u32 at 8
+/// (swimlane level, PMU event type, ArgsDump level; 1 for DepGen / ScopeStats), `count` u32 at 12,
+/// `threads` u32 at 16 (AICPU threads, last = orchestrator), `aic` u32 at 20, 8 reserved bytes,
+/// then `count` entries of `addr` u64, `len` u64 (device address and bytes; `addr` 0 = absent).
+///
+/// | base | entries |
+/// |---|---|
+/// | `chip_swimlane_data_base` | AICore task, AICPU task, scheduler phase, orchestrator phase regions |
+/// | `pmu_data_base`, `dep_gen_data_base`, `scope_stats_data_base` | the subsystem's region |
+/// | `dump_data_base` | the metadata region, then one [`ArgsArena`] per scheduler thread |
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct DfxDirectory {
+    /// Level / event type.
+    pub level: u32,
+    /// AICPU threads of the run.
+    pub threads: u32,
+    /// AIC workers.
+    pub aic: u32,
+    /// `(device address, bytes)` of each region or arena.
+    pub entries: Vec<(u64, u64)>,
+}
+
+impl DfxDirectory {
+    /// Bytes of the encoded directory.
+    pub fn encoded_len(&self) -> usize {
+        DFX_DIR_HEADER + 16 * self.entries.len()
+    }
+
+    /// The directory's bytes as it lies in device memory.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut b = Vec::with_capacity(self.encoded_len());
+        for w in [
+            DFX_DIR_MAGIC,
+            DFX_DIR_VERSION,
+            self.level,
+            self.entries.len() as u32,
+            self.threads,
+            self.aic,
+            0,
+            0,
+        ] {
+            b.extend_from_slice(&w.to_le_bytes());
+        }
+        for &(a, l) in &self.entries {
+            b.extend_from_slice(&a.to_le_bytes());
+            b.extend_from_slice(&l.to_le_bytes());
+        }
+        b
+    }
+
+    /// Reads the directory at device address `base` through `ops`.
+    ///
+    /// # Errors
+    /// When the address does not translate or the bytes are not a directory of this version.
+    pub fn read(ops: &dyn DeviceOps, base: u64) -> Result<DfxDirectory, String> {
+        let read = |addr: u64, len: usize| -> Result<Vec<u8>, String> {
+            let p = ops.translate(addr, len as u64).map_err(|e| e.to_string())?;
+            let mut out = vec![0u8; len];
+            // SAFETY: `translate` returned a pointer to `len` readable bytes of one live
+            // allocation; the host wrote the directory before the launch (which orders it before
+            // this thread started) and nobody writes it during the run.
+            unsafe { std::ptr::copy_nonoverlapping(p.cast_const(), out.as_mut_ptr(), len) };
+            Ok(out)
+        };
+        let h = read(base, DFX_DIR_HEADER)?;
+        let u = |b: &[u8], o: usize| u32::from_le_bytes([b[o], b[o + 1], b[o + 2], b[o + 3]]);
+        if u(&h, 0) != DFX_DIR_MAGIC || u(&h, 4) != DFX_DIR_VERSION {
+            return Err(format!("no DFX directory at {base:#x}"));
+        }
+        let count = u(&h, 12);
+        if count > DFX_DIR_MAX_ENTRIES {
+            return Err(format!("DFX directory at {base:#x}: {count} entries"));
+        }
+        let e = read(base + DFX_DIR_HEADER as u64, 16 * count as usize)?;
+        let q = |o: usize| u64::from_le_bytes(e[o..o + 8].try_into().unwrap_or([0; 8]));
+        Ok(DfxDirectory {
+            level: u(&h, 8),
+            threads: u(&h, 16),
+            aic: u(&h, 20),
+            entries: (0..count as usize).map(|i| (q(16 * i), q(16 * i + 8))).collect(),
+        })
+    }
+}
+
+/// A view of `len` bytes of device memory at `addr`, through `ops.translate`.
+///
+/// The view does not own the memory: the host keeps every DFX allocation alive until the run's
+/// AICPU threads returned and the collection finished.
+fn device_view(
+    ops: &dyn DeviceOps,
+    addr: u64,
+    len: u64,
+) -> Result<(std::ptr::NonNull<u8>, u64), String> {
+    let p = ops.translate(addr, len).map_err(|e| e.to_string())?;
+    let p = std::ptr::NonNull::new(p).ok_or_else(|| format!("{addr:#x} translated to null"))?;
+    if p.as_ptr() as usize % 64 != 0 {
+        return Err(format!("DFX memory at {addr:#x} is not 64-byte aligned"));
+    }
+    Ok((p, len))
+}
+
+fn attach_region(
+    ops: &dyn DeviceOps,
+    (addr, len): (u64, u64),
+    clock: &Arc<dyn ferry_dfx::clock::CycleClock>,
+) -> Result<Option<DeviceRegion>, String> {
+    if addr == 0 {
+        return Ok(None);
+    }
+    let (p, len) = device_view(ops, addr, len)?;
+    // SAFETY: `p` is 64-byte aligned (checked) and valid for `len` bytes of one live allocation
+    // the host keeps until the run's AICPU threads returned (the only users of this view);
+    // every access to it follows the DFX transport's protocol (atomics / single writer).
+    let view = unsafe { ferry_dfx::mem::ShmRegion::from_raw_parts(p, len as usize, Arc::new(())) };
+    DeviceRegion::attach(view, addr, clock.clone()).map(Some).map_err(|e| e.to_string())
+}
+
+impl DfxDevice {
+    /// The full path's DFX: what the profiling bases and flag word of `args` name, attached
+    /// from device memory (`ops.translate`) with `clock` for the gate budgets. `Ok(None)` when
+    /// no profiling bit is set.
+    ///
+    /// # Errors
+    /// A base that is not a directory, a region that does not translate or whose header is
+    /// not a transport region.
+    pub fn from_kernel_args(
+        ops: &dyn DeviceOps,
+        args: &ferry_abi::launch::KernelArgs,
+        threads: u32,
+        clock: Arc<dyn ferry_dfx::clock::CycleClock>,
+    ) -> Result<Option<DfxDevice>, String> {
+        use ferry_abi::launch::{
+            PROFILING_FLAG_CHIP_SWIMLANE, PROFILING_FLAG_DEP_GEN, PROFILING_FLAG_DUMP_ARGS,
+            PROFILING_FLAG_PMU, PROFILING_FLAG_SCOPE_STATS,
+        };
+        let flags = args.enable_profiling_flag;
+        let dir = |bit: u32, base: u64| -> Result<Option<DfxDirectory>, String> {
+            if flags & bit == 0 || base == 0 {
+                return Ok(None);
+            }
+            DfxDirectory::read(ops, base).map(Some)
+        };
+        let sw = dir(PROFILING_FLAG_CHIP_SWIMLANE, args.chip_swimlane_data_base)?;
+        let pmu = dir(PROFILING_FLAG_PMU, args.pmu_data_base)?;
+        let dep = dir(PROFILING_FLAG_DEP_GEN, args.dep_gen_data_base)?;
+        let scope = dir(PROFILING_FLAG_SCOPE_STATS, args.scope_stats_data_base)?;
+        let dump = dir(PROFILING_FLAG_DUMP_ARGS, args.dump_data_base)?;
+        let any = [&sw, &pmu, &dep, &scope, &dump].into_iter().flatten().next().cloned();
+        let Some(first) = any else { return Ok(None) };
+        let entry = |d: &Option<DfxDirectory>, i: usize| {
+            d.as_ref().and_then(|d| d.entries.get(i).copied()).unwrap_or((0, 0))
+        };
+        let region = |d: &Option<DfxDirectory>, i: usize| attach_region(ops, entry(d, i), &clock);
+        let mut arenas = Vec::new();
+        if let Some(d) = &dump {
+            for &(addr, len) in d.entries.iter().skip(1) {
+                let (p, len) = device_view(ops, addr, len)?;
+                // SAFETY: 64-byte aligned, `len` bytes of one live allocation the host keeps
+                // until the run's AICPU threads returned; every access is atomic.
+                arenas.push(Arc::new(unsafe { ArgsArena::from_raw_parts(p, len, Arc::new(())) }));
+            }
+        }
+        Ok(Some(DfxDevice {
+            swimlane: sw.as_ref().map_or(0, |d| d.level),
+            pmu: pmu.as_ref().map_or(0, |d| d.level),
+            dep_gen: dep.is_some(),
+            args_level: dump.as_ref().map_or(0, |d| d.level),
+            scope_stats: scope.is_some(),
+            threads: if first.threads == 0 { threads } else { first.threads },
+            aic: first.aic,
+            regions: DfxRegions {
+                aicore: region(&sw, 0)?,
+                aicpu: region(&sw, 1)?,
+                sched: region(&sw, 2)?,
+                orch: region(&sw, 3)?,
+                pmu: region(&pmu, 0)?,
+                dep_gen: region(&dep, 0)?,
+                scope: region(&scope, 0)?,
+                args: region(&dump, 0)?,
+            },
+            arenas,
+        }))
     }
 }
 
@@ -586,7 +845,7 @@ impl ThreadDfx {
         let size = arena.size();
         let (len, truncated) = if bytes > size { ((size / 2) & !3, true) } else { (bytes, false) };
         // Relaxed: this thread is the only writer of its cursor.
-        let mut wo = arena.write_offset.load(Ordering::Relaxed);
+        let mut wo = arena.write_offset().load(Ordering::Relaxed);
         let phys = wo % size;
         let full = wo != 0 && phys == 0;
         let crosses = len > size - phys;
@@ -597,16 +856,16 @@ impl ThreadDfx {
             }
             let target = self.payloads;
             // Relaxed: a statistic for the host; the acks below are what pair.
-            arena.published.store(target, Ordering::Relaxed);
+            arena.published().store(target, Ordering::Relaxed);
             let budget = self.args.as_ref().map_or(0, |_| self.budget_cycles());
             let start = ops.clock_cycles();
             // Acquire: pairs with the ack hook's Release store of `completed`, after the collector
             // copied those payloads out.
-            let acked = |a: &ArgsArena| a.completed.load(Ordering::Acquire) >= target;
+            let acked = |a: &ArgsArena| a.completed().load(Ordering::Acquire) >= target;
             while !acked(&arena) {
                 if ops.clock_cycles().saturating_sub(start) >= budget {
                     // Relaxed: a counter read after the run.
-                    arena.dropped.fetch_add(1, Ordering::Relaxed);
+                    arena.dropped().fetch_add(1, Ordering::Relaxed);
                     return None;
                 }
                 ops.aicpu_wait(&mut || acked(&arena), Some(Duration::from_micros(50)));
@@ -622,7 +881,7 @@ impl ThreadDfx {
         }
         // Relaxed: the host reads the cursor as an overwrite high-water mark only; the payload
         // itself is published with the record.
-        arena.write_offset.store(wo + len, Ordering::Relaxed);
+        arena.write_offset().store(wo + len, Ordering::Relaxed);
         Some((wo, len, truncated))
     }
 
@@ -634,7 +893,7 @@ impl ThreadDfx {
     pub fn finish(self) {
         if let Some(a) = &self.arena {
             // Relaxed: read by the host after the run.
-            a.published.store(self.payloads, Ordering::Relaxed);
+            a.published().store(self.payloads, Ordering::Relaxed);
         }
         // Dropping the writers flushes them.
     }

@@ -25,9 +25,10 @@ use crate::error::{DeviceFault, SubmitError};
 use ferry_abi::services::{
     ExecContext, OrchContext, STATUS_NO_SERVICES, STATUS_OK, STATUS_PANIC, STATUS_RUNTIME_BASE,
 };
+use ferry_dfx::clock::CycleClock;
 use std::ffi::c_void;
 use std::mem::size_of;
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 /// Version of [`OrchApi`].
 pub const ORCH_API_VERSION: u32 = 1;
@@ -470,7 +471,25 @@ pub fn exec_with_program(program: &AicpuProgram, ctx: &ExecContext<'_>) -> Resul
             (status, None) => Err(DeviceFault::OrchestrationStatus { status }),
         }
     };
-    program.exec_with(&ops, &ctx.args, ctx.thread, ctx.threads, &orch).map_err(|_| STATUS_BAD_IMAGE)
+    let clock: Arc<dyn CycleClock> = Arc::new(ServicesClock(*ctx.services));
+    program.exec_with_clock(&ops, &ctx.args, ctx.thread, ctx.threads, &orch, Some(&clock)).map_err(
+        |e| {
+            tracing::warn!(%e, "exec refused the run");
+            STATUS_BAD_IMAGE
+        },
+    )
+}
+
+/// The AICPU OS's device clock (`DeviceServices::now_cycles`) as the DFX gates' cycle clock.
+#[derive(Clone, Copy, Debug)]
+struct ServicesClock(ferry_abi::services::DeviceServices);
+
+impl CycleClock for ServicesClock {
+    fn now_cycles(&self) -> u64 {
+        // The OS keeps the table's context alive while any program it loaded is loaded
+        // (`DeviceServices` docs), which outlasts every run of this program.
+        (self.0.now_cycles)(self.0.ctx)
+    }
 }
 
 /// The status an orchestration object's entry returns for `e` (the AICPU program reads the

@@ -116,19 +116,35 @@ impl AicpuProgram {
     fn join(
         &self,
         ops: &dyn DeviceOps,
-        image: u64,
+        args: &KernelArgs,
         threads: u32,
-    ) -> Result<Arc<RunState>, DeviceFault> {
-        let hdr = super::sched::read_header(ops, image)?;
+        clock: Option<&Arc<dyn ferry_dfx::clock::CycleClock>>,
+    ) -> Result<Arc<RunState>, String> {
+        let image = args.runtime_args;
+        let hdr = super::sched::read_header(ops, image).map_err(|e| e.to_string())?;
         let mut cur = lock(&self.current);
         if let Some((a, e, run)) = &*cur {
             if *a == image && *e == hdr.run_epoch {
                 return Ok(run.clone());
             }
         }
-        let dfx = lock(&self.dfx).clone();
+        // A collection the host attached in process wins; otherwise the launch's profiling
+        // bases name the regions in device memory (the full path), attached once per run.
+        let dfx = match lock(&self.dfx).clone() {
+            Some(d) => Some(d),
+            None if args.enable_profiling_flag != 0 => {
+                let clock = clock.cloned().unwrap_or_else(|| {
+                    Arc::new(ferry_dfx::clock::SteadyClock::new(ops.clock_hz()))
+                });
+                super::dfx::DfxDevice::from_kernel_args(ops, args, threads, clock)
+                    .map_err(|e| format!("dfx: {e}"))?
+                    .map(Arc::new)
+            }
+            None => None,
+        };
         let flags = dfx.as_ref().map_or(0, |d| d.flags());
-        let run = Arc::new(RunState::new(ops, image, threads)?.with_dfx(dfx));
+        let run =
+            Arc::new(RunState::new(ops, image, threads).map_err(|e| e.to_string())?.with_dfx(dfx));
         if flags != 0 {
             let off = std::mem::offset_of!(crate::device::image::RuntimeHeader, dfx_flags);
             // Relaxed: published to the other AICPU threads by the `current` mutex they take in
@@ -179,7 +195,25 @@ impl AicpuProgram {
         threads: u32,
         orch: &dyn Fn(&mut DeviceOrchestrator<'_>, u32) -> Result<(), DeviceFault>,
     ) -> Result<(), String> {
-        let run = self.join(ops, args.runtime_args, threads).map_err(|e| e.to_string())?;
+        self.exec_with_clock(ops, args, thread, threads, orch, None)
+    }
+
+    /// [`exec_with`](Self::exec_with), with the device clock DFX gate budgets are measured on
+    /// when the run's DFX comes from the profiling bases of `args` (`None`: a steady clock at
+    /// `ops.clock_hz()`).
+    ///
+    /// # Errors
+    /// As [`exec`](Self::exec); also when the profiling bases do not name usable DFX regions.
+    pub fn exec_with_clock(
+        &self,
+        ops: &dyn DeviceOps,
+        args: &KernelArgs,
+        thread: u32,
+        threads: u32,
+        orch: &dyn Fn(&mut DeviceOrchestrator<'_>, u32) -> Result<(), DeviceFault>,
+        clock: Option<&Arc<dyn ferry_dfx::clock::CycleClock>>,
+    ) -> Result<(), String> {
+        let run = self.join(ops, args, threads, clock)?;
         if threads < 2 {
             run.fail(ops, DeviceFault::BadImage { magic: run.hdr.magic, version: run.hdr.version });
             run.orchestration_done(ops);

@@ -8,17 +8,21 @@
 //! transports (every device writer has flushed by then: the AICPU threads returned), merges the
 //! collector shards per lane, reconciles every lane (loss accounting in every file), checks the
 //! DepGen graph against the runtime's dependencies and returns the [`RunModel`].
-use crate::device::dfx::{decode_tensor_blob, ArgsArena, DfxDevice, DfxRegions};
+use crate::device::dfx::{decode_tensor_blob, ArgsArena, DfxDevice, DfxDirectory, DfxRegions};
 use crate::device::ops::{DeviceOps, TranslateError};
 use crate::device::sched::cluster_of;
 use crate::device::tensor_map::TensorMap;
 use ferry_abi::arch::ArchProfile;
+use ferry_abi::launch::{
+    KernelArgs, PROFILING_FLAG_CHIP_SWIMLANE, PROFILING_FLAG_DEP_GEN, PROFILING_FLAG_DUMP_ARGS,
+    PROFILING_FLAG_PMU, PROFILING_FLAG_SCOPE_STATS,
+};
 use ferry_abi::records::{
     self as abi, AicoreTaskRecord, AicpuTaskRecord, ArgsDumpRecord, DepGenRecord, OrchPhaseRecord,
     PmuRecord, SchedPhaseRecord, ScopeStatsRecord,
 };
 use ferry_dfx::clock::SteadyClock;
-use ferry_dfx::mem::{DeviceMemory, MirroredMemory, SvmMemory};
+use ferry_dfx::mem::{DeviceMemory, MemError, MirroredMemory, ShmRegion, SvmMemory};
 use ferry_dfx::output::collect::{self, LaneRecords};
 use ferry_dfx::output::{
     ArgsDump, CoreType, DepArg, DepEdge, DepTensor, DepsGraph, DumpedArg, EdgeSource, LaneLoss,
@@ -28,7 +32,7 @@ use ferry_dfx::{
     CollectSink, CollectedBuffer, DfxBuilder, DfxTransport, HostProfiler, Policy, Record,
     ReplenishHooks, RunReport,
 };
-use ferry_sim::Arch;
+use ferry_sim::{Arch, Device, DevicePtr};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -138,6 +142,9 @@ pub struct DfxSession {
     opts: DfxOptions,
     chip: DfxChip,
     device: Arc<DfxDevice>,
+    profiling: Option<DfxProfiling>,
+    /// The subsystems' directories in device memory (freed with the session).
+    _dirs: Vec<Arc<SimAlloc>>,
     aicore: Option<Sub<AicoreTaskRecord>>,
     aicpu: Option<Sub<AicpuTaskRecord>>,
     sched: Option<Sub<SchedPhaseRecord>>,
@@ -180,7 +187,7 @@ impl CollectSink<ArgsDumpRecord> for ArgsSink {
             };
             // Relaxed: the device cursor as an overwrite high-water mark (§5.4); a stale value is
             // only smaller, i.e. less conservative by bytes the device had not yet written.
-            let hw = a.write_offset.load(Ordering::Relaxed);
+            let hw = a.write_offset().load(Ordering::Relaxed);
             let size = a.size();
             if r.payload_offset < hw.saturating_sub(size) || r.payload_size > size {
                 items.push((*r, None, true));
@@ -210,7 +217,7 @@ impl ReplenishHooks for ArgsAcks {
             // happen before the acknowledgement below (and the device's next lap of writes).
             let n = c.load(Ordering::Acquire);
             // Release: pairs with the device's Acquire load in the arena gate (`copy_payload`).
-            a.completed.store(n, Ordering::Release);
+            a.completed().store(n, Ordering::Release);
         }
     }
 }
@@ -224,10 +231,144 @@ fn memory(profile: &ArchProfile, len: usize, k: u64) -> Arc<dyn DeviceMemory> {
     }
 }
 
+/// One allocation of simulated device memory, freed when the last view of it goes.
+#[derive(Debug)]
+struct SimAlloc {
+    device: Device,
+    ptr: DevicePtr,
+    len: u64,
+}
+
+impl SimAlloc {
+    fn new(device: &Device, len: u64) -> Result<Arc<SimAlloc>, DfxError> {
+        let setup = |e: &dyn std::fmt::Display| DfxError::Setup(e.to_string());
+        let ptr = device.malloc(len.max(64)).map_err(|e| setup(&e))?;
+        let a = Arc::new(SimAlloc { device: device.clone(), ptr, len });
+        // A recycled allocation keeps its old bytes: zero both views before anyone uses them.
+        let mem = device.memory();
+        for p in [mem.device_ptr(ptr, len), mem.host_ptr(ptr, len)] {
+            let p = p.map_err(|e| setup(&e))?;
+            // SAFETY: `p` points at `len` bytes of the live allocation just made, which no one
+            // else can reach yet.
+            unsafe { std::ptr::write_bytes(p, 0, len as usize) };
+        }
+        Ok(a)
+    }
+
+    fn device_ptr(&self) -> std::ptr::NonNull<u8> {
+        let p = self.device.memory().device_ptr(self.ptr, self.len).ok();
+        // A live allocation always translates.
+        std::ptr::NonNull::new(p.unwrap_or(std::ptr::null_mut())).expect("live allocation")
+    }
+}
+
+impl Drop for SimAlloc {
+    fn drop(&mut self) {
+        if let Err(e) = self.device.free(self.ptr) {
+            tracing::warn!(%e, "freeing a DFX allocation");
+        }
+    }
+}
+
+/// [`DeviceMemory`] over an allocation of a `ferry_sim` device: the device view is its HBM, the
+/// host view the same bytes on SVM (a2a3) or the device's host mirror (a5), synchronised by the
+/// simulator's narrow range copies.
+#[derive(Debug)]
+pub struct SimDeviceMemory {
+    alloc: Arc<SimAlloc>,
+}
+
+impl SimDeviceMemory {
+    /// Allocates `len` bytes (64-byte aligned, zeroed) on `device`.
+    ///
+    /// # Errors
+    /// [`DfxError::Setup`] when the device is out of memory.
+    pub fn new(device: &Device, len: usize) -> Result<SimDeviceMemory, DfxError> {
+        Ok(SimDeviceMemory { alloc: SimAlloc::new(device, len as u64)? })
+    }
+
+    fn view(&self, p: Result<*mut u8, ferry_sim::memory::MemoryError>) -> ShmRegion {
+        let p = std::ptr::NonNull::new(p.unwrap_or(std::ptr::null_mut())).expect("live allocation");
+        // SAFETY: `p` is 64-byte aligned (device allocations are `DEVICE_ALIGN`-aligned and both
+        // maps page-aligned) and valid for `len` bytes while the allocation lives, which the
+        // `SimAlloc` owner guarantees; the transport touches it only atomically / single-writer.
+        unsafe { ShmRegion::from_raw_parts(p, self.alloc.len as usize, self.alloc.clone()) }
+    }
+
+    fn range(&self, off: usize, len: usize) -> Result<DevicePtr, MemError> {
+        if off % 4 != 0 || len % 4 != 0 || off + len > self.alloc.len as usize {
+            return Err(MemError::OutOfRange { off, len });
+        }
+        Ok(DevicePtr(self.alloc.ptr.0 + off as u64))
+    }
+}
+
+impl DeviceMemory for SimDeviceMemory {
+    fn device_view(&self) -> ShmRegion {
+        self.view(self.alloc.device.memory().device_ptr(self.alloc.ptr, self.alloc.len))
+    }
+    fn host_view(&self) -> ShmRegion {
+        self.view(self.alloc.device.memory().host_ptr(self.alloc.ptr, self.alloc.len))
+    }
+    fn device_addr(&self) -> u64 {
+        self.alloc.ptr.0
+    }
+    fn is_svm(&self) -> bool {
+        self.alloc.device.memory().is_svm()
+    }
+    fn write_range_to_device(&self, off: usize, len: usize) -> Result<(), MemError> {
+        let p = self.range(off, len)?;
+        self.alloc
+            .device
+            .memory()
+            .write_range_to_device(p, len as u64)
+            .map_err(|_| MemError::Failed)
+    }
+    fn read_range_from_device(&self, off: usize, len: usize) -> Result<(), MemError> {
+        let p = self.range(off, len)?;
+        self.alloc
+            .device
+            .memory()
+            .read_range_from_device(p, len as u64)
+            .map_err(|_| MemError::Failed)
+    }
+}
+
+/// The `KernelArgs` profiling fields of a collection placed in device memory: each base is the
+/// device address of the subsystem's directory (`crate::device::dfx::DfxDirectory`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DfxProfiling {
+    /// `dump_data_base`.
+    pub dump_data_base: u64,
+    /// `chip_swimlane_data_base`.
+    pub chip_swimlane_data_base: u64,
+    /// `pmu_data_base`.
+    pub pmu_data_base: u64,
+    /// `dep_gen_data_base`.
+    pub dep_gen_data_base: u64,
+    /// `scope_stats_data_base`.
+    pub scope_stats_data_base: u64,
+    /// `enable_profiling_flag` bits.
+    pub flags: u32,
+}
+
+impl DfxProfiling {
+    /// Writes the bases and flag word into `k`.
+    pub fn apply(&self, k: &mut KernelArgs) {
+        k.dump_data_base = self.dump_data_base;
+        k.chip_swimlane_data_base = self.chip_swimlane_data_base;
+        k.pmu_data_base = self.pmu_data_base;
+        k.dep_gen_data_base = self.dep_gen_data_base;
+        k.scope_stats_data_base = self.scope_stats_data_base;
+        k.enable_profiling_flag = self.flags;
+    }
+}
+
 struct Layout {
     profile: &'static ArchProfile,
     opts: DfxOptions,
     threads: u32,
+    device: Option<Device>,
 }
 
 impl Layout {
@@ -237,7 +378,7 @@ impl Layout {
         kind: u32,
         lanes: &[u32],
         rpb: usize,
-    ) -> Result<DfxTransport<R>, DfxError> {
+    ) -> Result<(DfxTransport<R>, (u64, u64)), DfxError> {
         let bufs = self.opts.buffers_per_lane.max(1);
         let mut b = DfxBuilder::new(self.profile);
         b.ready_queues(self.threads)
@@ -252,9 +393,14 @@ impl Layout {
             b.lane(q, kind, bufs);
         }
         let cfg = b.build::<R>().map_err(|e| DfxError::Setup(e.to_string()))?;
-        let mem = memory(self.profile, cfg.region_size(), k);
-        DfxTransport::new(cfg, mem, Arc::new(SteadyClock::new(self.profile.clock_hz)))
-            .map_err(|e| DfxError::Setup(e.to_string()))
+        let mem: Arc<dyn DeviceMemory> = match &self.device {
+            Some(d) => Arc::new(SimDeviceMemory::new(d, cfg.region_size())?),
+            None => memory(self.profile, cfg.region_size(), k),
+        };
+        let at = (mem.device_addr(), cfg.region_size() as u64);
+        let t = DfxTransport::new(cfg, mem, Arc::new(SteadyClock::new(self.profile.clock_hz)))
+            .map_err(|e| DfxError::Setup(e.to_string()))?;
+        Ok((t, at))
     }
 
     fn sub<R: Record>(
@@ -264,64 +410,120 @@ impl Layout {
         ids: LaneIds,
         rpb: usize,
         region: &mut Option<ferry_dfx::DeviceRegion>,
+        at: &mut (u64, u64),
     ) -> Result<Sub<R>, DfxError> {
         let queues: Vec<u32> = ids.iter().map(|i| i.0).collect();
-        let t = self.build::<R>(k, kind, &queues, rpb)?;
+        let (t, a) = self.build::<R>(k, kind, &queues, rpb)?;
         *region = Some(t.device_region());
+        *at = a;
         Ok(Sub { prof: t.start(|_| LaneRecords::default()), ids })
     }
 }
 
 impl DfxSession {
-    /// Builds and starts the transports of every enabled subsystem.
+    /// Builds and starts the transports of every enabled subsystem, in host memory (the
+    /// in-process path: attach [`device`](Self::device) with
+    /// [`super::DeviceRunner::attach_dfx`]).
     ///
     /// # Errors
     /// [`DfxError::Setup`] when a transport cannot be configured.
     pub fn start(opts: &DfxOptions, chip: DfxChip) -> Result<DfxSession, DfxError> {
+        Self::start_in(opts, chip, None)
+    }
+
+    /// Builds and starts the transports of every enabled subsystem with each transport region,
+    /// each ArgsDump arena and each subsystem's directory in `device`'s memory, so a loaded
+    /// AICPU program can attach to them from the launch's `KernelArgs` profiling bases
+    /// ([`profiling`](Self::profiling); [`super::DeviceRunner::attach_dfx_session`] does both
+    /// paths).
+    ///
+    /// # Errors
+    /// [`DfxError::Setup`] when a transport cannot be configured or device memory is short.
+    pub fn start_on(
+        opts: &DfxOptions,
+        chip: DfxChip,
+        device: &Device,
+    ) -> Result<DfxSession, DfxError> {
+        Self::start_in(opts, chip, Some(device.clone()))
+    }
+
+    fn start_in(
+        opts: &DfxOptions,
+        chip: DfxChip,
+        device: Option<Device>,
+    ) -> Result<DfxSession, DfxError> {
         let threads = chip.threads.max(2);
         let scheds = threads - 1;
         let w = chip.aic + chip.aiv;
-        let lay = Layout { profile: chip.arch.profile(), opts: *opts, threads };
+        let lay = Layout { profile: chip.arch.profile(), opts: *opts, threads, device };
         let per_core: LaneIds =
             (0..w).map(|i| (cluster_of(i, chip.aic) % scheds, Some(i))).collect();
         let per_sched: LaneIds = (0..scheds).map(|t| (t, None)).collect();
         let orch: LaneIds = vec![(threads - 1, None)];
         let mut g = DfxRegions::default();
+        // Device address and bytes of each region: aicore, aicpu, sched, orch, pmu, dep_gen,
+        // scope, args.
+        let mut at = [(0u64, 0u64); 8];
         let sl = opts.swimlane;
         let on = |b: bool| b.then_some(());
+        let [a0, a1, a2, a3, a4, a5, a6, a7] = &mut at;
         let aicore = on(sl >= 1)
             .map(|_| {
-                lay.sub(0, abi::SWIMLANE_KIND_AICORE_TASK, per_core.clone(), 1024, &mut g.aicore)
+                let k = abi::SWIMLANE_KIND_AICORE_TASK;
+                lay.sub(0, k, per_core.clone(), 1024, &mut g.aicore, a0)
             })
             .transpose()?;
         let aicpu = on(sl >= 2)
             .map(|_| {
-                lay.sub(1, abi::SWIMLANE_KIND_AICPU_TASK, per_core.clone(), 1000, &mut g.aicpu)
+                let k = abi::SWIMLANE_KIND_AICPU_TASK;
+                lay.sub(1, k, per_core.clone(), 1000, &mut g.aicpu, a1)
             })
             .transpose()?;
         let sched = on(sl >= 3)
             .map(|_| {
-                lay.sub(2, abi::SWIMLANE_KIND_SCHED_PHASE, per_sched.clone(), 4096, &mut g.sched)
+                let k = abi::SWIMLANE_KIND_SCHED_PHASE;
+                lay.sub(2, k, per_sched.clone(), 4096, &mut g.sched, a2)
             })
             .transpose()?;
         let orch_s = on(sl >= 4)
-            .map(|_| lay.sub(3, abi::SWIMLANE_KIND_ORCH_PHASE, orch.clone(), 4096, &mut g.orch))
+            .map(|_| lay.sub(3, abi::SWIMLANE_KIND_ORCH_PHASE, orch.clone(), 4096, &mut g.orch, a3))
             .transpose()?;
         let pmu = on(opts.pmu > 0)
-            .map(|_| lay.sub(4, 0, per_core.clone(), abi::PMU_RECORDS_PER_BUFFER, &mut g.pmu))
+            .map(|_| lay.sub(4, 0, per_core.clone(), abi::PMU_RECORDS_PER_BUFFER, &mut g.pmu, a4))
             .transpose()?;
         let dep_gen = on(opts.dep_gen)
-            .map(|_| lay.sub(5, 0, orch.clone(), 64, &mut g.dep_gen))
+            .map(|_| lay.sub(5, 0, orch.clone(), 64, &mut g.dep_gen, a5))
             .transpose()?;
         let scope = on(opts.scope_stats)
-            .map(|_| lay.sub(6, 0, orch.clone(), abi::SCOPE_STATS_RECORDS_PER_BUFFER, &mut g.scope))
+            .map(|_| {
+                let rpb = abi::SCOPE_STATS_RECORDS_PER_BUFFER;
+                lay.sub(6, 0, orch.clone(), rpb, &mut g.scope, a6)
+            })
             .transpose()?;
         let mut arenas = Vec::new();
+        let mut arena_at = Vec::new();
         let args = if opts.dump_args > 0 {
-            arenas = (0..scheds).map(|_| Arc::new(ArgsArena::new(opts.arena_bytes))).collect();
+            for _ in 0..scheds {
+                let a = match &lay.device {
+                    Some(d) => {
+                        let total = ArgsArena::bytes_for(opts.arena_bytes);
+                        let m = SimAlloc::new(d, total)?;
+                        arena_at.push((m.ptr.0, total));
+                        let p = m.device_ptr();
+                        // SAFETY: `p` is the 64-byte aligned start of `total` bytes the `SimAlloc`
+                        // owner keeps alive; host and device touch them only atomically. The
+                        // host reads the device view: the payload copy stands for the arena's
+                        // DMA read.
+                        unsafe { ArgsArena::from_raw_parts(p, total, m) }
+                    }
+                    None => ArgsArena::new(opts.arena_bytes),
+                };
+                arenas.push(Arc::new(a));
+            }
             let queues: Vec<u32> = (0..scheds).collect();
-            let t =
+            let (t, a) =
                 lay.build::<ArgsDumpRecord>(7, 0, &queues, abi::ARGS_DUMP_RECORDS_PER_BUFFER)?;
+            *a7 = a;
             g.args = Some(t.device_region());
             let consumed: Arc<Vec<AtomicU64>> =
                 Arc::new((0..scheds).map(|_| AtomicU64::new(0)).collect());
@@ -333,6 +535,45 @@ impl DfxSession {
             Some(Sub { prof, ids: per_sched.clone() })
         } else {
             None
+        };
+        let mut dirs = Vec::new();
+        let profiling = match &lay.device {
+            Some(d) => {
+                let mut write = |level: u32, entries: Vec<(u64, u64)>| -> Result<u64, DfxError> {
+                    let dir = DfxDirectory { level, threads, aic: chip.aic, entries };
+                    let bytes = dir.encode();
+                    let m = SimAlloc::new(d, bytes.len() as u64)?;
+                    d.copy_htod(&bytes, m.ptr).map_err(|e| DfxError::Setup(e.to_string()))?;
+                    let addr = m.ptr.0;
+                    dirs.push(m);
+                    Ok(addr)
+                };
+                let mut p = DfxProfiling::default();
+                if sl > 0 {
+                    p.chip_swimlane_data_base = write(sl, at[..4].to_vec())?;
+                    p.flags |= PROFILING_FLAG_CHIP_SWIMLANE;
+                }
+                if opts.pmu > 0 {
+                    p.pmu_data_base = write(opts.pmu, vec![at[4]])?;
+                    p.flags |= PROFILING_FLAG_PMU;
+                }
+                if opts.dep_gen {
+                    p.dep_gen_data_base = write(1, vec![at[5]])?;
+                    p.flags |= PROFILING_FLAG_DEP_GEN;
+                }
+                if opts.scope_stats {
+                    p.scope_stats_data_base = write(1, vec![at[6]])?;
+                    p.flags |= PROFILING_FLAG_SCOPE_STATS;
+                }
+                if opts.dump_args > 0 {
+                    let mut e = vec![at[7]];
+                    e.extend(arena_at);
+                    p.dump_data_base = write(opts.dump_args, e)?;
+                    p.flags |= PROFILING_FLAG_DUMP_ARGS;
+                }
+                Some(p)
+            }
+            None => None,
         };
         let device = Arc::new(DfxDevice {
             swimlane: sl,
@@ -349,6 +590,8 @@ impl DfxSession {
             opts: *opts,
             chip,
             device,
+            profiling,
+            _dirs: dirs,
             aicore,
             aicpu,
             sched,
@@ -358,6 +601,12 @@ impl DfxSession {
             scope,
             args,
         })
+    }
+
+    /// The `KernelArgs` profiling bases and flags of a session started with
+    /// [`start_on`](Self::start_on); `None` for a host-memory session.
+    pub fn profiling(&self) -> Option<DfxProfiling> {
+        self.profiling
     }
 
     /// The device half to attach to the runner for the run.
@@ -481,7 +730,7 @@ impl DfxSession {
                     .arenas
                     .iter()
                     // Relaxed: device counters read after the run (the join orders them).
-                    .map(|a| a.dropped.load(Ordering::Relaxed))
+                    .map(|a| a.dropped().load(Ordering::Relaxed))
                     .sum::<u64>();
             m.loss.lanes.extend(loss);
             m.args = Some(d);

@@ -490,6 +490,8 @@ pub struct DeviceRunner {
     regs_bytes: Vec<u8>,
     /// The full path's loader, programs, streams and launch slot (`None` in process).
     full: Option<FullPath>,
+    /// DFX profiling bases the next runs' `KernelArgs` carry (full path).
+    dfx_profiling: Option<super::dfx::DfxProfiling>,
 }
 
 /// What the full path ([`LaunchPath::DeviceProgram`]) keeps per runner.
@@ -671,6 +673,7 @@ impl DeviceRunner {
             epoch: 0,
             regs_bytes: bytes,
             full,
+            dfx_profiling: None,
             root: None,
         })
     }
@@ -852,9 +855,11 @@ impl DeviceRunner {
             full.staging.stage_launch_metadata(metadata).map_err(|e| launch(&e))?;
             let len = image_bytes.len();
             let desc = LaunchDescriptor::new(image_bytes, len).map_err(|e| launch(&e))?;
-            full.staging
-                .prepare_runtime_args(&desc, KernelArgs::new(0, self.regs_table.0))
-                .map_err(|e| launch(&e))?;
+            let mut kargs = KernelArgs::new(0, self.regs_table.0);
+            if let Some(p) = &self.dfx_profiling {
+                p.apply(&mut kargs);
+            }
+            full.staging.prepare_runtime_args(&desc, kargs).map_err(|e| launch(&e))?;
             let kargs =
                 full.staging.payload().ok_or_else(|| launch(&"no payload after prepare"))?;
             (DevicePtr(kargs.runtime_args), kargs)
@@ -862,7 +867,11 @@ impl DeviceRunner {
             let image = dev.malloc(hdr.image_bytes)?;
             allocs.ptrs.push(image);
             dev.copy_htod(&image_bytes, image)?;
-            (image, KernelArgs::new(image.0, self.regs_table.0))
+            let mut kargs = KernelArgs::new(image.0, self.regs_table.0);
+            if let Some(p) = &self.dfx_profiling {
+                p.apply(&mut kargs);
+            }
+            (image, kargs)
         };
         Ok(PreparedRun {
             _claim: claim,
@@ -1264,9 +1273,43 @@ impl DeviceRunner {
 
     /// Attaches DFX collection (`super::dfx::DfxSession::device`) to the runs launched from now
     /// on, or detaches it with `None`. In-process path only ([`LaunchPath::InProcess`]): a loaded
-    /// AICPU program does not see it.
+    /// AICPU program does not see it (use [`attach_dfx_session`](Self::attach_dfx_session)).
     pub fn attach_dfx(&mut self, dfx: Option<Arc<crate::device::dfx::DfxDevice>>) {
         self.program.attach_dfx(dfx);
+    }
+
+    /// Attaches a DFX collection to the runs prepared from now on, on either path, or detaches
+    /// it with `None`. On the full path the session must have been started in this runner's
+    /// device memory ([`super::dfx::DfxSession::start_on`] with [`device`](Self::device)): its
+    /// profiling bases go into every run's `KernelArgs`, and the loaded AICPU program attaches
+    /// its writers from them. In process the session's device half is attached directly.
+    ///
+    /// # Errors
+    /// [`RunnerError::Busy`] while a run is prepared or in flight; [`RunnerError::Load`] on the
+    /// full path for a session kept in host memory.
+    pub fn attach_dfx_session(
+        &mut self,
+        session: Option<&super::dfx::DfxSession>,
+    ) -> Result<(), RunnerError> {
+        if self.is_busy() {
+            return Err(RunnerError::Busy);
+        }
+        if self.full.is_none() {
+            self.program.attach_dfx(session.map(super::dfx::DfxSession::device));
+            self.dfx_profiling = None;
+            return Ok(());
+        }
+        self.dfx_profiling = match session {
+            None => None,
+            Some(s) => Some(s.profiling().ok_or_else(|| {
+                RunnerError::Load(
+                    "a DFX session in host memory cannot reach a loaded AICPU program; start it \
+                     with DfxSession::start_on(runner.device())"
+                        .into(),
+                )
+            })?),
+        };
+        Ok(())
     }
 
     /// The launch transaction's counters (publications, descriptor and metadata copies,
