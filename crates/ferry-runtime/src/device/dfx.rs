@@ -1,7 +1,9 @@
 //! Device-side DFX emission: the five subsystems' records, written on the AICPU threads through
 //! the DFX transport's per-lane writers (`ferry_dfx::DeviceWriter`), never through a side channel.
 //!
-//! The host attaches a [`DfxDevice`] to the AICPU program for a run (`host::dfx`); each AICPU
+//! In process the host attaches a [`DfxDevice`] to the AICPU program for a run (`host::dfx`); on
+//! the full path the loaded program builds it from the launch's `KernelArgs` profiling bases
+//! ([`DfxDevice::from_kernel_args`]: each base names a [`DfxDirectory`] in device memory). Each AICPU
 //! thread then builds its own [`ThreadDfx`] holding one writer per enabled subsystem for its ready
 //! queue, and the scheduler / orchestrator call small hooks on it. When DFX is off the run holds
 //! `None` and every hook is one branch on an `Option`.
