@@ -133,38 +133,38 @@ impl RegisterWindow {
     pub fn core_wait(
         &self,
         offset: u32,
-        mut pred: impl FnMut(u32) -> bool,
+        pred: impl FnMut(u32) -> bool,
         timeout: Option<Duration>,
     ) -> Option<u32> {
-        let mut v = 0;
-        self.core_bell
-            .wait_until(
-                || {
-                    v = self.read(offset);
-                    pred(v)
-                },
-                timeout,
-            )
-            .then_some(v)
+        self.wait_on(&self.core_bell, offset, pred, timeout)
     }
 
     /// AICPU side: waits until `pred(register)` holds; `None` waits for ever.
     pub fn aicpu_wait(
         &self,
         offset: u32,
+        pred: impl FnMut(u32) -> bool,
+        timeout: Option<Duration>,
+    ) -> Option<u32> {
+        self.wait_on(&self.aicpu_bell, offset, pred, timeout)
+    }
+
+    fn wait_on(
+        &self,
+        bell: &Doorbell,
+        offset: u32,
         mut pred: impl FnMut(u32) -> bool,
         timeout: Option<Duration>,
     ) -> Option<u32> {
         let mut v = 0;
-        self.aicpu_bell
-            .wait_until(
-                || {
-                    v = self.read(offset);
-                    pred(v)
-                },
-                timeout,
-            )
-            .then_some(v)
+        bell.wait_until(
+            || {
+                v = self.read(offset);
+                pred(v)
+            },
+            timeout,
+        )
+        .then_some(v)
     }
 }
 
