@@ -50,7 +50,7 @@ fn run_on(
         scratch_bytes: run.args.scratch_bytes,
     };
     let s = match path {
-        Path::InProcess => DfxSession::start(opts, chip).unwrap(),
+        Path::InProcess => DfxSession::start(opts, chip, r.device().clock()).unwrap(),
         Path::Full => DfxSession::start_on(opts, chip, r.device()).unwrap(),
     };
     r.attach_dfx_session(Some(&s)).unwrap();
@@ -220,6 +220,7 @@ fn dfx_off_leaves_the_runner_untouched() {
             task_window: cfg.task_window,
             scratch_bytes: 0,
         },
+        r.device().clock(),
     )
     .unwrap();
     r.attach_dfx(Some(s.device()));
@@ -247,4 +248,54 @@ fn a_small_payload_arena_wraps_behind_the_host_acknowledgement_without_loss() {
             assert!(r.iter().all(|a| a.matches()), "{arch:?}: task {}", t.task_id);
         }
     }
+}
+
+#[test]
+fn stall_intervals_lie_on_the_device_clock_the_tasks_are_stamped_with() {
+    // The session starts well after the chip's device clock began counting (at device creation):
+    // a transport that measured stalls from its own creation would place every stall that much
+    // before the tasks that caused it.
+    let mut stalls = 0;
+    for arch in [Arch::A2a3, Arch::A5] {
+        let cfg = RunnerConfig::small(arch).in_process();
+        let mut r = DeviceRunner::new(cfg).unwrap();
+        let run = Example::Vector.build(Size::Small);
+        r.register_callable(1, run.callable.clone()).unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        let chip = DfxChip {
+            arch,
+            threads: cfg.aicpu_threads,
+            aic: cfg.aic,
+            aiv: cfg.aiv,
+            task_window: cfg.task_window,
+            scratch_bytes: run.args.scratch_bytes,
+        };
+        let s = DfxSession::start(&one_buffer(Policy::Block), chip, r.device().clock()).unwrap();
+        r.attach_dfx_session(Some(&s)).unwrap();
+        let out = r.run(1, run.args.clone()).unwrap();
+        r.attach_dfx_session(None).unwrap();
+        run.verify(&out).unwrap();
+        let m = s.finish().unwrap();
+        let tasks = m.tasks();
+        // A per-core lane's writer only writes (and so only waits) after its core's first task
+        // was dispatched.
+        let mut first: BTreeMap<u32, u64> = BTreeMap::new();
+        for t in &tasks {
+            let at = t.dispatch.unwrap_or(t.start);
+            first.entry(t.core).and_modify(|f| *f = (*f).min(at)).or_insert(at);
+        }
+        for l in &m.loss.lanes {
+            let Some(core) = l.core else { continue };
+            for &[a, b] in &l.stalls {
+                stalls += 1;
+                assert!(
+                    a >= first[&core],
+                    "{arch:?} {}: stall {a}..{b} before core {core}'s first dispatch {}",
+                    l.lane,
+                    first[&core]
+                );
+            }
+        }
+    }
+    assert!(stalls > 0, "a one-buffer pool makes the per-core writers wait for the host");
 }

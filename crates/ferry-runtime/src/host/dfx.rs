@@ -21,7 +21,7 @@ use ferry_abi::records::{
     self as abi, AicoreTaskRecord, AicpuTaskRecord, ArgsDumpRecord, DepGenRecord, OrchPhaseRecord,
     PmuRecord, SchedPhaseRecord, ScopeStatsRecord,
 };
-use ferry_dfx::clock::SteadyClock;
+use ferry_dfx::clock::CycleClock;
 use ferry_dfx::mem::{DeviceMemory, MemError, MirroredMemory, ShmRegion, SvmMemory};
 use ferry_dfx::output::collect::{self, LaneRecords};
 use ferry_dfx::output::{
@@ -32,6 +32,7 @@ use ferry_dfx::{
     CollectSink, CollectedBuffer, DfxBuilder, DfxTransport, HostProfiler, Policy, Record,
     ReplenishHooks, RunReport,
 };
+use ferry_sim::clock::DeviceClock;
 use ferry_sim::{Arch, Device, DevicePtr};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -364,11 +365,25 @@ impl DfxProfiling {
     }
 }
 
+/// A `ferry_sim` device clock as the transports' [`CycleClock`]: the host side of every
+/// transport (stall intervals, gate budgets of in-process writers) then reads the same counter
+/// the device half stamps its records with (`DeviceOps::clock_cycles`), so a stall interval lines
+/// up with the task times it delayed.
+#[derive(Clone, Debug)]
+pub struct SimCycleClock(pub DeviceClock);
+
+impl CycleClock for SimCycleClock {
+    fn now_cycles(&self) -> u64 {
+        self.0.now_cycles()
+    }
+}
+
 struct Layout {
     profile: &'static ArchProfile,
     opts: DfxOptions,
     threads: u32,
     device: Option<Device>,
+    clock: Arc<SimCycleClock>,
 }
 
 impl Layout {
@@ -398,7 +413,7 @@ impl Layout {
             None => memory(self.profile, cfg.region_size(), k),
         };
         let at = (mem.device_addr(), cfg.region_size() as u64);
-        let t = DfxTransport::new(cfg, mem, Arc::new(SteadyClock::new(self.profile.clock_hz)))
+        let t = DfxTransport::new(cfg, mem, self.clock.clone())
             .map_err(|e| DfxError::Setup(e.to_string()))?;
         Ok((t, at))
     }
@@ -423,12 +438,18 @@ impl Layout {
 impl DfxSession {
     /// Builds and starts the transports of every enabled subsystem, in host memory (the
     /// in-process path: attach [`device`](Self::device) with
-    /// [`super::DeviceRunner::attach_dfx`]).
+    /// [`super::DeviceRunner::attach_dfx`]). `clock` is the chip's device clock
+    /// (`runner.device().clock()`), the one the device half stamps records with: the
+    /// transports measure their stall intervals on it, so stalls line up with task times.
     ///
     /// # Errors
     /// [`DfxError::Setup`] when a transport cannot be configured.
-    pub fn start(opts: &DfxOptions, chip: DfxChip) -> Result<DfxSession, DfxError> {
-        Self::start_in(opts, chip, None)
+    pub fn start(
+        opts: &DfxOptions,
+        chip: DfxChip,
+        clock: &DeviceClock,
+    ) -> Result<DfxSession, DfxError> {
+        Self::start_in(opts, chip, None, clock)
     }
 
     /// Builds and starts the transports of every enabled subsystem with each transport region,
@@ -444,18 +465,20 @@ impl DfxSession {
         chip: DfxChip,
         device: &Device,
     ) -> Result<DfxSession, DfxError> {
-        Self::start_in(opts, chip, Some(device.clone()))
+        Self::start_in(opts, chip, Some(device.clone()), device.clock())
     }
 
     fn start_in(
         opts: &DfxOptions,
         chip: DfxChip,
         device: Option<Device>,
+        clock: &DeviceClock,
     ) -> Result<DfxSession, DfxError> {
         let threads = chip.threads.max(2);
         let scheds = threads - 1;
         let w = chip.aic + chip.aiv;
-        let lay = Layout { profile: chip.arch.profile(), opts: *opts, threads, device };
+        let clock = Arc::new(SimCycleClock(clock.clone()));
+        let lay = Layout { profile: chip.arch.profile(), opts: *opts, threads, device, clock };
         let per_core: LaneIds =
             (0..w).map(|i| (cluster_of(i, chip.aic) % scheds, Some(i))).collect();
         let per_sched: LaneIds = (0..scheds).map(|t| (t, None)).collect();
@@ -1181,7 +1204,11 @@ pub fn subsystem_costs(
     let mut counts = vec![(0u64, 0u64); configs.len()];
     for _ in 0..repeats.max(1) {
         for (k, (_, opts)) in configs.iter().enumerate() {
-            let s = if opts.any() { Some(DfxSession::start(opts, chip)?) } else { None };
+            let s = if opts.any() {
+                Some(DfxSession::start(opts, chip, r.device().clock())?)
+            } else {
+                None
+            };
             r.attach_dfx(s.as_ref().map(DfxSession::device));
             let out = r.run(1, run.args.clone());
             r.attach_dfx(None);
