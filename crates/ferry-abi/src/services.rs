@@ -11,7 +11,7 @@
 //!
 //! | item | what |
 //! |---|---|
-//! | [`DeviceServices`] | the injected table: translate device addresses, register-window MMIO on both sides, spin-then-park waits, clock, log, `SaveSoFile`, the OS dynamic loader |
+//! | [`DeviceServices`] | the injected table: translate device addresses, register-window MMIO on both sides, spin-then-park waits, clock, log, `SaveSoFile`, the OS dynamic loader, a device-to-host doorbell |
 //! | [`ProgramReport`] | what an AICPU program's query entry writes to device memory: its identity (name + build id) and what it has seen |
 //! | [`ExecContext`] / [`ExecHook`] | what the AICPU program's exec entry hands the task runtime on each launched thread |
 //! | [`OrchContext`] / [`OrchEntryFn`] | the entry of an orchestration object, as the AICPU program calls it |
@@ -151,7 +151,7 @@ pub const WAIT_FOREVER: u64 = u64::MAX;
 pub const WAIT_SATISFIED: u64 = 1 << 32;
 
 /// Version of [`DeviceServices`]; a program refuses a table of another version.
-pub const SERVICES_ABI_VERSION: u32 = 1;
+pub const SERVICES_ABI_VERSION: u32 = 2;
 
 /// The AICPU OS services a device program may call, injected through [`EXPORT_SET_SERVICES`].
 ///
@@ -237,6 +237,11 @@ pub struct DeviceServices {
     ) -> *const c_void,
     /// Unloads an object loaded by `load_object`. Returns a `STATUS_*`.
     pub close_object: extern "C" fn(ctx: *const c_void, handle: u64) -> i32,
+    /// Device-to-host doorbell: rings the host callback registered under `key` (by convention
+    /// the device address of a DFX transport region) with `queue` (the ready queue just
+    /// published). Nothing happens when no callback is registered. Called on cold paths only
+    /// (a DFX buffer switch), never per record.
+    pub notify_host: extern "C" fn(ctx: *const c_void, key: u64, queue: u32),
 }
 
 // SAFETY: the table is immutable after the OS builds it; `ctx` points at OS state that is

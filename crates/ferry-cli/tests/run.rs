@@ -83,10 +83,9 @@ fn run_with_every_dfx_subsystem_writes_the_files_traces_and_a_replayable_dump() 
         .args(["run", "--small", "--aicpu-threads", "3", "--aic", "2", "--aiv", "4", "--out"])
         .arg(&dir)
         .args(["--swimlane", "--pmu", "--dep-gen", "--dump-args", "3", "--scope-stats"])
-        // One buffer per lane; 64 records per buffer keep the full path quick (its host drain
-        // has no device doorbell and notices a buffer by its backstop). The 4-record pool runs
-        // in ferry-runtime's tests/dfx.rs.
-        .args(["--dfx-buffers", "1", "--dfx-records", "64"])
+        // One buffer per lane of 4 records: every few records the writer waits for the host,
+        // which the loaded AICPU program rings through the AICPU OS on each buffer switch.
+        .args(["--dfx-buffers", "1", "--dfx-records", "4"])
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);

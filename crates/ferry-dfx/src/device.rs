@@ -127,10 +127,15 @@ pub struct DeviceRegion {
     clock: std::sync::Arc<dyn CycleClock>,
     doorbells: Option<Arc<Vec<Unparker>>>,
     bells: Option<std::sync::Arc<LaneBells>>,
+    notify: Option<HostNotify>,
     claims: Arc<Claims>,
     /// Offset of the first lane's stall log, when the region has room for them.
     stall_log: Option<usize>,
 }
+
+/// A device-to-host doorbell for a region attached without the host's parkers (a device program
+/// that only has the region): called with the ready queue after each publish.
+pub type HostNotify = std::sync::Arc<dyn Fn(u32) + Send + Sync>;
 
 impl core::fmt::Debug for DeviceRegion {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
@@ -213,6 +218,7 @@ impl DeviceRegion {
             clock,
             doorbells: None,
             bells: None,
+            notify: None,
             claims: Arc::new(claims),
             stall_log,
         })
@@ -227,6 +233,25 @@ impl DeviceRegion {
     ) {
         self.doorbells = Some(doorbells);
         self.bells = bells;
+    }
+
+    /// The same region with `notify` called after every publish on a ready queue (with the
+    /// queue), when the host's own doorbells are out of reach: a device program rings the host
+    /// through its OS (the AICPU OS services' `notify_host`). Cold path only: a buffer switch.
+    pub fn with_host_notify(&self, notify: HostNotify) -> DeviceRegion {
+        DeviceRegion { notify: Some(notify), ..self.clone() }
+    }
+
+    /// What rings the host's drain thread of each ready queue (the transport's own doorbells),
+    /// as a callback a device-to-host doorbell can route to: the host side of
+    /// [`with_host_notify`](Self::with_host_notify). `None` for an attached region.
+    pub fn host_doorbell(&self) -> Option<HostNotify> {
+        let bells = self.doorbells.clone()?;
+        Some(std::sync::Arc::new(move |q: u32| {
+            if let Some(b) = bells.get(q as usize) {
+                b.unpark();
+            }
+        }))
     }
 
     /// The same region with another device clock (e.g. one clock per AICPU thread in tests).
@@ -337,6 +362,7 @@ impl DeviceRegion {
             budget: self.budget,
             clock: self.clock.clone(),
             doorbell: self.doorbells.as_ref().map(|d| d[queue as usize].clone()),
+            notify: self.notify.clone(),
             bells: self.bells.clone(),
             parker: self.bells.as_ref().map(|_| crossbeam_utils::sync::Parker::new()),
             claims: self.claims.clone(),
@@ -424,6 +450,7 @@ pub struct DeviceWriter<R: Record> {
     budget: u64,
     clock: std::sync::Arc<dyn CycleClock>,
     doorbell: Option<Unparker>,
+    notify: Option<HostNotify>,
     bells: Option<std::sync::Arc<LaneBells>>,
     parker: Option<crossbeam_utils::sync::Parker>,
     claims: Arc<Claims>,
@@ -654,6 +681,8 @@ impl<R: Record> DeviceWriter<R> {
         v.store_u32(self.layout.tail_offset(self.queue), self.rq_tail, Ordering::Release);
         if let Some(d) = &self.doorbell {
             d.unpark();
+        } else if let Some(n) = &self.notify {
+            n(self.queue);
         }
         Ok(())
     }

@@ -27,7 +27,11 @@
 //! Every host thread spins briefly and then parks; it is woken by work: a device publish rings
 //! the drain shard of that queue, a drain hand-off rings its collector, a collected buffer rings
 //! the replenish thread, a recycled buffer rings the drain shard it went to, and stop/halt ring
-//! everyone. A long backstop timeout (`IDLE_BACKSTOP`) covers platforms without a doorbell.
+//! everyone. A writer attached from a device program (a separate copy of this crate, which
+//! cannot reach these parkers) rings the drain shard through a host notify hook instead
+//! ([`DeviceRegion::with_host_notify`](crate::DeviceRegion::with_host_notify), routed by the
+//! platform to [`DeviceRegion::host_doorbell`](crate::DeviceRegion::host_doorbell)). A long
+//! backstop timeout (`IDLE_BACKSTOP`) covers platforms without a doorbell.
 
 use core::marker::PhantomData;
 use std::thread::JoinHandle;

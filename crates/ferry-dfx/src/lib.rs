@@ -96,7 +96,7 @@ mod sync;
 mod loom_tests;
 
 pub use config::{BuildError, DfxBuilder, DfxConfig, LaneSpec, Policy};
-pub use device::{DeviceRegion, DeviceWriter, GateTimeout, LaneStats};
+pub use device::{DeviceRegion, DeviceWriter, GateTimeout, HostNotify, LaneStats};
 pub use host::{
     select_by_deficit, CollectSink, CollectedBuffer, DfxTransport, DrainStats, HaltedProfiler,
     HostProfiler, LaneReconcile, LaneSnapshot, NoHooks, ReplenishHooks, ReplenishStats, RunReport,

@@ -262,7 +262,30 @@ pub(crate) struct OsState {
     state: Mutex<OsMut>,
     /// Chips attached by host loaders: the services find a register window by address in them.
     chips: Mutex<Vec<(u64, Chip)>>,
+    /// Host callbacks the services' `notify_host` rings, by key (a DFX region's device address).
+    host_bells: Mutex<HashMap<u64, HostBell>>,
     services: OnceLock<ServicesBox>,
+}
+
+/// A host callback the device rings through the services' `notify_host` (argument: the queue).
+pub type HostBell = Arc<dyn Fn(u32) + Send + Sync>;
+
+/// Keeps a host callback registered with [`AicpuOs::register_host_bell`]; unregisters it on drop.
+pub struct HostBellGuard {
+    device: Device,
+    key: u64,
+}
+
+impl std::fmt::Debug for HostBellGuard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HostBellGuard").field("key", &self.key).finish_non_exhaustive()
+    }
+}
+
+impl Drop for HostBellGuard {
+    fn drop(&mut self) {
+        lock(&self.device.0.aicpu_os.host_bells).remove(&self.key);
+    }
 }
 
 impl std::fmt::Debug for OsState {
@@ -278,6 +301,7 @@ impl OsState {
             ordinal,
             state: Mutex::new(OsMut::default()),
             chips: Mutex::new(Vec::new()),
+            host_bells: Mutex::new(HashMap::new()),
             services: OnceLock::new(),
         }
     }
@@ -624,6 +648,22 @@ impl AicpuOs {
         lock(&self.os().state).generation
     }
 
+    /// Registers `bell` under `key` (by convention a DFX transport region's device address):
+    /// a loaded program's `notify_host(key, queue)` calls it with the queue. Replaces an earlier
+    /// bell under the same key; the guard unregisters it.
+    pub fn register_host_bell(&self, key: u64, bell: HostBell) -> HostBellGuard {
+        lock(&self.os().host_bells).insert(key, bell);
+        HostBellGuard { device: self.device.clone(), key }
+    }
+
+    /// Rings the host bell registered under `key`, if any.
+    pub fn ring_host(&self, key: u64, queue: u32) {
+        let bell = lock(&self.os().host_bells).get(&key).cloned();
+        if let Some(b) = bell {
+            b(queue);
+        }
+    }
+
     /// The services table handed to every program this OS loads.
     pub fn services(&self) -> *const DeviceServices {
         let b = self.os().services.get_or_init(|| {
@@ -647,6 +687,7 @@ impl AicpuOs {
                 load_object: svc_load_object,
                 object_symbol: svc_object_symbol,
                 close_object: svc_close_object,
+                notify_host: svc_notify_host,
             });
             ServicesBox { _ctx: ctx, table }
         });
@@ -1152,6 +1193,10 @@ extern "C" fn svc_notify_aicpu(ctx: *const c_void) {
     })
 }
 
+extern "C" fn svc_notify_host(ctx: *const c_void, key: u64, queue: u32) {
+    with_os(ctx, (), |os| os.ring_host(key, queue))
+}
+
 extern "C" fn svc_now_cycles(ctx: *const c_void) -> u64 {
     with_os(ctx, 0, |os| os.device.clock().now_cycles())
 }
@@ -1307,6 +1352,35 @@ mod tests {
         assert_eq!((svc.thread_info)(svc.ctx), u64::MAX, "outside a launch");
         drop(attachment);
         assert_eq!((svc.reg_read)(svc.ctx, base + 0x10), 0, "detached");
+        let _ = std::fs::remove_dir_all(&root);
+    }
+
+    #[test]
+    fn notify_host_rings_the_bell_registered_for_its_key_until_the_guard_drops() {
+        use crate::{Arch, PlatformBuilder};
+        use std::sync::atomic::AtomicU32;
+        let root = std::env::temp_dir().join(format!("ferry-os-bell-{}", std::process::id()));
+        let p =
+            PlatformBuilder::new(Arch::A5).hbm_bytes(1 << 24).device_root(&root).build().unwrap();
+        let dev = p.device(0).unwrap().clone();
+        let os = dev.aicpu_os();
+        // SAFETY: the table lives as long as the device, which outlives this test body.
+        let svc: &DeviceServices = unsafe { &*os.services() };
+        let rung = Arc::new(AtomicU32::new(0));
+        let r = rung.clone();
+        // Relaxed: a counter read on this thread after the calls returned; nothing pairs.
+        let guard = os.register_host_bell(
+            0x1000,
+            Arc::new(move |q| {
+                r.fetch_add(q + 1, Ordering::Relaxed);
+            }),
+        );
+        (svc.notify_host)(svc.ctx, 0x1000, 2);
+        (svc.notify_host)(svc.ctx, 0x2000, 5); // no bell under this key: nothing happens
+        assert_eq!(rung.load(Ordering::Relaxed), 3);
+        drop(guard);
+        (svc.notify_host)(svc.ctx, 0x1000, 2);
+        assert_eq!(rung.load(Ordering::Relaxed), 3, "unregistered with its guard");
         let _ = std::fs::remove_dir_all(&root);
     }
 

@@ -384,7 +384,13 @@ fn attach_region(
     // the host keeps until the run's AICPU threads returned (the only users of this view);
     // every access to it follows the DFX transport's protocol (atomics / single writer).
     let view = unsafe { ferry_dfx::mem::ShmRegion::from_raw_parts(p, len as usize, Arc::new(())) };
-    DeviceRegion::attach(view, addr, clock.clone()).map(Some).map_err(|e| e.to_string())
+    let region = DeviceRegion::attach(view, addr, clock.clone()).map_err(|e| e.to_string())?;
+    // The host's drain threads are out of reach from here: a buffer switch rings them through
+    // the OS, keyed by the region's device address (`DfxSession::start_on` registers them).
+    Ok(Some(match ops.host_notifier() {
+        Some(n) => region.with_host_notify(Arc::new(move |q| n(addr, q))),
+        None => region,
+    }))
 }
 
 impl DfxDevice {

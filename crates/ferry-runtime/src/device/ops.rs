@@ -88,4 +88,14 @@ pub unsafe trait DeviceOps: Send + Sync {
 
     /// The device sys counter frequency in Hz.
     fn clock_hz(&self) -> u64;
+
+    /// A device-to-host doorbell: a callback that rings the host callback registered under
+    /// `key` (a DFX region's device address) with a ready queue. `None` (the default) where
+    /// the host's own doorbells are reachable or there is no host to ring.
+    fn host_notifier(&self) -> Option<HostNotifier> {
+        None
+    }
 }
+
+/// See [`DeviceOps::host_notifier`]: `(key, queue)`.
+pub type HostNotifier = std::sync::Arc<dyn Fn(u64, u32) + Send + Sync>;

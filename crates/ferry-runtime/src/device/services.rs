@@ -76,4 +76,15 @@ unsafe impl DeviceOps for ServicesOps<'_> {
     fn clock_hz(&self) -> u64 {
         (self.svc.clock_hz)(self.svc.ctx)
     }
+
+    fn host_notifier(&self) -> Option<super::ops::HostNotifier> {
+        // The table is `Copy` and its `ctx` stays valid for as long as the OS keeps the table
+        // (the services tolerate a device that is gone: they do nothing).
+        let svc = *self.svc;
+        Some(std::sync::Arc::new(move |key, queue| {
+            // The whole table (`Send + Sync`), not its `ctx` field alone.
+            let t: &DeviceServices = &svc;
+            (t.notify_host)(t.ctx, key, queue)
+        }))
+    }
 }

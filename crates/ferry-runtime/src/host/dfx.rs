@@ -146,6 +146,9 @@ pub struct DfxSession {
     profiling: Option<DfxProfiling>,
     /// The subsystems' directories in device memory (freed with the session).
     _dirs: Vec<Arc<SimAlloc>>,
+    /// The device-to-host doorbells of the regions in device memory (unregistered with the
+    /// session).
+    _bells: Vec<ferry_sim::aicpu_os::HostBellGuard>,
     aicore: Option<Sub<AicoreTaskRecord>>,
     aicpu: Option<Sub<AicpuTaskRecord>>,
     sched: Option<Sub<SchedPhaseRecord>>,
@@ -384,6 +387,8 @@ struct Layout {
     threads: u32,
     device: Option<Device>,
     clock: Arc<SimCycleClock>,
+    /// The device-to-host doorbells registered for the regions in device memory.
+    bells: Mutex<Vec<ferry_sim::aicpu_os::HostBellGuard>>,
 }
 
 impl Layout {
@@ -415,6 +420,12 @@ impl Layout {
         let at = (mem.device_addr(), cfg.region_size() as u64);
         let t = DfxTransport::new(cfg, mem, self.clock.clone())
             .map_err(|e| DfxError::Setup(e.to_string()))?;
+        // A loaded AICPU program cannot reach the drain threads' parkers: it rings them through
+        // the AICPU OS (`notify_host`), keyed by the region's device address.
+        if let (Some(d), Some(bell)) = (&self.device, t.device_region().host_doorbell()) {
+            let g = d.aicpu_os().register_host_bell(at.0, bell);
+            self.bells.lock().unwrap_or_else(|p| p.into_inner()).push(g);
+        }
         Ok((t, at))
     }
 
@@ -478,7 +489,14 @@ impl DfxSession {
         let scheds = threads - 1;
         let w = chip.aic + chip.aiv;
         let clock = Arc::new(SimCycleClock(clock.clone()));
-        let lay = Layout { profile: chip.arch.profile(), opts: *opts, threads, device, clock };
+        let lay = Layout {
+            profile: chip.arch.profile(),
+            opts: *opts,
+            threads,
+            device,
+            clock,
+            bells: Mutex::new(Vec::new()),
+        };
         let per_core: LaneIds =
             (0..w).map(|i| (cluster_of(i, chip.aic) % scheds, Some(i))).collect();
         let per_sched: LaneIds = (0..scheds).map(|t| (t, None)).collect();
@@ -615,6 +633,7 @@ impl DfxSession {
             device,
             profiling,
             _dirs: dirs,
+            _bells: lay.bells.into_inner().unwrap_or_else(|p| p.into_inner()),
             aicore,
             aicpu,
             sched,
