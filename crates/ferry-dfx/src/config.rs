@@ -60,6 +60,11 @@ pub struct DfxConfig {
     pub block_budget_cycles: u64,
     /// Budget of one Drop gate wait, in device cycles.
     pub drop_wait_cycles: u64,
+    /// Optional wake-up hints between host and device: the device rings the drain shard of its
+    /// queue after each publish and the host rings a lane's writer after a push into its free
+    /// queue. Off by default — real hardware has no such signal and the host polls its queues
+    /// ([`crate::PollPolicy`]); on, it is measured beside the polling path (`ferry bench dfx`).
+    pub doorbell_hint: bool,
 }
 
 impl DfxConfig {
@@ -189,7 +194,7 @@ pub struct DfxBuilder {
 impl DfxBuilder {
     /// Defaults for `profile`: one ready queue per AICPU thread, depth 64, 4 free slots, no lanes,
     /// 1024 records per buffer, count after records, Block with the arch's 30-s budget, Drop bound
-    /// 1 ms of device clock.
+    /// 1 ms of device clock, no doorbell hint.
     pub fn new(profile: &ArchProfile) -> Self {
         Self {
             cfg: DfxConfig {
@@ -206,6 +211,7 @@ impl DfxBuilder {
                 policy: Policy::Block,
                 block_budget_cycles: profile.dfx_backpressure_budget_cycles,
                 drop_wait_cycles: profile.clock_hz / 1000,
+                doorbell_hint: false,
             },
             shards: None,
         }
@@ -284,6 +290,12 @@ impl DfxBuilder {
     /// Bound of one Drop gate wait, in device cycles.
     pub fn drop_wait_cycles(&mut self, c: u64) -> &mut Self {
         self.cfg.drop_wait_cycles = c;
+        self
+    }
+
+    /// The optional host↔device wake-up hints ([`DfxConfig::doorbell_hint`]; default off).
+    pub fn doorbell_hint(&mut self, on: bool) -> &mut Self {
+        self.cfg.doorbell_hint = on;
         self
     }
 

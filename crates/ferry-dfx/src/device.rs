@@ -78,8 +78,9 @@ impl core::fmt::Display for GateTimeout {
 
 impl std::error::Error for GateTimeout {}
 
-/// Per-lane wake-up hints from the host to a waiting device thread (simulator only: hardware
-/// AICPU threads cannot be woken by the host and rely on their capped nap).
+/// Per-lane wake-up hints from the host to a waiting device thread (simulator only, and only
+/// with [`DfxConfig::doorbell_hint`](crate::DfxConfig::doorbell_hint): hardware AICPU threads
+/// cannot be woken by the host and rely on their capped nap).
 #[derive(Debug, Default)]
 pub(crate) struct LaneBells {
     slots: Vec<std::sync::Mutex<Option<crossbeam_utils::sync::Unparker>>>,
@@ -106,6 +107,27 @@ impl LaneBells {
     }
 }
 
+/// The wake-up hints of a region whose configuration asked for them
+/// ([`DfxConfig::doorbell_hint`](crate::DfxConfig::doorbell_hint)): the drain shard of each ready
+/// queue (rung by the device after a publish) and each lane's writer (rung by the host after a
+/// push into its free queue or a pop of its ready queue). The drain bells are filled when the
+/// region joins an engine.
+#[derive(Debug, Default)]
+pub(crate) struct RegionBells {
+    /// Per ready queue: the unparker of the drain shard that serves it.
+    pub(crate) drains: std::sync::OnceLock<Vec<Unparker>>,
+    /// Per lane: the writer's parker.
+    pub(crate) lanes: LaneBells,
+}
+
+impl RegionBells {
+    fn ring_drain(&self, q: u32) {
+        if let Some(b) = self.drains.get().and_then(|d| d.get(q as usize)) {
+            b.unpark();
+        }
+    }
+}
+
 #[derive(Debug)]
 struct Claims {
     queues: AtomicU32,
@@ -125,16 +147,16 @@ pub struct DeviceRegion {
     budget: u64,
     lanes: Arc<Vec<(u32, u32)>>,
     clock: std::sync::Arc<dyn CycleClock>,
-    doorbells: Option<Arc<Vec<Unparker>>>,
-    bells: Option<std::sync::Arc<LaneBells>>,
+    bells: Option<std::sync::Arc<RegionBells>>,
     notify: Option<HostNotify>,
     claims: Arc<Claims>,
     /// Offset of the first lane's stall log, when the region has room for them.
     stall_log: Option<usize>,
 }
 
-/// A device-to-host doorbell for a region attached without the host's parkers (a device program
-/// that only has the region): called with the ready queue after each publish.
+/// A device-to-host doorbell hint for a region attached without the host's parkers (a device
+/// program that only has the region): called with the ready queue after each publish. Optional
+/// and off by default: real hardware has no such signal, the host polls.
 pub type HostNotify = std::sync::Arc<dyn Fn(u32) + Send + Sync>;
 
 impl core::fmt::Debug for DeviceRegion {
@@ -216,7 +238,6 @@ impl DeviceRegion {
             budget,
             lanes: Arc::new(lanes),
             clock,
-            doorbells: None,
             bells: None,
             notify: None,
             claims: Arc::new(claims),
@@ -224,34 +245,34 @@ impl DeviceRegion {
         })
     }
 
-    /// Rings `doorbells[q]` after every publish on ready queue `q` (the simulator's stand-in for
-    /// the host noticing new work; hardware hosts poll instead).
-    pub(crate) fn set_doorbells(
-        &mut self,
-        doorbells: Arc<Vec<Unparker>>,
-        bells: Option<std::sync::Arc<LaneBells>>,
-    ) {
-        self.doorbells = Some(doorbells);
-        self.bells = bells;
+    /// The same region with the host's wake-up hints (the transport's own region when its
+    /// configuration asked for them).
+    pub(crate) fn with_bells(self, bells: Option<std::sync::Arc<RegionBells>>) -> DeviceRegion {
+        DeviceRegion { bells, ..self }
     }
 
     /// The same region with `notify` called after every publish on a ready queue (with the
     /// queue), when the host's own doorbells are out of reach: a device program rings the host
-    /// through its OS (the AICPU OS services' `notify_host`). Cold path only: a buffer switch.
+    /// through its OS (the AICPU OS services' `notify_host`). An optional hint (the host polls
+    /// anyway); cold path only: a buffer switch.
     pub fn with_host_notify(&self, notify: HostNotify) -> DeviceRegion {
         DeviceRegion { notify: Some(notify), ..self.clone() }
     }
 
-    /// What rings the host's drain thread of each ready queue (the transport's own doorbells),
-    /// as a callback a device-to-host doorbell can route to: the host side of
-    /// [`with_host_notify`](Self::with_host_notify). `None` for an attached region.
+    /// What rings the host's drain shard of each ready queue, as a callback a device-to-host
+    /// doorbell can route to: the host side of [`with_host_notify`](Self::with_host_notify).
+    /// `None` unless the region was configured with the doorbell hint
+    /// ([`DfxBuilder::doorbell_hint`](crate::DfxBuilder::doorbell_hint)), or for an attached
+    /// region.
     pub fn host_doorbell(&self) -> Option<HostNotify> {
-        let bells = self.doorbells.clone()?;
-        Some(std::sync::Arc::new(move |q: u32| {
-            if let Some(b) = bells.get(q as usize) {
-                b.unpark();
-            }
-        }))
+        let bells = self.bells.clone()?;
+        Some(std::sync::Arc::new(move |q: u32| bells.ring_drain(q)))
+    }
+
+    /// Whether writers of this region ring the host after a publish (the optional doorbell
+    /// hint, or an OS notify hook).
+    pub fn rings_host(&self) -> bool {
+        self.bells.is_some() || self.notify.is_some()
     }
 
     /// The same region with another device clock (e.g. one clock per AICPU thread in tests).
@@ -361,7 +382,6 @@ impl DeviceRegion {
             lanes: cursors,
             budget: self.budget,
             clock: self.clock.clone(),
-            doorbell: self.doorbells.as_ref().map(|d| d[queue as usize].clone()),
             notify: self.notify.clone(),
             bells: self.bells.clone(),
             parker: self.bells.as_ref().map(|_| crossbeam_utils::sync::Parker::new()),
@@ -371,7 +391,7 @@ impl DeviceRegion {
         };
         if let (Some(b), Some(p)) = (&w.bells, &w.parker) {
             for l in w.lanes.iter() {
-                b.set(l.lane, Some(p.unparker().clone()));
+                b.lanes.set(l.lane, Some(p.unparker().clone()));
             }
         }
         for i in 0..w.lanes.len() {
@@ -427,7 +447,8 @@ pub struct LaneStats {
     pub max_stall_cycles: u64,
     /// Claimed free slots that held no valid buffer pointer.
     pub bad_slots: u32,
-    /// Gate waits that actually waited (each one a `[start, end]` interval in the stall log).
+    /// Gate waits: times a gate found its queue full (push) or empty (pop) and entered its wait
+    /// loop, however briefly (each one a `[start, end]` interval in the stall log).
     pub stall_waits: u64,
 }
 
@@ -449,9 +470,8 @@ pub struct DeviceWriter<R: Record> {
     lanes: Box<[LaneCursor]>,
     budget: u64,
     clock: std::sync::Arc<dyn CycleClock>,
-    doorbell: Option<Unparker>,
     notify: Option<HostNotify>,
-    bells: Option<std::sync::Arc<LaneBells>>,
+    bells: Option<std::sync::Arc<RegionBells>>,
     parker: Option<crossbeam_utils::sync::Parker>,
     claims: Arc<Claims>,
     finished: bool,
@@ -586,16 +606,20 @@ impl<R: Record> DeviceWriter<R> {
         }
     }
 
-    fn account_wait(&mut self, lane: usize, start: u64, waited: u64, ok: bool) {
+    /// Accounts one gate outcome. `wait`: `Some((start, cycles))` when the gate's slow path ran
+    /// (it found the queue full or empty and waited, however briefly), `None` when a degraded
+    /// lane gave up without waiting.
+    fn account_wait(&mut self, lane: usize, wait: Option<(u64, u64)>, ok: bool) {
         let budget = self.gate_budget(lane);
         let l = &mut self.lanes[lane];
-        l.stall += waited;
-        l.max_stall = l.max_stall.max(waited);
-        if waited > 0 {
+        if let Some((start, waited)) = wait {
+            l.stall += waited;
+            l.max_stall = l.max_stall.max(waited);
             if let Some(log) = l.stall_log_off {
                 let e = log + 16 + 16 * (l.stall_waits % STALL_RING as u64) as usize;
                 // Relaxed: device-owned log words; the host reads them after the writer finished
-                // (ordered by the join / stream sync), as it reads the counters.
+                // (ordered by the join / stream sync), as it reads the counters. A wait shorter
+                // than one device tick is counted but logs an empty interval the host skips.
                 self.view.store_u64(e, start, Ordering::Relaxed);
                 self.view.store_u64(e + 8, start.saturating_add(waited), Ordering::Relaxed);
                 self.view.store_u64(log, l.stall_waits + 1, Ordering::Relaxed);
@@ -634,7 +658,7 @@ impl<R: Record> DeviceWriter<R> {
         }
         let budget = self.gate_budget(lane);
         if budget == 0 {
-            self.account_wait(lane, 0, 0, false);
+            self.account_wait(lane, None, false);
             return Err(GateTimeout);
         }
         let state = self.lanes[lane].state_off + OFF_GATE;
@@ -649,7 +673,7 @@ impl<R: Record> DeviceWriter<R> {
         });
         // Relaxed: as above.
         self.view.store_u32(state, GATE_NONE, Ordering::Relaxed);
-        self.account_wait(lane, start, waited, ok);
+        self.account_wait(lane, Some((start, waited)), ok);
         if ok {
             Ok(())
         } else {
@@ -679,8 +703,9 @@ impl<R: Record> DeviceWriter<R> {
         // Release: publishes the records, the count and the entry (the seed's wmb before the tail);
         // pairs with the Acquire load of `queue_tails[q]` in the drain shard's `try_pop_entry`.
         v.store_u32(self.layout.tail_offset(self.queue), self.rq_tail, Ordering::Release);
-        if let Some(d) = &self.doorbell {
-            d.unpark();
+        // The optional doorbell hint (off by default: the host polls its ready queues).
+        if let Some(b) = &self.bells {
+            b.ring_drain(self.queue);
         } else if let Some(n) = &self.notify {
             n(self.queue);
         }
@@ -708,7 +733,7 @@ impl<R: Record> DeviceWriter<R> {
         }
         let budget = self.gate_budget(lane);
         if budget == 0 {
-            self.account_wait(lane, 0, 0, false);
+            self.account_wait(lane, None, false);
             return Err(GateTimeout);
         }
         let state = self.lanes[lane].state_off + OFF_GATE;
@@ -723,7 +748,7 @@ impl<R: Record> DeviceWriter<R> {
         });
         // Relaxed: as above.
         self.view.store_u32(state, GATE_NONE, Ordering::Relaxed);
-        self.account_wait(lane, start, waited, ok);
+        self.account_wait(lane, Some((start, waited)), ok);
         if ok {
             Ok(())
         } else {
@@ -881,7 +906,7 @@ impl<R: Record> Drop for DeviceWriter<R> {
         }
         if let Some(b) = &self.bells {
             for l in self.lanes.iter() {
-                b.set(l.lane, None);
+                b.lanes.set(l.lane, None);
             }
         }
         for l in self.lanes.iter() {

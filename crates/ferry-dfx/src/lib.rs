@@ -11,9 +11,11 @@
 //! | [`DfxBuilder`] / [`DfxConfig`] | host | lanes, queues, pools, shards, [`Policy`], budgets |
 //! | [`mem::DeviceMemory`] | platform | device/host views of the region, narrow range copies (SVM: no-ops) |
 //! | [`clock::CycleClock`] | platform | device cycle counter the gate budgets are measured on |
-//! | [`DfxTransport`] | host | initialises the region, seeds pools, startup replenish, starts threads |
+//! | [`DfxTransport`] | host | one region: initialises it, seeds pools, startup replenish |
+//! | [`DfxEngine`] / [`RunningEngine`] | host | one set of drain / replenish / collector threads for every region of a run; `stop`, `halt` |
+//! | [`PollPolicy`] | host | how drain shards poll the device (no device→host signal) |
 //! | [`DeviceRegion`] / [`DeviceWriter`] | device | record write, buffer switch, push and pop gates |
-//! | [`HostProfiler`] | host | running drain / replenish / collector threads; `stop`, `halt` |
+//! | [`HostProfiler`] | host | an engine serving a single region ([`DfxTransport::start`]) |
 //! | [`CollectSink`] | host | the subsystem's `on_buffer_collected` |
 //! | [`RunReport`] / [`LaneReconcile`] | host | per-lane produced = collected + dropped |
 //! | [`bench`](mod@bench) | both | the `ferry bench dfx` measurements |
@@ -64,12 +66,14 @@
 //! [`Record`] is an `unsafe` trait: implementors promise any bit pattern is a valid value.
 //!
 //! # Threading
-//! One [`DeviceWriter`] per ready queue (AICPU thread), owning its lanes; `Send`, not `Sync`.
-//! The host runs `shards` drain threads, `shards` collector threads and one replenish thread.
-//! Drain shard `s` serves ready queues `s, s + shards, …` and is the only runtime writer of their
-//! heads and of the free queues of their lanes; the replenish thread writes only host-side
-//! recycled lanes and holds no handle on device memory. Idle host threads park and are woken by
-//! work; device waits spin briefly, then nap (capped at [`device::NAP_MAX`]).
+//! One [`DeviceWriter`] per ready queue (AICPU thread) and region, owning its lanes; `Send`, not
+//! `Sync`. The host runs one [`DfxEngine`] per run: `D` drain threads, `D` collector threads and
+//! one replenish thread, however many regions (subsystems) it serves — 3 threads with the
+//! default `D = 1`. Drain shard `s` serves ready queues `s, s + shards, …` of each region and is
+//! the only runtime writer of their heads and of the free queues of their lanes; the replenish
+//! thread writes only host-side recycled lanes and holds no handle on device memory. Nothing
+//! signals the host from the device: drain shards poll ([`PollPolicy`]); host threads wake each
+//! other on hand-offs; device waits spin briefly, then nap (capped at [`device::NAP_MAX`]).
 //!
 //! Synchronisation primitives come from `crate::sync`, which maps to loom under
 //! `cfg(ferry_loom)`; the models live in `src/loom_tests.rs` and run with
@@ -98,9 +102,10 @@ mod loom_tests;
 pub use config::{BuildError, DfxBuilder, DfxConfig, LaneSpec, Policy};
 pub use device::{DeviceRegion, DeviceWriter, GateTimeout, HostNotify, LaneStats};
 pub use host::{
-    select_by_deficit, CollectSink, CollectedBuffer, DfxTransport, DrainStats, HaltedProfiler,
-    HostProfiler, LaneReconcile, LaneSnapshot, NoHooks, ReplenishHooks, ReplenishStats, RunReport,
-    StallIntervals, IDLE_BACKSTOP,
+    select_by_deficit, CollectSink, CollectedBuffer, DfxEngine, DfxTransport, DrainStats,
+    EngineConfig, EngineReport, HaltedEngine, HaltedProfiler, HostProfiler, LaneReconcile,
+    LaneSnapshot, NoHooks, PollPolicy, RegionKey, ReplenishHooks, ReplenishStats, RunReport,
+    RunningEngine, StallIntervals, IDLE_BACKSTOP,
 };
 
 /// A fixed-size record a lane writes into its buffers.

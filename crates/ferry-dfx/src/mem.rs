@@ -10,7 +10,10 @@
 //!   [`DeviceMemory::write_range_to_device`] after every host write of a host-owned word (seed,
 //!   "Memory ordering across the PCIe boundary"). On SVM both are no-ops; on a non-SVM platform they
 //!   copy exactly that range between the host mirror and device memory. There is no bulk
-//!   write-back: [`MirroredMemory`] refuses a write wider than [`MAX_NARROW_WRITE`] bytes.
+//!   write-back: [`MirroredMemory`] refuses a write wider than [`MAX_NARROW_WRITE`] bytes;
+//! * [`DeviceMemory::read_owned_from_device`] for a published buffer the host owns: one bulk copy
+//!   (a plain `memcpy` on the mirror), after the `Acquire` load of the ready-queue tail that
+//!   handed the buffer over — not a word-by-word atomic loop.
 //!
 //! Offsets are relative to the start of the region; the device address of offset 0 is
 //! [`DeviceMemory::device_addr`].
@@ -101,6 +104,20 @@ pub trait DeviceMemory: Send + Sync + 'static {
     /// # Errors
     /// [`MemError`] when the range is invalid or the platform fails.
     fn read_range_from_device(&self, off: usize, len: usize) -> Result<(), MemError>;
+    /// Refreshes `[off, off + len)` of the host view from device memory with one bulk copy
+    /// (no-op on SVM), for a range the host owns: a published buffer (its ready entry was taken
+    /// with an `Acquire` load of the tail, and the device does not write it again until the host
+    /// returns it through a free queue), or a finished writer's state. The default is
+    /// [`read_range_from_device`](Self::read_range_from_device).
+    ///
+    /// # Safety
+    /// No thread writes `[off, off + len)` of either view during the call.
+    ///
+    /// # Errors
+    /// [`MemError`] when the range is invalid or the platform fails.
+    unsafe fn read_owned_from_device(&self, off: usize, len: usize) -> Result<(), MemError> {
+        self.read_range_from_device(off, len)
+    }
 }
 
 impl<M: DeviceMemory + ?Sized> DeviceMemory for std::sync::Arc<M> {
@@ -121,6 +138,10 @@ impl<M: DeviceMemory + ?Sized> DeviceMemory for std::sync::Arc<M> {
     }
     fn read_range_from_device(&self, off: usize, len: usize) -> Result<(), MemError> {
         (**self).read_range_from_device(off, len)
+    }
+    unsafe fn read_owned_from_device(&self, off: usize, len: usize) -> Result<(), MemError> {
+        // SAFETY: the caller's guarantee is passed on unchanged.
+        unsafe { (**self).read_owned_from_device(off, len) }
     }
 }
 
@@ -445,6 +466,49 @@ impl ShmRegion {
         unsafe { core::slice::from_raw_parts(self.base.as_ptr().add(off).cast::<T>(), n) }
     }
 
+    /// Copies `[off, off + len)` from `src` into `self` in bulk (a plain `memcpy`; under loom,
+    /// unsynchronised loads, which add no scheduling points, and relaxed stores).
+    ///
+    /// # Safety
+    /// `[off, off + len)` is inside both regions and no thread writes it in either region during
+    /// the call (the host owns it).
+    unsafe fn copy_owned_from(&self, src: &ShmRegion, off: usize, len: usize) {
+        debug_assert!(off + len <= self.len && off + len <= src.len);
+        #[cfg(not(ferry_loom))]
+        {
+            // SAFETY: both ranges are in bounds (caller), belong to two different allocations
+            // (a mirror and its device region), and nobody writes either during the copy.
+            unsafe {
+                core::ptr::copy_nonoverlapping(
+                    src.base.as_ptr().add(off),
+                    self.base.as_ptr().add(off),
+                    len,
+                )
+            };
+        }
+        #[cfg(ferry_loom)]
+        {
+            let (mut o, end) = (off, off + len);
+            while o < end {
+                let w = o / 8;
+                // SAFETY: nobody writes these words meanwhile (caller): every store to them
+                // happened before this call, which loom checks.
+                let v = unsafe { src.words[w].unsync_load() };
+                let (lo, hi) = (o % 8, (end - w * 8).min(8));
+                let mask = if hi - lo == 8 {
+                    u64::MAX
+                } else {
+                    ((1u64 << (8 * (hi - lo))) - 1) << (8 * lo)
+                };
+                // SAFETY: as above, for the host word.
+                let cur = if mask == u64::MAX { 0 } else { unsafe { self.words[w].unsync_load() } };
+                // Relaxed: the host owns the word (caller); the copy publishes nothing.
+                self.words[w].store((cur & !mask) | (v & mask), Ordering::Relaxed);
+                o = (w + 1) * 8;
+            }
+        }
+    }
+
     /// Copies `[off, off + len)` from `src` into `self` word by word: `Acquire` loads from `src`
     /// when `acquire`, `Release` stores into `self` otherwise. Used by the non-SVM range copies.
     fn copy_words_from(&self, src: &ShmRegion, off: usize, len: usize, acquire: bool) {
@@ -600,6 +664,16 @@ impl DeviceMemory for MirroredMemory {
         self.counters.dtoh_bytes.fetch_add(len as u64, Ordering::Relaxed);
         Ok(())
     }
+    unsafe fn read_owned_from_device(&self, off: usize, len: usize) -> Result<(), MemError> {
+        check_range(&self.host, off, len)?;
+        // SAFETY: the range is in bounds of both views (same length, checked above), and the
+        // caller guarantees nobody writes it in either view during the call.
+        unsafe { self.host.copy_owned_from(&self.device, off, len) };
+        // Relaxed: statistics only.
+        self.counters.dtoh_ops.fetch_add(1, Ordering::Relaxed);
+        self.counters.dtoh_bytes.fetch_add(len as u64, Ordering::Relaxed);
+        Ok(())
+    }
 }
 
 /// One operation seen by a [`SpyMemory`].
@@ -676,6 +750,11 @@ impl<M: DeviceMemory> DeviceMemory for SpyMemory<M> {
     fn read_range_from_device(&self, off: usize, len: usize) -> Result<(), MemError> {
         self.note(MemOpKind::Read, off, len);
         self.inner.read_range_from_device(off, len)
+    }
+    unsafe fn read_owned_from_device(&self, off: usize, len: usize) -> Result<(), MemError> {
+        self.note(MemOpKind::Read, off, len);
+        // SAFETY: the caller's guarantee is passed on unchanged.
+        unsafe { self.inner.read_owned_from_device(off, len) }
     }
 }
 

@@ -1,4 +1,5 @@
-//! Stress matrix: lanes × pool sizes × collector delay × arch × policy, plus dead-host runs.
+//! Stress matrix: lanes × pool sizes × collector delay × arch × policy × regions on one engine,
+//! plus dead-host runs.
 //!
 //! The CI subset runs by default; the full matrix is `#[ignore]`d:
 //! `cargo test -p ferry-dfx --release --test stress -- --ignored stress`.
@@ -16,9 +17,45 @@ use ferry_abi::arch::{A2A3, A5};
 use ferry_abi::dfx::GATE_NONE;
 use ferry_dfx::clock::{CycleClock, VirtualClock};
 use ferry_dfx::mem::{DeviceMemory, MirroredMemory, SvmMemory};
-use ferry_dfx::{CollectSink, CollectedBuffer, DfxBuilder, DfxTransport, Policy, RunReport};
+use ferry_dfx::{
+    CollectSink, CollectedBuffer, DeviceRegion, DfxBuilder, DfxEngine, DfxTransport, EngineConfig,
+    Policy, RunReport,
+};
 
 type Rec = [u64; 2];
+
+/// A stress record: carries its lane and its index in the lane. Two sizes, so a shared engine
+/// serves regions of different record types.
+trait StressRec: ferry_dfx::Record {
+    fn make(lane: u32, i: u64) -> Self;
+    fn lane(&self) -> u64;
+    fn value(&self) -> u64;
+}
+
+impl StressRec for [u64; 2] {
+    fn make(lane: u32, i: u64) -> Self {
+        [lane as u64, i]
+    }
+    fn lane(&self) -> u64 {
+        self[0]
+    }
+    fn value(&self) -> u64 {
+        self[1]
+    }
+}
+
+impl StressRec for [u64; 4] {
+    fn make(lane: u32, i: u64) -> Self {
+        [lane as u64, i, !i, lane as u64]
+    }
+    fn lane(&self) -> u64 {
+        assert_eq!((self[3], self[2]), (self[0], !self[1]), "torn record {self:?}");
+        self[0]
+    }
+    fn value(&self) -> u64 {
+        self[1]
+    }
+}
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Delay {
@@ -36,6 +73,9 @@ struct Case {
     policy: Policy,
     /// Buffers each lane fills.
     buffers_per_lane: u32,
+    /// Regions on the one engine: 1 (`[u64; 2]` records), or 2 (plus a `[u64; 4]` region whose
+    /// lanes the same threads write).
+    regions: u32,
 }
 
 const RPB: u32 = 16;
@@ -72,8 +112,20 @@ struct Sink {
     seen: BTreeMap<u32, (Vec<u32>, Vec<u64>)>,
 }
 
-impl CollectSink<Rec> for Sink {
-    fn on_buffer_collected(&mut self, b: &CollectedBuffer<'_, Rec>) {
+impl Sink {
+    fn new(shard: u32, delay: Delay, stall: Arc<Stall>) -> Self {
+        Sink {
+            shard,
+            delay,
+            rng: 0x9E37_79B9_7F4A_7C15 ^ (shard as u64 + 1),
+            stall,
+            seen: BTreeMap::new(),
+        }
+    }
+}
+
+impl<R: StressRec> CollectSink<R> for Sink {
+    fn on_buffer_collected(&mut self, b: &CollectedBuffer<'_, R>) {
         match self.delay {
             Delay::None => {}
             Delay::Random => {
@@ -94,25 +146,55 @@ impl CollectSink<Rec> for Sink {
         let e = self.seen.entry(b.lane).or_default();
         e.0.push(b.seq);
         for r in b.records {
-            assert_eq!(r[0], b.lane as u64, "record of lane {} in lane {}'s buffer", r[0], b.lane);
-            e.1.push(r[1]);
+            assert_eq!(
+                r.lane(),
+                b.lane as u64,
+                "record of lane {} in lane {}'s buffer",
+                r.lane(),
+                b.lane
+            );
+            e.1.push(r.value());
         }
     }
 }
 
-struct Outcome {
-    report: RunReport<Sink>,
+/// One region's outcome, with the record type erased.
+struct RegionOutcome {
+    lanes: Vec<ferry_dfx::LaneReconcile>,
+    reconciled: bool,
+    /// lane -> (seqs, values), merged over shards.
+    seen: BTreeMap<u32, (Vec<u32>, Vec<u64>)>,
     /// Per lane: writer-side stats.
     stats: Vec<ferry_dfx::LaneStats>,
-    /// Switch counts of starved lanes when every peer had finished (stalled-shard runs).
-    starved_switches_at_peer_finish: Option<Vec<(u32, u32)>>,
+}
+
+impl RegionOutcome {
+    fn new(r: RunReport<Sink>, mut stats: Vec<ferry_dfx::LaneStats>) -> Self {
+        let mut seen: BTreeMap<u32, (Vec<u32>, Vec<u64>)> = BTreeMap::new();
+        for s in &r.sinks {
+            for (lane, (seqs, vals)) in &s.seen {
+                let e = seen.entry(*lane).or_default();
+                e.0.extend(seqs);
+                e.1.extend(vals);
+            }
+        }
+        stats.sort_by_key(|s| s.lane);
+        RegionOutcome { reconciled: r.is_reconciled(), lanes: r.lanes, seen, stats }
+    }
+}
+
+struct Outcome {
+    regions: Vec<RegionOutcome>,
+    /// Switch counts of starved lanes (region, lane, switches) when every peer had finished
+    /// (stalled-shard runs).
+    starved_switches_at_peer_finish: Option<Vec<(usize, u32, u32)>>,
 }
 
 fn shards_for(lanes: u32) -> u32 {
     lanes.div_ceil(2).min(4)
 }
 
-fn run(case: Case) -> Outcome {
+fn transport<R: StressRec>(case: &Case, addr: u64) -> DfxTransport<R> {
     let arch = if case.svm { &A2A3 } else { &A5 };
     let mut b = DfxBuilder::new(arch);
     b.ready_queues(case.lanes)
@@ -124,49 +206,62 @@ fn run(case: Case) -> Outcome {
     for l in 0..case.lanes {
         b.lane(l, 0, case.pool);
     }
-    let cfg = b.build::<Rec>().unwrap();
-    let shards = cfg.shards;
+    let cfg = b.build::<R>().unwrap();
     let mem: Arc<dyn DeviceMemory> = if case.svm {
-        Arc::new(SvmMemory::new(cfg.region_size(), 0x4000_0000))
+        Arc::new(SvmMemory::new(cfg.region_size(), addr))
     } else {
-        Arc::new(MirroredMemory::new(cfg.region_size(), 0x4000_0000))
+        Arc::new(MirroredMemory::new(cfg.region_size(), addr))
     };
     // Block: a frozen clock (the 30-s budget never runs out in a live run). Drop: each writer
     // gets its own clock that advances one cycle per read, so waits are counted exactly.
-    let t = DfxTransport::<Rec>::new(cfg, mem, Arc::new(VirtualClock::new())).unwrap();
-    let device = t.device_region();
+    DfxTransport::<R>::new(cfg, mem, Arc::new(VirtualClock::new())).unwrap()
+}
+
+fn run(case: Case) -> Outcome {
+    let shards = shards_for(case.lanes);
+    let t0 = transport::<[u64; 2]>(&case, 0x4000_0000);
+    let t1 = (case.regions > 1).then(|| transport::<[u64; 4]>(&case, 0x8000_0000));
+    let (d0, d1) = (t0.device_region(), t1.as_ref().map(DfxTransport::device_region));
     let stall = Arc::new(Stall::default());
-    let st2 = stall.clone();
-    let host = t.start(move |shard| Sink {
-        shard,
-        delay: case.delay,
-        rng: 0x9E37_79B9_7F4A_7C15 ^ (shard as u64 + 1),
-        stall: st2.clone(),
-        seen: BTreeMap::new(),
-    });
+    let mut engine = DfxEngine::new(EngineConfig::default());
+    let st = stall.clone();
+    let k0 = engine.add(t0, move |shard| Sink::new(shard, case.delay, st.clone())).unwrap();
+    let st = stall.clone();
+    let k1 =
+        t1.map(|t| engine.add(t, move |shard| Sink::new(shard, case.delay, st.clone())).unwrap());
+    let host = engine.start();
+    assert_eq!(host.threads() as u32, 2 * shards + 1, "threads do not grow with the regions");
     let n = (case.buffers_per_lane * RPB) as u64;
+    let clock = |d: &DeviceRegion| {
+        if case.policy == Policy::Drop {
+            d.with_clock(Arc::new(VirtualClock::ticking(1)) as Arc<dyn CycleClock>)
+        } else {
+            d.clone()
+        }
+    };
     let mut handles = Vec::new();
     for q in 0..case.lanes {
-        let region = if case.policy == Policy::Drop {
-            device.with_clock(Arc::new(VirtualClock::ticking(1)) as Arc<dyn CycleClock>)
-        } else {
-            device.clone()
-        };
+        let r0 = clock(&d0);
+        let r1 = d1.as_ref().map(clock);
         handles.push((
             q,
             std::thread::spawn(move || {
-                let mut w = region.writer::<Rec>(q, &[q]).unwrap();
+                let mut w0 = r0.writer::<[u64; 2]>(q, &[q]).unwrap();
+                let mut w1 = r1.map(|r| r.writer::<[u64; 4]>(q, &[q]).unwrap());
                 for i in 0..n {
-                    w.record(0, [q as u64, i]);
+                    w0.record(0, StressRec::make(q, i));
+                    if let Some(w) = w1.as_mut() {
+                        w.record(0, StressRec::make(q, i));
+                    }
                 }
-                w.finish()[0]
+                (w0.finish()[0], w1.map(|w| w.finish()[0]))
             }),
         ));
     }
+    let mut stats: Vec<(ferry_dfx::LaneStats, Option<ferry_dfx::LaneStats>)> = Vec::new();
     let mut starved_at = None;
     if case.delay == Delay::StalledShard {
         let starved: Vec<u32> = (0..case.lanes).filter(|q| q % shards == 0).collect();
-        let mut stats = Vec::new();
         // Peers (other shards) must finish entirely while shard 0 is stalled.
         let mut rest = Vec::new();
         for (q, h) in handles {
@@ -177,12 +272,14 @@ fn run(case: Case) -> Outcome {
             }
         }
         if case.policy == Policy::Block && case.buffers_per_lane > case.pool {
-            // The starved lanes are parked at their pop gate, short of their work.
+            // The starved lanes are parked at a pop gate (of one of their regions), short of
+            // their work.
             let start = Instant::now();
             for &q in &starved {
                 loop {
-                    let s = host.lane_snapshot(q).unwrap();
-                    if s.gate_state != GATE_NONE {
+                    let waiting = (0..case.regions as usize)
+                        .any(|r| host.lane_snapshot(r, q).unwrap().gate_state != GATE_NONE);
+                    if waiting {
                         break;
                     }
                     assert!(start.elapsed() < GUARD, "lane {q} never reached a gate");
@@ -192,7 +289,11 @@ fn run(case: Case) -> Outcome {
             starved_at = Some(
                 starved
                     .iter()
-                    .map(|&q| (q, host.lane_snapshot(q).unwrap().switch_count))
+                    .flat_map(|&q| {
+                        let host = &host;
+                        (0..case.regions as usize)
+                            .map(move |r| (r, q, host.lane_snapshot(r, q).unwrap().switch_count))
+                    })
                     .collect::<Vec<_>>(),
             );
         }
@@ -200,64 +301,71 @@ fn run(case: Case) -> Outcome {
         for (_, h) in rest {
             stats.push(h.join().unwrap());
         }
-        stats.sort_by_key(|s| s.lane);
-        let report = host.stop();
-        return Outcome { report, stats, starved_switches_at_peer_finish: starved_at };
+    } else {
+        stats = handles.into_iter().map(|(_, h)| h.join().unwrap()).collect();
+        stall.release();
     }
-    let mut stats: Vec<_> = handles.into_iter().map(|(_, h)| h.join().unwrap()).collect();
-    stats.sort_by_key(|s| s.lane);
-    stall.release();
-    let report = host.stop();
-    Outcome { report, stats, starved_switches_at_peer_finish: starved_at }
+    let mut report = host.stop();
+    let mut regions =
+        vec![RegionOutcome::new(report.take(k0), stats.iter().map(|s| s.0).collect())];
+    if let Some(k1) = k1 {
+        regions
+            .push(RegionOutcome::new(report.take(k1), stats.iter().filter_map(|s| s.1).collect()));
+    }
+    Outcome { regions, starved_switches_at_peer_finish: starved_at }
 }
 
 fn check(case: Case) {
     let o = run(case);
     let n = (case.buffers_per_lane * RPB) as u64;
-    let r = &o.report;
-    assert!(r.is_reconciled(), "{case:?}: {:?}", r.lanes);
-    // Merge the shards' views.
-    let mut per_lane: BTreeMap<u32, (Vec<u32>, Vec<u64>)> = BTreeMap::new();
-    for s in &r.sinks {
-        for (lane, (seqs, vals)) in &s.seen {
-            let e = per_lane.entry(*lane).or_default();
-            e.0.extend(seqs);
-            e.1.extend(vals);
-        }
-    }
-    for l in 0..case.lanes {
-        let line = r.lanes[l as usize];
-        let st = o.stats[l as usize];
-        assert_eq!(line.produced, n, "{case:?} lane {l}");
-        assert_eq!(st.produced, n);
-        let (seqs, vals) = per_lane.remove(&l).unwrap_or_default();
-        assert_eq!(vals.len() as u64, line.collected);
-        match case.policy {
-            Policy::Block => {
-                // Every record exactly once, in order; buffer sequence numbers contiguous.
-                assert_eq!(line.dropped, 0, "{case:?} lane {l}: {line:?}");
-                assert_eq!(vals, (0..n).collect::<Vec<_>>(), "{case:?} lane {l}");
-                assert_eq!(seqs, (0..seqs.len() as u32).collect::<Vec<_>>(), "{case:?} lane {l}");
-                assert_eq!(seqs.len() as u32, case.buffers_per_lane);
+    assert_eq!(o.regions.len() as u32, case.regions);
+    for (ri, r) in o.regions.into_iter().enumerate() {
+        assert!(r.reconciled, "{case:?} region {ri}: {:?}", r.lanes);
+        let mut per_lane = r.seen;
+        for l in 0..case.lanes {
+            let line = r.lanes[l as usize];
+            let st = r.stats[l as usize];
+            assert_eq!(line.produced, n, "{case:?} region {ri} lane {l}");
+            assert_eq!(st.produced, n);
+            let (seqs, vals) = per_lane.remove(&l).unwrap_or_default();
+            assert_eq!(vals.len() as u64, line.collected);
+            match case.policy {
+                Policy::Block => {
+                    // Every record exactly once, in order; buffer sequence numbers contiguous.
+                    assert_eq!(line.dropped, 0, "{case:?} region {ri} lane {l}: {line:?}");
+                    assert_eq!(vals, (0..n).collect::<Vec<_>>(), "{case:?} region {ri} lane {l}");
+                    assert_eq!(
+                        seqs,
+                        (0..seqs.len() as u32).collect::<Vec<_>>(),
+                        "{case:?} lane {l}"
+                    );
+                    assert_eq!(seqs.len() as u32, case.buffers_per_lane);
+                }
+                Policy::Drop => {
+                    // Losses counted exactly: no duplicate, increasing, and the rest were dropped.
+                    assert!(vals.windows(2).all(|w| w[0] < w[1]), "{case:?} lane {l}");
+                    assert_eq!(vals.len() as u64 + st.dropped, n);
+                    // No writer waited longer than its bound (device-clock accounting).
+                    assert!(st.max_stall_cycles <= DROP_BOUND, "{case:?} lane {l}: {st:?}");
+                    assert!(seqs.windows(2).all(|w| w[0] < w[1]));
+                }
             }
-            Policy::Drop => {
-                // Losses counted exactly: no duplicate, increasing, and the rest were dropped.
-                assert!(vals.windows(2).all(|w| w[0] < w[1]), "{case:?} lane {l}");
-                assert_eq!(vals.len() as u64 + st.dropped, n);
-                // No writer waited longer than its bound (device-clock accounting).
-                assert!(st.max_stall_cycles <= DROP_BOUND, "{case:?} lane {l}: {st:?}");
-                assert!(seqs.windows(2).all(|w| w[0] < w[1]));
+        }
+        if o.starved_switches_at_peer_finish.is_some() {
+            for l in (0..case.lanes).filter(|q| q % shards_for(case.lanes) != 0) {
+                let st = r.stats[l as usize];
+                assert_eq!(st.switches, case.buffers_per_lane, "{case:?} region {ri} peer {l}");
             }
         }
     }
     if let Some(starved) = o.starved_switches_at_peer_finish {
         // While the starved lanes could publish at most their pool, every peer finished all of
         // its buffers.
-        for (q, switches) in starved {
-            assert!(switches <= case.pool, "{case:?}: starved lane {q} switched {switches}");
-        }
-        for l in (0..case.lanes).filter(|q| q % shards_for(case.lanes) != 0) {
-            assert_eq!(o.stats[l as usize].switches, case.buffers_per_lane, "{case:?} peer {l}");
+        for (r, q, switches) in starved {
+            assert!(
+                switches <= case.pool,
+                "{case:?}: starved lane {q} of region {r} switched {switches}"
+            );
         }
     }
 }
@@ -268,7 +376,17 @@ fn matrix(lanes: &[u32], pools: &[u32], policies: &[Policy], buffers_per_lane: u
             for delay in [Delay::None, Delay::Random, Delay::StalledShard] {
                 for svm in [true, false] {
                     for &policy in policies {
-                        check(Case { lanes, pool, delay, svm, policy, buffers_per_lane });
+                        for regions in [1, 2] {
+                            check(Case {
+                                lanes,
+                                pool,
+                                delay,
+                                svm,
+                                policy,
+                                buffers_per_lane,
+                                regions,
+                            });
+                        }
                     }
                 }
             }
@@ -312,13 +430,7 @@ fn dead_host(lanes: u32, pool: u32, svm: bool) {
     let clock = VirtualClock::new();
     let t = DfxTransport::<Rec>::new(cfg, mem, Arc::new(clock.clone())).unwrap();
     let device = t.device_region();
-    let host = t.start(|shard| Sink {
-        shard,
-        delay: Delay::None,
-        rng: 1,
-        stall: Arc::new(Stall::default()),
-        seen: BTreeMap::new(),
-    });
+    let host = t.start(|shard| Sink::new(shard, Delay::None, Arc::new(Stall::default())));
     let n = 1000 * RPB as u64;
     let handles: Vec<_> = (0..lanes)
         .map(|q| {

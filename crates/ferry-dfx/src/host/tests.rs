@@ -1,0 +1,236 @@
+//! Unit tests of the host pieces, stepped by hand.
+use super::*;
+use crate::clock::VirtualClock;
+use crate::mem::{DeviceMemory, MirroredMemory, SvmMemory};
+use crate::sync::Arc;
+use crate::{DfxBuilder, Policy};
+use ferry_abi::arch::A2A3;
+
+fn sink() -> impl FnMut(&CollectedBuffer<'_, u64>) + Send + 'static {
+    |_b: &CollectedBuffer<'_, u64>| {}
+}
+
+#[test]
+fn origin_wins_deficit_ties() {
+    // All shards equally short: origin (2) wins.
+    assert_eq!(select_by_deficit(4, 2, 4, |_| 1), 2);
+    // A strictly larger deficit elsewhere wins; the first in cyclic order after origin.
+    assert_eq!(select_by_deficit(4, 2, 4, |s| if s == 0 || s == 1 { 0 } else { 3 }), 0);
+    assert_eq!(select_by_deficit(4, 3, 4, |s| if s == 1 || s == 2 { 0 } else { 3 }), 1);
+    // No target: always origin.
+    assert_eq!(select_by_deficit(0, 1, 4, |s| if s == 1 { 9 } else { 0 }), 1);
+    // Origin over target, others at target: origin (deficit 0 everywhere).
+    assert_eq!(select_by_deficit(2, 0, 3, |_| 2), 0);
+}
+
+#[test]
+fn select_recycled_shard_reads_recycled_lanes() {
+    let cfg = DfxBuilder::new(&A2A3)
+        .ready_queues(3)
+        .lane(0, 0, 1)
+        .lane(1, 0, 1)
+        .lane(2, 0, 3)
+        .free_slots(1)
+        .warm_target(0, 2)
+        .records_per_buffer(4)
+        .build::<u64>()
+        .unwrap();
+    let mem = Arc::new(SvmMemory::new(cfg.region_size(), 0x10_0000));
+    let t = DfxTransport::<u64>::new(cfg, mem, Arc::new(VirtualClock::new())).unwrap();
+    let parts = t.into_parts(|_| sink());
+    // Lane 2 seeded 2 surplus buffers into shard 2's recycled lane; shards 0 and 1 are empty.
+    let r = &parts.engine.replenisher.regions[0];
+    assert_eq!(r.recycled[2][0].len(), 2);
+    assert_eq!(r.select_recycled_shard(0, 0), 0, "tie between 0 and 1: origin wins");
+    assert_eq!(r.select_recycled_shard(0, 2), 0, "strictly larger deficit at 0");
+}
+
+/// A listed lane whose recycled lane is empty is skipped without touching device memory
+/// (on a non-SVM platform every refresh would be a copy).
+#[test]
+fn retry_skips_dry_sites_without_device_reads() {
+    use crate::mem::{MemOpKind, SpyMemory};
+    let cfg = DfxBuilder::new(&A2A3)
+        .ready_queues(1)
+        .lane(0, 0, 1)
+        .records_per_buffer(2)
+        .policy(Policy::Drop)
+        .drop_wait_cycles(2)
+        .build::<u64>()
+        .unwrap();
+    let layout = cfg.layout();
+    let spy = Arc::new(SpyMemory::new(MirroredMemory::new(cfg.region_size(), 0x1000)));
+    let t = DfxTransport::<u64>::new(cfg, spy.clone(), Arc::new(VirtualClock::ticking(1))).unwrap();
+    let device = t.device_region();
+    let mut parts = t.into_parts(|_| sink());
+    let mut w = device.writer::<u64>(0, &[0]).unwrap();
+    w.record(0, 1);
+    w.record(0, 2); // publishes the only buffer; the pop gate gives up
+    assert!(parts.engine.drains[0].sweep());
+    assert_eq!(parts.retry_list(0), &[0]);
+    let head_off = layout.free_head_offset(0);
+    let before = spy.ops().len();
+    for _ in 0..5 {
+        assert!(!parts.engine.drains[0].sweep());
+    }
+    let reads_of_head = spy.ops()[before..]
+        .iter()
+        .filter(|o| o.kind == MemOpKind::Read && o.off == head_off)
+        .count();
+    assert_eq!(reads_of_head, 0, "a dry site costs no device access");
+    assert_eq!(parts.retry_list(0), &[0]);
+    drop(w);
+}
+
+/// The retry list refills a lane whose ready queue is idle: a one-buffer lane publishes its
+/// only buffer and has nothing left to publish; the buffer comes back through the collector
+/// and the replenish thread, and only the retry after the next (empty) sweep delivers it.
+#[test]
+fn retry_refills_lane_with_idle_ready_queue() {
+    for svm in [true, false] {
+        let cfg = DfxBuilder::new(&A2A3)
+            .ready_queues(1)
+            .lane(0, 0, 1)
+            .records_per_buffer(4)
+            .policy(Policy::Drop)
+            .drop_wait_cycles(3)
+            .build::<u64>()
+            .unwrap();
+        let mem: Arc<dyn DeviceMemory> = if svm {
+            Arc::new(SvmMemory::new(cfg.region_size(), 0x1000_0000))
+        } else {
+            Arc::new(MirroredMemory::new(cfg.region_size(), 0x1000_0000))
+        };
+        let t = DfxTransport::<u64>::new(cfg, mem, Arc::new(VirtualClock::ticking(1))).unwrap();
+        let device = t.device_region();
+        let mut parts = t.into_parts(|_| sink());
+        let mut w = device.writer::<u64>(0, &[0]).unwrap();
+        assert!(w.has_buffer(0));
+        for i in 0..4 {
+            w.record(0, i);
+        }
+        // Published, and the pop gate found nothing: the lane holds no buffer.
+        assert!(!w.has_buffer(0));
+        assert_eq!(parts.free_len(0), 0);
+        assert!(parts.engine.drains[0].sweep());
+        assert_eq!(parts.retry_list(0), &[0], "dry top-up lists the lane");
+        parts.engine.collectors[0].drain_all();
+        assert_eq!(parts.engine.replenisher.tick(), 1);
+        // No ready entry can trigger process_entry now: only the retry delivers.
+        assert!(!parts.engine.drains[0].sweep());
+        assert_eq!(parts.free_len(0), 1);
+        // The lane is back at its quota (its one-buffer pool): no longer listed.
+        assert!(parts.retry_list(0).is_empty());
+        w.record(0, 99);
+        assert!(w.has_buffer(0));
+        let stats = w.finish();
+        assert!(parts.engine.drains[0].sweep());
+        parts.engine.collectors[0].drain_all();
+        let report = parts.report();
+        assert_eq!(stats[0].produced, 5);
+        assert_eq!(report.lanes[0].collected, 5);
+        assert!(report.is_reconciled(), "{:?}", report.lanes);
+    }
+}
+
+/// Two regions with different record sizes share one engine's shards: one sweep serves both,
+/// each buffer reaches its own region's sink, and each region reconciles on its own.
+#[test]
+fn one_engine_serves_regions_of_different_record_sizes() {
+    use crate::clock::SteadyClock;
+    // Two buffers per lane: a switch always finds its replacement, so no gate waits while the
+    // host is stepped by hand.
+    let cfg_a = DfxBuilder::new(&A2A3)
+        .ready_queues(2)
+        .lane(0, 0, 2)
+        .lane(1, 0, 2)
+        .records_per_buffer(3)
+        .shards(1)
+        .build::<u64>()
+        .unwrap();
+    let cfg_b = DfxBuilder::new(&A2A3)
+        .ready_queues(2)
+        .lane(1, 0, 2)
+        .records_per_buffer(2)
+        .shards(1)
+        .build::<[u64; 4]>()
+        .unwrap();
+    for svm in [true, false] {
+        let mem = |len: usize, addr: u64| -> Arc<dyn DeviceMemory> {
+            if svm {
+                Arc::new(SvmMemory::new(len, addr))
+            } else {
+                Arc::new(MirroredMemory::new(len, addr))
+            }
+        };
+        let clock = Arc::new(SteadyClock::new(A2A3.clock_hz));
+        let a = DfxTransport::<u64>::new(
+            cfg_a.clone(),
+            mem(cfg_a.region_size(), 0x1000_0000),
+            clock.clone(),
+        )
+        .unwrap();
+        let b = DfxTransport::<[u64; 4]>::new(
+            cfg_b.clone(),
+            mem(cfg_b.region_size(), 0x2000_0000),
+            clock,
+        )
+        .unwrap();
+        let (da, db) = (a.device_region(), b.device_region());
+        let mut e = DfxEngine::new(EngineConfig::default());
+        let ka = e.add(a, |_| Vec::<(u32, Vec<u64>)>::new()).unwrap();
+        let kb = e.add(b, |_| Vec::<(u32, Vec<[u64; 4]>)>::new()).unwrap();
+        let mut parts = e.into_parts();
+        assert_eq!(parts.drains.len(), 1, "one drain shard serves both regions");
+        assert_eq!(parts.drains[0].regions.len(), 2);
+        let mut wa = da.writer::<u64>(1, &[1]).unwrap();
+        let mut wb = db.writer::<[u64; 4]>(1, &[0]).unwrap();
+        for i in 0..3 {
+            wa.record(0, 10 + i);
+        }
+        for i in 0..2 {
+            wb.record(0, [20 + i; 4]);
+        }
+        // One sweep drains the full buffer of each region.
+        assert!(parts.drains[0].sweep());
+        parts.step();
+        wa.finish();
+        wb.finish();
+        parts.step();
+        let mut r = parts.report();
+        let ra = r.take(ka);
+        let rb = r.take(kb);
+        assert!(ra.is_reconciled() && rb.is_reconciled(), "{:?} {:?}", ra.lanes, rb.lanes);
+        assert_eq!(ra.totals(), (3, 3, 0));
+        assert_eq!(rb.totals(), (2, 2, 0));
+        assert_eq!(ra.sinks[0], vec![(1, vec![10, 11, 12])]);
+        assert_eq!(rb.sinks[0], vec![(0, vec![[20; 4], [21; 4]])]);
+    }
+}
+
+impl<R: crate::Record> crate::CollectSink<R> for Vec<(u32, Vec<R>)> {
+    fn on_buffer_collected(&mut self, b: &CollectedBuffer<'_, R>) {
+        self.push((b.lane, b.records.to_vec()));
+    }
+}
+
+/// A region with more shards than its engine is refused.
+#[test]
+fn an_engine_refuses_a_region_with_more_shards() {
+    let cfg = DfxBuilder::new(&A2A3)
+        .ready_queues(2)
+        .lane(0, 0, 1)
+        .lane(1, 0, 1)
+        .shards(2)
+        .records_per_buffer(2)
+        .build::<u64>()
+        .unwrap();
+    let t = DfxTransport::<u64>::new(
+        cfg.clone(),
+        Arc::new(SvmMemory::new(cfg.region_size(), 0x1000)),
+        Arc::new(VirtualClock::new()),
+    )
+    .unwrap();
+    let mut e = DfxEngine::new(EngineConfig { drain_shards: Some(1), ..EngineConfig::default() });
+    assert_eq!(e.add(t, |_| sink()).unwrap_err(), crate::BuildError::Shards);
+}
