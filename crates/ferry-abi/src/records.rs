@@ -9,7 +9,7 @@
 //! |---|---|---|
 //! | ChipSwimlane | [`AicpuTaskRecord`], [`AicoreTaskRecord`], [`SchedPhaseRecord`], [`OrchPhaseRecord`] | after the records |
 //! | PMU | [`PmuRecord`] | after the records |
-//! | DepGen | [`DepGenRecord`] (and its [`DepGenOverflowRecord`] view) | first, padded to 64 B |
+//! | DepGen | variable-length word chains, see [`crate::dep_gen`] | first, padded to 64 B |
 //! | ScopeStats | [`ScopeStatsRecord`] | first, padded to 64 B |
 //! | ArgsDump | [`ArgsDumpRecord`] (payload bytes live in a per-thread arena) | after the records |
 //!
@@ -71,8 +71,6 @@ pub const SCHED_PHASE_RECORDS_PER_BUFFER: usize = 16384;
 pub const ORCH_PHASE_RECORDS_PER_BUFFER: usize = 16384;
 /// Records per PMU buffer.
 pub const PMU_RECORDS_PER_BUFFER: usize = 512;
-/// Records per DepGen buffer.
-pub const DEP_GEN_RECORDS_PER_BUFFER: usize = 1024;
 /// Records per ScopeStats buffer.
 pub const SCOPE_STATS_RECORDS_PER_BUFFER: usize = 512;
 /// Records per ArgsDump metadata buffer.
@@ -353,148 +351,6 @@ abi_record!(PmuRecord, size 64, align 64, [
 ]);
 
 // ---------------------------------------------------------------------------------------------
-// DepGen (§2.7)
-// ---------------------------------------------------------------------------------------------
-
-/// Explicit dependencies held inline by a [`DepGenRecord`].
-pub const DEP_GEN_INLINE_DEPS: usize = 64;
-/// Dependencies held by one [`DepGenOverflowRecord`].
-pub const DEP_GEN_OVERFLOW_DEPS: usize = 582;
-/// Tensor argument slots of a [`DepGenRecord`].
-pub const DEP_GEN_MAX_TENSORS: usize = 32;
-/// Bytes of one opaque tensor blob in a [`DepGenRecord`].
-pub const DEP_GEN_TENSOR_BYTES: usize = 128;
-/// [`DepGenRecord::flags`]: the submit was inside a manual scope.
-pub const DEP_GEN_FLAG_IN_MANUAL_SCOPE: u32 = 1;
-/// [`DepGenRecord::flags`]: overflow records follow this record.
-pub const DEP_GEN_FLAG_HAS_OVERFLOW: u32 = 2;
-/// [`DepGenRecord::flags`]: this slot is a [`DepGenOverflowRecord`].
-pub const DEP_GEN_FLAG_OVERFLOW: u32 = 4;
-/// [`DepGenRecord::flags`]: this overflow record is the task's last.
-pub const DEP_GEN_FLAG_LAST_OVERFLOW: u32 = 8;
-/// [`DepGenRecord::flags`]: the task was early-dispatched.
-pub const DEP_GEN_FLAG_EARLY_DISPATCH: u32 = 16;
-const DEP_GEN_KNOWN_FLAGS: u32 = 31;
-
-/// Slots one task with `dep_count` explicit dependencies takes: 1 if `dep_count ≤ 64`, else
-/// `1 + ceil((dep_count − 64) / 582)`.
-///
-/// # Examples
-/// ```
-/// use ferry_abi::records::dep_gen_slots;
-/// assert_eq!(dep_gen_slots(64), 1);
-/// assert_eq!(dep_gen_slots(65), 2);
-/// assert_eq!(dep_gen_slots(64 + 582 + 1), 3);
-/// ```
-pub const fn dep_gen_slots(dep_count: usize) -> usize {
-    if dep_count <= DEP_GEN_INLINE_DEPS {
-        1
-    } else {
-        1 + (dep_count - DEP_GEN_INLINE_DEPS).div_ceil(DEP_GEN_OVERFLOW_DEPS)
-    }
-}
-
-/// One `submit_task` on the device orchestrator.
-///
-/// # Layout
-///
-/// 4672 B, aligned 64:
-///
-/// | offset | field |
-/// |---|---|
-/// | 0 | `task_id` u64 |
-/// | 8 | `flags` u32 |
-/// | 12 | `tensor_count` u16 |
-/// | 14 | `explicit_dep_count` u16 |
-/// | 16 | `explicit_deps` u64[64] |
-/// | 528 | `arg_types` u8[32] |
-/// | 560 | `kernel_id` i32[3] (AIC, AIV0, AIV1; −1 inactive) |
-/// | 572 | `block_num` u32 |
-/// | 576 | `tensors` u8[32][128] (opaque runtime tensor blobs) |
-#[repr(C, align(64))]
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct DepGenRecord {
-    /// Task id.
-    pub task_id: u64,
-    /// `DEP_GEN_FLAG_*` bits.
-    pub flags: u32,
-    /// Tensor arguments in `tensors` (≤ 32).
-    pub tensor_count: u16,
-    /// Explicit dependencies in total (inline here, the rest in overflow records).
-    pub explicit_dep_count: u16,
-    /// The first 64 explicit dependencies (task ids).
-    pub explicit_deps: [u64; DEP_GEN_INLINE_DEPS],
-    /// Argument type per tensor slot (`ARG_TYPE_*`).
-    pub arg_types: [u8; DEP_GEN_MAX_TENSORS],
-    /// Kernel per sub-core (AIC, AIV0, AIV1); −1 when inactive.
-    pub kernel_id: [i32; 3],
-    /// SPMD block count.
-    pub block_num: u32,
-    /// Opaque per-argument tensor blobs.
-    pub tensors: [[u8; DEP_GEN_TENSOR_BYTES]; DEP_GEN_MAX_TENSORS],
-}
-abi_record!(DepGenRecord, size 4672, align 64, [
-    task_id @ 0, flags @ 8, tensor_count @ 12, explicit_dep_count @ 14, explicit_deps @ 16,
-    arg_types @ 528, kernel_id @ 560, block_num @ 572, tensors @ 576,
-]);
-
-impl Default for DepGenRecord {
-    fn default() -> Self {
-        Self {
-            task_id: 0,
-            flags: 0,
-            tensor_count: 0,
-            explicit_dep_count: 0,
-            explicit_deps: [0; DEP_GEN_INLINE_DEPS],
-            arg_types: [0; DEP_GEN_MAX_TENSORS],
-            kernel_id: [-1; 3],
-            block_num: 0,
-            tensors: [[0; DEP_GEN_TENSOR_BYTES]; DEP_GEN_MAX_TENSORS],
-        }
-    }
-}
-
-/// The overflow view of a DepGen slot: more explicit dependencies of the preceding task.
-///
-/// # Layout
-///
-/// 4672 B, aligned 64: `task_id` u64 @0, `flags` u32 @8 (has [`DEP_GEN_FLAG_OVERFLOW`]),
-/// `dep_count` u16 @12, `reserved` u16 @14, `deps` u64[582] @16.
-#[repr(C, align(64))]
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct DepGenOverflowRecord {
-    /// Task id (same as the preceding [`DepGenRecord`]).
-    pub task_id: u64,
-    /// `DEP_GEN_FLAG_*` bits.
-    pub flags: u32,
-    /// Dependencies used in `deps` (≤ 582).
-    pub dep_count: u16,
-    /// Reserved, 0.
-    pub reserved: u16,
-    /// Dependencies (task ids).
-    pub deps: [u64; DEP_GEN_OVERFLOW_DEPS],
-}
-abi_record!(DepGenOverflowRecord, size 4672, align 64, [
-    task_id @ 0, flags @ 8, dep_count @ 12, reserved @ 14, deps @ 16,
-]);
-
-impl DepGenRecord {
-    /// Reads this slot as an overflow record (valid when `flags` has [`DEP_GEN_FLAG_OVERFLOW`]).
-    pub fn as_overflow(&self) -> DepGenOverflowRecord {
-        // Both types are sealed ABI records of the same size, so the image converts exactly.
-        match DepGenOverflowRecord::from_bytes(self.as_bytes()) {
-            Ok(r) => r,
-            Err(_) => unreachable_same_size(),
-        }
-    }
-}
-
-#[cold]
-fn unreachable_same_size() -> ! {
-    unreachable!("DepGenRecord and DepGenOverflowRecord are both 4672 B (asserted at compile time)")
-}
-
-// ---------------------------------------------------------------------------------------------
 // ScopeStats (§2.8)
 // ---------------------------------------------------------------------------------------------
 
@@ -596,7 +452,7 @@ pub const ARG_KIND_SCALAR: u8 = 1;
 pub const ARG_STAGE_BEFORE_DISPATCH: u8 = 0;
 /// [`ArgsDumpRecord::stage`]: captured after completion (outputs, inouts).
 pub const ARG_STAGE_AFTER_COMPLETION: u8 = 1;
-/// [`ArgsDumpRecord::role`] (and DepGen `arg_types`): input.
+/// [`ArgsDumpRecord::role`] (and a DepGen tensor's role): input.
 pub const ARG_ROLE_INPUT: u8 = 0;
 /// Role: output.
 pub const ARG_ROLE_OUTPUT: u8 = 1;
@@ -911,37 +767,6 @@ impl DeviceRecord for PmuRecord {
     }
 }
 
-impl DeviceRecord for DepGenRecord {
-    const PLACEMENT: BufferCountPlacement = BufferCountPlacement::FirstPadded64;
-    const RECORDS_PER_BUFFER: usize = DEP_GEN_RECORDS_PER_BUFFER;
-    fn validate(&self) -> Result<(), RecordDecodeError> {
-        if self.flags & !DEP_GEN_KNOWN_FLAGS != 0 {
-            return bad::<Self>("flags", self.flags.into());
-        }
-        if self.flags & DEP_GEN_FLAG_OVERFLOW != 0 {
-            let o = self.as_overflow();
-            if usize::from(o.dep_count) > DEP_GEN_OVERFLOW_DEPS {
-                return bad::<Self>("dep_count", o.dep_count.into());
-            }
-            return Ok(());
-        }
-        if usize::from(self.tensor_count) > DEP_GEN_MAX_TENSORS {
-            return bad::<Self>("tensor_count", self.tensor_count.into());
-        }
-        for &t in &self.arg_types[..usize::from(self.tensor_count)] {
-            if t > ARG_ROLE_SCALAR {
-                return bad::<Self>("arg_types", t.into());
-            }
-        }
-        for &k in &self.kernel_id {
-            if k < -1 {
-                return bad::<Self>("kernel_id", k as u32 as u64);
-            }
-        }
-        Ok(())
-    }
-}
-
 impl DeviceRecord for ScopeStatsRecord {
     const PLACEMENT: BufferCountPlacement = BufferCountPlacement::FirstPadded64;
     const RECORDS_PER_BUFFER: usize = SCOPE_STATS_RECORDS_PER_BUFFER;
@@ -1067,18 +892,8 @@ mod tests {
         assert_eq!(SchedPhaseRecord::buffer_size(16384), 1048640);
         assert_eq!(OrchPhaseRecord::buffer_size(16384), 524352);
         assert_eq!(PmuRecord::buffer_size(512), 32832);
-        assert_eq!(DepGenRecord::buffer_size(1024), 4784192);
         assert_eq!(ScopeStatsRecord::buffer_size(512), 41024);
         assert_eq!(ArgsDumpRecord::buffer_size(256), 32832);
-    }
-
-    #[test]
-    fn overflow_view_shares_task_id_and_flags() {
-        let mut r = DepGenRecord { task_id: 9, flags: DEP_GEN_FLAG_OVERFLOW, ..Default::default() };
-        r.tensor_count = 3; // dep_count in the overflow view (low half of the u32 at 12)
-        let o = r.as_overflow();
-        assert_eq!((o.task_id, o.flags, o.dep_count), (9, DEP_GEN_FLAG_OVERFLOW, 3));
-        assert_eq!(r.validate(), Ok(()));
     }
 
     #[test]
@@ -1150,7 +965,6 @@ mod tests {
             fuzz::<PmuRecord>(&bytes, cap);
             fuzz::<ScopeStatsRecord>(&bytes, cap);
             fuzz::<ArgsDumpRecord>(&bytes, cap);
-            fuzz::<DepGenRecord>(&bytes, cap.min(1));
         }
 
         #[test]

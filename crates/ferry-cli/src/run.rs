@@ -64,12 +64,18 @@ pub(crate) struct DfxArgs {
     /// What a DFX writer does when its lane has no free buffer.
     #[arg(long, value_enum, default_value_t = PolicyArg::Block)]
     dfx_policy: PolicyArg,
-    /// Buffers per DFX lane (1: a one-buffer pool, the most backpressure).
-    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=64))]
-    dfx_buffers: u32,
-    /// Records per DFX buffer (default: each record type's own).
+    /// Buffers per DFX lane (default: each subsystem's, sized so the path stays cold; 1: a
+    /// one-buffer pool, the most backpressure).
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=64))]
+    dfx_buffers: Option<u32>,
+    /// Records per DFX buffer (default: each subsystem's; DepGen buffers hold 16 words per
+    /// record, a one-tensor submit takes 8).
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
     dfx_records: Option<u32>,
+    /// Let device writers ring the host after each buffer they publish (an optional hint; by
+    /// default the host polls its queues, as on hardware).
+    #[arg(long)]
+    dfx_doorbell: bool,
     /// Drop policy: how long a gate waits, in device cycles (default: 1 ms of device clock).
     #[arg(long)]
     dfx_drop_wait: Option<u64>,
@@ -105,6 +111,7 @@ impl DfxArgs {
             buffers_per_lane: self.dfx_buffers,
             records_per_buffer: self.dfx_records,
             drop_wait_cycles: self.dfx_drop_wait,
+            doorbell_hint: self.dfx_doorbell,
             ..DfxOptions::default()
         }
     }

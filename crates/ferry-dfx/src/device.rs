@@ -567,6 +567,63 @@ impl<R: Record> DeviceWriter<R> {
         }
     }
 
+    /// Writes `recs` into local lane `lane` as one contiguous run inside a single buffer: when the
+    /// current buffer has less room than `recs.len()`, it is published first and the run starts
+    /// a fresh buffer, so a buffer only ever holds whole runs (a variable-length record, e.g. a
+    /// DepGen chain, never straddles two buffers, and a dropped buffer drops whole runs). Counts
+    /// `recs.len()` records produced; returns whether they were written (otherwise all of them
+    /// are counted dropped: no buffer could be claimed, or the run is longer than a buffer).
+    ///
+    /// # Panics
+    /// If `lane >= self.lane_count()`.
+    pub fn record_slice(&mut self, lane: usize, recs: &[R]) -> bool {
+        let n = recs.len() as u32;
+        if n == 0 {
+            return true;
+        }
+        let rpb = self.layout.records_per_buffer;
+        let l = &mut self.lanes[lane];
+        l.total += u64::from(n);
+        if recs.len() > rpb as usize {
+            l.dropped += u64::from(n);
+            return false;
+        }
+        if l.capacity > 0 && l.count + n > l.capacity && l.count > 0 {
+            // Not enough room left: publish what the buffer holds, start the run in a fresh one.
+            self.switch_buffer(lane);
+        }
+        let l = &self.lanes[lane];
+        if l.capacity == 0 && !self.pop_free(lane) {
+            self.lanes[lane].dropped += u64::from(n);
+            return false;
+        }
+        let l = &mut self.lanes[lane];
+        let off = l.records_off + l.count as usize * size_of::<R>();
+        l.count += n;
+        let full = l.count == l.capacity;
+        // SAFETY: [1] `count + n ≤ capacity == records_per_buffer` (a buffer with less room was
+        // published above, and a fresh buffer holds `rpb ≥ n`), so the run lies inside the
+        // current buffer; [2] `off` is aligned for `R` as in `record`; [3] the lane owns the
+        // buffer until it publishes it.
+        unsafe { self.view.write_slice_unchecked(off, recs) };
+        if full {
+            self.switch_buffer(lane);
+        }
+        true
+    }
+
+    /// Counts `n` records of local lane `lane` as produced and dropped without writing them (a
+    /// record the caller could not encode into this lane's buffers).
+    ///
+    /// # Panics
+    /// If `lane >= self.lane_count()`.
+    pub fn account_dropped(&mut self, lane: usize, n: u64) {
+        let l = &mut self.lanes[lane];
+        l.total += n;
+        l.dropped += n;
+        self.store_counters(lane);
+    }
+
     /// A lane without a buffer (a switch found no replacement, or startup found none) tries to
     /// claim one; without success the record is counted dropped.
     #[cold]

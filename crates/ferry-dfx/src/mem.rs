@@ -421,6 +421,32 @@ impl ShmRegion {
         }
     }
 
+    /// Writes `v` at `off` with plain (non-atomic) stores: a run of records.
+    ///
+    /// # Safety
+    /// As [`write_pod_unchecked`](Self::write_pod_unchecked), for the `v.len()` records at `off`.
+    #[inline]
+    pub(crate) unsafe fn write_slice_unchecked<T: Copy>(&self, off: usize, v: &[T]) {
+        debug_assert!(off % align_of::<T>() == 0 && off + size_of_val(v) <= self.len);
+        #[cfg(not(ferry_loom))]
+        {
+            // SAFETY: bounds, alignment and exclusive ownership are delegated to the caller; the
+            // source is a separate Rust slice, so the ranges do not overlap.
+            unsafe {
+                core::ptr::copy_nonoverlapping(
+                    v.as_ptr(),
+                    self.base.as_ptr().add(off).cast::<T>(),
+                    v.len(),
+                )
+            };
+        }
+        #[cfg(ferry_loom)]
+        for (i, r) in v.iter().enumerate() {
+            // SAFETY: as above, record by record.
+            unsafe { self.write_pod_unchecked(off + i * size_of::<T>(), *r) };
+        }
+    }
+
     /// Copies `n` records of type `T` starting at `off` into `out` (cleared first).
     ///
     /// # Safety

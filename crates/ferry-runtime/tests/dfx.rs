@@ -83,7 +83,7 @@ fn replay_edges(d: &ferry_dfx::output::DepsGraph) -> BTreeSet<(u64, u64)> {
 fn one_buffer(policy: Policy) -> DfxOptions {
     DfxOptions {
         policy,
-        buffers_per_lane: 1,
+        buffers_per_lane: Some(1),
         records_per_buffer: Some(4),
         arena_bytes: 64 << 10,
         ..DfxOptions::all()

@@ -439,6 +439,39 @@ impl DeviceMemory {
     }
 }
 
+impl DeviceMemory {
+    /// Refreshes the host's view of `[ptr, ptr+len)` from the device with one bulk copy (a plain
+    /// `memcpy`; no-op on SVM), for a range the host owns: a buffer the device published with a
+    /// Release store the host has already observed with an Acquire load, and does not write
+    /// again until the host hands it back.
+    ///
+    /// # Safety
+    /// No thread writes `[ptr, ptr+len)` of the device memory or of its host mirror during the
+    /// call.
+    ///
+    /// # Errors
+    /// When the range is not inside one live allocation of this device.
+    pub unsafe fn read_owned_range_from_device(
+        &self,
+        ptr: DevicePtr,
+        len: u64,
+    ) -> Result<(), MemoryError> {
+        let off = self.check(ptr, len)?;
+        let Some(mirror) = &self.mirror else { return Ok(()) };
+        // SAFETY: both ranges are `len` bytes inside maps of `size` bytes (checked above), the
+        // maps are distinct, and the caller guarantees nobody writes either range meanwhile.
+        unsafe {
+            core::ptr::copy_nonoverlapping(
+                self.hbm.as_ptr().add(off as usize),
+                mirror.as_ptr().cast_mut().add(off as usize),
+                len as usize,
+            )
+        };
+        self.counters.add(crate::counters::Counter::BytesFromDevice, len);
+        Ok(())
+    }
+}
+
 /// Copies `len` bytes with relaxed atomic accesses (8 bytes at a time where both sides are
 /// aligned), so a copy that races with atomic accesses of the other side is not a data race.
 ///

@@ -2,10 +2,10 @@
 //! per-lane collecting sink, the record → model conversions, and the transport's reconcile lines
 //! as [`LaneLoss`].
 //!
-//! A subsystem's collection runs one [`DfxTransport`](crate::DfxTransport) per record type, with
-//! [`LaneRecords`] as the sink of every collector shard; after `stop`, [`LaneRecords::merge`] puts
-//! the shards' records back into per-lane write order, and the `add_*` functions below turn each
-//! lane's records into the model.
+//! A subsystem's collection runs one region ([`DfxTransport`](crate::DfxTransport)) per record
+//! type, every region on the run's one [`DfxEngine`](crate::DfxEngine). A sink converts each
+//! collected buffer straight into model rows with the `add_*` functions below (DepGen:
+//! [`DepGenLog`]); [`LaneRecords`] keeps raw records per lane where a caller wants them.
 //!
 //! # Examples
 //! ```
@@ -24,15 +24,13 @@
 
 use std::collections::BTreeMap;
 
+use ferry_abi::dep_gen::{self, DepGenChain, DepGenError, DepGenTensor};
 use ferry_abi::records::{
-    self as abi, AicoreTaskRecord, AicpuTaskRecord, ArgsDumpRecord, DType, DepGenRecord,
-    DeviceRecord, OrchPhaseRecord, PmuRecord, RecordDecodeError, SchedPhaseRecord,
-    ScopeStatsRecord, DEP_GEN_FLAG_HAS_OVERFLOW, DEP_GEN_FLAG_IN_MANUAL_SCOPE,
-    DEP_GEN_FLAG_LAST_OVERFLOW, DEP_GEN_FLAG_OVERFLOW, DEP_GEN_INLINE_DEPS,
+    self as abi, AicoreTaskRecord, AicpuTaskRecord, ArgsDumpRecord, DType, DeviceRecord,
+    OrchPhaseRecord, PmuRecord, RecordDecodeError, SchedPhaseRecord, ScopeStatsRecord,
 };
 
 use super::args::DumpedArg;
-use super::deps::{DepArg, DepEdge, DepTask, DepsGraph};
 use super::model::{AicoreTask, AicpuTask, LaneLoss, OrchPhase, SchedPhase, Subsystem, Swimlane};
 use super::pmu::{PmuRow, PmuTable};
 use super::scopes::{ScopeRow, ScopeStats};
@@ -58,7 +56,6 @@ abi_transport_record!(
     SchedPhaseRecord,
     OrchPhaseRecord,
     PmuRecord,
-    DepGenRecord,
     ScopeStatsRecord,
     ArgsDumpRecord,
 );
@@ -120,6 +117,7 @@ impl LaneLoss {
             dropped: r.dropped,
             stall_cycles: r.stall_cycles,
             stalls: r.stalls.as_slice().to_vec(),
+            stall_waits: r.stalls.total,
         }
     }
 }
@@ -212,66 +210,167 @@ pub fn add_scope_records(
     Ok(())
 }
 
-/// Adds DepGen records (a task record followed by its overflow records) as tasks and explicit
-/// edges. `tensor_arg` decodes a tensor argument from the runtime's opaque 128-byte blob
-/// (`None`: role and index only).
+/// One submit as DepGen recorded it, reassembled from its chains (see [`DepGenLog`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DepGenSubmit<'a> {
+    /// Task id.
+    pub task_id: u64,
+    /// The head chain's `DEP_GEN_FLAG_*` bits.
+    pub flags: u32,
+    /// Kernel per sub-core (AIC, AIV0, AIV1); −1 when inactive.
+    pub kernel_id: [i32; 3],
+    /// SPMD block count.
+    pub block_num: u32,
+    /// Tensor arguments, in argument order.
+    pub tensors: &'a [DepGenTensor],
+    /// Explicit dependencies (predecessor task ids).
+    pub deps: &'a [u64],
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct SubmitRow {
+    task_id: u64,
+    flags: u32,
+    kernel_id: [i32; 3],
+    block_num: u32,
+    total: (u32, u32),
+    tensors: (usize, usize),
+    deps: (usize, usize),
+}
+
+/// The submits of one DepGen lane, reassembled from its chains buffer by buffer, in lane order:
+/// flat arrays of tensors and dependencies (no allocation per submit).
 ///
-/// # Errors
+/// Only whole submits are kept: a submit whose overflow chains did not all arrive (a buffer
+/// dropped under the Drop policy), or an overflow chain whose head is missing, is counted in
+/// [`incomplete`](Self::incomplete) and left out. A chain that does not parse stops the lane and
+/// is kept in [`error`](Self::error).
 ///
-/// An invalid record, or an overflow record that does not continue the preceding task.
-pub fn add_dep_gen_records(
-    g: &mut DepsGraph,
-    recs: &[DepGenRecord],
-    tensor_arg: &dyn Fn(u32, &[u8; abi::DEP_GEN_TENSOR_BYTES]) -> Option<DepArg>,
-) -> Result<(), RecordDecodeError> {
-    let bad = |field, value| RecordDecodeError::BadField { record: "DepGenRecord", field, value };
-    let mut expecting_overflow: Option<u64> = None;
-    for r in recs {
-        r.validate()?;
-        if r.flags & DEP_GEN_FLAG_OVERFLOW != 0 {
-            let o = r.as_overflow();
-            if expecting_overflow != Some(o.task_id) {
-                return Err(bad("task_id", o.task_id));
+/// # Examples
+/// ```
+/// use ferry_abi::dep_gen::{encode, DepGenHead, DepGenTensor};
+/// use ferry_dfx::output::collect::DepGenLog;
+/// let head = DepGenHead { task_id: 1, flags: 0, kernel_id: [-1, 4, -1], block_num: 1 };
+/// let t = [DepGenTensor { role: 1, addr: 0x40, bytes: 64 }];
+/// let mut words = Vec::new();
+/// encode(&head, t.iter().copied(), &[0], &mut [0; 64], |c| words.extend_from_slice(c)).unwrap();
+/// let mut log = DepGenLog::default();
+/// log.push_buffer(&words);
+/// let s = log.submits().next().unwrap();
+/// assert_eq!((s.task_id, s.tensors, s.deps), (1, &t[..], &[0u64][..]));
+/// assert_eq!((log.incomplete, log.error), (0, None));
+/// ```
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct DepGenLog {
+    rows: Vec<SubmitRow>,
+    tensors: Vec<DepGenTensor>,
+    deps: Vec<u64>,
+    /// The last row is still waiting for overflow chains.
+    pending: bool,
+    /// Submits left out because not all their chains arrived.
+    pub incomplete: u64,
+    /// The first chain that did not parse (the rest of its buffer was skipped).
+    pub error: Option<DepGenError>,
+}
+
+impl DepGenLog {
+    /// Adds the chains of one collected buffer (its words, in order).
+    pub fn push_buffer(&mut self, words: &[u64]) {
+        for c in dep_gen::chains(words) {
+            match c {
+                Ok(c) => self.push_chain(&c),
+                Err(e) => {
+                    self.error.get_or_insert(e);
+                    return;
+                }
             }
-            for &d in &o.deps[..usize::from(o.dep_count)] {
-                g.edges.push(DepEdge::explicit(d, o.task_id));
-            }
-            if o.flags & DEP_GEN_FLAG_LAST_OVERFLOW != 0 {
-                expecting_overflow = None;
-            }
-            continue;
         }
-        if let Some(t) = expecting_overflow {
-            return Err(bad("flags", t));
-        }
-        let inline = usize::from(r.explicit_dep_count).min(DEP_GEN_INLINE_DEPS);
-        for &d in &r.explicit_deps[..inline] {
-            g.edges.push(DepEdge::explicit(d, r.task_id));
-        }
-        if r.flags & DEP_GEN_FLAG_HAS_OVERFLOW != 0 {
-            expecting_overflow = Some(r.task_id);
-        }
-        let args = (0..usize::from(r.tensor_count))
-            .map(|i| {
-                tensor_arg(i as u32, &r.tensors[i]).unwrap_or_else(|| DepArg {
-                    idx: i as u32,
-                    role: abi::role_name(r.arg_types[i]).unwrap_or("INPUT").to_string(),
-                    ..Default::default()
-                })
-            })
-            .collect();
-        g.tasks.push(DepTask {
-            task_id: r.task_id,
-            scope: if r.flags & DEP_GEN_FLAG_IN_MANUAL_SCOPE != 0 { "manual" } else { "auto" }
-                .to_string(),
-            kernel_ids: r.kernel_id,
-            block_num: r.block_num,
-            args,
-        });
     }
-    match expecting_overflow {
-        Some(t) => Err(bad("flags", t)),
-        None => Ok(()),
+
+    fn drop_pending(&mut self) {
+        if self.pending {
+            if let Some(r) = self.rows.pop() {
+                self.tensors.truncate(r.tensors.0);
+                self.deps.truncate(r.deps.0);
+            }
+            self.pending = false;
+            self.incomplete += 1;
+        }
+    }
+
+    fn push_chain(&mut self, c: &DepGenChain<'_>) {
+        let total = (c.total_tensors, c.total_deps);
+        if c.is_overflow() {
+            let continues = self.pending
+                && self.rows.last().is_some_and(|r| r.task_id == c.task_id && r.total == total);
+            if !continues {
+                // The head (or an earlier overflow chain) of this submit was lost.
+                self.drop_pending();
+                self.incomplete += 1;
+                return;
+            }
+        } else {
+            self.drop_pending();
+            self.rows.push(SubmitRow {
+                task_id: c.task_id,
+                flags: c.flags,
+                kernel_id: c.kernel_id,
+                block_num: c.block_num,
+                total,
+                tensors: (self.tensors.len(), self.tensors.len()),
+                deps: (self.deps.len(), self.deps.len()),
+            });
+            self.pending = true;
+        }
+        self.tensors.extend(c.tensors());
+        self.deps.extend_from_slice(c.deps());
+        let (nt, nd) = (self.tensors.len(), self.deps.len());
+        let Some(r) = self.rows.last_mut() else { return };
+        r.tensors.1 = nt;
+        r.deps.1 = nd;
+        let (have_t, have_d) = (nt - r.tensors.0, nd - r.deps.0);
+        if have_t > total.0 as usize || have_d > total.1 as usize {
+            // More than the submit announced: not a chain sequence the encoder writes.
+            self.error
+                .get_or_insert(DepGenError::BadField { field: "chain counts", value: c.task_id });
+            self.drop_pending();
+        } else if have_t == total.0 as usize && have_d == total.1 as usize {
+            self.pending = false;
+        }
+    }
+
+    /// Ends the lane: a submit still waiting for overflow chains is incomplete.
+    pub fn finish(&mut self) {
+        self.drop_pending();
+    }
+
+    /// Whole submits, in lane order.
+    pub fn submits(&self) -> impl ExactSizeIterator<Item = DepGenSubmit<'_>> + '_ {
+        let whole = self.rows.len() - usize::from(self.pending);
+        self.rows[..whole].iter().map(|r| DepGenSubmit {
+            task_id: r.task_id,
+            flags: r.flags,
+            kernel_id: r.kernel_id,
+            block_num: r.block_num,
+            tensors: &self.tensors[r.tensors.0..r.tensors.1],
+            deps: &self.deps[r.deps.0..r.deps.1],
+        })
+    }
+
+    /// Whole submits kept.
+    pub fn len(&self) -> usize {
+        self.rows.len() - usize::from(self.pending)
+    }
+
+    /// Whether no whole submit was kept.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+impl CollectSink<u64> for DepGenLog {
+    fn on_buffer_collected(&mut self, b: &CollectedBuffer<'_, u64>) {
+        self.push_buffer(b.records);
     }
 }
 
@@ -422,43 +521,60 @@ pub enum CollectError {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ferry_abi::records::DEP_GEN_OVERFLOW_DEPS;
+
+    fn chains_of(task: u64, nt: usize, nd: usize, cap: usize) -> Vec<Vec<u64>> {
+        let head =
+            dep_gen::DepGenHead { task_id: task, flags: 0, kernel_id: [2, -1, -1], block_num: 3 };
+        let ts: Vec<DepGenTensor> = (0..nt)
+            .map(|i| DepGenTensor { role: abi::ARG_ROLE_OUTPUT, addr: 64 * i as u64, bytes: 64 })
+            .collect();
+        let ds: Vec<u64> = (0..nd as u64).collect();
+        let mut out = Vec::new();
+        dep_gen::encode(&head, ts.into_iter(), &ds, &mut vec![0; cap], |c| out.push(c.to_vec()))
+            .unwrap();
+        out
+    }
 
     #[test]
-    fn dep_gen_overflow_records_become_edges() {
-        let mut t = DepGenRecord {
-            task_id: 9,
-            flags: DEP_GEN_FLAG_HAS_OVERFLOW,
-            tensor_count: 1,
-            explicit_dep_count: 66,
-            block_num: 2,
-            kernel_id: [4, -1, -1],
-            ..Default::default()
-        };
-        t.arg_types[0] = abi::ARG_ROLE_OUTPUT;
-        for (i, d) in t.explicit_deps.iter_mut().enumerate() {
-            *d = i as u64 + 100;
+    fn dep_gen_chains_reassemble_into_whole_submits_across_buffers() {
+        // Task 9 needs three chains of at most 16 words; each lands in its own buffer.
+        let chains = chains_of(9, 3, 20, 16);
+        assert_eq!(chains.len(), 3);
+        let mut log = DepGenLog::default();
+        for c in &chains {
+            log.push_buffer(c);
         }
-        let mut o = abi::DepGenOverflowRecord {
-            task_id: 9,
-            flags: DEP_GEN_FLAG_OVERFLOW | DEP_GEN_FLAG_LAST_OVERFLOW,
-            dep_count: 2,
-            reserved: 0,
-            deps: [0; DEP_GEN_OVERFLOW_DEPS],
-        };
-        o.deps[0] = 1;
-        o.deps[1] = 2;
-        use ferry_abi::launch::AbiRecord;
-        let o = DepGenRecord::from_bytes(o.as_bytes()).unwrap();
-        let mut g = DepsGraph::default();
-        add_dep_gen_records(&mut g, &[t, o], &|_, _| None).unwrap();
-        assert_eq!(g.tasks.len(), 1);
-        assert_eq!(g.tasks[0].args[0].role, "OUTPUT");
-        assert_eq!(g.edges.len(), 66);
-        assert!(g.edges.iter().all(|e| e.succ == 9));
-        // A task announcing overflow without it is an error.
-        let mut g = DepsGraph::default();
-        assert!(add_dep_gen_records(&mut g, &[t], &|_, _| None).is_err());
+        log.push_buffer(&chains_of(10, 1, 0, 16).concat());
+        log.finish();
+        let s: Vec<DepGenSubmit<'_>> = log.submits().collect();
+        assert_eq!(s.len(), 2);
+        assert_eq!((s[0].task_id, s[0].tensors.len(), s[0].deps.len()), (9, 3, 20));
+        assert_eq!(s[0].deps, (0..20).collect::<Vec<u64>>().as_slice());
+        assert_eq!((s[1].task_id, s[1].block_num, s[1].kernel_id), (10, 3, [2, -1, -1]));
+        assert_eq!((log.incomplete, log.error), (0, None));
+    }
+
+    #[test]
+    fn dep_gen_lossy_lanes_keep_whole_submits_only() {
+        let chains = chains_of(9, 3, 20, 16);
+        // The middle chain's buffer was dropped: task 9 is incomplete, task 10 survives.
+        let mut log = DepGenLog::default();
+        log.push_buffer(&chains[0]);
+        log.push_buffer(&chains[2]);
+        log.push_buffer(&chains_of(10, 1, 0, 16).concat());
+        // An orphan overflow chain (its head was dropped) is left out too.
+        log.push_buffer(&chains_of(11, 3, 20, 16)[1]);
+        // A submit whose last chain never came.
+        log.push_buffer(&chains_of(12, 3, 20, 16)[0]);
+        log.finish();
+        let ids: Vec<u64> = log.submits().map(|s| s.task_id).collect();
+        assert_eq!(ids, vec![10]);
+        assert_eq!(log.incomplete, 3);
+        assert_eq!(log.error, None);
+        // Corrupt words are an error, not a submit.
+        let mut bad = DepGenLog::default();
+        bad.push_buffer(&[1, 1 << 20, 0, 0, 0]);
+        assert!(bad.error.is_some() && bad.is_empty());
     }
 
     #[test]

@@ -329,6 +329,13 @@ pub struct LaneLoss {
     /// known).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub stalls: Vec<[u64; 2]>,
+    /// Gate waits of the lane's writer, however short (0: the pool kept the path cold).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub stall_waits: u64,
+}
+
+fn is_zero(v: &u64) -> bool {
+    *v == 0
 }
 
 impl LaneLoss {

@@ -297,6 +297,7 @@ pub fn sample_run(policy: LossPolicy) -> RunModel {
             dropped: 0,
             stall_cycles: 0,
             stalls: Vec::new(),
+            stall_waits: 0,
         })
     };
     for c in 0..3u32 {

@@ -15,7 +15,7 @@
 //! | ChipSwimlane sched phases (level ≥ 3) | one per scheduler | scheduler | per loop iteration with work |
 //! | ChipSwimlane orch (level 4) | one | orchestrator | per submit (envelope) |
 //! | PMU | one per core | scheduler completing the task | once per task |
-//! | DepGen | one | orchestrator | once per submit (+ overflow records) |
+//! | DepGen | one | orchestrator | once per submit: one variable-length chain (`ferry_abi::dep_gen`), plus overflow chains for a submit larger than a buffer |
 //! | ScopeStats | one | orchestrator | scope begin / end |
 //! | ArgsDump | one per scheduler | scheduler | before dispatch (block 0), after completion |
 //!
@@ -26,15 +26,13 @@
 //! counted.
 use super::ops::DeviceOps;
 use super::task::{ResolvedTask, Role};
-use ferry_abi::launch::AbiRecord;
+use ferry_abi::dep_gen::{self, DepGenHead, DepGenTensor};
 use ferry_abi::records::{
-    AicoreTaskRecord, AicpuTaskRecord, ArgsDumpRecord, DType, DepGenOverflowRecord, DepGenRecord,
-    OrchPhaseRecord, PmuRecord, SchedPhaseRecord, ScopeStatsRecord, ARG_KIND_SCALAR,
-    ARG_KIND_TENSOR, ARG_ROLE_INOUT, ARG_ROLE_INPUT, ARG_ROLE_OUTPUT, ARG_ROLE_SCALAR,
-    ARG_STAGE_AFTER_COMPLETION, ARG_STAGE_BEFORE_DISPATCH, CORE_TYPE_AIC, CORE_TYPE_AIV,
-    DEP_GEN_FLAG_HAS_OVERFLOW, DEP_GEN_FLAG_LAST_OVERFLOW, DEP_GEN_FLAG_OVERFLOW,
-    DEP_GEN_INLINE_DEPS, DEP_GEN_MAX_TENSORS, DEP_GEN_OVERFLOW_DEPS, PMU_MAX_COUNTERS,
-    SCOPE_PHASE_BEGIN, SCOPE_PHASE_END,
+    AicoreTaskRecord, AicpuTaskRecord, ArgsDumpRecord, DType, OrchPhaseRecord, PmuRecord,
+    SchedPhaseRecord, ScopeStatsRecord, ARG_KIND_SCALAR, ARG_KIND_TENSOR, ARG_ROLE_INOUT,
+    ARG_ROLE_INPUT, ARG_ROLE_OUTPUT, ARG_ROLE_SCALAR, ARG_STAGE_AFTER_COMPLETION,
+    ARG_STAGE_BEFORE_DISPATCH, CORE_TYPE_AIC, CORE_TYPE_AIV, PMU_MAX_COUNTERS, SCOPE_PHASE_BEGIN,
+    SCOPE_PHASE_END,
 };
 use ferry_dfx::{DeviceRegion, DeviceWriter};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
@@ -67,8 +65,9 @@ impl std::fmt::Debug for ArgsArena {
     }
 }
 
-// SAFETY: every access to the arena's bytes goes through atomics (`AtomicU64` header words,
-// `AtomicU32` payload words), and the owner keeps the memory alive.
+// SAFETY: every concurrent access to the arena's bytes goes through atomics (`AtomicU64` header
+// words, `AtomicU32` payload words); the one plain read (`read_into`) is of bytes no thread writes
+// meanwhile; the owner keeps the memory alive.
 unsafe impl Send for ArgsArena {}
 // SAFETY: as for `Send`.
 unsafe impl Sync for ArgsArena {}
@@ -143,17 +142,26 @@ impl ArgsArena {
         unsafe { &*self.base.as_ptr().add(Self::HEADER_BYTES as usize + 4 * i).cast::<AtomicU32>() }
     }
 
-    /// Copies `len` bytes at physical offset `phys` (word-aligned) out of the arena.
-    pub fn read(&self, phys: u64, len: u64) -> Vec<u8> {
-        let (w0, n) = ((phys / 4) as usize, (len / 4) as usize);
-        let n = n.min((self.size / 4) as usize - w0.min((self.size / 4) as usize));
-        let mut out = Vec::with_capacity(len as usize);
-        for i in w0..w0 + n {
-            // Relaxed: the record that names these bytes was published by the ready-queue tail's
-            // Release store after the device wrote them; the collector read that tail (Acquire).
-            out.extend_from_slice(&self.word(i).load(Ordering::Relaxed).to_le_bytes());
-        }
-        out
+    /// Appends the `len` bytes at physical offset `phys` (word-aligned) of the arena to `out`,
+    /// with one bulk copy; bytes past the arena's end are not copied.
+    ///
+    /// # Safety
+    /// No thread writes those bytes during the call. The arena protocol provides that for a
+    /// payload whose record was published (the device wrote the bytes before the ready-queue
+    /// tail's Release store the host observed) and that the host has not yet acknowledged: the
+    /// device overwrites a lap only after its arena gate saw every payload acknowledged.
+    pub unsafe fn read_into(&self, phys: u64, len: u64, out: &mut Vec<u8>) {
+        let start = phys.min(self.size) & !3;
+        let n = (len & !3).min(self.size - start) as usize;
+        // SAFETY: `[start, start + n)` lies inside the payload bytes behind the header (bounded
+        // above), which the owner keeps alive; nobody writes them meanwhile (the caller).
+        let src = unsafe {
+            std::slice::from_raw_parts(
+                self.base.as_ptr().add(Self::HEADER_BYTES as usize + start as usize),
+                n,
+            )
+        };
+        out.extend_from_slice(src);
     }
 
     fn write_word(&self, phys_word: usize, v: u32) {
@@ -245,6 +253,12 @@ impl DfxDevice {
             orch: w(&g.orch, thread),
             pmu: w(&g.pmu, thread),
             dep_gen: w(&g.dep_gen, thread),
+            dep_scratch: match &g.dep_gen {
+                Some(r) if r.lanes_of_queue(thread).len() == 1 => {
+                    vec![0; (r.layout().records_per_buffer as usize).min(DEP_SCRATCH_WORDS)]
+                }
+                _ => Vec::new(),
+            },
             scope: w(&g.scope, thread),
             args: w(&g.args, thread),
             arena: self.arenas.get(thread as usize).cloned(),
@@ -257,6 +271,10 @@ impl DfxDevice {
     }
 }
 
+/// Most words of one DepGen chain the orchestrator builds (a larger submit continues in overflow
+/// chains).
+const DEP_SCRATCH_WORDS: usize = 4096;
+
 /// Magic of a DFX directory ("FDFX").
 pub const DFX_DIR_MAGIC: u32 = 0x5846_4446;
 /// Version of the DFX directory layout.
@@ -265,6 +283,9 @@ pub const DFX_DIR_VERSION: u32 = 1;
 pub const DFX_DIR_HEADER: usize = 32;
 /// Most entries a directory may hold.
 pub const DFX_DIR_MAX_ENTRIES: u32 = 64;
+/// [`DfxDirectory::flags`]: writers ring the host after each publish (the optional doorbell
+/// hint; by default the host polls and nothing is signalled).
+pub const DFX_DIR_FLAG_DOORBELL_HINT: u32 = 1;
 
 /// What a `KernelArgs` profiling base points at on the full path: a small block of device memory
 /// naming the subsystem's transport region(s) and, for ArgsDump, the payload arenas.
@@ -272,8 +293,9 @@ pub const DFX_DIR_MAX_ENTRIES: u32 = 64;
 /// # Layout
 /// Little-endian: `magic` u32 at 0 ([`DFX_DIR_MAGIC`]), `version` u32 at 4, `level` u32 at 8
 /// (swimlane level, PMU event type, ArgsDump level; 1 for DepGen / ScopeStats), `count` u32 at 12,
-/// `threads` u32 at 16 (AICPU threads, last = orchestrator), `aic` u32 at 20, 8 reserved bytes,
-/// then `count` entries of `addr` u64, `len` u64 (device address and bytes; `addr` 0 = absent).
+/// `threads` u32 at 16 (AICPU threads, last = orchestrator), `aic` u32 at 20, `flags` u32 at 24
+/// (`DFX_DIR_FLAG_*`), 4 reserved bytes, then `count` entries of `addr` u64, `len` u64 (device
+/// address and bytes; `addr` 0 = absent).
 ///
 /// | base | entries |
 /// |---|---|
@@ -288,6 +310,8 @@ pub struct DfxDirectory {
     pub threads: u32,
     /// AIC workers.
     pub aic: u32,
+    /// `DFX_DIR_FLAG_*` bits.
+    pub flags: u32,
     /// `(device address, bytes)` of each region or arena.
     pub entries: Vec<(u64, u64)>,
 }
@@ -308,7 +332,7 @@ impl DfxDirectory {
             self.entries.len() as u32,
             self.threads,
             self.aic,
-            0,
+            self.flags,
             0,
         ] {
             b.extend_from_slice(&w.to_le_bytes());
@@ -349,6 +373,7 @@ impl DfxDirectory {
             level: u(&h, 8),
             threads: u(&h, 16),
             aic: u(&h, 20),
+            flags: u(&h, 24),
             entries: (0..count as usize).map(|i| (q(16 * i), q(16 * i + 8))).collect(),
         })
     }
@@ -375,6 +400,7 @@ fn attach_region(
     ops: &dyn DeviceOps,
     (addr, len): (u64, u64),
     clock: &Arc<dyn ferry_dfx::clock::CycleClock>,
+    doorbell_hint: bool,
 ) -> Result<Option<DeviceRegion>, String> {
     if addr == 0 {
         return Ok(None);
@@ -385,9 +411,10 @@ fn attach_region(
     // every access to it follows the DFX transport's protocol (atomics / single writer).
     let view = unsafe { ferry_dfx::mem::ShmRegion::from_raw_parts(p, len as usize, Arc::new(())) };
     let region = DeviceRegion::attach(view, addr, clock.clone()).map_err(|e| e.to_string())?;
-    // The host's drain threads are out of reach from here: a buffer switch rings them through
-    // the OS, keyed by the region's device address (`DfxSession::start_on` registers them).
-    Ok(Some(match ops.host_notifier() {
+    // By default nothing signals the host (it polls its queues, as on hardware). With the
+    // optional doorbell hint, a buffer switch rings the host's drain shard through the OS, keyed
+    // by the region's device address (`DfxSession::start_on` registers the bells).
+    Ok(Some(match ops.host_notifier().filter(|_| doorbell_hint) {
         Some(n) => region.with_host_notify(Arc::new(move |q| n(addr, q))),
         None => region,
     }))
@@ -428,7 +455,10 @@ impl DfxDevice {
         let entry = |d: &Option<DfxDirectory>, i: usize| {
             d.as_ref().and_then(|d| d.entries.get(i).copied()).unwrap_or((0, 0))
         };
-        let region = |d: &Option<DfxDirectory>, i: usize| attach_region(ops, entry(d, i), &clock);
+        let region = |d: &Option<DfxDirectory>, i: usize| {
+            let hint = d.as_ref().is_some_and(|d| d.flags & DFX_DIR_FLAG_DOORBELL_HINT != 0);
+            attach_region(ops, entry(d, i), &clock, hint)
+        };
         let mut arenas = Vec::new();
         if let Some(d) = &dump {
             for &(addr, len) in d.entries.iter().skip(1) {
@@ -470,7 +500,9 @@ pub struct ThreadDfx {
     sched: Option<DeviceWriter<SchedPhaseRecord>>,
     orch: Option<DeviceWriter<OrchPhaseRecord>>,
     pmu: Option<DeviceWriter<PmuRecord>>,
-    dep_gen: Option<DeviceWriter<DepGenRecord>>,
+    dep_gen: Option<DeviceWriter<u64>>,
+    /// Where DepGen chains are built (at most one buffer of words).
+    dep_scratch: Vec<u64>,
     scope: Option<DeviceWriter<ScopeStatsRecord>>,
     args: Option<DeviceWriter<ArgsDumpRecord>>,
     arena: Option<Arc<ArgsArena>>,
@@ -541,20 +573,6 @@ fn role_code(r: Role) -> u8 {
         Role::Output => ARG_ROLE_OUTPUT,
         Role::InOut => ARG_ROLE_INOUT,
     }
-}
-
-/// Encodes a tensor argument into DepGen's opaque 128-byte blob: `addr` u64, `bytes` u64 (LE).
-pub fn encode_tensor_blob(addr: u64, bytes: u64) -> [u8; 128] {
-    let mut b = [0u8; 128];
-    b[..8].copy_from_slice(&addr.to_le_bytes());
-    b[8..16].copy_from_slice(&bytes.to_le_bytes());
-    b
-}
-
-/// Decodes [`encode_tensor_blob`].
-pub fn decode_tensor_blob(b: &[u8; 128]) -> (u64, u64) {
-    let u = |o: usize| u64::from_le_bytes(b[o..o + 8].try_into().unwrap_or([0; 8]));
-    (u(0), u(8))
 }
 
 /// Scope occupancy the orchestrator reports at a scope boundary.
@@ -715,43 +733,27 @@ impl ThreadDfx {
         }
     }
 
-    /// DepGen: task `seq` installed with predecessors `preds` (the runtime's own list).
+    /// DepGen: task `seq` installed with predecessors `preds` (the runtime's own list): one chain
+    /// of exactly the submit's tensors and dependencies, written as one contiguous run.
     pub fn dep_gen(&mut self, seq: u64, task: &ResolvedTask, preds: &[u64]) {
-        let Some(w) = self.dep_gen.as_mut() else { return };
-        let mut r = DepGenRecord {
+        let (Some(w), scratch) = (self.dep_gen.as_mut(), &mut self.dep_scratch) else { return };
+        let head = DepGenHead {
             task_id: seq,
-            tensor_count: task.n_tensors.min(DEP_GEN_MAX_TENSORS as u32) as u16,
-            explicit_dep_count: preds.len().min(u16::MAX as usize) as u16,
+            flags: 0,
             kernel_id: kernel_ids(task.kernel),
             block_num: task.block_dim,
-            ..Default::default()
         };
-        for (i, &(addr, bytes, role)) in task.tensors().iter().take(DEP_GEN_MAX_TENSORS).enumerate()
-        {
-            r.arg_types[i] = role_code(role);
-            r.tensors[i] = encode_tensor_blob(addr, bytes);
-        }
-        let inline = preds.len().min(DEP_GEN_INLINE_DEPS);
-        r.explicit_deps[..inline].copy_from_slice(&preds[..inline]);
-        let rest = &preds[inline..preds.len().min(u16::MAX as usize)];
-        if !rest.is_empty() {
-            r.flags |= DEP_GEN_FLAG_HAS_OVERFLOW;
-        }
-        w.record(0, r);
-        let chunks: Vec<&[u64]> = rest.chunks(DEP_GEN_OVERFLOW_DEPS).collect();
-        for (k, c) in chunks.iter().enumerate() {
-            let mut o = DepGenOverflowRecord {
-                task_id: seq,
-                flags: DEP_GEN_FLAG_OVERFLOW
-                    | if k + 1 == chunks.len() { DEP_GEN_FLAG_LAST_OVERFLOW } else { 0 },
-                dep_count: c.len() as u16,
-                reserved: 0,
-                deps: [0; DEP_GEN_OVERFLOW_DEPS],
-            };
-            o.deps[..c.len()].copy_from_slice(c);
-            if let Ok(r) = DepGenRecord::from_bytes(o.as_bytes()) {
-                w.record(0, r);
-            }
+        let tensors = task.tensors().iter().map(|&(addr, bytes, role)| DepGenTensor {
+            role: role_code(role),
+            addr,
+            bytes,
+        });
+        let r = dep_gen::encode(&head, tensors, preds, scratch, |chain| {
+            w.record_slice(0, chain);
+        });
+        if r.is_err() {
+            // Buffers smaller than a chain's minimum: the submit is lost, and counted.
+            w.account_dropped(0, dep_gen::DEP_GEN_MIN_CHAIN_WORDS as u64);
         }
     }
 

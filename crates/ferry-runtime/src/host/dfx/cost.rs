@@ -1,0 +1,107 @@
+//! What each DFX subsystem costs a run: the storm's throughput with DFX off and with each
+//! subsystem on, from medians of interleaved rounds.
+
+use super::{DfxChip, DfxOptions, DfxSession};
+use ferry_sim::Arch;
+
+/// One row of [`subsystem_costs`]: a DFX configuration and the storm's throughput with it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CostRow {
+    /// What was on (`off`, `swimlane=1` … `swimlane=4`, `pmu`, `dep_gen`, `dump_args=3`,
+    /// `scope_stats`, `all`).
+    pub config: String,
+    /// Tasks per second (median of the rounds).
+    pub tasks_per_s: f64,
+    /// `tasks_per_s` over the DFX-off figure.
+    pub ratio: f64,
+    /// Records the run produced (all subsystems).
+    pub records: u64,
+    /// Records dropped (0 under Block).
+    pub dropped: u64,
+}
+
+/// The configurations [`subsystem_costs`] measures, in order (the first is DFX off).
+pub fn cost_configs() -> Vec<(String, DfxOptions)> {
+    let base = DfxOptions::default();
+    let mut v = vec![("off".to_string(), base)];
+    for l in 1..=4 {
+        v.push((format!("swimlane={l}"), DfxOptions { swimlane: l, ..base }));
+    }
+    v.push(("pmu".into(), DfxOptions { pmu: 2, ..base }));
+    v.push(("dep_gen".into(), DfxOptions { dep_gen: true, ..base }));
+    v.push(("dump_args=3".into(), DfxOptions { dump_args: 3, ..base }));
+    v.push(("scope_stats".into(), DfxOptions { scope_stats: true, ..base }));
+    v.push(("all".into(), DfxOptions::all()));
+    v
+}
+
+/// What each DFX subsystem costs the storm example: tasks/s on a default-sized chip (in-process
+/// path) with DFX off and with each subsystem / swimlane level on, as ratios against off. Runs
+/// `repeats` rounds of every configuration in turn and takes each one's median (the 2-core
+/// development machine schedules some 40 threads, so single runs vary by 2-3x). `size` picks the
+/// storm (`Full`: 50,000 tasks).
+///
+/// # Errors
+/// A run or a collection that failed.
+pub fn subsystem_costs(
+    arch: Arch,
+    size: crate::examples::Size,
+    repeats: u32,
+) -> Result<Vec<CostRow>, Box<dyn std::error::Error + Send + Sync>> {
+    use crate::host::{DeviceRunner, RunnerConfig};
+    let cfg = RunnerConfig::default_for(arch).in_process();
+    let mut r = DeviceRunner::new(cfg)?;
+    let run = crate::examples::Example::Storm.build(size);
+    r.register_callable(1, run.callable.clone())?;
+    let chip = DfxChip {
+        arch,
+        threads: cfg.aicpu_threads,
+        aic: cfg.aic,
+        aiv: cfg.aiv,
+        task_window: cfg.task_window,
+        scratch_bytes: run.args.scratch_bytes,
+    };
+    // Warm-up.
+    r.run(1, run.args.clone())?;
+    // Rounds: every configuration once per round, so machine noise spreads over all of them.
+    let configs = cost_configs();
+    let mut samples: Vec<Vec<f64>> = vec![Vec::new(); configs.len()];
+    let mut counts = vec![(0u64, 0u64); configs.len()];
+    for _ in 0..repeats.max(1) {
+        for (k, (_, opts)) in configs.iter().enumerate() {
+            let s = if opts.any() {
+                Some(DfxSession::start(opts, chip, r.device().clock())?)
+            } else {
+                None
+            };
+            r.attach_dfx(s.as_ref().map(DfxSession::device));
+            let out = r.run(1, run.args.clone());
+            r.attach_dfx(None);
+            let out = out?;
+            run.verify(&out)?;
+            samples[k].push(out.stats.tasks as f64 / out.stats.wall.as_secs_f64());
+            if let Some(s) = s {
+                let m = s.finish()?;
+                let (p, _, d) = m.loss.totals();
+                counts[k] = (p, d);
+            }
+        }
+    }
+    let median = |v: &mut Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    let meds: Vec<f64> = samples.iter_mut().map(median).collect();
+    let rows = configs
+        .into_iter()
+        .zip(meds.iter().zip(counts))
+        .map(|((config, _), (&tps, (records, dropped)))| CostRow {
+            config,
+            tasks_per_s: tps,
+            ratio: tps / meds[0],
+            records,
+            dropped,
+        })
+        .collect();
+    Ok(rows)
+}

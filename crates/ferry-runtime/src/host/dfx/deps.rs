@@ -1,0 +1,194 @@
+//! The DepGen graph: from the orchestrator's submits to `deps.json`'s tasks, tensors and edges,
+//! checked against the runtime before it is written.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use ferry_abi::records as abi;
+use ferry_dfx::output::collect::{DepGenLog, DepGenSubmit};
+use ferry_dfx::output::{DepArg, DepEdge, DepTask, DepTensor, DepsGraph, EdgeSource, Swimlane};
+
+use super::DfxError;
+use crate::device::tensor_map::TensorMap;
+
+/// The DepGen graph of `log`'s submits (in submission order): tasks with their tensor
+/// arguments, tensors (one version per producer), and the runtime's dependency edges, each
+/// labelled by a host replay of the tensor map (`tensormap`, or `explicit` when the replay does
+/// not imply it). One pass over the submits for the arguments and one for the replay: O(N).
+pub(super) fn deps_graph(log: &DepGenLog) -> DepsGraph {
+    let mut versions: HashMap<u64, u32> = HashMap::new();
+    let mut tensors: BTreeMap<u64, DepTensor> = BTreeMap::new();
+    let mut g = DepsGraph::default();
+    let mut map = TensorMap::new();
+    let mut replay: BTreeSet<(u64, u64)> = BTreeSet::new();
+    let mut found = Vec::new();
+    for s in log.submits() {
+        // Arguments in order: reads see the current version, writes bump it.
+        let args = s
+            .tensors
+            .iter()
+            .enumerate()
+            .map(|(i, t)| {
+                let ver = versions.entry(t.addr).or_insert(0);
+                if t.role != abi::ARG_ROLE_INPUT {
+                    *ver += 1;
+                }
+                let id = ferry_dfx::output::tensor_id(t.addr, *ver);
+                tensors.entry(id).or_insert(DepTensor {
+                    tensor_id: id,
+                    buffer_addr: t.addr,
+                    version: *ver,
+                    dtype: "FLOAT32".into(),
+                    buffer_numel: t.bytes / 4,
+                });
+                DepArg {
+                    idx: i as u32,
+                    role: abi::role_name(t.role).unwrap_or("INPUT").to_string(),
+                    tensor_id: Some(id),
+                    dtype: "FLOAT32".into(),
+                    shape: vec![t.bytes / 4],
+                    start_offset: 0,
+                    strides: vec![1],
+                }
+            })
+            .collect();
+        g.tasks.push(DepTask {
+            task_id: s.task_id,
+            scope: if s.flags & ferry_abi::dep_gen::DEP_GEN_FLAG_IN_MANUAL_SCOPE != 0 {
+                "manual"
+            } else {
+                "auto"
+            }
+            .to_string(),
+            kernel_ids: s.kernel_id,
+            block_num: s.block_num,
+            args,
+        });
+        // The tensor map over every task submitted so far (none finished): what the runtime's
+        // own dependency tracking implies.
+        found.clear();
+        for t in s.tensors {
+            let write = t.role != abi::ARG_ROLE_INPUT;
+            map.access(s.task_id, t.addr, t.addr + t.bytes, write, &mut found, &mut |_| true);
+        }
+        replay.extend(found.iter().map(|&p| (p, s.task_id)));
+        for &d in s.deps {
+            g.edges.push(DepEdge::explicit(d, s.task_id));
+        }
+    }
+    for e in &mut g.edges {
+        if replay.contains(&(e.pred, e.succ)) {
+            e.source = EdgeSource::Tensormap;
+        }
+    }
+    g.tensors = tensors.into_values().collect();
+    g
+}
+
+/// Checks the DepGen graph against the runtime before `deps.json` is written: every edge joins
+/// two recorded tasks in submission order, no edge repeats, and — with the swimlane on — every
+/// predecessor's last block ended before its successor's first block started (the runtime really
+/// waited for it).
+pub(super) fn check_deps(
+    g: &DepsGraph,
+    log: &DepGenLog,
+    lossless: bool,
+    sw: Option<&Swimlane>,
+) -> Result<(), DfxError> {
+    let tasks: BTreeSet<u64> = g.tasks.iter().map(|t| t.task_id).collect();
+    let declared: usize = log.submits().map(|s: DepGenSubmit<'_>| s.deps.len()).sum();
+    if g.edges.len() != declared {
+        return Err(DfxError::Deps(format!(
+            "{} edges decoded, the runtime installed {declared}",
+            g.edges.len()
+        )));
+    }
+    let mut seen = BTreeSet::new();
+    for e in &g.edges {
+        if e.pred >= e.succ || (lossless && !tasks.contains(&e.pred)) {
+            return Err(DfxError::Deps(format!(
+                "edge {} -> {} is not a forward edge",
+                e.pred, e.succ
+            )));
+        }
+        if !seen.insert((e.pred, e.succ)) {
+            return Err(DfxError::Deps(format!("edge {} -> {} repeats", e.pred, e.succ)));
+        }
+    }
+    if let Some(sw) = sw {
+        let mut span: HashMap<u64, (u64, u64)> = HashMap::new();
+        for t in &sw.aicore_tasks {
+            let s = span.entry(t.task_token_raw).or_insert((u64::MAX, 0));
+            s.0 = s.0.min(t.start);
+            s.1 = s.1.max(t.end);
+        }
+        for e in &g.edges {
+            if let (Some(p), Some(s)) = (span.get(&e.pred), span.get(&e.succ)) {
+                if p.1 > s.0 {
+                    return Err(DfxError::Deps(format!(
+                        "task {} started at {} before its predecessor {} ended at {}",
+                        e.succ, s.0, e.pred, p.1
+                    )));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ferry_abi::dep_gen::{encode, DepGenHead, DepGenTensor};
+
+    fn log_of(tasks: &[(u64, Vec<u64>)], cap: usize) -> DepGenLog {
+        let mut log = DepGenLog::default();
+        for (id, preds) in tasks {
+            let head = DepGenHead { task_id: *id, flags: 0, kernel_id: [-1, 0, -1], block_num: 1 };
+            let t =
+                [DepGenTensor { role: abi::ARG_ROLE_OUTPUT, addr: 0x1000 * (id + 1), bytes: 64 }];
+            let mut words = Vec::new();
+            encode(&head, t.into_iter(), preds, &mut vec![0; cap], |c| words.push(c.to_vec()))
+                .unwrap();
+            for c in words {
+                log.push_buffer(&c);
+            }
+        }
+        log.finish();
+        log
+    }
+
+    #[test]
+    fn long_dependency_lists_become_edges_and_bad_edges_are_refused() {
+        let many: Vec<u64> = (0..70).collect();
+        let mut tasks: Vec<(u64, Vec<u64>)> = (0..70).map(|i| (i, vec![])).collect();
+        tasks.push((70, many));
+        // 32-word chains: task 70's 70 dependencies take several overflow chains.
+        let log = log_of(&tasks, 32);
+        let g = deps_graph(&log);
+        assert_eq!(g.tasks.len(), 71);
+        assert_eq!(g.edges.len(), 70);
+        check_deps(&g, &log, true, None).unwrap();
+        // A backward edge is refused before deps.json is written.
+        let bad = log_of(&[(0, vec![]), (1, vec![]), (2, vec![1]), (3, vec![5])], 64);
+        let g = deps_graph(&bad);
+        assert!(matches!(check_deps(&g, &bad, true, None), Err(DfxError::Deps(_))));
+        // A repeated edge too.
+        let rep = log_of(&[(0, vec![]), (1, vec![0, 0])], 64);
+        assert!(matches!(check_deps(&deps_graph(&rep), &rep, true, None), Err(DfxError::Deps(_))));
+    }
+
+    #[test]
+    fn tensor_versions_follow_writes_and_the_replay_labels_edges() {
+        // Task 1 writes what task 0 wrote (same address): WAW, implied by the tensor map.
+        let mut log = DepGenLog::default();
+        for (id, preds) in [(0u64, vec![]), (1, vec![0u64])] {
+            let head = DepGenHead { task_id: id, flags: 0, kernel_id: [-1, 0, -1], block_num: 1 };
+            let t = [DepGenTensor { role: abi::ARG_ROLE_INOUT, addr: 0x40, bytes: 64 }];
+            encode(&head, t.into_iter(), &preds, &mut [0; 64], |c| log.push_buffer(c)).unwrap();
+        }
+        let g = deps_graph(&log);
+        assert_eq!(g.tensors.len(), 2, "one version per producer");
+        assert_eq!(g.edges.len(), 1);
+        assert_eq!(g.edges[0].source, EdgeSource::Tensormap);
+    }
+}

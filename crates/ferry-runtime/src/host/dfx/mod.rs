@@ -1,0 +1,826 @@
+//! Host-side DFX collection: one transport region per subsystem record type, all served by one
+//! host engine, set up before a run, collected and checked after it, turned into the run model
+//! `ferry_dfx::output` writes.
+//!
+//! [`DfxSession::start`] builds each enabled subsystem's region (lanes per core, per AICPU
+//! thread or one for the orchestrator; ready queue = the AICPU thread that owns the lane), adds
+//! every region to one [`DfxEngine`] — [`HOST_THREADS`] host threads whatever is on — and
+//! returns the [`DfxDevice`] to attach to the runner ([`super::DeviceRunner::attach_dfx`]).
+//! Collector sinks turn each drained buffer straight into model rows while the run is live.
+//! After the run, [`DfxSession::finish`] stops the engine (every device writer has flushed by
+//! then: the AICPU threads returned), reconciles every lane (loss accounting in every file),
+//! checks the DepGen graph against the runtime's dependencies and returns the [`RunModel`].
+//!
+//! # Capacity (keeping the path cold)
+//! Default pools ([`Capacity::for_region`]) are sized so that no lane of the built-in examples
+//! waits at a gate with all five subsystems on: a lane must hold what it produces while the host
+//! turns a buffer around. Measured on the 50,000-task storm (2 cores, all five on), the busiest
+//! lanes produce: DepGen 8 words per submit at up to ~500 k submits/s (4 M words/s), the
+//! orchestrator's submit envelopes ~500 k/s, ArgsDump ~3 records per task per scheduler thread
+//! (~500 k/s each), scheduler phases ~300 k/s per thread, per-core lanes ≤ 40 k/s. The host's
+//! turnaround is a poll interval (≤ 200 µs live) plus two host-internal wake-ups; on a loaded
+//! 2-core machine a host thread may wait for a CPU for a scheduler slice or more, so pools cover
+//! ≥ 30 ms of the peak rate (a budget of `rate × 30 ms` records plus the buffer being written):
+//! DepGen 16 × 8,192 words (≥ 30 k submits), envelopes 8 × 4,096, ArgsDump 16 × 1,024 per
+//! thread, phases 8 × 4,096, per-core lanes 4 × ~1,000. The swimlane/PMU/ArgsDump regions then
+//! take ~30 MB of device memory on a2a3's default chip, the ArgsDump arenas 4 MiB per thread.
+//! The regression guard is a test: default pools record zero gate waits on every lane for the
+//! three examples with every subsystem on.
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use ferry_abi::arch::ArchProfile;
+use ferry_abi::launch::{
+    KernelArgs, PROFILING_FLAG_CHIP_SWIMLANE, PROFILING_FLAG_DEP_GEN, PROFILING_FLAG_DUMP_ARGS,
+    PROFILING_FLAG_PMU, PROFILING_FLAG_SCOPE_STATS,
+};
+use ferry_abi::records::{
+    self as abi, AicoreTaskRecord, AicpuTaskRecord, ArgsDumpRecord, OrchPhaseRecord, PmuRecord,
+    SchedPhaseRecord, ScopeStatsRecord,
+};
+use ferry_dfx::mem::DeviceMemory;
+use ferry_dfx::output::collect::DepGenLog;
+use ferry_dfx::output::{
+    pmu_counter_names, AicoreTask, AicpuTask, ArgsDump, CoreType, LaneLoss, LossAccounting,
+    OrchPhase, PmuTable, RunMeta, RunModel, SchedPhase, ScopeRow, ScopeStats, Subsystem, Swimlane,
+};
+use ferry_dfx::{
+    CollectSink, DfxBuilder, DfxEngine, DfxTransport, EngineConfig, Policy, Record, RegionKey,
+    RunReport, RunningEngine,
+};
+use ferry_sim::clock::DeviceClock;
+use ferry_sim::{Arch, Device};
+
+use crate::device::dfx::{
+    ArgsArena, DfxDevice, DfxDirectory, DfxRegions, DFX_DIR_FLAG_DOORBELL_HINT,
+};
+use crate::device::sched::cluster_of;
+
+mod cost;
+mod deps;
+mod memory;
+mod replay;
+mod sinks;
+
+pub use cost::{cost_configs, subsystem_costs, CostRow};
+pub use memory::{SimCycleClock, SimDeviceMemory};
+pub use replay::{replay_task, ReplayArg, ReplayError};
+
+use memory::{host_memory, SimAlloc};
+use sinks::{ArgsAcks, ArgsSink, PmuRows, Rows};
+
+/// Host threads a session runs, whatever subsystems are on: one drain shard, one collector
+/// shard and the replenish thread of its [`DfxEngine`].
+pub const HOST_THREADS: usize = 3;
+
+/// What to collect in a run (`ferry run --swimlane/--pmu/--dep-gen/--dump-args/--scope-stats`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DfxOptions {
+    /// ChipSwimlane level (0 off, 1–4).
+    pub swimlane: u32,
+    /// PMU event type (0 off; 1, 2, 4–8).
+    pub pmu: u32,
+    /// DepGen on.
+    pub dep_gen: bool,
+    /// ArgsDump level (0 off, 1–3).
+    pub dump_args: u32,
+    /// ScopeStats on.
+    pub scope_stats: bool,
+    /// Full-buffer policy.
+    pub policy: Policy,
+    /// Buffers per lane (`None`: each subsystem's default, [`Capacity::for_region`]; 1 forces a
+    /// one-buffer pool).
+    pub buffers_per_lane: Option<u32>,
+    /// Records per buffer (`None`: each subsystem's default). DepGen buffers hold 16 words per
+    /// record of this setting (a one-tensor submit takes 8).
+    pub records_per_buffer: Option<u32>,
+    /// Drop-policy gate bound in device cycles (`None`: the transport's 1 ms).
+    pub drop_wait_cycles: Option<u64>,
+    /// ArgsDump payload arena bytes per scheduler thread.
+    pub arena_bytes: u64,
+    /// The optional device→host doorbell hint (off: the host polls its queues, as on hardware).
+    pub doorbell_hint: bool,
+}
+
+impl Default for DfxOptions {
+    fn default() -> Self {
+        DfxOptions {
+            swimlane: 0,
+            pmu: 0,
+            dep_gen: false,
+            dump_args: 0,
+            scope_stats: false,
+            policy: Policy::Block,
+            buffers_per_lane: None,
+            records_per_buffer: None,
+            drop_wait_cycles: None,
+            arena_bytes: 4 << 20,
+            doorbell_hint: false,
+        }
+    }
+}
+
+impl DfxOptions {
+    /// Whether any subsystem is on.
+    pub fn any(&self) -> bool {
+        self.swimlane > 0 || self.pmu > 0 || self.dep_gen || self.dump_args > 0 || self.scope_stats
+    }
+
+    /// Every subsystem on (swimlane level 4, PMU type 2, args level 3).
+    pub fn all() -> DfxOptions {
+        DfxOptions {
+            swimlane: 4,
+            pmu: 2,
+            dep_gen: true,
+            dump_args: 3,
+            scope_stats: true,
+            ..DfxOptions::default()
+        }
+    }
+}
+
+/// Why DFX collection failed.
+#[derive(Debug, thiserror::Error)]
+pub enum DfxError {
+    /// A transport could not be configured.
+    #[error("dfx transport setup: {0}")]
+    Setup(String),
+    /// Collected records could not be turned into the model.
+    #[error("dfx collection: {0}")]
+    Collect(String),
+    /// `deps.json` disagrees with the runtime's dependencies; it is not written.
+    #[error("deps.json check failed: {0}")]
+    Deps(String),
+}
+
+/// Geometry of the chip a session collects from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DfxChip {
+    /// Arch.
+    pub arch: Arch,
+    /// AICPU threads (last = orchestrator).
+    pub threads: u32,
+    /// AIC workers.
+    pub aic: u32,
+    /// AIV workers.
+    pub aiv: u32,
+    /// Task window.
+    pub task_window: u32,
+    /// Scratch bytes of the run (ScopeStats heap capacity).
+    pub scratch_bytes: u64,
+}
+
+/// The regions of a session, one per record type.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum DfxRegion {
+    /// ChipSwimlane AICore task records, one lane per core.
+    Aicore,
+    /// ChipSwimlane AICPU dispatch/finish records, one lane per core.
+    Aicpu,
+    /// ChipSwimlane scheduler phases, one lane per scheduler thread.
+    Sched,
+    /// ChipSwimlane orchestrator submit envelopes, one lane.
+    Orch,
+    /// PMU rows, one lane per core.
+    Pmu,
+    /// DepGen chains, one lane (the orchestrator).
+    DepGen,
+    /// ScopeStats records, one lane (the orchestrator).
+    Scope,
+    /// ArgsDump records, one lane per scheduler thread.
+    Args,
+}
+
+/// Pool geometry of one region: what [`DfxOptions`] leaves at `None` comes from here.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Capacity {
+    /// Records (DepGen: 8-byte words) per buffer.
+    pub records_per_buffer: u32,
+    /// Buffers per lane.
+    pub buffers_per_lane: u32,
+}
+
+impl Capacity {
+    /// The default pool of `region` (see the module docs' capacity note).
+    pub fn for_region(region: DfxRegion) -> Capacity {
+        let (records_per_buffer, buffers_per_lane) = match region {
+            DfxRegion::Aicore => (abi::AICORE_TASK_RECORDS_PER_BUFFER as u32, 4),
+            DfxRegion::Aicpu => (abi::AICPU_TASK_RECORDS_PER_BUFFER as u32, 4),
+            DfxRegion::Sched => (4096, 8),
+            DfxRegion::Orch => (4096, 8),
+            DfxRegion::Pmu => (abi::PMU_RECORDS_PER_BUFFER as u32, 4),
+            DfxRegion::DepGen => (ferry_abi::dep_gen::DEP_GEN_WORDS_PER_BUFFER as u32, 16),
+            DfxRegion::Scope => (abi::SCOPE_STATS_RECORDS_PER_BUFFER as u32, 4),
+            DfxRegion::Args => (1024, 16),
+        };
+        Capacity { records_per_buffer, buffers_per_lane }
+    }
+
+    /// The pool of `region` under `opts`' overrides.
+    pub fn of(region: DfxRegion, opts: &DfxOptions) -> Capacity {
+        let d = Self::for_region(region);
+        let records_per_buffer = match (region, opts.records_per_buffer) {
+            (_, None) => d.records_per_buffer,
+            (DfxRegion::DepGen, Some(n)) => n.saturating_mul(16),
+            (_, Some(n)) => n,
+        };
+        Capacity {
+            records_per_buffer: records_per_buffer.max(1),
+            buffers_per_lane: opts.buffers_per_lane.unwrap_or(d.buffers_per_lane).max(1),
+        }
+    }
+}
+
+/// One lane's identity for the loss lines: (thread, core).
+type LaneIds = Vec<(u32, Option<u32>)>;
+
+/// A region on the session's engine: its key and its lanes' identities.
+struct Sub<R, S> {
+    key: RegionKey<R, S>,
+    ids: LaneIds,
+}
+
+/// The regions of a running session.
+#[derive(Default)]
+struct Subs {
+    aicore: Option<Sub<AicoreTaskRecord, Rows<AicoreTask>>>,
+    aicpu: Option<Sub<AicpuTaskRecord, Rows<AicpuTask>>>,
+    sched: Option<Sub<SchedPhaseRecord, Rows<SchedPhase>>>,
+    orch: Option<Sub<OrchPhaseRecord, Rows<OrchPhase>>>,
+    pmu: Option<Sub<PmuRecord, PmuRows>>,
+    dep_gen: Option<Sub<u64, DepGenLog>>,
+    scope: Option<Sub<ScopeStatsRecord, Rows<ScopeRow>>>,
+    args: Option<Sub<ArgsDumpRecord, ArgsSink>>,
+}
+
+/// A running collection.
+pub struct DfxSession {
+    opts: DfxOptions,
+    chip: DfxChip,
+    device: Arc<DfxDevice>,
+    profiling: Option<DfxProfiling>,
+    /// The subsystems' directories in device memory (freed with the session).
+    _dirs: Vec<Arc<SimAlloc>>,
+    /// The device-to-host doorbells of the regions in device memory (only with the doorbell
+    /// hint; unregistered with the session).
+    _bells: Vec<ferry_sim::aicpu_os::HostBellGuard>,
+    engine: RunningEngine,
+    subs: Subs,
+}
+
+impl std::fmt::Debug for DfxSession {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DfxSession").field("opts", &self.opts).finish_non_exhaustive()
+    }
+}
+
+/// The `KernelArgs` profiling fields of a collection placed in device memory: each base is the
+/// device address of the subsystem's directory (`crate::device::dfx::DfxDirectory`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DfxProfiling {
+    /// `dump_data_base`.
+    pub dump_data_base: u64,
+    /// `chip_swimlane_data_base`.
+    pub chip_swimlane_data_base: u64,
+    /// `pmu_data_base`.
+    pub pmu_data_base: u64,
+    /// `dep_gen_data_base`.
+    pub dep_gen_data_base: u64,
+    /// `scope_stats_data_base`.
+    pub scope_stats_data_base: u64,
+    /// `enable_profiling_flag` bits.
+    pub flags: u32,
+}
+
+impl DfxProfiling {
+    /// Writes the bases and flag word into `k`.
+    pub fn apply(&self, k: &mut KernelArgs) {
+        k.dump_data_base = self.dump_data_base;
+        k.chip_swimlane_data_base = self.chip_swimlane_data_base;
+        k.pmu_data_base = self.pmu_data_base;
+        k.dep_gen_data_base = self.dep_gen_data_base;
+        k.scope_stats_data_base = self.scope_stats_data_base;
+        k.enable_profiling_flag = self.flags;
+    }
+}
+
+/// Builds the regions of a session.
+struct Layout {
+    profile: &'static ArchProfile,
+    opts: DfxOptions,
+    threads: u32,
+    device: Option<Device>,
+    clock: Arc<SimCycleClock>,
+    /// The device-to-host doorbells registered for the regions in device memory.
+    bells: Mutex<Vec<ferry_sim::aicpu_os::HostBellGuard>>,
+    engine: DfxEngine,
+    /// Device address and bytes of each region.
+    at: BTreeMap<DfxRegion, (u64, u64)>,
+    regions: DfxRegions,
+}
+
+impl Layout {
+    fn build<R: Record>(
+        &mut self,
+        region: DfxRegion,
+        queues: &[u32],
+    ) -> Result<DfxTransport<R>, DfxError> {
+        let cap = Capacity::of(region, &self.opts);
+        let bufs = cap.buffers_per_lane;
+        let lanes_per_queue = (0..self.threads)
+            .map(|q| queues.iter().filter(|&&l| l == q).count())
+            .max()
+            .unwrap_or(1);
+        let mut b = DfxBuilder::new(self.profile);
+        b.ready_queues(self.threads)
+            .shards(1)
+            // The ready queue holds every buffer its lanes can publish: only the pop gate
+            // (a lane's own pool) can ever make a writer wait.
+            .ready_depth((lanes_per_queue as u32 * bufs + 1).max(8))
+            .free_slots(bufs.min(8).next_power_of_two().min(8))
+            .records_per_buffer(cap.records_per_buffer)
+            .policy(self.opts.policy)
+            .doorbell_hint(self.opts.doorbell_hint);
+        if let Some(c) = self.opts.drop_wait_cycles {
+            b.drop_wait_cycles(c);
+        }
+        for &q in queues {
+            b.lane(q, kind_of(region), bufs);
+        }
+        let cfg = b.build::<R>().map_err(|e| DfxError::Setup(e.to_string()))?;
+        let mem: Arc<dyn DeviceMemory> = match &self.device {
+            Some(d) => Arc::new(SimDeviceMemory::new(d, cfg.region_size())?),
+            None => host_memory(self.profile, cfg.region_size(), region as u64),
+        };
+        let at = (mem.device_addr(), cfg.region_size() as u64);
+        self.at.insert(region, at);
+        let t = DfxTransport::new(cfg, mem, self.clock.clone())
+            .map_err(|e| DfxError::Setup(e.to_string()))?;
+        // With the doorbell hint, a loaded AICPU program (which cannot reach the drain threads'
+        // parkers) rings them through the AICPU OS (`notify_host`), keyed by the region's address.
+        if let (Some(d), Some(bell)) = (&self.device, t.device_region().host_doorbell()) {
+            let g = d.aicpu_os().register_host_bell(at.0, bell);
+            self.bells.lock().unwrap_or_else(|p| p.into_inner()).push(g);
+        }
+        let r = t.device_region();
+        let slot = match region {
+            DfxRegion::Aicore => &mut self.regions.aicore,
+            DfxRegion::Aicpu => &mut self.regions.aicpu,
+            DfxRegion::Sched => &mut self.regions.sched,
+            DfxRegion::Orch => &mut self.regions.orch,
+            DfxRegion::Pmu => &mut self.regions.pmu,
+            DfxRegion::DepGen => &mut self.regions.dep_gen,
+            DfxRegion::Scope => &mut self.regions.scope,
+            DfxRegion::Args => &mut self.regions.args,
+        };
+        *slot = Some(r);
+        Ok(t)
+    }
+
+    fn sub<R: Record, S: CollectSink<R>>(
+        &mut self,
+        region: DfxRegion,
+        ids: LaneIds,
+        sink: impl FnMut(u32) -> S,
+    ) -> Result<Sub<R, S>, DfxError> {
+        let queues: Vec<u32> = ids.iter().map(|i| i.0).collect();
+        let t = self.build::<R>(region, &queues)?;
+        let key = self.engine.add(t, sink).map_err(|e| DfxError::Setup(e.to_string()))?;
+        Ok(Sub { key, ids })
+    }
+}
+
+/// Ready-entry kind of a region's lanes (the ChipSwimlane buffer kinds; 0 elsewhere).
+fn kind_of(region: DfxRegion) -> u32 {
+    match region {
+        DfxRegion::Aicore => abi::SWIMLANE_KIND_AICORE_TASK,
+        DfxRegion::Aicpu => abi::SWIMLANE_KIND_AICPU_TASK,
+        DfxRegion::Sched => abi::SWIMLANE_KIND_SCHED_PHASE,
+        DfxRegion::Orch => abi::SWIMLANE_KIND_ORCH_PHASE,
+        _ => 0,
+    }
+}
+
+impl DfxSession {
+    /// Builds and starts the transports of every enabled subsystem, in host memory (the
+    /// in-process path: attach [`device`](Self::device) with
+    /// [`super::DeviceRunner::attach_dfx`]). `clock` is the chip's device clock
+    /// (`runner.device().clock()`), the one the device half stamps records with: the
+    /// transports measure their stall intervals on it, so stalls line up with task times.
+    ///
+    /// # Errors
+    /// [`DfxError::Setup`] when a transport cannot be configured.
+    pub fn start(
+        opts: &DfxOptions,
+        chip: DfxChip,
+        clock: &DeviceClock,
+    ) -> Result<DfxSession, DfxError> {
+        Self::start_in(opts, chip, None, clock)
+    }
+
+    /// Builds and starts the transports of every enabled subsystem with each transport region,
+    /// each ArgsDump arena and each subsystem's directory in `device`'s memory, so a loaded
+    /// AICPU program can attach to them from the launch's `KernelArgs` profiling bases
+    /// ([`profiling`](Self::profiling); [`super::DeviceRunner::attach_dfx_session`] does both
+    /// paths).
+    ///
+    /// # Errors
+    /// [`DfxError::Setup`] when a transport cannot be configured or device memory is short.
+    pub fn start_on(
+        opts: &DfxOptions,
+        chip: DfxChip,
+        device: &Device,
+    ) -> Result<DfxSession, DfxError> {
+        Self::start_in(opts, chip, Some(device.clone()), device.clock())
+    }
+
+    fn start_in(
+        opts: &DfxOptions,
+        chip: DfxChip,
+        device: Option<Device>,
+        clock: &DeviceClock,
+    ) -> Result<DfxSession, DfxError> {
+        let threads = chip.threads.max(2);
+        let scheds = threads - 1;
+        let w = chip.aic + chip.aiv;
+        let mut lay = Layout {
+            profile: chip.arch.profile(),
+            opts: *opts,
+            threads,
+            device,
+            clock: Arc::new(SimCycleClock(clock.clone())),
+            bells: Mutex::new(Vec::new()),
+            engine: DfxEngine::new(EngineConfig {
+                drain_shards: Some(1),
+                ..EngineConfig::default()
+            }),
+            at: BTreeMap::new(),
+            regions: DfxRegions::default(),
+        };
+        let core_thread: Vec<u32> = (0..w).map(|i| cluster_of(i, chip.aic) % scheds).collect();
+        let per_core: LaneIds =
+            core_thread.iter().enumerate().map(|(i, &t)| (t, Some(i as u32))).collect();
+        let per_sched: LaneIds = (0..scheds).map(|t| (t, None)).collect();
+        let orch: LaneIds = vec![(threads - 1, None)];
+        let n = w as usize;
+        let sl = opts.swimlane;
+        let mut s = Subs::default();
+        if sl >= 1 {
+            s.aicore = Some(lay.sub(DfxRegion::Aicore, per_core.clone(), |_| Rows::new(n))?);
+        }
+        if sl >= 2 {
+            s.aicpu = Some(lay.sub(DfxRegion::Aicpu, per_core.clone(), |_| Rows::new(n))?);
+        }
+        if sl >= 3 {
+            s.sched =
+                Some(lay.sub(DfxRegion::Sched, per_sched.clone(), |_| Rows::new(scheds as usize))?);
+        }
+        if sl >= 4 {
+            s.orch = Some(lay.sub(DfxRegion::Orch, orch.clone(), |_| Rows::new(1))?);
+        }
+        if opts.pmu > 0 {
+            let threads = Arc::new(core_thread.clone());
+            let counters = pmu_counter_names(chip.arch.name(), opts.pmu).len();
+            s.pmu = Some(lay.sub(DfxRegion::Pmu, per_core.clone(), move |_| {
+                PmuRows::new(threads.clone(), counters)
+            })?);
+        }
+        if opts.dep_gen {
+            s.dep_gen = Some(lay.sub(DfxRegion::DepGen, orch.clone(), |_| DepGenLog::default())?);
+        }
+        if opts.scope_stats {
+            s.scope = Some(lay.sub(DfxRegion::Scope, orch.clone(), |_| Rows::new(1))?);
+        }
+        let mut arenas = Vec::new();
+        let mut arena_at = Vec::new();
+        if opts.dump_args > 0 {
+            for _ in 0..scheds {
+                let a = match &lay.device {
+                    Some(d) => {
+                        let total = ArgsArena::bytes_for(opts.arena_bytes);
+                        let m = SimAlloc::new(d, total)?;
+                        arena_at.push((m.ptr.0, total));
+                        let p = m.device_ptr();
+                        // SAFETY: `p` is the 64-byte aligned start of `total` bytes the `SimAlloc`
+                        // owner keeps alive; host and device touch them only atomically, but for
+                        // the host's copy of payloads no one writes meanwhile. The host reads the
+                        // device view: the payload copy stands for the arena's DMA read.
+                        unsafe { ArgsArena::from_raw_parts(p, total, m) }
+                    }
+                    None => ArgsArena::new(opts.arena_bytes),
+                };
+                arenas.push(Arc::new(a));
+            }
+            let queues: Vec<u32> = (0..scheds).collect();
+            let t = lay.build::<ArgsDumpRecord>(DfxRegion::Args, &queues)?;
+            let consumed: Arc<Vec<AtomicU64>> =
+                Arc::new((0..scheds).map(|_| AtomicU64::new(0)).collect());
+            let (a2, c2) = (arenas.clone(), consumed.clone());
+            let key = lay
+                .engine
+                .add_with_hooks(
+                    t,
+                    move |_| ArgsSink::new(a2.clone(), c2.clone()),
+                    ArgsAcks { arenas: arenas.clone(), consumed },
+                )
+                .map_err(|e| DfxError::Setup(e.to_string()))?;
+            s.args = Some(Sub { key, ids: per_sched.clone() });
+        }
+        let mut dirs = Vec::new();
+        let profiling = match &lay.device {
+            Some(d) => {
+                let flags = if opts.doorbell_hint { DFX_DIR_FLAG_DOORBELL_HINT } else { 0 };
+                let mut write = |level: u32, entries: Vec<(u64, u64)>| -> Result<u64, DfxError> {
+                    let dir = DfxDirectory { level, threads, aic: chip.aic, flags, entries };
+                    let bytes = dir.encode();
+                    let m = SimAlloc::new(d, bytes.len() as u64)?;
+                    d.copy_htod(&bytes, m.ptr).map_err(|e| DfxError::Setup(e.to_string()))?;
+                    let addr = m.ptr.0;
+                    dirs.push(m);
+                    Ok(addr)
+                };
+                let at = |r| lay.at.get(&r).copied().unwrap_or((0, 0));
+                let mut p = DfxProfiling::default();
+                if sl > 0 {
+                    let e =
+                        [DfxRegion::Aicore, DfxRegion::Aicpu, DfxRegion::Sched, DfxRegion::Orch];
+                    p.chip_swimlane_data_base = write(sl, e.into_iter().map(at).collect())?;
+                    p.flags |= PROFILING_FLAG_CHIP_SWIMLANE;
+                }
+                if opts.pmu > 0 {
+                    p.pmu_data_base = write(opts.pmu, vec![at(DfxRegion::Pmu)])?;
+                    p.flags |= PROFILING_FLAG_PMU;
+                }
+                if opts.dep_gen {
+                    p.dep_gen_data_base = write(1, vec![at(DfxRegion::DepGen)])?;
+                    p.flags |= PROFILING_FLAG_DEP_GEN;
+                }
+                if opts.scope_stats {
+                    p.scope_stats_data_base = write(1, vec![at(DfxRegion::Scope)])?;
+                    p.flags |= PROFILING_FLAG_SCOPE_STATS;
+                }
+                if opts.dump_args > 0 {
+                    let mut e = vec![at(DfxRegion::Args)];
+                    e.extend(arena_at);
+                    p.dump_data_base = write(opts.dump_args, e)?;
+                    p.flags |= PROFILING_FLAG_DUMP_ARGS;
+                }
+                Some(p)
+            }
+            None => None,
+        };
+        let device = Arc::new(DfxDevice {
+            swimlane: sl,
+            pmu: opts.pmu,
+            dep_gen: opts.dep_gen,
+            args_level: opts.dump_args,
+            scope_stats: opts.scope_stats,
+            threads,
+            aic: chip.aic,
+            regions: lay.regions,
+            arenas,
+        });
+        let engine = lay.engine.start();
+        debug_assert_eq!(engine.threads(), HOST_THREADS);
+        Ok(DfxSession {
+            opts: *opts,
+            chip,
+            device,
+            profiling,
+            _dirs: dirs,
+            _bells: lay.bells.into_inner().unwrap_or_else(|p| p.into_inner()),
+            engine,
+            subs: s,
+        })
+    }
+
+    /// The `KernelArgs` profiling bases and flags of a session started with
+    /// [`start_on`](Self::start_on); `None` for a host-memory session.
+    pub fn profiling(&self) -> Option<DfxProfiling> {
+        self.profiling
+    }
+
+    /// The device half to attach to the runner for the run.
+    pub fn device(&self) -> Arc<DfxDevice> {
+        self.device.clone()
+    }
+
+    /// Host threads serving the session (fixed: [`HOST_THREADS`]).
+    pub fn host_threads(&self) -> usize {
+        self.engine.threads()
+    }
+
+    /// Stops the engine (after the run's AICPU threads returned), reconciles, builds and checks
+    /// the model.
+    ///
+    /// # Errors
+    /// [`DfxError::Collect`] for records that do not decode, [`DfxError::Deps`] when the DepGen
+    /// graph disagrees with the runtime's dependencies.
+    pub fn finish(self) -> Result<RunModel, DfxError> {
+        let c = self.chip;
+        let w = c.aic + c.aiv;
+        let core_types =
+            (0..w).map(|i| if i < c.aic { CoreType::Aic } else { CoreType::Aiv }).collect();
+        let mut meta = RunMeta::new(c.arch.name(), c.arch.profile().clock_hz, core_types);
+        let scheds = c.threads.max(2) - 1;
+        meta.core_to_thread = (0..w).map(|i| (cluster_of(i, c.aic) % scheds) as i32).collect();
+        let mut m = RunModel::new(meta);
+        m.kernels = crate::device::kernels::KERNELS
+            .iter()
+            .map(|k| (k.id as i32, k.name.to_string()))
+            .collect();
+        let budget = match self.opts.policy {
+            Policy::Block => c.arch.profile().dfx_backpressure_budget_cycles,
+            Policy::Drop => self.opts.drop_wait_cycles.unwrap_or(c.arch.profile().clock_hz / 1000),
+        };
+        m.loss = LossAccounting {
+            policy: self.opts.policy.into(),
+            budget_cycles: budget,
+            lanes: Vec::new(),
+        };
+        let bad = |what: &str, e: &dyn std::fmt::Display| DfxError::Collect(format!("{what}: {e}"));
+        let mut report = self.engine.stop();
+        let s = self.subs;
+
+        if self.opts.swimlane > 0 {
+            m.swimlane = Some(Swimlane::new(self.opts.swimlane));
+        }
+        fn sw(m: &mut RunModel) -> &mut Swimlane {
+            m.swimlane.get_or_insert_with(|| Swimlane::new(1))
+        }
+        if let Some(sub) = s.aicore {
+            let rows = take(&mut report, sub, Subsystem::ChipSwimlane, "aicore", &mut m.loss);
+            sw(&mut m).aicore_tasks = rows.flatten();
+        }
+        if let Some(sub) = s.aicpu {
+            let rows = take(&mut report, sub, Subsystem::ChipSwimlane, "aicpu", &mut m.loss);
+            sw(&mut m).aicpu_tasks = rows.flatten();
+        }
+        if let Some(sub) = s.sched {
+            let rows = take(&mut report, sub, Subsystem::ChipSwimlane, "sched", &mut m.loss);
+            if let Some(e) = rows.error {
+                return Err(bad("scheduler phase", &e));
+            }
+            sw(&mut m).sched_phases = rows.into_lanes();
+        }
+        if let Some(sub) = s.orch {
+            let rows = take(&mut report, sub, Subsystem::ChipSwimlane, "orch", &mut m.loss);
+            sw(&mut m).orch_phases = vec![rows.flatten()];
+        }
+        if let Some(sub) = s.pmu {
+            let rows = take(&mut report, sub, Subsystem::Pmu, "pmu", &mut m.loss);
+            if let Some(e) = rows.rows.error {
+                return Err(bad("pmu", &e));
+            }
+            let mut t = PmuTable::new(c.arch.name(), self.opts.pmu);
+            t.rows = rows.rows.flatten();
+            t.rows.sort_by_key(|r| r.task_id);
+            m.pmu = Some(t);
+        }
+        if let Some(sub) = s.scope {
+            let before = m.loss.lanes.len();
+            let rows = take(&mut report, sub, Subsystem::ScopeStats, "scope", &mut m.loss);
+            if let Some(e) = rows.error {
+                return Err(bad("scope stats", &e));
+            }
+            let lines = &m.loss.lanes[before..];
+            m.scopes = Some(ScopeStats {
+                total: lines.iter().map(|l| l.produced).sum(),
+                dropped: lines.iter().map(|l| l.dropped).sum(),
+                task_window_max: [i64::from(c.task_window); abi::SCOPE_RINGS],
+                heap_max: [c.scratch_bytes; abi::SCOPE_RINGS],
+                dep_pool_max: [i64::from(c.task_window) * 16; abi::SCOPE_RINGS],
+                tensormap_max: i64::from(c.task_window) * 64,
+                records: rows.flatten(),
+                ..ScopeStats::default()
+            });
+        }
+        if let Some(sub) = s.args {
+            let before = m.loss.lanes.len();
+            let sink = take(&mut report, sub, Subsystem::ArgsDump, "args", &mut m.loss);
+            if let Some(e) = sink.error {
+                return Err(bad("args dump", &e));
+            }
+            let mut d = ArgsDump { level: self.opts.dump_args, ..ArgsDump::default() };
+            for lane in sink.lanes {
+                let base = d.bin.len() as u64;
+                d.dropped_overwrite += lane.overwritten;
+                d.args.extend(lane.args.into_iter().map(|mut a| {
+                    a.bin_offset = a.bin_offset.map(|o| o + base);
+                    a
+                }));
+                d.bin.extend_from_slice(&lane.bin);
+            }
+            d.dropped_records = m.loss.lanes[before..].iter().map(|l| l.dropped).sum::<u64>()
+                + self
+                    .device
+                    .arenas
+                    .iter()
+                    // Relaxed: device counters read after the run (the join orders them).
+                    .map(|a| a.dropped().load(Ordering::Relaxed))
+                    .sum::<u64>();
+            m.args = Some(d);
+        }
+        if let Some(sub) = s.dep_gen {
+            let before = m.loss.lanes.len();
+            let mut log = take(&mut report, sub, Subsystem::DepGen, "dep_gen", &mut m.loss);
+            log.finish();
+            let lossless = m.loss.lanes[before..].iter().all(|l| l.dropped == 0);
+            if let Some(e) = log.error {
+                return Err(bad("dep_gen", &e));
+            }
+            if lossless && log.incomplete > 0 {
+                return Err(DfxError::Collect(format!(
+                    "dep_gen: {} submits incomplete in a lossless collection",
+                    log.incomplete
+                )));
+            }
+            let g = deps::deps_graph(&log);
+            deps::check_deps(&g, &log, lossless, m.swimlane.as_ref())?;
+            m.deps = Some(g);
+        }
+        Ok(m)
+    }
+}
+
+/// A sink that merges the sinks of every shard of its region.
+trait MergeShards: Sized {
+    fn merge(shards: Vec<Self>) -> Self;
+}
+
+impl<T> MergeShards for Rows<T> {
+    fn merge(shards: Vec<Self>) -> Self {
+        let mut it = shards.into_iter();
+        let first = it.next().unwrap_or_else(|| Rows::new(0));
+        it.fold(first, Rows::absorb)
+    }
+}
+
+impl MergeShards for PmuRows {
+    fn merge(shards: Vec<Self>) -> Self {
+        let mut it = shards.into_iter();
+        let Some(mut first) = it.next() else { unreachable!("a region has at least one shard") };
+        for s in it {
+            first.rows = first.rows.absorb(s.rows);
+        }
+        first
+    }
+}
+
+impl MergeShards for DepGenLog {
+    fn merge(shards: Vec<Self>) -> Self {
+        // One lane (the orchestrator's), so at most one shard saw any chain.
+        shards.into_iter().max_by_key(|l| (l.len(), l.incomplete)).unwrap_or_default()
+    }
+}
+
+impl MergeShards for ArgsSink {
+    fn merge(shards: Vec<Self>) -> Self {
+        let mut it = shards.into_iter();
+        let Some(mut first) = it.next() else { unreachable!("a region has at least one shard") };
+        for s in it {
+            first.error = first.error.or(s.error);
+            for (acc, lane) in first.lanes.iter_mut().zip(s.lanes) {
+                if acc.args.is_empty() {
+                    *acc = lane;
+                }
+            }
+        }
+        first
+    }
+}
+
+/// Takes one region's report off the engine: its loss lines go into `loss`, its shards' sinks
+/// are merged.
+fn take<R: Record, S: CollectSink<R> + MergeShards>(
+    report: &mut ferry_dfx::EngineReport,
+    sub: Sub<R, S>,
+    subsystem: Subsystem,
+    name: &str,
+    loss: &mut LossAccounting,
+) -> S {
+    let r = report.take(sub.key);
+    loss.lanes.extend(loss_lines(&r, &sub.ids, subsystem, name));
+    S::merge(r.sinks)
+}
+
+fn loss_lines<S>(
+    report: &RunReport<S>,
+    ids: &LaneIds,
+    sub: Subsystem,
+    name: &str,
+) -> Vec<LaneLoss> {
+    report
+        .lanes
+        .iter()
+        .map(|r| {
+            let (thread, core) = ids.get(r.lane as usize).copied().unwrap_or((0, None));
+            let label = match core {
+                Some(c) => format!("{name} core {c}"),
+                None => format!("{name} thread {thread}"),
+            };
+            LaneLoss::from_reconcile(r, sub, label, thread, core)
+        })
+        .collect()
+}

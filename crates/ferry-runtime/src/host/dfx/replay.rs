@@ -1,0 +1,238 @@
+//! Replay of a dumped task: its kernel run on the host over the dumped inputs, compared with the
+//! dumped outputs (`ferry dump DIR replay --task N`).
+
+use crate::device::ops::{DeviceOps, TranslateError};
+use ferry_dfx::output::{ArgsDump, DumpedArg};
+
+/// Host memory a replayed kernel runs on: buffer `i` lives at device address `(i + 1) << 32`.
+struct HostBuffers {
+    bufs: Vec<Box<[u32]>>,
+}
+
+// SAFETY: `translate` returns pointers into the boxed buffers, which live as long as `self` and
+// are only touched through `F32Slice`'s atomic accesses; the other methods never touch memory.
+unsafe impl DeviceOps for HostBuffers {
+    fn translate(&self, addr: u64, len: u64) -> Result<*mut u8, TranslateError> {
+        let i = (addr >> 32) as usize;
+        let off = addr & 0xffff_ffff;
+        let err = |reason: &str| TranslateError { addr, len, reason: reason.into() };
+        let b = i.checked_sub(1).and_then(|i| self.bufs.get(i)).ok_or_else(|| err("no buffer"))?;
+        if off + len > b.len() as u64 * 4 {
+            return Err(err("out of bounds"));
+        }
+        Ok(b.as_ptr().cast::<u8>().wrapping_add(off as usize).cast_mut())
+    }
+    fn reg_read(&self, _: u64, _: u32) -> u32 {
+        0
+    }
+    fn reg_write_aicpu(&self, _: u64, _: u32, _: u32) {}
+    fn reg_write_core(&self, _: u64, _: u32, _: u32) {}
+    fn core_wait(
+        &self,
+        _: u64,
+        _: u32,
+        _: &mut dyn FnMut(u32) -> bool,
+        _: Option<std::time::Duration>,
+    ) -> Option<u32> {
+        None
+    }
+    fn aicpu_wait(&self, _: &mut dyn FnMut() -> bool, _: Option<std::time::Duration>) -> bool {
+        false
+    }
+    fn notify_aicpu(&self) {}
+    fn clock_cycles(&self) -> u64 {
+        0
+    }
+    fn clock_hz(&self) -> u64 {
+        1
+    }
+}
+
+/// One argument of a replayed task.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ReplayArg {
+    /// Argument index.
+    pub index: u32,
+    /// Elements the dump holds after completion.
+    pub dumped: Vec<f32>,
+    /// Elements the replay computed.
+    pub replayed: Vec<f32>,
+}
+
+impl ReplayArg {
+    /// Whether the replay reproduced the dumped output bit for bit.
+    pub fn matches(&self) -> bool {
+        self.dumped.len() == self.replayed.len()
+            && self.dumped.iter().zip(&self.replayed).all(|(a, b)| a.to_bits() == b.to_bits())
+    }
+}
+
+/// Why a task could not be replayed.
+#[derive(Debug, thiserror::Error)]
+pub enum ReplayError {
+    /// The dump has no such task, or lacks a payload the kernel needs.
+    #[error("task {task}: {what}")]
+    Missing {
+        /// Task id.
+        task: u64,
+        /// What is missing.
+        what: String,
+    },
+    /// The kernel failed on the dumped inputs.
+    #[error("task {task}: kernel failed: {fault}")]
+    Kernel {
+        /// Task id.
+        task: u64,
+        /// The fault.
+        fault: crate::error::KernelFault,
+    },
+}
+
+fn floats(b: &[u8]) -> Vec<f32> {
+    b.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect()
+}
+
+/// Replays task `task` from a level ≥ 1 args dump: rebuilds its arguments from the
+/// before-dispatch payloads (outputs start zeroed), runs its kernel over every block on the host,
+/// and returns each after-completion argument with what the replay computed.
+///
+/// # Errors
+/// [`ReplayError`] when the dump lacks the task or a payload, or the kernel fails.
+pub fn replay_task(d: &ArgsDump, task: u64) -> Result<Vec<ReplayArg>, ReplayError> {
+    let missing = |what: &str| ReplayError::Missing { task, what: what.into() };
+    let args: Vec<&DumpedArg> = d.args.iter().filter(|a| a.task_id == task).collect();
+    if args.is_empty() {
+        return Err(missing("not in the dump"));
+    }
+    let kernel = args[0]
+        .func_id
+        .first()
+        .copied()
+        .filter(|&f| f >= 0)
+        .ok_or_else(|| missing("no kernel id"))?;
+    let tensor_count =
+        args.iter().filter(|a| a.kind == "tensor").map(|a| a.arg_index + 1).max().unwrap_or(0);
+    let mut scalars: Vec<(u32, u64)> = args
+        .iter()
+        .filter(|a| a.kind == "scalar")
+        .map(|a| (a.arg_index, a.value.unwrap_or(0)))
+        .collect();
+    scalars.sort_unstable();
+    let mut bufs: Vec<Box<[u32]>> = Vec::new();
+    for i in 0..tensor_count {
+        let find = |stage: &str| {
+            args.iter().find(|a| a.kind == "tensor" && a.arg_index == i && a.stage == stage)
+        };
+        let before = find("before_dispatch");
+        let after = find("after_completion");
+        let numel = before.or(after).map_or(0, |a| a.numel) as usize;
+        let words: Box<[u32]> = match before {
+            Some(a) => {
+                let p = d.payload(a).ok_or_else(|| missing(&format!("payload of input {i}")))?;
+                floats(p).into_iter().map(f32::to_bits).collect()
+            }
+            None => vec![0u32; numel].into(),
+        };
+        bufs.push(words);
+    }
+    let ops = HostBuffers { bufs };
+    let slices: Vec<crate::device::image::F32Slice> = (0..tensor_count as usize)
+        .map(|i| {
+            crate::device::image::F32Slice::new(
+                &ops,
+                ((i as u64) + 1) << 32,
+                ops.bufs[i].len() as u64 * 4,
+            )
+            .map_err(|e| missing(&e.to_string()))
+        })
+        .collect::<Result<_, _>>()?;
+    let sc: Vec<u64> = scalars.iter().map(|s| s.1).collect();
+    crate::device::kernels::execute(&crate::device::kernels::KernelCall {
+        kernel: kernel as u32,
+        tensors: &slices,
+        scalars: &sc,
+        block_idx: 0,
+        block_dim: 1,
+    })
+    .map_err(|fault| ReplayError::Kernel { task, fault })?;
+    let mut out = Vec::new();
+    for a in args.iter().filter(|a| a.kind == "tensor" && a.stage == "after_completion") {
+        let p =
+            d.payload(a).ok_or_else(|| missing(&format!("payload of output {}", a.arg_index)))?;
+        let s = &slices[a.arg_index as usize];
+        out.push(ReplayArg {
+            index: a.arg_index,
+            dumped: floats(p),
+            replayed: (0..s.len()).map(|k| s.get(k)).collect(),
+        });
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod replay_tests {
+    use super::*;
+    use ferry_abi::records::{self as abi, ArgsDumpRecord, DType};
+
+    fn tensor(stage: u8, role: u8, index: u32) -> DumpedArg {
+        let mut r = ArgsDumpRecord {
+            task_id: 9,
+            role,
+            stage,
+            ndims: 1,
+            arg_index: index,
+            dtype: DType::Float32 as u8,
+            is_contiguous: 1,
+            kind: abi::ARG_KIND_TENSOR,
+            func_count: 1,
+            ..Default::default()
+        };
+        r.func_ids[0] = crate::device::kernels::K_COPY as u16;
+        r.shapes[0] = 2;
+        r.strides[0] = 1;
+        DumpedArg::from_record(&r).unwrap()
+    }
+
+    fn bytes(v: &[f32]) -> Vec<u8> {
+        v.iter().flat_map(|x| x.to_le_bytes()).collect()
+    }
+
+    #[test]
+    fn replay_of_a_missing_task_is_an_error() {
+        let d = ArgsDump::default();
+        assert!(matches!(replay_task(&d, 7), Err(ReplayError::Missing { task: 7, .. })));
+    }
+
+    #[test]
+    fn a_replay_reproduces_a_copy_and_flags_a_tampered_output() {
+        let mut d = ArgsDump::default();
+        d.push(
+            tensor(abi::ARG_STAGE_BEFORE_DISPATCH, abi::ARG_ROLE_INPUT, 0),
+            Some(&bytes(&[1.0, 2.0])),
+        );
+        d.push(
+            tensor(abi::ARG_STAGE_AFTER_COMPLETION, abi::ARG_ROLE_OUTPUT, 1),
+            Some(&bytes(&[1.0, 2.0])),
+        );
+        let r = replay_task(&d, 9).unwrap();
+        assert_eq!(r.len(), 1);
+        assert!(r[0].matches());
+        // The same dump with a wrong output: the replay says so.
+        let mut bad = ArgsDump::default();
+        bad.push(
+            tensor(abi::ARG_STAGE_BEFORE_DISPATCH, abi::ARG_ROLE_INPUT, 0),
+            Some(&bytes(&[1.0, 2.0])),
+        );
+        bad.push(
+            tensor(abi::ARG_STAGE_AFTER_COMPLETION, abi::ARG_ROLE_OUTPUT, 1),
+            Some(&bytes(&[1.0, 3.0])),
+        );
+        let r = replay_task(&bad, 9).unwrap();
+        assert!(!r[0].matches());
+        assert_eq!(r[0].replayed, vec![1.0, 2.0]);
+        // An input without its payload (metadata-only dump) cannot be replayed.
+        let mut meta = ArgsDump::default();
+        meta.push(tensor(abi::ARG_STAGE_BEFORE_DISPATCH, abi::ARG_ROLE_INPUT, 0), None);
+        assert!(matches!(replay_task(&meta, 9), Err(ReplayError::Missing { .. })));
+    }
+}
