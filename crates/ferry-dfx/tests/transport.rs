@@ -335,3 +335,77 @@ fn the_stall_log_keeps_the_most_recent_waits_and_counts_the_rest() {
         (n - STALL_RING as u64..n).map(|i| [1000 * i + 1, 1000 * i + 500]).collect();
     assert_eq!(s.as_slice(), want.as_slice());
 }
+
+/// An engine dropped without `stop` (an error path) stops and joins its threads: nothing they
+/// own (the sinks, the region's memory) outlives it.
+#[test]
+fn a_dropped_engine_leaves_no_thread_behind() {
+    let c = cfg(2, 2, 4, Policy::Block, 4);
+    let mem = svm(&c);
+    let t = DfxTransport::<[u64; 2]>::new(c, mem.clone(), Arc::new(VirtualClock::new())).unwrap();
+    let probe = Arc::new(());
+    let p = probe.clone();
+    let host = t.start(move |_| {
+        let p = p.clone();
+        move |_b: &CollectedBuffer<'_, [u64; 2]>| {
+            let _ = &p;
+        }
+    });
+    assert_eq!(host.threads(), 5, "two drain shards, two collectors, one replenish thread");
+    assert!(Arc::strong_count(&probe) > 1 && Arc::strong_count(&mem) > 1);
+    drop(host);
+    assert_eq!(Arc::strong_count(&probe), 1, "the collector threads ended and dropped their sinks");
+    assert_eq!(Arc::strong_count(&mem), 1, "no thread holds the region any more");
+}
+
+/// Keeps every buffer it is handed, as is.
+#[derive(Default)]
+struct Buffers(Vec<Vec<u64>>);
+
+impl ferry_dfx::CollectSink<u64> for Buffers {
+    fn on_buffer_collected(&mut self, b: &CollectedBuffer<'_, u64>) {
+        self.0.push(b.records.to_vec());
+    }
+}
+
+/// `record_slice` keeps a run inside one buffer: when the current buffer has no room for it,
+/// the buffer is published and the run starts the next one; a run longer than a buffer is
+/// dropped and counted; every buffer the host sees holds whole runs.
+#[test]
+fn runs_never_straddle_two_buffers() {
+    for svm_arch in [true, false] {
+        let c = DfxBuilder::new(&A2A3)
+            .ready_queues(1)
+            .lane(0, 0, 4)
+            .records_per_buffer(8)
+            .build::<u64>()
+            .unwrap();
+        let mem: Arc<dyn DeviceMemory> = if svm_arch {
+            Arc::new(SvmMemory::new(c.region_size(), 0x10_0000_0000))
+        } else {
+            Arc::new(MirroredMemory::new(c.region_size(), 0x10_0000_0000))
+        };
+        let clock = Arc::new(ferry_dfx::clock::SteadyClock::new(A2A3.clock_hz));
+        let t = DfxTransport::<u64>::new(c, mem, clock).unwrap();
+        let device = t.device_region();
+        let host = t.start(|_| Buffers::default());
+        let mut w = device.writer::<u64>(0, &[0]).unwrap();
+        // Run k is `len` copies of k.
+        let runs: [(u64, usize); 7] = [(1, 3), (2, 3), (3, 3), (4, 8), (5, 9), (6, 1), (7, 7)];
+        for &(k, len) in &runs {
+            assert_eq!(w.record_slice(0, &vec![k; len]), len <= 8, "run {k}");
+        }
+        let st = w.finish()[0];
+        let report = host.stop();
+        assert!(report.is_reconciled(), "{:?}", report.lanes);
+        assert_eq!((st.produced, st.dropped), (34, 9), "the 9-record run is dropped, counted");
+        let bufs: Vec<Vec<u64>> = report.sinks.into_iter().flat_map(|s| s.0).collect();
+        let expect: Vec<Vec<u64>> = vec![
+            vec![1, 1, 1, 2, 2, 2], // run 3 did not fit: published with 6 of 8 records
+            vec![3, 3, 3],          // run 4 (a whole buffer) did not fit
+            vec![4; 8],
+            [vec![6], vec![7; 7]].concat(),
+        ];
+        assert_eq!(bufs, expect, "svm {svm_arch}");
+    }
+}

@@ -317,7 +317,7 @@ impl DfxEngine {
             collector_bells: a.collector_bells,
             replenish_bell,
             drains,
-            replenish,
+            replenish: Some(replenish),
             collectors,
         }
     }
@@ -356,8 +356,27 @@ pub struct RunningEngine {
     collector_bells: Vec<Unparker>,
     replenish_bell: Unparker,
     drains: Vec<JoinHandle<DrainShard>>,
-    replenish: JoinHandle<Replenisher>,
+    /// `None` once the threads were joined (by `stop`, `halt` or drop).
+    replenish: Option<JoinHandle<Replenisher>>,
     collectors: Vec<JoinHandle<CollectorShard>>,
+}
+
+impl Drop for RunningEngine {
+    /// An engine dropped without [`stop`](RunningEngine::stop) (an error path) halts: its
+    /// threads exit at once and are joined, so none outlives it.
+    fn drop(&mut self) {
+        let Some(rep) = self.replenish.take() else { return };
+        // Relaxed: see `Flags::halted`; the joins below order everything else.
+        self.flags.halted.store(true, Ordering::Relaxed);
+        self.ring_all();
+        for h in self.drains.drain(..) {
+            let _ = h.join();
+        }
+        let _ = rep.join();
+        for h in self.collectors.drain(..) {
+            let _ = h.join();
+        }
+    }
 }
 
 impl core::fmt::Debug for RunningEngine {
@@ -408,31 +427,31 @@ impl RunningEngine {
     ///
     /// Call it after every writer has flushed (finished or been dropped): records published
     /// later are not collected, and the reconcile shows them as missing.
-    pub fn stop(self) -> EngineReport {
+    pub fn stop(mut self) -> EngineReport {
         // Release: pairs with the Acquire load in `Flags::running`.
         self.flags.running.store(false, Ordering::Release);
         self.ring_all();
-        let drains: Vec<DrainShard> = self.drains.into_iter().map(join).collect();
+        let drains: Vec<DrainShard> = self.drains.drain(..).map(join).collect();
         self.replenish_bell.unpark();
-        let rep = join(self.replenish);
+        let rep = join(self.replenish.take().expect("threads joined only once"));
         // Release: every drain hand-off happened before; pairs with `Flags::exec_complete`.
         self.flags.exec_complete.store(true, Ordering::Release);
         self.collector_bells.iter().for_each(Unparker::unpark);
-        let collectors: Vec<CollectorShard> = self.collectors.into_iter().map(join).collect();
-        EngineReport::new(self.ctxs, drains, rep, collectors)
+        let collectors: Vec<CollectorShard> = self.collectors.drain(..).map(join).collect();
+        EngineReport::new(core::mem::take(&mut self.ctxs), drains, rep, collectors)
     }
 
     /// Simulates a dead or wedged host: every host thread exits at once, without a final pass,
     /// leaving queued buffers where they are. Device writers then give up at their gates within
     /// their budget. [`HaltedEngine::recover`] later plays the restarted host.
-    pub fn halt(self) -> HaltedEngine {
+    pub fn halt(mut self) -> HaltedEngine {
         // Relaxed: see `Flags::halted`; the joins below order everything else.
         self.flags.halted.store(true, Ordering::Relaxed);
         self.ring_all();
-        let drains = self.drains.into_iter().map(join).collect();
-        let replenisher = join(self.replenish);
-        let collectors = self.collectors.into_iter().map(join).collect();
-        HaltedEngine { ctxs: self.ctxs, drains, replenisher, collectors }
+        let drains = self.drains.drain(..).map(join).collect();
+        let replenisher = join(self.replenish.take().expect("threads joined only once"));
+        let collectors = self.collectors.drain(..).map(join).collect();
+        HaltedEngine { ctxs: core::mem::take(&mut self.ctxs), drains, replenisher, collectors }
     }
 }
 

@@ -60,39 +60,89 @@ abi_transport_record!(
     ArgsDumpRecord,
 );
 
-/// A collector sink that keeps every record per lane, with each buffer's sequence number.
+/// A collector sink that keeps every record per lane, appended with one copy per buffer into
+/// the lane's one growing vector (no allocation per buffer), with each buffer's sequence number.
+///
+/// # Examples
+/// ```
+/// use ferry_dfx::output::collect::LaneRecords;
+/// let mut a = LaneRecords::<u64>::default();
+/// a.push(0, 0, &[1, 2]);
+/// a.push(0, 1, &[3]);
+/// assert_eq!(LaneRecords::merge([a])[&0], vec![1, 2, 3]);
+/// ```
 #[derive(Clone, Debug)]
 pub struct LaneRecords<R> {
-    /// `lane → [(seq, records of that buffer)]`, in collection order.
-    pub lanes: BTreeMap<u32, Vec<(u32, Vec<R>)>>,
+    /// By lane.
+    lanes: Vec<Lane<R>>,
 }
+
+/// One lane's records, and `(seq, index of the buffer's first record)` per buffer.
+type Lane<R> = (Vec<R>, Vec<(u32, usize)>);
 
 impl<R> Default for LaneRecords<R> {
     fn default() -> Self {
-        Self { lanes: BTreeMap::new() }
+        Self { lanes: Vec::new() }
     }
 }
 
 impl<R: Record> CollectSink<R> for LaneRecords<R> {
     fn on_buffer_collected(&mut self, b: &CollectedBuffer<'_, R>) {
-        self.lanes.entry(b.lane).or_default().push((b.seq, b.records.to_vec()));
+        self.push(b.lane, b.seq, b.records);
     }
 }
 
-impl<R: Clone> LaneRecords<R> {
+impl<R: Copy> LaneRecords<R> {
+    /// Appends buffer `seq` of `lane`.
+    pub fn push(&mut self, lane: u32, seq: u32, records: &[R]) {
+        let i = lane as usize;
+        if self.lanes.len() <= i {
+            self.lanes.resize_with(i + 1, || (Vec::new(), Vec::new()));
+        }
+        let (recs, bufs) = &mut self.lanes[i];
+        bufs.push((seq, recs.len()));
+        recs.extend_from_slice(records);
+    }
+
+    /// Records kept, over every lane.
+    pub fn len(&self) -> usize {
+        self.lanes.iter().map(|l| l.0.len()).sum()
+    }
+
+    /// Whether no record was kept.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
     /// Merges the sinks of all collector shards: per lane, the records of every buffer in
-    /// sequence order.
+    /// sequence order. A lane whose buffers all came in order to one shard (every lane of a run:
+    /// a lane's queue has one drain shard) moves without a copy.
     pub fn merge(shards: impl IntoIterator<Item = LaneRecords<R>>) -> BTreeMap<u32, Vec<R>> {
-        let mut all: BTreeMap<u32, Vec<(u32, Vec<R>)>> = BTreeMap::new();
+        let mut parts: BTreeMap<u32, Vec<Lane<R>>> = BTreeMap::new();
         for s in shards {
-            for (lane, bufs) in s.lanes {
-                all.entry(lane).or_default().extend(bufs);
+            for (lane, l) in s.lanes.into_iter().enumerate() {
+                if !l.1.is_empty() {
+                    parts.entry(lane as u32).or_default().push(l);
+                }
             }
         }
-        all.into_iter()
-            .map(|(lane, mut bufs)| {
+        parts
+            .into_iter()
+            .map(|(lane, mut p)| {
+                let ordered = |b: &[(u32, usize)]| b.windows(2).all(|w| w[0].0 < w[1].0);
+                if p.len() == 1 && ordered(&p[0].1) {
+                    return (lane, p.pop().map(|l| l.0).unwrap_or_default());
+                }
+                // Buffers of one lane from several shards (or out of order): by sequence number.
+                let mut bufs: Vec<(u32, &[R])> = Vec::new();
+                for (recs, idx) in &p {
+                    for (k, &(seq, start)) in idx.iter().enumerate() {
+                        let end = idx.get(k + 1).map_or(recs.len(), |n| n.1);
+                        bufs.push((seq, &recs[start..end]));
+                    }
+                }
                 bufs.sort_by_key(|b| b.0);
-                (lane, bufs.into_iter().flat_map(|b| b.1).collect())
+                (lane, bufs.into_iter().flat_map(|b| b.1.iter().copied()).collect())
             })
             .collect()
     }
@@ -626,8 +676,13 @@ mod tests {
     fn shards_merge_in_sequence_order() {
         let mut a = LaneRecords::<u64>::default();
         let mut b = LaneRecords::<u64>::default();
-        a.lanes.insert(0, vec![(1, vec![3, 4])]);
-        b.lanes.insert(0, vec![(0, vec![1, 2]), (2, vec![5])]);
-        assert_eq!(LaneRecords::merge([a, b])[&0], vec![1, 2, 3, 4, 5]);
+        a.push(0, 1, &[3, 4]);
+        b.push(0, 0, &[1, 2]);
+        b.push(0, 2, &[5]);
+        b.push(3, 0, &[9]);
+        let m = LaneRecords::merge([a, b]);
+        assert_eq!(m[&0], vec![1, 2, 3, 4, 5]);
+        assert_eq!(m[&3], vec![9]);
+        assert_eq!(m.len(), 2, "lanes without records are left out");
     }
 }

@@ -35,7 +35,7 @@ use ferry_abi::records::{
     SCOPE_PHASE_END,
 };
 use ferry_dfx::{DeviceRegion, DeviceWriter};
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -65,9 +65,9 @@ impl std::fmt::Debug for ArgsArena {
     }
 }
 
-// SAFETY: every concurrent access to the arena's bytes goes through atomics (`AtomicU64` header
-// words, `AtomicU32` payload words); the one plain read (`read_into`) is of bytes no thread writes
-// meanwhile; the owner keeps the memory alive.
+// SAFETY: every concurrent access to the arena's header goes through atomics; its payload bytes
+// are written (`write_from`) and read (`read_into`) with plain copies only while no other thread
+// touches them, which the arena protocol orders; the owner keeps the memory alive.
 unsafe impl Send for ArgsArena {}
 // SAFETY: as for `Send`.
 unsafe impl Sync for ArgsArena {}
@@ -135,13 +135,6 @@ impl ArgsArena {
         self.size
     }
 
-    fn word(&self, i: usize) -> &AtomicU32 {
-        assert!((i as u64) < self.size / 4, "arena word {i} outside {} bytes", self.size);
-        // SAFETY: in bounds (checked above) of the payload bytes behind the header, 4-aligned,
-        // only ever accessed atomically.
-        unsafe { &*self.base.as_ptr().add(Self::HEADER_BYTES as usize + 4 * i).cast::<AtomicU32>() }
-    }
-
     /// Appends the `len` bytes at physical offset `phys` (word-aligned) of the arena to `out`,
     /// with one bulk copy; bytes past the arena's end are not copied.
     ///
@@ -164,10 +157,24 @@ impl ArgsArena {
         out.extend_from_slice(src);
     }
 
-    fn write_word(&self, phys_word: usize, v: u32) {
-        // Relaxed: published to the host by the ready-queue tail's Release store of the buffer
-        // holding the record that names these bytes.
-        self.word(phys_word).store(v, Ordering::Relaxed);
+    /// Copies `len` bytes from `src` into the arena at physical offset `phys` with one bulk copy.
+    ///
+    /// # Safety
+    /// `src` is valid for reads of `len` bytes that no thread writes during the call (a tensor
+    /// view whose producers finished and whose consumers have not been released), and
+    /// `[phys, phys + len)` lies inside the arena's payload bytes, which the host does not read
+    /// until the record naming them is published.
+    unsafe fn write_from(&self, phys: u64, src: *const u8, len: u64) {
+        debug_assert!(phys + len <= self.size);
+        // SAFETY: both ranges are valid (the caller; the arena bytes are inside the live
+        // allocation behind the header) and belong to different allocations.
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                src,
+                self.base.as_ptr().add(Self::HEADER_BYTES as usize + phys as usize),
+                len as usize,
+            )
+        };
     }
 }
 
@@ -603,6 +610,12 @@ impl ThreadDfx {
         self.sched.is_some()
     }
 
+    /// Whether [`on_complete`](Self::on_complete) records anything (PMU or ArgsDump on): the
+    /// scheduler skips the completion hook otherwise.
+    pub fn wants_complete(&self) -> bool {
+        self.pmu.is_some() || self.args.is_some()
+    }
+
     /// Whether the orchestrator envelope is on (level 4).
     pub fn orch_on(&self) -> bool {
         self.orch.is_some()
@@ -618,10 +631,12 @@ impl ThreadDfx {
         block: u32,
         task: &ResolvedTask,
     ) {
-        if self.dispatch.len() <= core as usize {
-            self.dispatch.resize(core as usize + 1, 0);
+        if self.aicpu.is_some() {
+            if self.dispatch.len() <= core as usize {
+                self.dispatch.resize(core as usize + 1, 0);
+            }
+            self.dispatch[core as usize] = ops.clock_cycles();
         }
-        self.dispatch[core as usize] = ops.clock_cycles();
         if block == 0 && self.args.is_some() {
             self.dump_args(ops, seq, task, ARG_STAGE_BEFORE_DISPATCH);
         }
@@ -637,7 +652,6 @@ impl ThreadDfx {
         id: u32,
         times: [u64; 3],
     ) {
-        let finish = ops.clock_cycles();
         let lane = self.core_lane.get(core as usize).copied().unwrap_or(usize::MAX);
         if let Some(w) = self.aicore.as_mut().filter(|_| lane != usize::MAX) {
             let [recv, start, end] = times;
@@ -654,6 +668,7 @@ impl ThreadDfx {
             );
         }
         if let Some(w) = self.aicpu.as_mut().filter(|_| lane != usize::MAX) {
+            let finish = ops.clock_cycles();
             let dispatch = self.dispatch.get(core as usize).copied().unwrap_or(0);
             w.record(
                 lane,
@@ -884,11 +899,12 @@ impl ThreadDfx {
                 wo += size - phys;
             }
         }
-        let slice = super::image::F32Slice::new(ops, addr, len).ok()?;
-        let p0 = ((wo % size) / 4) as usize;
-        for i in 0..slice.len() {
-            arena.write_word(p0 + i, slice.get(i).to_bits());
-        }
+        let src = ops.translate(addr, len).ok()?;
+        // SAFETY: `translate` vouched for `len` readable bytes at `src`; the view is stable while
+        // it is dumped (before dispatch its producers have finished and nothing else writes it;
+        // after completion its consumers are not released yet); the arena range is inside one
+        // lap (the gate above moved the cursor to a lap start when it would not fit).
+        unsafe { arena.write_from(wo % size, src.cast_const(), len) };
         // Relaxed: the host reads the cursor as an overwrite high-water mark only; the payload
         // itself is published with the record.
         arena.write_offset().store(wo + len, Ordering::Relaxed);

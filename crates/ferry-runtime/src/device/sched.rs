@@ -506,7 +506,11 @@ pub fn scheduler(ops: &dyn DeviceOps, run: &RunState, sched: u32, scheds: u32) {
             };
             let (core, times) = (c.index, st.times());
             d.on_finish(ops, core, seq, id, times);
-            run.block_done(ops, seq, Some(&mut |t| d.on_complete(ops, core, seq, times, t)));
+            if d.wants_complete() {
+                run.block_done(ops, seq, Some(&mut |t| d.on_complete(ops, core, seq, times, t)));
+            } else {
+                run.block_done(ops, seq, None);
+            }
             completed_n += 1;
         }
         let t1 = if phases { ops.clock_cycles() } else { 0 };

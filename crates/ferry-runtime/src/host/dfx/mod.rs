@@ -40,10 +40,10 @@ use ferry_abi::records::{
     SchedPhaseRecord, ScopeStatsRecord,
 };
 use ferry_dfx::mem::DeviceMemory;
-use ferry_dfx::output::collect::DepGenLog;
+use ferry_dfx::output::collect::{self, DepGenLog, LaneRecords};
 use ferry_dfx::output::{
-    pmu_counter_names, AicoreTask, AicpuTask, ArgsDump, CoreType, LaneLoss, LossAccounting,
-    OrchPhase, PmuTable, RunMeta, RunModel, SchedPhase, ScopeRow, ScopeStats, Subsystem, Swimlane,
+    ArgsDump, CoreType, DumpedArg, LaneLoss, LossAccounting, PmuTable, RunMeta, RunModel,
+    ScopeStats, Subsystem, Swimlane,
 };
 use ferry_dfx::{
     CollectSink, DfxBuilder, DfxEngine, DfxTransport, EngineConfig, Policy, Record, RegionKey,
@@ -68,7 +68,7 @@ pub use memory::{SimCycleClock, SimDeviceMemory};
 pub use replay::{replay_task, ReplayArg, ReplayError};
 
 use memory::{host_memory, SimAlloc};
-use sinks::{ArgsAcks, ArgsSink, PmuRows, Rows};
+use sinks::{ArgsAcks, ArgsSink, Payload};
 
 /// Host threads a session runs, whatever subsystems are on: one drain shard, one collector
 /// shard and the replenish thread of its [`DfxEngine`].
@@ -244,13 +244,13 @@ struct Sub<R, S> {
 /// The regions of a running session.
 #[derive(Default)]
 struct Subs {
-    aicore: Option<Sub<AicoreTaskRecord, Rows<AicoreTask>>>,
-    aicpu: Option<Sub<AicpuTaskRecord, Rows<AicpuTask>>>,
-    sched: Option<Sub<SchedPhaseRecord, Rows<SchedPhase>>>,
-    orch: Option<Sub<OrchPhaseRecord, Rows<OrchPhase>>>,
-    pmu: Option<Sub<PmuRecord, PmuRows>>,
-    dep_gen: Option<Sub<u64, DepGenLog>>,
-    scope: Option<Sub<ScopeStatsRecord, Rows<ScopeRow>>>,
+    aicore: Option<Sub<AicoreTaskRecord, LaneRecords<AicoreTaskRecord>>>,
+    aicpu: Option<Sub<AicpuTaskRecord, LaneRecords<AicpuTaskRecord>>>,
+    sched: Option<Sub<SchedPhaseRecord, LaneRecords<SchedPhaseRecord>>>,
+    orch: Option<Sub<OrchPhaseRecord, LaneRecords<OrchPhaseRecord>>>,
+    pmu: Option<Sub<PmuRecord, LaneRecords<PmuRecord>>>,
+    dep_gen: Option<Sub<u64, LaneRecords<u64>>>,
+    scope: Option<Sub<ScopeStatsRecord, LaneRecords<ScopeStatsRecord>>>,
     args: Option<Sub<ArgsDumpRecord, ArgsSink>>,
 }
 
@@ -378,6 +378,15 @@ impl Layout {
         Ok(t)
     }
 
+    /// A region whose records are kept raw per lane while the run is live.
+    fn raw<R: Record>(
+        &mut self,
+        region: DfxRegion,
+        ids: LaneIds,
+    ) -> Result<Sub<R, LaneRecords<R>>, DfxError> {
+        self.sub(region, ids, |_| LaneRecords::default())
+    }
+
     fn sub<R: Record, S: CollectSink<R>>(
         &mut self,
         region: DfxRegion,
@@ -463,34 +472,28 @@ impl DfxSession {
             core_thread.iter().enumerate().map(|(i, &t)| (t, Some(i as u32))).collect();
         let per_sched: LaneIds = (0..scheds).map(|t| (t, None)).collect();
         let orch: LaneIds = vec![(threads - 1, None)];
-        let n = w as usize;
         let sl = opts.swimlane;
         let mut s = Subs::default();
         if sl >= 1 {
-            s.aicore = Some(lay.sub(DfxRegion::Aicore, per_core.clone(), |_| Rows::new(n))?);
+            s.aicore = Some(lay.raw(DfxRegion::Aicore, per_core.clone())?);
         }
         if sl >= 2 {
-            s.aicpu = Some(lay.sub(DfxRegion::Aicpu, per_core.clone(), |_| Rows::new(n))?);
+            s.aicpu = Some(lay.raw(DfxRegion::Aicpu, per_core.clone())?);
         }
         if sl >= 3 {
-            s.sched =
-                Some(lay.sub(DfxRegion::Sched, per_sched.clone(), |_| Rows::new(scheds as usize))?);
+            s.sched = Some(lay.raw(DfxRegion::Sched, per_sched.clone())?);
         }
         if sl >= 4 {
-            s.orch = Some(lay.sub(DfxRegion::Orch, orch.clone(), |_| Rows::new(1))?);
+            s.orch = Some(lay.raw(DfxRegion::Orch, orch.clone())?);
         }
         if opts.pmu > 0 {
-            let threads = Arc::new(core_thread.clone());
-            let counters = pmu_counter_names(chip.arch.name(), opts.pmu).len();
-            s.pmu = Some(lay.sub(DfxRegion::Pmu, per_core.clone(), move |_| {
-                PmuRows::new(threads.clone(), counters)
-            })?);
+            s.pmu = Some(lay.raw(DfxRegion::Pmu, per_core.clone())?);
         }
         if opts.dep_gen {
-            s.dep_gen = Some(lay.sub(DfxRegion::DepGen, orch.clone(), |_| DepGenLog::default())?);
+            s.dep_gen = Some(lay.raw(DfxRegion::DepGen, orch.clone())?);
         }
         if opts.scope_stats {
-            s.scope = Some(lay.sub(DfxRegion::Scope, orch.clone(), |_| Rows::new(1))?);
+            s.scope = Some(lay.raw(DfxRegion::Scope, orch.clone())?);
         }
         let mut arenas = Vec::new();
         let mut arena_at = Vec::new();
@@ -650,69 +653,85 @@ impl DfxSession {
             m.swimlane.get_or_insert_with(|| Swimlane::new(1))
         }
         if let Some(sub) = s.aicore {
-            let rows = take(&mut report, sub, Subsystem::ChipSwimlane, "aicore", &mut m.loss);
-            sw(&mut m).aicore_tasks = rows.flatten();
+            for (core, recs) in
+                take(&mut report, sub, Subsystem::ChipSwimlane, "aicore", &mut m.loss)
+            {
+                collect::add_aicore_records(sw(&mut m), core, &recs);
+            }
         }
         if let Some(sub) = s.aicpu {
-            let rows = take(&mut report, sub, Subsystem::ChipSwimlane, "aicpu", &mut m.loss);
-            sw(&mut m).aicpu_tasks = rows.flatten();
+            for (core, recs) in
+                take(&mut report, sub, Subsystem::ChipSwimlane, "aicpu", &mut m.loss)
+            {
+                collect::add_aicpu_records(sw(&mut m), core, &recs);
+            }
         }
         if let Some(sub) = s.sched {
-            let rows = take(&mut report, sub, Subsystem::ChipSwimlane, "sched", &mut m.loss);
-            if let Some(e) = rows.error {
-                return Err(bad("scheduler phase", &e));
+            for (t, recs) in take(&mut report, sub, Subsystem::ChipSwimlane, "sched", &mut m.loss) {
+                collect::add_sched_records(sw(&mut m), t, &recs)
+                    .map_err(|e| bad("scheduler phase", &e))?;
             }
-            sw(&mut m).sched_phases = rows.into_lanes();
         }
         if let Some(sub) = s.orch {
-            let rows = take(&mut report, sub, Subsystem::ChipSwimlane, "orch", &mut m.loss);
-            sw(&mut m).orch_phases = vec![rows.flatten()];
+            for recs in
+                take(&mut report, sub, Subsystem::ChipSwimlane, "orch", &mut m.loss).into_values()
+            {
+                collect::add_orch_records(sw(&mut m), 0, &recs);
+            }
         }
         if let Some(sub) = s.pmu {
-            let rows = take(&mut report, sub, Subsystem::Pmu, "pmu", &mut m.loss);
-            if let Some(e) = rows.rows.error {
-                return Err(bad("pmu", &e));
-            }
             let mut t = PmuTable::new(c.arch.name(), self.opts.pmu);
-            t.rows = rows.rows.flatten();
+            for (core, recs) in take(&mut report, sub, Subsystem::Pmu, "pmu", &mut m.loss) {
+                let thread = cluster_of(core, c.aic) % scheds;
+                collect::add_pmu_records(&mut t, thread, core, &recs)
+                    .map_err(|e| bad("pmu", &e))?;
+            }
             t.rows.sort_by_key(|r| r.task_id);
             m.pmu = Some(t);
         }
         if let Some(sub) = s.scope {
             let before = m.loss.lanes.len();
-            let rows = take(&mut report, sub, Subsystem::ScopeStats, "scope", &mut m.loss);
-            if let Some(e) = rows.error {
-                return Err(bad("scope stats", &e));
-            }
+            let lanes = take(&mut report, sub, Subsystem::ScopeStats, "scope", &mut m.loss);
             let lines = &m.loss.lanes[before..];
-            m.scopes = Some(ScopeStats {
+            let mut st = ScopeStats {
                 total: lines.iter().map(|l| l.produced).sum(),
                 dropped: lines.iter().map(|l| l.dropped).sum(),
                 task_window_max: [i64::from(c.task_window); abi::SCOPE_RINGS],
                 heap_max: [c.scratch_bytes; abi::SCOPE_RINGS],
                 dep_pool_max: [i64::from(c.task_window) * 16; abi::SCOPE_RINGS],
                 tensormap_max: i64::from(c.task_window) * 64,
-                records: rows.flatten(),
                 ..ScopeStats::default()
-            });
+            };
+            for recs in lanes.into_values() {
+                collect::add_scope_records(&mut st, &recs).map_err(|e| bad("scope stats", &e))?;
+            }
+            m.scopes = Some(st);
         }
         if let Some(sub) = s.args {
-            let before = m.loss.lanes.len();
-            let sink = take(&mut report, sub, Subsystem::ArgsDump, "args", &mut m.loss);
-            if let Some(e) = sink.error {
-                return Err(bad("args dump", &e));
-            }
+            let r = report.take(sub.key);
+            let lines = loss_lines(&r, &sub.ids, Subsystem::ArgsDump, "args");
             let mut d = ArgsDump { level: self.opts.dump_args, ..ArgsDump::default() };
-            for lane in sink.lanes {
+            d.args.reserve(r.sinks.iter().flat_map(|k| &k.lanes).map(|l| l.records.len()).sum());
+            for lane in ArgsSink::merge(r.sinks) {
                 let base = d.bin.len() as u64;
-                d.dropped_overwrite += lane.overwritten;
-                d.args.extend(lane.args.into_iter().map(|mut a| {
-                    a.bin_offset = a.bin_offset.map(|o| o + base);
-                    a
-                }));
+                for (rec, p) in &lane.records {
+                    let mut a = DumpedArg::from_record(rec).map_err(|e| bad("args dump", &e))?;
+                    match *p {
+                        Payload::None => {}
+                        Payload::Bin { at, len } => {
+                            a.bin_offset = Some(base + at);
+                            a.bin_size = len;
+                        }
+                        Payload::Overwritten => {
+                            a.overwritten = true;
+                            d.dropped_overwrite += 1;
+                        }
+                    }
+                    d.args.push(a);
+                }
                 d.bin.extend_from_slice(&lane.bin);
             }
-            d.dropped_records = m.loss.lanes[before..].iter().map(|l| l.dropped).sum::<u64>()
+            d.dropped_records = lines.iter().map(|l| l.dropped).sum::<u64>()
                 + self
                     .device
                     .arenas
@@ -720,11 +739,18 @@ impl DfxSession {
                     // Relaxed: device counters read after the run (the join orders them).
                     .map(|a| a.dropped().load(Ordering::Relaxed))
                     .sum::<u64>();
+            m.loss.lanes.extend(lines);
             m.args = Some(d);
         }
         if let Some(sub) = s.dep_gen {
             let before = m.loss.lanes.len();
-            let mut log = take(&mut report, sub, Subsystem::DepGen, "dep_gen", &mut m.loss);
+            let mut log = DepGenLog::default();
+            // A lane's buffers hold whole chains, so its words, buffer after buffer, are chains.
+            for words in
+                take(&mut report, sub, Subsystem::DepGen, "dep_gen", &mut m.loss).into_values()
+            {
+                log.push_buffer(&words);
+            }
             log.finish();
             let lossless = m.loss.lanes[before..].iter().all(|l| l.dropped == 0);
             if let Some(e) = log.error {
@@ -744,65 +770,18 @@ impl DfxSession {
     }
 }
 
-/// A sink that merges the sinks of every shard of its region.
-trait MergeShards: Sized {
-    fn merge(shards: Vec<Self>) -> Self;
-}
-
-impl<T> MergeShards for Rows<T> {
-    fn merge(shards: Vec<Self>) -> Self {
-        let mut it = shards.into_iter();
-        let first = it.next().unwrap_or_else(|| Rows::new(0));
-        it.fold(first, Rows::absorb)
-    }
-}
-
-impl MergeShards for PmuRows {
-    fn merge(shards: Vec<Self>) -> Self {
-        let mut it = shards.into_iter();
-        let Some(mut first) = it.next() else { unreachable!("a region has at least one shard") };
-        for s in it {
-            first.rows = first.rows.absorb(s.rows);
-        }
-        first
-    }
-}
-
-impl MergeShards for DepGenLog {
-    fn merge(shards: Vec<Self>) -> Self {
-        // One lane (the orchestrator's), so at most one shard saw any chain.
-        shards.into_iter().max_by_key(|l| (l.len(), l.incomplete)).unwrap_or_default()
-    }
-}
-
-impl MergeShards for ArgsSink {
-    fn merge(shards: Vec<Self>) -> Self {
-        let mut it = shards.into_iter();
-        let Some(mut first) = it.next() else { unreachable!("a region has at least one shard") };
-        for s in it {
-            first.error = first.error.or(s.error);
-            for (acc, lane) in first.lanes.iter_mut().zip(s.lanes) {
-                if acc.args.is_empty() {
-                    *acc = lane;
-                }
-            }
-        }
-        first
-    }
-}
-
-/// Takes one region's report off the engine: its loss lines go into `loss`, its shards' sinks
-/// are merged.
-fn take<R: Record, S: CollectSink<R> + MergeShards>(
+/// Takes one region's report off the engine: its loss lines go into `loss`, its shards' records
+/// are merged per lane.
+fn take<R: Record>(
     report: &mut ferry_dfx::EngineReport,
-    sub: Sub<R, S>,
+    sub: Sub<R, LaneRecords<R>>,
     subsystem: Subsystem,
     name: &str,
     loss: &mut LossAccounting,
-) -> S {
+) -> BTreeMap<u32, Vec<R>> {
     let r = report.take(sub.key);
     loss.lanes.extend(loss_lines(&r, &sub.ids, subsystem, name));
-    S::merge(r.sinks)
+    LaneRecords::merge(r.sinks)
 }
 
 fn loss_lines<S>(
