@@ -1,5 +1,6 @@
-//! Criterion benches of the DFX transport: writer hot path, buffer switch, drain throughput next
-//! to a memcpy of the same bytes, and stall per lane with a shrunk pool.
+//! Criterion benches of the DFX transport: writer hot path, buffer switch, drain throughput
+//! (polling and with the doorbell hint) next to a streaming memcpy of the same working set, and
+//! stall per lane with a shrunk pool.
 //!
 //! The same measurements are available as one report through `ferry_dfx::bench::run` (what
 //! `ferry bench dfx --json` prints).
@@ -26,16 +27,31 @@ fn writer(c: &mut Criterion) {
 
 fn drain(c: &mut Criterion) {
     const BYTES: u64 = 32 << 20;
+    // 8 buffers of 32 Ki records of 32 bytes: the working set of both measurements.
+    const POOL: u32 = 8;
+    const RPB: u32 = 32 * 1024;
     let mut g = c.benchmark_group("drain");
     g.throughput(Throughput::Bytes(BYTES));
     g.sample_size(10);
     for arch in Arch::ALL {
-        g.bench_function(format!("writer_to_collector/{}", arch.name()), |b| {
-            b.iter_custom(|iters| (0..iters).map(|_| bench::drain(arch, BYTES).0).sum())
-        });
+        for bell in [false, true] {
+            let name = format!(
+                "writer_to_collector/{}/{}",
+                arch.name(),
+                if bell { "doorbell" } else { "poll" }
+            );
+            g.bench_function(name, |b| {
+                b.iter_custom(|iters| {
+                    (0..iters).map(|_| bench::drain(arch, BYTES, POOL, RPB, bell).0).sum()
+                })
+            });
+        }
     }
-    g.bench_function("memcpy_same_bytes", |b| {
-        b.iter_custom(|iters| (0..iters).map(|_| bench::memcpy(BYTES)).sum())
+    g.bench_function("memcpy_same_working_set", |b| {
+        let ws = (POOL * RPB) as usize * 32;
+        b.iter_custom(|iters| {
+            (0..iters).map(|_| bench::memcpy(BYTES, ws, ws / POOL as usize)).sum()
+        })
     });
     g.finish();
 }

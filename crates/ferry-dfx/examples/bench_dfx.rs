@@ -1,4 +1,5 @@
-//! Prints `ferry_dfx::bench::run` as JSON for both arches (`--quick` for a smoke run).
+//! Prints `ferry_dfx::bench::run` as JSON with the hot-path figures of each arch (the drain
+//! figures cover both arches in every report; `--quick` for a smoke run).
 //!
 //! `cargo run -p ferry-dfx --release --example bench_dfx`
 

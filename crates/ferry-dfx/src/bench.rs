@@ -1,12 +1,15 @@
-//! The `ferry bench dfx` measurements, as a library so the CLI and the criterion benches share
-//! them.
+//! The `ferry bench dfx` measurements of the transport, as a library so the CLI and the
+//! criterion benches share them.
 //!
 //! [`run`] measures, in one process and one run:
 //!
-//! * the writer's hot path (ns per record, buffer switches amortised over 65 536 records);
+//! * the writer's hot path (ns per record, buffer switches amortised);
 //! * one buffer switch (ns, with one record per buffer and the host draining);
-//! * drain throughput (records/s and GB/s from writer to collector, collector copying records
-//!   out) next to a plain `memcpy` of the same bytes, measured in the same run;
+//! * drain throughput: bytes moved from a writer to a copying collector through a live host
+//!   engine, as a ratio of a streaming `memcpy` of the same working set (the pool's bytes), on
+//!   both arches (a5: one bulk mirror copy per buffer), with the host polling (the default) and
+//!   with the optional doorbell hint — the median of interleaved rounds (memcpy, then each drain
+//!   configuration, every round), since a shared 2-core machine swings single runs 2–3x;
 //! * the stall time per lane with a shrunk pool (one buffer per lane) and a slow collector.
 //!
 //! # Examples
@@ -14,15 +17,16 @@
 //! use ferry_dfx::bench::{run, BenchConfig};
 //! let report = run(&BenchConfig::quick());
 //! assert!(report.hot_path_ns_per_record > 0.0);
+//! assert_eq!(report.drain.len(), 4); // two arches, polling and doorbell
 //! assert!(report.to_json().starts_with('{'));
 //! ```
 
-use std::fmt::Write as _;
 use std::hint::black_box;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use ferry_abi::arch::Arch;
+use serde::Serialize;
 
 use crate::clock::SteadyClock;
 use crate::mem::{DeviceMemory, MirroredMemory, SvmMemory};
@@ -34,14 +38,20 @@ pub type BenchRecord = [u64; 4];
 /// What to measure.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct BenchConfig {
-    /// Arch (decides SVM vs mirrored memory and the device clock).
+    /// Arch of the hot-path, switch and stall measurements.
     pub arch: Arch,
     /// Records written for the hot-path measurement.
     pub hot_path_records: u64,
     /// Buffer switches measured.
     pub switches: u64,
-    /// Bytes moved for the drain-throughput measurement.
+    /// Bytes each drain configuration moves per round.
     pub drain_bytes: u64,
+    /// Buffers of the drain measurement's lane (its pool).
+    pub drain_buffers: u32,
+    /// Records per buffer of the drain measurement (32 bytes each).
+    pub drain_records_per_buffer: u32,
+    /// Interleaved rounds of the drain measurement (the median is reported).
+    pub drain_rounds: u32,
     /// Lanes of the shrunk-pool stall measurement (one buffer each).
     pub stall_lanes: u32,
     /// Buffers each stall lane fills.
@@ -51,12 +61,17 @@ pub struct BenchConfig {
 }
 
 impl Default for BenchConfig {
+    /// The drain moves 256 MiB per configuration and round through 8 × 1 MiB buffers (the size
+    /// class of the busiest default lanes), 5 rounds.
     fn default() -> Self {
         Self {
             arch: Arch::A2a3,
             hot_path_records: 20_000_000,
             switches: 200_000,
-            drain_bytes: 1 << 30,
+            drain_bytes: 256 << 20,
+            drain_buffers: 8,
+            drain_records_per_buffer: 32 * 1024,
+            drain_rounds: 5,
             stall_lanes: 4,
             stall_buffers_per_lane: 200,
             stall_collector_delay: Duration::from_micros(50),
@@ -70,7 +85,8 @@ impl BenchConfig {
         Self {
             hot_path_records: 200_000,
             switches: 2_000,
-            drain_bytes: 8 << 20,
+            drain_bytes: 16 << 20,
+            drain_rounds: 1,
             stall_buffers_per_lane: 20,
             ..Self::default()
         }
@@ -78,7 +94,7 @@ impl BenchConfig {
 }
 
 /// Stall of one lane in the shrunk-pool measurement.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
 pub struct LaneStall {
     /// Lane id.
     pub lane: u32,
@@ -92,13 +108,34 @@ pub struct LaneStall {
     pub stall_fraction: f64,
 }
 
-/// The numbers of one [`run`].
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct BenchReport {
+/// Drain throughput of one arch and wake-up mode, next to the memcpy of the same working set.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct DrainFigures {
     /// Arch name.
     pub arch: String,
-    /// Whether the region was SVM.
+    /// Whether host and device share one view (a5 copies each buffer to a host mirror).
     pub svm: bool,
+    /// Whether the optional doorbell hint was on (off: the host polls).
+    pub doorbell: bool,
+    /// Bytes of the lane's pool (the working set).
+    pub working_set_bytes: u64,
+    /// Median drain throughput, GB/s (10⁹ bytes).
+    pub gb_per_s: f64,
+    /// Median streaming memcpy of the same working set in the same rounds, GB/s.
+    pub memcpy_gb_per_s: f64,
+    /// `gb_per_s / memcpy_gb_per_s`.
+    pub vs_memcpy: f64,
+    /// Gate waits of the writer, summed over the rounds.
+    pub writer_waits: u64,
+    /// Records lost (0: Block policy).
+    pub dropped: u64,
+}
+
+/// The numbers of one [`run`].
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct BenchReport {
+    /// Arch of the hot-path, switch and stall figures.
+    pub arch: String,
     /// Bytes per record.
     pub record_bytes: u64,
     /// Writer hot path, ns per record.
@@ -107,16 +144,10 @@ pub struct BenchReport {
     pub switch_ns: f64,
     /// One buffer's round trip through a live host (one record per buffer, 8 in flight), ns.
     pub switch_round_trip_ns: f64,
-    /// Drain throughput, records per second.
-    pub drain_records_per_s: f64,
-    /// Drain throughput, GB/s (10⁹ bytes).
-    pub drain_gb_per_s: f64,
-    /// Plain memcpy of the same bytes in the same run, GB/s.
-    pub memcpy_gb_per_s: f64,
-    /// `drain_gb_per_s / memcpy_gb_per_s`.
-    pub drain_vs_memcpy: f64,
-    /// Records lost in the drain measurement (0: Block policy).
-    pub drain_dropped: u64,
+    /// Drain throughput per arch, polling and with the doorbell hint.
+    pub drain: Vec<DrainFigures>,
+    /// Interleaved rounds behind each drain median.
+    pub drain_rounds: u32,
     /// Per-lane stall with a one-buffer pool and a slow collector.
     pub stall: Vec<LaneStall>,
     /// Collector delay per buffer in the stall measurement, ns.
@@ -124,40 +155,14 @@ pub struct BenchReport {
 }
 
 impl BenchReport {
-    /// The report as one JSON object (no external serializer needed).
+    /// The report as one JSON object.
     pub fn to_json(&self) -> String {
-        let mut s = String::from("{");
-        let _ = write!(
-            s,
-            "\"arch\":\"{}\",\"svm\":{},\"record_bytes\":{},\"hot_path_ns_per_record\":{:.3},\
-             \"switch_ns\":{:.1},\"switch_round_trip_ns\":{:.1},\"drain_records_per_s\":{:.0},\"drain_gb_per_s\":{:.3},\
-             \"memcpy_gb_per_s\":{:.3},\"drain_vs_memcpy\":{:.3},\"drain_dropped\":{},\
-             \"stall_collector_delay_ns\":{},\"stall\":[",
-            self.arch,
-            self.svm,
-            self.record_bytes,
-            self.hot_path_ns_per_record,
-            self.switch_ns,
-            self.switch_round_trip_ns,
-            self.drain_records_per_s,
-            self.drain_gb_per_s,
-            self.memcpy_gb_per_s,
-            self.drain_vs_memcpy,
-            self.drain_dropped,
-            self.stall_collector_delay_ns,
-        );
-        for (i, l) in self.stall.iter().enumerate() {
-            if i > 0 {
-                s.push(',');
-            }
-            let _ = write!(
-                s,
-                "{{\"lane\":{},\"stall_ns\":{},\"max_stall_ns\":{},\"switches\":{},\"stall_fraction\":{:.4}}}",
-                l.lane, l.stall_ns, l.max_stall_ns, l.switches, l.stall_fraction
-            );
-        }
-        s.push_str("]}");
-        s
+        serde_json::to_string(self).unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"))
+    }
+
+    /// The drain figures of `arch` with or without the doorbell.
+    pub fn drain_of(&self, arch: Arch, doorbell: bool) -> Option<&DrainFigures> {
+        self.drain.iter().find(|d| d.arch == arch.name() && d.doorbell == doorbell)
     }
 }
 
@@ -193,16 +198,26 @@ impl CollectSink<BenchRecord> for CopySink {
     }
 }
 
-/// Runs one writer (one lane) against a live host. Returns the time the writer spent writing
-/// `records` records, the time until the host had collected all of them, and the drops.
-/// `rpb` = records per buffer, `pool` = buffers.
+/// What one [`writer_run`] measured.
+struct WriterRun {
+    /// Time the writer spent writing.
+    writing: Duration,
+    /// Time until the host had collected every record (host stopped).
+    end_to_end: Duration,
+    dropped: u64,
+    waits: u64,
+}
+
+/// Runs one writer (one lane) against a live host. `rpb` = records per buffer, `pool` =
+/// buffers, `doorbell`: the optional wake-up hint.
 fn writer_run(
     arch: Arch,
     records: u64,
     rpb: u32,
     pool: u32,
     slots: u32,
-) -> (Duration, Duration, u64) {
+    doorbell: bool,
+) -> WriterRun {
     let p = arch.profile();
     let cfg = DfxBuilder::new(p)
         .ready_queues(1)
@@ -211,6 +226,7 @@ fn writer_run(
         .lane(0, 0, pool)
         .records_per_buffer(rpb)
         .policy(Policy::Block)
+        .doorbell_hint(doorbell)
         .build::<BenchRecord>()
         .expect("bench config");
     let mem = memory(arch, cfg.region_size());
@@ -225,12 +241,12 @@ fn writer_run(
     for i in 0..records {
         w.record(0, [i, i, i, i]);
     }
-    let elapsed = start.elapsed();
+    let writing = start.elapsed();
     let st = w.finish();
     let report = host.stop();
-    let total = start.elapsed();
+    let end_to_end = start.elapsed();
     debug_assert_eq!(report.lanes[0].collected + st[0].dropped, records);
-    (elapsed, total, st[0].dropped)
+    WriterRun { writing, end_to_end, dropped: st[0].dropped, waits: st[0].stall_waits }
 }
 
 /// Times `n` calls of `step` in chunks of `chunk` and returns the best chunk's rate scaled to
@@ -336,32 +352,83 @@ pub fn switches(arch: Arch, n: u64) -> Duration {
 /// Round trip of one buffer through a live host (one record per buffer, eight buffers in
 /// flight): how fast a writer can switch when the host must return every buffer.
 pub fn switch_round_trip(arch: Arch, n: u64) -> Duration {
-    writer_run(arch, n, 1, 8, 8).0
+    writer_run(arch, n, 1, 8, 8, false).writing
 }
 
-/// Drain throughput: time to move `bytes` from a writer to a copying collector, and the drops.
-pub fn drain(arch: Arch, bytes: u64) -> (Duration, u64) {
+/// Drain throughput: time to move `bytes` from a writer through a live host engine to a
+/// copying collector (`pool` buffers of `rpb` records), and the writer's drops and gate waits.
+pub fn drain(arch: Arch, bytes: u64, pool: u32, rpb: u32, doorbell: bool) -> (Duration, u64, u64) {
     let records = bytes / size_of::<BenchRecord>() as u64;
-    let (_, end_to_end, dropped) = writer_run(arch, records, 4096, 8, 8);
-    (end_to_end, dropped)
+    let r = writer_run(arch, records, rpb, pool, pool.min(8).next_power_of_two().min(8), doorbell);
+    (r.end_to_end, r.dropped, r.waits)
 }
 
-/// A plain memcpy of `bytes` in buffer-sized (128 KiB) chunks, for comparison with [`drain`]:
-/// the fastest chunk's rate scaled to `bytes` (undisturbed by a busy machine).
-pub fn memcpy(bytes: u64) -> Duration {
-    let chunk = 4096 * size_of::<BenchRecord>();
-    let src = vec![1u8; chunk * 8];
-    let mut dst = vec![0u8; chunk];
-    dst.copy_from_slice(&src[..chunk]); // fault the pages in before timing
-    let n = (bytes as usize).div_ceil(chunk) as u64;
-    let per_chunk = best_rate(n, 1, |i| {
-        let off = (i as usize % 8) * chunk;
-        dst.copy_from_slice(&src[off..off + chunk]);
+/// A streaming memcpy of `bytes` over a working set of `working_set` bytes (source and
+/// destination each that large, copied in `chunk`-byte pieces, cycling), for comparison with
+/// [`drain`]: the time of the whole copy.
+pub fn memcpy(bytes: u64, working_set: usize, chunk: usize) -> Duration {
+    let chunk = chunk.clamp(64, working_set.max(64));
+    let n_chunks = (working_set / chunk).max(1);
+    let src = vec![1u8; n_chunks * chunk];
+    let mut dst = vec![0u8; n_chunks * chunk];
+    dst.copy_from_slice(&src); // fault the pages in before timing
+    let n = (bytes as usize).div_ceil(chunk);
+    let t0 = Instant::now();
+    for i in 0..n {
+        let off = (i % n_chunks) * chunk;
+        dst[off..off + chunk].copy_from_slice(&src[off..off + chunk]);
         black_box(&mut dst);
-    });
-    Duration::from_nanos(
-        (per_chunk.as_nanos() as f64 * bytes as f64 / (n as f64 * chunk as f64)) as u64,
-    )
+    }
+    let d = t0.elapsed();
+    Duration::from_nanos((d.as_nanos() as f64 * bytes as f64 / (n * chunk) as f64) as u64)
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v.get(v.len() / 2).copied().unwrap_or(0.0)
+}
+
+/// The drain figures: every round runs the memcpy, then each (arch, doorbell) drain, so each
+/// median sees the same machine conditions.
+fn drain_figures(cfg: &BenchConfig) -> Vec<DrainFigures> {
+    let rec = size_of::<BenchRecord>() as u64;
+    let bytes = (cfg.drain_bytes / rec).max(1) * rec;
+    let buf = cfg.drain_records_per_buffer as usize * rec as usize;
+    let ws = buf * cfg.drain_buffers as usize;
+    let configs: Vec<(Arch, bool)> =
+        Arch::ALL.into_iter().flat_map(|a| [(a, false), (a, true)]).collect();
+    let gbs = |d: Duration| bytes as f64 / d.as_secs_f64().max(1e-9) / 1e9;
+    let mut mc = Vec::new();
+    let mut runs: Vec<(Vec<f64>, u64, u64)> = configs.iter().map(|_| (Vec::new(), 0, 0)).collect();
+    for _ in 0..cfg.drain_rounds.max(1) {
+        mc.push(gbs(memcpy(bytes, ws, buf)));
+        for (k, &(arch, bell)) in configs.iter().enumerate() {
+            let (d, dropped, waits) =
+                drain(arch, bytes, cfg.drain_buffers, cfg.drain_records_per_buffer, bell);
+            runs[k].0.push(gbs(d));
+            runs[k].1 += dropped;
+            runs[k].2 += waits;
+        }
+    }
+    let memcpy_gb = median(mc);
+    configs
+        .into_iter()
+        .zip(runs)
+        .map(|((arch, doorbell), (g, dropped, waits))| {
+            let gb = median(g);
+            DrainFigures {
+                arch: arch.name().to_owned(),
+                svm: arch.profile().svm,
+                doorbell,
+                working_set_bytes: ws as u64,
+                gb_per_s: gb,
+                memcpy_gb_per_s: memcpy_gb,
+                vs_memcpy: gb / memcpy_gb.max(1e-12),
+                writer_waits: waits,
+                dropped,
+            }
+        })
+        .collect()
 }
 
 /// Shrunk pool: `lanes` lanes with one buffer each, a collector that spends `delay` per buffer;
@@ -419,44 +486,20 @@ pub fn stall(arch: Arch, lanes: u32, buffers_per_lane: u32, delay: Duration) -> 
     out
 }
 
-/// Runs every measurement once and reports them together.
+/// Runs every measurement once (the drain in interleaved rounds) and reports them together.
 pub fn run(cfg: &BenchConfig) -> BenchReport {
     let rec = size_of::<BenchRecord>() as u64;
-    let baseline = memcpy((cfg.drain_bytes / 4).max(rec));
     let hot = hot_path(cfg.arch, cfg.hot_path_records);
     let sw = switches(cfg.arch, cfg.switches);
     let rt = switch_round_trip(cfg.arch, cfg.switches / 10 + 1);
-    // Drain and memcpy alternate over a few rounds and each keeps its best round, so both see
-    // the same machine conditions (a shared, busy machine otherwise decides the ratio).
-    const ROUNDS: u64 = 4;
-    let per_round = (cfg.drain_bytes / ROUNDS / rec).max(1) * rec;
-    let secs = |d: Duration| d.as_secs_f64().max(1e-9);
-    let (mut dr, mut dropped) = (Duration::MAX, 0);
-    let mut mc = Duration::from_nanos(
-        (baseline.as_nanos() as f64 * per_round as f64 / (cfg.drain_bytes / 4).max(rec) as f64)
-            as u64,
-    );
-    for _ in 0..ROUNDS {
-        let (d, lost) = drain(cfg.arch, per_round);
-        dr = dr.min(d);
-        dropped += lost;
-        mc = mc.min(memcpy(per_round));
-    }
-    let moved = per_round;
-    let drain_gb = moved as f64 / secs(dr) / 1e9;
-    let memcpy_gb = moved as f64 / secs(mc) / 1e9;
     BenchReport {
         arch: cfg.arch.name().to_owned(),
-        svm: cfg.arch.profile().svm,
         record_bytes: rec,
         hot_path_ns_per_record: hot.as_nanos() as f64 / cfg.hot_path_records.max(1) as f64,
         switch_ns: sw.as_nanos() as f64 / cfg.switches.max(1) as f64,
         switch_round_trip_ns: rt.as_nanos() as f64 / (cfg.switches / 10 + 1) as f64,
-        drain_records_per_s: (moved / rec) as f64 / secs(dr),
-        drain_gb_per_s: drain_gb,
-        memcpy_gb_per_s: memcpy_gb,
-        drain_vs_memcpy: drain_gb / memcpy_gb.max(1e-12),
-        drain_dropped: dropped,
+        drain: drain_figures(cfg),
+        drain_rounds: cfg.drain_rounds.max(1),
         stall: stall(
             cfg.arch,
             cfg.stall_lanes,

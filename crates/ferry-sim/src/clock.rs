@@ -51,6 +51,15 @@ impl VirtualClock {
     }
 }
 
+/// Nanoseconds per cycle of a frequency that divides 1 GHz exactly, else 0.
+fn ns_per_cycle(hz: u64) -> u64 {
+    if hz > 0 && 1_000_000_000 % hz == 0 {
+        1_000_000_000 / hz
+    } else {
+        0
+    }
+}
+
 #[derive(Clone, Debug)]
 enum Source {
     Real(Instant),
@@ -61,6 +70,8 @@ enum Source {
 #[derive(Clone, Debug)]
 pub struct DeviceClock {
     hz: u64,
+    /// Nanoseconds per cycle when the frequency divides 1 GHz exactly, else 0.
+    ns_per_cycle: u64,
     source: Source,
     real_bell: Arc<Doorbell>,
 }
@@ -68,12 +79,22 @@ pub struct DeviceClock {
 impl DeviceClock {
     /// A clock driven by the host's monotonic time, counting at the arch frequency from now.
     pub fn real(arch: &ArchProfile) -> Self {
-        Self { hz: arch.clock_hz, source: Source::Real(Instant::now()), real_bell: Arc::default() }
+        Self {
+            hz: arch.clock_hz,
+            ns_per_cycle: ns_per_cycle(arch.clock_hz),
+            source: Source::Real(Instant::now()),
+            real_bell: Arc::default(),
+        }
     }
 
     /// A clock that reads `clock` and only moves when it is advanced.
     pub fn virtual_clock(arch: &ArchProfile, clock: VirtualClock) -> Self {
-        Self { hz: arch.clock_hz, source: Source::Virtual(clock), real_bell: Arc::default() }
+        Self {
+            hz: arch.clock_hz,
+            ns_per_cycle: ns_per_cycle(arch.clock_hz),
+            source: Source::Virtual(clock),
+            real_bell: Arc::default(),
+        }
     }
 
     /// Counter frequency in Hz.
@@ -91,7 +112,13 @@ impl DeviceClock {
         match &self.source {
             Source::Real(epoch) => {
                 let ns = epoch.elapsed().as_nanos();
-                (ns * self.hz as u128 / 1_000_000_000) as u64
+                // Both arch clocks divide 1 GHz (a2a3: 20 ns per cycle, a5: 1 ns), so the common
+                // case is one 64-bit division, not a 128-bit multiply and divide (this is read on
+                // every DFX timestamp and every timed wait).
+                match u64::try_from(ns) {
+                    Ok(ns) if self.ns_per_cycle > 0 => ns / self.ns_per_cycle,
+                    _ => (ns * self.hz as u128 / 1_000_000_000) as u64,
+                }
             }
             Source::Virtual(v) => v.now(),
         }
@@ -159,6 +186,18 @@ mod tests {
         // 2 ms at 50 MHz is 100_000 cycles; only a lower bound is safe on a loaded machine.
         assert!(c.now_cycles() - a >= 100_000);
         assert_eq!(c.hz(), 50_000_000);
+    }
+
+    #[test]
+    fn the_exact_divisor_agrees_with_the_general_conversion() {
+        assert_eq!((ns_per_cycle(50_000_000), ns_per_cycle(1_000_000_000)), (20, 1));
+        assert_eq!(ns_per_cycle(3_000_000), 0, "3 MHz does not divide 1 GHz");
+        for hz in [50_000_000u64, 1_000_000_000] {
+            for ns in [0u64, 19, 20, 21, 999_999_999, 1 << 50] {
+                let general = (ns as u128 * hz as u128 / 1_000_000_000) as u64;
+                assert_eq!(ns / ns_per_cycle(hz), general, "{hz} Hz, {ns} ns");
+            }
+        }
     }
 
     #[test]

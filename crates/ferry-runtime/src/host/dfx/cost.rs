@@ -14,10 +14,29 @@ pub struct CostRow {
     pub tasks_per_s: f64,
     /// `tasks_per_s` over the DFX-off figure.
     pub ratio: f64,
-    /// Records the run produced (all subsystems).
+    /// Records the run's model holds (swimlane, PMU and ScopeStats rows, DepGen submits, dumped
+    /// arguments) in the last round.
     pub records: u64,
     /// Records dropped (0 under Block).
     pub dropped: u64,
+    /// Gate waits over every lane in every round (0: the pools kept the path cold).
+    pub stall_waits: u64,
+}
+
+/// Records a run model holds: swimlane rows, PMU rows, DepGen submits, dumped arguments and
+/// ScopeStats rows (what the output files carry, one line or object each).
+pub fn model_records(m: &ferry_dfx::output::RunModel) -> u64 {
+    let sw = m.swimlane.as_ref().map_or(0, |s| {
+        s.aicore_tasks.len()
+            + s.aicpu_tasks.len()
+            + s.sched_phases.iter().map(Vec::len).sum::<usize>()
+            + s.orch_phases.iter().map(Vec::len).sum::<usize>()
+    });
+    let pmu = m.pmu.as_ref().map_or(0, |p| p.rows.len());
+    let deps = m.deps.as_ref().map_or(0, |d| d.tasks.len());
+    let args = m.args.as_ref().map_or(0, |a| a.args.len());
+    let scopes = m.scopes.as_ref().map_or(0, |s| s.records.len());
+    (sw + pmu + deps + args + scopes) as u64
 }
 
 /// The configurations [`subsystem_costs`] measures, in order (the first is DFX off).
@@ -35,11 +54,11 @@ pub fn cost_configs() -> Vec<(String, DfxOptions)> {
     v
 }
 
-/// What each DFX subsystem costs the storm example: tasks/s on a default-sized chip (in-process
-/// path) with DFX off and with each subsystem / swimlane level on, as ratios against off. Runs
-/// `repeats` rounds of every configuration in turn and takes each one's median (the 2-core
-/// development machine schedules some 40 threads, so single runs vary by 2-3x). `size` picks the
-/// storm (`Full`: 50,000 tasks).
+/// What each DFX subsystem costs the storm example: tasks/s on a default-sized chip, on the full
+/// path `ferry run` takes (the loaded AICPU program, regions in device memory), with DFX off and
+/// with each subsystem / swimlane level on, as ratios against off. Runs `repeats` rounds of every
+/// configuration in turn and takes each one's median (the 2-core development machine schedules
+/// some 40 threads, so single runs vary by 2-3x). `size` picks the storm (`Full`: 50,000 tasks).
 ///
 /// # Errors
 /// A run or a collection that failed.
@@ -49,7 +68,7 @@ pub fn subsystem_costs(
     repeats: u32,
 ) -> Result<Vec<CostRow>, Box<dyn std::error::Error + Send + Sync>> {
     use crate::host::{DeviceRunner, RunnerConfig};
-    let cfg = RunnerConfig::default_for(arch).in_process();
+    let cfg = RunnerConfig::default_for(arch);
     let mut r = DeviceRunner::new(cfg)?;
     let run = crate::examples::Example::Storm.build(size);
     r.register_callable(1, run.callable.clone())?;
@@ -66,24 +85,21 @@ pub fn subsystem_costs(
     // Rounds: every configuration once per round, so machine noise spreads over all of them.
     let configs = cost_configs();
     let mut samples: Vec<Vec<f64>> = vec![Vec::new(); configs.len()];
-    let mut counts = vec![(0u64, 0u64); configs.len()];
+    let mut counts = vec![(0u64, 0u64, 0u64); configs.len()];
     for _ in 0..repeats.max(1) {
         for (k, (_, opts)) in configs.iter().enumerate() {
-            let s = if opts.any() {
-                Some(DfxSession::start(opts, chip, r.device().clock())?)
-            } else {
-                None
-            };
-            r.attach_dfx(s.as_ref().map(DfxSession::device));
+            let s =
+                if opts.any() { Some(DfxSession::start_on(opts, chip, r.device())?) } else { None };
+            r.attach_dfx_session(s.as_ref())?;
             let out = r.run(1, run.args.clone());
-            r.attach_dfx(None);
+            r.attach_dfx_session(None)?;
             let out = out?;
             run.verify(&out)?;
             samples[k].push(out.stats.tasks as f64 / out.stats.wall.as_secs_f64());
             if let Some(s) = s {
                 let m = s.finish()?;
-                let (p, _, d) = m.loss.totals();
-                counts[k] = (p, d);
+                let waits: u64 = m.loss.lanes.iter().map(|l| l.stall_waits).sum();
+                counts[k] = (model_records(&m), m.loss.totals().2, counts[k].2 + waits);
             }
         }
     }
@@ -95,12 +111,13 @@ pub fn subsystem_costs(
     let rows = configs
         .into_iter()
         .zip(meds.iter().zip(counts))
-        .map(|((config, _), (&tps, (records, dropped)))| CostRow {
+        .map(|((config, _), (&tps, (records, dropped, stall_waits)))| CostRow {
             config,
             tasks_per_s: tps,
             ratio: tps / meds[0],
             records,
             dropped,
+            stall_waits,
         })
         .collect();
     Ok(rows)
