@@ -409,3 +409,44 @@ fn runs_never_straddle_two_buffers() {
         assert_eq!(bufs, expect, "svm {svm_arch}");
     }
 }
+
+/// Threads of this process named `ferry-dfx-…` whose nice value is `nice` (Linux).
+fn dfx_threads_with_nice(nice: i64) -> usize {
+    let Ok(dir) = std::fs::read_dir("/proc/self/task") else { return 0 };
+    dir.flatten()
+        .filter(|t| {
+            let comm = std::fs::read_to_string(t.path().join("comm")).unwrap_or_default();
+            let stat = std::fs::read_to_string(t.path().join("stat")).unwrap_or_default();
+            // Field 19 of stat is the nice value; fields after the `(comm)` one are space-separated.
+            let fields: Vec<&str> =
+                stat.rsplit_once(") ").map(|(_, r)| r.split(' ').collect()).unwrap_or_default();
+            comm.starts_with("ferry-dfx-")
+                && fields.get(16).and_then(|v| v.parse().ok()) == Some(nice)
+        })
+        .count()
+}
+
+/// `EngineConfig::nice` lowers the priority of every engine thread (and only of them).
+#[test]
+#[cfg(target_os = "linux")]
+fn engine_threads_take_their_nice_value() {
+    let c = cfg(1, 2, 4, Policy::Block, 4);
+    let t =
+        DfxTransport::<[u64; 2]>::new(c.clone(), svm(&c), Arc::new(VirtualClock::new())).unwrap();
+    // A value no other test uses, so engines of tests running alongside do not count.
+    let mut e =
+        ferry_dfx::DfxEngine::new(ferry_dfx::EngineConfig { nice: Some(7), ..Default::default() });
+    e.add(t, |_| |_b: &CollectedBuffer<'_, [u64; 2]>| {}).unwrap();
+    let running = e.start();
+    let start = std::time::Instant::now();
+    while dfx_threads_with_nice(7) < 3 {
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(10),
+            "engine threads never reniced"
+        );
+        std::thread::yield_now();
+    }
+    assert_eq!(dfx_threads_with_nice(7), running.threads());
+    running.stop();
+    assert_eq!(dfx_threads_with_nice(7), 0);
+}

@@ -316,6 +316,9 @@ struct ServicesBox {
 
 struct ServicesCtx {
     device: Weak<DeviceInner>,
+    /// The device's clock, read without touching the device handle (every DFX timestamp and
+    /// timed wait reads it; the device's reference count is shared by every core thread).
+    clock: crate::clock::DeviceClock,
 }
 
 /// A handle on a device's AICPU OS. Cheap to clone.
@@ -667,7 +670,10 @@ impl AicpuOs {
     /// The services table handed to every program this OS loads.
     pub fn services(&self) -> *const DeviceServices {
         let b = self.os().services.get_or_init(|| {
-            let ctx = Box::new(ServicesCtx { device: Arc::downgrade(&self.device.0) });
+            let ctx = Box::new(ServicesCtx {
+                device: Arc::downgrade(&self.device.0),
+                clock: self.device.clock().clone(),
+            });
             let table = Box::new(DeviceServices {
                 abi_version: SERVICES_ABI_VERSION,
                 size: std::mem::size_of::<DeviceServices>() as u32,
@@ -1198,7 +1204,10 @@ extern "C" fn svc_notify_host(ctx: *const c_void, key: u64, queue: u32) {
 }
 
 extern "C" fn svc_now_cycles(ctx: *const c_void) -> u64 {
-    with_os(ctx, 0, |os| os.device.clock().now_cycles())
+    // SAFETY: as in `with_os`: `ctx` is the `ServicesCtx` this module put in the table, alive as
+    // long as the table. Reading the clock cannot panic, so no unwind guard is needed.
+    let sc = unsafe { &*ctx.cast::<ServicesCtx>() };
+    sc.clock.now_cycles()
 }
 
 extern "C" fn svc_clock_hz(ctx: *const c_void) -> u64 {

@@ -26,6 +26,23 @@ pub struct EngineConfig {
     pub drain_shards: Option<u32>,
     /// How drain shards poll their queues.
     pub poll: PollPolicy,
+    /// Nice value of the engine's threads (Linux; `None`: inherit).
+    pub nice: Option<i32>,
+}
+
+/// Lowers the calling thread's scheduling priority to `nice` (Linux; elsewhere nothing).
+fn set_nice(nice: Option<i32>) {
+    #[cfg(target_os = "linux")]
+    if let Some(n) = nice {
+        // SAFETY: gettid and setpriority take no pointers; PRIO_PROCESS with a thread id changes
+        // only that thread's nice value. A failure (no permission to raise priority) leaves it.
+        unsafe {
+            let tid = libc::syscall(libc::SYS_gettid) as libc::id_t;
+            libc::setpriority(libc::PRIO_PROCESS, tid, n);
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = nice;
 }
 
 /// Names one region of an engine, with its record and sink types, so the region's report can be
@@ -276,6 +293,7 @@ impl DfxEngine {
     /// # Panics
     /// If a host thread cannot be spawned.
     pub fn start(self) -> RunningEngine {
+        let nice = self.cfg.nice;
         let a = self.assemble();
         let spawn = |name: String| std::thread::Builder::new().name(name);
         let drains = a
@@ -284,6 +302,7 @@ impl DfxEngine {
             .map(|mut d| {
                 spawn(format!("ferry-dfx-drain-{}", d.shard))
                     .spawn(move || {
+                        set_nice(nice);
                         d.mgmt_drain_loop();
                         d
                     })
@@ -294,6 +313,7 @@ impl DfxEngine {
         let replenish_bell = rep.parker.unparker().clone();
         let replenish = spawn("ferry-dfx-replenish".into())
             .spawn(move || {
+                set_nice(nice);
                 rep.mgmt_replenish_loop();
                 rep
             })
@@ -304,6 +324,7 @@ impl DfxEngine {
             .map(|mut c| {
                 spawn(format!("ferry-dfx-collect-{}", c.shard))
                     .spawn(move || {
+                        set_nice(nice);
                         c.poll_and_collect();
                         c
                     })

@@ -1,7 +1,8 @@
 //! The AICore executor: handshake, then run dispatched kernels until told to exit
 //! (launch.md §5.2–§5.4, core side).
 use super::image::{
-    DispatchArgs, F32Slice, ImageView, PayloadStatus, PAYLOAD_CORE_LINE, PAYLOAD_FAULT, PAYLOAD_OK,
+    DispatchArgs, F32Slice, ImageView, PayloadStatus, TranslateCache, PAYLOAD_CORE_LINE,
+    PAYLOAD_FAULT, PAYLOAD_OK,
 };
 use super::kernels::{self, KernelCall};
 use super::ops::DeviceOps;
@@ -75,7 +76,7 @@ pub fn aicore_execute(
     // 3. Dispatch loop.
     let mut last = 0u32;
     let mut tensors: Vec<F32Slice> = Vec::with_capacity(super::image::MAX_TASK_TENSORS);
-    let mut cache = TranslateCache { slots: [None; 32] };
+    let mut cache = TranslateCache::new();
     let flags_off = std::mem::offset_of!(super::image::RuntimeHeader, dfx_flags);
     // Relaxed: written by the AICPU before its window-opening register write, which this core
     // observed (Acquire) in step 2.
@@ -115,40 +116,19 @@ pub fn aicore_execute(
     }
 }
 
-/// Translations this core already made during the current run, direct-mapped by address.
-///
-/// Sound because a translated range stays valid until the host frees it, which it does only
-/// after every device thread of the run has returned (`DeviceOps` contract), and the cache lives
-/// in one `aicore_execute` call, i.e. one run.
-struct TranslateCache {
-    slots: [Option<(u64, u64, F32Slice)>; 32],
-}
-
-impl TranslateCache {
-    fn get(&mut self, ops: &dyn DeviceOps, addr: u64, bytes: u64) -> Result<F32Slice, KernelFault> {
-        let i = ((addr >> 6) as usize ^ (bytes as usize)) % self.slots.len();
-        if let Some((a, b, s)) = self.slots[i] {
-            if a == addr && b == bytes {
-                return Ok(s);
-            }
-        }
-        let s = F32Slice::new(ops, addr, bytes)
-            .map_err(|_| KernelFault::OutsideDeviceMemory { addr, bytes })?;
-        self.slots[i] = Some((addr, bytes, s));
-        Ok(s)
-    }
-}
-
 fn run_kernel(
     ops: &dyn DeviceOps,
     a: &DispatchArgs,
     tensors: &mut Vec<F32Slice>,
-    cache: &mut TranslateCache,
+    cache: &mut TranslateCache<32>,
 ) -> Result<(), KernelFault> {
     tensors.clear();
     let nt = (a.n_tensors as usize).min(a.tensors.len());
     for t in &a.tensors[..nt] {
-        tensors.push(cache.get(ops, t.addr, t.bytes)?);
+        let s = cache
+            .get(ops, t.addr, t.bytes)
+            .map_err(|_| KernelFault::OutsideDeviceMemory { addr: t.addr, bytes: t.bytes })?;
+        tensors.push(s);
     }
     let ns = (a.n_scalars as usize).min(a.scalars.len());
     kernels::execute(&KernelCall {

@@ -269,6 +269,7 @@ impl DfxDevice {
             scope: w(&g.scope, thread),
             args: w(&g.args, thread),
             arena: self.arenas.get(thread as usize).cloned(),
+            views: Box::new(super::image::TranslateCache::new()),
             core_lane,
             dispatch: Vec::new(),
             payloads: 0,
@@ -513,6 +514,8 @@ pub struct ThreadDfx {
     scope: Option<DeviceWriter<ScopeStatsRecord>>,
     args: Option<DeviceWriter<ArgsDumpRecord>>,
     arena: Option<Arc<ArgsArena>>,
+    /// Translations of the views this thread dumped (one per tensor per run, not per dump).
+    views: Box<super::image::TranslateCache<64>>,
     core_lane: Vec<usize>,
     dispatch: Vec<u64>,
     payloads: u64,
@@ -899,12 +902,13 @@ impl ThreadDfx {
                 wo += size - phys;
             }
         }
-        let src = ops.translate(addr, len).ok()?;
-        // SAFETY: `translate` vouched for `len` readable bytes at `src`; the view is stable while
-        // it is dumped (before dispatch its producers have finished and nothing else writes it;
-        // after completion its consumers are not released yet); the arena range is inside one
-        // lap (the gate above moved the cursor to a lap start when it would not fit).
-        unsafe { arena.write_from(wo % size, src.cast_const(), len) };
+        let src = self.views.get(ops, addr, len).ok()?;
+        // SAFETY: the translation vouched for `len` readable bytes at `src`, valid for the run;
+        // the view is stable while it is dumped (before dispatch its producers have finished and
+        // nothing else writes it; after completion its consumers are not released yet); the
+        // arena range is inside one lap (the gate above moved the cursor to a lap start when it
+        // would not fit).
+        unsafe { arena.write_from(wo % size, src.as_ptr(), len) };
         // Relaxed: the host reads the cursor as an overwrite high-water mark only; the payload
         // itself is published with the record.
         arena.write_offset().store(wo + len, Ordering::Relaxed);

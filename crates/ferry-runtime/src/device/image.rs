@@ -476,6 +476,40 @@ pub struct F32Slice {
     len: usize,
 }
 
+/// Translations a device thread already made during the current run, direct-mapped by address
+/// (`N` slots).
+///
+/// Sound because a translated range stays valid until the host frees it, which it does only
+/// after every device thread of the run has returned (`DeviceOps` contract), and a cache lives
+/// in one device thread's part of one run.
+pub(crate) struct TranslateCache<const N: usize> {
+    slots: [Option<(u64, u64, F32Slice)>; N],
+}
+
+impl<const N: usize> TranslateCache<N> {
+    pub(crate) fn new() -> Self {
+        Self { slots: [None; N] }
+    }
+
+    /// The slice of `bytes` bytes at `addr`, translated once per run.
+    pub(crate) fn get(
+        &mut self,
+        ops: &dyn DeviceOps,
+        addr: u64,
+        bytes: u64,
+    ) -> Result<F32Slice, TranslateError> {
+        let i = ((addr >> 6) as usize ^ (bytes as usize)) % N;
+        if let Some((a, b, s)) = self.slots[i] {
+            if a == addr && b == bytes {
+                return Ok(s);
+            }
+        }
+        let s = F32Slice::new(ops, addr, bytes)?;
+        self.slots[i] = Some((addr, bytes, s));
+        Ok(s)
+    }
+}
+
 impl F32Slice {
     /// Translates a tensor of `bytes` bytes at `addr`.
     ///
@@ -496,6 +530,12 @@ impl F32Slice {
     /// Elements.
     pub fn len(&self) -> usize {
         self.len
+    }
+
+    /// The first byte, for a bulk copy of the whole view by a thread that knows no one writes it
+    /// meanwhile.
+    pub(crate) fn as_ptr(&self) -> *const u8 {
+        self.base
     }
 
     /// Whether there are no elements.

@@ -483,12 +483,18 @@ pub fn scheduler(ops: &dyn DeviceOps, run: &RunState, sched: u32, scheds: u32) {
     loop {
         let mut progress = false;
         let phases = dfx.as_ref().is_some_and(|d| d.phases_on());
-        let t0 = if phases { ops.clock_cycles() } else { 0 };
+        // Phase timestamps are read only in iterations that do something: a Complete phase runs
+        // from the first FIN seen to the end of the completions, a Dispatch phase from then (or
+        // the first dispatch) to the last dispatch. Idle polling reads no clock.
+        let mut complete_start = None;
         let mut completed_n = 0u32;
         for c in cores.iter_mut() {
             let Some((seq, id)) = c.running else { continue };
             if ops.reg_read(c.base, cond) != cond_fin(id) {
                 continue;
+            }
+            if phases && complete_start.is_none() {
+                complete_start = Some(ops.clock_cycles());
             }
             c.running = None;
             progress = true;
@@ -513,7 +519,8 @@ pub fn scheduler(ops: &dyn DeviceOps, run: &RunState, sched: u32, scheds: u32) {
             }
             completed_n += 1;
         }
-        let t1 = if phases { ops.clock_cycles() } else { 0 };
+        let complete_end = (phases && completed_n > 0).then(|| ops.clock_cycles());
+        let mut dispatch_start = None;
         let mut dispatched_n = 0u32;
         if !run.is_aborted() {
             for c in cores.iter_mut().filter(|c| c.running.is_none()) {
@@ -521,6 +528,9 @@ pub fn scheduler(ops: &dyn DeviceOps, run: &RunState, sched: u32, scheds: u32) {
                 // queue when the chip has no cores of one kind).
                 let w = run.pop(c.queue);
                 let Some((seq, block)) = w else { continue };
+                if phases && dispatch_start.is_none() {
+                    dispatch_start = Some(complete_end.unwrap_or_else(|| ops.clock_cycles()));
+                }
                 dispatch(ops, run, c, seq, block, dmb, dfx.as_mut());
                 if block == 0 && run.args_dump_on() {
                     run.queue_rest_blocks(ops, seq);
@@ -531,11 +541,11 @@ pub fn scheduler(ops: &dyn DeviceOps, run: &RunState, sched: u32, scheds: u32) {
         }
         if let Some(d) = dfx.as_mut().filter(|_| phases && progress) {
             use ferry_abi::records::SchedPhaseKind;
-            let t2 = ops.clock_cycles();
-            if completed_n > 0 {
+            if let (Some(t0), Some(t1)) = (complete_start, complete_end) {
                 d.phase(SchedPhaseKind::Complete as u32, t0, t1, completed_n, [0, 0]);
             }
-            if dispatched_n > 0 {
+            if let Some(t1) = dispatch_start {
+                let t2 = ops.clock_cycles();
                 d.phase(SchedPhaseKind::Dispatch as u32, t1, t2, dispatched_n, [dispatched_n, 0]);
             }
             d.next_iter();

@@ -74,6 +74,10 @@ use sinks::{ArgsAcks, ArgsSink, Payload};
 /// shard and the replenish thread of its [`DfxEngine`].
 pub const HOST_THREADS: usize = 3;
 
+/// Nice value of a session's host threads (Linux): below the simulated chip's threads, which on
+/// hardware would not share CPUs with the host at all.
+pub const HOST_NICE: i32 = 10;
+
 /// What to collect in a run (`ferry run --swimlane/--pmu/--dep-gen/--dump-args/--scope-stats`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct DfxOptions {
@@ -462,6 +466,10 @@ impl DfxSession {
             bells: Mutex::new(Vec::new()),
             engine: DfxEngine::new(EngineConfig {
                 drain_shards: Some(1),
+                // The chip's own threads share this machine's CPUs, where on hardware the device
+                // has CPUs of its own: the host's collection yields to them when both want a CPU
+                // (the pools absorb the extra latency).
+                nice: Some(HOST_NICE),
                 ..EngineConfig::default()
             }),
             at: BTreeMap::new(),
