@@ -14,7 +14,7 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use ferry_abi::arch::{A2A3, A5};
-use ferry_abi::dfx::GATE_NONE;
+use ferry_abi::dfx::{GATE_NONE, GATE_POP, GATE_PUSH};
 use ferry_dfx::clock::{CycleClock, VirtualClock};
 use ferry_dfx::mem::{DeviceMemory, MirroredMemory, SvmMemory};
 use ferry_dfx::{
@@ -451,11 +451,19 @@ fn dead_host(lanes: u32, pool: u32, svm: bool) {
         std::thread::yield_now();
     }
     let halted = host.halt();
-    // Every lane runs out of pool or ready-queue space and waits at a gate.
+    // Every lane runs out of pool or ready-queue space and waits at a gate for good: at the push
+    // gate with a full ready queue, or at the pop gate with an empty free queue (nobody pops or
+    // pushes any more; a wait that began before the halt may still find what the host did just
+    // before it, so the gate state alone is not enough).
     for q in 0..lanes {
         loop {
             let s = halted.lane_snapshot(q).unwrap();
-            if s.gate_state != GATE_NONE {
+            let for_good = match s.gate_state {
+                GATE_PUSH => s.ready_space == 0,
+                GATE_POP => s.free_len == 0,
+                _ => false,
+            };
+            if for_good {
                 break;
             }
             assert!(start.elapsed() < GUARD, "lane {q} never reached a gate");

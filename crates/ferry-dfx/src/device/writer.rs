@@ -210,15 +210,16 @@ impl<R: Record> core::fmt::Debug for DeviceWriter<R> {
     }
 }
 
-/// Waits until `ready()` or until `budget` cycles pass on `clock`; returns (ready, cycles waited).
-/// The budget is taken once, here, before the loop.
+/// Waits until `ready()` or until `budget` cycles past `start` on `clock`; returns (ready,
+/// start, cycles waited). The caller takes `start` once, before it shows the lane as waiting
+/// (so whoever sees the gate state knows the budget already runs), and it is never re-armed.
 fn gate_wait(
     clock: &dyn CycleClock,
+    start: u64,
     budget: u64,
     parker: Option<&crossbeam_utils::sync::Parker>,
     mut ready: impl FnMut() -> bool,
 ) -> (bool, u64, u64) {
-    let start = clock.now_cycles();
     let backoff = Backoff::new();
     let mut nap = NAP_MIN;
     loop {
@@ -442,15 +443,17 @@ impl<R: Record> DeviceWriter<R> {
             return Err(GateTimeout);
         }
         let state = self.lanes[lane].state_off + OFF_GATE;
+        let start = self.clock.now_cycles();
         // Relaxed: diagnostics for the host ("which rows stalled"); nothing pairs.
         self.view.store_u32(state, GATE_PUSH, Ordering::Relaxed);
         let view = &self.view;
         let cached = &mut self.rq_cached_head;
-        let (ok, start, waited) = gate_wait(&*self.clock, budget, self.parker.as_ref(), || {
-            // Acquire: as above.
-            *cached = view.load_u32(head_off, Ordering::Acquire);
-            next != *cached
-        });
+        let (ok, start, waited) =
+            gate_wait(&*self.clock, start, budget, self.parker.as_ref(), || {
+                // Acquire: as above.
+                *cached = view.load_u32(head_off, Ordering::Acquire);
+                next != *cached
+            });
         // Relaxed: as above.
         self.view.store_u32(state, GATE_NONE, Ordering::Relaxed);
         self.account_wait(lane, Some((start, waited)), ok);
@@ -517,15 +520,17 @@ impl<R: Record> DeviceWriter<R> {
             return Err(GateTimeout);
         }
         let state = self.lanes[lane].state_off + OFF_GATE;
+        let start = self.clock.now_cycles();
         // Relaxed: diagnostics; nothing pairs.
         self.view.store_u32(state, GATE_POP, Ordering::Relaxed);
         let view = &self.view;
         let l = &mut self.lanes[lane];
-        let (ok, start, waited) = gate_wait(&*self.clock, budget, self.parker.as_ref(), || {
-            // Acquire: as above.
-            l.fq_cached_tail = view.load_u32(tail_off, Ordering::Acquire);
-            l.fq_head != l.fq_cached_tail
-        });
+        let (ok, start, waited) =
+            gate_wait(&*self.clock, start, budget, self.parker.as_ref(), || {
+                // Acquire: as above.
+                l.fq_cached_tail = view.load_u32(tail_off, Ordering::Acquire);
+                l.fq_head != l.fq_cached_tail
+            });
         // Relaxed: as above.
         self.view.store_u32(state, GATE_NONE, Ordering::Relaxed);
         self.account_wait(lane, Some((start, waited)), ok);

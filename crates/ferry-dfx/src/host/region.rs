@@ -79,15 +79,29 @@ impl HostCtx {
     }
 
     /// Reads lane `lane`'s device state. `settled`: the lane's writer has finished (after the
-    /// run), so the state is copied in bulk; otherwise word by word, as a live diagnostic.
+    /// run), so the state is copied in bulk; otherwise word by word, as a live diagnostic. Only
+    /// device-written words are pulled: the free queue's head and the fields after the free
+    /// queue, never the host-owned tail or slots, which a drain shard may be pushing meanwhile
+    /// (a pull of those would overwrite its new tail in the host view with the device's old one).
     pub(crate) fn read_lane(&self, lane: u32, settled: bool) -> Result<LaneSnapshot, MemError> {
-        let off = self.layout.lane_offset(lane);
-        self.pull(off, size_of::<LaneState>(), settled)?;
-        let h = &self.host;
         use core::mem::offset_of as o;
+        let off = self.layout.lane_offset(lane);
+        let state = off + size_of::<ferry_abi::dfx::FreeQueue>();
+        self.pull(state, size_of::<LaneState>() - size_of::<ferry_abi::dfx::FreeQueue>(), settled)?;
+        let head = self.layout.free_head_offset(lane);
+        self.pull(head, 4, settled)?;
+        let h = &self.host;
         // Relaxed: diagnostic / post-run reads of device counters (the run's end is ordered by the
-        // writers' join before `stop`).
+        // writers' join before `stop`); the tail is host-owned.
         let r = Ordering::Relaxed;
+        let free_len =
+            h.load_u32(self.layout.free_tail_offset(lane), r).wrapping_sub(h.load_u32(head, r));
+        let q = self.lanes.get(lane as usize).map_or(0, |l| l.ready_queue);
+        let (rq_head, rq_tail) = (self.layout.head_offset(q), self.layout.tail_offset(q));
+        self.pull(rq_tail, 4, settled)?;
+        let depth = self.layout.ready_depth;
+        let queued = dfx::rq_len(h.load_u32(rq_head, r), h.load_u32(rq_tail, r), depth);
+        let ready_space = dfx::rq_capacity(depth).saturating_sub(queued);
         Ok(LaneSnapshot {
             lane,
             gate_state: h.load_u32(off + o!(LaneState, gate_state), r),
@@ -98,6 +112,8 @@ impl HostCtx {
             stall_cycles: h.load_u64(off + o!(LaneState, stall_cycles), r),
             max_stall_cycles: h.load_u64(off + o!(LaneState, max_stall_cycles), r),
             current_buf_ptr: h.load_u64(off + o!(LaneState, current_buf_ptr), r),
+            free_len,
+            ready_space,
         })
     }
 

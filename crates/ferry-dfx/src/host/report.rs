@@ -75,6 +75,10 @@ pub struct LaneSnapshot {
     pub max_stall_cycles: u64,
     /// Current buffer device address (0 = none).
     pub current_buf_ptr: u64,
+    /// Buffers waiting in the lane's free queue (pushed by the host, not yet claimed).
+    pub free_len: u32,
+    /// Free entries of the lane's ready queue (0: a publish would wait at the push gate).
+    pub ready_space: u32,
 }
 
 /// The most recent gate waits of a lane, oldest first, as the device logged them (`[start, end]`
