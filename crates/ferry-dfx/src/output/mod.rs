@@ -312,4 +312,6 @@ pub fn write_bytes_atomic(path: &Path, bytes: &[u8]) -> Result<(), OutputError> 
 }
 
 #[cfg(test)]
+mod stream_tests;
+#[cfg(test)]
 mod tests;

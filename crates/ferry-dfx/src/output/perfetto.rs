@@ -17,7 +17,7 @@
 //! that overlap on one track (an SPMD re-dispatch, a finish inflated by a stall) go to child tracks
 //! `… overlap <k>` of that track, because slices on one Perfetto track must nest.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use super::model::RunModel;
 
@@ -217,6 +217,19 @@ pub fn plan(run: &RunModel) -> TracePlan {
     let meta = &run.meta;
     let ns = |c: u64| meta.cycles_to_ns(c);
     let tasks = run.tasks();
+    // Task indexes per core, in `tasks` order (start order): one pass instead of a scan per core.
+    let mut on_core: Vec<Vec<usize>> = vec![Vec::new(); meta.num_cores()];
+    for (i, t) in tasks.iter().enumerate() {
+        if let Some(v) = on_core.get_mut(t.core as usize) {
+            v.push(i);
+        }
+    }
+    // One name per kernel, not one `format!` per slice.
+    let mut names: BTreeMap<Option<i32>, String> = BTreeMap::new();
+    for t in &tasks {
+        names.entry(t.func_id).or_insert_with(|| run.kernel_name(t.func_id));
+    }
+    let kernel = |f: Option<i32>| names[&f].clone();
 
     // Dependency flows: one id per edge whose both ends ran.
     let mut first_slice: BTreeMap<u64, usize> = BTreeMap::new();
@@ -246,12 +259,11 @@ pub fn plan(run: &RunModel) -> TracePlan {
                 name.clone(),
                 TrackKind::Thread { pid: 1, tid: uuid_core(c) as i32 },
             );
-            let slices = tasks
+            let slices = on_core[c as usize]
                 .iter()
-                .enumerate()
-                .filter(|(_, t)| t.core == c)
-                .map(|(i, t)| {
-                    let mut s = slice(run.kernel_name(t.func_id), "aicore", ns(t.start), ns(t.end));
+                .map(|&i| {
+                    let t = &tasks[i];
+                    let mut s = slice(kernel(t.func_id), "aicore", ns(t.start), ns(t.end));
                     s.flows_out = flows_out.get(&i).cloned().unwrap_or_default();
                     s.flows_in = flows_in.get(&i).cloned().unwrap_or_default();
                     s.args = vec![("task_id", t.task_id), ("reg_task_id", t.reg_task_id.into())];
@@ -331,12 +343,12 @@ pub fn plan(run: &RunModel) -> TracePlan {
                     name.clone(),
                     TrackKind::Thread { pid: 3, tid: uuid_sched_view(c) as i32 },
                 );
-                let slices = tasks
+                let slices = on_core[c as usize]
                     .iter()
-                    .filter(|t| t.core == c)
-                    .filter_map(|t| {
+                    .filter_map(|&i| {
+                        let t = &tasks[i];
                         let (d, f) = (t.dispatch?, t.finish?);
-                        let mut s = slice(run.kernel_name(t.func_id), "sched_view", ns(d), ns(f));
+                        let mut s = slice(kernel(t.func_id), "sched_view", ns(d), ns(f));
                         s.args = vec![("task_id", t.task_id)];
                         Some(s)
                     })
@@ -349,7 +361,9 @@ pub fn plan(run: &RunModel) -> TracePlan {
     // Loss accounting: a stall-time counter per lane, a stall row per lane that stalled.
     if !run.loss.lanes.is_empty() {
         p.track(UUID_LANES, None, "DFX lanes".into(), TrackKind::Process { pid: 4 });
-        let has_thread: Vec<u64> = p.plan.tracks.iter().map(|t| t.uuid).collect();
+        let has_thread: BTreeSet<u64> = p.plan.tracks.iter().map(|t| t.uuid).collect();
+        // Where a lane that knows only its stall total puts it: the last task's finish.
+        let run_end = tasks.iter().map(|t| t.finish.unwrap_or(t.end)).max().unwrap_or(0);
         for (i, l) in run.loss.lanes.iter().enumerate() {
             let i = i as u32;
             let cu = uuid_lane_counter(i);
@@ -365,8 +379,7 @@ pub fn plan(run: &RunModel) -> TracePlan {
                 p.plan.counters.push((cu, ns(s[1]), ns(acc) as i64));
             }
             if l.stalls.is_empty() && l.stall_cycles > 0 {
-                let end = tasks.iter().map(|t| t.finish.unwrap_or(t.end)).max().unwrap_or(0);
-                p.plan.counters.push((cu, ns(end), ns(l.stall_cycles) as i64));
+                p.plan.counters.push((cu, ns(run_end), ns(l.stall_cycles) as i64));
             }
             if !l.stalls.is_empty() {
                 let parent = uuid_thread(l.thread);
