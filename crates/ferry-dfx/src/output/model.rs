@@ -1,6 +1,6 @@
 //! The in-memory run model: what collection fills and what every writer, reader and view works on.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 use ferry_abi::records::{
     AicoreTaskRecord, AicpuTaskRecord, OrchPhaseRecord, SchedPhaseKind, SchedPhaseRecord,
@@ -11,6 +11,7 @@ use super::args::ArgsDump;
 use super::deps::DepsGraph;
 use super::pmu::PmuTable;
 use super::scopes::ScopeStats;
+use super::stream::IdMap;
 
 /// A whole profiled run: run metadata, the five subsystems' data (each present only when that
 /// subsystem was on) and the per-lane loss accounting.
@@ -487,7 +488,7 @@ impl RunModel {
     pub fn tasks(&self) -> Vec<JoinedTask> {
         let Some(sw) = &self.swimlane else { return Vec::new() };
         let funcs = FuncIndex::new(self);
-        let cpu: HashMap<(u32, u32), &AicpuTask> =
+        let cpu: IdMap<(u32, u32), &AicpuTask> =
             sw.aicpu_tasks.iter().map(|t| ((t.core, t.reg_task_id), t)).collect();
         let mut out: Vec<JoinedTask> = sw
             .aicore_tasks
@@ -516,18 +517,18 @@ impl RunModel {
 /// the deps tasks and PMU rows.
 struct FuncIndex {
     /// First deps task per id: its first active kernel (`None`: no active kernel, fall back).
-    deps: HashMap<u64, Option<i32>>,
+    deps: IdMap<u64, Option<i32>>,
     /// First PMU row's `func_id` per id.
-    pmu: HashMap<u64, i32>,
+    pmu: IdMap<u64, i32>,
 }
 
 impl FuncIndex {
     fn new(run: &RunModel) -> Self {
-        let mut deps = HashMap::new();
+        let mut deps = IdMap::default();
         for t in run.deps.iter().flat_map(|d| &d.tasks) {
             deps.entry(t.task_id).or_insert_with(|| t.kernel_ids.iter().copied().find(|&k| k >= 0));
         }
-        let mut pmu = HashMap::new();
+        let mut pmu = IdMap::default();
         for r in run.pmu.iter().flat_map(|p| &p.rows) {
             pmu.entry(r.task_id).or_insert(r.func_id as i32);
         }

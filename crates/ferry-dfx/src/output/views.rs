@@ -510,7 +510,7 @@ pub fn swimlane_html(run: &RunModel) -> String {
         row_of.insert(t.uuid, rows.len());
         rows.push(Row { label: names[&t.uuid].clone(), bars: Vec::new() });
     }
-    let mut colour: BTreeMap<String, &str> = BTreeMap::new();
+    let mut colour: BTreeMap<std::sync::Arc<str>, &str> = BTreeMap::new();
     for s in &p.slices {
         let Some(&r) = row_of.get(&s.track) else { continue };
         let n = colour.len();
