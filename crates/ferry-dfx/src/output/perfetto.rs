@@ -23,7 +23,7 @@ use std::sync::Arc;
 
 use ferry_abi::records::SchedPhaseKind;
 
-use super::model::RunModel;
+use super::model::{LaneLoss, RunModel};
 pub use super::stream::InlineList;
 use super::stream::{IdMap, Ticker};
 
@@ -151,13 +151,22 @@ pub const fn uuid_orch(o: u32) -> u64 {
 pub const fn uuid_sched_view(c: u32) -> u64 {
     3000 + c as u64
 }
-/// Uuid of lane `i`'s stall counter track.
+/// Uuid of lane `i`'s stall counter track (`i` counts lanes in [`lanes_in_file_order`]).
 pub const fn uuid_lane_counter(i: u32) -> u64 {
     4000 + i as u64
 }
-/// Uuid of lane `i`'s stall slice track.
+/// Uuid of lane `i`'s stall slice track (`i` counts lanes in [`lanes_in_file_order`]).
 pub const fn uuid_lane_stalls(i: u32) -> u64 {
     5000 + i as u64
+}
+
+/// The loss lines in the order the files hold them: by subsystem (stable, so as collected
+/// within one). The plan numbers lanes in this order, so the trace `ferry run` writes from its
+/// model and the one `ferry trace` writes from the files are the same bytes.
+pub fn lanes_in_file_order(run: &RunModel) -> Vec<&LaneLoss> {
+    let mut lanes: Vec<&LaneLoss> = run.loss.lanes.iter().collect();
+    lanes.sort_by_key(|l| l.subsystem);
+    lanes
 }
 
 struct Planner {
@@ -368,7 +377,7 @@ pub fn plan(run: &RunModel) -> TracePlan {
         let has_thread: BTreeSet<u64> = p.plan.tracks.iter().map(|t| t.uuid).collect();
         // Where a lane that knows only its stall total puts it: the last task's finish.
         let run_end = tasks.iter().map(|t| t.finish.unwrap_or(t.end)).max().unwrap_or(0);
-        for (i, l) in run.loss.lanes.iter().enumerate() {
+        for (i, l) in lanes_in_file_order(run).into_iter().enumerate() {
             let i = i as u32;
             let cu = uuid_lane_counter(i);
             p.track(cu, Some(UUID_LANES), format!("stall {} (ns)", l.lane), TrackKind::Counter);

@@ -463,9 +463,15 @@ fn write_all_reports_what_is_on_disk() {
 
 #[test]
 fn traces_from_the_files_equal_traces_from_the_model() {
-    for (tag, run) in
-        [("sample", sample::sample_run(LossPolicy::Drop)), ("scaled", scaled_run(400))]
-    {
+    // Collection lists lanes in its own order; the files hold them by subsystem.
+    let mut shuffled = scaled_run(400);
+    shuffled.loss.lanes.reverse();
+    let runs = [
+        ("sample", sample::sample_run(LossPolicy::Drop)),
+        ("scaled", scaled_run(400)),
+        ("shuffled", shuffled),
+    ];
+    for (tag, run) in runs {
         let (a, b) = (tmpdir(&format!("model-{tag}")), tmpdir(&format!("files-{tag}")));
         write_all(&a, &run, &WriteOptions::default()).unwrap();
         // `ferry trace DIR`: read the files back, write only the traces, elsewhere.
