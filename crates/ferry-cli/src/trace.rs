@@ -37,12 +37,6 @@ pub(crate) fn summary(dir: &std::path::Path, report: &WriteReport) -> String {
     )
 }
 
-/// Writes both traces of the run in `dir` into `dir` (what `ferry run` calls when the swimlane
-/// is on).
-pub(crate) fn write_traces(dir: &std::path::Path) -> anyhow::Result<String> {
-    execute(&TraceArgs { dir: dir.to_path_buf(), out: None })
-}
-
 pub(crate) fn run(a: &TraceArgs) -> anyhow::Result<()> {
     print!("{}", execute(a)?);
     Ok(())
