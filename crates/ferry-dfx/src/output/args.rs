@@ -87,6 +87,9 @@ pub struct DumpedArg {
     pub overwritten: bool,
 }
 
+/// Sort key of the export: `(task_id, stage rank, arg_index, role rank)`.
+type ExportKey = (u64, u8, u32, u8);
+
 /// Role order used by the export sort.
 fn role_rank(r: &str) -> u8 {
     match r {
@@ -125,10 +128,16 @@ impl ArgsDump {
         self.args.push(arg);
     }
 
+    /// The args in export order: `(task_id, stage, arg_index, role)`, stable. The ranks are
+    /// computed once per arg, not per comparison (they compare strings).
     fn sorted(&self) -> Vec<&DumpedArg> {
-        let mut v: Vec<&DumpedArg> = self.args.iter().collect();
-        v.sort_by_key(|a| (a.task_id, stage_rank(&a.stage), a.arg_index, role_rank(&a.role)));
-        v
+        let mut v: Vec<(ExportKey, &DumpedArg)> = self
+            .args
+            .iter()
+            .map(|a| ((a.task_id, stage_rank(&a.stage), a.arg_index, role_rank(&a.role)), a))
+            .collect();
+        v.sort_by_key(|(k, _)| *k);
+        v.into_iter().map(|(_, a)| a).collect()
     }
 }
 
