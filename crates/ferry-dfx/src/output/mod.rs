@@ -137,12 +137,15 @@ impl OutputError {
     }
 }
 
-/// Serde helpers for u64 values written as JSON strings (decimal, or `0x%016x` hex).
+/// Serde helpers for u64 values written as JSON strings (decimal, or `0x%016x` hex), formatted
+/// on the stack rather than through `collect_str`'s `core::fmt` adapter (deps.json holds
+/// several per task).
 pub(crate) mod strnum {
+    use super::stream::{dec_str, hex16_str};
     use serde::{de::Error, Deserialize, Deserializer, Serializer};
 
     pub(crate) fn serialize<S: Serializer>(v: &u64, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_str(v)
+        s.serialize_str(dec_str(&mut [0; 20], *v))
     }
 
     pub(crate) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
@@ -155,7 +158,7 @@ pub(crate) mod strnum {
 
         pub(crate) fn serialize<S: Serializer>(v: &Option<u64>, s: S) -> Result<S::Ok, S::Error> {
             match v {
-                Some(v) => s.collect_str(v),
+                Some(v) => super::serialize(v, s),
                 None => s.serialize_none(),
             }
         }
@@ -174,7 +177,7 @@ pub(crate) mod strnum {
         use super::*;
 
         pub(crate) fn serialize<S: Serializer>(v: &u64, s: S) -> Result<S::Ok, S::Error> {
-            s.collect_str(&format_args!("0x{v:016x}"))
+            s.serialize_str(hex16_str(&mut [0; 18], *v))
         }
 
         pub(crate) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {

@@ -160,10 +160,9 @@ pub(crate) fn unref<'x, T>(t: &&'x T) -> &'x T {
     t
 }
 
-/// Appends the decimal digits of `v`.
+/// The decimal digits of `v`, formatted into `buf` (no allocation, no `core::fmt`).
 #[inline]
-pub(crate) fn put_u64(out: &mut Vec<u8>, mut v: u64) {
-    let mut buf = [0u8; 20];
+pub(crate) fn dec_str(buf: &mut [u8; 20], mut v: u64) -> &str {
     let mut i = buf.len();
     loop {
         i -= 1;
@@ -173,7 +172,27 @@ pub(crate) fn put_u64(out: &mut Vec<u8>, mut v: u64) {
             break;
         }
     }
-    out.extend_from_slice(&buf[i..]);
+    // ASCII digits are UTF-8.
+    std::str::from_utf8(&buf[i..]).unwrap_or_default()
+}
+
+/// `0x` and the 16 zero-padded lowercase hex digits of `v` (`0x%016x`), formatted into `buf`.
+#[inline]
+pub(crate) fn hex16_str(buf: &mut [u8; 18], v: u64) -> &str {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    buf[0] = b'0';
+    buf[1] = b'x';
+    for k in 0..16 {
+        buf[2 + k] = HEX[((v >> (4 * (15 - k))) & 0xf) as usize];
+    }
+    // ASCII is UTF-8.
+    std::str::from_utf8(buf).unwrap_or_default()
+}
+
+/// Appends the decimal digits of `v`.
+#[inline]
+pub(crate) fn put_u64(out: &mut Vec<u8>, v: u64) {
+    out.extend_from_slice(dec_str(&mut [0; 20], v).as_bytes());
 }
 
 /// Appends the decimal digits of `v`, with a `-` when negative.
@@ -188,11 +207,7 @@ pub(crate) fn put_i64(out: &mut Vec<u8>, v: i64) {
 /// Appends `0x` and the 16 zero-padded lowercase hex digits of `v` (`0x%016x`).
 #[inline]
 pub(crate) fn put_hex16(out: &mut Vec<u8>, v: u64) {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
-    out.extend_from_slice(b"0x");
-    for k in (0..16).rev() {
-        out.push(HEX[((v >> (4 * k)) & 0xf) as usize]);
-    }
+    out.extend_from_slice(hex16_str(&mut [0; 18], v).as_bytes());
 }
 
 /// A list that keeps up to `N` items inline and moves to the heap only beyond that: a trace
