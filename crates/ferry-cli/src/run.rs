@@ -2,14 +2,16 @@
 //! them against host references, and prints a summary.
 use anyhow::{bail, Context};
 use clap::{Args, ValueEnum};
+use ferry_dfx::output::{self, WriteOptions, WritePhase, WriteProgress, WriteReport};
 use ferry_dfx::Policy;
 use ferry_runtime::examples::{Example, ExampleRun, Size};
 use ferry_runtime::host::dfx::{DfxChip, DfxOptions, DfxSession};
 use ferry_runtime::host::{DeviceRunner, RunOutput, RunnerConfig, Variant};
 use ferry_sim::Arch;
 use indicatif::{ProgressBar, ProgressStyle};
-use std::path::PathBuf;
-use std::time::Duration;
+use std::cell::RefCell;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 #[derive(Debug, Args)]
 pub(crate) struct RunArgs {
@@ -209,7 +211,7 @@ pub(crate) fn run(a: &RunArgs) -> anyhow::Result<()> {
         let out = out.with_context(|| format!("example `{}`", ex.name()))?;
         if let (Some(s), Some(dir)) = (session, &a.out) {
             let dir = if several { dir.join(ex.name()) } else { dir.clone() };
-            write_dfx(&dir, s, dfx.swimlane > 0)
+            write_dfx(&dir, s, dfx.swimlane > 0, ex.name())
                 .with_context(|| format!("DFX of `{}`", ex.name()))?;
         }
         let checksum = match run.verify(&out) {
@@ -328,22 +330,94 @@ fn write_outputs(
     Ok(())
 }
 
-/// Stops the collection, writes its files (and the traces with the swimlane on) into `dir`.
-fn write_dfx(dir: &std::path::Path, s: DfxSession, traces: bool) -> anyhow::Result<()> {
+/// Stops the collection and writes its files (and, with the swimlane on, the traces) into `dir`
+/// from the model in memory: one `write_all`, with a progress bar once it has taken a second.
+fn write_dfx(dir: &Path, s: DfxSession, traces: bool, name: &str) -> anyhow::Result<()> {
     let model = s.finish()?;
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-    let files = ferry_dfx::output::write_run(dir, &model)?;
+    let bar = WriteBar::new(name);
+    let progress = |p: WriteProgress| bar.update(p);
+    let opts = WriteOptions { files: true, traces, progress: Some(&progress) };
+    let report = output::write_all(dir, &model, &opts);
+    bar.finish();
+    let report = report?;
     let (produced, collected, dropped) = model.loss.totals();
+    let files = report.files.len() - if traces { 2 } else { 0 };
     println!(
-        "dfx: {} files in {} ({produced} records, {collected} collected, {dropped} dropped, {:?})",
-        files.len(),
+        "dfx: {files} files in {} ({produced} records, {collected} collected, {dropped} dropped, {:?})",
         dir.display(),
         model.loss.policy
     );
+    println!(
+        "dfx: wrote {:.1} MB of files in {:.3} s ({:.0} records/s, {:.1} bytes/record){}",
+        (report.bytes - trace_bytes(&report)) as f64 / 1e6,
+        report.files_elapsed.as_secs_f64(),
+        report.records_per_sec(),
+        report.bytes_per_record(),
+        if traces {
+            format!(", traces in {:.3} s", report.traces_elapsed.as_secs_f64())
+        } else {
+            String::new()
+        }
+    );
     if traces {
-        print!("{}", crate::trace::write_traces(dir)?);
+        print!("{}", crate::trace::summary(dir, &report));
     }
     Ok(())
+}
+
+/// Bytes of the two traces in `r`.
+fn trace_bytes(r: &WriteReport) -> u64 {
+    let traces = [output::PERFETTO_FILE, output::CHROME_FILE];
+    r.files.iter().filter(|f| traces.iter().any(|t| f.path.ends_with(t))).map(|f| f.bytes).sum()
+}
+
+/// The write phase's progress bar: hidden for the first second (most writes are done by then),
+/// then records of the files, then items of the traces.
+struct WriteBar {
+    start: Instant,
+    name: String,
+    bar: RefCell<Option<ProgressBar>>,
+}
+
+impl WriteBar {
+    fn new(name: &str) -> Self {
+        Self { start: Instant::now(), name: name.to_string(), bar: RefCell::new(None) }
+    }
+
+    fn update(&self, p: WriteProgress) {
+        if self.start.elapsed() < Duration::from_secs(1) {
+            return;
+        }
+        let mut bar = self.bar.borrow_mut();
+        let b = bar.get_or_insert_with(|| {
+            let b = ProgressBar::new(p.total);
+            b.set_style(
+                ProgressStyle::with_template(
+                    "{prefix:>16} [{bar:40}] {pos}/{len} {msg} ({percent}%) eta {eta}",
+                )
+                .unwrap_or_else(|_| ProgressStyle::default_bar())
+                .progress_chars("=> "),
+            );
+            b.set_prefix(self.name.clone());
+            b
+        });
+        if b.length() != Some(p.total) {
+            b.set_length(p.total);
+        }
+        let unit = match p.phase {
+            WritePhase::Files => "records",
+            WritePhase::Traces => "trace items",
+        };
+        b.set_message(format!("{unit}, {}", p.file));
+        b.set_position(p.done);
+    }
+
+    fn finish(&self) {
+        if let Some(b) = self.bar.borrow_mut().take() {
+            b.finish_and_clear();
+        }
+    }
 }
 
 /// Writes `path` through a temporary file and a rename, so a reader never sees half a file.
@@ -352,4 +426,30 @@ fn write_atomic(path: &std::path::Path, bytes: &[u8]) -> anyhow::Result<()> {
     std::fs::write(&tmp, bytes).with_context(|| format!("writing {}", tmp.display()))?;
     std::fs::rename(&tmp, path).with_context(|| format!("renaming to {}", path.display()))?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn progress(done: u64) -> WriteProgress {
+        WriteProgress { phase: WritePhase::Files, file: "deps.json", done, total: 100 }
+    }
+
+    #[test]
+    fn the_write_bar_appears_only_after_a_second() {
+        let quick = WriteBar::new("storm");
+        quick.update(progress(10));
+        assert!(quick.bar.borrow().is_none(), "a bar within the first second");
+        let mut slow = WriteBar::new("storm");
+        slow.start -= Duration::from_secs(2);
+        slow.update(progress(10));
+        let bar = slow.bar.borrow().clone().expect("a bar after a second");
+        assert_eq!((bar.position(), bar.length()), (10, Some(100)));
+        // The traces phase resizes the same bar.
+        slow.update(WriteProgress { phase: WritePhase::Traces, file: "x", done: 5, total: 7 });
+        assert_eq!((bar.position(), bar.length()), (5, Some(7)));
+        slow.finish();
+        assert!(slow.bar.borrow().is_none());
+    }
 }

@@ -3,12 +3,7 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use clap::Args;
-use ferry_dfx::output::{self, chrome, perfetto};
-
-/// File name of the Perfetto protobuf trace.
-pub(crate) const PERFETTO_FILE: &str = "trace.perfetto-trace";
-/// File name of the Chrome JSON trace.
-pub(crate) const CHROME_FILE: &str = "trace.chrome.json";
+use ferry_dfx::output::{self, WriteOptions, WriteReport, CHROME_FILE, PERFETTO_FILE};
 
 #[derive(Debug, Args)]
 pub(crate) struct TraceArgs {
@@ -23,28 +18,23 @@ pub(crate) struct TraceArgs {
 pub(crate) fn execute(a: &TraceArgs) -> anyhow::Result<String> {
     let run = output::read_run(&a.dir).with_context(|| format!("reading {}", a.dir.display()))?;
     let out = a.out.clone().unwrap_or_else(|| a.dir.clone());
-    let plan = perfetto::plan(&run);
-    let pb = out.join(PERFETTO_FILE);
-    let bytes = perfetto::encode_plan_with(&plan, perfetto::EncodeOptions { intern_names: true });
-    output::write_bytes_atomic(&pb, &bytes)?;
-    let js = out.join(CHROME_FILE);
-    // Serialising a `Value` cannot fail.
-    let json = serde_json::to_vec(&chrome::encode_chrome(&plan))?;
-    output::write_bytes_atomic(&js, &json)?;
-    Ok(format!(
-        "{}: {} tracks, {} slices, {} counter values\n{}: Chrome JSON fallback\n",
-        pb.display(),
-        plan.tracks.len(),
-        plan.slices.len(),
-        plan.counters.len(),
-        js.display()
-    ))
+    // Traces only: the run's own files (perhaps the original runtime's) stay as they are.
+    let opts = WriteOptions { files: false, traces: true, progress: None };
+    let report = output::write_all(&out, &run, &opts)?;
+    Ok(summary(&out, &report))
 }
 
-/// Writes both traces of the run in `dir` into `dir` (what `ferry run` calls when the swimlane
-/// is on).
-pub(crate) fn write_traces(dir: &std::path::Path) -> anyhow::Result<String> {
-    execute(&TraceArgs { dir: dir.to_path_buf(), out: None })
+/// What `ferry trace` (and `ferry run` with the swimlane on) prints about the traces of `report`.
+pub(crate) fn summary(dir: &std::path::Path, report: &WriteReport) -> String {
+    let t = report.trace.unwrap_or_default();
+    format!(
+        "{}: {} tracks, {} slices, {} counter values\n{}: Chrome JSON fallback\n",
+        dir.join(PERFETTO_FILE).display(),
+        t.tracks,
+        t.slices,
+        t.counters,
+        dir.join(CHROME_FILE).display()
+    )
 }
 
 pub(crate) fn run(a: &TraceArgs) -> anyhow::Result<()> {

@@ -104,6 +104,15 @@ fn run_with_every_dfx_subsystem_writes_the_files_traces_and_a_replayable_dump() 
         ] {
             assert!(d.join(f).exists(), "{ex}: {f} missing");
         }
+        // `ferry run` wrote its traces from the model in memory; `ferry trace` rebuilds them from
+        // the files: the same bytes.
+        let again = d.join("retrace");
+        let tr = ferry().arg("trace").arg(&d).arg("--out").arg(&again).output().unwrap();
+        assert!(tr.status.success(), "{ex}: {}", String::from_utf8_lossy(&tr.stderr));
+        for f in ["trace.perfetto-trace", "trace.chrome.json"] {
+            let (a, b) = (std::fs::read(d.join(f)).unwrap(), std::fs::read(again.join(f)).unwrap());
+            assert!(a == b, "{ex}: {f} from the model differs from {f} from the files");
+        }
         let rep = ferry().arg("report").arg(&d).output().unwrap();
         let rep = String::from_utf8_lossy(&rep.stdout);
         assert!(rep.contains("0 violations"), "{ex}: {rep}");
@@ -112,6 +121,7 @@ fn run_with_every_dfx_subsystem_writes_the_files_traces_and_a_replayable_dump() 
         assert!(replay.status.success() && text.contains("outputs reproduced"), "{ex}: {text}");
     }
     assert_eq!(stdout.matches(" 0 dropped, Block)").count(), 3, "{stdout}");
+    assert_eq!(stdout.matches("records/s").count(), 3, "{stdout}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 

@@ -1,4 +1,9 @@
 //! Atomic file replacement: temp file in the target's directory, fsync, rename, fsync the directory.
+//!
+//! The writer a file is filled through buffers [`WRITE_BUFFER_BYTES`] (serde's JSON serializer
+//! and the CSV writer issue one small write per token; with a large buffer they cost a copy, not a
+//! system call) and counts the bytes that reach the file, so callers learn the size they wrote
+//! without a `stat`.
 
 use std::fs::{self, File};
 use std::io::{self, BufWriter, Write};
@@ -25,8 +30,53 @@ pub(crate) fn temp_path(path: &Path) -> PathBuf {
     path.with_file_name(format!(".{name}.tmp.{}", std::process::id()))
 }
 
+/// Size of the buffer between a writer and its temp file.
+pub const WRITE_BUFFER_BYTES: usize = 1 << 20;
+
+/// Counts the bytes its file accepted.
+struct Counted {
+    file: File,
+    bytes: u64,
+}
+
+impl Write for Counted {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let n = self.file.write(buf)?;
+        self.bytes += n as u64;
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.file.flush()
+    }
+}
+
+/// The writer [`write_atomic`] hands its closure: a [`WRITE_BUFFER_BYTES`] buffer over the temp
+/// file. A concrete type (not `dyn Write`), so a serializer's many small writes inline into the
+/// buffer's copy.
+pub struct AtomicWriter {
+    inner: BufWriter<Counted>,
+}
+
+impl Write for AtomicWriter {
+    #[inline]
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.inner.write(buf)
+    }
+
+    #[inline]
+    fn write_all(&mut self, buf: &[u8]) -> io::Result<()> {
+        self.inner.write_all(buf)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.inner.flush()
+    }
+}
+
 /// Writes `path` atomically: `write` fills a temp file beside it, which is flushed, fsynced and
 /// renamed over `path`, then the directory is fsynced. Creates missing parent directories.
+/// Returns the bytes written (the size of the new `path`).
 ///
 /// If `write` fails (or panics), the temp file is removed and `path` keeps its previous content
 /// (or stays absent): a reader never sees a half-written file.
@@ -37,9 +87,10 @@ pub(crate) fn temp_path(path: &Path) -> PathBuf {
 ///
 /// # Examples
 /// ```
+/// use std::io::Write;
 /// let dir = std::env::temp_dir().join(format!("ferry-atomic-doc-{}", std::process::id()));
 /// let p = dir.join("out.txt");
-/// ferry_dfx::output::write_atomic(&p, |w| w.write_all(b"ok")).unwrap();
+/// assert_eq!(ferry_dfx::output::write_atomic(&p, |w| w.write_all(b"ok")).unwrap(), 2);
 /// assert_eq!(std::fs::read(&p).unwrap(), b"ok");
 /// let err = ferry_dfx::output::write_atomic(&p, |w| {
 ///     w.write_all(b"half")?;
@@ -49,9 +100,9 @@ pub(crate) fn temp_path(path: &Path) -> PathBuf {
 /// assert_eq!(std::fs::read(&p).unwrap(), b"ok"); // untouched
 /// # std::fs::remove_dir_all(&dir).unwrap();
 /// ```
-pub fn write_atomic<F>(path: &Path, write: F) -> io::Result<()>
+pub fn write_atomic<F>(path: &Path, write: F) -> io::Result<u64>
 where
-    F: FnOnce(&mut dyn Write) -> io::Result<()>,
+    F: FnOnce(&mut AtomicWriter) -> io::Result<()>,
 {
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
@@ -61,10 +112,12 @@ where
     let tmp = temp_path(path);
     let file = File::create(&tmp)?;
     let mut guard = TempGuard { path: Some(tmp.clone()) };
-    let mut w = BufWriter::new(file);
+    let mut w = AtomicWriter {
+        inner: BufWriter::with_capacity(WRITE_BUFFER_BYTES, Counted { file, bytes: 0 }),
+    };
     write(&mut w)?;
     w.flush()?;
-    let file = w.into_inner().map_err(|e| e.into_error())?;
+    let Counted { file, bytes } = w.inner.into_inner().map_err(|e| e.into_error())?;
     file.sync_all()?;
     drop(file);
     fs::rename(&tmp, path)?;
@@ -75,7 +128,7 @@ where
     if let Ok(d) = File::open(&dir) {
         let _ = d.sync_all();
     }
-    Ok(())
+    Ok(bytes)
 }
 
 #[cfg(test)]
@@ -129,6 +182,23 @@ mod tests {
         });
         assert!(r.is_err());
         assert!(entries(&d).is_empty(), "{:?}", entries(&d));
+        fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn the_count_is_the_size_of_the_file() {
+        let d = tmpdir("count");
+        let p = d.join("big.bin");
+        // Small writes spanning several buffer flushes, then one write larger than the buffer.
+        let n = write_atomic(&p, |w| {
+            for i in 0..(3 * WRITE_BUFFER_BYTES / 7) {
+                w.write_all(&[i as u8; 7])?;
+            }
+            w.write_all(&vec![1u8; WRITE_BUFFER_BYTES + 3])
+        })
+        .unwrap();
+        assert_eq!(n, fs::metadata(&p).unwrap().len());
+        assert_eq!(n as usize, 3 * WRITE_BUFFER_BYTES / 7 * 7 + WRITE_BUFFER_BYTES + 3);
         fs::remove_dir_all(&d).unwrap();
     }
 

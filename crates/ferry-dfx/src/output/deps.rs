@@ -3,9 +3,11 @@
 
 use std::io::{Read, Write};
 
+use serde::ser::{SerializeStruct, Serializer};
 use serde::{Deserialize, Serialize};
 
 use super::model::LossAccounting;
+use super::stream::{same, TickSeq, Ticker};
 use super::{strnum, OutputError};
 
 /// File name inside the output directory.
@@ -166,11 +168,26 @@ impl DepEdge {
     }
 }
 
-#[derive(Serialize)]
-struct FileOut<'a> {
-    #[serde(flatten)]
+/// The file's top level (`tasks`, `tensors`, `edges`, then ferry's `dfx`), each array streamed
+/// from the model.
+struct FileOut<'a, 't> {
     graph: &'a DepsGraph,
     dfx: &'a LossAccounting,
+    tick: &'a Ticker<'t>,
+}
+
+impl Serialize for FileOut<'_, '_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let (g, tick) = (self.graph, self.tick);
+        let mut st = s.serialize_struct("FileOut", 4)?;
+        st.serialize_field("tasks", &TickSeq { items: &g.tasks, f: same, tick })?;
+        // Tensors and edges are derived from the DepGen records: no ticks (see
+        // `RunModel::record_count`).
+        st.serialize_field("tensors", &g.tensors)?;
+        st.serialize_field("edges", &g.edges)?;
+        st.serialize_field("dfx", self.dfx)?;
+        st.end()
+    }
 }
 
 #[derive(Deserialize)]
@@ -187,7 +204,18 @@ struct FileIn {
 ///
 /// [`OutputError::Json`] when writing fails.
 pub fn write_deps<W: Write>(w: W, g: &DepsGraph, loss: &LossAccounting) -> Result<(), OutputError> {
-    serde_json::to_writer(w, &FileOut { graph: g, dfx: loss }).map_err(OutputError::json(DEPS_FILE))
+    write_deps_ticked(w, g, loss, &Ticker::silent())
+}
+
+/// [`write_deps`], one tick per task.
+pub(crate) fn write_deps_ticked<W: Write>(
+    w: W,
+    g: &DepsGraph,
+    loss: &LossAccounting,
+    tick: &Ticker<'_>,
+) -> Result<(), OutputError> {
+    serde_json::to_writer(w, &FileOut { graph: g, dfx: loss, tick })
+        .map_err(OutputError::json(DEPS_FILE))
 }
 
 /// Reads `deps.json` (the original's too).

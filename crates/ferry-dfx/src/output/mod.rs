@@ -2,7 +2,10 @@
 //! and Chrome traces, and the analysis views.
 //!
 //! Collection (not in this module) turns collected device records into a [`RunModel`]; everything
-//! here works on the model alone, so it is testable without a device.
+//! here works on the model alone, so it is testable without a device. [`write_all`] is the whole
+//! write phase: every file below, streamed from the model in one pass, and both traces from one
+//! [`perfetto::plan`], with a [`WriteReport`] (paths, bytes, records, time of each half) and
+//! optional progress reports.
 //!
 //! | file (inside the run's output directory) | writer / reader | model part |
 //! |---|---|---|
@@ -11,13 +14,21 @@
 //! | `deps.json` | [`write_deps`] / [`read_deps`] | [`RunModel::deps`] |
 //! | `args_dump/args_dump.json` + `args_dump/args.bin` | [`write_args_json`] / [`read_args`] | [`RunModel::args`] |
 //! | `scope_stats/scope_stats.jsonl` | [`write_scopes`] / [`read_scopes`] | [`RunModel::scopes`] |
-//! | `trace.perfetto-trace` | [`perfetto::write_trace`] (decode in tests: `ferry-perfetto-proto`) | all |
-//! | `trace.chrome.json` | [`chrome::write_chrome_trace`] | all |
+//! | [`PERFETTO_FILE`] (`trace.perfetto-trace`) | [`perfetto::write_plan`] (decode in tests: `ferry-perfetto-proto`) | all |
+//! | [`CHROME_FILE`] (`trace.chrome.json`) | [`chrome::write_plan`] | all |
 //!
 //! Every file is written with [`write_atomic`] (temp file, fsync, rename), so an aborted write
 //! never leaves a half-written file, and every file carries the loss accounting of its
 //! subsystem's lanes ([`LossAccounting`]: policy, budget, produced/collected/dropped and stall
 //! time per lane) — in a `dfx` key for the JSON files, in the sidecar for the CSV.
+//!
+//! # Writing fast
+//!
+//! Every writer streams: JSON through serde's serializer from borrowed views of the model (no
+//! `serde_json::Value`, no copied rows), the CSV through one reused line buffer, both traces packet
+//! by packet or event by event, all into [`write_atomic`]'s [`WRITE_BUFFER_BYTES`] buffer. JSON is
+//! compact; keys, nesting, value types and key order are the original runtime's. Joins over tasks
+//! ([`RunModel::tasks`], the trace plan, the views) go through indexes built once.
 //!
 //! # Examples
 //! ```
@@ -31,6 +42,9 @@
 //! let written = output::write_run(&dir, &run).unwrap();
 //! assert_eq!(written.len(), 1);
 //! assert_eq!(output::read_run(&dir).unwrap(), run);
+//! // The whole write phase, traces included.
+//! let report = output::write_all(&dir, &run, &output::WriteOptions::default()).unwrap();
+//! assert_eq!((report.files.len(), report.records), (3, 1));
 //! # std::fs::remove_dir_all(&dir).unwrap();
 //! ```
 
@@ -44,17 +58,19 @@ pub mod perfetto;
 mod pmu;
 pub mod sample;
 mod scopes;
+mod stream;
 mod swimlane;
 pub mod views;
+mod write;
 
 use std::fs::File;
-use std::io::{self, BufReader};
+use std::io::{self, BufReader, Write};
 use std::path::{Path, PathBuf};
 
 pub use args::{
     read_args, write_args_json, ArgsDump, DumpedArg, ARGS_BIN_FILE, ARGS_DIR, ARGS_FILE,
 };
-pub use atomic::write_atomic;
+pub use atomic::{write_atomic, AtomicWriter, WRITE_BUFFER_BYTES};
 pub use deps::{
     read_deps, tensor_id, write_deps, DepArg, DepEdge, DepTask, DepTensor, DepsGraph, EdgeSource,
     DEPS_FILE,
@@ -72,6 +88,10 @@ pub use scopes::{
     SCOPES_VERSION,
 };
 pub use swimlane::{read_swimlane, write_swimlane, SwimlaneParts, SWIMLANE_FILE};
+pub use write::{
+    write_all, TraceStats, WriteOptions, WritePhase, WriteProgress, WriteReport, WrittenFile,
+    CHROME_FILE, PERFETTO_FILE,
+};
 
 /// Why an output file could not be written or read.
 #[derive(Debug, thiserror::Error)]
@@ -117,12 +137,15 @@ impl OutputError {
     }
 }
 
-/// Serde helpers for u64 values written as JSON strings (decimal, or `0x%016x` hex).
+/// Serde helpers for u64 values written as JSON strings (decimal, or `0x%016x` hex), formatted
+/// on the stack rather than through `collect_str`'s `core::fmt` adapter (deps.json holds
+/// several per task).
 pub(crate) mod strnum {
+    use super::stream::{dec_str, hex16_str};
     use serde::{de::Error, Deserialize, Deserializer, Serializer};
 
     pub(crate) fn serialize<S: Serializer>(v: &u64, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_str(v)
+        s.serialize_str(dec_str(&mut [0; 20], *v))
     }
 
     pub(crate) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
@@ -135,7 +158,7 @@ pub(crate) mod strnum {
 
         pub(crate) fn serialize<S: Serializer>(v: &Option<u64>, s: S) -> Result<S::Ok, S::Error> {
             match v {
-                Some(v) => s.collect_str(v),
+                Some(v) => super::serialize(v, s),
                 None => s.serialize_none(),
             }
         }
@@ -154,7 +177,7 @@ pub(crate) mod strnum {
         use super::*;
 
         pub(crate) fn serialize<S: Serializer>(v: &u64, s: S) -> Result<S::Ok, S::Error> {
-            s.collect_str(&format_args!("0x{v:016x}"))
+            s.serialize_str(hex16_str(&mut [0; 18], *v))
         }
 
         pub(crate) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
@@ -166,76 +189,15 @@ pub(crate) mod strnum {
     }
 }
 
-fn atomic_file<F>(path: &Path, write: F) -> Result<(), OutputError>
-where
-    F: FnOnce(&mut dyn io::Write) -> Result<(), OutputError>,
-{
-    let mut inner: Option<OutputError> = None;
-    let r = write_atomic(path, |w| {
-        write(w).map_err(|e| {
-            let io = io::Error::other(e.to_string());
-            inner = Some(e);
-            io
-        })
-    });
-    match (r, inner) {
-        (Ok(()), _) => Ok(()),
-        (Err(_), Some(e)) => Err(e),
-        (Err(source), None) => Err(OutputError::Io { file: path.display().to_string(), source }),
-    }
-}
-
 /// Writes every subsystem present in `run` into `dir` (atomically, file by file) and returns the
-/// paths written. Files of absent subsystems are left alone.
+/// paths written. Files of absent subsystems are left alone. [`write_all`] with files only.
 ///
 /// # Errors
 ///
 /// The first [`OutputError`] of any file; files written before it stay complete.
 pub fn write_run(dir: &Path, run: &RunModel) -> Result<Vec<PathBuf>, OutputError> {
-    let mut out = Vec::new();
-    let loss = |s| run.loss.of(s);
-    if let Some(sw) = &run.swimlane {
-        let p = dir.join(SWIMLANE_FILE);
-        let l = loss(Subsystem::ChipSwimlane);
-        atomic_file(&p, |w| write_swimlane(w, &run.meta, &run.kernels, sw, &l))?;
-        out.push(p);
-    }
-    if let Some(t) = &run.pmu {
-        let p = dir.join(PMU_FILE);
-        atomic_file(&p, |w| write_pmu(w, t))?;
-        out.push(p);
-        let p = dir.join(PMU_LOSS_FILE);
-        let l = loss(Subsystem::Pmu);
-        atomic_file(&p, |w| {
-            serde_json::to_writer_pretty(w, &l).map_err(OutputError::json(PMU_LOSS_FILE))
-        })?;
-        out.push(p);
-    }
-    if let Some(g) = &run.deps {
-        let p = dir.join(DEPS_FILE);
-        let l = loss(Subsystem::DepGen);
-        atomic_file(&p, |w| write_deps(w, g, &l))?;
-        out.push(p);
-    }
-    if let Some(a) = &run.args {
-        // Payloads first: the metadata never names a bin that is not complete on disk.
-        if !a.bin.is_empty() {
-            let p = dir.join(ARGS_DIR).join(ARGS_BIN_FILE);
-            atomic_file(&p, |w| w.write_all(&a.bin).map_err(OutputError::io(ARGS_BIN_FILE)))?;
-            out.push(p);
-        }
-        let p = dir.join(ARGS_DIR).join(ARGS_FILE);
-        let l = loss(Subsystem::ArgsDump);
-        atomic_file(&p, |w| write_args_json(w, a, &l))?;
-        out.push(p);
-    }
-    if let Some(s) = &run.scopes {
-        let p = dir.join(SCOPES_DIR).join(SCOPES_FILE);
-        let l = loss(Subsystem::ScopeStats);
-        atomic_file(&p, |w| write_scopes(w, s, &l))?;
-        out.push(p);
-    }
-    Ok(out)
+    let opts = WriteOptions { files: true, traces: false, progress: None };
+    Ok(write_all(dir, run, &opts)?.files.into_iter().map(|f| f.path).collect())
 }
 
 fn open(path: &Path) -> Result<Option<BufReader<File>>, OutputError> {
@@ -308,8 +270,11 @@ pub fn read_run(dir: &Path) -> Result<RunModel, OutputError> {
 /// [`OutputError::Io`] naming the path.
 pub fn write_bytes_atomic(path: &Path, bytes: &[u8]) -> Result<(), OutputError> {
     write_atomic(path, |w| w.write_all(bytes))
+        .map(|_| ())
         .map_err(|source| OutputError::Io { file: path.display().to_string(), source })
 }
 
+#[cfg(test)]
+mod stream_tests;
 #[cfg(test)]
 mod tests;

@@ -11,6 +11,7 @@ use super::args::ArgsDump;
 use super::deps::DepsGraph;
 use super::pmu::PmuTable;
 use super::scopes::ScopeStats;
+use super::stream::IdMap;
 
 /// A whole profiled run: run metadata, the five subsystems' data (each present only when that
 /// subsystem was on) and the per-lane loss accounting.
@@ -430,8 +431,11 @@ impl RunModel {
         Self { meta, ..Default::default() }
     }
 
-    /// The kernel of `task_id`: the first active `kernel_ids` entry in `deps.json`, else the PMU
-    /// row's `func_id`.
+    /// The kernel of `task_id`: the first active `kernel_ids` entry of its first `deps.json`
+    /// task, else the `func_id` of its first PMU row.
+    ///
+    /// Scans the deps tasks and PMU rows (O(N) per call): for many tasks use [`Self::tasks`],
+    /// which resolves every task's kernel through one index.
     pub fn task_func(&self, task_id: u64) -> Option<i32> {
         if let Some(d) = &self.deps {
             if let Some(t) = d.tasks.iter().find(|t| t.task_id == task_id) {
@@ -446,6 +450,36 @@ impl RunModel {
             .map(|r| r.func_id as i32)
     }
 
+    /// The number of device records the model holds: AICore and AICPU task records, scheduler
+    /// and orchestrator phases, PMU rows, DepGen tasks (one record per submit), dumped
+    /// arguments and scope records. Tensors and edges of `deps.json` are derived from the
+    /// DepGen records and not counted.
+    ///
+    /// For a model straight from collection this equals the sum of the loss lines'
+    /// `collected` ([`LossAccounting::totals`]); unlike that sum it is also known for files
+    /// without loss accounting (the original runtime's).
+    ///
+    /// # Examples
+    /// ```
+    /// use ferry_dfx::output::{sample::sample_run, LossPolicy};
+    /// let run = sample_run(LossPolicy::Block);
+    /// assert_eq!(run.record_count(), run.loss.totals().1);
+    /// ```
+    pub fn record_count(&self) -> u64 {
+        let sw = self.swimlane.as_ref().map_or(0, |s| {
+            s.aicore_tasks.len()
+                + s.aicpu_tasks.len()
+                + s.sched_phases.iter().map(Vec::len).sum::<usize>()
+                + s.orch_phases.iter().map(Vec::len).sum::<usize>()
+        });
+        let n = sw
+            + self.pmu.as_ref().map_or(0, |p| p.rows.len())
+            + self.deps.as_ref().map_or(0, |d| d.tasks.len())
+            + self.args.as_ref().map_or(0, |a| a.args.len())
+            + self.scopes.as_ref().map_or(0, |s| s.records.len());
+        n as u64
+    }
+
     /// Name of a kernel (`func<N>` when unnamed).
     pub fn kernel_name(&self, func_id: Option<i32>) -> String {
         match func_id {
@@ -455,13 +489,13 @@ impl RunModel {
     }
 
     /// Every AICore task joined with its AICPU record, in (start, core) order.
+    ///
+    /// One pass builds the indexes (kernel per task id, AICPU record per `(core, reg_task_id)`),
+    /// one pass joins, one sort orders: O(N log N) in the records, whatever the task count.
     pub fn tasks(&self) -> Vec<JoinedTask> {
         let Some(sw) = &self.swimlane else { return Vec::new() };
-        let ids: std::collections::BTreeSet<u64> =
-            sw.aicore_tasks.iter().map(|t| t.task_token_raw).collect();
-        let func_of: BTreeMap<u64, Option<i32>> =
-            ids.into_iter().map(|id| (id, self.task_func(id))).collect();
-        let cpu: BTreeMap<(u32, u32), &AicpuTask> =
+        let funcs = FuncIndex::new(self);
+        let cpu: IdMap<(u32, u32), &AicpuTask> =
             sw.aicpu_tasks.iter().map(|t| ((t.core, t.reg_task_id), t)).collect();
         let mut out: Vec<JoinedTask> = sw
             .aicore_tasks
@@ -472,7 +506,7 @@ impl RunModel {
                     core: t.core,
                     reg_task_id: t.reg_task_id,
                     task_id: t.task_token_raw,
-                    func_id: func_of.get(&t.task_token_raw).copied().flatten(),
+                    func_id: funcs.get(t.task_token_raw),
                     dispatch: c.map(|c| c.dispatch),
                     receive: t.start.saturating_sub(u64::from(t.receive_to_start)),
                     start: t.start,
@@ -483,5 +517,32 @@ impl RunModel {
             .collect();
         out.sort_by_key(|t| (t.start, t.core, t.reg_task_id));
         out
+    }
+}
+
+/// The kernel of every task id, resolved as [`RunModel::task_func`] does, built in one pass over
+/// the deps tasks and PMU rows.
+struct FuncIndex {
+    /// First deps task per id: its first active kernel (`None`: no active kernel, fall back).
+    deps: IdMap<u64, Option<i32>>,
+    /// First PMU row's `func_id` per id.
+    pmu: IdMap<u64, i32>,
+}
+
+impl FuncIndex {
+    fn new(run: &RunModel) -> Self {
+        let mut deps = IdMap::default();
+        for t in run.deps.iter().flat_map(|d| &d.tasks) {
+            deps.entry(t.task_id).or_insert_with(|| t.kernel_ids.iter().copied().find(|&k| k >= 0));
+        }
+        let mut pmu = IdMap::default();
+        for r in run.pmu.iter().flat_map(|p| &p.rows) {
+            pmu.entry(r.task_id).or_insert(r.func_id as i32);
+        }
+        Self { deps, pmu }
+    }
+
+    fn get(&self, task_id: u64) -> Option<i32> {
+        self.deps.get(&task_id).copied().flatten().or_else(|| self.pmu.get(&task_id).copied())
     }
 }

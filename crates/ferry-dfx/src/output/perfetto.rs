@@ -17,9 +17,15 @@
 //! that overlap on one track (an SPMD re-dispatch, a finish inflated by a stall) go to child tracks
 //! `… overlap <k>` of that track, because slices on one Perfetto track must nest.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::io::{self, Write};
+use std::sync::Arc;
 
-use super::model::RunModel;
+use ferry_abi::records::SchedPhaseKind;
+
+use super::model::{LaneLoss, RunModel};
+pub use super::stream::InlineList;
+use super::stream::{IdMap, Ticker};
 
 /// Trusted packet sequence id of every packet.
 pub const SEQUENCE_ID: u32 = 1;
@@ -65,8 +71,8 @@ pub struct PlanTrack {
 pub struct PlanSlice {
     /// Track uuid.
     pub track: u64,
-    /// Slice name.
-    pub name: String,
+    /// Slice name (shared: every slice of one kernel points at one string).
+    pub name: Arc<str>,
     /// Category.
     pub category: &'static str,
     /// Start (ns).
@@ -74,11 +80,11 @@ pub struct PlanSlice {
     /// End (ns).
     pub end_ns: u64,
     /// Flows leaving this slice.
-    pub flows_out: Vec<u64>,
+    pub flows_out: InlineList<u64, 2>,
     /// Flows ending at this slice.
-    pub flows_in: Vec<u64>,
+    pub flows_in: InlineList<u64, 2>,
     /// Integer annotations.
-    pub args: Vec<(&'static str, u64)>,
+    pub args: InlineList<(&'static str, u64), 2>,
 }
 
 /// The tracks, slices and counter values a run implies; shared by the Perfetto and Chrome writers.
@@ -145,13 +151,22 @@ pub const fn uuid_orch(o: u32) -> u64 {
 pub const fn uuid_sched_view(c: u32) -> u64 {
     3000 + c as u64
 }
-/// Uuid of lane `i`'s stall counter track.
+/// Uuid of lane `i`'s stall counter track (`i` counts lanes in [`lanes_in_file_order`]).
 pub const fn uuid_lane_counter(i: u32) -> u64 {
     4000 + i as u64
 }
-/// Uuid of lane `i`'s stall slice track.
+/// Uuid of lane `i`'s stall slice track (`i` counts lanes in [`lanes_in_file_order`]).
 pub const fn uuid_lane_stalls(i: u32) -> u64 {
     5000 + i as u64
+}
+
+/// The loss lines in the order the files hold them: by subsystem (stable, so as collected
+/// within one). The plan numbers lanes in this order, so the trace `ferry run` writes from its
+/// model and the one `ferry trace` writes from the files are the same bytes.
+pub fn lanes_in_file_order(run: &RunModel) -> Vec<&LaneLoss> {
+    let mut lanes: Vec<&LaneLoss> = run.loss.lanes.iter().collect();
+    lanes.sort_by_key(|l| l.subsystem);
+    lanes
 }
 
 struct Planner {
@@ -164,20 +179,22 @@ impl Planner {
         self.plan.tracks.push(PlanTrack { uuid, parent, name, kind });
     }
 
-    /// Places `slices` (all meant for `track`) on it and on overlap child tracks as needed.
-    fn place(&mut self, track: u64, track_name: &str, mut slices: Vec<PlanSlice>) {
-        let iv: Vec<(u64, u64)> = slices.iter().map(|s| (s.start_ns, s.end_ns)).collect();
+    /// Places `slices` (all meant for `track`) on it and on overlap child tracks as needed,
+    /// ordered by lane, then start, then end (stable): they are appended to the plan and ordered
+    /// where they lie, never copied through a staging list.
+    fn place(&mut self, track: u64, track_name: &str, slices: impl IntoIterator<Item = PlanSlice>) {
+        let from = self.plan.slices.len();
+        self.plan.slices.extend(slices);
+        let iv: Vec<(u64, u64)> =
+            self.plan.slices[from..].iter().map(|s| (s.start_ns, s.end_ns)).collect();
         let lanes = assign_lanes(&iv);
+        // Child uuids in the order the lanes first appear.
         let mut child: BTreeMap<usize, u64> = BTreeMap::new();
-        for (s, &lane) in slices.iter_mut().zip(&lanes) {
-            s.track = if lane == 0 {
-                track
-            } else {
-                *child.entry(lane).or_insert_with(|| {
-                    self.next_child += 1;
-                    self.next_child
-                })
-            };
+        for &lane in lanes.iter().filter(|&&l| l > 0) {
+            child.entry(lane).or_insert_with(|| {
+                self.next_child += 1;
+                self.next_child
+            });
         }
         for (lane, uuid) in &child {
             self.track(
@@ -187,27 +204,28 @@ impl Planner {
                 TrackKind::Child,
             );
         }
-        let mut order: Vec<usize> = (0..slices.len()).collect();
-        order.sort_by_key(|&i| (lanes[i], slices[i].start_ns, slices[i].end_ns));
-        let mut slots: Vec<Option<PlanSlice>> = slices.into_iter().map(Some).collect();
-        for i in order {
-            if let Some(s) = slots[i].take() {
-                self.plan.slices.push(s);
-            }
+        let slices = &mut self.plan.slices[from..];
+        // The lane rides in `track` through the (stable) sort, then becomes the track's uuid.
+        for (s, &lane) in slices.iter_mut().zip(&lanes) {
+            s.track = lane as u64;
+        }
+        slices.sort_by_key(|s| (s.track, s.start_ns, s.end_ns));
+        for s in slices {
+            s.track = if s.track == 0 { track } else { child[&(s.track as usize)] };
         }
     }
 }
 
-fn slice(name: String, category: &'static str, start_ns: u64, end_ns: u64) -> PlanSlice {
+fn slice(name: Arc<str>, category: &'static str, start_ns: u64, end_ns: u64) -> PlanSlice {
     PlanSlice {
         track: 0,
         name,
         category,
         start_ns,
         end_ns: end_ns.max(start_ns),
-        flows_out: Vec::new(),
-        flows_in: Vec::new(),
-        args: Vec::new(),
+        flows_out: InlineList::new(),
+        flows_in: InlineList::new(),
+        args: InlineList::new(),
     }
 }
 
@@ -217,20 +235,40 @@ pub fn plan(run: &RunModel) -> TracePlan {
     let meta = &run.meta;
     let ns = |c: u64| meta.cycles_to_ns(c);
     let tasks = run.tasks();
+    // Task indexes per core, in `tasks` order (start order): one pass instead of a scan per core.
+    let mut on_core: Vec<Vec<usize>> = vec![Vec::new(); meta.num_cores()];
+    for (i, t) in tasks.iter().enumerate() {
+        if let Some(v) = on_core.get_mut(t.core as usize) {
+            v.push(i);
+        }
+    }
+    // Kernel and scheduler-view slices per task, plus the phases: grown once, not by doubling.
+    let phases = run.swimlane.as_ref().map_or(0, |sw| {
+        sw.sched_phases.iter().map(Vec::len).sum::<usize>()
+            + sw.orch_phases.iter().map(Vec::len).sum::<usize>()
+    });
+    p.plan.slices.reserve(2 * tasks.len() + phases);
+    // One name per kernel, shared by its slices: no allocation per slice.
+    let mut names: BTreeMap<Option<i32>, Arc<str>> = BTreeMap::new();
+    for t in &tasks {
+        names.entry(t.func_id).or_insert_with(|| run.kernel_name(t.func_id).into());
+    }
+    let kernel = |f: Option<i32>| Arc::clone(&names[&f]);
 
-    // Dependency flows: one id per edge whose both ends ran.
-    let mut first_slice: BTreeMap<u64, usize> = BTreeMap::new();
+    // Dependency flows: one id per edge whose both ends ran, by task index (moved into the
+    // task's slice, not copied).
+    let mut first_slice: IdMap<u64, usize> = IdMap::default();
     for (i, t) in tasks.iter().enumerate() {
         first_slice.entry(t.task_id).or_insert(i);
     }
-    let mut flows_out: BTreeMap<usize, Vec<u64>> = BTreeMap::new();
-    let mut flows_in: BTreeMap<usize, Vec<u64>> = BTreeMap::new();
+    let mut flows_out: Vec<InlineList<u64, 2>> = vec![InlineList::new(); tasks.len()];
+    let mut flows_in: Vec<InlineList<u64, 2>> = vec![InlineList::new(); tasks.len()];
     if let Some(g) = &run.deps {
         for (k, e) in g.edges.iter().enumerate() {
             if let (Some(&a), Some(&b)) = (first_slice.get(&e.pred), first_slice.get(&e.succ)) {
                 let id = k as u64 + 1;
-                flows_out.entry(a).or_default().push(id);
-                flows_in.entry(b).or_default().push(id);
+                flows_out[a].push(id);
+                flows_in[b].push(id);
             }
         }
     }
@@ -246,18 +284,14 @@ pub fn plan(run: &RunModel) -> TracePlan {
                 name.clone(),
                 TrackKind::Thread { pid: 1, tid: uuid_core(c) as i32 },
             );
-            let slices = tasks
-                .iter()
-                .enumerate()
-                .filter(|(_, t)| t.core == c)
-                .map(|(i, t)| {
-                    let mut s = slice(run.kernel_name(t.func_id), "aicore", ns(t.start), ns(t.end));
-                    s.flows_out = flows_out.get(&i).cloned().unwrap_or_default();
-                    s.flows_in = flows_in.get(&i).cloned().unwrap_or_default();
-                    s.args = vec![("task_id", t.task_id), ("reg_task_id", t.reg_task_id.into())];
-                    s
-                })
-                .collect();
+            let slices = on_core[c as usize].iter().map(|&i| {
+                let t = &tasks[i];
+                let mut s = slice(kernel(t.func_id), "aicore", ns(t.start), ns(t.end));
+                s.flows_out = std::mem::take(&mut flows_out[i]);
+                s.flows_in = std::mem::take(&mut flows_in[i]);
+                s.args = [("task_id", t.task_id), ("reg_task_id", t.reg_task_id.into())].into();
+                s
+            });
             p.place(uuid_core(c), &name, slices);
         }
     }
@@ -270,6 +304,11 @@ pub fn plan(run: &RunModel) -> TracePlan {
         let threads =
             threads.max(run.loss.lanes.iter().map(|l| l.thread as usize + 1).max().unwrap_or(0));
         p.track(UUID_AICPU, None, "AICPU".into(), TrackKind::Process { pid: 2 });
+        let mut phase_names: HashMap<&'static str, Arc<str>> = HashMap::new();
+        for ph in sw.sched_phases.iter().flatten() {
+            phase_names.entry(ph.kind.name()).or_insert_with(|| ph.kind.name().into());
+        }
+        let phase_name = |k: SchedPhaseKind| Arc::clone(&phase_names[k.name()]);
         for t in 0..threads as u32 {
             let name = format!("aicpu thread{t}");
             p.track(
@@ -278,23 +317,14 @@ pub fn plan(run: &RunModel) -> TracePlan {
                 name.clone(),
                 TrackKind::Thread { pid: 2, tid: uuid_thread(t) as i32 },
             );
-            let slices = sw
-                .sched_phases
-                .get(t as usize)
-                .map(|v| {
-                    v.iter()
-                        .map(|ph| {
-                            let mut s =
-                                slice(ph.kind.name().into(), "sched", ns(ph.start), ns(ph.end));
-                            s.args = vec![("loop_iter", ph.loop_iter.into())];
-                            if let Some(task) = ph.task_id() {
-                                s.args.push(("task_id", task));
-                            }
-                            s
-                        })
-                        .collect()
-                })
-                .unwrap_or_default();
+            let slices = sw.sched_phases.get(t as usize).into_iter().flatten().map(|ph| {
+                let mut s = slice(phase_name(ph.kind), "sched", ns(ph.start), ns(ph.end));
+                s.args = [("loop_iter", ph.loop_iter.into())].into();
+                if let Some(task) = ph.task_id() {
+                    s.args.push(("task_id", task));
+                }
+                s
+            });
             p.place(uuid_thread(t), &name, slices);
         }
         for (o, v) in sw.orch_phases.iter().enumerate() {
@@ -306,19 +336,16 @@ pub fn plan(run: &RunModel) -> TracePlan {
                 name.clone(),
                 TrackKind::Thread { pid: 2, tid: uuid_orch(o) as i32 },
             );
-            let slices = v
-                .iter()
-                .map(|ph| {
-                    let mut s = slice(
-                        format!("submit {}", ph.submit_idx),
-                        "orch",
-                        ns(ph.start),
-                        ns(ph.end),
-                    );
-                    s.args = vec![("task_id", ph.task_id)];
-                    s
-                })
-                .collect();
+            let slices = v.iter().map(|ph| {
+                let mut s = slice(
+                    format!("submit {}", ph.submit_idx).into(),
+                    "orch",
+                    ns(ph.start),
+                    ns(ph.end),
+                );
+                s.args = [("task_id", ph.task_id)].into();
+                s
+            });
             p.place(uuid_orch(o), &name, slices);
         }
         if !sw.aicpu_tasks.is_empty() {
@@ -331,16 +358,13 @@ pub fn plan(run: &RunModel) -> TracePlan {
                     name.clone(),
                     TrackKind::Thread { pid: 3, tid: uuid_sched_view(c) as i32 },
                 );
-                let slices = tasks
-                    .iter()
-                    .filter(|t| t.core == c)
-                    .filter_map(|t| {
-                        let (d, f) = (t.dispatch?, t.finish?);
-                        let mut s = slice(run.kernel_name(t.func_id), "sched_view", ns(d), ns(f));
-                        s.args = vec![("task_id", t.task_id)];
-                        Some(s)
-                    })
-                    .collect();
+                let slices = on_core[c as usize].iter().filter_map(|&i| {
+                    let t = &tasks[i];
+                    let (d, f) = (t.dispatch?, t.finish?);
+                    let mut s = slice(kernel(t.func_id), "sched_view", ns(d), ns(f));
+                    s.args = [("task_id", t.task_id)].into();
+                    Some(s)
+                });
                 p.place(uuid_sched_view(c), &name, slices);
             }
         }
@@ -348,9 +372,12 @@ pub fn plan(run: &RunModel) -> TracePlan {
 
     // Loss accounting: a stall-time counter per lane, a stall row per lane that stalled.
     if !run.loss.lanes.is_empty() {
+        let stall_name: Arc<str> = STALL_SLICE_NAME.into();
         p.track(UUID_LANES, None, "DFX lanes".into(), TrackKind::Process { pid: 4 });
-        let has_thread: Vec<u64> = p.plan.tracks.iter().map(|t| t.uuid).collect();
-        for (i, l) in run.loss.lanes.iter().enumerate() {
+        let has_thread: BTreeSet<u64> = p.plan.tracks.iter().map(|t| t.uuid).collect();
+        // Where a lane that knows only its stall total puts it: the last task's finish.
+        let run_end = tasks.iter().map(|t| t.finish.unwrap_or(t.end)).max().unwrap_or(0);
+        for (i, l) in lanes_in_file_order(run).into_iter().enumerate() {
             let i = i as u32;
             let cu = uuid_lane_counter(i);
             p.track(cu, Some(UUID_LANES), format!("stall {} (ns)", l.lane), TrackKind::Counter);
@@ -365,8 +392,7 @@ pub fn plan(run: &RunModel) -> TracePlan {
                 p.plan.counters.push((cu, ns(s[1]), ns(acc) as i64));
             }
             if l.stalls.is_empty() && l.stall_cycles > 0 {
-                let end = tasks.iter().map(|t| t.finish.unwrap_or(t.end)).max().unwrap_or(0);
-                p.plan.counters.push((cu, ns(end), ns(l.stall_cycles) as i64));
+                p.plan.counters.push((cu, ns(run_end), ns(l.stall_cycles) as i64));
             }
             if !l.stalls.is_empty() {
                 let parent = uuid_thread(l.thread);
@@ -374,15 +400,11 @@ pub fn plan(run: &RunModel) -> TracePlan {
                 let name = format!("{} stall", l.lane);
                 let su = uuid_lane_stalls(i);
                 p.track(su, Some(parent), name.clone(), TrackKind::Child);
-                let slices = l
-                    .stalls
-                    .iter()
-                    .map(|s| {
-                        let mut sl = slice(STALL_SLICE_NAME.into(), "dfx", ns(s[0]), ns(s[1]));
-                        sl.args = vec![("stall_cycles", s[1].saturating_sub(s[0]))];
-                        sl
-                    })
-                    .collect();
+                let slices = l.stalls.iter().map(|s| {
+                    let mut sl = slice(stall_name.clone(), "dfx", ns(s[0]), ns(s[1]));
+                    sl.args = [("stall_cycles", s[1].saturating_sub(s[0]))].into();
+                    sl
+                });
                 p.place(su, &name, slices);
             }
         }
@@ -407,6 +429,10 @@ fn put_varint(out: &mut Vec<u8>, mut v: u64) {
 }
 
 impl Msg {
+    fn clear(&mut self) -> &mut Self {
+        self.0.clear();
+        self
+    }
     fn key(&mut self, field: u32, wire: u8) {
         put_varint(&mut self.0, (u64::from(field) << 3) | u64::from(wire));
     }
@@ -479,16 +505,116 @@ const TYPE_COUNTER: u64 = 4;
 const DA_UINT_VALUE: u32 = 3;
 const DA_NAME: u32 = 10;
 
-fn push_packet(out: &mut Vec<u8>, packet: &Msg) {
-    out.push(((TRACE_PACKET << 3) | 2) as u8);
-    put_varint(out, packet.0.len() as u64);
-    out.extend_from_slice(&packet.0);
+/// Scratch messages reused for every packet: encoding a trace allocates only while a buffer
+/// grows to the largest packet.
+#[derive(Default)]
+struct Encoder {
+    packet: Msg,
+    event: Msg,
+    sub: Msg,
+    sub2: Msg,
+    /// `Trace.packet` key and length prefix of the current packet.
+    head: Vec<u8>,
 }
 
-fn event_packet(ts: u64, ev: &Msg) -> Msg {
-    let mut p = Msg::default();
-    p.varint(TP_TIMESTAMP, ts).varint(TP_SEQ_ID, SEQUENCE_ID.into()).msg(TP_TRACK_EVENT, ev);
-    p
+impl Encoder {
+    /// Writes `self.packet` as one `Trace.packet` field.
+    fn emit<W: Write>(&mut self, w: &mut W) -> io::Result<()> {
+        self.head.clear();
+        self.head.push(((TRACE_PACKET << 3) | 2) as u8);
+        put_varint(&mut self.head, self.packet.0.len() as u64);
+        w.write_all(&self.head)?;
+        w.write_all(&self.packet.0)
+    }
+
+    /// `self.packet` = a timestamped packet carrying `self.event`.
+    fn event_packet(&mut self, ts: u64) -> &mut Msg {
+        self.packet
+            .clear()
+            .varint(TP_TIMESTAMP, ts)
+            .varint(TP_SEQ_ID, SEQUENCE_ID.into())
+            .msg(TP_TRACK_EVENT, &self.event)
+    }
+
+    fn track(&mut self, t: &PlanTrack, first: bool) {
+        let (td, sub) = (self.event.clear(), &mut self.sub);
+        td.varint(TD_UUID, t.uuid);
+        if let Some(p) = t.parent {
+            td.varint(TD_PARENT_UUID, p);
+        }
+        match &t.kind {
+            TrackKind::Process { pid } => {
+                sub.clear().int(PD_PID, (*pid).into()).string(PD_PROCESS_NAME, &t.name);
+                td.msg(TD_PROCESS, sub);
+            }
+            TrackKind::Thread { pid, tid } => {
+                sub.clear()
+                    .int(THD_PID, (*pid).into())
+                    .int(THD_TID, (*tid).into())
+                    .string(THD_THREAD_NAME, &t.name);
+                td.msg(TD_THREAD, sub);
+            }
+            TrackKind::Child => {
+                td.string(TD_NAME, &t.name);
+            }
+            TrackKind::Counter => {
+                td.string(TD_NAME, &t.name);
+                sub.clear().varint(CD_UNIT, CD_UNIT_TIME_NS);
+                td.msg(TD_COUNTER, sub);
+            }
+        }
+        let p = self.packet.clear().varint(TP_SEQ_ID, SEQUENCE_ID.into());
+        if first {
+            p.varint(TP_SEQUENCE_FLAGS, SEQ_INCREMENTAL_STATE_CLEARED);
+        }
+        p.msg(TP_TRACK_DESCRIPTOR, &self.event);
+    }
+
+    /// The begin packet of `s`; `name` is `Err(name)` for a plain name, `Ok((iid, new))` for an
+    /// interned one (`new`: first use, so the packet defines it).
+    fn slice_begin(&mut self, s: &PlanSlice, name: Result<(u64, bool), &str>) {
+        let ev = self.event.clear();
+        ev.varint(TE_TYPE, TYPE_SLICE_BEGIN)
+            .varint(TE_TRACK_UUID, s.track)
+            .string(TE_CATEGORIES, s.category);
+        match name {
+            Ok((iid, _)) => ev.varint(TE_NAME_IID, iid),
+            Err(n) => ev.string(TE_NAME, n),
+        };
+        for (name, v) in &s.args {
+            self.sub.clear().string(DA_NAME, name).varint(DA_UINT_VALUE, *v);
+            ev.msg(TE_DEBUG_ANNOTATIONS, &self.sub);
+        }
+        for f in &s.flows_out {
+            ev.fixed64(TE_FLOW_IDS, *f);
+        }
+        for f in &s.flows_in {
+            ev.fixed64(TE_TERMINATING_FLOW_IDS, *f);
+        }
+        self.event_packet(s.start_ns);
+        if let Ok((iid, new)) = name {
+            self.packet.varint(TP_SEQUENCE_FLAGS, SEQ_NEEDS_INCREMENTAL_STATE);
+            if new {
+                self.sub.clear().varint(EN_IID, iid).string(EN_NAME, &s.name);
+                self.sub2.clear().msg(ID_EVENT_NAMES, &self.sub);
+                self.packet.msg(TP_INTERNED_DATA, &self.sub2);
+            }
+        }
+    }
+
+    fn slice_end(&mut self, s: &PlanSlice) {
+        self.event.clear().varint(TE_TYPE, TYPE_SLICE_END).varint(TE_TRACK_UUID, s.track);
+        self.event_packet(s.end_ns);
+    }
+
+    fn counter(&mut self, track: u64, ts: u64, v: i64) {
+        self.event
+            .clear()
+            .varint(TE_TYPE, TYPE_COUNTER)
+            .varint(TE_TRACK_UUID, track)
+            .int(TE_COUNTER_VALUE, v);
+        self.event_packet(ts);
+    }
 }
 
 /// How [`encode_plan_with`] writes slice names.
@@ -500,106 +626,79 @@ pub struct EncodeOptions {
     pub intern_names: bool,
 }
 
-/// Encodes `plan` as a Perfetto protobuf trace with plain names.
+/// Encodes `plan` as a Perfetto protobuf trace with plain names, in memory (tests and small
+/// traces; [`write_plan`] streams).
 pub fn encode_plan(plan: &TracePlan) -> Vec<u8> {
     encode_plan_with(plan, EncodeOptions::default())
 }
 
-/// Encodes `plan` as a Perfetto protobuf trace.
+/// Encodes `plan` as a Perfetto protobuf trace, in memory (tests and small traces;
+/// [`write_plan`] streams).
 pub fn encode_plan_with(plan: &TracePlan, opts: EncodeOptions) -> Vec<u8> {
-    let mut interned: BTreeMap<&str, u64> = BTreeMap::new();
     let mut out = Vec::new();
-    let mut first = true;
-    for t in &plan.tracks {
-        let mut td = Msg::default();
-        td.varint(TD_UUID, t.uuid);
-        if let Some(p) = t.parent {
-            td.varint(TD_PARENT_UUID, p);
-        }
-        match &t.kind {
-            TrackKind::Process { pid } => {
-                let mut pd = Msg::default();
-                pd.int(PD_PID, (*pid).into()).string(PD_PROCESS_NAME, &t.name);
-                td.msg(TD_PROCESS, &pd);
-            }
-            TrackKind::Thread { pid, tid } => {
-                let mut th = Msg::default();
-                th.int(THD_PID, (*pid).into())
-                    .int(THD_TID, (*tid).into())
-                    .string(THD_THREAD_NAME, &t.name);
-                td.msg(TD_THREAD, &th);
-            }
-            TrackKind::Child => {
-                td.string(TD_NAME, &t.name);
-            }
-            TrackKind::Counter => {
-                td.string(TD_NAME, &t.name);
-                let mut cd = Msg::default();
-                cd.varint(CD_UNIT, CD_UNIT_TIME_NS);
-                td.msg(TD_COUNTER, &cd);
-            }
-        }
-        let mut p = Msg::default();
-        p.varint(TP_SEQ_ID, SEQUENCE_ID.into());
-        if first {
-            p.varint(TP_SEQUENCE_FLAGS, SEQ_INCREMENTAL_STATE_CLEARED);
-            first = false;
-        }
-        p.msg(TP_TRACK_DESCRIPTOR, &td);
-        push_packet(&mut out, &p);
-    }
-    for s in &plan.slices {
-        let mut b = Msg::default();
-        b.varint(TE_TYPE, TYPE_SLICE_BEGIN)
-            .varint(TE_TRACK_UUID, s.track)
-            .string(TE_CATEGORIES, s.category);
-        let mut new_name: Option<(u64, &str)> = None;
-        if opts.intern_names {
-            let next = interned.len() as u64 + 1;
-            let iid = *interned.entry(s.name.as_str()).or_insert_with(|| {
-                new_name = Some((next, s.name.as_str()));
-                next
-            });
-            b.varint(TE_NAME_IID, iid);
-        } else {
-            b.string(TE_NAME, &s.name);
-        }
-        for (name, v) in &s.args {
-            let mut da = Msg::default();
-            da.string(DA_NAME, name).varint(DA_UINT_VALUE, *v);
-            b.msg(TE_DEBUG_ANNOTATIONS, &da);
-        }
-        for f in &s.flows_out {
-            b.fixed64(TE_FLOW_IDS, *f);
-        }
-        for f in &s.flows_in {
-            b.fixed64(TE_TERMINATING_FLOW_IDS, *f);
-        }
-        let mut packet = event_packet(s.start_ns, &b);
-        if opts.intern_names {
-            packet.varint(TP_SEQUENCE_FLAGS, SEQ_NEEDS_INCREMENTAL_STATE);
-        }
-        if let Some((iid, name)) = new_name {
-            let mut en = Msg::default();
-            en.varint(EN_IID, iid).string(EN_NAME, name);
-            let mut id = Msg::default();
-            id.msg(ID_EVENT_NAMES, &en);
-            packet.msg(TP_INTERNED_DATA, &id);
-        }
-        push_packet(&mut out, &packet);
-        let mut e = Msg::default();
-        e.varint(TE_TYPE, TYPE_SLICE_END).varint(TE_TRACK_UUID, s.track);
-        push_packet(&mut out, &event_packet(s.end_ns, &e));
-    }
-    for &(track, ts, v) in &plan.counters {
-        let mut c = Msg::default();
-        c.varint(TE_TYPE, TYPE_COUNTER).varint(TE_TRACK_UUID, track).int(TE_COUNTER_VALUE, v);
-        push_packet(&mut out, &event_packet(ts, &c));
-    }
+    // Writing into a `Vec` cannot fail.
+    let _ = write_plan(&mut out, plan, opts);
     out
 }
 
-/// The Perfetto protobuf trace of `run`, with interned slice names.
+/// Streams `plan` into `w` as a Perfetto protobuf trace: one `TrackDescriptor` packet per track,
+/// then a begin and an end packet per slice, then one packet per counter value, each packet
+/// written as soon as it is encoded (memory stays at one packet, whatever the trace's size).
+///
+/// # Errors
+///
+/// The first error of `w`.
+///
+/// # Examples
+/// ```
+/// use ferry_dfx::output::{perfetto, sample::sample_run, LossPolicy};
+/// let plan = perfetto::plan(&sample_run(LossPolicy::Block));
+/// let mut out = Vec::new();
+/// perfetto::write_plan(&mut out, &plan, perfetto::EncodeOptions::default()).unwrap();
+/// assert_eq!(out, perfetto::encode_plan(&plan));
+/// ```
+pub fn write_plan<W: Write>(w: W, plan: &TracePlan, opts: EncodeOptions) -> io::Result<()> {
+    write_plan_ticked(w, plan, opts, &Ticker::silent())
+}
+
+/// [`write_plan`], one tick per track, slice and counter value.
+pub(crate) fn write_plan_ticked<W: Write>(
+    mut w: W,
+    plan: &TracePlan,
+    opts: EncodeOptions,
+    tick: &Ticker<'_>,
+) -> io::Result<()> {
+    let mut enc = Encoder::default();
+    for (i, t) in plan.tracks.iter().enumerate() {
+        enc.track(t, i == 0);
+        enc.emit(&mut w)?;
+        tick.tick(1);
+    }
+    let mut interned: HashMap<&str, u64> = HashMap::new();
+    for s in &plan.slices {
+        let name = if opts.intern_names {
+            let next = interned.len() as u64 + 1;
+            let iid = *interned.entry(&*s.name).or_insert(next);
+            Ok((iid, iid == next))
+        } else {
+            Err(&*s.name)
+        };
+        enc.slice_begin(s, name);
+        enc.emit(&mut w)?;
+        enc.slice_end(s);
+        enc.emit(&mut w)?;
+        tick.tick(1);
+    }
+    for &(track, ts, v) in &plan.counters {
+        enc.counter(track, ts, v);
+        enc.emit(&mut w)?;
+        tick.tick(1);
+    }
+    Ok(())
+}
+
+/// The Perfetto protobuf trace of `run`, with interned slice names, in memory (tests and small
+/// runs; [`super::write_all`] streams it into its file).
 pub fn write_trace(run: &RunModel) -> Vec<u8> {
     encode_plan_with(&plan(run), EncodeOptions { intern_names: true })
 }

@@ -8,6 +8,7 @@
 
 use std::io::{BufRead, Write};
 
+use super::stream::{put_hex16, put_i64, put_u64, Ticker};
 use super::OutputError;
 
 /// File name inside the output directory.
@@ -156,12 +157,32 @@ impl PmuTable {
 ///
 /// [`OutputError::Io`] on a write failure, [`OutputError::Format`] when a row's counter count
 /// differs from the header's.
-pub fn write_pmu<W: Write>(mut w: W, t: &PmuTable) -> Result<(), OutputError> {
+pub fn write_pmu<W: Write>(w: W, t: &PmuTable) -> Result<(), OutputError> {
+    write_pmu_ticked(w, t, &Ticker::silent())
+}
+
+/// [`write_pmu`], one tick per row. Each row is formatted into one reused line buffer (no
+/// allocation, no `core::fmt`) and written with one call.
+pub(crate) fn write_pmu_ticked<W: Write>(
+    mut w: W,
+    t: &PmuTable,
+    tick: &Ticker<'_>,
+) -> Result<(), OutputError> {
     let io = OutputError::io(PMU_FILE);
-    let mut header: Vec<&str> = PMU_HEADER_PREFIX.to_vec();
-    header.extend(t.counter_names.iter().map(String::as_str));
-    header.push("event_type");
-    writeln!(w, "{}", header.join(",")).map_err(&io)?;
+    let mut line: Vec<u8> = Vec::with_capacity(256);
+    for (i, name) in PMU_HEADER_PREFIX
+        .iter()
+        .copied()
+        .chain(t.counter_names.iter().map(String::as_str))
+        .enumerate()
+    {
+        if i > 0 {
+            line.push(b',');
+        }
+        line.extend_from_slice(name.as_bytes());
+    }
+    line.extend_from_slice(b",event_type\n");
+    w.write_all(&line).map_err(&io)?;
     for r in &t.rows {
         if r.counters.len() != t.counter_names.len() {
             return Err(OutputError::Format {
@@ -174,16 +195,27 @@ pub fn write_pmu<W: Write>(mut w: W, t: &PmuTable) -> Result<(), OutputError> {
                 ),
             });
         }
-        write!(
-            w,
-            "{},{},0x{:016x},{},{},{}",
-            r.thread_id, r.core_id, r.task_id, r.func_id, r.core_type, r.pmu_total_cycles
-        )
-        .map_err(&io)?;
-        for c in &r.counters {
-            write!(w, ",{c}").map_err(&io)?;
+        line.clear();
+        put_u64(&mut line, r.thread_id.into());
+        line.push(b',');
+        put_u64(&mut line, r.core_id.into());
+        line.push(b',');
+        put_hex16(&mut line, r.task_id);
+        line.push(b',');
+        put_u64(&mut line, r.func_id.into());
+        line.push(b',');
+        put_i64(&mut line, r.core_type.into());
+        line.push(b',');
+        put_u64(&mut line, r.pmu_total_cycles);
+        for &c in &r.counters {
+            line.push(b',');
+            put_u64(&mut line, c);
         }
-        writeln!(w, ",{}", t.event_type).map_err(&io)?;
+        line.push(b',');
+        put_u64(&mut line, t.event_type.into());
+        line.push(b'\n');
+        w.write_all(&line).map_err(&io)?;
+        tick.tick(1);
     }
     Ok(())
 }

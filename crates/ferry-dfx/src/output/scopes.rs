@@ -10,6 +10,7 @@ use ferry_abi::records::{ScopeStatsRecord, SCOPE_PHASE_BEGIN, SCOPE_RINGS};
 use serde::{Deserialize, Serialize};
 
 use super::model::LossAccounting;
+use super::stream::Ticker;
 use super::OutputError;
 
 /// Folder inside the output directory.
@@ -97,7 +98,7 @@ impl ScopeRow {
     }
 }
 
-#[derive(Serialize, Deserialize)]
+#[derive(Deserialize)]
 struct Header {
     version: u32,
     fatal: bool,
@@ -111,17 +112,41 @@ struct Header {
     dfx: LossAccounting,
 }
 
+/// [`Header`] as written, borrowing the loss accounting.
+#[derive(Serialize)]
+struct HeaderOut<'a> {
+    version: u32,
+    fatal: bool,
+    dropped: u64,
+    total: u64,
+    task_window_max: [i64; SCOPE_RINGS],
+    heap_max: [u64; SCOPE_RINGS],
+    dep_pool_max: [i64; SCOPE_RINGS],
+    tensormap_max: i64,
+    dfx: &'a LossAccounting,
+}
+
 /// Writes `scope_stats.jsonl` to `w`.
 ///
 /// # Errors
 ///
 /// [`OutputError::Json`] / [`OutputError::Io`] when writing fails.
 pub fn write_scopes<W: Write>(
-    mut w: W,
+    w: W,
     s: &ScopeStats,
     loss: &LossAccounting,
 ) -> Result<(), OutputError> {
-    let h = Header {
+    write_scopes_ticked(w, s, loss, &Ticker::silent())
+}
+
+/// [`write_scopes`], one tick per record.
+pub(crate) fn write_scopes_ticked<W: Write>(
+    mut w: W,
+    s: &ScopeStats,
+    loss: &LossAccounting,
+    tick: &Ticker<'_>,
+) -> Result<(), OutputError> {
+    let h = HeaderOut {
         version: SCOPES_VERSION,
         fatal: s.fatal,
         dropped: s.dropped,
@@ -130,13 +155,14 @@ pub fn write_scopes<W: Write>(
         heap_max: s.heap_max,
         dep_pool_max: s.dep_pool_max,
         tensormap_max: s.tensormap_max,
-        dfx: loss.clone(),
+        dfx: loss,
     };
     serde_json::to_writer(&mut w, &h).map_err(OutputError::json(SCOPES_FILE))?;
-    writeln!(w).map_err(OutputError::io(SCOPES_FILE))?;
+    w.write_all(b"\n").map_err(OutputError::io(SCOPES_FILE))?;
     for r in &s.records {
         serde_json::to_writer(&mut w, r).map_err(OutputError::json(SCOPES_FILE))?;
-        writeln!(w).map_err(OutputError::io(SCOPES_FILE))?;
+        w.write_all(b"\n").map_err(OutputError::io(SCOPES_FILE))?;
+        tick.tick(1);
     }
     Ok(())
 }

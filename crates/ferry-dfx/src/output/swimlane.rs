@@ -11,20 +11,24 @@ use std::collections::BTreeMap;
 use std::io::{Read, Write};
 
 use ferry_abi::records::SchedPhaseKind;
+use serde::ser::{SerializeSeq, SerializeStruct, Serializer};
 use serde::{Deserialize, Serialize};
 
 use super::model::{
     AicoreTask, AicpuTask, CoreType, LossAccounting, OrchPhase, RunMeta, SchedPhase, Swimlane,
 };
+use super::stream::{TickSeq, Ticker};
 use super::OutputError;
 
 /// File name inside the output directory.
 pub const SWIMLANE_FILE: &str = "chip_swimlane_records.json";
 
-#[derive(Serialize, Deserialize)]
+#[derive(Deserialize)]
 struct Metadata {
     clock_freq_hz: u64,
-    num_cores: usize,
+    /// Required by the format; `core_types` is what the reader uses.
+    #[serde(rename = "num_cores")]
+    _num_cores: usize,
     core_types: Vec<CoreType>,
     core_to_thread: Vec<i32>,
     #[serde(default)]
@@ -33,22 +37,52 @@ struct Metadata {
     kernel_names: BTreeMap<String, String>,
 }
 
-#[derive(Serialize, Deserialize)]
+/// [`Metadata`] borrowed from the model (same fields, same order; integer map keys serialize as
+/// JSON strings).
+#[derive(Serialize)]
+struct MetadataOut<'a> {
+    clock_freq_hz: u64,
+    num_cores: usize,
+    core_types: &'a [CoreType],
+    core_to_thread: &'a [i32],
+    arch: Option<&'a str>,
+    kernel_names: &'a BTreeMap<i32, String>,
+}
+
+#[derive(Deserialize)]
 struct PhaseObj {
     kind: String,
     start_cycles: u64,
     end_cycles: u64,
     loop_iter: u32,
     tasks_processed: u32,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pop_hit: Option<u32>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pop_miss: Option<u32>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     task_id: Option<u64>,
     #[serde(default)]
     shared_at_start: [i16; 3],
     #[serde(default)]
+    shared_at_end: [i16; 3],
+}
+
+/// [`PhaseObj`] as written: built on the stack per phase.
+#[derive(Serialize)]
+struct PhaseOut {
+    kind: &'static str,
+    start_cycles: u64,
+    end_cycles: u64,
+    loop_iter: u32,
+    tasks_processed: u32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pop_hit: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pop_miss: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    task_id: Option<u64>,
+    shared_at_start: [i16; 3],
     shared_at_end: [i16; 3],
 }
 
@@ -60,15 +94,90 @@ struct OrchObj {
     end_cycles: u64,
 }
 
-#[derive(Serialize)]
-struct FileOut<'a> {
-    chip_swimlane_level: u32,
-    metadata: Metadata,
-    aicore_tasks: Vec<(u32, u64, u32, u64, u64, u32)>,
-    aicpu_tasks: Vec<(u32, u32, u64, u64)>,
-    aicpu_scheduler_phases: Vec<Vec<PhaseObj>>,
-    aicpu_orchestrator_phases: Vec<Vec<OrchObj>>,
-    dfx: &'a LossAccounting,
+/// Per-thread arrays of arrays, streamed.
+struct Threads<'a, 't, T, F> {
+    threads: &'a [Vec<T>],
+    f: F,
+    tick: &'a Ticker<'t>,
+}
+
+impl<'a, T, F, S> Serialize for Threads<'a, '_, T, F>
+where
+    F: Fn(&'a T) -> S + Copy,
+    S: Serialize,
+{
+    fn serialize<Ser: Serializer>(&self, s: Ser) -> Result<Ser::Ok, Ser::Error> {
+        let mut seq = s.serialize_seq(Some(self.threads.len()))?;
+        for th in self.threads {
+            seq.serialize_element(&TickSeq { items: th, f: self.f, tick: self.tick })?;
+        }
+        seq.end()
+    }
+}
+
+/// The file's top level, in the original's key order, every array streamed from the model.
+struct FileOut<'a, 't> {
+    meta: &'a RunMeta,
+    kernels: &'a BTreeMap<i32, String>,
+    sw: &'a Swimlane,
+    loss: &'a LossAccounting,
+    tick: &'a Ticker<'t>,
+}
+
+impl Serialize for FileOut<'_, '_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let (meta, sw, tick) = (self.meta, self.sw, self.tick);
+        let mut st = s.serialize_struct("FileOut", 7)?;
+        st.serialize_field("chip_swimlane_level", &sw.level)?;
+        st.serialize_field(
+            "metadata",
+            &MetadataOut {
+                clock_freq_hz: meta.clock_freq_hz,
+                num_cores: meta.num_cores(),
+                core_types: &meta.core_types,
+                core_to_thread: &meta.core_to_thread,
+                arch: Some(&meta.arch),
+                kernel_names: self.kernels,
+            },
+        )?;
+        st.serialize_field(
+            "aicore_tasks",
+            &TickSeq {
+                items: &sw.aicore_tasks,
+                f: |t: &AicoreTask| {
+                    (t.core, t.task_token_raw, t.reg_task_id, t.start, t.end, t.receive_to_start)
+                },
+                tick,
+            },
+        )?;
+        st.serialize_field(
+            "aicpu_tasks",
+            &TickSeq {
+                items: &sw.aicpu_tasks,
+                f: |t: &AicpuTask| (t.core, t.reg_task_id, t.dispatch, t.finish),
+                tick,
+            },
+        )?;
+        st.serialize_field(
+            "aicpu_scheduler_phases",
+            &Threads { threads: &sw.sched_phases, f: phase_out, tick },
+        )?;
+        st.serialize_field(
+            "aicpu_orchestrator_phases",
+            &Threads {
+                threads: &sw.orch_phases,
+                f: |o: &OrchPhase| OrchObj {
+                    submit_idx: o.submit_idx,
+                    task_id: o.task_id,
+                    start_cycles: o.start,
+                    end_cycles: o.end,
+                },
+                tick,
+            },
+        )?;
+        st.serialize_field("dfx", self.loss)?;
+        st.end()
+    }
 }
 
 #[derive(Deserialize)]
@@ -87,10 +196,10 @@ struct FileIn {
     dfx: LossAccounting,
 }
 
-fn phase_obj(p: &SchedPhase) -> PhaseObj {
+fn phase_out(p: &SchedPhase) -> PhaseOut {
     let task = p.task_id();
-    PhaseObj {
-        kind: p.kind.name().to_string(),
+    PhaseOut {
+        kind: p.kind.name(),
         start_cycles: p.start,
         end_cycles: p.end,
         loop_iter: p.loop_iter,
@@ -115,47 +224,19 @@ pub fn write_swimlane<W: Write>(
     sw: &Swimlane,
     loss: &LossAccounting,
 ) -> Result<(), OutputError> {
-    let file = FileOut {
-        chip_swimlane_level: sw.level,
-        metadata: Metadata {
-            clock_freq_hz: meta.clock_freq_hz,
-            num_cores: meta.num_cores(),
-            core_types: meta.core_types.clone(),
-            core_to_thread: meta.core_to_thread.clone(),
-            arch: Some(meta.arch.clone()),
-            kernel_names: kernels.iter().map(|(k, v)| (k.to_string(), v.clone())).collect(),
-        },
-        aicore_tasks: sw
-            .aicore_tasks
-            .iter()
-            .map(|t| (t.core, t.task_token_raw, t.reg_task_id, t.start, t.end, t.receive_to_start))
-            .collect(),
-        aicpu_tasks: sw
-            .aicpu_tasks
-            .iter()
-            .map(|t| (t.core, t.reg_task_id, t.dispatch, t.finish))
-            .collect(),
-        aicpu_scheduler_phases: sw
-            .sched_phases
-            .iter()
-            .map(|th| th.iter().map(phase_obj).collect())
-            .collect(),
-        aicpu_orchestrator_phases: sw
-            .orch_phases
-            .iter()
-            .map(|th| {
-                th.iter()
-                    .map(|o| OrchObj {
-                        submit_idx: o.submit_idx,
-                        task_id: o.task_id,
-                        start_cycles: o.start,
-                        end_cycles: o.end,
-                    })
-                    .collect()
-            })
-            .collect(),
-        dfx: loss,
-    };
+    write_swimlane_ticked(w, meta, kernels, sw, loss, &Ticker::silent())
+}
+
+/// [`write_swimlane`], one tick per record.
+pub(crate) fn write_swimlane_ticked<W: Write>(
+    w: W,
+    meta: &RunMeta,
+    kernels: &BTreeMap<i32, String>,
+    sw: &Swimlane,
+    loss: &LossAccounting,
+    tick: &Ticker<'_>,
+) -> Result<(), OutputError> {
+    let file = FileOut { meta, kernels, sw, loss, tick };
     serde_json::to_writer(w, &file).map_err(OutputError::json(SWIMLANE_FILE))
 }
 

@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use ferry_abi::records::DType;
 
 use super::args::{ArgsDump, DumpedArg};
+use super::deps::DepEdge;
 use super::model::{JoinedTask, LaneLoss, RunModel};
 use super::scopes::{ScopePhase, ScopeRow, ScopeStats};
 use super::{write_bytes_atomic, OutputError};
@@ -82,16 +83,37 @@ pub fn stalled_lanes(run: &RunModel) -> Vec<&LaneLoss> {
 /// lane written by the AICPU thread that owns its core, and its finish lies after that stall
 /// began (the scheduler was parked at the gate and polled FIN only on recovery; seed 000).
 pub fn stall_inflated_tasks(run: &RunModel) -> Vec<JoinedTask> {
-    let stalls: Vec<(u32, [u64; 2])> =
-        run.loss.lanes.iter().flat_map(|l| l.stalls.iter().map(move |w| (l.thread, *w))).collect();
+    // Per AICPU thread: its lanes' waits sorted by start, and the running maximum of their ends,
+    // so "some wait began by the finish and ended at or after the end" is one binary search.
+    let mut waits: BTreeMap<u32, Vec<[u64; 2]>> = BTreeMap::new();
+    for l in &run.loss.lanes {
+        waits.entry(l.thread).or_default().extend(l.stalls.iter().copied());
+    }
+    let waits: BTreeMap<u32, (Vec<[u64; 2]>, Vec<u64>)> = waits
+        .into_iter()
+        .map(|(th, mut w)| {
+            w.sort_unstable();
+            let max_end = w
+                .iter()
+                .scan(0u64, |m, w| {
+                    *m = (*m).max(w[1]);
+                    Some(*m)
+                })
+                .collect();
+            (th, (w, max_end))
+        })
+        .collect();
     run.tasks()
         .into_iter()
         .filter(|t| {
             let Some(f) = t.finish else { return false };
             let thread = run.meta.core_to_thread.get(t.core as usize).copied().unwrap_or(-1);
-            stalls
-                .iter()
-                .any(|&(th, w)| i64::from(th) == i64::from(thread) && t.end <= w[1] && f >= w[0])
+            let Some((w, max_end)) = u32::try_from(thread).ok().and_then(|th| waits.get(&th))
+            else {
+                return false;
+            };
+            let began = w.partition_point(|w| w[0] <= f);
+            began > 0 && max_end[began - 1] >= t.end
         })
         .collect()
 }
@@ -273,17 +295,25 @@ pub fn deps_text(run: &RunModel) -> String {
         }
     }
     let _ = writeln!(s, "happens-before violations: {violations}");
+    // Edges by consumer and by producer, in edge order: one pass, not a scan per task.
+    let mut into: BTreeMap<u64, Vec<&DepEdge>> = BTreeMap::new();
+    let mut from: BTreeMap<u64, Vec<&DepEdge>> = BTreeMap::new();
+    for e in &g.edges {
+        into.entry(e.succ).or_default().push(e);
+        from.entry(e.pred).or_default().push(e);
+    }
     for t in &g.tasks {
-        let preds: Vec<String> = g
-            .edges
+        let none = Vec::new();
+        let preds: Vec<String> = into
+            .get(&t.task_id)
+            .unwrap_or(&none)
             .iter()
-            .filter(|e| e.succ == t.task_id)
             .map(|e| format!("0x{:016x}({:?})", e.pred, e.source).to_lowercase())
             .collect();
-        let succs: Vec<String> = g
-            .edges
+        let succs: Vec<String> = from
+            .get(&t.task_id)
+            .unwrap_or(&none)
             .iter()
-            .filter(|e| e.pred == t.task_id)
             .map(|e| format!("0x{:016x}", e.succ))
             .collect();
         let k = t.kernel_ids.iter().copied().find(|&k| k >= 0);
@@ -480,7 +510,7 @@ pub fn swimlane_html(run: &RunModel) -> String {
         row_of.insert(t.uuid, rows.len());
         rows.push(Row { label: names[&t.uuid].clone(), bars: Vec::new() });
     }
-    let mut colour: BTreeMap<String, &str> = BTreeMap::new();
+    let mut colour: BTreeMap<std::sync::Arc<str>, &str> = BTreeMap::new();
     for s in &p.slices {
         let Some(&r) = row_of.get(&s.track) else { continue };
         let n = colour.len();
