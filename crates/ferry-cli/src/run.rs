@@ -344,8 +344,10 @@ fn write_dfx(dir: &Path, s: DfxSession, traces: bool, name: &str) -> anyhow::Res
     let (produced, collected, dropped) = model.loss.totals();
     let files = report.files.len() - if traces { 2 } else { 0 };
     println!(
-        "dfx: {files} files in {} ({produced} records, {collected} collected, {dropped} dropped, {:?})",
+        "dfx: {files} files in {} ({} records; lanes: {produced} produced, {collected} collected, \
+         {dropped} dropped, DepGen in 8-byte words; {:?})",
         dir.display(),
+        report.records,
         model.loss.policy
     );
     println!(

@@ -23,22 +23,6 @@ pub struct CostRow {
     pub stall_waits: u64,
 }
 
-/// Records a run model holds: swimlane rows, PMU rows, DepGen submits, dumped arguments and
-/// ScopeStats rows (what the output files carry, one line or object each).
-pub fn model_records(m: &ferry_dfx::output::RunModel) -> u64 {
-    let sw = m.swimlane.as_ref().map_or(0, |s| {
-        s.aicore_tasks.len()
-            + s.aicpu_tasks.len()
-            + s.sched_phases.iter().map(Vec::len).sum::<usize>()
-            + s.orch_phases.iter().map(Vec::len).sum::<usize>()
-    });
-    let pmu = m.pmu.as_ref().map_or(0, |p| p.rows.len());
-    let deps = m.deps.as_ref().map_or(0, |d| d.tasks.len());
-    let args = m.args.as_ref().map_or(0, |a| a.args.len());
-    let scopes = m.scopes.as_ref().map_or(0, |s| s.records.len());
-    (sw + pmu + deps + args + scopes) as u64
-}
-
 /// The configurations [`subsystem_costs`] measures, in order (the first is DFX off).
 pub fn cost_configs() -> Vec<(String, DfxOptions)> {
     let base = DfxOptions::default();
@@ -99,7 +83,7 @@ pub fn subsystem_costs(
             if let Some(s) = s {
                 let m = s.finish()?;
                 let waits: u64 = m.loss.lanes.iter().map(|l| l.stall_waits).sum();
-                counts[k] = (model_records(&m), m.loss.totals().2, counts[k].2 + waits);
+                counts[k] = (m.record_count(), m.loss.totals().2, counts[k].2 + waits);
             }
         }
     }
