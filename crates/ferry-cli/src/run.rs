@@ -344,8 +344,8 @@ fn write_dfx(dir: &Path, s: DfxSession, traces: bool, name: &str) -> anyhow::Res
     let (produced, collected, dropped) = model.loss.totals();
     let files = report.files.len() - if traces { 2 } else { 0 };
     println!(
-        "dfx: {files} files in {} ({} records; lanes: {produced} produced, {collected} collected, \
-         {dropped} dropped, DepGen in 8-byte words; {:?})",
+        "dfx: {files} files in {} ({} records; lanes, DepGen's in 8-byte words: {produced} \
+         produced, {collected} collected, {dropped} dropped, {:?})",
         dir.display(),
         report.records,
         model.loss.policy
@@ -365,6 +365,9 @@ fn write_dfx(dir: &Path, s: DfxSession, traces: bool, name: &str) -> anyhow::Res
     if traces {
         print!("{}", crate::trace::summary(dir, &report));
     }
+    // Freeing a storm's model (hundreds of thousands of rows) takes tens of milliseconds; nothing
+    // waits for it.
+    std::thread::spawn(move || drop(model));
     Ok(())
 }
 

@@ -67,7 +67,8 @@ pub struct WriteOptions<'a> {
     pub files: bool,
     /// Write `trace.perfetto-trace` and `trace.chrome.json`.
     pub traces: bool,
-    /// Called with the progress (from the calling thread, between writes).
+    /// Called with the progress (always from the calling thread: the traces' progress, made on a
+    /// second thread, is relayed).
     pub progress: Option<&'a dyn Fn(WriteProgress)>,
 }
 
@@ -115,7 +116,7 @@ pub struct TraceStats {
 /// What [`write_all`] did.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct WriteReport {
-    /// Every file written, in write order.
+    /// Every file written: the subsystems' files in write order, then the traces.
     pub files: Vec<WrittenFile>,
     /// Total bytes of those files.
     pub bytes: u64,
@@ -205,8 +206,9 @@ impl Files<'_, '_> {
 }
 
 /// Writes `run` into `dir`: every subsystem present in it (each file streamed from the model
-/// through one [`write_atomic`], files of absent subsystems left alone), then the two traces
-/// ([`PERFETTO_FILE`], [`CHROME_FILE`]) from one [`perfetto::plan`], as `opts` asks.
+/// through one [`write_atomic`], files of absent subsystems left alone) and, on a second thread
+/// at the same time, the two traces ([`PERFETTO_FILE`], [`CHROME_FILE`]) from one
+/// [`perfetto::plan`], as `opts` asks.
 ///
 /// This is the whole write phase of `ferry run` (and, with `files: false`, of `ferry trace`);
 /// [`WriteReport`] says what it wrote and how long each half took.
@@ -221,35 +223,84 @@ pub fn write_all(
     opts: &WriteOptions<'_>,
 ) -> Result<WriteReport, OutputError> {
     let mut report = WriteReport { records: run.record_count(), ..Default::default() };
-    if opts.files {
-        let t0 = Instant::now();
-        let tick = Ticker::new(opts.progress, WritePhase::Files, report.records);
-        write_files(dir, run, &mut Files { report: &mut report, tick: &tick })?;
-        tick.report();
-        report.files_elapsed = t0.elapsed();
-    }
-    if opts.traces {
-        let t0 = Instant::now();
-        let plan = perfetto::plan(run);
-        let items = (plan.tracks.len() + plan.slices.len() + plan.counters.len()) as u64;
-        let tick = Ticker::new(opts.progress, WritePhase::Traces, 2 * items);
-        let mut files = Files { report: &mut report, tick: &tick };
-        files.write(dir.join(PERFETTO_FILE), PERFETTO_FILE, |w, t| {
-            perfetto::write_plan_ticked(w, &plan, perfetto::EncodeOptions { intern_names: true }, t)
-                .map_err(OutputError::io(PERFETTO_FILE))
-        })?;
-        files.write(dir.join(CHROME_FILE), CHROME_FILE, |w, t| {
-            chrome::write_plan_ticked(w, &plan, t).map_err(OutputError::io(CHROME_FILE))
-        })?;
-        tick.report();
-        report.trace = Some(TraceStats {
-            tracks: plan.tracks.len(),
-            slices: plan.slices.len(),
-            counters: plan.counters.len(),
+    // The traces are planned and written on a second thread while this one writes the files
+    // (they only read the model), so the phase takes the longer of the two halves, not their
+    // sum. The trace thread's progress comes back through `relay`, in order, for the callback.
+    let (relay, reports) = std::sync::mpsc::channel::<WriteProgress>();
+    std::thread::scope(|sc| {
+        let traces = opts.traces.then(|| {
+            let relay = opts.progress.is_some().then_some(relay);
+            std::thread::Builder::new()
+                .name("ferry-write-traces".into())
+                .spawn_scoped(sc, move || write_traces(dir, run, relay))
         });
-        report.traces_elapsed = t0.elapsed();
-    }
-    Ok(report)
+        if opts.files {
+            let t0 = Instant::now();
+            let tick = Ticker::new(opts.progress, WritePhase::Files, report.records);
+            write_files(dir, run, &mut Files { report: &mut report, tick: &tick })?;
+            tick.report();
+            report.files_elapsed = t0.elapsed();
+        }
+        let Some(traces) = traces else { return Ok(report) };
+        let traces = traces.map_err(|e| OutputError::Io { file: CHROME_FILE.into(), source: e })?;
+        if let Some(cb) = opts.progress {
+            // Ends when the trace thread drops its sender (done, or failed).
+            for p in &reports {
+                cb(p);
+            }
+        }
+        let t = match traces.join() {
+            Ok(t) => t?,
+            Err(p) => std::panic::resume_unwind(p),
+        };
+        report.bytes += t.report.bytes;
+        report.files.extend(t.report.files);
+        report.trace = Some(t.stats);
+        report.traces_elapsed = t.elapsed;
+        Ok(report)
+    })
+}
+
+/// What the trace thread wrote.
+struct TracePart {
+    report: WriteReport,
+    stats: TraceStats,
+    elapsed: Duration,
+}
+
+/// Plans the trace from `run` and writes both traces ([`PERFETTO_FILE`], [`CHROME_FILE`]),
+/// sending its progress to `relay`.
+fn write_traces(
+    dir: &Path,
+    run: &RunModel,
+    relay: Option<std::sync::mpsc::Sender<WriteProgress>>,
+) -> Result<TracePart, OutputError> {
+    let t0 = Instant::now();
+    let plan = perfetto::plan(run);
+    let items = (plan.tracks.len() + plan.slices.len() + plan.counters.len()) as u64;
+    let send = |p: WriteProgress| {
+        if let Some(r) = &relay {
+            // A receiver that stopped listening only loses progress reports.
+            let _ = r.send(p);
+        }
+    };
+    let tick = Ticker::new(relay.is_some().then_some(&send), WritePhase::Traces, 2 * items);
+    let mut report = WriteReport::default();
+    let mut files = Files { report: &mut report, tick: &tick };
+    files.write(dir.join(PERFETTO_FILE), PERFETTO_FILE, |w, t| {
+        perfetto::write_plan_ticked(w, &plan, perfetto::EncodeOptions { intern_names: true }, t)
+            .map_err(OutputError::io(PERFETTO_FILE))
+    })?;
+    files.write(dir.join(CHROME_FILE), CHROME_FILE, |w, t| {
+        chrome::write_plan_ticked(w, &plan, t).map_err(OutputError::io(CHROME_FILE))
+    })?;
+    tick.report();
+    let stats = TraceStats {
+        tracks: plan.tracks.len(),
+        slices: plan.slices.len(),
+        counters: plan.counters.len(),
+    };
+    Ok(TracePart { report, stats, elapsed: t0.elapsed() })
 }
 
 fn write_files(dir: &Path, run: &RunModel, f: &mut Files<'_, '_>) -> Result<(), OutputError> {

@@ -21,6 +21,9 @@ pub(super) fn deps_graph(log: &DepGenLog) -> DepsGraph {
     let mut map = TensorMap::new();
     let mut replay: BTreeSet<(u64, u64)> = BTreeSet::new();
     let mut found = Vec::new();
+    // The replay only labels edges: a graph without any (a storm of independent tasks) needs
+    // none of it.
+    let replaying = log.submits().any(|s| !s.deps.is_empty());
     for s in log.submits() {
         // Arguments in order: reads see the current version, writes bump it.
         let args = s
@@ -65,12 +68,14 @@ pub(super) fn deps_graph(log: &DepGenLog) -> DepsGraph {
         });
         // The tensor map over every task submitted so far (none finished): what the runtime's
         // own dependency tracking implies.
-        found.clear();
-        for t in s.tensors {
-            let write = t.role != abi::ARG_ROLE_INPUT;
-            map.access(s.task_id, t.addr, t.addr + t.bytes, write, &mut found, &mut |_| true);
+        if replaying {
+            found.clear();
+            for t in s.tensors {
+                let write = t.role != abi::ARG_ROLE_INPUT;
+                map.access(s.task_id, t.addr, t.addr + t.bytes, write, &mut found, &mut |_| true);
+            }
+            replay.extend(found.iter().map(|&p| (p, s.task_id)));
         }
-        replay.extend(found.iter().map(|&p| (p, s.task_id)));
         for &d in s.deps {
             g.edges.push(DepEdge::explicit(d, s.task_id));
         }

@@ -546,67 +546,102 @@ impl DfxSession {
             }
             m.scopes = Some(st);
         }
-        if let Some(sub) = s.args {
+        // DepGen's graph (a tensor-map replay over every submit) is the dearest conversion: it
+        // runs on a second thread while this one converts the dumped arguments.
+        let dep_gen = match s.dep_gen {
+            Some(sub) => {
+                let before = m.loss.lanes.len();
+                let mut log = DepGenLog::default();
+                // A lane's buffers hold whole chains, so its words, buffer after buffer, are
+                // chains.
+                for words in
+                    take(&mut report, sub, Subsystem::DepGen, "dep_gen", &mut m.loss).into_values()
+                {
+                    log.push_buffer(&words);
+                }
+                log.finish();
+                let lossless = m.loss.lanes[before..].iter().all(|l| l.dropped == 0);
+                if let Some(e) = log.error {
+                    return Err(bad("dep_gen", &e));
+                }
+                if lossless && log.incomplete > 0 {
+                    return Err(DfxError::Collect(format!(
+                        "dep_gen: {} submits incomplete in a lossless collection",
+                        log.incomplete
+                    )));
+                }
+                Some((log, lossless))
+            }
+            None => None,
+        };
+        let args = s.args.map(|sub| {
             let r = report.take(sub.key);
             let lines = loss_lines(&r, &sub.ids, Subsystem::ArgsDump, "args");
-            let mut d = ArgsDump { level: self.opts.dump_args, ..ArgsDump::default() };
-            d.args.reserve(r.sinks.iter().flat_map(|k| &k.lanes).map(|l| l.records.len()).sum());
-            for lane in ArgsSink::merge(r.sinks) {
-                let base = d.bin.len() as u64;
-                for (rec, p) in &lane.records {
-                    let mut a = DumpedArg::from_record(rec).map_err(|e| bad("args dump", &e))?;
-                    match *p {
-                        Payload::None => {}
-                        Payload::Bin { at, len } => {
-                            a.bin_offset = Some(base + at);
-                            a.bin_size = len;
-                        }
-                        Payload::Overwritten => {
-                            a.overwritten = true;
-                            d.dropped_overwrite += 1;
-                        }
-                    }
-                    d.args.push(a);
-                }
-                d.bin.extend_from_slice(&lane.bin);
-            }
-            d.dropped_records = lines.iter().map(|l| l.dropped).sum::<u64>()
-                + self
-                    .device
-                    .arenas
-                    .iter()
-                    // Relaxed: device counters read after the run (the join orders them).
-                    .map(|a| a.dropped().load(Ordering::Relaxed))
-                    .sum::<u64>();
-            m.loss.lanes.extend(lines);
-            m.args = Some(d);
-        }
-        if let Some(sub) = s.dep_gen {
-            let before = m.loss.lanes.len();
-            let mut log = DepGenLog::default();
-            // A lane's buffers hold whole chains, so its words, buffer after buffer, are chains.
-            for words in
-                take(&mut report, sub, Subsystem::DepGen, "dep_gen", &mut m.loss).into_values()
-            {
-                log.push_buffer(&words);
-            }
-            log.finish();
-            let lossless = m.loss.lanes[before..].iter().all(|l| l.dropped == 0);
-            if let Some(e) = log.error {
-                return Err(bad("dep_gen", &e));
-            }
-            if lossless && log.incomplete > 0 {
-                return Err(DfxError::Collect(format!(
-                    "dep_gen: {} submits incomplete in a lossless collection",
-                    log.incomplete
-                )));
-            }
-            let g = deps::deps_graph(&log);
-            deps::check_deps(&g, &log, lossless, m.swimlane.as_ref())?;
-            m.deps = Some(g);
-        }
+            m.loss.lanes.extend_from_slice(&lines);
+            (r.sinks, lines)
+        });
+        let arena_drops: u64 = self
+            .device
+            .arenas
+            .iter()
+            // Relaxed: device counters read after the run (the join orders them).
+            .map(|a| a.dropped().load(Ordering::Relaxed))
+            .sum();
+        let level = self.opts.dump_args;
+        let sw = m.swimlane.as_ref();
+        let (deps, args) = std::thread::scope(|sc| {
+            let graph = dep_gen.as_ref().map(|(log, lossless)| {
+                sc.spawn(move || {
+                    let g = deps::deps_graph(log);
+                    deps::check_deps(&g, log, *lossless, sw).map(|()| g)
+                })
+            });
+            let args =
+                args.map(|(sinks, lines)| args_dump(sinks, &lines, level, arena_drops)).transpose();
+            let deps = graph.map(|h| match h.join() {
+                Ok(r) => r,
+                Err(p) => std::panic::resume_unwind(p),
+            });
+            (deps.transpose(), args)
+        });
+        m.deps = deps?;
+        m.args = args?;
         Ok(m)
     }
+}
+
+/// The ArgsDump model from its shards' sinks: each record's metadata, its payload placed in one
+/// `args.bin` (the lanes' bins one after the other), losses from the lanes and the arena gate.
+fn args_dump(
+    sinks: Vec<ArgsSink>,
+    lines: &[LaneLoss],
+    level: u32,
+    arena_drops: u64,
+) -> Result<ArgsDump, DfxError> {
+    let mut d = ArgsDump { level, ..ArgsDump::default() };
+    d.args.reserve(sinks.iter().flat_map(|k| &k.lanes).map(|l| l.records.len()).sum());
+    for lane in ArgsSink::merge(sinks) {
+        let base = d.bin.len() as u64;
+        for (rec, p) in &lane.records {
+            let mut a = DumpedArg::from_record(rec)
+                .map_err(|e| DfxError::Collect(format!("args dump: {e}")))?;
+            match *p {
+                Payload::None => {}
+                Payload::Bin { at, len } => {
+                    a.bin_offset = Some(base + at);
+                    a.bin_size = len;
+                }
+                Payload::Overwritten => {
+                    a.overwritten = true;
+                    d.dropped_overwrite += 1;
+                }
+            }
+            d.args.push(a);
+        }
+        d.bin.extend_from_slice(&lane.bin);
+    }
+    d.dropped_records = lines.iter().map(|l| l.dropped).sum::<u64>() + arena_drops;
+    Ok(d)
 }
 
 /// Takes one region's report off the engine: its loss lines go into `loss`, its shards' records
