@@ -9,10 +9,12 @@
 
 use std::io::{Read, Write};
 
+use std::borrow::Cow;
+
 use serde::{Deserialize, Serialize};
 
 use super::model::LossAccounting;
-use super::stream::{unref, TickSeq, Ticker};
+use super::stream::{unref, InlineList, TickSeq, Ticker};
 use super::OutputError;
 
 /// Folder inside the output directory.
@@ -50,26 +52,26 @@ pub struct DumpedArg {
     #[serde(with = "super::strnum::hex")]
     pub task_id: u64,
     /// Kernel function ids of the task (−1 unknown).
-    pub func_id: Vec<i32>,
+    pub func_id: InlineList<i32, 3>,
     /// Argument position.
     pub arg_index: u32,
     /// `INPUT`, `OUTPUT`, `INOUT`, `SCALAR`.
-    pub role: String,
+    pub role: Cow<'static, str>,
     /// `before_dispatch` or `after_completion`.
-    pub stage: String,
+    pub stage: Cow<'static, str>,
     /// `tensor` or `scalar`.
-    pub kind: String,
+    pub kind: Cow<'static, str>,
     /// Element type name.
-    pub dtype: String,
+    pub dtype: Cow<'static, str>,
     /// Scalar value.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub value: Option<u64>,
     /// Whether the view is contiguous.
     pub is_contiguous: bool,
     /// Extents.
-    pub shape: Vec<u64>,
+    pub shape: InlineList<u64, { ferry_abi::records::ARGS_MAX_DIMS }>,
     /// Element strides.
-    pub strides: Vec<u64>,
+    pub strides: InlineList<u64, { ferry_abi::records::ARGS_MAX_DIMS }>,
     /// Element offset of the view.
     pub start_offset: u64,
     /// Elements in the view.
@@ -287,18 +289,18 @@ pub fn read_args<R: Read>(
 mod tests {
     use super::*;
 
-    fn arg(task: u64, idx: u32, role: &str, stage: &str) -> DumpedArg {
+    fn arg(task: u64, idx: u32, role: &'static str, stage: &'static str) -> DumpedArg {
         DumpedArg {
             task_id: task,
-            func_id: vec![3],
+            func_id: [3].into(),
             arg_index: idx,
             role: role.into(),
             stage: stage.into(),
             kind: "tensor".into(),
             dtype: "FLOAT32".into(),
             is_contiguous: true,
-            shape: vec![2],
-            strides: vec![1],
+            shape: [2].into(),
+            strides: [1].into(),
             numel: 2,
             ..Default::default()
         }

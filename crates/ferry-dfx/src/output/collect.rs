@@ -31,6 +31,7 @@ use ferry_abi::records::{
 };
 
 use super::args::DumpedArg;
+use super::stream::InlineList;
 use super::model::{AicoreTask, AicpuTask, LaneLoss, OrchPhase, SchedPhase, Subsystem, Swimlane};
 use super::pmu::{PmuRow, PmuTable};
 use super::scopes::{ScopeRow, ScopeStats};
@@ -434,7 +435,8 @@ impl DumpedArg {
     pub fn from_record(r: &ArgsDumpRecord) -> Result<Self, RecordDecodeError> {
         r.validate()?;
         let n = usize::from(r.ndims);
-        let shape: Vec<u64> = r.shapes[..n].iter().map(|&v| u64::from(v)).collect();
+        let shape: InlineList<u64, { abi::ARGS_MAX_DIMS }> =
+            r.shapes[..n].iter().map(|&v| u64::from(v)).collect();
         let scalar = r.kind == abi::ARG_KIND_SCALAR;
         Ok(DumpedArg {
             task_id: r.task_id,
@@ -443,10 +445,10 @@ impl DumpedArg {
                 .map(|&f| if f == abi::ARGS_FUNC_ID_UNKNOWN { -1 } else { i32::from(f) })
                 .collect(),
             arg_index: r.arg_index,
-            role: abi::role_name(r.role).unwrap_or("INPUT").to_string(),
-            stage: abi::stage_name(r.stage).unwrap_or("before_dispatch").to_string(),
-            kind: if scalar { "scalar" } else { "tensor" }.to_string(),
-            dtype: DType::from_u8(r.dtype).map_or("UNKNOWN", DType::name).to_string(),
+            role: abi::role_name(r.role).unwrap_or("INPUT").into(),
+            stage: abi::stage_name(r.stage).unwrap_or("before_dispatch").into(),
+            kind: if scalar { "scalar" } else { "tensor" }.into(),
+            dtype: DType::from_u8(r.dtype).map_or("UNKNOWN", DType::name).into(),
             value: scalar.then_some(r.scalar_value),
             is_contiguous: r.is_contiguous != 0,
             numel: if scalar { 1 } else { shape.iter().product() },
@@ -642,8 +644,8 @@ mod tests {
             ..Default::default()
         };
         let a = DumpedArg::from_record(&r).unwrap();
-        assert_eq!((a.role.as_str(), a.stage.as_str(), a.numel), ("INOUT", "after_completion", 6));
-        assert_eq!(a.func_id, vec![7, -1]);
+        assert_eq!((&*a.role, &*a.stage, a.numel), ("INOUT", "after_completion", 6));
+        assert_eq!(&a.func_id[..], &[7, -1]);
         assert!(DumpedArg::from_record(&ArgsDumpRecord { kind: 9, ..r }).is_err());
     }
 

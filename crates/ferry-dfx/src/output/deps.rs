@@ -4,10 +4,12 @@
 use std::io::{Read, Write};
 
 use serde::ser::{SerializeStruct, Serializer};
+use std::borrow::Cow;
+
 use serde::{Deserialize, Serialize};
 
 use super::model::LossAccounting;
-use super::stream::{same, TickSeq, Ticker};
+use super::stream::{same, InlineList, TickSeq, Ticker};
 use super::{strnum, OutputError};
 
 /// File name inside the output directory.
@@ -48,7 +50,7 @@ pub struct DepTask {
     #[serde(with = "strnum")]
     pub task_id: u64,
     /// Scope kind (`"auto"`, `"manual"`).
-    pub scope: String,
+    pub scope: Cow<'static, str>,
     /// Kernel per sub-core (AIC, AIV0, AIV1); −1 inactive.
     pub kernel_ids: [i32; 3],
     /// SPMD block count.
@@ -64,22 +66,22 @@ pub struct DepArg {
     pub idx: u32,
     /// `INPUT`, `OUTPUT`, `INOUT` or `SCALAR`.
     #[serde(rename = "type")]
-    pub role: String,
+    pub role: Cow<'static, str>,
     /// Tensor id (tensors only).
     #[serde(default, with = "strnum::opt", skip_serializing_if = "Option::is_none")]
     pub tensor_id: Option<u64>,
     /// Element type name.
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub dtype: String,
+    #[serde(default, skip_serializing_if = "str::is_empty")]
+    pub dtype: Cow<'static, str>,
     /// Extents.
     #[serde(default)]
-    pub shape: Vec<u64>,
+    pub shape: InlineList<u64, { ferry_abi::records::ARGS_MAX_DIMS }>,
     /// Element offset of the view.
     #[serde(with = "strnum")]
     pub start_offset: u64,
     /// Element strides.
     #[serde(default)]
-    pub strides: Vec<u64>,
+    pub strides: InlineList<u64, { ferry_abi::records::ARGS_MAX_DIMS }>,
 }
 
 /// One tensor version.
@@ -94,7 +96,7 @@ pub struct DepTensor {
     /// Version (bumped per producer).
     pub version: u32,
     /// Element type name.
-    pub dtype: String,
+    pub dtype: Cow<'static, str>,
     /// Elements in the buffer.
     #[serde(with = "strnum")]
     pub buffer_numel: u64,

@@ -166,18 +166,18 @@ pub fn sample_run(policy: LossPolicy) -> RunModel {
                     role: "INPUT".into(),
                     tensor_id: Some(tid(u64::from(t.i) - 1)),
                     dtype: "FLOAT32".into(),
-                    shape: vec![4],
+                    shape: [4].into(),
                     start_offset: 0,
-                    strides: vec![1],
+                    strides: [1].into(),
                 },
                 DepArg {
                     idx: 1,
                     role: "OUTPUT".into(),
                     tensor_id: Some(tid(u64::from(t.i))),
                     dtype: "FLOAT32".into(),
-                    shape: vec![4],
+                    shape: [4].into(),
                     start_offset: 0,
-                    strides: vec![1],
+                    strides: [1].into(),
                 },
             ],
         });
@@ -220,17 +220,17 @@ pub fn sample_run(policy: LossPolicy) -> RunModel {
     // ArgsDump: task 1's input and output tensors, task 2's scalar (sorted export order).
     let mut a = ArgsDump { run_dir: "sample".into(), level: 2, ..Default::default() };
     let f32s = |v: [f32; 4]| v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>();
-    let tensor = |task, idx, role: &str, stage: &str| DumpedArg {
+    let tensor = |task, idx, role: &'static str, stage: &'static str| DumpedArg {
         task_id: task,
-        func_id: vec![7],
+        func_id: [7].into(),
         arg_index: idx,
         role: role.into(),
         stage: stage.into(),
         kind: "tensor".into(),
         dtype: "FLOAT32".into(),
         is_contiguous: true,
-        shape: vec![4],
-        strides: vec![1],
+        shape: [4].into(),
+        strides: [1].into(),
         numel: 4,
         ..Default::default()
     };
@@ -249,7 +249,7 @@ pub fn sample_run(policy: LossPolicy) -> RunModel {
     scalar.shape.clear();
     scalar.strides.clear();
     scalar.numel = 1;
-    scalar.func_id = vec![8];
+    scalar.func_id = [8].into();
     a.push(scalar, None);
     run.args = Some(a);
 
@@ -448,14 +448,14 @@ pub fn scaled_run(tasks: u32) -> RunModel {
             let k = if i % 7 == 3 { -1 } else { 7 + (i % 3) as i32 };
             let kernel_ids = if t.core < 8 { [k, -1, -1] } else { [-1, k, -1] };
             let input = i.checked_sub(SCALED_LANES).map(tid);
-            let arg = |idx, role: &str, tensor_id| DepArg {
+            let arg = |idx, role: &'static str, tensor_id| DepArg {
                 idx,
                 role: role.into(),
                 tensor_id,
                 dtype: "FLOAT32".into(),
-                shape: vec![4],
+                shape: [4].into(),
                 start_offset: 0,
-                strides: vec![1],
+                strides: [1].into(),
             };
             g.tasks.push(DepTask {
                 task_id: t.task_id,
@@ -468,17 +468,17 @@ pub fn scaled_run(tasks: u32) -> RunModel {
         let payload = |x: u32| -> Vec<u8> {
             (0..4u32).flat_map(|k| ((x + k) as f32).to_le_bytes()).collect()
         };
-        let tensor = |idx, role: &str, stage: &str| DumpedArg {
+        let tensor = |idx, role: &'static str, stage: &'static str| DumpedArg {
             task_id: t.task_id,
-            func_id: vec![t.func_id.unwrap_or(-1)],
+            func_id: [t.func_id.unwrap_or(-1)].into(),
             arg_index: idx,
             role: role.into(),
             stage: stage.into(),
             kind: "tensor".into(),
             dtype: "FLOAT32".into(),
             is_contiguous: true,
-            shape: vec![4],
-            strides: vec![1],
+            shape: [4].into(),
+            strides: [1].into(),
             numel: 4,
             ..Default::default()
         };

@@ -261,6 +261,49 @@ impl<T: Copy + Default, const N: usize> InlineList<T, N> {
     }
 }
 
+impl<T: Copy + Default, const N: usize> InlineList<T, N> {
+    /// Removes every item (a heap list goes back inline).
+    pub fn clear(&mut self) {
+        *self = Self::new();
+    }
+}
+
+impl<T: Copy + Default + Serialize, const N: usize> Serialize for InlineList<T, N> {
+    /// As a sequence, like a `Vec`.
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut seq = s.serialize_seq(Some(self.len()))?;
+        for v in self.iter() {
+            seq.serialize_element(v)?;
+        }
+        seq.end()
+    }
+}
+
+impl<'de, T: Copy + Default + serde::Deserialize<'de>, const N: usize> serde::Deserialize<'de>
+    for InlineList<T, N>
+{
+    /// From a sequence, like a `Vec`.
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Items<T, const N: usize>(std::marker::PhantomData<T>);
+        impl<'de, T: Copy + Default + serde::Deserialize<'de>, const N: usize> serde::de::Visitor<'de>
+            for Items<T, N>
+        {
+            type Value = InlineList<T, N>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a sequence")
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut a: A) -> Result<Self::Value, A::Error> {
+                let mut l = InlineList::new();
+                while let Some(v) = a.next_element()? {
+                    l.push(v);
+                }
+                Ok(l)
+            }
+        }
+        d.deserialize_seq(Items::<T, N>(std::marker::PhantomData))
+    }
+}
+
 impl<T: Copy + Default, const N: usize> Default for InlineList<T, N> {
     fn default() -> Self {
         Self::new()

@@ -1,7 +1,7 @@
 //! The DepGen graph: from the orchestrator's submits to `deps.json`'s tasks, tensors and edges,
 //! checked against the runtime before it is written.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, HashSet};
 
 use ferry_abi::records as abi;
 use ferry_dfx::output::collect::{DepGenLog, DepGenSubmit};
@@ -16,7 +16,9 @@ use crate::device::tensor_map::TensorMap;
 /// not imply it). One pass over the submits for the arguments and one for the replay: O(N).
 pub(super) fn deps_graph(log: &DepGenLog) -> DepsGraph {
     let mut versions: HashMap<u64, u32> = HashMap::new();
-    let mut tensors: BTreeMap<u64, DepTensor> = BTreeMap::new();
+    // Each (buffer, version) is one tensor, listed once, in id order (sorted at the end).
+    let mut seen: HashSet<u64> = HashSet::new();
+    let mut tensors: Vec<DepTensor> = Vec::new();
     let mut g = DepsGraph::default();
     let mut map = TensorMap::new();
     let mut replay: BTreeSet<(u64, u64)> = BTreeSet::new();
@@ -36,21 +38,23 @@ pub(super) fn deps_graph(log: &DepGenLog) -> DepsGraph {
                     *ver += 1;
                 }
                 let id = ferry_dfx::output::tensor_id(t.addr, *ver);
-                tensors.entry(id).or_insert(DepTensor {
-                    tensor_id: id,
-                    buffer_addr: t.addr,
-                    version: *ver,
-                    dtype: "FLOAT32".into(),
-                    buffer_numel: t.bytes / 4,
-                });
+                if seen.insert(id) {
+                    tensors.push(DepTensor {
+                        tensor_id: id,
+                        buffer_addr: t.addr,
+                        version: *ver,
+                        dtype: "FLOAT32".into(),
+                        buffer_numel: t.bytes / 4,
+                    });
+                }
                 DepArg {
                     idx: i as u32,
-                    role: abi::role_name(t.role).unwrap_or("INPUT").to_string(),
+                    role: abi::role_name(t.role).unwrap_or("INPUT").into(),
                     tensor_id: Some(id),
                     dtype: "FLOAT32".into(),
-                    shape: vec![t.bytes / 4],
+                    shape: [t.bytes / 4].into(),
                     start_offset: 0,
-                    strides: vec![1],
+                    strides: [1].into(),
                 }
             })
             .collect();
@@ -61,7 +65,7 @@ pub(super) fn deps_graph(log: &DepGenLog) -> DepsGraph {
             } else {
                 "auto"
             }
-            .to_string(),
+            .into(),
             kernel_ids: s.kernel_id,
             block_num: s.block_num,
             args,
@@ -85,7 +89,8 @@ pub(super) fn deps_graph(log: &DepGenLog) -> DepsGraph {
             e.source = EdgeSource::Tensormap;
         }
     }
-    g.tensors = tensors.into_values().collect();
+    tensors.sort_unstable_by_key(|t| t.tensor_id);
+    g.tensors = tensors;
     g
 }
 
@@ -99,7 +104,6 @@ pub(super) fn check_deps(
     lossless: bool,
     sw: Option<&Swimlane>,
 ) -> Result<(), DfxError> {
-    let tasks: BTreeSet<u64> = g.tasks.iter().map(|t| t.task_id).collect();
     let declared: usize = log.submits().map(|s: DepGenSubmit<'_>| s.deps.len()).sum();
     if g.edges.len() != declared {
         return Err(DfxError::Deps(format!(
@@ -107,6 +111,10 @@ pub(super) fn check_deps(
             g.edges.len()
         )));
     }
+    if g.edges.is_empty() {
+        return Ok(());
+    }
+    let tasks: BTreeSet<u64> = g.tasks.iter().map(|t| t.task_id).collect();
     let mut seen = BTreeSet::new();
     for e in &g.edges {
         if e.pred >= e.succ || (lossless && !tasks.contains(&e.pred)) {
