@@ -31,9 +31,10 @@ enum Area {
     Copy,
     /// The task runtime: storm tasks/s and per-task dispatch overhead vs direct kernel calls.
     Runtime,
-    /// DFX: the transport's figures (hot path, switch, drain vs memcpy, stalls) and each
-    /// subsystem's cost on the storm example (tasks/s with DFX off and with each subsystem and
-    /// swimlane level on, as ratios).
+    /// DFX: the transport's figures (hot path, switch, drain vs a streaming memcpy on both
+    /// arches, polling and with the doorbell hint) and the all-five storm: in-run throughput and
+    /// the whole `ferry run` command as ratios of DFX off, bytes per record and records/s of the
+    /// write phase, the trace phase at 5,000 and 50,000 tasks, and each subsystem's cost.
     Dfx,
 }
 
@@ -235,57 +236,5 @@ fn runtime(a: &BenchArgs) -> anyhow::Result<()> {
 }
 
 fn dfx(a: &BenchArgs) -> anyhow::Result<()> {
-    use ferry_runtime::examples::Size;
-    let cfg = if a.quick {
-        ferry_dfx::bench::BenchConfig::quick()
-    } else {
-        ferry_dfx::bench::BenchConfig::default()
-    };
-    let transport = ferry_dfx::bench::run(&cfg);
-    let arch = ferry_sim::Arch::A2a3;
-    let (size, repeats, tasks) =
-        if a.quick { (Size::Small, 1, 5_000) } else { (Size::Full, 7, 50_000) };
-    let rows = ferry_runtime::host::dfx::subsystem_costs(arch, size, repeats)
-        .map_err(|e| anyhow::anyhow!("{e}"))?;
-    if a.json {
-        let transport: serde_json::Value = serde_json::from_str(&transport.to_json())?;
-        let subsystems: Vec<serde_json::Value> = rows
-            .iter()
-            .map(|r| {
-                serde_json::json!({
-                    "config": r.config,
-                    "tasks_per_s": r.tasks_per_s,
-                    "ratio_vs_off": r.ratio,
-                    "records": r.records,
-                    "dropped": r.dropped,
-                })
-            })
-            .collect();
-        let j = serde_json::json!({
-            "transport": transport,
-            "subsystems": {
-                "arch": arch.name(),
-                "example": "storm",
-                "tasks": tasks,
-                "rounds": repeats,
-                "statistic": "median",
-                "policy": "block",
-                "rows": subsystems,
-            },
-        });
-        println!("{}", serde_json::to_string_pretty(&j)?);
-        return Ok(());
-    }
-    println!("{}", transport.to_json());
-    println!(
-        "DFX subsystem cost on the {} storm ({tasks} tasks, median of {repeats} rounds, Block):",
-        arch.name()
-    );
-    for r in &rows {
-        println!(
-            "  {:<12} {:>10.0} tasks/s  ratio {:>5.2}  {:>9} records, {} dropped",
-            r.config, r.tasks_per_s, r.ratio, r.records, r.dropped
-        );
-    }
-    Ok(())
+    crate::bench_dfx::run(a.quick, a.json)
 }

@@ -2,6 +2,7 @@
 #![forbid(unsafe_code)]
 
 mod bench;
+mod bench_dfx;
 mod deps;
 mod dump;
 mod info;

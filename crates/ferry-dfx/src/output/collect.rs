@@ -31,10 +31,10 @@ use ferry_abi::records::{
 };
 
 use super::args::DumpedArg;
-use super::stream::InlineList;
 use super::model::{AicoreTask, AicpuTask, LaneLoss, OrchPhase, SchedPhase, Subsystem, Swimlane};
 use super::pmu::{PmuRow, PmuTable};
 use super::scopes::{ScopeRow, ScopeStats};
+use super::stream::InlineList;
 use crate::{CollectSink, CollectedBuffer, LaneReconcile, Record};
 
 macro_rules! abi_transport_record {

@@ -285,14 +285,17 @@ impl<'de, T: Copy + Default + serde::Deserialize<'de>, const N: usize> serde::De
     /// From a sequence, like a `Vec`.
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         struct Items<T, const N: usize>(std::marker::PhantomData<T>);
-        impl<'de, T: Copy + Default + serde::Deserialize<'de>, const N: usize> serde::de::Visitor<'de>
-            for Items<T, N>
+        impl<'de, T: Copy + Default + serde::Deserialize<'de>, const N: usize>
+            serde::de::Visitor<'de> for Items<T, N>
         {
             type Value = InlineList<T, N>;
             fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
                 f.write_str("a sequence")
             }
-            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut a: A) -> Result<Self::Value, A::Error> {
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut a: A,
+            ) -> Result<Self::Value, A::Error> {
                 let mut l = InlineList::new();
                 while let Some(v) = a.next_element()? {
                     l.push(v);

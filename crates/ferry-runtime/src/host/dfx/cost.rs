@@ -106,3 +106,33 @@ pub fn subsystem_costs(
         .collect();
     Ok(rows)
 }
+
+/// The run model of one storm with every subsystem on, on the full path `ferry run` takes
+/// (default pools, Block): what the write-phase and trace-phase measurements write.
+///
+/// # Errors
+/// A run or a collection that failed.
+pub fn storm_model(
+    arch: Arch,
+    size: crate::examples::Size,
+) -> Result<ferry_dfx::output::RunModel, Box<dyn std::error::Error + Send + Sync>> {
+    use crate::host::{DeviceRunner, RunnerConfig};
+    let cfg = RunnerConfig::default_for(arch);
+    let mut r = DeviceRunner::new(cfg)?;
+    let run = crate::examples::Example::Storm.build(size);
+    r.register_callable(1, run.callable.clone())?;
+    let chip = DfxChip {
+        arch,
+        threads: cfg.aicpu_threads,
+        aic: cfg.aic,
+        aiv: cfg.aiv,
+        task_window: cfg.task_window,
+        scratch_bytes: run.args.scratch_bytes,
+    };
+    let s = DfxSession::start_on(&DfxOptions::all(), chip, r.device())?;
+    r.attach_dfx_session(Some(&s))?;
+    let out = r.run(1, run.args.clone());
+    r.attach_dfx_session(None)?;
+    run.verify(&out?)?;
+    Ok(s.finish()?)
+}

@@ -59,7 +59,7 @@ mod memory;
 mod replay;
 mod sinks;
 
-pub use cost::{cost_configs, subsystem_costs, CostRow};
+pub use cost::{cost_configs, storm_model, subsystem_costs, CostRow};
 pub use memory::{SimCycleClock, SimDeviceMemory};
 pub use replay::{replay_task, ReplayArg, ReplayError};
 

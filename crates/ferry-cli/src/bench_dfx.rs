@@ -1,0 +1,240 @@
+//! `ferry bench dfx`: what DFX costs, as a user meets it.
+//!
+//! Every figure comes from medians of interleaved rounds in this one run (the 2-core machines
+//! these run on swing 2–3x between single runs):
+//!
+//! * the transport (`ferry_dfx::bench`): writer hot path, buffer switch, and the drain as a ratio
+//!   of a streaming memcpy of the same working set, on both arches, polling and with the doorbell
+//!   hint;
+//! * the all-five storm: (a) in-run throughput as a ratio of DFX off (and each subsystem's), on
+//!   the full path; (b) the whole `ferry run --example storm` command, spawned as a user runs it,
+//!   as a ratio of the same command with DFX off; (c) bytes written per record and (d) the write
+//!   phase in records/s; and the trace phase at 5,000 and 50,000 tasks.
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use ferry_dfx::output::{self, RunModel, WriteOptions};
+use ferry_runtime::examples::Size;
+use ferry_sim::Arch;
+use serde_json::json;
+
+/// The targets, printed next to the figures.
+const TARGET_IN_RUN: f64 = 0.85;
+const TARGET_COMMAND: f64 = 3.0;
+const TARGET_WRITE_RECORDS_PER_S: f64 = 1e6;
+const TARGET_TRACE_RATIO: f64 = 12.0;
+
+/// The DFX flags of the all-five command.
+const ALL_FIVE: [&str; 7] = ["--swimlane", "4", "--pmu", "2", "--dep-gen", "--dump-args", "3"];
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v.get(v.len() / 2).copied().unwrap_or(0.0)
+}
+
+/// (b): the storm command with DFX off and with all five on (`--out` a scratch directory),
+/// interleaved, `rounds` times; returns the two medians in seconds.
+fn command(small: bool, rounds: u32, scratch: &Path) -> anyhow::Result<(f64, f64)> {
+    let exe = std::env::current_exe().context("locating the ferry binary")?;
+    let run = |dfx: bool| -> anyhow::Result<f64> {
+        let mut c = Command::new(&exe);
+        c.args(["run", "--example", "storm"]);
+        if small {
+            c.arg("--small");
+        }
+        if dfx {
+            let _ = std::fs::remove_dir_all(scratch);
+            c.args(ALL_FIVE).arg("--scope-stats").arg("--out").arg(scratch);
+        }
+        let t0 = Instant::now();
+        let out = c.output().context("running ferry run")?;
+        let s = t0.elapsed().as_secs_f64();
+        anyhow::ensure!(
+            out.status.success(),
+            "ferry run failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Ok(s)
+    };
+    let (mut off, mut all) = (Vec::new(), Vec::new());
+    for _ in 0..rounds.max(1) {
+        off.push(run(false)?);
+        all.push(run(true)?);
+    }
+    let _ = std::fs::remove_dir_all(scratch);
+    Ok((median(off), median(all)))
+}
+
+/// The medians of `rounds` writes of `model` into `dir` with `opts`: (files phase, traces phase,
+/// the last report).
+fn write_rounds(
+    model: &RunModel,
+    dir: &Path,
+    opts: &WriteOptions<'_>,
+    rounds: u32,
+) -> anyhow::Result<(Duration, Duration, output::WriteReport)> {
+    let (mut files, mut traces, mut last) = (Vec::new(), Vec::new(), None);
+    for _ in 0..rounds.max(1) {
+        let r = output::write_all(dir, model, opts)?;
+        files.push(r.files_elapsed.as_secs_f64());
+        traces.push(r.traces_elapsed.as_secs_f64());
+        last = Some(r);
+    }
+    let last = last.context("no write round")?;
+    Ok((Duration::from_secs_f64(median(files)), Duration::from_secs_f64(median(traces)), last))
+}
+
+pub(crate) fn run(quick: bool, as_json: bool) -> anyhow::Result<()> {
+    let cfg = if quick {
+        ferry_dfx::bench::BenchConfig::quick()
+    } else {
+        ferry_dfx::bench::BenchConfig::default()
+    };
+    let transport = ferry_dfx::bench::run(&cfg);
+    let arch = Arch::A2a3;
+    let (size, rounds, tasks) =
+        if quick { (Size::Small, 1, 5_000) } else { (Size::Full, 7, 50_000) };
+    let anyhow_err = |e: Box<dyn std::error::Error + Send + Sync>| anyhow::anyhow!("{e}");
+    let rows = ferry_runtime::host::dfx::subsystem_costs(arch, size, rounds).map_err(anyhow_err)?;
+    let ratio_of = |name: &str| rows.iter().find(|r| r.config == name).map_or(0.0, |r| r.ratio);
+    let tps_of = |name: &str| rows.iter().find(|r| r.config == name).map_or(0.0, |r| r.tasks_per_s);
+
+    let scratch = std::env::temp_dir().join(format!("ferry-bench-dfx-{}", std::process::id()));
+    let (cmd_off, cmd_all) = command(quick, if quick { 1 } else { 5 }, &scratch.join("run"))?;
+
+    // The write phase and the trace phase, from models of the all-five storm at both sizes.
+    let big = ferry_runtime::host::dfx::storm_model(arch, size).map_err(anyhow_err)?;
+    let small = ferry_runtime::host::dfx::storm_model(arch, Size::Small).map_err(anyhow_err)?;
+    let files_only = WriteOptions { files: true, traces: false, progress: None };
+    let traces_only = WriteOptions { files: false, traces: true, progress: None };
+    let (files_s, _, wrote) = write_rounds(&big, &scratch.join("files"), &files_only, rounds)?;
+    let (mut t_small, mut t_big) = (Vec::new(), Vec::new());
+    for _ in 0..rounds.max(1) {
+        t_small.push(write_rounds(&small, &scratch.join("t5k"), &traces_only, 1)?.1.as_secs_f64());
+        t_big.push(write_rounds(&big, &scratch.join("t50k"), &traces_only, 1)?.1.as_secs_f64());
+    }
+    let _ = std::fs::remove_dir_all(&scratch);
+    let (t_small, t_big) = (median(t_small), median(t_big));
+    let records_per_s = wrote.records as f64 / files_s.as_secs_f64().max(1e-9);
+    let drains: Vec<serde_json::Value> = transport
+        .drain
+        .iter()
+        .map(|d| {
+            let target = if d.svm { 0.5 } else { 0.3 };
+            json!({
+                "arch": d.arch, "doorbell": d.doorbell, "gb_per_s": d.gb_per_s,
+                "memcpy_gb_per_s": d.memcpy_gb_per_s, "vs_memcpy": d.vs_memcpy,
+                "target_vs_memcpy": target, "writer_waits": d.writer_waits,
+            })
+        })
+        .collect();
+    let poll_vs_bell: Vec<serde_json::Value> = Arch::ALL
+        .into_iter()
+        .filter_map(|a| {
+            let (p, b) = (transport.drain_of(a, false)?, transport.drain_of(a, true)?);
+            Some(json!({ "arch": a.name(), "doorbell_over_polling": b.gb_per_s / p.gb_per_s.max(1e-12), "target": "<= 1.5" }))
+        })
+        .collect();
+    let subsystems: Vec<serde_json::Value> = rows
+        .iter()
+        .map(|r| {
+            json!({
+                "config": r.config, "tasks_per_s": r.tasks_per_s, "ratio_vs_off": r.ratio,
+                "records": r.records, "dropped": r.dropped, "stall_waits": r.stall_waits,
+            })
+        })
+        .collect();
+    let j = json!({
+        "transport": serde_json::from_str::<serde_json::Value>(&transport.to_json())?,
+        "drain": drains,
+        "polling_vs_doorbell": poll_vs_bell,
+        "storm": {
+            "arch": arch.name(),
+            "tasks": tasks,
+            "rounds": rounds,
+            "statistic": "median of interleaved rounds",
+            "policy": "block",
+            "path": "device program (Path A) + launch transaction",
+            "host_threads": ferry_runtime::host::dfx::HOST_THREADS,
+            "in_run": {
+                "off_tasks_per_s": tps_of("off"),
+                "all_tasks_per_s": tps_of("all"),
+                "ratio": ratio_of("all"),
+                "target": TARGET_IN_RUN,
+            },
+            "command": {
+                "off_s": cmd_off,
+                "all_s": cmd_all,
+                "ratio": cmd_all / cmd_off.max(1e-9),
+                "target": TARGET_COMMAND,
+            },
+            "write_phase": {
+                "records": wrote.records,
+                "bytes": wrote.bytes,
+                "bytes_per_record": wrote.bytes_per_record(),
+                "files_s": files_s.as_secs_f64(),
+                "records_per_s": records_per_s,
+                "target_records_per_s": TARGET_WRITE_RECORDS_PER_S,
+            },
+            "trace_phase": {
+                "tasks": [small.tasks().len(), big.tasks().len()],
+                "seconds": [t_small, t_big],
+                "ratio": t_big / t_small.max(1e-9),
+                "target": TARGET_TRACE_RATIO,
+            },
+            "subsystems": subsystems,
+        },
+    });
+    if as_json {
+        println!("{}", serde_json::to_string_pretty(&j)?);
+        return Ok(());
+    }
+    println!(
+        "DFX transport (a2a3 hot path {:.1} ns/record, switch {:.0} ns):",
+        transport.hot_path_ns_per_record, transport.switch_ns
+    );
+    for d in &transport.drain {
+        println!(
+            "  drain {:<5} {:<8} {:>6.2} GB/s = {:.2} of a streaming memcpy of the same {} MiB",
+            d.arch,
+            if d.doorbell { "doorbell" } else { "polling" },
+            d.gb_per_s,
+            d.vs_memcpy,
+            d.working_set_bytes >> 20
+        );
+    }
+    println!(
+        "{} storm, {tasks} tasks, all five subsystems, median of {rounds} interleaved rounds:",
+        arch.name()
+    );
+    println!("  in run:      {:.2} of DFX off (target >= {TARGET_IN_RUN})", ratio_of("all"));
+    println!(
+        "  command:     {:.2} s vs {:.2} s off = {:.2}x (target <= {TARGET_COMMAND})",
+        cmd_all,
+        cmd_off,
+        cmd_all / cmd_off.max(1e-9)
+    );
+    println!(
+        "  write phase: {} records, {:.1} bytes/record, {:.2} M records/s (target >= 1)",
+        wrote.records,
+        wrote.bytes_per_record(),
+        records_per_s / 1e6
+    );
+    println!(
+        "  trace phase: {:.3} s at {} tasks, {:.3} s at {} tasks = {:.1}x (target <= {TARGET_TRACE_RATIO})",
+        t_small,
+        small.tasks().len(),
+        t_big,
+        big.tasks().len(),
+        t_big / t_small.max(1e-9)
+    );
+    for r in &rows {
+        println!(
+            "  {:<12} {:>10.0} tasks/s  ratio {:>5.2}  {:>9} records, {} dropped, {} gate waits",
+            r.config, r.tasks_per_s, r.ratio, r.records, r.dropped, r.stall_waits
+        );
+    }
+    Ok(())
+}
