@@ -518,3 +518,109 @@ fn stress_dead_host_matrix() {
         }
     }
 }
+
+/// A starved lane does not stall another subsystem's lanes on the same engine: region A's lane
+/// has a one-buffer pool and a writer that never pauses, so it waits at its pop gate on almost
+/// every switch for the whole run; region B's lanes, on the same drain shard and collector, have
+/// slack in their pools and a writer paced well within the host's service rate, so they must see
+/// no gate wait at all (counted, not timed) while A is starved. If the engine waited on a starved
+/// lane (a drain or replenish thread blocking on A's empty free queue), B's lanes would wait too.
+#[test]
+fn a_starved_lane_does_not_stall_another_regions_lanes() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    const B_LANES: u32 = 2;
+    const B_POOL: u32 = 16;
+    const B_BUFFERS: u64 = 48;
+    const B_PACE: Duration = Duration::from_millis(2);
+    for svm in [true, false] {
+        let arch = if svm { &A2A3 } else { &A5 };
+        let region = |addr: u64, lanes: u32, pool: u32| {
+            let mut b = DfxBuilder::new(arch);
+            // Slack for B: 8 free slots and a 32-deep ready queue hold 16 ms of its pace, far
+            // more than the host's polling interval, so only a host that stopped serving B
+            // (or a machine that starves the host threads for that long) makes B wait.
+            b.ready_queues(lanes).shards(1).ready_depth(32).free_slots(8).records_per_buffer(RPB);
+            for l in 0..lanes {
+                b.lane(l, 0, pool);
+            }
+            let cfg = b.build::<Rec>().unwrap();
+            let mem: Arc<dyn DeviceMemory> = if svm {
+                Arc::new(SvmMemory::new(cfg.region_size(), addr))
+            } else {
+                Arc::new(MirroredMemory::new(cfg.region_size(), addr))
+            };
+            // A frozen clock: Block's budget never runs out, so every wait is a real one.
+            DfxTransport::<Rec>::new(cfg, mem, Arc::new(VirtualClock::new())).unwrap()
+        };
+        let (a, b) = (region(0x4000_0000, 1, 1), region(0x8000_0000, B_LANES, B_POOL));
+        let (da, db) = (a.device_region(), b.device_region());
+        let mut engine =
+            DfxEngine::new(EngineConfig { drain_shards: Some(1), ..EngineConfig::default() });
+        let none = || Arc::new(Stall::default());
+        let ka = engine.add(a, move |s| Sink::new(s, Delay::None, none())).unwrap();
+        let kb = engine.add(b, move |s| Sink::new(s, Delay::None, none())).unwrap();
+        let host = engine.start();
+        assert_eq!(host.threads(), 3, "one drain shard, one collector, one replenish thread");
+        let stop = Arc::new(AtomicBool::new(false));
+        let starved = {
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                let mut w = da.writer::<Rec>(0, &[0]).unwrap();
+                let mut i = 0;
+                // Relaxed: a plain stop flag; the join below orders everything after it.
+                while !stop.load(Ordering::Relaxed) || i < 8 * RPB as u64 {
+                    w.record(0, [0, i]);
+                    i += 1;
+                }
+                w.finish()[0]
+            })
+        };
+        let paced: Vec<_> = (0..B_LANES)
+            .map(|q| {
+                let db = db.clone();
+                std::thread::spawn(move || {
+                    let mut w = db.writer::<Rec>(q, &[q]).unwrap();
+                    for i in 0..B_BUFFERS * RPB as u64 {
+                        w.record(0, [q as u64, i]);
+                        if (i + 1) % RPB as u64 == 0 {
+                            std::thread::sleep(B_PACE);
+                        }
+                    }
+                    w.finish()[0]
+                })
+            })
+            .collect();
+        let b_stats: Vec<_> = paced.into_iter().map(|h| h.join().unwrap()).collect();
+        stop.store(true, Ordering::Relaxed);
+        let a_stats = starved.join().unwrap();
+        let mut report = host.stop();
+        let (ra, rb) = (report.take(ka), report.take(kb));
+        // A was starved throughout, and lost nothing.
+        assert!(a_stats.stall_waits >= 8, "region A's lane was never starved: {a_stats:?}");
+        assert!(ra.is_reconciled(), "{:?}", ra.lanes);
+        assert_eq!(ra.lanes[0].collected, a_stats.produced);
+        assert_eq!(ra.lanes[0].dropped, 0);
+        // B never waited, and lost nothing.
+        assert!(rb.is_reconciled(), "{:?}", rb.lanes);
+        for st in &b_stats {
+            assert_eq!(st.produced, B_BUFFERS * RPB as u64);
+            assert_eq!(st.switches as u64, B_BUFFERS);
+            assert_eq!(
+                (st.stall_waits, st.gate_timeouts),
+                (0, 0),
+                "svm={svm}: region B's lane {} waited while A was starved: {st:?}",
+                st.lane
+            );
+        }
+        for l in 0..B_LANES as usize {
+            assert_eq!(rb.lanes[l].collected, B_BUFFERS * RPB as u64);
+        }
+        let vals = |r: &RunReport<Sink>, lane: u32| -> Vec<u64> {
+            r.sinks.iter().flat_map(|s| s.seen.get(&lane).map(|e| e.1.clone())).flatten().collect()
+        };
+        assert_eq!(vals(&ra, 0), (0..a_stats.produced).collect::<Vec<_>>());
+        for q in 0..B_LANES {
+            assert_eq!(vals(&rb, q), (0..B_BUFFERS * RPB as u64).collect::<Vec<_>>());
+        }
+    }
+}
