@@ -7,6 +7,7 @@ use std::collections::HashMap;
 use std::fmt;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::ops::Deref;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde::ser::{Serialize, SerializeSeq, Serializer};
 
@@ -17,6 +18,9 @@ pub(crate) const PROGRESS_CHUNK: u64 = 8192;
 
 /// Counts the items a phase has written and reports to the caller's callback at each file's
 /// start and every [`PROGRESS_CHUNK`] items. Without a callback a tick is one add and one compare.
+///
+/// Tickers of threads that write one phase together share a count ([`Ticker::shared`]): each
+/// keeps its own (for the records of the files it wrote) and reports the phase's.
 pub(crate) struct Ticker<'a> {
     cb: Option<&'a dyn Fn(WriteProgress)>,
     phase: WritePhase,
@@ -24,6 +28,7 @@ pub(crate) struct Ticker<'a> {
     done: Cell<u64>,
     next: Cell<u64>,
     file: Cell<&'static str>,
+    shared: Option<&'a AtomicU64>,
 }
 
 impl<'a> Ticker<'a> {
@@ -34,7 +39,26 @@ impl<'a> Ticker<'a> {
         total: u64,
     ) -> Self {
         let next = if cb.is_some() { PROGRESS_CHUNK } else { u64::MAX };
-        Self { cb, phase, total, done: Cell::new(0), next: Cell::new(next), file: Cell::new("") }
+        Self {
+            cb,
+            phase,
+            total,
+            done: Cell::new(0),
+            next: Cell::new(next),
+            file: Cell::new(""),
+            shared: None,
+        }
+    }
+
+    /// As [`Ticker::new`], also counting into `phase_done`, which it reports: the items every
+    /// ticker sharing it has counted.
+    pub(crate) fn shared(
+        cb: Option<&'a dyn Fn(WriteProgress)>,
+        phase: WritePhase,
+        total: u64,
+        phase_done: &'a AtomicU64,
+    ) -> Self {
+        Self { shared: Some(phase_done), ..Self::new(cb, phase, total) }
     }
 
     /// A ticker that reports nothing (the single-file writers).
@@ -42,7 +66,7 @@ impl<'a> Ticker<'a> {
         Ticker::new(None, WritePhase::Files, 0)
     }
 
-    /// Items counted so far.
+    /// Items this ticker counted so far.
     pub(crate) fn done(&self) -> u64 {
         self.done.get()
     }
@@ -58,6 +82,10 @@ impl<'a> Ticker<'a> {
     pub(crate) fn tick(&self, n: u64) {
         let d = self.done.get() + n;
         self.done.set(d);
+        if let Some(s) = self.shared {
+            // Relaxed: a progress count; the threads' joins order the final value.
+            s.fetch_add(n, Ordering::Relaxed);
+        }
         if d >= self.next.get() {
             self.next.set(d - d % PROGRESS_CHUNK + PROGRESS_CHUNK);
             self.report();
@@ -67,12 +95,9 @@ impl<'a> Ticker<'a> {
     /// Reports the current state (also at the end of a phase).
     pub(crate) fn report(&self) {
         if let Some(cb) = self.cb {
-            cb(WriteProgress {
-                phase: self.phase,
-                file: self.file.get(),
-                done: self.done.get(),
-                total: self.total,
-            });
+            // Relaxed: as in `tick`.
+            let done = self.shared.map_or(self.done.get(), |s| s.load(Ordering::Relaxed));
+            cb(WriteProgress { phase: self.phase, file: self.file.get(), done, total: self.total });
         }
     }
 }

@@ -518,3 +518,80 @@ fn progress_covers_every_file_and_ends_at_the_total() {
     assert_eq!(seen.iter().find(|p| p.phase == WritePhase::Files).unwrap().total, r.records);
     std::fs::remove_dir_all(&d).unwrap();
 }
+
+/// Every file `dir` holds, relative to it.
+fn listing(dir: &std::path::Path) -> Vec<String> {
+    fn walk(root: &std::path::Path, d: &std::path::Path, out: &mut Vec<String>) {
+        for e in std::fs::read_dir(d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                walk(root, &p, out);
+            } else {
+                out.push(p.strip_prefix(root).unwrap().to_string_lossy().into_owned());
+            }
+        }
+    }
+    let mut v = Vec::new();
+    walk(dir, dir, &mut v);
+    v.sort();
+    v
+}
+
+/// A subsystem whose file cannot be written fails the phase with that file's error; no temp
+/// file stays behind, every file is either its old content or complete, and once the cause is
+/// gone the same call succeeds.
+#[test]
+fn write_all_fails_on_one_subsystem_and_leaves_the_directory_whole() {
+    let d = tmpdir("fails");
+    let run = scaled_run(2_000);
+    std::fs::create_dir_all(&d).unwrap();
+    // A regular file where the ArgsDump directory goes: its files cannot be created.
+    std::fs::write(d.join(ARGS_DIR), b"in the way").unwrap();
+    std::fs::write(d.join(DEPS_FILE), b"old").unwrap();
+    let e = write_all(&d, &run, &WriteOptions::default()).unwrap_err();
+    assert!(e.to_string().contains(ARGS_DIR), "{e}");
+    let left = listing(&d);
+    assert!(!left.iter().any(|f| f.contains(".tmp.")), "temp files left: {left:?}");
+    let deps = std::fs::read(d.join(DEPS_FILE)).unwrap();
+    assert_eq!(std::fs::read(d.join(ARGS_DIR)).unwrap(), b"in the way");
+    std::fs::remove_file(d.join(ARGS_DIR)).unwrap();
+    let r = write_all(&d, &run, &WriteOptions::default()).unwrap();
+    assert_eq!(r.files.len(), 9);
+    // DepGen's file was either not started (the failure came first) or written whole.
+    let fresh = std::fs::read(d.join(DEPS_FILE)).unwrap();
+    assert!(deps == b"old" || deps == fresh, "deps.json half written");
+    assert_ne!(fresh, b"old");
+    std::fs::remove_dir_all(&d).unwrap();
+}
+
+/// Both threads take subsystems: with the traces off, the files phase still splits over two
+/// threads, and the report lists the files by subsystem whichever thread wrote them.
+#[test]
+fn files_only_report_lists_files_by_subsystem() {
+    let d = tmpdir("files-only");
+    let run = scaled_run(3_000);
+    let seen = std::cell::RefCell::new(Vec::new());
+    let cb = |p: WriteProgress| seen.borrow_mut().push(p);
+    let opts = WriteOptions { files: true, traces: false, progress: Some(&cb) };
+    let r = write_all(&d, &run, &opts).unwrap();
+    let names: Vec<String> =
+        r.paths().map(|p| p.strip_prefix(&d).unwrap().to_string_lossy().into_owned()).collect();
+    assert_eq!(
+        names,
+        [
+            SWIMLANE_FILE,
+            PMU_FILE,
+            PMU_LOSS_FILE,
+            DEPS_FILE,
+            "args_dump/args.bin",
+            "args_dump/args_dump.json",
+            "scope_stats/scope_stats.jsonl",
+        ]
+    );
+    assert_eq!(r.files.iter().map(|f| f.records).sum::<u64>(), run.record_count());
+    let seen = seen.into_inner();
+    assert!(seen.iter().all(|p| p.phase == WritePhase::Files));
+    assert!(seen.windows(2).all(|w| w[0].done <= w[1].done), "progress goes backwards");
+    assert_eq!(seen.last().unwrap().done, run.record_count());
+    std::fs::remove_dir_all(&d).unwrap();
+}

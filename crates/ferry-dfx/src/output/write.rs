@@ -18,6 +18,7 @@
 use std::fmt;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use super::args::{write_args_json_ticked, ARGS_BIN_FILE, ARGS_DIR, ARGS_FILE};
@@ -116,7 +117,8 @@ pub struct TraceStats {
 /// What [`write_all`] did.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct WriteReport {
-    /// Every file written: the subsystems' files in write order, then the traces.
+    /// Every file written: the subsystems' files (by subsystem: swimlane, PMU, DepGen, ArgsDump,
+    /// ScopeStats; each one's in the order it wrote them), then the traces.
     pub files: Vec<WrittenFile>,
     /// Total bytes of those files.
     pub bytes: u64,
@@ -132,7 +134,7 @@ pub struct WriteReport {
 }
 
 impl WriteReport {
-    /// The paths written, in write order.
+    /// The paths written, in the order of [`WriteReport::files`].
     pub fn paths(&self) -> impl Iterator<Item = &Path> + '_ {
         self.files.iter().map(|f| f.path.as_path())
     }
@@ -180,7 +182,7 @@ where
     }
 }
 
-/// Records the files of one phase into a report.
+/// Records the files one thread wrote.
 struct Files<'r, 't> {
     report: &'r mut WriteReport,
     tick: &'r Ticker<'t>,
@@ -205,60 +207,294 @@ impl Files<'_, '_> {
     }
 }
 
+/// One unit of the files phase: one subsystem's files, written in order by one thread.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum FileJob {
+    Swimlane,
+    Pmu,
+    Deps,
+    Args,
+    Scopes,
+}
+
+impl FileJob {
+    /// The jobs `run` needs, in the order the threads take them: the ones that usually take
+    /// longest first (per record, the dumped arguments' JSON is the largest file, then the
+    /// DepGen graph), so the two threads end close together.
+    fn for_run(run: &RunModel) -> Vec<FileJob> {
+        let mut v = Vec::new();
+        if run.args.is_some() {
+            v.push(FileJob::Args);
+        }
+        if run.deps.is_some() {
+            v.push(FileJob::Deps);
+        }
+        if run.swimlane.is_some() {
+            v.push(FileJob::Swimlane);
+        }
+        if run.pmu.is_some() {
+            v.push(FileJob::Pmu);
+        }
+        if run.scopes.is_some() {
+            v.push(FileJob::Scopes);
+        }
+        v
+    }
+
+    fn write(self, dir: &Path, run: &RunModel, f: &mut Files<'_, '_>) -> Result<(), OutputError> {
+        let loss = |s| run.loss.of(s);
+        match self {
+            FileJob::Swimlane => {
+                let Some(sw) = &run.swimlane else { return Ok(()) };
+                let l = loss(Subsystem::ChipSwimlane);
+                f.write(dir.join(SWIMLANE_FILE), SWIMLANE_FILE, |w, t| {
+                    write_swimlane_ticked(w, &run.meta, &run.kernels, sw, &l, t)
+                })
+            }
+            FileJob::Pmu => {
+                let Some(p) = &run.pmu else { return Ok(()) };
+                f.write(dir.join(PMU_FILE), PMU_FILE, |w, t| write_pmu_ticked(w, p, t))?;
+                let l = loss(Subsystem::Pmu);
+                f.write(dir.join(PMU_LOSS_FILE), PMU_LOSS_FILE, |w, _| {
+                    serde_json::to_writer_pretty(w, &l).map_err(OutputError::json(PMU_LOSS_FILE))
+                })
+            }
+            FileJob::Deps => {
+                let Some(g) = &run.deps else { return Ok(()) };
+                let l = loss(Subsystem::DepGen);
+                f.write(dir.join(DEPS_FILE), DEPS_FILE, |w, t| write_deps_ticked(w, g, &l, t))
+            }
+            FileJob::Args => {
+                let Some(a) = &run.args else { return Ok(()) };
+                // Payloads first: the metadata never names a bin that is not complete on disk.
+                if !a.bin.is_empty() {
+                    f.write(dir.join(ARGS_DIR).join(ARGS_BIN_FILE), ARGS_BIN_FILE, |w, _| {
+                        w.write_all(&a.bin).map_err(OutputError::io(ARGS_BIN_FILE))
+                    })?;
+                }
+                let l = loss(Subsystem::ArgsDump);
+                f.write(dir.join(ARGS_DIR).join(ARGS_FILE), ARGS_FILE, |w, t| {
+                    write_args_json_ticked(w, a, &l, t)
+                })
+            }
+            FileJob::Scopes => {
+                let Some(s) = &run.scopes else { return Ok(()) };
+                let l = loss(Subsystem::ScopeStats);
+                f.write(dir.join(SCOPES_DIR).join(SCOPES_FILE), SCOPES_FILE, |w, t| {
+                    write_scopes_ticked(w, s, &l, t)
+                })
+            }
+        }
+    }
+}
+
+/// The files phase's jobs, taken in turn by the threads of [`write_all`].
+struct JobQueue {
+    jobs: Vec<FileJob>,
+    next: AtomicUsize,
+    /// A thread's job failed: nobody starts another.
+    failed: AtomicBool,
+    /// Records the files phase wrote so far (shared by the threads' tickers).
+    done: AtomicU64,
+}
+
+/// The files one thread wrote, by job, and when it finished its last job.
+#[derive(Default)]
+struct JobsDone {
+    files: Vec<(FileJob, WrittenFile)>,
+    bytes: u64,
+    ended: Option<Instant>,
+}
+
+impl JobQueue {
+    /// Takes jobs until none is left (or one failed), writing each with a ticker reporting to
+    /// `cb`.
+    fn work(
+        &self,
+        dir: &Path,
+        run: &RunModel,
+        total: u64,
+        cb: Option<&dyn Fn(WriteProgress)>,
+    ) -> Result<JobsDone, OutputError> {
+        let tick = Ticker::shared(cb, WritePhase::Files, total, &self.done);
+        let mut out = JobsDone::default();
+        // Relaxed (both): the index only hands out each job once (an RMW); a failure seen late
+        // only lets one more job start, whose files are complete on their own.
+        while !self.failed.load(Ordering::Relaxed) {
+            let Some(&job) = self.jobs.get(self.next.fetch_add(1, Ordering::Relaxed)) else {
+                break;
+            };
+            let mut report = WriteReport::default();
+            let r = job.write(dir, run, &mut Files { report: &mut report, tick: &tick });
+            out.bytes += report.bytes;
+            out.files.extend(report.files.into_iter().map(|f| (job, f)));
+            out.ended = Some(Instant::now());
+            if let Err(e) = r {
+                // Relaxed: as above.
+                self.failed.store(true, Ordering::Relaxed);
+                return Err(e);
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// Hands the calling thread's callback the progress of both threads in the order a progress
+/// bar wants it: the files phase as it goes (its count never going back, though the two
+/// threads' reports arrive interleaved), the traces phase's reports once the files are done.
+struct Relay<'a> {
+    cb: &'a dyn Fn(WriteProgress),
+    rx: std::sync::mpsc::Receiver<WriteProgress>,
+    files_done: std::cell::Cell<u64>,
+    traces: std::cell::RefCell<Vec<WriteProgress>>,
+}
+
+impl Relay<'_> {
+    fn emit(&self, p: WriteProgress) {
+        match p.phase {
+            WritePhase::Files if p.done >= self.files_done.get() => {
+                self.files_done.set(p.done);
+                (self.cb)(p);
+            }
+            WritePhase::Files => {}
+            WritePhase::Traces => self.traces.borrow_mut().push(p),
+        }
+    }
+
+    /// Passes on what the second thread sent so far, then `p`.
+    fn own(&self, p: WriteProgress) {
+        while let Ok(q) = self.rx.try_recv() {
+            self.emit(q);
+        }
+        self.emit(p);
+    }
+
+    /// Passes on everything until the second thread hangs up, then the traces' reports.
+    fn finish(&self) {
+        for q in self.rx.iter() {
+            self.emit(q);
+        }
+        for q in self.traces.take() {
+            (self.cb)(q);
+        }
+    }
+}
+
 /// Writes `run` into `dir`: every subsystem present in it (each file streamed from the model
-/// through one [`write_atomic`], files of absent subsystems left alone) and, on a second thread
-/// at the same time, the two traces ([`PERFETTO_FILE`], [`CHROME_FILE`]) from one
-/// [`perfetto::plan`], as `opts` asks.
+/// through one [`write_atomic`], files of absent subsystems left alone) and the two traces
+/// ([`PERFETTO_FILE`], [`CHROME_FILE`]) from one [`perfetto::plan`], as `opts` asks, on two
+/// threads: a second one plans and writes the traces while the calling one starts on the files,
+/// then both take the remaining subsystems' files in turn (one subsystem's files stay on one
+/// thread, in order).
 ///
 /// This is the whole write phase of `ferry run` (and, with `files: false`, of `ferry trace`);
 /// [`WriteReport`] says what it wrote and how long each half took.
 ///
 /// # Errors
 ///
-/// The first [`OutputError`] of any file; files written before it stay complete, the failing
+/// The first [`OutputError`] of any file (the calling thread's, when both threads failed); after
+/// a failure no further subsystem is started, files written before it stay complete, the failing
 /// one keeps its previous content.
 pub fn write_all(
     dir: &Path,
     run: &RunModel,
     opts: &WriteOptions<'_>,
 ) -> Result<WriteReport, OutputError> {
-    let mut report = WriteReport { records: run.record_count(), ..Default::default() };
-    // The traces are planned and written on a second thread while this one writes the files
-    // (they only read the model), so the phase takes the longer of the two halves, not their
-    // sum. The trace thread's progress comes back through `relay`, in order, for the callback.
-    let (relay, reports) = std::sync::mpsc::channel::<WriteProgress>();
-    std::thread::scope(|sc| {
-        let traces = opts.traces.then(|| {
-            let relay = opts.progress.is_some().then_some(relay);
-            std::thread::Builder::new()
-                .name("ferry-write-traces".into())
-                .spawn_scoped(sc, move || write_traces(dir, run, relay))
+    let t0 = Instant::now();
+    let records = run.record_count();
+    let queue = JobQueue {
+        jobs: if opts.files { FileJob::for_run(run) } else { Vec::new() },
+        next: AtomicUsize::new(0),
+        failed: AtomicBool::new(false),
+        done: AtomicU64::new(0),
+    };
+    let (tx, rx) = std::sync::mpsc::channel::<WriteProgress>();
+    let relay = opts.progress.map(|cb| Relay {
+        cb,
+        rx,
+        files_done: std::cell::Cell::new(0),
+        traces: std::cell::RefCell::new(Vec::new()),
+    });
+    let with_traces = opts.traces;
+    let second = with_traces || queue.jobs.len() > 1;
+    let (mine, theirs) = std::thread::scope(|sc| {
+        let queue = &queue;
+        let theirs = second.then(|| {
+            let tx = opts.progress.is_some().then_some(tx);
+            std::thread::Builder::new().name("ferry-write".into()).spawn_scoped(sc, move || {
+                let send = |p: WriteProgress| {
+                    if let Some(tx) = &tx {
+                        // A receiver that stopped listening only loses progress reports.
+                        let _ = tx.send(p);
+                    }
+                };
+                let cb = tx.is_some().then_some(&send as &dyn Fn(WriteProgress));
+                let traces = if with_traces {
+                    match write_traces(dir, run, cb) {
+                        Ok(t) => Some(t),
+                        Err(e) => {
+                            // Relaxed: as in `JobQueue::work`.
+                            queue.failed.store(true, Ordering::Relaxed);
+                            return Err(e);
+                        }
+                    }
+                } else {
+                    None
+                };
+                Ok((traces, queue.work(dir, run, records, cb)?))
+            })
         });
-        if opts.files {
-            let t0 = Instant::now();
-            let tick = Ticker::new(opts.progress, WritePhase::Files, report.records);
-            write_files(dir, run, &mut Files { report: &mut report, tick: &tick })?;
-            tick.report();
-            report.files_elapsed = t0.elapsed();
-        }
-        let Some(traces) = traces else { return Ok(report) };
-        let traces = traces.map_err(|e| OutputError::Io { file: CHROME_FILE.into(), source: e })?;
-        if let Some(cb) = opts.progress {
-            // Ends when the trace thread drops its sender (done, or failed).
-            for p in &reports {
-                cb(p);
+        let own = |p: WriteProgress| {
+            if let Some(r) = &relay {
+                r.own(p);
             }
-        }
-        let t = match traces.join() {
-            Ok(t) => t?,
-            Err(p) => std::panic::resume_unwind(p),
         };
+        let cb = relay.is_some().then_some(&own as &dyn Fn(WriteProgress));
+        let mine = queue.work(dir, run, records, cb);
+        let theirs = match theirs {
+            None => None,
+            Some(Err(e)) => Some(Err(OutputError::Io { file: CHROME_FILE.into(), source: e })),
+            Some(Ok(h)) => {
+                if let Some(r) = &relay {
+                    // Ends when the second thread drops its sender (done, or failed).
+                    r.finish();
+                }
+                Some(match h.join() {
+                    Ok(t) => t,
+                    Err(p) => std::panic::resume_unwind(p),
+                })
+            }
+        };
+        (mine, theirs)
+    });
+    let mine = mine?;
+    let (traces, theirs) = match theirs.transpose()? {
+        Some((t, j)) => (t, j),
+        None => (None, JobsDone::default()),
+    };
+    let mut report = WriteReport { records, ..Default::default() };
+    if opts.files {
+        let ended = mine.ended.into_iter().chain(theirs.ended).max();
+        report.files_elapsed = ended.map_or(Duration::ZERO, |e| e - t0);
+        if let (Some(r), Some(_)) = (&relay, ended) {
+            // Relaxed: both threads have been joined.
+            let done = queue.done.load(Ordering::Relaxed);
+            (r.cb)(WriteProgress { phase: WritePhase::Files, file: "", done, total: records });
+        }
+        let mut files: Vec<(FileJob, WrittenFile)> = mine.files;
+        files.extend(theirs.files);
+        // The report lists files by subsystem, each subsystem's in the order it wrote them.
+        files.sort_by_key(|(job, _)| *job);
+        report.files = files.into_iter().map(|(_, f)| f).collect();
+        report.bytes = mine.bytes + theirs.bytes;
+    }
+    if let Some(t) = traces {
         report.bytes += t.report.bytes;
         report.files.extend(t.report.files);
         report.trace = Some(t.stats);
         report.traces_elapsed = t.elapsed;
-        Ok(report)
-    })
+    }
+    Ok(report)
 }
 
 /// What the trace thread wrote.
@@ -269,22 +505,16 @@ struct TracePart {
 }
 
 /// Plans the trace from `run` and writes both traces ([`PERFETTO_FILE`], [`CHROME_FILE`]),
-/// sending its progress to `relay`.
+/// reporting its progress to `cb`.
 fn write_traces(
     dir: &Path,
     run: &RunModel,
-    relay: Option<std::sync::mpsc::Sender<WriteProgress>>,
+    cb: Option<&dyn Fn(WriteProgress)>,
 ) -> Result<TracePart, OutputError> {
     let t0 = Instant::now();
     let plan = perfetto::plan(run);
     let items = (plan.tracks.len() + plan.slices.len() + plan.counters.len()) as u64;
-    let send = |p: WriteProgress| {
-        if let Some(r) = &relay {
-            // A receiver that stopped listening only loses progress reports.
-            let _ = r.send(p);
-        }
-    };
-    let tick = Ticker::new(relay.is_some().then_some(&send), WritePhase::Traces, 2 * items);
+    let tick = Ticker::new(cb, WritePhase::Traces, 2 * items);
     let mut report = WriteReport::default();
     let mut files = Files { report: &mut report, tick: &tick };
     files.write(dir.join(PERFETTO_FILE), PERFETTO_FILE, |w, t| {
@@ -303,42 +533,48 @@ fn write_traces(
     Ok(TracePart { report, stats, elapsed: t0.elapsed() })
 }
 
-fn write_files(dir: &Path, run: &RunModel, f: &mut Files<'_, '_>) -> Result<(), OutputError> {
-    let loss = |s| run.loss.of(s);
-    if let Some(sw) = &run.swimlane {
-        let l = loss(Subsystem::ChipSwimlane);
-        f.write(dir.join(SWIMLANE_FILE), SWIMLANE_FILE, |w, t| {
-            write_swimlane_ticked(w, &run.meta, &run.kernels, sw, &l, t)
-        })?;
-    }
-    if let Some(p) = &run.pmu {
-        f.write(dir.join(PMU_FILE), PMU_FILE, |w, t| write_pmu_ticked(w, p, t))?;
-        let l = loss(Subsystem::Pmu);
-        f.write(dir.join(PMU_LOSS_FILE), PMU_LOSS_FILE, |w, _| {
-            serde_json::to_writer_pretty(w, &l).map_err(OutputError::json(PMU_LOSS_FILE))
-        })?;
-    }
-    if let Some(g) = &run.deps {
-        let l = loss(Subsystem::DepGen);
-        f.write(dir.join(DEPS_FILE), DEPS_FILE, |w, t| write_deps_ticked(w, g, &l, t))?;
-    }
-    if let Some(a) = &run.args {
-        // Payloads first: the metadata never names a bin that is not complete on disk.
-        if !a.bin.is_empty() {
-            f.write(dir.join(ARGS_DIR).join(ARGS_BIN_FILE), ARGS_BIN_FILE, |w, _| {
-                w.write_all(&a.bin).map_err(OutputError::io(ARGS_BIN_FILE))
-            })?;
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn queue(jobs: Vec<FileJob>) -> JobQueue {
+        JobQueue {
+            jobs,
+            next: AtomicUsize::new(0),
+            failed: AtomicBool::new(false),
+            done: AtomicU64::new(0),
         }
-        let l = loss(Subsystem::ArgsDump);
-        f.write(dir.join(ARGS_DIR).join(ARGS_FILE), ARGS_FILE, |w, t| {
-            write_args_json_ticked(w, a, &l, t)
-        })?;
     }
-    if let Some(s) = &run.scopes {
-        let l = loss(Subsystem::ScopeStats);
-        f.write(dir.join(SCOPES_DIR).join(SCOPES_FILE), SCOPES_FILE, |w, t| {
-            write_scopes_ticked(w, s, &l, t)
-        })?;
+
+    /// Each job goes to exactly one taker, and nobody starts one once another has failed.
+    #[test]
+    fn a_queue_hands_out_each_job_once_and_stops_after_a_failure() {
+        let dir = std::env::temp_dir().join(format!("ferry-write-queue-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let run = super::super::sample::scaled_run(500);
+        let q = queue(FileJob::for_run(&run));
+        assert_eq!(q.jobs.len(), 5);
+        let (a, b) = std::thread::scope(|s| {
+            let a = s.spawn(|| q.work(&dir, &run, 0, None).unwrap());
+            let b = q.work(&dir, &run, 0, None).unwrap();
+            (a.join().unwrap(), b)
+        });
+        let mut jobs: Vec<FileJob> = a.files.iter().chain(&b.files).map(|(j, _)| *j).collect();
+        jobs.sort();
+        jobs.dedup();
+        assert_eq!(jobs.len(), 5, "every job written: {jobs:?}");
+        // Seven files, none twice.
+        let mut paths: Vec<&Path> = a.files.iter().chain(&b.files).map(|(_, f)| &*f.path).collect();
+        paths.sort();
+        let n = paths.len();
+        paths.dedup();
+        assert_eq!((n, paths.len()), (7, 7));
+        assert_eq!(q.done.load(Ordering::Relaxed), run.record_count());
+        let stopped = queue(FileJob::for_run(&run));
+        stopped.failed.store(true, Ordering::Relaxed);
+        let none = stopped.work(&dir, &run, 0, None).unwrap();
+        assert!(none.files.is_empty() && none.ended.is_none());
+        assert_eq!(stopped.next.load(Ordering::Relaxed), 0, "no job taken");
+        std::fs::remove_dir_all(&dir).unwrap();
     }
-    Ok(())
 }
