@@ -34,6 +34,22 @@ fn run_on(
     variant: Variant,
     opts: &DfxOptions,
 ) -> (RunOutput, ferry_dfx::output::RunModel, u64) {
+    let (out, m, tasks, notifies) = run_counting(path, arch, ex, variant, opts);
+    if path == Path::Full && !opts.doorbell_hint {
+        // Seed 000: no host-device handshake; the host polls its queues.
+        assert_eq!(notifies, 0, "{arch:?} {ex:?} {variant:?}: the device signalled the host");
+    }
+    (out, m, tasks)
+}
+
+/// One run and its model, its task count and the device's `notify_host` calls.
+fn run_counting(
+    path: Path,
+    arch: Arch,
+    ex: Example,
+    variant: Variant,
+    opts: &DfxOptions,
+) -> (RunOutput, ferry_dfx::output::RunModel, u64, u64) {
     let cfg = match path {
         Path::InProcess => RunnerConfig::small(arch).in_process(),
         Path::Full => RunnerConfig::small(arch),
@@ -60,7 +76,7 @@ fn run_on(
     assert_eq!(launches.is_some(), path == Path::Full, "{path:?}: the launch transaction ran");
     run.verify(&out).unwrap_or_else(|e| panic!("{arch:?} {ex:?} {variant:?}: {e}"));
     let m = s.finish().unwrap_or_else(|e| panic!("{arch:?} {ex:?} {variant:?}: {e}"));
-    (out, m, run.tasks)
+    (out, m, run.tasks, r.device().aicpu_os().host_notifications())
 }
 
 /// Dependencies a tensor map finds over `deps.json`'s tasks when every task is still running.
@@ -105,9 +121,9 @@ fn every_subsystem_is_lossless_with_a_one_buffer_pool_under_block() {
 fn the_loaded_aicpu_program_collects_every_subsystem_from_device_memory() {
     // The full path: the AICPU program is the Path A shared object, the transport regions,
     // arenas and directories live in simulated device memory, and the program attaches its
-    // writers from `KernelArgs`' profiling bases. Every buffer switch rings the host's drain
-    // thread through the AICPU OS (`notify_host`), so a one-buffer pool is as quick as in
-    // process.
+    // writers from `KernelArgs`' profiling bases. Nothing tells the host that a buffer is ready:
+    // its engine polls the ready queues (`lossless_under_block` checks that the device made no
+    // `notify_host` call), and a one-buffer pool still completes every example losslessly.
     for arch in [Arch::A2a3, Arch::A5] {
         for ex in Example::ALL {
             for variant in [Variant::DeviceOrchestrated, Variant::HostBuiltGraph] {
@@ -115,6 +131,17 @@ fn the_loaded_aicpu_program_collects_every_subsystem_from_device_memory() {
             }
         }
     }
+}
+
+/// The doorbell hint, when asked for, is the device's only signal to the host: the counter the
+/// default path is checked against does move with it.
+#[test]
+fn the_doorbell_hint_is_the_only_device_to_host_signal() {
+    let opts = DfxOptions { doorbell_hint: true, ..one_buffer(Policy::Block) };
+    let (_, m, _, notifies) =
+        run_counting(Path::Full, Arch::A2a3, Example::Vector, Variant::DeviceOrchestrated, &opts);
+    assert!(m.loss.reconciles() && m.loss.totals().2 == 0);
+    assert!(notifies > 0, "the hint rings the host through notify_host");
 }
 
 fn lossless_under_block(path: Path, arch: Arch, ex: Example, variant: Variant) {

@@ -264,6 +264,9 @@ pub(crate) struct OsState {
     chips: Mutex<Vec<(u64, Chip)>>,
     /// Host callbacks the services' `notify_host` rings, by key (a DFX region's device address).
     host_bells: Mutex<HashMap<u64, HostBell>>,
+    /// `notify_host` calls, rung or not (a device-to-host signal that real DFX hardware lacks:
+    /// the default DFX path must make none).
+    host_notifies: std::sync::atomic::AtomicU64,
     services: OnceLock<ServicesBox>,
 }
 
@@ -302,6 +305,7 @@ impl OsState {
             state: Mutex::new(OsMut::default()),
             chips: Mutex::new(Vec::new()),
             host_bells: Mutex::new(HashMap::new()),
+            host_notifies: std::sync::atomic::AtomicU64::new(0),
             services: OnceLock::new(),
         }
     }
@@ -651,6 +655,13 @@ impl AicpuOs {
         lock(&self.os().state).generation
     }
 
+    /// Device-to-host notifications (`notify_host` calls, with or without a bell under their
+    /// key) since the device was made: a statistic for tests that a path polls instead.
+    pub fn host_notifications(&self) -> u64 {
+        // Relaxed: a statistic.
+        self.os().host_notifies.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     /// Registers `bell` under `key` (by convention a DFX transport region's device address):
     /// a loaded program's `notify_host(key, queue)` calls it with the queue. Replaces an earlier
     /// bell under the same key; the guard unregisters it.
@@ -661,6 +672,8 @@ impl AicpuOs {
 
     /// Rings the host bell registered under `key`, if any.
     pub fn ring_host(&self, key: u64, queue: u32) {
+        // Relaxed: a statistic.
+        self.os().host_notifies.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let bell = lock(&self.os().host_bells).get(&key).cloned();
         if let Some(b) = bell {
             b(queue);
@@ -1390,6 +1403,7 @@ mod tests {
         drop(guard);
         (svc.notify_host)(svc.ctx, 0x1000, 2);
         assert_eq!(rung.load(Ordering::Relaxed), 3, "unregistered with its guard");
+        assert_eq!(os.host_notifications(), 3, "every call counted, rung or not");
         let _ = std::fs::remove_dir_all(&root);
     }
 
