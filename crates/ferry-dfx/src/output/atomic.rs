@@ -2,12 +2,19 @@
 //!
 //! The writer a file is filled through buffers [`WRITE_BUFFER_BYTES`] (serde's JSON serializer
 //! and the CSV writer issue one small write per token; with a large buffer they cost a copy, not a
-//! system call) and counts the bytes that reach the file, so callers learn the size they wrote
-//! without a `stat`.
+//! system call) and counts and hashes (XXH3-64) the bytes that reach the file, so callers learn
+//! the size and content hash they wrote (for a run's manifest) without reading it back.
+//!
+//! Temp files are named `.<name>.tmp.<pid>.<n>`: unique per process and per write, in the
+//! target's directory (so the rename stays within one filesystem), and recognisable
+//! ([`temp_owner`]) so a later run can remove what a killed one left behind.
 
 use std::fs::{self, File};
 use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use xxhash_rust::xxh3::Xxh3;
 
 /// Removes the temp file unless disarmed (covers errors and panics inside the write closure).
 struct TempGuard {
@@ -24,25 +31,64 @@ impl Drop for TempGuard {
     }
 }
 
-/// The temp path used while writing `path` (`.<name>.tmp.<pid>` beside it).
+/// The temp path used while writing `path` (`.<name>.tmp.<pid>.<n>` beside it, `n` counting
+/// this process's writes, so two writes of one path never share a temp file).
 pub(crate) fn temp_path(path: &Path) -> PathBuf {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
     let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    path.with_file_name(format!(".{name}.tmp.{}", std::process::id()))
+    // Relaxed: only uniqueness matters (an RMW), nothing is ordered by it.
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    path.with_file_name(format!(".{name}.tmp.{}.{n}", std::process::id()))
+}
+
+/// The process that made temp file `file_name` (a name [`write_atomic`] gives its temp files),
+/// or `None` for any other name.
+///
+/// # Examples
+/// ```
+/// use ferry_dfx::output::temp_owner;
+/// assert_eq!(temp_owner(".deps.json.tmp.4242.7"), Some(4242));
+/// assert_eq!(temp_owner("deps.json"), None);
+/// assert_eq!(temp_owner(".deps.json.tmp.x.7"), None);
+/// ```
+pub fn temp_owner(file_name: &str) -> Option<u32> {
+    let rest = file_name.strip_prefix('.')?;
+    let (head, n) = rest.rsplit_once('.')?;
+    let (head, pid) = head.rsplit_once('.')?;
+    let ok = head.ends_with(".tmp")
+        && head.len() > ".tmp".len()
+        && !n.is_empty()
+        && n.bytes().all(|b| b.is_ascii_digit());
+    if !ok {
+        return None;
+    }
+    pid.parse().ok()
+}
+
+/// What [`write_atomic`] wrote: the new file's size and the XXH3-64 hash of its content.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Written {
+    /// Bytes in the file.
+    pub bytes: u64,
+    /// XXH3-64 (seed 0) of the file's bytes.
+    pub xxh3: u64,
 }
 
 /// Size of the buffer between a writer and its temp file.
 pub const WRITE_BUFFER_BYTES: usize = 1 << 20;
 
-/// Counts the bytes its file accepted.
+/// Counts and hashes the bytes its file accepted.
 struct Counted {
     file: File,
     bytes: u64,
+    hash: Xxh3,
 }
 
 impl Write for Counted {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
         let n = self.file.write(buf)?;
         self.bytes += n as u64;
+        self.hash.update(&buf[..n]);
         Ok(n)
     }
 
@@ -76,7 +122,7 @@ impl Write for AtomicWriter {
 
 /// Writes `path` atomically: `write` fills a temp file beside it, which is flushed, fsynced and
 /// renamed over `path`, then the directory is fsynced. Creates missing parent directories.
-/// Returns the bytes written (the size of the new `path`).
+/// Returns the size and content hash of the new `path`.
 ///
 /// If `write` fails (or panics), the temp file is removed and `path` keeps its previous content
 /// (or stays absent): a reader never sees a half-written file.
@@ -90,7 +136,7 @@ impl Write for AtomicWriter {
 /// use std::io::Write;
 /// let dir = std::env::temp_dir().join(format!("ferry-atomic-doc-{}", std::process::id()));
 /// let p = dir.join("out.txt");
-/// assert_eq!(ferry_dfx::output::write_atomic(&p, |w| w.write_all(b"ok")).unwrap(), 2);
+/// assert_eq!(ferry_dfx::output::write_atomic(&p, |w| w.write_all(b"ok")).unwrap().bytes, 2);
 /// assert_eq!(std::fs::read(&p).unwrap(), b"ok");
 /// let err = ferry_dfx::output::write_atomic(&p, |w| {
 ///     w.write_all(b"half")?;
@@ -100,7 +146,7 @@ impl Write for AtomicWriter {
 /// assert_eq!(std::fs::read(&p).unwrap(), b"ok"); // untouched
 /// # std::fs::remove_dir_all(&dir).unwrap();
 /// ```
-pub fn write_atomic<F>(path: &Path, write: F) -> io::Result<u64>
+pub fn write_atomic<F>(path: &Path, write: F) -> io::Result<Written>
 where
     F: FnOnce(&mut AtomicWriter) -> io::Result<()>,
 {
@@ -113,11 +159,14 @@ where
     let file = File::create(&tmp)?;
     let mut guard = TempGuard { path: Some(tmp.clone()) };
     let mut w = AtomicWriter {
-        inner: BufWriter::with_capacity(WRITE_BUFFER_BYTES, Counted { file, bytes: 0 }),
+        inner: BufWriter::with_capacity(
+            WRITE_BUFFER_BYTES,
+            Counted { file, bytes: 0, hash: Xxh3::new() },
+        ),
     };
     write(&mut w)?;
     w.flush()?;
-    let Counted { file, bytes } = w.inner.into_inner().map_err(|e| e.into_error())?;
+    let Counted { file, bytes, hash } = w.inner.into_inner().map_err(|e| e.into_error())?;
     file.sync_all()?;
     drop(file);
     fs::rename(&tmp, path)?;
@@ -128,7 +177,29 @@ where
     if let Ok(d) = File::open(&dir) {
         let _ = d.sync_all();
     }
-    Ok(bytes)
+    Ok(Written { bytes, xxh3: hash.digest() })
+}
+
+/// The XXH3-64 hash and size of the file at `path`, read in bounded chunks (what
+/// [`write_atomic`] reported when it wrote an unchanged file).
+///
+/// # Errors
+/// Opening or reading the file.
+pub fn hash_file(path: &Path) -> io::Result<Written> {
+    let mut f = File::open(path)?;
+    let mut buf = vec![0u8; 1 << 16];
+    let (mut hash, mut bytes) = (Xxh3::new(), 0u64);
+    loop {
+        let n = match io::Read::read(&mut f, &mut buf) {
+            Ok(0) => break,
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        };
+        hash.update(&buf[..n]);
+        bytes += n as u64;
+    }
+    Ok(Written { bytes, xxh3: hash.digest() })
 }
 
 #[cfg(test)]
@@ -197,8 +268,11 @@ mod tests {
             w.write_all(&vec![1u8; WRITE_BUFFER_BYTES + 3])
         })
         .unwrap();
-        assert_eq!(n, fs::metadata(&p).unwrap().len());
-        assert_eq!(n as usize, 3 * WRITE_BUFFER_BYTES / 7 * 7 + WRITE_BUFFER_BYTES + 3);
+        assert_eq!(n.bytes, fs::metadata(&p).unwrap().len());
+        assert_eq!(n.bytes as usize, 3 * WRITE_BUFFER_BYTES / 7 * 7 + WRITE_BUFFER_BYTES + 3);
+        // The hash is the content's, as a reader computes it.
+        assert_eq!(n, hash_file(&p).unwrap());
+        assert_eq!(n.xxh3, xxhash_rust::xxh3::xxh3_64(&fs::read(&p).unwrap()));
         fs::remove_dir_all(&d).unwrap();
     }
 

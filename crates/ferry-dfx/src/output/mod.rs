@@ -53,6 +53,7 @@ mod atomic;
 pub mod chrome;
 pub mod collect;
 mod deps;
+mod manifest;
 mod model;
 pub mod perfetto;
 mod pmu;
@@ -70,10 +71,14 @@ use std::path::{Path, PathBuf};
 pub use args::{
     read_args, write_args_json, ArgsDump, DumpedArg, ARGS_BIN_FILE, ARGS_DIR, ARGS_FILE,
 };
-pub use atomic::{write_atomic, AtomicWriter, WRITE_BUFFER_BYTES};
+pub use atomic::{hash_file, temp_owner, write_atomic, AtomicWriter, Written, WRITE_BUFFER_BYTES};
 pub use deps::{
     read_deps, tensor_id, write_deps, DepArg, DepEdge, DepTask, DepTensor, DepsGraph, EdgeSource,
     DEPS_FILE,
+};
+pub use manifest::{
+    remove_own_temps, Manifest, ManifestEntry, ManifestError, OutDir, LOCK_FILE, MANIFEST_FILE,
+    MANIFEST_FORMAT, MANIFEST_MAX_BYTES,
 };
 pub use model::{
     AicoreTask, AicpuTask, CoreType, JoinedTask, LaneLoss, LossAccounting, LossPolicy, OrchPhase,
@@ -263,14 +268,13 @@ pub fn read_run(dir: &Path) -> Result<RunModel, OutputError> {
     Ok(run)
 }
 
-/// Writes `bytes` to `path` atomically (for traces and views).
+/// Writes `bytes` to `path` atomically (for traces and views); returns its size and hash.
 ///
 /// # Errors
 ///
 /// [`OutputError::Io`] naming the path.
-pub fn write_bytes_atomic(path: &Path, bytes: &[u8]) -> Result<(), OutputError> {
+pub fn write_bytes_atomic(path: &Path, bytes: &[u8]) -> Result<Written, OutputError> {
     write_atomic(path, |w| w.write_all(bytes))
-        .map(|_| ())
         .map_err(|source| OutputError::Io { file: path.display().to_string(), source })
 }
 

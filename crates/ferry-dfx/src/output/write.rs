@@ -22,7 +22,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use super::args::{write_args_json_ticked, ARGS_BIN_FILE, ARGS_DIR, ARGS_FILE};
-use super::atomic::{write_atomic, AtomicWriter};
+use super::atomic::{write_atomic, AtomicWriter, Written};
 use super::deps::{write_deps_ticked, DEPS_FILE};
 use super::model::{RunModel, Subsystem};
 use super::pmu::{write_pmu_ticked, PMU_FILE, PMU_LOSS_FILE};
@@ -97,6 +97,8 @@ pub struct WrittenFile {
     pub path: PathBuf,
     /// Its size: the bytes that reached the file.
     pub bytes: u64,
+    /// XXH3-64 of its content (for a run's manifest).
+    pub xxh3: u64,
     /// Records it holds (trace items for the traces; 0 for `args.bin` and the PMU sidecar).
     pub records: u64,
     /// Time to write it, fsync and rename included.
@@ -163,7 +165,7 @@ impl WriteReport {
 }
 
 /// Runs one file's writer through [`write_atomic`], keeping the writer's own error.
-fn atomic_file<F>(path: &Path, write: F) -> Result<u64, OutputError>
+fn atomic_file<F>(path: &Path, write: F) -> Result<Written, OutputError>
 where
     F: FnOnce(&mut AtomicWriter) -> Result<(), OutputError>,
 {
@@ -195,11 +197,12 @@ impl Files<'_, '_> {
     {
         let (t0, before) = (Instant::now(), self.tick.done());
         self.tick.start_file(name);
-        let bytes = atomic_file(&path, |w| write(w, self.tick))?;
-        self.report.bytes += bytes;
+        let written = atomic_file(&path, |w| write(w, self.tick))?;
+        self.report.bytes += written.bytes;
         self.report.files.push(WrittenFile {
             path,
-            bytes,
+            bytes: written.bytes,
+            xxh3: written.xxh3,
             records: self.tick.done() - before,
             elapsed: t0.elapsed(),
         });

@@ -1,0 +1,506 @@
+//! A run's ownership of its output directory: the manifest and the directory lock.
+//!
+//! Reusing an output directory must never mix two runs' files. The rules:
+//!
+//! - **Every run writes a manifest last**: [`MANIFEST_FILE`] lists each file the run wrote (path
+//!   relative to the directory, size, XXH3-64 of the content), the run's id, command and arch.
+//!   While a run writes, the manifest says `"complete": false` and lists both what the earlier
+//!   run left and what this one plans, so a run killed half-way is recognised (and cleaned up)
+//!   by the next one.
+//! - **A run owns the directory while it writes**: [`OutDir::claim`] takes an advisory lock on
+//!   [`LOCK_FILE`] (a second ferry process writing the same directory is refused at once with
+//!   [`ManifestError::Busy`]) and removes temp files ([`temp_owner`]) that killed runs left.
+//! - **Only ferry's own files are removed**: before writing, [`OutDir::begin`] removes every file
+//!   the earlier run's manifest lists (so nothing of it survives beside the new files), never a
+//!   file no manifest lists. A file under one of ferry's names that no manifest lists (written
+//!   by hand, by another tool, or by a ferry without manifests) makes the claim fail with
+//!   [`ManifestError::Foreign`] before the chip starts: ferry neither mixes it in nor deletes it.
+//! - **Readers verify**: [`Manifest::verified`] refuses a directory without a complete manifest,
+//!   and [`Manifest::verify`] a file the manifest does not list or whose size or hash differs.
+//!
+//! # Examples
+//! ```
+//! use ferry_dfx::output::{write_atomic, Manifest, OutDir};
+//! use std::io::Write;
+//! let dir = std::env::temp_dir().join(format!("ferry-manifest-doc-{}", std::process::id()));
+//! # let _ = std::fs::remove_dir_all(&dir);
+//! let names = vec!["deps.json".to_string()];
+//! let mut out = OutDir::claim(&dir, &names).unwrap();
+//! out.begin("run-1", &["ferry".into(), "run".into()], "a2a3", &names).unwrap();
+//! let w = write_atomic(&dir.join("deps.json"), |f| f.write_all(b"{}")).unwrap();
+//! out.record("deps.json", w);
+//! out.commit().unwrap();
+//! let m = Manifest::verified(&dir).unwrap();
+//! m.verify(&dir, "deps.json").unwrap();
+//! std::fs::write(dir.join("deps.json"), b"[]").unwrap(); // edited behind ferry's back
+//! assert!(m.verify(&dir, "deps.json").is_err());
+//! # std::fs::remove_dir_all(&dir).unwrap();
+//! ```
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Read};
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use super::atomic::{hash_file, temp_owner, write_atomic, Written};
+
+/// File name of a run's manifest inside its output directory.
+pub const MANIFEST_FILE: &str = "ferry-manifest.json";
+/// File name of the advisory lock a writing run holds on its output directory.
+pub const LOCK_FILE: &str = ".ferry.lock";
+/// The manifest format this build writes and reads.
+pub const MANIFEST_FORMAT: u32 = 1;
+/// The largest manifest a reader accepts (a run's manifest is a few KiB).
+pub const MANIFEST_MAX_BYTES: u64 = 4 << 20;
+/// How deep below the output directory ferry writes files (`<example>/args_dump/args.bin`).
+const MAX_DEPTH: usize = 3;
+
+/// What went wrong with an output directory or its manifest.
+#[derive(Debug, thiserror::Error)]
+pub enum ManifestError {
+    /// A file-system operation failed.
+    #[error("{}: {source}", path.display())]
+    Io {
+        /// The path it was about.
+        path: PathBuf,
+        /// The error.
+        source: io::Error,
+    },
+    /// The output path exists and is not a directory.
+    #[error("{} is not a directory", .0.display())]
+    NotADirectory(PathBuf),
+    /// Another process holds the directory's lock.
+    #[error("another ferry process is writing {}", .0.display())]
+    Busy(PathBuf),
+    /// Files under ferry's names that no manifest there lists.
+    #[error(
+        "{} holds {} under ferry's file names that no ferry run there wrote (no manifest lists \
+         them); remove them or choose another directory",
+        dir.display(),
+        files.join(", ")
+    )]
+    Foreign {
+        /// The directory.
+        dir: PathBuf,
+        /// The files, relative to it.
+        files: Vec<String>,
+    },
+    /// No manifest: not the output of a complete ferry run.
+    #[error(
+        "{} has no {MANIFEST_FILE}: not the output of a complete ferry run (interrupted, written \
+         by another tool or by a ferry without manifests)",
+        .0.display()
+    )]
+    Missing(PathBuf),
+    /// The run writing the directory did not finish.
+    #[error("the ferry run writing {} did not finish (its manifest is incomplete)", .0.display())]
+    Incomplete(PathBuf),
+    /// The manifest is not one this build can trust.
+    #[error("{}: malformed manifest: {reason}", path.display())]
+    Malformed {
+        /// The manifest's path.
+        path: PathBuf,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// A file the manifest does not list.
+    #[error("{file} is not listed in the manifest of {}", dir.display())]
+    NotListed {
+        /// The directory.
+        dir: PathBuf,
+        /// The file, relative to it.
+        file: String,
+    },
+    /// A listed file whose size or content differs from what the run wrote.
+    #[error("{} changed since the run wrote it ({what})", file.display())]
+    Changed {
+        /// The file.
+        file: PathBuf,
+        /// How it differs.
+        what: String,
+    },
+}
+
+fn io_err(path: &Path) -> impl FnOnce(io::Error) -> ManifestError + '_ {
+    move |source| ManifestError::Io { path: path.to_path_buf(), source }
+}
+
+/// A run's manifest ([`MANIFEST_FILE`]).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Manifest {
+    /// [`MANIFEST_FORMAT`].
+    pub format: u32,
+    /// The run's id (unique per run: wall-clock nanoseconds and process id).
+    pub run_id: String,
+    /// The command line that made the run.
+    pub command: Vec<String>,
+    /// The chip generation it ran on.
+    pub arch: String,
+    /// Whether the run finished writing (`false` while it writes, and after it was killed).
+    pub complete: bool,
+    /// The files, in the order written.
+    pub files: Vec<ManifestEntry>,
+}
+
+/// One file of a [`Manifest`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ManifestEntry {
+    /// Path relative to the output directory, `/`-separated.
+    pub path: String,
+    /// Its size (absent while the run writes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bytes: Option<u64>,
+    /// XXH3-64 of its content, 16 hex digits (absent while the run writes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub xxh3: Option<String>,
+}
+
+/// Whether `rel` is a path a manifest may name: relative, `/`-separated, no `.`/`..`
+/// components, no empty component, at most [`MAX_DEPTH`] deep.
+fn valid_rel(rel: &str) -> bool {
+    let parts: Vec<&str> = rel.split('/').collect();
+    !rel.is_empty()
+        && parts.len() <= MAX_DEPTH
+        && parts
+            .iter()
+            .all(|p| !p.is_empty() && *p != "." && *p != ".." && !p.contains(['\\', '\0']))
+}
+
+fn hex(h: u64) -> String {
+    format!("{h:016x}")
+}
+
+impl Manifest {
+    /// The manifest of `dir`, if it has one.
+    ///
+    /// # Errors
+    /// [`ManifestError::Io`] reading it; [`ManifestError::Malformed`] for a manifest over
+    /// [`MANIFEST_MAX_BYTES`], of another format, or naming a path outside the directory, twice,
+    /// or without (or, incomplete, with) its size and hash.
+    pub fn read(dir: &Path) -> Result<Option<Manifest>, ManifestError> {
+        let path = dir.join(MANIFEST_FILE);
+        let f = match File::open(&path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(io_err(&path)(e)),
+        };
+        let malformed = |reason: String| ManifestError::Malformed { path: path.clone(), reason };
+        let mut text = Vec::new();
+        // One byte over the cap tells an oversized file from one exactly at it.
+        f.take(MANIFEST_MAX_BYTES + 1).read_to_end(&mut text).map_err(io_err(&path))?;
+        if text.len() as u64 > MANIFEST_MAX_BYTES {
+            return Err(malformed(format!("over {MANIFEST_MAX_BYTES} bytes")));
+        }
+        let m: Manifest = serde_json::from_slice(&text).map_err(|e| malformed(e.to_string()))?;
+        if m.format != MANIFEST_FORMAT {
+            return Err(malformed(format!(
+                "format {} (this ferry reads {MANIFEST_FORMAT})",
+                m.format
+            )));
+        }
+        let mut seen = std::collections::HashSet::new();
+        for e in &m.files {
+            if !valid_rel(&e.path) {
+                return Err(malformed(format!("path `{}` leaves the directory", e.path)));
+            }
+            if !seen.insert(e.path.as_str()) {
+                return Err(malformed(format!("`{}` listed twice", e.path)));
+            }
+            let hashed = e
+                .xxh3
+                .as_deref()
+                .is_some_and(|h| h.len() == 16 && h.bytes().all(|b| b.is_ascii_hexdigit()));
+            if m.complete && (e.bytes.is_none() || !hashed) {
+                return Err(malformed(format!("`{}` has no size or hash", e.path)));
+            }
+        }
+        Ok(Some(m))
+    }
+
+    /// The complete manifest of `dir`: what a reader of the directory trusts.
+    ///
+    /// # Errors
+    /// As [`Manifest::read`]; [`ManifestError::Missing`] without a manifest,
+    /// [`ManifestError::Incomplete`] for a run that did not finish writing.
+    pub fn verified(dir: &Path) -> Result<Manifest, ManifestError> {
+        match Manifest::read(dir)? {
+            None => Err(ManifestError::Missing(dir.to_path_buf())),
+            Some(m) if !m.complete => Err(ManifestError::Incomplete(dir.to_path_buf())),
+            Some(m) => Ok(m),
+        }
+    }
+
+    /// The entry of `rel`, if listed.
+    pub fn entry(&self, rel: &str) -> Option<&ManifestEntry> {
+        self.files.iter().find(|e| e.path == rel)
+    }
+
+    /// Checks that `dir/rel` is listed and unchanged: its size first (no read), then its hash
+    /// (one pass over the file in bounded chunks).
+    ///
+    /// # Errors
+    /// [`ManifestError::NotListed`], [`ManifestError::Changed`], or [`ManifestError::Io`].
+    pub fn verify(&self, dir: &Path, rel: &str) -> Result<(), ManifestError> {
+        let e = self.entry(rel).ok_or_else(|| ManifestError::NotListed {
+            dir: dir.to_path_buf(),
+            file: rel.to_string(),
+        })?;
+        let path = dir.join(rel);
+        let changed = |what: String| ManifestError::Changed { file: path.clone(), what };
+        let len = fs::metadata(&path).map_err(io_err(&path))?.len();
+        if Some(len) != e.bytes {
+            return Err(changed(format!("{len} bytes, the run wrote {}", e.bytes.unwrap_or(0))));
+        }
+        let w = hash_file(&path).map_err(io_err(&path))?;
+        if e.xxh3.as_deref() != Some(hex(w.xxh3).as_str()) || w.bytes != len {
+            return Err(changed("its content hash differs".into()));
+        }
+        Ok(())
+    }
+
+    /// Writes the manifest into `dir`, atomically.
+    ///
+    /// # Errors
+    /// [`ManifestError::Io`].
+    pub fn write(&self, dir: &Path) -> Result<Written, ManifestError> {
+        let path = dir.join(MANIFEST_FILE);
+        write_atomic(&path, |w| serde_json::to_writer_pretty(w, self).map_err(io::Error::other))
+            .map_err(io_err(&path))
+    }
+
+    /// Adds (or replaces) `rel` in the complete manifest of `dir` under the directory's lock:
+    /// for a file an analysis command writes into a run's directory (a trace, a page), so the
+    /// next run into it removes that file too.
+    ///
+    /// # Errors
+    /// [`ManifestError::Busy`] while a run writes the directory; as [`Manifest::verified`];
+    /// [`ManifestError::Io`].
+    pub fn add_file(dir: &Path, rel: &str, w: Written) -> Result<(), ManifestError> {
+        let _lock = DirLock::take(dir)?;
+        let mut m = Manifest::verified(dir)?;
+        m.files.retain(|e| e.path != rel);
+        m.files.push(ManifestEntry {
+            path: rel.to_string(),
+            bytes: Some(w.bytes),
+            xxh3: Some(hex(w.xxh3)),
+        });
+        m.write(dir)?;
+        Ok(())
+    }
+}
+
+/// An exclusive advisory lock (`flock`) on a directory's [`LOCK_FILE`], released on drop.
+#[derive(Debug)]
+struct DirLock {
+    _file: File,
+}
+
+impl DirLock {
+    fn take(dir: &Path) -> Result<DirLock, ManifestError> {
+        use std::os::unix::io::AsRawFd;
+        let path = dir.join(LOCK_FILE);
+        let file = OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+            .map_err(io_err(&path))?;
+        // SAFETY: `flock` takes a file descriptor, which `file` keeps open for the call, and has
+        // no memory-safety preconditions.
+        let r = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+        if r != 0 {
+            let e = io::Error::last_os_error();
+            return Err(if e.kind() == io::ErrorKind::WouldBlock {
+                ManifestError::Busy(dir.to_path_buf())
+            } else {
+                io_err(&path)(e)
+            });
+        }
+        Ok(DirLock { _file: file })
+    }
+}
+
+/// A run's claim on its output directory (see the [module docs](self)): validated, locked,
+/// cleaned of what killed runs left, and the files it writes recorded for the manifest.
+#[derive(Debug)]
+pub struct OutDir {
+    dir: PathBuf,
+    _lock: DirLock,
+    /// The manifest the directory had when claimed.
+    earlier: Option<Manifest>,
+    /// This run's manifest, once [`OutDir::begin`] ran.
+    manifest: Option<Manifest>,
+}
+
+impl OutDir {
+    /// Claims `dir` for a run that may write the files `names` (relative, `/`-separated):
+    /// creates the directory, checks that it is one and that this process can write it, takes
+    /// its lock, removes temp files other (dead: the lock says no live ferry writes here)
+    /// processes left, and refuses files under `names` that no manifest there lists.
+    ///
+    /// # Errors
+    /// [`ManifestError::NotADirectory`], [`ManifestError::Busy`], [`ManifestError::Foreign`],
+    /// a malformed manifest, or [`ManifestError::Io`] (not creatable, not writable).
+    pub fn claim(dir: &Path, names: &[String]) -> Result<OutDir, ManifestError> {
+        match fs::metadata(dir) {
+            Ok(m) if !m.is_dir() => return Err(ManifestError::NotADirectory(dir.to_path_buf())),
+            Ok(_) => {}
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                fs::create_dir_all(dir).map_err(io_err(dir))?;
+            }
+            Err(e) => return Err(io_err(dir)(e)),
+        }
+        // Creating the lock file proves the directory writable.
+        let lock = DirLock::take(dir)?;
+        let earlier = Manifest::read(dir)?;
+        remove_stale_temps(dir, 0)?;
+        let listed = |rel: &str| earlier.as_ref().is_some_and(|m| m.entry(rel).is_some());
+        let foreign: Vec<String> = names
+            .iter()
+            .filter(|rel| !listed(rel) && fs::symlink_metadata(dir.join(rel)).is_ok())
+            .cloned()
+            .collect();
+        if !foreign.is_empty() {
+            return Err(ManifestError::Foreign { dir: dir.to_path_buf(), files: foreign });
+        }
+        Ok(OutDir { dir: dir.to_path_buf(), _lock: lock, earlier, manifest: None })
+    }
+
+    /// The directory.
+    pub fn path(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Starts writing (once; later calls do nothing): writes an incomplete manifest listing the
+    /// earlier run's files and `planned`, then removes every file the earlier run's manifest
+    /// lists. From here until [`OutDir::commit`] the directory reads as an unfinished run.
+    ///
+    /// # Errors
+    /// [`ManifestError::Io`] writing the manifest or removing a file.
+    pub fn begin(
+        &mut self,
+        run_id: &str,
+        command: &[String],
+        arch: &str,
+        planned: &[String],
+    ) -> Result<(), ManifestError> {
+        if self.manifest.is_some() {
+            return Ok(());
+        }
+        let earlier: Vec<String> = self
+            .earlier
+            .as_ref()
+            .map(|m| m.files.iter().map(|e| e.path.clone()).collect())
+            .unwrap_or_default();
+        let mut pending: Vec<ManifestEntry> = Vec::new();
+        for p in earlier.iter().chain(planned) {
+            if pending.iter().all(|e| &e.path != p) {
+                pending.push(ManifestEntry { path: p.clone(), bytes: None, xxh3: None });
+            }
+        }
+        let m = Manifest {
+            format: MANIFEST_FORMAT,
+            run_id: run_id.to_string(),
+            command: command.to_vec(),
+            arch: arch.to_string(),
+            complete: false,
+            files: pending,
+        };
+        m.write(&self.dir)?;
+        for rel in &earlier {
+            let p = self.dir.join(rel);
+            match fs::remove_file(&p) {
+                Ok(()) => {}
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                Err(e) => return Err(io_err(&p)(e)),
+            }
+            // Its directories (`<example>/args_dump/`) go too once empty; one still holding
+            // anything (another file, the user's) stays.
+            let mut parent = p.parent();
+            while let Some(d) = parent.filter(|d| *d != self.dir) {
+                if fs::remove_dir(d).is_err() {
+                    break;
+                }
+                parent = d.parent();
+            }
+        }
+        self.manifest = Some(Manifest { files: Vec::new(), ..m });
+        Ok(())
+    }
+
+    /// Records a file this run wrote (`rel` to the directory).
+    ///
+    /// # Panics
+    /// Before [`OutDir::begin`].
+    pub fn record(&mut self, rel: &str, w: Written) {
+        let m = self.manifest.as_mut().expect("OutDir::record before begin");
+        m.files.retain(|e| e.path != rel);
+        m.files.push(ManifestEntry {
+            path: rel.to_string(),
+            bytes: Some(w.bytes),
+            xxh3: Some(hex(w.xxh3)),
+        });
+    }
+
+    /// The path of `file` (under the directory) relative to it, `/`-separated.
+    pub fn relative(&self, file: &Path) -> Option<String> {
+        let rel = file.strip_prefix(&self.dir).ok()?;
+        let parts: Option<Vec<&str>> = rel.components().map(|c| c.as_os_str().to_str()).collect();
+        Some(parts?.join("/"))
+    }
+
+    /// Finishes: writes the complete manifest of what was recorded, last.
+    ///
+    /// # Errors
+    /// [`ManifestError::Io`].
+    ///
+    /// # Panics
+    /// Before [`OutDir::begin`].
+    pub fn commit(self) -> Result<(), ManifestError> {
+        let m = self.manifest.expect("OutDir::commit before begin");
+        Manifest { complete: true, ..m }.write(&self.dir)?;
+        Ok(())
+    }
+}
+
+/// Removes the temp files ([`temp_owner`]) under `dir` (down to [`MAX_DEPTH`]) that another
+/// process made: called with the directory's lock held, so no live ferry process writes them.
+fn remove_stale_temps(dir: &Path, depth: usize) -> Result<(), ManifestError> {
+    let me = std::process::id();
+    for e in fs::read_dir(dir).map_err(io_err(dir))? {
+        let e = e.map_err(io_err(dir))?;
+        let ty = e.file_type().map_err(io_err(&e.path()))?;
+        let name = e.file_name();
+        if ty.is_dir() && depth + 1 < MAX_DEPTH {
+            remove_stale_temps(&e.path(), depth + 1)?;
+        } else if ty.is_file() && name.to_str().and_then(temp_owner).is_some_and(|pid| pid != me) {
+            match fs::remove_file(e.path()) {
+                Ok(()) => {}
+                Err(err) if err.kind() == io::ErrorKind::NotFound => {}
+                Err(err) => return Err(io_err(&e.path())(err)),
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Removes this process's temp files under `dir` (down to [`MAX_DEPTH`]): what a run stopped
+/// by a signal does before it exits. Best effort: errors are skipped.
+pub fn remove_own_temps(dir: &Path) {
+    fn walk(dir: &Path, depth: usize, me: u32) {
+        let Ok(rd) = fs::read_dir(dir) else { return };
+        for e in rd.flatten() {
+            let Ok(ty) = e.file_type() else { continue };
+            if ty.is_dir() && depth + 1 < MAX_DEPTH {
+                walk(&e.path(), depth + 1, me);
+            } else if ty.is_file() && e.file_name().to_str().and_then(temp_owner) == Some(me) {
+                let _ = fs::remove_file(e.path());
+            }
+        }
+    }
+    walk(dir, 0, std::process::id());
+}
+
+#[cfg(test)]
+mod tests;
