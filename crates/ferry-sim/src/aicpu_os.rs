@@ -85,7 +85,9 @@ use std::time::Duration;
 /// Configuration of a device's AICPU OS (set through the `PlatformBuilder` knobs).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct OsConfig {
-    /// The device root: everything the OS writes lives below it.
+    /// The device root: everything the OS writes lives below it (default
+    /// [`crate::device_root::user_root`]); made private to the user (mode 0700, this user's) when
+    /// a session opens.
     pub root: PathBuf,
     /// The virtual-function index in the directory layout.
     pub vf: u32,
@@ -100,7 +102,7 @@ pub struct OsConfig {
 impl Default for OsConfig {
     fn default() -> Self {
         Self {
-            root: std::env::temp_dir().join("ferry-device-root"),
+            root: crate::device_root::user_root(),
             vf: 0,
             first_saved_so_wins: false,
             custom_scheduler_coherent: false,
@@ -721,6 +723,9 @@ impl AicpuOs {
     /// [`OsError::Io`] when a directory cannot be created.
     pub fn open_session(&self) -> Result<OsSession, OsError> {
         let dirs = vec![self.process_dir(), self.custom_dir()];
+        let root = &self.os().config.root;
+        crate::device_root::ensure_private(root)
+            .map_err(|e| OsError::Io { path: root.clone(), source: e })?;
         let mut map = lock(sessions());
         for d in &dirs {
             std::fs::create_dir_all(d).map_err(|e| OsError::Io { path: d.clone(), source: e })?;

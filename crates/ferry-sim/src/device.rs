@@ -62,7 +62,8 @@ impl PlatformBuilder {
     }
 
     /// The device root: every file the devices' AICPU OS writes lives below it (default
-    /// `$TMPDIR/ferry-device-root`). See [`crate::aicpu_os`].
+    /// [`crate::device_root::user_root`], private to the user; created mode 0700). See
+    /// [`crate::aicpu_os`].
     pub fn device_root(&mut self, root: impl Into<std::path::PathBuf>) -> &mut Self {
         self.aicpu_os.root = root.into();
         self

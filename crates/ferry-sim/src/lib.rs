@@ -53,6 +53,7 @@ pub mod cores;
 pub mod cost;
 pub mod counters;
 pub mod device;
+pub mod device_root;
 pub mod error;
 pub mod event;
 pub mod fault;

@@ -539,15 +539,23 @@ fn load_err(e: ferry_launch::loader::LoadError) -> RunnerError {
     RunnerError::Load(e.to_string())
 }
 
-/// A device root private to one runner's platform: the simulated AICPU OS keys loaded objects
-/// by path, so two platforms in one process must not share a root.
-fn private_root() -> std::path::PathBuf {
+/// A device root private to one runner's platform, in the user's device root
+/// ([`ferry_sim::device_root`]): the simulated AICPU OS keys loaded objects by path, so two
+/// platforms in one process must not share a root. Made private first, and cleared of the
+/// directories of processes that were killed before they could remove theirs.
+fn private_root() -> Result<std::path::PathBuf, RunnerError> {
+    use ferry_sim::device_root;
     static SEQ: AtomicU64 = AtomicU64::new(0);
     // Relaxed: only uniqueness of the name matters.
     let n = SEQ.fetch_add(1, Ordering::Relaxed);
-    std::env::temp_dir()
-        .join("ferry-device-root")
-        .join(format!("runner-{}-{n}", std::process::id()))
+    let base = device_root::user_root();
+    device_root::ensure_private(&base)
+        .map_err(|e| RunnerError::Config(format!("device root {}: {e}", base.display())))?;
+    let swept = device_root::sweep_stale(&base);
+    if swept > 0 {
+        tracing::info!(swept, root = %base.display(), "removed device directories of killed runs");
+    }
+    Ok(base.join(device_root::process_dir_name(n)))
 }
 
 impl std::fmt::Debug for DeviceRunner {
@@ -565,7 +573,7 @@ impl DeviceRunner {
     /// # Errors
     /// [`RunnerError::Config`] for an unusable configuration; a simulator failure.
     pub fn new(cfg: RunnerConfig) -> Result<DeviceRunner, RunnerError> {
-        let root = private_root();
+        let root = private_root()?;
         let p =
             PlatformBuilder::new(cfg.arch).hbm_bytes(cfg.hbm_bytes).device_root(&root).build()?;
         let dev = p.device(0)?.clone();

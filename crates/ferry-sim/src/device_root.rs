@@ -1,0 +1,224 @@
+//! Where simulated devices keep their files: a directory private to the user, and the
+//! per-process directories inside it.
+//!
+//! The device root is `$XDG_RUNTIME_DIR/ferry` when `XDG_RUNTIME_DIR` names a directory (the
+//! per-user runtime directory of a login session), else `$TMPDIR/ferry-<uid>` (`/tmp` without
+//! `TMPDIR`). It is created mode 0700; an existing one must be a directory (not a symlink) owned
+//! by the user, and loses any group or other permission bits. Nothing in it is shared between
+//! users, so one user's run never locks another out.
+//!
+//! A process's devices live in `runner-<pid>-<start>-<n>/` below it, `<start>` being the
+//! process's start time (clock ticks since boot, `/proc/<pid>/stat`), so a directory outlives
+//! its process only when the process was killed, and a later process with the same pid is not
+//! mistaken for its owner: [`sweep_stale`] removes such directories, [`remove_own`] this
+//! process's (what a run stopped by a signal does before it exits).
+//!
+//! # Examples
+//! ```
+//! let root = ferry_sim::device_root::user_root();
+//! ferry_sim::device_root::ensure_private(&root).unwrap();
+//! let mine = root.join(ferry_sim::device_root::process_dir_name(0));
+//! assert!(ferry_sim::device_root::owner_of(mine.file_name().unwrap().to_str().unwrap())
+//!     .is_some_and(|(pid, _)| pid == std::process::id()));
+//! ```
+
+use std::io;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+/// The user's device root (see the [module docs](self)); not created.
+pub fn user_root() -> PathBuf {
+    match std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from) {
+        Some(d) if d.is_absolute() && d.is_dir() => d.join("ferry"),
+        _ => std::env::temp_dir().join(format!("ferry-{}", euid())),
+    }
+}
+
+fn euid() -> u32 {
+    // SAFETY: `geteuid` has no preconditions and cannot fail.
+    unsafe { libc::geteuid() }
+}
+
+/// Creates `dir` (and its parents) with mode 0700, or checks an existing one: a directory, not
+/// a symlink, owned by this user; group and other permissions are removed.
+///
+/// # Errors
+/// The creation failed, or `dir` is not a directory of this user's
+/// ([`io::ErrorKind::PermissionDenied`], naming the owner).
+pub fn ensure_private(dir: &Path) -> io::Result<()> {
+    match std::fs::symlink_metadata(dir) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir)?;
+            // `recursive` gives the mode to directories it creates; one created by a racing
+            // process is checked below like any existing one.
+            ensure_private_existing(dir)
+        }
+        Err(e) => Err(e),
+        Ok(_) => ensure_private_existing(dir),
+    }
+}
+
+fn ensure_private_existing(dir: &Path) -> io::Result<()> {
+    let m = std::fs::symlink_metadata(dir)?;
+    if !m.file_type().is_dir() {
+        return Err(io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            format!("device root {} is not a directory (a symlink or a file)", dir.display()),
+        ));
+    }
+    if m.uid() != euid() {
+        return Err(io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            format!("device root {} belongs to uid {}, not to this user", dir.display(), m.uid()),
+        ));
+    }
+    if m.mode() & 0o077 != 0 {
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
+    }
+    Ok(())
+}
+
+/// Start time of process `pid` (clock ticks since boot), if it exists.
+pub fn start_time(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // `comm` (field 2) is in parentheses and may hold spaces: count fields after its last `)`.
+    // Field 3 is the first after it; the start time is field 22.
+    stat.rsplit_once(')')?.1.split_whitespace().nth(22 - 3)?.parse().ok()
+}
+
+/// The name of this process's `n`-th device directory: `runner-<pid>-<start>-<n>`.
+pub fn process_dir_name(n: u64) -> String {
+    let pid = std::process::id();
+    format!("runner-{pid}-{}-{n}", start_time(pid).unwrap_or(0))
+}
+
+/// The process (pid, start time) a device directory name belongs to: `runner-<pid>-<start>-<n>`,
+/// or an older `runner-<pid>-<n>` (start time `None`).
+pub fn owner_of(name: &str) -> Option<(u32, Option<u64>)> {
+    fn num<T: std::str::FromStr>(s: &str) -> Option<T> {
+        (!s.is_empty() && s.bytes().all(|b| b.is_ascii_digit())).then(|| s.parse().ok())?
+    }
+    let parts: Vec<&str> = name.strip_prefix("runner-")?.split('-').collect();
+    match parts[..] {
+        [pid, start, n] => {
+            num::<u64>(n)?;
+            Some((num(pid)?, Some(num(start)?)))
+        }
+        [pid, n] => {
+            num::<u64>(n)?;
+            Some((num(pid)?, None))
+        }
+        _ => None,
+    }
+}
+
+/// Whether the process that owns a directory named by [`owner_of`] is still running: its pid
+/// exists and (when the name has one) has the same start time.
+fn is_live(pid: u32, start: Option<u64>) -> bool {
+    match (start_time(pid), start) {
+        (None, _) => false,
+        (Some(now), Some(then)) => now == then,
+        (Some(_), None) => true,
+    }
+}
+
+/// Removes the device directories in `root` whose process is gone (killed before it could
+/// remove them); returns how many it removed. Names it does not recognise stay.
+pub fn sweep_stale(root: &Path) -> usize {
+    let Ok(rd) = std::fs::read_dir(root) else { return 0 };
+    let mut removed = 0;
+    for e in rd.flatten() {
+        let name = e.file_name();
+        let Some((pid, start)) = name.to_str().and_then(owner_of) else { continue };
+        if !is_live(pid, start) && std::fs::remove_dir_all(e.path()).is_ok() {
+            removed += 1;
+        }
+    }
+    removed
+}
+
+/// Removes this process's device directories in `root` (best effort): for a process about to
+/// exit without running its destructors (stopped by a signal).
+pub fn remove_own(root: &Path) {
+    let Ok(rd) = std::fs::read_dir(root) else { return };
+    let me = (std::process::id(), start_time(std::process::id()));
+    for e in rd.flatten() {
+        if let Some((pid, start)) = e.file_name().to_str().and_then(owner_of) {
+            if pid == me.0 && (start.is_none() || start == me.1) {
+                let _ = std::fs::remove_dir_all(e.path());
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip_and_foreign_names_are_ignored() {
+        let mine = process_dir_name(7);
+        let (pid, start) = owner_of(&mine).unwrap();
+        assert_eq!(pid, std::process::id());
+        assert_eq!(start, start_time(pid));
+        assert!(start.is_some_and(|s| s > 0), "this process has a start time");
+        assert_eq!(owner_of("runner-12-3"), Some((12, None)));
+        for bad in ["runner-", "runner-x-1", "runner-1-2-x", "runner-1-2-3-4", "other-1-2-3"] {
+            assert_eq!(owner_of(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn stale_directories_go_live_and_foreign_ones_stay() {
+        let root = std::env::temp_dir().join(format!("ferry-root-sweep-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        ensure_private(&root).unwrap();
+        let me = std::process::id();
+        let start = start_time(me).unwrap();
+        let live = root.join(process_dir_name(0));
+        // Same pid, another start time: a process that had this pid before.
+        let reused = root.join(format!("runner-{me}-{}-0", start + 1));
+        // A pid above the kernel's maximum: never running.
+        let dead = root.join("runner-4000000000-5-0");
+        let old_dead = root.join("runner-4000000000-1");
+        let foreign = root.join("notes");
+        for d in [&live, &reused, &dead, &old_dead, &foreign] {
+            std::fs::create_dir_all(d.join("sub")).unwrap();
+        }
+        assert_eq!(sweep_stale(&root), 3);
+        assert!(live.exists() && foreign.exists());
+        assert!(!reused.exists() && !dead.exists() && !old_dead.exists());
+        remove_own(&root);
+        assert!(!live.exists() && foreign.exists());
+        std::fs::remove_dir_all(&root).unwrap();
+    }
+
+    #[test]
+    fn the_root_is_private_and_must_be_the_users() {
+        let base = std::env::temp_dir().join(format!("ferry-root-private-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&base);
+        let root = base.join("a/b");
+        ensure_private(&root).unwrap();
+        let mode = std::fs::metadata(&root).unwrap().mode() & 0o777;
+        assert_eq!(mode, 0o700);
+        // Opened up by someone: closed again.
+        std::fs::set_permissions(&root, std::fs::Permissions::from_mode(0o755)).unwrap();
+        ensure_private(&root).unwrap();
+        assert_eq!(std::fs::metadata(&root).unwrap().mode() & 0o777, 0o700);
+        // A symlink (someone else's directory in disguise) or a file is refused.
+        let link = base.join("link");
+        std::os::unix::fs::symlink(&root, &link).unwrap();
+        let e = ensure_private(&link).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::PermissionDenied);
+        std::fs::write(base.join("file"), b"").unwrap();
+        assert!(ensure_private(&base.join("file")).is_err());
+        std::fs::remove_dir_all(&base).unwrap();
+    }
+
+    #[test]
+    fn the_user_root_is_per_user() {
+        let r = user_root();
+        let name = r.file_name().unwrap().to_str().unwrap().to_string();
+        assert!(name == "ferry" || name == format!("ferry-{}", euid()), "{}", r.display());
+    }
+}
