@@ -6,6 +6,7 @@ mod bench_dfx;
 mod deps;
 mod dump;
 mod info;
+mod outdir;
 mod report;
 mod run;
 mod scopes;
@@ -57,7 +58,10 @@ fn main() -> anyhow::Result<()> {
         .with_writer(std::io::stderr)
         .init();
     match cli.command {
-        Command::Run(a) => run::run(&a),
+        Command::Run(a) => {
+            outdir::handle_signals()?;
+            run::run(&a)
+        }
         Command::Info(a) => info::run(&a),
         Command::Bench(a) => bench::run(&a),
         Command::Trace(a) => trace::run(&a),

@@ -1,8 +1,9 @@
 //! `ferry run`: the main job. Runs example workloads end to end on a simulated chip, verifies
 //! them against host references, and prints a summary.
+use crate::outdir::{RunDir, SUMMARY_FILE};
 use anyhow::{bail, Context};
 use clap::{Args, ValueEnum};
-use ferry_dfx::output::{self, WriteOptions, WritePhase, WriteProgress, WriteReport};
+use ferry_dfx::output::{self, WriteOptions, WritePhase, WriteProgress, WriteReport, Written};
 use ferry_dfx::Policy;
 use ferry_runtime::examples::{Example, ExampleRun, Size};
 use ferry_runtime::host::dfx::{DfxChip, DfxOptions, DfxSession};
@@ -170,6 +171,8 @@ pub(crate) fn run(a: &RunArgs) -> anyhow::Result<()> {
     if dfx.any() && a.out.is_none() {
         bail!("DFX collection needs --out DIR");
     }
+    // Before the chip starts: a directory the run cannot own must not cost the run.
+    let mut run_dir = a.out.as_deref().map(|d| RunDir::claim(d, a.arch.name())).transpose()?;
     let several = examples.len() > 1;
     let mut runner = DeviceRunner::new(cfg).context("starting the simulated chip")?;
     println!(
@@ -209,9 +212,9 @@ pub(crate) fn run(a: &RunArgs) -> anyhow::Result<()> {
         let out = run_one(&mut runner, id as u32, &run);
         runner.attach_dfx_session(None)?;
         let out = out.with_context(|| format!("example `{}`", ex.name()))?;
-        if let (Some(s), Some(dir)) = (session, &a.out) {
-            let dir = if several { dir.join(ex.name()) } else { dir.clone() };
-            write_dfx(&dir, s, dfx.swimlane > 0, ex.name())
+        if let (Some(s), Some(rd)) = (session, run_dir.as_mut()) {
+            let dir = if several { rd.path().join(ex.name()) } else { rd.path().to_path_buf() };
+            write_dfx(&dir, s, dfx.swimlane > 0, ex.name(), rd)
                 .with_context(|| format!("DFX of `{}`", ex.name()))?;
         }
         let checksum = match run.verify(&out) {
@@ -221,9 +224,10 @@ pub(crate) fn run(a: &RunArgs) -> anyhow::Result<()> {
         done.push(Done { example: ex, run, out, checksum });
     }
     print_summary(&done);
-    if let Some(dir) = &a.out {
-        write_outputs(dir, a, &cfg, &done)?;
-        println!("wrote {}", dir.join("summary.json").display());
+    if let Some(mut rd) = run_dir {
+        write_outputs(&mut rd, a, &cfg, &done)?;
+        println!("wrote {}", rd.path().join(SUMMARY_FILE).display());
+        rd.commit()?;
     }
     runner.finalize()?;
     Ok(())
@@ -287,12 +291,11 @@ fn print_summary(done: &[Done]) {
 }
 
 fn write_outputs(
-    dir: &std::path::Path,
+    out: &mut RunDir,
     a: &RunArgs,
     cfg: &RunnerConfig,
     done: &[Done],
 ) -> anyhow::Result<()> {
-    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     let runs: Vec<serde_json::Value> = done
         .iter()
         .map(|d| {
@@ -319,12 +322,12 @@ fn write_outputs(
         "path": cfg.path.to_string(),
         "runs": runs,
     });
-    write_atomic(&dir.join("summary.json"), serde_json::to_string_pretty(&summary)?.as_bytes())?;
+    out.write(SUMMARY_FILE, serde_json::to_string_pretty(&summary)?.as_bytes())?;
     for d in done {
         let t = d.run.output_tensor();
         if let Some(Some(v)) = d.out.tensors.get(t) {
             let bytes: Vec<u8> = v.iter().flat_map(|x| x.to_le_bytes()).collect();
-            write_atomic(&dir.join(format!("{}.f32", d.example.name())), &bytes)?;
+            out.write(&format!("{}.f32", d.example.name()), &bytes)?;
         }
     }
     Ok(())
@@ -332,15 +335,24 @@ fn write_outputs(
 
 /// Stops the collection and writes its files (and, with the swimlane on, the traces) into `dir`
 /// from the model in memory: one `write_all`, with a progress bar once it has taken a second.
-fn write_dfx(dir: &Path, s: DfxSession, traces: bool, name: &str) -> anyhow::Result<()> {
+fn write_dfx(
+    dir: &Path,
+    s: DfxSession,
+    traces: bool,
+    name: &str,
+    out: &mut RunDir,
+) -> anyhow::Result<()> {
     let model = s.finish()?;
-    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    out.begin()?;
     let bar = WriteBar::new(name);
     let progress = |p: WriteProgress| bar.update(p);
     let opts = WriteOptions { files: true, traces, progress: Some(&progress) };
     let report = output::write_all(dir, &model, &opts);
     bar.finish();
     let report = report?;
+    for f in &report.files {
+        out.record(&f.path, Written { bytes: f.bytes, xxh3: f.xxh3 })?;
+    }
     let (produced, collected, dropped) = model.loss.totals();
     let files = report.files.len() - if traces { 2 } else { 0 };
     println!(
@@ -423,14 +435,6 @@ impl WriteBar {
             b.finish_and_clear();
         }
     }
-}
-
-/// Writes `path` through a temporary file and a rename, so a reader never sees half a file.
-fn write_atomic(path: &std::path::Path, bytes: &[u8]) -> anyhow::Result<()> {
-    let tmp = path.with_extension("tmp");
-    std::fs::write(&tmp, bytes).with_context(|| format!("writing {}", tmp.display()))?;
-    std::fs::rename(&tmp, path).with_context(|| format!("renaming to {}", path.display()))?;
-    Ok(())
 }
 
 #[cfg(test)]

@@ -13,8 +13,52 @@ use std::fs::{self, File};
 use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
 
 use xxhash_rust::xxh3::Xxh3;
+
+/// This process's temp files being written, and whether writing was halted.
+struct Temps {
+    halted: bool,
+    live: Vec<PathBuf>,
+}
+
+fn temps() -> std::sync::MutexGuard<'static, Temps> {
+    static TEMPS: Mutex<Temps> = Mutex::new(Temps { halted: false, live: Vec::new() });
+    TEMPS.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Stops every later [`write_atomic`] of this process before it makes a temp file (each fails
+/// with [`io::ErrorKind::Interrupted`]) and removes the temp files of the writes in progress
+/// (those then fail at their rename, leaving their targets as they were). For a process that
+/// is about to exit on a signal: afterwards the process leaves no temp file behind, and every
+/// file under a final name is complete.
+pub fn halt_writes() {
+    let mut t = temps();
+    t.halted = true;
+    for p in t.live.drain(..) {
+        let _ = fs::remove_file(p);
+    }
+}
+
+/// Creates the temp file `tmp` and lists it, unless writing was halted (atomically with
+/// [`halt_writes`]: a temp is either listed, and removed by a halt, or never made).
+fn create_temp(tmp: &Path) -> io::Result<File> {
+    let mut t = temps();
+    if t.halted {
+        return Err(io::Error::new(io::ErrorKind::Interrupted, "writing was halted (a signal)"));
+    }
+    let f = File::create(tmp)?;
+    t.live.push(tmp.to_path_buf());
+    Ok(f)
+}
+
+fn unlist_temp(tmp: &Path) {
+    let mut t = temps();
+    if let Some(i) = t.live.iter().position(|p| p == tmp) {
+        t.live.swap_remove(i);
+    }
+}
 
 /// Removes the temp file unless disarmed (covers errors and panics inside the write closure).
 struct TempGuard {
@@ -26,7 +70,8 @@ impl Drop for TempGuard {
         if let Some(p) = self.path.take() {
             // Best effort: the temp name is ours alone, and a leftover is harmless to readers (it
             // never has the target's name).
-            let _ = fs::remove_file(p);
+            let _ = fs::remove_file(&p);
+            unlist_temp(&p);
         }
     }
 }
@@ -156,7 +201,7 @@ where
     };
     fs::create_dir_all(&dir)?;
     let tmp = temp_path(path);
-    let file = File::create(&tmp)?;
+    let file = create_temp(&tmp)?;
     let mut guard = TempGuard { path: Some(tmp.clone()) };
     let mut w = AtomicWriter {
         inner: BufWriter::with_capacity(
@@ -171,6 +216,7 @@ where
     drop(file);
     fs::rename(&tmp, path)?;
     guard.path = None;
+    unlist_temp(&tmp);
     // Make the rename itself durable. Opening a directory read-only and fsyncing it is the POSIX
     // way; where the platform refuses, the data is still complete, only the rename's durability
     // is weaker, so that failure is not reported.

@@ -75,8 +75,8 @@ pub enum ManifestError {
     Busy(PathBuf),
     /// Files under ferry's names that no manifest there lists.
     #[error(
-        "{} holds {} under ferry's file names that no ferry run there wrote (no manifest lists \
-         them); remove them or choose another directory",
+        "{} holds files with ferry's names that no ferry run there wrote (no manifest lists \
+         them): {}; remove them or choose another directory",
         dir.display(),
         files.join(", ")
     )]

@@ -71,7 +71,9 @@ use std::path::{Path, PathBuf};
 pub use args::{
     read_args, write_args_json, ArgsDump, DumpedArg, ARGS_BIN_FILE, ARGS_DIR, ARGS_FILE,
 };
-pub use atomic::{hash_file, temp_owner, write_atomic, AtomicWriter, Written, WRITE_BUFFER_BYTES};
+pub use atomic::{
+    halt_writes, hash_file, temp_owner, write_atomic, AtomicWriter, Written, WRITE_BUFFER_BYTES,
+};
 pub use deps::{
     read_deps, tensor_id, write_deps, DepArg, DepEdge, DepTask, DepTensor, DepsGraph, EdgeSource,
     DEPS_FILE,
