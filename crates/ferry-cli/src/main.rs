@@ -15,6 +15,7 @@ mod testdir;
 mod trace;
 mod view;
 
+use anyhow::Context;
 use clap::{Parser, Subcommand};
 
 /// ferry: a host↔accelerator runtime on a simulated chip.
@@ -54,7 +55,10 @@ enum Command {
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::try_new(&cli.log)?)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_new(&cli.log)
+                .with_context(|| format!("--log / FERRY_LOG `{}`", cli.log))?,
+        )
         .with_writer(std::io::stderr)
         .init();
     match cli.command {

@@ -80,7 +80,7 @@ pub(crate) struct DfxArgs {
     #[arg(long)]
     dfx_doorbell: bool,
     /// Drop policy: how long a gate waits, in device cycles (default: 1 ms of device clock).
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     dfx_drop_wait: Option<u64>,
 }
 

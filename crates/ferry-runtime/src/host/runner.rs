@@ -599,13 +599,16 @@ impl DeviceRunner {
     /// roots ([`DeviceRunner::new`] gives each platform its own).
     ///
     /// # Errors
-    /// [`RunnerError::Config`] for fewer than 2 AICPU threads, no cores or a zero task window; a
-    /// simulator failure.
+    /// [`RunnerError::Config`] for fewer than 2 or more than the arch's AICPU threads, no cores
+    /// or a zero task window; a simulator failure.
     pub fn init(device: Device, cfg: RunnerConfig) -> Result<DeviceRunner, RunnerError> {
-        if cfg.aicpu_threads < 2 {
+        let max = cfg.arch.profile().max_aicpu_threads;
+        if !(2..=max).contains(&cfg.aicpu_threads) {
             return Err(RunnerError::Config(format!(
-                "{} AICPU threads: a run needs one orchestrator and at least one scheduler",
-                cfg.aicpu_threads
+                "{} AICPU threads: a run on {} takes 2..={max} (one orchestrator and at least one \
+                 scheduler, on the chip's {max} AICPU threads)",
+                cfg.aicpu_threads,
+                cfg.arch.name()
             )));
         }
         if cfg.task_window == 0 {
