@@ -352,6 +352,28 @@ pub(crate) struct DeviceInner {
 #[derive(Clone, Debug)]
 pub struct Device(pub(crate) Arc<DeviceInner>);
 
+/// A handle on a device that does not keep it alive ([`Device::downgrade`]).
+///
+/// # Examples
+/// ```
+/// use ferry_sim::{Arch, PlatformBuilder};
+/// let p = PlatformBuilder::new(Arch::A2a3).hbm_bytes(1 << 24).build()?;
+/// let weak = p.device(0)?.downgrade();
+/// assert!(weak.upgrade().is_some());
+/// drop(p);
+/// assert!(weak.upgrade().is_none(), "the platform held the last reference");
+/// # Ok::<(), ferry_sim::DeviceError>(())
+/// ```
+#[derive(Clone, Debug)]
+pub struct WeakDevice(std::sync::Weak<DeviceInner>);
+
+impl WeakDevice {
+    /// The device, if anything still holds it.
+    pub fn upgrade(&self) -> Option<Device> {
+        self.0.upgrade().map(Device)
+    }
+}
+
 /// Direction of a copy, from the pair of endpoints.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum CopyKind {
@@ -372,6 +394,11 @@ impl Device {
     /// Another device of the same platform (for peer copies).
     pub fn peer(&self, ordinal: u32) -> Option<Device> {
         self.0.shared.peers.get()?.get(ordinal as usize)?.upgrade().map(Device)
+    }
+
+    /// A handle that does not keep the device alive (to check that a device was released).
+    pub fn downgrade(&self) -> WeakDevice {
+        WeakDevice(Arc::downgrade(&self.0))
     }
 
     /// This device's arch profile.

@@ -25,7 +25,7 @@
 //! # Ok::<(), ferry_sim::DeviceError>(())
 //! ```
 use crate::counters::Counter;
-use crate::device::{CopyKind, Device};
+use crate::device::{CopyKind, Device, DeviceInner};
 use crate::error::DeviceError;
 use crate::event::Event;
 use crate::fault::FaultPoint;
@@ -34,6 +34,7 @@ use crate::overlap::CopyRendezvous;
 use crate::sync::{lock, Arc, AtomicU64, Condvar, Mutex, Ordering};
 use crate::wait::Doorbell;
 use std::collections::VecDeque;
+use std::sync::Weak;
 use std::time::Duration;
 
 /// Whether a stream is a device's null stream or an ordinary one.
@@ -68,7 +69,13 @@ enum Op {
 }
 
 struct Shared {
-    device: Device,
+    /// The device, held weakly: the null stream lives inside its device, so a strong handle here
+    /// would keep the device (its HBM mapping and this worker) alive forever. A pooled stream's
+    /// [`Handle`] holds the strong reference (STYLE R10: the child owns its parent).
+    device: Weak<DeviceInner>,
+    ordinal: u32,
+    /// The hardware queue's context-save area in device memory, freed with the stream.
+    queue_ctx: DevicePtr,
     kind: StreamKind,
     id: u64,
     queue: Mutex<Queue>,
@@ -84,9 +91,31 @@ struct Queue {
     closed: bool,
 }
 
+impl Shared {
+    /// The device, while it lives (always, for a pooled stream: its handle holds it).
+    fn device(&self) -> Result<Device, DeviceError> {
+        self.device.upgrade().map(Device).ok_or_else(|| {
+            DeviceError::Resource(format!("device {} is gone (stream {})", self.ordinal, self.id))
+        })
+    }
+}
+
+impl Drop for Shared {
+    fn drop(&mut self) {
+        // A dropped pooled stream gives its queue's context memory back. The null stream drops
+        // with its device, whose whole HBM goes with it (the upgrade then fails).
+        if let Some(d) = self.device.upgrade() {
+            let _ = d.memory.free(self.queue_ctx);
+        }
+    }
+}
+
 struct Handle {
     shared: Arc<Shared>,
     worker: Option<std::thread::JoinHandle<()>>,
+    /// The strong reference of a pooled stream to its device; `None` for the null stream, which
+    /// its device owns.
+    _device: Option<Device>,
 }
 
 impl Drop for Handle {
@@ -94,6 +123,12 @@ impl Drop for Handle {
         lock(&self.shared.queue).closed = true;
         self.shared.cv.notify_all();
         if let Some(w) = self.worker.take() {
+            // The last handle can drop on the worker itself (a kernel or host callback that
+            // held the last clone, or the device's last reference taken by an op): a thread
+            // cannot join itself, and it exits on its own once it sees the queue closed.
+            if w.thread().id() == std::thread::current().id() {
+                return;
+            }
             // The worker drains what is queued, then exits; a panic inside it was already
             // reported as a kernel error, so there is nothing left to lose here.
             let _ = w.join();
@@ -109,7 +144,7 @@ pub struct Stream(Arc<Handle>);
 impl std::fmt::Debug for Stream {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Stream")
-            .field("device", &self.0.shared.device.ordinal())
+            .field("device", &self.0.shared.ordinal)
             .field("id", &self.0.shared.id)
             .field("kind", &self.0.shared.kind)
             .finish()
@@ -120,9 +155,11 @@ static NEXT_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new
 
 impl Stream {
     pub(crate) fn new(device: Device, kind: StreamKind) -> Result<Stream, DeviceError> {
-        device.create_hw_queue(Counter::ComputeQueuesCreated)?;
+        let queue_ctx = device.create_hw_queue(Counter::ComputeQueuesCreated)?;
         let shared = Arc::new(Shared {
-            device,
+            device: Arc::downgrade(&device.0),
+            ordinal: device.ordinal(),
+            queue_ctx,
             kind,
             // Relaxed: a unique id; nothing is published through it.
             id: NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
@@ -134,15 +171,17 @@ impl Stream {
         });
         let s2 = shared.clone();
         let worker = std::thread::Builder::new()
-            .name(format!("sim-stream-{}-{}", shared.device.ordinal(), shared.id))
+            .name(format!("sim-stream-{}-{}", shared.ordinal, shared.id))
             .spawn(move || worker(s2))
             .map_err(|e| DeviceError::Resource(format!("spawning a stream worker: {e}")))?;
-        Ok(Stream(Arc::new(Handle { shared, worker: Some(worker) })))
+        let owner = (kind == StreamKind::Pooled).then_some(device);
+        Ok(Stream(Arc::new(Handle { shared, worker: Some(worker), _device: owner })))
     }
 
-    /// The device this stream runs on.
-    pub fn device(&self) -> &Device {
-        &self.0.shared.device
+    /// The device this stream runs on; `None` only for a clone of a device's null stream that
+    /// outlived the device.
+    pub fn device(&self) -> Option<Device> {
+        self.0.shared.device().ok()
     }
 
     /// Whether this is the null stream.
@@ -164,10 +203,11 @@ impl Stream {
         s.cv.notify_one();
     }
 
-    fn check(&self, point: FaultPoint) -> Result<(), DeviceError> {
-        let d = &self.0.shared.device;
+    /// Counts one operation of kind `point` on the device; the device, for the operation.
+    fn check(&self, point: FaultPoint) -> Result<Device, DeviceError> {
+        let d = self.0.shared.device()?;
         d.faults().check(point).inspect_err(|_| d.fault_counted())?;
-        Ok(())
+        Ok(d)
     }
 
     fn copy(&self, kind: CopyKind, src: u64, dst: u64, len: u64) -> Result<(), DeviceError> {
@@ -182,8 +222,7 @@ impl Stream {
         len: u64,
         meet: Option<Arc<CopyRendezvous>>,
     ) -> Result<(), DeviceError> {
-        self.check(FaultPoint::Copy)?;
-        let d = &self.0.shared.device;
+        let d = self.check(FaultPoint::Copy)?;
         d.0.counters.bump(Counter::Copies);
         if self.kind() == StreamKind::Null {
             d.note_null_copy(kind);
@@ -260,8 +299,7 @@ impl Stream {
     }
 
     fn launch_inner(&self, name: &str, body: KernelFn, counted: bool) -> Result<(), DeviceError> {
-        self.check(FaultPoint::Launch)?;
-        self.0.shared.device.note_launch(name, counted);
+        self.check(FaultPoint::Launch)?.note_launch(name, counted);
         self.push(Op::Kernel { name: name.into(), body });
         Ok(())
     }
@@ -276,8 +314,7 @@ impl Stream {
     /// # Errors
     /// An injected [`FaultPoint::EventRecord`] (the event is unchanged).
     pub fn record_event(&self, event: &Event) -> Result<(), DeviceError> {
-        self.check(FaultPoint::EventRecord)?;
-        self.0.shared.device.0.counters.bump(Counter::EventRecords);
+        self.check(FaultPoint::EventRecord)?.0.counters.bump(Counter::EventRecords);
         let gen = event.arm();
         self.push(Op::Record(event.clone(), gen));
         Ok(())
@@ -318,9 +355,8 @@ impl Stream {
     }
 
     fn sync_inner(&self, timeout: Option<Duration>) -> Result<(), DeviceError> {
-        self.check(FaultPoint::Synchronize)?;
+        self.check(FaultPoint::Synchronize)?.0.counters.bump(Counter::Synchronizes);
         let s = &self.0.shared;
-        s.device.0.counters.bump(Counter::Synchronizes);
         if !s.done.wait_until(|| self.is_idle(), timeout) {
             return Err(DeviceError::Timeout { what: "stream synchronize" });
         }
@@ -363,9 +399,10 @@ fn worker(s: Arc<Shared>) {
 }
 
 fn run(s: &Shared, op: Op) -> Result<(), DeviceError> {
-    let d = &s.device;
     match op {
         Op::Copy { kind, src, dst, len, meet } => {
+            // Held for this op only: between ops the worker does not keep its device alive.
+            let d = &s.device()?;
             let host_side = match kind {
                 CopyKind::Htod => Some(src),
                 CopyKind::Dtoh => Some(dst),
@@ -402,6 +439,7 @@ fn run(s: &Shared, op: Op) -> Result<(), DeviceError> {
             Ok(())
         }
         Op::Kernel { name, body } => {
+            let d = &s.device()?;
             match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| body(d))) {
                 Ok(Ok(())) => Ok(()),
                 Ok(Err(message)) => Err(DeviceError::Kernel { name: name.to_string(), message }),

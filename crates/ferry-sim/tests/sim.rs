@@ -468,3 +468,44 @@ fn chip_rejects_bad_shapes_and_busy_cores() {
         .wait();
     assert!(matches!(err, Err(DeviceError::Kernel { .. })));
 }
+
+/// The null stream lives inside its device; it used to hold the device strongly, so a device
+/// that had done one blocking copy was never dropped: its HBM mapping and the null stream's
+/// worker thread stayed for the rest of the process (one of each per runner).
+#[test]
+fn a_device_with_a_null_stream_is_dropped_with_its_last_handle() {
+    let p = platform(Arch::A2a3, 2);
+    let d = p.device(0).unwrap().clone();
+    let buf = d.malloc(64).unwrap();
+    d.copy_htod(&[7u8; 64], buf).unwrap(); // creates the null stream
+    let mut back = [0u8; 64];
+    d.copy_dtoh(buf, &mut back).unwrap();
+    assert_eq!(back, [7u8; 64]);
+    let pooled = d.create_stream().unwrap();
+    let weak = d.downgrade();
+    drop(p);
+    assert!(weak.upgrade().is_some(), "the pooled stream and `d` still hold it");
+    drop(d);
+    assert!(weak.upgrade().is_some(), "a pooled stream owns its device (R10)");
+    assert_eq!(pooled.device().map(|d| d.ordinal()), Some(0));
+    drop(pooled);
+    assert!(weak.upgrade().is_none(), "nothing holds the device: it (and its null stream) went");
+}
+
+/// A stream's hardware queue takes device memory for its context-save area; dropping the stream
+/// gives it back (it used to stay allocated, a queue's worth per stream ever created).
+#[test]
+fn a_dropped_stream_returns_its_queue_memory() {
+    let p = platform(Arch::A5, 1);
+    let d = p.device(0).unwrap();
+    d.null_stream().unwrap();
+    let base = d.memory().used();
+    for _ in 0..3 {
+        let s = d.create_stream().unwrap();
+        assert!(d.memory().used() > base, "the queue's context area is device memory");
+        s.launch("k", Box::new(|_| Ok(()))).unwrap();
+        s.synchronize().unwrap();
+        drop(s);
+        assert_eq!(d.memory().used(), base);
+    }
+}
