@@ -498,9 +498,10 @@ impl Device {
     /// See [`Stream::synchronize`] and the copy's address checks.
     pub fn copy_htod(&self, bytes: &[u8], dst: DevicePtr) -> Result<(), DeviceError> {
         let s = self.null_stream()?;
-        // SAFETY: `bytes` outlives the copy: `synchronize` below waits for it to finish.
+        // SAFETY: `bytes` outlives the copy: `synchronize` below waits for it to finish, and
+        // when it fails (an injected fault returns before waiting) `drain_unchecked` does.
         unsafe { s.copy_htod_async(bytes.as_ptr(), dst, bytes.len() as u64)? };
-        s.synchronize()
+        s.synchronize().inspect_err(|_| s.drain_unchecked())
     }
 
     /// Reads device memory at `src` into `out` synchronously on the null stream.
@@ -509,10 +510,11 @@ impl Device {
     /// See [`Stream::synchronize`] and the copy's address checks.
     pub fn copy_dtoh(&self, src: DevicePtr, out: &mut [u8]) -> Result<(), DeviceError> {
         let s = self.null_stream()?;
-        // SAFETY: `out` outlives the copy: `synchronize` below waits for it to finish, and the
-        // exclusive borrow keeps the host from touching it meanwhile.
+        // SAFETY: `out` outlives the copy: `synchronize` below waits for it to finish (or, when
+        // it fails, `drain_unchecked` does), and the exclusive borrow keeps the host from
+        // touching it meanwhile.
         unsafe { s.copy_dtoh_async(src, out.as_mut_ptr(), out.len() as u64)? };
-        s.synchronize()
+        s.synchronize().inspect_err(|_| s.drain_unchecked())
     }
 
     /// The device's null (default) stream, created on first use. Its creation is not counted

@@ -354,6 +354,16 @@ impl Stream {
         self.sync_inner(Some(timeout))
     }
 
+    /// After a failed [`synchronize`](Self::synchronize) of a blocking call: waits, without a
+    /// fault check, for the work enqueued so far (a failed synchronize may return before the
+    /// work ran, and the caller's host buffers must outlive it), then clears the sticky error
+    /// that work left, so it is not reported to the next, unrelated user of the stream.
+    pub(crate) fn drain_unchecked(&self) {
+        let s = &self.0.shared;
+        s.done.wait_until(|| self.is_idle(), None);
+        lock(&s.error).take();
+    }
+
     fn sync_inner(&self, timeout: Option<Duration>) -> Result<(), DeviceError> {
         self.check(FaultPoint::Synchronize)?.0.counters.bump(Counter::Synchronizes);
         let s = &self.0.shared;
