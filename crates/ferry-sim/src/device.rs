@@ -499,9 +499,9 @@ impl Device {
     pub fn copy_htod(&self, bytes: &[u8], dst: DevicePtr) -> Result<(), DeviceError> {
         let s = self.null_stream()?;
         // SAFETY: `bytes` outlives the copy: `synchronize` below waits for it to finish, and
-        // when it fails (an injected fault returns before waiting) `drain_unchecked` does.
+        // when it fails (an injected fault returns before waiting) `quiesce` does.
         unsafe { s.copy_htod_async(bytes.as_ptr(), dst, bytes.len() as u64)? };
-        s.synchronize().inspect_err(|_| s.drain_unchecked())
+        s.synchronize().inspect_err(|_| s.quiesce())
     }
 
     /// Reads device memory at `src` into `out` synchronously on the null stream.
@@ -511,10 +511,10 @@ impl Device {
     pub fn copy_dtoh(&self, src: DevicePtr, out: &mut [u8]) -> Result<(), DeviceError> {
         let s = self.null_stream()?;
         // SAFETY: `out` outlives the copy: `synchronize` below waits for it to finish (or, when
-        // it fails, `drain_unchecked` does), and the exclusive borrow keeps the host from
+        // it fails, `quiesce` does), and the exclusive borrow keeps the host from
         // touching it meanwhile.
         unsafe { s.copy_dtoh_async(src, out.as_mut_ptr(), out.len() as u64)? };
-        s.synchronize().inspect_err(|_| s.drain_unchecked())
+        s.synchronize().inspect_err(|_| s.quiesce())
     }
 
     /// The device's null (default) stream, created on first use. Its creation is not counted

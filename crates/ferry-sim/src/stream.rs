@@ -354,11 +354,26 @@ impl Stream {
         self.sync_inner(Some(timeout))
     }
 
-    /// After a failed [`synchronize`](Self::synchronize) of a blocking call: waits, without a
-    /// fault check, for the work enqueued so far (a failed synchronize may return before the
-    /// work ran, and the caller's host buffers must outlive it), then clears the sticky error
-    /// that work left, so it is not reported to the next, unrelated user of the stream.
-    pub(crate) fn drain_unchecked(&self) {
+    /// The clean-up after a failed call: waits, without a fault check, for the work enqueued so
+    /// far (a failed [`synchronize`](Self::synchronize) may return before the work ran, and the
+    /// buffers it uses must outlive it), then discards the sticky error that work left, so it is
+    /// not reported to the next, unrelated user of the stream.
+    ///
+    /// # Examples
+    /// ```
+    /// use ferry_sim::fault::FaultPoint;
+    /// use ferry_sim::{Arch, PlatformBuilder};
+    /// let p = PlatformBuilder::new(Arch::A2a3).hbm_bytes(1 << 24).build()?;
+    /// let d = p.device(0)?;
+    /// let s = d.create_stream()?;
+    /// s.launch("k", Box::new(|_| Ok(())))?;
+    /// d.faults().fail_next(FaultPoint::Synchronize);
+    /// assert!(s.synchronize().is_err()); // returned before the kernel ran
+    /// s.quiesce();
+    /// assert!(s.is_idle());
+    /// # Ok::<(), ferry_sim::DeviceError>(())
+    /// ```
+    pub fn quiesce(&self) {
         let s = &self.0.shared;
         s.done.wait_until(|| self.is_idle(), None);
         lock(&s.error).take();
