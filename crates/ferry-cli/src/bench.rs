@@ -56,7 +56,8 @@ pub(crate) fn run(a: &BenchArgs) -> anyhow::Result<()> {
             } else {
                 crate::stdout::outln!(
                     "simulated a2a3 chip: {} AICPU + {} AICore threads",
-                    r.aicpu_threads, r.aicore_threads
+                    r.aicpu_threads,
+                    r.aicore_threads
                 )?;
                 crate::stdout::outln!(
                     "  idle, threads parked:          {:.3}% of one core",
@@ -89,15 +90,19 @@ fn launch(a: &BenchArgs) -> anyhow::Result<()> {
     } else {
         crate::stdout::outln!(
             "launch transaction ({:?}, {}-byte descriptor prefix, {} runs per series)",
-            cfg.arch, cfg.descriptor_bytes, cfg.iterations
+            cfg.arch,
+            cfg.descriptor_bytes,
+            cfg.iterations
         )?;
         crate::stdout::outln!(
             "  changed prefix:   {:>8.0} ns per prepare+publish+launch, {} bytes copied",
-            r.changed_ns_per_run, r.changed_bytes_per_run
+            r.changed_ns_per_run,
+            r.changed_bytes_per_run
         )?;
         crate::stdout::outln!(
             "  unchanged prefix: {:>8.0} ns per prepare+publish+launch, {} bytes copied",
-            r.unchanged_ns_per_run, r.unchanged_bytes_per_run
+            r.unchanged_ns_per_run,
+            r.unchanged_bytes_per_run
         )?;
         crate::stdout::outln!(
             "  time ratio changed/unchanged: {:.2}",
@@ -198,7 +203,8 @@ fn copy(a: &BenchArgs) -> anyhow::Result<()> {
     }
     crate::stdout::outln!(
         "  planning: {:.1} ns per item ({} scattered items)",
-        r.plan_ns_per_item, r.plan_items
+        r.plan_ns_per_item,
+        r.plan_items
     )?;
     Ok(())
 }
@@ -214,7 +220,10 @@ fn runtime(a: &BenchArgs) -> anyhow::Result<()> {
     } else {
         crate::stdout::outln!(
             "task runtime on a simulated {} chip: {} AICPU threads, {} cores, storm of {} tasks",
-            r.arch, r.aicpu_threads, r.cores, r.tasks
+            r.arch,
+            r.aicpu_threads,
+            r.cores,
+            r.tasks
         )?;
         crate::stdout::outln!(
             "  device-orchestrated: {:.0} tasks/s ({:.0} ns/task)",

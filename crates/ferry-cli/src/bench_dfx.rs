@@ -204,7 +204,8 @@ pub(crate) fn run(quick: bool, as_json: bool) -> anyhow::Result<()> {
     }
     crate::stdout::outln!(
         "DFX transport (a2a3 hot path {:.1} ns/record, switch {:.0} ns):",
-        transport.hot_path_ns_per_record, transport.switch_ns
+        transport.hot_path_ns_per_record,
+        transport.switch_ns
     )?;
     for d in &transport.drain {
         crate::stdout::outln!(
@@ -220,7 +221,10 @@ pub(crate) fn run(quick: bool, as_json: bool) -> anyhow::Result<()> {
         "{} storm, {tasks} tasks, all five subsystems, median of {rounds} interleaved rounds:",
         arch.name()
     )?;
-    crate::stdout::outln!("  in run:      {:.2} of DFX off (target >= {TARGET_IN_RUN})", ratio_of("all"))?;
+    crate::stdout::outln!(
+        "  in run:      {:.2} of DFX off (target >= {TARGET_IN_RUN})",
+        ratio_of("all")
+    )?;
     crate::stdout::outln!(
         "  command:     {:.2} s vs {:.2} s off = {:.2}x (target <= {TARGET_COMMAND})",
         cmd_all,
@@ -247,7 +251,12 @@ pub(crate) fn run(quick: bool, as_json: bool) -> anyhow::Result<()> {
     for r in &rows {
         crate::stdout::outln!(
             "  {:<12} {:>10.0} tasks/s  ratio {:>5.2}  {:>9} records, {} dropped, {} gate waits",
-            r.config, r.tasks_per_s, r.ratio, r.records, r.dropped, r.stall_waits
+            r.config,
+            r.tasks_per_s,
+            r.ratio,
+            r.records,
+            r.dropped,
+            r.stall_waits
         )?;
     }
     Ok(())

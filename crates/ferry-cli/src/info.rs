@@ -59,13 +59,22 @@ pub(crate) fn run(a: &InfoArgs) -> anyhow::Result<()> {
         })
         .collect();
     if a.json {
-        crate::stdout::outln!("{}", serde_json::json!({ "arch_profiles": profiles, "devices": devices }))?;
+        crate::stdout::outln!(
+            "{}",
+            serde_json::json!({ "arch_profiles": profiles, "devices": devices })
+        )?;
         return Ok(());
     }
     crate::stdout::outln!("arch profiles")?;
     crate::stdout::outln!(
         "  {:<6} {:>6} {:>5} {:>5} {:>14} {:>5} {:>16}",
-        "arch", "aicpu", "aic", "aiv", "clock", "svm", "dfx budget"
+        "arch",
+        "aicpu",
+        "aic",
+        "aiv",
+        "clock",
+        "svm",
+        "dfx budget"
     )?;
     for arch in Arch::ALL {
         let p = arch.profile();

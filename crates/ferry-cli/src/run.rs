@@ -260,7 +260,11 @@ fn run_one(r: &mut DeviceRunner, id: u32, run: &ExampleRun) -> anyhow::Result<Ru
 fn print_summary(done: &[Done]) -> anyhow::Result<()> {
     crate::stdout::outln!(
         "{:<16} {:>8} {:>11} {:>12} {:>9}  verified",
-        "example", "tasks", "wall", "tasks/s", "ns/task"
+        "example",
+        "tasks",
+        "wall",
+        "tasks/s",
+        "ns/task"
     )?;
     let (mut tasks, mut wall) = (0u64, Duration::ZERO);
     for d in done {

@@ -284,25 +284,20 @@ pub fn read_args<R: Read>(
 }
 
 /// Reads `args_dump.json` without its payloads: every argument is checked as by [`read_args`],
-/// each payload against `bin_len` (the size of `args.bin`, `None` when there is none), and
-/// [`ArgsDump::bin`] stays empty (so [`ArgsDump::payload`] finds none). For analyses that need the
-/// metadata only, without reading a payload file that may be gigabytes.
+/// each payload against `bin_len` (the size of `args.bin`; `None` when it is not there, and
+/// then payload ranges are not checked: none is read), and [`ArgsDump::bin`] stays empty (so
+/// [`ArgsDump::payload`] finds none). For analyses that need the metadata only, without reading
+/// a payload file that may be gigabytes.
 ///
 /// # Errors
 ///
-/// As [`read_args`].
+/// As [`read_args`], but a missing `args.bin` is no error.
 pub fn read_args_meta<R: Read>(
     r: R,
     bin_len: Option<u64>,
 ) -> Result<(ArgsDump, LossAccounting), OutputError> {
     let f: FileIn = serde_json::from_reader(r).map_err(OutputError::json(ARGS_FILE))?;
-    if let (Some(name), None) = (&f.bin_file, bin_len) {
-        return Err(OutputError::Format {
-            file: ARGS_FILE.into(),
-            what: format!("bin_file {name:?} is missing"),
-        });
-    }
-    from_file(f, Some(bin_len.unwrap_or(0)))
+    from_file(f, Some(bin_len.unwrap_or(u64::MAX)))
 }
 
 fn from_file(f: FileIn, bin_len: Option<u64>) -> Result<(ArgsDump, LossAccounting), OutputError> {

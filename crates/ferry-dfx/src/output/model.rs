@@ -384,7 +384,11 @@ impl LossAccounting {
     /// may be anything).
     pub fn totals(&self) -> (u64, u64, u64) {
         self.lanes.iter().fold((0, 0, 0), |(p, c, d), l| {
-            (p.saturating_add(l.produced), c.saturating_add(l.collected), d.saturating_add(l.dropped))
+            (
+                p.saturating_add(l.produced),
+                c.saturating_add(l.collected),
+                d.saturating_add(l.dropped),
+            )
         })
     }
 

@@ -257,6 +257,9 @@ impl Opener {
     /// The path of `rel` if the analysis may read it (see the module docs); `None` when it is
     /// absent (or skipped with a warning).
     fn source(&mut self, rel: &str, need: Need) -> Result<Option<PathBuf>, OpenError> {
+        if need == Need::Skip {
+            return Ok(None);
+        }
         let path = self.dir.join(rel);
         let exists = fs::symlink_metadata(&path).is_ok_and(|m| m.is_file());
         let missing = || OpenError::MissingFile {
@@ -289,7 +292,10 @@ impl Opener {
         if need == Need::Required {
             return Err(OpenError::Refused { source: refusal });
         }
-        self.warnings.push(format!("skipped {}: {refusal}", path.display()));
+        self.warnings.push(format!(
+            "skipped {rel}: {refusal} (rerun `ferry run --out DIR` to rewrite the directory, or \
+             remove {MANIFEST_FILE} to read its files unverified)"
+        ));
         Ok(None)
     }
 

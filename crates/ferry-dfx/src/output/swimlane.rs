@@ -256,7 +256,9 @@ pub fn read_swimlane<R: Read>(r: R) -> Result<SwimlaneParts, OutputError> {
         u32::try_from(v).map_err(|_| bad(format!("{col} {v} does not fit 32 bits")))
     };
     if f.metadata.clock_freq_hz == 0 {
-        return Err(bad("metadata.clock_freq_hz is 0: no time can be derived from the cycles".into()));
+        return Err(bad(
+            "metadata.clock_freq_hz is 0: no time can be derived from the cycles".into()
+        ));
     }
     if let Some(t) = f
         .metadata
