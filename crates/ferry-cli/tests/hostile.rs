@@ -113,12 +113,15 @@ fn task0_output(v: &Value) -> usize {
         .unwrap()
 }
 
+/// An edit of `args_dump.json` given the index of task 0's output.
+type Edit = fn(&mut Value, usize);
+
 #[test]
 fn replay_of_crafted_metadata_is_a_typed_error_not_a_panic_or_an_abort() {
     let d = run_copy("replay");
     assert!(ok(&cli(&["dump", "replay", "--task", "0"], &d)).contains("outputs reproduced"));
     // (edit, what the error says)
-    let cases: [(&str, fn(&mut Value, usize), &str); 5] = [
+    let cases: [(&str, Edit, &str); 5] = [
         ("numel 2^62", |v, i| v["args"][i]["numel"] = (1u64 << 62).into(), "numel"),
         (
             "numel 2^40 with a matching shape",
@@ -247,6 +250,15 @@ fn inconsistent_metadata_is_an_error_or_a_warning_never_a_wrapped_number() {
     let (out, err) = (ok(&o), text(&o.stderr));
     assert!(err.contains("end before they start"), "{err}");
     assert!(out.contains("Order check") && !out.contains("18446744073709551"), "{out}");
+    // Every task ending at u64::MAX: per-kernel sums past u64::MAX saturate (no overflow panic).
+    edit_json(&d2.join("chip_swimlane_records.json"), |v| {
+        for t in v["aicore_tasks"].as_array_mut().unwrap() {
+            t[4] = u64::MAX.into();
+        }
+    });
+    reseal(&d2);
+    ok(&cli(&["report"], &d2));
+    ok(&cli(&["view"], &d2));
     // Threads beyond any chip are refused by the reader (they sized the trace's tracks).
     edit_json(&d2.join("chip_swimlane_records.json"), |v| {
         v["metadata"]["core_to_thread"][0] = i32::MAX.into();

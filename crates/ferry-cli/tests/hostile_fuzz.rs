@@ -112,8 +112,10 @@ const TARGETS: [&str; 8] = [
 ];
 
 /// Numbers that break arithmetic and allocation when taken at face value.
-const HOSTILE: [&str; 9] = [
+const HOSTILE: [&str; 11] = [
     "18446744073709551615",
+    "9223372036854775807",
+    "-9223372036854775808",
     "4611686018427387904",
     "1099511627776",
     "4000000000",
