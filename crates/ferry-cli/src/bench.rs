@@ -52,26 +52,27 @@ pub(crate) fn run(a: &BenchArgs) -> anyhow::Result<()> {
             }
             let r = ferry_sim::bench::run(&cfg)?;
             if a.json {
-                println!("{}", r.to_json());
+                crate::stdout::outln!("{}", r.to_json())?;
             } else {
-                println!(
+                crate::stdout::outln!(
                     "simulated a2a3 chip: {} AICPU + {} AICore threads",
-                    r.aicpu_threads, r.aicore_threads
-                );
-                println!(
+                    r.aicpu_threads,
+                    r.aicore_threads
+                )?;
+                crate::stdout::outln!(
                     "  idle, threads parked:          {:.3}% of one core",
                     r.idle_parked_cpu * 100.0
-                );
-                println!(
+                )?;
+                crate::stdout::outln!(
                     "  idle, cores awaiting dispatch: {:.3}% of one core (goal < 2%)",
                     r.idle_waiting_cpu * 100.0
-                );
-                println!(
+                )?;
+                crate::stdout::outln!(
                     "  handshake round trip: {:.0} ns (mpsc ping-pong baseline {:.0} ns, ratio {:.2})",
                     r.handshake_rtt_ns,
                     r.baseline_rtt_ns,
                     r.handshake_rtt_ns / r.baseline_rtt_ns
-                );
+                )?;
             }
         }
     }
@@ -85,24 +86,28 @@ fn launch(a: &BenchArgs) -> anyhow::Result<()> {
     }
     let r = ferry_launch::bench::run(&cfg)?;
     if a.json {
-        println!("{}", r.to_json());
+        crate::stdout::outln!("{}", r.to_json())?;
     } else {
-        println!(
+        crate::stdout::outln!(
             "launch transaction ({:?}, {}-byte descriptor prefix, {} runs per series)",
-            cfg.arch, cfg.descriptor_bytes, cfg.iterations
-        );
-        println!(
+            cfg.arch,
+            cfg.descriptor_bytes,
+            cfg.iterations
+        )?;
+        crate::stdout::outln!(
             "  changed prefix:   {:>8.0} ns per prepare+publish+launch, {} bytes copied",
-            r.changed_ns_per_run, r.changed_bytes_per_run
-        );
-        println!(
+            r.changed_ns_per_run,
+            r.changed_bytes_per_run
+        )?;
+        crate::stdout::outln!(
             "  unchanged prefix: {:>8.0} ns per prepare+publish+launch, {} bytes copied",
-            r.unchanged_ns_per_run, r.unchanged_bytes_per_run
-        );
-        println!(
+            r.unchanged_ns_per_run,
+            r.unchanged_bytes_per_run
+        )?;
+        crate::stdout::outln!(
             "  time ratio changed/unchanged: {:.2}",
             r.changed_ns_per_run / r.unchanged_ns_per_run
-        );
+        )?;
     }
     Ok(())
 }
@@ -127,10 +132,10 @@ fn copy(a: &BenchArgs) -> anyhow::Result<()> {
         }
         let r = emulator::run(&cfg)?;
         if a.json {
-            println!("{}", r.to_json());
+            crate::stdout::outln!("{}", r.to_json())?;
             return Ok(());
         }
-        println!(
+        crate::stdout::outln!(
             "server emulator: {} devices, {} threads x {} calls, {} ranges of {} B, stall cost model {}",
             cfg.devices,
             cfg.threads,
@@ -138,8 +143,8 @@ fn copy(a: &BenchArgs) -> anyhow::Result<()> {
             cfg.ranges,
             cfg.page_bytes,
             if cfg.cost.enabled { "on" } else { "off" }
-        );
-        println!("  {:<34} {:>14} {:>14}", "", "without", "with prewarm");
+        )?;
+        crate::stdout::outln!("  {:<34} {:>14} {:>14}", "", "without", "with prewarm")?;
         let (w, p) = (&r.without_prewarm, &r.with_prewarm);
         let ms = |d: std::time::Duration| format!("{:.1} ms", d.as_secs_f64() * 1e3);
         let rows = [
@@ -166,7 +171,7 @@ fn copy(a: &BenchArgs) -> anyhow::Result<()> {
             ("bytes verified", format!("{:?}", w.verified), format!("{:?}", p.verified)),
         ];
         for (name, x, y) in rows {
-            println!("  {name:<34} {x:>14} {y:>14}");
+            crate::stdout::outln!("  {name:<34} {x:>14} {y:>14}")?;
         }
         return Ok(());
     }
@@ -177,16 +182,16 @@ fn copy(a: &BenchArgs) -> anyhow::Result<()> {
     };
     let r = bench::run(&cfg)?;
     if a.json {
-        println!("{}", r.to_json());
+        crate::stdout::outln!("{}", r.to_json())?;
         return Ok(());
     }
-    println!(
+    crate::stdout::outln!(
         "host-to-device, best of {} runs (simulated device; compare the columns)",
         cfg.repeats
-    );
+    )?;
     for row in &r.rows {
         let ms = |d: std::time::Duration| d.as_secs_f64() * 1e3;
-        println!(
+        crate::stdout::outln!(
             "  {:>5} x {:>4} KiB: engine ({}) {:>8.2} ms, per-fragment {:>8.2} ms, contiguous {:>8.2} ms",
             row.fragments,
             row.fragment_bytes >> 10,
@@ -194,12 +199,13 @@ fn copy(a: &BenchArgs) -> anyhow::Result<()> {
             ms(row.engine),
             ms(row.per_fragment),
             ms(row.contiguous)
-        );
+        )?;
     }
-    println!(
+    crate::stdout::outln!(
         "  planning: {:.1} ns per item ({} scattered items)",
-        r.plan_ns_per_item, r.plan_items
-    );
+        r.plan_ns_per_item,
+        r.plan_items
+    )?;
     Ok(())
 }
 
@@ -210,27 +216,30 @@ fn runtime(a: &BenchArgs) -> anyhow::Result<()> {
     }
     let r = ferry_runtime::bench::run(&cfg)?;
     if a.json {
-        println!("{}", r.to_json());
+        crate::stdout::outln!("{}", r.to_json())?;
     } else {
-        println!(
+        crate::stdout::outln!(
             "task runtime on a simulated {} chip: {} AICPU threads, {} cores, storm of {} tasks",
-            r.arch, r.aicpu_threads, r.cores, r.tasks
-        );
-        println!(
+            r.arch,
+            r.aicpu_threads,
+            r.cores,
+            r.tasks
+        )?;
+        crate::stdout::outln!(
             "  device-orchestrated: {:.0} tasks/s ({:.0} ns/task)",
             r.tasks_per_s(),
             r.ns_per_task()
-        );
-        println!(
+        )?;
+        crate::stdout::outln!(
             "  host-built graph:    {:.0} tasks/s (prepare {:.1} ms)",
             r.tasks as f64 / r.host_graph_wall_s,
             r.host_graph_prepare_s * 1e3
-        );
-        println!(
+        )?;
+        crate::stdout::outln!(
             "  direct kernel call baseline {:.0} ns/task; dispatch overhead {:.0} ns/task",
             r.baseline_ns_per_task,
             r.dispatch_overhead_ns()
-        );
+        )?;
     }
     Ok(())
 }

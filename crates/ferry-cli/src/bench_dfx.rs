@@ -199,35 +199,39 @@ pub(crate) fn run(quick: bool, as_json: bool) -> anyhow::Result<()> {
         },
     });
     if as_json {
-        println!("{}", serde_json::to_string_pretty(&j)?);
+        crate::stdout::outln!("{}", serde_json::to_string_pretty(&j)?)?;
         return Ok(());
     }
-    println!(
+    crate::stdout::outln!(
         "DFX transport (a2a3 hot path {:.1} ns/record, switch {:.0} ns):",
-        transport.hot_path_ns_per_record, transport.switch_ns
-    );
+        transport.hot_path_ns_per_record,
+        transport.switch_ns
+    )?;
     for d in &transport.drain {
-        println!(
+        crate::stdout::outln!(
             "  drain {:<5} {:<8} {:>6.2} GB/s = {:.2} of a streaming memcpy of the same {} MiB",
             d.arch,
             if d.doorbell { "doorbell" } else { "polling" },
             d.gb_per_s,
             d.vs_memcpy,
             d.working_set_bytes >> 20
-        );
+        )?;
     }
-    println!(
+    crate::stdout::outln!(
         "{} storm, {tasks} tasks, all five subsystems, median of {rounds} interleaved rounds:",
         arch.name()
-    );
-    println!("  in run:      {:.2} of DFX off (target >= {TARGET_IN_RUN})", ratio_of("all"));
-    println!(
+    )?;
+    crate::stdout::outln!(
+        "  in run:      {:.2} of DFX off (target >= {TARGET_IN_RUN})",
+        ratio_of("all")
+    )?;
+    crate::stdout::outln!(
         "  command:     {:.2} s vs {:.2} s off = {:.2}x (target <= {TARGET_COMMAND})",
         cmd_all,
         cmd_off,
         cmd_all / cmd_off.max(1e-9)
-    );
-    println!(
+    )?;
+    crate::stdout::outln!(
         "  write phase: {} records, {:.1} bytes/record, files {:.2} M records/s (target >= 1); \
          with both traces {:.3} s = {:.2} M records/s",
         wrote.records,
@@ -235,20 +239,25 @@ pub(crate) fn run(quick: bool, as_json: bool) -> anyhow::Result<()> {
         records_per_s / 1e6,
         whole_s,
         wrote.records as f64 / whole_s.max(1e-9) / 1e6
-    );
-    println!(
+    )?;
+    crate::stdout::outln!(
         "  trace phase: {:.3} s at {} tasks, {:.3} s at {} tasks = {:.1}x (target <= {TARGET_TRACE_RATIO})",
         t_small,
         small.tasks().len(),
         t_big,
         big.tasks().len(),
         t_big / t_small.max(1e-9)
-    );
+    )?;
     for r in &rows {
-        println!(
+        crate::stdout::outln!(
             "  {:<12} {:>10.0} tasks/s  ratio {:>5.2}  {:>9} records, {} dropped, {} gate waits",
-            r.config, r.tasks_per_s, r.ratio, r.records, r.dropped, r.stall_waits
-        );
+            r.config,
+            r.tasks_per_s,
+            r.ratio,
+            r.records,
+            r.dropped,
+            r.stall_waits
+        )?;
     }
     Ok(())
 }

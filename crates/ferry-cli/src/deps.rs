@@ -1,9 +1,8 @@
 //! `ferry deps DIR`: the dependency graph of `deps.json` as text.
 use std::path::PathBuf;
 
-use anyhow::Context;
 use clap::Args;
-use ferry_dfx::output::{self, views};
+use ferry_dfx::output::{views, Needs};
 
 #[derive(Debug, Args)]
 pub(crate) struct DepsArgs {
@@ -12,13 +11,13 @@ pub(crate) struct DepsArgs {
 }
 
 pub(crate) fn execute(a: &DepsArgs) -> anyhow::Result<String> {
-    let run = output::read_run(&a.dir).with_context(|| format!("reading {}", a.dir.display()))?;
-    Ok(views::deps_text(&run))
+    // deps.json, and the swimlane when it is there: never the PMU rows or the payloads.
+    let r = crate::analysis::open(&a.dir, &Needs::DEPS)?;
+    Ok(views::deps_text(&r.run))
 }
 
 pub(crate) fn run(a: &DepsArgs) -> anyhow::Result<()> {
-    print!("{}", execute(a)?);
-    Ok(())
+    crate::stdout::print(&execute(a)?)
 }
 
 #[cfg(test)]

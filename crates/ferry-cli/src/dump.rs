@@ -2,9 +2,9 @@
 //! from a dump with payloads and compare its outputs.
 use std::path::PathBuf;
 
-use anyhow::{bail, Context};
+use anyhow::bail;
 use clap::{Args, Subcommand};
-use ferry_dfx::output::{self, views, views::DumpFilter};
+use ferry_dfx::output::{self, views, views::DumpFilter, Needs, ARG_ROLES, ARG_STAGES};
 
 #[derive(Debug, Args)]
 pub(crate) struct DumpArgs {
@@ -15,11 +15,11 @@ pub(crate) struct DumpArgs {
     /// Only this task (decimal or 0x hex).
     #[arg(long, global = true, value_parser = parse_u64)]
     task: Option<u64>,
-    /// Only this role (INPUT, OUTPUT, INOUT, SCALAR).
-    #[arg(long, global = true)]
+    /// Only this role (INPUT, OUTPUT, INOUT, SCALAR; any case).
+    #[arg(long, global = true, value_parser = parse_role)]
     role: Option<String>,
     /// Only this stage (before_dispatch, after_completion).
-    #[arg(long, global = true)]
+    #[arg(long, global = true, value_parser = parse_stage)]
     stage: Option<String>,
     /// Only tasks of this kernel function id.
     #[arg(long, global = true)]
@@ -44,6 +44,22 @@ enum DumpAction {
     Replay,
 }
 
+/// `s` if it is one of `set` (any case), else the valid values.
+fn one_of(s: &str, set: &[&str]) -> Result<String, String> {
+    match set.iter().find(|v| v.eq_ignore_ascii_case(s)) {
+        Some(v) => Ok((*v).to_string()),
+        None => Err(format!("`{s}` is not one of {}", set.join(", "))),
+    }
+}
+
+fn parse_role(s: &str) -> Result<String, String> {
+    one_of(s, &ARG_ROLES)
+}
+
+fn parse_stage(s: &str) -> Result<String, String> {
+    one_of(s, &ARG_STAGES)
+}
+
 fn parse_u64(s: &str) -> Result<u64, String> {
     match s.strip_prefix("0x") {
         Some(h) => u64::from_str_radix(h, 16),
@@ -53,10 +69,8 @@ fn parse_u64(s: &str) -> Result<u64, String> {
 }
 
 pub(crate) fn execute(a: &DumpArgs) -> anyhow::Result<String> {
-    let run = output::read_run(&a.dir).with_context(|| format!("reading {}", a.dir.display()))?;
-    let Some(dump) = &run.args else {
-        bail!("{}: no args_dump/args_dump.json", a.dir.display());
-    };
+    let r = crate::analysis::open(&a.dir, &Needs::DUMP)?;
+    let dump = r.run.args.as_ref().expect("open_run: a required file is read or an error");
     let f = DumpFilter {
         task: a.task,
         role: a.role.clone(),
@@ -97,8 +111,7 @@ fn replay(dump: &output::ArgsDump, task: Option<u64>) -> anyhow::Result<String> 
 }
 
 pub(crate) fn run(a: &DumpArgs) -> anyhow::Result<()> {
-    print!("{}", execute(a)?);
-    Ok(())
+    crate::stdout::print(&execute(a)?)
 }
 
 #[cfg(test)]

@@ -59,17 +59,26 @@ pub(crate) fn run(a: &InfoArgs) -> anyhow::Result<()> {
         })
         .collect();
     if a.json {
-        println!("{}", serde_json::json!({ "arch_profiles": profiles, "devices": devices }));
+        crate::stdout::outln!(
+            "{}",
+            serde_json::json!({ "arch_profiles": profiles, "devices": devices })
+        )?;
         return Ok(());
     }
-    println!("arch profiles");
-    println!(
+    crate::stdout::outln!("arch profiles")?;
+    crate::stdout::outln!(
         "  {:<6} {:>6} {:>5} {:>5} {:>14} {:>5} {:>16}",
-        "arch", "aicpu", "aic", "aiv", "clock", "svm", "dfx budget"
-    );
+        "arch",
+        "aicpu",
+        "aic",
+        "aiv",
+        "clock",
+        "svm",
+        "dfx budget"
+    )?;
     for arch in Arch::ALL {
         let p = arch.profile();
-        println!(
+        crate::stdout::outln!(
             "  {:<6} {:>6} {:>5} {:>5} {:>10} MHz {:>5} {:>9} cycles",
             p.name,
             p.max_aicpu_threads,
@@ -78,12 +87,12 @@ pub(crate) fn run(a: &InfoArgs) -> anyhow::Result<()> {
             p.clock_hz / 1_000_000,
             if p.svm { "yes" } else { "no" },
             p.dfx_backpressure_budget_cycles
-        );
+        )?;
     }
-    println!("simulated devices ({})", a.arch.name());
+    crate::stdout::outln!("simulated devices ({})", a.arch.name())?;
     for d in platform.devices() {
         let c = CoreConfig::default_for(d.arch());
-        println!(
+        crate::stdout::outln!(
             "  device {}: {} MiB HBM, {}, {} AICPU threads, {} AIC + {} AIV simulated cores",
             d.ordinal(),
             d.memory().size() >> 20,
@@ -91,7 +100,7 @@ pub(crate) fn run(a: &InfoArgs) -> anyhow::Result<()> {
             c.aicpu_threads,
             c.aic,
             c.aiv
-        );
+        )?;
     }
     Ok(())
 }

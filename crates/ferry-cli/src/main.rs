@@ -1,6 +1,7 @@
 //! `ferry` — run device programs on the simulated chip, benchmark ferry, and read its outputs.
 #![forbid(unsafe_code)]
 
+mod analysis;
 mod bench;
 mod bench_dfx;
 mod deps;
@@ -10,10 +11,13 @@ mod outdir;
 mod report;
 mod run;
 mod scopes;
+mod stdout;
 #[cfg(test)]
 mod testdir;
 mod trace;
 mod view;
+
+use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
@@ -52,8 +56,20 @@ enum Command {
     Scopes(scopes::ScopesArgs),
 }
 
-fn main() -> anyhow::Result<()> {
-    let cli = Cli::parse();
+/// Runs the command; an error caused by a closed stdout pipe (`ferry dump D | head -1`) ends
+/// quietly with exit 0, as coreutils do; any other is printed, exit 1.
+fn main() -> ExitCode {
+    match run(Cli::parse()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) if stdout::is_broken_pipe(&e) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("Error: {e:?}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(cli: Cli) -> anyhow::Result<()> {
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_new(&cli.log)

@@ -1,9 +1,8 @@
 //! `ferry report DIR`: per-kernel timing, stalled lanes and loss accounting.
 use std::path::PathBuf;
 
-use anyhow::Context;
 use clap::Args;
-use ferry_dfx::output::{self, views};
+use ferry_dfx::output::{views, Needs};
 
 #[derive(Debug, Args)]
 pub(crate) struct ReportArgs {
@@ -12,13 +11,12 @@ pub(crate) struct ReportArgs {
 }
 
 pub(crate) fn execute(a: &ReportArgs) -> anyhow::Result<String> {
-    let run = output::read_run(&a.dir).with_context(|| format!("reading {}", a.dir.display()))?;
-    Ok(views::report(&run))
+    let r = crate::analysis::open(&a.dir, &Needs::REPORT)?;
+    Ok(views::report(&r.run))
 }
 
 pub(crate) fn run(a: &ReportArgs) -> anyhow::Result<()> {
-    print!("{}", execute(a)?);
-    Ok(())
+    crate::stdout::print(&execute(a)?)
 }
 
 #[cfg(test)]

@@ -175,7 +175,7 @@ pub(crate) fn run(a: &RunArgs) -> anyhow::Result<()> {
     let mut run_dir = a.out.as_deref().map(|d| RunDir::claim(d, a.arch.name())).transpose()?;
     let several = examples.len() > 1;
     let mut runner = DeviceRunner::new(cfg).context("starting the simulated chip")?;
-    println!(
+    crate::stdout::outln!(
         "ferry run: simulated {} chip, {} AICPU threads (1 orchestrator + {} schedulers), {} AIC + {} AIV, {} graphs",
         a.arch.name(),
         cfg.aicpu_threads,
@@ -186,8 +186,8 @@ pub(crate) fn run(a: &RunArgs) -> anyhow::Result<()> {
             Variant::DeviceOrchestrated => "device-orchestrated",
             Variant::HostBuiltGraph => "host-built",
         }
-    );
-    println!("{:<16} {}", "path:", cfg.path);
+    )?;
+    crate::stdout::outln!("{:<16} {}", "path:", cfg.path)?;
     let mut done = Vec::new();
     for (id, ex) in examples.into_iter().enumerate() {
         let run = ex.build(size).with_variant(variant);
@@ -223,10 +223,10 @@ pub(crate) fn run(a: &RunArgs) -> anyhow::Result<()> {
         };
         done.push(Done { example: ex, run, out, checksum });
     }
-    print_summary(&done);
+    print_summary(&done)?;
     if let Some(mut rd) = run_dir {
         write_outputs(&mut rd, a, &cfg, &done)?;
-        println!("wrote {}", rd.path().join(SUMMARY_FILE).display());
+        crate::stdout::outln!("wrote {}", rd.path().join(SUMMARY_FILE).display())?;
         rd.commit()?;
     }
     runner.finalize()?;
@@ -257,17 +257,21 @@ fn run_one(r: &mut DeviceRunner, id: u32, run: &ExampleRun) -> anyhow::Result<Ru
     Ok(r.finalize_run(l)?)
 }
 
-fn print_summary(done: &[Done]) {
-    println!(
+fn print_summary(done: &[Done]) -> anyhow::Result<()> {
+    crate::stdout::outln!(
         "{:<16} {:>8} {:>11} {:>12} {:>9}  verified",
-        "example", "tasks", "wall", "tasks/s", "ns/task"
-    );
+        "example",
+        "tasks",
+        "wall",
+        "tasks/s",
+        "ns/task"
+    )?;
     let (mut tasks, mut wall) = (0u64, Duration::ZERO);
     for d in done {
         let s = &d.out.stats;
         tasks += s.tasks;
         wall += s.wall;
-        println!(
+        crate::stdout::outln!(
             "{:<16} {:>8} {:>8.1} ms {:>12.0} {:>9.0}  ok (checksum {:.4})",
             d.example.name(),
             s.tasks,
@@ -275,19 +279,20 @@ fn print_summary(done: &[Done]) {
             s.tasks as f64 / s.wall.as_secs_f64(),
             s.wall.as_nanos() as f64 / s.tasks.max(1) as f64,
             d.checksum
-        );
+        )?;
         let per: Vec<String> = s.per_kernel.iter().map(|(k, n)| format!("{k} {n}")).collect();
-        println!("{:<16} per kernel: {}", "", per.join(", "));
+        crate::stdout::outln!("{:<16} per kernel: {}", "", per.join(", "))?;
     }
     if done.len() > 1 {
-        println!(
+        crate::stdout::outln!(
             "{:<16} {:>8} {:>8.1} ms {:>12.0}",
             "total",
             tasks,
             wall.as_secs_f64() * 1e3,
             tasks as f64 / wall.as_secs_f64()
-        );
+        )?;
     }
+    Ok(())
 }
 
 fn write_outputs(
@@ -355,14 +360,14 @@ fn write_dfx(
     }
     let (produced, collected, dropped) = model.loss.totals();
     let files = report.files.len() - if traces { 2 } else { 0 };
-    println!(
+    crate::stdout::outln!(
         "dfx: {files} files in {} ({} records; lanes, DepGen's in 8-byte words: {produced} \
          produced, {collected} collected, {dropped} dropped, {:?})",
         dir.display(),
         report.records,
         model.loss.policy
-    );
-    println!(
+    )?;
+    crate::stdout::outln!(
         "dfx: wrote {:.1} MB of files in {:.3} s ({:.0} records/s, {:.1} bytes/record){}",
         (report.bytes - trace_bytes(&report)) as f64 / 1e6,
         report.files_elapsed.as_secs_f64(),
@@ -373,7 +378,7 @@ fn write_dfx(
         } else {
             String::new()
         }
-    );
+    )?;
     if traces {
         print!("{}", crate::trace::summary(dir, &report));
     }

@@ -1,9 +1,8 @@
 //! `ferry scopes DIR`: a self-contained HTML plot of scope occupancy, coloured by risk.
 use std::path::PathBuf;
 
-use anyhow::{bail, Context};
 use clap::Args;
-use ferry_dfx::output::{self, views, SCOPES_DIR};
+use ferry_dfx::output::{views, Needs, SCOPES_DIR};
 
 /// Default file name of the page (inside DIR/scope_stats/).
 pub(crate) const SCOPES_HTML: &str = "scope_stats.html";
@@ -18,12 +17,10 @@ pub(crate) struct ScopesArgs {
 }
 
 pub(crate) fn execute(a: &ScopesArgs) -> anyhow::Result<String> {
-    let run = output::read_run(&a.dir).with_context(|| format!("reading {}", a.dir.display()))?;
-    let Some(s) = &run.scopes else {
-        bail!("{}: no scope_stats/scope_stats.jsonl", a.dir.display());
-    };
+    let r = crate::analysis::open(&a.dir, &Needs::SCOPES)?;
+    let s = r.run.scopes.as_ref().expect("open_run: a required file is read or an error");
     let out = a.out.clone().unwrap_or_else(|| a.dir.join(SCOPES_DIR).join(SCOPES_HTML));
-    output::write_bytes_atomic(&out, views::scopes_html(s).as_bytes())?;
+    crate::analysis::write_output(&r, &out, views::scopes_html(s).as_bytes())?;
     let (usage, unmatched) = views::scope_usage(s);
     let worst = usage.iter().map(|u| u.worst()).fold(0.0, f64::max);
     Ok(format!(
@@ -36,8 +33,7 @@ pub(crate) fn execute(a: &ScopesArgs) -> anyhow::Result<String> {
 }
 
 pub(crate) fn run(a: &ScopesArgs) -> anyhow::Result<()> {
-    print!("{}", execute(a)?);
-    Ok(())
+    crate::stdout::print(&execute(a)?)
 }
 
 #[cfg(test)]

@@ -1,9 +1,10 @@
 //! `ferry trace DIR`: the Perfetto protobuf trace and the Chrome JSON fallback of a run's files.
 use std::path::PathBuf;
 
-use anyhow::Context;
 use clap::Args;
-use ferry_dfx::output::{self, WriteOptions, WriteReport, CHROME_FILE, PERFETTO_FILE};
+use ferry_dfx::output::{
+    self, Needs, WriteOptions, WriteReport, Written, CHROME_FILE, PERFETTO_FILE,
+};
 
 #[derive(Debug, Args)]
 pub(crate) struct TraceArgs {
@@ -16,11 +17,14 @@ pub(crate) struct TraceArgs {
 
 /// Writes both traces; returns what to print.
 pub(crate) fn execute(a: &TraceArgs) -> anyhow::Result<String> {
-    let run = output::read_run(&a.dir).with_context(|| format!("reading {}", a.dir.display()))?;
+    let r = crate::analysis::open(&a.dir, &Needs::TRACE)?;
     let out = a.out.clone().unwrap_or_else(|| a.dir.clone());
     // Traces only: the run's own files (perhaps the original runtime's) stay as they are.
     let opts = WriteOptions { files: false, traces: true, progress: None };
-    let report = output::write_all(&out, &run, &opts)?;
+    let report = output::write_all(&out, &r.run, &opts)?;
+    for f in &report.files {
+        crate::analysis::record(&r, &f.path, Written { bytes: f.bytes, xxh3: f.xxh3 })?;
+    }
     Ok(summary(&out, &report))
 }
 
@@ -38,8 +42,7 @@ pub(crate) fn summary(dir: &std::path::Path, report: &WriteReport) -> String {
 }
 
 pub(crate) fn run(a: &TraceArgs) -> anyhow::Result<()> {
-    print!("{}", execute(a)?);
-    Ok(())
+    crate::stdout::print(&execute(a)?)
 }
 
 #[cfg(test)]
@@ -63,6 +66,7 @@ mod tests {
     fn a_dir_without_files_is_an_error() {
         let d = crate::testdir::TestDir::new("trace-empty");
         let e = execute(&TraceArgs { dir: d.path.clone(), out: None }).unwrap_err();
-        assert!(format!("{e:#}").contains("no DFX output files"), "{e:#}");
+        let e = format!("{e:#}");
+        assert!(e.contains("has no chip_swimlane_records.json") && e.contains("--swimlane"), "{e}");
     }
 }

@@ -1,9 +1,8 @@
 //! `ferry view DIR`: one self-contained HTML swimlane (no network, no external scripts).
 use std::path::PathBuf;
 
-use anyhow::Context;
 use clap::Args;
-use ferry_dfx::output::{self, views};
+use ferry_dfx::output::{views, Needs};
 
 /// Default file name of the page.
 pub(crate) const VIEW_FILE: &str = "swimlane.html";
@@ -18,15 +17,14 @@ pub(crate) struct ViewArgs {
 }
 
 pub(crate) fn execute(a: &ViewArgs) -> anyhow::Result<String> {
-    let run = output::read_run(&a.dir).with_context(|| format!("reading {}", a.dir.display()))?;
+    let r = crate::analysis::open(&a.dir, &Needs::TRACE)?;
     let out = a.out.clone().unwrap_or_else(|| a.dir.join(VIEW_FILE));
-    output::write_bytes_atomic(&out, views::swimlane_html(&run).as_bytes())?;
+    crate::analysis::write_output(&r, &out, views::swimlane_html(&r.run).as_bytes())?;
     Ok(format!("{}\n", out.display()))
 }
 
 pub(crate) fn run(a: &ViewArgs) -> anyhow::Result<()> {
-    print!("{}", execute(a)?);
-    Ok(())
+    crate::stdout::print(&execute(a)?)
 }
 
 #[cfg(test)]

@@ -171,9 +171,20 @@ struct FileOut<'a, 't, F> {
 }
 
 #[derive(Deserialize)]
+struct BinFormatIn {
+    #[serde(rename = "type")]
+    kind: String,
+    byte_order: String,
+}
+
+#[derive(Deserialize)]
 struct FileIn {
     #[serde(default)]
     run_dir: String,
+    #[serde(default)]
+    bin_format: Option<BinFormatIn>,
+    #[serde(default)]
+    total_args: Option<u64>,
     dump_args_level: u32,
     #[serde(default)]
     dropped_records: u64,
@@ -240,10 +251,17 @@ pub(crate) fn write_args_json_ticked<W: Write>(
 /// Reads `args_dump.json`; `bin` supplies `args.bin` when the file names one (`None`: no payload
 /// file was found).
 ///
+/// Every argument is checked against the format ([`validate_arg`]) and every payload against
+/// `args.bin`'s length, so what a reader gets is consistent: a closed set of roles, stages, kinds
+/// and dtypes, `numel` = the product of `shape`, `numel` × the dtype's size = the payload's size
+/// (at most, for a payload truncated on the device), `total_args` = the arguments listed, and a
+/// little-endian raw payload file.
+///
 /// # Errors
 ///
-/// [`OutputError::Json`] on malformed JSON, [`OutputError::Format`] when an arg's payload lies
-/// outside `args.bin` or the file names a bin that is missing.
+/// [`OutputError::Json`] on malformed JSON, [`OutputError::Format`] when an argument breaks one
+/// of the rules above, an arg's payload lies outside `args.bin`, or the file names a bin that is
+/// missing.
 pub fn read_args<R: Read>(
     r: R,
     bin: Option<Vec<u8>>,
@@ -259,30 +277,151 @@ pub fn read_args<R: Read>(
         }
         (None, _) => Vec::new(),
     };
+    let len = bin.len() as u64;
+    let (mut d, loss) = from_file(f, Some(len))?;
+    d.bin = bin;
+    Ok((d, loss))
+}
+
+/// Reads `args_dump.json` without its payloads: every argument is checked as by [`read_args`],
+/// each payload against `bin_len` (the size of `args.bin`; `None` when it is not there, and
+/// then payload ranges are not checked: none is read), and [`ArgsDump::bin`] stays empty (so
+/// [`ArgsDump::payload`] finds none). For analyses that need the metadata only, without reading
+/// a payload file that may be gigabytes.
+///
+/// # Errors
+///
+/// As [`read_args`], but a missing `args.bin` is no error.
+pub fn read_args_meta<R: Read>(
+    r: R,
+    bin_len: Option<u64>,
+) -> Result<(ArgsDump, LossAccounting), OutputError> {
+    let f: FileIn = serde_json::from_reader(r).map_err(OutputError::json(ARGS_FILE))?;
+    from_file(f, Some(bin_len.unwrap_or(u64::MAX)))
+}
+
+fn from_file(f: FileIn, bin_len: Option<u64>) -> Result<(ArgsDump, LossAccounting), OutputError> {
+    let bad = |what: String| OutputError::Format { file: ARGS_FILE.into(), what };
+    if let Some(name) = f.bin_file.as_deref().filter(|n| *n != ARGS_BIN_FILE) {
+        return Err(bad(format!("bin_file {name:?}: ferry writes only {ARGS_BIN_FILE:?}")));
+    }
+    if let Some(b) = &f.bin_format {
+        if b.kind != "raw" || b.byte_order != "little" {
+            return Err(bad(format!(
+                "bin_format {{type {:?}, byte_order {:?}}}: only raw little-endian payloads are \
+                 supported",
+                b.kind, b.byte_order
+            )));
+        }
+    }
+    if let Some(n) = f.total_args.filter(|&n| n != f.args.len() as u64) {
+        return Err(bad(format!("total_args {n} but {} args listed", f.args.len())));
+    }
+    super::model::check_loss(&f.dfx, ARGS_FILE)?;
+    let bin_len = if f.bin_file.is_some() { bin_len.unwrap_or(0) } else { 0 };
+    for a in &f.args {
+        validate_arg(a, bin_len).map_err(|what| {
+            bad(format!("task 0x{:016x} arg {}: {what}", a.task_id, a.arg_index))
+        })?;
+    }
     let d = ArgsDump {
         run_dir: f.run_dir,
         level: f.dump_args_level,
         args: f.args,
-        bin,
+        bin: Vec::new(),
         dropped_records: f.dropped_records,
         dropped_overwrite: f.dropped_overwrite,
     };
-    for a in &d.args {
-        if a.bin_offset.is_some() && d.payload(a).is_none() {
-            return Err(OutputError::Format {
-                file: ARGS_FILE.into(),
-                what: format!(
-                    "task 0x{:016x} arg {}: payload {:?}+{} lies outside args.bin ({} bytes)",
-                    a.task_id,
-                    a.arg_index,
-                    a.bin_offset,
-                    a.bin_size,
-                    d.bin.len()
-                ),
-            });
+    Ok((d, f.dfx))
+}
+
+/// Roles a dumped argument may have.
+pub const ARG_ROLES: [&str; 4] = ["INPUT", "OUTPUT", "INOUT", "SCALAR"];
+/// Stages a dumped argument may be recorded at.
+pub const ARG_STAGES: [&str; 2] = ["before_dispatch", "after_completion"];
+/// The dtype name a record with an unknown dtype code is written with.
+pub const DTYPE_UNKNOWN: &str = "UNKNOWN";
+
+/// Checks one argument against the format and a payload file of `bin_len` bytes: role, stage,
+/// kind and dtype from their closed sets; at most [`ARGS_MAX_DIMS`] extents with as many strides;
+/// `numel` the product of the extents (a scalar: 1); a scalar with a value and no payload; a
+/// payload inside the file whose size is `numel` × the dtype's size (at most, when truncated).
+///
+/// # Errors
+///
+/// What is wrong, as text (the caller names the file and the argument).
+///
+/// [`ARGS_MAX_DIMS`]: ferry_abi::records::ARGS_MAX_DIMS
+pub fn validate_arg(a: &DumpedArg, bin_len: u64) -> Result<(), String> {
+    use ferry_abi::records::{DType, ARGS_MAX_DIMS};
+    if !ARG_ROLES.contains(&&*a.role) {
+        return Err(format!("role {:?} is not one of {}", a.role, ARG_ROLES.join(", ")));
+    }
+    if !ARG_STAGES.contains(&&*a.stage) {
+        return Err(format!("stage {:?} is not one of {}", a.stage, ARG_STAGES.join(", ")));
+    }
+    let dtype = DType::from_name(&a.dtype);
+    if dtype.is_none() && a.dtype != DTYPE_UNKNOWN {
+        return Err(format!("unknown dtype {:?}", a.dtype));
+    }
+    if a.shape.len() > ARGS_MAX_DIMS || a.strides.len() > ARGS_MAX_DIMS {
+        return Err(format!(
+            "{} extents and {} strides (at most {ARGS_MAX_DIMS})",
+            a.shape.len(),
+            a.strides.len()
+        ));
+    }
+    match &*a.kind {
+        "scalar" => {
+            if a.value.is_none() || a.bin_offset.is_some() || a.numel != 1 {
+                return Err("a scalar needs a value, numel 1 and no payload".into());
+            }
+            return Ok(());
+        }
+        "tensor" => {}
+        k => return Err(format!("kind {k:?} is neither tensor nor scalar")),
+    }
+    if a.role == "SCALAR" {
+        return Err("a tensor with role SCALAR".into());
+    }
+    if a.strides.len() != a.shape.len() {
+        return Err(format!("{} extents but {} strides", a.shape.len(), a.strides.len()));
+    }
+    let product = a.shape.iter().try_fold(1u64, |p, &e| p.checked_mul(e));
+    if product != Some(a.numel) {
+        return Err(format!("numel {} is not the product of shape {:?}", a.numel, a.shape));
+    }
+    let Some(off) = a.bin_offset else {
+        return if a.bin_size == 0 {
+            Ok(())
+        } else {
+            Err(format!("bin_size {} without a bin_offset", a.bin_size))
+        };
+    };
+    if off.checked_add(a.bin_size).is_none_or(|end| end > bin_len) {
+        return Err(format!(
+            "payload {off}+{} lies outside {ARGS_BIN_FILE} ({bin_len} bytes)",
+            a.bin_size
+        ));
+    }
+    if let Some(dt) = dtype {
+        let want = a.numel.checked_mul(dt.size() as u64);
+        let ok = match want {
+            Some(w) if a.truncated => a.bin_size <= w,
+            Some(w) => a.bin_size == w,
+            None => false,
+        };
+        if !ok {
+            return Err(format!(
+                "{} payload bytes for {} {} elements{}",
+                a.bin_size,
+                a.numel,
+                dt.name(),
+                if a.truncated { " (truncated: at most their size)" } else { "" }
+            ));
         }
     }
-    Ok((d, f.dfx))
+    Ok(())
 }
 
 #[cfg(test)]

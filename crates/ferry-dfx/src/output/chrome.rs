@@ -169,7 +169,7 @@ impl Serialize for Events<'_, '_> {
             seq.serialize_element(&Complete {
                 args: SortedArgs(&sl.args),
                 cat: sl.category,
-                dur: us(sl.end_ns - sl.start_ns),
+                dur: us(sl.end_ns.saturating_sub(sl.start_ns)),
                 name: &sl.name,
                 ph: "X",
                 pid,

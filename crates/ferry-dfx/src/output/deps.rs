@@ -227,6 +227,7 @@ pub(crate) fn write_deps_ticked<W: Write>(
 /// [`OutputError::Json`] on malformed JSON or fields.
 pub fn read_deps<R: Read>(r: R) -> Result<(DepsGraph, LossAccounting), OutputError> {
     let f: FileIn = serde_json::from_reader(r).map_err(OutputError::json(DEPS_FILE))?;
+    super::model::check_loss(&f.dfx, DEPS_FILE)?;
     Ok((f.graph, f.dfx))
 }
 

@@ -55,6 +55,7 @@ pub mod collect;
 mod deps;
 mod manifest;
 mod model;
+mod open;
 pub mod perfetto;
 mod pmu;
 pub mod sample;
@@ -69,7 +70,8 @@ use std::io::{self, BufReader, Write};
 use std::path::{Path, PathBuf};
 
 pub use args::{
-    read_args, write_args_json, ArgsDump, DumpedArg, ARGS_BIN_FILE, ARGS_DIR, ARGS_FILE,
+    read_args, read_args_meta, validate_arg, write_args_json, ArgsDump, DumpedArg, ARGS_BIN_FILE,
+    ARGS_DIR, ARGS_FILE, ARG_ROLES, ARG_STAGES, DTYPE_UNKNOWN,
 };
 pub use atomic::{
     halt_writes, hash_file, temp_owner, write_atomic, AtomicWriter, Written, WRITE_BUFFER_BYTES,
@@ -84,8 +86,9 @@ pub use manifest::{
 };
 pub use model::{
     AicoreTask, AicpuTask, CoreType, JoinedTask, LaneLoss, LossAccounting, LossPolicy, OrchPhase,
-    RunMeta, RunModel, SchedPhase, Subsystem, Swimlane,
+    RunMeta, RunModel, SchedPhase, Subsystem, Swimlane, MAX_FILE_THREADS,
 };
+pub use open::{inconsistencies, open_run, Need, Needs, OpenError, OpenedRun};
 pub use pmu::{
     pmu_counter_names, read_pmu, write_pmu, PmuRow, PmuTable, PMU_FILE, PMU_HEADER_PREFIX,
     PMU_LOSS_FILE,
@@ -234,7 +237,10 @@ pub fn read_run(dir: &Path) -> Result<RunModel, OutputError> {
     if let Some(r) = open(&dir.join(PMU_FILE))? {
         run.pmu = Some(read_pmu(r)?);
         if let Some(r) = open(&dir.join(PMU_LOSS_FILE))? {
-            run.loss.merge(serde_json::from_reader(r).map_err(OutputError::json(PMU_LOSS_FILE))?);
+            let loss: LossAccounting =
+                serde_json::from_reader(r).map_err(OutputError::json(PMU_LOSS_FILE))?;
+            model::check_loss(&loss, PMU_LOSS_FILE)?;
+            run.loss.merge(loss);
         }
         any = true;
     }

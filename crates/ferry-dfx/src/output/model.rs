@@ -380,16 +380,41 @@ impl LossAccounting {
         }
     }
 
-    /// Sum over lanes of (produced, collected, dropped).
+    /// Sum over lanes of (produced, collected, dropped), saturating (counts read from a file
+    /// may be anything).
     pub fn totals(&self) -> (u64, u64, u64) {
-        self.lanes
-            .iter()
-            .fold((0, 0, 0), |(p, c, d), l| (p + l.produced, c + l.collected, d + l.dropped))
+        self.lanes.iter().fold((0, 0, 0), |(p, c, d), l| {
+            (
+                p.saturating_add(l.produced),
+                c.saturating_add(l.collected),
+                d.saturating_add(l.dropped),
+            )
+        })
     }
 
     /// Whether every lane reconciles.
     pub fn reconciles(&self) -> bool {
         self.lanes.iter().all(LaneLoss::reconciles)
+    }
+}
+
+/// The most AICPU threads a file may name: the largest chip has 5; a thread id beyond this is
+/// not a run's (and would make the trace one track per id).
+pub const MAX_FILE_THREADS: u32 = 64;
+
+/// Checks loss accounting read from `file`: every lane's thread below [`MAX_FILE_THREADS`].
+pub(crate) fn check_loss(l: &LossAccounting, file: &str) -> Result<(), super::OutputError> {
+    match l.lanes.iter().find(|ln| ln.thread >= MAX_FILE_THREADS) {
+        Some(ln) => Err(super::OutputError::Format {
+            file: file.to_string(),
+            what: format!(
+                "dfx lane {:?} names AICPU thread {} (at most {})",
+                ln.lane,
+                ln.thread,
+                MAX_FILE_THREADS - 1
+            ),
+        }),
+        None => Ok(()),
     }
 }
 

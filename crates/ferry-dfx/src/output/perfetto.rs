@@ -388,7 +388,7 @@ pub fn plan(run: &RunModel) -> TracePlan {
             stalls.sort_unstable();
             for s in &stalls {
                 p.plan.counters.push((cu, ns(s[0]), ns(acc) as i64));
-                acc += s[1].saturating_sub(s[0]);
+                acc = acc.saturating_add(s[1].saturating_sub(s[0]));
                 p.plan.counters.push((cu, ns(s[1]), ns(acc) as i64));
             }
             if l.stalls.is_empty() && l.stall_cycles > 0 {

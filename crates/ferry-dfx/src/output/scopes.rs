@@ -187,6 +187,7 @@ pub fn read_scopes<R: BufRead>(r: R) -> Result<(ScopeStats, LossAccounting), Out
     if h.version != SCOPES_VERSION {
         return Err(bad(1, format!("schema version {}, expected {SCOPES_VERSION}", h.version)));
     }
+    super::model::check_loss(&h.dfx, SCOPES_FILE)?;
     let mut s = ScopeStats {
         fatal: h.fatal,
         dropped: h.dropped,

@@ -255,6 +255,23 @@ pub fn read_swimlane<R: Read>(r: R) -> Result<SwimlaneParts, OutputError> {
     let num = |v: u64, col: &str| -> Result<u32, OutputError> {
         u32::try_from(v).map_err(|_| bad(format!("{col} {v} does not fit 32 bits")))
     };
+    if f.metadata.clock_freq_hz == 0 {
+        return Err(bad(
+            "metadata.clock_freq_hz is 0: no time can be derived from the cycles".into()
+        ));
+    }
+    if let Some(t) = f
+        .metadata
+        .core_to_thread
+        .iter()
+        .find(|&&t| t < -1 || t >= super::model::MAX_FILE_THREADS as i32)
+    {
+        return Err(bad(format!(
+            "metadata.core_to_thread names thread {t} (-1 or 0..{})",
+            super::model::MAX_FILE_THREADS
+        )));
+    }
+    super::model::check_loss(&f.dfx, SWIMLANE_FILE)?;
     let mut meta = RunMeta::new(
         f.metadata.arch.as_deref().unwrap_or("a2a3"),
         f.metadata.clock_freq_hz,

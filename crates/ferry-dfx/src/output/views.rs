@@ -45,7 +45,7 @@ impl KernelStats {
             .iter()
             .filter(|t| t.func_id == self.func_id && t.dispatch.is_some() && t.finish.is_some())
             .map(|t| t.end.saturating_sub(t.start))
-            .sum();
+            .fold(0u64, u64::saturating_add);
         (self.latency > 0).then(|| exec as f64 * 100.0 / self.latency as f64)
     }
 }
@@ -59,14 +59,16 @@ pub fn kernel_stats(run: &RunModel) -> Vec<KernelStats> {
             name: run.kernel_name(t.func_id),
             ..Default::default()
         });
+        // Saturating: cycles read from a file may be anything (a sum past u64::MAX shows as
+        // u64::MAX, never as a wrapped small number).
         k.count += 1;
-        k.exec += t.end.saturating_sub(t.start);
+        k.exec = k.exec.saturating_add(t.end.saturating_sub(t.start));
         if let (Some(d), Some(f)) = (t.dispatch, t.finish) {
             k.with_aicpu += 1;
-            k.latency += f.saturating_sub(d);
-            k.head_propagation += t.receive.saturating_sub(d);
-            k.head_setup += t.start.saturating_sub(t.receive.max(d));
-            k.tail += f.saturating_sub(t.end);
+            k.latency = k.latency.saturating_add(f.saturating_sub(d));
+            k.head_propagation = k.head_propagation.saturating_add(t.receive.saturating_sub(d));
+            k.head_setup = k.head_setup.saturating_add(t.start.saturating_sub(t.receive.max(d)));
+            k.tail = k.tail.saturating_add(f.saturating_sub(t.end));
         }
     }
     m.into_values().collect()
@@ -524,7 +526,7 @@ pub fn swimlane_html(run: &RunModel) -> String {
             s.name,
             s.start_ns,
             s.end_ns,
-            s.end_ns - s.start_ns
+            s.end_ns.saturating_sub(s.start_ns)
         );
         for (k, v) in &s.args {
             let _ = write!(tip, " {k}={v:#x}");
@@ -532,9 +534,10 @@ pub fn swimlane_html(run: &RunModel) -> String {
         rows[r].bars.push((s.start_ns, s.end_ns, c.to_string(), tip));
     }
     let t0 = p.slices.iter().map(|s| s.start_ns).min().unwrap_or(0);
-    let t1 = p.slices.iter().map(|s| s.end_ns).max().unwrap_or(1).max(t0 + 1);
+    let t1 = p.slices.iter().map(|s| s.end_ns).max().unwrap_or(1).max(t0.saturating_add(1));
+    let span = (t1 - t0).max(1);
     let (label_w, plot_w, row_h) = (220.0, 1000.0, 18.0);
-    let x = |t: u64| label_w + (t - t0) as f64 * plot_w / (t1 - t0) as f64;
+    let x = |t: u64| label_w + t.saturating_sub(t0) as f64 * plot_w / span as f64;
     let h = rows.len() as f64 * row_h + 30.0;
     let mut svg = format!("<svg width=\"{}\" height=\"{h}\">\n", label_w + plot_w + 10.0);
     for (i, r) in rows.iter().enumerate() {
@@ -562,7 +565,7 @@ pub fn swimlane_html(run: &RunModel) -> String {
     }
     // Five evenly spaced time ticks under the rows.
     for k in 0..=4u64 {
-        let t = t0 + (t1 - t0) * k / 4;
+        let t = t0.saturating_add((u128::from(span) * u128::from(k) / 4) as u64);
         let anchor = match k {
             0 => "start",
             4 => "end",
@@ -647,7 +650,11 @@ pub fn scope_usage(s: &ScopeStats) -> (Vec<ScopeUsage>, usize) {
                     unmatched += 1;
                     continue;
                 };
-                let tri = |bt: i64, bh: i64, et: i64, eh: i64| (eh - bt, eh - et, eh - bh);
+                // Saturating: positions read from a file may be anything.
+                let tri = |bt: i64, bh: i64, et: i64, eh: i64| {
+                    (eh.saturating_sub(bt), eh.saturating_sub(et), eh.saturating_sub(bh))
+                };
+                let signed = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
                 let tw = tri(
                     b.task_window_start,
                     b.task_window_end,
@@ -655,13 +662,13 @@ pub fn scope_usage(s: &ScopeStats) -> (Vec<ScopeUsage>, usize) {
                     r.task_window_end,
                 );
                 let heap = tri(
-                    b.heap_start as i64,
-                    b.heap_end as i64,
-                    r.heap_start as i64,
-                    r.heap_end as i64,
+                    signed(b.heap_start),
+                    signed(b.heap_end),
+                    signed(r.heap_start),
+                    signed(r.heap_end),
                 );
                 let dp = tri(b.dep_pool_start, b.dep_pool_end, r.dep_pool_start, r.dep_pool_end);
-                let heap_caps = s.heap_max.map(|c| c as i64);
+                let heap_caps = s.heap_max.map(signed);
                 let frac = |peak: i64, cap: Option<i64>| cap.map(|c| peak as f64 / c as f64);
                 out.push(ScopeUsage {
                     site: r.site.clone(),

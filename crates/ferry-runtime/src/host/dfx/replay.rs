@@ -78,6 +78,15 @@ pub enum ReplayError {
         /// What is missing.
         what: String,
     },
+    /// The dump's metadata for the task is inconsistent, or describes what a replay cannot
+    /// reproduce (a dtype other than FLOAT32, a strided view, a truncated payload).
+    #[error("task {task}: {what}")]
+    Invalid {
+        /// Task id.
+        task: u64,
+        /// What is wrong.
+        what: String,
+    },
     /// The kernel failed on the dumped inputs.
     #[error("task {task}: kernel failed: {fault}")]
     Kernel {
@@ -92,12 +101,109 @@ fn floats(b: &[u8]) -> Vec<f32> {
     b.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect()
 }
 
+/// The most tensor arguments a task has ([`MAX_TASK_TENSORS`]) and scalars after them.
+///
+/// [`MAX_TASK_TENSORS`]: crate::device::image::MAX_TASK_TENSORS
+const MAX_TENSORS: u32 = crate::device::image::MAX_TASK_TENSORS as u32;
+const MAX_SCALARS: u32 = crate::device::image::MAX_TASK_SCALARS as u32;
+
+/// The validated tensor arguments of one task: per tensor index its before-dispatch and
+/// after-completion records.
+type Slots<'a> = Vec<[Option<&'a DumpedArg>; 2]>;
+
+/// Checks the task's records against what the runtime dumps and a replay can reproduce, and
+/// sorts its tensors by index. Everything a buffer is sized by comes from a payload that
+/// [`ArgsDump::payload`] found inside `args.bin`, never from a count the file states.
+fn validate<'a>(d: &ArgsDump, task: u64, args: &[&'a DumpedArg]) -> Result<Slots<'a>, ReplayError> {
+    let invalid = |what: String| ReplayError::Invalid { task, what };
+    let mut tensors = 0u32;
+    for a in args {
+        ferry_dfx::output::validate_arg(a, d.bin.len() as u64)
+            .map_err(|e| invalid(format!("arg {}: {e}", a.arg_index)))?;
+        match &*a.kind {
+            "tensor" if a.arg_index >= MAX_TENSORS => {
+                return Err(invalid(format!(
+                    "tensor arg_index {} (a task has at most {MAX_TENSORS} tensors)",
+                    a.arg_index
+                )))
+            }
+            "tensor" => tensors = tensors.max(a.arg_index + 1),
+            _ => {}
+        }
+    }
+    let mut slots: Slots<'a> = vec![[None; 2]; tensors as usize];
+    for a in args {
+        match &*a.kind {
+            "tensor" => {
+                if a.dtype != "FLOAT32" {
+                    return Err(invalid(format!(
+                        "arg {} is {}: the replay runs FLOAT32 kernels only",
+                        a.arg_index, a.dtype
+                    )));
+                }
+                if !a.is_contiguous || a.start_offset != 0 || a.shape.len() > 1 {
+                    return Err(invalid(format!(
+                        "arg {} is a view (shape {:?}, strides {:?}, offset {}): the replay \
+                         needs whole contiguous buffers",
+                        a.arg_index, a.shape, a.strides, a.start_offset
+                    )));
+                }
+                if a.truncated || a.overwritten {
+                    return Err(invalid(format!(
+                        "arg {}: its payload was {} on the device",
+                        a.arg_index,
+                        if a.truncated { "truncated" } else { "overwritten" }
+                    )));
+                }
+                let stage = usize::from(a.stage != "before_dispatch");
+                let slot = &mut slots[a.arg_index as usize][stage];
+                if slot.replace(a).is_some() {
+                    return Err(invalid(format!(
+                        "arg {} is dumped twice at {}",
+                        a.arg_index, a.stage
+                    )));
+                }
+            }
+            _ => {
+                let first = tensors;
+                if a.arg_index < first || a.arg_index >= first + MAX_SCALARS {
+                    return Err(invalid(format!(
+                        "scalar arg_index {} (scalars follow the {tensors} tensors, at most \
+                         {MAX_SCALARS})",
+                        a.arg_index
+                    )));
+                }
+            }
+        }
+    }
+    for (i, s) in slots.iter().enumerate() {
+        match s {
+            [None, None] => return Err(invalid(format!("tensor arg {i} is not in the dump"))),
+            [Some(b), Some(a)] if b.numel != a.numel => {
+                return Err(invalid(format!(
+                    "arg {i} has {} elements before dispatch but {} after completion",
+                    b.numel, a.numel
+                )))
+            }
+            _ => {}
+        }
+    }
+    Ok(slots)
+}
+
 /// Replays task `task` from a level ≥ 1 args dump: rebuilds its arguments from the
 /// before-dispatch payloads (outputs start zeroed), runs its kernel over every block on the host,
 /// and returns each after-completion argument with what the replay computed.
 ///
+/// Before anything is allocated the task's records are checked: every argument as
+/// [`ferry_dfx::output::validate_arg`] does (closed sets, `numel` × dtype size = payload size,
+/// payloads inside `args.bin`), tensor indices below the runtime's tensor count and each present,
+/// scalars after the tensors, one record per index and stage, FLOAT32 whole buffers with whole
+/// payloads. Buffers are sized by payloads found in `args.bin`.
+///
 /// # Errors
-/// [`ReplayError`] when the dump lacks the task or a payload, or the kernel fails.
+/// [`ReplayError::Missing`] when the dump lacks the task or a payload, [`ReplayError::Invalid`]
+/// when its records break the rules above, [`ReplayError::Kernel`] when the kernel fails.
 pub fn replay_task(d: &ArgsDump, task: u64) -> Result<Vec<ReplayArg>, ReplayError> {
     let missing = |what: &str| ReplayError::Missing { task, what: what.into() };
     let args: Vec<&DumpedArg> = d.args.iter().filter(|a| a.task_id == task).collect();
@@ -110,33 +216,32 @@ pub fn replay_task(d: &ArgsDump, task: u64) -> Result<Vec<ReplayArg>, ReplayErro
         .copied()
         .filter(|&f| f >= 0)
         .ok_or_else(|| missing("no kernel id"))?;
-    let tensor_count =
-        args.iter().filter(|a| a.kind == "tensor").map(|a| a.arg_index + 1).max().unwrap_or(0);
+    let slots = validate(d, task, &args)?;
+    let tensor_count = slots.len();
     let mut scalars: Vec<(u32, u64)> = args
         .iter()
         .filter(|a| a.kind == "scalar")
         .map(|a| (a.arg_index, a.value.unwrap_or(0)))
         .collect();
     scalars.sort_unstable();
-    let mut bufs: Vec<Box<[u32]>> = Vec::new();
-    for i in 0..tensor_count {
-        let find = |stage: &str| {
-            args.iter().find(|a| a.kind == "tensor" && a.arg_index == i && a.stage == stage)
-        };
-        let before = find("before_dispatch");
-        let after = find("after_completion");
-        let numel = before.or(after).map_or(0, |a| a.numel) as usize;
+    let mut bufs: Vec<Box<[u32]>> = Vec::with_capacity(tensor_count);
+    for (i, [before, after]) in slots.iter().enumerate() {
         let words: Box<[u32]> = match before {
             Some(a) => {
                 let p = d.payload(a).ok_or_else(|| missing(&format!("payload of input {i}")))?;
                 floats(p).into_iter().map(f32::to_bits).collect()
             }
-            None => vec![0u32; numel].into(),
+            // An output only: as large as its dumped payload (checked against numel above).
+            None => {
+                let a = after.expect("validate: every index has a record");
+                let p = d.payload(a).ok_or_else(|| missing(&format!("payload of output {i}")))?;
+                vec![0u32; p.len() / 4].into()
+            }
         };
         bufs.push(words);
     }
     let ops = HostBuffers { bufs };
-    let slices: Vec<crate::device::image::F32Slice> = (0..tensor_count as usize)
+    let slices: Vec<crate::device::image::F32Slice> = (0..tensor_count)
         .map(|i| {
             crate::device::image::F32Slice::new(
                 &ops,
@@ -156,10 +261,10 @@ pub fn replay_task(d: &ArgsDump, task: u64) -> Result<Vec<ReplayArg>, ReplayErro
     })
     .map_err(|fault| ReplayError::Kernel { task, fault })?;
     let mut out = Vec::new();
-    for a in args.iter().filter(|a| a.kind == "tensor" && a.stage == "after_completion") {
-        let p =
-            d.payload(a).ok_or_else(|| missing(&format!("payload of output {}", a.arg_index)))?;
-        let s = &slices[a.arg_index as usize];
+    for (i, [_, after]) in slots.iter().enumerate() {
+        let Some(a) = after else { continue };
+        let p = d.payload(a).ok_or_else(|| missing(&format!("payload of output {i}")))?;
+        let s = &slices[i];
         out.push(ReplayArg {
             index: a.arg_index,
             dumped: floats(p),

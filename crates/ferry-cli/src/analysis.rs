@@ -1,0 +1,40 @@
+//! What the analysis commands share: opening a run's directory through
+//! [`ferry_dfx::output::open_run`] (only the files a command needs, checked against the run's
+//! manifest; see the README's "Analysis commands") with its warnings on stderr, and recording
+//! the files a command writes into a run's directory in its manifest.
+use std::path::Path;
+
+use anyhow::Context;
+use ferry_dfx::output::{self, Needs, OpenedRun, Written};
+
+/// Opens `dir` for a command that needs `needs`; prints the warnings to stderr.
+///
+/// # Errors
+/// [`ferry_dfx::output::OpenError`]: the message names the directory or file and what to do.
+pub(crate) fn open(dir: &Path, needs: &Needs) -> anyhow::Result<OpenedRun> {
+    let r = output::open_run(dir, needs)?;
+    for w in &r.warnings {
+        eprintln!("ferry: warning: {w}");
+    }
+    Ok(r)
+}
+
+/// Writes `bytes` to `path` atomically and, when `path` lies in the run's directory, records it
+/// in the run's manifest (so the next `ferry run` into the directory removes it).
+///
+/// # Errors
+/// The write, or the manifest update (another ferry writing the directory).
+pub(crate) fn write_output(run: &OpenedRun, path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
+    let w = output::write_bytes_atomic(path, bytes)?;
+    record(run, path, w)
+}
+
+/// Records `path` (already written) in the run's manifest, when it lies in the run's directory.
+///
+/// # Errors
+/// The manifest update.
+pub(crate) fn record(run: &OpenedRun, path: &Path, w: Written) -> anyhow::Result<()> {
+    run.record_output(path, w)
+        .with_context(|| format!("recording {} in the run's manifest", path.display()))?;
+    Ok(())
+}

@@ -1,0 +1,602 @@
+//! Opening a run's output directory for analysis: only the files an analysis needs, each checked
+//! against the run's manifest before it is parsed, and the model checked for inconsistencies.
+//!
+//! The rules (the README's "Analysis commands"):
+//!
+//! - **Only what is needed.** Each analysis names its [`Needs`]: a [`Need::Required`] file that is
+//!   missing or broken is an error ([`OpenError`]); an [`Need::Optional`] one that is broken is
+//!   skipped with a warning ([`OpenedRun::warnings`]), so one truncated `pmu.csv` does not stop
+//!   `ferry deps`; a [`Need::Skip`] file is never opened (`ferry deps` never reads `args.bin`).
+//! - **The manifest decides.** With a manifest (in the directory, or in its parent for the
+//!   `DIR/<example>/` of a run of several examples) only the files it lists are read, and only
+//!   while their size and XXH3-64 are what the run wrote: a required file it does not list, or one
+//!   that changed, is refused ([`OpenError::Refused`], naming the file and what to do); an optional
+//!   one is skipped with a warning. A manifest of a run that did not finish is an error.
+//! - **No manifest: read unverified, with a warning.** A directory written by another tool (the
+//!   original runtime's files), by a ferry before manifests, or by the library ([`write_run`]) has
+//!   none; its files are read as they are and the warning says they may mix runs. Removing the
+//!   manifest of a directory is the escape hatch for reading files edited after the run.
+//! - **Consistency.** What parses but does not add up (an edge to a task the graph does not list,
+//!   a task that ends before it starts, a scope ring with records but no capacity) becomes a
+//!   warning; what cannot be read meaningfully (`clock_freq_hz` 0, a thread id beyond any chip,
+//!   payload sizes that disagree with the metadata) is a [`OutputError::Format`] of its reader.
+//!
+//! Every size a parser meets is capped by the file's length: JSON and CSV grow their vectors as
+//! they parse (never from a length the file states), and `args.bin` is read only when the
+//! analysis needs payloads, after its size has been checked.
+//!
+//! [`write_run`]: super::write_run
+
+use std::fs::{self, File};
+use std::io::{self, BufReader};
+use std::path::{Path, PathBuf};
+
+use super::args::{read_args, read_args_meta, ARGS_BIN_FILE, ARGS_DIR, ARGS_FILE};
+use super::deps::{read_deps, DEPS_FILE};
+use super::manifest::{Manifest, ManifestError, MANIFEST_FILE};
+use super::model::RunModel;
+use super::pmu::{read_pmu, PMU_FILE, PMU_LOSS_FILE};
+use super::scopes::{read_scopes, SCOPES_DIR, SCOPES_FILE};
+use super::swimlane::{read_swimlane, SWIMLANE_FILE};
+use super::{OutputError, Written};
+
+/// How much an analysis needs one file.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Need {
+    /// Never opened.
+    #[default]
+    Skip,
+    /// Read when present and sound; skipped with a warning otherwise.
+    Optional,
+    /// Missing or broken: the analysis fails.
+    Required,
+}
+
+/// The files an analysis reads.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Needs {
+    /// `chip_swimlane_records.json`.
+    pub swimlane: Need,
+    /// `pmu.csv` (and its sidecar).
+    pub pmu: Need,
+    /// `deps.json`.
+    pub deps: Need,
+    /// `args_dump/args_dump.json`.
+    pub args: Need,
+    /// Whether `args_dump/args.bin` is read too (else only its size is checked).
+    pub args_payloads: bool,
+    /// `scope_stats/scope_stats.jsonl`.
+    pub scopes: Need,
+}
+
+impl Needs {
+    /// `ferry deps`: the graph, and the swimlane for the happens-before check and kernel names.
+    pub const DEPS: Needs = Needs {
+        deps: Need::Required,
+        swimlane: Need::Optional,
+        pmu: Need::Skip,
+        args: Need::Skip,
+        args_payloads: false,
+        scopes: Need::Skip,
+    };
+    /// `ferry report`: every file that is there (payloads excepted), at least one.
+    pub const REPORT: Needs = Needs {
+        swimlane: Need::Optional,
+        pmu: Need::Optional,
+        deps: Need::Optional,
+        args: Need::Optional,
+        args_payloads: false,
+        scopes: Need::Optional,
+    };
+    /// `ferry dump`: the argument dump with its payloads.
+    pub const DUMP: Needs = Needs {
+        args: Need::Required,
+        args_payloads: true,
+        swimlane: Need::Skip,
+        pmu: Need::Skip,
+        deps: Need::Skip,
+        scopes: Need::Skip,
+    };
+    /// `ferry scopes`: the scope records.
+    pub const SCOPES: Needs = Needs {
+        scopes: Need::Required,
+        swimlane: Need::Skip,
+        pmu: Need::Skip,
+        deps: Need::Skip,
+        args: Need::Skip,
+        args_payloads: false,
+    };
+    /// `ferry trace` and `ferry view`: the swimlane, and the rest for kernels, flows and lanes.
+    pub const TRACE: Needs = Needs {
+        swimlane: Need::Required,
+        pmu: Need::Optional,
+        deps: Need::Optional,
+        args: Need::Optional,
+        args_payloads: false,
+        scopes: Need::Optional,
+    };
+}
+
+/// Why a run's directory could not be opened for an analysis.
+#[derive(Debug, thiserror::Error)]
+pub enum OpenError {
+    /// The directory does not exist.
+    #[error("{}: no such directory", .0.display())]
+    NoDirectory(PathBuf),
+    /// The path is not a directory.
+    #[error("{} is not a directory (pass a run's output directory, the --out of `ferry run`)", .0.display())]
+    NotADirectory(PathBuf),
+    /// A file the analysis needs is not there.
+    #[error("{} has no {file}{}", dir.display(), hint)]
+    MissingFile {
+        /// The directory.
+        dir: PathBuf,
+        /// The file, relative to it.
+        file: String,
+        /// What to do (`: run ferry run with --dep-gen …`), or empty.
+        hint: String,
+    },
+    /// The directory holds no file of the analysis, but its subdirectories (a run of several
+    /// examples) do.
+    #[error(
+        "{} holds no {file}, but {} do (a run of several examples writes each one's files in \
+         DIR/<example>/): pass one of them",
+        dir.display(),
+        subdirs.join(", ")
+    )]
+    SeveralExamples {
+        /// The directory.
+        dir: PathBuf,
+        /// The file looked for.
+        file: String,
+        /// The subdirectories that hold it.
+        subdirs: Vec<String>,
+    },
+    /// The directory holds no DFX file at all.
+    #[error("{}: no DFX output files found (run ferry run with --out DIR and a DFX option)", .0.display())]
+    Empty(PathBuf),
+    /// The manifest cannot be trusted (malformed, or the run did not finish).
+    #[error(transparent)]
+    Manifest(ManifestError),
+    /// A file the analysis needs is not what the run wrote, or no run there wrote it.
+    #[error(
+        "{source}: refusing to read it; rerun `ferry run --out DIR` to rewrite the directory, or \
+         remove {MANIFEST_FILE} to read its files unverified"
+    )]
+    Refused {
+        /// Why (not listed, changed, listed but gone).
+        #[source]
+        source: ManifestError,
+    },
+    /// A file could not be read or parsed.
+    #[error(transparent)]
+    Output(#[from] OutputError),
+}
+
+/// A run's files as an analysis read them.
+#[derive(Debug)]
+pub struct OpenedRun {
+    /// The model of the files read.
+    pub run: RunModel,
+    /// What was skipped or does not add up, one line each (print them; they are not errors).
+    pub warnings: Vec<String>,
+    /// Where the manifest lives and the directory's path under it (`"vector/"`), when verified.
+    trust: Option<(PathBuf, String)>,
+    /// The directory.
+    dir: PathBuf,
+}
+
+impl OpenedRun {
+    /// Whether the files were checked against a manifest.
+    pub fn is_verified(&self) -> bool {
+        self.trust.is_some()
+    }
+
+    /// Records `path`, a file an analysis wrote (a trace, a page), in the run's manifest, so the
+    /// next run into the directory removes it like the run's own files. Returns whether it was
+    /// recorded: `false` without a manifest, or for a path outside the manifest's directory.
+    ///
+    /// # Errors
+    /// As [`Manifest::add_file`] ([`ManifestError::Busy`] while a run writes the directory).
+    pub fn record_output(&self, path: &Path, w: Written) -> Result<bool, ManifestError> {
+        let Some((root, _)) = &self.trust else { return Ok(false) };
+        let abs = |p: &Path| fs::canonicalize(p).ok();
+        let (Some(root_abs), Some(parent)) = (abs(root), path.parent().and_then(abs)) else {
+            return Ok(false);
+        };
+        let Some(name) = path.file_name().and_then(|n| n.to_str()) else { return Ok(false) };
+        let Ok(rel_dir) = parent.strip_prefix(&root_abs) else { return Ok(false) };
+        let mut parts: Vec<&str> = Vec::new();
+        for c in rel_dir.components() {
+            match c.as_os_str().to_str() {
+                Some(s) => parts.push(s),
+                None => return Ok(false),
+            }
+        }
+        parts.push(name);
+        Manifest::add_file(root, &parts.join("/"), w)?;
+        Ok(true)
+    }
+
+    /// The directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+}
+
+/// What to run `ferry run` with to get `file`.
+fn option_for(file: &str) -> &'static str {
+    match file {
+        SWIMLANE_FILE => "--swimlane N",
+        PMU_FILE => "--pmu N",
+        DEPS_FILE => "--dep-gen",
+        SCOPES_FILE => "--scope-stats",
+        _ => "--dump-args N",
+    }
+}
+
+/// Every DFX file an analysis may read, relative to a run's directory.
+fn dfx_files() -> [String; 5] {
+    [
+        SWIMLANE_FILE.to_string(),
+        PMU_FILE.to_string(),
+        DEPS_FILE.to_string(),
+        format!("{ARGS_DIR}/{ARGS_FILE}"),
+        format!("{SCOPES_DIR}/{SCOPES_FILE}"),
+    ]
+}
+
+struct Opener {
+    dir: PathBuf,
+    /// The manifest, where it lives and this directory's prefix under it.
+    trust: Option<(Manifest, PathBuf, String)>,
+    warnings: Vec<String>,
+}
+
+impl Opener {
+    /// The path of `rel` if the analysis may read it (see the module docs); `None` when it is
+    /// absent (or skipped with a warning).
+    fn source(&mut self, rel: &str, need: Need) -> Result<Option<PathBuf>, OpenError> {
+        if need == Need::Skip {
+            return Ok(None);
+        }
+        let path = self.dir.join(rel);
+        let exists = fs::symlink_metadata(&path).is_ok_and(|m| m.is_file());
+        let missing = || OpenError::MissingFile {
+            dir: self.dir.clone(),
+            file: rel.to_string(),
+            hint: format!(" (written by `ferry run` with {})", option_for(file_name(rel))),
+        };
+        let Some((m, root, prefix)) = &self.trust else {
+            return match (exists, need) {
+                (true, _) => Ok(Some(path)),
+                (false, Need::Required) => Err(missing()),
+                (false, _) => Ok(None),
+            };
+        };
+        let full = format!("{prefix}{rel}");
+        let refusal = match (m.entry(&full).is_some(), exists) {
+            (false, false) => {
+                return if need == Need::Required { Err(missing()) } else { Ok(None) };
+            }
+            (false, true) => ManifestError::NotListed { dir: root.clone(), file: full },
+            (true, false) => ManifestError::Changed {
+                file: path.clone(),
+                what: "the manifest lists it but it is gone".into(),
+            },
+            (true, true) => match m.verify(root, &full) {
+                Ok(()) => return Ok(Some(path)),
+                Err(e) => e,
+            },
+        };
+        if need == Need::Required {
+            return Err(OpenError::Refused { source: refusal });
+        }
+        self.warnings.push(format!(
+            "skipped {rel}: {refusal} (rerun `ferry run --out DIR` to rewrite the directory, or \
+             remove {MANIFEST_FILE} to read its files unverified)"
+        ));
+        Ok(None)
+    }
+
+    /// A parse failure of a file: an error when required, else a warning and nothing.
+    fn failed<T>(&mut self, need: Need, e: OutputError) -> Result<Option<T>, OpenError> {
+        if need == Need::Required {
+            return Err(e.into());
+        }
+        self.warnings.push(format!("skipped {}: {e}", self.dir.display()));
+        Ok(None)
+    }
+
+    /// The size of `rel` when the analysis may rely on it: listed with that size (no hash: the
+    /// file is not read), or present in an unverified directory.
+    fn size_of(&mut self, rel: &str) -> Result<Option<u64>, OpenError> {
+        let path = self.dir.join(rel);
+        let Ok(meta) = fs::metadata(&path) else { return Ok(None) };
+        let Some((m, root, prefix)) = &self.trust else { return Ok(Some(meta.len())) };
+        let full = format!("{prefix}{rel}");
+        match m.entry(&full) {
+            Some(e) if e.bytes == Some(meta.len()) => Ok(Some(meta.len())),
+            Some(e) => Err(OpenError::Refused {
+                source: ManifestError::Changed {
+                    file: path,
+                    what: format!("{} bytes, the run wrote {}", meta.len(), e.bytes.unwrap_or(0)),
+                },
+            }),
+            None => Err(OpenError::Refused {
+                source: ManifestError::NotListed { dir: root.clone(), file: full },
+            }),
+        }
+    }
+}
+
+fn file_name(rel: &str) -> &str {
+    rel.rsplit('/').next().unwrap_or(rel)
+}
+
+fn open_file(path: &Path) -> Result<BufReader<File>, OpenError> {
+    File::open(path)
+        .map(BufReader::new)
+        .map_err(|source| OutputError::Io { file: path.display().to_string(), source }.into())
+}
+
+/// The manifest that covers `dir`: its own, or its parent's when that lists files under
+/// `<dir's name>/` (the `DIR/<example>/` of a run of several examples).
+fn find_manifest(dir: &Path) -> Result<Option<(Manifest, PathBuf, String)>, OpenError> {
+    let complete = |m: Manifest, at: &Path| {
+        if m.complete {
+            Ok(m)
+        } else {
+            Err(OpenError::Manifest(ManifestError::Incomplete(at.to_path_buf())))
+        }
+    };
+    if let Some(m) = Manifest::read(dir).map_err(OpenError::Manifest)? {
+        return Ok(Some((complete(m, dir)?, dir.to_path_buf(), String::new())));
+    }
+    let abs = fs::canonicalize(dir)
+        .map_err(|source| OutputError::Io { file: dir.display().to_string(), source })?;
+    let (Some(parent), Some(name)) = (abs.parent(), abs.file_name().and_then(|n| n.to_str()))
+    else {
+        return Ok(None);
+    };
+    let prefix = format!("{name}/");
+    match Manifest::read(parent).map_err(OpenError::Manifest)? {
+        Some(m) if m.files.iter().any(|e| e.path.starts_with(&prefix)) => {
+            let root = dir.join("..");
+            Ok(Some((complete(m, parent)?, root, prefix)))
+        }
+        _ => Ok(None),
+    }
+}
+
+/// Subdirectories of `dir` that hold `rel` (any DFX file when `rel` is `None`), sorted.
+fn subdirs_with(dir: &Path, rel: Option<&str>) -> Vec<String> {
+    let Ok(rd) = fs::read_dir(dir) else { return Vec::new() };
+    let mut v: Vec<String> = rd
+        .flatten()
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+        .filter(|e| {
+            let p = e.path();
+            match rel {
+                Some(r) => p.join(r).is_file(),
+                None => dfx_files().iter().any(|f| p.join(f).is_file()),
+            }
+        })
+        .map(|e| dir.join(e.file_name()).display().to_string())
+        .collect();
+    v.sort();
+    v
+}
+
+/// Opens `dir` for an analysis that needs `needs` (see the [module docs](self)).
+///
+/// # Errors
+/// [`OpenError`]: the directory is missing or not one, a required file is missing, refused by
+/// the manifest or broken, the manifest is malformed or incomplete, or nothing was read.
+pub fn open_run(dir: &Path, needs: &Needs) -> Result<OpenedRun, OpenError> {
+    match fs::metadata(dir) {
+        Ok(m) if m.is_dir() => {}
+        Ok(_) => return Err(OpenError::NotADirectory(dir.to_path_buf())),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            return Err(OpenError::NoDirectory(dir.to_path_buf()))
+        }
+        Err(source) => {
+            return Err(OutputError::Io { file: dir.display().to_string(), source }.into())
+        }
+    }
+    let trust = find_manifest(dir)?;
+    let mut o = Opener { dir: dir.to_path_buf(), trust, warnings: Vec::new() };
+    if o.trust.is_none() {
+        o.warnings.push(format!(
+            "{} has no {MANIFEST_FILE} (not written by `ferry run`, or by a ferry before \
+             manifests): its files are read unverified and may mix runs",
+            dir.display()
+        ));
+    }
+    // A required file that is missing: point at the subdirectories that hold it.
+    let required = [
+        (needs.swimlane, SWIMLANE_FILE.to_string()),
+        (needs.deps, DEPS_FILE.to_string()),
+        (needs.args, format!("{ARGS_DIR}/{ARGS_FILE}")),
+        (needs.scopes, format!("{SCOPES_DIR}/{SCOPES_FILE}")),
+    ];
+    for (need, rel) in &required {
+        if *need == Need::Required && !dir.join(rel).exists() {
+            let subdirs = subdirs_with(dir, Some(rel));
+            if !subdirs.is_empty() {
+                return Err(OpenError::SeveralExamples {
+                    dir: dir.to_path_buf(),
+                    file: rel.clone(),
+                    subdirs,
+                });
+            }
+        }
+    }
+    let mut run = RunModel::default();
+    let mut any = false;
+    if let Some(p) = o.source(SWIMLANE_FILE, needs.swimlane)? {
+        match read_swimlane(open_file(&p)?) {
+            Ok((meta, kernels, sw, loss)) => {
+                run.meta = meta;
+                run.kernels = kernels;
+                run.swimlane = Some(sw);
+                run.loss.merge(loss);
+                any = true;
+            }
+            Err(e) => o.failed::<()>(needs.swimlane, e).map(drop)?,
+        }
+    }
+    if let Some(p) = o.source(PMU_FILE, needs.pmu)? {
+        match read_pmu(open_file(&p)?) {
+            Ok(t) => {
+                run.pmu = Some(t);
+                any = true;
+                if let Some(p) = o.source(PMU_LOSS_FILE, Need::Optional)? {
+                    let loss = serde_json::from_reader(open_file(&p)?)
+                        .map_err(OutputError::json(PMU_LOSS_FILE))
+                        .and_then(|l| super::model::check_loss(&l, PMU_LOSS_FILE).map(|()| l));
+                    match loss {
+                        Ok(l) => run.loss.merge(l),
+                        Err(e) => o.failed::<()>(Need::Optional, e).map(drop)?,
+                    }
+                }
+            }
+            Err(e) => o.failed::<()>(needs.pmu, e).map(drop)?,
+        }
+    }
+    if let Some(p) = o.source(DEPS_FILE, needs.deps)? {
+        match read_deps(open_file(&p)?) {
+            Ok((g, loss)) => {
+                run.deps = Some(g);
+                run.loss.merge(loss);
+                any = true;
+            }
+            Err(e) => o.failed::<()>(needs.deps, e).map(drop)?,
+        }
+    }
+    let args_rel = format!("{ARGS_DIR}/{ARGS_FILE}");
+    if let Some(p) = o.source(&args_rel, needs.args)? {
+        let bin_rel = format!("{ARGS_DIR}/{ARGS_BIN_FILE}");
+        let read = if needs.args_payloads {
+            match o.source(&bin_rel, needs.args)? {
+                Some(bp) => {
+                    let bin = fs::read(&bp).map_err(|source| OutputError::Io {
+                        file: bp.display().to_string(),
+                        source,
+                    })?;
+                    read_args(open_file(&p)?, Some(bin))
+                }
+                None => read_args(open_file(&p)?, None),
+            }
+        } else {
+            let len = o.size_of(&bin_rel);
+            match len {
+                Ok(len) => read_args_meta(open_file(&p)?, len),
+                Err(e) if needs.args == Need::Required => return Err(e),
+                Err(e) => {
+                    o.warnings.push(format!("skipped {}: {e}", p.display()));
+                    Err(OutputError::Empty(p.clone()))
+                }
+            }
+        };
+        match read {
+            Ok((a, loss)) => {
+                run.args = Some(a);
+                run.loss.merge(loss);
+                any = true;
+            }
+            Err(OutputError::Empty(_)) => {}
+            Err(e) => o.failed::<()>(needs.args, e).map(drop)?,
+        }
+    }
+    let scopes_rel = format!("{SCOPES_DIR}/{SCOPES_FILE}");
+    if let Some(p) = o.source(&scopes_rel, needs.scopes)? {
+        match read_scopes(open_file(&p)?) {
+            Ok((s, loss)) => {
+                run.scopes = Some(s);
+                run.loss.merge(loss);
+                any = true;
+            }
+            Err(e) => o.failed::<()>(needs.scopes, e).map(drop)?,
+        }
+    }
+    if !any {
+        let subdirs = subdirs_with(dir, None);
+        if !subdirs.is_empty() {
+            return Err(OpenError::SeveralExamples {
+                dir: dir.to_path_buf(),
+                file: "DFX files".into(),
+                subdirs,
+            });
+        }
+        if o.warnings.len() > usize::from(o.trust.is_none()) {
+            // Files were there but none could be read: say why, not "no files".
+            let why = o.warnings.split_off(usize::from(o.trust.is_none())).join("; ");
+            return Err(OutputError::Format { file: dir.display().to_string(), what: why }.into());
+        }
+        return Err(OpenError::Empty(dir.to_path_buf()));
+    }
+    o.warnings.extend(inconsistencies(&run));
+    let trust = o.trust.map(|(_, root, prefix)| (root, prefix));
+    Ok(OpenedRun { run, warnings: o.warnings, trust, dir: dir.to_path_buf() })
+}
+
+/// What parses but does not add up in `run`, one line per kind (with the first example): tasks
+/// that end before they start, edges to tasks the graph does not list, scope rings with records
+/// but no capacity.
+pub fn inconsistencies(run: &RunModel) -> Vec<String> {
+    let mut w = Vec::new();
+    if let Some(sw) = &run.swimlane {
+        let bad: Vec<_> = sw.aicore_tasks.iter().filter(|t| t.end < t.start).collect();
+        if let Some(t) = bad.first() {
+            w.push(format!(
+                "{SWIMLANE_FILE}: {} AICore task record(s) end before they start (first: core {} \
+                 task 0x{:016x}, start {} end {}); their exec time counts as 0",
+                bad.len(),
+                t.core,
+                t.task_token_raw,
+                t.start,
+                t.end
+            ));
+        }
+        let bad = sw.aicpu_tasks.iter().filter(|t| t.finish < t.dispatch).count();
+        if bad > 0 {
+            w.push(format!(
+                "{SWIMLANE_FILE}: {bad} AICPU task record(s) finish before their dispatch"
+            ));
+        }
+    }
+    if let Some(g) = &run.deps {
+        let known: std::collections::HashSet<u64> = g.tasks.iter().map(|t| t.task_id).collect();
+        let unknown: Vec<_> = g
+            .edges
+            .iter()
+            .filter(|e| (e.pred != 0 && !known.contains(&e.pred)) || !known.contains(&e.succ))
+            .collect();
+        if let Some(e) = unknown.first() {
+            w.push(format!(
+                "{DEPS_FILE}: {} edge(s) name a task the graph does not list (first: 0x{:016x} -> \
+                 0x{:016x})",
+                unknown.len(),
+                e.pred,
+                e.succ
+            ));
+        }
+    }
+    if let Some(s) = &run.scopes {
+        let mut rings: Vec<i32> = s.records.iter().map(|r| r.ring).collect();
+        rings.sort_unstable();
+        rings.dedup();
+        for r in rings {
+            let cap = usize::try_from(r).ok().and_then(|i| s.task_window_max.get(i));
+            if cap.is_none_or(|&c| c <= 0) {
+                w.push(format!(
+                    "{SCOPES_FILE}: ring {r} has scope records but no task-window capacity \
+                     ({}): its occupancy risk is unknown",
+                    cap.map_or("no such ring".to_string(), |c| format!("task_window_max {c}"))
+                ));
+            }
+        }
+    }
+    w
+}
