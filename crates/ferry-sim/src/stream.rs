@@ -65,6 +65,25 @@ enum Op {
     Record(Event, u64),
     Wait(Event, u64),
     Host(Box<dyn FnOnce() + Send>),
+    /// A blocking copy's segments (see [`Stream::copy_segments_blocking`]): their first error
+    /// goes to `done`, not to the stream's sticky error.
+    Segments {
+        kind: CopyKind,
+        segments: Vec<Segment>,
+        done: Arc<Mutex<Option<Result<(), DeviceError>>>>,
+    },
+}
+
+/// One segment of a blocking multi-segment copy: source, destination (host addresses for the
+/// host side, device addresses for the device side) and length.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Segment {
+    /// Source address.
+    pub src: u64,
+    /// Destination address.
+    pub dst: u64,
+    /// Bytes.
+    pub len: u64,
 }
 
 struct Shared {
@@ -87,10 +106,15 @@ struct Queue {
 struct Handle {
     shared: Arc<Shared>,
     worker: Option<std::thread::JoinHandle<()>>,
+    /// The pooled hardware compute queue this stream runs on (`None`: the null stream's own).
+    hw_queue: Option<usize>,
 }
 
 impl Drop for Handle {
     fn drop(&mut self) {
+        if let Some(q) = self.hw_queue {
+            self.shared.device.release_compute_queue(q);
+        }
         lock(&self.shared.queue).closed = true;
         self.shared.cv.notify_all();
         if let Some(w) = self.worker.take() {
@@ -120,7 +144,7 @@ static NEXT_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new
 
 impl Stream {
     pub(crate) fn new(device: Device, kind: StreamKind) -> Result<Stream, DeviceError> {
-        device.create_hw_queue(Counter::ComputeQueuesCreated)?;
+        let hw_queue = device.attach_compute_queue(kind)?;
         let shared = Arc::new(Shared {
             device,
             kind,
@@ -136,8 +160,13 @@ impl Stream {
         let worker = std::thread::Builder::new()
             .name(format!("sim-stream-{}-{}", shared.device.ordinal(), shared.id))
             .spawn(move || worker(s2))
-            .map_err(|e| DeviceError::Resource(format!("spawning a stream worker: {e}")))?;
-        Ok(Stream(Arc::new(Handle { shared, worker: Some(worker) })))
+            .map_err(|e| {
+                if let Some(q) = hw_queue {
+                    shared.device.release_compute_queue(q);
+                }
+                DeviceError::Resource(format!("spawning a stream worker: {e}"))
+            })?;
+        Ok(Stream(Arc::new(Handle { shared, worker: Some(worker), hw_queue })))
     }
 
     /// The device this stream runs on.
@@ -309,6 +338,51 @@ impl Stream {
         self.sync_inner(None)
     }
 
+    /// A blocking copy of `segments` in one direction (as `hipMemcpy` is blocking): enqueues
+    /// them as one unit behind the stream's earlier work, waits for that unit alone, and
+    /// returns *its* result — an address error of these segments is reported here and not left
+    /// as the stream's sticky error, and another thread's failed work on the same stream is not
+    /// reported here. So several threads may copy on one (null) stream at once without a lock
+    /// around enqueue + wait.
+    ///
+    /// Every segment is an accepted copy (counted; [`FaultPoint::Copy`] checked once per
+    /// segment, all before anything is enqueued, so an injected fault moves no byte); the wait
+    /// checks [`FaultPoint::Synchronize`] (a failed wait first lets the segments finish, so
+    /// no copy is left running over the caller's buffers).
+    ///
+    /// # Safety
+    /// The host side of every segment (source for [`CopyKind::Htod`], destination for
+    /// [`CopyKind::Dtoh`]) must be valid for `len` bytes until this call returns, and not
+    /// accessed by anything else meanwhile.
+    ///
+    /// # Errors
+    /// An injected fault, or the first segment's address error.
+    pub unsafe fn copy_segments_blocking(
+        &self,
+        kind: CopyKind,
+        segments: &[Segment],
+    ) -> Result<(), DeviceError> {
+        if segments.is_empty() {
+            return Ok(());
+        }
+        for _ in segments {
+            self.check(FaultPoint::Copy)?;
+        }
+        let d = &self.0.shared.device;
+        d.0.counters.add(Counter::Copies, segments.len() as u64);
+        if self.kind() == StreamKind::Null {
+            d.note_null_copy(kind);
+        }
+        let done = Arc::new(Mutex::new(None));
+        self.push(Op::Segments { kind, segments: segments.to_vec(), done: done.clone() });
+        let sync = self.check(FaultPoint::Synchronize);
+        d.0.counters.bump(Counter::Synchronizes);
+        // No timeout: the caller's buffers must outlive the copy, so this cannot return early.
+        self.0.shared.done.wait_until(|| lock(&done).is_some(), None);
+        let res = lock(&done).take().unwrap_or(Ok(()));
+        sync.and(res)
+    }
+
     /// As [`synchronize`](Self::synchronize), giving up after `timeout`.
     ///
     /// # Errors
@@ -349,6 +423,11 @@ fn worker(s: Arc<Shared>) {
             }
         };
         let Some(op) = op else { return };
+        if matches!(op, Op::Copy { .. } | Op::Kernel { .. } | Op::Segments { .. })
+            && s.device.wait_while_evicted()
+        {
+            s.device.0.counters.bump(Counter::EvictionWaits);
+        }
         if let Err(e) = run(&s, op) {
             let mut err = lock(&s.error);
             if err.is_none() {
@@ -365,42 +444,13 @@ fn worker(s: Arc<Shared>) {
 fn run(s: &Shared, op: Op) -> Result<(), DeviceError> {
     let d = &s.device;
     match op {
-        Op::Copy { kind, src, dst, len, meet } => {
-            let host_side = match kind {
-                CopyKind::Htod => Some(src),
-                CopyKind::Dtoh => Some(dst),
-                CopyKind::Dtod => None,
-            };
-            if let Some(h) = host_side {
-                if h == 0 || crate::memory::classify(h) != crate::memory::AddrKind::Foreign {
-                    return Err(crate::memory::MemoryError::NotHostAddress { addr: h }.into());
-                }
-            }
-            let (sp, dp) = match kind {
-                CopyKind::Htod => (src as *const u8, d.translate(DevicePtr(dst), len)?),
-                CopyKind::Dtoh => (d.translate(DevicePtr(src), len)? as *const u8, dst as *mut u8),
-                CopyKind::Dtod => {
-                    (translate_any(d, src, len)? as *const u8, translate_any(d, dst, len)?)
-                }
-            };
-            d.with_copy_engine(|| {
-                // SAFETY: device sides were translated and bounds-checked above; host sides are
-                // valid for `len` bytes by the enqueuing caller's contract (`copy_*_async`).
-                // `copy` (memmove) tolerates overlapping device-to-device ranges.
-                unsafe { std::ptr::copy(sp, dp, len as usize) };
-                if let Some(m) = &meet {
-                    // Keep this engine until the other parties hold theirs (see `overlap`).
-                    m.arrive_and_wait();
-                }
-            })?;
-            let c = match kind {
-                CopyKind::Htod => Counter::BytesHtod,
-                CopyKind::Dtoh => Counter::BytesDtoh,
-                CopyKind::Dtod => Counter::BytesDtod,
-            };
-            d.0.counters.add(c, len);
+        Op::Segments { kind, segments, done } => {
+            let res =
+                segments.iter().try_for_each(|g| copy_one(d, kind, g.src, g.dst, g.len, None));
+            *lock(&done) = Some(res);
             Ok(())
         }
+        Op::Copy { kind, src, dst, len, meet } => copy_one(d, kind, src, dst, len, meet),
         Op::Kernel { name, body } => {
             match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| body(d))) {
                 Ok(Ok(())) => Ok(()),
@@ -424,6 +474,50 @@ fn run(s: &Shared, op: Op) -> Result<(), DeviceError> {
             Ok(())
         }
     }
+}
+
+/// One copy on a copy engine: host side checked to be a host address, device sides translated
+/// and bounds-checked, then the bytes moved while holding the lowest free engine.
+fn copy_one(
+    d: &Device,
+    kind: CopyKind,
+    src: u64,
+    dst: u64,
+    len: u64,
+    meet: Option<Arc<CopyRendezvous>>,
+) -> Result<(), DeviceError> {
+    let host_side = match kind {
+        CopyKind::Htod => Some(src),
+        CopyKind::Dtoh => Some(dst),
+        CopyKind::Dtod => None,
+    };
+    if let Some(h) = host_side {
+        if h == 0 || crate::memory::classify(h) != crate::memory::AddrKind::Foreign {
+            return Err(crate::memory::MemoryError::NotHostAddress { addr: h }.into());
+        }
+    }
+    let (sp, dp) = match kind {
+        CopyKind::Htod => (src as *const u8, d.translate(DevicePtr(dst), len)?),
+        CopyKind::Dtoh => (d.translate(DevicePtr(src), len)? as *const u8, dst as *mut u8),
+        CopyKind::Dtod => (translate_any(d, src, len)? as *const u8, translate_any(d, dst, len)?),
+    };
+    d.with_copy_engine(|| {
+        // SAFETY: device sides were translated and bounds-checked above; host sides are
+        // valid for `len` bytes by the enqueuing caller's contract (`copy_*_async`).
+        // `copy` (memmove) tolerates overlapping device-to-device ranges.
+        unsafe { std::ptr::copy(sp, dp, len as usize) };
+        if let Some(m) = &meet {
+            // Keep this engine until the other parties hold theirs (see `overlap`).
+            m.arrive_and_wait();
+        }
+    })?;
+    let c = match kind {
+        CopyKind::Htod => Counter::BytesHtod,
+        CopyKind::Dtoh => Counter::BytesDtoh,
+        CopyKind::Dtod => Counter::BytesDtod,
+    };
+    d.0.counters.add(c, len);
+    Ok(())
 }
 
 /// Device-to-device copies may name another device's HBM (peer access) or host alias.
