@@ -8,8 +8,8 @@ use ferry_launch::{
     EntryKernels, LaunchDescriptor, LaunchStaging, MetadataRegion, RunStreams, TransactionState,
 };
 use ferry_sim::counters::Counter;
-use ferry_sim::fault::FaultPoint;
-use ferry_sim::{Arch, Device, DevicePtr, Event, Platform, PlatformBuilder};
+use ferry_sim::fault::{FaultPoint, InjectedFault};
+use ferry_sim::{Arch, Device, DeviceError, DevicePtr, Event, Platform, PlatformBuilder};
 use std::sync::mpsc;
 use std::time::Duration;
 
@@ -706,4 +706,57 @@ fn transaction_types_are_send() {
     send::<RunStreams>();
     send::<EntryKernels>();
     send::<ferry_sim::pinned::PinnedBuffer>();
+}
+
+/// The transaction's own resources under injected faults: the stream pair's creation (either
+/// stream) and the slot's device destination. Each failure is typed with the fault it carries,
+/// releases what the failed step had made (a half-built stream pair gives its first queue's
+/// memory back), and the slot then prepares, runs and retires normally; at the end the device
+/// holds what it held before and is released with its last handle.
+#[test]
+fn stream_creation_and_staging_allocation_faults_are_typed_and_leave_nothing() {
+    for arch in Arch::ALL {
+        let p = PlatformBuilder::new(arch).hbm_bytes(16 << 20).build().unwrap();
+        let dev = p.device(0).unwrap().clone();
+        dev.null_stream().unwrap();
+        // Copy engines keep their queue (and its context memory) for the device's life once
+        // used; everything else must come back.
+        let engine_queues = |d: &Device| {
+            d.copy_engine_queues() as u64 * ferry_sim::device::DEFAULT_QUEUE_CONTEXT_BYTES
+        };
+        let base = dev.memory().used() - engine_queues(&dev);
+        for k in 1..=2 {
+            let occurrence = dev.faults().seen(FaultPoint::StreamCreate) + k;
+            dev.faults().fail_nth(FaultPoint::StreamCreate, k);
+            let err = RunStreams::new(&dev).unwrap_err();
+            let want = InjectedFault { point: FaultPoint::StreamCreate, occurrence };
+            assert_eq!(err, DeviceError::Injected(want), "{arch:?} stream {k}");
+            let used = dev.memory().used() - engine_queues(&dev);
+            assert_eq!(used, base, "{arch:?} stream {k}: a queue was kept");
+        }
+        let streams = RunStreams::new(&dev).unwrap();
+        let mut slot = LaunchStaging::new(&dev, 0);
+        let occurrence = dev.faults().seen(FaultPoint::DeviceAlloc) + 1;
+        dev.faults().fail_next(FaultPoint::DeviceAlloc);
+        let err = slot.prepare_runtime_args(&desc(3, 256), args()).unwrap_err();
+        let want = InjectedFault { point: FaultPoint::DeviceAlloc, occurrence };
+        assert_eq!(
+            err,
+            PrepareError::DeviceAlloc { bytes: 256, error: DeviceError::Injected(want) },
+            "{arch:?}"
+        );
+        assert_eq!(slot.destination(), None, "{arch:?}: no destination after the failure");
+        slot.prepare_runtime_args(&desc(3, 256), args()).unwrap();
+        slot.launch(&streams, EntryKernels::noop()).unwrap();
+        slot.finish_run(T).unwrap();
+        assert_eq!(read(&dev, slot.destination().unwrap(), 256), vec![3; 256], "{arch:?}");
+        slot.teardown().unwrap();
+        drop((slot, streams));
+        let used = dev.memory().used() - engine_queues(&dev);
+        assert_eq!(used, base, "{arch:?}: the slot and its streams gave it back");
+        assert_eq!(dev.pinned_stats().live_bytes, 0, "{arch:?}");
+        let weak = dev.downgrade();
+        drop((dev, p));
+        assert!(weak.upgrade().is_none(), "{arch:?}: the device outlived every handle");
+    }
 }

@@ -197,7 +197,7 @@ impl PlatformBuilder {
                     queue_context_bytes: self.queue_context_bytes,
                     compute_queues: Mutex::new(ComputeQueues {
                         max: self.max_hw_queues as usize,
-                        users: Vec::new(),
+                        slots: Vec::new(),
                         null: false,
                     }),
                     block_workers: self.block_workers,
@@ -399,6 +399,28 @@ pub(crate) struct DeviceInner {
 #[derive(Clone, Debug)]
 pub struct Device(pub(crate) Arc<DeviceInner>);
 
+/// A handle on a device that does not keep it alive ([`Device::downgrade`]).
+///
+/// # Examples
+/// ```
+/// use ferry_sim::{Arch, PlatformBuilder};
+/// let p = PlatformBuilder::new(Arch::A2a3).hbm_bytes(1 << 24).build()?;
+/// let weak = p.device(0)?.downgrade();
+/// assert!(weak.upgrade().is_some());
+/// drop(p);
+/// assert!(weak.upgrade().is_none(), "the platform held the last reference");
+/// # Ok::<(), ferry_sim::DeviceError>(())
+/// ```
+#[derive(Clone, Debug)]
+pub struct WeakDevice(std::sync::Weak<DeviceInner>);
+
+impl WeakDevice {
+    /// The device, if anything still holds it.
+    pub fn upgrade(&self) -> Option<Device> {
+        self.0.upgrade().map(Device)
+    }
+}
+
 /// Direction of a copy, from the pair of endpoints.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum CopyKind {
@@ -419,6 +441,11 @@ impl Device {
     /// Another device of the same platform (for peer copies).
     pub fn peer(&self, ordinal: u32) -> Option<Device> {
         self.0.shared.peers.get()?.get(ordinal as usize)?.upgrade().map(Device)
+    }
+
+    /// A handle that does not keep the device alive (to check that a device was released).
+    pub fn downgrade(&self) -> WeakDevice {
+        WeakDevice(Arc::downgrade(&self.0))
     }
 
     /// This device's arch profile.
@@ -522,9 +549,10 @@ impl Device {
     /// See [`Stream::synchronize`] and the copy's address checks.
     pub fn copy_htod(&self, bytes: &[u8], dst: DevicePtr) -> Result<(), DeviceError> {
         let s = self.null_stream()?;
-        // SAFETY: `bytes` outlives the copy: `synchronize` below waits for it to finish.
+        // SAFETY: `bytes` outlives the copy: `synchronize` below waits for it to finish, and
+        // when it fails (an injected fault returns before waiting) `quiesce` does.
         unsafe { s.copy_htod_async(bytes.as_ptr(), dst, bytes.len() as u64)? };
-        s.synchronize()
+        s.synchronize().inspect_err(|_| s.quiesce())
     }
 
     /// Reads device memory at `src` into `out` synchronously on the null stream.
@@ -533,10 +561,11 @@ impl Device {
     /// See [`Stream::synchronize`] and the copy's address checks.
     pub fn copy_dtoh(&self, src: DevicePtr, out: &mut [u8]) -> Result<(), DeviceError> {
         let s = self.null_stream()?;
-        // SAFETY: `out` outlives the copy: `synchronize` below waits for it to finish, and the
-        // exclusive borrow keeps the host from touching it meanwhile.
+        // SAFETY: `out` outlives the copy: `synchronize` below waits for it to finish (or, when
+        // it fails, `quiesce` does), and the exclusive borrow keeps the host from
+        // touching it meanwhile.
         unsafe { s.copy_dtoh_async(src, out.as_mut_ptr(), out.len() as u64)? };
-        s.synchronize()
+        s.synchronize().inspect_err(|_| s.quiesce())
     }
 
     /// The device's null (default) stream, created on first use. Its creation is not counted
@@ -589,48 +618,74 @@ impl Device {
     }
 
     /// A hardware compute queue for a new stream: the null stream's own, or for a pooled
-    /// stream a new queue while fewer than the device's maximum exist, else the least-used one.
-    /// Returns the pooled queue's index (to release with [`release_compute_queue`]).
+    /// stream a new queue while fewer than the device's maximum exist, else the least-used one
+    /// (clr's device queue pool). A pooled queue lives while a stream uses it; its context
+    /// memory is freed with its last stream ([`release_compute_queue`]).
     ///
     /// [`release_compute_queue`]: Device::release_compute_queue
     pub(crate) fn attach_compute_queue(
         &self,
         kind: StreamKind,
-    ) -> Result<Option<usize>, DeviceError> {
-        // Held across a creation: queue assignment is serialised like clr's device queue
-        // pool, and a second stream never creates a queue the first is still creating.
+    ) -> Result<crate::stream::HwQueue, DeviceError> {
+        use crate::stream::HwQueue;
+        // Held across a creation: queue assignment is serialised, and a second stream never
+        // creates a queue the first is still creating.
         let mut q = lock(&self.0.compute_queues);
         if kind == StreamKind::Null {
-            self.create_hw_queue(Counter::ComputeQueuesCreated)?;
+            let ctx = self.create_hw_queue(Counter::ComputeQueuesCreated)?;
             q.null = true;
-            return Ok(None);
+            return Ok(HwQueue::Own(ctx));
         }
-        if q.users.len() < q.max {
-            self.create_hw_queue(Counter::ComputeQueuesCreated)?;
-            q.users.push(1);
-            return Ok(Some(q.users.len() - 1));
+        let live = q.slots.iter().flatten().count();
+        if live < q.max {
+            let ctx = self.create_hw_queue(Counter::ComputeQueuesCreated)?;
+            let i = match q.slots.iter().position(Option::is_none) {
+                Some(i) => i,
+                None => {
+                    q.slots.push(None);
+                    q.slots.len() - 1
+                }
+            };
+            q.slots[i] = Some((1, ctx));
+            return Ok(HwQueue::Pooled(i));
         }
-        let (i, _) = q.users.iter().enumerate().min_by_key(|(_, u)| **u).unwrap_or((0, &0));
-        q.users[i] += 1;
-        Ok(Some(i))
+        let i = q
+            .slots
+            .iter()
+            .enumerate()
+            .filter_map(|(i, s)| s.map(|(users, _)| (users, i)))
+            .min()
+            .map(|(_, i)| i)
+            .ok_or_else(|| DeviceError::Resource("no hardware queue".into()))?;
+        if let Some((users, _)) = &mut q.slots[i] {
+            *users += 1;
+        }
+        Ok(HwQueue::Pooled(i))
     }
 
-    /// A pooled stream on queue `i` is gone (the queue stays, as HIP keeps its queues).
+    /// A pooled stream on queue `i` is gone; the queue (and its context memory) goes with its
+    /// last stream.
     pub(crate) fn release_compute_queue(&self, i: usize) {
-        if let Some(u) = lock(&self.0.compute_queues).users.get_mut(i) {
-            *u = u.saturating_sub(1);
+        let mut q = lock(&self.0.compute_queues);
+        if let Some(Some((users, ctx))) = q.slots.get_mut(i) {
+            *users = users.saturating_sub(1);
+            if *users == 0 {
+                let ctx = *ctx;
+                q.slots[i] = None;
+                let _ = self.0.memory.free(ctx);
+            }
         }
     }
 
     /// Hardware compute queues that exist on this device (the null stream's included).
     pub fn compute_queues(&self) -> usize {
         let q = lock(&self.0.compute_queues);
-        q.users.len() + usize::from(q.null)
+        q.slots.iter().flatten().count() + usize::from(q.null)
     }
 
-    /// Streams sharing each pooled hardware compute queue (index = queue).
+    /// Streams on each live pooled hardware compute queue, in queue order.
     pub fn compute_queue_users(&self) -> Vec<u32> {
-        lock(&self.0.compute_queues).users.clone()
+        lock(&self.0.compute_queues).slots.iter().flatten().map(|(u, _)| *u).collect()
     }
 
     /// Most blocks of one launch that run at once.
@@ -717,8 +772,8 @@ pub(crate) struct CopyEngines {
 #[derive(Debug)]
 struct ComputeQueues {
     max: usize,
-    /// Streams on each created queue.
-    users: Vec<u32>,
+    /// Live pooled queues: (streams on it, context-save area); `None` for a freed slot.
+    slots: Vec<Option<(u32, DevicePtr)>>,
     /// Whether the null stream's queue exists.
     null: bool,
 }

@@ -65,7 +65,7 @@ pub mod stream;
 mod sync;
 pub mod wait;
 
-pub use device::{CopyKind, Device, HostRegistration, Platform, PlatformBuilder};
+pub use device::{CopyKind, Device, HostRegistration, Platform, PlatformBuilder, WeakDevice};
 pub use error::DeviceError;
 pub use event::Event;
 pub use ferry_abi::arch::{Arch, ArchProfile};

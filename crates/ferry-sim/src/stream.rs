@@ -25,7 +25,7 @@
 //! # Ok::<(), ferry_sim::DeviceError>(())
 //! ```
 use crate::counters::Counter;
-use crate::device::{CopyKind, Device};
+use crate::device::{CopyKind, Device, DeviceInner};
 use crate::error::DeviceError;
 use crate::event::Event;
 use crate::fault::FaultPoint;
@@ -34,6 +34,7 @@ use crate::overlap::CopyRendezvous;
 use crate::sync::{lock, Arc, AtomicU64, Condvar, Mutex, Ordering};
 use crate::wait::Doorbell;
 use std::collections::VecDeque;
+use std::sync::Weak;
 use std::time::Duration;
 
 /// Whether a stream is a device's null stream or an ordinary one.
@@ -87,7 +88,13 @@ pub struct Segment {
 }
 
 struct Shared {
-    device: Device,
+    /// The device, held weakly: the null stream lives inside its device, so a strong handle here
+    /// would keep the device (its HBM mapping and this worker) alive forever. A pooled stream's
+    /// [`Handle`] holds the strong reference (STYLE R10: the child owns its parent).
+    device: Weak<DeviceInner>,
+    ordinal: u32,
+    /// The hardware compute queue this stream runs on, released with the stream.
+    hw_queue: HwQueue,
     kind: StreamKind,
     id: u64,
     queue: Mutex<Queue>,
@@ -103,21 +110,59 @@ struct Queue {
     closed: bool,
 }
 
+impl Shared {
+    /// The device, while it lives (always, for a pooled stream: its handle holds it).
+    fn device(&self) -> Result<Device, DeviceError> {
+        self.device.upgrade().map(Device).ok_or_else(|| {
+            DeviceError::Resource(format!("device {} is gone (stream {})", self.ordinal, self.id))
+        })
+    }
+}
+
+/// A stream's hardware compute queue (see [`Device::attach_compute_queue`]).
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum HwQueue {
+    /// The null stream's own queue, with its context-save area.
+    Own(DevicePtr),
+    /// Pooled queue `i` of the device, shared with other pooled streams.
+    Pooled(usize),
+}
+
+impl Drop for Shared {
+    fn drop(&mut self) {
+        // A dropped stream gives its queue back: the null stream's context memory, or its share
+        // of a pooled queue (whose memory goes with its last stream). The null stream drops with
+        // its device, whose whole HBM goes with it (the upgrade then fails).
+        if let Some(d) = self.device.upgrade().map(Device) {
+            match self.hw_queue {
+                HwQueue::Own(ctx) => {
+                    let _ = d.0.memory.free(ctx);
+                }
+                HwQueue::Pooled(i) => d.release_compute_queue(i),
+            }
+        }
+    }
+}
+
 struct Handle {
     shared: Arc<Shared>,
     worker: Option<std::thread::JoinHandle<()>>,
-    /// The pooled hardware compute queue this stream runs on (`None`: the null stream's own).
-    hw_queue: Option<usize>,
+    /// The strong reference of a pooled stream to its device; `None` for the null stream, which
+    /// its device owns.
+    _device: Option<Device>,
 }
 
 impl Drop for Handle {
     fn drop(&mut self) {
-        if let Some(q) = self.hw_queue {
-            self.shared.device.release_compute_queue(q);
-        }
         lock(&self.shared.queue).closed = true;
         self.shared.cv.notify_all();
         if let Some(w) = self.worker.take() {
+            // The last handle can drop on the worker itself (a kernel or host callback that
+            // held the last clone, or the device's last reference taken by an op): a thread
+            // cannot join itself, and it exits on its own once it sees the queue closed.
+            if w.thread().id() == std::thread::current().id() {
+                return;
+            }
             // The worker drains what is queued, then exits; a panic inside it was already
             // reported as a kernel error, so there is nothing left to lose here.
             let _ = w.join();
@@ -133,7 +178,7 @@ pub struct Stream(Arc<Handle>);
 impl std::fmt::Debug for Stream {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Stream")
-            .field("device", &self.0.shared.device.ordinal())
+            .field("device", &self.0.shared.ordinal)
             .field("id", &self.0.shared.id)
             .field("kind", &self.0.shared.kind)
             .finish()
@@ -146,7 +191,9 @@ impl Stream {
     pub(crate) fn new(device: Device, kind: StreamKind) -> Result<Stream, DeviceError> {
         let hw_queue = device.attach_compute_queue(kind)?;
         let shared = Arc::new(Shared {
-            device,
+            device: Arc::downgrade(&device.0),
+            ordinal: device.ordinal(),
+            hw_queue,
             kind,
             // Relaxed: a unique id; nothing is published through it.
             id: NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
@@ -158,20 +205,17 @@ impl Stream {
         });
         let s2 = shared.clone();
         let worker = std::thread::Builder::new()
-            .name(format!("sim-stream-{}-{}", shared.device.ordinal(), shared.id))
+            .name(format!("sim-stream-{}-{}", shared.ordinal, shared.id))
             .spawn(move || worker(s2))
-            .map_err(|e| {
-                if let Some(q) = hw_queue {
-                    shared.device.release_compute_queue(q);
-                }
-                DeviceError::Resource(format!("spawning a stream worker: {e}"))
-            })?;
-        Ok(Stream(Arc::new(Handle { shared, worker: Some(worker), hw_queue })))
+            .map_err(|e| DeviceError::Resource(format!("spawning a stream worker: {e}")))?;
+        let owner = (kind == StreamKind::Pooled).then_some(device);
+        Ok(Stream(Arc::new(Handle { shared, worker: Some(worker), _device: owner })))
     }
 
-    /// The device this stream runs on.
-    pub fn device(&self) -> &Device {
-        &self.0.shared.device
+    /// The device this stream runs on; `None` only for a clone of a device's null stream that
+    /// outlived the device.
+    pub fn device(&self) -> Option<Device> {
+        self.0.shared.device().ok()
     }
 
     /// Whether this is the null stream.
@@ -193,10 +237,11 @@ impl Stream {
         s.cv.notify_one();
     }
 
-    fn check(&self, point: FaultPoint) -> Result<(), DeviceError> {
-        let d = &self.0.shared.device;
+    /// Counts one operation of kind `point` on the device; the device, for the operation.
+    fn check(&self, point: FaultPoint) -> Result<Device, DeviceError> {
+        let d = self.0.shared.device()?;
         d.faults().check(point).inspect_err(|_| d.fault_counted())?;
-        Ok(())
+        Ok(d)
     }
 
     fn copy(&self, kind: CopyKind, src: u64, dst: u64, len: u64) -> Result<(), DeviceError> {
@@ -211,8 +256,7 @@ impl Stream {
         len: u64,
         meet: Option<Arc<CopyRendezvous>>,
     ) -> Result<(), DeviceError> {
-        self.check(FaultPoint::Copy)?;
-        let d = &self.0.shared.device;
+        let d = self.check(FaultPoint::Copy)?;
         d.0.counters.bump(Counter::Copies);
         if self.kind() == StreamKind::Null {
             d.note_null_copy(kind);
@@ -289,8 +333,7 @@ impl Stream {
     }
 
     fn launch_inner(&self, name: &str, body: KernelFn, counted: bool) -> Result<(), DeviceError> {
-        self.check(FaultPoint::Launch)?;
-        self.0.shared.device.note_launch(name, counted);
+        self.check(FaultPoint::Launch)?.note_launch(name, counted);
         self.push(Op::Kernel { name: name.into(), body });
         Ok(())
     }
@@ -305,8 +348,7 @@ impl Stream {
     /// # Errors
     /// An injected [`FaultPoint::EventRecord`] (the event is unchanged).
     pub fn record_event(&self, event: &Event) -> Result<(), DeviceError> {
-        self.check(FaultPoint::EventRecord)?;
-        self.0.shared.device.0.counters.bump(Counter::EventRecords);
+        self.check(FaultPoint::EventRecord)?.0.counters.bump(Counter::EventRecords);
         let gen = event.arm();
         self.push(Op::Record(event.clone(), gen));
         Ok(())
@@ -365,10 +407,10 @@ impl Stream {
         if segments.is_empty() {
             return Ok(());
         }
+        let d = &self.0.shared.device()?;
         for _ in segments {
             self.check(FaultPoint::Copy)?;
         }
-        let d = &self.0.shared.device;
         d.0.counters.add(Counter::Copies, segments.len() as u64);
         if self.kind() == StreamKind::Null {
             d.note_null_copy(kind);
@@ -391,10 +433,34 @@ impl Stream {
         self.sync_inner(Some(timeout))
     }
 
-    fn sync_inner(&self, timeout: Option<Duration>) -> Result<(), DeviceError> {
-        self.check(FaultPoint::Synchronize)?;
+    /// The clean-up after a failed call: waits, without a fault check, for the work enqueued so
+    /// far (a failed [`synchronize`](Self::synchronize) may return before the work ran, and the
+    /// buffers it uses must outlive it), then discards the sticky error that work left, so it is
+    /// not reported to the next, unrelated user of the stream.
+    ///
+    /// # Examples
+    /// ```
+    /// use ferry_sim::fault::FaultPoint;
+    /// use ferry_sim::{Arch, PlatformBuilder};
+    /// let p = PlatformBuilder::new(Arch::A2a3).hbm_bytes(1 << 24).build()?;
+    /// let d = p.device(0)?;
+    /// let s = d.create_stream()?;
+    /// s.launch("k", Box::new(|_| Ok(())))?;
+    /// d.faults().fail_next(FaultPoint::Synchronize);
+    /// assert!(s.synchronize().is_err()); // returned before the kernel ran
+    /// s.quiesce();
+    /// assert!(s.is_idle());
+    /// # Ok::<(), ferry_sim::DeviceError>(())
+    /// ```
+    pub fn quiesce(&self) {
         let s = &self.0.shared;
-        s.device.0.counters.bump(Counter::Synchronizes);
+        s.done.wait_until(|| self.is_idle(), None);
+        lock(&s.error).take();
+    }
+
+    fn sync_inner(&self, timeout: Option<Duration>) -> Result<(), DeviceError> {
+        self.check(FaultPoint::Synchronize)?.0.counters.bump(Counter::Synchronizes);
+        let s = &self.0.shared;
         if !s.done.wait_until(|| self.is_idle(), timeout) {
             return Err(DeviceError::Timeout { what: "stream synchronize" });
         }
@@ -423,10 +489,12 @@ fn worker(s: Arc<Shared>) {
             }
         };
         let Some(op) = op else { return };
-        if matches!(op, Op::Copy { .. } | Op::Kernel { .. } | Op::Segments { .. })
-            && s.device.wait_while_evicted()
-        {
-            s.device.0.counters.bump(Counter::EvictionWaits);
+        if matches!(op, Op::Copy { .. } | Op::Kernel { .. } | Op::Segments { .. }) {
+            if let Ok(d) = s.device() {
+                if d.wait_while_evicted() {
+                    d.0.counters.bump(Counter::EvictionWaits);
+                }
+            }
         }
         if let Err(e) = run(&s, op) {
             let mut err = lock(&s.error);
@@ -442,16 +510,18 @@ fn worker(s: Arc<Shared>) {
 }
 
 fn run(s: &Shared, op: Op) -> Result<(), DeviceError> {
-    let d = &s.device;
     match op {
         Op::Segments { kind, segments, done } => {
+            // Held for this op only: between ops the worker does not keep its device alive.
+            let d = &s.device()?;
             let res =
                 segments.iter().try_for_each(|g| copy_one(d, kind, g.src, g.dst, g.len, None));
             *lock(&done) = Some(res);
             Ok(())
         }
-        Op::Copy { kind, src, dst, len, meet } => copy_one(d, kind, src, dst, len, meet),
+        Op::Copy { kind, src, dst, len, meet } => copy_one(&s.device()?, kind, src, dst, len, meet),
         Op::Kernel { name, body } => {
+            let d = &s.device()?;
             match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| body(d))) {
                 Ok(Ok(())) => Ok(()),
                 Ok(Err(message)) => Err(DeviceError::Kernel { name: name.to_string(), message }),

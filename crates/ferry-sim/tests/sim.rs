@@ -478,16 +478,22 @@ fn pooled_streams_share_at_most_max_hw_queues_and_the_null_stream_has_its_own() 
         .build()
         .unwrap();
     let d = p.device(0).unwrap();
-    let streams: Vec<_> = (0..7).map(|_| d.create_stream().unwrap()).collect();
+    let mut streams: Vec<_> = (0..7).map(|_| d.create_stream().unwrap()).collect();
     assert_eq!(d.counters().streams_created, 7);
     assert_eq!(d.counters().compute_queues_created, 3, "7 streams on 3 hardware queues");
     assert_eq!(d.compute_queue_users(), [3, 2, 2], "least-used queue first");
     d.copy_htod(&[0; 8], d.malloc(8).unwrap()).unwrap();
     assert_eq!(d.compute_queues(), 4, "the null stream's queue besides");
-    drop(streams);
-    assert_eq!(d.compute_queue_users(), [0, 0, 0]);
-    let _again = d.create_stream().unwrap();
-    assert_eq!(d.counters().compute_queues_created, 4, "a queue outlives its streams: reused");
+    let used = d.memory().used();
+    drop(streams.drain(..3).collect::<Vec<_>>());
+    assert_eq!(d.compute_queue_users(), [2, 1, 1], "three streams gone, four left");
+    assert_eq!(d.memory().used(), used, "every queue still has a stream");
+    let _more = d.create_stream().unwrap();
+    assert_eq!(d.counters().compute_queues_created, 4, "a new stream joins a live queue");
+    assert_eq!(d.compute_queue_users(), [2, 2, 1]);
+    drop((streams, _more));
+    assert!(d.compute_queue_users().is_empty());
+    assert!(d.memory().used() < used, "the last stream of a queue frees its context memory");
     assert!(ferry_sim::PlatformBuilder::new(Arch::A2a3).max_hw_queues(0).build().is_err());
 }
 
@@ -508,4 +514,45 @@ fn an_eviction_stops_a_devices_queues_for_its_length_and_only_that_device() {
     let t = std::time::Instant::now();
     d0.copy_htod(&[3; 64], b0).unwrap();
     assert!(t.elapsed() < std::time::Duration::from_millis(100), "restored");
+}
+
+/// The null stream lives inside its device; it used to hold the device strongly, so a device
+/// that had done one blocking copy was never dropped: its HBM mapping and the null stream's
+/// worker thread stayed for the rest of the process (one of each per runner).
+#[test]
+fn a_device_with_a_null_stream_is_dropped_with_its_last_handle() {
+    let p = platform(Arch::A2a3, 2);
+    let d = p.device(0).unwrap().clone();
+    let buf = d.malloc(64).unwrap();
+    d.copy_htod(&[7u8; 64], buf).unwrap(); // creates the null stream
+    let mut back = [0u8; 64];
+    d.copy_dtoh(buf, &mut back).unwrap();
+    assert_eq!(back, [7u8; 64]);
+    let pooled = d.create_stream().unwrap();
+    let weak = d.downgrade();
+    drop(p);
+    assert!(weak.upgrade().is_some(), "the pooled stream and `d` still hold it");
+    drop(d);
+    assert!(weak.upgrade().is_some(), "a pooled stream owns its device (R10)");
+    assert_eq!(pooled.device().map(|d| d.ordinal()), Some(0));
+    drop(pooled);
+    assert!(weak.upgrade().is_none(), "nothing holds the device: it (and its null stream) went");
+}
+
+/// A stream's hardware queue takes device memory for its context-save area; dropping the stream
+/// gives it back (it used to stay allocated, a queue's worth per stream ever created).
+#[test]
+fn a_dropped_stream_returns_its_queue_memory() {
+    let p = platform(Arch::A5, 1);
+    let d = p.device(0).unwrap();
+    d.null_stream().unwrap();
+    let base = d.memory().used();
+    for _ in 0..3 {
+        let s = d.create_stream().unwrap();
+        assert!(d.memory().used() > base, "the queue's context area is device memory");
+        s.launch("k", Box::new(|_| Ok(()))).unwrap();
+        s.synchronize().unwrap();
+        drop(s);
+        assert_eq!(d.memory().used(), base);
+    }
 }

@@ -542,6 +542,14 @@ impl HbmCopyEngine {
             unsafe { s.copy_dtoh_async(scratch, host.as_mut_ptr(), NULL_WARM_BYTES as u64)? };
             s.synchronize()
         })();
+        if res.is_err() {
+            // A failed enqueue or synchronize can leave a copy queued: it must finish before
+            // `scratch` and `host` go, and its outcome must not stay sticky on the null stream
+            // for the next, unrelated blocking copy.
+            if let Ok(s) = device.null_stream() {
+                s.quiesce();
+            }
+        }
         let _ = device.free(scratch);
         res
     }

@@ -325,6 +325,9 @@ impl PreparedRun {
 struct Signals {
     done: Mutex<[Option<Result<(), String>>; 2]>,
     cv: Condvar,
+    /// Why the AICore entry could not start the cores, if it could not: the root cause of a run
+    /// whose AICPU side then reports that no core answered its handshake.
+    cores_not_started: Mutex<Option<String>>,
 }
 
 const AICORE: usize = 0;
@@ -524,8 +527,7 @@ impl FullPath {
     fn settle_slot(&mut self, timeout: Duration) -> Result<Option<String>, RunError> {
         let mut stream_error = None;
         if self.staging.execution_owner().is_some() {
-            let retired =
-                self.staging.finish_run(timeout).map_err(|e| RunError::Launch(e.to_string()))?;
+            let retired = self.staging.finish_run(timeout).map_err(|e| launch_error(&e))?;
             stream_error = retired.run_error.map(|e| e.to_string());
         }
         if matches!(self.staging.state(), TransactionState::Prepared | TransactionState::Partial) {
@@ -533,6 +535,22 @@ impl FullPath {
         }
         Ok(stream_error)
     }
+}
+
+/// [`RunError::Launch`] with the whole cause chain of a launch-transaction or loader error, so
+/// the message names the root cause (an injected fault, a device error), not only the step.
+fn launch_error(e: &dyn std::error::Error) -> RunError {
+    let mut msg = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        let c_msg = c.to_string();
+        if !msg.contains(&c_msg) {
+            msg.push_str(": ");
+            msg.push_str(&c_msg);
+        }
+        cause = c.source();
+    }
+    RunError::Launch(msg)
 }
 
 fn load_err(e: ferry_launch::loader::LoadError) -> RunnerError {
@@ -862,7 +880,7 @@ impl DeviceRunner {
                 } else {
                     Vec::new() // also clears an abandoned, unpublished batch
                 };
-            let launch = |e: &dyn std::fmt::Display| RunError::Launch(e.to_string());
+            let launch = |e: &dyn std::error::Error| launch_error(e);
             full.staging.stage_launch_metadata(metadata).map_err(|e| launch(&e))?;
             let len = image_bytes.len();
             let desc = LaunchDescriptor::new(image_bytes, len).map_err(|e| launch(&e))?;
@@ -871,8 +889,10 @@ impl DeviceRunner {
                 p.apply(&mut kargs);
             }
             full.staging.prepare_runtime_args(&desc, kargs).map_err(|e| launch(&e))?;
-            let kargs =
-                full.staging.payload().ok_or_else(|| launch(&"no payload after prepare"))?;
+            let kargs = full
+                .staging
+                .payload()
+                .ok_or_else(|| RunError::Launch("no payload after prepare".into()))?;
             (DevicePtr(kargs.runtime_args), kargs)
         } else {
             let image = dev.malloc(hdr.image_bytes)?;
@@ -1034,22 +1054,26 @@ impl DeviceRunner {
     /// on every AICPU thread with the front-less `KernelArgs` by value).
     fn launch_full(&mut self, p: PreparedRun, cores: u32) -> Result<LaunchedRun, RunError> {
         let Some(full) = self.full.as_mut() else { unreachable!("called on the full path") };
-        let launch = |e: &dyn std::fmt::Display| RunError::Launch(e.to_string());
+        let launch = |e: &dyn std::error::Error| launch_error(e);
         let aicpu_entry =
             full.program(p.variant).map_err(|e| launch(&e))?.aicpu_entry(self.cfg.aicpu_threads);
         let signals = Arc::new(Signals::default());
         let (chip, ops, sig) = (self.chip.clone(), self.device_ops.clone(), signals.clone());
         let aicore = move |_: &Device, args: AicoreLaunchArgs| {
-            let r = chip
-                .launch_aicore(
-                    cores,
-                    Arc::new(move |ctx: ferry_sim::cores::CoreCtx| {
-                        aicore_execute(&*ops, &args, ctx.index, ctx.index)
-                            .map_err(|e| e.to_string())
-                    }),
-                )
-                .and_then(|c| c.wait())
-                .map_err(|e| e.to_string());
+            let launched = chip.launch_aicore(
+                cores,
+                Arc::new(move |ctx: ferry_sim::cores::CoreCtx| {
+                    aicore_execute(&*ops, &args, ctx.index, ctx.index).map_err(|e| e.to_string())
+                }),
+            );
+            let r = match launched {
+                Ok(c) => c.wait().map_err(|e| e.to_string()),
+                Err(e) => {
+                    let m = format!("the AICore entry could not start the cores: {e}");
+                    *lock(&sig.cores_not_started) = Some(m.clone());
+                    Err(m)
+                }
+            };
             sig.set(AICORE, r.clone());
             r
         };
@@ -1158,16 +1182,27 @@ impl DeviceRunner {
         let wall = match waited {
             Ok(w) => w,
             Err(e) => {
-                // Device threads may still touch the run's memory: keep it (and the claim on the
-                // runner) for the rest of the process; do not wait again on drop.
-                if let Some(p) = run.prepared.take() {
-                    std::mem::forget(p);
+                // Only a run whose device threads never finished may still touch its memory:
+                // keep that (and the claim on the runner) for the rest of the process, and do not
+                // wait again on drop. A run that finished but whose retirement from the launch
+                // slot failed is over on the device: it drops (frees) below like any other.
+                if run.finished.is_none() {
+                    if let Some(p) = run.prepared.take() {
+                        std::mem::forget(p);
+                    }
+                    run.finished = Some(Duration::ZERO);
                 }
-                run.finished = Some(Duration::ZERO);
                 return Err(e);
             }
         };
         let p = run.prepared.take().ok_or(RunError::Busy)?;
+        if let Sides::Streams(s) = &run.sides {
+            // The AICPU side then failed its handshake with cores that never started: report
+            // the cause, not the symptom.
+            if let Some(e) = lock(&s.cores_not_started).take() {
+                return Err(RunError::Launch(e));
+            }
+        }
         let mut rb = vec![0u8; std::mem::size_of::<RunResult>()];
         self.device.copy_dtoh(p.image.add(p.result_off), &mut rb)?;
         let r: RunResult = from_bytes(&rb).unwrap_or_default();
