@@ -8,8 +8,9 @@
 //! - **per-fragment**: the same engine with the kernel off (one null-stream copy per fragment);
 //! - **contiguous**: one copy of the same number of bytes (the baseline).
 //!
-//! Sources are permuted (stride-7 permutation) so nothing coalesces. Every figure is the best
-//! of `repeats` runs after one warm-up. The device is simulated: absolute GiB/s measure the
+//! Sources are permuted (stride-7 permutation) so nothing coalesces. After one warm-up of each
+//! path the three run in `repeats` interleaved rounds (the order rotating), and every figure is
+//! the path's median. The device is simulated: absolute GiB/s measure the
 //! simulator on this host; the ratios between the three paths are the point.
 //!
 //! Defaults are scaled for a 2-core, 24 GiB machine: 8192 × 4 KiB (32 MiB), 1024 × 64 KiB
@@ -44,7 +45,7 @@ pub enum BenchError {
 pub struct BenchConfig {
     /// `(fragment bytes, fragment count)` per row.
     pub shapes: Vec<(u64, u64)>,
-    /// Timed runs per path (best is reported).
+    /// Interleaved timed rounds per path (the median is reported).
     pub repeats: u32,
     /// Items per planning measurement.
     pub plan_items: usize,
@@ -55,7 +56,7 @@ impl Default for BenchConfig {
     fn default() -> Self {
         Self {
             shapes: vec![(4 << 10, 8192), (64 << 10, 1024), (256 << 10, 256)],
-            repeats: 3,
+            repeats: 9,
             plan_items: 8192,
         }
     }
@@ -175,17 +176,23 @@ pub fn run(cfg: &BenchConfig) -> Result<BenchReport, BenchError> {
     for &(frag, count) in &cfg.shapes {
         let mut f = GatherFixture::new(frag, count)?;
         let engine_path = f.engine_path();
-        let best = |f: &mut GatherFixture, which: Path| -> Result<Duration, BenchError> {
-            f.run(which)?; // warm-up
-            let mut best = Duration::MAX;
-            for _ in 0..cfg.repeats.max(1) {
-                best = best.min(f.run(which)?);
+        const PATHS: [Path; 3] = [Path::Engine, Path::PerFragment, Path::Contiguous];
+        for p in PATHS {
+            f.run(p)?; // warm-up
+        }
+        // Interleaved rounds, the order rotating each round, so a load swing on a shared
+        // machine hits every path alike; each path's figure is its median.
+        let mut times: [Vec<Duration>; 3] = Default::default();
+        for round in 0..cfg.repeats.max(1) as usize {
+            for k in 0..3 {
+                let i = (round + k) % 3;
+                times[i].push(f.run(PATHS[i])?);
             }
-            Ok(best)
-        };
-        let engine = best(&mut f, Path::Engine)?;
-        let per_fragment = best(&mut f, Path::PerFragment)?;
-        let contiguous = best(&mut f, Path::Contiguous)?;
+        }
+        let [engine, per_fragment, contiguous] = times.map(|mut t| {
+            t.sort_unstable();
+            t[t.len() / 2]
+        });
         f.verify()?;
         rows.push(GatherRow {
             fragment_bytes: frag,

@@ -1,27 +1,42 @@
 //! The server emulator of seed 003's "Verification", on the simulated chip with the stall cost
-//! model on, run without and with Prewarm side by side.
+//! model on, run without and with Prewarm in interleaved rounds.
 //!
-//! One run:
+//! One run, in the seed server's order:
 //! 1. **server start**: a platform of `devices` devices, a composite of [`LocalCopyEngine`] and
-//!    [`HbmCopyEngine`], and (in the prewarm run) [`HbmCopyEngine::prewarm`]. Queue counters
-//!    are snapshot here ("after start");
-//! 2. the server's **host DRAM pool** starts registering on a background thread, region by
-//!    region (each registration holds the driver lock for `bytes / registration rate`); a
-//!    region becomes gatherable when its registration completes — until then its batches fall
-//!    back to per-fragment null-stream copies;
+//!    [`HbmCopyEngine`], and (in the prewarm run) [`HbmCopyEngine::prewarm`] first. Queue
+//!    counters are snapshot here ("after start");
+//! 2. the backend's **host DRAM pool** registers on a background thread, region by region (each
+//!    registration holds the driver lock for `bytes / registration rate`), while
 //! 3. **clients**, one per device, allocate a KV buffer and fill device memory until only
 //!    [`EmulatorConfig::free_after_fill`] is left (queue creation is then expensive);
-//! 4. **serving**: `threads` threads (spread over the devices) each make `calls` calls: batch
-//!    puts (KV pages → pool pages, D2H) and gets (pool → KV, H2D) of `ranges` scattered page
-//!    ranges, and every `fallback_every`-th call a batch of large fragments each way (≥ 128 KiB,
-//!    so it stays on the null stream). Every call's latency is recorded.
+//! 4. **serving** starts once the pool is registered: `threads` threads (spread over the
+//!    devices) each make `calls` calls: batch puts (KV pages → pool pages, D2H) and gets
+//!    (pool → KV, H2D) of `ranges` scattered page ranges, and every `fallback_every`-th call a
+//!    batch of large fragments each way (≥ 128 KiB, so it stays on the null stream). Every
+//!    call's latency is recorded. [`EmulatorConfig::eviction`] optionally evicts every
+//!    device's queues once during serving (KFD under memory pressure).
 //!
-//! The report gives, per run: max and p99 call latency, queues created after start, bytes/s,
-//! and whether every byte round-tripped.
+//! What makes the freeze: with the cost model on, a queue creation on a nearly full device
+//! stalls, and holds the process-wide driver lock (libhsakmt's FMM lock) for the whole stall,
+//! so every other queue creation, allocation and registration of the process — and, through
+//! the SDMA engine allocator, every copy of that device — backs up behind it. Without Prewarm
+//! the first gathers and copies create their streams, compute queues, SDMA queues and staging
+//! mid-serving; with it they were created at start and serving creates and allocates nothing.
 //!
-//! Defaults are scaled for a 2-core, 24 GiB machine (2 devices of 512 MiB, 16 threads, 2048
-//! ranges of 1 KiB per batch, 6 calls per thread, a 64 MiB pool registering at 256 MiB/s);
-//! [`EmulatorConfig::full`] uses the 8192 ranges and 4 devices.
+//! # Scale
+//! The stall costs are seed 003's scaled **1000× down** ([`CostModel::stalls`]: seconds become
+//! milliseconds; a 30–92 s queue creation on a full GPU is 30–92 ms here, the 28 s first
+//! code-object load 28 ms). The work is scaled with them as far as a CPU-simulated device
+//! allows: a seed call's copy takes milliseconds on the GPU, which would be microseconds here,
+//! below what 16 threads on 2 cores can time, so a default call moves 512 ranges of 1 KiB
+//! (0.5 MiB, ~0.1 ms of copying): the smallest batch that still runs the gather path with
+//! hundreds of fragments. The seed measured 342 s without and ≤ 5 s with Prewarm (0.015);
+//! [`EmulatorReport::freeze_ratio`] is the same ratio here.
+//!
+//! The report gives, per leg: max, p99 and mean call latency (medians over the rounds),
+//! queues, streams and code objects created after start, bytes/s, and whether every byte
+//! round-tripped; and the freeze ratio. [`EmulatorConfig::full`] uses the seed's 8192-range
+//! batches and 4 devices.
 use crate::bench::BenchError;
 use crate::engine::transfer_detailed;
 use crate::hbm::{HbmConfig, HbmCopyEngine};
@@ -66,10 +81,17 @@ pub struct EmulatorConfig {
     pub cost: CostModel,
     /// Check every byte after the run.
     pub verify: bool,
+    /// An optional KFD-style eviction of every device's queues: `(after, length)` from the
+    /// start of serving (seed 003: once per run, 0.6–46 s, as the clients fill their GPUs).
+    pub eviction: Option<(Duration, Duration)>,
+    /// Interleaved rounds (without, with, without, …); the report gives medians.
+    pub rounds: usize,
 }
 
 impl Default for EmulatorConfig {
-    /// Scaled-down sizes (see the module docs).
+    /// Scaled-down sizes (see the module docs): 2 devices of 512 MiB filled to 48 MiB free,
+    /// 16 threads × 8 calls of 512 × 1 KiB ranges, a fallback batch every third call, a
+    /// 16 MiB pool (one slice per thread) registering at 256 MiB/s, Prewarm(8), 3 rounds.
     fn default() -> Self {
         let mut cost = CostModel::stalls();
         cost.registration_bytes_per_sec = 256.0 * (1 << 20) as f64;
@@ -78,9 +100,9 @@ impl Default for EmulatorConfig {
             hbm_bytes: 512 << 20,
             free_after_fill: 48 << 20,
             threads: 16,
-            ranges: 2048,
+            ranges: 512,
             page_bytes: 1024,
-            calls: 6,
+            calls: 8,
             fallback_every: 3,
             fallback_fragments: 2,
             fallback_fragment_bytes: 256 << 10,
@@ -89,6 +111,8 @@ impl Default for EmulatorConfig {
             prewarm_streams: crate::env::DEFAULT_PREWARM_STREAMS,
             cost,
             verify: true,
+            eviction: None,
+            rounds: 3,
         }
     }
 }
@@ -117,6 +141,8 @@ impl EmulatorConfig {
             prewarm_streams: 8,
             cost: CostModel::default(),
             verify: true,
+            eviction: None,
+            rounds: 1,
         }
     }
 
@@ -136,6 +162,11 @@ pub struct RunReport {
     pub prewarm_streams: usize,
     /// Time the prewarm took.
     pub prewarm: Duration,
+    /// Time from the end of the prewarm until the host pool was registered (serving starts
+    /// then).
+    pub registration: Duration,
+    /// KFD-style queue evictions during serving, all devices.
+    pub evictions: u64,
     /// Calls made.
     pub calls: usize,
     /// Slowest call.
@@ -179,7 +210,8 @@ impl RunReport {
     fn to_json(&self) -> String {
         format!(
             concat!(
-                "{{\"prewarm_streams\":{},\"prewarm_ms\":{:.1},\"calls\":{},\"max_call_ms\":{:.2},",
+                "{{\"prewarm_streams\":{},\"prewarm_ms\":{:.1},\"registration_ms\":{:.1},",
+                "\"evictions\":{},\"calls\":{},\"max_call_ms\":{:.2},",
                 "\"p99_call_ms\":{:.2},\"mean_call_ms\":{:.2},\"queues_created_after_start\":{},",
                 "\"streams_created_after_start\":{},\"code_object_loads_after_start\":{},",
                 "\"queue_memory_bytes\":{},\"driver_lock_waits\":{},\"bytes\":{},\"wall_ms\":{:.1},",
@@ -188,6 +220,8 @@ impl RunReport {
             ),
             self.prewarm_streams,
             self.prewarm.as_secs_f64() * 1e3,
+            self.registration.as_secs_f64() * 1e3,
+            self.evictions,
             self.calls,
             self.max_call.as_secs_f64() * 1e3,
             self.p99_call.as_secs_f64() * 1e3,
@@ -209,15 +243,60 @@ impl RunReport {
     }
 }
 
-/// Both runs, side by side.
+/// Both legs, side by side, over interleaved rounds.
 #[derive(Clone, Debug, PartialEq)]
 pub struct EmulatorReport {
-    /// The configuration both runs used.
+    /// The configuration every run used.
     pub config: EmulatorConfig,
-    /// Without Prewarm (lazy, uncapped pool).
+    /// Without Prewarm (lazy, uncapped pool): per-round medians of the latencies and times,
+    /// the most any round created or waited for the counters, `verified` only if every round
+    /// verified.
     pub without_prewarm: RunReport,
-    /// With `Prewarm(prewarm_streams)`.
+    /// With `Prewarm(prewarm_streams)`, summarised as `without_prewarm`.
     pub with_prewarm: RunReport,
+    /// Every round's pair (without, with), in the order they ran.
+    pub rounds: Vec<(RunReport, RunReport)>,
+}
+
+impl EmulatorReport {
+    /// The freeze ratio: the with-Prewarm leg's median max call over the without leg's
+    /// (seed 003: 5 s / 342 s ≈ 0.015).
+    pub fn freeze_ratio(&self) -> f64 {
+        self.with_prewarm.max_call.as_secs_f64()
+            / self.without_prewarm.max_call.as_secs_f64().max(1e-9)
+    }
+}
+
+fn median(mut v: Vec<Duration>) -> Duration {
+    v.sort_unstable();
+    v.get(v.len() / 2).copied().unwrap_or_default()
+}
+
+/// One leg's rounds summarised (see [`EmulatorReport::without_prewarm`]).
+fn summarise(runs: &[&RunReport]) -> RunReport {
+    let med = |f: fn(&RunReport) -> Duration| median(runs.iter().map(|r| f(r)).collect());
+    let most = |f: fn(&RunReport) -> u64| runs.iter().map(|r| f(r)).max().unwrap_or(0);
+    let first = runs.first().map(|r| (*r).clone()).unwrap_or_default();
+    RunReport {
+        prewarm: med(|r| r.prewarm),
+        registration: med(|r| r.registration),
+        max_call: med(|r| r.max_call),
+        p99_call: med(|r| r.p99_call),
+        mean_call: med(|r| r.mean_call),
+        wall: med(|r| r.wall),
+        evictions: most(|r| r.evictions),
+        queues_created_after_start: most(|r| r.queues_created_after_start),
+        streams_created_after_start: most(|r| r.streams_created_after_start),
+        code_object_loads_after_start: most(|r| r.code_object_loads_after_start),
+        queue_memory_bytes: most(|r| r.queue_memory_bytes),
+        driver_lock_waits: most(|r| r.driver_lock_waits),
+        gathers: most(|r| r.gathers),
+        fallback_plans: most(|r| r.fallback_plans),
+        pool_waits: most(|r| r.pool_waits),
+        failed_items: most(|r| r.failed_items),
+        verified: runs.iter().try_fold(true, |all, r| r.verified.map(|v| all && v)),
+        ..first
+    }
 }
 
 impl EmulatorReport {
@@ -227,7 +306,8 @@ impl EmulatorReport {
         format!(
             concat!(
                 "{{\"area\":\"copy-emulator\",\"devices\":{},\"threads\":{},\"ranges\":{},",
-                "\"page_bytes\":{},\"calls_per_thread\":{},\"cost_model\":{},",
+                "\"page_bytes\":{},\"calls_per_thread\":{},\"cost_model\":{},\"rounds\":{},",
+                "\"freeze_ratio\":{:.4},\"round_freeze_ratios\":[{}],",
                 "\"without_prewarm\":{},\"with_prewarm\":{}}}"
             ),
             c.devices,
@@ -236,6 +316,16 @@ impl EmulatorReport {
             c.page_bytes,
             c.calls,
             c.cost.enabled,
+            self.rounds.len(),
+            self.freeze_ratio(),
+            self.rounds
+                .iter()
+                .map(|(w, p)| format!(
+                    "{:.4}",
+                    p.max_call.as_secs_f64() / w.max_call.as_secs_f64().max(1e-9)
+                ))
+                .collect::<Vec<_>>()
+                .join(","),
             self.without_prewarm.to_json(),
             self.with_prewarm.to_json()
         )
@@ -259,9 +349,13 @@ pub fn run(cfg: &EmulatorConfig) -> Result<EmulatorReport, BenchError> {
     if cfg.threads == 0 || cfg.devices == 0 || cfg.ranges < 2 || cfg.page_bytes == 0 {
         return Err(BenchError::Config("threads, devices, page bytes > 0 and ranges ≥ 2".into()));
     }
-    let without_prewarm = run_once(cfg, 0)?;
-    let with_prewarm = run_once(cfg, cfg.prewarm_streams)?;
-    Ok(EmulatorReport { config: cfg.clone(), without_prewarm, with_prewarm })
+    // Interleaved: a load swing on a shared machine hits both legs alike.
+    let rounds = (0..cfg.rounds.max(1))
+        .map(|_| Ok((run_once(cfg, 0)?, run_once(cfg, cfg.prewarm_streams)?)))
+        .collect::<Result<Vec<_>, BenchError>>()?;
+    let without_prewarm = summarise(&rounds.iter().map(|r| &r.0).collect::<Vec<_>>());
+    let with_prewarm = summarise(&rounds.iter().map(|r| &r.1).collect::<Vec<_>>());
+    Ok(EmulatorReport { config: cfg.clone(), without_prewarm, with_prewarm, rounds })
 }
 
 /// Queue-ish counters summed over devices.
@@ -327,7 +421,8 @@ fn run_once(cfg: &EmulatorConfig, prewarm: usize) -> Result<RunReport, BenchErro
         })
     };
 
-    // 3. Clients: KV buffer per device, then fill the device until little is free.
+    // 3. Clients: KV buffer per device, then fill the device until little is free (while the
+    // pool registers).
     let threads_on =
         |d: u32| (0..cfg.threads).filter(|t| *t as u32 % cfg.devices == d).count() as u64;
     let mut kv = Vec::new();
@@ -347,12 +442,26 @@ fn run_once(cfg: &EmulatorConfig, prewarm: usize) -> Result<RunReport, BenchErro
         }
     }
 
-    // 4. Serving.
+    // The server serves from its pool once the pool is registered (seed 003: Prewarm, then the
+    // backend and its pool, then serving).
+    let _ = registrar.join();
+    let registered = t.elapsed() - prewarm_time;
+
+    // 4. Serving, with the optional KFD-style eviction as the clients' fill presses the driver.
     // SAFETY: `pool_mem` outlives the serving threads (joined below); each thread reads and
     // writes only its own slice, through transfers.
     let pool = unsafe { TransferRef::host(pool_mem.as_mut_ptr(), pool_len) };
     let shared = Arc::new(Shared { engines, pool, kv });
     let t0 = Instant::now();
+    let evictor = cfg.eviction.map(|(after, length)| {
+        let devices = platform.devices().to_vec();
+        std::thread::spawn(move || {
+            std::thread::sleep(after);
+            for d in &devices {
+                d.evict_queues(length);
+            }
+        })
+    });
     let workers: Vec<_> = (0..cfg.threads)
         .map(|t| {
             let (s, c) = (shared.clone(), cfg.clone());
@@ -369,7 +478,9 @@ fn run_once(cfg: &EmulatorConfig, prewarm: usize) -> Result<RunReport, BenchErro
         failed += f;
     }
     let wall = t0.elapsed();
-    let _ = registrar.join();
+    if let Some(e) = evictor {
+        let _ = e.join();
+    }
     let end = totals(&platform);
 
     let verified = cfg.verify.then(|| verify(&platform, cfg, &shared, &pool_mem));
@@ -384,6 +495,8 @@ fn run_once(cfg: &EmulatorConfig, prewarm: usize) -> Result<RunReport, BenchErro
     Ok(RunReport {
         prewarm_streams: prewarm,
         prewarm: prewarm_time,
+        registration: registered,
+        evictions: platform.devices().iter().map(|d| d.counters().queue_evictions).sum(),
         calls: lat.len(),
         max_call: lat.last().copied().unwrap_or_default(),
         p99_call: percentile(&lat, 0.99),

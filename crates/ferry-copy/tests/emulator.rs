@@ -21,11 +21,36 @@ fn emulator_with_prewarm_creates_no_queue_after_start() {
     assert!(lazy.queues_created_after_start > 0, "{lazy:?}");
     assert!(lazy.streams_created_after_start > 0);
     assert_eq!(lazy.code_object_loads_after_start, u64::from(cfg.devices));
+    assert_eq!(r.rounds.len(), 1);
     let j = r.to_json();
     assert!(
         j.contains("\"with_prewarm\":{") && j.contains("\"queues_created_after_start\":0"),
         "{j}"
     );
+    assert!(j.contains("\"freeze_ratio\":") && j.contains("\"round_freeze_ratios\":["), "{j}");
+}
+
+#[test]
+fn emulator_rounds_interleave_and_an_eviction_is_survived() {
+    let cfg = EmulatorConfig {
+        rounds: 2,
+        eviction: Some((std::time::Duration::ZERO, std::time::Duration::from_millis(30))),
+        ..EmulatorConfig::small()
+    };
+    let r = emulator::run(&cfg).unwrap();
+    assert_eq!(r.rounds.len(), 2);
+    for (lazy, warm) in &r.rounds {
+        assert_eq!(warm.queues_created_after_start, 0, "{warm:?}");
+        assert!(lazy.queues_created_after_start > 0, "{lazy:?}");
+        for run in [lazy, warm] {
+            assert_eq!(run.evictions, u64::from(cfg.devices), "one eviction per device");
+            assert_eq!((run.failed_items, run.verified), (0, Some(true)), "{run:?}");
+        }
+    }
+    // The summaries: counters are the most any round saw, `verified` needs every round.
+    assert_eq!(r.with_prewarm.queues_created_after_start, 0);
+    assert_eq!(r.with_prewarm.verified, Some(true));
+    assert!(r.freeze_ratio().is_finite());
 }
 
 #[test]

@@ -3,7 +3,7 @@
 mod common;
 use common::*;
 use ferry_copy::{transfer_detailed, HbmConfig, HbmCopyEngine, TransferItem, TransferRef};
-use ferry_sim::device::DEFAULT_QUEUE_CONTEXT_BYTES;
+use ferry_sim::device::{DEFAULT_MAX_HW_QUEUES, DEFAULT_QUEUE_CONTEXT_BYTES};
 use std::sync::{Arc, Barrier};
 
 /// Six threads, each one H2D gather of 16 scattered 4 KiB fragments from its own slice of a
@@ -250,21 +250,25 @@ fn queue_count_after_prewarm_is_what_the_pool_needs_and_does_not_grow() {
             let c = d.counters();
             assert!(dr.errors.is_empty(), "{dr:?}");
             assert_eq!(c.streams_created, n as u64);
+            let compute = n.min(DEFAULT_MAX_HW_QUEUES as usize) as u64 + 1;
             assert_eq!(
-                c.compute_queues_created,
-                n as u64 + 1,
-                "n pooled streams + the null stream"
+                c.compute_queues_created, compute,
+                "n pooled streams on at most 4 hardware queues + the null stream's"
             );
+            assert_eq!(d.compute_queues() as u64, compute);
             assert_eq!(
                 c.sdma_queues_created,
                 n as u64 + 1,
                 "n gathers + 1 null-stream copy at once"
             );
             assert_eq!(d.copy_engine_queues(), n + 1);
-            assert_eq!(c.queue_memory_bytes, (2 * n as u64 + 2) * DEFAULT_QUEUE_CONTEXT_BYTES);
+            assert_eq!(
+                c.queue_memory_bytes,
+                (compute + n as u64 + 1) * DEFAULT_QUEUE_CONTEXT_BYTES
+            );
             assert_eq!(c.code_object_loads, 1);
             assert_eq!(c.launches, 0, "the empty gathers are not counted as launches");
-            assert_eq!((dr.compute_queues, dr.sdma_queues), (n as u64 + 1, n as u64 + 1));
+            assert_eq!((dr.compute_queues, dr.sdma_queues), (compute, n as u64 + 1));
         }
         let before = p.device(0).unwrap().counters();
         serving_load(&p, &e, 12);
@@ -337,4 +341,154 @@ fn stress_capped_pool_under_mixed_load() {
         let pool = e.pool_stats(0).unwrap();
         assert_eq!((pool.created, pool.idle, pool.peak), (2, 2, 2));
     }
+}
+
+/// What device 0 holds: allocations made, bytes in use, queues, streams, code objects.
+fn holdings(p: &ferry_sim::Platform) -> [u64; 7] {
+    let d = p.device(0).unwrap();
+    let c = d.counters();
+    [
+        c.device_allocs,
+        d.memory().used(),
+        c.compute_queues_created,
+        c.sdma_queues_created,
+        c.streams_created,
+        c.code_object_loads,
+        c.queue_memory_bytes,
+    ]
+}
+
+/// Seed 003's verification steps on device 0: the first null-stream copies in both directions,
+/// a first 8192-fragment gather, then 16 threads of gathers (64 and 8192 fragments, both
+/// directions) mixed with fallback copies in both directions. Every byte is checked.
+fn seed_serving_steps(p: &ferry_sim::Platform, e: &Arc<HbmCopyEngine>) {
+    const THREADS: usize = 16;
+    const BIG: u64 = 8192;
+    const SMALL: u64 = 64;
+    const FRAG: u64 = 64;
+    let dev = p.device(0).unwrap();
+    // Per thread: a registered slice holding a big and a small batch (gapped sources), and an
+    // unregistered slice for the fallback copies. Buffers are allocated before the steps.
+    let slice = (2 * (BIG + SMALL) * FRAG) as usize;
+    let mut host = pattern(THREADS * slice, 3);
+    let mut back = vec![0u8; THREADS * slice];
+    let mut loose = pattern(THREADS * 256 * KIB as usize, 7);
+    let dbytes = (BIG + SMALL) * FRAG + 256 * KIB;
+    let bufs: Vec<_> = (0..=THREADS).map(|_| dev.malloc(dbytes).unwrap()).collect();
+    register(e, &mut host);
+    register(e, &mut back);
+    let (h, b, l) = (host_ref(&mut host), host_ref(&mut back), host_ref(&mut loose));
+    let steps = |t: usize, rounds: usize| {
+        let d = TransferRef::device(0, bufs[t], dbytes);
+        let base = (t * slice) as u64;
+        for _ in 0..rounds {
+            let big = scattered(h, base, d, 0, FRAG, BIG, 0);
+            let small = scattered(h, base + 2 * BIG * FRAG, d, BIG * FRAG, FRAG, SMALL, 0);
+            let fallback = [TransferItem {
+                src: l,
+                src_offset: t as u64 * 256 * KIB,
+                dst: d,
+                dst_offset: (BIG + SMALL) * FRAG,
+                size: 128 * KIB,
+                tag: 1,
+            }];
+            let fallback_back = [TransferItem {
+                src: d,
+                src_offset: (BIG + SMALL) * FRAG,
+                dst: l,
+                dst_offset: t as u64 * 256 * KIB + 128 * KIB,
+                size: 128 * KIB,
+                tag: 2,
+            }];
+            // Device to host: the big batch back into the second registered buffer, each
+            // fragment to the slot it came from in `host`.
+            let big_back: Vec<_> = big
+                .iter()
+                .map(|it| TransferItem {
+                    src: d,
+                    src_offset: it.dst_offset,
+                    dst: b,
+                    dst_offset: it.src_offset,
+                    ..*it
+                })
+                .collect();
+            for items in [&big[..], &fallback, &small, &fallback_back, &big_back] {
+                let o = transfer_detailed(&**e, items);
+                assert!(o.is_ok(), "thread {t}: {o:?}");
+            }
+        }
+    };
+    // The first null-stream copies in both directions, then a first 8192-fragment gather.
+    let mut one = [0u8; 4096];
+    dev.copy_htod(&one, bufs[THREADS]).unwrap();
+    dev.copy_dtoh(bufs[THREADS], &mut one).unwrap();
+    steps(0, 1);
+    std::thread::scope(|s| {
+        for t in 0..THREADS {
+            s.spawn(move || steps(t, 1));
+        }
+    });
+    e.clear_host_gather_regions();
+    for (t, buf) in bufs.iter().enumerate().take(THREADS) {
+        let got = read_dev(p, 0, *buf, dbytes as usize);
+        let base = (t * slice) as u64;
+        check_items(&scattered(h, base, h, 0, FRAG, BIG, 0), &host, &got);
+        let small = scattered(h, base + 2 * BIG * FRAG, h, BIG * FRAG, FRAG, SMALL, 0);
+        check_items(&small, &host, &got);
+        let fb = (BIG + SMALL) * FRAG;
+        let l0 = t * 256 * KIB as usize;
+        assert_eq!(&got[fb as usize..][..128 * KIB as usize], &loose[l0..][..128 * KIB as usize]);
+        assert_eq!(
+            &loose[l0 + 128 * KIB as usize..][..128 * KIB as usize],
+            &loose[l0..][..128 * KIB as usize]
+        );
+        // The big batch went back to `back` at the slots it came from in `host`.
+        for i in 0..BIG as usize {
+            let at = base as usize + i * 2 * FRAG as usize;
+            assert_eq!(
+                &back[at..at + FRAG as usize],
+                &host[at..at + FRAG as usize],
+                "thread {t} fragment {i}"
+            );
+        }
+    }
+}
+
+#[test]
+fn after_prewarm_8_the_seed_steps_allocate_no_device_memory_and_create_no_queue() {
+    let p = platform(1);
+    let e = engine(&p);
+    let r = e.prewarm(8);
+    assert!(r.devices[0].errors.is_empty(), "{r:?}");
+    let dev = p.device(0).unwrap();
+    // Seed 003: "After Prewarm(8) a process has 5 compute and 2 + 7 SDMA queues per GPU".
+    assert_eq!(dev.counters().compute_queues_created, 5);
+    assert_eq!(dev.compute_queues(), 5);
+    assert_eq!(dev.compute_queue_users(), [2, 2, 2, 2], "8 pooled streams on 4 queues");
+    assert_eq!(dev.counters().sdma_queues_created, 9);
+    assert_eq!(dev.copy_engine_queues(), 9);
+    let start = holdings(&p);
+    seed_serving_steps(&p, &e);
+    let end = holdings(&p);
+    let buffers = 17 * ((8192 + 64) * 64 + 256 * KIB).next_multiple_of(64);
+    assert_eq!(end[0] - start[0], 17, "only the test's 17 buffers were allocated");
+    assert_eq!(end[1] - start[1], buffers, "device memory grew by the test's buffers alone");
+    assert_eq!(end[2..], start[2..], "no queue, stream or code object was created");
+    let st = e.stats();
+    assert!(st.gathers >= 16 * 3 + 3, "{st:?}");
+    assert!(st.fallback_plans >= 16 * 2, "{st:?}");
+    let pool = e.pool_stats(0).unwrap();
+    assert_eq!((pool.created, pool.cap), (8, 8), "{pool:?}");
+}
+
+#[test]
+fn without_prewarm_the_seed_steps_create_queues_and_allocate_as_they_go() {
+    let p = platform(1);
+    let e = engine(&p);
+    let start = holdings(&p);
+    seed_serving_steps(&p, &e);
+    let end = holdings(&p);
+    assert!(end[0] - start[0] > 17, "staging allocations mid-serving: {start:?} -> {end:?}");
+    assert!(end[2] > start[2] && end[3] > start[3], "queues created mid-serving");
+    assert!(end[4] > 0 && end[5] == 1, "streams and the code object mid-serving");
 }

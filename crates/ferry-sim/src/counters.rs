@@ -45,7 +45,8 @@ macro_rules! counters {
 counters! {
     /// Streams created (the null stream not included).
     StreamsCreated => streams_created,
-    /// Compute hardware queues created (one per stream, up to the queue limit).
+    /// Compute hardware queues created: the null stream's, and one per pooled stream up to
+    /// the device's `max_hw_queues` (later streams share them).
     ComputeQueuesCreated => compute_queues_created,
     /// Copy-engine (SDMA) queues created: one per engine, on its first copy.
     SdmaQueuesCreated => sdma_queues_created,
@@ -79,6 +80,12 @@ counters! {
     DriverLockWaits => driver_lock_waits,
     /// Faults injected.
     FaultsInjected => faults_injected,
+    /// Device allocations made through `Device::malloc` (queue context areas not included).
+    DeviceAllocs => device_allocs,
+    /// KFD-style evictions of the device's queues (`Device::evict_queues`).
+    QueueEvictions => queue_evictions,
+    /// Copies or kernels that waited for evicted queues to be restored.
+    EvictionWaits => eviction_waits,
 }
 
 impl Counters {

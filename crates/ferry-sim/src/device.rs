@@ -8,7 +8,7 @@ use crate::memory::{
     classify, host_alias, AddrKind, DeviceMemory, DevicePtr, HostRegion, HostRegistry, MemoryError,
 };
 use crate::stream::{Stream, StreamKind};
-use crate::sync::{lock, Arc, Condvar, Mutex};
+use crate::sync::{lock, Arc, AtomicU64, Condvar, Mutex, Ordering};
 use ferry_abi::arch::{Arch, ArchProfile};
 use std::cell::Cell;
 use std::collections::HashSet;
@@ -21,6 +21,14 @@ pub const DEFAULT_COPY_ENGINES: u32 = 16;
 /// Default device memory a hardware queue's context-save area holds (scaled from the seed's
 /// ~173 MiB per SDMA queue on a 288 GiB GPU to a 1 GiB simulated device).
 pub const DEFAULT_QUEUE_CONTEXT_BYTES: u64 = 1 << 20;
+/// Hardware compute queues the pooled streams of a device share (HIP's `GPU_MAX_HW_QUEUES`
+/// default): stream `k` gets a queue of its own while fewer than this many exist, else it
+/// shares the least-used one. The null stream has a queue of its own besides, so a prewarmed
+/// pool of 8 streams gives the seed's 5 compute queues per GPU.
+pub const DEFAULT_MAX_HW_QUEUES: u32 = 4;
+/// Most blocks of one launch that run at once ([`Device::run_blocks`]) by default; the
+/// platform's default is this or the host's parallelism, whichever is less.
+pub const DEFAULT_BLOCK_WORKERS: usize = 4;
 /// Most devices one platform may have (the address map reserves 8 bits for the ordinal).
 pub const MAX_DEVICES: u32 = 64;
 
@@ -43,6 +51,8 @@ pub struct PlatformBuilder {
     cost: CostModel,
     copy_engines: u32,
     queue_context_bytes: u64,
+    max_hw_queues: u32,
+    block_workers: usize,
     aicpu_os: crate::aicpu_os::OsConfig,
 }
 
@@ -57,6 +67,10 @@ impl PlatformBuilder {
             cost: CostModel::default(),
             copy_engines: DEFAULT_COPY_ENGINES,
             queue_context_bytes: DEFAULT_QUEUE_CONTEXT_BYTES,
+            max_hw_queues: DEFAULT_MAX_HW_QUEUES,
+            block_workers: std::thread::available_parallelism()
+                .map_or(1, |n| n.get())
+                .min(DEFAULT_BLOCK_WORKERS),
             aicpu_os: crate::aicpu_os::OsConfig::default(),
         }
     }
@@ -118,11 +132,26 @@ impl PlatformBuilder {
         self
     }
 
+    /// Hardware compute queues the pooled streams of one device share (default
+    /// [`DEFAULT_MAX_HW_QUEUES`]; at least 1).
+    pub fn max_hw_queues(&mut self, n: u32) -> &mut Self {
+        self.max_hw_queues = n;
+        self
+    }
+
+    /// Most blocks of one launch that run at once (default: the host's parallelism, at most
+    /// [`DEFAULT_BLOCK_WORKERS`]; at least 1).
+    pub fn block_workers(&mut self, n: usize) -> &mut Self {
+        self.block_workers = n;
+        self
+    }
+
     /// Creates the devices.
     ///
     /// # Errors
     /// [`DeviceError::Resource`] when the device count is 0 or above [`MAX_DEVICES`], when
-    /// there are no copy engines, or when HBM cannot be mapped.
+    /// there are no copy engines, no hardware queues or no block workers, or when HBM cannot
+    /// be mapped.
     pub fn build(&mut self) -> Result<Platform, DeviceError> {
         if self.devices == 0 || self.devices > MAX_DEVICES {
             return Err(DeviceError::Resource(format!(
@@ -132,6 +161,11 @@ impl PlatformBuilder {
         }
         if self.copy_engines == 0 {
             return Err(DeviceError::Resource("a device needs at least one copy engine".into()));
+        }
+        if self.max_hw_queues == 0 || self.block_workers == 0 {
+            return Err(DeviceError::Resource(
+                "a device needs at least one hardware queue and one block worker".into(),
+            ));
         }
         let shared = Arc::new(PlatformShared {
             peers: OnceLock::new(),
@@ -161,6 +195,14 @@ impl PlatformBuilder {
                     null_stream: OnceLock::new(),
                     engines: CopyEngines::new(self.copy_engines),
                     queue_context_bytes: self.queue_context_bytes,
+                    compute_queues: Mutex::new(ComputeQueues {
+                        max: self.max_hw_queues as usize,
+                        slots: Vec::new(),
+                        null: false,
+                    }),
+                    block_workers: self.block_workers,
+                    evicted_until: AtomicU64::new(0),
+                    epoch: std::time::Instant::now(),
                     code_objects: Mutex::new(HashSet::new()),
                     null_init: Mutex::new([false; 2]),
                     aicpu_os: crate::aicpu_os::OsState::new(self.aicpu_os.clone(), ordinal),
@@ -343,6 +385,11 @@ pub(crate) struct DeviceInner {
     null_stream: OnceLock<Stream>,
     pub(crate) engines: CopyEngines,
     queue_context_bytes: u64,
+    compute_queues: Mutex<ComputeQueues>,
+    block_workers: usize,
+    /// Nanoseconds after `epoch` until which the device's queues are evicted (0: never).
+    evicted_until: AtomicU64,
+    epoch: std::time::Instant,
     code_objects: Mutex<HashSet<String>>,
     null_init: Mutex<[bool; 2]>,
     pub(crate) aicpu_os: crate::aicpu_os::OsState,
@@ -454,6 +501,10 @@ impl Device {
     /// Out of memory, or an injected [`FaultPoint::DeviceAlloc`].
     pub fn malloc(&self, size: u64) -> Result<DevicePtr, DeviceError> {
         self.0.faults.check(FaultPoint::DeviceAlloc).inspect_err(|_| self.fault_counted())?;
+        // With the cost model on, an allocation takes the driver lock as the KFD ioctl takes
+        // the process's FMM lock: it backs up behind a stalled queue creation (seed 003).
+        let _fmm = self.0.shared.cost.enabled.then(|| self.0.shared.driver.acquire());
+        self.0.counters.bump(Counter::DeviceAllocs);
         Ok(self.0.memory.alloc(size, 0)?)
     }
 
@@ -542,22 +593,133 @@ impl Device {
     }
 
     /// Creates one hardware queue: applies the cost model (driver lock, pressure) and takes
-    /// device memory for its context-save area.
+    /// device memory for its context-save area. With the cost model on, the creation holds the
+    /// driver lock for its whole cost, as libhsakmt holds the process's FMM lock across the
+    /// context-save area's migration (seed 003): every other queue creation, registration and
+    /// allocation of the process waits behind it.
     pub(crate) fn create_hw_queue(&self, counter: Counter) -> Result<DevicePtr, DeviceError> {
         let cost = &self.0.shared.cost;
-        if cost.enabled {
-            if cost.queue_waits_for_driver_lock {
-                let (_g, waited) = self.0.shared.driver.acquire();
-                if waited {
-                    self.0.counters.bump(Counter::DriverLockWaits);
-                }
+        let _fmm = if cost.enabled && cost.queue_waits_for_driver_lock {
+            let (g, waited) = self.0.shared.driver.acquire();
+            if waited {
+                self.0.counters.bump(Counter::DriverLockWaits);
             }
+            Some(g)
+        } else {
+            None
+        };
+        if cost.enabled {
             CostModel::sleep(cost.queue_creation_cost(self.0.memory.used(), self.0.memory.size()));
         }
         let ctx = self.0.memory.alloc(self.0.queue_context_bytes, 0)?;
         self.0.counters.bump(counter);
         self.0.counters.add(Counter::QueueMemoryBytes, self.0.queue_context_bytes);
         Ok(ctx)
+    }
+
+    /// A hardware compute queue for a new stream: the null stream's own, or for a pooled
+    /// stream a new queue while fewer than the device's maximum exist, else the least-used one
+    /// (clr's device queue pool). A pooled queue lives while a stream uses it; its context
+    /// memory is freed with its last stream ([`release_compute_queue`]).
+    ///
+    /// [`release_compute_queue`]: Device::release_compute_queue
+    pub(crate) fn attach_compute_queue(
+        &self,
+        kind: StreamKind,
+    ) -> Result<crate::stream::HwQueue, DeviceError> {
+        use crate::stream::HwQueue;
+        // Held across a creation: queue assignment is serialised, and a second stream never
+        // creates a queue the first is still creating.
+        let mut q = lock(&self.0.compute_queues);
+        if kind == StreamKind::Null {
+            let ctx = self.create_hw_queue(Counter::ComputeQueuesCreated)?;
+            q.null = true;
+            return Ok(HwQueue::Own(ctx));
+        }
+        let live = q.slots.iter().flatten().count();
+        if live < q.max {
+            let ctx = self.create_hw_queue(Counter::ComputeQueuesCreated)?;
+            let i = match q.slots.iter().position(Option::is_none) {
+                Some(i) => i,
+                None => {
+                    q.slots.push(None);
+                    q.slots.len() - 1
+                }
+            };
+            q.slots[i] = Some((1, ctx));
+            return Ok(HwQueue::Pooled(i));
+        }
+        let i = q
+            .slots
+            .iter()
+            .enumerate()
+            .filter_map(|(i, s)| s.map(|(users, _)| (users, i)))
+            .min()
+            .map(|(_, i)| i)
+            .ok_or_else(|| DeviceError::Resource("no hardware queue".into()))?;
+        if let Some((users, _)) = &mut q.slots[i] {
+            *users += 1;
+        }
+        Ok(HwQueue::Pooled(i))
+    }
+
+    /// A pooled stream on queue `i` is gone; the queue (and its context memory) goes with its
+    /// last stream.
+    pub(crate) fn release_compute_queue(&self, i: usize) {
+        let mut q = lock(&self.0.compute_queues);
+        if let Some(Some((users, ctx))) = q.slots.get_mut(i) {
+            *users = users.saturating_sub(1);
+            if *users == 0 {
+                let ctx = *ctx;
+                q.slots[i] = None;
+                let _ = self.0.memory.free(ctx);
+            }
+        }
+    }
+
+    /// Hardware compute queues that exist on this device (the null stream's included).
+    pub fn compute_queues(&self) -> usize {
+        let q = lock(&self.0.compute_queues);
+        q.slots.iter().flatten().count() + usize::from(q.null)
+    }
+
+    /// Streams on each live pooled hardware compute queue, in queue order.
+    pub fn compute_queue_users(&self) -> Vec<u32> {
+        lock(&self.0.compute_queues).slots.iter().flatten().map(|(u, _)| *u).collect()
+    }
+
+    /// Most blocks of one launch that run at once.
+    pub fn block_workers(&self) -> usize {
+        self.0.block_workers
+    }
+
+    /// A KFD-style eviction: every queue of this device stops for `d` (work already running
+    /// finishes; no stream starts another copy or kernel until the queues are restored).
+    /// Returns at once; an eviction during an eviction extends it.
+    pub fn evict_queues(&self, d: std::time::Duration) {
+        let until = (self.0.epoch.elapsed() + d).as_nanos().min(u64::MAX as u128) as u64;
+        // Relaxed: a deadline read by stream workers between ops; nothing is published with it.
+        self.0.evicted_until.fetch_max(until.max(1), Ordering::Relaxed);
+        self.0.counters.bump(Counter::QueueEvictions);
+    }
+
+    /// Waits (in steps of at most 10 ms) while the device's queues are evicted; returns
+    /// whether it waited. Stream workers call it before each copy or kernel.
+    pub(crate) fn wait_while_evicted(&self) -> bool {
+        let mut waited = false;
+        loop {
+            // Relaxed: see `evict_queues`.
+            let until = self.0.evicted_until.load(Ordering::Relaxed);
+            let now = self.0.epoch.elapsed().as_nanos().min(u64::MAX as u128) as u64;
+            if until <= now {
+                return waited;
+            }
+            waited = true;
+            std::thread::sleep(
+                std::time::Duration::from_nanos(until - now)
+                    .min(std::time::Duration::from_millis(10)),
+            );
+        }
     }
 
     /// Records a launch of kernel `name`: counts it and loads its code object on first use.
@@ -606,6 +768,16 @@ pub(crate) struct CopyEngines {
     cv: Condvar,
 }
 
+/// The pooled streams' hardware compute queues of one device.
+#[derive(Debug)]
+struct ComputeQueues {
+    max: usize,
+    /// Live pooled queues: (streams on it, context-save area); `None` for a freed slot.
+    slots: Vec<Option<(u32, DevicePtr)>>,
+    /// Whether the null stream's queue exists.
+    null: bool,
+}
+
 #[derive(Clone, Copy, Debug, Default)]
 struct EngineState {
     busy: bool,
@@ -652,6 +824,9 @@ impl Device {
             }
         };
         let created = if create {
+            // clr creates an engine's queue under its SDMA engine allocator lock: every other
+            // copy of this device waits for the engine list meanwhile (seed 003).
+            let _alloc = lock(&e.state);
             self.create_hw_queue(Counter::SdmaQueuesCreated).map(|_| ())
         } else {
             Ok(())

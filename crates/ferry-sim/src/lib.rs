@@ -57,6 +57,7 @@ pub mod device_root;
 pub mod error;
 pub mod event;
 pub mod fault;
+pub mod kernel;
 pub mod memory;
 pub mod overlap;
 pub mod pinned;

@@ -373,6 +373,28 @@ impl DeviceMemory {
         })
     }
 
+    /// The live allocation containing `[ptr, ptr+len)`: its device address, its length and
+    /// the device-side view of its first byte (what [`device_ptr`](Self::device_ptr) returns
+    /// for that address). A kernel's [`Translator`](crate::kernel::Translator) caches it.
+    ///
+    /// # Errors
+    /// When the range is not inside one live allocation of this device.
+    pub fn allocation_of(
+        &self,
+        ptr: DevicePtr,
+        len: u64,
+    ) -> Result<(u64, u64, *mut u8), MemoryError> {
+        let off = self.offset_of(ptr.0)?;
+        let (s, l) = lock(&self.alloc).containing(off, len).ok_or(MemoryError::OutOfBounds {
+            addr: ptr.0,
+            len,
+            device: self.ordinal,
+        })?;
+        // SAFETY: `containing` returned a live allocation inside the map: `s + l <= size`, and
+        // `hbm` maps `size` bytes.
+        Ok((self.base + s, l, unsafe { self.hbm.as_ptr().cast_mut().add(s as usize) }))
+    }
+
     /// The device-side view of `[ptr, ptr+len)`: what device code (AICPU, AICore, DMA) reads and
     /// writes.
     ///

@@ -66,6 +66,25 @@ enum Op {
     Record(Event, u64),
     Wait(Event, u64),
     Host(Box<dyn FnOnce() + Send>),
+    /// A blocking copy's segments (see [`Stream::copy_segments_blocking`]): their first error
+    /// goes to `done`, not to the stream's sticky error.
+    Segments {
+        kind: CopyKind,
+        segments: Vec<Segment>,
+        done: Arc<Mutex<Option<Result<(), DeviceError>>>>,
+    },
+}
+
+/// One segment of a blocking multi-segment copy: source, destination (host addresses for the
+/// host side, device addresses for the device side) and length.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Segment {
+    /// Source address.
+    pub src: u64,
+    /// Destination address.
+    pub dst: u64,
+    /// Bytes.
+    pub len: u64,
 }
 
 struct Shared {
@@ -74,8 +93,8 @@ struct Shared {
     /// [`Handle`] holds the strong reference (STYLE R10: the child owns its parent).
     device: Weak<DeviceInner>,
     ordinal: u32,
-    /// The hardware queue's context-save area in device memory, freed with the stream.
-    queue_ctx: DevicePtr,
+    /// The hardware compute queue this stream runs on, released with the stream.
+    hw_queue: HwQueue,
     kind: StreamKind,
     id: u64,
     queue: Mutex<Queue>,
@@ -100,12 +119,27 @@ impl Shared {
     }
 }
 
+/// A stream's hardware compute queue (see [`Device::attach_compute_queue`]).
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum HwQueue {
+    /// The null stream's own queue, with its context-save area.
+    Own(DevicePtr),
+    /// Pooled queue `i` of the device, shared with other pooled streams.
+    Pooled(usize),
+}
+
 impl Drop for Shared {
     fn drop(&mut self) {
-        // A dropped pooled stream gives its queue's context memory back. The null stream drops
-        // with its device, whose whole HBM goes with it (the upgrade then fails).
-        if let Some(d) = self.device.upgrade() {
-            let _ = d.memory.free(self.queue_ctx);
+        // A dropped stream gives its queue back: the null stream's context memory, or its share
+        // of a pooled queue (whose memory goes with its last stream). The null stream drops with
+        // its device, whose whole HBM goes with it (the upgrade then fails).
+        if let Some(d) = self.device.upgrade().map(Device) {
+            match self.hw_queue {
+                HwQueue::Own(ctx) => {
+                    let _ = d.0.memory.free(ctx);
+                }
+                HwQueue::Pooled(i) => d.release_compute_queue(i),
+            }
         }
     }
 }
@@ -155,11 +189,11 @@ static NEXT_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new
 
 impl Stream {
     pub(crate) fn new(device: Device, kind: StreamKind) -> Result<Stream, DeviceError> {
-        let queue_ctx = device.create_hw_queue(Counter::ComputeQueuesCreated)?;
+        let hw_queue = device.attach_compute_queue(kind)?;
         let shared = Arc::new(Shared {
             device: Arc::downgrade(&device.0),
             ordinal: device.ordinal(),
-            queue_ctx,
+            hw_queue,
             kind,
             // Relaxed: a unique id; nothing is published through it.
             id: NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
@@ -346,6 +380,51 @@ impl Stream {
         self.sync_inner(None)
     }
 
+    /// A blocking copy of `segments` in one direction (as `hipMemcpy` is blocking): enqueues
+    /// them as one unit behind the stream's earlier work, waits for that unit alone, and
+    /// returns *its* result — an address error of these segments is reported here and not left
+    /// as the stream's sticky error, and another thread's failed work on the same stream is not
+    /// reported here. So several threads may copy on one (null) stream at once without a lock
+    /// around enqueue + wait.
+    ///
+    /// Every segment is an accepted copy (counted; [`FaultPoint::Copy`] checked once per
+    /// segment, all before anything is enqueued, so an injected fault moves no byte); the wait
+    /// checks [`FaultPoint::Synchronize`] (a failed wait first lets the segments finish, so
+    /// no copy is left running over the caller's buffers).
+    ///
+    /// # Safety
+    /// The host side of every segment (source for [`CopyKind::Htod`], destination for
+    /// [`CopyKind::Dtoh`]) must be valid for `len` bytes until this call returns, and not
+    /// accessed by anything else meanwhile.
+    ///
+    /// # Errors
+    /// An injected fault, or the first segment's address error.
+    pub unsafe fn copy_segments_blocking(
+        &self,
+        kind: CopyKind,
+        segments: &[Segment],
+    ) -> Result<(), DeviceError> {
+        if segments.is_empty() {
+            return Ok(());
+        }
+        let d = &self.0.shared.device()?;
+        for _ in segments {
+            self.check(FaultPoint::Copy)?;
+        }
+        d.0.counters.add(Counter::Copies, segments.len() as u64);
+        if self.kind() == StreamKind::Null {
+            d.note_null_copy(kind);
+        }
+        let done = Arc::new(Mutex::new(None));
+        self.push(Op::Segments { kind, segments: segments.to_vec(), done: done.clone() });
+        let sync = self.check(FaultPoint::Synchronize);
+        d.0.counters.bump(Counter::Synchronizes);
+        // No timeout: the caller's buffers must outlive the copy, so this cannot return early.
+        self.0.shared.done.wait_until(|| lock(&done).is_some(), None);
+        let res = lock(&done).take().unwrap_or(Ok(()));
+        sync.and(res)
+    }
+
     /// As [`synchronize`](Self::synchronize), giving up after `timeout`.
     ///
     /// # Errors
@@ -410,6 +489,13 @@ fn worker(s: Arc<Shared>) {
             }
         };
         let Some(op) = op else { return };
+        if matches!(op, Op::Copy { .. } | Op::Kernel { .. } | Op::Segments { .. }) {
+            if let Ok(d) = s.device() {
+                if d.wait_while_evicted() {
+                    d.0.counters.bump(Counter::EvictionWaits);
+                }
+            }
+        }
         if let Err(e) = run(&s, op) {
             let mut err = lock(&s.error);
             if err.is_none() {
@@ -425,44 +511,15 @@ fn worker(s: Arc<Shared>) {
 
 fn run(s: &Shared, op: Op) -> Result<(), DeviceError> {
     match op {
-        Op::Copy { kind, src, dst, len, meet } => {
+        Op::Segments { kind, segments, done } => {
             // Held for this op only: between ops the worker does not keep its device alive.
             let d = &s.device()?;
-            let host_side = match kind {
-                CopyKind::Htod => Some(src),
-                CopyKind::Dtoh => Some(dst),
-                CopyKind::Dtod => None,
-            };
-            if let Some(h) = host_side {
-                if h == 0 || crate::memory::classify(h) != crate::memory::AddrKind::Foreign {
-                    return Err(crate::memory::MemoryError::NotHostAddress { addr: h }.into());
-                }
-            }
-            let (sp, dp) = match kind {
-                CopyKind::Htod => (src as *const u8, d.translate(DevicePtr(dst), len)?),
-                CopyKind::Dtoh => (d.translate(DevicePtr(src), len)? as *const u8, dst as *mut u8),
-                CopyKind::Dtod => {
-                    (translate_any(d, src, len)? as *const u8, translate_any(d, dst, len)?)
-                }
-            };
-            d.with_copy_engine(|| {
-                // SAFETY: device sides were translated and bounds-checked above; host sides are
-                // valid for `len` bytes by the enqueuing caller's contract (`copy_*_async`).
-                // `copy` (memmove) tolerates overlapping device-to-device ranges.
-                unsafe { std::ptr::copy(sp, dp, len as usize) };
-                if let Some(m) = &meet {
-                    // Keep this engine until the other parties hold theirs (see `overlap`).
-                    m.arrive_and_wait();
-                }
-            })?;
-            let c = match kind {
-                CopyKind::Htod => Counter::BytesHtod,
-                CopyKind::Dtoh => Counter::BytesDtoh,
-                CopyKind::Dtod => Counter::BytesDtod,
-            };
-            d.0.counters.add(c, len);
+            let res =
+                segments.iter().try_for_each(|g| copy_one(d, kind, g.src, g.dst, g.len, None));
+            *lock(&done) = Some(res);
             Ok(())
         }
+        Op::Copy { kind, src, dst, len, meet } => copy_one(&s.device()?, kind, src, dst, len, meet),
         Op::Kernel { name, body } => {
             let d = &s.device()?;
             match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| body(d))) {
@@ -487,6 +544,50 @@ fn run(s: &Shared, op: Op) -> Result<(), DeviceError> {
             Ok(())
         }
     }
+}
+
+/// One copy on a copy engine: host side checked to be a host address, device sides translated
+/// and bounds-checked, then the bytes moved while holding the lowest free engine.
+fn copy_one(
+    d: &Device,
+    kind: CopyKind,
+    src: u64,
+    dst: u64,
+    len: u64,
+    meet: Option<Arc<CopyRendezvous>>,
+) -> Result<(), DeviceError> {
+    let host_side = match kind {
+        CopyKind::Htod => Some(src),
+        CopyKind::Dtoh => Some(dst),
+        CopyKind::Dtod => None,
+    };
+    if let Some(h) = host_side {
+        if h == 0 || crate::memory::classify(h) != crate::memory::AddrKind::Foreign {
+            return Err(crate::memory::MemoryError::NotHostAddress { addr: h }.into());
+        }
+    }
+    let (sp, dp) = match kind {
+        CopyKind::Htod => (src as *const u8, d.translate(DevicePtr(dst), len)?),
+        CopyKind::Dtoh => (d.translate(DevicePtr(src), len)? as *const u8, dst as *mut u8),
+        CopyKind::Dtod => (translate_any(d, src, len)? as *const u8, translate_any(d, dst, len)?),
+    };
+    d.with_copy_engine(|| {
+        // SAFETY: device sides were translated and bounds-checked above; host sides are
+        // valid for `len` bytes by the enqueuing caller's contract (`copy_*_async`).
+        // `copy` (memmove) tolerates overlapping device-to-device ranges.
+        unsafe { std::ptr::copy(sp, dp, len as usize) };
+        if let Some(m) = &meet {
+            // Keep this engine until the other parties hold theirs (see `overlap`).
+            m.arrive_and_wait();
+        }
+    })?;
+    let c = match kind {
+        CopyKind::Htod => Counter::BytesHtod,
+        CopyKind::Dtoh => Counter::BytesDtoh,
+        CopyKind::Dtod => Counter::BytesDtod,
+    };
+    d.0.counters.add(c, len);
+    Ok(())
 }
 
 /// Device-to-device copies may name another device's HBM (peer access) or host alias.

@@ -215,7 +215,8 @@ fn counters_move_when_they_should_and_only_then() {
     let c0 = d.counters();
     assert_eq!(c0, Default::default(), "a fresh device has done nothing");
     let buf = d.malloc(64).unwrap();
-    assert_eq!(d.counters(), c0, "allocation moves no counter");
+    let expected = ferry_sim::counters::CounterSnapshot { device_allocs: 1, ..c0 };
+    assert_eq!(d.counters(), expected, "allocation moves only its own counter");
     d.copy_htod(&[1; 64], buf).unwrap();
     let c1 = d.counters();
     assert_eq!(c1.streams_created, 0, "the null stream is not a created stream");
@@ -467,6 +468,52 @@ fn chip_rejects_bad_shapes_and_busy_cores() {
         .unwrap()
         .wait();
     assert!(matches!(err, Err(DeviceError::Kernel { .. })));
+}
+
+#[test]
+fn pooled_streams_share_at_most_max_hw_queues_and_the_null_stream_has_its_own() {
+    let p = ferry_sim::PlatformBuilder::new(Arch::A2a3)
+        .hbm_bytes(64 << 20)
+        .max_hw_queues(3)
+        .build()
+        .unwrap();
+    let d = p.device(0).unwrap();
+    let mut streams: Vec<_> = (0..7).map(|_| d.create_stream().unwrap()).collect();
+    assert_eq!(d.counters().streams_created, 7);
+    assert_eq!(d.counters().compute_queues_created, 3, "7 streams on 3 hardware queues");
+    assert_eq!(d.compute_queue_users(), [3, 2, 2], "least-used queue first");
+    d.copy_htod(&[0; 8], d.malloc(8).unwrap()).unwrap();
+    assert_eq!(d.compute_queues(), 4, "the null stream's queue besides");
+    let used = d.memory().used();
+    drop(streams.drain(..3).collect::<Vec<_>>());
+    assert_eq!(d.compute_queue_users(), [2, 1, 1], "three streams gone, four left");
+    assert_eq!(d.memory().used(), used, "every queue still has a stream");
+    let _more = d.create_stream().unwrap();
+    assert_eq!(d.counters().compute_queues_created, 4, "a new stream joins a live queue");
+    assert_eq!(d.compute_queue_users(), [2, 2, 1]);
+    drop((streams, _more));
+    assert!(d.compute_queue_users().is_empty());
+    assert!(d.memory().used() < used, "the last stream of a queue frees its context memory");
+    assert!(ferry_sim::PlatformBuilder::new(Arch::A2a3).max_hw_queues(0).build().is_err());
+}
+
+#[test]
+fn an_eviction_stops_a_devices_queues_for_its_length_and_only_that_device() {
+    let p = platform(Arch::A2a3, 2);
+    let (d0, d1) = (p.device(0).unwrap(), p.device(1).unwrap());
+    let (b0, b1) = (d0.malloc(64).unwrap(), d1.malloc(64).unwrap());
+    d0.copy_htod(&[1; 64], b0).unwrap();
+    d0.evict_queues(std::time::Duration::from_millis(150));
+    let t = std::time::Instant::now();
+    d1.copy_htod(&[1; 64], b1).unwrap();
+    assert!(t.elapsed() < std::time::Duration::from_millis(100), "device 1 is not evicted");
+    d0.copy_htod(&[2; 64], b0).unwrap();
+    assert!(t.elapsed() >= std::time::Duration::from_millis(150), "device 0 waited");
+    let c = d0.counters();
+    assert_eq!((c.queue_evictions, c.eviction_waits), (1, 1));
+    let t = std::time::Instant::now();
+    d0.copy_htod(&[3; 64], b0).unwrap();
+    assert!(t.elapsed() < std::time::Duration::from_millis(100), "restored");
 }
 
 /// The null stream lives inside its device; it used to hold the device strongly, so a device

@@ -66,26 +66,39 @@ pub(crate) fn kernel(staging: DevicePtr, count: usize) -> KernelFn {
         }
         let table_len = (count * FRAGMENT_BYTES) as u64;
         let table = d.translate(staging, table_len).map_err(|e| format!("descriptors: {e}"))?;
-        for i in 0..count {
-            // SAFETY: `table` addresses `count * 24` bytes of a live device allocation (checked
-            // by `translate` above); descriptor `i` lies inside it. `read_unaligned` needs no
-            // alignment, and the stream's FIFO order finished the upload before this body runs.
-            let f = unsafe {
-                (table.add(i * FRAGMENT_BYTES) as *const GatherFragment).read_unaligned()
-            };
-            let src = d
-                .translate(DevicePtr(f.src), f.bytes)
-                .map_err(|e| format!("fragment {i} src: {e}"))?;
-            let dst = d
-                .translate(DevicePtr(f.dst), f.bytes)
-                .map_err(|e| format!("fragment {i} dst: {e}"))?;
-            // SAFETY: [1] both ranges are `f.bytes` long inside a live allocation or a live host
-            // registration of this device (checked by `translate`); [2] registered host bytes are
-            // valid while the registration lives, and the endpoint's creator promised nobody else
-            // touches them during the transfer (`TransferRef::host`); [3] `copy` is a memmove, so
-            // even an overlap the planner missed is not UB.
-            unsafe { std::ptr::copy(src as *const u8, dst, f.bytes as usize) };
-        }
-        Ok(())
+        // The table's address crosses to the block threads as an integer (a raw pointer is not
+        // `Sync`); every block only reads it.
+        let table = table as usize;
+        // The fragments split into contiguous blocks that run in parallel; each block has its
+        // own translator, so a fragment inside the allocation or registration of the previous
+        // one is checked against cached bounds instead of the device's locked tables.
+        d.run_blocks(count, |range| {
+            let mut t = d.translator();
+            for i in range {
+                // SAFETY: `table` addresses `count * 24` bytes of a live device allocation
+                // (checked by `translate` above); descriptor `i < count` lies inside it.
+                // `read_unaligned` needs no alignment, and the stream's FIFO order finished the
+                // upload before this body runs.
+                let f = unsafe {
+                    ((table + i * FRAGMENT_BYTES) as *const GatherFragment).read_unaligned()
+                };
+                let src = t
+                    .translate(DevicePtr(f.src), f.bytes)
+                    .map_err(|e| format!("fragment {i} src: {e}"))?;
+                let dst = t
+                    .translate(DevicePtr(f.dst), f.bytes)
+                    .map_err(|e| format!("fragment {i} dst: {e}"))?;
+                // SAFETY: [1] both ranges are `f.bytes` long inside a live allocation or a live
+                // host registration of this device (checked by the translator); [2] registered
+                // host bytes are valid while the registration lives, and the endpoint's creator
+                // promised nobody else touches them during the transfer (`TransferRef::host`);
+                // [3] blocks run in parallel, so no two fragments of a launch may touch the same
+                // bytes with one of them writing: the planner rejects, within one batch (and a
+                // launch only holds fragments of one batch), an item whose destination overlaps
+                // another item's source or destination (`planner`, pass 2).
+                unsafe { std::ptr::copy(src as *const u8, dst, f.bytes as usize) };
+            }
+            Ok(())
+        })
     })
 }

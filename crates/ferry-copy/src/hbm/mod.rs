@@ -9,8 +9,9 @@
 //!    ≥ 2 fragments and a mean below [`HbmConfig::gather_threshold`] runs as one gather kernel on a
 //!    pooled stream; a failed launch just declines, a failed synchronize also latches the kernel
 //!    off for this engine ([`HbmCopyEngine::reset_gather_latch`] re-arms it);
-//! 3. **fallback**: every plan the gather did not complete is copied segment by segment on its
-//!    device's null stream (destination's device, else the source's), then synchronized;
+//! 3. **fallback**: every plan the gather did not complete is one blocking multi-segment copy
+//!    on its device's null stream (destination's device, else the source's) whose result is
+//!    that plan's alone, so concurrent callers do not serialise on a lock around it;
 //! 4. restore the caller's current device; return a settled handle with one failure per failed
 //!    plan.
 //!
@@ -22,8 +23,10 @@
 //! 2. `regions` (RwLock) — read during classification only, never held across a device call
 //!    that waits, nor together with 3 or 4;
 //! 3. `DevicePool::state` (one per device) — list/count updates only;
-//! 4. `null_copy` (one per device) — held across one plan's null-stream enqueue + synchronize so
-//!    the stream's sticky error belongs to that plan.
+//! 4. `null_copy` (one per device) — held across the prewarm's null-stream warm-up copies, so
+//!    the stream's sticky error belongs to them. Fallback copies do not take it: each plan is
+//!    one blocking multi-segment copy whose result is its own
+//!    ([`ferry_sim::Stream::copy_segments_blocking`]).
 //!
 //! ferry-sim's internal locks rank below all of these.
 pub mod gather;
@@ -35,6 +38,7 @@ use crate::types::{
     FailureCode, Loc, TransferFailure, TransferItem, TransferPlan, TransferPlanSet, TransferRef,
 };
 use ferry_sim::overlap::CopyRendezvous;
+use ferry_sim::stream::Segment;
 use ferry_sim::{
     CopyKind, Device, DeviceError, DevicePtr, HostRegistration, MemoryError, Platform,
 };
@@ -756,34 +760,22 @@ impl HbmCopyEngine {
         };
         check(&p.src, &p.src_offsets)?;
         check(&p.dst, &p.dst_offsets)?;
-        let st = &self.devices[ord as usize];
-        let _g = lock(&st.null_copy);
         let s = device
             .null_stream()
             .map_err(|e| fail(FailureCode::CopyFailed, format!("null stream: {e}"), ep.clone()))?;
-        let mut enq: Result<(), DeviceError> = Ok(());
-        for i in 0..p.segments() {
-            let (src, dst, len) =
-                (p.src.addr + p.src_offsets[i], p.dst.addr + p.dst_offsets[i], p.sizes[i]);
-            enq = match kind {
-                // SAFETY: the host source is valid and unaliased for the transfer
-                // (`TransferRef::host`'s contract) and in bounds (planner); the synchronize below
-                // completes the copy before `submit` returns.
-                CopyKind::Htod => unsafe {
-                    s.copy_htod_async(src as *const u8, DevicePtr(dst), len)
-                },
-                // SAFETY: as above, for the host destination.
-                CopyKind::Dtoh => unsafe { s.copy_dtoh_async(DevicePtr(src), dst as *mut u8, len) },
-                CopyKind::Dtod => s.copy_dtod_async(DevicePtr(src), DevicePtr(dst), len),
-            };
-            if enq.is_err() {
-                break;
-            }
-        }
-        // Always drain what was enqueued before reporting.
-        let sync = s.synchronize();
-        let res = enq.and(sync);
-        res.map_err(|e| {
+        let segments: Vec<Segment> = (0..p.segments())
+            .map(|i| Segment {
+                src: p.src.addr + p.src_offsets[i],
+                dst: p.dst.addr + p.dst_offsets[i],
+                len: p.sizes[i],
+            })
+            .collect();
+        // One blocking copy per plan: its result is this plan's alone, so threads copying on
+        // the same null stream need no lock around enqueue + wait (the stream still runs
+        // their copies one after another, as the null stream does).
+        // SAFETY: the host sides are valid and unaliased for the transfer (`TransferRef::host`'s
+        // contract) and in bounds (planner); the call returns only after the copies finished.
+        unsafe { s.copy_segments_blocking(kind, &segments) }.map_err(|e| {
             fail(FailureCode::CopyFailed, format!("null-stream copy: {e}"), ep.clone())
         })?;
         bump(&self.stats.fallback_plans, 1);
