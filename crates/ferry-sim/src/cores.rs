@@ -201,10 +201,15 @@ pub type CoreEntry = Arc<dyn Fn(CoreCtx) -> Result<(), String> + Send + Sync>;
 /// Entry of an AICPU launch.
 pub type AicpuEntry = Arc<dyn Fn(AicpuCtx) -> Result<(), String> + Send + Sync>;
 
-type Job = Box<dyn FnOnce() + Send>;
+/// An entry bound to its context, and the launch's completion it reports to.
+type Job = (Box<dyn FnOnce() -> Result<(), String> + Send>, Completion);
 
+/// One core's (or AICPU thread's) worker. It is busy from the moment a launch gives it a job
+/// until that job has returned: a second launch meanwhile is refused ("still busy"), whether
+/// the first job is still queued or already running.
 struct Worker {
-    slot: Mutex<(Option<Job>, bool)>,
+    /// (queued job, closed, busy).
+    slot: Mutex<(Option<Job>, bool, bool)>,
     cv: Condvar,
 }
 
@@ -226,19 +231,21 @@ impl Worker {
                     };
                 }
             };
-            match job {
-                Some(j) => j(),
-                None => return,
-            }
+            let Some((entry, done)) = job else { return };
+            let result = catch(entry);
+            // Idle before the completion reports: a caller woken by it may launch again at once.
+            lock(&self.slot).2 = false;
+            done.finish(result);
         }
     }
 
     fn give(&self, job: Job) -> bool {
         let mut g = lock(&self.slot);
-        if g.0.is_some() {
+        if g.0.is_some() || g.2 {
             return false;
         }
         g.0 = Some(job);
+        g.2 = true;
         drop(g);
         self.cv.notify_one();
         true
@@ -392,7 +399,7 @@ impl Chip {
                 }))
             })
             .collect::<Result<Vec<_>, DeviceError>>()?;
-        let mk = || Arc::new(Worker { slot: Mutex::new((None, false)), cv: Condvar::new() });
+        let mk = || Arc::new(Worker { slot: Mutex::new((None, false, false)), cv: Condvar::new() });
         let aicpu: Vec<_> = (0..config.aicpu_threads).map(|_| mk()).collect();
         let cores: Vec<_> = (0..n).map(|_| mk()).collect();
         let mut threads = Vec::new();
@@ -491,7 +498,7 @@ impl Chip {
                 handshake: self.handshake(i),
             };
             let (e, d) = (entry.clone(), done.clone());
-            if !self.0.cores[i as usize].give(Box::new(move || d.finish(catch(|| e(ctx))))) {
+            if !self.0.cores[i as usize].give((Box::new(move || e(ctx)), d)) {
                 done.finish(Err(format!("core {i} is still busy")));
             }
         }
@@ -519,7 +526,7 @@ impl Chip {
             let ctx =
                 AicpuCtx { thread: t, threads, device: self.0.device.clone(), chip: self.clone() };
             let (e, d) = (entry.clone(), done.clone());
-            if !self.0.aicpu[t as usize].give(Box::new(move || d.finish(catch(|| e(ctx))))) {
+            if !self.0.aicpu[t as usize].give((Box::new(move || e(ctx)), d)) {
                 done.finish(Err(format!("AICPU thread {t} is still busy")));
             }
         }
