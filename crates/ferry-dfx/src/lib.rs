@@ -103,9 +103,9 @@ pub use config::{BuildError, DfxBuilder, DfxConfig, LaneSpec, Policy};
 pub use device::{DeviceRegion, DeviceWriter, GateTimeout, HostNotify, LaneStats};
 pub use host::{
     select_by_deficit, CollectSink, CollectedBuffer, DfxEngine, DfxTransport, DrainStats,
-    EngineConfig, EngineReport, HaltedEngine, HaltedProfiler, HostProfiler, LaneReconcile,
-    LaneSnapshot, NoHooks, PollPolicy, RegionKey, ReplenishHooks, ReplenishStats, RunReport,
-    RunningEngine, StallIntervals, IDLE_BACKSTOP,
+    EngineConfig, EngineReport, HaltedEngine, HaltedProfiler, HostDied, HostProfiler,
+    LaneReconcile, LaneSnapshot, NoHooks, PollPolicy, RegionKey, ReplenishHooks, ReplenishStats,
+    RunReport, RunningEngine, StallIntervals, IDLE_BACKSTOP,
 };
 
 /// A fixed-size record a lane writes into its buffers.

@@ -330,3 +330,58 @@ fn stall_intervals_lie_on_the_device_clock_the_tasks_are_stamped_with() {
     }
     assert!(stalls > 0, "a one-buffer pool makes the per-core writers wait for the host");
 }
+
+/// A dead or wedged DFX host through the session (seed 000): the host's threads exit before the
+/// run starts; the run completes and verifies, the device's writers give up at their gates
+/// within the Drop budget, and `finish` plays the restarted host: every record is collected or
+/// counted dropped, lane by lane, nothing else. The runner then takes a fresh session and runs
+/// losslessly.
+#[test]
+fn a_dead_dfx_host_loses_only_what_the_device_counted_and_the_runner_goes_on() {
+    for arch in [Arch::A2a3, Arch::A5] {
+        let cfg = RunnerConfig::small(arch);
+        let mut r = DeviceRunner::new(cfg).unwrap();
+        let run = Example::Vector.build(Size::Small);
+        r.register_callable(1, run.callable.clone()).unwrap();
+        let chip = DfxChip {
+            arch,
+            threads: cfg.aicpu_threads,
+            aic: cfg.aic,
+            aiv: cfg.aiv,
+            task_window: cfg.task_window,
+            scratch_bytes: run.args.scratch_bytes,
+        };
+        let opts = DfxOptions {
+            drop_wait_cycles: Some(arch.profile().clock_hz / 20_000),
+            ..one_buffer(Policy::Drop)
+        };
+        // A first run loads and stages what every later run reuses; memory is compared after it.
+        run.verify(&r.run(1, run.args.clone()).unwrap()).unwrap();
+        let used = r.device().memory().used();
+        let mut s = DfxSession::start_on(&opts, chip, r.device()).unwrap();
+        assert!(s.host_threads() > 0);
+        s.halt_host();
+        assert!(s.host_halted() && s.host_threads() == 0);
+        s.halt_host(); // a second halt does nothing
+        r.attach_dfx_session(Some(&s)).unwrap();
+        let out = r.run(1, run.args.clone()).unwrap_or_else(|e| panic!("{arch:?}: {e}"));
+        r.attach_dfx_session(None).unwrap();
+        run.verify(&out).unwrap();
+        let m = s.finish().unwrap_or_else(|e| panic!("{arch:?}: the restarted host: {e}"));
+        let dropped: u64 = m.loss.lanes.iter().map(|l| l.dropped).sum();
+        assert!(dropped > 0, "{arch:?}: one-buffer lanes with no host must drop");
+        for l in &m.loss.lanes {
+            assert_eq!(l.produced, l.collected + l.dropped, "{arch:?} {}: {l:?}", l.lane);
+        }
+        assert!(m.loss.lanes.iter().any(|l| l.collected > 0), "what was queued is collected");
+        assert_eq!(r.device().memory().used(), used, "{arch:?}: the session's memory is freed");
+        // The runner goes on: a fresh session, lossless under Block.
+        let s = DfxSession::start_on(&one_buffer(Policy::Block), chip, r.device()).unwrap();
+        r.attach_dfx_session(Some(&s)).unwrap();
+        let out = r.run(1, run.args.clone()).unwrap();
+        r.attach_dfx_session(None).unwrap();
+        run.verify(&out).unwrap();
+        let m = s.finish().unwrap();
+        assert!(m.loss.lanes.iter().all(|l| l.dropped == 0 && l.produced == l.collected));
+    }
+}

@@ -416,6 +416,29 @@ fn join<T>(h: JoinHandle<T>) -> T {
     }
 }
 
+/// A host thread of the engine ended by a panic: what it held (buffers it was draining,
+/// records it was collecting) is gone, so the run cannot be reconciled.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("DFX host thread {thread} died ({message}); the run's records cannot be reconciled")]
+pub struct HostDied {
+    /// The thread's name (`ferry-dfx-drain-<i>`, `ferry-dfx-replenish`, `ferry-dfx-collect-<i>`).
+    pub thread: String,
+    /// The panic's message, when it had one.
+    pub message: String,
+}
+
+fn try_join<T>(h: JoinHandle<T>) -> Result<T, HostDied> {
+    let thread = h.thread().name().unwrap_or("dfx host").to_owned();
+    h.join().map_err(|p| {
+        let message = p
+            .downcast_ref::<&str>()
+            .map(|s| (*s).to_owned())
+            .or_else(|| p.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "no message".into());
+        HostDied { thread, message }
+    })
+}
+
 impl RunningEngine {
     /// Host threads the engine runs (drain shards + collector shards + the replenish thread).
     pub fn threads(&self) -> usize {
@@ -460,6 +483,58 @@ impl RunningEngine {
         self.collector_bells.iter().for_each(Unparker::unpark);
         let collectors: Vec<CollectorShard> = self.collectors.drain(..).map(join).collect();
         EngineReport::new(core::mem::take(&mut self.ctxs), drains, rep, collectors)
+    }
+
+    /// As [`stop`](Self::stop), but a host thread that died (panicked) is an error instead of a
+    /// panic here: the other threads are then halted and joined (none outlives the call), and
+    /// the error names the first dead thread.
+    ///
+    /// # Errors
+    /// [`HostDied`] when a drain shard, the replenish thread or a collector shard panicked.
+    pub fn try_stop(mut self) -> Result<EngineReport, HostDied> {
+        // Release: pairs with the Acquire load in `Flags::running`.
+        self.flags.running.store(false, Ordering::Release);
+        self.ring_all();
+        let fail = |me: &mut Self, e: HostDied| {
+            // Relaxed: see `Flags::halted`; `Drop` joins what is left.
+            me.flags.halted.store(true, Ordering::Relaxed);
+            me.ring_all();
+            Err(e)
+        };
+        let mut drains = Vec::with_capacity(self.drains.len());
+        while let Some(h) = (!self.drains.is_empty()).then(|| self.drains.remove(0)) {
+            match try_join(h) {
+                Ok(d) => drains.push(d),
+                Err(e) => return fail(&mut self, e),
+            }
+        }
+        self.replenish_bell.unpark();
+        let rep = match try_join(self.replenish.take().expect("threads joined only once")) {
+            Ok(r) => r,
+            Err(e) => {
+                // Drop joins only while the replenish handle is there: join the rest here.
+                let r = fail(&mut self, e);
+                for h in self.collectors.drain(..) {
+                    let _ = h.join();
+                }
+                return r;
+            }
+        };
+        // Release: every drain hand-off happened before; pairs with `Flags::exec_complete`.
+        self.flags.exec_complete.store(true, Ordering::Release);
+        self.collector_bells.iter().for_each(Unparker::unpark);
+        let mut collectors = Vec::with_capacity(self.collectors.len());
+        let mut died = None;
+        for h in self.collectors.drain(..) {
+            match try_join(h) {
+                Ok(c) => collectors.push(c),
+                Err(e) => died = died.or(Some(e)),
+            }
+        }
+        if let Some(e) = died {
+            return Err(e);
+        }
+        Ok(EngineReport::new(core::mem::take(&mut self.ctxs), drains, rep, collectors))
     }
 
     /// Simulates a dead or wedged host: every host thread exits at once, without a final pass,

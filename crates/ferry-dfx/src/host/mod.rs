@@ -64,8 +64,8 @@ use std::time::Duration;
 use crate::sync::atomic::{AtomicBool, Ordering};
 
 pub use engine::{
-    DfxEngine, EngineConfig, EngineReport, HaltedEngine, HaltedProfiler, HostProfiler, RegionKey,
-    RunningEngine,
+    DfxEngine, EngineConfig, EngineReport, HaltedEngine, HaltedProfiler, HostDied, HostProfiler,
+    RegionKey, RunningEngine,
 };
 #[cfg(test)]
 #[allow(unused_imports)]

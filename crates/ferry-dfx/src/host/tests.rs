@@ -106,7 +106,9 @@ fn retry_refills_lane_with_idle_ready_queue() {
         let mut parts = t.into_parts(|_| sink());
         let mut w = device.writer::<u64>(0, &[0]).unwrap();
         assert!(w.has_buffer(0));
-        for i in 0..4 {
+        // Three records: the first buffer fills and the lane switches to its second, which
+        // `finish` flushes; no switch waits for a buffer the dead host would never return.
+        for i in 0..3 {
             w.record(0, i);
         }
         // Published, and the pop gate found nothing: the lane holds no buffer.
@@ -233,4 +235,54 @@ fn an_engine_refuses_a_region_with_more_shards() {
     .unwrap();
     let mut e = DfxEngine::new(EngineConfig { drain_shards: Some(1), ..EngineConfig::default() });
     assert_eq!(e.add(t, |_| sink()).unwrap_err(), crate::BuildError::Shards);
+}
+
+/// A host thread that dies (panics) is a typed error of `try_stop`, naming the thread; the other
+/// threads are halted and joined (the call returns, so none is left waiting). Both the replenish
+/// thread (through its hooks) and a collector (through its sink) are killed here.
+#[test]
+fn a_dead_host_thread_is_a_typed_error_of_try_stop_and_the_rest_are_joined() {
+    struct Dies;
+    impl ReplenishHooks for Dies {
+        fn publish_arena_acks(&mut self) {
+            panic!("replenish hook died");
+        }
+    }
+    struct DyingSink;
+    impl crate::CollectSink<u64> for DyingSink {
+        fn on_buffer_collected(&mut self, _b: &CollectedBuffer<'_, u64>) {
+            panic!("collector sink died");
+        }
+    }
+    let cfg = DfxBuilder::new(&A2A3)
+        .ready_queues(1)
+        .lane(0, 0, 2)
+        .records_per_buffer(2)
+        .shards(1)
+        .build::<u64>()
+        .unwrap();
+    for which in ["replenish", "collect"] {
+        let clock = Arc::new(crate::clock::SteadyClock::new(A2A3.clock_hz));
+        let mem: Arc<dyn DeviceMemory> = Arc::new(SvmMemory::new(cfg.region_size(), 0x1000_0000));
+        let t = DfxTransport::<u64>::new(cfg.clone(), mem, clock).unwrap();
+        let dev = t.device_region();
+        let mut e = DfxEngine::new(EngineConfig::default());
+        if which == "replenish" {
+            e.add_with_hooks(t, |_| Vec::<(u32, Vec<u64>)>::new(), Dies).unwrap();
+        } else {
+            e.add(t, |_| DyingSink).unwrap();
+        }
+        let running = e.start();
+        let mut w = dev.writer::<u64>(0, &[0]).unwrap();
+        // Three records: the first buffer fills and the lane switches to its second, which
+        // `finish` flushes; no switch waits for a buffer the dead host would never return.
+        for i in 0..3 {
+            w.record(0, i);
+        }
+        w.finish();
+        let err = running.try_stop().expect_err("a host thread died");
+        assert!(err.thread.contains(which), "{which}: {err:?}");
+        assert!(err.message.contains("died"), "{err:?}");
+        assert!(err.to_string().contains("cannot be reconciled"), "{err}");
+    }
 }

@@ -154,6 +154,10 @@ pub enum DfxError {
     /// `deps.json` disagrees with the runtime's dependencies; it is not written.
     #[error("deps.json check failed: {0}")]
     Deps(String),
+    /// A host thread of the session's engine died: the run's records cannot be reconciled
+    /// (no model; the session's device memory is freed all the same).
+    #[error(transparent)]
+    HostDied(#[from] ferry_dfx::HostDied),
 }
 
 /// Geometry of the chip a session collects from.
@@ -206,8 +210,17 @@ pub struct DfxSession {
     /// The device-to-host doorbells of the regions in device memory (only with the doorbell
     /// hint; unregistered with the session).
     _bells: Vec<ferry_sim::aicpu_os::HostBellGuard>,
-    engine: RunningEngine,
+    /// `None` only inside `halt_host`, between taking the running engine and storing it
+    /// halted.
+    engine: Option<Engine>,
     subs: Subs,
+}
+
+/// The session's host: serving, or halted (a dead or wedged host) until `finish` plays the
+/// restarted one.
+enum Engine {
+    Running(RunningEngine),
+    Halted(ferry_dfx::HaltedEngine),
 }
 
 impl std::fmt::Debug for DfxSession {
@@ -432,7 +445,7 @@ impl DfxSession {
             profiling,
             _dirs: dirs,
             _bells: lay.bells.into_inner().unwrap_or_else(|p| p.into_inner()),
-            engine,
+            engine: Some(Engine::Running(engine)),
             subs: s,
         })
     }
@@ -450,7 +463,28 @@ impl DfxSession {
 
     /// Host threads serving the session (fixed: [`HOST_THREADS`]).
     pub fn host_threads(&self) -> usize {
-        self.engine.threads()
+        match &self.engine {
+            Some(Engine::Running(e)) => e.threads(),
+            _ => 0,
+        }
+    }
+
+    /// A dead or wedged DFX host (seed 000): every host thread of the session exits at once,
+    /// leaving queued buffers where they are; the run goes on, and the device's writers, which
+    /// no longer get buffers back, give up at their gates within their budget (counted as
+    /// dropped in the loss accounting). [`finish`](Self::finish) then plays the restarted host:
+    /// it collects everything still queued and reconciles, so every record is either in the
+    /// model or counted as lost. A second call does nothing.
+    pub fn halt_host(&mut self) {
+        self.engine = match self.engine.take() {
+            Some(Engine::Running(e)) => Some(Engine::Halted(e.halt())),
+            other => other,
+        };
+    }
+
+    /// Whether [`halt_host`](Self::halt_host) stopped the host.
+    pub fn host_halted(&self) -> bool {
+        matches!(self.engine, Some(Engine::Halted(_)))
     }
 
     /// Stops the engine (after the run's AICPU threads returned), reconciles, builds and checks
@@ -482,7 +516,11 @@ impl DfxSession {
             lanes: Vec::new(),
         };
         let bad = |what: &str, e: &dyn std::fmt::Display| DfxError::Collect(format!("{what}: {e}"));
-        let mut report = self.engine.stop();
+        let mut report = match self.engine {
+            Some(Engine::Running(e)) => e.try_stop()?,
+            Some(Engine::Halted(h)) => h.recover(),
+            None => unreachable!("halt_host always stores the engine back"),
+        };
         let s = self.subs;
 
         if self.opts.swimlane > 0 {
