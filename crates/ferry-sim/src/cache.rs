@@ -17,10 +17,13 @@
 //! The line cache of a cached thread holds 64-byte lines ([`CACHE_LINE_BYTES`]): a load that
 //! misses fills the line from memory, every later load of it is a hit that returns the cached
 //! bytes, whatever the load's kind — `volatile` and acquire loads read through the cache like
-//! plain ones (they order, they do not refetch). A store allocates the line and dirties it;
-//! memory sees it only when the line is written back — by `dc civac`, by eviction (the cache
-//! holds [`LINES_PER_THREAD`] lines, first in first out) or when the thread's launch ends. AICore
-//! writes never touch a cached line. Each launch's threads start with an empty cache.
+//! plain ones (they order, they do not refetch). A store allocates the line, updates it and
+//! marks it written, and also reaches memory (as seed 004 observed: the host's D2H readback saw
+//! the AICPU's handshake writes land in HBM). `dc civac` writes a line the thread has written
+//! back whole — the thread's stale view of every field on it, AICore's included. AICore writes
+//! never touch a cached line. The cache holds [`LINES_PER_THREAD`] lines (first in, first out:
+//! an evicted line is dropped, its stores are already in memory), and each launch's threads
+//! start with an empty cache.
 //!
 //! Every access outside this model (bulk data through `translate`, register MMIO, host copies)
 //! reaches memory directly: the model covers the handshake slots' polling path, which is where
@@ -74,9 +77,9 @@ pub struct CacheStats {
     pub line_fills: u64,
     /// Loads served from a cached line.
     pub hits: u64,
-    /// Stores into a cached line (memory does not see them yet).
+    /// Stores into a cached line (written through to memory too).
     pub cached_stores: u64,
-    /// Lines written back whole (by `dc civac`, eviction or the end of a launch).
+    /// Written lines `dc civac` wrote back whole.
     pub writebacks: u64,
     /// Lines invalidated by `dc civac` / `dc ivac` (fix A).
     pub invalidations: u64,
@@ -148,8 +151,8 @@ thread_local! {
     static THREAD: RefCell<Option<(Reach, Option<ThreadCache>)>> = const { RefCell::new(None) };
 }
 
-/// Sets the calling thread's reach for one launch; on drop writes back its dirty lines (the
-/// cache is flushed when the OS switches the thread to another kernel) and forgets them.
+/// Sets the calling thread's reach for one launch; on drop forgets its lines (the next kernel
+/// on the thread starts cold).
 pub(crate) struct ReachGuard;
 
 impl ReachGuard {
@@ -170,14 +173,7 @@ impl ReachGuard {
 
 impl Drop for ReachGuard {
     fn drop(&mut self) {
-        let taken = THREAD.with(|t| t.borrow_mut().take());
-        if let Some((_, Some(mut cache))) = taken {
-            let dirty: Vec<u64> =
-                cache.lines.iter().filter(|(_, l)| l.dirty).map(|(a, _)| *a).collect();
-            for a in dirty {
-                cache.write_back(a);
-            }
-        }
+        THREAD.with(|t| t.borrow_mut().take());
     }
 }
 
@@ -253,7 +249,6 @@ impl ThreadCache {
             let bytes = self.fetch(line)?;
             if self.lines.len() >= LINES_PER_THREAD {
                 if let Some(old) = self.order.pop_front() {
-                    self.write_back(old);
                     self.lines.remove(&old);
                 }
             }
@@ -341,6 +336,7 @@ pub(crate) fn mem_store(device: &Device, addr: u64, size: u32, value: u64, kind:
                     .copy_from_slice(&value.to_le_bytes()[..size as usize]);
                 l.dirty = true;
                 counters(&cache.device).add(C::Store);
+                direct_store(p, size, value, kind);
                 STATUS_OK
             })
         }
@@ -376,4 +372,30 @@ pub(crate) fn cache_op(device: &Device, addr: u64, op: u32) -> i32 {
         }
         STATUS_OK
     })
+}
+
+impl crate::aicpu_os::AicpuOs {
+    /// Runs `entry` on the first `threads` AICPU threads of `chip` as a CPU kernel of `cluster`
+    /// would run: the services' memory accesses reach memory as that cluster's do on this
+    /// device ([`AicpuOs::reach`](crate::aicpu_os::AicpuOs::reach)). For tests and benches of
+    /// the cache model; device programs get their cluster from the way they were loaded.
+    ///
+    /// # Errors
+    /// An invalid thread count or an injected launch fault.
+    pub fn launch_on_cluster(
+        &self,
+        chip: &crate::cores::Chip,
+        cluster: Cluster,
+        threads: u32,
+        entry: crate::cores::AicpuEntry,
+    ) -> Result<crate::cores::Completion, crate::error::DeviceError> {
+        let (reach, device) = (self.reach(cluster), self.device().clone());
+        chip.launch_aicpu(
+            threads,
+            std::sync::Arc::new(move |ctx| {
+                let _reach = ReachGuard::enter(&device, reach);
+                entry(ctx)
+            }),
+        )
+    }
 }
