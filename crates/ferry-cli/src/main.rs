@@ -4,6 +4,8 @@
 mod bench;
 mod bench_dfx;
 mod deps;
+mod device_opts;
+mod diagnose;
 mod dump;
 mod info;
 mod outdir;
@@ -50,6 +52,8 @@ enum Command {
     Dump(dump::DumpArgs),
     /// Write a self-contained HTML plot of a run's scope occupancy.
     Scopes(scopes::ScopesArgs),
+    /// Read device state back and explain it (`handshake`: seed 004's D2H recipe).
+    Diagnose(diagnose::DiagnoseArgs),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -74,5 +78,6 @@ fn main() -> anyhow::Result<()> {
         Command::Deps(a) => deps::run(&a),
         Command::Dump(a) => dump::run(&a),
         Command::Scopes(a) => scopes::run(&a),
+        Command::Diagnose(a) => diagnose::run(&a),
     }
 }
