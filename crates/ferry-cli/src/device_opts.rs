@@ -25,6 +25,10 @@ pub(crate) struct DeviceOpts {
     /// How long the schedulers wait for their cores' handshake reports, in milliseconds.
     #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u64).range(1..=3_600_000))]
     handshake_timeout_ms: u64,
+    /// How long each run's AICore kernel takes to start, in milliseconds (default 0): with a
+    /// few, every core reports after the AICPU's first handshake sweep.
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=10_000))]
+    aicore_latency_ms: u64,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -52,6 +56,7 @@ impl DeviceOpts {
             cfg.handshake_layout = HandshakeLayout::SPLIT;
         }
         cfg.handshake_timeout = Duration::from_millis(self.handshake_timeout_ms);
+        cfg.aicore_launch_latency = Duration::from_millis(self.aicore_latency_ms);
     }
 
     pub(crate) fn method(&self) -> LoadMethod {

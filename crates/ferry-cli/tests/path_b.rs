@@ -42,7 +42,9 @@ fn path_b_diagnose_handshake_prints_what_the_aicpu_saw_and_memory_holds() {
         "--method",
         "path-b",
         "--handshake-timeout-ms",
-        "150",
+        "300",
+        "--aicore-latency-ms",
+        "40",
         "--aic",
         "4",
         "--aiv",
@@ -50,6 +52,7 @@ fn path_b_diagnose_handshake_prints_what_the_aicpu_saw_and_memory_holds() {
     ]);
     assert!(ok, "{out}");
     assert!(out.contains("timed out") && out.contains("STALE"), "{out}");
+    assert!(!out.contains(" seen\n"), "every core stale: {out}");
     assert!(out.contains("aicpu saw") && out.contains("memory holds"), "{out}");
 }
 

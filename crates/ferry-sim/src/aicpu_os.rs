@@ -111,6 +111,10 @@ pub struct OsConfig {
     pub custom_scheduler_coherent: bool,
     /// Fixes A and B of seed 004 (fix C is `custom_scheduler_coherent`).
     pub fixes: PathBFixes,
+    /// How long an AICore kernel takes to start on its cores after its launch is accepted
+    /// (default 0). On hardware it is tens of microseconds, during which an AICPU kernel
+    /// launched with it is already polling; a test sets it to order the two deterministically.
+    pub aicore_launch_latency: Duration,
 }
 
 impl Default for OsConfig {
@@ -123,6 +127,7 @@ impl Default for OsConfig {
             first_saved_so_wins: profile.first_saved_so_wins(),
             custom_scheduler_coherent: profile.custom_scheduler_coherent(),
             fixes: PathBFixes::NONE,
+            aicore_launch_latency: Duration::ZERO,
         }
     }
 }

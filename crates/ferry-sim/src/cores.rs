@@ -482,6 +482,7 @@ impl Chip {
             .check(crate::fault::FaultPoint::Launch)
             .inspect_err(|_| self.0.device.fault_counted())?;
         let done = Completion::new(u64::from(block_dim));
+        let latency = self.0.device.aicpu_os().config().aicore_launch_latency;
         for i in 0..block_dim {
             let ctx = CoreCtx {
                 index: i,
@@ -491,7 +492,13 @@ impl Chip {
                 handshake: self.handshake(i),
             };
             let (e, d) = (entry.clone(), done.clone());
-            if !self.0.cores[i as usize].give(Box::new(move || d.finish(catch(|| e(ctx))))) {
+            let run = move || {
+                if !latency.is_zero() {
+                    std::thread::sleep(latency);
+                }
+                d.finish(catch(|| e(ctx)))
+            };
+            if !self.0.cores[i as usize].give(Box::new(run)) {
                 done.finish(Err(format!("core {i} is still busy")));
             }
         }

@@ -106,6 +106,13 @@ impl PlatformBuilder {
         self
     }
 
+    /// How long an AICore kernel takes to start after its launch (default 0; see
+    /// [`crate::aicpu_os::OsConfig::aicore_launch_latency`]).
+    pub fn aicore_launch_latency(&mut self, d: std::time::Duration) -> &mut Self {
+        self.aicpu_os.aicore_launch_latency = d;
+        self
+    }
+
     /// Number of devices (1..=[`MAX_DEVICES`]).
     pub fn devices(&mut self, n: u32) -> &mut Self {
         self.devices = n;

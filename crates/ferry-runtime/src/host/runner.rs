@@ -102,6 +102,9 @@ pub struct RunnerConfig {
     /// How long the schedulers wait for their cores' handshake reports (device time) before the
     /// run fails with [`RunError::HandshakeTimeout`].
     pub handshake_timeout: Duration,
+    /// How long the AICore kernel of each run takes to start on the device [`DeviceRunner::new`]
+    /// builds (default 0; `ferry_sim::PlatformBuilder::aicore_launch_latency`).
+    pub aicore_launch_latency: Duration,
 }
 
 impl RunnerConfig {
@@ -121,6 +124,7 @@ impl RunnerConfig {
             fixes: PathBFixes::NONE,
             handshake_layout: HandshakeLayout::COMBINED,
             handshake_timeout: crate::device::sched::CORE_DEADLINE,
+            aicore_launch_latency: Duration::ZERO,
         }
     }
 
@@ -610,6 +614,7 @@ impl DeviceRunner {
             .device_root(&root)
             .profile(cfg.profile)
             .path_b_fixes(cfg.fixes)
+            .aicore_launch_latency(cfg.aicore_launch_latency)
             .build()?;
         let dev = p.device(0)?.clone();
         let mut r = match DeviceRunner::init(dev, cfg) {
