@@ -204,7 +204,7 @@ fn direct_load(p: *mut u8, size: u32, kind: u32) -> u64 {
     if size == 8 {
         // SAFETY: `word` checked 8 aligned bytes inside one live allocation; every access to
         // device memory is atomic.
-        u64::from(unsafe { AtomicU64::from_ptr(p.cast()) }.load(order))
+        unsafe { AtomicU64::from_ptr(p.cast()) }.load(order)
     } else {
         // SAFETY: as above, 4 aligned bytes.
         u64::from(unsafe { AtomicU32::from_ptr(p.cast()) }.load(order))
