@@ -149,6 +149,11 @@ struct ThreadCache {
 
 thread_local! {
     static THREAD: RefCell<Option<(Reach, Option<ThreadCache>)>> = const { RefCell::new(None) };
+    /// The host addresses of the lines this launch's thread has reached through the services,
+    /// so a poll does not take the device allocator's lock each time. Valid for the launch: the
+    /// host frees a run's memory only after its threads returned (the `DeviceOps::translate`
+    /// contract), and the map is cleared when the launch ends.
+    static LINE_PTRS: RefCell<HashMap<u64, usize>> = RefCell::new(HashMap::new());
 }
 
 /// Sets the calling thread's reach for one launch; on drop forgets its lines (the next kernel
@@ -174,6 +179,7 @@ impl ReachGuard {
 impl Drop for ReachGuard {
     fn drop(&mut self) {
         THREAD.with(|t| t.borrow_mut().take());
+        LINE_PTRS.with(|m| m.borrow_mut().clear());
     }
 }
 
@@ -195,7 +201,22 @@ fn word(device: &Device, addr: u64, size: u32) -> Result<*mut u8, i32> {
     if addr % u64::from(size) != 0 {
         return Err(STATUS_BAD_ADDRESS);
     }
-    device.translate(DevicePtr(addr), u64::from(size)).map_err(|_| STATUS_BAD_ADDRESS)
+    let in_launch = THREAD.with(|t| t.borrow().is_some());
+    if !in_launch {
+        return device.translate(DevicePtr(addr), u64::from(size)).map_err(|_| STATUS_BAD_ADDRESS);
+    }
+    let (line, off) = split(addr);
+    if let Some(p) = LINE_PTRS.with(|m| m.borrow().get(&line).copied()) {
+        // SAFETY: `p` is the translated start of this line (below), inside one live allocation
+        // for the rest of the launch; `off + size <= 64` (natural alignment).
+        return Ok(unsafe { (p as *mut u8).add(off) });
+    }
+    // Allocations are 64-byte aligned and sized in whole lines: a line with one valid byte lies
+    // inside that allocation.
+    let p = device.translate(DevicePtr(line), CACHE_LINE_BYTES).map_err(|_| STATUS_BAD_ADDRESS)?;
+    LINE_PTRS.with(|m| m.borrow_mut().insert(line, p as usize));
+    // SAFETY: as above.
+    Ok(unsafe { p.add(off) })
 }
 
 fn direct_load(p: *mut u8, size: u32, kind: u32) -> u64 {
