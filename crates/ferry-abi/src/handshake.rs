@@ -120,6 +120,89 @@ abi_record!(Handshake, size 64, align 64, [
 
 const _: () = assert!(core::mem::size_of::<Handshake>() == HANDSHAKE_SIZE);
 
+/// Where a launch's handshake fields live: the default one-line slot ([`Handshake`]), or
+/// option D of seed 004 (fix for issue #822): AICore-written and AICPU-written fields on
+/// disjoint cache lines, so that cleaning the AICPU's line never writes a stale copy of an
+/// AICore field back, and invalidating the AICore's line never drops an AICPU write.
+///
+/// # Layout
+///
+/// | layout | slot bytes | line 0 (offsets) | line 1 (offsets) |
+/// |---|---:|---|---|
+/// | [`HandshakeLayout::COMBINED`] | 64 | `aicpu_ready` 0, `aicore_done` 4, `task` 8, `core_type` 16, `physical_core_id` 20 | — |
+/// | [`HandshakeLayout::SPLIT`] | 128 | AICore: `aicore_done` 4, `core_type` 16, `physical_core_id` 20 | AICPU: `aicpu_ready` 64, `task` 72 |
+///
+/// The AICore fields keep their offsets in both layouts; line 0 of a split slot is a
+/// [`Handshake`] whose `task` and `aicpu_ready` stay zero.
+///
+/// # Examples
+///
+/// ```
+/// use ferry_abi::handshake::HandshakeLayout;
+/// let d = HandshakeLayout::SPLIT;
+/// assert_eq!(d.slot_bytes, 128);
+/// assert_ne!(d.task_off / 64, d.aicore_done_off / 64, "disjoint lines");
+/// assert_eq!(HandshakeLayout::from_u32(d.id), Some(d));
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct HandshakeLayout {
+    /// The layout's id in the runtime image header (0 combined, 1 split).
+    pub id: u32,
+    /// Bytes per core's slot (a multiple of the 64-byte line).
+    pub slot_bytes: u32,
+    /// Offset of `aicore_done` in the slot.
+    pub aicore_done_off: u32,
+    /// Offset of `core_type`.
+    pub core_type_off: u32,
+    /// Offset of `physical_core_id`.
+    pub physical_core_id_off: u32,
+    /// Offset of `task`.
+    pub task_off: u32,
+    /// Offset of the line the AICore writes.
+    pub aicore_line_off: u32,
+    /// Offset of the line holding the AICPU-written `task`.
+    pub aicpu_line_off: u32,
+}
+
+impl HandshakeLayout {
+    /// The default one-line slot: every field on one cache line.
+    pub const COMBINED: HandshakeLayout = HandshakeLayout {
+        id: 0,
+        slot_bytes: 64,
+        aicore_done_off: 4,
+        core_type_off: 16,
+        physical_core_id_off: 20,
+        task_off: 8,
+        aicore_line_off: 0,
+        aicpu_line_off: 0,
+    };
+    /// Option D: the AICore's report on line 0, the AICPU's `task` on line 1.
+    pub const SPLIT: HandshakeLayout = HandshakeLayout {
+        id: 1,
+        slot_bytes: 128,
+        aicore_done_off: 4,
+        core_type_off: 16,
+        physical_core_id_off: 20,
+        task_off: 72,
+        aicore_line_off: 0,
+        aicpu_line_off: 64,
+    };
+
+    /// The layout with header id `id`.
+    pub const fn from_u32(id: u32) -> Option<HandshakeLayout> {
+        match id {
+            0 => Some(Self::COMBINED),
+            1 => Some(Self::SPLIT),
+            _ => None,
+        }
+    }
+
+    /// Whether the AICPU- and AICore-written fields sit on disjoint lines.
+    pub const fn is_split(&self) -> bool {
+        self.aicore_line_off != self.aicpu_line_off
+    }
+}
+
 impl Handshake {
     /// All zero: what the host writes before a launch (an AIC slot that has not reported).
     pub const fn zeroed() -> Handshake {
@@ -167,6 +250,27 @@ mod tests {
         assert!(Handshake::from_bytes(&b[..63]).is_err());
         assert!(Handshake::from_bytes(&[0u8; 128]).is_err());
         assert_eq!(Handshake::default(), Handshake::zeroed());
+    }
+
+    #[test]
+    fn layouts_match_the_record_and_split_lines() {
+        let c = HandshakeLayout::COMBINED;
+        assert_eq!(c.slot_bytes as usize, HANDSHAKE_SIZE);
+        assert_eq!(c.aicore_done_off as usize, core::mem::offset_of!(Handshake, aicore_done));
+        assert_eq!(c.task_off as usize, core::mem::offset_of!(Handshake, task));
+        assert_eq!(c.core_type_off as usize, core::mem::offset_of!(Handshake, core_type));
+        assert_eq!(
+            c.physical_core_id_off as usize,
+            core::mem::offset_of!(Handshake, physical_core_id)
+        );
+        assert!(!c.is_split());
+        let d = HandshakeLayout::SPLIT;
+        assert!(d.is_split());
+        for off in [d.aicore_done_off, d.core_type_off, d.physical_core_id_off] {
+            assert_eq!(off / 64, d.aicore_line_off / 64);
+        }
+        assert_eq!(d.task_off / 64, d.aicpu_line_off / 64);
+        assert_eq!(HandshakeLayout::from_u32(2), None);
     }
 
     #[test]

@@ -151,7 +151,27 @@ pub const WAIT_FOREVER: u64 = u64::MAX;
 pub const WAIT_SATISFIED: u64 = 1 << 32;
 
 /// Version of [`DeviceServices`]; a program refuses a table of another version.
-pub const SERVICES_ABI_VERSION: u32 = 2;
+pub const SERVICES_ABI_VERSION: u32 = 3;
+
+/// `mem_load` kind: a plain load.
+pub const MEM_LOAD_PLAIN: u32 = 0;
+/// `mem_load` kind: a `volatile` load (the compiler may not cache it; the CPU still reads through
+/// its data cache).
+pub const MEM_LOAD_VOLATILE: u32 = 1;
+/// `mem_load` kind: an acquire load (`ldar`): orders later accesses, still reads through the
+/// data cache.
+pub const MEM_LOAD_ACQUIRE: u32 = 2;
+/// `mem_store` kind: a plain store.
+pub const MEM_STORE_PLAIN: u32 = 0;
+/// `mem_store` kind: a release store (`stlr`).
+pub const MEM_STORE_RELEASE: u32 = 1;
+/// `cache_op`: `dc civac`, clean and invalidate the line holding the address to the point of
+/// coherency.
+pub const CACHE_OP_CIVAC: u32 = 1;
+/// `cache_op`: `dc ivac`, invalidate the line holding the address (no write-back).
+pub const CACHE_OP_IVAC: u32 = 2;
+/// Bytes of one data-cache line of the AICPU clusters.
+pub const CACHE_LINE_BYTES: u64 = 64;
 
 /// The AICPU OS services a device program may call, injected through [`EXPORT_SET_SERVICES`].
 ///
@@ -242,6 +262,21 @@ pub struct DeviceServices {
     /// published). Nothing happens when no callback is registered. Called on cold paths only
     /// (a DFX buffer switch), never per record.
     pub notify_host: extern "C" fn(ctx: *const c_void, key: u64, queue: u32),
+    /// A load of `size` (4 or 8) bytes at the naturally aligned device address `addr`, of kind
+    /// `MEM_LOAD_*`, as the calling thread's CPU issues it: through its cluster's data cache
+    /// where the cluster has one that does not snoop AICore writes (seed 004, Path B). Writes
+    /// the value to `out`; returns a `STATUS_*` (`STATUS_BAD_ADDRESS` outside live memory or
+    /// misaligned).
+    pub mem_load:
+        extern "C" fn(ctx: *const c_void, addr: u64, size: u32, kind: u32, out: *mut u64) -> i32,
+    /// A store of the low `size` (4 or 8) bytes of `value` at `addr`, of kind `MEM_STORE_*`,
+    /// through the calling thread's data cache as `mem_load`. Returns a `STATUS_*`.
+    pub mem_store:
+        extern "C" fn(ctx: *const c_void, addr: u64, size: u32, value: u64, kind: u32) -> i32,
+    /// A data-cache maintenance instruction (`CACHE_OP_*`) by virtual address, issued at EL0 by
+    /// the calling thread. Returns a `STATUS_*`; an instruction the OS traps and ignores returns
+    /// `STATUS_OK` (it looks as if it ran).
+    pub cache_op: extern "C" fn(ctx: *const c_void, addr: u64, op: u32) -> i32,
 }
 
 // SAFETY: the table is immutable after the OS builds it; `ctx` points at OS state that is

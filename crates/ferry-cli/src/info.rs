@@ -15,6 +15,14 @@ pub(crate) struct InfoArgs {
     /// Print JSON instead of text.
     #[arg(long)]
     json: bool,
+    /// Device profile of the listed devices: vendor (default) or relaxed.
+    #[arg(long, default_value = "vendor", value_parser = parse_profile)]
+    profile: ferry_sim::profile::DeviceProfile,
+}
+
+fn parse_profile(s: &str) -> Result<ferry_sim::profile::DeviceProfile, String> {
+    ferry_sim::profile::DeviceProfile::from_name(s)
+        .ok_or_else(|| format!("unknown device profile `{s}` (expected vendor or relaxed)"))
 }
 
 pub(crate) fn parse_arch(s: &str) -> Result<Arch, String> {
@@ -24,6 +32,7 @@ pub(crate) fn parse_arch(s: &str) -> Result<Arch, String> {
 pub(crate) fn run(a: &InfoArgs) -> anyhow::Result<()> {
     let platform = PlatformBuilder::new(a.arch)
         .devices(a.devices)
+        .profile(a.profile)
         .build()
         .context("building the simulated platform")?;
     let profiles: Vec<_> = Arch::ALL
@@ -46,7 +55,11 @@ pub(crate) fn run(a: &InfoArgs) -> anyhow::Result<()> {
         .iter()
         .map(|d| {
             let cores = CoreConfig::default_for(d.arch());
+            let caps = d.aicpu_os().caps();
             serde_json::json!({
+                "profile": caps.profile.name(),
+                "path_a_latch": caps.first_saved_so_wins,
+                "path_b_coherent": caps.custom_scheduler_coherent,
                 "ordinal": d.ordinal(),
                 "arch": d.arch().name,
                 "hbm_bytes": d.memory().size(),
@@ -100,6 +113,17 @@ pub(crate) fn run(a: &InfoArgs) -> anyhow::Result<()> {
             c.aicpu_threads,
             c.aic,
             c.aiv
+        )?;
+        let caps = d.aicpu_os().caps();
+        crate::stdout::outln!(
+            "    profile: {} (Path A latch {}, Path B cluster {})",
+            caps.profile.name(),
+            if caps.first_saved_so_wins { "on" } else { "off" },
+            if caps.custom_scheduler_coherent {
+                "coherent"
+            } else {
+                "outside AICore's snoop domain"
+            }
         )?;
     }
     Ok(())

@@ -5,6 +5,8 @@ mod analysis;
 mod bench;
 mod bench_dfx;
 mod deps;
+mod device_opts;
+mod diagnose;
 mod dump;
 mod info;
 mod outdir;
@@ -54,6 +56,8 @@ enum Command {
     Dump(dump::DumpArgs),
     /// Write a self-contained HTML plot of a run's scope occupancy.
     Scopes(scopes::ScopesArgs),
+    /// Read device state back and explain it (`handshake`: seed 004's D2H recipe).
+    Diagnose(diagnose::DiagnoseArgs),
 }
 
 /// Runs the command; an error caused by a closed stdout pipe (`ferry dump D | head -1`) ends
@@ -90,5 +94,6 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Deps(a) => deps::run(&a),
         Command::Dump(a) => dump::run(&a),
         Command::Scopes(a) => scopes::run(&a),
+        Command::Diagnose(a) => diagnose::run(&a),
     }
 }

@@ -43,6 +43,8 @@ pub(crate) struct RunArgs {
     out: Option<PathBuf>,
     #[command(flatten)]
     dfx: DfxArgs,
+    #[command(flatten)]
+    device: crate::device_opts::DeviceOpts,
 }
 
 /// DFX collection of `ferry run` (needs `--out`).
@@ -156,6 +158,7 @@ pub(crate) fn run(a: &RunArgs) -> anyhow::Result<()> {
     cfg.aicpu_threads = a.aicpu_threads.unwrap_or(cfg.aicpu_threads);
     cfg.aic = a.aic;
     cfg.aiv = a.aiv;
+    a.device.apply(&mut cfg);
     let variant = match a.variant {
         VariantArg::Device => Variant::DeviceOrchestrated,
         VariantArg::Host => Variant::HostBuiltGraph,
@@ -175,6 +178,9 @@ pub(crate) fn run(a: &RunArgs) -> anyhow::Result<()> {
     let mut run_dir = a.out.as_deref().map(|d| RunDir::claim(d, a.arch.name())).transpose()?;
     let several = examples.len() > 1;
     let mut runner = DeviceRunner::new(cfg).context("starting the simulated chip")?;
+    if a.device.method() == ferry_runtime::host::LoadMethod::Preinstalled {
+        crate::device_opts::install_preinstalled(&runner)?;
+    }
     crate::stdout::outln!(
         "ferry run: simulated {} chip, {} AICPU threads (1 orchestrator + {} schedulers), {} AIC + {} AIV, {} graphs",
         a.arch.name(),
@@ -188,6 +194,11 @@ pub(crate) fn run(a: &RunArgs) -> anyhow::Result<()> {
         }
     )?;
     crate::stdout::outln!("{:<16} {}", "path:", cfg.path)?;
+    crate::stdout::outln!(
+        "{:<16} {}",
+        "device:",
+        crate::device_opts::describe(cfg.profile, cfg.fixes, cfg.handshake_layout)
+    )?;
     let mut done = Vec::new();
     for (id, ex) in examples.into_iter().enumerate() {
         let run = ex.build(size).with_variant(variant);

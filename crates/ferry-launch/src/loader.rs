@@ -3,8 +3,12 @@
 //! | method | [`LoadMethod`] | where the program lands | several runtimes per process |
 //! |---|---|---|---|
 //! | 1, preinstalled | [`LoadMethod::Preinstalled`] | `<root>/<vf>/aicpu_kernels/`, put there out of band | yes |
-//! | 2, Path A (default) | [`LoadMethod::DispatcherBootstrap`] | `<root>/<vf>/aicpu_kernels_device/<pid>_<dev>/inner_<fp>_<dev>.so`, written by the dispatcher on the device | yes on ferry's device; the loader detects the vendor latch |
-//! | 3, Path B | [`LoadMethod::CustomScheduler`] | `<root>/cust_aicpu_<dev>_<vf>_<pid>/` | yes, but refused on a device whose custom scheduler is not coherent (the default) |
+//! | 2, Path A (default) | [`LoadMethod::DispatcherBootstrap`] | `<root>/<vf>/aicpu_kernels_device/<pid>_<dev>/inner_<fp>_<dev>.so`, written by the dispatcher on the device | no on the vendor device (the default profile): the latch keeps the first program and the loader refuses the second with [`LoadError::ResidentMismatch`]; yes on the relaxed device |
+//! | 3, Path B | [`LoadMethod::CustomScheduler`] | `<root>/cust_aicpu_<dev>_<vf>_<pid>/` | yes (no latch); on the vendor device its entries run on the custom scheduler's incoherent cluster, and a runtime's startup handshake hangs (issue #822) unless the device has fix A (with the split handshake), B or C |
+//!
+//! Path B loads on every device, as on the real stack, where the hang shows only when a run
+//! starts. [`LoaderBuilder::refuse_incoherent_path_b`] turns on a preflight check that refuses
+//! it up front on a device whose custom-scheduler cluster is not coherent.
 //!
 //! # Path A, step by step
 //!
@@ -81,8 +85,8 @@ pub enum LoadMethod {
     /// Method 2, Path A (default): the bootstrap dispatcher writes the program on the device.
     #[default]
     DispatcherBootstrap,
-    /// Method 3, Path B: the custom scheduler saves and runs the program. Refused on a device
-    /// whose custom-scheduler cluster is not coherent with AICore writes.
+    /// Method 3, Path B: the custom scheduler saves and runs the program; its entries run on
+    /// the custom scheduler's cluster (not coherent with AICore writes on the vendor device).
     CustomScheduler,
 }
 
@@ -227,6 +231,7 @@ pub struct LoaderBuilder {
     method: LoadMethod,
     init: Option<InitArgs>,
     dispatcher: &'static Program,
+    refuse_incoherent: bool,
 }
 
 impl LoaderBuilder {
@@ -237,7 +242,16 @@ impl LoaderBuilder {
             method: LoadMethod::default(),
             init: None,
             dispatcher: &ferry_programs::DISPATCHER,
+            refuse_incoherent: false,
         }
+    }
+
+    /// Preflight for Path B (default off): refuse it with [`LoadError::PathBIncoherent`] on a
+    /// device whose custom-scheduler cluster does not see AICore writes and has neither fix B
+    /// nor C, instead of letting the first run's handshake time out.
+    pub fn refuse_incoherent_path_b(&mut self, on: bool) -> &mut Self {
+        self.refuse_incoherent = on;
+        self
     }
 
     /// The load method.
@@ -261,11 +275,16 @@ impl LoaderBuilder {
     /// Opens the device session and checks the method against the device's capabilities.
     ///
     /// # Errors
-    /// [`LoadError::PathBIncoherent`] for Path B on an incoherent device;
+    /// [`LoadError::PathBIncoherent`] for Path B on an incoherent device when the preflight is
+    /// on ([`refuse_incoherent_path_b`](Self::refuse_incoherent_path_b));
     /// [`LoadError::Os`] when the device directories cannot be created.
     pub fn build(&mut self) -> Result<Loader, LoadError> {
         let os = self.chip.device().aicpu_os();
-        if self.method == LoadMethod::CustomScheduler && !os.caps().custom_scheduler_coherent {
+        let caps = os.caps();
+        if self.refuse_incoherent
+            && self.method == LoadMethod::CustomScheduler
+            && !(caps.custom_scheduler_coherent || caps.noncacheable_handshake)
+        {
             return Err(LoadError::PathBIncoherent { device: self.chip.device().ordinal() });
         }
         let session = Arc::new((os.open_session()?, os.attach(&self.chip)));

@@ -14,6 +14,7 @@ use ferry_programs::{
     ORCH_VECTOR,
 };
 use ferry_sim::cores::{Chip, CoreConfig};
+use ferry_sim::profile::{DeviceProfile, PathBFixes};
 use ferry_sim::{Arch, PlatformBuilder};
 use std::path::{Path, PathBuf};
 
@@ -60,8 +61,19 @@ fn chip_with(root: &Path, arch: Arch, f: impl FnOnce(&mut PlatformBuilder)) -> C
         .unwrap()
 }
 
+/// A chip on the default (vendor) device: the Path A latch is on, so one Path A program per
+/// device.
 fn chip(root: &Path) -> Chip {
     chip_with(root, Arch::A2a3, |_| {})
+}
+
+/// A chip on ferry's relaxed device (no Path A latch, coherent Path B cluster), for the tests
+/// that load several different programs through Path A on one device (two runtimes, a run of
+/// bad images after a good one): the vendor latch would keep the first.
+fn relaxed_chip(root: &Path) -> Chip {
+    chip_with(root, Arch::A2a3, |b| {
+        b.profile(DeviceProfile::Relaxed);
+    })
 }
 
 fn files(dir: &Path) -> Vec<String> {
@@ -209,7 +221,8 @@ fn latch_quirk_is_detected_and_refused() {
 #[test]
 fn two_runtimes_in_one_process_without_the_quirk() {
     let root = Root::new("two-runtimes");
-    let chip = chip(&root.0);
+    let chip = relaxed_chip(&root.0);
+    assert!(!chip.device().aicpu_os().caps().first_saved_so_wins, "the relaxed device");
     let loader = Loader::new(&chip).unwrap();
     let a = loader.load(&ORCHESTRATED).unwrap();
     let b = loader.load(&HBG).unwrap();
@@ -252,18 +265,47 @@ fn method_1_loads_a_preinstalled_program_and_refuses_a_missing_one() {
 }
 
 #[test]
-fn path_b_is_refused_on_an_incoherent_device_and_works_on_a_coherent_one() {
+fn path_b_loads_on_the_vendor_device_and_the_preflight_refuses_it() {
     let root = Root::new("path-b");
     let chip = chip(&root.0);
-    assert!(!chip.device().aicpu_os().caps().custom_scheduler_coherent, "default: incoherent");
-    let err = LoaderBuilder::new(&chip).method(LoadMethod::CustomScheduler).build().unwrap_err();
+    let caps = chip.device().aicpu_os().caps();
+    assert!(!caps.custom_scheduler_coherent, "default: incoherent");
+    // As on the real stack, Path B loads: the program's entries run (the hang is in a run's
+    // handshake, tested in ferry-runtime's path_b tests).
+    let loader = LoaderBuilder::new(&chip).method(LoadMethod::CustomScheduler).build().unwrap();
+    let a = loader.load(&ORCHESTRATED).unwrap();
+    exec_probe(&a, &KernelArgs::new(1, 0), 1);
+    assert_eq!(a.exec_function().cluster(), ferry_sim::cache::Cluster::Custom);
+    drop((a, loader));
+    // The opt-in preflight refuses it up front, with the reason.
+    let err = LoaderBuilder::new(&chip)
+        .method(LoadMethod::CustomScheduler)
+        .refuse_incoherent_path_b(true)
+        .build()
+        .unwrap_err();
     assert!(matches!(err, LoadError::PathBIncoherent { device: 0 }));
     let msg = err.to_string();
     assert!(
         msg.contains("stale L1") && msg.contains("aicore_done") && msg.contains("#822"),
         "{msg}"
     );
+    // Fix B or C satisfies the preflight.
+    for fixes in [
+        PathBFixes { noncacheable_handshake: true, ..PathBFixes::NONE },
+        PathBFixes { same_cluster_affinity: true, ..PathBFixes::NONE },
+    ] {
+        let r = Root::new(&format!("path-b-fix-{}", fixes.letters()));
+        let chip = chip_with(&r.0, Arch::A2a3, |b| {
+            b.path_b_fixes(fixes);
+        });
+        let mut b = LoaderBuilder::new(&chip);
+        b.method(LoadMethod::CustomScheduler).refuse_incoherent_path_b(true);
+        assert!(b.build().is_ok(), "{fixes:?}");
+    }
+}
 
+#[test]
+fn path_b_runs_two_runtimes_in_one_process_on_a_coherent_device() {
     let root2 = Root::new("path-b-coherent");
     let chip = chip_with(&root2.0, Arch::A5, |b| {
         b.custom_scheduler_coherent(true).first_saved_so_wins(true);
@@ -277,6 +319,27 @@ fn path_b_is_refused_on_an_incoherent_device_and_works_on_a_coherent_one() {
     let names = files(&loader.os().custom_dir());
     assert_eq!(names.len(), 2, "{names:?}");
     assert_eq!(loader.os().stats().kfc_launches, 0);
+}
+
+#[test]
+fn path_a_second_runtime_is_refused_by_default_and_works_under_method_1() {
+    // The default (vendor) device has the latch: a second runtime under Path A is refused.
+    let root = Root::new("default-latch");
+    let chip = chip(&root.0);
+    assert!(chip.device().aicpu_os().caps().first_saved_so_wins, "vendor default");
+    assert_eq!(chip.device().aicpu_os().caps().profile, DeviceProfile::Vendor);
+    let loader = Loader::new(&chip).unwrap();
+    let first = loader.load(&ORCHESTRATED).unwrap();
+    assert!(matches!(loader.load(&HBG), Err(LoadError::ResidentMismatch { .. })));
+    exec_probe(&first, &KernelArgs::new(7, 0), 1);
+    // The same device, Method 1: both preinstalled runtimes load (no SaveSoFile, no latch).
+    let m1 = LoaderBuilder::new(&chip).method(LoadMethod::Preinstalled).build().unwrap();
+    for p in [&ORCHESTRATED, &HBG] {
+        m1.os().install_preinstalled(&Loader::preinstalled_name(p.name), p.bytes).unwrap();
+    }
+    let (a, b) = (m1.load(&ORCHESTRATED).unwrap(), m1.load(&HBG).unwrap());
+    exec_probe(&a, &KernelArgs::new(1, 0), 1);
+    exec_probe(&b, &KernelArgs::new(2, 0), 1);
 }
 
 #[test]
@@ -318,7 +381,7 @@ fn device_reset_uploads_again() {
 #[test]
 fn bad_inputs_give_typed_errors_and_leave_the_loader_usable() {
     let root = Root::new("bad-inputs");
-    let chip = chip(&root.0);
+    let chip = relaxed_chip(&root.0);
     let loader = Loader::new(&chip).unwrap();
     let good = ORCHESTRATED.bytes;
     let image = |bytes| ProgramImage { name: "bad", build_id: 0, bytes };
@@ -396,7 +459,8 @@ fn walk(dir: &Path) -> Vec<PathBuf> {
 #[test]
 fn register_callable_loads_reloads_and_unloads_orchestration() {
     let root = Root::new("callables");
-    let chip = chip(&root.0);
+    // Both runtimes through Path A on one device: the relaxed device.
+    let chip = relaxed_chip(&root.0);
     let loader = Loader::new(&chip).unwrap();
     let prog = loader.load(&ORCHESTRATED).unwrap();
     let used_before = chip.device().memory().used();

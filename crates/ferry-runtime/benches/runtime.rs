@@ -13,15 +13,19 @@ use ferry_sim::Arch;
 const TASKS: u64 = 2_000;
 
 fn storm_runs(c: &mut Criterion) {
-    let mut r = DeviceRunner::new(RunnerConfig::default_for(Arch::A2a3)).unwrap();
     let ex = storm(TASKS);
-    r.register_callable(0, ex.callable.clone()).unwrap();
-    r.register_callable(1, ex.callable.clone().with_variant(Variant::HostBuiltGraph)).unwrap();
     let mut g = c.benchmark_group("storm_2000_tasks");
     g.throughput(Throughput::Elements(TASKS));
     g.sample_size(10);
-    for (id, name) in [(0, "device_orchestrated"), (1, "host_built_graph")] {
-        g.bench_function(name, |b| b.iter(|| r.run(id, ex.args.clone()).unwrap()));
+    // One runner (device) per runtime: the default vendor device binds one Path A runtime per
+    // process and device.
+    for (v, name) in [
+        (Variant::DeviceOrchestrated, "device_orchestrated"),
+        (Variant::HostBuiltGraph, "host_built_graph"),
+    ] {
+        let mut r = DeviceRunner::new(RunnerConfig::default_for(Arch::A2a3)).unwrap();
+        r.register_callable(0, ex.callable.clone().with_variant(v)).unwrap();
+        g.bench_function(name, |b| b.iter(|| r.run(0, ex.args.clone()).unwrap()));
     }
     g.finish();
 }

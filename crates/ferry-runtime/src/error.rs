@@ -193,6 +193,16 @@ pub enum DeviceFault {
         /// Physical core ids must be below this.
         bound: u32,
     },
+    /// A scheduler's cores did not report in its handshake before the run's handshake
+    /// deadline: the stream of a real device would time out (CANN's 507018). The host compares
+    /// what the AICPU saw with what device memory holds (`RunError::HandshakeTimeout`).
+    #[error("handshake timed out after {waited_ms} ms: core {core} never seen to report")]
+    HandshakeTimeout {
+        /// The first owned core the scheduler had not seen report.
+        core: u32,
+        /// How long it waited (device time).
+        waited_ms: u32,
+    },
     /// The image is not a runtime image of this version, or its regions do not fit.
     #[error("runtime image is malformed (magic {magic:#x}, version {version})")]
     BadImage {
@@ -238,6 +248,7 @@ const C_BAD_IMAGE: u32 = 0x201;
 const C_NO_CALLABLE: u32 = 0x202;
 const C_PANIC: u32 = 0x203;
 const C_ORCH_STATUS: u32 = 0x204;
+const C_HANDSHAKE_TIMEOUT: u32 = 0x205;
 
 impl KernelFault {
     /// Encodes as `(code, detail)` for the payload status line.
@@ -305,6 +316,9 @@ impl DeviceFault {
             DeviceFault::Handshake { core, physical, bound } => {
                 (C_HANDSHAKE, 0, [core.into(), physical.into(), bound.into(), 0])
             }
+            DeviceFault::HandshakeTimeout { core, waited_ms } => {
+                (C_HANDSHAKE_TIMEOUT, 0, [core.into(), waited_ms.into(), 0, 0])
+            }
             DeviceFault::BadImage { magic, version } => {
                 (C_BAD_IMAGE, 0, [magic.into(), version.into(), 0, 0])
             }
@@ -352,6 +366,9 @@ impl DeviceFault {
             C_PANIC => return Some(DeviceFault::OrchestrationPanicked),
             C_ORCH_STATUS => {
                 return Some(DeviceFault::OrchestrationStatus { status: d[0] as u32 as i32 })
+            }
+            C_HANDSHAKE_TIMEOUT => {
+                return Some(DeviceFault::HandshakeTimeout { core: u(d[0]), waited_ms: u(d[1]) })
             }
             c if c > K_BASE && c < C_HANDSHAKE => {
                 let fault = KernelFault::decode(c - K_BASE, [d[1], d[2], d[3]])?;
@@ -401,6 +418,17 @@ pub enum RunError {
     /// AICPU program's entry failed; the message is the transaction's or loader's typed error.
     #[error("launch failed: {0}")]
     Launch(String),
+    /// The run's startup handshake timed out (on a real device: the stream timeout, CANN
+    /// 507018). `stale` lists the cores whose report device memory holds but the AICPU never
+    /// saw (read back with the D2H recipe of seed 004): a stale cache line on an AICPU cluster
+    /// outside AICore's snoop domain (Path B, issue #822). Empty when no core reported at all.
+    #[error("run timed out after {waited_ms} ms in the startup handshake{}", stale_summary(stale))]
+    HandshakeTimeout {
+        /// How long the schedulers waited (device time).
+        waited_ms: u32,
+        /// The cores whose handshake is stale, in order.
+        stale: Vec<crate::host::CoreHandshake>,
+    },
     /// The device returned a result the host cannot decode.
     #[error("device result is unreadable (status {status}, code {code:#x})")]
     BadResult {
@@ -409,6 +437,23 @@ pub enum RunError {
         /// Error code word.
         code: u32,
     },
+}
+
+#[cfg(feature = "host")]
+fn stale_summary(stale: &[crate::host::CoreHandshake]) -> String {
+    let Some(first) = stale.first() else {
+        return ": no core's report reached device memory".into();
+    };
+    format!(
+        ": stale handshake on {} core(s) — core {}'s aicore_done is {} in device memory but the \
+         AICPU still sees {} (a stale cache line: the AICPU cluster is outside AICore's snoop \
+         domain, seed 004 / #822; use path a, or a device with fix a + split handshake lines, \
+         b or c)",
+        stale.len(),
+        first.core,
+        first.memory_done,
+        first.aicpu_saw
+    )
 }
 
 #[cfg(feature = "host")]
@@ -493,6 +538,7 @@ mod tests {
             },
             DeviceFault::Kernel { task: 2, kernel: 0, fault: KernelFault::ArgCount { kernel: 0 } },
             DeviceFault::Handshake { core: 3, physical: 200, bound: 75 },
+            DeviceFault::HandshakeTimeout { core: 4, waited_ms: 250 },
             DeviceFault::BadImage { magic: 1, version: 2 },
             DeviceFault::NoCallable { id: 7 },
             DeviceFault::OrchestrationPanicked,

@@ -20,6 +20,14 @@ fn runner(arch: Arch) -> DeviceRunner {
     r
 }
 
+/// A full-path runner on ferry's relaxed device (no Path A latch), for tests that need both
+/// runtimes (device-orchestrated and host-built graph) in one runner: on the default vendor
+/// device the second is refused (`ResidentMismatch`, tested in `path_b.rs`).
+fn relaxed_runner(arch: Arch) -> DeviceRunner {
+    let cfg = RunnerConfig::small(arch).with_profile(ferry_runtime::host::DeviceProfile::Relaxed);
+    DeviceRunner::new(cfg).unwrap()
+}
+
 fn in_process(arch: Arch) -> DeviceRunner {
     DeviceRunner::new(RunnerConfig::small(arch).in_process()).unwrap()
 }
@@ -163,7 +171,8 @@ fn runner_config_is_validated() {
 
 #[test]
 fn callable_registration_rules() {
-    let mut r = runner(Arch::A2a3);
+    // Registers a callable of each variant: both runtimes, so the relaxed device.
+    let mut r = relaxed_runner(Arch::A2a3);
     let ex = Example::Vector.build(Size::Small);
     assert_eq!(
         r.register_callable(64, ex.callable.clone()),
@@ -200,18 +209,18 @@ fn callable_registration_rules() {
 #[test]
 fn load_methods_and_loader_bad_input_leave_the_runner_usable() {
     use ferry_launch::loader::{LoadError, Loader, ProgramImage};
-    // Path B is refused on the default (incoherent) device, with the reason; Method 1 without
-    // an installed program names the missing file.
-    for (method, want) in
-        [(LoadMethod::CustomScheduler, "snoop domain"), (LoadMethod::Preinstalled, "preinstalled")]
-    {
-        let cfg = RunnerConfig {
-            path: LaunchPath::DeviceProgram(method),
-            ..RunnerConfig::small(Arch::A5)
-        };
-        let err = DeviceRunner::new(cfg).unwrap_err();
-        assert!(matches!(&err, RunnerError::Load(m) if m.contains(want)), "{method:?}: {err}");
-    }
+    // Method 1 without an installed program names the missing file when the runner loads its
+    // runtime (on the first callable); Path B loads on the default device (its runs hang in
+    // the handshake: `path_b.rs`).
+    let cfg = RunnerConfig::small(Arch::A5).with_method(LoadMethod::Preinstalled);
+    let mut m1 = DeviceRunner::new(cfg).unwrap();
+    let ex = Example::Vector.build(Size::Small);
+    let err = m1.register_callable(0, ex.callable.clone()).unwrap_err();
+    assert!(matches!(&err, RunnerError::Load(m) if m.contains("preinstalled")), "{err}");
+    assert!(DeviceRunner::new(
+        RunnerConfig::small(Arch::A5).with_method(LoadMethod::CustomScheduler)
+    )
+    .is_ok());
     for arch in Arch::ALL {
         let mut r = runner(arch);
         let ex = Example::Vector.build(Size::Small);
@@ -308,7 +317,8 @@ fn expect_refused(orch: ferry_runtime::device::task::OrchFn, args: RunArgs, want
             assert_eq!(err, RunError::Fault(want), "{arch:?} {v:?}: {err}");
             let msg = err.to_string();
             assert!(msg.starts_with(|c: char| c.is_lowercase()), "{msg}");
-            let good = Example::Vector.build(Size::Small);
+            // The same variant, so the same runtime (one per runner on the vendor device).
+            let good = Example::Vector.build(Size::Small).with_variant(v);
             r.register_callable(1, good.callable.clone()).unwrap();
             good.verify(&r.run(1, good.args.clone()).unwrap()).unwrap();
         }

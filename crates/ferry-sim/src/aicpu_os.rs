@@ -32,10 +32,14 @@
 //!
 //! # Capabilities
 //!
-//! [`OsCaps::custom_scheduler_coherent`] says whether the custom-scheduler (Path B) cluster sees
-//! AICore writes. It is `false` by default, as on the hardware seed 004 documents (issue #822):
-//! the custom scheduler's worker threads sit on the OS cluster, outside AICore's snoop domain,
-//! and spin forever on a stale L1 copy of `aicore_done` during the handshake.
+//! [`OsCaps`] come from the device's [`DeviceProfile`] and [`PathBFixes`] ([`crate::profile`]).
+//! `custom_scheduler_coherent` is `false` in the vendor profile (the default), as on the hardware
+//! seed 004 documents (issue #822): the custom scheduler's worker threads sit on the OS cluster,
+//! outside AICore's snoop domain, and read device memory through a line cache that AICore writes
+//! do not invalidate ([`crate::cache`]); a startup handshake polled through it never sees
+//! `aicore_done`. Launches of entries the custom scheduler resolved run with that reach; every
+//! other launch runs on the main cluster, coherent. `first_saved_so_wins` (the Path A latch) is
+//! on in the vendor profile.
 //!
 //! # Safety
 //!
@@ -51,6 +55,7 @@
 //! let p = PlatformBuilder::new(Arch::A2a3).hbm_bytes(1 << 24).device_root(&root).build()?;
 //! let os = p.device(0)?.aicpu_os();
 //! assert!(!os.caps().custom_scheduler_coherent);
+//! assert!(os.caps().first_saved_so_wins, "the vendor profile has the Path A latch");
 //! {
 //!     let _session = os.open_session().unwrap();
 //!     assert!(os.process_dir().is_dir());
@@ -59,10 +64,12 @@
 //! # let _ = std::fs::remove_dir_all(&root);
 //! # Ok::<(), ferry_sim::DeviceError>(())
 //! ```
+use crate::cache::{CacheCounters, CacheStats, Cluster, Reach, ReachGuard};
 use crate::cores::{AicpuCtx, Chip, Completion, REG_WINDOW_BYTES};
 use crate::device::{Device, DeviceInner};
 use crate::error::DeviceError;
 use crate::memory::DevicePtr;
+use crate::profile::{DeviceProfile, PathBFixes};
 use crate::sync::{lock, Arc, Mutex, Ordering};
 use ferry_abi::launch::{
     AbiRecord, BootstrapBlob, DecodeError, DeviceArgs, BOOTSTRAP_KERNEL_NAME, BOOTSTRAP_SO_NAME,
@@ -91,21 +98,36 @@ pub struct OsConfig {
     pub root: PathBuf,
     /// The virtual-function index in the directory layout.
     pub vf: u32,
+    /// The profile the device was built from ([`crate::profile`]; the two flags below start
+    /// from it).
+    pub profile: DeviceProfile,
     /// The vendor's one-shot "first saved SO wins" latch: after the first `SaveSoFile`, every
-    /// later one returns success without writing (off by default).
+    /// later one returns success without writing (on in the vendor profile, the default). It
+    /// lives in this device's OS, as the vendor's lives in the AICPU OS process serving one host
+    /// process on one device.
     pub first_saved_so_wins: bool,
-    /// Whether the custom-scheduler (Path B) cluster is coherent with AICore writes (off by
-    /// default: the #822 stale-L1 handshake failure).
+    /// Whether the custom-scheduler (Path B) cluster is coherent with AICore writes (off in the
+    /// vendor profile: the #822 stale-L1 handshake hang; fix C turns it on).
     pub custom_scheduler_coherent: bool,
+    /// Fixes A and B of seed 004 (fix C is `custom_scheduler_coherent`).
+    pub fixes: PathBFixes,
+    /// How long an AICore kernel takes to start on its cores after its launch is accepted
+    /// (default 0). On hardware it is tens of microseconds, during which an AICPU kernel
+    /// launched with it is already polling; a test sets it to order the two deterministically.
+    pub aicore_launch_latency: Duration,
 }
 
 impl Default for OsConfig {
     fn default() -> Self {
+        let profile = DeviceProfile::default();
         Self {
             root: crate::device_root::user_root(),
             vf: 0,
-            first_saved_so_wins: false,
-            custom_scheduler_coherent: false,
+            profile,
+            first_saved_so_wins: profile.first_saved_so_wins(),
+            custom_scheduler_coherent: profile.custom_scheduler_coherent(),
+            fixes: PathBFixes::NONE,
+            aicore_launch_latency: Duration::ZERO,
         }
     }
 }
@@ -113,10 +135,30 @@ impl Default for OsConfig {
 /// What the device's OS can do, as data (STYLE R17).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct OsCaps {
-    /// The custom-scheduler (Path B) cluster sees AICore's handshake writes.
+    /// The profile the device was built from.
+    pub profile: DeviceProfile,
+    /// The custom-scheduler (Path B) cluster sees AICore's handshake writes (the relaxed
+    /// profile, or fix C).
     pub custom_scheduler_coherent: bool,
     /// The "first saved SO wins" latch is active.
     pub first_saved_so_wins: bool,
+    /// Fix A: EL0 cache maintenance is enabled on the custom-scheduler cluster.
+    pub el0_cache_maintenance: bool,
+    /// Fix B: the custom scheduler's context maps device memory non-cacheable.
+    pub noncacheable_handshake: bool,
+}
+
+impl OsCaps {
+    /// How the custom scheduler's (Path B) threads reach device memory.
+    pub fn custom_reach(&self) -> Reach {
+        if self.custom_scheduler_coherent {
+            Reach::Coherent
+        } else if self.noncacheable_handshake {
+            Reach::Uncached
+        } else {
+            Reach::Cached { el0_maintenance: self.el0_cache_maintenance }
+        }
+    }
 }
 
 /// Errors of the AICPU OS.
@@ -269,6 +311,8 @@ pub(crate) struct OsState {
     /// `notify_host` calls, rung or not (a device-to-host signal that real DFX hardware lacks:
     /// the default DFX path must make none).
     host_notifies: std::sync::atomic::AtomicU64,
+    /// The cache model's counters ([`crate::cache`]).
+    cache: CacheCounters,
     services: OnceLock<ServicesBox>,
 }
 
@@ -308,8 +352,13 @@ impl OsState {
             chips: Mutex::new(Vec::new()),
             host_bells: Mutex::new(HashMap::new()),
             host_notifies: std::sync::atomic::AtomicU64::new(0),
+            cache: CacheCounters::default(),
             services: OnceLock::new(),
         }
+    }
+
+    pub(crate) fn cache_counters(&self) -> &CacheCounters {
+        &self.cache
     }
 }
 
@@ -394,7 +443,7 @@ pub struct OpEntry {
 #[derive(Clone, Debug)]
 pub struct Binary {
     os: AicpuOs,
-    entries: HashMap<String, (String, Arc<LoadedObject>)>,
+    entries: HashMap<String, (String, Arc<LoadedObject>, Cluster)>,
 }
 
 impl Binary {
@@ -404,7 +453,7 @@ impl Binary {
     /// [`OsError::UnknownFunction`] when no entry has that op type;
     /// [`OsError::MissingSymbol`] when the object does not export the entry's symbol.
     pub fn function(&self, op_type: &str) -> Result<CpuFunction, OsError> {
-        let (symbol, object) = self
+        let (symbol, object, cluster) = self
             .entries
             .get(op_type)
             .ok_or_else(|| OsError::UnknownFunction { op_type: op_type.into() })?;
@@ -419,13 +468,14 @@ impl Binary {
             symbol: symbol.clone(),
             object: object.clone(),
             entry,
+            cluster: *cluster,
             _os: self.os.clone(),
         })
     }
 
     /// The object an op type resolved to.
     pub fn object(&self, op_type: &str) -> Option<&Arc<LoadedObject>> {
-        self.entries.get(op_type).map(|(_, o)| o)
+        self.entries.get(op_type).map(|(_, o, _)| o)
     }
 }
 
@@ -436,10 +486,17 @@ pub struct CpuFunction {
     symbol: String,
     object: Arc<LoadedObject>,
     entry: CpuKernelFn,
+    cluster: Cluster,
     _os: AicpuOs,
 }
 
 impl CpuFunction {
+    /// The cluster its launches run on: [`Cluster::Custom`] for an entry the custom scheduler
+    /// resolved (Path B, `user_defined`), else [`Cluster::Main`].
+    pub fn cluster(&self) -> Cluster {
+        self.cluster
+    }
+
     /// The exported symbol.
     pub fn symbol(&self) -> &str {
         &self.symbol
@@ -614,9 +671,27 @@ impl AicpuOs {
 
     /// The OS capabilities.
     pub fn caps(&self) -> OsCaps {
+        let c = self.config();
         OsCaps {
-            custom_scheduler_coherent: self.config().custom_scheduler_coherent,
-            first_saved_so_wins: self.config().first_saved_so_wins,
+            profile: c.profile,
+            custom_scheduler_coherent: c.custom_scheduler_coherent,
+            first_saved_so_wins: c.first_saved_so_wins,
+            el0_cache_maintenance: c.fixes.el0_cache_maintenance,
+            noncacheable_handshake: c.fixes.noncacheable_handshake,
+        }
+    }
+
+    /// The cache model's work on this device ([`crate::cache`]); idle unless a thread ran on a
+    /// cluster outside AICore's snoop domain (or through fix B's non-cacheable mapping).
+    pub fn cache_stats(&self) -> CacheStats {
+        self.os().cache.snapshot()
+    }
+
+    /// How a launch on `cluster` reaches device memory on this device.
+    pub fn reach(&self, cluster: Cluster) -> Reach {
+        match cluster {
+            Cluster::Main => Reach::Coherent,
+            Cluster::Custom => self.caps().custom_reach(),
         }
     }
 
@@ -709,6 +784,9 @@ impl AicpuOs {
                 object_symbol: svc_object_symbol,
                 close_object: svc_close_object,
                 notify_host: svc_notify_host,
+                mem_load: svc_mem_load,
+                mem_store: svc_mem_store,
+                cache_op: svc_cache_op,
             });
             ServicesBox { _ctx: ctx, table }
         });
@@ -963,7 +1041,8 @@ impl AicpuOs {
             check_name(&e.kernel_so)?;
             let path = self.resolve(&e.kernel_so, e.user_defined)?;
             let obj = self.load_path(&path)?;
-            out.insert(e.op_type.clone(), (e.function_name.clone(), obj));
+            let cluster = if e.user_defined { Cluster::Custom } else { Cluster::Main };
+            out.insert(e.op_type.clone(), (e.function_name.clone(), obj, cluster));
         }
         Ok(Binary { os: self.clone(), entries: out })
     }
@@ -1004,10 +1083,13 @@ impl AicpuOs {
         let status = Arc::new(AtomicI32::new(STATUS_OK));
         let blob: Arc<[u8]> = payload.into();
         let (func, st) = (f.clone(), status.clone());
+        let (reach, device) = (self.reach(f.cluster), self.device.clone());
         let completion = chip.launch_aicpu(
             threads,
             Arc::new(move |ctx: AicpuCtx| {
                 let _tl = TlGuard::set(&ctx);
+                // Dropped before `_tl`: the thread's cache is flushed when its kernel ends.
+                let _reach = ReachGuard::enter(&device, reach);
                 let private = blob.to_vec();
                 // SAFETY: `func.entry` follows the `CpuKernelFn` contract; `private` is a live
                 // buffer of `len` bytes owned by this thread; `func.object` keeps the code loaded.
@@ -1219,6 +1301,38 @@ extern "C" fn svc_notify_aicpu(ctx: *const c_void) {
 
 extern "C" fn svc_notify_host(ctx: *const c_void, key: u64, queue: u32) {
     with_os(ctx, (), |os| os.ring_host(key, queue))
+}
+
+extern "C" fn svc_mem_load(
+    ctx: *const c_void,
+    addr: u64,
+    size: u32,
+    kind: u32,
+    out: *mut u64,
+) -> i32 {
+    with_os(ctx, STATUS_PANIC, |os| match crate::cache::mem_load(&os.device, addr, size, kind) {
+        Ok(v) if !out.is_null() => {
+            // SAFETY: the program passes a pointer to a live u64 (services contract).
+            unsafe { out.write_unaligned(v) };
+            STATUS_OK
+        }
+        Ok(_) => STATUS_INVALID_ARGUMENT,
+        Err(s) => s,
+    })
+}
+
+extern "C" fn svc_mem_store(
+    ctx: *const c_void,
+    addr: u64,
+    size: u32,
+    value: u64,
+    kind: u32,
+) -> i32 {
+    with_os(ctx, STATUS_PANIC, |os| crate::cache::mem_store(&os.device, addr, size, value, kind))
+}
+
+extern "C" fn svc_cache_op(ctx: *const c_void, addr: u64, op: u32) -> i32 {
+    with_os(ctx, STATUS_PANIC, |os| crate::cache::cache_op(&os.device, addr, op))
 }
 
 extern "C" fn svc_now_cycles(ctx: *const c_void) -> u64 {

@@ -489,6 +489,7 @@ impl Chip {
             .check(crate::fault::FaultPoint::Launch)
             .inspect_err(|_| self.0.device.fault_counted())?;
         let done = Completion::new(u64::from(block_dim));
+        let latency = self.0.device.aicpu_os().config().aicore_launch_latency;
         for i in 0..block_dim {
             let ctx = CoreCtx {
                 index: i,
@@ -498,7 +499,13 @@ impl Chip {
                 handshake: self.handshake(i),
             };
             let (e, d) = (entry.clone(), done.clone());
-            if !self.0.cores[i as usize].give((Box::new(move || e(ctx)), d)) {
+            let run = move || {
+                if !latency.is_zero() {
+                    std::thread::sleep(latency);
+                }
+                e(ctx)
+            };
+            if !self.0.cores[i as usize].give((Box::new(run), d)) {
                 done.finish(Err(format!("core {i} is still busy")));
             }
         }

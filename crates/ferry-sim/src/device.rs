@@ -7,6 +7,7 @@ use crate::fault::{FaultInjector, FaultPoint};
 use crate::memory::{
     classify, host_alias, AddrKind, DeviceMemory, DevicePtr, HostRegion, HostRegistry, MemoryError,
 };
+use crate::profile::{DeviceProfile, PathBFixes};
 use crate::stream::{Stream, StreamKind};
 use crate::sync::{lock, Arc, AtomicU64, Condvar, Mutex, Ordering};
 use ferry_abi::arch::{Arch, ArchProfile};
@@ -83,16 +84,46 @@ impl PlatformBuilder {
         self
     }
 
-    /// Quirk: the vendor's one-shot "first saved SO wins" latch in the AICPU OS (default off).
+    /// The device profile ([`crate::profile`]; default [`DeviceProfile::Vendor`]): sets the
+    /// Path A latch and the Path B cluster's coherence as the profile has them (the two setters
+    /// below override them afterwards). Fixes set with [`path_b_fixes`](Self::path_b_fixes)
+    /// stay.
+    pub fn profile(&mut self, profile: DeviceProfile) -> &mut Self {
+        self.aicpu_os.profile = profile;
+        self.aicpu_os.first_saved_so_wins = profile.first_saved_so_wins();
+        self.aicpu_os.custom_scheduler_coherent =
+            profile.custom_scheduler_coherent() || self.aicpu_os.fixes.same_cluster_affinity;
+        self
+    }
+
+    /// Quirk: the vendor's one-shot "first saved SO wins" latch in the AICPU OS (on in the
+    /// vendor profile).
     pub fn first_saved_so_wins(&mut self, on: bool) -> &mut Self {
         self.aicpu_os.first_saved_so_wins = on;
         self
     }
 
     /// Capability: the custom-scheduler (Path B) cluster is coherent with AICore writes
-    /// (default off, as on the hardware of seed 004).
+    /// (off in the vendor profile, as on the hardware of seed 004; fix C).
     pub fn custom_scheduler_coherent(&mut self, on: bool) -> &mut Self {
         self.aicpu_os.custom_scheduler_coherent = on;
+        self
+    }
+
+    /// The vendor-side Path B fixes A, B and C of seed 004 ([`PathBFixes`]); fix C makes the
+    /// custom-scheduler cluster coherent.
+    pub fn path_b_fixes(&mut self, fixes: PathBFixes) -> &mut Self {
+        self.aicpu_os.fixes = fixes;
+        if fixes.same_cluster_affinity {
+            self.aicpu_os.custom_scheduler_coherent = true;
+        }
+        self
+    }
+
+    /// How long an AICore kernel takes to start after its launch (default 0; see
+    /// [`crate::aicpu_os::OsConfig::aicore_launch_latency`]).
+    pub fn aicore_launch_latency(&mut self, d: std::time::Duration) -> &mut Self {
+        self.aicpu_os.aicore_launch_latency = d;
         self
     }
 

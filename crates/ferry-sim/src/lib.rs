@@ -12,6 +12,8 @@
 //! | [`cores::Chip`] | AICPU threads and AICore workers with register windows and handshake slots |
 //! | [`cost::CostModel`] | the stalls of seed 003 (queue creation under memory pressure, driver lock, code-object load) |
 //! | [`fault::FaultInjector`] | fail the N-th stream creation, copy, launch, synchronize, … of a device |
+//! | [`profile::DeviceProfile`] | vendor (default: the Path A latch, an incoherent Path B cluster) or ferry's relaxed device, plus the Path B fixes |
+//! | [`cache`] | the AICPU clusters' data caches: a Path B thread's stale line cache |
 //! | [`aicpu_os::AicpuOs`] | the device-side loader: the AICPU OS that loads device programs (real shared objects) and runs their entries |
 //!
 //! # Example
@@ -48,6 +50,7 @@
 
 pub mod aicpu_os;
 pub mod bench;
+pub mod cache;
 pub mod clock;
 pub mod cores;
 pub mod cost;
@@ -61,6 +64,7 @@ pub mod kernel;
 pub mod memory;
 pub mod overlap;
 pub mod pinned;
+pub mod profile;
 pub mod stream;
 mod sync;
 pub mod wait;

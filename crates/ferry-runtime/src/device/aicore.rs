@@ -9,7 +9,7 @@ use super::ops::DeviceOps;
 use super::sched::{is_dispatch, read_header, PAYLOAD_PAIR_BYTES};
 use crate::error::{DeviceFault, KernelFault};
 use ferry_abi::arch::Arch;
-use ferry_abi::handshake::{aicore_done_value, CORE_TYPE_AIC, CORE_TYPE_AIV, HANDSHAKE_SIZE};
+use ferry_abi::handshake::{aicore_done_value, HandshakeLayout, CORE_TYPE_AIC, CORE_TYPE_AIV};
 use ferry_abi::launch::AicoreLaunchArgs;
 use ferry_abi::regs::{
     cond_ack, cond_fin, RegLayout, AICORE_EXIT_SIGNAL, AICPU_IDLE, COND_EXITED, COND_IDLE,
@@ -49,14 +49,20 @@ pub fn aicore_execute(
     let (dmb, cond) = (layout.data_main_base as u32, layout.cond as u32);
 
     // 1. Report.
-    let hs = hdr.handshake_off as usize + HANDSHAKE_SIZE * block_idx as usize;
+    let hl = HandshakeLayout::from_u32(hdr.handshake_layout).ok_or(bad)?;
+    let hs = hdr.handshake_off as usize + hl.slot_bytes as usize * block_idx as usize;
+    let (done_off, pcid_off) = (hl.aicore_done_off as usize, hl.physical_core_id_off as usize);
+    if hs + hl.slot_bytes as usize > image.len() {
+        return Err(bad);
+    }
     let core_type = if block_idx < hdr.aic_count { CORE_TYPE_AIC } else { CORE_TYPE_AIV };
     // Relaxed: both published by the Release store of `aicore_done` below.
-    image.u32_at(hs + 20).store(physical_core_id, Ordering::Relaxed);
+    image.u32_at(hs + pcid_off).store(physical_core_id, Ordering::Relaxed);
     // Relaxed: as above.
-    image.u32_at(hs + 16).store(core_type, Ordering::Relaxed);
-    // Release: pairs with the scheduler's Acquire load of `aicore_done` in its phase-1 sweep.
-    image.u32_at(hs + 4).store(aicore_done_value(block_idx), Ordering::Release);
+    image.u32_at(hs + hl.core_type_off as usize).store(core_type, Ordering::Relaxed);
+    // Release: pairs with the scheduler's Acquire load of `aicore_done` in its phase-1 sweep
+    // (AICore writes go to memory; a cluster cache outside its snoop domain does not see them).
+    image.u32_at(hs + done_off).store(aicore_done_value(block_idx), Ordering::Release);
     ops.notify_aicpu();
 
     // 2. Wait for the window to open.
@@ -64,7 +70,7 @@ pub fn aicore_execute(
     ops.reg_write_core(base, cond, COND_IDLE);
     // Acquire: pairs with the scheduler's Release store of `task` (phase 2), which precedes its
     // window-opening register write that we observed above.
-    let task_ptr = image.u64_at(hs + 8).load(Ordering::Acquire);
+    let task_ptr = image.u64_at(hs + hl.task_off as usize).load(Ordering::Acquire);
     let payload = task_ptr.wrapping_sub(image.addr());
     if first != AICORE_EXIT_SIGNAL
         && (task_ptr < image.addr() || payload + PAYLOAD_PAIR_BYTES > image.len() as u64)

@@ -8,11 +8,12 @@
 //! | region | type | writer → reader |
 //! |---|---|---|
 //! | header | [`RuntimeHeader`] (256 B) | host → AICPU, AICore |
-//! | handshakes | `ferry_abi::handshake::Handshake` × `worker_count` | host zeroes; AICore ↔ AICPU (§5.2) |
+//! | handshakes | `ferry_abi::handshake::Handshake` × `worker_count` (64 B each), or split slots of 128 B (`HandshakeLayout::SPLIT`, option D) | host zeroes; AICore ↔ AICPU (§5.2), polled by the AICPU through `DeviceOps::mem_load` |
 //! | dispatch payloads | [`DispatchPayload`] × 2 × `worker_count` | AICPU → AICore (first 192 B), AICore → AICPU (last 64 B) |
 //! | tensor table | [`TensorRecord`] × `tensor_count` | host → AICPU |
 //! | scalars | `u64` × `scalar_count` | host → AICPU |
 //! | result | [`RunResult`] (128 B) | AICPU → host (live progress words and the final status) |
+//! | handshake record | `u32` × `worker_count` | AICPU → host: the `aicore_done` each scheduler last saw |
 //! | host-built graph | [`TaskRecord`] × `graph_task_count`, then `u32` predecessor indices | host → AICPU |
 //!
 //! Run-private scheduler state (the task ring, ready queues, the tensor map) lives in AICPU
@@ -130,7 +131,17 @@ pub struct RuntimeHeader {
     /// DFX collection bits of the run (`crate::device::dfx::DFX_*`; 0 = off). The AICore reads
     /// it to decide whether to timestamp its executions.
     pub dfx_flags: u32,
-    _reserved: [u64; 12],
+    /// The handshake slots' layout (`ferry_abi::handshake::HandshakeLayout::id`: 0 one line,
+    /// 1 split lines, option D).
+    pub handshake_layout: u32,
+    /// How long a scheduler waits for its cores' handshake reports, in milliseconds of device
+    /// time (0: [`super::sched::CORE_DEADLINE`]).
+    pub handshake_timeout_ms: u32,
+    /// Offset of the AICPU's handshake record: per core, the `aicore_done` value the scheduler's
+    /// last load returned (`u32`), written when its handshake ends, met or not (what the AICPU
+    /// saw, for the host to compare with what memory holds).
+    pub handshake_seen_off: u64,
+    _reserved: [u64; 10],
 }
 
 const _: () = {
@@ -140,7 +151,9 @@ const _: () = {
     assert!(offset_of!(RuntimeHeader, regs_table) == 136);
     assert!(offset_of!(RuntimeHeader, max_physical_cores) == 148);
     assert!(offset_of!(RuntimeHeader, aic_count) == 152);
-    assert!(offset_of!(RuntimeHeader, _reserved) == 160);
+    assert!(offset_of!(RuntimeHeader, handshake_layout) == 160);
+    assert!(offset_of!(RuntimeHeader, handshake_seen_off) == 168);
+    assert!(offset_of!(RuntimeHeader, _reserved) == 176);
 };
 // SAFETY: repr(C), u32/u64 fields tiling 0..256 without padding (offsets asserted above).
 unsafe impl Record for RuntimeHeader {}

@@ -89,6 +89,64 @@ pub unsafe trait DeviceOps: Send + Sync {
     /// The device sys counter frequency in Hz.
     fn clock_hz(&self) -> u64;
 
+    /// A CPU load of `size` (4 or 8) bytes at the aligned device address `addr`, of kind
+    /// `ferry_abi::services::MEM_LOAD_*`, as this thread's CPU issues it (through its cluster's
+    /// data cache, when it has one that does not snoop AICore writes: `ferry_sim::cache`). The
+    /// device half polls the handshake slots with it; it does not know whether it is cached.
+    /// `None` for an address outside live device memory. The default goes straight to memory
+    /// (a coherent cluster).
+    fn mem_load(&self, addr: u64, size: u32, kind: u32) -> Option<u64> {
+        let p = self.translate(addr, u64::from(size)).ok()?;
+        if addr % u64::from(size) != 0 {
+            return None;
+        }
+        // Acquire when asked: pairs with the writer's Release store.
+        let order = if kind == ferry_abi::services::MEM_LOAD_ACQUIRE {
+            std::sync::atomic::Ordering::Acquire
+        } else {
+            std::sync::atomic::Ordering::Relaxed
+        };
+        Some(match size {
+            // SAFETY: `translate` vouched for 8 bytes, aligned (checked above); device memory is
+            // accessed atomically by every agent (trait contract).
+            8 => unsafe { std::sync::atomic::AtomicU64::from_ptr(p.cast()) }.load(order),
+            // SAFETY: as above, 4 bytes.
+            4 => u64::from(unsafe { std::sync::atomic::AtomicU32::from_ptr(p.cast()) }.load(order)),
+            _ => return None,
+        })
+    }
+
+    /// A CPU store of the low `size` bytes of `value` at `addr`, of kind `MEM_STORE_*`, as
+    /// [`mem_load`](Self::mem_load). `false` for an address outside live device memory.
+    fn mem_store(&self, addr: u64, size: u32, value: u64, kind: u32) -> bool {
+        let Ok(p) = self.translate(addr, u64::from(size)) else { return false };
+        if addr % u64::from(size) != 0 {
+            return false;
+        }
+        // Release when asked: pairs with the reader's Acquire load.
+        let order = if kind == ferry_abi::services::MEM_STORE_RELEASE {
+            std::sync::atomic::Ordering::Release
+        } else {
+            std::sync::atomic::Ordering::Relaxed
+        };
+        match size {
+            // SAFETY: as in `mem_load`.
+            8 => unsafe { std::sync::atomic::AtomicU64::from_ptr(p.cast()) }.store(value, order),
+            // SAFETY: as in `mem_load`, 4 bytes.
+            4 => unsafe { std::sync::atomic::AtomicU32::from_ptr(p.cast()) }
+                .store(value as u32, order),
+            _ => return false,
+        }
+        true
+    }
+
+    /// A data-cache maintenance instruction (`ferry_abi::services::CACHE_OP_*`: `dc civac`,
+    /// `dc ivac`) on the line holding `addr`. The default (a coherent cluster) has nothing to
+    /// do.
+    fn cache_op(&self, addr: u64, op: u32) {
+        let _ = (addr, op);
+    }
+
     /// A device-to-host doorbell: a callback that rings the host callback registered under
     /// `key` (a DFX region's device address) with a ready queue. `None` (the default) where
     /// the host's own doorbells are reachable or there is no host to ring.

@@ -29,7 +29,7 @@ use super::ops::DeviceOps;
 use super::task::ResolvedTask;
 use crate::error::{DeviceFault, KernelFault};
 use ferry_abi::arch::Arch;
-use ferry_abi::handshake::HANDSHAKE_SIZE;
+use ferry_abi::handshake::HandshakeLayout;
 use ferry_abi::regs::{
     cond_fin, is_task_id, RegLayout, AICORE_EXIT_SIGNAL, AICPU_IDLE, COND_EXITED, FAST_PATH_CLOSE,
     FAST_PATH_OPEN, MAX_TASK_ID,
@@ -118,7 +118,9 @@ impl RunState {
             ImageView::new(ops, hdr.regs_table, u64::from(hdr.regs_count) * 8).map_err(|_| bad)?;
         let end = |off: u64, n: u64| off.checked_add(n).is_some_and(|e| e <= hdr.image_bytes);
         let w = u64::from(hdr.worker_count);
-        if !(end(hdr.handshake_off, w * HANDSHAKE_SIZE as u64)
+        let hl = HandshakeLayout::from_u32(hdr.handshake_layout).ok_or(bad)?;
+        if !(end(hdr.handshake_off, w * u64::from(hl.slot_bytes))
+            && (hdr.handshake_seen_off == 0 || end(hdr.handshake_seen_off, w * 4))
             && end(hdr.payload_off, w * PAYLOAD_PAIR_BYTES)
             && end(hdr.tensor_off, u64::from(hdr.tensor_count) * 16)
             && end(hdr.scalar_off, u64::from(hdr.scalar_count) * 8)
@@ -618,10 +620,53 @@ fn handshake(
     owned: &[u32],
     layout: &RegLayout,
 ) -> Result<Vec<CoreState>, HandshakeFailure> {
+    use ferry_abi::services::{
+        CACHE_OP_CIVAC, MEM_LOAD_ACQUIRE, MEM_LOAD_PLAIN, MEM_STORE_RELEASE,
+    };
     let hdr = &run.hdr;
-    let hs = |i: u32| hdr.handshake_off as usize + HANDSHAKE_SIZE * i as usize;
+    let hl = HandshakeLayout::from_u32(hdr.handshake_layout).unwrap_or(HandshakeLayout::COMBINED);
+    let img = run.image.addr();
+    let slot = |i: u32| img + hdr.handshake_off + u64::from(hl.slot_bytes) * u64::from(i);
+    // What this thread's last load of each owned core's `aicore_done` returned.
+    let seen: Vec<std::cell::Cell<u32>> = owned.iter().map(|_| std::cell::Cell::new(0)).collect();
+    // One poll of core `i`'s report, as the CPU issues it: the loads go through whatever cache
+    // the cluster has (`DeviceOps::mem_load`). With the split layout (option D) the line the
+    // AICore writes is cleaned and invalidated first (`dc civac`): it holds no AICPU field, so
+    // the clean writes nothing back, and where EL0 may invalidate (fix A) the load refetches.
+    let poll = |k: usize, i: u32| -> u32 {
+        if hl.is_split() {
+            ops.cache_op(slot(i) + u64::from(hl.aicore_line_off), CACHE_OP_CIVAC);
+        }
+        // Acquire: pairs with the core's Release store of `aicore_done`, after its
+        // `physical_core_id` / `core_type` stores.
+        let v = ops
+            .mem_load(slot(i) + u64::from(hl.aicore_done_off), 4, MEM_LOAD_ACQUIRE)
+            .unwrap_or(0) as u32;
+        seen[k].set(v);
+        v
+    };
+    // The core's physical id, read after its report was seen (ordered by that Acquire load).
+    let pcid_of = |i: u32| {
+        ops.mem_load(slot(i) + u64::from(hl.physical_core_id_off), 4, MEM_LOAD_PLAIN)
+            .unwrap_or(u64::from(u32::MAX)) as u32
+    };
+    let record = || {
+        if hdr.handshake_seen_off == 0 {
+            return; // an image without a handshake record
+        }
+        for (k, &i) in owned.iter().enumerate() {
+            let at = hdr.handshake_seen_off as usize + 4 * i as usize;
+            // Relaxed: read by the host after the run's launch completed.
+            run.image.u32_at(at).store(seen[k].get(), Ordering::Relaxed);
+        }
+    };
     let hz = ops.clock_hz().max(1);
-    let deadline = ops.clock_cycles().saturating_add(CORE_DEADLINE.as_secs() * hz);
+    let timeout = match hdr.handshake_timeout_ms {
+        0 => CORE_DEADLINE,
+        ms => Duration::from_millis(u64::from(ms)),
+    };
+    let wait_cycles = (timeout.as_nanos() as u64).saturating_mul(hz) / 1_000_000_000;
+    let deadline = ops.clock_cycles().saturating_add(wait_cycles.max(1));
     let mut reported: Vec<Option<CoreState>> = owned.iter().map(|_| None).collect();
     let bound = hdr.max_physical_cores.min(hdr.regs_count);
     // Phase 1: sweep the owned set until every core has reported.
@@ -630,23 +675,20 @@ fn handshake(
             if reported[k].is_some() {
                 continue;
             }
-            // Acquire: pairs with the core's Release store of `aicore_done`, after its
-            // `physical_core_id` / `core_type` stores.
-            if run.image.u32_at(hs(i) + 4).load(Ordering::Acquire) == 0 {
+            if poll(k, i) == 0 {
                 continue;
             }
-            // Relaxed: ordered by the Acquire load of `aicore_done` above.
-            let pcid = run.image.u32_at(hs(i) + 20).load(Ordering::Relaxed);
+            let pcid = pcid_of(i);
             if pcid >= bound {
+                record();
                 // Emergency shutdown reaches every owned core that has reported a usable id so
                 // far; the host reaps the rest.
                 let up = owned
                     .iter()
-                    .filter_map(|&j| {
-                        // Acquire: as in the sweep.
-                        let done = run.image.u32_at(hs(j) + 4).load(Ordering::Acquire) != 0;
-                        // Relaxed: ordered by the Acquire load above.
-                        let p = run.image.u32_at(hs(j) + 20).load(Ordering::Relaxed);
+                    .enumerate()
+                    .filter_map(|(kj, &j)| {
+                        let done = seen[kj].get() != 0;
+                        let p = pcid_of(j);
                         // Relaxed: written by the host before the launch.
                         (done && p < bound)
                             .then(|| run.regs.u64_at(8 * p as usize).load(Ordering::Relaxed))
@@ -675,29 +717,39 @@ fn handshake(
         }
         let now = ops.clock_cycles();
         if now >= deadline {
+            record();
             let k = reported.iter().position(Option::is_none).unwrap_or(0);
             let up = reported.iter().flatten().map(|c| c.base).collect();
-            return Err((DeviceFault::Handshake { core: owned[k], physical: u32::MAX, bound }, up));
+            let waited_ms = timeout.as_millis().min(u128::from(u32::MAX)) as u32;
+            return Err((DeviceFault::HandshakeTimeout { core: owned[k], waited_ms }, up));
         }
         let left = Duration::from_nanos((deadline - now).saturating_mul(1_000_000_000 / hz));
         ops.aicpu_wait(
             &mut || {
-                owned.iter().zip(&reported).any(|(&i, r)| {
-                    // Acquire: as in the sweep above.
-                    r.is_none() && run.image.u32_at(hs(i) + 4).load(Ordering::Acquire) != 0
-                })
+                owned
+                    .iter()
+                    .enumerate()
+                    .zip(&reported)
+                    .any(|((k, &i), r)| r.is_none() && poll(k, i) != 0)
             },
             Some(left.min(Duration::from_millis(50))),
         );
     }
+    record();
     let cores: Vec<CoreState> = reported.into_iter().flatten().collect();
-    // Phase 2: every core's payload pointer, written only after its report (the report
-    // rewrites the line).
+    // Phase 2: every core's payload pointer, written only after its report (in the one-line
+    // layout the report rewrites the line). With the split layout the AICPU's own line is then
+    // cleaned, so the store reaches memory however the cluster caches it; it holds no AICore
+    // field, so nothing stale goes back with it.
     for c in &cores {
         let addr = run.image.addr() + c.payload_off as u64;
+        let task = slot(c.index) + u64::from(hl.task_off);
         // Release: pairs with the core's Acquire load of `task` after it sees the window open
         // (the register write below also orders it).
-        run.image.u64_at(hs(c.index) + 8).store(addr, Ordering::Release);
+        ops.mem_store(task, 8, addr, MEM_STORE_RELEASE);
+        if hl.is_split() {
+            ops.cache_op(slot(c.index) + u64::from(hl.aicpu_line_off), CACHE_OP_CIVAC);
+        }
     }
     // Phase 3: open every window; this write is the acknowledgement.
     for c in &cores {

@@ -77,6 +77,21 @@ unsafe impl DeviceOps for ServicesOps<'_> {
         (self.svc.clock_hz)(self.svc.ctx)
     }
 
+    fn mem_load(&self, addr: u64, size: u32, kind: u32) -> Option<u64> {
+        let mut v = 0u64;
+        let st = (self.svc.mem_load)(self.svc.ctx, addr, size, kind, &mut v);
+        (st == ferry_abi::services::STATUS_OK).then_some(v)
+    }
+
+    fn mem_store(&self, addr: u64, size: u32, value: u64, kind: u32) -> bool {
+        (self.svc.mem_store)(self.svc.ctx, addr, size, value, kind)
+            == ferry_abi::services::STATUS_OK
+    }
+
+    fn cache_op(&self, addr: u64, op: u32) {
+        let _ = (self.svc.cache_op)(self.svc.ctx, addr, op);
+    }
+
     fn host_notifier(&self) -> Option<super::ops::HostNotifier> {
         // The table is `Copy` and its `ctx` stays valid for as long as the OS keeps the table
         // (the services tolerate a device that is gone: they do nothing).

@@ -17,11 +17,17 @@
 //! callables.
 pub mod dfx;
 pub mod graph;
+mod handshake;
 mod runner;
 mod sim_ops;
 
+/// The handshake slots' layout of a runner's runs.
+pub use ferry_abi::handshake::HandshakeLayout;
 /// The loader method of a full-path runner ([`LaunchPath::DeviceProgram`]).
 pub use ferry_launch::loader::LoadMethod;
+/// The device profile and Path B fixes a runner's platform is built with.
+pub use ferry_sim::profile::{DeviceProfile, PathBFixes};
+pub use handshake::CoreHandshake;
 pub use runner::{
     Callable, DeviceRunner, LaunchPath, LaunchedRun, PreparedRun, RunArgs, RunOutput, RunStats,
     RunnerConfig, TensorInit, Variant,

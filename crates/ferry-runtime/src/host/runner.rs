@@ -1,5 +1,6 @@
 //! The host `DeviceRunner`: init, callables, and the per-run lifecycle.
 use super::graph::{GraphBuilder, HostGraph, PrebuiltTask};
+use super::handshake::{CoreHandshake, HandshakeRegion};
 use super::sim_ops::SimOps;
 use crate::device::aicore::aicore_execute;
 use crate::device::image::{
@@ -12,6 +13,7 @@ use crate::device::program::AicpuProgram;
 use crate::device::sched::PAYLOAD_PAIR_BYTES;
 use crate::device::task::{OrchFn, TensorInfo};
 use crate::error::{DeviceFault, RunError, RunnerError};
+use ferry_abi::handshake::HandshakeLayout;
 use ferry_abi::handshake::{core_type_for_index, Handshake};
 use ferry_abi::launch::{
     AbiRecord, AicoreLaunchArgs, InitArgs, KernelArgs, RegisterCallableArgs, MAX_CALLABLES,
@@ -22,6 +24,7 @@ use ferry_launch::{
     EntryKernels, LaunchDescriptor, LaunchStaging, MetadataRegion, RunStreams, TransactionState,
 };
 use ferry_sim::cores::{Chip, Completion, CoreConfig};
+use ferry_sim::profile::{DeviceProfile, PathBFixes};
 use ferry_sim::{Arch, Device, DevicePtr, Platform, PlatformBuilder};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -88,6 +91,20 @@ pub struct RunnerConfig {
     pub via_services: bool,
     /// How the runner reaches the device (default: the full path, loaded with Path A).
     pub path: LaunchPath,
+    /// The profile of the device [`DeviceRunner::new`] builds (default: vendor, with the Path A
+    /// latch and an incoherent Path B cluster; [`DeviceProfile::Relaxed`] is ferry's own
+    /// device). [`DeviceRunner::init`] takes the device as it is.
+    pub profile: DeviceProfile,
+    /// The Path B fixes of that device (default: none).
+    pub fixes: PathBFixes,
+    /// The handshake slots' layout ([`HandshakeLayout::SPLIT`] is seed 004's option D).
+    pub handshake_layout: HandshakeLayout,
+    /// How long the schedulers wait for their cores' handshake reports (device time) before the
+    /// run fails with [`RunError::HandshakeTimeout`].
+    pub handshake_timeout: Duration,
+    /// How long the AICore kernel of each run takes to start on the device [`DeviceRunner::new`]
+    /// builds (default 0; `ferry_sim::PlatformBuilder::aicore_launch_latency`).
+    pub aicore_launch_latency: Duration,
 }
 
 impl RunnerConfig {
@@ -103,7 +120,22 @@ impl RunnerConfig {
             timeout: Duration::from_secs(120),
             via_services: false,
             path: LaunchPath::default(),
+            profile: DeviceProfile::default(),
+            fixes: PathBFixes::NONE,
+            handshake_layout: HandshakeLayout::COMBINED,
+            handshake_timeout: crate::device::sched::CORE_DEADLINE,
+            aicore_launch_latency: Duration::ZERO,
         }
+    }
+
+    /// The same configuration loading with `method` on the full path.
+    pub fn with_method(self, method: LoadMethod) -> RunnerConfig {
+        RunnerConfig { path: LaunchPath::DeviceProgram(method), ..self }
+    }
+
+    /// The same configuration on a device of `profile`.
+    pub fn with_profile(self, profile: DeviceProfile) -> RunnerConfig {
+        RunnerConfig { profile, ..self }
     }
 
     /// The same configuration on the direct in-process path ([`LaunchPath::InProcess`]).
@@ -292,6 +324,7 @@ pub struct PreparedRun {
     _claim: Claim,
     image: DevicePtr,
     result_off: u64,
+    handshake: HandshakeRegion,
     kargs: KernelArgs,
     tensors: Vec<(DevicePtr, u64, bool)>,
     variant: Variant,
@@ -495,6 +528,8 @@ pub struct DeviceRunner {
     full: Option<FullPath>,
     /// DFX profiling bases the next runs' `KernelArgs` carry (full path).
     dfx_profiling: Option<super::dfx::DfxProfiling>,
+    /// The last finalized run's handshake, read back from device memory.
+    last_handshake: Vec<CoreHandshake>,
 }
 
 /// What the full path ([`LaunchPath::DeviceProgram`]) keeps per runner.
@@ -592,8 +627,13 @@ impl DeviceRunner {
     /// [`RunnerError::Config`] for an unusable configuration; a simulator failure.
     pub fn new(cfg: RunnerConfig) -> Result<DeviceRunner, RunnerError> {
         let root = private_root()?;
-        let p =
-            PlatformBuilder::new(cfg.arch).hbm_bytes(cfg.hbm_bytes).device_root(&root).build()?;
+        let p = PlatformBuilder::new(cfg.arch)
+            .hbm_bytes(cfg.hbm_bytes)
+            .device_root(&root)
+            .profile(cfg.profile)
+            .path_b_fixes(cfg.fixes)
+            .aicore_launch_latency(cfg.aicore_launch_latency)
+            .build()?;
         let dev = p.device(0)?.clone();
         let mut r = match DeviceRunner::init(dev, cfg) {
             Ok(r) => r,
@@ -661,16 +701,16 @@ impl DeviceRunner {
                         .init_args(InitArgs::new(device.ordinal()))
                         .build()
                         .map_err(load_err)?;
-                    let mut full = FullPath {
+                    // Each runtime's program is loaded on its variant's first callable: a
+                    // runner binds only the runtimes it runs, and with the vendor's Path A latch
+                    // a process can bind one (the loader refuses a second with
+                    // `ResidentMismatch`).
+                    Ok::<_, RunnerError>(FullPath {
                         programs: [None, None],
                         loader,
                         streams: RunStreams::new(&device)?,
                         staging: LaunchStaging::new(&device, 0),
-                    };
-                    // Eager: the device-orchestrated program (the default variant) is loaded
-                    // and initialised now; the host-built-graph one on its first callable.
-                    full.program(Variant::DeviceOrchestrated).map_err(load_err)?;
-                    Ok::<_, RunnerError>(full)
+                    })
                 })();
                 match built {
                     Ok(f) => Some(f),
@@ -704,6 +744,7 @@ impl DeviceRunner {
             full,
             dfx_profiling: None,
             root: None,
+            last_handshake: Vec::new(),
         })
     }
 
@@ -715,6 +756,13 @@ impl DeviceRunner {
     /// The device.
     pub fn device(&self) -> &Device {
         &self.device
+    }
+
+    /// The last finalized run's handshake per core, read back from device memory after the run
+    /// (seed 004's D2H recipe): what the AICPU saw against what memory holds. Empty before the
+    /// first run.
+    pub fn last_handshake(&self) -> &[CoreHandshake] {
+        &self.last_handshake
     }
 
     /// The device half's chip services (for benches and tests that call kernels directly).
@@ -909,6 +957,7 @@ impl DeviceRunner {
             _allocs: allocs,
             image,
             result_off: hdr.result_off,
+            handshake: HandshakeRegion::of(&hdr),
             kargs,
             tensors,
             variant: callable.variant,
@@ -936,11 +985,13 @@ impl DeviceRunner {
             off += align64(n);
             o
         };
-        h.handshake_off = take(w * 64);
+        let hl = cfg.handshake_layout;
+        h.handshake_off = take(w * u64::from(hl.slot_bytes));
         h.payload_off = take(w * PAYLOAD_PAIR_BYTES);
         h.tensor_off = take(tensors.len() as u64 * 16);
         h.scalar_off = take(scalars.len() as u64 * 8);
         h.result_off = take(std::mem::size_of::<RunResult>() as u64);
+        h.handshake_seen_off = take(w * 4);
         h.graph_task_off = take(recs.len() as u64 * 160);
         h.graph_pred_off = take(preds.len() as u64 * 4);
         h.image_bytes = off;
@@ -965,13 +1016,16 @@ impl DeviceRunner {
         let layout = RegLayout::of(cfg.arch);
         h.regs_count = layout.max_physical_cores;
         h.max_physical_cores = layout.max_physical_cores;
+        h.handshake_layout = hl.id;
+        h.handshake_timeout_ms =
+            cfg.handshake_timeout.as_millis().clamp(1, u128::from(u32::MAX)) as u32;
 
         let mut img = vec![0u8; h.image_bytes as usize];
         let mut put = |o: u64, b: &[u8]| img[o as usize..o as usize + b.len()].copy_from_slice(b);
         put(0, as_bytes(&h));
         for i in 0..w {
             let slot = Handshake::pretyped(core_type_for_index(i as u32, cfg.aic));
-            put(h.handshake_off + 64 * i, slot.as_bytes());
+            put(h.handshake_off + u64::from(hl.slot_bytes) * i, slot.as_bytes());
         }
         for (i, t) in tensors.iter().enumerate() {
             put(
@@ -1206,6 +1260,7 @@ impl DeviceRunner {
         let mut rb = vec![0u8; std::mem::size_of::<RunResult>()];
         self.device.copy_dtoh(p.image.add(p.result_off), &mut rb)?;
         let r: RunResult = from_bytes(&rb).unwrap_or_default();
+        self.last_handshake = p.handshake.read(&self.device, p.image)?;
         if r.status != RESULT_FAILED {
             match &run.sides {
                 Sides::Direct { aicpu, .. } => aicpu.wait_timeout(Duration::ZERO)?,
@@ -1220,6 +1275,11 @@ impl DeviceRunner {
             RESULT_OK => {}
             RESULT_FAILED => {
                 return Err(match DeviceFault::decode(r.error_code, r.error_task, r.error_detail) {
+                    Some(DeviceFault::HandshakeTimeout { waited_ms, .. }) => {
+                        let stale =
+                            self.last_handshake.iter().filter(|c| c.is_stale()).copied().collect();
+                        RunError::HandshakeTimeout { waited_ms, stale }
+                    }
                     Some(f) => RunError::Fault(f),
                     None => RunError::BadResult { status: r.status, code: r.error_code },
                 })

@@ -178,4 +178,16 @@ unsafe impl DeviceOps for OsServicesOps {
     fn clock_hz(&self) -> u64 {
         self.ops().clock_hz()
     }
+
+    fn mem_load(&self, addr: u64, size: u32, kind: u32) -> Option<u64> {
+        self.ops().mem_load(addr, size, kind)
+    }
+
+    fn mem_store(&self, addr: u64, size: u32, value: u64, kind: u32) -> bool {
+        self.ops().mem_store(addr, size, value, kind)
+    }
+
+    fn cache_op(&self, addr: u64, op: u32) {
+        self.ops().cache_op(addr, op);
+    }
 }
