@@ -106,9 +106,7 @@ fn retry_refills_lane_with_idle_ready_queue() {
         let mut parts = t.into_parts(|_| sink());
         let mut w = device.writer::<u64>(0, &[0]).unwrap();
         assert!(w.has_buffer(0));
-        // Three records: the first buffer fills and the lane switches to its second, which
-        // `finish` flushes; no switch waits for a buffer the dead host would never return.
-        for i in 0..3 {
+        for i in 0..4 {
             w.record(0, i);
         }
         // Published, and the pop gate found nothing: the lane holds no buffer.
