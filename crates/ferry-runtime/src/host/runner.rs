@@ -3,7 +3,7 @@ use super::graph::{GraphBuilder, HostGraph, PrebuiltTask};
 use super::sim_ops::SimOps;
 use crate::device::aicore::aicore_execute;
 use crate::device::image::{
-    align64, as_bytes, from_bytes, RunResult, RuntimeHeader, TensorRecord, RESULT_FAILED,
+    align64, as_bytes, from_bytes, RunBlock, RunResult, RuntimeHeader, TensorRecord, RESULT_FAILED,
     RESULT_OK, VARIANT_DEVICE_ORCH, VARIANT_HOST_GRAPH,
 };
 use crate::device::kernels::KERNELS;
@@ -27,6 +27,10 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
+
+/// Bytes of the runtime descriptor's launch-route prefix on the full path: the image header,
+/// the part of the image that is the same for every run of one graph (`device::image`).
+pub const ROUTE_PREFIX_BYTES: usize = std::mem::size_of::<RuntimeHeader>();
 
 /// How a runner reaches the device.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -882,8 +886,14 @@ impl DeviceRunner {
                 };
             let launch = |e: &dyn std::error::Error| launch_error(e);
             full.staging.stage_launch_metadata(metadata).map_err(|e| launch(&e))?;
-            let len = image_bytes.len();
-            let desc = LaunchDescriptor::new(image_bytes, len).map_err(|e| launch(&e))?;
+            // The header is the cached launch-route prefix; the per-run suffix (run block,
+            // device-written regions, tensors, scalars, host-built graph) is uploaded
+            // synchronously by prepare_runtime_args, so an identical graph publishes nothing.
+            let mut image_bytes = image_bytes;
+            let suffix = image_bytes.split_off(ROUTE_PREFIX_BYTES);
+            let desc = LaunchDescriptor::new(image_bytes, ROUTE_PREFIX_BYTES)
+                .map_err(|e| launch(&e))?
+                .with_run_suffix(suffix);
             let mut kargs = KernelArgs::new(0, self.regs_table.0);
             if let Some(p) = &self.dfx_profiling {
                 p.apply(&mut kargs);
@@ -936,6 +946,8 @@ impl DeviceRunner {
             off += align64(n);
             o
         };
+        // Everything from the run block on is the per-run suffix (see `device::image`).
+        h.run_off = take(std::mem::size_of::<RunBlock>() as u64);
         h.handshake_off = take(w * 64);
         h.payload_off = take(w * PAYLOAD_PAIR_BYTES);
         h.tensor_off = take(tensors.len() as u64 * 16);
@@ -952,15 +964,12 @@ impl DeviceRunner {
         h.aic_count = cfg.aic;
         h.aicpu_thread_num = cfg.aicpu_threads;
         h.callable_id = id;
-        h.run_epoch = self.epoch;
         h.task_window = cfg.task_window;
         h.tensor_count = tensors.len() as u32;
         h.scalar_count = scalars.len() as u32;
         h.graph_task_count = recs.len() as u32;
         h.graph_pred_count = preds.len() as u32;
         h.arch = cfg.arch as u32;
-        h.scratch_addr = scratch.0;
-        h.scratch_bytes = scratch.1;
         h.regs_table = self.regs_table.0;
         let layout = RegLayout::of(cfg.arch);
         h.regs_count = layout.max_physical_cores;
@@ -969,6 +978,7 @@ impl DeviceRunner {
         let mut img = vec![0u8; h.image_bytes as usize];
         let mut put = |o: u64, b: &[u8]| img[o as usize..o as usize + b.len()].copy_from_slice(b);
         put(0, as_bytes(&h));
+        put(h.run_off, as_bytes(&RunBlock::new(self.epoch, scratch.0, scratch.1)));
         for i in 0..w {
             let slot = Handshake::pretyped(core_type_for_index(i as u32, cfg.aic));
             put(h.handshake_off + 64 * i, slot.as_bytes());
