@@ -19,11 +19,12 @@ pub mod dfx;
 pub mod graph;
 mod runner;
 mod sim_ops;
+mod slots;
 
 /// The loader method of a full-path runner ([`LaunchPath::DeviceProgram`]).
 pub use ferry_launch::loader::LoadMethod;
 pub use runner::{
     Callable, DeviceRunner, LaunchPath, LaunchedRun, PreparedRun, RunArgs, RunOutput, RunStats,
-    RunnerConfig, TensorInit, Variant, ROUTE_PREFIX_BYTES,
+    RunnerConfig, TensorInit, Variant, MAX_LAUNCH_SLOTS, ROUTE_PREFIX_BYTES,
 };
 pub use sim_ops::{OsServicesOps, SimOps};
