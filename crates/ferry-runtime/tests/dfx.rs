@@ -355,8 +355,11 @@ fn a_dead_dfx_host_loses_only_what_the_device_counted_and_the_runner_goes_on() {
             drop_wait_cycles: Some(arch.profile().clock_hz / 20_000),
             ..one_buffer(Policy::Drop)
         };
-        // A first run loads and stages what every later run reuses; memory is compared after it.
-        run.verify(&r.run(1, run.args.clone()).unwrap()).unwrap();
+        // A first run per launch slot loads and stages what every later run reuses; memory is
+        // compared after them.
+        for _ in 0..cfg.launch_slots {
+            run.verify(&r.run(1, run.args.clone()).unwrap()).unwrap();
+        }
         let used = r.device().memory().used();
         let mut s = DfxSession::start_on(&opts, chip, r.device()).unwrap();
         assert!(s.host_threads() > 0);

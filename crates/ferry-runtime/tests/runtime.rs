@@ -183,8 +183,12 @@ fn callable_registration_rules() {
     assert!(matches!(r.run(2, ex.args.clone()), Err(RunError::NotRegistered { id: 2 })));
     let p = r.prepare(1, ex.args.clone()).unwrap();
     assert_eq!(r.register_callable(5, ex.callable.clone()), Err(RunnerError::Busy));
+    // Two launch slots (the default): a second run may be prepared, a third waits.
+    let q = r.prepare(1, ex.args.clone()).unwrap();
     assert!(matches!(r.prepare(1, ex.args.clone()), Err(RunError::Busy)));
     r.release(p);
+    assert!(r.is_busy());
+    r.release(q);
     assert!(!r.is_busy());
     // Dropping a prepared or launched run (without finalizing it) frees the runner too.
     drop(r.prepare(1, ex.args.clone()).unwrap());

@@ -95,6 +95,23 @@ pub enum PrepareError {
         #[source]
         error: DeviceError,
     },
+    /// The descriptor has a per-run suffix, and the slot's destination still serves a live
+    /// run: the suffix cannot be written under it (nothing was written).
+    #[error("the per-run suffix cannot be written while {predecessor} is live on this slot")]
+    SuffixBusy {
+        /// The live run on this slot.
+        predecessor: RunId,
+    },
+    /// The synchronous upload of the per-run suffix failed; the previous view is kept and the
+    /// preparation can be retried (nothing was submitted to a stream).
+    #[error("uploading the {bytes}-byte per-run suffix failed")]
+    SuffixUpload {
+        /// Bytes of the suffix.
+        bytes: u64,
+        /// Why.
+        #[source]
+        error: DeviceError,
+    },
 }
 
 /// Which copy of a publication failed to enqueue.

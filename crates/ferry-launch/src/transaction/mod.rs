@@ -48,7 +48,14 @@ pub use error::{
 pub use staging::LaunchStaging;
 
 /// The launch descriptor: an owned byte image whose first `route_prefix` bytes (the
-/// launch-route prefix, the "runtime device extent") are what a run publishes to the device.
+/// launch-route prefix) are what a run publishes to the device, and an optional per-run suffix.
+///
+/// The prefix is published on the launch stream and cached per slot: an identical prefix is
+/// not copied again. The per-run suffix ([`with_run_suffix`](Self::with_run_suffix)) holds what
+/// changes every run (run identity, per-run arguments, regions the device writes); it lands on
+/// the device right after the prefix, uploaded synchronously while the run is prepared (the
+/// slot has no live run then), so it never costs a stream copy or an entry fork. The device
+/// extent is prefix + suffix.
 ///
 /// # Examples
 /// ```
@@ -62,6 +69,7 @@ pub use staging::LaunchStaging;
 pub struct LaunchDescriptor {
     image: Vec<u8>,
     route_prefix: usize,
+    run_suffix: Vec<u8>,
 }
 
 impl LaunchDescriptor {
@@ -80,7 +88,31 @@ impl LaunchDescriptor {
                 image: image.len(),
             });
         }
-        Ok(Self { image, route_prefix })
+        Ok(Self { image, route_prefix, run_suffix: Vec::new() })
+    }
+
+    /// The same descriptor with a per-run suffix, placed on the device right after the prefix.
+    ///
+    /// # Examples
+    /// ```
+    /// use ferry_launch::LaunchDescriptor;
+    /// let d = LaunchDescriptor::new(vec![1; 64], 64)?.with_run_suffix(vec![2; 32]);
+    /// assert_eq!((d.route_prefix_len(), d.run_suffix().len(), d.device_extent()), (64, 32, 96));
+    /// # Ok::<(), ferry_launch::transaction::DescriptorError>(())
+    /// ```
+    pub fn with_run_suffix(mut self, suffix: Vec<u8>) -> Self {
+        self.run_suffix = suffix;
+        self
+    }
+
+    /// The per-run suffix (empty when none).
+    pub fn run_suffix(&self) -> &[u8] {
+        &self.run_suffix
+    }
+
+    /// Device bytes the descriptor occupies: the launch-route prefix plus the per-run suffix.
+    pub fn device_extent(&self) -> usize {
+        self.route_prefix + self.run_suffix.len()
     }
 
     /// The whole image.
@@ -260,6 +292,10 @@ pub struct StagingStats {
     pub forks: u64,
     /// Pinned-source growths.
     pub growths: u64,
+    /// Per-run suffixes uploaded (synchronously, at prepare).
+    pub suffix_uploads: u64,
+    /// Bytes of those suffixes (not stream copies: not in `bytes_copied`).
+    pub suffix_bytes: u64,
 }
 
 /// The AICore entry: gets the AICore projection of the launch payload by value.

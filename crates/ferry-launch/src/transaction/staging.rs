@@ -258,13 +258,20 @@ impl LaunchStaging {
             }
         }
         let prefix = descriptor.route_prefix_len() as u64;
+        let extent = descriptor.device_extent() as u64;
+        let suffix = descriptor.run_suffix();
         let required = prefix + self.staged_bytes();
         let grow_source = self.source_capacity() < required;
-        let grow_dst = self.dst.is_none_or(|(_, cap)| cap < prefix);
+        let grow_dst = self.dst.is_none_or(|(_, cap)| cap < extent);
         if grow_source || grow_dst {
             if let Some(l) = &self.live {
                 return Err(PrepareError::PredecessorLive { predecessor: l.run, required });
             }
+        }
+        if let (false, Some(l)) = (suffix.is_empty(), &self.live) {
+            // The suffix shares the destination with the live run's descriptor: slot
+            // reservation (seed 004) keeps a live run's bytes intact until it retires.
+            return Err(PrepareError::SuffixBusy { predecessor: l.run });
         }
         if grow_source {
             // The retired source goes first: a failed free keeps it (ownership retained).
@@ -290,11 +297,20 @@ impl LaunchStaging {
             }
             let p = self
                 .device
-                .malloc(prefix)
-                .map_err(|error| PrepareError::DeviceAlloc { bytes: prefix, error })?;
-            self.dst = Some((p, prefix));
+                .malloc(extent)
+                .map_err(|error| PrepareError::DeviceAlloc { bytes: extent, error })?;
+            self.dst = Some((p, extent));
         }
         let Some((dst, _)) = self.dst else { unreachable!("the destination was reserved above") };
+        if !suffix.is_empty() {
+            // Synchronous: no run of this slot is live (checked above), so nothing reads the
+            // suffix region while it is written; the copy returns once the bytes are in place.
+            self.device.copy_htod(suffix, dst.add(prefix)).map_err(|error| {
+                PrepareError::SuffixUpload { bytes: suffix.len() as u64, error }
+            })?;
+            self.stats.suffix_uploads += 1;
+            self.stats.suffix_bytes += suffix.len() as u64;
+        }
         args.runtime_args = dst.addr();
         let run = next_run();
         self.view = Some(RunView {

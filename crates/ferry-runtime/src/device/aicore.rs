@@ -39,7 +39,9 @@ pub fn aicore_execute(
     let hdr = read_header(ops, args.runtime_args)?;
     let bad = DeviceFault::BadImage { magic: hdr.magic, version: hdr.version };
     let image = ImageView::new(ops, args.runtime_args, hdr.image_bytes).map_err(|_| bad)?;
-    if block_idx >= hdr.worker_count || physical_core_id >= hdr.regs_count {
+    let run_block_fits = hdr.run_off % 64 == 0
+        && hdr.run_off.checked_add(64).is_some_and(|e| e <= image.len() as u64);
+    if block_idx >= hdr.worker_count || physical_core_id >= hdr.regs_count || !run_block_fits {
         return Err(bad);
     }
     let regs = ImageView::new(ops, args.regs, u64::from(hdr.regs_count) * 8).map_err(|_| bad)?;
@@ -83,7 +85,7 @@ pub fn aicore_execute(
     let mut last = 0u32;
     let mut tensors: Vec<F32Slice> = Vec::with_capacity(super::image::MAX_TASK_TENSORS);
     let mut cache = TranslateCache::new();
-    let flags_off = std::mem::offset_of!(super::image::RuntimeHeader, dfx_flags);
+    let flags_off = hdr.run_off as usize + super::image::RUN_BLOCK_DFX_FLAGS;
     // Relaxed: written by the AICPU before its window-opening register write, which this core
     // observed (Acquire) in step 2.
     let timed = image.u32_at(flags_off).load(Ordering::Relaxed) & super::dfx::DFX_SWIMLANE != 0;

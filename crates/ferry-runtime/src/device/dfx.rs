@@ -39,9 +39,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-/// [`super::image::RuntimeHeader::dfx_flags`]: the swimlane is on (AICore timestamps).
+/// [`super::image::RunBlock::dfx_flags`]: the swimlane is on (AICore timestamps).
 pub const DFX_SWIMLANE: u32 = 1;
-/// [`super::image::RuntimeHeader::dfx_flags`]: some other subsystem is on.
+/// [`super::image::RunBlock::dfx_flags`]: some other subsystem is on.
 pub const DFX_OTHER: u32 = 2;
 
 /// A scheduler thread's ArgsDump payload arena: a 64-byte header of four counters, then the

@@ -7,7 +7,8 @@
 //!
 //! | region | type | writer → reader |
 //! |---|---|---|
-//! | header | [`RuntimeHeader`] (256 B) | host → AICPU, AICore |
+//! | header | [`RuntimeHeader`] (256 B) | host → AICPU, AICore; never written by the device |
+//! | run block | [`RunBlock`] (64 B) | host → AICPU, AICore (epoch, scratch); AICPU → AICore (DFX flags) |
 //! | handshakes | `ferry_abi::handshake::Handshake` × `worker_count` (64 B each), or split slots of 128 B (`HandshakeLayout::SPLIT`, option D) | host zeroes; AICore ↔ AICPU (§5.2), polled by the AICPU through `DeviceOps::mem_load` |
 //! | dispatch payloads | [`DispatchPayload`] × 2 × `worker_count` | AICPU → AICore (first 192 B), AICore → AICPU (last 64 B) |
 //! | tensor table | [`TensorRecord`] × `tensor_count` | host → AICPU |
@@ -15,6 +16,18 @@
 //! | result | [`RunResult`] (128 B) | AICPU → host (live progress words and the final status) |
 //! | handshake record | `u32` × `worker_count` | AICPU → host: the `aicore_done` each scheduler last saw |
 //! | host-built graph | [`TaskRecord`] × `graph_task_count`, then `u32` predecessor indices | host → AICPU |
+//!
+//! # Launch-route prefix and per-run suffix
+//!
+//! The header is the launch descriptor's launch-route prefix on the full path (seed 004): it is
+//! what the launch transaction publishes and caches per slot, so it holds only what is the same
+//! for every run of one graph on one runner (shape, offsets, counts, the `regs` table). Every
+//! per-run value (the run epoch, the scratch arena, tensor addresses and scalars, the host-built
+//! graph whose records carry resolved tensor addresses) and every region the device writes
+//! (handshakes, payloads, result, DFX flags) lives after it, in the per-run suffix the host
+//! uploads synchronously when it prepares the run. An identical graph launched again therefore
+//! publishes an identical prefix: no descriptor copy and no entry fork. The device never writes
+//! the prefix, so a resident prefix is exactly the bytes the host last published.
 //!
 //! Run-private scheduler state (the task ring, ready queues, the tensor map) lives in AICPU
 //! memory, like the original's per-core private scheduler state (§5.2 phase 4); only what crosses
@@ -32,7 +45,7 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 /// `RuntimeHeader::magic`: "FRRT".
 pub const IMAGE_MAGIC: u32 = u32::from_le_bytes(*b"FRRT");
 /// `RuntimeHeader::version` of this layout.
-pub const IMAGE_VERSION: u32 = 1;
+pub const IMAGE_VERSION: u32 = 2;
 /// Most tensor arguments one task carries.
 pub const MAX_TASK_TENSORS: usize = 6;
 /// Most scalar arguments one task carries.
@@ -86,8 +99,8 @@ pub struct RuntimeHeader {
     pub aicpu_thread_num: u32,
     /// The callable this run executes.
     pub callable_id: u32,
-    /// Host-minted identity of the run; distinguishes two runs that reuse one image address.
-    pub run_epoch: u64,
+    /// Offset of the [`RunBlock`] (the start of the per-run suffix).
+    pub run_off: u64,
     /// Capacity of the AICPU task ring (tasks in flight at once).
     pub task_window: u32,
     /// Entries in the tensor table.
@@ -116,10 +129,7 @@ pub struct RuntimeHeader {
     pub graph_task_off: u64,
     /// Offset of the host-built graph's predecessor indices (`u32`).
     pub graph_pred_off: u64,
-    /// Device address of the scratch arena (0 when none).
-    pub scratch_addr: u64,
-    /// Bytes of the scratch arena.
-    pub scratch_bytes: u64,
+    _reserved0: [u64; 2],
     /// Device address of the `regs` table (`u64` register base per physical core id).
     pub regs_table: u64,
     /// Entries of the `regs` table.
@@ -128,25 +138,26 @@ pub struct RuntimeHeader {
     pub max_physical_cores: u32,
     /// AIC workers (indices `0..aic_count`); the rest are AIV.
     pub aic_count: u32,
-    /// DFX collection bits of the run (`crate::device::dfx::DFX_*`; 0 = off). The AICore reads
-    /// it to decide whether to timestamp its executions.
-    pub dfx_flags: u32,
+    /// Reserved (was the DFX collection bits, now [`RunBlock::dfx_flags`] in the per-run
+    /// suffix: the device writes them, and the device never writes the prefix).
+    _reserved1: u32,
     /// The handshake slots' layout (`ferry_abi::handshake::HandshakeLayout::id`: 0 one line,
     /// 1 split lines, option D).
     pub handshake_layout: u32,
     /// How long a scheduler waits for its cores' handshake reports, in milliseconds of device
     /// time (0: [`super::sched::CORE_DEADLINE`]).
     pub handshake_timeout_ms: u32,
-    /// Offset of the AICPU's handshake record: per core, the `aicore_done` value the scheduler's
-    /// last load returned (`u32`), written when its handshake ends, met or not (what the AICPU
-    /// saw, for the host to compare with what memory holds).
+    /// Offset of the AICPU's handshake record (in the per-run suffix): per core, the
+    /// `aicore_done` value the scheduler's last load returned (`u32`), written when its
+    /// handshake ends, met or not (what the AICPU saw, for the host to compare with what memory
+    /// holds).
     pub handshake_seen_off: u64,
     _reserved: [u64; 10],
 }
 
 const _: () = {
     assert!(size_of::<RuntimeHeader>() == 256);
-    assert!(offset_of!(RuntimeHeader, run_epoch) == 24);
+    assert!(offset_of!(RuntimeHeader, run_off) == 24);
     assert!(offset_of!(RuntimeHeader, image_bytes) == 56);
     assert!(offset_of!(RuntimeHeader, regs_table) == 136);
     assert!(offset_of!(RuntimeHeader, max_physical_cores) == 148);
@@ -164,6 +175,45 @@ impl RuntimeHeader {
         RuntimeHeader { magic: IMAGE_MAGIC, version: IMAGE_VERSION, ..Default::default() }
     }
 }
+
+/// The per-run values of one run: the first record of the per-run suffix.
+///
+/// # Layout
+/// 64 bytes, align 64: `run_epoch` u64 at 0, `scratch_addr` at 8, `scratch_bytes` at 16,
+/// `dfx_flags` u32 at 24, `_reserved` from 28.
+#[repr(C, align(64))]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RunBlock {
+    /// Host-minted identity of the run; distinguishes two runs that reuse one image address
+    /// (every run of a launch slot does).
+    pub run_epoch: u64,
+    /// Device address of the scratch arena (0 when none).
+    pub scratch_addr: u64,
+    /// Bytes of the scratch arena.
+    pub scratch_bytes: u64,
+    /// DFX collection bits of the run (`crate::device::dfx::DFX_*`; 0 = off), written by the
+    /// AICPU. The AICore reads it to decide whether to timestamp its executions.
+    pub dfx_flags: u32,
+    _reserved0: u32,
+    _reserved: [u64; 4],
+}
+const _: () = {
+    assert!(size_of::<RunBlock>() == 64);
+    assert!(offset_of!(RunBlock, scratch_addr) == 8);
+    assert!(offset_of!(RunBlock, dfx_flags) == 24);
+};
+// SAFETY: repr(C), u32/u64 fields tiling 0..64 without padding (offsets asserted above).
+unsafe impl Record for RunBlock {}
+
+impl RunBlock {
+    /// The run block of run `run_epoch` with its scratch arena.
+    pub fn new(run_epoch: u64, scratch_addr: u64, scratch_bytes: u64) -> RunBlock {
+        RunBlock { run_epoch, scratch_addr, scratch_bytes, ..Default::default() }
+    }
+}
+
+/// Offset of [`RunBlock::dfx_flags`] inside the run block.
+pub const RUN_BLOCK_DFX_FLAGS: usize = offset_of!(RunBlock, dfx_flags);
 
 /// One tensor: a device range.
 ///

@@ -187,12 +187,12 @@ impl Orchestrate for DeviceOrchestrator<'_> {
     fn alloc_scratch(&mut self, len: u64) -> Result<TensorId, SubmitError> {
         let bytes = len.saturating_mul(4);
         let start = super::image::align64(self.scratch_used);
-        let free = self.run.hdr.scratch_bytes.saturating_sub(start);
+        let free = self.run.run.scratch_bytes.saturating_sub(start);
         if bytes > free {
             return Err(SubmitError::ScratchExhausted { requested: bytes, free });
         }
         self.scratch_used = start + bytes;
-        self.tensors.push(TensorInfo { addr: self.run.hdr.scratch_addr + start, len });
+        self.tensors.push(TensorInfo { addr: self.run.run.scratch_addr + start, len });
         self.valid.push(false);
         Ok(TensorId(self.tensors.len() as u32 - 1))
     }

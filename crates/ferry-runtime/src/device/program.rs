@@ -75,8 +75,8 @@ impl AicpuProgram {
     }
 
     /// Attaches (or, with `None`, detaches) DFX collection for the runs that start from now on.
-    /// The first AICPU thread of a run copies the collection's bits into the image header
-    /// (`dfx_flags`), where the cores read them once their window opens.
+    /// The first AICPU thread of a run copies the collection's bits into the run block
+    /// (`RunBlock::dfx_flags`, per-run suffix), where the cores read them once their window opens.
     pub fn attach_dfx(&self, dfx: Option<Arc<super::dfx::DfxDevice>>) {
         *lock(&self.dfx) = dfx;
     }
@@ -122,9 +122,10 @@ impl AicpuProgram {
     ) -> Result<Arc<RunState>, String> {
         let image = args.runtime_args;
         let hdr = super::sched::read_header(ops, image).map_err(|e| e.to_string())?;
+        let epoch = super::sched::read_run_epoch(ops, image, &hdr).map_err(|e| e.to_string())?;
         let mut cur = lock(&self.current);
         if let Some((a, e, run)) = &*cur {
-            if *a == image && *e == hdr.run_epoch {
+            if *a == image && *e == epoch {
                 return Ok(run.clone());
             }
         }
@@ -146,13 +147,13 @@ impl AicpuProgram {
         let run =
             Arc::new(RunState::new(ops, image, threads).map_err(|e| e.to_string())?.with_dfx(dfx));
         if flags != 0 {
-            let off = std::mem::offset_of!(crate::device::image::RuntimeHeader, dfx_flags);
+            let off = run.hdr.run_off as usize + crate::device::image::RUN_BLOCK_DFX_FLAGS;
             // Relaxed: published to the other AICPU threads by the `current` mutex they take in
             // `join`, and by each scheduler's window-opening register write (Release) to its
             // cores, which read the flags after observing it.
             run.image.u32_at(off).store(flags, std::sync::atomic::Ordering::Relaxed);
         }
-        *cur = Some((image, hdr.run_epoch, run.clone()));
+        *cur = Some((image, epoch, run.clone()));
         Ok(run)
     }
 

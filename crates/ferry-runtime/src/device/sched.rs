@@ -21,7 +21,7 @@
 //! writes the core's payload entry `id & 1` and then `DATA_MAIN_BASE = id` (launch.md §5.3), and
 //! watches `COND` for `FIN(id)`. The last block of a task to finish releases its successors.
 use super::image::{
-    DispatchArgs, DispatchPayload, ImageView, PayloadStatus, RunResult, RuntimeHeader,
+    DispatchArgs, DispatchPayload, ImageView, PayloadStatus, RunBlock, RunResult, RuntimeHeader,
     TensorRecord, PAYLOAD_CORE_LINE, PAYLOAD_FAULT, RESULT_FAILED, RESULT_OK,
 };
 use super::kernels::{self, CoreKind};
@@ -74,6 +74,8 @@ type Work = (u64, u32);
 pub struct RunState {
     pub(crate) image: ImageView,
     pub(crate) hdr: RuntimeHeader,
+    /// The run's per-run values (the first record of the per-run suffix).
+    pub(crate) run: RunBlock,
     pub(crate) epoch: u64,
     slots: Vec<Slot>,
     ready: Mutex<[VecDeque<Work>; 2]>,
@@ -119,7 +121,9 @@ impl RunState {
         let end = |off: u64, n: u64| off.checked_add(n).is_some_and(|e| e <= hdr.image_bytes);
         let w = u64::from(hdr.worker_count);
         let hl = HandshakeLayout::from_u32(hdr.handshake_layout).ok_or(bad)?;
-        if !(end(hdr.handshake_off, w * u64::from(hl.slot_bytes))
+        if !(end(hdr.run_off, std::mem::size_of::<RunBlock>() as u64)
+            && hdr.run_off % 64 == 0
+            && end(hdr.handshake_off, w * u64::from(hl.slot_bytes))
             && (hdr.handshake_seen_off == 0 || end(hdr.handshake_seen_off, w * 4))
             && end(hdr.payload_off, w * PAYLOAD_PAIR_BYTES)
             && end(hdr.tensor_off, u64::from(hdr.tensor_count) * 16)
@@ -144,9 +148,11 @@ impl RunState {
                 blocks_left: AtomicU32::new(0),
             })
             .collect();
+        let run: RunBlock = image.read_record(hdr.run_off as usize);
         Ok(RunState {
             image,
-            epoch: hdr.run_epoch,
+            epoch: run.run_epoch,
+            run,
             hdr,
             slots,
             ready: Mutex::new([VecDeque::new(), VecDeque::new()]),
@@ -434,6 +440,21 @@ pub fn read_header(ops: &dyn DeviceOps, addr: u64) -> Result<RuntimeHeader, Devi
         return Err(DeviceFault::BadImage { magic: h.magic, version: h.version });
     }
     Ok(h)
+}
+
+/// Reads the epoch of the run whose header is `hdr` at `addr` (its [`RunBlock`]).
+///
+/// # Errors
+/// [`DeviceFault::BadImage`] when the run block is not live device memory.
+pub fn read_run_epoch(
+    ops: &dyn DeviceOps,
+    addr: u64,
+    hdr: &RuntimeHeader,
+) -> Result<u64, DeviceFault> {
+    let bad = DeviceFault::BadImage { magic: hdr.magic, version: hdr.version };
+    let at = addr.checked_add(hdr.run_off).ok_or(bad)?;
+    let v = ImageView::new(ops, at, std::mem::size_of::<RunBlock>() as u64).map_err(|_| bad)?;
+    Ok(v.read_record::<RunBlock>(0).run_epoch)
 }
 
 pub(crate) fn empty_task() -> ResolvedTask {

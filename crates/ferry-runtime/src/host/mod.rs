@@ -6,7 +6,7 @@
 //! |---|---|
 //! | [`DeviceRunner::new`] / [`DeviceRunner::init`] | chip threads start, the `regs` table is written; `ferry_launch`'s loader makes the device-orchestrated AICPU program (`ferry_programs::AICPU_DEVICE_ORCHESTRATED`) resident with the configured [`LoadMethod`] (Path A by default: dispatcher bootstrap, binary load, identity check) and its init entry latches `InitArgs`; the host-built-graph program is loaded the same way on its first callable |
 //! | [`DeviceRunner::register_callable`] | the program's register-callable entry (`RegisterCallableArgs`) with the callable's orchestration object (`device/orch-*`), which the device-orchestrated program (re)loads |
-//! | [`DeviceRunner::prepare`] | tensors uploaded; host-built graphs built, validated and laid out; the runtime image becomes the launch descriptor: `prepare_runtime_args` reserves the slot's device destination and pinned source and snapshots it (a5 host-built graph first stages its resident scheduler state, the `regs` table, as launch metadata) |
+//! | [`DeviceRunner::prepare`] | tensors uploaded; host-built graphs built, validated and laid out; the runtime image becomes the launch descriptor, its header the cached launch-route prefix and the rest (run block, device-written regions, tensors, scalars, host-built graph) the per-run suffix: `prepare_runtime_args` reserves the slot's device destination and pinned source, snapshots the prefix and uploads the suffix synchronously, so an identical graph launched again publishes nothing (a5 host-built graph first stages its resident scheduler state, the `regs` table, as launch metadata) |
 //! | [`DeviceRunner::launch`] | register windows reset; `publish_for_launch` queues metadata then descriptor on the AICPU stream and forks the AICore stream; `launch` submits the AICore entry (runtime executor on every core, `AicoreLaunchArgs` by value, over the OS services table) and the program's exec entry on every AICPU thread (front-less `KernelArgs` by value) |
 //! | [`DeviceRunner::poll`] / [`DeviceRunner::progress`] / [`DeviceRunner::wait`] | completion, live task counts, bounded wait that reaps stuck cores; `finish_run` retires the run from the launch slot |
 //! | [`DeviceRunner::finalize_run`] | result decoded (typed [`crate::DeviceFault`] on failure), outputs copied back, everything freed |
@@ -20,6 +20,7 @@ pub mod graph;
 mod handshake;
 mod runner;
 mod sim_ops;
+mod slots;
 
 /// The handshake slots' layout of a runner's runs.
 pub use ferry_abi::handshake::HandshakeLayout;
@@ -30,6 +31,6 @@ pub use ferry_sim::profile::{DeviceProfile, PathBFixes};
 pub use handshake::CoreHandshake;
 pub use runner::{
     Callable, DeviceRunner, LaunchPath, LaunchedRun, PreparedRun, RunArgs, RunOutput, RunStats,
-    RunnerConfig, TensorInit, Variant,
+    RunnerConfig, TensorInit, Variant, MAX_LAUNCH_SLOTS, ROUTE_PREFIX_BYTES,
 };
 pub use sim_ops::{OsServicesOps, SimOps};

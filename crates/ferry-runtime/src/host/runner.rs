@@ -2,9 +2,12 @@
 use super::graph::{GraphBuilder, HostGraph, PrebuiltTask};
 use super::handshake::{CoreHandshake, HandshakeRegion};
 use super::sim_ops::SimOps;
+use super::slots::{
+    launch_error, lock, reap, Claim, Executing, FullPath, Sides, Signals, SlotPool, AICORE, AICPU,
+};
 use crate::device::aicore::aicore_execute;
 use crate::device::image::{
-    align64, as_bytes, from_bytes, RunResult, RuntimeHeader, TensorRecord, RESULT_FAILED,
+    align64, as_bytes, from_bytes, RunBlock, RunResult, RuntimeHeader, TensorRecord, RESULT_FAILED,
     RESULT_OK, VARIANT_DEVICE_ORCH, VARIANT_HOST_GRAPH,
 };
 use crate::device::kernels::KERNELS;
@@ -18,18 +21,21 @@ use ferry_abi::handshake::{core_type_for_index, Handshake};
 use ferry_abi::launch::{
     AbiRecord, AicoreLaunchArgs, InitArgs, KernelArgs, RegisterCallableArgs, MAX_CALLABLES,
 };
-use ferry_abi::regs::{RegLayout, AICORE_EXIT_SIGNAL};
-use ferry_launch::loader::{AicpuProgram as LoadedProgram, LoadMethod, Loader, LoaderBuilder};
-use ferry_launch::{
-    EntryKernels, LaunchDescriptor, LaunchStaging, MetadataRegion, RunStreams, TransactionState,
-};
-use ferry_sim::cores::{Chip, Completion, CoreConfig};
+use ferry_abi::regs::RegLayout;
+use ferry_launch::loader::{LoadMethod, LoaderBuilder};
+use ferry_launch::transaction::RunId;
+use ferry_launch::{EntryKernels, LaunchDescriptor, LaunchStaging, MetadataRegion, RunStreams};
+use ferry_sim::cores::{Chip, CoreConfig};
 use ferry_sim::profile::{DeviceProfile, PathBFixes};
 use ferry_sim::{Arch, Device, DevicePtr, Platform, PlatformBuilder};
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+/// Bytes of the runtime descriptor's launch-route prefix on the full path: the image header,
+/// the part of the image that is the same for every run of one graph (`device::image`).
+pub const ROUTE_PREFIX_BYTES: usize = std::mem::size_of::<RuntimeHeader>();
 
 /// How a runner reaches the device.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -105,7 +111,14 @@ pub struct RunnerConfig {
     /// How long the AICore kernel of each run takes to start on the device [`DeviceRunner::new`]
     /// builds (default 0; `ferry_sim::PlatformBuilder::aicore_launch_latency`).
     pub aicore_launch_latency: Duration,
+    /// Launch slots (default 2): how many runs may be prepared or in flight at once. With two
+    /// or more, run k+1 is prepared (tensors and its per-run suffix uploaded) while run k
+    /// executes; 1 serialises prepare behind the previous run's retirement.
+    pub launch_slots: u32,
 }
+
+/// Most launch slots a runner takes.
+pub const MAX_LAUNCH_SLOTS: u32 = 16;
 
 impl RunnerConfig {
     /// The `ferry run` default: every AICPU thread of the arch, 8 AIC + 16 AIV, 1 GiB HBM.
@@ -125,6 +138,7 @@ impl RunnerConfig {
             handshake_layout: HandshakeLayout::COMBINED,
             handshake_timeout: crate::device::sched::CORE_DEADLINE,
             aicore_launch_latency: Duration::ZERO,
+            launch_slots: 2,
         }
     }
 
@@ -141,6 +155,11 @@ impl RunnerConfig {
     /// The same configuration on the direct in-process path ([`LaunchPath::InProcess`]).
     pub fn in_process(self) -> RunnerConfig {
         RunnerConfig { path: LaunchPath::InProcess, ..self }
+    }
+
+    /// The same configuration with `n` launch slots.
+    pub fn with_launch_slots(self, n: u32) -> RunnerConfig {
+        RunnerConfig { launch_slots: n, ..self }
     }
 
     /// A small chip for tests: 3 AICPU threads, 2 AIC + 4 AIV, 64 MiB.
@@ -295,33 +314,12 @@ impl Drop for Allocs {
     }
 }
 
-/// A run's hold on its runner: the runner accepts another `prepare` only once the holder (a
-/// prepared or launched run) is dropped.
-#[derive(Debug)]
-struct Claim(Arc<AtomicBool>);
-
-impl Claim {
-    fn take(flag: &Arc<AtomicBool>) -> Claim {
-        // Relaxed: the runner is `&mut` here, so no other thread races for the flag; it only
-        // has to be seen by the run's own drop (same Arc) and by later calls on this thread.
-        flag.store(true, Ordering::Relaxed);
-        Claim(flag.clone())
-    }
-}
-
-impl Drop for Claim {
-    fn drop(&mut self) {
-        // Release: pairs with the Acquire load in `DeviceRunner::is_busy`, so a runner that sees
-        // itself free also sees the run's memory released (dropped before the claim).
-        self.0.store(false, Ordering::Release);
-    }
-}
-
 /// A prepared run: image and tensors are on the device, nothing is running.
 pub struct PreparedRun {
     // Dropped after the allocations (field order): the runner is free only once they are.
     _allocs: Allocs,
     _claim: Claim,
+    slot: usize,
     image: DevicePtr,
     result_off: u64,
     handshake: HandshakeRegion,
@@ -350,90 +348,19 @@ impl PreparedRun {
     pub fn kernel_args(&self) -> &KernelArgs {
         &self.kargs
     }
-}
 
-/// Completion of one side (AICore or AICPU) of a run launched through the launch transaction:
-/// set by the entry body when the stream runs it to its end.
-#[derive(Default)]
-struct Signals {
-    done: Mutex<[Option<Result<(), String>>; 2]>,
-    cv: Condvar,
-    /// Why the AICore entry could not start the cores, if it could not: the root cause of a run
-    /// whose AICPU side then reports that no core answered its handshake.
-    cores_not_started: Mutex<Option<String>>,
-}
-
-const AICORE: usize = 0;
-const AICPU: usize = 1;
-
-impl Signals {
-    fn set(&self, side: usize, r: Result<(), String>) {
-        lock(&self.done)[side] = Some(r);
-        self.cv.notify_all();
-    }
-
-    fn get(&self, side: usize) -> Option<Result<(), String>> {
-        lock(&self.done)[side].clone()
-    }
-
-    /// Waits (parked on the condvar) up to `timeout` for `side`; whether it is done.
-    fn wait(&self, side: usize, timeout: Duration) -> bool {
-        let g = lock(&self.done);
-        let (g, _) = self
-            .cv
-            .wait_timeout_while(g, timeout, |d| d[side].is_none())
-            .unwrap_or_else(|p| p.into_inner());
-        g[side].is_some()
-    }
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-/// The two sides of a launched run.
-enum Sides {
-    /// Started directly on the chip (in-process path).
-    Direct { aicore: Completion, aicpu: Completion },
-    /// Submitted through the launch transaction (full path).
-    Streams(Arc<Signals>),
-}
-
-impl Sides {
-    fn is_done(&self, side: usize) -> bool {
-        match self {
-            Sides::Direct { aicore, aicpu } => [aicore, aicpu][side].is_done(),
-            Sides::Streams(s) => s.get(side).is_some(),
-        }
-    }
-
-    /// Waits up to `timeout`; whether the side is done.
-    fn wait(&self, side: usize, timeout: Duration) -> bool {
-        match self {
-            Sides::Direct { aicore, aicpu } => {
-                let c = [aicore, aicpu][side];
-                match c.wait_timeout(timeout) {
-                    Err(ferry_sim::DeviceError::Timeout { .. }) => c.is_done(),
-                    // Finished, or failed (which is finished too).
-                    _ => true,
-                }
-            }
-            Sides::Streams(s) => s.wait(side, timeout),
-        }
-    }
-
-    /// The AICPU side's failure, if it failed (full path).
-    fn aicpu_error(&self) -> Option<String> {
-        match self {
-            Sides::Direct { .. } => None,
-            Sides::Streams(s) => s.get(AICPU).and_then(Result::err),
-        }
+    /// The launch slot the run holds.
+    pub fn slot(&self) -> usize {
+        self.slot
     }
 }
 
 /// A launched run.
 pub struct LaunchedRun {
     prepared: Option<PreparedRun>,
+    slot: usize,
+    /// The run in its slot's launch transaction (full path).
+    run_id: Option<RunId>,
     sides: Sides,
     started: Instant,
     chip: Chip,
@@ -454,20 +381,16 @@ impl LaunchedRun {
         self.prepared.as_ref().and_then(|p| p.planned)
     }
 
+    /// The launch slot the run holds.
+    pub fn slot(&self) -> usize {
+        self.slot
+    }
+
     /// Waits for both launches, reaping the cores if the AICPU side is done but a core never
     /// got its exit. `false` when the AICPU threads are still running after `timeout`.
     fn settle(&mut self, timeout: Duration) -> bool {
-        if !self.sides.wait(AICPU, timeout) {
-            reap(&self.chip);
-            if !self.sides.wait(AICPU, Duration::from_secs(2)) {
-                return false;
-            }
-        }
-        if !self.sides.wait(AICORE, Duration::from_secs(1)) {
-            reap(&self.chip);
-            if !self.sides.wait(AICORE, Duration::from_secs(10)) {
-                return false;
-            }
+        if !self.sides.settle(&self.chip, timeout) {
+            return false;
         }
         self.finished.get_or_insert_with(|| self.started.elapsed());
         true
@@ -483,15 +406,6 @@ impl Drop for LaunchedRun {
                 std::mem::forget(p);
             }
         }
-    }
-}
-
-/// Writes EXIT into every core's window (the host-side reset that reaps cores whose scheduler
-/// did not shut them down).
-fn reap(chip: &Chip) {
-    let layout = RegLayout::of(chip.device().arch().arch);
-    for i in 0..chip.config().cores() {
-        chip.window(i).aicpu_write(layout.data_main_base as u32, AICORE_EXIT_SIGNAL);
     }
 }
 
@@ -518,7 +432,10 @@ pub struct DeviceRunner {
     cfg: RunnerConfig,
     regs_table: DevicePtr,
     callables: BTreeMap<u32, Callable>,
-    in_flight: Arc<AtomicBool>,
+    /// The launch slots and which are held.
+    pool: SlotPool,
+    /// The run the chip executes (or last executed, not yet retired from its slot).
+    executing: Option<Executing>,
     epoch: u64,
     /// The private device root [`DeviceRunner::new`] made (removed on drop).
     root: Option<std::path::PathBuf>,
@@ -530,62 +447,6 @@ pub struct DeviceRunner {
     dfx_profiling: Option<super::dfx::DfxProfiling>,
     /// The last finalized run's handshake, read back from device memory.
     last_handshake: Vec<CoreHandshake>,
-}
-
-/// What the full path ([`LaunchPath::DeviceProgram`]) keeps per runner.
-struct FullPath {
-    /// The loaded AICPU programs: device-orchestrated, host-built graph (loaded on first use).
-    /// Declared before the loader: dropped first, then the loader's session.
-    programs: [Option<LoadedProgram>; 2],
-    loader: Loader,
-    streams: RunStreams,
-    staging: LaunchStaging,
-}
-
-impl FullPath {
-    fn program(
-        &mut self,
-        variant: Variant,
-    ) -> Result<&LoadedProgram, ferry_launch::loader::LoadError> {
-        let (i, embedded) = match variant {
-            Variant::DeviceOrchestrated => (0, &ferry_programs::AICPU_DEVICE_ORCHESTRATED),
-            Variant::HostBuiltGraph => (1, &ferry_programs::AICPU_HOST_BUILT_GRAPH),
-        };
-        if self.programs[i].is_none() {
-            self.programs[i] = Some(self.loader.load(embedded)?);
-        }
-        Ok(self.programs[i].as_ref().expect("loaded above"))
-    }
-
-    /// Retires a run that still owns the slot's execution and drops an abandoned, unpublished
-    /// view, so the slot takes a new preparation.
-    fn settle_slot(&mut self, timeout: Duration) -> Result<Option<String>, RunError> {
-        let mut stream_error = None;
-        if self.staging.execution_owner().is_some() {
-            let retired = self.staging.finish_run(timeout).map_err(|e| launch_error(&e))?;
-            stream_error = retired.run_error.map(|e| e.to_string());
-        }
-        if matches!(self.staging.state(), TransactionState::Prepared | TransactionState::Partial) {
-            self.staging.release_run_view();
-        }
-        Ok(stream_error)
-    }
-}
-
-/// [`RunError::Launch`] with the whole cause chain of a launch-transaction or loader error, so
-/// the message names the root cause (an injected fault, a device error), not only the step.
-fn launch_error(e: &dyn std::error::Error) -> RunError {
-    let mut msg = e.to_string();
-    let mut cause = e.source();
-    while let Some(c) = cause {
-        let c_msg = c.to_string();
-        if !msg.contains(&c_msg) {
-            msg.push_str(": ");
-            msg.push_str(&c_msg);
-        }
-        cause = c.source();
-    }
-    RunError::Launch(msg)
 }
 
 fn load_err(e: ferry_launch::loader::LoadError) -> RunnerError {
@@ -672,6 +533,12 @@ impl DeviceRunner {
         if cfg.task_window == 0 {
             return Err(RunnerError::Config("task window of 0".into()));
         }
+        if !(1..=MAX_LAUNCH_SLOTS).contains(&cfg.launch_slots) {
+            return Err(RunnerError::Config(format!(
+                "{} launch slots: a runner takes 1..={MAX_LAUNCH_SLOTS}",
+                cfg.launch_slots
+            )));
+        }
         if device.arch().arch != cfg.arch {
             return Err(RunnerError::Config("device arch differs from the configured arch".into()));
         }
@@ -709,7 +576,9 @@ impl DeviceRunner {
                         programs: [None, None],
                         loader,
                         streams: RunStreams::new(&device)?,
-                        staging: LaunchStaging::new(&device, 0),
+                        slots: (0..cfg.launch_slots)
+                            .map(|i| LaunchStaging::new(&device, i))
+                            .collect(),
                     })
                 })();
                 match built {
@@ -738,7 +607,8 @@ impl DeviceRunner {
             cfg,
             regs_table,
             callables: BTreeMap::new(),
-            in_flight: Arc::new(AtomicBool::new(false)),
+            pool: SlotPool::new(cfg.launch_slots as usize),
+            executing: None,
             epoch: 0,
             regs_bytes: bytes,
             full,
@@ -839,20 +709,19 @@ impl DeviceRunner {
         Ok(())
     }
 
-    /// Prepares a run of callable `id`: allocates and uploads its tensors, builds the graph on
-    /// the host (host-built variant), lays out and uploads the runtime image.
+    /// Prepares a run of callable `id` on the next free launch slot: allocates and uploads its
+    /// tensors, builds the graph on the host (host-built variant), lays out the runtime image
+    /// and uploads its per-run suffix into the slot. It may run while another slot's run
+    /// executes.
     ///
     /// # Errors
-    /// [`RunError::Busy`], [`RunError::NotRegistered`], [`RunError::InvalidArgs`], a refused
+    /// [`RunError::Busy`] when every launch slot is held, [`RunError::NotRegistered`], [`RunError::InvalidArgs`], a refused
     /// workload ([`RunError::Fault`], [`RunError::Cycle`]) for host-built graphs, or a device
     /// error. Nothing stays allocated on error.
     pub fn prepare(&mut self, id: u32, args: RunArgs) -> Result<PreparedRun, RunError> {
-        if self.is_busy() {
-            return Err(RunError::Busy);
-        }
         let callable = self.callables.get(&id).ok_or(RunError::NotRegistered { id })?.clone();
-        let claim = Claim::take(&self.in_flight);
-        self.prepare_inner(id, &callable, args, claim)
+        let (slot, claim) = self.pool.take().ok_or(RunError::Busy)?;
+        self.prepare_inner(id, &callable, args, (slot, claim))
     }
 
     fn prepare_inner(
@@ -860,7 +729,7 @@ impl DeviceRunner {
         id: u32,
         callable: &Callable,
         args: RunArgs,
-        claim: Claim,
+        (slot, claim): (usize, Claim),
     ) -> Result<PreparedRun, RunError> {
         let dev = &self.device.clone();
         let mut allocs = Allocs { device: dev.clone(), ptrs: Vec::new() };
@@ -921,7 +790,8 @@ impl DeviceRunner {
             // the image; it is published on the AICPU stream at launch. On a5, the host-built
             // graph's resident scheduler state (the per-core `regs` table the schedulers
             // dispatch through) is staged as launch metadata, published before the descriptor.
-            full.settle_slot(self.cfg.timeout)?;
+            full.settle_slot(slot, self.cfg.timeout)?;
+            let staging = &mut full.slots[slot];
             let metadata =
                 if self.cfg.arch == Arch::A5 && callable.variant == Variant::HostBuiltGraph {
                     vec![MetadataRegion::new(self.regs_table, self.regs_bytes.clone())]
@@ -929,16 +799,21 @@ impl DeviceRunner {
                     Vec::new() // also clears an abandoned, unpublished batch
                 };
             let launch = |e: &dyn std::error::Error| launch_error(e);
-            full.staging.stage_launch_metadata(metadata).map_err(|e| launch(&e))?;
-            let len = image_bytes.len();
-            let desc = LaunchDescriptor::new(image_bytes, len).map_err(|e| launch(&e))?;
+            staging.stage_launch_metadata(metadata).map_err(|e| launch(&e))?;
+            // The header is the cached launch-route prefix; the per-run suffix (run block,
+            // device-written regions, tensors, scalars, host-built graph) is uploaded
+            // synchronously by prepare_runtime_args, so an identical graph publishes nothing.
+            let mut image_bytes = image_bytes;
+            let suffix = image_bytes.split_off(ROUTE_PREFIX_BYTES);
+            let desc = LaunchDescriptor::new(image_bytes, ROUTE_PREFIX_BYTES)
+                .map_err(|e| launch(&e))?
+                .with_run_suffix(suffix);
             let mut kargs = KernelArgs::new(0, self.regs_table.0);
             if let Some(p) = &self.dfx_profiling {
                 p.apply(&mut kargs);
             }
-            full.staging.prepare_runtime_args(&desc, kargs).map_err(|e| launch(&e))?;
-            let kargs = full
-                .staging
+            staging.prepare_runtime_args(&desc, kargs).map_err(|e| launch(&e))?;
+            let kargs = staging
                 .payload()
                 .ok_or_else(|| RunError::Launch("no payload after prepare".into()))?;
             (DevicePtr(kargs.runtime_args), kargs)
@@ -954,6 +829,7 @@ impl DeviceRunner {
         };
         Ok(PreparedRun {
             _claim: claim,
+            slot,
             _allocs: allocs,
             image,
             result_off: hdr.result_off,
@@ -986,6 +862,8 @@ impl DeviceRunner {
             o
         };
         let hl = cfg.handshake_layout;
+        // Everything from the run block on is the per-run suffix (see `device::image`).
+        h.run_off = take(std::mem::size_of::<RunBlock>() as u64);
         h.handshake_off = take(w * u64::from(hl.slot_bytes));
         h.payload_off = take(w * PAYLOAD_PAIR_BYTES);
         h.tensor_off = take(tensors.len() as u64 * 16);
@@ -1003,15 +881,12 @@ impl DeviceRunner {
         h.aic_count = cfg.aic;
         h.aicpu_thread_num = cfg.aicpu_threads;
         h.callable_id = id;
-        h.run_epoch = self.epoch;
         h.task_window = cfg.task_window;
         h.tensor_count = tensors.len() as u32;
         h.scalar_count = scalars.len() as u32;
         h.graph_task_count = recs.len() as u32;
         h.graph_pred_count = preds.len() as u32;
         h.arch = cfg.arch as u32;
-        h.scratch_addr = scratch.0;
-        h.scratch_bytes = scratch.1;
         h.regs_table = self.regs_table.0;
         let layout = RegLayout::of(cfg.arch);
         h.regs_count = layout.max_physical_cores;
@@ -1023,6 +898,7 @@ impl DeviceRunner {
         let mut img = vec![0u8; h.image_bytes as usize];
         let mut put = |o: u64, b: &[u8]| img[o as usize..o as usize + b.len()].copy_from_slice(b);
         put(0, as_bytes(&h));
+        put(h.run_off, as_bytes(&RunBlock::new(self.epoch, scratch.0, scratch.1)));
         for i in 0..w {
             let slot = Handshake::pretyped(core_type_for_index(i as u32, cfg.aic));
             put(h.handshake_off + u64::from(hl.slot_bytes) * i, slot.as_bytes());
@@ -1053,6 +929,9 @@ impl DeviceRunner {
     /// # Errors
     /// A launch failure; the run is released and the runner stays usable.
     pub fn launch(&mut self, p: PreparedRun) -> Result<LaunchedRun, RunError> {
+        // One run at a time on the chip: the one still executing finishes and retires from its
+        // slot before the register windows are reset for this one.
+        self.retire_executing()?;
         let layout = RegLayout::of(self.cfg.arch);
         let cores = self.cfg.aic + self.cfg.aiv;
         for i in 0..cores {
@@ -1091,9 +970,13 @@ impl DeviceRunner {
                 return Err(e.into());
             }
         };
+        let sides = Sides::Direct { aicore, aicpu };
+        self.executing = Some(Executing { slot: p.slot, sides: sides.clone(), run: None });
         Ok(LaunchedRun {
+            slot: p.slot,
+            run_id: None,
             prepared: Some(p),
-            sides: Sides::Direct { aicore, aicpu },
+            sides,
             started: Instant::now(),
             chip: self.chip.clone(),
             finished: None,
@@ -1142,24 +1025,28 @@ impl DeviceRunner {
             sig.set(AICPU, r.clone());
             r
         };
-        let published = full.staging.publish_for_launch(&full.streams);
+        let staging = &mut full.slots[p.slot];
+        let published = staging.publish_for_launch(&full.streams);
         let launched = published.map_err(|e| launch(&e)).and_then(|_| {
-            full.staging
-                .launch(&full.streams, EntryKernels::new(aicore, aicpu))
-                .map_err(|e| launch(&e))
+            staging.launch(&full.streams, EntryKernels::new(aicore, aicpu)).map_err(|e| launch(&e))
         });
         if let Err(e) = launched {
             // Nothing runs, or the AICore side waits for a window that never opens: release the
             // cores, retire what reached the streams and leave the slot ready.
             reap(&self.chip);
-            if let Err(settle) = full.settle_slot(self.cfg.timeout) {
+            if let Err(settle) = full.settle_slot(p.slot, self.cfg.timeout) {
                 tracing::warn!(%settle, "retiring a failed launch");
             }
             return Err(e);
         }
+        let run_id = full.slots[p.slot].run();
+        let sides = Sides::Streams(signals);
+        self.executing = Some(Executing { slot: p.slot, sides: sides.clone(), run: run_id });
         Ok(LaunchedRun {
+            slot: p.slot,
+            run_id,
             prepared: Some(p),
-            sides: Sides::Streams(signals),
+            sides,
             started: Instant::now(),
             chip: self.chip.clone(),
             finished: None,
@@ -1211,13 +1098,19 @@ impl DeviceRunner {
         if !run.settle(self.cfg.timeout) {
             return Err(RunError::Timeout { ms: self.cfg.timeout.as_millis() as u64 });
         }
-        if let (Some(full), Sides::Streams(_)) = (&mut self.full, &run.sides) {
+        if self.executing.as_ref().is_some_and(|e| e.slot == run.slot && e.run == run.run_id) {
+            self.executing = None;
+        }
+        if let (Some(full), Sides::Streams(s)) = (&mut self.full, &run.sides) {
             // Both entries returned: the run's two completion boundaries retire it from the
-            // launch slot (`finish_run`), proving its publication was consumed.
-            if full.staging.execution_owner().is_some() {
-                if let Some(e) = full.settle_slot(self.cfg.timeout)? {
+            // launch slot (`finish_run`), proving its publication was consumed. The next launch
+            // may have retired it already, and kept what its streams reported.
+            if run.run_id.is_some() && full.slots[run.slot].execution_owner() == run.run_id {
+                if let Some(e) = full.settle_slot(run.slot, self.cfg.timeout)? {
                     run.stream_error.get_or_insert(e);
                 }
+            } else if let Some(e) = lock(&s.stream_error).take() {
+                run.stream_error.get_or_insert(e);
             }
         }
         Ok(run.finished.unwrap_or_default())
@@ -1332,10 +1225,10 @@ impl DeviceRunner {
         for id in ids {
             self.unregister_callable(id)?;
         }
+        self.executing = None;
         if let Some(full) = &mut self.full {
-            // Normal retirement of the launch slot: frees its pinned source and destination.
-            full.settle_slot(self.cfg.timeout).map_err(|e| RunnerError::Load(e.to_string()))?;
-            full.staging.teardown().map_err(|e| RunnerError::Load(e.to_string()))?;
+            // Normal retirement of the launch slots: frees their pinned sources and destinations.
+            full.retire_all(self.cfg.timeout).map_err(|e| RunnerError::Load(e.to_string()))?;
         }
         self.device.free(self.regs_table)?;
         self.regs_table = DevicePtr::NULL;
@@ -1359,8 +1252,8 @@ impl Drop for DeviceRunner {
             std::thread::sleep(Duration::from_millis(1));
         }
         if let Some(mut full) = self.full.take() {
-            if full.settle_slot(self.cfg.timeout).is_ok() {
-                let _ = full.staging.teardown();
+            if let Err(e) = full.retire_all(self.cfg.timeout) {
+                tracing::warn!(%e, "retiring the launch slots on drop");
             }
             // Programs, then the loader: the per-process device directory goes with the last.
             drop(full);
@@ -1421,12 +1314,41 @@ impl DeviceRunner {
     /// The launch transaction's counters (publications, descriptor and metadata copies,
     /// bytes, forks) on the full path; `None` in process.
     pub fn launch_stats(&self) -> Option<ferry_launch::transaction::StagingStats> {
-        self.full.as_ref().map(|f| f.staging.stats())
+        self.full.as_ref().map(FullPath::stats)
     }
 
-    /// Whether a run is prepared or in flight on this runner.
+    /// Per launch slot: the transaction's counters and the slot's device destination (full
+    /// path; empty in process). Two slots never share a destination or a pinned source.
+    pub fn launch_slots(
+        &self,
+    ) -> Vec<(ferry_launch::transaction::StagingStats, Option<DevicePtr>)> {
+        self.full.as_ref().map_or_else(Vec::new, |f| {
+            f.slots.iter().map(|s| (s.stats(), s.destination())).collect()
+        })
+    }
+
+    /// Waits for the run the chip is executing (bounded by the configured timeout, reaping
+    /// stuck cores) and retires it from its launch slot. The run itself stays with its
+    /// holder, whose `wait`/`finalize_run` reads its outputs.
+    fn retire_executing(&mut self) -> Result<(), RunError> {
+        let Some(ex) = self.executing.take() else { return Ok(()) };
+        if !ex.sides.settle(&self.chip, self.cfg.timeout) {
+            self.executing = Some(ex);
+            return Err(RunError::Timeout { ms: self.cfg.timeout.as_millis() as u64 });
+        }
+        if let (Some(full), Some(run)) = (&mut self.full, ex.run) {
+            if full.slots[ex.slot].execution_owner() == Some(run) {
+                let e = full.settle_slot(ex.slot, self.cfg.timeout)?;
+                if let (Some(e), Sides::Streams(s)) = (e, &ex.sides) {
+                    *lock(&s.stream_error) = Some(e);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether a run is prepared or in flight on this runner (any launch slot held).
     pub fn is_busy(&self) -> bool {
-        // Acquire: pairs with the Release store in `Claim::drop`.
-        self.in_flight.load(Ordering::Acquire)
+        self.pool.is_busy()
     }
 }

@@ -1,0 +1,290 @@
+//! Launch slots: the runner's pipeline of prepared and executing runs (issue 12, seed 004).
+//!
+//! A runner has `RunnerConfig::launch_slots` slots. Each prepared or launched run holds one
+//! ([`Claim`]); on the full path each slot has its own [`LaunchStaging`] (pinned source, device
+//! destination, cached launch-route prefix). So run k+1 is prepared (tensors uploaded, the
+//! host-built graph built and uploaded in its per-run suffix) while run k executes, and slot
+//! reservation keeps run k's bytes intact until it retires: nothing of run k+1 is written to
+//! run k's slot. The chip runs one run at a time, in stream order on the runner's one stream
+//! pair; a launch first settles and retires the run still executing ([`Executing`]), then
+//! publishes its own descriptor.
+use super::runner::Variant;
+use crate::error::RunError;
+use ferry_abi::regs::{RegLayout, AICORE_EXIT_SIGNAL};
+use ferry_launch::loader::{AicpuProgram as LoadedProgram, Loader};
+use ferry_launch::transaction::{RunId, StagingStats};
+use ferry_launch::{LaunchStaging, RunStreams, TransactionState};
+use ferry_sim::cores::{Chip, Completion};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::Duration;
+
+/// The runner's slots: which are held by a prepared or launched run.
+#[derive(Debug)]
+pub(super) struct SlotPool {
+    held: Vec<Arc<AtomicBool>>,
+    next: usize,
+}
+
+impl SlotPool {
+    /// `n` free slots.
+    pub(super) fn new(n: usize) -> SlotPool {
+        SlotPool { held: (0..n).map(|_| Arc::new(AtomicBool::new(false))).collect(), next: 0 }
+    }
+
+    /// Claims the next free slot, round robin (so an identical graph finds its prefix resident
+    /// on every slot once each slot has published it); `None` when every slot is held.
+    pub(super) fn take(&mut self) -> Option<(usize, Claim)> {
+        let (n, next) = (self.held.len(), self.next);
+        (0..n).map(|i| (next + i) % n).find_map(|slot| {
+            // Acquire: pairs with the Release store in `Claim::drop`.
+            if self.held[slot].load(Ordering::Acquire) {
+                return None;
+            }
+            self.next = (slot + 1) % n;
+            Some((slot, Claim::take(&self.held[slot])))
+        })
+    }
+
+    /// Whether any slot is held.
+    pub(super) fn is_busy(&self) -> bool {
+        // Acquire: pairs with the Release store in `Claim::drop`.
+        self.held.iter().any(|h| h.load(Ordering::Acquire))
+    }
+}
+
+/// The run the chip is executing (or last executed and nobody has retired yet).
+pub(super) struct Executing {
+    /// Its slot.
+    pub(super) slot: usize,
+    /// Its two sides.
+    pub(super) sides: Sides,
+    /// Its run in the slot's launch transaction (full path).
+    pub(super) run: Option<RunId>,
+}
+
+/// A run's hold on its runner: the runner accepts another `prepare` only once the holder (a
+/// prepared or launched run) is dropped.
+#[derive(Debug)]
+pub(super) struct Claim(Arc<AtomicBool>);
+
+impl Claim {
+    pub(super) fn take(flag: &Arc<AtomicBool>) -> Claim {
+        // Relaxed: the runner is `&mut` here, so no other thread races for the flag; it only
+        // has to be seen by the run's own drop (same Arc) and by later calls on this thread.
+        flag.store(true, Ordering::Relaxed);
+        Claim(flag.clone())
+    }
+}
+
+impl Drop for Claim {
+    fn drop(&mut self) {
+        // Release: pairs with the Acquire loads in `SlotPool::take` and `SlotPool::is_busy`, so a
+        // runner that sees a slot free also sees the run's memory released (dropped before the
+        // claim).
+        self.0.store(false, Ordering::Release);
+    }
+}
+
+/// Completion of one side (AICore or AICPU) of a run launched through the launch transaction:
+/// set by the entry body when the stream runs it to its end.
+#[derive(Default)]
+pub(super) struct Signals {
+    done: Mutex<[Option<Result<(), String>>; 2]>,
+    cv: Condvar,
+    /// Why the AICore entry could not start the cores, if it could not: the root cause of a run
+    /// whose AICPU side then reports that no core answered its handshake.
+    pub(super) cores_not_started: Mutex<Option<String>>,
+    /// What the run's streams reported when its launch slot retired it, when that happened
+    /// before the run's own `wait` (the next launch retires its predecessor first).
+    pub(super) stream_error: Mutex<Option<String>>,
+}
+
+pub(super) const AICORE: usize = 0;
+pub(super) const AICPU: usize = 1;
+
+impl Signals {
+    pub(super) fn set(&self, side: usize, r: Result<(), String>) {
+        lock(&self.done)[side] = Some(r);
+        self.cv.notify_all();
+    }
+
+    fn get(&self, side: usize) -> Option<Result<(), String>> {
+        lock(&self.done)[side].clone()
+    }
+
+    /// Waits (parked on the condvar) up to `timeout` for `side`; whether it is done.
+    fn wait(&self, side: usize, timeout: Duration) -> bool {
+        let g = lock(&self.done);
+        let (g, _) = self
+            .cv
+            .wait_timeout_while(g, timeout, |d| d[side].is_none())
+            .unwrap_or_else(|p| p.into_inner());
+        g[side].is_some()
+    }
+}
+
+pub(super) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// The two sides of a launched run (cheap handles: the runner keeps one of the executing run).
+#[derive(Clone)]
+pub(super) enum Sides {
+    /// Started directly on the chip (in-process path).
+    Direct { aicore: Completion, aicpu: Completion },
+    /// Submitted through the launch transaction (full path).
+    Streams(Arc<Signals>),
+}
+
+impl Sides {
+    pub(super) fn is_done(&self, side: usize) -> bool {
+        match self {
+            Sides::Direct { aicore, aicpu } => [aicore, aicpu][side].is_done(),
+            Sides::Streams(s) => s.get(side).is_some(),
+        }
+    }
+
+    /// Waits up to `timeout`; whether the side is done.
+    pub(super) fn wait(&self, side: usize, timeout: Duration) -> bool {
+        match self {
+            Sides::Direct { aicore, aicpu } => {
+                let c = [aicore, aicpu][side];
+                match c.wait_timeout(timeout) {
+                    Err(ferry_sim::DeviceError::Timeout { .. }) => c.is_done(),
+                    // Finished, or failed (which is finished too).
+                    _ => true,
+                }
+            }
+            Sides::Streams(s) => s.wait(side, timeout),
+        }
+    }
+
+    /// Waits for both sides, reaping the cores if the AICPU side is done but a core never got
+    /// its exit. `false` when the AICPU threads are still running after `timeout`.
+    pub(super) fn settle(&self, chip: &Chip, timeout: Duration) -> bool {
+        if !self.wait(AICPU, timeout) {
+            reap(chip);
+            if !self.wait(AICPU, Duration::from_secs(2)) {
+                return false;
+            }
+        }
+        if !self.wait(AICORE, Duration::from_secs(1)) {
+            reap(chip);
+            if !self.wait(AICORE, Duration::from_secs(10)) {
+                return false;
+            }
+        }
+        true
+    }
+
+    /// The AICPU side's failure, if it failed (full path).
+    pub(super) fn aicpu_error(&self) -> Option<String> {
+        match self {
+            Sides::Direct { .. } => None,
+            Sides::Streams(s) => s.get(AICPU).and_then(Result::err),
+        }
+    }
+}
+
+/// Writes EXIT into every core's window (the host-side reset that reaps cores whose scheduler
+/// did not shut them down).
+pub(super) fn reap(chip: &Chip) {
+    let layout = RegLayout::of(chip.device().arch().arch);
+    for i in 0..chip.config().cores() {
+        chip.window(i).aicpu_write(layout.data_main_base as u32, AICORE_EXIT_SIGNAL);
+    }
+}
+
+/// What the full path ([`LaunchPath::DeviceProgram`]) keeps per runner.
+pub(super) struct FullPath {
+    /// The loaded AICPU programs: device-orchestrated, host-built graph (loaded on first use).
+    /// Declared before the loader: dropped first, then the loader's session.
+    pub(super) programs: [Option<LoadedProgram>; 2],
+    pub(super) loader: Loader,
+    /// The runner's stream pair, shared by every slot: runs execute one after the other in
+    /// stream order on the one chip.
+    pub(super) streams: RunStreams,
+    /// One launch staging helper per launch slot: its own pinned source and device
+    /// destination, so a run prepared on one slot never writes bytes a live run of another
+    /// slot reads.
+    pub(super) slots: Vec<LaunchStaging>,
+}
+
+impl FullPath {
+    pub(super) fn program(
+        &mut self,
+        variant: Variant,
+    ) -> Result<&LoadedProgram, ferry_launch::loader::LoadError> {
+        let (i, embedded) = match variant {
+            Variant::DeviceOrchestrated => (0, &ferry_programs::AICPU_DEVICE_ORCHESTRATED),
+            Variant::HostBuiltGraph => (1, &ferry_programs::AICPU_HOST_BUILT_GRAPH),
+        };
+        if self.programs[i].is_none() {
+            self.programs[i] = Some(self.loader.load(embedded)?);
+        }
+        Ok(self.programs[i].as_ref().expect("loaded above"))
+    }
+
+    /// Retires a run that still owns slot `slot`'s execution and drops an abandoned,
+    /// unpublished view, so the slot takes a new preparation.
+    pub(super) fn settle_slot(
+        &mut self,
+        slot: usize,
+        timeout: Duration,
+    ) -> Result<Option<String>, RunError> {
+        let staging = &mut self.slots[slot];
+        let mut stream_error = None;
+        if staging.execution_owner().is_some() {
+            let retired = staging.finish_run(timeout).map_err(|e| launch_error(&e))?;
+            stream_error = retired.run_error.map(|e| e.to_string());
+        }
+        if matches!(staging.state(), TransactionState::Prepared | TransactionState::Partial) {
+            staging.release_run_view();
+        }
+        Ok(stream_error)
+    }
+
+    /// Retires every slot and tears their staging down (normal retirement: frees the pinned
+    /// sources and destinations). Stops at the first failure.
+    pub(super) fn retire_all(&mut self, timeout: Duration) -> Result<(), RunError> {
+        for slot in 0..self.slots.len() {
+            self.settle_slot(slot, timeout)?;
+            self.slots[slot].teardown().map_err(|e| launch_error(&e))?;
+        }
+        Ok(())
+    }
+
+    /// The launch transaction's counters summed over the slots.
+    pub(super) fn stats(&self) -> StagingStats {
+        self.slots.iter().map(LaunchStaging::stats).fold(StagingStats::default(), |a, b| {
+            StagingStats {
+                publishes: a.publishes + b.publishes,
+                bytes_copied: a.bytes_copied + b.bytes_copied,
+                descriptor_copies: a.descriptor_copies + b.descriptor_copies,
+                metadata_copies: a.metadata_copies + b.metadata_copies,
+                unchanged_prefixes: a.unchanged_prefixes + b.unchanged_prefixes,
+                forks: a.forks + b.forks,
+                growths: a.growths + b.growths,
+                suffix_uploads: a.suffix_uploads + b.suffix_uploads,
+                suffix_bytes: a.suffix_bytes + b.suffix_bytes,
+            }
+        })
+    }
+}
+
+/// [`RunError::Launch`] with the whole cause chain of a launch-transaction or loader error, so
+/// the message names the root cause (an injected fault, a device error), not only the step.
+pub(super) fn launch_error(e: &dyn std::error::Error) -> RunError {
+    let mut msg = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        let c_msg = c.to_string();
+        if !msg.contains(&c_msg) {
+            msg.push_str(": ");
+            msg.push_str(&c_msg);
+        }
+        cause = c.source();
+    }
+    RunError::Launch(msg)
+}
