@@ -22,8 +22,9 @@ pub(crate) struct RunArgs {
     /// Which example to run: all three by default.
     #[arg(long, value_enum, default_value_t = ExampleArg::All)]
     example: ExampleArg,
-    /// Chip generation.
-    #[arg(long, default_value = "a2a3", value_parser = parse_arch)]
+    /// Chip generation: a2a3 (50 MHz, SVM, up to 4 AICPU threads) or a5 (1 GHz, non-SVM, up to
+    /// 5 AICPU threads).
+    #[arg(long, default_value = "a2a3", value_parser = crate::info::arch_parser())]
     arch: Arch,
     /// Where the graph is built: on the AICPU (device) or on the host (host).
     #[arg(long, value_enum, default_value_t = VariantArg::Device)]
@@ -141,10 +142,6 @@ enum VariantArg {
     Device,
     /// Host-built graph, uploaded during prepare.
     Host,
-}
-
-fn parse_arch(s: &str) -> Result<Arch, String> {
-    Arch::from_name(s).ok_or_else(|| format!("unknown arch `{s}` (a2a3 or a5)"))
 }
 
 struct Done {
