@@ -60,9 +60,9 @@ mod tests {
         let p = PlatformBuilder::new(Arch::A2a3).hbm_bytes(16 << 20).build().unwrap();
         let dev = p.device(0).unwrap();
         let mut a = ClockAnchors::new_sim();
-        sample_clock_anchors(&dev, ANCHOR_PRE, &mut a);
+        sample_clock_anchors(dev, ANCHOR_PRE, &mut a);
         std::thread::sleep(Duration::from_millis(20));
-        sample_clock_anchors(&dev, ANCHOR_POST, &mut a);
+        sample_clock_anchors(dev, ANCHOR_POST, &mut a);
         assert_eq!(a.samples.len(), 6);
         assert!(a.samples.iter().all(|s| s.error.is_none()), "{a:?}");
         for w in a.samples.windows(2) {
