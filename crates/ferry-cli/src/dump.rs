@@ -82,7 +82,11 @@ pub(crate) fn execute(a: &DumpArgs) -> anyhow::Result<String> {
         None | Some(DumpAction::List) => Ok(views::dump_list(dump, &f)),
         Some(DumpAction::Export { out }) => {
             let paths = views::dump_export(dump, &f, out)?;
-            Ok(format!("exported {} files into {}\n", paths.len(), out.display()))
+            Ok(format!(
+                "exported {} into {}\n",
+                views::plural(paths.len() as u64, "file", "files"),
+                out.display()
+            ))
         }
         Some(DumpAction::Replay) => replay(dump, a.task),
     }

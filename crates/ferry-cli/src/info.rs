@@ -6,8 +6,8 @@ use ferry_sim::{Arch, PlatformBuilder};
 
 #[derive(Debug, Args)]
 pub(crate) struct InfoArgs {
-    /// Arch of the simulated devices to list (a2a3 or a5).
-    #[arg(long, default_value = "a2a3", value_parser = parse_arch)]
+    /// Arch of the simulated devices to list: a2a3 (50 MHz, SVM) or a5 (1 GHz, non-SVM).
+    #[arg(long, default_value = "a2a3", value_parser = arch_parser())]
     arch: Arch,
     /// Number of simulated devices to list.
     #[arg(long, default_value_t = 1)]
@@ -25,8 +25,11 @@ fn parse_profile(s: &str) -> Result<ferry_sim::profile::DeviceProfile, String> {
         .ok_or_else(|| format!("unknown device profile `{s}` (expected vendor or relaxed)"))
 }
 
-pub(crate) fn parse_arch(s: &str) -> Result<Arch, String> {
-    Arch::from_name(s).ok_or_else(|| format!("unknown arch `{s}` (expected a2a3 or a5)"))
+/// The `--arch` parser: its help lists the arches (`[possible values: a2a3, a5]`).
+pub(crate) fn arch_parser() -> impl clap::builder::TypedValueParser<Value = Arch> {
+    use clap::builder::TypedValueParser;
+    clap::builder::PossibleValuesParser::new(Arch::ALL.iter().map(|a| a.name()))
+        .try_map(|s: String| Arch::from_name(&s).ok_or_else(|| format!("unknown arch `{s}`")))
 }
 
 pub(crate) fn run(a: &InfoArgs) -> anyhow::Result<()> {
@@ -44,6 +47,8 @@ pub(crate) fn run(a: &InfoArgs) -> anyhow::Result<()> {
                 "max_aicpu_threads": p.max_aicpu_threads,
                 "aic_per_die": p.aic_per_die,
                 "aiv_per_die": p.aiv_per_die,
+                "run_default_aic": CoreConfig::default_for(p).aic,
+                "run_default_aiv": CoreConfig::default_for(p).aiv,
                 "clock_hz": p.clock_hz,
                 "svm": p.svm,
                 "dfx_backpressure_budget_cycles": p.dfx_backpressure_budget_cycles,
@@ -78,35 +83,46 @@ pub(crate) fn run(a: &InfoArgs) -> anyhow::Result<()> {
         )?;
         return Ok(());
     }
-    crate::stdout::outln!("arch profiles")?;
     crate::stdout::outln!(
-        "  {:<6} {:>6} {:>5} {:>5} {:>14} {:>5} {:>16}",
+        "arch profiles (hardware: one die's cores; a simulated run uses fewer, see \"run\")"
+    )?;
+    crate::stdout::outln!(
+        "  {:<6} {:>6} {:>8} {:>8} {:>14} {:>5} {:>16}   {}",
         "arch",
         "aicpu",
-        "aic",
-        "aiv",
+        "die aic",
+        "die aiv",
         "clock",
         "svm",
-        "dfx budget"
+        "dfx budget",
+        "run (default)"
     )?;
     for arch in Arch::ALL {
         let p = arch.profile();
+        let run = CoreConfig::default_for(p);
         crate::stdout::outln!(
-            "  {:<6} {:>6} {:>5} {:>5} {:>10} MHz {:>5} {:>9} cycles",
+            "  {:<6} {:>6} {:>8} {:>8} {:>10} MHz {:>5} {:>9} cycles   {} AIC + {} AIV",
             p.name,
             p.max_aicpu_threads,
             p.aic_per_die,
             p.aiv_per_die,
             p.clock_hz / 1_000_000,
             if p.svm { "yes" } else { "no" },
-            p.dfx_backpressure_budget_cycles
+            p.dfx_backpressure_budget_cycles,
+            run.aic,
+            run.aiv
         )?;
     }
+    crate::stdout::outln!(
+        "  die aic/aiv: the cores a die of that arch has; run: the AICore workers `ferry run` \
+         simulates by default (each one a host thread on this machine: `--aic N --aiv N` \
+         choose others)"
+    )?;
     crate::stdout::outln!("simulated devices ({})", a.arch.name())?;
     for d in platform.devices() {
         let c = CoreConfig::default_for(d.arch());
         crate::stdout::outln!(
-            "  device {}: {} MiB HBM, {}, {} AICPU threads, {} AIC + {} AIV simulated cores",
+            "  device {}: {} MiB HBM, {}, {} AICPU threads, {} AIC + {} AIV simulated cores (by default)",
             d.ordinal(),
             d.memory().size() >> 20,
             if d.memory().is_svm() { "SVM" } else { "non-SVM (explicit range copies)" },

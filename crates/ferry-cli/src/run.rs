@@ -3,10 +3,13 @@
 use crate::outdir::{RunDir, SUMMARY_FILE};
 use anyhow::{bail, Context};
 use clap::{Args, ValueEnum};
-use ferry_dfx::output::{self, WriteOptions, WritePhase, WriteProgress, WriteReport, Written};
+use ferry_dfx::output::{
+    self, ClockAnchors, HostOrchestration, WriteOptions, WritePhase, WriteProgress, WriteReport,
+    Written, ANCHOR_POST, ANCHOR_PRE,
+};
 use ferry_dfx::Policy;
 use ferry_runtime::examples::{Example, ExampleRun, Size};
-use ferry_runtime::host::dfx::{DfxChip, DfxOptions, DfxSession};
+use ferry_runtime::host::dfx::{sample_clock_anchors, DfxChip, DfxOptions, DfxSession};
 use ferry_runtime::host::{DeviceRunner, RunOutput, RunnerConfig, Variant};
 use ferry_sim::Arch;
 use indicatif::{ProgressBar, ProgressStyle};
@@ -19,8 +22,9 @@ pub(crate) struct RunArgs {
     /// Which example to run: all three by default.
     #[arg(long, value_enum, default_value_t = ExampleArg::All)]
     example: ExampleArg,
-    /// Chip generation.
-    #[arg(long, default_value = "a2a3", value_parser = parse_arch)]
+    /// Chip generation: a2a3 (50 MHz, SVM, up to 4 AICPU threads) or a5 (1 GHz, non-SVM, up to
+    /// 5 AICPU threads).
+    #[arg(long, default_value = "a2a3", value_parser = crate::info::arch_parser())]
     arch: Arch,
     /// Where the graph is built: on the AICPU (device) or on the host (host).
     #[arg(long, value_enum, default_value_t = VariantArg::Device)]
@@ -142,10 +146,6 @@ enum VariantArg {
     Host,
 }
 
-fn parse_arch(s: &str) -> Result<Arch, String> {
-    Arch::from_name(s).ok_or_else(|| format!("unknown arch `{s}` (a2a3 or a5)"))
-}
-
 struct Done {
     example: Example,
     run: ExampleRun,
@@ -220,12 +220,22 @@ pub(crate) fn run(a: &RunArgs) -> anyhow::Result<()> {
         } else {
             None
         };
+        // Clock anchors bracket the run: before the host builds the graph (or the launch of a
+        // device-orchestrated one) and after the device finished.
+        let mut anchors = session.as_ref().map(|_| ClockAnchors::new_sim());
+        if let Some(a) = anchors.as_mut() {
+            sample_clock_anchors(runner.device(), ANCHOR_PRE, a);
+        }
         let out = run_one(&mut runner, id as u32, &run);
+        if let Some(a) = anchors.as_mut() {
+            sample_clock_anchors(runner.device(), ANCHOR_POST, a);
+        }
         runner.attach_dfx_session(None)?;
-        let out = out.with_context(|| format!("example `{}`", ex.name()))?;
+        let (out, host) = out.with_context(|| format!("example `{}`", ex.name()))?;
         if let (Some(s), Some(rd)) = (session, run_dir.as_mut()) {
             let dir = if several { rd.path().join(ex.name()) } else { rd.path().to_path_buf() };
-            write_dfx(&dir, s, dfx.swimlane > 0, ex.name(), rd)
+            let run_meta = HostMeta { case: ex.name(), anchors, host };
+            write_dfx(&dir, s, dfx.swimlane > 0, run_meta, rd)
                 .with_context(|| format!("DFX of `{}`", ex.name()))?;
         }
         let checksum = match run.verify(&out) {
@@ -244,9 +254,23 @@ pub(crate) fn run(a: &RunArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// prepare → launch → (progress bar after a second) → finalize.
-fn run_one(r: &mut DeviceRunner, id: u32, run: &ExampleRun) -> anyhow::Result<RunOutput> {
+/// What the host knows about a run that its DFX files carry: the case name (names the name
+/// map), the clock anchors and a host-built run's host orchestrator.
+struct HostMeta {
+    case: &'static str,
+    anchors: Option<ClockAnchors>,
+    host: Option<HostOrchestration>,
+}
+
+/// prepare → launch → (progress bar after a second) → finalize; with the host orchestrator's
+/// record of a host-built run.
+fn run_one(
+    r: &mut DeviceRunner,
+    id: u32,
+    run: &ExampleRun,
+) -> anyhow::Result<(RunOutput, Option<HostOrchestration>)> {
     let p = r.prepare(id, run.args.clone())?;
+    let host = p.host_orchestration().cloned();
     let mut l = r.launch(p)?;
     // Most runs finish within the first second: wait for them without a bar.
     if !r.wait_timeout(&mut l, Duration::from_secs(1))? {
@@ -265,7 +289,7 @@ fn run_one(r: &mut DeviceRunner, id: u32, run: &ExampleRun) -> anyhow::Result<Ru
         }
         b.finish_and_clear();
     }
-    Ok(r.finalize_run(l)?)
+    Ok((r.finalize_run(l)?, host))
 }
 
 fn print_summary(done: &[Done]) -> anyhow::Result<()> {
@@ -355,10 +379,14 @@ fn write_dfx(
     dir: &Path,
     s: DfxSession,
     traces: bool,
-    name: &str,
+    host: HostMeta,
     out: &mut RunDir,
 ) -> anyhow::Result<()> {
-    let model = s.finish()?;
+    let name = host.case;
+    let mut model = s.finish()?;
+    model.meta.case = Some(host.case.to_string());
+    model.meta.clock_anchors = host.anchors;
+    model.meta.host_orchestration = host.host;
     out.begin()?;
     let bar = WriteBar::new(name);
     let progress = |p: WriteProgress| bar.update(p);
@@ -372,8 +400,9 @@ fn write_dfx(
     let (produced, collected, dropped) = model.loss.totals();
     let files = report.files.len() - if traces { 2 } else { 0 };
     crate::stdout::outln!(
-        "dfx: {files} files in {} ({} records; lanes, DepGen's in 8-byte words: {produced} \
+        "dfx: {} in {} ({} records; lanes, DepGen's in 8-byte words: {produced} \
          produced, {collected} collected, {dropped} dropped, {:?})",
+        output::views::plural(files as u64, "file", "files"),
         dir.display(),
         report.records,
         model.loss.policy

@@ -24,9 +24,9 @@ pub(crate) fn execute(a: &ScopesArgs) -> anyhow::Result<String> {
     let (usage, unmatched) = views::scope_usage(s);
     let worst = usage.iter().map(|u| u.worst()).fold(0.0, f64::max);
     Ok(format!(
-        "{}: {} scopes, {unmatched} unmatched records, worst {:.1}% ({})\n",
+        "{}: {}, {unmatched} unmatched records, worst {:.1}% ({})\n",
         out.display(),
-        usage.len(),
+        views::plural(usage.len() as u64, "scope", "scopes"),
         worst * 100.0,
         views::risk_class(worst)
     ))

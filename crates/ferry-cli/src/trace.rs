@@ -32,11 +32,11 @@ pub(crate) fn execute(a: &TraceArgs) -> anyhow::Result<String> {
 pub(crate) fn summary(dir: &std::path::Path, report: &WriteReport) -> String {
     let t = report.trace.unwrap_or_default();
     format!(
-        "{}: {} tracks, {} slices, {} counter values\n{}: Chrome JSON fallback\n",
+        "{}: {}, {}, {}\n{}: Chrome JSON fallback\n",
         dir.join(PERFETTO_FILE).display(),
-        t.tracks,
-        t.slices,
-        t.counters,
+        ferry_dfx::output::views::plural(t.tracks as u64, "track", "tracks"),
+        ferry_dfx::output::views::plural(t.slices as u64, "slice", "slices"),
+        ferry_dfx::output::views::plural(t.counters as u64, "counter value", "counter values"),
         dir.join(CHROME_FILE).display()
     )
 }

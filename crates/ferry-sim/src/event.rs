@@ -22,6 +22,9 @@ struct State {
     armed: u64,
     /// Highest record that has completed.
     completed: u64,
+    /// The device counter (cycles) when the highest completed record ran on its stream; `None`
+    /// until a record completes on a stream whose device is still there.
+    completed_cycles: Option<u64>,
 }
 
 #[derive(Debug, Default)]
@@ -50,10 +53,14 @@ impl Event {
         lock(&self.0.state).armed
     }
 
-    pub(crate) fn complete(&self, gen: u64) {
+    /// Completes record `gen`, stamped with the device counter `cycles` it ran at.
+    pub(crate) fn complete(&self, gen: u64, cycles: Option<u64>) {
         {
             let mut s = lock(&self.0.state);
-            s.completed = s.completed.max(gen);
+            if gen >= s.completed {
+                s.completed = gen;
+                s.completed_cycles = cycles.or(s.completed_cycles);
+            }
         }
         self.0.bell.ring();
     }
@@ -70,6 +77,36 @@ impl Event {
     pub fn query(&self) -> bool {
         let s = lock(&self.0.state);
         s.completed >= s.armed
+    }
+
+    /// The device timestamp of the latest completed record: the device's system counter (in
+    /// its clock's cycles) when the record ran on its stream, as `aclrtEventGetTimestamp` or
+    /// `cuEventRecord` + elapsed time give on hardware. `None` for an event that never
+    /// completed a record. Read after [`synchronize`](Self::synchronize) it is the timestamp
+    /// of that record; the host pairs it with its own clock read before and after to anchor
+    /// host time to device time.
+    ///
+    /// # Examples
+    /// ```
+    /// use ferry_sim::{Arch, Event, PlatformBuilder};
+    /// let p = PlatformBuilder::new(Arch::A2a3).hbm_bytes(16 << 20).build()?;
+    /// let dev = p.device(0)?;
+    /// let ev = Event::new();
+    /// assert_eq!(ev.timestamp_cycles(), None);
+    /// dev.null_stream()?.record_event(&ev)?;
+    /// ev.synchronize();
+    /// let t0 = ev.timestamp_cycles().unwrap();
+    /// dev.null_stream()?.record_event(&ev)?;
+    /// ev.synchronize();
+    /// assert!(ev.timestamp_cycles().unwrap() >= t0);
+    /// # Ok::<(), ferry_sim::DeviceError>(())
+    /// ```
+    pub fn timestamp_cycles(&self) -> Option<u64> {
+        let s = lock(&self.0.state);
+        if s.armed == 0 {
+            return None;
+        }
+        s.completed_cycles
     }
 
     /// Blocks the host until the latest record (at the time of the call) completes.

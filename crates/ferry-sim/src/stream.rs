@@ -532,7 +532,8 @@ fn run(s: &Shared, op: Op) -> Result<(), DeviceError> {
             }
         }
         Op::Record(ev, gen) => {
-            ev.complete(gen);
+            // The record's timestamp: the device counter when the stream reached it.
+            ev.complete(gen, s.device().ok().map(|d| d.clock().now_cycles()));
             Ok(())
         }
         Op::Wait(ev, gen) => {

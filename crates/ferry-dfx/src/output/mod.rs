@@ -9,7 +9,8 @@
 //!
 //! | file (inside the run's output directory) | writer / reader | model part |
 //! |---|---|---|
-//! | `chip_swimlane_records.json` | [`write_swimlane`] / [`read_swimlane`] | [`RunModel::swimlane`] |
+//! | `chip_swimlane_records.json` | [`write_swimlane`] / [`read_swimlane`] | [`RunModel::swimlane`] (+ [`RunMeta`]'s clock anchors and host orchestration) |
+//! | `name_map_<case>.json` (beside the swimlane) | [`write_name_map`] / [`read_name_map`] | [`RunModel::kernels`], [`RunMeta::case`] |
 //! | `pmu.csv` (+ `pmu.dfx.json` loss sidecar) | [`write_pmu`] / [`read_pmu`] | [`RunModel::pmu`] |
 //! | `deps.json` | [`write_deps`] / [`read_deps`] | [`RunModel::deps`] |
 //! | `args_dump/args_dump.json` + `args_dump/args.bin` | [`write_args_json`] / [`read_args`] | [`RunModel::args`] |
@@ -40,11 +41,11 @@
 //!                                    end: 20, receive_to_start: 0 });
 //! run.swimlane = Some(sw);
 //! let written = output::write_run(&dir, &run).unwrap();
-//! assert_eq!(written.len(), 1);
+//! assert_eq!(written.len(), 2); // the records and their name map
 //! assert_eq!(output::read_run(&dir).unwrap(), run);
 //! // The whole write phase, traces included.
 //! let report = output::write_all(&dir, &run, &output::WriteOptions::default()).unwrap();
-//! assert_eq!((report.files.len(), report.records), (3, 1));
+//! assert_eq!((report.files.len(), report.records), (4, 1)); // + name_map_run.json
 //! # std::fs::remove_dir_all(&dir).unwrap();
 //! ```
 
@@ -53,8 +54,10 @@ mod atomic;
 pub mod chrome;
 pub mod collect;
 mod deps;
+mod host_time;
 mod manifest;
 mod model;
+mod name_map;
 mod open;
 pub mod perfetto;
 mod pmu;
@@ -80,6 +83,11 @@ pub use deps::{
     read_deps, tensor_id, write_deps, DepArg, DepEdge, DepTask, DepTensor, DepsGraph, EdgeSource,
     DEPS_FILE,
 };
+pub use host_time::{
+    host_clock_domain_id, host_now_ns, ClockAnchorSample, ClockAnchors, HostOrchPhase,
+    HostOrchestration, ANCHOR_POST, ANCHOR_PRE, ANCHOR_PROVIDER_SIM, ANCHOR_SAMPLES_PER_POSITION,
+    DEVICE_TIMESTAMP_UNIT, HOST_CLOCK_DOMAIN,
+};
 pub use manifest::{
     remove_own_temps, Manifest, ManifestEntry, ManifestError, OutDir, LOCK_FILE, MANIFEST_FILE,
     MANIFEST_FORMAT, MANIFEST_MAX_BYTES,
@@ -88,16 +96,20 @@ pub use model::{
     AicoreTask, AicpuTask, CoreType, JoinedTask, LaneLoss, LossAccounting, LossPolicy, OrchPhase,
     RunMeta, RunModel, SchedPhase, Subsystem, Swimlane, MAX_FILE_THREADS,
 };
+pub use name_map::{
+    is_name_map_file, name_map_file, read_name_map, write_name_map, NameMap, DEFAULT_CASE,
+    NAME_MAP_LABEL, NAME_MAP_LEVEL, NAME_MAP_PREFIX,
+};
 pub use open::{inconsistencies, open_run, Need, Needs, OpenError, OpenedRun};
 pub use pmu::{
     pmu_counter_names, read_pmu, write_pmu, PmuRow, PmuTable, PMU_FILE, PMU_HEADER_PREFIX,
     PMU_LOSS_FILE,
 };
 pub use scopes::{
-    read_scopes, write_scopes, ScopePhase, ScopeRow, ScopeStats, SCOPES_DIR, SCOPES_FILE,
-    SCOPES_VERSION,
+    read_scopes, write_scopes, ScopePhase, ScopeRow, ScopeStats, HEAP_MAX_RUN_RESERVATION,
+    SCOPES_DIR, SCOPES_FILE, SCOPES_VERSION,
 };
-pub use swimlane::{read_swimlane, write_swimlane, SwimlaneParts, SWIMLANE_FILE};
+pub use swimlane::{read_swimlane, write_swimlane, SwimlaneParts, GRAPH_LOAD_KEY, SWIMLANE_FILE};
 pub use write::{
     write_all, TraceStats, WriteOptions, WritePhase, WriteProgress, WriteReport, WrittenFile,
     CHROME_FILE, PERFETTO_FILE,

@@ -80,6 +80,13 @@ pub struct RunMeta {
     pub core_types: Vec<CoreType>,
     /// AICPU scheduler thread that owns each core (−1 unassigned), indexed by core id.
     pub core_to_thread: Vec<i32>,
+    /// The run's case (the callable's name): names `name_map_<case>.json` and is its
+    /// `orchestrator_name`.
+    pub case: Option<String>,
+    /// Host↔device clock anchors taken at the run's start and end.
+    pub clock_anchors: Option<super::host_time::ClockAnchors>,
+    /// The host orchestrator of a host-built run (`None`: device-orchestrated).
+    pub host_orchestration: Option<super::host_time::HostOrchestration>,
 }
 
 impl Default for RunMeta {
@@ -92,7 +99,15 @@ impl RunMeta {
     /// Metadata with every core assigned to thread 0.
     pub fn new(arch: &str, clock_freq_hz: u64, core_types: Vec<CoreType>) -> Self {
         let n = core_types.len();
-        Self { arch: arch.to_string(), clock_freq_hz, core_types, core_to_thread: vec![0; n] }
+        Self {
+            arch: arch.to_string(),
+            clock_freq_hz,
+            core_types,
+            core_to_thread: vec![0; n],
+            case: None,
+            clock_anchors: None,
+            host_orchestration: None,
+        }
     }
 
     /// Cores in the run.

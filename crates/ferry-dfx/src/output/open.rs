@@ -35,6 +35,7 @@ use super::args::{read_args, read_args_meta, ARGS_BIN_FILE, ARGS_DIR, ARGS_FILE}
 use super::deps::{read_deps, DEPS_FILE};
 use super::manifest::{Manifest, ManifestError, MANIFEST_FILE};
 use super::model::RunModel;
+use super::name_map::{is_name_map_file, name_map_file, read_name_map};
 use super::pmu::{read_pmu, PMU_FILE, PMU_LOSS_FILE};
 use super::scopes::{read_scopes, SCOPES_DIR, SCOPES_FILE};
 use super::swimlane::{read_swimlane, SWIMLANE_FILE};
@@ -388,6 +389,24 @@ fn subdirs_with(dir: &Path, rel: Option<&str>) -> Vec<String> {
     v
 }
 
+/// The name map file of `dir`: `name_map_<case>.json` when it exists, else the first
+/// `name_map_*.json` by name.
+fn name_map_of(dir: &Path, case: Option<&str>) -> Option<String> {
+    if let Some(c) = case {
+        let f = name_map_file(c);
+        if dir.join(&f).is_file() {
+            return Some(f);
+        }
+    }
+    let mut found: Vec<String> = fs::read_dir(dir)
+        .ok()?
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter(|n| is_name_map_file(n))
+        .collect();
+    found.sort();
+    found.into_iter().next()
+}
+
 /// Opens `dir` for an analysis that needs `needs` (see the [module docs](self)).
 ///
 /// # Errors
@@ -444,6 +463,18 @@ pub fn open_run(dir: &Path, needs: &Needs) -> Result<OpenedRun, OpenError> {
                 any = true;
             }
             Err(e) => o.failed::<()>(needs.swimlane, e).map(drop)?,
+        }
+    }
+    // The name map beside the records (the case's, else the first): its names label kernels,
+    // over the metadata's, as the original tools label them.
+    if run.swimlane.is_some() {
+        if let Some(rel) = name_map_of(dir, run.meta.case.as_deref()) {
+            if let Some(p) = o.source(&rel, Need::Optional)? {
+                match read_name_map(open_file(&p)?) {
+                    Ok(m) => run.kernels.extend(m.kernels()),
+                    Err(e) => o.failed::<()>(Need::Optional, e).map(drop)?,
+                }
+            }
         }
     }
     if let Some(p) = o.source(PMU_FILE, needs.pmu)? {

@@ -276,6 +276,7 @@ pub fn sample_run(policy: LossPolicy) -> RunModel {
         heap_max: [1 << 28, 1 << 28, 1 << 20, 0],
         dep_pool_max: [1024, 1024, 16, 0],
         tensormap_max: 65536,
+        heap_reserved: false,
         records: vec![
             row("orch.cpp:77", ScopePhase::Begin, 1, (0, 0), (0, 0), (1, 1)),
             row("orch.cpp:90", ScopePhase::Begin, 2, (0, 0), (0, 0), (0, 0)),

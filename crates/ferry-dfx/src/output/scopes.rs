@@ -37,6 +37,14 @@ pub struct ScopeStats {
     pub dep_pool_max: [i64; SCOPE_RINGS],
     /// Tensormap capacity.
     pub tensormap_max: i64,
+    /// `heap_max` is the run's own scratch reservation, not a ring shared with later work
+    /// (ferry's header key `heap_max_source: "run_reservation"`). ferry's runner reserves
+    /// exactly the scratch a run asks for, and a scope that would overflow it fails with a
+    /// typed submit error instead of stalling the orchestrator, so a run that sizes its arena
+    /// to its need fills it by construction: its heap fill is shown but is no risk (the
+    /// ≥ 80 % danger threshold of `specs/dfx.md` §5.5 is about a ring the orchestrator waits
+    /// on). `false` for the original runtime's files.
+    pub heap_reserved: bool,
     /// Begin/end records in device order.
     pub records: Vec<ScopeRow>,
 }
@@ -109,6 +117,8 @@ struct Header {
     dep_pool_max: [i64; SCOPE_RINGS],
     tensormap_max: i64,
     #[serde(default)]
+    heap_max_source: Option<String>,
+    #[serde(default)]
     dfx: LossAccounting,
 }
 
@@ -123,8 +133,13 @@ struct HeaderOut<'a> {
     heap_max: [u64; SCOPE_RINGS],
     dep_pool_max: [i64; SCOPE_RINGS],
     tensormap_max: i64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    heap_max_source: Option<&'static str>,
     dfx: &'a LossAccounting,
 }
+
+/// `heap_max_source` of a [`ScopeStats::heap_reserved`] header.
+pub const HEAP_MAX_RUN_RESERVATION: &str = "run_reservation";
 
 /// Writes `scope_stats.jsonl` to `w`.
 ///
@@ -155,6 +170,7 @@ pub(crate) fn write_scopes_ticked<W: Write>(
         heap_max: s.heap_max,
         dep_pool_max: s.dep_pool_max,
         tensormap_max: s.tensormap_max,
+        heap_max_source: s.heap_reserved.then_some(HEAP_MAX_RUN_RESERVATION),
         dfx: loss,
     };
     serde_json::to_writer(&mut w, &h).map_err(OutputError::json(SCOPES_FILE))?;
@@ -196,6 +212,7 @@ pub fn read_scopes<R: BufRead>(r: R) -> Result<(ScopeStats, LossAccounting), Out
         heap_max: h.heap_max,
         dep_pool_max: h.dep_pool_max,
         tensormap_max: h.tensormap_max,
+        heap_reserved: h.heap_max_source.as_deref() == Some(HEAP_MAX_RUN_RESERVATION),
         records: Vec::new(),
     };
     for (i, l) in lines.enumerate() {

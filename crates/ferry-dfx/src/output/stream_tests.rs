@@ -423,6 +423,7 @@ fn write_all_reports_what_is_on_disk() {
         r.paths().map(|p| p.strip_prefix(&d).unwrap().to_string_lossy().into_owned()).collect();
     let want = [
         SWIMLANE_FILE,
+        "name_map_run.json",
         PMU_FILE,
         PMU_LOSS_FILE,
         DEPS_FILE,
@@ -439,14 +440,15 @@ fn write_all_reports_what_is_on_disk() {
     assert_eq!(r.bytes, r.files.iter().map(|f| f.bytes).sum::<u64>());
     // Every record counted once, in the file that holds it.
     assert_eq!(r.records, run.record_count());
-    let in_files: u64 = r.files[..7].iter().map(|f| f.records).sum();
+    let in_files: u64 = r.files[..8].iter().map(|f| f.records).sum();
     assert_eq!(in_files, r.records);
     let sw = run.swimlane.as_ref().unwrap();
     let phases: usize = sw.sched_phases.iter().map(Vec::len).sum::<usize>()
         + sw.orch_phases.iter().map(Vec::len).sum::<usize>();
     let swimlane = sw.aicore_tasks.len() + sw.aicpu_tasks.len() + phases;
     assert_eq!(r.files[0].records, swimlane as u64);
-    assert_eq!(r.files[1].records, run.pmu.as_ref().unwrap().rows.len() as u64);
+    assert_eq!(r.files[1].records, 0, "the name map holds no records");
+    assert_eq!(r.files[2].records, run.pmu.as_ref().unwrap().rows.len() as u64);
     let t = r.trace.unwrap();
     let p = perfetto::plan(&run);
     assert_eq!(
@@ -510,6 +512,7 @@ fn progress_covers_every_file_and_ends_at_the_total() {
             |f: &WrittenFile| f.path.ends_with(PERFETTO_FILE) || f.path.ends_with(CHROME_FILE);
         for f in r.files.iter().filter(|f| is_trace(f) == (phase == WritePhase::Traces)) {
             let name = f.path.file_name().unwrap().to_str().unwrap();
+            let name = if is_name_map_file(name) { NAME_MAP_LABEL } else { name };
             assert!(files.contains(&name), "{name} not reported in {phase:?}");
         }
         // Reports come per chunk, not only per file.
@@ -556,7 +559,7 @@ fn write_all_fails_on_one_subsystem_and_leaves_the_directory_whole() {
     assert_eq!(std::fs::read(d.join(ARGS_DIR)).unwrap(), b"in the way");
     std::fs::remove_file(d.join(ARGS_DIR)).unwrap();
     let r = write_all(&d, &run, &WriteOptions::default()).unwrap();
-    assert_eq!(r.files.len(), 9);
+    assert_eq!(r.files.len(), 10);
     // DepGen's file was either not started (the failure came first) or written whole.
     let fresh = std::fs::read(d.join(DEPS_FILE)).unwrap();
     assert!(deps == b"old" || deps == fresh, "deps.json half written");
@@ -580,6 +583,7 @@ fn files_only_report_lists_files_by_subsystem() {
         names,
         [
             SWIMLANE_FILE,
+            "name_map_run.json",
             PMU_FILE,
             PMU_LOSS_FILE,
             DEPS_FILE,

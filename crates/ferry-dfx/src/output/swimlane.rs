@@ -6,6 +6,11 @@
 //! `aicpu_tasks` (`[core_id, reg_task_id, dispatch, finish]`), `aicpu_scheduler_phases` (one
 //! array of phase objects per scheduler thread), `aicpu_orchestrator_phases`, and ferry's `dfx`
 //! (loss accounting of the ChipSwimlane lanes). Readers of the original file ignore the extra keys.
+//!
+//! Host time (`host_time`): `metadata.clock_anchors` in every file ferry writes; a host-built
+//! run adds `metadata.orchestrator_source: "host"` (+ clock domain, origin and `host_capture`)
+//! and `host_orchestrator_phases`, and writes the device's graph-install envelopes under
+//! [`GRAPH_LOAD_KEY`] instead of `aicpu_orchestrator_phases`.
 
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
@@ -14,6 +19,9 @@ use ferry_abi::records::SchedPhaseKind;
 use serde::ser::{SerializeSeq, SerializeStruct, Serializer};
 use serde::{Deserialize, Serialize};
 
+use super::host_time::{
+    ClockAnchors, HostCapture, HostOrchPhase, HostOrchestration, HOST_CLOCK_DOMAIN,
+};
 use super::model::{
     AicoreTask, AicpuTask, CoreType, LossAccounting, OrchPhase, RunMeta, SchedPhase, Swimlane,
 };
@@ -22,6 +30,10 @@ use super::OutputError;
 
 /// File name inside the output directory.
 pub const SWIMLANE_FILE: &str = "chip_swimlane_records.json";
+
+/// ferry's key for a host-built run's device records of installing the uploaded graph (the
+/// envelopes a device-orchestrated run writes as `aicpu_orchestrator_phases`).
+pub const GRAPH_LOAD_KEY: &str = "aicpu_graph_load_phases";
 
 #[derive(Deserialize)]
 struct Metadata {
@@ -35,6 +47,18 @@ struct Metadata {
     arch: Option<String>,
     #[serde(default)]
     kernel_names: BTreeMap<String, String>,
+    #[serde(default)]
+    case: Option<String>,
+    #[serde(default)]
+    orchestrator_source: Option<String>,
+    #[serde(default)]
+    host_clock_domain_id: Option<String>,
+    #[serde(default)]
+    host_orchestration_origin_ns: Option<u64>,
+    #[serde(default)]
+    host_capture: Option<HostCapture>,
+    #[serde(default)]
+    clock_anchors: Option<ClockAnchors>,
 }
 
 /// [`Metadata`] borrowed from the model (same fields, same order; integer map keys serialize as
@@ -47,6 +71,20 @@ struct MetadataOut<'a> {
     core_to_thread: &'a [i32],
     arch: Option<&'a str>,
     kernel_names: &'a BTreeMap<i32, String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    case: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    orchestrator_source: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    orchestrator_clock_domain: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    host_clock_domain_id: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    host_orchestration_origin_ns: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    host_capture: Option<HostCapture>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    clock_anchors: Option<&'a ClockAnchors>,
 }
 
 #[derive(Deserialize)]
@@ -127,8 +165,9 @@ struct FileOut<'a, 't> {
 impl Serialize for FileOut<'_, '_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let (meta, sw, tick) = (self.meta, self.sw, self.tick);
-        let mut st = s.serialize_struct("FileOut", 7)?;
+        let mut st = s.serialize_struct("FileOut", 8)?;
         st.serialize_field("chip_swimlane_level", &sw.level)?;
+        let host = meta.host_orchestration.as_ref();
         st.serialize_field(
             "metadata",
             &MetadataOut {
@@ -138,6 +177,13 @@ impl Serialize for FileOut<'_, '_> {
                 core_to_thread: &meta.core_to_thread,
                 arch: Some(&meta.arch),
                 kernel_names: self.kernels,
+                case: meta.case.as_deref(),
+                orchestrator_source: host.map(|_| "host"),
+                orchestrator_clock_domain: host.map(|_| HOST_CLOCK_DOMAIN),
+                host_clock_domain_id: host.map(|h| h.clock_domain_id.as_str()),
+                host_orchestration_origin_ns: host.map(|h| h.origin_ns),
+                host_capture: host.map(HostCapture::of),
+                clock_anchors: meta.clock_anchors.as_ref(),
             },
         )?;
         st.serialize_field(
@@ -162,8 +208,11 @@ impl Serialize for FileOut<'_, '_> {
             "aicpu_scheduler_phases",
             &Threads { threads: &sw.sched_phases, f: phase_out, tick },
         )?;
+        // A host-built run's orchestrator is the host: the device's records of installing the
+        // uploaded graph go under ferry's own key, since the original's readers refuse host
+        // and AICPU orchestrator records in one file.
         st.serialize_field(
-            "aicpu_orchestrator_phases",
+            if host.is_some() { GRAPH_LOAD_KEY } else { "aicpu_orchestrator_phases" },
             &Threads {
                 threads: &sw.orch_phases,
                 f: |o: &OrchPhase| OrchObj {
@@ -175,6 +224,10 @@ impl Serialize for FileOut<'_, '_> {
                 tick,
             },
         )?;
+        if let Some(h) = host {
+            // One host orchestrator thread: one inner array.
+            st.serialize_field("host_orchestrator_phases", &[&h.phases])?;
+        }
         st.serialize_field("dfx", self.loss)?;
         st.end()
     }
@@ -192,6 +245,10 @@ struct FileIn {
     aicpu_scheduler_phases: Vec<Vec<PhaseObj>>,
     #[serde(default)]
     aicpu_orchestrator_phases: Vec<Vec<OrchObj>>,
+    #[serde(default)]
+    host_orchestrator_phases: Vec<Vec<HostOrchPhase>>,
+    #[serde(default)]
+    aicpu_graph_load_phases: Vec<Vec<OrchObj>>,
     #[serde(default)]
     dfx: LossAccounting,
 }
@@ -280,6 +337,30 @@ pub fn read_swimlane<R: Read>(r: R) -> Result<SwimlaneParts, OutputError> {
     if f.metadata.core_to_thread.len() == meta.core_types.len() {
         meta.core_to_thread = f.metadata.core_to_thread;
     }
+    meta.case = f.metadata.case;
+    meta.clock_anchors = f.metadata.clock_anchors;
+    let host_phases = !f.host_orchestrator_phases.is_empty();
+    match f.metadata.orchestrator_source.as_deref() {
+        Some("host") => {
+            if !f.aicpu_orchestrator_phases.iter().all(Vec::is_empty) {
+                return Err(bad("a host-orchestrated file carries aicpu_orchestrator_phases: \
+                                host and AICPU orchestrator records do not mix"
+                    .into()));
+            }
+            meta.host_orchestration = Some(HostOrchestration {
+                clock_domain_id: f.metadata.host_clock_domain_id.unwrap_or_default(),
+                origin_ns: f.metadata.host_orchestration_origin_ns.unwrap_or(0),
+                expected_records: f.metadata.host_capture.map_or(0, |c| c.expected_records),
+                phases: f.host_orchestrator_phases.into_iter().flatten().collect(),
+            });
+        }
+        None | Some("aicpu") if !host_phases => {}
+        other => {
+            return Err(bad(format!(
+                "host_orchestrator_phases with orchestrator_source {other:?} (needs \"host\")"
+            )))
+        }
+    }
     let kernels = f
         .metadata
         .kernel_names
@@ -337,7 +418,15 @@ pub fn read_swimlane<R: Read>(r: R) -> Result<SwimlaneParts, OutputError> {
         }
         sw.sched_phases.push(v);
     }
-    for th in f.aicpu_orchestrator_phases {
+    if !f.aicpu_graph_load_phases.is_empty() && meta.host_orchestration.is_none() {
+        return Err(bad(format!("{GRAPH_LOAD_KEY} without orchestrator_source \"host\"")));
+    }
+    let orch = if meta.host_orchestration.is_some() {
+        f.aicpu_graph_load_phases
+    } else {
+        f.aicpu_orchestrator_phases
+    };
+    for th in orch {
         sw.orch_phases.push(
             th.into_iter()
                 .map(|o| OrchPhase {
@@ -450,5 +539,65 @@ mod tests {
         for k in ["submit_idx", "task_id", "start_cycles", "end_cycles"] {
             assert!(o.get(k).is_some(), "orch.{k}");
         }
+    }
+
+    #[test]
+    fn host_built_runs_are_marked_and_round_trip() {
+        use crate::output::host_time::{ClockAnchorSample, ANCHOR_PRE};
+        use crate::output::{sample::sample_run, LossPolicy};
+        let mut run = sample_run(LossPolicy::Block);
+        let sw = run.swimlane.clone().unwrap();
+        let write = |meta: &RunMeta| {
+            let mut out = Vec::new();
+            write_swimlane(&mut out, meta, &run.kernels, &sw, &run.loss).unwrap();
+            out
+        };
+        // Device-orchestrated: anchors, no host marks, the device's orchestrator phases.
+        let mut anchors = ClockAnchors::new_sim();
+        anchors.samples.push(ClockAnchorSample {
+            position: ANCHOR_PRE.into(),
+            sample_idx: 0,
+            host_before_ns: 10,
+            device_cycles: 5,
+            host_after_ns: 20,
+            error: None,
+        });
+        run.meta.clock_anchors = Some(anchors);
+        let dev: serde_json::Value = serde_json::from_slice(&write(&run.meta)).unwrap();
+        assert!(dev["metadata"].get("orchestrator_source").is_none());
+        assert!(dev.get("host_orchestrator_phases").is_none());
+        assert!(dev["aicpu_orchestrator_phases"].as_array().is_some_and(|a| !a.is_empty()));
+        assert_eq!(dev["metadata"]["clock_anchors"]["samples"][0]["device_cycles"], 5);
+        // Host-built: marked, host phases, the device's install envelopes under ferry's key.
+        run.meta.host_orchestration = Some(HostOrchestration {
+            clock_domain_id: "ferry-process-1".into(),
+            origin_ns: 100,
+            expected_records: 1,
+            phases: vec![HostOrchPhase {
+                submit_idx: 0,
+                task_id: 0,
+                start_host_ns: 100,
+                end_host_ns: 150,
+            }],
+        });
+        let bytes = write(&run.meta);
+        let host: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+        let m = &host["metadata"];
+        assert_eq!(m["orchestrator_source"], "host");
+        assert_eq!(m["orchestrator_clock_domain"], "host_monotonic_ns");
+        assert_eq!(m["host_orchestration_origin_ns"], 100);
+        assert_eq!(m["host_capture"]["status"], "complete");
+        assert_eq!(m["host_capture"]["recorded_records"], 1);
+        assert_eq!(host["host_orchestrator_phases"][0][0]["end_host_ns"], 150);
+        assert!(host.get("aicpu_orchestrator_phases").is_none());
+        assert!(host.get(GRAPH_LOAD_KEY).is_some());
+        let (meta, _, back, _) = read_swimlane(&bytes[..]).unwrap();
+        assert_eq!(meta, run.meta);
+        assert_eq!(back, sw);
+        // Host and AICPU orchestrator records in one file are refused.
+        let mut mixed = host.clone();
+        mixed["aicpu_orchestrator_phases"] = dev["aicpu_orchestrator_phases"].clone();
+        let e = read_swimlane(mixed.to_string().as_bytes()).unwrap_err();
+        assert!(e.to_string().contains("do not mix"), "{e}");
     }
 }

@@ -771,3 +771,36 @@ fn shrunk_pool_stalls_are_intervals_on_the_starved_lane_only() {
     }
     assert!(!text.contains("aicore_task/core1 (thread 1): stalled"), "{text}");
 }
+
+/// An original runtime's directory (no `kernel_names` in the records) with a hand-written name
+/// map: the analyses label kernels from the map, as the original tools do; without the map
+/// they fall back to `func<N>`.
+#[test]
+fn analyses_label_kernels_from_the_name_map() {
+    let d = tmpdir("name-map");
+    let mut run = sample_run(LossPolicy::Block);
+    let names = run.kernels.clone();
+    assert!(!names.is_empty());
+    run.kernels.clear();
+    write_run(&d, &run).unwrap();
+    fs::remove_file(d.join(name_map_file(DEFAULT_CASE))).unwrap();
+    let unnamed = open_run(&d, &Needs::REPORT).unwrap().run;
+    assert!(unnamed.kernels.is_empty());
+    let report = views::report(&unnamed);
+    let (&id, name) = names.iter().next().unwrap();
+    assert!(!report.contains(&format!("  {name} ")), "{report}");
+    // The map the user wrote by hand, under another case name.
+    let map = NameMap {
+        level: NAME_MAP_LEVEL,
+        orchestrator_name: None,
+        callable_id_to_name: names.iter().map(|(k, v)| (k.to_string(), v.clone())).collect(),
+    };
+    let mut bytes = Vec::new();
+    write_name_map(&mut bytes, &map).unwrap();
+    fs::write(d.join(name_map_file("TestCase_basic")), bytes).unwrap();
+    let named = open_run(&d, &Needs::REPORT).unwrap().run;
+    assert_eq!(named.kernels, names);
+    assert_eq!(named.kernel_name(Some(id)), *name);
+    assert!(views::report(&named).contains(&format!("  {name} ")));
+    fs::remove_dir_all(&d).unwrap();
+}

@@ -22,8 +22,10 @@ pub struct KernelStats {
     pub func_id: Option<i32>,
     /// Kernel name.
     pub name: String,
-    /// Tasks.
+    /// Block dispatches (AICore executions): an SPMD task of `b` blocks counts `b`.
     pub count: u64,
+    /// Distinct tasks (task tokens).
+    pub tasks: u64,
     /// Σ end − start.
     pub exec: u64,
     /// Σ finish − dispatch (tasks with both AICPU timestamps).
@@ -53,6 +55,7 @@ impl KernelStats {
 /// Per-kernel statistics, by kernel id.
 pub fn kernel_stats(run: &RunModel) -> Vec<KernelStats> {
     let mut m: BTreeMap<Option<i32>, KernelStats> = BTreeMap::new();
+    let mut seen: std::collections::HashSet<(Option<i32>, u64)> = std::collections::HashSet::new();
     for t in run.tasks() {
         let k = m.entry(t.func_id).or_insert_with(|| KernelStats {
             func_id: t.func_id,
@@ -62,6 +65,9 @@ pub fn kernel_stats(run: &RunModel) -> Vec<KernelStats> {
         // Saturating: cycles read from a file may be anything (a sum past u64::MAX shows as
         // u64::MAX, never as a wrapped small number).
         k.count += 1;
+        if seen.insert((t.func_id, t.task_id)) {
+            k.tasks += 1;
+        }
         k.exec = k.exec.saturating_add(t.end.saturating_sub(t.start));
         if let (Some(d), Some(f)) = (t.dispatch, t.finish) {
             k.with_aicpu += 1;
@@ -120,6 +126,23 @@ pub fn stall_inflated_tasks(run: &RunModel) -> Vec<JoinedTask> {
         .collect()
 }
 
+/// `1 core`, `2 cores`: `n` and the noun in the number `n` asks for.
+pub fn plural(n: u64, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
+/// `160 tasks, 640 blocks`: distinct tasks (task tokens) and their block dispatches (an SPMD task
+/// of `b` blocks runs `b` times); the blocks only when they differ.
+pub fn tasks_and_blocks(tasks: &[JoinedTask]) -> String {
+    let distinct: std::collections::HashSet<u64> = tasks.iter().map(|t| t.task_id).collect();
+    let (n, b) = (distinct.len() as u64, tasks.len() as u64);
+    if n == b {
+        plural(n, "task", "tasks")
+    } else {
+        format!("{}, {}", plural(n, "task", "tasks"), plural(b, "block", "blocks"))
+    }
+}
+
 /// The `ferry report` text: per-kernel exec, latency, head and tail overhead, exec %; ordering
 /// violations; which lanes stalled and for how long; the loss accounting of every lane.
 pub fn report(run: &RunModel) -> String {
@@ -131,25 +154,35 @@ pub fn report(run: &RunModel) -> String {
     let level = run.swimlane.as_ref().map_or(0, |sw| sw.level);
     let _ = writeln!(
         s,
-        "ferry report: arch {}, clock {} Hz, chip swimlane level {level}, {} tasks on {} cores",
+        "ferry report: arch {}, clock {} Hz, chip swimlane level {level}, {} on {}",
         m.arch,
         m.clock_freq_hz,
-        tasks.len(),
-        m.num_cores()
+        tasks_and_blocks(&tasks),
+        plural(m.num_cores() as u64, "core", "cores")
     );
     let _ = writeln!(s, "\nPer kernel (averages in us; head = propagation + setup):");
     let _ = writeln!(
         s,
-        "  {:<16} {:>6} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>7}",
-        "kernel", "tasks", "exec", "latency", "head", "head.prop", "head.setup", "tail", "exec%"
+        "  {:<16} {:>6} {:>6} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>7}",
+        "kernel",
+        "tasks",
+        "blocks",
+        "exec",
+        "latency",
+        "head",
+        "head.prop",
+        "head.setup",
+        "tail",
+        "exec%"
     );
     for k in kernel_stats(run) {
         let pct = k.exec_pct(&tasks).map_or("-".to_string(), |p| format!("{p:.1}"));
         let n = k.with_aicpu;
         let _ = writeln!(
             s,
-            "  {:<16} {:>6} {:>10.3} {:>10.3} {:>10.3} {:>10.3} {:>10.3} {:>10.3} {:>7}",
+            "  {:<16} {:>6} {:>6} {:>10.3} {:>10.3} {:>10.3} {:>10.3} {:>10.3} {:>10.3} {:>7}",
             k.name,
+            k.tasks,
             k.count,
             avg(k.exec, k.count),
             avg(k.latency, n),
@@ -161,8 +194,11 @@ pub fn report(run: &RunModel) -> String {
         );
     }
     let disordered = tasks.iter().filter(|t| !t.is_ordered()).count();
-    let _ =
-        writeln!(s, "\nOrder check (dispatch <= start <= end <= finish): {disordered} violations");
+    let _ = writeln!(
+        s,
+        "\nOrder check (dispatch <= start <= end <= finish): {}",
+        plural(disordered as u64, "violation", "violations")
+    );
     if let Some(sw) = &run.swimlane {
         let missing = sw
             .aicore_tasks
@@ -275,10 +311,10 @@ pub fn deps_text(run: &RunModel) -> String {
     }
     let _ = writeln!(
         s,
-        "deps: {} tasks, {} tensors, {} edges ({})",
-        g.tasks.len(),
-        g.tensors.len(),
-        g.edges.len(),
+        "deps: {}, {}, {} ({})",
+        plural(g.tasks.len() as u64, "task", "tasks"),
+        plural(g.tensors.len() as u64, "tensor", "tensors"),
+        plural(g.edges.len() as u64, "edge", "edges"),
         by_source.iter().map(|(k, v)| format!("{k} {v}")).collect::<Vec<_>>().join(", ")
     );
     let span: BTreeMap<u64, (u64, u64)> =
@@ -387,6 +423,24 @@ pub fn format_payload(dtype: &str, bytes: &[u8], limit: usize) -> String {
     format!("{}{}", vals.join(" "), if more { " …" } else { "" })
 }
 
+/// Formats a scalar's `value` (its raw little-endian bits, as the record carries it) as a value of
+/// `dtype`: FLOAT32 bits `1056964608` print `0.5`; an unknown dtype prints the bits in decimal.
+///
+/// # Examples
+/// ```
+/// use ferry_dfx::output::views::format_scalar;
+/// assert_eq!(format_scalar("FLOAT32", u64::from(0.5f32.to_bits())), "0.5");
+/// assert_eq!(format_scalar("INT32", u64::from((-3i32) as u32)), "-3");
+/// assert_eq!(format_scalar("UINT64", 42), "42");
+/// assert_eq!(format_scalar("MYSTERY", 7), "7");
+/// ```
+pub fn format_scalar(dtype: &str, bits: u64) -> String {
+    match DType::from_name(dtype) {
+        Some(dt) => format_payload(dtype, &bits.to_le_bytes()[..dt.size()], 1),
+        None => bits.to_string(),
+    }
+}
+
 /// The `ferry dump` listing of the arguments that pass `f`.
 pub fn dump_list(d: &ArgsDump, f: &DumpFilter) -> String {
     let mut s = String::new();
@@ -407,7 +461,7 @@ pub fn dump_list(d: &ArgsDump, f: &DumpFilter) -> String {
             a.task_id, a.stage, a.arg_index, a.role, a.kind, a.dtype, a.shape
         );
         if let Some(v) = a.value {
-            let _ = write!(s, " value {v}");
+            let _ = write!(s, " value {}", format_scalar(&a.dtype, v));
         }
         if let Some(p) = d.payload(a) {
             let _ = write!(s, " bytes {} = [{}]", p.len(), format_payload(&a.dtype, p, 8));
@@ -444,7 +498,7 @@ pub fn dump_export(d: &ArgsDump, f: &DumpFilter, out: &Path) -> Result<Vec<PathB
             a.task_id, a.stage, a.arg_index, a.role, a.kind, a.dtype, a.shape, a.strides, a.start_offset
         );
         if let Some(v) = a.value {
-            let _ = writeln!(text, "value {v}");
+            let _ = writeln!(text, "value {}", format_scalar(&a.dtype, v));
         }
         if let Some(p) = d.payload(a) {
             let _ = writeln!(text, "values {}", format_payload(&a.dtype, p, usize::MAX));
@@ -615,12 +669,21 @@ pub struct ScopeUsage {
     /// Peak / capacity per metric (task window, heap, dep pool, tensormap); `None` without a
     /// capacity.
     pub risk: [Option<f64>; 4],
+    /// Whether the heap's fill counts as risk: not when the capacity is the run's own
+    /// reservation ([`ScopeStats::heap_reserved`]), which a run sized to its need fills by
+    /// construction.
+    pub heap_is_risk: bool,
 }
 
 impl ScopeUsage {
-    /// The worst risk.
+    /// The worst risk among the metrics that count ([`heap_is_risk`](Self::heap_is_risk)).
     pub fn worst(&self) -> f64 {
-        self.risk.iter().flatten().copied().fold(0.0, f64::max)
+        self.risk
+            .iter()
+            .enumerate()
+            .filter(|&(i, _)| i != 1 || self.heap_is_risk)
+            .filter_map(|(_, r)| *r)
+            .fold(0.0, f64::max)
     }
 }
 
@@ -684,6 +747,7 @@ pub fn scope_usage(s: &ScopeStats) -> (Vec<ScopeUsage>, usize) {
                         frac(dp.0, ring_cap(&s.dep_pool_max, r.ring)),
                         frac(r.tensormap, (s.tensormap_max > 0).then_some(s.tensormap_max)),
                     ],
+                    heap_is_risk: !s.heap_reserved,
                 });
             }
         }
@@ -707,8 +771,10 @@ pub fn scopes_html(s: &ScopeStats) -> String {
     let mut svg = format!("<svg width=\"{}\" height=\"{h}\">\n", label_w + bar_w + 80.0);
     let mut y = 0.0;
     for u in &usage {
-        for (m, r) in metrics.iter().zip(u.risk) {
+        for (i, (m, r)) in metrics.iter().zip(u.risk).enumerate() {
             let r = r.unwrap_or(0.0);
+            // A reservation's fill is shown in a neutral colour: it is no risk.
+            let fill = if i == 1 && !u.heap_is_risk { "#7f7f7f" } else { colour(r) };
             let _ = writeln!(
                 svg,
                 "<text x=\"4\" y=\"{}\">{} r{} {}</text><rect x=\"{label_w}\" y=\"{}\" width=\"{:.1}\" height=\"{}\" fill=\"{}\"><title>{:.1}% of capacity</title></rect><text x=\"{}\" y=\"{}\">{:.1}%</text>",
@@ -719,7 +785,7 @@ pub fn scopes_html(s: &ScopeStats) -> String {
                 y + 2.0,
                 (r.min(1.0) * bar_w).max(1.0),
                 row_h - 4.0,
-                colour(r),
+                fill,
                 r * 100.0,
                 label_w + bar_w + 4.0,
                 y + 12.0,
@@ -759,13 +825,19 @@ pub fn scopes_html(s: &ScopeStats) -> String {
     }
     table.push_str("</table>\n");
     let body = format!(
-        "<p>{} scopes; {} unmatched begin/end records; {} records, {} dropped{}. Risk = peak / \
-capacity: danger &ge; 80 %, warn &ge; 50 %.</p>\n{svg}{table}",
-        usage.len(),
+        "<p>{}; {} unmatched begin/end records; {} records, {} dropped{}. Risk = peak / \
+capacity: danger &ge; 80 %, warn &ge; 50 %{}.</p>\n{svg}{table}",
+        plural(usage.len() as u64, "scope", "scopes"),
         unmatched,
         s.total,
         s.dropped,
-        if s.fatal { "; FATAL latched" } else { "" }
+        if s.fatal { "; FATAL latched" } else { "" },
+        if s.heap_reserved {
+            "; the heap's capacity is the run's own scratch reservation, sized to what it asked \
+             for, so its fill (grey) is shown but is no risk"
+        } else {
+            ""
+        }
     );
     page("ferry scope stats", &body)
 }

@@ -25,6 +25,7 @@ use super::args::{write_args_json_ticked, ARGS_BIN_FILE, ARGS_DIR, ARGS_FILE};
 use super::atomic::{write_atomic, AtomicWriter, Written};
 use super::deps::{write_deps_ticked, DEPS_FILE};
 use super::model::{RunModel, Subsystem};
+use super::name_map::{name_map_file, write_name_map, NameMap, DEFAULT_CASE, NAME_MAP_LABEL};
 use super::pmu::{write_pmu_ticked, PMU_FILE, PMU_LOSS_FILE};
 use super::scopes::{write_scopes_ticked, SCOPES_DIR, SCOPES_FILE};
 use super::stream::Ticker;
@@ -252,6 +253,12 @@ impl FileJob {
                 let l = loss(Subsystem::ChipSwimlane);
                 f.write(dir.join(SWIMLANE_FILE), SWIMLANE_FILE, |w, t| {
                     write_swimlane_ticked(w, &run.meta, &run.kernels, sw, &l, t)
+                })?;
+                // Beside the records, the names the original tools label kernels with.
+                let case = run.meta.case.as_deref().unwrap_or(DEFAULT_CASE);
+                let map = NameMap::of_run(run);
+                f.write(dir.join(name_map_file(case)), NAME_MAP_LABEL, |w, _| {
+                    write_name_map(w, &map)
                 })
             }
             FileJob::Pmu => {
@@ -566,12 +573,12 @@ mod tests {
         jobs.sort();
         jobs.dedup();
         assert_eq!(jobs.len(), 5, "every job written: {jobs:?}");
-        // Seven files, none twice.
+        // Eight files (the name map beside the swimlane), none twice.
         let mut paths: Vec<&Path> = a.files.iter().chain(&b.files).map(|(_, f)| &*f.path).collect();
         paths.sort();
         let n = paths.len();
         paths.dedup();
-        assert_eq!((n, paths.len()), (7, 7));
+        assert_eq!((n, paths.len()), (8, 8));
         assert_eq!(q.done.load(Ordering::Relaxed), run.record_count());
         let stopped = queue(FileJob::for_run(&run));
         stopped.failed.store(true, Ordering::Relaxed);

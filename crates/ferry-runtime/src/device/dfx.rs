@@ -847,7 +847,8 @@ impl ThreadDfx {
                     role: ARG_ROLE_SCALAR,
                     stage,
                     arg_index: task.n_tensors + k as u32,
-                    dtype: DType::UInt64 as u8,
+                    // By the kernel's signature: an f32 scalar dumps as FLOAT32 bits.
+                    dtype: super::kernels::scalar_dtype(task.kernel, k) as u8,
                     is_contiguous: 1,
                     kind: ARG_KIND_SCALAR,
                     scalar_value: v,

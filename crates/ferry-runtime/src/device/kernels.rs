@@ -27,6 +27,8 @@
 //! object the AICPU OS loads, so the runtime keeps the kernels it validates (shapes, block
 //! counts, typed [`KernelFault`]s) next to the executor. An unknown id is refused at submission
 //! ([`crate::SubmitError::UnknownKernel`]) on every path.
+use ferry_abi::records::DType;
+
 use super::image::F32Slice;
 use crate::error::KernelFault;
 
@@ -72,6 +74,10 @@ pub struct KernelSpec {
     pub tensors: (u32, u32),
     /// Scalars required.
     pub scalars: u32,
+    /// The dtype of each scalar, in order (`scalars` entries): how its 64 raw bits are read
+    /// (`FLOAT32`: the low 32 bits are an `f32`). The ArgsDump writes it, so dumps print
+    /// `0.5` instead of the bits `1056964608`.
+    pub scalar_dtypes: &'static [DType],
     /// Most SPMD blocks.
     pub max_blocks: u32,
 }
@@ -86,6 +92,7 @@ pub const KERNELS: [KernelSpec; KERNEL_COUNT as usize] = [
         core: CoreKind::Aiv,
         tensors: (3, 3),
         scalars: 0,
+        scalar_dtypes: &[],
         max_blocks: SPMD,
     },
     KernelSpec {
@@ -94,6 +101,7 @@ pub const KERNELS: [KernelSpec; KERNEL_COUNT as usize] = [
         core: CoreKind::Aiv,
         tensors: (3, 3),
         scalars: 0,
+        scalar_dtypes: &[],
         max_blocks: SPMD,
     },
     KernelSpec {
@@ -102,6 +110,7 @@ pub const KERNELS: [KernelSpec; KERNEL_COUNT as usize] = [
         core: CoreKind::Aiv,
         tensors: (1, 2),
         scalars: 1,
+        scalar_dtypes: &[DType::Float32],
         max_blocks: SPMD,
     },
     KernelSpec {
@@ -110,6 +119,7 @@ pub const KERNELS: [KernelSpec; KERNEL_COUNT as usize] = [
         core: CoreKind::Aiv,
         tensors: (2, 2),
         scalars: 0,
+        scalar_dtypes: &[],
         max_blocks: SPMD,
     },
     KernelSpec {
@@ -118,6 +128,7 @@ pub const KERNELS: [KernelSpec; KERNEL_COUNT as usize] = [
         core: CoreKind::Aiv,
         tensors: (1, 2),
         scalars: 1,
+        scalar_dtypes: &[DType::Float32],
         max_blocks: SPMD,
     },
     KernelSpec {
@@ -126,6 +137,7 @@ pub const KERNELS: [KernelSpec; KERNEL_COUNT as usize] = [
         core: CoreKind::Aic,
         tensors: (4, 4),
         scalars: 3,
+        scalar_dtypes: &[DType::UInt64, DType::UInt64, DType::Float32],
         max_blocks: 1,
     },
     KernelSpec {
@@ -134,9 +146,16 @@ pub const KERNELS: [KernelSpec; KERNEL_COUNT as usize] = [
         core: CoreKind::Aiv,
         tensors: (2, 2),
         scalars: 2,
+        scalar_dtypes: &[DType::UInt64, DType::UInt64],
         max_blocks: 1,
     },
 ];
+
+/// The dtype of scalar `index` of kernel `id` (`UINT64` for an unknown kernel or index: the raw
+/// bits).
+pub fn scalar_dtype(id: u32, index: usize) -> DType {
+    spec(id).and_then(|s| s.scalar_dtypes.get(index)).copied().unwrap_or(DType::UInt64)
+}
 
 /// The spec of kernel `id`, if it exists.
 pub fn spec(id: u32) -> Option<&'static KernelSpec> {
@@ -277,6 +296,17 @@ pub fn execute(call: &KernelCall<'_>) -> Result<(), KernelFault> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_scalar_has_a_dtype() {
+        for k in &KERNELS {
+            assert_eq!(k.scalar_dtypes.len(), k.scalars as usize, "{}", k.name);
+        }
+        assert_eq!(scalar_dtype(K_SCALE, 0), DType::Float32);
+        assert_eq!(scalar_dtype(K_ATTN_PARTIAL, 1), DType::UInt64);
+        assert_eq!(scalar_dtype(K_ATTN_PARTIAL, 2), DType::Float32);
+        assert_eq!(scalar_dtype(999, 0), DType::UInt64);
+    }
 
     #[test]
     fn block_ranges_tile_the_output() {

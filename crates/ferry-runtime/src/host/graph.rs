@@ -26,6 +26,8 @@ pub struct GraphBuilder<'a> {
     scratch: (u64, u64),
     scratch_used: u64,
     check: Option<&'a dyn Fn(u64, u64) -> bool>,
+    /// Host ns (`ferry_dfx::output::host_now_ns`) around each accepted submit, by submit index.
+    submit_ns: Vec<(u64, u64)>,
 }
 
 impl std::fmt::Debug for GraphBuilder<'_> {
@@ -53,12 +55,30 @@ impl<'a> GraphBuilder<'a> {
             scratch,
             scratch_used: 0,
             check,
+            submit_ns: Vec::new(),
         }
     }
 
     /// The recorded tasks.
     pub fn tasks(&self) -> &[ResolvedTask] {
         &self.tasks
+    }
+
+    /// The host orchestrator's submits so far, in the swimlane's `host_orchestrator_phases`
+    /// form: one per recorded task, `task_id` = its submit index (the device's task id unless
+    /// a prebuilt workload's forward dependencies renumber the graph in [`finish`](Self::finish)),
+    /// with the host ns around the submit.
+    pub fn host_phases(&self) -> Vec<ferry_dfx::output::HostOrchPhase> {
+        self.submit_ns
+            .iter()
+            .enumerate()
+            .map(|(i, &(start, end))| ferry_dfx::output::HostOrchPhase {
+                submit_idx: i as u32,
+                task_id: i as u64,
+                start_host_ns: start,
+                end_host_ns: end,
+            })
+            .collect()
     }
 
     /// Predecessors of each task (sorted, unique).
@@ -79,6 +99,13 @@ impl<'a> GraphBuilder<'a> {
     }
 
     fn submit_inner(&mut self, task: &Task, extra: &[u64]) -> Result<TaskId, SubmitError> {
+        let start = ferry_dfx::output::host_now_ns();
+        let id = self.submit_untimed(task, extra)?;
+        self.submit_ns.push((start, ferry_dfx::output::host_now_ns()));
+        Ok(id)
+    }
+
+    fn submit_untimed(&mut self, task: &Task, extra: &[u64]) -> Result<TaskId, SubmitError> {
         let seq = self.tasks.len() as u64;
         let tensors = &self.tensors;
         let r = resolve(seq, task, &|i| tensors.get(i as usize).copied(), tensors.len() as u32)?;

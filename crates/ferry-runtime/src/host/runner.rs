@@ -327,6 +327,7 @@ pub struct PreparedRun {
     tensors: Vec<(DevicePtr, u64, bool)>,
     variant: Variant,
     planned: Option<u64>,
+    host_orchestration: Option<ferry_dfx::output::HostOrchestration>,
 }
 
 impl std::fmt::Debug for PreparedRun {
@@ -342,6 +343,13 @@ impl PreparedRun {
     /// Tasks the run will execute, when known before launch (host-built graphs).
     pub fn planned_tasks(&self) -> Option<u64> {
         self.planned
+    }
+
+    /// The host orchestrator's record of a host-built run: when it started, and the host time
+    /// of every submit (`None` for a device-orchestrated run). It goes into the swimlane file
+    /// as `host_orchestrator_phases` with `orchestrator_source: "host"`.
+    pub fn host_orchestration(&self) -> Option<&ferry_dfx::output::HostOrchestration> {
+        self.host_orchestration.as_ref()
     }
 
     /// The `KernelArgs` the AICPU exec entry receives.
@@ -769,17 +777,27 @@ impl DeviceRunner {
         };
         let infos: Vec<TensorInfo> =
             tensors.iter().map(|&(p, b, _)| TensorInfo { addr: p.0, len: b / 4 }).collect();
+        let mut host_orchestration = None;
         let graph = match (callable.variant, &callable.source) {
             (Variant::DeviceOrchestrated, _) => None,
             (Variant::HostBuiltGraph, source) => {
                 let check = |a: u64, b: u64| dev.translate(DevicePtr(a), b).is_ok();
+                let origin_ns = ferry_dfx::output::host_now_ns();
                 let mut gb =
                     GraphBuilder::new(infos.clone(), args.scalars.clone(), scratch, Some(&check));
                 match source {
                     Source::Orch(f) => f(&mut gb).map_err(DeviceFault::Submit)?,
                     Source::Prebuilt(tasks) => gb.record_prebuilt(tasks)?,
                 }
-                Some(gb.finish()?)
+                let phases = gb.host_phases();
+                let g = gb.finish()?;
+                host_orchestration = Some(ferry_dfx::output::HostOrchestration {
+                    clock_domain_id: ferry_dfx::output::host_clock_domain_id(),
+                    origin_ns,
+                    expected_records: g.tasks.len() as u64,
+                    phases,
+                });
+                Some(g)
             }
         };
         let (image_bytes, hdr) =
@@ -838,6 +856,7 @@ impl DeviceRunner {
             tensors,
             variant: callable.variant,
             planned: graph.as_ref().map(|g| g.tasks.len() as u64),
+            host_orchestration,
         })
     }
 

@@ -52,6 +52,7 @@ use crate::device::dfx::{
 };
 use crate::device::sched::cluster_of;
 
+mod anchors;
 mod cost;
 mod deps;
 mod layout;
@@ -59,6 +60,7 @@ mod memory;
 mod replay;
 mod sinks;
 
+pub use anchors::sample_clock_anchors;
 pub use cost::{cost_configs, storm_model, subsystem_costs, CostRow};
 pub use memory::{SimCycleClock, SimDeviceMemory};
 pub use replay::{replay_task, ReplayArg, ReplayError};
@@ -574,7 +576,10 @@ impl DfxSession {
                 total: lines.iter().map(|l| l.produced).sum(),
                 dropped: lines.iter().map(|l| l.dropped).sum(),
                 task_window_max: [i64::from(c.task_window); abi::SCOPE_RINGS],
+                // The heap is the run's scratch arena: reserved at what the run asked for, so
+                // its fill is no ring pressure (see `ScopeStats::heap_reserved`).
                 heap_max: [c.scratch_bytes; abi::SCOPE_RINGS],
+                heap_reserved: true,
                 dep_pool_max: [i64::from(c.task_window) * 16; abi::SCOPE_RINGS],
                 tensormap_max: i64::from(c.task_window) * 64,
                 ..ScopeStats::default()
