@@ -24,7 +24,7 @@ enum What {
 #[derive(Debug, Args)]
 struct HandshakeArgs {
     /// Chip generation.
-    #[arg(long, default_value = "a2a3", value_parser = crate::info::parse_arch)]
+    #[arg(long, default_value = "a2a3", value_parser = crate::info::arch_parser())]
     arch: Arch,
     /// AIC (cube) workers.
     #[arg(long, default_value_t = 2)]
