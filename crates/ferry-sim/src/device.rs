@@ -741,8 +741,20 @@ impl Device {
         loop {
             // Relaxed: see `evict_queues`.
             let until = self.0.evicted_until.load(Ordering::Relaxed);
+            if until == 0 {
+                // Never evicted, or restored: no clock read on a stream op's path.
+                return waited;
+            }
             let now = self.0.epoch.elapsed().as_nanos().min(u64::MAX as u128) as u64;
             if until <= now {
+                // Restored: clear the deadline unless a later eviction replaced it meanwhile.
+                // Relaxed: as above.
+                let _ = self.0.evicted_until.compare_exchange(
+                    until,
+                    0,
+                    Ordering::Relaxed,
+                    Ordering::Relaxed,
+                );
                 return waited;
             }
             waited = true;

@@ -512,10 +512,11 @@ fn worker(s: Arc<Shared>) {
 fn run(s: &Shared, op: Op) -> Result<(), DeviceError> {
     match op {
         Op::Segments { kind, segments, done } => {
-            // Held for this op only: between ops the worker does not keep its device alive.
-            let d = &s.device()?;
-            let res =
-                segments.iter().try_for_each(|g| copy_one(d, kind, g.src, g.dst, g.len, None));
+            // Held for this op only: between ops the worker does not keep its device alive. The
+            // result always reaches `done`, a missing device included: its caller waits for it.
+            let res = s.device().and_then(|d| {
+                segments.iter().try_for_each(|g| copy_one(&d, kind, g.src, g.dst, g.len, None))
+            });
             *lock(&done) = Some(res);
             Ok(())
         }

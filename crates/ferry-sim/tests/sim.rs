@@ -506,14 +506,14 @@ fn an_eviction_stops_a_devices_queues_for_its_length_and_only_that_device() {
     d0.evict_queues(std::time::Duration::from_millis(150));
     let t = std::time::Instant::now();
     d1.copy_htod(&[1; 64], b1).unwrap();
-    assert!(t.elapsed() < std::time::Duration::from_millis(100), "device 1 is not evicted");
+    assert_eq!(d1.counters().eviction_waits, 0, "device 1 is not evicted");
     d0.copy_htod(&[2; 64], b0).unwrap();
+    // A lower bound only: the eviction's length is a floor, whatever the machine's load.
     assert!(t.elapsed() >= std::time::Duration::from_millis(150), "device 0 waited");
     let c = d0.counters();
     assert_eq!((c.queue_evictions, c.eviction_waits), (1, 1));
-    let t = std::time::Instant::now();
     d0.copy_htod(&[3; 64], b0).unwrap();
-    assert!(t.elapsed() < std::time::Duration::from_millis(100), "restored");
+    assert_eq!(d0.counters().eviction_waits, 1, "restored: the next copy does not wait");
 }
 
 /// The null stream lives inside its device; it used to hold the device strongly, so a device

@@ -502,8 +502,9 @@ impl RunningEngine {
             Err(e)
         };
         let mut drains = Vec::with_capacity(self.drains.len());
-        while let Some(h) = (!self.drains.is_empty()).then(|| self.drains.remove(0)) {
-            match try_join(h) {
+        // One at a time out of `self.drains`: on an error, `Drop` joins the ones left there.
+        while !self.drains.is_empty() {
+            match try_join(self.drains.remove(0)) {
                 Ok(d) => drains.push(d),
                 Err(e) => return fail(&mut self, e),
             }
