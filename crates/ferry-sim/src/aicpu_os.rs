@@ -651,6 +651,36 @@ fn with_chip<R>(f: impl FnOnce(&LaunchTl) -> R) -> Option<R> {
     CURRENT.with(|c| c.borrow().as_ref().map(f))
 }
 
+/// `f` over the calling thread's own chip, borrowed: an AICPU thread's launch chip or the chip
+/// whose AICore entry the thread runs. `None` on other threads or when `f` declines. The hot
+/// services (register accesses, waits, notifications) take this path first: it touches no
+/// lock and no shared reference count, which 28 chip threads on two cores would contend.
+fn on_thread_chip<R>(mut f: impl FnMut(&Chip) -> Option<R>) -> Option<R> {
+    CURRENT
+        .with(|c| c.borrow().as_ref().and_then(|tl| f(&tl.chip)))
+        .or_else(|| crate::cores::with_core_chip(f))
+}
+
+/// `f(chip, window, register)` for the chip whose register windows hold `addr` (the calling
+/// thread's own chip first, then the attached chips); `Ok(None)` when no chip has `addr` or the
+/// device is gone, `Err(())` when `f` panicked.
+fn with_window<R>(
+    ctx: *const c_void,
+    addr: u64,
+    mut f: impl FnMut(&Chip, u32, u32) -> R,
+) -> Result<Option<R>, ()> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        if let Some(r) = on_thread_chip(|c| window_of(c, addr).map(|(i, r)| f(c, i, r))) {
+            return Some(r);
+        }
+        // SAFETY: as in `with_os`.
+        let sc = unsafe { &*ctx.cast::<ServicesCtx>() };
+        let os = AicpuOs::new(Device(sc.device.upgrade()?));
+        os.chip_for(addr).map(|(c, i, r)| f(&c, i, r))
+    }))
+    .map_err(drop)
+}
+
 // ---------------------------------------------------------------------------------------------
 // AicpuOs
 // ---------------------------------------------------------------------------------------------
@@ -1234,27 +1264,23 @@ fn window_of(chip: &Chip, addr: u64) -> Option<(u32, u32)> {
 }
 
 extern "C" fn svc_reg_read(ctx: *const c_void, addr: u64) -> u32 {
-    with_os(ctx, 0, |os| os.chip_for(addr).map_or(0, |(c, i, r)| c.window(i).read(r)))
+    with_window(ctx, addr, |c, i, r| c.window(i).read(r)).ok().flatten().unwrap_or(0)
 }
 
 extern "C" fn svc_reg_write_aicpu(ctx: *const c_void, addr: u64, value: u32) -> i32 {
-    with_os(ctx, STATUS_PANIC, |os| match os.chip_for(addr) {
-        Some((c, i, r)) => {
-            c.window(i).aicpu_write(r, value);
-            STATUS_OK
-        }
-        None => STATUS_BAD_ADDRESS,
-    })
+    match with_window(ctx, addr, |c, i, r| c.window(i).aicpu_write(r, value)) {
+        Ok(Some(())) => STATUS_OK,
+        Ok(None) => STATUS_BAD_ADDRESS,
+        Err(()) => STATUS_PANIC,
+    }
 }
 
 extern "C" fn svc_reg_write_core(ctx: *const c_void, addr: u64, value: u32) -> i32 {
-    with_os(ctx, STATUS_PANIC, |os| match os.chip_for(addr) {
-        Some((c, i, r)) => {
-            c.window(i).core_write(r, value);
-            STATUS_OK
-        }
-        None => STATUS_BAD_ADDRESS,
-    })
+    match with_window(ctx, addr, |c, i, r| c.window(i).core_write(r, value)) {
+        Ok(Some(())) => STATUS_OK,
+        Ok(None) => STATUS_BAD_ADDRESS,
+        Err(()) => STATUS_PANIC,
+    }
 }
 
 fn timeout_of(ns: u64) -> Option<Duration> {
@@ -1268,14 +1294,16 @@ extern "C" fn svc_core_wait(
     user: *mut c_void,
     timeout_ns: u64,
 ) -> u64 {
-    with_os(ctx, 0, |os| {
-        let Some((c, i, r)) = os.chip_for(addr) else { return 0 };
+    with_window(ctx, addr, |c, i, r| {
         // SAFETY: `pred` and `user` come from the waiting program, which keeps `user` alive for
         // the call (services contract); the predicate does not unwind.
         let hit =
             c.window(i).core_wait(r, |v| unsafe { pred(user, v) } != 0, timeout_of(timeout_ns));
         hit.map_or(0, |v| WAIT_SATISFIED | u64::from(v))
     })
+    .ok()
+    .flatten()
+    .unwrap_or(0)
 }
 
 extern "C" fn svc_aicpu_wait(
@@ -1284,19 +1312,32 @@ extern "C" fn svc_aicpu_wait(
     user: *mut c_void,
     timeout_ns: u64,
 ) -> u8 {
-    with_os(ctx, 0, |os| {
-        let Some(c) = os.aicpu_chip() else { return 0 };
+    let wait = |c: &Chip| {
         // SAFETY: as in `svc_core_wait`.
         u8::from(c.aicpu_bell().wait_until(|| unsafe { cond(user) } != 0, timeout_of(timeout_ns)))
-    })
+    };
+    let fast = std::panic::catch_unwind(|| on_thread_chip(|c| Some(wait(c))));
+    match fast {
+        Ok(Some(r)) => r,
+        Err(_) => 0,
+        Ok(None) => with_os(ctx, 0, |os| os.aicpu_chip().map_or(0, |c| wait(&c))),
+    }
 }
 
 extern "C" fn svc_notify_aicpu(ctx: *const c_void) {
-    with_os(ctx, (), |os| {
-        if let Some(c) = os.aicpu_chip() {
-            c.aicpu_bell().ring();
-        }
-    })
+    let ring = |c: &Chip| c.aicpu_bell().ring();
+    let rung = |c: &Chip| {
+        ring(c);
+        Some(())
+    };
+    match std::panic::catch_unwind(|| on_thread_chip(rung)) {
+        Ok(Some(())) | Err(_) => {}
+        Ok(None) => with_os(ctx, (), |os| {
+            if let Some(c) = os.aicpu_chip() {
+                ring(&c);
+            }
+        }),
+    }
 }
 
 extern "C" fn svc_notify_host(ctx: *const c_void, key: u64, queue: u32) {

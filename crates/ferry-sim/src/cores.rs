@@ -498,11 +498,12 @@ impl Chip {
                 window: self.0.windows[i as usize].clone(),
                 handshake: self.handshake(i),
             };
-            let (e, d) = (entry.clone(), done.clone());
+            let (e, d, chip) = (entry.clone(), done.clone(), self.clone());
             let run = move || {
                 if !latency.is_zero() {
                     std::thread::sleep(latency);
                 }
+                let _chip = CoreChip::enter(chip);
                 e(ctx)
             };
             if !self.0.cores[i as usize].give((Box::new(run), d)) {
@@ -539,6 +540,33 @@ impl Chip {
         }
         Ok(done)
     }
+}
+
+thread_local! {
+    /// The chip whose AICore entry this thread is running (set for the entry's duration), so
+    /// the OS services resolve a core's register accesses without a lock or a reference count.
+    static CORE_CHIP: std::cell::RefCell<Option<Chip>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Marks the calling core thread as running an entry of `chip` until dropped.
+struct CoreChip;
+
+impl CoreChip {
+    fn enter(chip: Chip) -> CoreChip {
+        CORE_CHIP.with(|c| *c.borrow_mut() = Some(chip));
+        CoreChip
+    }
+}
+
+impl Drop for CoreChip {
+    fn drop(&mut self) {
+        CORE_CHIP.with(|c| *c.borrow_mut() = None);
+    }
+}
+
+/// `f` over the chip whose AICore entry the calling thread runs; `None` on any other thread.
+pub(crate) fn with_core_chip<R>(f: impl FnOnce(&Chip) -> Option<R>) -> Option<R> {
+    CORE_CHIP.with(|c| c.borrow().as_ref().and_then(f))
 }
 
 fn catch(f: impl FnOnce() -> Result<(), String>) -> Result<(), String> {
