@@ -122,11 +122,40 @@ pub struct Written {
 /// Size of the buffer between a writer and its temp file.
 pub const WRITE_BUFFER_BYTES: usize = 1 << 20;
 
+/// Written bytes after which [`write_atomic`] asks the kernel to start writing them back
+/// (Linux `sync_file_range(SYNC_FILE_RANGE_WRITE)`, which does not wait), so the disk works
+/// while the next bytes are produced and the final fsync finds little left to flush. A
+/// 90 MB output directory otherwise spends ~0.5 s in fsyncs after its bytes were ready.
+pub(crate) const WRITEBACK_CHUNK_BYTES: u64 = 8 << 20;
+
 /// Counts and hashes the bytes its file accepted.
 struct Counted {
     file: File,
     bytes: u64,
     hash: Xxh3,
+    /// Bytes already handed to the kernel's writeback.
+    kicked: u64,
+}
+
+impl Counted {
+    /// Starts the writeback of what was written since the last kick, once a chunk has
+    /// accumulated. Advisory: a failure here resurfaces at the final fsync, which is checked.
+    fn kick_writeback(&mut self) {
+        if self.bytes - self.kicked < WRITEBACK_CHUNK_BYTES {
+            return;
+        }
+        #[cfg(target_os = "linux")]
+        {
+            use std::os::fd::AsRawFd;
+            let (off, len) =
+                (self.kicked as libc::off64_t, (self.bytes - self.kicked) as libc::off64_t);
+            // SAFETY: sync_file_range takes no pointers; the descriptor is this open file's.
+            let _ = unsafe {
+                libc::sync_file_range(self.file.as_raw_fd(), off, len, libc::SYNC_FILE_RANGE_WRITE)
+            };
+        }
+        self.kicked = self.bytes;
+    }
 }
 
 impl Write for Counted {
@@ -134,6 +163,7 @@ impl Write for Counted {
         let n = self.file.write(buf)?;
         self.bytes += n as u64;
         self.hash.update(&buf[..n]);
+        self.kick_writeback();
         Ok(n)
     }
 
@@ -206,12 +236,12 @@ where
     let mut w = AtomicWriter {
         inner: BufWriter::with_capacity(
             WRITE_BUFFER_BYTES,
-            Counted { file, bytes: 0, hash: Xxh3::new() },
+            Counted { file, bytes: 0, hash: Xxh3::new(), kicked: 0 },
         ),
     };
     write(&mut w)?;
     w.flush()?;
-    let Counted { file, bytes, hash } = w.inner.into_inner().map_err(|e| e.into_error())?;
+    let Counted { file, bytes, hash, .. } = w.inner.into_inner().map_err(|e| e.into_error())?;
     file.sync_all()?;
     drop(file);
     fs::rename(&tmp, path)?;
@@ -319,6 +349,25 @@ mod tests {
         // The hash is the content's, as a reader computes it.
         assert_eq!(n, hash_file(&p).unwrap());
         assert_eq!(n.xxh3, xxhash_rust::xxh3::xxh3_64(&fs::read(&p).unwrap()));
+        fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn a_file_past_several_writeback_chunks_is_whole_and_hashed() {
+        let d = tmpdir("writeback");
+        let p = d.join("large.bin");
+        let chunk = WRITEBACK_CHUNK_BYTES as usize;
+        // Writes that end inside, exactly at and past chunk boundaries.
+        let parts: Vec<Vec<u8>> = [chunk - 5, 5, chunk + 11, 3]
+            .iter()
+            .enumerate()
+            .map(|(i, &n)| vec![i as u8 + 1; n])
+            .collect();
+        let n = write_atomic(&p, |w| parts.iter().try_for_each(|b| w.write_all(b))).unwrap();
+        let back = fs::read(&p).unwrap();
+        assert_eq!(back, parts.concat());
+        assert_eq!(n.bytes as usize, 2 * chunk + 14);
+        assert_eq!(n.xxh3, xxhash_rust::xxh3::xxh3_64(&back));
         fs::remove_dir_all(&d).unwrap();
     }
 
