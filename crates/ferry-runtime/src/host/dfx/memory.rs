@@ -28,17 +28,26 @@ pub(super) struct SimAlloc {
     device: Device,
     pub(super) ptr: DevicePtr,
     len: u64,
+    /// Host and device share these bytes (SVM): range synchronisation is a no-op.
+    svm: bool,
 }
 
 impl SimAlloc {
     pub(super) fn new(device: &Device, len: u64) -> Result<Arc<SimAlloc>, DfxError> {
         let setup = |e: &dyn std::fmt::Display| DfxError::Setup(e.to_string());
         let ptr = device.malloc(len.max(64)).map_err(|e| setup(&e))?;
-        let a = Arc::new(SimAlloc { device: device.clone(), ptr, len });
-        // A recycled allocation keeps its old bytes: zero both views before anyone uses them.
         let mem = device.memory();
-        let host = mem.host_ptr(ptr, len).map_err(|e| setup(&e))?;
-        let dev = mem.device_ptr(ptr, len).map_err(|e| setup(&e))?;
+        let host = mem.host_ptr(ptr, len).map_err(|e| setup(&e));
+        let dev = mem.device_ptr(ptr, len).map_err(|e| setup(&e));
+        let (host, dev) = match (host, dev) {
+            (Ok(h), Ok(d)) => (h, d),
+            (Err(e), _) | (_, Err(e)) => {
+                let _ = device.free(ptr);
+                return Err(e);
+            }
+        };
+        let a = Arc::new(SimAlloc { device: device.clone(), ptr, len, svm: host == dev });
+        // A recycled allocation keeps its old bytes: zero both views before anyone uses them.
         for p in if host == dev { vec![dev] } else { vec![dev, host] } {
             // SAFETY: `p` points at `len` bytes of the live allocation just made, which no one
             // else can reach yet.
@@ -110,6 +119,13 @@ impl DeviceMemory for SimDeviceMemory {
     }
     fn write_range_to_device(&self, off: usize, len: usize) -> Result<(), MemError> {
         let p = self.range(off, len)?;
+        if self.alloc.svm {
+            // One set of bytes: nothing to copy, and the range is inside this live allocation
+            // (checked above; `self` keeps it alive). The simulator's own check would take the
+            // device allocator's lock on every poll of a ready queue, which the device's
+            // translations contend for.
+            return Ok(());
+        }
         self.alloc
             .device
             .memory()
@@ -118,6 +134,10 @@ impl DeviceMemory for SimDeviceMemory {
     }
     fn read_range_from_device(&self, off: usize, len: usize) -> Result<(), MemError> {
         let p = self.range(off, len)?;
+        if self.alloc.svm {
+            // As in `write_range_to_device`.
+            return Ok(());
+        }
         self.alloc
             .device
             .memory()
@@ -126,6 +146,10 @@ impl DeviceMemory for SimDeviceMemory {
     }
     unsafe fn read_owned_from_device(&self, off: usize, len: usize) -> Result<(), MemError> {
         let p = self.range(off, len)?;
+        if self.alloc.svm {
+            // As in `write_range_to_device`.
+            return Ok(());
+        }
         // SAFETY: the caller guarantees nobody writes the range meanwhile, which is the
         // simulator's contract for the bulk copy.
         unsafe { self.alloc.device.memory().read_owned_range_from_device(p, len as u64) }
