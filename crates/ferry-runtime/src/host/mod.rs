@@ -15,6 +15,7 @@
 //! half linked into this process ([`crate::device::program::AicpuProgram`]) is called on the
 //! chip's AICPU threads and plain orchestration functions serve as device-orchestrated
 //! callables.
+mod config;
 pub mod dfx;
 pub mod graph;
 mod handshake;
