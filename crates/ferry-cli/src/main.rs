@@ -4,6 +4,7 @@
 mod analysis;
 mod bench;
 mod bench_dfx;
+mod bench_launch;
 mod deps;
 mod device_opts;
 mod diagnose;

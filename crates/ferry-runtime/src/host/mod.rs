@@ -19,6 +19,7 @@ mod config;
 pub mod dfx;
 pub mod graph;
 mod handshake;
+mod repeat;
 mod runner;
 mod sim_ops;
 mod slots;
@@ -30,6 +31,7 @@ pub use ferry_launch::loader::LoadMethod;
 /// The device profile and Path B fixes a runner's platform is built with.
 pub use ferry_sim::profile::{DeviceProfile, PathBFixes};
 pub use handshake::CoreHandshake;
+pub use repeat::{RepeatError, RepeatReport};
 pub use runner::{
     Callable, DeviceRunner, LaunchPath, LaunchedRun, PreparedRun, RunArgs, RunOutput, RunStats,
     RunnerConfig, TensorInit, Variant, MAX_LAUNCH_SLOTS, ROUTE_PREFIX_BYTES,
