@@ -268,4 +268,8 @@ pub struct RunOutput {
     pub tensors: Vec<Option<Vec<f32>>>,
     /// Figures.
     pub stats: RunStats,
+    /// The a5 host-built graph's scheduler diagnostics: the run its scheduler records belong to
+    /// and the resident scheduler state it published (launch metadata). `None` for runs that
+    /// stage no metadata. Taken only from the run's own successful publication.
+    pub scheduler: Option<ferry_launch::transaction::SchedulerDiagnostics>,
 }

@@ -62,6 +62,9 @@ pub struct PreparedRun {
     variant: Variant,
     planned: Option<u64>,
     host_orchestration: Option<ferry_dfx::output::HostOrchestration>,
+    /// The run stages resident scheduler state as launch metadata (a5 host-built graph): its
+    /// scheduler diagnostics are exported only through `scheduler_diagnostics`.
+    scheduler_metadata: bool,
 }
 
 impl std::fmt::Debug for PreparedRun {
@@ -109,6 +112,9 @@ pub struct LaunchedRun {
     finished: Option<Duration>,
     /// The launch transaction's report of a failed stream (full path), taken at retirement.
     stream_error: Option<String>,
+    /// The run's scheduler diagnostics (a5 host-built graph), taken from its successful
+    /// publication.
+    scheduler: Option<ferry_launch::transaction::SchedulerDiagnostics>,
 }
 
 impl std::fmt::Debug for LaunchedRun {
@@ -591,6 +597,9 @@ impl DeviceRunner {
             variant: callable.variant,
             planned: graph.as_ref().map(|g| g.tasks.len() as u64),
             host_orchestration,
+            scheduler_metadata: self.full.is_some()
+                && self.cfg.arch == Arch::A5
+                && callable.variant == Variant::HostBuiltGraph,
         })
     }
 
@@ -736,6 +745,28 @@ impl DeviceRunner {
             }
         }
         Ok(())
+    }
+
+    /// The scheduler diagnostics of launch slot `slot`'s current run (full path): only a run
+    /// whose publication succeeded has them, so a failed metadata publication can never export
+    /// an earlier run's scheduler records as its own.
+    ///
+    /// # Errors
+    /// [`DiagnosticsError::NoRun`](ferry_launch::transaction::DiagnosticsError::NoRun) without
+    /// a run view (in process, an unknown slot, or a failed launch whose view was released);
+    /// [`DiagnosticsError::NotPublished`](ferry_launch::transaction::DiagnosticsError::NotPublished)
+    /// for a run that did not publish.
+    pub fn scheduler_diagnostics(
+        &self,
+        slot: usize,
+    ) -> Result<
+        ferry_launch::transaction::SchedulerDiagnostics,
+        ferry_launch::transaction::DiagnosticsError,
+    > {
+        let staging = self.full.as_ref().and_then(|f| f.slots.get(slot));
+        staging.map_or(Err(ferry_launch::transaction::DiagnosticsError::NoRun), |s| {
+            s.scheduler_diagnostics()
+        })
     }
 
     /// Whether a run is prepared or in flight on this runner (any launch slot held).

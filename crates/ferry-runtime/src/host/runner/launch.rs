@@ -75,6 +75,7 @@ impl DeviceRunner {
             chip: self.chip.clone(),
             finished: None,
             stream_error: None,
+            scheduler: None,
         })
     }
 
@@ -121,9 +122,23 @@ impl DeviceRunner {
         };
         let staging = &mut full.slots[p.slot];
         let published = staging.publish_for_launch(&full.streams);
-        let launched = published.map_err(|e| launch(&e)).and_then(|_| {
-            staging.launch(&full.streams, EntryKernels::new(aicore, aicpu)).map_err(|e| launch(&e))
-        });
+        // The a5 host-built graph's scheduler diagnostics go through the transaction's
+        // `scheduler_diagnostics`, which needs this run's successful publication: a failed
+        // metadata copy can never label a previous run's scheduler records as this run's.
+        let mut scheduler = None;
+        let launched = published
+            .map_err(|e| launch(&e))
+            .and_then(|_| {
+                if p.scheduler_metadata {
+                    scheduler = Some(staging.scheduler_diagnostics()?);
+                }
+                Ok(())
+            })
+            .and_then(|_| {
+                staging
+                    .launch(&full.streams, EntryKernels::new(aicore, aicpu))
+                    .map_err(|e| launch(&e))
+            });
         if let Err(e) = launched {
             // Nothing runs, or the AICore side waits for a window that never opens: release the
             // cores, retire what reached the streams and leave the slot ready.
@@ -145,6 +160,7 @@ impl DeviceRunner {
             chip: self.chip.clone(),
             finished: None,
             stream_error: None,
+            scheduler,
         })
     }
 
@@ -292,6 +308,7 @@ impl DeviceRunner {
             .map(|(k, n)| (k.name, n))
             .collect();
         Ok(RunOutput {
+            scheduler: run.scheduler.take(),
             tensors: outs,
             stats: RunStats { tasks: r.tasks_completed, per_kernel, wall, variant: p.variant },
         })
