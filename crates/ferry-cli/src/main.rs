@@ -10,6 +10,7 @@ mod device_opts;
 mod diagnose;
 mod dump;
 mod info;
+mod info_extents;
 mod outdir;
 mod report;
 mod run;

@@ -17,6 +17,7 @@
 //! callables.
 mod config;
 pub mod dfx;
+mod extent;
 pub mod graph;
 mod handshake;
 mod repeat;
@@ -24,6 +25,7 @@ mod runner;
 mod sim_ops;
 mod slots;
 
+pub use extent::{descriptor_extent, metadata_bytes, DescriptorExtent, SlotCapacity};
 /// The handshake slots' layout of a runner's runs.
 pub use ferry_abi::handshake::HandshakeLayout;
 /// The loader method of a full-path runner ([`LaunchPath::DeviceProgram`]).

@@ -1,7 +1,7 @@
 //! The host `DeviceRunner`: init, callables, and the per-run lifecycle (prepare here; layout,
 //! launch, wait and finalize in the child modules).
 mod launch;
-mod layout;
+pub(super) mod layout;
 
 use super::config::Source;
 pub use super::config::{
@@ -724,6 +724,21 @@ impl DeviceRunner {
     ) -> Vec<(ferry_launch::transaction::StagingStats, Option<DevicePtr>)> {
         self.full.as_ref().map_or_else(Vec::new, |f| {
             f.slots.iter().map(|s| (s.stats(), s.destination())).collect()
+        })
+    }
+
+    /// Per launch slot, what it holds (full path; empty in process): its pinned source and
+    /// device destination bytes, which follow [`SlotCapacity::serving`](super::SlotCapacity)
+    /// over the descriptors it served.
+    pub fn slot_capacities(&self) -> Vec<super::SlotCapacity> {
+        self.full.as_ref().map_or_else(Vec::new, |f| {
+            f.slots
+                .iter()
+                .map(|s| super::SlotCapacity {
+                    pinned: s.source_capacity(),
+                    destination: s.destination_capacity(),
+                })
+                .collect()
         })
     }
 

@@ -7,10 +7,45 @@ use crate::device::image::{
 use crate::device::sched::PAYLOAD_PAIR_BYTES;
 use crate::device::task::TensorInfo;
 use crate::host::graph::HostGraph;
-use crate::host::Variant;
+use crate::host::{RunnerConfig, Variant};
 use ferry_abi::handshake::{core_type_for_index, Handshake};
 use ferry_abi::launch::AbiRecord;
 use ferry_abi::regs::RegLayout;
+
+/// How many of each variable-size part a runtime image holds.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct ImageCounts {
+    pub(crate) tensors: u64,
+    pub(crate) scalars: u64,
+    pub(crate) graph_tasks: u64,
+    pub(crate) graph_preds: u64,
+}
+
+/// A header with the image's region offsets and total size for a chip of `cfg` (everything
+/// else default): the one layout both a run's image and [`super::super::extent`] use.
+pub(crate) fn image_offsets(cfg: &RunnerConfig, n: ImageCounts) -> RuntimeHeader {
+    let w = u64::from(cfg.aic + cfg.aiv);
+    let mut h = RuntimeHeader::new();
+    let mut off = std::mem::size_of::<RuntimeHeader>() as u64;
+    let mut take = |n: u64| {
+        let o = off;
+        off += align64(n);
+        o
+    };
+    let hl = cfg.handshake_layout;
+    // Everything from the run block on is the per-run suffix (see `device::image`).
+    h.run_off = take(std::mem::size_of::<RunBlock>() as u64);
+    h.handshake_off = take(w * u64::from(hl.slot_bytes));
+    h.payload_off = take(w * PAYLOAD_PAIR_BYTES);
+    h.tensor_off = take(n.tensors * 16);
+    h.scalar_off = take(n.scalars * 8);
+    h.result_off = take(std::mem::size_of::<RunResult>() as u64);
+    h.handshake_seen_off = take(w * 4);
+    h.graph_task_off = take(n.graph_tasks * 160);
+    h.graph_pred_off = take(n.graph_preds * 4);
+    h.image_bytes = off;
+    h
+}
 
 impl DeviceRunner {
     pub(super) fn layout(
@@ -26,25 +61,16 @@ impl DeviceRunner {
         let cfg = &self.cfg;
         let w = u64::from(cfg.aic + cfg.aiv);
         let (recs, preds) = graph.map(HostGraph::records).unwrap_or_default();
-        let mut h = RuntimeHeader::new();
-        let mut off = std::mem::size_of::<RuntimeHeader>() as u64;
-        let mut take = |n: u64| {
-            let o = off;
-            off += align64(n);
-            o
-        };
         let hl = cfg.handshake_layout;
-        // Everything from the run block on is the per-run suffix (see `device::image`).
-        h.run_off = take(std::mem::size_of::<RunBlock>() as u64);
-        h.handshake_off = take(w * u64::from(hl.slot_bytes));
-        h.payload_off = take(w * PAYLOAD_PAIR_BYTES);
-        h.tensor_off = take(tensors.len() as u64 * 16);
-        h.scalar_off = take(scalars.len() as u64 * 8);
-        h.result_off = take(std::mem::size_of::<RunResult>() as u64);
-        h.handshake_seen_off = take(w * 4);
-        h.graph_task_off = take(recs.len() as u64 * 160);
-        h.graph_pred_off = take(preds.len() as u64 * 4);
-        h.image_bytes = off;
+        let mut h = image_offsets(
+            cfg,
+            ImageCounts {
+                tensors: tensors.len() as u64,
+                scalars: scalars.len() as u64,
+                graph_tasks: recs.len() as u64,
+                graph_preds: preds.len() as u64,
+            },
+        );
         h.variant = match variant {
             Variant::DeviceOrchestrated => VARIANT_DEVICE_ORCH,
             Variant::HostBuiltGraph => VARIANT_HOST_GRAPH,
