@@ -85,8 +85,9 @@ fn launch(a: &BenchArgs) -> anyhow::Result<()> {
         cfg.iterations = 200;
     }
     let r = ferry_launch::bench::run(&cfg)?;
+    let series = crate::bench_launch::runtime_series(a.quick)?;
     if a.json {
-        crate::stdout::outln!("{}", r.to_json())?;
+        crate::stdout::outln!("{}", crate::bench_launch::json(&r.to_json(), &series))?;
     } else {
         crate::stdout::outln!(
             "launch transaction ({:?}, {}-byte descriptor prefix, {} runs per series)",
@@ -108,6 +109,7 @@ fn launch(a: &BenchArgs) -> anyhow::Result<()> {
             "  time ratio changed/unchanged: {:.2}",
             r.changed_ns_per_run / r.unchanged_ns_per_run
         )?;
+        crate::bench_launch::print(&series)?;
     }
     Ok(())
 }

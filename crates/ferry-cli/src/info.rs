@@ -79,7 +79,11 @@ pub(crate) fn run(a: &InfoArgs) -> anyhow::Result<()> {
     if a.json {
         crate::stdout::outln!(
             "{}",
-            serde_json::json!({ "arch_profiles": profiles, "devices": devices })
+            serde_json::json!({
+                "arch_profiles": profiles,
+                "devices": devices,
+                "descriptor_extents": crate::info_extents::json()?,
+            })
         )?;
         return Ok(());
     }
@@ -118,6 +122,7 @@ pub(crate) fn run(a: &InfoArgs) -> anyhow::Result<()> {
          simulates by default (each one a host thread on this machine: `--aic N --aiv N` \
          choose others)"
     )?;
+    crate::info_extents::print()?;
     crate::stdout::outln!("simulated devices ({})", a.arch.name())?;
     for d in platform.devices() {
         let c = CoreConfig::default_for(d.arch());

@@ -4,11 +4,13 @@
 mod analysis;
 mod bench;
 mod bench_dfx;
+mod bench_launch;
 mod deps;
 mod device_opts;
 mod diagnose;
 mod dump;
 mod info;
+mod info_extents;
 mod outdir;
 mod report;
 mod run;

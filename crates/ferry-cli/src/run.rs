@@ -45,6 +45,10 @@ pub(crate) struct RunArgs {
     /// with DFX on, also the DFX files (in `<example>/` when several examples run).
     #[arg(long)]
     out: Option<PathBuf>,
+    /// Launch each example's graph this many times back to back through the launch pipeline
+    /// (run k+1 prepared while run k executes), verifying every run; prints runs/s.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+    repeat: u32,
     #[command(flatten)]
     dfx: DfxArgs,
     #[command(flatten)]
@@ -151,6 +155,8 @@ struct Done {
     run: ExampleRun,
     out: RunOutput,
     checksum: f64,
+    /// `--repeat N` (N > 1): the repetition's figures.
+    repeat: Option<ferry_runtime::host::RepeatReport>,
 }
 
 pub(crate) fn run(a: &RunArgs) -> anyhow::Result<()> {
@@ -173,6 +179,9 @@ pub(crate) fn run(a: &RunArgs) -> anyhow::Result<()> {
     let dfx = a.dfx.options();
     if dfx.any() && a.out.is_none() {
         bail!("DFX collection needs --out DIR");
+    }
+    if dfx.any() && a.repeat > 1 {
+        bail!("--repeat runs without DFX collection (one session per run is not supported)");
     }
     // Before the chip starts: a directory the run cannot own must not cost the run.
     let mut run_dir = a.out.as_deref().map(|d| RunDir::claim(d, a.arch.name())).transpose()?;
@@ -226,7 +235,14 @@ pub(crate) fn run(a: &RunArgs) -> anyhow::Result<()> {
         if let Some(a) = anchors.as_mut() {
             sample_clock_anchors(runner.device(), ANCHOR_PRE, a);
         }
-        let out = run_one(&mut runner, id as u32, &run);
+        let (out, repeat) = if a.repeat > 1 {
+            match repeat_one(&mut runner, id as u32, &run, a.repeat) {
+                Ok((out, rep)) => (Ok((out, None)), Some(rep)),
+                Err(e) => (Err(e), None),
+            }
+        } else {
+            (run_one(&mut runner, id as u32, &run), None)
+        };
         if let Some(a) = anchors.as_mut() {
             sample_clock_anchors(runner.device(), ANCHOR_POST, a);
         }
@@ -242,7 +258,16 @@ pub(crate) fn run(a: &RunArgs) -> anyhow::Result<()> {
             Ok(c) => c,
             Err(e) => bail!("example `{}` produced a wrong result: {e}", ex.name()),
         };
-        done.push(Done { example: ex, run, out, checksum });
+        if let Some(rep) = &repeat {
+            crate::stdout::outln!(
+                "{:<16} {} runs back to back through {} launch slots: {:.0} runs/s, every run verified",
+                ex.name(),
+                rep.runs,
+                rep.slots,
+                rep.runs_per_s()
+            )?;
+        }
+        done.push(Done { example: ex, run, out, checksum, repeat });
     }
     print_summary(&done)?;
     if let Some(mut rd) = run_dir {
@@ -290,6 +315,31 @@ fn run_one(
         b.finish_and_clear();
     }
     Ok((r.finalize_run(l)?, host))
+}
+
+/// `--repeat N`: the graph N times through the pipeline, every run verified; the last run's
+/// output for the summary.
+fn repeat_one(
+    r: &mut DeviceRunner,
+    id: u32,
+    run: &ExampleRun,
+    n: u32,
+) -> anyhow::Result<(RunOutput, ferry_runtime::host::RepeatReport)> {
+    let mut last = None;
+    let rep = r.repeat(
+        id,
+        n,
+        |_| run.args.clone(),
+        |k, out| {
+            run.verify(out)?;
+            if k + 1 == n {
+                last = Some(out.clone());
+            }
+            Ok::<(), ferry_runtime::examples::VerifyError>(())
+        },
+    )?;
+    let out = last.context("the last run's output")?;
+    Ok((out, rep))
 }
 
 fn print_summary(done: &[Done]) -> anyhow::Result<()> {
@@ -350,6 +400,8 @@ fn write_outputs(
                 "per_kernel": kernels,
                 "verified": true,
                 "checksum": d.checksum,
+                "repeat": d.repeat.map_or(1, |r| r.runs),
+                "runs_per_s": d.repeat.map(|r| r.runs_per_s()),
             })
         })
         .collect();

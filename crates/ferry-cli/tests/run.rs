@@ -134,3 +134,39 @@ fn dfx_without_out_is_refused() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("needs --out"));
 }
+
+#[test]
+fn run_repeat_launches_the_graph_n_times_and_prints_runs_per_second() {
+    let dir = std::env::temp_dir().join(format!("ferry-run-repeat-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let out = ferry()
+        .args(["run", "--small", "--aic", "2", "--aiv", "4", "--variant", "host"])
+        .args(["--example", "vector", "--repeat", "6", "--out"])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    let line = stdout
+        .lines()
+        .find(|l| l.starts_with("vector") && l.contains("runs back to back"))
+        .unwrap_or_else(|| panic!("no repeat line:\n{stdout}"));
+    assert!(line.contains("6 runs back to back through 2 launch slots"), "{line}");
+    assert!(line.contains("runs/s, every run verified"), "{line}");
+    let summary: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("summary.json")).unwrap()).unwrap();
+    let run = &summary["runs"][0];
+    assert_eq!(run["repeat"], 6, "{summary}");
+    assert!(run["runs_per_s"].as_f64().unwrap() > 0.0, "{summary}");
+    let _ = std::fs::remove_dir_all(&dir);
+    // Zero repetitions and DFX with repeats are refused with a message.
+    let zero = ferry().args(["run", "--small", "--repeat", "0"]).output().unwrap();
+    assert!(!zero.status.success());
+    let dfx = ferry()
+        .args(["run", "--small", "--example", "vector", "--repeat", "2", "--swimlane", "--out"])
+        .arg(std::env::temp_dir().join(format!("ferry-run-repeat-dfx-{}", std::process::id())))
+        .output()
+        .unwrap();
+    assert!(!dfx.status.success());
+    assert!(String::from_utf8_lossy(&dfx.stderr).contains("--repeat runs without DFX"));
+}

@@ -418,6 +418,10 @@ pub enum RunError {
     /// AICPU program's entry failed; the message is the transaction's or loader's typed error.
     #[error("launch failed: {0}")]
     Launch(String),
+    /// The run's scheduler diagnostics cannot be exported: its publication did not succeed, so
+    /// the resident scheduler state is not its own.
+    #[error("scheduler diagnostics: {0}")]
+    SchedulerDiagnostics(#[from] ferry_launch::transaction::DiagnosticsError),
     /// The run's startup handshake timed out (on a real device: the stream timeout, CANN
     /// 507018). `stale` lists the cores whose report device memory holds but the AICPU never
     /// saw (read back with the D2H recipe of seed 004): a stale cache line on an AICPU cluster

@@ -47,6 +47,8 @@ pub mod error;
 pub mod examples;
 #[cfg(feature = "host")]
 pub mod host;
+#[cfg(feature = "host")]
+pub mod launch_bench;
 
 pub use device::ops::DeviceOps;
 pub use device::task::{Orchestrate, Role, Task, TaskId, TensorId, View};

@@ -171,7 +171,8 @@ impl Program {
         STATUS_OK
     }
 
-    /// `ferry_aicpu_init`: latches the [`InitArgs`].
+    /// `ferry_aicpu_init`: latches the [`InitArgs`], once per device: a repeat of the latched
+    /// arguments (a second loader on the same device) is acknowledged without re-initialising.
     pub fn init(&self, blob: &[u8]) -> i32 {
         let args = match InitArgs::from_bytes(blob) {
             Ok(a) => a,
@@ -181,6 +182,12 @@ impl Program {
             return STATUS_NO_SERVICES;
         }
         let mut st = self.state();
+        if st.init == Some(args) {
+            // Once per device: the resident program already latched these invariants (another
+            // loader of the same device, e.g. a second runner, launched init again). Not a
+            // re-init: nothing changes and the report does not count it.
+            return STATUS_OK;
+        }
         st.init = Some(args);
         self.with_report(&mut st, |r| {
             r.init_calls += 1;

@@ -182,6 +182,12 @@ impl LaunchStaging {
         self.dst.map(|(p, _)| p)
     }
 
+    /// Bytes of the device destination (0 when none is held): the largest descriptor extent
+    /// (prefix + per-run suffix) the slot has served since its destination was last replaced.
+    pub fn destination_capacity(&self) -> u64 {
+        self.dst.map_or(0, |(_, cap)| cap)
+    }
+
     /// Bytes of the pinned source (0 when none is held).
     pub fn source_capacity(&self) -> u64 {
         self.source.as_ref().map_or(0, |s| s.len() as u64)

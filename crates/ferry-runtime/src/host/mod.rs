@@ -15,13 +15,17 @@
 //! half linked into this process ([`crate::device::program::AicpuProgram`]) is called on the
 //! chip's AICPU threads and plain orchestration functions serve as device-orchestrated
 //! callables.
+mod config;
 pub mod dfx;
+mod extent;
 pub mod graph;
 mod handshake;
+mod repeat;
 mod runner;
 mod sim_ops;
 mod slots;
 
+pub use extent::{descriptor_extent, metadata_bytes, DescriptorExtent, SlotCapacity};
 /// The handshake slots' layout of a runner's runs.
 pub use ferry_abi::handshake::HandshakeLayout;
 /// The loader method of a full-path runner ([`LaunchPath::DeviceProgram`]).
@@ -29,6 +33,7 @@ pub use ferry_launch::loader::LoadMethod;
 /// The device profile and Path B fixes a runner's platform is built with.
 pub use ferry_sim::profile::{DeviceProfile, PathBFixes};
 pub use handshake::CoreHandshake;
+pub use repeat::{RepeatError, RepeatReport};
 pub use runner::{
     Callable, DeviceRunner, LaunchPath, LaunchedRun, PreparedRun, RunArgs, RunOutput, RunStats,
     RunnerConfig, TensorInit, Variant, MAX_LAUNCH_SLOTS, ROUTE_PREFIX_BYTES,

@@ -1,32 +1,28 @@
-//! The host `DeviceRunner`: init, callables, and the per-run lifecycle.
-use super::graph::{GraphBuilder, HostGraph, PrebuiltTask};
+//! The host `DeviceRunner`: init, callables, and the per-run lifecycle (prepare here; layout,
+//! launch, wait and finalize in the child modules).
+mod launch;
+pub(super) mod layout;
+
+use super::config::Source;
+pub use super::config::{
+    Callable, LaunchPath, RunArgs, RunOutput, RunStats, RunnerConfig, TensorInit, Variant,
+    MAX_LAUNCH_SLOTS,
+};
+use super::graph::GraphBuilder;
 use super::handshake::{CoreHandshake, HandshakeRegion};
 use super::sim_ops::SimOps;
-use super::slots::{
-    launch_error, lock, reap, Claim, Executing, FullPath, Sides, Signals, SlotPool, AICORE, AICPU,
-};
-use crate::device::aicore::aicore_execute;
-use crate::device::image::{
-    align64, as_bytes, from_bytes, RunBlock, RunResult, RuntimeHeader, TensorRecord, RESULT_FAILED,
-    RESULT_OK, VARIANT_DEVICE_ORCH, VARIANT_HOST_GRAPH,
-};
-use crate::device::kernels::KERNELS;
+use super::slots::{launch_error, lock, Claim, Executing, FullPath, Sides, SlotPool};
+use crate::device::image::RuntimeHeader;
 use crate::device::ops::DeviceOps;
 use crate::device::program::AicpuProgram;
-use crate::device::sched::PAYLOAD_PAIR_BYTES;
-use crate::device::task::{OrchFn, TensorInfo};
+use crate::device::task::TensorInfo;
 use crate::error::{DeviceFault, RunError, RunnerError};
-use ferry_abi::handshake::HandshakeLayout;
-use ferry_abi::handshake::{core_type_for_index, Handshake};
-use ferry_abi::launch::{
-    AbiRecord, AicoreLaunchArgs, InitArgs, KernelArgs, RegisterCallableArgs, MAX_CALLABLES,
-};
+use ferry_abi::launch::{InitArgs, KernelArgs, RegisterCallableArgs, MAX_CALLABLES};
 use ferry_abi::regs::RegLayout;
-use ferry_launch::loader::{LoadMethod, LoaderBuilder};
+use ferry_launch::loader::LoaderBuilder;
 use ferry_launch::transaction::RunId;
-use ferry_launch::{EntryKernels, LaunchDescriptor, LaunchStaging, MetadataRegion, RunStreams};
+use ferry_launch::{LaunchDescriptor, LaunchStaging, MetadataRegion, RunStreams};
 use ferry_sim::cores::{Chip, CoreConfig};
-use ferry_sim::profile::{DeviceProfile, PathBFixes};
 use ferry_sim::{Arch, Device, DevicePtr, Platform, PlatformBuilder};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -36,268 +32,6 @@ use std::time::{Duration, Instant};
 /// Bytes of the runtime descriptor's launch-route prefix on the full path: the image header,
 /// the part of the image that is the same for every run of one graph (`device::image`).
 pub const ROUTE_PREFIX_BYTES: usize = std::mem::size_of::<RuntimeHeader>();
-
-/// How a runner reaches the device.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum LaunchPath {
-    /// The full path (default): the AICPU program (`ferry_programs::AICPU_*`, a real shared
-    /// object with the task runtime inside) is loaded by `ferry_launch`'s loader with this
-    /// method, callables are registered through its register-callable entry with their
-    /// orchestration objects, and every run goes through the launch transaction (prepare →
-    /// publish → launch → retire) on the runner's stream pair.
-    DeviceProgram(LoadMethod),
-    /// Direct, in-process: the runner calls the device half linked into the host process and
-    /// starts the chip's AICore/AICPU entries itself. For tests of the runtime alone (plain
-    /// orchestration functions as callables, fault injection between the halves).
-    InProcess,
-}
-
-impl std::fmt::Display for LaunchPath {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            LaunchPath::DeviceProgram(m) => {
-                let how = match m {
-                    LoadMethod::Preinstalled => "method 1, preinstalled",
-                    LoadMethod::DispatcherBootstrap => "path a, dispatcher bootstrap",
-                    LoadMethod::CustomScheduler => "path b, custom scheduler",
-                };
-                write!(f, "device program ({how}) + launch transaction")
-            }
-            LaunchPath::InProcess => f.write_str("in process (direct)"),
-        }
-    }
-}
-
-impl Default for LaunchPath {
-    fn default() -> Self {
-        LaunchPath::DeviceProgram(LoadMethod::DispatcherBootstrap)
-    }
-}
-
-/// How a runner is built.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct RunnerConfig {
-    /// Chip generation.
-    pub arch: Arch,
-    /// AICPU threads per launch (last = orchestrator, rest = schedulers); at least 2.
-    pub aicpu_threads: u32,
-    /// AIC workers.
-    pub aic: u32,
-    /// AIV workers.
-    pub aiv: u32,
-    /// Simulated HBM bytes.
-    pub hbm_bytes: u64,
-    /// Tasks in flight at once on the AICPU (task ring capacity).
-    pub task_window: u32,
-    /// How long `wait` waits before reaping the cores.
-    pub timeout: Duration,
-    /// [`LaunchPath::InProcess`] only: run the device half through the simulated AICPU OS's
-    /// services table ([`super::OsServicesOps`], what a device program gets) instead of calling
-    /// the chip directly ([`SimOps`]). The full path always uses the table.
-    pub via_services: bool,
-    /// How the runner reaches the device (default: the full path, loaded with Path A).
-    pub path: LaunchPath,
-    /// The profile of the device [`DeviceRunner::new`] builds (default: vendor, with the Path A
-    /// latch and an incoherent Path B cluster; [`DeviceProfile::Relaxed`] is ferry's own
-    /// device). [`DeviceRunner::init`] takes the device as it is.
-    pub profile: DeviceProfile,
-    /// The Path B fixes of that device (default: none).
-    pub fixes: PathBFixes,
-    /// The handshake slots' layout ([`HandshakeLayout::SPLIT`] is seed 004's option D).
-    pub handshake_layout: HandshakeLayout,
-    /// How long the schedulers wait for their cores' handshake reports (device time) before the
-    /// run fails with [`RunError::HandshakeTimeout`].
-    pub handshake_timeout: Duration,
-    /// How long the AICore kernel of each run takes to start on the device [`DeviceRunner::new`]
-    /// builds (default 0; `ferry_sim::PlatformBuilder::aicore_launch_latency`).
-    pub aicore_launch_latency: Duration,
-    /// Launch slots (default 2): how many runs may be prepared or in flight at once. With two
-    /// or more, run k+1 is prepared (tensors and its per-run suffix uploaded) while run k
-    /// executes; 1 serialises prepare behind the previous run's retirement.
-    pub launch_slots: u32,
-}
-
-/// Most launch slots a runner takes.
-pub const MAX_LAUNCH_SLOTS: u32 = 16;
-
-impl RunnerConfig {
-    /// The `ferry run` default: every AICPU thread of the arch, 8 AIC + 16 AIV, 1 GiB HBM.
-    pub fn default_for(arch: Arch) -> RunnerConfig {
-        RunnerConfig {
-            arch,
-            aicpu_threads: arch.profile().max_aicpu_threads,
-            aic: 8,
-            aiv: 16,
-            hbm_bytes: 1 << 30,
-            task_window: 4096,
-            timeout: Duration::from_secs(120),
-            via_services: false,
-            path: LaunchPath::default(),
-            profile: DeviceProfile::default(),
-            fixes: PathBFixes::NONE,
-            handshake_layout: HandshakeLayout::COMBINED,
-            handshake_timeout: crate::device::sched::CORE_DEADLINE,
-            aicore_launch_latency: Duration::ZERO,
-            launch_slots: 2,
-        }
-    }
-
-    /// The same configuration loading with `method` on the full path.
-    pub fn with_method(self, method: LoadMethod) -> RunnerConfig {
-        RunnerConfig { path: LaunchPath::DeviceProgram(method), ..self }
-    }
-
-    /// The same configuration on a device of `profile`.
-    pub fn with_profile(self, profile: DeviceProfile) -> RunnerConfig {
-        RunnerConfig { profile, ..self }
-    }
-
-    /// The same configuration on the direct in-process path ([`LaunchPath::InProcess`]).
-    pub fn in_process(self) -> RunnerConfig {
-        RunnerConfig { path: LaunchPath::InProcess, ..self }
-    }
-
-    /// The same configuration with `n` launch slots.
-    pub fn with_launch_slots(self, n: u32) -> RunnerConfig {
-        RunnerConfig { launch_slots: n, ..self }
-    }
-
-    /// A small chip for tests: 3 AICPU threads, 2 AIC + 4 AIV, 64 MiB.
-    pub fn small(arch: Arch) -> RunnerConfig {
-        RunnerConfig {
-            aicpu_threads: 3,
-            aic: 2,
-            aiv: 4,
-            hbm_bytes: 64 << 20,
-            task_window: 512,
-            ..RunnerConfig::default_for(arch)
-        }
-    }
-}
-
-/// Where a callable's graph is built.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Variant {
-    /// On the AICPU, by the orchestration function, while the graph executes.
-    DeviceOrchestrated,
-    /// On the host during prepare; the validated graph is uploaded in the image.
-    HostBuiltGraph,
-}
-
-#[derive(Clone, Debug)]
-enum Source {
-    Orch(OrchFn),
-    Prebuilt(Arc<Vec<PrebuiltTask>>),
-}
-
-/// A callable: a named graph recipe and the variant that runs it.
-#[derive(Clone, Debug)]
-pub struct Callable {
-    name: String,
-    variant: Variant,
-    source: Source,
-    object: Option<&'static ferry_programs::Program>,
-}
-
-impl Callable {
-    /// A callable whose graph comes from the orchestration function `orch`.
-    pub fn new(name: impl Into<String>, variant: Variant, orch: OrchFn) -> Callable {
-        Callable { name: name.into(), variant, source: Source::Orch(orch), object: None }
-    }
-
-    /// The same callable with its orchestration object: the shared object (built from
-    /// `device/orch-*`) that the AICPU program loads when the callable is registered and calls
-    /// on the full path. It must build the same graph as the orchestration function, which the
-    /// host-built variant and the in-process path use.
-    pub fn with_object(mut self, object: &'static ferry_programs::Program) -> Callable {
-        self.object = Some(object);
-        self
-    }
-
-    /// The orchestration object, if any.
-    pub fn object(&self) -> Option<&'static ferry_programs::Program> {
-        self.object
-    }
-
-    /// A host-built callable from a prebuilt workload (explicit dependencies may point at any
-    /// task; cycles are found in prepare).
-    pub fn prebuilt(name: impl Into<String>, tasks: Vec<PrebuiltTask>) -> Callable {
-        Callable {
-            name: name.into(),
-            variant: Variant::HostBuiltGraph,
-            source: Source::Prebuilt(Arc::new(tasks)),
-            object: None,
-        }
-    }
-
-    /// The same recipe with another variant (a prebuilt workload stays host-built).
-    pub fn with_variant(mut self, variant: Variant) -> Callable {
-        if let Source::Orch(_) = self.source {
-            self.variant = variant;
-        }
-        self
-    }
-
-    /// Name.
-    pub fn name(&self) -> &str {
-        &self.name
-    }
-
-    /// Variant.
-    pub fn variant(&self) -> Variant {
-        self.variant
-    }
-}
-
-/// How one run tensor is provided.
-#[derive(Clone, Debug, PartialEq)]
-pub enum TensorInit {
-    /// Uploaded from these values; copied back after the run.
-    Data(Vec<f32>),
-    /// This many zeroed elements; copied back after the run.
-    Zeros(usize),
-    /// Caller-owned device memory (not copied, not freed).
-    Device {
-        /// Device address.
-        addr: DevicePtr,
-        /// Length in bytes.
-        bytes: u64,
-    },
-}
-
-/// Inputs of one run.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct RunArgs {
-    /// Tensors, indexed by `TensorId`.
-    pub tensors: Vec<TensorInit>,
-    /// Scalars the orchestration reads.
-    pub scalars: Vec<u64>,
-    /// Bytes of scratch arena for `alloc_scratch`.
-    pub scratch_bytes: u64,
-}
-
-/// Figures of a finished run.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct RunStats {
-    /// Tasks that ran.
-    pub tasks: u64,
-    /// Finished tasks per kernel, by name (kernels with zero tasks left out).
-    pub per_kernel: Vec<(&'static str, u64)>,
-    /// Wall time from launch to completion.
-    pub wall: Duration,
-    /// Variant of the run.
-    pub variant: Variant,
-}
-
-/// What a finished run returns.
-#[derive(Clone, Debug, PartialEq)]
-pub struct RunOutput {
-    /// Contents of every runner-owned tensor after the run, by `TensorId` (`None` for
-    /// caller-owned device tensors).
-    pub tensors: Vec<Option<Vec<f32>>>,
-    /// Figures.
-    pub stats: RunStats,
-}
 
 struct Allocs {
     device: Device,
@@ -328,6 +62,9 @@ pub struct PreparedRun {
     variant: Variant,
     planned: Option<u64>,
     host_orchestration: Option<ferry_dfx::output::HostOrchestration>,
+    /// The run stages resident scheduler state as launch metadata (a5 host-built graph): its
+    /// scheduler diagnostics are exported only through `scheduler_diagnostics`.
+    scheduler_metadata: bool,
 }
 
 impl std::fmt::Debug for PreparedRun {
@@ -375,6 +112,9 @@ pub struct LaunchedRun {
     finished: Option<Duration>,
     /// The launch transaction's report of a failed stream (full path), taken at retirement.
     stream_error: Option<String>,
+    /// The run's scheduler diagnostics (a5 host-built graph), taken from its successful
+    /// publication.
+    scheduler: Option<ferry_launch::transaction::SchedulerDiagnostics>,
 }
 
 impl std::fmt::Debug for LaunchedRun {
@@ -857,368 +597,9 @@ impl DeviceRunner {
             variant: callable.variant,
             planned: graph.as_ref().map(|g| g.tasks.len() as u64),
             host_orchestration,
-        })
-    }
-
-    fn layout(
-        &mut self,
-        id: u32,
-        variant: Variant,
-        tensors: &[TensorInfo],
-        scalars: &[u64],
-        graph: Option<&HostGraph>,
-        scratch: (u64, u64),
-    ) -> (Vec<u8>, RuntimeHeader) {
-        self.epoch += 1;
-        let cfg = &self.cfg;
-        let w = u64::from(cfg.aic + cfg.aiv);
-        let (recs, preds) = graph.map(HostGraph::records).unwrap_or_default();
-        let mut h = RuntimeHeader::new();
-        let mut off = std::mem::size_of::<RuntimeHeader>() as u64;
-        let mut take = |n: u64| {
-            let o = off;
-            off += align64(n);
-            o
-        };
-        let hl = cfg.handshake_layout;
-        // Everything from the run block on is the per-run suffix (see `device::image`).
-        h.run_off = take(std::mem::size_of::<RunBlock>() as u64);
-        h.handshake_off = take(w * u64::from(hl.slot_bytes));
-        h.payload_off = take(w * PAYLOAD_PAIR_BYTES);
-        h.tensor_off = take(tensors.len() as u64 * 16);
-        h.scalar_off = take(scalars.len() as u64 * 8);
-        h.result_off = take(std::mem::size_of::<RunResult>() as u64);
-        h.handshake_seen_off = take(w * 4);
-        h.graph_task_off = take(recs.len() as u64 * 160);
-        h.graph_pred_off = take(preds.len() as u64 * 4);
-        h.image_bytes = off;
-        h.variant = match variant {
-            Variant::DeviceOrchestrated => VARIANT_DEVICE_ORCH,
-            Variant::HostBuiltGraph => VARIANT_HOST_GRAPH,
-        };
-        h.worker_count = w as u32;
-        h.aic_count = cfg.aic;
-        h.aicpu_thread_num = cfg.aicpu_threads;
-        h.callable_id = id;
-        h.task_window = cfg.task_window;
-        h.tensor_count = tensors.len() as u32;
-        h.scalar_count = scalars.len() as u32;
-        h.graph_task_count = recs.len() as u32;
-        h.graph_pred_count = preds.len() as u32;
-        h.arch = cfg.arch as u32;
-        h.regs_table = self.regs_table.0;
-        let layout = RegLayout::of(cfg.arch);
-        h.regs_count = layout.max_physical_cores;
-        h.max_physical_cores = layout.max_physical_cores;
-        h.handshake_layout = hl.id;
-        h.handshake_timeout_ms =
-            cfg.handshake_timeout.as_millis().clamp(1, u128::from(u32::MAX)) as u32;
-
-        let mut img = vec![0u8; h.image_bytes as usize];
-        let mut put = |o: u64, b: &[u8]| img[o as usize..o as usize + b.len()].copy_from_slice(b);
-        put(0, as_bytes(&h));
-        put(h.run_off, as_bytes(&RunBlock::new(self.epoch, scratch.0, scratch.1)));
-        for i in 0..w {
-            let slot = Handshake::pretyped(core_type_for_index(i as u32, cfg.aic));
-            put(h.handshake_off + u64::from(hl.slot_bytes) * i, slot.as_bytes());
-        }
-        for (i, t) in tensors.iter().enumerate() {
-            put(
-                h.tensor_off + 16 * i as u64,
-                as_bytes(&TensorRecord { addr: t.addr, bytes: t.len * 4 }),
-            );
-        }
-        for (i, s) in scalars.iter().enumerate() {
-            put(h.scalar_off + 8 * i as u64, &s.to_le_bytes());
-        }
-        for (i, r) in recs.iter().enumerate() {
-            put(h.graph_task_off + 160 * i as u64, as_bytes(r));
-        }
-        for (i, p) in preds.iter().enumerate() {
-            put(h.graph_pred_off + 4 * i as u64, &p.to_le_bytes());
-        }
-        (img, h)
-    }
-
-    /// Launches a prepared run: resets every core's register window, starts the AICore entry on
-    /// every core, then the AICPU exec entry on every AICPU thread (AICore first, as the
-    /// original). This is the seam where the launch transaction (`ferry-launch`) takes over the
-    /// publication of `KernelArgs` and the stream pair.
-    ///
-    /// # Errors
-    /// A launch failure; the run is released and the runner stays usable.
-    pub fn launch(&mut self, p: PreparedRun) -> Result<LaunchedRun, RunError> {
-        // One run at a time on the chip: the one still executing finishes and retires from its
-        // slot before the register windows are reset for this one.
-        self.retire_executing()?;
-        let layout = RegLayout::of(self.cfg.arch);
-        let cores = self.cfg.aic + self.cfg.aiv;
-        for i in 0..cores {
-            let w = self.chip.window(i);
-            w.aicpu_write(layout.data_main_base as u32, 0);
-            w.core_write(layout.cond as u32, 0);
-        }
-        if self.full.is_some() {
-            return self.launch_full(p, cores);
-        }
-        let core_args = AicoreLaunchArgs::from(&p.kargs);
-        let ops = self.device_ops.clone();
-        let aicore = match self.chip.launch_aicore(
-            cores,
-            Arc::new(move |ctx: ferry_sim::cores::CoreCtx| {
-                aicore_execute(&*ops, &core_args, ctx.index, ctx.index).map_err(|e| e.to_string())
-            }),
-        ) {
-            Ok(c) => c,
-            Err(e) => {
-                return Err(e.into());
-            }
-        };
-        let (ops, program, kargs) = (self.device_ops.clone(), self.program.clone(), p.kargs);
-        let aicpu = match self.chip.launch_aicpu(
-            self.cfg.aicpu_threads,
-            Arc::new(move |ctx: ferry_sim::cores::AicpuCtx| {
-                program.exec(&*ops, &kargs, ctx.thread, ctx.threads)
-            }),
-        ) {
-            Ok(c) => c,
-            Err(e) => {
-                // The cores are up and waiting for a window that will never open: reap them.
-                reap(&self.chip);
-                let _ = aicore.wait_timeout(Duration::from_secs(10));
-                return Err(e.into());
-            }
-        };
-        let sides = Sides::Direct { aicore, aicpu };
-        self.executing = Some(Executing { slot: p.slot, sides: sides.clone(), run: None });
-        Ok(LaunchedRun {
-            slot: p.slot,
-            run_id: None,
-            prepared: Some(p),
-            sides,
-            started: Instant::now(),
-            chip: self.chip.clone(),
-            finished: None,
-            stream_error: None,
-        })
-    }
-
-    /// The full path's launch: `publish_for_launch` queues the descriptor (and any staged
-    /// metadata) on the AICPU stream and forks the AICore stream after it; `launch` then submits
-    /// the AICore entry (every core runs the runtime's AICore executor over the OS services
-    /// table with `AicoreLaunchArgs` by value) and the AICPU entry (the loaded program's exec
-    /// on every AICPU thread with the front-less `KernelArgs` by value).
-    fn launch_full(&mut self, p: PreparedRun, cores: u32) -> Result<LaunchedRun, RunError> {
-        let Some(full) = self.full.as_mut() else { unreachable!("called on the full path") };
-        let launch = |e: &dyn std::error::Error| launch_error(e);
-        let aicpu_entry =
-            full.program(p.variant).map_err(|e| launch(&e))?.aicpu_entry(self.cfg.aicpu_threads);
-        let signals = Arc::new(Signals::default());
-        let (chip, ops, sig) = (self.chip.clone(), self.device_ops.clone(), signals.clone());
-        let aicore = move |_: &Device, args: AicoreLaunchArgs| {
-            let launched = chip.launch_aicore(
-                cores,
-                Arc::new(move |ctx: ferry_sim::cores::CoreCtx| {
-                    aicore_execute(&*ops, &args, ctx.index, ctx.index).map_err(|e| e.to_string())
-                }),
-            );
-            let r = match launched {
-                Ok(c) => c.wait().map_err(|e| e.to_string()),
-                Err(e) => {
-                    let m = format!("the AICore entry could not start the cores: {e}");
-                    *lock(&sig.cores_not_started) = Some(m.clone());
-                    Err(m)
-                }
-            };
-            sig.set(AICORE, r.clone());
-            r
-        };
-        let (chip, sig) = (self.chip.clone(), signals.clone());
-        let aicpu = move |d: &Device, args: KernelArgs| {
-            let r = aicpu_entry(d, args);
-            if r.is_err() {
-                // The exec entry refused the run before its schedulers could shut the cores
-                // down: release them.
-                reap(&chip);
-            }
-            sig.set(AICPU, r.clone());
-            r
-        };
-        let staging = &mut full.slots[p.slot];
-        let published = staging.publish_for_launch(&full.streams);
-        let launched = published.map_err(|e| launch(&e)).and_then(|_| {
-            staging.launch(&full.streams, EntryKernels::new(aicore, aicpu)).map_err(|e| launch(&e))
-        });
-        if let Err(e) = launched {
-            // Nothing runs, or the AICore side waits for a window that never opens: release the
-            // cores, retire what reached the streams and leave the slot ready.
-            reap(&self.chip);
-            if let Err(settle) = full.settle_slot(p.slot, self.cfg.timeout) {
-                tracing::warn!(%settle, "retiring a failed launch");
-            }
-            return Err(e);
-        }
-        let run_id = full.slots[p.slot].run();
-        let sides = Sides::Streams(signals);
-        self.executing = Some(Executing { slot: p.slot, sides: sides.clone(), run: run_id });
-        Ok(LaunchedRun {
-            slot: p.slot,
-            run_id,
-            prepared: Some(p),
-            sides,
-            started: Instant::now(),
-            chip: self.chip.clone(),
-            finished: None,
-            stream_error: None,
-        })
-    }
-
-    /// Whether the run has finished (both launches returned).
-    pub fn poll(&self, run: &LaunchedRun) -> bool {
-        run.sides.is_done(AICPU) && run.sides.is_done(AICORE)
-    }
-
-    /// Live progress of a launched run: `(tasks completed, tasks submitted)`.
-    ///
-    /// # Errors
-    /// A device read failure.
-    pub fn progress(&self, run: &LaunchedRun) -> Result<(u64, u64), RunError> {
-        let Some(p) = &run.prepared else { return Ok((0, 0)) };
-        let mut b = [0u8; 16];
-        self.device.copy_dtoh(p.image.add(p.result_off + 8), &mut b)?;
-        let w = |i: usize| u64::from_le_bytes(b[i..i + 8].try_into().unwrap_or([0; 8]));
-        Ok((w(0), w(8)))
-    }
-
-    /// Waits up to `timeout` for the run to finish; `Ok(false)` when it is still running. The
-    /// run's wall time is taken when it finishes, not when this returns.
-    ///
-    /// # Errors
-    /// [`RunError::Timeout`] when the AICPU side finished but the cores could not be reaped.
-    pub fn wait_timeout(
-        &mut self,
-        run: &mut LaunchedRun,
-        timeout: Duration,
-    ) -> Result<bool, RunError> {
-        if run.finished.is_some() {
-            return Ok(true);
-        }
-        if !run.sides.wait(AICPU, timeout) {
-            return Ok(false);
-        }
-        self.wait(run).map(|_| true)
-    }
-
-    /// Waits for the run to finish (up to the configured timeout, then reaps the cores).
-    ///
-    /// # Errors
-    /// [`RunError::Timeout`] when the device did not finish in time.
-    pub fn wait(&mut self, run: &mut LaunchedRun) -> Result<Duration, RunError> {
-        if !run.settle(self.cfg.timeout) {
-            return Err(RunError::Timeout { ms: self.cfg.timeout.as_millis() as u64 });
-        }
-        if self.executing.as_ref().is_some_and(|e| e.slot == run.slot && e.run == run.run_id) {
-            self.executing = None;
-        }
-        if let (Some(full), Sides::Streams(s)) = (&mut self.full, &run.sides) {
-            // Both entries returned: the run's two completion boundaries retire it from the
-            // launch slot (`finish_run`), proving its publication was consumed. The next launch
-            // may have retired it already, and kept what its streams reported.
-            if run.run_id.is_some() && full.slots[run.slot].execution_owner() == run.run_id {
-                if let Some(e) = full.settle_slot(run.slot, self.cfg.timeout)? {
-                    run.stream_error.get_or_insert(e);
-                }
-            } else if let Some(e) = lock(&s.stream_error).take() {
-                run.stream_error.get_or_insert(e);
-            }
-        }
-        Ok(run.finished.unwrap_or_default())
-    }
-
-    /// Finishes a run: waits for it, reads its result, copies the runner-owned tensors back and
-    /// frees everything. The runner is ready for the next run whatever the outcome.
-    ///
-    /// # Errors
-    /// The run's failure ([`RunError::Fault`] with the device's typed fault), a timeout, or a
-    /// device error.
-    pub fn finalize_run(&mut self, mut run: LaunchedRun) -> Result<RunOutput, RunError> {
-        let waited = self.wait(&mut run);
-        // A run whose threads never finished keeps its memory and its claim on the runner
-        // (LaunchedRun's drop); everything else is released when `run` drops below.
-        let wall = match waited {
-            Ok(w) => w,
-            Err(e) => {
-                // Only a run whose device threads never finished may still touch its memory:
-                // keep that (and the claim on the runner) for the rest of the process, and do not
-                // wait again on drop. A run that finished but whose retirement from the launch
-                // slot failed is over on the device: it drops (frees) below like any other.
-                if run.finished.is_none() {
-                    if let Some(p) = run.prepared.take() {
-                        std::mem::forget(p);
-                    }
-                    run.finished = Some(Duration::ZERO);
-                }
-                return Err(e);
-            }
-        };
-        let p = run.prepared.take().ok_or(RunError::Busy)?;
-        if let Sides::Streams(s) = &run.sides {
-            // The AICPU side then failed its handshake with cores that never started: report
-            // the cause, not the symptom.
-            if let Some(e) = lock(&s.cores_not_started).take() {
-                return Err(RunError::Launch(e));
-            }
-        }
-        let mut rb = vec![0u8; std::mem::size_of::<RunResult>()];
-        self.device.copy_dtoh(p.image.add(p.result_off), &mut rb)?;
-        let r: RunResult = from_bytes(&rb).unwrap_or_default();
-        self.last_handshake = p.handshake.read(&self.device, p.image)?;
-        if r.status != RESULT_FAILED {
-            match &run.sides {
-                Sides::Direct { aicpu, .. } => aicpu.wait_timeout(Duration::ZERO)?,
-                Sides::Streams(_) => {
-                    if let Some(e) = run.sides.aicpu_error().or(run.stream_error.take()) {
-                        return Err(RunError::Launch(e));
-                    }
-                }
-            }
-        }
-        match r.status {
-            RESULT_OK => {}
-            RESULT_FAILED => {
-                return Err(match DeviceFault::decode(r.error_code, r.error_task, r.error_detail) {
-                    Some(DeviceFault::HandshakeTimeout { waited_ms, .. }) => {
-                        let stale =
-                            self.last_handshake.iter().filter(|c| c.is_stale()).copied().collect();
-                        RunError::HandshakeTimeout { waited_ms, stale }
-                    }
-                    Some(f) => RunError::Fault(f),
-                    None => RunError::BadResult { status: r.status, code: r.error_code },
-                })
-            }
-            s => return Err(RunError::BadResult { status: s, code: r.error_code }),
-        }
-        let mut outs = Vec::with_capacity(p.tensors.len());
-        for &(ptr, bytes, owned) in &p.tensors {
-            if !owned {
-                outs.push(None);
-                continue;
-            }
-            let mut b = vec![0u8; bytes as usize];
-            self.device.copy_dtoh(ptr, &mut b)?;
-            outs.push(Some(
-                b.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect(),
-            ));
-        }
-        let per_kernel = KERNELS
-            .iter()
-            .zip(r.kernel_counts)
-            .filter(|(_, n)| *n > 0)
-            .map(|(k, n)| (k.name, n))
-            .collect();
-        Ok(RunOutput {
-            tensors: outs,
-            stats: RunStats { tasks: r.tasks_completed, per_kernel, wall, variant: p.variant },
+            scheduler_metadata: self.full.is_some()
+                && self.cfg.arch == Arch::A5
+                && callable.variant == Variant::HostBuiltGraph,
         })
     }
 
@@ -1346,6 +727,21 @@ impl DeviceRunner {
         })
     }
 
+    /// Per launch slot, what it holds (full path; empty in process): its pinned source and
+    /// device destination bytes, which follow [`SlotCapacity::serving`](super::SlotCapacity)
+    /// over the descriptors it served.
+    pub fn slot_capacities(&self) -> Vec<super::SlotCapacity> {
+        self.full.as_ref().map_or_else(Vec::new, |f| {
+            f.slots
+                .iter()
+                .map(|s| super::SlotCapacity {
+                    pinned: s.source_capacity(),
+                    destination: s.destination_capacity(),
+                })
+                .collect()
+        })
+    }
+
     /// Waits for the run the chip is executing (bounded by the configured timeout, reaping
     /// stuck cores) and retires it from its launch slot. The run itself stays with its
     /// holder, whose `wait`/`finalize_run` reads its outputs.
@@ -1364,6 +760,28 @@ impl DeviceRunner {
             }
         }
         Ok(())
+    }
+
+    /// The scheduler diagnostics of launch slot `slot`'s current run (full path): only a run
+    /// whose publication succeeded has them, so a failed metadata publication can never export
+    /// an earlier run's scheduler records as its own.
+    ///
+    /// # Errors
+    /// [`DiagnosticsError::NoRun`](ferry_launch::transaction::DiagnosticsError::NoRun) without
+    /// a run view (in process, an unknown slot, or a failed launch whose view was released);
+    /// [`DiagnosticsError::NotPublished`](ferry_launch::transaction::DiagnosticsError::NotPublished)
+    /// for a run that did not publish.
+    pub fn scheduler_diagnostics(
+        &self,
+        slot: usize,
+    ) -> Result<
+        ferry_launch::transaction::SchedulerDiagnostics,
+        ferry_launch::transaction::DiagnosticsError,
+    > {
+        let staging = self.full.as_ref().and_then(|f| f.slots.get(slot));
+        staging.map_or(Err(ferry_launch::transaction::DiagnosticsError::NoRun), |s| {
+            s.scheduler_diagnostics()
+        })
     }
 
     /// Whether a run is prepared or in flight on this runner (any launch slot held).

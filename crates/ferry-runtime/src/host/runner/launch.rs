@@ -1,0 +1,316 @@
+//! Launch, wait and finalize of a prepared run.
+use super::{DeviceRunner, LaunchedRun, PreparedRun};
+use crate::device::aicore::aicore_execute;
+use crate::device::image::{from_bytes, RunResult, RESULT_FAILED, RESULT_OK};
+use crate::device::kernels::KERNELS;
+use crate::error::{DeviceFault, RunError};
+use crate::host::slots::{launch_error, lock, reap, Executing, Sides, Signals, AICORE, AICPU};
+use crate::host::RunOutput;
+use crate::host::RunStats;
+use ferry_abi::launch::{AicoreLaunchArgs, KernelArgs};
+use ferry_abi::regs::RegLayout;
+use ferry_launch::EntryKernels;
+use ferry_sim::Device;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+impl DeviceRunner {
+    /// Launches a prepared run: resets every core's register window, starts the AICore entry on
+    /// every core, then the AICPU exec entry on every AICPU thread (AICore first, as the
+    /// original). This is the seam where the launch transaction (`ferry-launch`) takes over the
+    /// publication of `KernelArgs` and the stream pair.
+    ///
+    /// # Errors
+    /// A launch failure; the run is released and the runner stays usable.
+    pub fn launch(&mut self, p: PreparedRun) -> Result<LaunchedRun, RunError> {
+        // One run at a time on the chip: the one still executing finishes and retires from its
+        // slot before the register windows are reset for this one.
+        self.retire_executing()?;
+        let layout = RegLayout::of(self.cfg.arch);
+        let cores = self.cfg.aic + self.cfg.aiv;
+        for i in 0..cores {
+            let w = self.chip.window(i);
+            w.aicpu_write(layout.data_main_base as u32, 0);
+            w.core_write(layout.cond as u32, 0);
+        }
+        if self.full.is_some() {
+            return self.launch_full(p, cores);
+        }
+        let core_args = AicoreLaunchArgs::from(&p.kargs);
+        let ops = self.device_ops.clone();
+        let aicore = match self.chip.launch_aicore(
+            cores,
+            Arc::new(move |ctx: ferry_sim::cores::CoreCtx| {
+                aicore_execute(&*ops, &core_args, ctx.index, ctx.index).map_err(|e| e.to_string())
+            }),
+        ) {
+            Ok(c) => c,
+            Err(e) => {
+                return Err(e.into());
+            }
+        };
+        let (ops, program, kargs) = (self.device_ops.clone(), self.program.clone(), p.kargs);
+        let aicpu = match self.chip.launch_aicpu(
+            self.cfg.aicpu_threads,
+            Arc::new(move |ctx: ferry_sim::cores::AicpuCtx| {
+                program.exec(&*ops, &kargs, ctx.thread, ctx.threads)
+            }),
+        ) {
+            Ok(c) => c,
+            Err(e) => {
+                // The cores are up and waiting for a window that will never open: reap them.
+                reap(&self.chip);
+                let _ = aicore.wait_timeout(Duration::from_secs(10));
+                return Err(e.into());
+            }
+        };
+        let sides = Sides::Direct { aicore, aicpu };
+        self.executing = Some(Executing { slot: p.slot, sides: sides.clone(), run: None });
+        Ok(LaunchedRun {
+            slot: p.slot,
+            run_id: None,
+            prepared: Some(p),
+            sides,
+            started: Instant::now(),
+            chip: self.chip.clone(),
+            finished: None,
+            stream_error: None,
+            scheduler: None,
+        })
+    }
+
+    /// The full path's launch: `publish_for_launch` queues the descriptor (and any staged
+    /// metadata) on the AICPU stream and forks the AICore stream after it; `launch` then submits
+    /// the AICore entry (every core runs the runtime's AICore executor over the OS services
+    /// table with `AicoreLaunchArgs` by value) and the AICPU entry (the loaded program's exec
+    /// on every AICPU thread with the front-less `KernelArgs` by value).
+    fn launch_full(&mut self, p: PreparedRun, cores: u32) -> Result<LaunchedRun, RunError> {
+        let Some(full) = self.full.as_mut() else { unreachable!("called on the full path") };
+        let launch = |e: &dyn std::error::Error| launch_error(e);
+        let aicpu_entry =
+            full.program(p.variant).map_err(|e| launch(&e))?.aicpu_entry(self.cfg.aicpu_threads);
+        let signals = Arc::new(Signals::default());
+        let (chip, ops, sig) = (self.chip.clone(), self.device_ops.clone(), signals.clone());
+        let aicore = move |_: &Device, args: AicoreLaunchArgs| {
+            let launched = chip.launch_aicore(
+                cores,
+                Arc::new(move |ctx: ferry_sim::cores::CoreCtx| {
+                    aicore_execute(&*ops, &args, ctx.index, ctx.index).map_err(|e| e.to_string())
+                }),
+            );
+            let r = match launched {
+                Ok(c) => c.wait().map_err(|e| e.to_string()),
+                Err(e) => {
+                    let m = format!("the AICore entry could not start the cores: {e}");
+                    *lock(&sig.cores_not_started) = Some(m.clone());
+                    Err(m)
+                }
+            };
+            sig.set(AICORE, r.clone());
+            r
+        };
+        let (chip, sig) = (self.chip.clone(), signals.clone());
+        let aicpu = move |d: &Device, args: KernelArgs| {
+            let r = aicpu_entry(d, args);
+            if r.is_err() {
+                // The exec entry refused the run before its schedulers could shut the cores
+                // down: release them.
+                reap(&chip);
+            }
+            sig.set(AICPU, r.clone());
+            r
+        };
+        let staging = &mut full.slots[p.slot];
+        let published = staging.publish_for_launch(&full.streams);
+        // The a5 host-built graph's scheduler diagnostics go through the transaction's
+        // `scheduler_diagnostics`, which needs this run's successful publication: a failed
+        // metadata copy can never label a previous run's scheduler records as this run's.
+        let mut scheduler = None;
+        let launched = published
+            .map_err(|e| launch(&e))
+            .and_then(|_| {
+                if p.scheduler_metadata {
+                    scheduler = Some(staging.scheduler_diagnostics()?);
+                }
+                Ok(())
+            })
+            .and_then(|_| {
+                staging
+                    .launch(&full.streams, EntryKernels::new(aicore, aicpu))
+                    .map_err(|e| launch(&e))
+            });
+        if let Err(e) = launched {
+            // Nothing runs, or the AICore side waits for a window that never opens: release the
+            // cores, retire what reached the streams and leave the slot ready.
+            reap(&self.chip);
+            if let Err(settle) = full.settle_slot(p.slot, self.cfg.timeout) {
+                tracing::warn!(%settle, "retiring a failed launch");
+            }
+            return Err(e);
+        }
+        let run_id = full.slots[p.slot].run();
+        let sides = Sides::Streams(signals);
+        self.executing = Some(Executing { slot: p.slot, sides: sides.clone(), run: run_id });
+        Ok(LaunchedRun {
+            slot: p.slot,
+            run_id,
+            prepared: Some(p),
+            sides,
+            started: Instant::now(),
+            chip: self.chip.clone(),
+            finished: None,
+            stream_error: None,
+            scheduler,
+        })
+    }
+
+    /// Whether the run has finished (both launches returned).
+    pub fn poll(&self, run: &LaunchedRun) -> bool {
+        run.sides.is_done(AICPU) && run.sides.is_done(AICORE)
+    }
+
+    /// Live progress of a launched run: `(tasks completed, tasks submitted)`.
+    ///
+    /// # Errors
+    /// A device read failure.
+    pub fn progress(&self, run: &LaunchedRun) -> Result<(u64, u64), RunError> {
+        let Some(p) = &run.prepared else { return Ok((0, 0)) };
+        let mut b = [0u8; 16];
+        self.device.copy_dtoh(p.image.add(p.result_off + 8), &mut b)?;
+        let w = |i: usize| u64::from_le_bytes(b[i..i + 8].try_into().unwrap_or([0; 8]));
+        Ok((w(0), w(8)))
+    }
+
+    /// Waits up to `timeout` for the run to finish; `Ok(false)` when it is still running. The
+    /// run's wall time is taken when it finishes, not when this returns.
+    ///
+    /// # Errors
+    /// [`RunError::Timeout`] when the AICPU side finished but the cores could not be reaped.
+    pub fn wait_timeout(
+        &mut self,
+        run: &mut LaunchedRun,
+        timeout: Duration,
+    ) -> Result<bool, RunError> {
+        if run.finished.is_some() {
+            return Ok(true);
+        }
+        if !run.sides.wait(AICPU, timeout) {
+            return Ok(false);
+        }
+        self.wait(run).map(|_| true)
+    }
+
+    /// Waits for the run to finish (up to the configured timeout, then reaps the cores).
+    ///
+    /// # Errors
+    /// [`RunError::Timeout`] when the device did not finish in time.
+    pub fn wait(&mut self, run: &mut LaunchedRun) -> Result<Duration, RunError> {
+        if !run.settle(self.cfg.timeout) {
+            return Err(RunError::Timeout { ms: self.cfg.timeout.as_millis() as u64 });
+        }
+        if self.executing.as_ref().is_some_and(|e| e.slot == run.slot && e.run == run.run_id) {
+            self.executing = None;
+        }
+        if let (Some(full), Sides::Streams(s)) = (&mut self.full, &run.sides) {
+            // Both entries returned: the run's two completion boundaries retire it from the
+            // launch slot (`finish_run`), proving its publication was consumed. The next launch
+            // may have retired it already, and kept what its streams reported.
+            if run.run_id.is_some() && full.slots[run.slot].execution_owner() == run.run_id {
+                if let Some(e) = full.settle_slot(run.slot, self.cfg.timeout)? {
+                    run.stream_error.get_or_insert(e);
+                }
+            } else if let Some(e) = lock(&s.stream_error).take() {
+                run.stream_error.get_or_insert(e);
+            }
+        }
+        Ok(run.finished.unwrap_or_default())
+    }
+
+    /// Finishes a run: waits for it, reads its result, copies the runner-owned tensors back and
+    /// frees everything. The runner is ready for the next run whatever the outcome.
+    ///
+    /// # Errors
+    /// The run's failure ([`RunError::Fault`] with the device's typed fault), a timeout, or a
+    /// device error.
+    pub fn finalize_run(&mut self, mut run: LaunchedRun) -> Result<RunOutput, RunError> {
+        let waited = self.wait(&mut run);
+        // A run whose threads never finished keeps its memory and its claim on the runner
+        // (LaunchedRun's drop); everything else is released when `run` drops below.
+        let wall = match waited {
+            Ok(w) => w,
+            Err(e) => {
+                // Only a run whose device threads never finished may still touch its memory:
+                // keep that (and the claim on the runner) for the rest of the process, and do not
+                // wait again on drop. A run that finished but whose retirement from the launch
+                // slot failed is over on the device: it drops (frees) below like any other.
+                if run.finished.is_none() {
+                    if let Some(p) = run.prepared.take() {
+                        std::mem::forget(p);
+                    }
+                    run.finished = Some(Duration::ZERO);
+                }
+                return Err(e);
+            }
+        };
+        let p = run.prepared.take().ok_or(RunError::Busy)?;
+        if let Sides::Streams(s) = &run.sides {
+            // The AICPU side then failed its handshake with cores that never started: report
+            // the cause, not the symptom.
+            if let Some(e) = lock(&s.cores_not_started).take() {
+                return Err(RunError::Launch(e));
+            }
+        }
+        let mut rb = vec![0u8; std::mem::size_of::<RunResult>()];
+        self.device.copy_dtoh(p.image.add(p.result_off), &mut rb)?;
+        let r: RunResult = from_bytes(&rb).unwrap_or_default();
+        self.last_handshake = p.handshake.read(&self.device, p.image)?;
+        if r.status != RESULT_FAILED {
+            match &run.sides {
+                Sides::Direct { aicpu, .. } => aicpu.wait_timeout(Duration::ZERO)?,
+                Sides::Streams(_) => {
+                    if let Some(e) = run.sides.aicpu_error().or(run.stream_error.take()) {
+                        return Err(RunError::Launch(e));
+                    }
+                }
+            }
+        }
+        match r.status {
+            RESULT_OK => {}
+            RESULT_FAILED => {
+                return Err(match DeviceFault::decode(r.error_code, r.error_task, r.error_detail) {
+                    Some(DeviceFault::HandshakeTimeout { waited_ms, .. }) => {
+                        let stale =
+                            self.last_handshake.iter().filter(|c| c.is_stale()).copied().collect();
+                        RunError::HandshakeTimeout { waited_ms, stale }
+                    }
+                    Some(f) => RunError::Fault(f),
+                    None => RunError::BadResult { status: r.status, code: r.error_code },
+                })
+            }
+            s => return Err(RunError::BadResult { status: s, code: r.error_code }),
+        }
+        let mut outs = Vec::with_capacity(p.tensors.len());
+        for &(ptr, bytes, owned) in &p.tensors {
+            if !owned {
+                outs.push(None);
+                continue;
+            }
+            let mut b = vec![0u8; bytes as usize];
+            self.device.copy_dtoh(ptr, &mut b)?;
+            outs.push(Some(
+                b.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect(),
+            ));
+        }
+        let per_kernel = KERNELS
+            .iter()
+            .zip(r.kernel_counts)
+            .filter(|(_, n)| *n > 0)
+            .map(|(k, n)| (k.name, n))
+            .collect();
+        Ok(RunOutput {
+            scheduler: run.scheduler.take(),
+            tensors: outs,
+            stats: RunStats { tasks: r.tasks_completed, per_kernel, wall, variant: p.variant },
+        })
+    }
+}

@@ -1,0 +1,322 @@
+//! The launch bench's runtime series (`ferry bench launch --json`, `cargo bench -p ferry-runtime
+//! --bench launch`): back-to-back runs of the vector example on the runtime's real descriptor,
+//! one launch slot (serial) against N slots (pipelined, [`DeviceRunner::repeat`]).
+//!
+//! Both series run the same graph with the same arguments on runners built alike but for their
+//! slot count, every run verified against the host reference. The figures are medians of
+//! interleaved rounds (serial, pipelined, then pipelined, serial, …): on a shared 2-core machine
+//! single runs swing 2-3x. The descriptor figures come from the launch transaction's own
+//! counters: `unchanged_bytes_per_run` over the identical runs of the pipelined series (0 once
+//! every slot holds the graph's prefix), `changed_bytes_per_run` over a series whose callable
+//! changes every run on every slot (the launch-route prefix, [`ROUTE_PREFIX_BYTES`]).
+//!
+//! # Examples
+//! ```no_run
+//! use ferry_runtime::launch_bench::{run, LaunchSeriesConfig};
+//! let r = run(&LaunchSeriesConfig { runs: 20, rounds: 1, ..LaunchSeriesConfig::default() })?;
+//! assert_eq!(r.unchanged_bytes_per_run, 0);
+//! println!("{}", r.to_json());
+//! # Ok::<(), ferry_runtime::launch_bench::SeriesError>(())
+//! ```
+use crate::error::{RunError, RunnerError};
+use crate::examples::{Example, ExampleRun, Size, VerifyError};
+use crate::host::{DeviceRunner, RepeatError, RunnerConfig, Variant, ROUTE_PREFIX_BYTES};
+use ferry_sim::Arch;
+use std::time::{Duration, Instant};
+
+/// What to measure.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct LaunchSeriesConfig {
+    /// The chip both runners are built with (their slot counts are set by the bench).
+    pub runner: RunnerConfig,
+    /// Where the vector graph is built.
+    pub variant: Variant,
+    /// Size of the vector example.
+    pub size: Size,
+    /// Back-to-back runs per series.
+    pub runs: u32,
+    /// Interleaved rounds (each one serial and one pipelined series).
+    pub rounds: u32,
+    /// Launch slots of the pipelined runner (at least 2).
+    pub pipelined_slots: u32,
+}
+
+impl Default for LaunchSeriesConfig {
+    fn default() -> Self {
+        LaunchSeriesConfig {
+            runner: RunnerConfig::default_for(Arch::A2a3),
+            variant: Variant::HostBuiltGraph,
+            size: Size::Small,
+            runs: 200,
+            rounds: 5,
+            pipelined_slots: 2,
+        }
+    }
+}
+
+/// Mean host time of each step of a serial run, microseconds.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct SerialPhases {
+    /// `prepare`: tensor uploads, host-built graph, layout, suffix upload, prefix snapshot.
+    pub prepare_us: f64,
+    /// `launch`: register reset, publication, both entries submitted.
+    pub launch_us: f64,
+    /// `finalize_run`: waiting for the device, retirement, result and output read-back, frees.
+    pub finalize_us: f64,
+    /// The device's execution as the host sees it (launch to both entries returned), a part
+    /// of `finalize_us`.
+    pub execute_us: f64,
+    /// Checking the outputs against the host reference.
+    pub check_us: f64,
+}
+
+/// Results.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LaunchSeriesReport {
+    /// The configuration measured.
+    pub config: LaunchSeriesConfig,
+    /// Median runs/s of the one-slot series.
+    pub serial_runs_per_s: f64,
+    /// Median runs/s of the N-slot series.
+    pub pipelined_runs_per_s: f64,
+    /// Runs/s of every serial round, in order.
+    pub serial_rounds: Vec<f64>,
+    /// Runs/s of every pipelined round, in order.
+    pub pipelined_rounds: Vec<f64>,
+    /// Descriptor bytes copied per identical run (pipelined series, warm slots).
+    pub unchanged_bytes_per_run: u64,
+    /// Descriptor bytes copied per run when the graph's prefix changes every run.
+    pub changed_bytes_per_run: u64,
+    /// Launch-metadata bytes copied per run (a5 host-built graph: its resident scheduler
+    /// state; 0 elsewhere).
+    pub metadata_bytes_per_run: u64,
+    /// Entry forks per identical run.
+    pub unchanged_forks_per_run: f64,
+    /// Per-run suffix bytes uploaded at prepare (synchronous, not a stream copy).
+    pub suffix_bytes_per_run: u64,
+    /// Where a serial run's time goes (one extra serial pass).
+    pub serial_phases: SerialPhases,
+}
+
+impl LaunchSeriesReport {
+    /// `pipelined_runs_per_s / serial_runs_per_s`.
+    pub fn speedup(&self) -> f64 {
+        self.pipelined_runs_per_s / self.serial_runs_per_s
+    }
+
+    /// One JSON object.
+    pub fn to_json(&self) -> String {
+        let list = |v: &[f64]| v.iter().map(|x| format!("{x:.0}")).collect::<Vec<_>>().join(",");
+        let p = &self.serial_phases;
+        format!(
+            concat!(
+                "{{\"series\":\"runtime\",\"example\":\"vector\",\"size\":\"{}\",\"arch\":\"{}\",",
+                "\"variant\":\"{}\",\"runs\":{},\"rounds\":{},\"pipelined_slots\":{},",
+                "\"serial_runs_per_s\":{:.0},\"pipelined_runs_per_s\":{:.0},",
+                "\"speedup\":{:.3},\"serial_rounds\":[{}],\"pipelined_rounds\":[{}],",
+                "\"unchanged_bytes_per_run\":{},\"changed_bytes_per_run\":{},",
+                "\"metadata_bytes_per_run\":{},\"unchanged_forks_per_run\":{:.2},",
+                "\"suffix_bytes_per_run\":{},",
+                "\"serial_phase_us\":{{\"prepare\":{:.1},\"launch\":{:.1},\"finalize\":{:.1},",
+                "\"execute\":{:.1},\"check\":{:.1}}}}}"
+            ),
+            match self.config.size {
+                Size::Small => "small",
+                Size::Full => "full",
+            },
+            self.config.runner.arch.name(),
+            match self.config.variant {
+                Variant::DeviceOrchestrated => "device",
+                Variant::HostBuiltGraph => "host",
+            },
+            self.config.runs,
+            self.config.rounds,
+            self.config.pipelined_slots,
+            self.serial_runs_per_s,
+            self.pipelined_runs_per_s,
+            self.speedup(),
+            list(&self.serial_rounds),
+            list(&self.pipelined_rounds),
+            self.unchanged_bytes_per_run,
+            self.changed_bytes_per_run,
+            self.metadata_bytes_per_run,
+            self.unchanged_forks_per_run,
+            self.suffix_bytes_per_run,
+            p.prepare_us,
+            p.launch_us,
+            p.finalize_us,
+            p.execute_us,
+            p.check_us,
+        )
+    }
+}
+
+/// Why the series failed.
+#[derive(Debug, thiserror::Error)]
+pub enum SeriesError {
+    /// The configuration is unusable.
+    #[error("invalid series configuration: {0}")]
+    Config(String),
+    /// Building a runner or registering the callable failed.
+    #[error(transparent)]
+    Runner(#[from] RunnerError),
+    /// A run failed.
+    #[error(transparent)]
+    Run(#[from] RunError),
+    /// A run failed or produced a wrong result inside a series.
+    #[error(transparent)]
+    Repeat(#[from] RepeatError<VerifyError>),
+    /// A run outside the series produced a wrong result.
+    #[error(transparent)]
+    Verify(#[from] VerifyError),
+}
+
+fn median(v: &[f64]) -> f64 {
+    let mut s = v.to_vec();
+    s.sort_by(f64::total_cmp);
+    match s.len() {
+        0 => 0.0,
+        n if n % 2 == 1 => s[n / 2],
+        n => (s[n / 2 - 1] + s[n / 2]) / 2.0,
+    }
+}
+
+/// A runner with `slots` launch slots, `callables` registrations of the vector graph (ids
+/// `0..callables`: same graph, different headers) and every slot warmed with callable 0.
+fn runner(
+    cfg: &LaunchSeriesConfig,
+    ex: &ExampleRun,
+    slots: u32,
+    callables: u32,
+) -> Result<DeviceRunner, SeriesError> {
+    let mut r = DeviceRunner::new(cfg.runner.with_launch_slots(slots))?;
+    for id in 0..callables {
+        r.register_callable(id, ex.callable.clone())?;
+    }
+    // Warm-up: first runs pay for page faults, the program load and every slot's first
+    // publication.
+    for _ in 0..slots.max(2) {
+        ex.verify(&r.run(0, ex.args.clone())?)?;
+    }
+    Ok(r)
+}
+
+/// One series of `runs` identical runs; runs/s.
+fn series(r: &mut DeviceRunner, ex: &ExampleRun, runs: u32) -> Result<f64, SeriesError> {
+    let rep = r.repeat(0, runs, |_| ex.args.clone(), |_, out| ex.verify(out).map(|_| ()))?;
+    Ok(rep.runs_per_s())
+}
+
+fn serial_phases(
+    r: &mut DeviceRunner,
+    ex: &ExampleRun,
+    runs: u32,
+) -> Result<SerialPhases, SeriesError> {
+    let mut p = SerialPhases::default();
+    let us = |t: Instant| t.elapsed().as_secs_f64() * 1e6;
+    for _ in 0..runs {
+        let t = Instant::now();
+        let prepared = r.prepare(0, ex.args.clone())?;
+        p.prepare_us += us(t);
+        let t = Instant::now();
+        let launched = r.launch(prepared)?;
+        p.launch_us += us(t);
+        let t = Instant::now();
+        let out = r.finalize_run(launched)?;
+        p.finalize_us += us(t);
+        p.execute_us += out.stats.wall.as_secs_f64() * 1e6;
+        let t = Instant::now();
+        ex.verify(&out)?;
+        p.check_us += us(t);
+    }
+    let n = f64::from(runs.max(1));
+    Ok(SerialPhases {
+        prepare_us: p.prepare_us / n,
+        launch_us: p.launch_us / n,
+        finalize_us: p.finalize_us / n,
+        execute_us: p.execute_us / n,
+        check_us: p.check_us / n,
+    })
+}
+
+/// Measures both series (and the descriptor counters).
+///
+/// # Errors
+/// [`SeriesError`] for a bad configuration, a failed run or a wrong result.
+pub fn run(cfg: &LaunchSeriesConfig) -> Result<LaunchSeriesReport, SeriesError> {
+    if cfg.pipelined_slots < 2 || cfg.runs == 0 || cfg.rounds == 0 {
+        return Err(SeriesError::Config(format!(
+            "{} pipelined slots, {} runs, {} rounds: needs at least 2 slots, 1 run and 1 round",
+            cfg.pipelined_slots, cfg.runs, cfg.rounds
+        )));
+    }
+    let ex = Example::Vector.build(cfg.size).with_variant(cfg.variant);
+    let n = cfg.pipelined_slots;
+    // The pipelined runner registers n + 2 callables of the same graph (different headers) for
+    // the changed series below.
+    let mut serial = runner(cfg, &ex, 1, 1)?;
+    let mut piped = runner(cfg, &ex, n, n + 2)?;
+    let (mut serial_rounds, mut pipelined_rounds) = (Vec::new(), Vec::new());
+    for round in 0..cfg.rounds {
+        if round % 2 == 0 {
+            serial_rounds.push(series(&mut serial, &ex, cfg.runs)?);
+            pipelined_rounds.push(series(&mut piped, &ex, cfg.runs)?);
+        } else {
+            pipelined_rounds.push(series(&mut piped, &ex, cfg.runs)?);
+            serial_rounds.push(series(&mut serial, &ex, cfg.runs)?);
+        }
+    }
+    let stats = |r: &DeviceRunner| r.launch_stats().unwrap_or_default();
+    // Identical runs on warm slots: the counters over one more pipelined series.
+    let before = stats(&piped);
+    series(&mut piped, &ex, cfg.runs)?;
+    let after = stats(&piped);
+    let runs = u64::from(cfg.runs);
+    let prefix = ROUTE_PREFIX_BYTES as u64;
+    let unchanged_descriptor = (after.descriptor_copies - before.descriptor_copies) * prefix;
+    let metadata_bytes = after.bytes_copied - before.bytes_copied - unchanged_descriptor;
+    let unchanged_forks = (after.forks - before.forks) as f64 / runs as f64;
+    let suffix_bytes = (after.suffix_bytes - before.suffix_bytes) / runs;
+    // Changed prefix every run: `repeat` runs one callable, so this series steps through
+    // callables 1..=n+1 itself (every slot holds callable 0's prefix now; consecutive runs of
+    // one slot, k and k + n, differ since n mod (n + 1) != 0).
+    let before = stats(&piped);
+    for k in 0..cfg.runs {
+        ex.verify(&piped.run(1 + k % (n + 1), ex.args.clone())?)?;
+    }
+    let after = stats(&piped);
+    let changed_bytes = (after.descriptor_copies - before.descriptor_copies) * prefix / runs;
+    let serial_phases = serial_phases(&mut serial, &ex, cfg.runs.min(50))?;
+    serial.finalize()?;
+    piped.finalize()?;
+    Ok(LaunchSeriesReport {
+        config: *cfg,
+        serial_runs_per_s: median(&serial_rounds),
+        pipelined_runs_per_s: median(&pipelined_rounds),
+        serial_rounds,
+        pipelined_rounds,
+        unchanged_bytes_per_run: unchanged_descriptor / runs,
+        changed_bytes_per_run: changed_bytes,
+        metadata_bytes_per_run: metadata_bytes / runs,
+        unchanged_forks_per_run: unchanged_forks,
+        suffix_bytes_per_run: suffix_bytes,
+        serial_phases,
+    })
+}
+
+/// Bench-friendly single series for criterion: a runner with `slots` slots and a closure
+/// running `runs` identical verified runs through the pipeline.
+///
+/// # Errors
+/// As [`run`].
+pub fn series_runner(
+    cfg: &LaunchSeriesConfig,
+    slots: u32,
+) -> Result<impl FnMut(u32) -> Result<Duration, SeriesError>, SeriesError> {
+    let ex = Example::Vector.build(cfg.size).with_variant(cfg.variant);
+    let mut r = runner(cfg, &ex, slots, 1)?;
+    Ok(move |runs: u32| {
+        let rep = r.repeat(0, runs, |_| ex.args.clone(), |_, out| ex.verify(out).map(|_| ()))?;
+        Ok(rep.elapsed)
+    })
+}
