@@ -511,9 +511,20 @@ pub fn orchestration_status(e: SubmitError) -> i32 {
 ///     orch: ferry_runtime::device::orchestrations::vector,
 /// }
 /// ```
+///
+/// `orch_with_context: path` instead passes the entry's `OrchContext` too (an
+/// `unsafe fn(&OrchContext, &mut dyn Orchestrate) -> Result<(), SubmitError>` whose contract is
+/// that `ctx`'s pointers are live for the call), as the workload interpreter's object needs.
 #[macro_export]
 macro_rules! orchestration_object {
     (name: $name:literal, expected_args: $n:literal, orch: $orch:path $(,)?) => {
+        $crate::orchestration_object! {
+            name: $name,
+            expected_args: $n,
+            orch_with_context: (|_ctx, o| $orch(o)),
+        }
+    };
+    (name: $name:literal, expected_args: $n:literal, orch_with_context: $orch:expr $(,)?) => {
         /// The name this object reports.
         pub const NAME: &str = $name;
 
@@ -570,7 +581,11 @@ macro_rules! orchestration_object {
             else {
                 return $crate::device::ffi::abi::STATUS_INVALID_ARGUMENT;
             };
-            let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| $orch(&mut o)));
+            #[allow(unused_unsafe)]
+            // SAFETY: `ctx` and the table behind it are live for the call (caller's contract).
+            let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| unsafe {
+                ($orch)(ctx, &mut o)
+            }));
             match r {
                 Ok(Ok(())) => $crate::device::ffi::abi::STATUS_OK,
                 Ok(Err(e)) => $crate::device::ffi::orchestration_status(e),
