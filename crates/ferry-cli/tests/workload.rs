@@ -68,7 +68,12 @@ fn check_dfx(d: &Path, case: &str, host_built: bool) {
         let (start, end) = (r[3].as_u64().unwrap(), r[4].as_u64().unwrap());
         assert!(first <= start && end <= last, "task {r} outside the anchors {first}..{last}");
     }
-    assert_eq!(meta["orchestrator_source"] == "host", host_built, "{}", meta["orchestrator_source"]);
+    assert_eq!(
+        meta["orchestrator_source"] == "host",
+        host_built,
+        "{}",
+        meta["orchestrator_source"]
+    );
     let man = std::fs::read_to_string(d.join("ferry-manifest.json")).unwrap();
     assert!(man.contains(&format!("name_map_{case}.json")), "{man}");
     assert!(d.join("deps.json").exists());
@@ -149,10 +154,15 @@ fn checksum(args: &[&str]) -> f64 {
 
 #[test]
 fn the_built_in_examples_as_workload_files_give_the_same_checksums() {
-    for (file, ex) in [("vector.toml", "vector"), ("paged-attention.toml", "paged-attention"), ("storm.toml", "storm")] {
+    for (file, ex) in [
+        ("vector.toml", "vector"),
+        ("paged-attention.toml", "paged-attention"),
+        ("storm.toml", "storm"),
+    ] {
         for variant in ["device", "host"] {
             let want = checksum(&["run", "--small", "--example", ex, "--variant", variant]);
-            let got = checksum(&["run", "--small", "--workload", &workload(file), "--variant", variant]);
+            let got =
+                checksum(&["run", "--small", "--workload", &workload(file), "--variant", variant]);
             assert_eq!(got.to_bits(), want.to_bits(), "{ex} ({variant}): {got} vs {want}");
         }
     }
@@ -175,8 +185,18 @@ fn stress_full_100k_graph_with_dfx() {
         for variant in ["device", "host"] {
             let d = tmp(&format!("full-100k-{arch}-{variant}"));
             let out = ok(&[
-                "run", "--workload", &workload("graph-100k.toml"), "--arch", arch, "--variant",
-                variant, "--swimlane", "4", "--dep-gen", "--out", d.to_str().unwrap(),
+                "run",
+                "--workload",
+                &workload("graph-100k.toml"),
+                "--arch",
+                arch,
+                "--variant",
+                variant,
+                "--swimlane",
+                "4",
+                "--dep-gen",
+                "--out",
+                d.to_str().unwrap(),
             ]);
             assert!(out.contains("ok (checksum 204600.0000)"), "{out}");
             check_dfx(&d, "graph-100k", variant == "host");
@@ -195,7 +215,10 @@ fn check_names_the_line_and_a_bad_workload_does_not_run() {
         "[workload]\nname = \"bad\"\nverify = \"host-reference\"\n[[tensor]]\nname = \"x\"\nshape = [8]\n[[graph]]\nkernel = \"nope\"\n",
     )
     .unwrap();
-    for args in [vec!["workload", "check", f.to_str().unwrap()], vec!["run", "--workload", f.to_str().unwrap()]] {
+    for args in [
+        vec!["workload", "check", f.to_str().unwrap()],
+        vec!["run", "--workload", f.to_str().unwrap()],
+    ] {
         let out = ferry().args(&args).output().unwrap();
         assert!(!out.status.success());
         let err = String::from_utf8_lossy(&out.stderr);

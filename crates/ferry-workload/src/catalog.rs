@@ -115,7 +115,10 @@ impl KernelCatalog for Chain<'_> {
         tensors: &[&[AtomicU32]],
         scalars: &[u64],
     ) -> Result<(), String> {
-        let c = self.0.iter().find(|c| c.names().iter().any(|n| c.lookup(n).is_some_and(|k| k.id == id)));
+        let c = self
+            .0
+            .iter()
+            .find(|c| c.names().iter().any(|n| c.lookup(n).is_some_and(|k| k.id == id)));
         match c {
             Some(c) => c.run_host(id, block_dim, tensors, scalars),
             None => Err(format!("no catalog has kernel id {id}")),

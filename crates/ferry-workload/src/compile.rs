@@ -14,6 +14,8 @@ use toml::Spanned;
 pub const MAX_TASKS: u64 = w::MAX_TASKS;
 /// Most elements of one tensor (checked before anything is allocated): 1 GiB of `f32`.
 pub const MAX_TENSOR_ELEMENTS: u64 = 1 << 28;
+/// Most elements of all tensors together, and most scratch bytes / 4: 1 GiB of `f32`.
+pub const MAX_TOTAL_ELEMENTS: u64 = 1 << 28;
 /// Most run tensors.
 pub const MAX_TENSORS: usize = 4096;
 
@@ -86,7 +88,17 @@ impl<'a> Ctx<'a> {
         tensors: &'a BTreeMap<String, u32>,
         catalog: &'a dyn KernelCatalog,
     ) -> Ctx<'a> {
-        Ctx { lines, params, fparams, tensors, catalog, vars: vec![], scratch: vec![], max_var: 0, max_scratch: 0 }
+        Ctx {
+            lines,
+            params,
+            fparams,
+            tensors,
+            catalog,
+            vars: vec![],
+            scratch: vec![],
+            max_var: 0,
+            max_scratch: 0,
+        }
     }
 
     fn err(&self, at: usize, m: impl Into<String>) -> WorkloadError {
@@ -103,7 +115,8 @@ impl<'a> Ctx<'a> {
             Num::Expr(s) => {
                 let params = |p: &str| self.params.get(p).copied();
                 let scope = expr::Scope { params: &params, vars: &self.vars };
-                let e = expr::parse(s, &scope).map_err(|m| self.err(at, format!("{what} `{s}`: {m}")))?;
+                let e = expr::parse(s, &scope)
+                    .map_err(|m| self.err(at, format!("{what} `{s}`: {m}")))?;
                 let mut code = Vec::new();
                 e.emit(&mut code);
                 if code.len() > w::MAX_EXPR_WORDS as usize || stack_need(&e) > w::MAX_STACK {
@@ -118,7 +131,10 @@ impl<'a> Ctx<'a> {
     pub(crate) fn constant(&self, n: &Spanned<Num>, what: &str) -> Result<u64, WorkloadError> {
         let e = self.expr(n, what)?;
         e.constant().ok_or_else(|| {
-            self.err(n.span().start, format!("{what} must be constant (parameters only, no loop variables)"))
+            self.err(
+                n.span().start,
+                format!("{what} must be constant (parameters only, no loop variables)"),
+            )
         })
     }
 
@@ -148,16 +164,22 @@ impl<'a> Ctx<'a> {
         let i = it.get_ref();
         let kinds = [i.kernel.is_some(), i.repeat.is_some(), i.scope.is_some()];
         if kinds.iter().filter(|&&k| k).count() != 1 {
-            return Err(self.err(at, "a graph entry needs exactly one of `kernel`, `repeat` or `scope`"));
+            return Err(
+                self.err(at, "a graph entry needs exactly one of `kernel`, `repeat` or `scope`")
+            );
         }
         if i.kernel.is_none() && (i.args.is_some() || i.scalars.is_some() || i.blocks.is_some()) {
-            return Err(self.err(at, "`args`, `scalars` and `blocks` belong to a task (`kernel = ...`)"));
+            return Err(
+                self.err(at, "`args`, `scalars` and `blocks` belong to a task (`kernel = ...`)")
+            );
         }
         if i.kernel.is_some() && (i.body.is_some() || i.var.is_some() || i.scratch.is_some()) {
             return Err(self.err(at, "a task has no `body`, `var` or `scratch`"));
         }
         if i.kernel.is_none() && depth >= w::MAX_DEPTH {
-            return Err(self.err(at, format!("repeats and scopes nest deeper than {}", w::MAX_DEPTH)));
+            return Err(
+                self.err(at, format!("repeats and scopes nest deeper than {}", w::MAX_DEPTH))
+            );
         }
         if let Some(k) = &i.kernel {
             *total = total.checked_add(mult).filter(|&t| t <= MAX_TASKS).ok_or_else(|| {
@@ -170,14 +192,25 @@ impl<'a> Ctx<'a> {
         if let Some(count) = &i.repeat {
             let count_v = self.constant(count, "repeat count")?;
             let name = i.var.as_ref().map_or("i".to_string(), |v| v.get_ref().clone());
-            if !is_ident(&name) || self.params.contains_key(&name) || self.vars.iter().any(|(n, _)| *n == name) {
+            if !is_ident(&name)
+                || self.params.contains_key(&name)
+                || self.vars.iter().any(|(n, _)| *n == name)
+            {
                 let vat = i.var.as_ref().map_or(at, |v| v.span().start);
                 return Err(self.err(vat, format!("loop variable `{name}` is not a fresh name (a parameter or an enclosing loop's variable)")));
             }
             let slot = self.vars.len() as u32;
             self.max_var = self.max_var.max(slot + 1);
             self.vars.push((name, slot));
-            let m = mult.checked_mul(count_v).filter(|&m| m <= MAX_TASKS * 1024).ok_or_else(|| self.err(count.span().start, format!("repeat count {count_v}: the loop nest expands past {MAX_TASKS} tasks")))?;
+            let m =
+                mult.checked_mul(count_v).filter(|&m| m <= MAX_TASKS * 1024).ok_or_else(|| {
+                    self.err(
+                        count.span().start,
+                        format!(
+                            "repeat count {count_v}: the loop nest expands past {MAX_TASKS} tasks"
+                        ),
+                    )
+                })?;
             let body = self.body(body_items, m, depth + 1, total);
             self.vars.pop();
             return Ok(Node::Repeat { var: slot, count: count_v, body: body? });
@@ -189,12 +222,15 @@ impl<'a> Ctx<'a> {
             let nat = s.get_ref().name.span().start;
             if self.tensors.contains_key(name) || self.scratch.iter().any(|(n, _)| n == name) {
                 self.scratch.truncate(base);
-                return Err(self.err(nat, format!("scratch tensor `{name}` shadows another tensor")));
+                return Err(
+                    self.err(nat, format!("scratch tensor `{name}` shadows another tensor"))
+                );
             }
             let slot = self.scratch.len() as u32;
             if slot >= w::MAX_SLOTS {
                 self.scratch.truncate(base);
-                return Err(self.err(nat, format!("more than {} scratch tensors live at once", w::MAX_SLOTS)));
+                return Err(self
+                    .err(nat, format!("more than {} scratch tensors live at once", w::MAX_SLOTS)));
             }
             let len = self.expr(&s.get_ref().len, "scratch length");
             let len = match len {
@@ -215,15 +251,26 @@ impl<'a> Ctx<'a> {
 
     fn task(&self, k: &Spanned<String>, i: &Item, at: usize) -> Result<TaskNode, WorkloadError> {
         let kernel = self.catalog.lookup(k.get_ref()).ok_or_else(|| {
-            self.err(k.span().start, format!("unknown kernel `{}` (known: {})", k.get_ref(), self.catalog.names().join(", ")))
+            self.err(
+                k.span().start,
+                format!(
+                    "unknown kernel `{}` (known: {})",
+                    k.get_ref(),
+                    self.catalog.names().join(", ")
+                ),
+            )
         })?;
         let label = i.name.clone().unwrap_or_else(|| kernel.name.clone());
         let args_in = i.args.as_deref().unwrap_or(&[]);
         let n = args_in.len() as u32;
         if n < kernel.tensors.0 || n > kernel.tensors.1 {
-            return Err(self.err(at, format!(
-                "task '{label}': kernel `{}` takes {}..={} tensors, {n} given", kernel.name, kernel.tensors.0, kernel.tensors.1
-            )));
+            return Err(self.err(
+                at,
+                format!(
+                    "task '{label}': kernel `{}` takes {}..={} tensors, {n} given",
+                    kernel.name, kernel.tensors.0, kernel.tensors.1
+                ),
+            ));
         }
         let mut args = Vec::new();
         for a in args_in {
@@ -234,26 +281,47 @@ impl<'a> Ctx<'a> {
             } else if let Some(&t) = self.tensors.get(name) {
                 TRef::Run(t)
             } else {
-                return Err(self.err(d.tensor.span().start, format!("task '{label}': unknown tensor `{name}`")));
+                return Err(self.err(
+                    d.tensor.span().start,
+                    format!("task '{label}': unknown tensor `{name}`"),
+                ));
             };
             let role = match d.role.get_ref().as_str() {
                 "input" => Role::Input,
                 "output" => Role::Output,
                 "inout" => Role::InOut,
-                r => return Err(self.err(d.role.span().start, format!("task '{label}': role `{r}` is not input, output or inout"))),
+                r => {
+                    return Err(self.err(
+                        d.role.span().start,
+                        format!("task '{label}': role `{r}` is not input, output or inout"),
+                    ))
+                }
             };
             let offset = match &d.offset {
                 Some(o) => self.expr(o, "offset")?,
                 None => Expr::Const(0),
             };
             let len = d.len.as_ref().map(|l| self.expr(l, "len")).transpose()?;
-            args.push(ArgNode { tensor, name: name.clone(), role, offset, len, at: a.span().start });
+            args.push(ArgNode {
+                tensor,
+                name: name.clone(),
+                role,
+                offset,
+                len,
+                at: a.span().start,
+            });
         }
         let sc_in = i.scalars.as_deref().unwrap_or(&[]);
         if sc_in.len() != kernel.scalars.len() {
-            return Err(self.err(at, format!(
-                "task '{label}': kernel `{}` takes {} scalars, {} given", kernel.name, kernel.scalars.len(), sc_in.len()
-            )));
+            return Err(self.err(
+                at,
+                format!(
+                    "task '{label}': kernel `{}` takes {} scalars, {} given",
+                    kernel.name,
+                    kernel.scalars.len(),
+                    sc_in.len()
+                ),
+            ));
         }
         let mut scalars = Vec::new();
         for (s, want) in sc_in.iter().zip(&kernel.scalars) {
@@ -265,7 +333,10 @@ impl<'a> Ctx<'a> {
                         schema::F32Val::Int(i) => *i as f64,
                         schema::F32Val::Float(x) => *x,
                         schema::F32Val::Name(n) => *self.fparams.get(n).ok_or_else(|| {
-                            self.err(sat, format!("task '{label}': f32 scalar `{n}` is not a parameter"))
+                            self.err(
+                                sat,
+                                format!("task '{label}': f32 scalar `{n}` is not a parameter"),
+                            )
                         })?,
                     };
                     ScalarNode::F32((x as f32).to_bits())
@@ -274,12 +345,19 @@ impl<'a> Ctx<'a> {
                     ScalarNode::U64(self.expr(&Spanned::new(s.span(), u.clone()), "u64 scalar")?)
                 }
                 (Some(_), None, ScalarType::U64) | (None, Some(_), ScalarType::F32) => {
-                    return Err(self.err(sat, format!(
-                        "task '{label}': kernel `{}` reads this scalar as {}", kernel.name,
-                        if *want == ScalarType::F32 { "f32" } else { "u64" }
-                    )))
+                    return Err(self.err(
+                        sat,
+                        format!(
+                            "task '{label}': kernel `{}` reads this scalar as {}",
+                            kernel.name,
+                            if *want == ScalarType::F32 { "f32" } else { "u64" }
+                        ),
+                    ))
                 }
-                _ => return Err(self.err(sat, "a scalar is exactly one of `{ f32 = ... }` or `{ u64 = ... }`")),
+                _ => {
+                    return Err(self
+                        .err(sat, "a scalar is exactly one of `{ f32 = ... }` or `{ u64 = ... }`"))
+                }
             };
             scalars.push(v);
         }
@@ -290,9 +368,13 @@ impl<'a> Ctx<'a> {
         if let Some(b) = blocks.constant() {
             if b == 0 || b > u64::from(kernel.max_blocks) {
                 let bat = i.blocks.as_ref().map_or(at, |b| b.span().start);
-                return Err(self.err(bat, format!(
-                    "task '{label}': blocks = {b}, kernel `{}` takes 1..={}", kernel.name, kernel.max_blocks
-                )));
+                return Err(self.err(
+                    bat,
+                    format!(
+                        "task '{label}': blocks = {b}, kernel `{}` takes 1..={}",
+                        kernel.name, kernel.max_blocks
+                    ),
+                ));
             }
         }
         Ok(TaskNode { kernel, label, blocks, args, scalars, at })
@@ -415,11 +497,15 @@ pub(crate) fn init_plan(
     let at = init.span().start;
     match init.get_ref() {
         schema::InitAny::Name(n) if n == "zeros" => Ok(InitPlan::Zeros),
-        schema::InitAny::Name(n) => Err(lines.at(at, format!("init `{n}`: a string init must be \"zeros\""))),
+        schema::InitAny::Name(n) => {
+            Err(lines.at(at, format!("init `{n}`: a string init must be \"zeros\"")))
+        }
         schema::InitAny::Table(t) => {
-            let set = [t.constant.is_some(), t.iota.is_some(), t.random.is_some(), t.file.is_some()];
+            let set =
+                [t.constant.is_some(), t.iota.is_some(), t.random.is_some(), t.file.is_some()];
             if set.iter().filter(|&&s| s).count() != 1 {
-                return Err(lines.at(at, "init needs exactly one of `constant`, `iota`, `random` or `file`"));
+                return Err(lines
+                    .at(at, "init needs exactly one of `constant`, `iota`, `random` or `file`"));
             }
             Ok(if let Some(c) = t.constant {
                 InitPlan::Constant(c as f32)

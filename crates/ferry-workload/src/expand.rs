@@ -41,7 +41,12 @@ fn align64(x: u64) -> u64 {
 }
 
 impl<'a> Walk<'a> {
-    pub(crate) fn new(lines: &'a Lines, run_sizes: &'a [u64], scratch_bytes: u64, ir: &Ir) -> Walk<'a> {
+    pub(crate) fn new(
+        lines: &'a Lines,
+        run_sizes: &'a [u64],
+        scratch_bytes: u64,
+        ir: &Ir,
+    ) -> Walk<'a> {
         Walk {
             lines,
             run_sizes,
@@ -59,7 +64,10 @@ impl<'a> Walk<'a> {
 
     fn eval(&self, e: &crate::expr::Expr, at: usize, what: &str) -> Result<u64, WorkloadError> {
         e.eval(&self.vars).ok_or_else(|| {
-            self.lines.at(at, format!("task {}: {what} overflows, goes below zero or divides by zero", self.seq))
+            self.lines.at(
+                at,
+                format!("task {}: {what} overflows, goes below zero or divides by zero", self.seq),
+            )
         })
     }
 
@@ -108,9 +116,13 @@ impl<'a> Walk<'a> {
         let label = &t.label;
         let blocks = self.eval(&t.blocks, t.at, "blocks")?;
         if blocks == 0 || blocks > u64::from(t.kernel.max_blocks) {
-            return Err(self.lines.at(t.at, format!(
-                "task {seq} ('{label}'): blocks = {blocks}, kernel `{}` takes 1..={}", t.kernel.name, t.kernel.max_blocks
-            )));
+            return Err(self.lines.at(
+                t.at,
+                format!(
+                    "task {seq} ('{label}'): blocks = {blocks}, kernel `{}` takes 1..={}",
+                    t.kernel.name, t.kernel.max_blocks
+                ),
+            ));
         }
         let mut views = Vec::with_capacity(t.args.len());
         for a in &t.args {
@@ -175,7 +187,8 @@ impl Visit for HostRef<'_> {
         for &(slot, len) in allocs {
             // Scratch memory is not cleared on the device either; a fresh host buffer per scope
             // keeps a workload that reads scratch before writing it from passing by accident.
-            self.scratch[slot as usize] = (0..len).map(|_| std::sync::atomic::AtomicU32::new(f32::NAN.to_bits())).collect();
+            self.scratch[slot as usize] =
+                (0..len).map(|_| std::sync::atomic::AtomicU32::new(f32::NAN.to_bits())).collect();
         }
     }
 

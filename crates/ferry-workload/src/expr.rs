@@ -89,11 +89,15 @@ impl P<'_> {
             }
             Some(c) if c.is_ascii_digit() => {
                 let st = self.i;
-                while self.i < self.s.len() && (self.s[self.i].is_ascii_digit() || self.s[self.i] == b'_') {
+                while self.i < self.s.len()
+                    && (self.s[self.i].is_ascii_digit() || self.s[self.i] == b'_')
+                {
                     self.i += 1;
                 }
-                let t: String =
-                    String::from_utf8_lossy(&self.s[st..self.i]).chars().filter(|&c| c != '_').collect();
+                let t: String = String::from_utf8_lossy(&self.s[st..self.i])
+                    .chars()
+                    .filter(|&c| c != '_')
+                    .collect();
                 t.parse().map(Expr::Const).map_err(|_| format!("integer `{t}` is too large"))
             }
             Some(c) if c.is_ascii_alphabetic() || c == b'_' => {
@@ -115,9 +119,9 @@ impl P<'_> {
                 if let Some(&(_, slot)) = self.scope.vars.iter().rev().find(|(n, _)| *n == name) {
                     return Ok(Expr::Var(slot));
                 }
-                (self.scope.params)(&name)
-                    .map(Expr::Const)
-                    .ok_or_else(|| format!("unknown name `{name}` (not a parameter or loop variable in scope)"))
+                (self.scope.params)(&name).map(Expr::Const).ok_or_else(|| {
+                    format!("unknown name `{name}` (not a parameter or loop variable in scope)")
+                })
             }
             Some(c) => Err(format!("unexpected `{}` at character {}", c as char, self.i + 1)),
             None => Err("unexpected end of expression".into()),

@@ -44,7 +44,7 @@ mod expr;
 mod schema;
 
 pub use catalog::{BuiltinKernels, Chain, KernelCatalog, KernelInfo, ScalarType};
-pub use compile::{MAX_TASKS, MAX_TENSORS, MAX_TENSOR_ELEMENTS};
+pub use compile::{MAX_TASKS, MAX_TENSORS, MAX_TENSOR_ELEMENTS, MAX_TOTAL_ELEMENTS};
 pub use error::WorkloadError;
 pub use expr::{MAX_EXPR_CHARS, MAX_NESTING};
 
@@ -153,12 +153,19 @@ impl Workload {
     ///
     /// # Errors
     /// [`WorkloadError`] naming the line of the first problem.
-    pub fn load(path: &Path, catalog: &dyn KernelCatalog, small: bool) -> Result<Workload, WorkloadError> {
+    pub fn load(
+        path: &Path,
+        catalog: &dyn KernelCatalog,
+        small: bool,
+    ) -> Result<Workload, WorkloadError> {
         let file = path.display().to_string();
         let io = |m: String| WorkloadError::Io { file: file.clone(), message: m };
         let meta = std::fs::metadata(path).map_err(|e| io(e.to_string()))?;
         if meta.len() > MAX_FILE_BYTES {
-            return Err(io(format!("{} bytes, more than the {MAX_FILE_BYTES}-byte limit", meta.len())));
+            return Err(io(format!(
+                "{} bytes, more than the {MAX_FILE_BYTES}-byte limit",
+                meta.len()
+            )));
         }
         let text = std::fs::read_to_string(path).map_err(|e| io(e.to_string()))?;
         let base = path.parent().unwrap_or(Path::new("."));
@@ -183,8 +190,14 @@ impl Workload {
         })?;
         let meta = f.workload.get_ref();
         let name = meta.name.get_ref().clone();
-        if name.is_empty() || name.len() > 63 || !name.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c)) {
-            return Err(lines.at(meta.name.span().start, "workload name must be 1-63 characters of A-Z a-z 0-9 - _ ."));
+        if name.is_empty()
+            || name.len() > 63
+            || !name.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+        {
+            return Err(lines.at(
+                meta.name.span().start,
+                "workload name must be 1-63 characters of A-Z a-z 0-9 - _ .",
+            ));
         }
         let mut params = BTreeMap::new();
         let mut fparams = BTreeMap::new();
@@ -195,7 +208,8 @@ impl Workload {
             }
             match *v.get_ref() {
                 schema::Param::Int(i) => {
-                    let u = u64::try_from(i).map_err(|_| lines.at(at, format!("parameter `{k}` is negative")))?;
+                    let u = u64::try_from(i)
+                        .map_err(|_| lines.at(at, format!("parameter `{k}` is negative")))?;
                     params.insert(k.clone(), u);
                     fparams.insert(k.clone(), i as f64);
                 }
@@ -212,7 +226,10 @@ impl Workload {
         if small {
             for (k, v) in &f.small {
                 if !f.params.contains_key(k) {
-                    return Err(lines.at(v.span().start, format!("[small] overrides `{k}`, which [params] does not declare")));
+                    return Err(lines.at(
+                        v.span().start,
+                        format!("[small] overrides `{k}`, which [params] does not declare"),
+                    ));
                 }
                 put(k, v)?;
             }
@@ -221,6 +238,7 @@ impl Workload {
         let ctx0 = Ctx::new(&lines, &params, &fparams, &tnames, catalog);
         let mut tensors = Vec::new();
         let mut names = BTreeMap::new();
+        let mut total_elems = 0u64;
         if f.tensor.len() > MAX_TENSORS {
             return Err(lines.at(0, format!("more than {MAX_TENSORS} tensors")));
         }
@@ -233,15 +251,23 @@ impl Workload {
             }
             if let Some(dt) = &d.dtype {
                 if dt.get_ref() != "f32" {
-                    return Err(lines.at(dt.span().start, format!("dtype `{}` is not supported (the kernels are f32)", dt.get_ref())));
+                    return Err(lines.at(
+                        dt.span().start,
+                        format!("dtype `{}` is not supported (the kernels are f32)", dt.get_ref()),
+                    ));
                 }
             }
             let mut elems = 1u64;
             for dim in d.shape.get_ref() {
                 let v = ctx0.constant(dim, "shape")?;
-                elems = elems.checked_mul(v).filter(|&e| e <= MAX_TENSOR_ELEMENTS).ok_or_else(|| {
-                    lines.at(d.shape.span().start, format!("tensor `{n}` has more than {MAX_TENSOR_ELEMENTS} elements"))
-                })?;
+                elems = elems.checked_mul(v).filter(|&e| e <= MAX_TENSOR_ELEMENTS).ok_or_else(
+                    || {
+                        lines.at(
+                            d.shape.span().start,
+                            format!("tensor `{n}` has more than {MAX_TENSOR_ELEMENTS} elements"),
+                        )
+                    },
+                )?;
             }
             if d.shape.get_ref().is_empty() {
                 return Err(lines.at(d.shape.span().start, "shape needs at least one dimension"));
@@ -258,11 +284,27 @@ impl Workload {
                     )));
                 }
             }
+            total_elems += elems;
+            if total_elems > MAX_TOTAL_ELEMENTS {
+                return Err(lines.at(
+                    d.shape.span().start,
+                    format!("the tensors together exceed {MAX_TOTAL_ELEMENTS} elements"),
+                ));
+            }
             names.insert(n.clone(), tensors.len() as u32);
             tensors.push((n.clone(), elems, init));
         }
         let scratch_bytes = match &meta.scratch_bytes {
-            Some(s) => ctx0.constant(s, "scratch_bytes")?,
+            Some(s) => {
+                let b = ctx0.constant(s, "scratch_bytes")?;
+                if b > 4 * MAX_TOTAL_ELEMENTS {
+                    return Err(lines.at(
+                        s.span().start,
+                        format!("scratch_bytes {b} exceeds {}", 4 * MAX_TOTAL_ELEMENTS),
+                    ));
+                }
+                b
+            }
             None => 0,
         };
         let mut ctx = Ctx::new(&lines, &params, &fparams, &names, catalog);
@@ -271,12 +313,21 @@ impl Workload {
         let (vars, scratch_slots) = ctx.slots();
         let ir = Ir { nodes, tasks: total, vars, scratch_slots };
         let lookup = |s: &toml::Spanned<String>| {
-            names.get(s.get_ref()).copied().ok_or_else(|| lines.at(s.span().start, format!("unknown tensor `{}`", s.get_ref())))
+            names.get(s.get_ref()).copied().ok_or_else(|| {
+                lines.at(s.span().start, format!("unknown tensor `{}`", s.get_ref()))
+            })
         };
         let host_reference = match &meta.verify {
             None => None,
-            Some(v) if v.get_ref() == "host-reference" => Some(meta.tolerance.as_ref().map_or(0.0, |t| *t.get_ref())),
-            Some(v) => return Err(lines.at(v.span().start, format!("verify `{}`: the only mode is \"host-reference\"", v.get_ref()))),
+            Some(v) if v.get_ref() == "host-reference" => {
+                Some(meta.tolerance.as_ref().map_or(0.0, |t| *t.get_ref()))
+            }
+            Some(v) => {
+                return Err(lines.at(
+                    v.span().start,
+                    format!("verify `{}`: the only mode is \"host-reference\"", v.get_ref()),
+                ))
+            }
         };
         if let Some(t) = &meta.tolerance {
             if !(*t.get_ref() >= 0.0 && t.get_ref().is_finite()) {
@@ -297,21 +348,47 @@ impl Workload {
                 (Some(c), None) => checks.push(Check::Checksum { tensor, want: *c, tol, at }),
                 (None, Some(v)) => {
                     if v.len() as u64 != tensors[tensor as usize].1 {
-                        return Err(lines.at(at, format!("{} expected values for {} elements", v.len(), tensors[tensor as usize].1)));
+                        return Err(lines.at(
+                            at,
+                            format!(
+                                "{} expected values for {} elements",
+                                v.len(),
+                                tensors[tensor as usize].1
+                            ),
+                        ));
                     }
                     checks.push(Check::Values { tensor, want: v.clone(), tol, at })
                 }
-                _ => return Err(lines.at(at, "an [[expect]] needs exactly one of `checksum` or `values`")),
+                _ => {
+                    return Err(
+                        lines.at(at, "an [[expect]] needs exactly one of `checksum` or `values`")
+                    )
+                }
             }
         }
         if host_reference.is_none() && checks.is_empty() {
-            return Err(lines.at(f.workload.span().start, "nothing to verify: set verify = \"host-reference\" or add an [[expect]]"));
+            return Err(lines.at(
+                f.workload.span().start,
+                "nothing to verify: set verify = \"host-reference\" or add an [[expect]]",
+            ));
         }
         let program = compile::emit(&ir, tensors.len() as u32);
         let description = meta.description.clone();
-        let wl = Workload { name, description, lines, tensors, ir, program, scratch_bytes, host_reference, outputs, checks };
+        let wl = Workload {
+            name,
+            description,
+            lines,
+            tensors,
+            ir,
+            program,
+            scratch_bytes,
+            host_reference,
+            outputs,
+            checks,
+        };
         let sizes: Vec<u64> = wl.tensors.iter().map(|t| t.1).collect();
-        expand::Walk::new(&wl.lines, &sizes, wl.scratch_bytes, &wl.ir).run(&wl.ir, &mut expand::NoVisit)?;
+        expand::Walk::new(&wl.lines, &sizes, wl.scratch_bytes, &wl.ir)
+            .run(&wl.ir, &mut expand::NoVisit)?;
         Ok(wl)
     }
 
@@ -367,12 +444,31 @@ impl Workload {
                     InitPlan::Iota(s, d) => (0..n).map(|i| (s + d * i as f64) as f32).collect(),
                     InitPlan::Random(seed) => random(n, *seed),
                     InitPlan::File(p) => {
-                        let io = |m: String| WorkloadError::Io { file: p.display().to_string(), message: m };
-                        let b = std::fs::read(p).map_err(|e| io(e.to_string()))?;
+                        let io = |m: String| WorkloadError::Io {
+                            file: p.display().to_string(),
+                            message: m,
+                        };
+                        // At most one byte past the checked size is read, whatever the file
+                        // grew to since the check.
+                        let mut b = Vec::with_capacity(n * 4);
+                        std::fs::File::open(p)
+                            .and_then(|f| {
+                                std::io::Read::read_to_end(
+                                    &mut std::io::Read::take(f, n as u64 * 4 + 1),
+                                    &mut b,
+                                )
+                            })
+                            .map_err(|e| io(e.to_string()))?;
                         if b.len() != n * 4 {
-                            return Err(io(format!("tensor `{name}`: {} bytes, {} expected", b.len(), n * 4)));
+                            return Err(io(format!(
+                                "tensor `{name}`: {} bytes, {} expected",
+                                b.len(),
+                                n * 4
+                            )));
                         }
-                        b.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect()
+                        b.chunks_exact(4)
+                            .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                            .collect()
                     }
                 })
             })
@@ -384,9 +480,14 @@ impl Workload {
     /// # Errors
     /// As [`initial_values`](Self::initial_values).
     pub fn run_args(&self) -> Result<RunArgs, WorkloadError> {
-        let mut tensors: Vec<TensorInit> = self.initial_values()?.into_iter().map(TensorInit::Data).collect();
+        let mut tensors: Vec<TensorInit> =
+            self.initial_values()?.into_iter().map(TensorInit::Data).collect();
         tensors.push(TensorInit::Data(self.program.iter().map(|&w| f32::from_bits(w)).collect()));
-        Ok(RunArgs { tensors, scalars: vec![self.tensors.len() as u64], scratch_bytes: self.scratch_bytes })
+        Ok(RunArgs {
+            tensors,
+            scalars: vec![self.tensors.len() as u64],
+            scratch_bytes: self.scratch_bytes,
+        })
     }
 
     /// The host reference: every tensor after the graph ran on the host with the kernels' host
@@ -394,18 +495,29 @@ impl Workload {
     ///
     /// # Errors
     /// A kernel refusal, with the task's line.
-    pub fn host_reference(&self, catalog: &dyn KernelCatalog) -> Result<Vec<Vec<f32>>, WorkloadError> {
+    pub fn host_reference(
+        &self,
+        catalog: &dyn KernelCatalog,
+    ) -> Result<Vec<Vec<f32>>, WorkloadError> {
         use std::sync::atomic::{AtomicU32, Ordering};
         let run = self
             .initial_values()?
             .into_iter()
             .map(|v| v.into_iter().map(|x| AtomicU32::new(x.to_bits())).collect())
             .collect();
-        let mut h = expand::HostRef { catalog, run, scratch: (0..self.ir.scratch_slots).map(|_| Vec::new()).collect() };
+        let mut h = expand::HostRef {
+            catalog,
+            run,
+            scratch: (0..self.ir.scratch_slots).map(|_| Vec::new()).collect(),
+        };
         let sizes: Vec<u64> = self.tensors.iter().map(|t| t.1).collect();
-        expand::Walk::new(&self.lines, &sizes, self.scratch_bytes, &self.ir).run(&self.ir, &mut h)?;
+        expand::Walk::new(&self.lines, &sizes, self.scratch_bytes, &self.ir)
+            .run(&self.ir, &mut h)?;
         // Relaxed: this thread wrote every cell.
-        Ok(h.run.into_iter().map(|v| v.into_iter().map(|c| f32::from_bits(c.load(Ordering::Relaxed))).collect()).collect())
+        Ok(h.run
+            .into_iter()
+            .map(|v| v.into_iter().map(|c| f32::from_bits(c.load(Ordering::Relaxed))).collect())
+            .collect())
     }
 
     /// Checks a run's output (task count, `[[expect]]`s, the host reference); returns the
@@ -419,12 +531,24 @@ impl Workload {
         }
         let get = |t: u32| -> Result<&Vec<f32>, VerifyError> {
             let name = &self.tensors[t as usize].0;
-            out.tensors.get(t as usize).and_then(|x| x.as_ref()).filter(|v| v.len() as u64 == self.tensors[t as usize].1).ok_or_else(|| VerifyError::Missing(name.clone()))
+            out.tensors
+                .get(t as usize)
+                .and_then(|x| x.as_ref())
+                .filter(|v| v.len() as u64 == self.tensors[t as usize].1)
+                .ok_or_else(|| VerifyError::Missing(name.clone()))
         };
         let sum = |v: &[f32]| v.iter().map(|&x| f64::from(x)).sum::<f64>();
         let mismatch = |t: u32, got: &[f32], want: &[f32], tol: f64| -> Result<(), VerifyError> {
-            match got.iter().zip(want).position(|(&g, &w)| !(close(f64::from(g), f64::from(w), tol) || (g.is_nan() && w.is_nan()))) {
-                Some(i) => Err(VerifyError::Mismatch { tensor: self.tensors[t as usize].0.clone(), index: i, got: got[i], want: want[i], tol }),
+            match got.iter().zip(want).position(|(&g, &w)| {
+                !(close(f64::from(g), f64::from(w), tol) || (g.is_nan() && w.is_nan()))
+            }) {
+                Some(i) => Err(VerifyError::Mismatch {
+                    tensor: self.tensors[t as usize].0.clone(),
+                    index: i,
+                    got: got[i],
+                    want: want[i],
+                    tol,
+                }),
                 None => Ok(()),
             }
         };
@@ -443,7 +567,9 @@ impl Workload {
                         });
                     }
                 }
-                Check::Values { tensor, want, tol, .. } => mismatch(*tensor, get(*tensor)?, want, *tol)?,
+                Check::Values { tensor, want, tol, .. } => {
+                    mismatch(*tensor, get(*tensor)?, want, *tol)?
+                }
             }
         }
         if let Some(tol) = self.host_reference {

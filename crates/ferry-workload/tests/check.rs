@@ -84,7 +84,10 @@ fn unknown_tensor() {
 #[test]
 fn view_out_of_range_in_a_later_iteration() {
     // Fine for i = 0..2; task 3 reads 96 + 64 > 128.
-    let tail = GOOD.replace("len = 32 },\n    { tensor = \"x\", role = \"input\", offset = \"i * 32\", len = 32 }", "len = 32 },\n    { tensor = \"x\", role = \"input\", offset = \"i * 32\", len = 64 }");
+    let tail = GOOD.replace(
+        "len = 32 },\n    { tensor = \"x\", role = \"input\", offset = \"i * 32\", len = 32 }",
+        "len = 32 },\n    { tensor = \"x\", role = \"input\", offset = \"i * 32\", len = 64 }",
+    );
     refuse(
         &tail,
         "len = 64",
@@ -150,7 +153,10 @@ fn init_file_of_the_wrong_size_is_refused_before_reading() {
     let dir = std::env::temp_dir().join(format!("ferry-wl-check-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(dir.join("x.bin"), [0u8; 12]).unwrap();
-    let text = format!("{}[[tensor]]\nname = \"f\"\nshape = [4]\ninit = {{ file = \"x.bin\" }}\n{GOOD}", HEAD);
+    let text = format!(
+        "{}[[tensor]]\nname = \"f\"\nshape = [4]\ninit = {{ file = \"x.bin\" }}\n{GOOD}",
+        HEAD
+    );
     let e = Workload::parse(&text, "w.toml", &dir, &BuiltinKernels, false).unwrap_err();
     assert_eq!(e.line(), Some(line_of(&text, "x.bin")), "{e}");
     assert!(e.message().contains("has 12 bytes, tensor `f` needs 16"), "{e}");

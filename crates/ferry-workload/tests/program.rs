@@ -1,10 +1,10 @@
 //! The compiled program and its interpreter (`ferry_runtime::device::workload`): the device
 //! side validates what it reads and refuses a malformed program with a typed status before
 //! submitting anything, on every variant; the runner stays usable afterwards.
+use ferry_runtime::device::task::TensorInfo;
 use ferry_runtime::device::workload::{self as w, ProgramFault};
 use ferry_runtime::host::graph::GraphBuilder;
 use ferry_runtime::host::{DeviceRunner, RunArgs, RunnerConfig, TensorInit, Variant};
-use ferry_runtime::device::task::TensorInfo;
 use ferry_runtime::{DeviceFault, RunError, SubmitError};
 use ferry_sim::Arch;
 use ferry_workload::{BuiltinKernels, Workload};
@@ -93,7 +93,11 @@ fn a_good_program_runs_and_each_corruption_is_refused_with_its_fault() {
     // The scope right after the repeat's count expression (n = 3: E_CONST lo hi).
     let s = r + 3 + 4;
     assert_eq!(p[s], w::OP_SCOPE);
-    assert_eq!(fault(&edit(s + 3, 9)), ProgramFault::BadTensorRef, "scratch slot beyond the header's");
+    assert_eq!(
+        fault(&edit(s + 3, 9)),
+        ProgramFault::BadTensorRef,
+        "scratch slot beyond the header's"
+    );
     assert_eq!(fault(&edit(5, w::MAX_SLOTS + 1)), ProgramFault::BadHeader);
     // The first task's first argument names a run tensor that does not exist.
     // The scope: op n_scratch body, then 2 x (slot, 4-word length expression).
@@ -136,7 +140,11 @@ fn mutated_programs_never_panic() {
     assert!(refused > p.len(), "most mutations are caught: {refused}");
 }
 
-fn run(runner: &mut DeviceRunner, id: u32, args: RunArgs) -> Result<ferry_runtime::RunOutput, RunError> {
+fn run(
+    runner: &mut DeviceRunner,
+    id: u32,
+    args: RunArgs,
+) -> Result<ferry_runtime::RunOutput, RunError> {
     runner.run(id, args)
 }
 
@@ -157,8 +165,15 @@ fn the_runner_refuses_a_corrupt_program_and_stays_usable() {
             let r = w::HEADER_WORDS;
             words[r + 2] = f32::from_bits(100_000); // the repeat's body runs past the end
             match run(&mut runner, id, bad) {
-                Err(RunError::Fault(DeviceFault::Submit(SubmitError::BadProgram { fault, at }))) => {
-                    assert_eq!((fault, at), (ProgramFault::Truncated, (r + 2) as u64), "{variant:?}");
+                Err(RunError::Fault(DeviceFault::Submit(SubmitError::BadProgram {
+                    fault,
+                    at,
+                }))) => {
+                    assert_eq!(
+                        (fault, at),
+                        (ProgramFault::Truncated, (r + 2) as u64),
+                        "{variant:?}"
+                    );
                 }
                 other => panic!("{arch:?} {variant:?}: {other:?}"),
             }

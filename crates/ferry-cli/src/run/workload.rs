@@ -126,7 +126,8 @@ pub(super) fn run(a: &RunArgs, file: &Path) -> anyhow::Result<()> {
     let (out, host) = out.with_context(|| format!("workload `{}`", wl.name()))?;
     if let (Some(s), Some(rd)) = (session, run_dir.as_mut()) {
         let meta = HostMeta { case: wl.name().to_string(), anchors, host };
-        write_dfx(&rd.path().to_path_buf(), s, dfx.swimlane > 0, meta, rd)
+        let dir = rd.path().to_path_buf();
+        write_dfx(&dir, s, dfx.swimlane > 0, meta, rd)
             .with_context(|| format!("DFX of `{}`", wl.name()))?;
     }
     let checksum = wl

@@ -197,7 +197,12 @@ impl Orchestrate for DeviceOrchestrator<'_> {
         Ok(TensorId(self.tensors.len() as u32 - 1))
     }
 
-    fn read_words(&self, tensor: TensorId, offset: u64, out: &mut [u32]) -> Result<(), SubmitError> {
+    fn read_words(
+        &self,
+        tensor: TensorId,
+        offset: u64,
+        out: &mut [u32],
+    ) -> Result<(), SubmitError> {
         super::workload::read_device_words(self.ops, self.tensor(tensor)?, offset, out)
     }
 }

@@ -280,7 +280,12 @@ pub trait Orchestrate {
     /// # Errors
     /// [`SubmitError::BadProgram`] when the orchestrator cannot read tensors or the range is not
     /// inside the tensor.
-    fn read_words(&self, tensor: TensorId, offset: u64, out: &mut [u32]) -> Result<(), SubmitError> {
+    fn read_words(
+        &self,
+        tensor: TensorId,
+        offset: u64,
+        out: &mut [u32],
+    ) -> Result<(), SubmitError> {
         let _ = (tensor, offset, out);
         Err(SubmitError::BadProgram {
             at: 0,

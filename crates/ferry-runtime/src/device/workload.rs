@@ -456,7 +456,11 @@ pub fn run_words(o: &mut dyn Orchestrate, program: &[u32]) -> Result<(), SubmitE
                     let r = w.at(j, end)?;
                     let tensor = if r & SCRATCH_REF != 0 {
                         let s = (r & !SCRATCH_REF) as usize;
-                        scratch.get(s).copied().flatten().ok_or(bad(j, ProgramFault::BadTensorRef))?
+                        scratch
+                            .get(s)
+                            .copied()
+                            .flatten()
+                            .ok_or(bad(j, ProgramFault::BadTensorRef))?
                     } else {
                         TensorId(r)
                     };
@@ -592,7 +596,12 @@ impl Orchestrate for WithDeviceWords<'_> {
     fn alloc_scratch(&mut self, len: u64) -> Result<TensorId, SubmitError> {
         self.inner.alloc_scratch(len)
     }
-    fn read_words(&self, tensor: TensorId, offset: u64, out: &mut [u32]) -> Result<(), SubmitError> {
+    fn read_words(
+        &self,
+        tensor: TensorId,
+        offset: u64,
+        out: &mut [u32],
+    ) -> Result<(), SubmitError> {
         read_device_words(self.ops, self.inner.tensor(tensor)?, offset, out)
     }
 }

@@ -15,6 +15,9 @@ pub struct PrebuiltTask {
     pub deps: Vec<u64>,
 }
 
+/// Reads device memory at an address into a buffer; `false` when it cannot.
+pub type ReadFn<'a> = dyn Fn(u64, &mut [u8]) -> bool + 'a;
+
 /// [`Orchestrate`] on the host: records tasks and the tensor map's edges.
 pub struct GraphBuilder<'a> {
     tensors: Vec<TensorInfo>,
@@ -26,7 +29,7 @@ pub struct GraphBuilder<'a> {
     scratch: (u64, u64),
     scratch_used: u64,
     check: Option<&'a dyn Fn(u64, u64) -> bool>,
-    read: Option<&'a dyn Fn(u64, &mut [u8]) -> bool>,
+    read: Option<&'a ReadFn<'a>>,
     /// Host ns (`ferry_dfx::output::host_now_ns`) around each accepted submit, by submit index.
     submit_ns: Vec<(u64, u64)>,
 }
@@ -63,7 +66,7 @@ impl<'a> GraphBuilder<'a> {
 
     /// The same builder reading tensor contents (for [`Orchestrate::read_words`]) through
     /// `read(addr, out)`, which fills `out` from device memory at `addr` or returns `false`.
-    pub fn with_reader(mut self, read: &'a dyn Fn(u64, &mut [u8]) -> bool) -> GraphBuilder<'a> {
+    pub fn with_reader(mut self, read: &'a ReadFn<'a>) -> GraphBuilder<'a> {
         self.read = Some(read);
         self
     }
@@ -275,7 +278,12 @@ impl Orchestrate for GraphBuilder<'_> {
         Ok(TensorId(self.tensors.len() as u32 - 1))
     }
 
-    fn read_words(&self, tensor: TensorId, offset: u64, out: &mut [u32]) -> Result<(), SubmitError> {
+    fn read_words(
+        &self,
+        tensor: TensorId,
+        offset: u64,
+        out: &mut [u32],
+    ) -> Result<(), SubmitError> {
         use crate::device::workload::ProgramFault;
         let unreadable = SubmitError::BadProgram { at: 0, fault: ProgramFault::Unreadable };
         let info = self.tensor(tensor)?;
