@@ -79,36 +79,66 @@ fn check_dfx(d: &Path, case: &str, host_built: bool) {
     assert!(d.join("deps.json").exists());
 }
 
-/// 5 workloads x 2 arches x 2 variants, `--small` sizes (the full 100k graph is
+/// One workload on 2 arches x 2 variants, `--small` sizes (the full 100k graph is
 /// `the_full_100k_graph_runs`, and with DFX `stress_full_100k_graph_with_dfx`).
-#[test]
-fn every_example_workload_runs_on_both_arches_and_variants_with_dfx() {
-    for (file, case) in WORKLOADS {
-        for arch in ["a2a3", "a5"] {
-            for variant in ["device", "host"] {
-                let d = tmp(&format!("{case}-{arch}-{variant}"));
-                let out = ok(&[
-                    "run",
-                    "--workload",
-                    &workload(file),
-                    "--small",
-                    "--arch",
-                    arch,
-                    "--variant",
-                    variant,
-                    "--swimlane",
-                    "4",
-                    "--dep-gen",
-                    "--out",
-                    d.to_str().unwrap(),
-                ]);
-                assert!(out.contains("ok (checksum"), "{out}");
-                check_dfx(&d, case, variant == "host");
-                let sum = json(&d.join("summary.json"));
-                assert_eq!(sum["runs"][0]["verified"], true);
-                std::fs::remove_dir_all(&d).unwrap();
-            }
+fn runs_everywhere_with_dfx(file: &str, case: &str) {
+    for arch in ["a2a3", "a5"] {
+        for variant in ["device", "host"] {
+            let d = tmp(&format!("{case}-{arch}-{variant}"));
+            let out = ok(&[
+                "run",
+                "--workload",
+                &workload(file),
+                "--small",
+                "--arch",
+                arch,
+                "--variant",
+                variant,
+                "--swimlane",
+                "4",
+                "--dep-gen",
+                "--out",
+                d.to_str().unwrap(),
+            ]);
+            assert!(out.contains("ok (checksum"), "{out}");
+            check_dfx(&d, case, variant == "host");
+            let sum = json(&d.join("summary.json"));
+            assert_eq!(sum["runs"][0]["verified"], true);
+            std::fs::remove_dir_all(&d).unwrap();
         }
+    }
+}
+
+#[test]
+fn vector_runs_on_both_arches_and_variants_with_dfx() {
+    runs_everywhere_with_dfx("vector.toml", "vector");
+}
+
+#[test]
+fn paged_attention_runs_on_both_arches_and_variants_with_dfx() {
+    runs_everywhere_with_dfx("paged-attention.toml", "paged-attention");
+}
+
+#[test]
+fn storm_runs_on_both_arches_and_variants_with_dfx() {
+    runs_everywhere_with_dfx("storm.toml", "storm");
+}
+
+#[test]
+fn diamond_runs_on_both_arches_and_variants_with_dfx() {
+    runs_everywhere_with_dfx("diamond.toml", "diamond");
+}
+
+#[test]
+fn graph_100k_runs_on_both_arches_and_variants_with_dfx() {
+    runs_everywhere_with_dfx("graph-100k.toml", "graph-100k");
+}
+
+#[test]
+fn examples_workloads_holds_the_five() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/workloads");
+    for (file, _) in WORKLOADS {
+        assert!(dir.join(file).exists(), "{file}");
     }
 }
 

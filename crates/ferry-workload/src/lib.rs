@@ -140,6 +140,58 @@ pub fn random(n: usize, seed: u64) -> Vec<f32> {
         .collect()
 }
 
+/// Refuses nesting the deserializer would recurse through before serde sees it: a table header
+/// with more dotted parts, or more open brackets and braces at once, than any valid workload
+/// needs (a graph nests at most `MAX_DEPTH` bodies), so a hostile file cannot exhaust the stack.
+fn prescan(text: &str, lines: &Lines) -> Result<(), WorkloadError> {
+    const MAX_OPEN: usize = 2 * ferry_runtime::device::workload::MAX_DEPTH + 8;
+    let mut open = 0usize;
+    let (mut in_str, mut in_comment) = (None::<u8>, false);
+    let b = text.as_bytes();
+    let mut line_start = 0;
+    for (i, &c) in b.iter().enumerate() {
+        match (in_str, c) {
+            (_, b'\n') => {
+                in_comment = false;
+                if in_str == Some(b'"') || in_str == Some(b'\'') {
+                    // Basic and literal strings end at the line (multi-line ones are tracked
+                    // approximately: they do not change the bracket count).
+                    in_str = None;
+                }
+                let header = text[line_start..i].trim_start();
+                if header.starts_with('[') {
+                    let dots = header.split('#').next().unwrap_or("").matches('.').count();
+                    if dots > ferry_runtime::device::workload::MAX_DEPTH + 1 {
+                        return Err(lines.at(
+                            line_start,
+                            format!(
+                                "table header nests deeper than {} bodies",
+                                ferry_runtime::device::workload::MAX_DEPTH
+                            ),
+                        ));
+                    }
+                }
+                line_start = i + 1;
+            }
+            _ if in_comment => {}
+            (None, b'#') => in_comment = true,
+            (None, b'"' | b'\'') => in_str = Some(c),
+            (Some(q), _) if c == q && (i == 0 || b[i - 1] != b'\\') => in_str = None,
+            (None, b'[' | b'{') => {
+                open += 1;
+                if open > MAX_OPEN {
+                    return Err(
+                        lines.at(i, format!("more than {MAX_OPEN} nested brackets and braces"))
+                    );
+                }
+            }
+            (None, b']' | b'}') => open = open.saturating_sub(1),
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
 fn close(g: f64, w: f64, tol: f64) -> bool {
     if tol == 0.0 {
         g == w
@@ -184,6 +236,7 @@ impl Workload {
         small: bool,
     ) -> Result<Workload, WorkloadError> {
         let lines = Lines::new(file, text);
+        prescan(text, &lines)?;
         let f: schema::File = toml::from_str(text).map_err(|e| {
             let at = e.span().map_or(0, |s| s.start);
             lines.at(at, e.message().trim().to_string())

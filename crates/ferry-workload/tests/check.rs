@@ -247,3 +247,15 @@ fn every_example_workload_checks() {
     assert!(big.tasks() >= 100_000);
     assert!(big.program().len() < 200, "the loop form keeps the program small");
 }
+
+#[test]
+fn hostile_nesting_is_refused_before_deserializing() {
+    let deep = format!("[[graph{}]]\nscope = \"x\"\n", ".body".repeat(5000));
+    refuse(&deep, "[[graph.body", "nests deeper than 8 bodies");
+    let inline = format!(
+        "[[graph]]\nscope = \"x\"\nbody = {}{}\n",
+        "[{ scope = \"y\", body = ".repeat(3000),
+        "]".repeat(3000)
+    );
+    refuse(&inline, "body = [", "nested brackets and braces");
+}
