@@ -203,3 +203,42 @@ impl Expr {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn eval(src: &str, vars: &[u64]) -> Result<Option<u64>, String> {
+        let params = |p: &str| (p == "n").then_some(10);
+        let v = vec![("i".to_string(), 0), ("j".to_string(), 1)];
+        let scope = Scope { params: &params, vars: &v };
+        parse(src, &scope).map(|e| e.eval(vars))
+    }
+
+    #[test]
+    fn precedence_calls_and_folding() {
+        assert_eq!(eval("1 + 2 * 3", &[]), Ok(Some(7)));
+        assert_eq!(eval("(1 + 2) * 3", &[]), Ok(Some(9)));
+        assert_eq!(eval("n - 2 - 3", &[]), Ok(Some(5)), "left associative");
+        assert_eq!(eval("min(n, 4) + max(1, 2) % 2", &[]), Ok(Some(4)));
+        assert_eq!(eval("i * n + j", &[3, 4]), Ok(Some(34)));
+        assert_eq!(eval("1_000 / 3", &[]), Ok(Some(333)));
+        let params = |_: &str| None;
+        let scope = Scope { params: &params, vars: &[] };
+        assert_eq!(parse("2 * (3 + 4)", &scope), Ok(Expr::Const(14)), "constants fold");
+    }
+
+    #[test]
+    fn refusals() {
+        assert!(eval("n - 11", &[]).unwrap_err().contains("below zero"));
+        assert!(eval("1 / 0", &[]).unwrap_err().contains("divides by zero"));
+        assert!(eval("k", &[]).unwrap_err().contains("unknown name `k`"));
+        assert!(eval("1 +", &[]).unwrap_err().contains("end of expression"));
+        assert!(eval("1 2", &[]).unwrap_err().contains("unexpected `2`"));
+        assert!(eval("99999999999999999999", &[]).unwrap_err().contains("too large"));
+        assert!(eval(&"(".repeat(9), &[]).unwrap_err().contains("nested deeper"));
+        assert!(eval(&"1+".repeat(150), &[]).unwrap_err().contains("longer than"));
+        // A variable's value at run time: overflow is None (an error for the task).
+        assert_eq!(eval("i - 1", &[0]), Ok(None));
+    }
+}
