@@ -187,7 +187,44 @@ fn the_runner_refuses_a_corrupt_program_and_stays_usable() {
             let sum = wl.verify(&out, &BuiltinKernels).unwrap();
             // out = (2x + 1) + 2x over x = 0..64.
             assert_eq!(sum, (0..64).map(|x| 4.0 * x as f64 + 1.0).sum::<f64>());
+            // Verification can fail: one element off, or a task short.
+            let mut wrong = out.clone();
+            wrong.tensors[1].as_mut().unwrap()[5] += 1e-3;
+            assert!(matches!(
+                wl.verify(&wrong, &BuiltinKernels),
+                Err(ferry_workload::VerifyError::Mismatch { index: 5, .. })
+            ));
+            let mut short = out.clone();
+            short.stats.tasks -= 1;
+            assert!(matches!(
+                wl.verify(&short, &BuiltinKernels),
+                Err(ferry_workload::VerifyError::TaskCount { got: 11, want: 12 })
+            ));
             runner.finalize().unwrap();
         }
     }
+}
+
+#[test]
+fn an_expected_checksum_or_values_that_differ_fail_verification() {
+    let text = DIAMOND.replace("verify = \"host-reference\"\n", "")
+        + "[[expect]]\ntensor = \"out\"\nchecksum = 8128.0\n";
+    let wl = Workload::parse(&text, "d.toml", Path::new("."), &BuiltinKernels, false).unwrap();
+    let mut runner = DeviceRunner::new(RunnerConfig::small(Arch::A2a3)).unwrap();
+    runner.register_callable(0, wl.callable(Variant::DeviceOrchestrated)).unwrap();
+    let out = runner.run(0, wl.run_args().unwrap()).unwrap();
+    assert_eq!(wl.verify(&out, &BuiltinKernels), Ok(8128.0));
+    let off = text.replace("checksum = 8128.0", "checksum = 8129.0");
+    let wl2 = Workload::parse(&off, "d.toml", Path::new("."), &BuiltinKernels, false).unwrap();
+    match wl2.verify(&out, &BuiltinKernels) {
+        Err(ferry_workload::VerifyError::Checksum { at, got, .. }) => {
+            assert_eq!(got, 8128.0);
+            assert_eq!(
+                at,
+                format!("d.toml:{}", off.lines().position(|l| l == "[[expect]]").unwrap() + 1)
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    runner.finalize().unwrap();
 }
