@@ -70,6 +70,14 @@ const PROGRAMS: &[(&str, &str, &str, &str, &str, &str)] = &[
         "Orchestration",
         "FERRY_BUILD_ID_ORCH_STORM",
     ),
+    (
+        "ferry-device-orch-workload",
+        "ferry_orch_workload",
+        "ORCH_WORKLOAD",
+        "workload",
+        "Orchestration",
+        "FERRY_BUILD_ID_ORCH_WORKLOAD",
+    ),
 ];
 
 fn sources(dir: &Path, out: &mut Vec<PathBuf>) {

@@ -60,6 +60,9 @@ enum Command {
     Scopes(scopes::ScopesArgs),
     /// Read device state back and explain it (`handshake`: seed 004's D2H recipe).
     Diagnose(diagnose::DiagnoseArgs),
+    /// Workload files: `check FILE` validates one (line-numbered errors); run one with
+    /// `ferry run --workload FILE`.
+    Workload(run::workload::WorkloadArgs),
 }
 
 /// Runs the command; an error caused by a closed stdout pipe (`ferry dump D | head -1`) ends
@@ -97,5 +100,6 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Dump(a) => dump::run(&a),
         Command::Scopes(a) => scopes::run(&a),
         Command::Diagnose(a) => diagnose::run(&a),
+        Command::Workload(a) => run::workload::workload_command(&a),
     }
 }

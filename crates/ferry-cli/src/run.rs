@@ -17,11 +17,16 @@ use std::cell::RefCell;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+pub(crate) mod workload;
+
 #[derive(Debug, Args)]
 pub(crate) struct RunArgs {
     /// Which example to run: all three by default.
-    #[arg(long, value_enum, default_value_t = ExampleArg::All)]
+    #[arg(long, value_enum, default_value_t = ExampleArg::All, conflicts_with = "workload")]
     example: ExampleArg,
+    /// Run a workload file instead of the examples (TOML; format in docs/workloads.md).
+    #[arg(long, value_name = "FILE")]
+    workload: Option<PathBuf>,
     /// Chip generation: a2a3 (50 MHz, SVM, up to 4 AICPU threads) or a5 (1 GHz, non-SVM, up to
     /// 5 AICPU threads).
     #[arg(long, default_value = "a2a3", value_parser = crate::info::arch_parser())]
@@ -160,6 +165,9 @@ struct Done {
 }
 
 pub(crate) fn run(a: &RunArgs) -> anyhow::Result<()> {
+    if let Some(file) = &a.workload {
+        return workload::run(a, file);
+    }
     let mut cfg = RunnerConfig::default_for(a.arch);
     cfg.aicpu_threads = a.aicpu_threads.unwrap_or(cfg.aicpu_threads);
     cfg.aic = a.aic;
@@ -250,7 +258,7 @@ pub(crate) fn run(a: &RunArgs) -> anyhow::Result<()> {
         let (out, host) = out.with_context(|| format!("example `{}`", ex.name()))?;
         if let (Some(s), Some(rd)) = (session, run_dir.as_mut()) {
             let dir = if several { rd.path().join(ex.name()) } else { rd.path().to_path_buf() };
-            let run_meta = HostMeta { case: ex.name(), anchors, host };
+            let run_meta = HostMeta { case: ex.name().to_string(), anchors, host };
             write_dfx(&dir, s, dfx.swimlane > 0, run_meta, rd)
                 .with_context(|| format!("DFX of `{}`", ex.name()))?;
         }
@@ -282,7 +290,7 @@ pub(crate) fn run(a: &RunArgs) -> anyhow::Result<()> {
 /// What the host knows about a run that its DFX files carry: the case name (names the name
 /// map), the clock anchors and a host-built run's host orchestrator.
 struct HostMeta {
-    case: &'static str,
+    case: String,
     anchors: Option<ClockAnchors>,
     host: Option<HostOrchestration>,
 }
@@ -434,9 +442,9 @@ fn write_dfx(
     host: HostMeta,
     out: &mut RunDir,
 ) -> anyhow::Result<()> {
-    let name = host.case;
+    let name = host.case.as_str();
     let mut model = s.finish()?;
-    model.meta.case = Some(host.case.to_string());
+    model.meta.case = Some(host.case.clone());
     model.meta.clock_anchors = host.anchors;
     model.meta.host_orchestration = host.host;
     out.begin()?;

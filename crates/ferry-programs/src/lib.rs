@@ -13,6 +13,7 @@
 //! | [`AICPU_HOST_BUILT_GRAPH`] | AICPU program | the inner program, host-built-graph runtime |
 //! | [`KERNELS`] | kernel library | AICore elementwise kernels by id |
 //! | [`ORCH_VECTOR`], [`ORCH_PAGED_ATTENTION`], [`ORCH_STORM`] | orchestration | one per example callable |
+//! | [`ORCH_WORKLOAD`] | orchestration | the workload interpreter (workload files) |
 //!
 //! # Examples
 //!

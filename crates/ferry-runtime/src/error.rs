@@ -124,6 +124,14 @@ pub enum SubmitError {
     /// The run already failed elsewhere; the orchestration must stop.
     #[error("the run was aborted")]
     Aborted,
+    /// A workload program (`crate::device::workload`) is malformed; nothing was submitted.
+    #[error("workload program refused at word {at}: {fault}")]
+    BadProgram {
+        /// Word index where the problem was found.
+        at: u64,
+        /// What is wrong.
+        fault: crate::device::workload::ProgramFault,
+    },
 }
 
 /// Why a kernel refused to run a dispatch.
@@ -242,6 +250,7 @@ const C_MISSING_SCALAR: u32 = 10;
 const C_SCOPE_UNDERFLOW: u32 = 11;
 const C_SCRATCH: u32 = 12;
 const C_ABORTED: u32 = 13;
+const C_BAD_PROGRAM: u32 = 14;
 const K_BASE: u32 = 0x100;
 const C_HANDSHAKE: u32 = 0x200;
 const C_BAD_IMAGE: u32 = 0x201;
@@ -308,6 +317,7 @@ impl DeviceFault {
                 S::ScopeUnderflow => (C_SCOPE_UNDERFLOW, 0, [0; 4]),
                 S::ScratchExhausted { requested, free } => (C_SCRATCH, 0, [requested, free, 0, 0]),
                 S::Aborted => (C_ABORTED, 0, [0; 4]),
+                S::BadProgram { at, fault } => (C_BAD_PROGRAM, 0, [at, fault.code().into(), 0, 0]),
             },
             DeviceFault::Kernel { task, kernel, fault } => {
                 let (c, d) = fault.encode();
@@ -354,6 +364,10 @@ impl DeviceFault {
             C_SCOPE_UNDERFLOW => S::ScopeUnderflow,
             C_SCRATCH => S::ScratchExhausted { requested: d[0], free: d[1] },
             C_ABORTED => S::Aborted,
+            C_BAD_PROGRAM => S::BadProgram {
+                at: d[0],
+                fault: crate::device::workload::ProgramFault::from_code(u(d[1]))?,
+            },
             C_HANDSHAKE => {
                 return Some(DeviceFault::Handshake {
                     core: u(d[0]),

@@ -30,8 +30,9 @@ use std::ffi::c_void;
 use std::mem::size_of;
 use std::sync::{Arc, OnceLock};
 
-/// Version of [`OrchApi`].
-pub const ORCH_API_VERSION: u32 = 1;
+/// Version of [`OrchApi`] (2: `report_error`, so an object's own refusal reaches the host
+/// typed).
+pub const ORCH_API_VERSION: u32 = 2;
 /// Exec hook status: the runtime image could not be used (`STATUS_RUNTIME_BASE + 1`).
 pub const STATUS_BAD_IMAGE: i32 = STATUS_RUNTIME_BASE + 1;
 
@@ -125,6 +126,9 @@ pub struct OrchApi {
     pub alloc_scratch: unsafe extern "C" fn(user: *mut c_void, len: u64, out: *mut u32) -> i32,
     /// The error behind the last non-zero status into `out`.
     pub last_error: unsafe extern "C" fn(user: *mut c_void, out: *mut ErrorDesc) -> i32,
+    /// Records a runtime error the object itself raised (e.g. the workload interpreter
+    /// refusing its program), so the run fails with it instead of a bare status.
+    pub report_error: unsafe extern "C" fn(user: *mut c_void, err: *const ErrorDesc) -> i32,
 }
 
 /// A tensor's address and length crossing the table.
@@ -289,6 +293,24 @@ unsafe extern "C" fn s_last_error(user: *mut c_void, out: *mut ErrorDesc) -> i32
     STATUS_OK
 }
 
+unsafe extern "C" fn s_report_error(user: *mut c_void, err: *const ErrorDesc) -> i32 {
+    if err.is_null() {
+        return ferry_abi::services::STATUS_INVALID_ARGUMENT;
+    }
+    // SAFETY: non-null; the caller passes a readable ErrorDesc (table contract).
+    let d = unsafe { err.read() };
+    let Some(DeviceFault::Submit(e)) = DeviceFault::decode(d.code, d.task, d.detail) else {
+        return ferry_abi::services::STATUS_INVALID_ARGUMENT;
+    };
+    // SAFETY: called through the table `serve` built, with its `user`.
+    unsafe {
+        with_server(user, |s| {
+            s.last = Some(e);
+            Ok(())
+        })
+    }
+}
+
 /// Serves `orch` through an [`OrchApi`] for the duration of `f`; returns `f`'s result and the
 /// last runtime error an entry saw.
 pub fn serve<R>(
@@ -309,6 +331,7 @@ pub fn serve<R>(
         scope_end: s_scope_end,
         alloc_scratch: s_alloc_scratch,
         last_error: s_last_error,
+        report_error: s_report_error,
     };
     let r = f(&api);
     (r, server.last)
@@ -351,6 +374,15 @@ impl<'a> ApiOrchestrator<'a> {
                 SubmitError::Aborted
             }
         }
+    }
+
+    /// Hands `e`, an error this object raised itself, to the runtime (see
+    /// [`OrchApi::report_error`]).
+    pub fn report(&self, e: SubmitError) {
+        let (code, task, detail) = DeviceFault::Submit(e).encode();
+        let d = ErrorDesc { code, reserved: 0, task, detail };
+        // SAFETY: the table's functions take its own `user`; `d` is a valid pointer.
+        let _ = unsafe { (self.api.report_error)(self.api.user, &d) };
     }
 
     fn check(&self, status: i32) -> Result<(), SubmitError> {
@@ -511,9 +543,20 @@ pub fn orchestration_status(e: SubmitError) -> i32 {
 ///     orch: ferry_runtime::device::orchestrations::vector,
 /// }
 /// ```
+///
+/// `orch_with_context: path` instead passes the entry's `OrchContext` too (an
+/// `unsafe fn(&OrchContext, &mut dyn Orchestrate) -> Result<(), SubmitError>` whose contract is
+/// that `ctx`'s pointers are live for the call), as the workload interpreter's object needs.
 #[macro_export]
 macro_rules! orchestration_object {
     (name: $name:literal, expected_args: $n:literal, orch: $orch:path $(,)?) => {
+        $crate::orchestration_object! {
+            name: $name,
+            expected_args: $n,
+            orch_with_context: (|_ctx, o| $orch(o)),
+        }
+    };
+    (name: $name:literal, expected_args: $n:literal, orch_with_context: $orch:expr $(,)?) => {
         /// The name this object reports.
         pub const NAME: &str = $name;
 
@@ -570,10 +613,17 @@ macro_rules! orchestration_object {
             else {
                 return $crate::device::ffi::abi::STATUS_INVALID_ARGUMENT;
             };
-            let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| $orch(&mut o)));
+            #[allow(unused_unsafe)]
+            // SAFETY: `ctx` and the table behind it are live for the call (caller's contract).
+            let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| unsafe {
+                ($orch)(ctx, &mut o)
+            }));
             match r {
                 Ok(Ok(())) => $crate::device::ffi::abi::STATUS_OK,
-                Ok(Err(e)) => $crate::device::ffi::orchestration_status(e),
+                Ok(Err(e)) => {
+                    o.report(e);
+                    $crate::device::ffi::orchestration_status(e)
+                }
                 Err(_) => $crate::device::ffi::abi::STATUS_PANIC,
             }
         }

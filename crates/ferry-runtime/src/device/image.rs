@@ -590,6 +590,13 @@ impl F32Slice {
         Ok(F32Slice { base, len: (bytes / 4) as usize })
     }
 
+    /// A slice over host cells, for the kernels' host implementation
+    /// ([`super::kernels::execute_host`]); crate-private, so no slice outlives the cells it
+    /// points at (`execute_host` drops them before returning).
+    pub(crate) fn from_cells(cells: &[AtomicU32]) -> F32Slice {
+        F32Slice { base: cells.as_ptr().cast_mut().cast(), len: cells.len() }
+    }
+
     /// Elements.
     pub fn len(&self) -> usize {
         self.len
@@ -610,7 +617,8 @@ impl F32Slice {
     fn cell(&self, i: usize) -> &AtomicU32 {
         assert!(i < self.len, "tensor index {i} out of {}", self.len);
         // SAFETY: `i < len`, so the 4 bytes are inside the translated range, which is 4-aligned
-        // (checked in `new`) and valid for the run (DeviceOps contract); accessed atomically.
+        // (checked in `new`) and valid for the run (DeviceOps contract), or inside the host
+        // cells of `from_cells`, which outlive every use (`execute_host`); accessed atomically.
         unsafe { AtomicU32::from_ptr(self.base.add(4 * i).cast()) }
     }
 

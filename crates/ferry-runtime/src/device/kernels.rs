@@ -293,6 +293,26 @@ pub fn execute(call: &KernelCall<'_>) -> Result<(), KernelFault> {
     Ok(())
 }
 
+/// Runs every block of one task on the host over host memory: the kernels' host
+/// implementation, which a workload's `host-reference` verification runs the graph with. Each
+/// tensor argument is a slice of atomic cells (arguments may alias, as views of one tensor do
+/// on the device).
+///
+/// # Errors
+/// As [`execute`].
+pub fn execute_host(
+    kernel: u32,
+    block_dim: u32,
+    tensors: &[&[std::sync::atomic::AtomicU32]],
+    scalars: &[u64],
+) -> Result<(), KernelFault> {
+    let slices: Vec<F32Slice> = tensors.iter().map(|t| F32Slice::from_cells(t)).collect();
+    for block_idx in 0..block_dim.max(1) {
+        execute(&KernelCall { kernel, tensors: &slices, scalars, block_idx, block_dim })?;
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -19,6 +19,7 @@
 //! | [`aicore`] | AICore | [`aicore::aicore_execute`]: the core's handshake and dispatch loop |
 //! | [`dfx`] | AICPU | DFX emission: the five subsystems' records through the transport writers |
 //! | [`kernels`] | AICore | the kernel library |
+//! | [`workload`] | AICPU / host | the workload interpreter: a compiled workload program run through any [`task::Orchestrate`] |
 pub mod aicore;
 pub mod dfx;
 pub mod ffi;
@@ -32,3 +33,4 @@ pub mod sched;
 pub mod services;
 pub mod task;
 pub mod tensor_map;
+pub mod workload;

@@ -196,6 +196,15 @@ impl Orchestrate for DeviceOrchestrator<'_> {
         self.valid.push(false);
         Ok(TensorId(self.tensors.len() as u32 - 1))
     }
+
+    fn read_words(
+        &self,
+        tensor: TensorId,
+        offset: u64,
+        out: &mut [u32],
+    ) -> Result<(), SubmitError> {
+        super::workload::read_device_words(self.ops, self.tensor(tensor)?, offset, out)
+    }
 }
 
 /// Host-built graph: submits the uploaded tasks into the ring with their uploaded predecessor

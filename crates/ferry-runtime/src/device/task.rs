@@ -272,6 +272,26 @@ pub trait Orchestrate {
     /// # Errors
     /// [`SubmitError::ScratchExhausted`].
     fn alloc_scratch(&mut self, len: u64) -> Result<TensorId, SubmitError>;
+
+    /// Reads `out.len()` 32-bit words of tensor `tensor` from word `offset` (the bits of its
+    /// `f32` elements): how an interpreted orchestration reads its program argument (see
+    /// `crate::device::workload`). The default reads nothing.
+    ///
+    /// # Errors
+    /// [`SubmitError::BadProgram`] when the orchestrator cannot read tensors or the range is not
+    /// inside the tensor.
+    fn read_words(
+        &self,
+        tensor: TensorId,
+        offset: u64,
+        out: &mut [u32],
+    ) -> Result<(), SubmitError> {
+        let _ = (tensor, offset, out);
+        Err(SubmitError::BadProgram {
+            at: 0,
+            fault: crate::device::workload::ProgramFault::Unreadable,
+        })
+    }
 }
 
 /// An orchestration function: the graph of one callable. A plain function pointer, so the

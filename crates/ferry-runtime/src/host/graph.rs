@@ -15,6 +15,9 @@ pub struct PrebuiltTask {
     pub deps: Vec<u64>,
 }
 
+/// Reads device memory at an address into a buffer; `false` when it cannot.
+pub type ReadFn<'a> = dyn Fn(u64, &mut [u8]) -> bool + 'a;
+
 /// [`Orchestrate`] on the host: records tasks and the tensor map's edges.
 pub struct GraphBuilder<'a> {
     tensors: Vec<TensorInfo>,
@@ -26,6 +29,7 @@ pub struct GraphBuilder<'a> {
     scratch: (u64, u64),
     scratch_used: u64,
     check: Option<&'a dyn Fn(u64, u64) -> bool>,
+    read: Option<&'a ReadFn<'a>>,
     /// Host ns (`ferry_dfx::output::host_now_ns`) around each accepted submit, by submit index.
     submit_ns: Vec<(u64, u64)>,
 }
@@ -55,8 +59,16 @@ impl<'a> GraphBuilder<'a> {
             scratch,
             scratch_used: 0,
             check,
+            read: None,
             submit_ns: Vec::new(),
         }
+    }
+
+    /// The same builder reading tensor contents (for [`Orchestrate::read_words`]) through
+    /// `read(addr, out)`, which fills `out` from device memory at `addr` or returns `false`.
+    pub fn with_reader(mut self, read: &'a ReadFn<'a>) -> GraphBuilder<'a> {
+        self.read = Some(read);
+        self
     }
 
     /// The recorded tasks.
@@ -264,6 +276,30 @@ impl Orchestrate for GraphBuilder<'_> {
         self.scratch_used = start + bytes;
         self.tensors.push(TensorInfo { addr: self.scratch.0 + start, len });
         Ok(TensorId(self.tensors.len() as u32 - 1))
+    }
+
+    fn read_words(
+        &self,
+        tensor: TensorId,
+        offset: u64,
+        out: &mut [u32],
+    ) -> Result<(), SubmitError> {
+        use crate::device::workload::ProgramFault;
+        let unreadable = SubmitError::BadProgram { at: 0, fault: ProgramFault::Unreadable };
+        let info = self.tensor(tensor)?;
+        let n = out.len() as u64;
+        let read = self.read.ok_or(unreadable)?;
+        if offset.checked_add(n).is_none_or(|e| e > info.len) {
+            return Err(unreadable);
+        }
+        let mut bytes = vec![0u8; out.len() * 4];
+        if !read(info.addr + 4 * offset, &mut bytes) {
+            return Err(unreadable);
+        }
+        for (o, b) in out.iter_mut().zip(bytes.chunks_exact(4)) {
+            *o = u32::from_le_bytes([b[0], b[1], b[2], b[3]]);
+        }
+        Ok(())
     }
 }
 

@@ -523,8 +523,10 @@ impl DeviceRunner {
             (Variant::HostBuiltGraph, source) => {
                 let check = |a: u64, b: u64| dev.translate(DevicePtr(a), b).is_ok();
                 let origin_ns = ferry_dfx::output::host_now_ns();
+                let read = |a: u64, out: &mut [u8]| dev.copy_dtoh(DevicePtr(a), out).is_ok();
                 let mut gb =
-                    GraphBuilder::new(infos.clone(), args.scalars.clone(), scratch, Some(&check));
+                    GraphBuilder::new(infos.clone(), args.scalars.clone(), scratch, Some(&check))
+                        .with_reader(&read);
                 match source {
                     Source::Orch(f) => f(&mut gb).map_err(DeviceFault::Submit)?,
                     Source::Prebuilt(tasks) => gb.record_prebuilt(tasks)?,

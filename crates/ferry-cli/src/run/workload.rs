@@ -1,0 +1,177 @@
+//! `ferry run --workload FILE` and `ferry workload check FILE`: a user's workload file, checked
+//! and compiled by `ferry-workload`, run like an example (both variants, every DFX flag: the
+//! name map and clock anchors are written for it) and verified as the file says.
+use super::{write_dfx, HostMeta, RunArgs, VariantArg};
+use crate::outdir::{RunDir, SUMMARY_FILE};
+use anyhow::{bail, Context};
+use clap::{Args, Subcommand};
+use ferry_dfx::output::{ClockAnchors, ANCHOR_POST, ANCHOR_PRE};
+use ferry_runtime::host::dfx::{sample_clock_anchors, DfxChip, DfxSession};
+use ferry_runtime::host::{DeviceRunner, RunnerConfig, Variant};
+use ferry_workload::{BuiltinKernels, KernelCatalog, Workload};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// `ferry workload ...`.
+#[derive(Debug, Args)]
+pub(crate) struct WorkloadArgs {
+    #[command(subcommand)]
+    command: WorkloadCommand,
+}
+
+#[derive(Debug, Subcommand)]
+enum WorkloadCommand {
+    /// Parse, check and compile a workload file without running it: every error names its line
+    /// (`file:line:col: message`); exit status 1 on the first one.
+    Check {
+        /// The workload file (TOML; format in docs/workloads.md).
+        file: PathBuf,
+        /// Check with the file's `[small]` parameter overrides.
+        #[arg(long)]
+        small: bool,
+    },
+}
+
+/// The kernels a workload may name (the seam the custom-kernel registry joins).
+fn catalog() -> impl KernelCatalog {
+    BuiltinKernels
+}
+
+pub(crate) fn workload_command(a: &WorkloadArgs) -> anyhow::Result<()> {
+    match &a.command {
+        WorkloadCommand::Check { file, small } => {
+            let wl = Workload::load(file, &catalog(), *small)?;
+            crate::stdout::outln!(
+                "{}: ok: workload `{}`, {} tensors, {} tasks, program of {} words",
+                file.display(),
+                wl.name(),
+                wl.tensor_names().count(),
+                wl.tasks(),
+                wl.program().len()
+            )?;
+            Ok(())
+        }
+    }
+}
+
+pub(super) fn run(a: &RunArgs, file: &Path) -> anyhow::Result<()> {
+    let cat = catalog();
+    let wl = Workload::load(file, &cat, a.small)?;
+    let mut cfg = RunnerConfig::default_for(a.arch);
+    cfg.aicpu_threads = a.aicpu_threads.unwrap_or(cfg.aicpu_threads);
+    cfg.aic = a.aic;
+    cfg.aiv = a.aiv;
+    a.device.apply(&mut cfg);
+    let variant = match a.variant {
+        VariantArg::Device => Variant::DeviceOrchestrated,
+        VariantArg::Host => Variant::HostBuiltGraph,
+    };
+    let dfx = a.dfx.options();
+    if dfx.any() && a.out.is_none() {
+        bail!("DFX collection needs --out DIR");
+    }
+    let args = wl.run_args()?;
+    let mut run_dir = a.out.as_deref().map(|d| RunDir::claim(d, a.arch.name())).transpose()?;
+    let mut runner = DeviceRunner::new(cfg).context("starting the simulated chip")?;
+    if a.device.method() == ferry_runtime::host::LoadMethod::Preinstalled {
+        crate::device_opts::install_preinstalled(&runner)?;
+    }
+    crate::stdout::outln!(
+        "ferry run: workload `{}` ({}), {} tasks, simulated {} chip, {} AICPU threads, {} AIC + {} AIV, {}",
+        wl.name(),
+        file.display(),
+        wl.tasks(),
+        a.arch.name(),
+        cfg.aicpu_threads,
+        cfg.aic,
+        cfg.aiv,
+        match variant {
+            Variant::DeviceOrchestrated => "device-orchestrated",
+            Variant::HostBuiltGraph => "host-built",
+        }
+    )?;
+    runner.register_callable(0, wl.callable(variant))?;
+    let session = if dfx.any() {
+        let chip = DfxChip {
+            arch: a.arch,
+            threads: cfg.aicpu_threads,
+            aic: cfg.aic,
+            aiv: cfg.aiv,
+            task_window: cfg.task_window,
+            scratch_bytes: args.scratch_bytes,
+        };
+        let s = DfxSession::start_on(&dfx, chip, runner.device())?;
+        runner.attach_dfx_session(Some(&s))?;
+        Some(s)
+    } else {
+        None
+    };
+    let mut anchors = session.as_ref().map(|_| ClockAnchors::new_sim());
+    if let Some(x) = anchors.as_mut() {
+        sample_clock_anchors(runner.device(), ANCHOR_PRE, x);
+    }
+    let out = (|| -> anyhow::Result<_> {
+        let p = runner.prepare(0, args.clone())?;
+        let host = p.host_orchestration().cloned();
+        let mut l = runner.launch(p)?;
+        let limit = runner.config().timeout;
+        let start = std::time::Instant::now();
+        while !runner.wait_timeout(&mut l, Duration::from_millis(50))? && start.elapsed() < limit {}
+        Ok((runner.finalize_run(l)?, host))
+    })();
+    if let Some(x) = anchors.as_mut() {
+        sample_clock_anchors(runner.device(), ANCHOR_POST, x);
+    }
+    runner.attach_dfx_session(None)?;
+    let (out, host) = out.with_context(|| format!("workload `{}`", wl.name()))?;
+    if let (Some(s), Some(rd)) = (session, run_dir.as_mut()) {
+        let meta = HostMeta { case: wl.name().to_string(), anchors, host };
+        let dir = rd.path().to_path_buf();
+        write_dfx(&dir, s, dfx.swimlane > 0, meta, rd)
+            .with_context(|| format!("DFX of `{}`", wl.name()))?;
+    }
+    let checksum = wl
+        .verify(&out, &cat)
+        .map_err(|e| anyhow::anyhow!("workload `{}` produced a wrong result: {e}", wl.name()))?;
+    let s = &out.stats;
+    crate::stdout::outln!(
+        "{:<16} {:>8} {:>8.1} ms {:>12.0} tasks/s  ok (checksum {:.4})",
+        wl.name(),
+        s.tasks,
+        s.wall.as_secs_f64() * 1e3,
+        s.tasks as f64 / s.wall.as_secs_f64(),
+        checksum
+    )?;
+    if let Some(mut rd) = run_dir {
+        let kernels: serde_json::Map<String, serde_json::Value> =
+            s.per_kernel.iter().map(|(k, n)| ((*k).to_string(), (*n).into())).collect();
+        let summary = serde_json::json!({
+            "arch": a.arch.name(),
+            "aicpu_threads": cfg.aicpu_threads,
+            "aic": cfg.aic,
+            "aiv": cfg.aiv,
+            "variant": format!("{:?}", a.variant).to_lowercase(),
+            "path": cfg.path.to_string(),
+            "runs": [{
+                "workload": wl.name(),
+                "file": file.display().to_string(),
+                "tasks": s.tasks,
+                "wall_s": s.wall.as_secs_f64(),
+                "per_kernel": kernels,
+                "verified": true,
+                "checksum": checksum,
+            }],
+        });
+        rd.write(SUMMARY_FILE, serde_json::to_string_pretty(&summary)?.as_bytes())?;
+        for (i, name) in wl.tensor_names().enumerate() {
+            if let Some(Some(v)) = out.tensors.get(i) {
+                let bytes: Vec<u8> = v.iter().flat_map(|x| x.to_le_bytes()).collect();
+                rd.write(&format!("{name}.f32"), &bytes)?;
+            }
+        }
+        crate::stdout::outln!("wrote {}", rd.path().join(SUMMARY_FILE).display())?;
+        rd.commit()?;
+    }
+    runner.finalize()?;
+    Ok(())
+}

@@ -1,0 +1,127 @@
+//! The one seam through which workload files name kernels: [`KernelCatalog`].
+//!
+//! The workload compiler asks a catalog for a kernel by name (id, accepted tensor counts,
+//! scalar types, most SPMD blocks) and, for `verify = "host-reference"`, runs the kernel's host
+//! implementation through it. [`BuiltinKernels`] is the built-in table
+//! (`ferry_runtime::device::kernels::KERNELS`); a registry of loaded kernel libraries implements
+//! the same trait, and [`Chain`] looks names up in several catalogs in order.
+use ferry_abi::records::DType;
+use ferry_runtime::device::kernels;
+use std::sync::atomic::AtomicU32;
+
+/// How a kernel reads one scalar's 64 bits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ScalarType {
+    /// The low 32 bits are an `f32`.
+    F32,
+    /// An unsigned integer.
+    U64,
+}
+
+/// What a workload needs to know about a kernel.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KernelInfo {
+    /// Kernel id (what a task carries).
+    pub id: u32,
+    /// Name.
+    pub name: String,
+    /// Accepted tensor argument counts (inclusive).
+    pub tensors: (u32, u32),
+    /// The type of each scalar, in order.
+    pub scalars: Vec<ScalarType>,
+    /// Most SPMD blocks.
+    pub max_blocks: u32,
+}
+
+/// Kernels by name, with their host implementations.
+pub trait KernelCatalog {
+    /// The kernel called `name`, if this catalog has it.
+    fn lookup(&self, name: &str) -> Option<KernelInfo>;
+
+    /// Every kernel name (for "did you mean" lists), in id order.
+    fn names(&self) -> Vec<String>;
+
+    /// Runs every block of one task of kernel `id` on the host over `tensors`.
+    ///
+    /// # Errors
+    /// The kernel's refusal, as text.
+    fn run_host(
+        &self,
+        id: u32,
+        block_dim: u32,
+        tensors: &[&[AtomicU32]],
+        scalars: &[u64],
+    ) -> Result<(), String>;
+}
+
+/// The built-in kernel table.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct BuiltinKernels;
+
+impl KernelCatalog for BuiltinKernels {
+    fn lookup(&self, name: &str) -> Option<KernelInfo> {
+        let k = kernels::KERNELS.iter().find(|k| k.name == name)?;
+        Some(KernelInfo {
+            id: k.id,
+            name: k.name.to_string(),
+            tensors: k.tensors,
+            scalars: k
+                .scalar_dtypes
+                .iter()
+                .map(|d| if *d == DType::Float32 { ScalarType::F32 } else { ScalarType::U64 })
+                .collect(),
+            max_blocks: k.max_blocks,
+        })
+    }
+
+    fn names(&self) -> Vec<String> {
+        kernels::KERNELS.iter().map(|k| k.name.to_string()).collect()
+    }
+
+    fn run_host(
+        &self,
+        id: u32,
+        block_dim: u32,
+        tensors: &[&[AtomicU32]],
+        scalars: &[u64],
+    ) -> Result<(), String> {
+        kernels::execute_host(id, block_dim, tensors, scalars).map_err(|e| e.to_string())
+    }
+}
+
+/// Several catalogs, looked up in order (the first that knows a name wins; host runs go to the
+/// catalog that knows the id).
+pub struct Chain<'a>(pub Vec<&'a dyn KernelCatalog>);
+
+impl std::fmt::Debug for Chain<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("Chain").field(&self.0.len()).finish()
+    }
+}
+
+impl KernelCatalog for Chain<'_> {
+    fn lookup(&self, name: &str) -> Option<KernelInfo> {
+        self.0.iter().find_map(|c| c.lookup(name))
+    }
+
+    fn names(&self) -> Vec<String> {
+        self.0.iter().flat_map(|c| c.names()).collect()
+    }
+
+    fn run_host(
+        &self,
+        id: u32,
+        block_dim: u32,
+        tensors: &[&[AtomicU32]],
+        scalars: &[u64],
+    ) -> Result<(), String> {
+        let c = self
+            .0
+            .iter()
+            .find(|c| c.names().iter().any(|n| c.lookup(n).is_some_and(|k| k.id == id)));
+        match c {
+            Some(c) => c.run_host(id, block_dim, tensors, scalars),
+            None => Err(format!("no catalog has kernel id {id}")),
+        }
+    }
+}

@@ -1,0 +1,644 @@
+//! Workload files: a user's own task graph for ferry, without touching ferry's sources.
+//!
+//! A workload is a TOML file (format: `docs/workloads.md`) that declares tensors, a graph of
+//! tasks (kernels by name, views with roles, typed scalars, SPMD blocks), scopes with scratch
+//! tensors, repeats with loop variables and small integer expressions, and what the outputs must
+//! be (checksums, values, or the host reference). [`Workload::load`] parses and checks it — every
+//! refusal is a [`WorkloadError`] naming the line — and compiles it to the program the runtime's
+//! workload interpreter (`ferry_runtime::device::workload`) runs, on the host (host-built
+//! variant) or on the device (the `orch-workload` orchestration object).
+//!
+//! | type | what |
+//! |---|---|
+//! | [`Workload`] | a checked, compiled workload: tensors, program, callable, verification |
+//! | [`KernelCatalog`] | the seam kernel names resolve through ([`BuiltinKernels`], [`Chain`]) |
+//! | [`WorkloadError`] | `file:line:col: message` |
+//!
+//! # Example
+//! ```
+//! use ferry_workload::{BuiltinKernels, Workload};
+//! let text = r#"
+//! [workload]
+//! name = "tiny"
+//! verify = "host-reference"
+//! [[tensor]]
+//! name = "x"
+//! shape = [8]
+//! init = { iota = { start = 0.0, step = 1.0 } }
+//! [[graph]]
+//! kernel = "add_scalar"
+//! args = [{ tensor = "x", role = "inout" }]
+//! scalars = [{ f32 = 1.0 }]
+//! "#;
+//! let wl = Workload::parse(text, "tiny.toml", std::path::Path::new("."), &BuiltinKernels, false)?;
+//! assert_eq!(wl.tasks(), 1);
+//! # Ok::<(), ferry_workload::WorkloadError>(())
+//! ```
+#![forbid(unsafe_code)]
+
+mod catalog;
+mod compile;
+mod error;
+mod expand;
+mod expr;
+mod schema;
+
+pub use catalog::{BuiltinKernels, Chain, KernelCatalog, KernelInfo, ScalarType};
+pub use compile::{MAX_TASKS, MAX_TENSORS, MAX_TENSOR_ELEMENTS, MAX_TOTAL_ELEMENTS};
+pub use error::WorkloadError;
+pub use expr::{MAX_EXPR_CHARS, MAX_NESTING};
+
+use compile::{Ctx, InitPlan, Ir};
+use error::Lines;
+use ferry_runtime::host::{Callable, RunArgs, RunOutput, TensorInit, Variant};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// Largest workload file read.
+pub const MAX_FILE_BYTES: u64 = 4 << 20;
+
+/// How outputs are checked.
+#[derive(Clone, Debug, PartialEq)]
+enum Check {
+    Checksum { tensor: u32, want: f64, tol: f64, at: usize },
+    Values { tensor: u32, want: Vec<f32>, tol: f64, at: usize },
+}
+
+/// A checked, compiled workload.
+#[derive(Debug)]
+pub struct Workload {
+    name: String,
+    description: Option<String>,
+    lines: Lines,
+    tensors: Vec<(String, u64, InitPlan)>,
+    ir: Ir,
+    program: Vec<u32>,
+    scratch_bytes: u64,
+    host_reference: Option<f64>,
+    outputs: Vec<u32>,
+    checks: Vec<Check>,
+}
+
+/// A run of a workload that did not verify.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum VerifyError {
+    /// The wrong number of tasks ran.
+    #[error("{got} tasks ran, {want} expected")]
+    TaskCount {
+        /// Tasks that ran.
+        got: u64,
+        /// Tasks the workload has.
+        want: u64,
+    },
+    /// An output tensor was not returned.
+    #[error("tensor `{0}` was not returned")]
+    Missing(String),
+    /// An element differs from the host reference or the expected values.
+    #[error("tensor `{tensor}`[{index}] = {got}, expected {want} (tolerance {tol})")]
+    Mismatch {
+        /// Tensor.
+        tensor: String,
+        /// Element.
+        index: usize,
+        /// What the run produced.
+        got: f32,
+        /// What was expected.
+        want: f32,
+        /// Relative tolerance.
+        tol: f64,
+    },
+    /// A checksum differs.
+    #[error("{at}: checksum of `{tensor}` = {got}, expected {want} (tolerance {tol})")]
+    Checksum {
+        /// Where the expectation is (`file:line`).
+        at: String,
+        /// Tensor.
+        tensor: String,
+        /// Sum of the run's elements.
+        got: f64,
+        /// Expected.
+        want: f64,
+        /// Relative tolerance.
+        tol: f64,
+    },
+    /// The host reference itself failed.
+    #[error(transparent)]
+    Reference(#[from] WorkloadError),
+}
+
+/// Deterministic values in `[-1, 1)` (xorshift64 from `seed · 0x9E3779B97F4A7C15 | 1`, the
+/// top 24 bits of each step): the same as the built-in examples' inputs.
+pub fn random(n: usize, seed: u64) -> Vec<f32> {
+    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..n)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            ((x >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+        })
+        .collect()
+}
+
+/// Refuses nesting the deserializer would recurse through before serde sees it: a table header
+/// with more dotted parts, or more open brackets and braces at once, than any valid workload
+/// needs (a graph nests at most `MAX_DEPTH` bodies), so a hostile file cannot exhaust the stack.
+fn prescan(text: &str, lines: &Lines) -> Result<(), WorkloadError> {
+    const MAX_OPEN: usize = 2 * ferry_runtime::device::workload::MAX_DEPTH + 8;
+    let mut open = 0usize;
+    let (mut in_str, mut in_comment) = (None::<u8>, false);
+    let b = text.as_bytes();
+    let mut line_start = 0;
+    for (i, &c) in b.iter().enumerate() {
+        match (in_str, c) {
+            (_, b'\n') => {
+                in_comment = false;
+                if in_str == Some(b'"') || in_str == Some(b'\'') {
+                    // Basic and literal strings end at the line (multi-line ones are tracked
+                    // approximately: they do not change the bracket count).
+                    in_str = None;
+                }
+                let header = text[line_start..i].trim_start();
+                if header.starts_with('[') {
+                    let dots = header.split('#').next().unwrap_or("").matches('.').count();
+                    if dots > ferry_runtime::device::workload::MAX_DEPTH + 1 {
+                        return Err(lines.at(
+                            line_start,
+                            format!(
+                                "table header nests deeper than {} bodies",
+                                ferry_runtime::device::workload::MAX_DEPTH
+                            ),
+                        ));
+                    }
+                }
+                line_start = i + 1;
+            }
+            _ if in_comment => {}
+            (None, b'#') => in_comment = true,
+            (None, b'"' | b'\'') => in_str = Some(c),
+            (Some(q), _) if c == q && (i == 0 || b[i - 1] != b'\\') => in_str = None,
+            (None, b'[' | b'{') => {
+                open += 1;
+                if open > MAX_OPEN {
+                    return Err(
+                        lines.at(i, format!("more than {MAX_OPEN} nested brackets and braces"))
+                    );
+                }
+            }
+            (None, b']' | b'}') => open = open.saturating_sub(1),
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+fn close(g: f64, w: f64, tol: f64) -> bool {
+    if tol == 0.0 {
+        g == w
+    } else {
+        (g - w).abs() <= tol * (1.0 + w.abs())
+    }
+}
+
+impl Workload {
+    /// Reads and checks the workload at `path` (`small`: apply its `[small]` overrides).
+    ///
+    /// # Errors
+    /// [`WorkloadError`] naming the line of the first problem.
+    pub fn load(
+        path: &Path,
+        catalog: &dyn KernelCatalog,
+        small: bool,
+    ) -> Result<Workload, WorkloadError> {
+        let file = path.display().to_string();
+        let io = |m: String| WorkloadError::Io { file: file.clone(), message: m };
+        let meta = std::fs::metadata(path).map_err(|e| io(e.to_string()))?;
+        if meta.len() > MAX_FILE_BYTES {
+            return Err(io(format!(
+                "{} bytes, more than the {MAX_FILE_BYTES}-byte limit",
+                meta.len()
+            )));
+        }
+        let text = std::fs::read_to_string(path).map_err(|e| io(e.to_string()))?;
+        let base = path.parent().unwrap_or(Path::new("."));
+        Workload::parse(&text, &file, base, catalog, small)
+    }
+
+    /// Checks the workload `text` (named `file` in errors; `file` inits relative to `base`).
+    ///
+    /// # Errors
+    /// [`WorkloadError`] naming the line of the first problem.
+    pub fn parse(
+        text: &str,
+        file: &str,
+        base: &Path,
+        catalog: &dyn KernelCatalog,
+        small: bool,
+    ) -> Result<Workload, WorkloadError> {
+        let lines = Lines::new(file, text);
+        prescan(text, &lines)?;
+        let f: schema::File = toml::from_str(text).map_err(|e| {
+            let at = e.span().map_or(0, |s| s.start);
+            lines.at(at, e.message().trim().to_string())
+        })?;
+        let meta = f.workload.get_ref();
+        let name = meta.name.get_ref().clone();
+        if name.is_empty()
+            || name.len() > 63
+            || !name.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+        {
+            return Err(lines.at(
+                meta.name.span().start,
+                "workload name must be 1-63 characters of A-Z a-z 0-9 - _ .",
+            ));
+        }
+        let mut params = BTreeMap::new();
+        let mut fparams = BTreeMap::new();
+        let mut put = |k: &String, v: &toml::Spanned<schema::Param>| -> Result<(), WorkloadError> {
+            let at = v.span().start;
+            if !compile::is_ident(k) {
+                return Err(lines.at(at, format!("parameter name `{k}` is not an identifier")));
+            }
+            match *v.get_ref() {
+                schema::Param::Int(i) => {
+                    let u = u64::try_from(i)
+                        .map_err(|_| lines.at(at, format!("parameter `{k}` is negative")))?;
+                    params.insert(k.clone(), u);
+                    fparams.insert(k.clone(), i as f64);
+                }
+                schema::Param::Float(x) => {
+                    params.remove(k);
+                    fparams.insert(k.clone(), x);
+                }
+            }
+            Ok(())
+        };
+        for (k, v) in &f.params {
+            put(k, v)?;
+        }
+        if small {
+            for (k, v) in &f.small {
+                if !f.params.contains_key(k) {
+                    return Err(lines.at(
+                        v.span().start,
+                        format!("[small] overrides `{k}`, which [params] does not declare"),
+                    ));
+                }
+                put(k, v)?;
+            }
+        }
+        let tnames = BTreeMap::new();
+        let ctx0 = Ctx::new(&lines, &params, &fparams, &tnames, catalog);
+        let mut tensors = Vec::new();
+        let mut names = BTreeMap::new();
+        let mut total_elems = 0u64;
+        if f.tensor.len() > MAX_TENSORS {
+            return Err(lines.at(0, format!("more than {MAX_TENSORS} tensors")));
+        }
+        for t in &f.tensor {
+            let d = t.get_ref();
+            let at = d.name.span().start;
+            let n = d.name.get_ref();
+            if !compile::is_ident(n) || names.contains_key(n) {
+                return Err(lines.at(at, format!("tensor name `{n}` is not a fresh identifier")));
+            }
+            if let Some(dt) = &d.dtype {
+                if dt.get_ref() != "f32" {
+                    return Err(lines.at(
+                        dt.span().start,
+                        format!("dtype `{}` is not supported (the kernels are f32)", dt.get_ref()),
+                    ));
+                }
+            }
+            let mut elems = 1u64;
+            for dim in d.shape.get_ref() {
+                let v = ctx0.constant(dim, "shape")?;
+                elems = elems.checked_mul(v).filter(|&e| e <= MAX_TENSOR_ELEMENTS).ok_or_else(
+                    || {
+                        lines.at(
+                            d.shape.span().start,
+                            format!("tensor `{n}` has more than {MAX_TENSOR_ELEMENTS} elements"),
+                        )
+                    },
+                )?;
+            }
+            if d.shape.get_ref().is_empty() {
+                return Err(lines.at(d.shape.span().start, "shape needs at least one dimension"));
+            }
+            let init = compile::init_plan(&lines, d.init.as_ref(), base)?;
+            if let InitPlan::File(p) = &init {
+                let iat = d.init.as_ref().map_or(at, |i| i.span().start);
+                let len = std::fs::metadata(p)
+                    .map_err(|e| lines.at(iat, format!("init file {}: {e}", p.display())))?
+                    .len();
+                if len != elems * 4 {
+                    return Err(lines.at(iat, format!(
+                        "init file {} has {len} bytes, tensor `{n}` needs {} ({elems} little-endian f32)", p.display(), elems * 4
+                    )));
+                }
+            }
+            total_elems += elems;
+            if total_elems > MAX_TOTAL_ELEMENTS {
+                return Err(lines.at(
+                    d.shape.span().start,
+                    format!("the tensors together exceed {MAX_TOTAL_ELEMENTS} elements"),
+                ));
+            }
+            names.insert(n.clone(), tensors.len() as u32);
+            tensors.push((n.clone(), elems, init));
+        }
+        let scratch_bytes = match &meta.scratch_bytes {
+            Some(s) => {
+                let b = ctx0.constant(s, "scratch_bytes")?;
+                if b > 4 * MAX_TOTAL_ELEMENTS {
+                    return Err(lines.at(
+                        s.span().start,
+                        format!("scratch_bytes {b} exceeds {}", 4 * MAX_TOTAL_ELEMENTS),
+                    ));
+                }
+                b
+            }
+            None => 0,
+        };
+        let mut ctx = Ctx::new(&lines, &params, &fparams, &names, catalog);
+        let mut total = 0;
+        let nodes = ctx.body(&f.graph, 1, 0, &mut total)?;
+        let (vars, scratch_slots) = ctx.slots();
+        let ir = Ir { nodes, tasks: total, vars, scratch_slots };
+        let lookup = |s: &toml::Spanned<String>| {
+            names.get(s.get_ref()).copied().ok_or_else(|| {
+                lines.at(s.span().start, format!("unknown tensor `{}`", s.get_ref()))
+            })
+        };
+        let host_reference = match &meta.verify {
+            None => None,
+            Some(v) if v.get_ref() == "host-reference" => {
+                Some(meta.tolerance.as_ref().map_or(0.0, |t| *t.get_ref()))
+            }
+            Some(v) => {
+                return Err(lines.at(
+                    v.span().start,
+                    format!("verify `{}`: the only mode is \"host-reference\"", v.get_ref()),
+                ))
+            }
+        };
+        if let Some(t) = &meta.tolerance {
+            if !(*t.get_ref() >= 0.0 && t.get_ref().is_finite()) {
+                return Err(lines.at(t.span().start, "tolerance must be a finite number >= 0"));
+            }
+        }
+        let outputs = match &meta.outputs {
+            Some(o) => o.iter().map(lookup).collect::<Result<Vec<_>, _>>()?,
+            None => (0..tensors.len() as u32).collect(),
+        };
+        let mut checks = Vec::new();
+        for e in &f.expect {
+            let d = e.get_ref();
+            let at = e.span().start;
+            let tensor = lookup(&d.tensor)?;
+            let tol = d.tolerance.unwrap_or(0.0);
+            match (&d.checksum, &d.values) {
+                (Some(c), None) => checks.push(Check::Checksum { tensor, want: *c, tol, at }),
+                (None, Some(v)) => {
+                    if v.len() as u64 != tensors[tensor as usize].1 {
+                        return Err(lines.at(
+                            at,
+                            format!(
+                                "{} expected values for {} elements",
+                                v.len(),
+                                tensors[tensor as usize].1
+                            ),
+                        ));
+                    }
+                    checks.push(Check::Values { tensor, want: v.clone(), tol, at })
+                }
+                _ => {
+                    return Err(
+                        lines.at(at, "an [[expect]] needs exactly one of `checksum` or `values`")
+                    )
+                }
+            }
+        }
+        if host_reference.is_none() && checks.is_empty() {
+            return Err(lines.at(
+                f.workload.span().start,
+                "nothing to verify: set verify = \"host-reference\" or add an [[expect]]",
+            ));
+        }
+        let program = compile::emit(&ir, tensors.len() as u32);
+        let description = meta.description.clone();
+        let wl = Workload {
+            name,
+            description,
+            lines,
+            tensors,
+            ir,
+            program,
+            scratch_bytes,
+            host_reference,
+            outputs,
+            checks,
+        };
+        let sizes: Vec<u64> = wl.tensors.iter().map(|t| t.1).collect();
+        expand::Walk::new(&wl.lines, &sizes, wl.scratch_bytes, &wl.ir)
+            .run(&wl.ir, &mut expand::NoVisit)?;
+        Ok(wl)
+    }
+
+    /// The workload's name (the DFX case name).
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The `description` line, if any.
+    pub fn description(&self) -> Option<&str> {
+        self.description.as_deref()
+    }
+
+    /// Tasks the workload expands to.
+    pub fn tasks(&self) -> u64 {
+        self.ir.tasks
+    }
+
+    /// The compiled program (the interpreter's words).
+    pub fn program(&self) -> &[u32] {
+        &self.program
+    }
+
+    /// Tensor names, by `TensorId`.
+    pub fn tensor_names(&self) -> impl Iterator<Item = &str> {
+        self.tensors.iter().map(|t| t.0.as_str())
+    }
+
+    /// The primary output (the first of `outputs`), whose checksum a run reports.
+    pub fn primary_output(&self) -> Option<usize> {
+        self.outputs.first().map(|&t| t as usize)
+    }
+
+    /// The callable running the workload with `variant` (its orchestration object is the
+    /// workload interpreter).
+    pub fn callable(&self, variant: Variant) -> Callable {
+        Callable::new(self.name.clone(), variant, ferry_runtime::device::workload::interpret)
+            .with_object(&ferry_programs::ORCH_WORKLOAD)
+    }
+
+    /// The tensors' initial values (files are read here; their sizes were checked at load).
+    ///
+    /// # Errors
+    /// A file that cannot be read or changed size since the check.
+    pub fn initial_values(&self) -> Result<Vec<Vec<f32>>, WorkloadError> {
+        self.tensors
+            .iter()
+            .map(|(name, n, init)| {
+                let n = *n as usize;
+                Ok(match init {
+                    InitPlan::Zeros => vec![0.0; n],
+                    InitPlan::Constant(c) => vec![*c; n],
+                    InitPlan::Iota(s, d) => (0..n).map(|i| (s + d * i as f64) as f32).collect(),
+                    InitPlan::Random(seed) => random(n, *seed),
+                    InitPlan::File(p) => {
+                        let io = |m: String| WorkloadError::Io {
+                            file: p.display().to_string(),
+                            message: m,
+                        };
+                        // At most one byte past the checked size is read, whatever the file
+                        // grew to since the check.
+                        let mut b = Vec::with_capacity(n * 4);
+                        std::fs::File::open(p)
+                            .and_then(|f| {
+                                std::io::Read::read_to_end(
+                                    &mut std::io::Read::take(f, n as u64 * 4 + 1),
+                                    &mut b,
+                                )
+                            })
+                            .map_err(|e| io(e.to_string()))?;
+                        if b.len() != n * 4 {
+                            return Err(io(format!(
+                                "tensor `{name}`: {} bytes, {} expected",
+                                b.len(),
+                                n * 4
+                            )));
+                        }
+                        b.chunks_exact(4)
+                            .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                            .collect()
+                    }
+                })
+            })
+            .collect()
+    }
+
+    /// The run's arguments: the tensors, then the program tensor; scalar 0 names it.
+    ///
+    /// # Errors
+    /// As [`initial_values`](Self::initial_values).
+    pub fn run_args(&self) -> Result<RunArgs, WorkloadError> {
+        let mut tensors: Vec<TensorInit> =
+            self.initial_values()?.into_iter().map(TensorInit::Data).collect();
+        tensors.push(TensorInit::Data(self.program.iter().map(|&w| f32::from_bits(w)).collect()));
+        Ok(RunArgs {
+            tensors,
+            scalars: vec![self.tensors.len() as u64],
+            scratch_bytes: self.scratch_bytes,
+        })
+    }
+
+    /// The host reference: every tensor after the graph ran on the host with the kernels' host
+    /// implementations.
+    ///
+    /// # Errors
+    /// A kernel refusal, with the task's line.
+    pub fn host_reference(
+        &self,
+        catalog: &dyn KernelCatalog,
+    ) -> Result<Vec<Vec<f32>>, WorkloadError> {
+        use std::sync::atomic::{AtomicU32, Ordering};
+        let run = self
+            .initial_values()?
+            .into_iter()
+            .map(|v| v.into_iter().map(|x| AtomicU32::new(x.to_bits())).collect())
+            .collect();
+        let mut h = expand::HostRef {
+            catalog,
+            run,
+            scratch: (0..self.ir.scratch_slots).map(|_| Vec::new()).collect(),
+        };
+        let sizes: Vec<u64> = self.tensors.iter().map(|t| t.1).collect();
+        expand::Walk::new(&self.lines, &sizes, self.scratch_bytes, &self.ir)
+            .run(&self.ir, &mut h)?;
+        // Relaxed: this thread wrote every cell.
+        Ok(h.run
+            .into_iter()
+            .map(|v| v.into_iter().map(|c| f32::from_bits(c.load(Ordering::Relaxed))).collect())
+            .collect())
+    }
+
+    /// Checks a run's output (task count, `[[expect]]`s, the host reference); returns the
+    /// checksum (sum of elements) of the primary output.
+    ///
+    /// # Errors
+    /// [`VerifyError`] naming the first difference.
+    pub fn verify(&self, out: &RunOutput, catalog: &dyn KernelCatalog) -> Result<f64, VerifyError> {
+        if out.stats.tasks != self.tasks() {
+            return Err(VerifyError::TaskCount { got: out.stats.tasks, want: self.tasks() });
+        }
+        let get = |t: u32| -> Result<&Vec<f32>, VerifyError> {
+            let name = &self.tensors[t as usize].0;
+            out.tensors
+                .get(t as usize)
+                .and_then(|x| x.as_ref())
+                .filter(|v| v.len() as u64 == self.tensors[t as usize].1)
+                .ok_or_else(|| VerifyError::Missing(name.clone()))
+        };
+        let sum = |v: &[f32]| v.iter().map(|&x| f64::from(x)).sum::<f64>();
+        let mismatch = |t: u32, got: &[f32], want: &[f32], tol: f64| -> Result<(), VerifyError> {
+            match got.iter().zip(want).position(|(&g, &w)| {
+                !(close(f64::from(g), f64::from(w), tol) || (g.is_nan() && w.is_nan()))
+            }) {
+                Some(i) => Err(VerifyError::Mismatch {
+                    tensor: self.tensors[t as usize].0.clone(),
+                    index: i,
+                    got: got[i],
+                    want: want[i],
+                    tol,
+                }),
+                None => Ok(()),
+            }
+        };
+        for c in &self.checks {
+            match c {
+                Check::Checksum { tensor, want, tol, at } => {
+                    let got = sum(get(*tensor)?);
+                    if !close(got, *want, *tol) {
+                        let line = self.lines.at(*at, "").line().unwrap_or(0);
+                        return Err(VerifyError::Checksum {
+                            at: format!("{}:{line}", self.lines.file),
+                            tensor: self.tensors[*tensor as usize].0.clone(),
+                            got,
+                            want: *want,
+                            tol: *tol,
+                        });
+                    }
+                }
+                Check::Values { tensor, want, tol, .. } => {
+                    mismatch(*tensor, get(*tensor)?, want, *tol)?
+                }
+            }
+        }
+        if let Some(tol) = self.host_reference {
+            let reference = self.host_reference(catalog)?;
+            for &t in &self.outputs {
+                mismatch(t, get(t)?, &reference[t as usize], tol)?;
+            }
+        }
+        match self.primary_output() {
+            Some(t) => Ok(sum(get(t as u32)?)),
+            None => Ok(0.0),
+        }
+    }
+
+    /// The file the workload was read from (as errors name it).
+    pub fn file(&self) -> PathBuf {
+        PathBuf::from(&self.lines.file)
+    }
+}
