@@ -19,7 +19,9 @@
 //! | [`aicore`] | AICore | [`aicore::aicore_execute`]: the core's handshake and dispatch loop |
 //! | [`dfx`] | AICPU | DFX emission: the five subsystems' records through the transport writers |
 //! | [`kernels`] | AICore | the kernel library |
+//! | [`custom`] | both | loaded (custom) kernels: their shapes in device memory, their device entries |
 pub mod aicore;
+pub mod custom;
 pub mod dfx;
 pub mod ffi;
 pub mod image;

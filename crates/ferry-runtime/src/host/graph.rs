@@ -28,6 +28,8 @@ pub struct GraphBuilder<'a> {
     check: Option<&'a dyn Fn(u64, u64) -> bool>,
     /// Host ns (`ferry_dfx::output::host_now_ns`) around each accepted submit, by submit index.
     submit_ns: Vec<(u64, u64)>,
+    /// The loaded kernels tasks may name (none unless [`with_custom_kernels`](Self::with_custom_kernels)).
+    custom: crate::device::custom::CustomKernels,
 }
 
 impl std::fmt::Debug for GraphBuilder<'_> {
@@ -56,7 +58,15 @@ impl<'a> GraphBuilder<'a> {
             scratch_used: 0,
             check,
             submit_ns: Vec::new(),
+            custom: crate::device::custom::CustomKernels::none(),
         }
+    }
+
+    /// The same builder accepting the loaded kernels of `custom` (the runner's
+    /// [`crate::host::KernelRegistry`]).
+    pub fn with_custom_kernels(mut self, custom: crate::device::custom::CustomKernels) -> Self {
+        self.custom = custom;
+        self
     }
 
     /// The recorded tasks.
@@ -108,7 +118,13 @@ impl<'a> GraphBuilder<'a> {
     fn submit_untimed(&mut self, task: &Task, extra: &[u64]) -> Result<TaskId, SubmitError> {
         let seq = self.tasks.len() as u64;
         let tensors = &self.tensors;
-        let r = resolve(seq, task, &|i| tensors.get(i as usize).copied(), tensors.len() as u32)?;
+        let r = resolve(
+            seq,
+            task,
+            &|i| tensors.get(i as usize).copied(),
+            tensors.len() as u32,
+            &self.custom,
+        )?;
         if let Some(check) = self.check {
             for &(addr, bytes, _) in r.tensors() {
                 if bytes > 0 && !check(addr, bytes) {

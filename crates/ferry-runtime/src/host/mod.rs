@@ -18,6 +18,7 @@
 pub mod dfx;
 pub mod graph;
 mod handshake;
+mod kernel_registry;
 mod runner;
 mod sim_ops;
 mod slots;
@@ -29,6 +30,10 @@ pub use ferry_launch::loader::LoadMethod;
 /// The device profile and Path B fixes a runner's platform is built with.
 pub use ferry_sim::profile::{DeviceProfile, PathBFixes};
 pub use handshake::CoreHandshake;
+pub use kernel_registry::{
+    HostRefError, KernelCatalog, KernelInfo, KernelLoadError, KernelRegistry,
+    MAX_KERNEL_LIBRARY_BYTES,
+};
 pub use runner::{
     Callable, DeviceRunner, LaunchPath, LaunchedRun, PreparedRun, RunArgs, RunOutput, RunStats,
     RunnerConfig, TensorInit, Variant, MAX_LAUNCH_SLOTS, ROUTE_PREFIX_BYTES,

@@ -455,7 +455,15 @@ pub struct DeviceRunner {
     dfx_profiling: Option<super::dfx::DfxProfiling>,
     /// The last finalized run's handshake, read back from device memory.
     last_handshake: Vec<CoreHandshake>,
+    /// Built-in and loaded kernels ([`DeviceRunner::load_kernels`]); the AICore entries of
+    /// each launch hold a handle for the loaded kernels' device entries.
+    kernels: Arc<super::KernelRegistry>,
+    /// The loaded kernels' spec table in device memory (`NULL` when none) and its entries.
+    kernel_table: (DevicePtr, u32),
 }
+
+#[path = "runner_kernels.rs"]
+mod runner_kernels;
 
 fn load_err(e: ferry_launch::loader::LoadError) -> RunnerError {
     RunnerError::Load(e.to_string())
@@ -623,6 +631,8 @@ impl DeviceRunner {
             dfx_profiling: None,
             root: None,
             last_handshake: Vec::new(),
+            kernels: Arc::new(super::KernelRegistry::new()),
+            kernel_table: (DevicePtr::NULL, 0),
         })
     }
 
@@ -784,7 +794,8 @@ impl DeviceRunner {
                 let check = |a: u64, b: u64| dev.translate(DevicePtr(a), b).is_ok();
                 let origin_ns = ferry_dfx::output::host_now_ns();
                 let mut gb =
-                    GraphBuilder::new(infos.clone(), args.scalars.clone(), scratch, Some(&check));
+                    GraphBuilder::new(infos.clone(), args.scalars.clone(), scratch, Some(&check))
+                        .with_custom_kernels(self.kernels.custom_kernels());
                 match source {
                     Source::Orch(f) => f(&mut gb).map_err(DeviceFault::Submit)?,
                     Source::Prebuilt(tasks) => gb.record_prebuilt(tasks)?,
@@ -907,6 +918,7 @@ impl DeviceRunner {
         h.graph_pred_count = preds.len() as u32;
         h.arch = cfg.arch as u32;
         h.regs_table = self.regs_table.0;
+        (h.kernel_table, h.kernel_table_count) = (self.kernel_table.0 .0, self.kernel_table.1);
         let layout = RegLayout::of(cfg.arch);
         h.regs_count = layout.max_physical_cores;
         h.max_physical_cores = layout.max_physical_cores;
@@ -962,11 +974,12 @@ impl DeviceRunner {
             return self.launch_full(p, cores);
         }
         let core_args = AicoreLaunchArgs::from(&p.kargs);
-        let ops = self.device_ops.clone();
+        let (ops, kernels) = (self.device_ops.clone(), self.kernels.clone());
         let aicore = match self.chip.launch_aicore(
             cores,
             Arc::new(move |ctx: ferry_sim::cores::CoreCtx| {
-                aicore_execute(&*ops, &core_args, ctx.index, ctx.index).map_err(|e| e.to_string())
+                aicore_execute(&*ops, &core_args, ctx.index, ctx.index, Some(&*kernels))
+                    .map_err(|e| e.to_string())
             }),
         ) {
             Ok(c) => c,
@@ -1015,11 +1028,14 @@ impl DeviceRunner {
             full.program(p.variant).map_err(|e| launch(&e))?.aicpu_entry(self.cfg.aicpu_threads);
         let signals = Arc::new(Signals::default());
         let (chip, ops, sig) = (self.chip.clone(), self.device_ops.clone(), signals.clone());
+        let kernels = self.kernels.clone();
         let aicore = move |_: &Device, args: AicoreLaunchArgs| {
+            let kernels = kernels.clone();
             let launched = chip.launch_aicore(
                 cores,
                 Arc::new(move |ctx: ferry_sim::cores::CoreCtx| {
-                    aicore_execute(&*ops, &args, ctx.index, ctx.index).map_err(|e| e.to_string())
+                    aicore_execute(&*ops, &args, ctx.index, ctx.index, Some(&*kernels))
+                        .map_err(|e| e.to_string())
                 }),
             );
             let r = match launched {
@@ -1251,6 +1267,10 @@ impl DeviceRunner {
         }
         self.device.free(self.regs_table)?;
         self.regs_table = DevicePtr::NULL;
+        if !self.kernel_table.0.is_null() {
+            self.device.free(self.kernel_table.0)?;
+            self.kernel_table = (DevicePtr::NULL, 0);
+        }
         Ok(())
     }
 }
@@ -1259,6 +1279,9 @@ impl Drop for DeviceRunner {
     fn drop(&mut self) {
         if !self.regs_table.is_null() {
             let _ = self.device.free(self.regs_table);
+        }
+        if !self.kernel_table.0.is_null() {
+            let _ = self.device.free(self.kernel_table.0);
         }
         // The entry closures of the last launch hold `SimOps` (and through it the chip) until
         // their chip thread lets go of them, just after the launch completes. Let them go first,
