@@ -9,6 +9,7 @@ mod device_opts;
 mod diagnose;
 mod dump;
 mod info;
+mod kernels;
 mod outdir;
 mod report;
 mod run;
