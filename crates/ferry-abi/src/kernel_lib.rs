@@ -451,8 +451,7 @@ pub fn validate_entries(entries: &[KernelEntry]) -> Result<(), KernelTableError>
         if e.scalar_count as usize > MAX_CALL_SCALARS {
             return bad(EntryProblem::Scalars);
         }
-        if e.scalar_dtypes[..e.scalar_count as usize].iter().any(|&c| DType::from_u8(c).is_none())
-        {
+        if e.scalar_dtypes[..e.scalar_count as usize].iter().any(|&c| DType::from_u8(c).is_none()) {
             return bad(EntryProblem::Dtype);
         }
         if e.max_blocks == 0 {

@@ -17,8 +17,8 @@
 use crate::aicpu_os::{write_atomic, AicpuOs, LoadedObject, OsError};
 use crate::sync::Arc;
 use ferry_abi::kernel_lib::{
-    check_header, name_str, validate_entries, DeviceCall, HostCall, KernelEntry,
-    KernelLibraryDesc, KernelLibraryFn, KernelTableError, EXPORT_KERNEL_LIBRARY, KERNEL_LIB_ABI_VERSION,
+    check_header, name_str, validate_entries, DeviceCall, HostCall, KernelEntry, KernelLibraryDesc,
+    KernelLibraryFn, KernelTableError, EXPORT_KERNEL_LIBRARY, KERNEL_LIB_ABI_VERSION,
     KERNEL_LIB_MAGIC,
 };
 use ferry_abi::services::{fingerprint, DeviceServices, STATUS_INVALID_ARGUMENT};
@@ -101,7 +101,8 @@ impl AicpuOs {
     /// [`EXPORT_KERNEL_LIBRARY`] export; [`OsError::BadKernelTable`] for a descriptor or table
     /// of another ABI version or malformed.
     pub fn load_custom_kernels(&self, bytes: &[u8]) -> Result<CustomKernelLibrary, OsError> {
-        let name = format!("custom_kernels_{:016x}_{}.so", fingerprint(bytes), self.device().ordinal());
+        let name =
+            format!("custom_kernels_{:016x}_{}.so", fingerprint(bytes), self.device().ordinal());
         let path = write_atomic(&self.process_dir(), &name, bytes)?;
         // Not through the OS's object cache: a refused library must not stay loaded.
         let loaded = self.open_object(&path).map(Arc::new);
@@ -150,10 +151,8 @@ impl AicpuOs {
         let lib_name = name_str(&d.name).unwrap_or("unnamed").to_owned();
         // SAFETY: `kernels` is non-null and, by this version's contract, addresses
         // `kernel_count` entries of static data; the count is bounded by `check_header`.
-        let entries: Arc<[KernelEntry]> = unsafe {
-            std::slice::from_raw_parts(d.kernels, d.kernel_count as usize)
-        }
-        .into();
+        let entries: Arc<[KernelEntry]> =
+            unsafe { std::slice::from_raw_parts(d.kernels, d.kernel_count as usize) }.into();
         validate_entries(&entries).map_err(bad)?;
         Ok(CustomKernelLibrary {
             name: lib_name,

@@ -1,17 +1,17 @@
 //! The AICore executor: handshake, then run dispatched kernels until told to exit
 //! (launch.md §5.2–§5.4, core side).
+use super::custom::CustomDispatch;
 use super::image::{
     DispatchArgs, F32Slice, ImageView, PayloadStatus, TranslateCache, PAYLOAD_CORE_LINE,
     PAYLOAD_FAULT, PAYLOAD_OK,
 };
-use super::custom::CustomDispatch;
 use super::kernels::{self, KernelCall};
-use ferry_abi::kernel_lib::{is_custom_kernel, DeviceCall, TensorArg};
 use super::ops::DeviceOps;
 use super::sched::{is_dispatch, read_header, PAYLOAD_PAIR_BYTES};
 use crate::error::{DeviceFault, KernelFault};
 use ferry_abi::arch::Arch;
 use ferry_abi::handshake::{aicore_done_value, HandshakeLayout, CORE_TYPE_AIC, CORE_TYPE_AIV};
+use ferry_abi::kernel_lib::{is_custom_kernel, DeviceCall, TensorArg};
 use ferry_abi::launch::AicoreLaunchArgs;
 use ferry_abi::regs::{
     cond_ack, cond_fin, RegLayout, AICORE_EXIT_SIGNAL, AICPU_IDLE, COND_EXITED, COND_IDLE,

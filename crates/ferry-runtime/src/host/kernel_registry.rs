@@ -332,10 +332,7 @@ mod tests {
         assert!(r.lookup("saxpy").is_none());
         assert_eq!(r.kernels().len(), KERNELS.len());
         assert!(r.device_table().is_empty());
-        assert_eq!(
-            r.host_reference(0, &mut [], &[]),
-            Err(HostRefError::NotLoaded { kernel: 0 })
-        );
+        assert_eq!(r.host_reference(0, &mut [], &[]), Err(HostRefError::NotLoaded { kernel: 0 }));
         assert_eq!(
             r.host_reference(CUSTOM_KERNEL_BASE, &mut [], &[]),
             Err(HostRefError::NotLoaded { kernel: CUSTOM_KERNEL_BASE })

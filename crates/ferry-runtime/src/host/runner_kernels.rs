@@ -34,11 +34,9 @@ impl DeviceRunner {
         }
         let lib = match &self.full {
             Some(full) => full.loader.load_custom_kernels(name, bytes)?,
-            None => ferry_launch::loader::load_custom_kernels(
-                &self.device.aicpu_os(),
-                name,
-                bytes,
-            )?,
+            None => {
+                ferry_launch::loader::load_custom_kernels(&self.device.aicpu_os(), name, bytes)?
+            }
         };
         let mut registry = (*self.kernels).clone();
         let added = registry.add(lib)?;
