@@ -525,7 +525,8 @@ mod tests {
     #[test]
     fn entries_are_checked_field_by_field() {
         assert_eq!(validate_entries(&[good("a"), good("b")]), Ok(()));
-        let cases: [(fn(&mut KernelEntry), EntryProblem); 9] = [
+        type Case = (fn(&mut KernelEntry), EntryProblem);
+        let cases: [Case; 9] = [
             (|e| e.name = [0; NAME_BYTES], EntryProblem::Name),
             (|e| e.name = [b'x'; NAME_BYTES], EntryProblem::Name),
             (|e| e.core = 2, EntryProblem::Core),

@@ -75,11 +75,9 @@ impl CustomKernels {
         CustomKernels::default()
     }
 
-    /// From records (the host side builds the table it uploads from the same records).
-    ///
-    /// # Errors
-    /// [`DeviceFault::BadImage`]-style refusal is the device's business; here a record whose id
-    /// is not `CUSTOM_KERNEL_BASE + index` is dropped with everything after it.
+    /// From records (the host side builds the table it uploads from the same records). A record
+    /// whose id is not `CUSTOM_KERNEL_BASE + index` ends the table (it and everything after it
+    /// are dropped), as do records past `MAX_CUSTOM_KERNELS`.
     pub fn from_records(recs: Vec<KernelSpecRecord>) -> CustomKernels {
         let ok = recs
             .iter()
@@ -116,7 +114,7 @@ impl CustomKernels {
             return Err(bad);
         }
         let bytes = u64::from(count) * size_of::<KernelSpecRecord>() as u64;
-        let view = ImageView::new(ops, addr, bytes).map_err(|_| bad.clone())?;
+        let view = ImageView::new(ops, addr, bytes).map_err(|_| bad)?;
         let recs: Vec<KernelSpecRecord> = (0..count as usize)
             .map(|i| view.read_record(i * size_of::<KernelSpecRecord>()))
             .collect();
@@ -161,6 +159,12 @@ pub trait CustomDispatch: Send + Sync {
     fn call(&self, id: u32, call: &DeviceCall) -> Option<i32>;
 }
 
+// A task's argument capacity is a loaded kernel's call capacity.
+const _: () = {
+    assert!(super::image::MAX_TASK_TENSORS == ferry_abi::kernel_lib::MAX_CALL_TENSORS);
+    assert!(super::image::MAX_TASK_SCALARS == ferry_abi::kernel_lib::MAX_CALL_SCALARS);
+};
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -191,9 +195,3 @@ mod tests {
         assert_eq!(c.records().len(), 1);
     }
 }
-
-// A task's argument capacity is a loaded kernel's call capacity.
-const _: () = {
-    assert!(super::image::MAX_TASK_TENSORS == ferry_abi::kernel_lib::MAX_CALL_TENSORS);
-    assert!(super::image::MAX_TASK_SCALARS == ferry_abi::kernel_lib::MAX_CALL_SCALARS);
-};
