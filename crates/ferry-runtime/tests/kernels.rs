@@ -277,3 +277,33 @@ fn a_failing_device_entry_is_a_typed_kernel_fault() {
         other => panic!("expected the kernel's status, got {other:?}"),
     }
 }
+
+#[test]
+fn dfx_collection_names_loaded_kernels() {
+    use ferry_runtime::host::dfx::{DfxChip, DfxOptions, DfxSession};
+    let mut r = loaded(RunnerConfig::small(Arch::A2a3));
+    let c = Callable::new("saxpy-clamp", Variant::HostBuiltGraph, saxpy_then_clamp);
+    r.register_callable(0, c).unwrap();
+    let cfg = *r.config();
+    let chip = DfxChip {
+        arch: cfg.arch,
+        threads: cfg.aicpu_threads,
+        aic: cfg.aic,
+        aiv: cfg.aiv,
+        task_window: cfg.task_window,
+        scratch_bytes: 0,
+    };
+    let opts = DfxOptions { swimlane: 4, dep_gen: true, ..DfxOptions::default() };
+    let s = DfxSession::start_on(&opts, chip, r.device()).unwrap();
+    r.attach_dfx_session(Some(&s)).unwrap();
+    let a = args(&r);
+    let want = expected(&r, &a);
+    let out = r.run(0, a).unwrap();
+    r.attach_dfx_session(None).unwrap();
+    assert_eq!(out.tensors[2].as_ref(), Some(&want));
+    let m = s.finish().unwrap();
+    let name = |id: u32| m.kernels.get(&(id as i32)).map(String::as_str);
+    assert_eq!(name(CUSTOM_KERNEL_BASE), Some("saxpy"));
+    assert_eq!(name(CUSTOM_KERNEL_BASE + 1), Some("clamp"));
+    assert_eq!(name(0), Some("add"));
+}

@@ -165,3 +165,9 @@ impl AicpuOs {
 }
 
 const _: () = assert!(std::mem::size_of::<KernelLibraryDesc>() == 64);
+
+// The trait matrix the `unsafe impl`s above promise (STYLE R24).
+const _: fn() = || {
+    fn send_sync<T: Send + Sync>() {}
+    send_sync::<CustomKernelLibrary>();
+};

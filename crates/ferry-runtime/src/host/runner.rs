@@ -1335,6 +1335,10 @@ impl DeviceRunner {
         if self.is_busy() {
             return Err(RunnerError::Busy);
         }
+        if let Some(s) = session {
+            let loaded = self.kernels.kernels().into_iter().filter(|k| k.library.is_some());
+            s.note_loaded_kernels(loaded.map(|k| (k.id, k.name)));
+        }
         if self.full.is_none() {
             self.program.attach_dfx(session.map(super::dfx::DfxSession::device));
             self.dfx_profiling = None;
