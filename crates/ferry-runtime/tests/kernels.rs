@@ -307,3 +307,37 @@ fn dfx_collection_names_loaded_kernels() {
     assert_eq!(name(CUSTOM_KERNEL_BASE + 1), Some("clamp"));
     assert_eq!(name(0), Some("add"));
 }
+
+#[test]
+fn the_aicpu_reads_the_kernel_table_bounded_and_checked() {
+    use ferry_abi::kernel_lib::MAX_CUSTOM_KERNELS;
+    use ferry_runtime::device::custom::CustomKernels;
+    use ferry_runtime::device::image::as_bytes;
+    let r = loaded(RunnerConfig::small(Arch::A2a3));
+    let bad = DeviceFault::BadImage { magic: 1, version: 2 };
+    let ops = r.ops();
+    // The registry's records, uploaded as the runner does.
+    let recs = r.kernels().device_table();
+    let bytes: Vec<u8> = recs.iter().flat_map(|x| as_bytes(x).to_vec()).collect();
+    let dev = r.device();
+    let p = dev.malloc(bytes.len() as u64).unwrap();
+    dev.copy_htod(&bytes, p).unwrap();
+    let t = CustomKernels::read(ops, p.0, 2, bad).unwrap();
+    assert_eq!(t.records(), &recs[..]);
+    let s = t.shape(CUSTOM_KERNEL_BASE + 1).unwrap();
+    assert_eq!((s.tensors, s.scalars, s.max_blocks), ((1, 2), 2, 65536));
+    assert_eq!(CustomKernels::read(ops, 0, 0, bad).unwrap(), CustomKernels::none());
+    // Too many entries: refused before anything is read (address 0 is not device memory, and
+    // the count is checked first).
+    assert_eq!(CustomKernels::read(ops, 0, MAX_CUSTOM_KERNELS + 1, bad), Err(bad));
+    // A table longer than its allocation, or outside device memory.
+    assert_eq!(CustomKernels::read(ops, p.0, 3, bad), Err(bad));
+    assert_eq!(CustomKernels::read(ops, 0x10, 1, bad), Err(bad));
+    // A record out of place.
+    let mut swapped = recs.clone();
+    swapped.swap(0, 1);
+    let bytes: Vec<u8> = swapped.iter().flat_map(|x| as_bytes(x).to_vec()).collect();
+    dev.copy_htod(&bytes, p).unwrap();
+    assert_eq!(CustomKernels::read(ops, p.0, 2, bad), Err(bad));
+    dev.free(p).unwrap();
+}

@@ -99,8 +99,9 @@ pub enum KernelLoadError {
         /// Its size.
         bytes: u64,
     },
-    /// A run is in flight; libraries are loaded between runs.
-    #[error("a run is in flight on this runner")]
+    /// A run is prepared or in flight; libraries are loaded between runs (a prepared run's
+    /// image names the kernel table it was prepared with).
+    #[error("a run is prepared or in flight on this runner")]
     Busy,
     /// Uploading the kernel table to the device failed.
     #[error(transparent)]
