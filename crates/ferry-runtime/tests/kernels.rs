@@ -341,3 +341,17 @@ fn the_aicpu_reads_the_kernel_table_bounded_and_checked() {
     assert_eq!(CustomKernels::read(ops, p.0, 2, bad), Err(bad));
     dev.free(p).unwrap();
 }
+
+#[test]
+fn libraries_load_between_runs_only() {
+    let good = std::fs::read(template_lib()).unwrap();
+    let mut r = DeviceRunner::new(RunnerConfig::small(Arch::A2a3)).unwrap();
+    let ex = Example::Vector.build(Size::Small).with_variant(Variant::HostBuiltGraph);
+    r.register_callable(0, ex.callable.clone()).unwrap();
+    let p = r.prepare(0, ex.args.clone()).unwrap();
+    assert!(matches!(r.load_kernels("t.so", &good), Err(KernelLoadError::Busy)));
+    assert_eq!(r.kernels().loaded_count(), 0);
+    r.release(p);
+    assert_eq!(r.load_kernels("t.so", &good).unwrap().len(), 2);
+    ex.verify(&r.run(0, ex.args.clone()).unwrap()).unwrap();
+}
