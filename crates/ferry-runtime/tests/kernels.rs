@@ -293,7 +293,7 @@ fn dfx_collection_names_loaded_kernels() {
         task_window: cfg.task_window,
         scratch_bytes: 0,
     };
-    let opts = DfxOptions { swimlane: 4, dep_gen: true, ..DfxOptions::default() };
+    let opts = DfxOptions { swimlane: 4, dep_gen: true, dump_args: 1, ..DfxOptions::default() };
     let s = DfxSession::start_on(&opts, chip, r.device()).unwrap();
     r.attach_dfx_session(Some(&s)).unwrap();
     let a = args(&r);
@@ -306,6 +306,14 @@ fn dfx_collection_names_loaded_kernels() {
     assert_eq!(name(CUSTOM_KERNEL_BASE), Some("saxpy"));
     assert_eq!(name(CUSTOM_KERNEL_BASE + 1), Some("clamp"));
     assert_eq!(name(0), Some("add"));
+    // ArgsDump prints the loaded kernels' scalars by their declared dtypes (all f32 here), as
+    // it does the built-ins'.
+    let dump = m.args.as_ref().expect("args dump");
+    let scalars: Vec<_> = dump.args.iter().filter(|a| a.value.is_some()).collect();
+    assert_eq!(scalars.len(), 3, "saxpy's a, clamp's lo and hi");
+    for a in scalars {
+        assert_eq!(a.dtype, "FLOAT32", "{a:?}");
+    }
 }
 
 #[test]

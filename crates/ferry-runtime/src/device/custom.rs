@@ -124,6 +124,19 @@ impl CustomKernels {
         Ok(CustomKernels { recs })
     }
 
+    /// The dtype of scalar `index` of loaded kernel `id` (`None` for another id or an index past
+    /// its scalars).
+    pub fn scalar_dtype(&self, id: u32, index: usize) -> Option<ferry_abi::records::DType> {
+        if !is_custom_kernel(id) {
+            return None;
+        }
+        let r = self.recs.get((id - CUSTOM_KERNEL_BASE) as usize)?;
+        if index >= (r.scalar_count as usize).min(4) {
+            return None;
+        }
+        ferry_abi::records::DType::from_u8(r.scalar_dtypes.to_le_bytes()[index])
+    }
+
     /// The shape of loaded kernel `id`.
     pub fn shape(&self, id: u32) -> Option<KernelShape> {
         if !is_custom_kernel(id) {

@@ -182,7 +182,7 @@ impl RunState {
 
     /// This AICPU thread's DFX writers, when DFX is on.
     pub(crate) fn dfx_thread(&self, thread: u32, cores: &[u32]) -> Option<super::dfx::ThreadDfx> {
-        self.dfx.as_ref().map(|d| d.thread(thread, cores))
+        self.dfx.as_ref().map(|d| d.thread(thread, cores).with_custom(self.custom.clone()))
     }
 
     /// Tasks completed so far (the task window's tail).
