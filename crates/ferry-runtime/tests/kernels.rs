@@ -363,3 +363,31 @@ fn libraries_load_between_runs_only() {
     assert_eq!(r.load_kernels("t.so", &good).unwrap().len(), 2);
     ex.verify(&r.run(0, ex.args.clone()).unwrap()).unwrap();
 }
+
+#[test]
+fn host_references_run_over_aliasing_views_of_f32_bits() {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    let r = loaded(RunnerConfig::small(Arch::A2a3));
+    let (saxpy, clamp) = (CUSTOM_KERNEL_BASE, CUSTOM_KERNEL_BASE + 1);
+    let cells = |v: &[f32]| v.iter().map(|x| AtomicU32::new(x.to_bits())).collect::<Vec<_>>();
+    let get = |t: &[AtomicU32]| {
+        t.iter().map(|b| f32::from_bits(b.load(Ordering::Relaxed))).collect::<Vec<_>>()
+    };
+    let f = |v: f32| u64::from(v.to_bits());
+    // saxpy with its output the same view as its input x: x = 2x + y.
+    let (x, y) = (cells(&[1.0, 2.0, 3.0]), cells(&[10.0, 20.0, 30.0]));
+    r.kernels().host_reference_bits(saxpy, &[&x, &y, &x], &[f(2.0)]).unwrap();
+    assert_eq!(get(&x), [12.0, 24.0, 36.0]);
+    assert_eq!(get(&y), [10.0, 20.0, 30.0]);
+    // clamp in place.
+    r.kernels().host_reference_bits(clamp, &[&x], &[f(15.0), f(30.0)]).unwrap();
+    assert_eq!(get(&x), [15.0, 24.0, 30.0]);
+    // The reference's own refusal is typed.
+    assert_eq!(
+        r.kernels().host_reference_bits(saxpy, &[&x, &y], &[f(1.0)]),
+        Err(ferry_runtime::host::HostRefError::Status {
+            kernel: saxpy,
+            status: ferry_abi::services::STATUS_INVALID_ARGUMENT
+        })
+    );
+}

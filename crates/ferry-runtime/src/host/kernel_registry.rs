@@ -302,6 +302,38 @@ impl KernelRegistry {
         }
         Ok(())
     }
+
+    /// [`host_reference`](Self::host_reference) over views that may alias, as `f32` bits (the
+    /// form a workload's host-side replay keeps its tensors in): each view is copied into its
+    /// own buffer, the reference runs, and only the elements it changed are stored back, so an
+    /// input view that overlaps an output view never undoes the output.
+    ///
+    /// # Errors
+    /// [`HostRefError`].
+    pub fn host_reference_bits(
+        &self,
+        id: u32,
+        tensors: &[&[std::sync::atomic::AtomicU32]],
+        scalars: &[u64],
+    ) -> Result<(), HostRefError> {
+        use std::sync::atomic::Ordering;
+        // Relaxed: the caller owns the views for the call; nothing else touches them meanwhile.
+        let load = |t: &[std::sync::atomic::AtomicU32]| -> Vec<f32> {
+            t.iter().map(|b| f32::from_bits(b.load(Ordering::Relaxed))).collect()
+        };
+        let before: Vec<Vec<f32>> = tensors.iter().map(|t| load(t)).collect();
+        let mut bufs = before.clone();
+        self.host_reference(id, &mut bufs, scalars)?;
+        for ((t, old), new) in tensors.iter().zip(&before).zip(&bufs) {
+            for ((cell, o), n) in t.iter().zip(old).zip(new) {
+                if o.to_bits() != n.to_bits() {
+                    // Relaxed: as above.
+                    cell.store(n.to_bits(), Ordering::Relaxed);
+                }
+            }
+        }
+        Ok(())
+    }
 }
 
 impl KernelCatalog for KernelRegistry {
