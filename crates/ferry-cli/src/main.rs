@@ -11,6 +11,7 @@ mod diagnose;
 mod dump;
 mod info;
 mod info_extents;
+mod kernels;
 mod outdir;
 mod report;
 mod run;

@@ -21,6 +21,10 @@ pub(crate) mod workload;
 
 #[derive(Debug, Args)]
 pub(crate) struct RunArgs {
+    /// Custom kernel libraries to load before the runs (cdylibs built against
+    /// ferry-kernel-abi, e.g. examples/kernel-template); repeatable, or comma-separated.
+    #[arg(long = "kernels", value_name = "LIB.so", value_delimiter = ',')]
+    kernels: Vec<PathBuf>,
     /// Which example to run: all three by default.
     #[arg(long, value_enum, default_value_t = ExampleArg::All, conflicts_with = "workload")]
     example: ExampleArg,
@@ -216,6 +220,7 @@ pub(crate) fn run(a: &RunArgs) -> anyhow::Result<()> {
         "device:",
         crate::device_opts::describe(cfg.profile, cfg.fixes, cfg.handshake_layout)
     )?;
+    crate::kernels::load(&mut runner, &a.kernels)?;
     let mut done = Vec::new();
     for (id, ex) in examples.into_iter().enumerate() {
         let run = ex.build(size).with_variant(variant);

@@ -68,6 +68,7 @@ use ferry_sim::aicpu_os::{
     AicpuOs, ChipAttachment, CpuFunction, CpuLaunch, KernelLibrary, OpEntry, OsError, OsSession,
 };
 use ferry_sim::cores::Chip;
+use ferry_sim::custom_kernels::CustomKernelLibrary;
 use ferry_sim::{DeviceError, DevicePtr};
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
@@ -135,6 +136,39 @@ pub enum LoadError {
         program: String,
         /// The missing entry.
         symbol: String,
+    },
+    /// A kernel library was built against another kernel ABI version
+    /// (`ferry_abi::kernel_lib::KERNEL_LIB_ABI_VERSION`).
+    #[error(
+        "kernel library `{program}` was built against kernel abi version {found}, this ferry \
+         loads version {expected}: rebuild it against this ferry's ferry-kernel-abi"
+    )]
+    KernelAbiVersion {
+        /// The library.
+        program: String,
+        /// Its version.
+        found: u32,
+        /// This loader's.
+        expected: u32,
+    },
+    /// Two kernels of one kernel library share a name.
+    #[error("kernel library `{program}`: kernels {first} and {second} have the same name")]
+    DuplicateKernel {
+        /// The library.
+        program: String,
+        /// The first entry's index.
+        first: u32,
+        /// The second entry's index.
+        second: u32,
+    },
+    /// A kernel library's descriptor or kernel table is malformed (magic, record sizes, a
+    /// kernel count or an entry out of range).
+    #[error("kernel library `{program}`: {error}")]
+    KernelTable {
+        /// The library.
+        program: String,
+        /// What is wrong.
+        error: ferry_abi::kernel_lib::KernelTableError,
     },
     /// An entry rejected its payload as built against another ABI (size or version).
     #[error("abi mismatch at `{entry}`: {}", status_name(*status))]
@@ -485,6 +519,25 @@ impl Loader {
         self.os.load_kernel_library(program.bytes).map_err(|e| os_to_load(program.name, e))
     }
 
+    /// Loads a custom kernel library (a user's cdylib built against `ferry-kernel-abi`) for the
+    /// AICore workers, the way [`load_kernel_library`](Self::load_kernel_library) loads the
+    /// built-in one: the image is checked as an ELF shared object first, then the AICPU OS
+    /// saves, loads and checks its descriptor and kernel table
+    /// ([`AicpuOs::load_custom_kernels`]).
+    ///
+    /// # Errors
+    /// [`LoadError::Truncated`] / [`LoadError::Corrupt`] for a bad image,
+    /// [`LoadError::MissingSymbol`] without the descriptor export,
+    /// [`LoadError::KernelAbiVersion`], [`LoadError::DuplicateKernel`],
+    /// [`LoadError::KernelTable`].
+    pub fn load_custom_kernels(
+        &self,
+        name: &str,
+        bytes: &[u8],
+    ) -> Result<CustomKernelLibrary, LoadError> {
+        load_custom_kernels(&self.os, name, bytes)
+    }
+
     /// Ends this loader's session (same as dropping it). The per-process device directory is
     /// removed once no loader or program of this process uses it.
     pub fn teardown(self) {}
@@ -517,6 +570,31 @@ impl Drop for DeviceBuffers {
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// [`Loader::load_custom_kernels`] on an OS without a loader (the in-process runner path).
+///
+/// # Errors
+/// As [`Loader::load_custom_kernels`].
+pub fn load_custom_kernels(
+    os: &AicpuOs,
+    name: &str,
+    bytes: &[u8],
+) -> Result<CustomKernelLibrary, LoadError> {
+    use ferry_abi::kernel_lib::KernelTableError as T;
+    validate_elf(name, bytes)?;
+    os.load_custom_kernels(bytes).map_err(|e| match e {
+        OsError::BadKernelTable { error: T::AbiVersion { found, expected }, .. } => {
+            LoadError::KernelAbiVersion { program: name.into(), found, expected }
+        }
+        OsError::BadKernelTable { error: T::DuplicateName { first, second }, .. } => {
+            LoadError::DuplicateKernel { program: name.into(), first, second }
+        }
+        OsError::BadKernelTable { error, .. } => {
+            LoadError::KernelTable { program: name.into(), error }
+        }
+        e => os_to_load(name, e),
+    })
 }
 
 fn os_to_load(program: &str, e: OsError) -> LoadError {

@@ -173,6 +173,15 @@ pub enum KernelFault {
         /// The kernel id.
         kernel: u32,
     },
+    /// A loaded kernel's device entry returned a non-zero status (it refused its arguments,
+    /// found a bad address, panicked, or failed in its own way).
+    #[error("loaded kernel {kernel} returned status {status} ({})", ferry_abi::services::status_name(*status))]
+    Status {
+        /// The kernel id.
+        kernel: u32,
+        /// The `STATUS_*` it returned.
+        status: i32,
+    },
 }
 
 /// Why a run failed on the device, as reported through the image.
@@ -268,6 +277,7 @@ impl KernelFault {
             KernelFault::Shape { kernel, expected, got } => (3, [kernel.into(), expected, got]),
             KernelFault::OutsideDeviceMemory { addr, bytes } => (4, [addr, bytes, 0]),
             KernelFault::Panicked { kernel } => (5, [kernel.into(), 0, 0]),
+            KernelFault::Status { kernel, status } => (6, [kernel.into(), status as u32 as u64, 0]),
         }
     }
 
@@ -279,6 +289,7 @@ impl KernelFault {
             3 => KernelFault::Shape { kernel: d[0] as u32, expected: d[1], got: d[2] },
             4 => KernelFault::OutsideDeviceMemory { addr: d[0], bytes: d[1] },
             5 => KernelFault::Panicked { kernel: d[0] as u32 },
+            6 => KernelFault::Status { kernel: d[0] as u32, status: d[1] as u32 as i32 },
             _ => return None,
         })
     }

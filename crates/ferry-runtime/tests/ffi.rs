@@ -64,7 +64,7 @@ fn run_through_hook(arch: Arch, n: u64, entry: OrchEntryFn) -> (RunResult, Vec<f
         .launch_aicore(
             chip.config().cores(),
             Arc::new(move |c: ferry_sim::cores::CoreCtx| {
-                aicore_execute(&*o, &core_args, c.index, c.index).map_err(|e| e.to_string())
+                aicore_execute(&*o, &core_args, c.index, c.index, None).map_err(|e| e.to_string())
             }),
         )
         .unwrap();

@@ -569,7 +569,7 @@ fn handshake_rejects_a_bad_physical_core_id() {
                 chip.config().cores(),
                 Arc::new(move |ctx: ferry_sim::cores::CoreCtx| {
                     if ctx.index != 0 {
-                        return aicore_execute(&*o, &core_args, ctx.index, ctx.index)
+                        return aicore_execute(&*o, &core_args, ctx.index, ctx.index, None)
                             .map_err(|e| e.to_string());
                     }
                     // Core 0 is broken: it reports physical core id 500.

@@ -202,6 +202,15 @@ pub enum OsError {
         /// The directories searched.
         searched: Vec<PathBuf>,
     },
+    /// A kernel library's descriptor or kernel table was refused
+    /// ([`crate::custom_kernels`]).
+    #[error("kernel library {object}: {error}")]
+    BadKernelTable {
+        /// The object's file name.
+        object: String,
+        /// What was wrong.
+        error: ferry_abi::kernel_lib::KernelTableError,
+    },
     /// The dynamic loader refused the file (corrupt or truncated object).
     #[error("cannot load {path}: {reason}")]
     LoadFailed {
@@ -253,7 +262,7 @@ impl LoadedObject {
         self.fingerprint
     }
 
-    fn symbol(&self, name: &str) -> Option<*const c_void> {
+    pub(crate) fn symbol(&self, name: &str) -> Option<*const c_void> {
         // SAFETY: the symbol is only read as an address here; callers transmute it to the
         // signature the device-program contract fixes for that name.
         let sym = unsafe { self.lib.get::<*const c_void>(name.as_bytes()) }.ok()?;
@@ -261,7 +270,7 @@ impl LoadedObject {
         (!p.is_null()).then_some(p)
     }
 
-    fn file_name(&self) -> String {
+    pub(crate) fn file_name(&self) -> String {
         self.path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default()
     }
 }
@@ -938,7 +947,7 @@ impl AicpuOs {
     }
 
     /// Loads (or finds loaded) the object at `path` and injects the services table.
-    fn load_path(&self, path: &Path) -> Result<Arc<LoadedObject>, OsError> {
+    pub(crate) fn load_path(&self, path: &Path) -> Result<Arc<LoadedObject>, OsError> {
         if let Some(o) = lock(&self.os().state).objects.get(path) {
             return Ok(o.clone());
         }
@@ -948,7 +957,7 @@ impl AicpuOs {
         Ok(st.objects.entry(path.to_path_buf()).or_insert(obj).clone())
     }
 
-    fn open_object(&self, path: &Path) -> Result<LoadedObject, OsError> {
+    pub(crate) fn open_object(&self, path: &Path) -> Result<LoadedObject, OsError> {
         let bytes =
             std::fs::read(path).map_err(|e| OsError::Io { path: path.into(), source: e })?;
         let fingerprint = fingerprint(&bytes);
@@ -1191,7 +1200,7 @@ fn check_name(name: &str) -> Result<(), OsError> {
 
 /// Writes `bytes` as `dir/name` through a temp file and a rename (an already-loaded image keeps
 /// its old inode; a reader never sees a half-written file).
-fn write_atomic(dir: &Path, name: &str, bytes: &[u8]) -> Result<PathBuf, OsError> {
+pub(crate) fn write_atomic(dir: &Path, name: &str, bytes: &[u8]) -> Result<PathBuf, OsError> {
     use std::io::Write;
     check_name(name)?;
     std::fs::create_dir_all(dir).map_err(|e| OsError::Io { path: dir.into(), source: e })?;

@@ -55,6 +55,7 @@ pub mod clock;
 pub mod cores;
 pub mod cost;
 pub mod counters;
+pub mod custom_kernels;
 pub mod device;
 pub mod device_root;
 pub mod error;

@@ -1,5 +1,6 @@
 //! The AICore executor: handshake, then run dispatched kernels until told to exit
 //! (launch.md §5.2–§5.4, core side).
+use super::custom::CustomDispatch;
 use super::image::{
     DispatchArgs, F32Slice, ImageView, PayloadStatus, TranslateCache, PAYLOAD_CORE_LINE,
     PAYLOAD_FAULT, PAYLOAD_OK,
@@ -10,6 +11,7 @@ use super::sched::{is_dispatch, read_header, PAYLOAD_PAIR_BYTES};
 use crate::error::{DeviceFault, KernelFault};
 use ferry_abi::arch::Arch;
 use ferry_abi::handshake::{aicore_done_value, HandshakeLayout, CORE_TYPE_AIC, CORE_TYPE_AIV};
+use ferry_abi::kernel_lib::{is_custom_kernel, DeviceCall, TensorArg};
 use ferry_abi::launch::AicoreLaunchArgs;
 use ferry_abi::regs::{
     cond_ack, cond_fin, RegLayout, AICORE_EXIT_SIGNAL, AICPU_IDLE, COND_EXITED, COND_IDLE,
@@ -30,11 +32,16 @@ use std::sync::atomic::Ordering;
 /// # Errors
 /// [`DeviceFault::BadImage`] when `runtime_args` is not a runtime image, or the regs table has no
 /// entry for this core; the core cannot take part in the run then.
+///
+/// Kernel ids in the loaded range (`ferry_abi::kernel_lib::CUSTOM_KERNEL_BASE..`) run through
+/// `custom`, the device entries of the kernel libraries the AICPU OS loaded; without one (or
+/// for an id no library has) the dispatch faults as an unknown kernel.
 pub fn aicore_execute(
     ops: &dyn DeviceOps,
     args: &AicoreLaunchArgs,
     block_idx: u32,
     physical_core_id: u32,
+    custom: Option<&dyn CustomDispatch>,
 ) -> Result<(), DeviceFault> {
     let hdr = read_header(ops, args.runtime_args)?;
     let bad = DeviceFault::BadImage { magic: hdr.magic, version: hdr.version };
@@ -108,7 +115,7 @@ pub fn aicore_execute(
         ops.reg_write_core(base, cond, cond_ack(v));
         let start = now();
         let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            run_kernel(ops, &a, &mut tensors, &mut cache)
+            run_kernel(ops, &a, &mut tensors, &mut cache, custom)
         }))
         .unwrap_or(Err(KernelFault::Panicked { kernel: a.kernel_id }));
         let end = now();
@@ -129,7 +136,11 @@ fn run_kernel(
     a: &DispatchArgs,
     tensors: &mut Vec<F32Slice>,
     cache: &mut TranslateCache<32>,
+    custom: Option<&dyn CustomDispatch>,
 ) -> Result<(), KernelFault> {
+    if is_custom_kernel(a.kernel_id) {
+        return run_custom(a, custom);
+    }
     tensors.clear();
     let nt = (a.n_tensors as usize).min(a.tensors.len());
     for t in &a.tensors[..nt] {
@@ -146,4 +157,27 @@ fn run_kernel(
         block_idx: a.block_idx,
         block_dim: a.block_dim,
     })
+}
+
+/// A loaded kernel's dispatch: the payload's device ranges and scalars as a [`DeviceCall`] for
+/// its device entry, which translates (bounds-checks) every range through the OS services table
+/// itself.
+fn run_custom(a: &DispatchArgs, custom: Option<&dyn CustomDispatch>) -> Result<(), KernelFault> {
+    let kernel = a.kernel_id;
+    let mut call = DeviceCall {
+        n_tensors: (a.n_tensors as usize).min(a.tensors.len()) as u32,
+        n_scalars: (a.n_scalars as usize).min(a.scalars.len()) as u32,
+        block_idx: a.block_idx,
+        block_dim: a.block_dim.max(1),
+        ..DeviceCall::default()
+    };
+    for (d, t) in call.tensors.iter_mut().zip(&a.tensors[..call.n_tensors as usize]) {
+        *d = TensorArg { addr: t.addr, bytes: t.bytes };
+    }
+    call.scalars[..call.n_scalars as usize].copy_from_slice(&a.scalars[..call.n_scalars as usize]);
+    match custom.and_then(|c| c.call(kernel, &call)) {
+        None => Err(KernelFault::UnknownKernel { kernel }),
+        Some(ferry_abi::services::STATUS_OK) => Ok(()),
+        Some(status) => Err(KernelFault::Status { kernel, status }),
+    }
 }

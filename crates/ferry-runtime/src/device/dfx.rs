@@ -275,6 +275,7 @@ impl DfxDevice {
             payloads: 0,
             loop_iter: 0,
             submit_idx: 0,
+            custom: super::custom::CustomKernels::none(),
         }
     }
 }
@@ -521,6 +522,8 @@ pub struct ThreadDfx {
     payloads: u64,
     loop_iter: u32,
     submit_idx: u32,
+    /// The run's loaded kernels (their core kinds and scalar dtypes).
+    custom: super::custom::CustomKernels,
 }
 
 impl std::fmt::Debug for ThreadDfx {
@@ -570,8 +573,8 @@ pub fn task_work(task: &ResolvedTask) -> TaskWork {
     w
 }
 
-fn kernel_ids(kernel: u32) -> [i32; 3] {
-    match super::kernels::spec(kernel).map(|s| s.core) {
+fn kernel_ids(kernel: u32, custom: &super::custom::CustomKernels) -> [i32; 3] {
+    match super::custom::shape(kernel, custom).map(|s| s.core) {
         Some(super::kernels::CoreKind::Aic) => [kernel as i32, -1, -1],
         _ => [-1, kernel as i32, -1],
     }
@@ -603,6 +606,13 @@ pub struct ScopeSnapshot {
 }
 
 impl ThreadDfx {
+    /// The same writers, with the run's loaded kernels (so DepGen and ArgsDump describe them by
+    /// their specs, as the built-ins).
+    pub fn with_custom(mut self, custom: super::custom::CustomKernels) -> ThreadDfx {
+        self.custom = custom;
+        self
+    }
+
     /// ChipSwimlane level.
     pub fn level(&self) -> u32 {
         self.dev.swimlane
@@ -758,7 +768,7 @@ impl ThreadDfx {
         let head = DepGenHead {
             task_id: seq,
             flags: 0,
-            kernel_id: kernel_ids(task.kernel),
+            kernel_id: kernel_ids(task.kernel, &self.custom),
             block_num: task.block_dim,
         };
         let tensors = task.tensors().iter().map(|&(addr, bytes, role)| DepGenTensor {
@@ -848,7 +858,11 @@ impl ThreadDfx {
                     stage,
                     arg_index: task.n_tensors + k as u32,
                     // By the kernel's signature: an f32 scalar dumps as FLOAT32 bits.
-                    dtype: super::kernels::scalar_dtype(task.kernel, k) as u8,
+                    dtype: self
+                        .custom
+                        .scalar_dtype(task.kernel, k)
+                        .unwrap_or_else(|| super::kernels::scalar_dtype(task.kernel, k))
+                        as u8,
                     is_contiguous: 1,
                     kind: ARG_KIND_SCALAR,
                     scalar_value: v,

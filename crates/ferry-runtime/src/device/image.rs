@@ -8,6 +8,7 @@
 //! | region | type | writer → reader |
 //! |---|---|---|
 //! | header | [`RuntimeHeader`] (256 B) | host → AICPU, AICore; never written by the device |
+//! | loaded kernels | `device::custom::KernelSpecRecord` × `kernel_table_count`, a separate allocation per runner | host → AICPU |
 //! | run block | [`RunBlock`] (64 B) | host → AICPU, AICore (epoch, scratch); AICPU → AICore (DFX flags) |
 //! | handshakes | `ferry_abi::handshake::Handshake` × `worker_count` (64 B each), or split slots of 128 B (`HandshakeLayout::SPLIT`, option D) | host zeroes; AICore ↔ AICPU (§5.2), polled by the AICPU through `DeviceOps::mem_load` |
 //! | dispatch payloads | [`DispatchPayload`] × 2 × `worker_count` | AICPU → AICore (first 192 B), AICore → AICPU (last 64 B) |
@@ -152,7 +153,13 @@ pub struct RuntimeHeader {
     /// handshake ends, met or not (what the AICPU saw, for the host to compare with what memory
     /// holds).
     pub handshake_seen_off: u64,
-    _reserved: [u64; 10],
+    /// Device address of the loaded kernels' spec table (`device::custom::KernelSpecRecord`
+    /// per kernel; 0 when none). The same for every run of a runner, so part of the prefix.
+    pub kernel_table: u64,
+    /// Entries of the kernel table.
+    pub kernel_table_count: u32,
+    _reserved2: u32,
+    _reserved: [u64; 8],
 }
 
 const _: () = {
@@ -164,7 +171,9 @@ const _: () = {
     assert!(offset_of!(RuntimeHeader, aic_count) == 152);
     assert!(offset_of!(RuntimeHeader, handshake_layout) == 160);
     assert!(offset_of!(RuntimeHeader, handshake_seen_off) == 168);
-    assert!(offset_of!(RuntimeHeader, _reserved) == 176);
+    assert!(offset_of!(RuntimeHeader, kernel_table) == 176);
+    assert!(offset_of!(RuntimeHeader, kernel_table_count) == 184);
+    assert!(offset_of!(RuntimeHeader, _reserved) == 192);
 };
 // SAFETY: repr(C), u32/u64 fields tiling 0..256 without padding (offsets asserted above).
 unsafe impl Record for RuntimeHeader {}

@@ -20,7 +20,9 @@
 //! | [`dfx`] | AICPU | DFX emission: the five subsystems' records through the transport writers |
 //! | [`kernels`] | AICore | the kernel library |
 //! | [`workload`] | AICPU / host | the workload interpreter: a compiled workload program run through any [`task::Orchestrate`] |
+//! | [`custom`] | both | loaded (custom) kernels: their shapes in device memory, their device entries |
 pub mod aicore;
+pub mod custom;
 pub mod dfx;
 pub mod ffi;
 pub mod image;

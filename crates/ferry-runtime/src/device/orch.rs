@@ -126,7 +126,13 @@ impl Orchestrate for DeviceOrchestrator<'_> {
             _ => 0,
         };
         let tensors = &self.tensors;
-        let r = resolve(seq, task, &|i| tensors.get(i as usize).copied(), tensors.len() as u32)?;
+        let r = resolve(
+            seq,
+            task,
+            &|i| tensors.get(i as usize).copied(),
+            tensors.len() as u32,
+            &self.run.custom,
+        )?;
         for (a, &(addr, bytes, _)) in task.args().zip(r.tensors()) {
             let t = a.view.tensor.0 as usize;
             if self.valid[t] || bytes == 0 {

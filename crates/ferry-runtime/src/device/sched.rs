@@ -24,7 +24,7 @@ use super::image::{
     DispatchArgs, DispatchPayload, ImageView, PayloadStatus, RunBlock, RunResult, RuntimeHeader,
     TensorRecord, PAYLOAD_CORE_LINE, PAYLOAD_FAULT, RESULT_FAILED, RESULT_OK,
 };
-use super::kernels::{self, CoreKind};
+use super::kernels::CoreKind;
 use super::ops::DeviceOps;
 use super::task::ResolvedTask;
 use crate::error::{DeviceFault, KernelFault};
@@ -89,6 +89,8 @@ pub struct RunState {
     threads_left: AtomicU32,
     regs: ImageView,
     pub(crate) dfx: Option<std::sync::Arc<super::dfx::DfxDevice>>,
+    /// The loaded kernels' shapes, read from the header's kernel table.
+    pub(crate) custom: super::custom::CustomKernels,
 }
 
 impl std::fmt::Debug for RunState {
@@ -149,7 +151,10 @@ impl RunState {
             })
             .collect();
         let run: RunBlock = image.read_record(hdr.run_off as usize);
+        let custom =
+            super::custom::CustomKernels::read(ops, hdr.kernel_table, hdr.kernel_table_count, bad)?;
         Ok(RunState {
+            custom,
             image,
             epoch: run.run_epoch,
             run,
@@ -177,7 +182,7 @@ impl RunState {
 
     /// This AICPU thread's DFX writers, when DFX is on.
     pub(crate) fn dfx_thread(&self, thread: u32, cores: &[u32]) -> Option<super::dfx::ThreadDfx> {
-        self.dfx.as_ref().map(|d| d.thread(thread, cores))
+        self.dfx.as_ref().map(|d| d.thread(thread, cores).with_custom(self.custom.clone()))
     }
 
     /// Tasks completed so far (the task window's tail).
@@ -307,7 +312,7 @@ impl RunState {
     fn queue_for(&self, kernel: u32) -> usize {
         let aic = self.hdr.aic_count;
         let aiv = self.hdr.worker_count - aic;
-        match kernels::spec(kernel).map(|s| s.core) {
+        match super::custom::shape(kernel, &self.custom).map(|s| s.core) {
             Some(CoreKind::Aic) if aic > 0 => 0,
             _ if aiv == 0 => 0,
             _ => 1,

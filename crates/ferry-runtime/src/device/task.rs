@@ -327,7 +327,8 @@ impl ResolvedTask {
     }
 }
 
-/// Validates `task` (sequence number `seq`) against the kernel table and the tensor table, and
+/// Validates `task` (sequence number `seq`) against the kernel table (the built-in kernels and
+/// the loaded ones in `custom`) and the tensor table, and
 /// resolves its views to device ranges. Shared by both orchestrators, so both refuse the same
 /// workloads with the same errors.
 ///
@@ -338,12 +339,12 @@ pub fn resolve(
     task: &Task,
     tensors: &dyn Fn(u32) -> Option<TensorInfo>,
     tensor_count: u32,
+    custom: &super::custom::CustomKernels,
 ) -> Result<ResolvedTask, SubmitError> {
-    use super::kernels;
     if task.is_overflowed() {
         return Err(SubmitError::TooManyArgs { task: seq });
     }
-    let spec = kernels::spec(task.kernel)
+    let spec = super::custom::shape(task.kernel, custom)
         .ok_or(SubmitError::UnknownKernel { task: seq, kernel: task.kernel })?;
     let nt = task.args().len() as u32;
     let ns = task.scalars().len() as u32;

@@ -32,6 +32,8 @@ pub struct GraphBuilder<'a> {
     read: Option<&'a ReadFn<'a>>,
     /// Host ns (`ferry_dfx::output::host_now_ns`) around each accepted submit, by submit index.
     submit_ns: Vec<(u64, u64)>,
+    /// The loaded kernels tasks may name (none unless [`with_custom_kernels`](Self::with_custom_kernels)).
+    custom: crate::device::custom::CustomKernels,
 }
 
 impl std::fmt::Debug for GraphBuilder<'_> {
@@ -61,6 +63,7 @@ impl<'a> GraphBuilder<'a> {
             check,
             read: None,
             submit_ns: Vec::new(),
+            custom: crate::device::custom::CustomKernels::none(),
         }
     }
 
@@ -68,6 +71,13 @@ impl<'a> GraphBuilder<'a> {
     /// `read(addr, out)`, which fills `out` from device memory at `addr` or returns `false`.
     pub fn with_reader(mut self, read: &'a ReadFn<'a>) -> GraphBuilder<'a> {
         self.read = Some(read);
+        self
+    }
+
+    /// The same builder accepting the loaded kernels of `custom` (the runner's
+    /// [`crate::host::KernelRegistry`]).
+    pub fn with_custom_kernels(mut self, custom: crate::device::custom::CustomKernels) -> Self {
+        self.custom = custom;
         self
     }
 
@@ -120,7 +130,13 @@ impl<'a> GraphBuilder<'a> {
     fn submit_untimed(&mut self, task: &Task, extra: &[u64]) -> Result<TaskId, SubmitError> {
         let seq = self.tasks.len() as u64;
         let tensors = &self.tensors;
-        let r = resolve(seq, task, &|i| tensors.get(i as usize).copied(), tensors.len() as u32)?;
+        let r = resolve(
+            seq,
+            task,
+            &|i| tensors.get(i as usize).copied(),
+            tensors.len() as u32,
+            &self.custom,
+        )?;
         if let Some(check) = self.check {
             for &(addr, bytes, _) in r.tensors() {
                 if bytes > 0 && !check(addr, bytes) {

@@ -1,5 +1,6 @@
 //! The host `DeviceRunner`: init, callables, and the per-run lifecycle (prepare here; layout,
 //! launch, wait and finalize in the child modules).
+mod kernels;
 mod launch;
 pub(super) mod layout;
 
@@ -195,6 +196,11 @@ pub struct DeviceRunner {
     dfx_profiling: Option<super::dfx::DfxProfiling>,
     /// The last finalized run's handshake, read back from device memory.
     last_handshake: Vec<CoreHandshake>,
+    /// Built-in and loaded kernels ([`DeviceRunner::load_kernels`]); the AICore entries of
+    /// each launch hold a handle for the loaded kernels' device entries.
+    kernels: Arc<super::KernelRegistry>,
+    /// The loaded kernels' spec table in device memory (`NULL` when none) and its entries.
+    kernel_table: (DevicePtr, u32),
 }
 
 fn load_err(e: ferry_launch::loader::LoadError) -> RunnerError {
@@ -363,6 +369,8 @@ impl DeviceRunner {
             dfx_profiling: None,
             root: None,
             last_handshake: Vec::new(),
+            kernels: Arc::new(super::KernelRegistry::new()),
+            kernel_table: (DevicePtr::NULL, 0),
         })
     }
 
@@ -526,7 +534,8 @@ impl DeviceRunner {
                 let read = |a: u64, out: &mut [u8]| dev.copy_dtoh(DevicePtr(a), out).is_ok();
                 let mut gb =
                     GraphBuilder::new(infos.clone(), args.scalars.clone(), scratch, Some(&check))
-                        .with_reader(&read);
+                        .with_reader(&read)
+                        .with_custom_kernels(self.kernels.custom_kernels());
                 match source {
                     Source::Orch(f) => f(&mut gb).map_err(DeviceFault::Submit)?,
                     Source::Prebuilt(tasks) => gb.record_prebuilt(tasks)?,
@@ -634,6 +643,10 @@ impl DeviceRunner {
         }
         self.device.free(self.regs_table)?;
         self.regs_table = DevicePtr::NULL;
+        if !self.kernel_table.0.is_null() {
+            self.device.free(self.kernel_table.0)?;
+            self.kernel_table = (DevicePtr::NULL, 0);
+        }
         Ok(())
     }
 }
@@ -642,6 +655,9 @@ impl Drop for DeviceRunner {
     fn drop(&mut self) {
         if !self.regs_table.is_null() {
             let _ = self.device.free(self.regs_table);
+        }
+        if !self.kernel_table.0.is_null() {
+            let _ = self.device.free(self.kernel_table.0);
         }
         // The entry closures of the last launch hold `SimOps` (and through it the chip) until
         // their chip thread lets go of them, just after the launch completes. Let them go first,
@@ -694,6 +710,10 @@ impl DeviceRunner {
     ) -> Result<(), RunnerError> {
         if self.is_busy() {
             return Err(RunnerError::Busy);
+        }
+        if let Some(s) = session {
+            let loaded = self.kernels.kernels().into_iter().filter(|k| k.library.is_some());
+            s.note_loaded_kernels(loaded.map(|k| (k.id, k.name)));
         }
         if self.full.is_none() {
             self.program.attach_dfx(session.map(super::dfx::DfxSession::device));

@@ -216,6 +216,9 @@ pub struct DfxSession {
     /// halted.
     engine: Option<Engine>,
     subs: Subs,
+    /// Loaded kernels' `(id, name)`, noted by the runners the session is attached to, so the
+    /// files name them as they name the built-ins.
+    loaded_kernels: std::sync::Mutex<Vec<(u32, String)>>,
 }
 
 /// The session's host: serving, or halted (a dead or wedged host) until `finish` plays the
@@ -449,7 +452,16 @@ impl DfxSession {
             _bells: lay.bells.into_inner().unwrap_or_else(|p| p.into_inner()),
             engine: Some(Engine::Running(engine)),
             subs: s,
+            loaded_kernels: std::sync::Mutex::new(Vec::new()),
         })
+    }
+
+    /// Notes loaded kernels' `(id, name)` for the run model's kernel names (what the name map
+    /// and the views label them with). [`DeviceRunner::attach_dfx_session`]
+    /// (crate::host::DeviceRunner::attach_dfx_session) notes its runner's.
+    pub fn note_loaded_kernels(&self, kernels: impl IntoIterator<Item = (u32, String)>) {
+        let mut k = self.loaded_kernels.lock().unwrap_or_else(|p| p.into_inner());
+        k.extend(kernels);
     }
 
     /// The `KernelArgs` profiling bases and flags of a session started with
@@ -508,6 +520,9 @@ impl DfxSession {
             .iter()
             .map(|k| (k.id as i32, k.name.to_string()))
             .collect();
+        let loaded =
+            std::mem::take(&mut *self.loaded_kernels.lock().unwrap_or_else(|p| p.into_inner()));
+        m.kernels.extend(loaded.into_iter().map(|(id, name)| (id as i32, name)));
         let budget = match self.opts.policy {
             Policy::Block => c.arch.profile().dfx_backpressure_budget_cycles,
             Policy::Drop => self.opts.drop_wait_cycles.unwrap_or(c.arch.profile().clock_hz / 1000),

@@ -37,11 +37,12 @@ impl DeviceRunner {
             return self.launch_full(p, cores);
         }
         let core_args = AicoreLaunchArgs::from(&p.kargs);
-        let ops = self.device_ops.clone();
+        let (ops, kernels) = (self.device_ops.clone(), self.kernels.clone());
         let aicore = match self.chip.launch_aicore(
             cores,
             Arc::new(move |ctx: ferry_sim::cores::CoreCtx| {
-                aicore_execute(&*ops, &core_args, ctx.index, ctx.index).map_err(|e| e.to_string())
+                aicore_execute(&*ops, &core_args, ctx.index, ctx.index, Some(&*kernels))
+                    .map_err(|e| e.to_string())
             }),
         ) {
             Ok(c) => c,
@@ -91,11 +92,14 @@ impl DeviceRunner {
             full.program(p.variant).map_err(|e| launch(&e))?.aicpu_entry(self.cfg.aicpu_threads);
         let signals = Arc::new(Signals::default());
         let (chip, ops, sig) = (self.chip.clone(), self.device_ops.clone(), signals.clone());
+        let kernels = self.kernels.clone();
         let aicore = move |_: &Device, args: AicoreLaunchArgs| {
+            let kernels = kernels.clone();
             let launched = chip.launch_aicore(
                 cores,
                 Arc::new(move |ctx: ferry_sim::cores::CoreCtx| {
-                    aicore_execute(&*ops, &args, ctx.index, ctx.index).map_err(|e| e.to_string())
+                    aicore_execute(&*ops, &args, ctx.index, ctx.index, Some(&*kernels))
+                        .map_err(|e| e.to_string())
                 }),
             );
             let r = match launched {

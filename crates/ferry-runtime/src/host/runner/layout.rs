@@ -86,6 +86,7 @@ impl DeviceRunner {
         h.graph_pred_count = preds.len() as u32;
         h.arch = cfg.arch as u32;
         h.regs_table = self.regs_table.0;
+        (h.kernel_table, h.kernel_table_count) = (self.kernel_table.0 .0, self.kernel_table.1);
         let layout = RegLayout::of(cfg.arch);
         h.regs_count = layout.max_physical_cores;
         h.max_physical_cores = layout.max_physical_cores;

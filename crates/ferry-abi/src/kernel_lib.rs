@@ -1,0 +1,576 @@
+//! The custom kernel-library ABI: what a user's kernel cdylib exports and how ferry calls it.
+//!
+//! A kernel library is a shared object built against the `ferry-kernel-abi` crate (which
+//! re-exports this module and adds a macro and safe wrappers). It exports one function,
+//! [`EXPORT_KERNEL_LIBRARY`], returning a pointer to a static [`KernelLibraryDesc`]: a magic, the
+//! [`KERNEL_LIB_ABI_VERSION`] the library was built against, the sizes of the two records (so a
+//! loader of another version never reads a record of the wrong shape) and a table of
+//! [`KernelEntry`]s. Each entry names one kernel, describes what it accepts (core kind, tensor
+//! count range, scalar dtypes, most SPMD blocks) and carries two functions:
+//!
+//! | function | runs | arguments |
+//! |---|---|---|
+//! | [`KernelEntry::device`] ([`DeviceKernelFn`]) | on an AICore worker thread, once per SPMD block | the OS services table and a [`DeviceCall`] of device addresses, translated by the kernel through the table (bounds-checked) |
+//! | [`KernelEntry::host`] ([`HostKernelFn`]) | on the host, once per task | a [`HostCall`] of host `f32` buffers, distinct per argument: the reference ferry verifies the device against |
+//!
+//! # Versioning
+//!
+//! [`KERNEL_LIB_ABI_VERSION`] changes whenever any record here changes layout or meaning. The
+//! loader reads only `magic` and `abi_version` (the first 12 bytes, fixed for every version)
+//! before it has checked the version, then checks `desc_bytes` and `entry_bytes` against its own
+//! record sizes, then the kernel count against [`MAX_LIBRARY_KERNELS`]: nothing sized by the
+//! library is read or allocated before it is checked. [`validate_entries`] checks each entry.
+//!
+//! # Ids
+//!
+//! Loaded kernels get ids from [`CUSTOM_KERNEL_BASE`] up, in load order (the built-in kernels
+//! are `0..KERNEL_COUNT` of [`crate::services`]); at most [`MAX_CUSTOM_KERNELS`] per runner.
+//!
+//! # Examples
+//!
+//! ```
+//! use ferry_abi::kernel_lib::{c_name, validate_entries, KernelEntry, CORE_AIV};
+//! let e = KernelEntry { name: c_name("saxpy"), core: CORE_AIV, min_tensors: 3, max_tensors: 3,
+//!     scalar_count: 1, scalar_dtypes: [0, 0, 0, 0], max_blocks: 64, ..KernelEntry::EMPTY };
+//! // No device entry: refused.
+//! assert!(validate_entries(&[e]).is_err());
+//! ```
+use crate::records::DType;
+use crate::services::DeviceServices;
+
+/// Version of this ABI; a loader refuses a library built against another.
+pub const KERNEL_LIB_ABI_VERSION: u32 = 1;
+/// [`KernelLibraryDesc::magic`]: `"FRYKERNL"`.
+pub const KERNEL_LIB_MAGIC: u64 = u64::from_le_bytes(*b"FRYKERNL");
+/// The library's one required export: `extern "C" fn() -> *const KernelLibraryDesc`.
+pub const EXPORT_KERNEL_LIBRARY: &str = "ferry_kernel_library";
+/// Most kernels one library may export.
+pub const MAX_LIBRARY_KERNELS: u32 = 64;
+/// Most loaded (custom) kernels per runner, over all libraries.
+pub const MAX_CUSTOM_KERNELS: u32 = 256;
+/// Id of the first loaded kernel; loaded kernels are `CUSTOM_KERNEL_BASE..+MAX_CUSTOM_KERNELS`.
+pub const CUSTOM_KERNEL_BASE: u32 = 0x100;
+/// Bytes of a name field (NUL-terminated, so at most 31 bytes of UTF-8).
+pub const NAME_BYTES: usize = 32;
+/// Most tensor arguments of one call (the task runtime's per-task capacity).
+pub const MAX_CALL_TENSORS: usize = 6;
+/// Most scalar arguments of one call (the task runtime's per-task capacity).
+pub const MAX_CALL_SCALARS: usize = 4;
+/// [`KernelEntry::core`]: a cube core (AIC).
+pub const CORE_AIC: u32 = 0;
+/// [`KernelEntry::core`]: a vector core (AIV).
+pub const CORE_AIV: u32 = 1;
+
+/// Whether `id` is in the loaded-kernel range.
+pub const fn is_custom_kernel(id: u32) -> bool {
+    id >= CUSTOM_KERNEL_BASE && id - CUSTOM_KERNEL_BASE < MAX_CUSTOM_KERNELS
+}
+
+/// A kernel's device entry: one SPMD block. Returns a `STATUS_*` (0 = ok); it must not unwind.
+pub type DeviceKernelFn =
+    unsafe extern "C" fn(services: *const DeviceServices, call: *const DeviceCall) -> i32;
+/// A kernel's host reference: the whole task over host buffers. Returns a `STATUS_*`; it must
+/// not unwind.
+pub type HostKernelFn = unsafe extern "C" fn(call: *const HostCall) -> i32;
+/// The [`EXPORT_KERNEL_LIBRARY`] export.
+pub type KernelLibraryFn = unsafe extern "C" fn() -> *const KernelLibraryDesc;
+
+/// What [`EXPORT_KERNEL_LIBRARY`] returns a pointer to (host-process-only: it lives in the
+/// loaded library's static data, like [`DeviceServices`] it never lives in device memory).
+///
+/// # Layout
+///
+/// | offset | size | field |
+/// |---:|---:|---|
+/// | 0 | 8 | `magic` ([`KERNEL_LIB_MAGIC`]) |
+/// | 8 | 4 | `abi_version` |
+/// | 12 | 4 | `desc_bytes` (`size_of::<KernelLibraryDesc>()`) |
+/// | 16 | 4 | `entry_bytes` (`size_of::<KernelEntry>()`) |
+/// | 20 | 4 | `kernel_count` |
+/// | 24 | 8 | `kernels` (pointer to `kernel_count` entries) |
+/// | 32 | 32 | `name` (the library's name, NUL-terminated) |
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct KernelLibraryDesc {
+    /// [`KERNEL_LIB_MAGIC`].
+    pub magic: u64,
+    /// [`KERNEL_LIB_ABI_VERSION`] of the crate the library was built with.
+    pub abi_version: u32,
+    /// `size_of::<KernelLibraryDesc>()` of that crate.
+    pub desc_bytes: u32,
+    /// `size_of::<KernelEntry>()` of that crate.
+    pub entry_bytes: u32,
+    /// Entries behind `kernels`.
+    pub kernel_count: u32,
+    /// The kernel table.
+    pub kernels: *const KernelEntry,
+    /// The library's name.
+    pub name: [u8; NAME_BYTES],
+}
+
+// SAFETY: the descriptor is immutable static data of a loaded library; the pointer addresses
+// equally immutable static data.
+unsafe impl Sync for KernelLibraryDesc {}
+
+const _: () = {
+    assert!(core::mem::size_of::<KernelLibraryDesc>() == 64);
+    assert!(core::mem::offset_of!(KernelLibraryDesc, abi_version) == 8);
+    assert!(core::mem::offset_of!(KernelLibraryDesc, kernels) == 24);
+    assert!(core::mem::offset_of!(KernelLibraryDesc, name) == 32);
+};
+
+/// One kernel of a library.
+///
+/// # Layout
+///
+/// | offset | size | field |
+/// |---:|---:|---|
+/// | 0 | 32 | `name` (NUL-terminated UTF-8) |
+/// | 32 | 4 | `core` ([`CORE_AIC`] / [`CORE_AIV`]) |
+/// | 36 | 4 | `min_tensors` |
+/// | 40 | 4 | `max_tensors` |
+/// | 44 | 4 | `scalar_count` |
+/// | 48 | 4 | `scalar_dtypes` (a `DType` code per scalar, `scalar_count` used) |
+/// | 52 | 4 | `max_blocks` |
+/// | 56 | 8 | `device` |
+/// | 64 | 8 | `host` |
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct KernelEntry {
+    /// The kernel's name, unique among every kernel of a runner (built-ins included).
+    pub name: [u8; NAME_BYTES],
+    /// Which core kind runs it.
+    pub core: u32,
+    /// Fewest tensor arguments.
+    pub min_tensors: u32,
+    /// Most tensor arguments (at most [`MAX_CALL_TENSORS`]).
+    pub max_tensors: u32,
+    /// Scalars it requires (at most [`MAX_CALL_SCALARS`]).
+    pub scalar_count: u32,
+    /// The `DType` code of each scalar (how its 64 raw bits are read).
+    pub scalar_dtypes: [u8; MAX_CALL_SCALARS],
+    /// Most SPMD blocks of one task (at least 1).
+    pub max_blocks: u32,
+    /// The device entry (required).
+    pub device: Option<DeviceKernelFn>,
+    /// The host reference (required).
+    pub host: Option<HostKernelFn>,
+}
+
+const _: () = {
+    assert!(core::mem::size_of::<KernelEntry>() == 72);
+    assert!(core::mem::offset_of!(KernelEntry, core) == 32);
+    assert!(core::mem::offset_of!(KernelEntry, scalar_dtypes) == 48);
+    assert!(core::mem::offset_of!(KernelEntry, max_blocks) == 52);
+    assert!(core::mem::offset_of!(KernelEntry, device) == 56);
+    assert!(core::mem::offset_of!(KernelEntry, host) == 64);
+};
+
+impl KernelEntry {
+    /// An entry with every field zero (no name, no functions): a base for struct updates.
+    pub const EMPTY: KernelEntry = KernelEntry {
+        name: [0; NAME_BYTES],
+        core: CORE_AIV,
+        min_tensors: 0,
+        max_tensors: 0,
+        scalar_count: 0,
+        scalar_dtypes: [0; MAX_CALL_SCALARS],
+        max_blocks: 0,
+        device: None,
+        host: None,
+    };
+
+    /// The name, when it is well formed (non-empty UTF-8 before a NUL).
+    pub fn name(&self) -> Option<&str> {
+        name_str(&self.name)
+    }
+
+    /// The scalar dtypes (valid after [`validate_entries`]).
+    pub fn dtypes(&self) -> impl Iterator<Item = DType> + '_ {
+        let n = (self.scalar_count as usize).min(MAX_CALL_SCALARS);
+        self.scalar_dtypes[..n].iter().map(|&c| DType::from_u8(c).unwrap_or(DType::UInt64))
+    }
+}
+
+/// A name as a NUL-terminated field; panics at compile time (in a const) when it does not fit.
+///
+/// # Panics
+/// When `s` is empty or longer than `NAME_BYTES - 1` bytes.
+pub const fn c_name(s: &str) -> [u8; NAME_BYTES] {
+    let b = s.as_bytes();
+    assert!(!b.is_empty() && b.len() < NAME_BYTES, "a kernel name takes 1..=31 bytes");
+    let mut out = [0u8; NAME_BYTES];
+    let mut i = 0;
+    while i < b.len() {
+        out[i] = b[i];
+        i += 1;
+    }
+    out
+}
+
+/// The string in a NUL-terminated name field: `None` when empty, unterminated or not UTF-8.
+pub fn name_str(field: &[u8; NAME_BYTES]) -> Option<&str> {
+    let end = field.iter().position(|&c| c == 0)?;
+    if end == 0 {
+        return None;
+    }
+    core::str::from_utf8(&field[..end]).ok()
+}
+
+/// One tensor argument of a [`DeviceCall`]: a device range.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TensorArg {
+    /// Device address.
+    pub addr: u64,
+    /// Bytes.
+    pub bytes: u64,
+}
+
+/// The arguments of one device call (one SPMD block of one task).
+///
+/// # Layout
+/// 144 bytes: `tensors` at 0 (6 × 16), `scalars` at 96 (4 × 8), then `n_tensors`, `n_scalars`,
+/// `block_idx`, `block_dim` (u32 each) at 128..144.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DeviceCall {
+    /// Tensor arguments (device ranges; `n_tensors` used).
+    pub tensors: [TensorArg; MAX_CALL_TENSORS],
+    /// Scalars, raw 64 bits each (`n_scalars` used).
+    pub scalars: [u64; MAX_CALL_SCALARS],
+    /// Used entries of `tensors`.
+    pub n_tensors: u32,
+    /// Used entries of `scalars`.
+    pub n_scalars: u32,
+    /// This block's index in `0..block_dim`.
+    pub block_idx: u32,
+    /// Blocks of the task (at least 1).
+    pub block_dim: u32,
+}
+
+const _: () = {
+    assert!(core::mem::size_of::<DeviceCall>() == 144);
+    assert!(core::mem::offset_of!(DeviceCall, scalars) == 96);
+    assert!(core::mem::offset_of!(DeviceCall, n_tensors) == 128);
+};
+
+/// One tensor argument of a [`HostCall`]: a host `f32` buffer.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct HostTensor {
+    /// First element.
+    pub ptr: *mut f32,
+    /// Elements.
+    pub len: u64,
+}
+
+/// The arguments of one host-reference call (a whole task). Every tensor is a distinct host
+/// buffer (ferry copies each argument's view), so the reference may write any of them.
+///
+/// # Layout
+/// 136 bytes: `tensors` at 0 (6 × 16), `scalars` at 96 (4 × 8), `n_tensors`, `n_scalars` at 128.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct HostCall {
+    /// Tensor arguments (`n_tensors` used).
+    pub tensors: [HostTensor; MAX_CALL_TENSORS],
+    /// Scalars (`n_scalars` used).
+    pub scalars: [u64; MAX_CALL_SCALARS],
+    /// Used entries of `tensors`.
+    pub n_tensors: u32,
+    /// Used entries of `scalars`.
+    pub n_scalars: u32,
+}
+
+const _: () = assert!(core::mem::size_of::<HostCall>() == 136);
+
+/// Why a library's descriptor or kernel table was refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KernelTableError {
+    /// The export returned null.
+    NullDescriptor,
+    /// `magic` is not [`KERNEL_LIB_MAGIC`].
+    BadMagic {
+        /// What the library has.
+        found: u64,
+    },
+    /// Built against another ABI version.
+    AbiVersion {
+        /// The library's version.
+        found: u32,
+        /// This loader's.
+        expected: u32,
+    },
+    /// The record sizes are not this version's.
+    Layout {
+        /// The library's `desc_bytes`.
+        desc_bytes: u32,
+        /// The library's `entry_bytes`.
+        entry_bytes: u32,
+    },
+    /// No kernels, more than [`MAX_LIBRARY_KERNELS`], or a null table.
+    Count {
+        /// The library's `kernel_count`.
+        count: u32,
+    },
+    /// An entry is malformed.
+    Entry {
+        /// Its index in the table.
+        index: u32,
+        /// What is wrong.
+        problem: EntryProblem,
+    },
+    /// Two entries of the library share a name.
+    DuplicateName {
+        /// The first entry with the name.
+        first: u32,
+        /// The second.
+        second: u32,
+    },
+}
+
+/// What is wrong with one [`KernelEntry`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EntryProblem {
+    /// Empty, unterminated or not UTF-8.
+    Name,
+    /// `core` is neither [`CORE_AIC`] nor [`CORE_AIV`].
+    Core,
+    /// `min_tensors > max_tensors`, no tensors, or more than [`MAX_CALL_TENSORS`].
+    Tensors,
+    /// More than [`MAX_CALL_SCALARS`] scalars.
+    Scalars,
+    /// A scalar dtype code that is not a `DType`.
+    Dtype,
+    /// `max_blocks` is 0.
+    MaxBlocks,
+    /// No device entry.
+    NoDevice,
+    /// No host reference.
+    NoHost,
+}
+
+impl core::fmt::Display for EntryProblem {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str(match self {
+            EntryProblem::Name => "its name is empty, unterminated or not utf-8",
+            EntryProblem::Core => "its core kind is neither aic (0) nor aiv (1)",
+            EntryProblem::Tensors => "its tensor count range is empty or outside 1..=6",
+            EntryProblem::Scalars => "it takes more than 4 scalars",
+            EntryProblem::Dtype => "a scalar dtype code is unknown",
+            EntryProblem::MaxBlocks => "its max_blocks is 0",
+            EntryProblem::NoDevice => "it has no device entry",
+            EntryProblem::NoHost => "it has no host reference",
+        })
+    }
+}
+
+impl core::fmt::Display for KernelTableError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match *self {
+            KernelTableError::NullDescriptor => f.write_str("its descriptor export returned null"),
+            KernelTableError::BadMagic { found } => {
+                write!(f, "its descriptor magic is {found:#018x}, not a ferry kernel library")
+            }
+            KernelTableError::AbiVersion { found, expected } => write!(
+                f,
+                "built against kernel abi version {found}, this ferry loads version {expected}"
+            ),
+            KernelTableError::Layout { desc_bytes, entry_bytes } => write!(
+                f,
+                "its records are {desc_bytes} and {entry_bytes} bytes, this abi's are {} and {}",
+                core::mem::size_of::<KernelLibraryDesc>(),
+                core::mem::size_of::<KernelEntry>()
+            ),
+            KernelTableError::Count { count } => write!(
+                f,
+                "its kernel table has {count} entries (or is null), a library has \
+                 1..={MAX_LIBRARY_KERNELS}"
+            ),
+            KernelTableError::Entry { index, problem } => write!(f, "kernel {index}: {problem}"),
+            KernelTableError::DuplicateName { first, second } => {
+                write!(f, "kernels {first} and {second} have the same name")
+            }
+        }
+    }
+}
+
+/// Checks a library's header fields before anything else of it is read.
+///
+/// # Errors
+/// [`KernelTableError::BadMagic`], [`KernelTableError::AbiVersion`],
+/// [`KernelTableError::Layout`], [`KernelTableError::Count`].
+pub fn check_header(
+    magic: u64,
+    abi_version: u32,
+    desc_bytes: u32,
+    entry_bytes: u32,
+    kernel_count: u32,
+    table_null: bool,
+) -> Result<(), KernelTableError> {
+    if magic != KERNEL_LIB_MAGIC {
+        return Err(KernelTableError::BadMagic { found: magic });
+    }
+    if abi_version != KERNEL_LIB_ABI_VERSION {
+        return Err(KernelTableError::AbiVersion {
+            found: abi_version,
+            expected: KERNEL_LIB_ABI_VERSION,
+        });
+    }
+    if desc_bytes as usize != core::mem::size_of::<KernelLibraryDesc>()
+        || entry_bytes as usize != core::mem::size_of::<KernelEntry>()
+    {
+        return Err(KernelTableError::Layout { desc_bytes, entry_bytes });
+    }
+    if kernel_count == 0 || kernel_count > MAX_LIBRARY_KERNELS || table_null {
+        return Err(KernelTableError::Count { count: kernel_count });
+    }
+    Ok(())
+}
+
+/// Checks every entry of a table and that no two share a name. Quadratic in the entry count,
+/// which [`check_header`] bounds to [`MAX_LIBRARY_KERNELS`].
+///
+/// # Errors
+/// The first [`KernelTableError::Entry`] or [`KernelTableError::DuplicateName`].
+pub fn validate_entries(entries: &[KernelEntry]) -> Result<(), KernelTableError> {
+    for (i, e) in entries.iter().enumerate() {
+        let index = i as u32;
+        let bad = |problem| Err(KernelTableError::Entry { index, problem });
+        let Some(name) = e.name() else { return bad(EntryProblem::Name) };
+        if e.core != CORE_AIC && e.core != CORE_AIV {
+            return bad(EntryProblem::Core);
+        }
+        if e.min_tensors == 0
+            || e.min_tensors > e.max_tensors
+            || e.max_tensors as usize > MAX_CALL_TENSORS
+        {
+            return bad(EntryProblem::Tensors);
+        }
+        if e.scalar_count as usize > MAX_CALL_SCALARS {
+            return bad(EntryProblem::Scalars);
+        }
+        if e.scalar_dtypes[..e.scalar_count as usize].iter().any(|&c| DType::from_u8(c).is_none()) {
+            return bad(EntryProblem::Dtype);
+        }
+        if e.max_blocks == 0 {
+            return bad(EntryProblem::MaxBlocks);
+        }
+        if e.device.is_none() {
+            return bad(EntryProblem::NoDevice);
+        }
+        if e.host.is_none() {
+            return bad(EntryProblem::NoHost);
+        }
+        for (j, other) in entries[..i].iter().enumerate() {
+            if other.name() == Some(name) {
+                return Err(KernelTableError::DuplicateName { first: j as u32, second: index });
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    unsafe extern "C" fn dev(_: *const DeviceServices, _: *const DeviceCall) -> i32 {
+        0
+    }
+    unsafe extern "C" fn host(_: *const HostCall) -> i32 {
+        0
+    }
+
+    fn good(name: &str) -> KernelEntry {
+        KernelEntry {
+            name: c_name(name),
+            core: CORE_AIV,
+            min_tensors: 2,
+            max_tensors: 3,
+            scalar_count: 1,
+            scalar_dtypes: [DType::Float32 as u8, 0, 0, 0],
+            max_blocks: 8,
+            device: Some(dev),
+            host: Some(host),
+        }
+    }
+
+    #[test]
+    fn header_checks_each_field_in_order() {
+        let ok = |m, v, d, e, n, null| check_header(m, v, d, e, n, null);
+        assert_eq!(ok(KERNEL_LIB_MAGIC, 1, 64, 72, 1, false), Ok(()));
+        assert_eq!(ok(7, 1, 64, 72, 1, false), Err(KernelTableError::BadMagic { found: 7 }));
+        assert_eq!(
+            ok(KERNEL_LIB_MAGIC, 2, 0, 0, 0, true),
+            Err(KernelTableError::AbiVersion { found: 2, expected: 1 })
+        );
+        assert_eq!(
+            ok(KERNEL_LIB_MAGIC, 1, 64, 80, 1, false),
+            Err(KernelTableError::Layout { desc_bytes: 64, entry_bytes: 80 })
+        );
+        for n in [0, MAX_LIBRARY_KERNELS + 1, u32::MAX] {
+            assert_eq!(
+                ok(KERNEL_LIB_MAGIC, 1, 64, 72, n, false),
+                Err(KernelTableError::Count { count: n })
+            );
+        }
+        assert_eq!(
+            ok(KERNEL_LIB_MAGIC, 1, 64, 72, 1, true),
+            Err(KernelTableError::Count { count: 1 })
+        );
+    }
+
+    #[test]
+    fn entries_are_checked_field_by_field() {
+        assert_eq!(validate_entries(&[good("a"), good("b")]), Ok(()));
+        type Case = (fn(&mut KernelEntry), EntryProblem);
+        let cases: [Case; 9] = [
+            (|e| e.name = [0; NAME_BYTES], EntryProblem::Name),
+            (|e| e.name = [b'x'; NAME_BYTES], EntryProblem::Name),
+            (|e| e.core = 2, EntryProblem::Core),
+            (|e| e.min_tensors = 0, EntryProblem::Tensors),
+            (|e| e.max_tensors = 7, EntryProblem::Tensors),
+            (|e| e.scalar_count = 5, EntryProblem::Scalars),
+            (|e| e.scalar_dtypes[0] = 200, EntryProblem::Dtype),
+            (|e| e.max_blocks = 0, EntryProblem::MaxBlocks),
+            (|e| e.device = None, EntryProblem::NoDevice),
+        ];
+        for (f, problem) in cases {
+            let mut e = good("k");
+            f(&mut e);
+            assert_eq!(
+                validate_entries(&[good("a"), e]),
+                Err(KernelTableError::Entry { index: 1, problem })
+            );
+        }
+        let mut e = good("k");
+        e.host = None;
+        assert_eq!(
+            validate_entries(&[e]),
+            Err(KernelTableError::Entry { index: 0, problem: EntryProblem::NoHost })
+        );
+        // A dtype code past `scalar_count` is not looked at.
+        let mut e = good("k");
+        e.scalar_dtypes[3] = 200;
+        assert_eq!(validate_entries(&[e]), Ok(()));
+        assert_eq!(
+            validate_entries(&[good("a"), good("b"), good("a")]),
+            Err(KernelTableError::DuplicateName { first: 0, second: 2 })
+        );
+    }
+
+    #[test]
+    fn custom_range_and_names() {
+        assert!(!is_custom_kernel(crate::services::KERNEL_COUNT));
+        assert!(is_custom_kernel(CUSTOM_KERNEL_BASE));
+        assert!(is_custom_kernel(CUSTOM_KERNEL_BASE + MAX_CUSTOM_KERNELS - 1));
+        assert!(!is_custom_kernel(CUSTOM_KERNEL_BASE + MAX_CUSTOM_KERNELS));
+        assert!(!is_custom_kernel(u32::MAX));
+        assert_eq!(name_str(&c_name("saxpy")), Some("saxpy"));
+        let mut f = c_name("ab");
+        f[1] = 0xff;
+        assert_eq!(name_str(&f), None);
+    }
+}

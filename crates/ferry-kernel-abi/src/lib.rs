@@ -1,0 +1,463 @@
+//! The versioned ABI a ferry custom kernel library is built against.
+//!
+//! A kernel library is a `cdylib` that ferry loads at run time (`ferry run --kernels LIB.so`,
+//! or `DeviceRunner::load_kernels` from Rust) through the same AICPU-OS loader path as ferry's
+//! own kernel library, without rebuilding ferry. Its kernels run on the simulated chip's AICore
+//! worker threads; each also has a host reference ferry verifies the device against.
+//!
+//! | item | what |
+//! |---|---|
+//! | [`kernel_library!`] | declares the library: name, and per kernel its name, core kind, tensor-count range, scalar dtypes, most SPMD blocks, device entry and host reference |
+//! | [`DeviceArgs`] / [`DeviceTensor`] | what a device entry sees: its block, scalars, and bounds-checked views of its tensors in device memory |
+//! | [`KernelError`] | what a kernel returns when its arguments do not fit; it becomes a typed fault of the run |
+//! | [`KERNEL_LIB_ABI_VERSION`] | the version the library records; ferry refuses a library of another version |
+//! | the raw records ([`KernelLibraryDesc`], [`KernelEntry`], [`DeviceCall`], [`HostCall`]) | `ferry_abi::kernel_lib`, re-exported |
+//!
+//! # Versioning rule
+//!
+//! [`KERNEL_LIB_ABI_VERSION`] changes whenever a record's layout or meaning changes; a library
+//! records the version of the crate it was built with, and a ferry of another version refuses
+//! it with a typed error (rebuild the library against the new crate). The descriptor's first 12
+//! bytes (`magic`, `abi_version`) stay where they are in every version.
+//!
+//! # Example
+//!
+//! ```
+//! use ferry_kernel_abi::{kernel_library, DeviceArgs, KernelError};
+//!
+//! /// out = a * x + y, one block's share of the elements.
+//! fn saxpy(k: &DeviceArgs<'_>) -> Result<(), KernelError> {
+//!     let (x, y, out) = (k.tensor(0)?, k.tensor(1)?, k.tensor(2)?);
+//!     let a = k.scalar_f32(0)?;
+//!     k.require_len(&[&x, &y], out.len())?;
+//!     for i in k.block_range(out.len()) {
+//!         out.set(i, a * x.get(i) + y.get(i));
+//!     }
+//!     Ok(())
+//! }
+//!
+//! /// The host reference: the whole task over host buffers.
+//! fn saxpy_ref(t: &mut [&mut [f32]], s: &[u64]) -> Result<(), KernelError> {
+//!     let a = ferry_kernel_abi::f32_scalar(s, 0)?;
+//!     let [x, y, out] = t else { return Err(KernelError::MissingTensor { index: 2 }) };
+//!     for ((o, &xi), &yi) in out.iter_mut().zip(x.iter()).zip(y.iter()) {
+//!         *o = a * xi + yi;
+//!     }
+//!     Ok(())
+//! }
+//!
+//! kernel_library! {
+//!     name: "example",
+//!     kernels: [{
+//!         name: "saxpy", core: Aiv, tensors: 3..=3, scalars: [Float32],
+//!         max_blocks: 1024, device: saxpy, host: saxpy_ref,
+//!     }],
+//! }
+//! # fn main() {
+//! # let d = unsafe { &*ferry_kernel_library() };
+//! # assert_eq!(d.kernel_count, 1);
+//! # assert_eq!(d.abi_version, ferry_kernel_abi::KERNEL_LIB_ABI_VERSION);
+//! # }
+//! ```
+//!
+//! # Safety
+//!
+//! The macro writes the only `unsafe` a library needs: the exported descriptor and the
+//! `extern "C"` trampolines, which catch panics (a panic never unwinds into ferry) and reach
+//! device memory only through ranges the OS's `translate` service vouched for.
+#![deny(unsafe_op_in_unsafe_fn)]
+#![warn(clippy::undocumented_unsafe_blocks, clippy::missing_safety_doc)]
+
+pub use ferry_abi::kernel_lib::{
+    c_name, DeviceCall, DeviceKernelFn, HostCall, HostKernelFn, HostTensor, KernelEntry,
+    KernelLibraryDesc, TensorArg, CORE_AIC, CORE_AIV, KERNEL_LIB_ABI_VERSION, KERNEL_LIB_MAGIC,
+    MAX_CALL_SCALARS, MAX_CALL_TENSORS, NAME_BYTES,
+};
+pub use ferry_abi::records::DType;
+pub use ferry_abi::services::{
+    DeviceServices, STATUS_BAD_ADDRESS, STATUS_INVALID_ARGUMENT, STATUS_OK, STATUS_PANIC,
+    STATUS_RUNTIME_BASE,
+};
+
+use std::marker::PhantomData;
+use std::ops::Range;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+/// Which kind of core a kernel runs on ([`kernel_library!`]'s `core:`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u32)]
+pub enum Core {
+    /// A cube core.
+    Aic = CORE_AIC,
+    /// A vector core.
+    Aiv = CORE_AIV,
+}
+
+/// Why a kernel refused its arguments. The device entry's error becomes the run's typed kernel
+/// fault (its [`status`](Self::status)); the host reference's error fails the verification.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KernelError {
+    /// Tensor argument `index` is not there.
+    MissingTensor {
+        /// The argument index.
+        index: usize,
+    },
+    /// Scalar argument `index` is not there.
+    MissingScalar {
+        /// The argument index.
+        index: usize,
+    },
+    /// Tensor `index`'s range is not inside live device memory.
+    BadAddress {
+        /// The argument index.
+        index: usize,
+    },
+    /// A tensor is shorter than the kernel needs.
+    Shape {
+        /// Elements needed.
+        expected: usize,
+        /// Elements there.
+        got: usize,
+    },
+    /// A kernel-defined failure; the code must be at least [`STATUS_RUNTIME_BASE`].
+    Failed(i32),
+}
+
+impl KernelError {
+    /// The `STATUS_*` code the device entry returns for it.
+    pub fn status(&self) -> i32 {
+        match *self {
+            KernelError::BadAddress { .. } => STATUS_BAD_ADDRESS,
+            KernelError::Failed(c) if c >= STATUS_RUNTIME_BASE => c,
+            _ => STATUS_INVALID_ARGUMENT,
+        }
+    }
+}
+
+impl std::fmt::Display for KernelError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match *self {
+            KernelError::MissingTensor { index } => write!(f, "no tensor argument {index}"),
+            KernelError::MissingScalar { index } => write!(f, "no scalar argument {index}"),
+            KernelError::BadAddress { index } => {
+                write!(f, "tensor {index} is not inside live device memory")
+            }
+            KernelError::Shape { expected, got } => {
+                write!(f, "a tensor has {got} elements, the kernel needs {expected}")
+            }
+            KernelError::Failed(c) => write!(f, "kernel-defined failure {c}"),
+        }
+    }
+}
+
+impl std::error::Error for KernelError {}
+
+/// What a kernel's device entry sees: one SPMD block of one task.
+#[derive(Debug)]
+pub struct DeviceArgs<'a> {
+    services: &'a DeviceServices,
+    call: &'a DeviceCall,
+}
+
+impl<'a> DeviceArgs<'a> {
+    /// Tensor arguments of the task.
+    pub fn tensor_count(&self) -> usize {
+        (self.call.n_tensors as usize).min(MAX_CALL_TENSORS)
+    }
+
+    /// Tensor argument `index` as `f32` elements in device memory, translated (and so
+    /// bounds-checked) through the OS's services table.
+    ///
+    /// # Errors
+    /// [`KernelError::MissingTensor`]; [`KernelError::BadAddress`] when the range is not inside
+    /// one live device allocation.
+    pub fn tensor(&self, index: usize) -> Result<DeviceTensor<'a>, KernelError> {
+        if index >= self.tensor_count() {
+            return Err(KernelError::MissingTensor { index });
+        }
+        let t = self.call.tensors[index];
+        let len = (t.bytes / 4) as usize;
+        if len == 0 {
+            return Ok(DeviceTensor { ptr: std::ptr::null_mut(), len: 0, _life: PhantomData });
+        }
+        let p = (self.services.translate)(self.services.ctx, t.addr, t.bytes);
+        if p.is_null() {
+            return Err(KernelError::BadAddress { index });
+        }
+        Ok(DeviceTensor { ptr: p.cast(), len, _life: PhantomData })
+    }
+
+    /// Scalar argument `index`, raw.
+    ///
+    /// # Errors
+    /// [`KernelError::MissingScalar`].
+    pub fn scalar_u64(&self, index: usize) -> Result<u64, KernelError> {
+        let n = (self.call.n_scalars as usize).min(MAX_CALL_SCALARS);
+        self.call.scalars[..n].get(index).copied().ok_or(KernelError::MissingScalar { index })
+    }
+
+    /// Scalar argument `index` as an `f32` (its low 32 bits).
+    ///
+    /// # Errors
+    /// [`KernelError::MissingScalar`].
+    pub fn scalar_f32(&self, index: usize) -> Result<f32, KernelError> {
+        self.scalar_u64(index).map(|b| f32::from_bits(b as u32))
+    }
+
+    /// This block's index in `0..block_dim()`.
+    pub fn block_idx(&self) -> u32 {
+        self.call.block_idx
+    }
+
+    /// The task's block count (at least 1).
+    pub fn block_dim(&self) -> u32 {
+        self.call.block_dim.max(1)
+    }
+
+    /// This block's contiguous share of `n` elements (the blocks tile `0..n` in order).
+    pub fn block_range(&self, n: usize) -> Range<usize> {
+        let bd = self.block_dim() as usize;
+        let chunk = n.div_ceil(bd);
+        let start = (self.call.block_idx as usize).saturating_mul(chunk).min(n);
+        start..(start + chunk).min(n)
+    }
+
+    /// Checks that every tensor in `tensors` has at least `n` elements.
+    ///
+    /// # Errors
+    /// [`KernelError::Shape`] for the first shorter one.
+    pub fn require_len(&self, tensors: &[&DeviceTensor<'_>], n: usize) -> Result<(), KernelError> {
+        match tensors.iter().find(|t| t.len() < n) {
+            Some(t) => Err(KernelError::Shape { expected: n, got: t.len() }),
+            None => Ok(()),
+        }
+    }
+}
+
+/// A tensor argument in device memory: `len` `f32`s. Arguments may alias (an inout tensor, two
+/// views of one tensor), so elements are read and written one at a time, never through slices.
+#[derive(Debug)]
+pub struct DeviceTensor<'a> {
+    ptr: *mut f32,
+    len: usize,
+    _life: PhantomData<&'a ()>,
+}
+
+impl DeviceTensor<'_> {
+    /// Elements.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether it has no elements.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Element `i`.
+    ///
+    /// # Panics
+    /// When `i >= len()` (the trampoline turns the panic into a status; it never unwinds into
+    /// ferry).
+    #[track_caller]
+    pub fn get(&self, i: usize) -> f32 {
+        assert!(i < self.len, "element {i} of a {}-element tensor", self.len);
+        // SAFETY: `translate` vouched for `len * 4` bytes at `ptr`, live for the call; `i < len`
+        // (checked above); unaligned reads need no alignment.
+        unsafe { self.ptr.add(i).read_unaligned() }
+    }
+
+    /// Sets element `i`.
+    ///
+    /// # Panics
+    /// When `i >= len()`.
+    #[track_caller]
+    pub fn set(&self, i: usize, v: f32) {
+        assert!(i < self.len, "element {i} of a {}-element tensor", self.len);
+        // SAFETY: as in `get`; the range is writable device memory (the `translate` contract).
+        unsafe { self.ptr.add(i).write_unaligned(v) }
+    }
+}
+
+/// Scalar `index` of a host reference's scalars as an `f32`.
+///
+/// # Errors
+/// [`KernelError::MissingScalar`].
+pub fn f32_scalar(scalars: &[u64], index: usize) -> Result<f32, KernelError> {
+    scalars
+        .get(index)
+        .map(|&b| f32::from_bits(b as u32))
+        .ok_or(KernelError::MissingScalar { index })
+}
+
+/// A device entry as [`kernel_library!`] takes it.
+pub type DeviceKernel = fn(&DeviceArgs<'_>) -> Result<(), KernelError>;
+/// A host reference as [`kernel_library!`] takes it: the task's tensors (distinct host
+/// buffers, in argument order) and scalars.
+pub type HostKernel = fn(&mut [&mut [f32]], &[u64]) -> Result<(), KernelError>;
+
+fn status_of(r: std::thread::Result<Result<(), KernelError>>) -> i32 {
+    match r {
+        Ok(Ok(())) => STATUS_OK,
+        Ok(Err(e)) => e.status(),
+        Err(_) => STATUS_PANIC,
+    }
+}
+
+/// The device trampoline the macro's `extern "C"` entries call.
+///
+/// # Safety
+/// `services` and `call` are null or valid for the call (the `DeviceKernelFn` contract).
+#[doc(hidden)]
+pub unsafe fn __device_trampoline(
+    services: *const DeviceServices,
+    call: *const DeviceCall,
+    f: DeviceKernel,
+) -> i32 {
+    if services.is_null() || call.is_null() {
+        return STATUS_INVALID_ARGUMENT;
+    }
+    // SAFETY: non-null and valid by the caller's contract.
+    let args = unsafe { DeviceArgs { services: &*services, call: &*call } };
+    status_of(catch_unwind(AssertUnwindSafe(|| f(&args))))
+}
+
+/// The host trampoline the macro's `extern "C"` entries call.
+///
+/// # Safety
+/// `call` is null or valid, and its used tensors are distinct live buffers (the
+/// `HostKernelFn` contract).
+#[doc(hidden)]
+pub unsafe fn __host_trampoline(call: *const HostCall, f: HostKernel) -> i32 {
+    if call.is_null() {
+        return STATUS_INVALID_ARGUMENT;
+    }
+    // SAFETY: valid by the caller's contract.
+    let c = unsafe { &*call };
+    let n = (c.n_tensors as usize).min(MAX_CALL_TENSORS);
+    let mut bufs: [&mut [f32]; MAX_CALL_TENSORS] = Default::default();
+    for (b, t) in bufs.iter_mut().zip(&c.tensors[..n]) {
+        if t.len > 0 {
+            if t.ptr.is_null() {
+                return STATUS_INVALID_ARGUMENT;
+            }
+            // SAFETY: a live buffer of `len` f32s, distinct from every other argument (the
+            // caller's contract), so the mutable slices do not alias.
+            *b = unsafe { std::slice::from_raw_parts_mut(t.ptr, t.len as usize) };
+        }
+    }
+    let ns = (c.n_scalars as usize).min(MAX_CALL_SCALARS);
+    status_of(catch_unwind(AssertUnwindSafe(|| f(&mut bufs[..n], &c.scalars[..ns]))))
+}
+
+/// Pads scalar dtype codes into the entry's field.
+///
+/// # Panics
+/// At compile time, for more than [`MAX_CALL_SCALARS`] scalars.
+#[doc(hidden)]
+pub const fn __dtypes(d: &[DType]) -> [u8; MAX_CALL_SCALARS] {
+    assert!(d.len() <= MAX_CALL_SCALARS, "a kernel takes at most 4 scalars");
+    let mut out = [0u8; MAX_CALL_SCALARS];
+    let mut i = 0;
+    while i < d.len() {
+        out[i] = d[i] as u8;
+        i += 1;
+    }
+    out
+}
+
+/// A pointer to a library's kernel table, for its static descriptor.
+#[doc(hidden)]
+#[derive(Debug)]
+pub struct __Table(pub KernelLibraryDesc);
+// SAFETY: the descriptor and the table it points at are immutable statics of the library.
+unsafe impl Sync for __Table {}
+
+/// Declares a kernel library: exports `ferry_kernel_library` (the descriptor) and
+/// `ferry_set_services`, with one `extern "C"` device entry and host reference per kernel.
+/// Invoke it once per `cdylib`.
+///
+/// ```text
+/// kernel_library! {
+///     name: "mylib",
+///     kernels: [
+///         { name: "saxpy", core: Aiv, tensors: 3..=3, scalars: [Float32],
+///           max_blocks: 1024, device: saxpy, host: saxpy_ref },
+///     ],
+/// }
+/// ```
+///
+/// `core` is `Aic` or `Aiv`; `scalars` lists a [`DType`] variant per scalar; `device` is a
+/// [`DeviceKernel`], `host` a [`HostKernel`]. Names take 1..=31 bytes (checked at compile time).
+#[macro_export]
+macro_rules! kernel_library {
+    (
+        name: $lib:literal,
+        kernels: [ $( {
+            name: $name:literal,
+            core: $core:ident,
+            tensors: $min:literal ..= $max:literal,
+            scalars: [ $($dt:ident),* $(,)? ],
+            max_blocks: $blocks:expr,
+            device: $dev:path,
+            host: $host:path $(,)?
+        } ),+ $(,)? ] $(,)?
+    ) => {
+        const __FERRY_N: usize = <[&str]>::len(&[$($name),+]);
+        static __FERRY_KERNELS: [$crate::KernelEntry; __FERRY_N] = [ $( $crate::KernelEntry {
+            name: $crate::c_name($name),
+            core: $crate::Core::$core as u32,
+            min_tensors: $min,
+            max_tensors: $max,
+            scalar_count: <[$crate::DType]>::len(&[$($crate::DType::$dt),*]) as u32,
+            scalar_dtypes: $crate::__dtypes(&[$($crate::DType::$dt),*]),
+            max_blocks: $blocks,
+            device: Some({
+                unsafe extern "C" fn device(
+                    s: *const $crate::DeviceServices,
+                    c: *const $crate::DeviceCall,
+                ) -> i32 {
+                    // SAFETY: forwarded `DeviceKernelFn` contract.
+                    unsafe { $crate::__device_trampoline(s, c, $dev) }
+                }
+                device
+            }),
+            host: Some({
+                unsafe extern "C" fn host(c: *const $crate::HostCall) -> i32 {
+                    // SAFETY: forwarded `HostKernelFn` contract.
+                    unsafe { $crate::__host_trampoline(c, $host) }
+                }
+                host
+            }),
+        } ),+ ];
+
+        static __FERRY_DESC: $crate::__Table = $crate::__Table($crate::KernelLibraryDesc {
+            magic: $crate::KERNEL_LIB_MAGIC,
+            abi_version: $crate::KERNEL_LIB_ABI_VERSION,
+            desc_bytes: ::core::mem::size_of::<$crate::KernelLibraryDesc>() as u32,
+            entry_bytes: ::core::mem::size_of::<$crate::KernelEntry>() as u32,
+            kernel_count: __FERRY_N as u32,
+            kernels: &__FERRY_KERNELS as *const [$crate::KernelEntry; __FERRY_N]
+                as *const $crate::KernelEntry,
+            name: $crate::c_name($lib),
+        });
+
+        /// The library's descriptor (the kernel ABI's one required export).
+        ///
+        /// # Safety
+        /// Always safe to call; `unsafe` because it is an FFI export.
+        #[no_mangle]
+        pub unsafe extern "C" fn ferry_kernel_library() -> *const $crate::KernelLibraryDesc {
+            &__FERRY_DESC.0
+        }
+
+        /// Stores nothing: kernels receive the OS services table with every call.
+        ///
+        /// # Safety
+        /// `services` is null or points at a live table.
+        #[no_mangle]
+        pub unsafe extern "C" fn ferry_set_services(s: *const $crate::DeviceServices) -> i32 {
+            if s.is_null() { $crate::STATUS_INVALID_ARGUMENT } else { $crate::STATUS_OK }
+        }
+    };
+}

@@ -1,0 +1,75 @@
+//! [`DeviceRunner::load_kernels`]: custom kernel libraries on a runner.
+use super::super::{KernelInfo, KernelLoadError, KernelRegistry, MAX_KERNEL_LIBRARY_BYTES};
+use super::DeviceRunner;
+use crate::device::image::as_bytes;
+use std::path::Path;
+use std::sync::Arc;
+
+impl DeviceRunner {
+    /// The runner's kernels: the built-ins and every loaded library's.
+    pub fn kernels(&self) -> &KernelRegistry {
+        &self.kernels
+    }
+
+    /// Loads a custom kernel library (a cdylib built against `ferry-kernel-abi`; `name` labels
+    /// it in errors) through the AICPU OS's loader, the path the built-in kernel library takes
+    /// (`ferry_launch::loader::Loader::load_custom_kernels`), adds its kernels to the registry
+    /// and uploads the loaded kernels' spec table, which the next runs' images name for the
+    /// AICPU's validation. Returns the library's kernels with their ids.
+    ///
+    /// All or nothing: on error the registry, the device table and the runner are as before.
+    ///
+    /// # Errors
+    /// [`KernelLoadError`]: the loader's typed refusal (truncated or corrupt file, missing
+    /// export, another ABI version, duplicate names within the library, malformed table), a
+    /// name a built-in or an earlier library has, too many kernels, a run in flight, or a
+    /// device failure uploading the table.
+    pub fn load_kernels(
+        &mut self,
+        name: &str,
+        bytes: &[u8],
+    ) -> Result<Vec<KernelInfo>, KernelLoadError> {
+        if self.is_busy() {
+            return Err(KernelLoadError::Busy);
+        }
+        let lib = match &self.full {
+            Some(full) => full.loader.load_custom_kernels(name, bytes)?,
+            None => {
+                ferry_launch::loader::load_custom_kernels(&self.device.aicpu_os(), name, bytes)?
+            }
+        };
+        let mut registry = (*self.kernels).clone();
+        let added = registry.add(lib)?;
+        let table: Vec<u8> =
+            registry.device_table().iter().flat_map(|r| as_bytes(r).to_vec()).collect();
+        let ptr = self.device.malloc(table.len() as u64)?;
+        if let Err(e) = self.device.copy_htod(&table, ptr) {
+            let _ = self.device.free(ptr);
+            return Err(e.into());
+        }
+        let old = std::mem::replace(&mut self.kernel_table, (ptr, registry.loaded_count()));
+        if !old.0.is_null() {
+            // No run is prepared or in flight (checked above), so no image names the old table;
+            // the next prepare publishes a header naming the new one (a changed route prefix).
+            let _ = self.device.free(old.0);
+        }
+        self.kernels = Arc::new(registry);
+        Ok(added)
+    }
+
+    /// [`load_kernels`](Self::load_kernels) from a file, checked against
+    /// [`MAX_KERNEL_LIBRARY_BYTES`] before it is read.
+    ///
+    /// # Errors
+    /// [`KernelLoadError::Io`], [`KernelLoadError::TooLarge`], and those of `load_kernels`.
+    pub fn load_kernels_file(&mut self, path: &Path) -> Result<Vec<KernelInfo>, KernelLoadError> {
+        let io = |source| KernelLoadError::Io { path: path.into(), source };
+        let bytes = std::fs::metadata(path).map_err(io)?.len();
+        if bytes > MAX_KERNEL_LIBRARY_BYTES {
+            return Err(KernelLoadError::TooLarge { path: path.into(), bytes });
+        }
+        let data = std::fs::read(path).map_err(io)?;
+        let name = path.file_name().map(|n| n.to_string_lossy().into_owned());
+        self.load_kernels(name.as_deref().unwrap_or("kernel library"), &data)
+    }
+}
