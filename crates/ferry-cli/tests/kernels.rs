@@ -52,3 +52,38 @@ fn run_loads_kernel_libraries_and_refuses_bad_ones() {
     assert_eq!(t.matches("ok (checksum").count(), 1, "{t}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The template library's kernels named by a workload file: checked (refused without the
+/// library, with the line; accepted with it), run on both variants and both arches and verified
+/// against the library's host references, and repeated through the launch pipeline.
+#[test]
+fn a_workload_runs_the_template_librarys_kernels() {
+    let lib = template::template_lib().to_str().unwrap();
+    let wl = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/kernel-template/workload.toml");
+
+    let o = ferry(&["workload", "check", wl]);
+    assert!(!o.status.success(), "{}", text(&o));
+    assert!(text(&o).contains("workload.toml:41:12: unknown kernel `saxpy`"), "{}", text(&o));
+    assert!(text(&o).contains("--kernels LIB.so"), "{}", text(&o));
+    let o = ferry(&["workload", "check", "--kernels", lib, wl]);
+    assert!(o.status.success(), "{}", text(&o));
+
+    for arch in ["a2a3", "a5"] {
+        for variant in ["device", "host"] {
+            let args = ["run", "--small", "--arch", arch, "--variant", variant, "--aic", "2"];
+            let o =
+                ferry(&[&args[..], &["--aiv", "4", "--kernels", lib, "--workload", wl]].concat());
+            let t = text(&o);
+            assert!(o.status.success(), "{arch} {variant}: {t}");
+            // 8 chunks of 1,024: out = clamp(2 i + 1, 0, 1001) summed over i < 8,192.
+            let expected: f64 = (0..8192).map(|i| f64::from((2 * i + 1).min(1001))).sum();
+            assert!(t.contains(&format!("ok (checksum {expected:.4})")), "{arch} {variant}: {t}");
+        }
+    }
+
+    let o = ferry(&["run", "--small", "--repeat", "3", "--kernels", lib, "--workload", wl]);
+    let t = text(&o);
+    assert!(o.status.success(), "{t}");
+    assert!(t.contains("3 runs through"), "{t}");
+    assert!(t.contains("every run verified"), "{t}");
+}

@@ -8,8 +8,7 @@ use ferry_launch::loader::LoadError;
 use ferry_runtime::device::task::{Orchestrate, Task, TensorId};
 use ferry_runtime::examples::{Example, Size};
 use ferry_runtime::host::{
-    Callable, DeviceRunner, KernelCatalog, KernelLoadError, RunArgs, RunnerConfig, TensorInit,
-    Variant,
+    Callable, DeviceRunner, KernelLoadError, RunArgs, RunnerConfig, TensorInit, Variant,
 };
 use ferry_runtime::{DeviceFault, KernelFault, RunError, SubmitError};
 use ferry_sim::Arch;

@@ -125,3 +125,41 @@ impl KernelCatalog for Chain<'_> {
         }
     }
 }
+
+/// A runner's kernels: the built-ins and every library loaded with
+/// `DeviceRunner::load_kernels` (`ferry run --kernels LIB.so`). Built-in kernels run on the host
+/// through [`BuiltinKernels`]; loaded ones through their library's host reference.
+impl KernelCatalog for ferry_runtime::host::KernelRegistry {
+    fn lookup(&self, name: &str) -> Option<KernelInfo> {
+        let k = ferry_runtime::host::KernelRegistry::lookup(self, name)?;
+        Some(KernelInfo {
+            id: k.id,
+            name: k.name,
+            tensors: k.tensors,
+            scalars: k
+                .scalar_dtypes
+                .iter()
+                .map(|d| if *d == DType::Float32 { ScalarType::F32 } else { ScalarType::U64 })
+                .collect(),
+            max_blocks: k.max_blocks,
+        })
+    }
+
+    fn names(&self) -> Vec<String> {
+        self.kernels().into_iter().map(|k| k.name).collect()
+    }
+
+    fn run_host(
+        &self,
+        id: u32,
+        block_dim: u32,
+        tensors: &[&[AtomicU32]],
+        scalars: &[u64],
+    ) -> Result<(), String> {
+        if ferry_abi::kernel_lib::is_custom_kernel(id) {
+            self.host_reference_bits(id, tensors, scalars).map_err(|e| e.to_string())
+        } else {
+            BuiltinKernels.run_host(id, block_dim, tensors, scalars)
+        }
+    }
+}

@@ -254,7 +254,7 @@ impl<'a> Ctx<'a> {
             self.err(
                 k.span().start,
                 format!(
-                    "unknown kernel `{}` (known: {})",
+                    "unknown kernel `{}` (known: {}; a kernel library's kernels need `--kernels LIB.so`)",
                     k.get_ref(),
                     self.catalog.names().join(", ")
                 ),

@@ -7,9 +7,11 @@ use anyhow::{bail, Context};
 use clap::{Args, Subcommand};
 use ferry_dfx::output::{ClockAnchors, ANCHOR_POST, ANCHOR_PRE};
 use ferry_runtime::host::dfx::{sample_clock_anchors, DfxChip, DfxSession};
+use ferry_runtime::host::KernelRegistry;
 use ferry_runtime::host::{DeviceRunner, RunnerConfig, Variant};
-use ferry_workload::{BuiltinKernels, KernelCatalog, Workload};
+use ferry_workload::Workload;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// `ferry workload ...`.
@@ -29,18 +31,33 @@ enum WorkloadCommand {
         /// Check with the file's `[small]` parameter overrides.
         #[arg(long)]
         small: bool,
+        /// Custom kernel libraries the workload names (as `ferry run --kernels`); loading them
+        /// starts a simulated chip.
+        #[arg(long = "kernels", value_name = "LIB.so", value_delimiter = ',')]
+        kernels: Vec<PathBuf>,
     },
 }
 
-/// The kernels a workload may name (the seam the custom-kernel registry joins).
-fn catalog() -> impl KernelCatalog {
-    BuiltinKernels
+/// The kernels a workload may name: the built-ins and the libraries `libs` (loaded into
+/// `runner`, which holds them on the device).
+fn catalog(runner: &mut DeviceRunner, libs: &[PathBuf]) -> anyhow::Result<Arc<KernelRegistry>> {
+    crate::kernels::load(runner, libs)?;
+    Ok(runner.kernel_registry())
 }
 
 pub(crate) fn workload_command(a: &WorkloadArgs) -> anyhow::Result<()> {
     match &a.command {
-        WorkloadCommand::Check { file, small } => {
-            let wl = Workload::load(file, &catalog(), *small)?;
+        WorkloadCommand::Check { file, small, kernels } => {
+            let registry = if kernels.is_empty() {
+                Arc::new(KernelRegistry::new())
+            } else {
+                let mut r = DeviceRunner::new(RunnerConfig::small(ferry_sim::Arch::A2a3))
+                    .context("starting a simulated chip to load the kernel libraries")?;
+                let k = catalog(&mut r, kernels)?;
+                r.finalize()?;
+                k
+            };
+            let wl = Workload::load(file, &*registry, *small)?;
             crate::stdout::outln!(
                 "{}: ok: workload `{}`, {} tensors, {} tasks, program of {} words",
                 file.display(),
@@ -55,8 +72,12 @@ pub(crate) fn workload_command(a: &WorkloadArgs) -> anyhow::Result<()> {
 }
 
 pub(super) fn run(a: &RunArgs, file: &Path) -> anyhow::Result<()> {
-    let cat = catalog();
-    let wl = Workload::load(file, &cat, a.small)?;
+    // Checked against the built-ins first, so a malformed file is refused before a chip starts
+    // (a name only a library defines is checked again below, with the libraries loaded).
+    let builtin = KernelRegistry::new();
+    if a.kernels.is_empty() {
+        Workload::load(file, &builtin, a.small)?;
+    }
     let mut cfg = RunnerConfig::default_for(a.arch);
     cfg.aicpu_threads = a.aicpu_threads.unwrap_or(cfg.aicpu_threads);
     cfg.aic = a.aic;
@@ -70,12 +91,17 @@ pub(super) fn run(a: &RunArgs, file: &Path) -> anyhow::Result<()> {
     if dfx.any() && a.out.is_none() {
         bail!("DFX collection needs --out DIR");
     }
-    let args = wl.run_args()?;
+    if dfx.any() && a.repeat > 1 {
+        bail!("--repeat runs without DFX collection (one session per run is not supported)");
+    }
     let mut run_dir = a.out.as_deref().map(|d| RunDir::claim(d, a.arch.name())).transpose()?;
     let mut runner = DeviceRunner::new(cfg).context("starting the simulated chip")?;
     if a.device.method() == ferry_runtime::host::LoadMethod::Preinstalled {
         crate::device_opts::install_preinstalled(&runner)?;
     }
+    let cat = catalog(&mut runner, &a.kernels)?;
+    let wl = Workload::load(file, &*cat, a.small)?;
+    let args = wl.run_args()?;
     crate::stdout::outln!(
         "ferry run: workload `{}` ({}), {} tasks, simulated {} chip, {} AICPU threads, {} AIC + {} AIV, {}",
         wl.name(),
@@ -110,6 +136,19 @@ pub(super) fn run(a: &RunArgs, file: &Path) -> anyhow::Result<()> {
     if let Some(x) = anchors.as_mut() {
         sample_clock_anchors(runner.device(), ANCHOR_PRE, x);
     }
+    if a.repeat > 1 {
+        let rep = runner
+            .repeat(0, a.repeat, |_| args.clone(), |_, out| wl.verify(out, &*cat).map(|_| ()))
+            .with_context(|| format!("workload `{}`", wl.name()))?;
+        crate::stdout::outln!(
+            "{:<16} {:>8} runs through {} launch slots in {:.1} ms: {:.1} runs/s, every run verified",
+            wl.name(),
+            rep.runs,
+            rep.slots,
+            rep.elapsed.as_secs_f64() * 1e3,
+            rep.runs_per_s()
+        )?;
+    }
     let out = (|| -> anyhow::Result<_> {
         let p = runner.prepare(0, args.clone())?;
         let host = p.host_orchestration().cloned();
@@ -131,7 +170,7 @@ pub(super) fn run(a: &RunArgs, file: &Path) -> anyhow::Result<()> {
             .with_context(|| format!("DFX of `{}`", wl.name()))?;
     }
     let checksum = wl
-        .verify(&out, &cat)
+        .verify(&out, &*cat)
         .map_err(|e| anyhow::anyhow!("workload `{}` produced a wrong result: {e}", wl.name()))?;
     let s = &out.stats;
     crate::stdout::outln!(

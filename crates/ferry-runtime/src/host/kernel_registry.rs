@@ -5,7 +5,7 @@
 //! custom kernel library (a cdylib built against `ferry-kernel-abi`) through the AICPU OS's
 //! loader and adds its kernels here with ids from `CUSTOM_KERNEL_BASE` up, in load order;
 //! a name already taken (by a built-in or an earlier library) refuses the whole library, and
-//! nothing is added. [`KernelCatalog`] is the narrow seam a workload resolves kernel names
+//! nothing is added. [`KernelRegistry::lookup`] is the narrow seam a workload resolves kernel names
 //! through: name → id, tensor-count range, scalar dtypes, most blocks.
 //!
 //! The registry also holds what the device needs: [`KernelRegistry::device_table`] (the
@@ -43,12 +43,6 @@ pub struct KernelInfo {
     pub max_blocks: u32,
     /// The library it was loaded from (`None` for a built-in).
     pub library: Option<String>,
-}
-
-/// Name → kernel lookup: the seam workloads resolve kernel names through.
-pub trait KernelCatalog {
-    /// The kernel called `name`, if any.
-    fn lookup(&self, name: &str) -> Option<KernelInfo>;
 }
 
 /// Why a kernel library was not added. Nothing of it was added then, and the runner is as it
@@ -336,8 +330,10 @@ impl KernelRegistry {
     }
 }
 
-impl KernelCatalog for KernelRegistry {
-    fn lookup(&self, name: &str) -> Option<KernelInfo> {
+impl KernelRegistry {
+    /// The kernel called `name` (built-in or loaded), if any. Workload files resolve names
+    /// through this (`ferry_workload::KernelCatalog` is implemented over it).
+    pub fn lookup(&self, name: &str) -> Option<KernelInfo> {
         self.by_name.get(name).and_then(|&id| self.info(id))
     }
 }

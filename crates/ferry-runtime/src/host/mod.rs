@@ -20,8 +20,8 @@ pub mod dfx;
 mod extent;
 pub mod graph;
 mod handshake;
-mod repeat;
 mod kernel_registry;
+mod repeat;
 mod runner;
 mod sim_ops;
 mod slots;
@@ -34,11 +34,10 @@ pub use ferry_launch::loader::LoadMethod;
 /// The device profile and Path B fixes a runner's platform is built with.
 pub use ferry_sim::profile::{DeviceProfile, PathBFixes};
 pub use handshake::CoreHandshake;
-pub use repeat::{RepeatError, RepeatReport};
 pub use kernel_registry::{
-    HostRefError, KernelCatalog, KernelInfo, KernelLoadError, KernelRegistry,
-    MAX_KERNEL_LIBRARY_BYTES,
+    HostRefError, KernelInfo, KernelLoadError, KernelRegistry, MAX_KERNEL_LIBRARY_BYTES,
 };
+pub use repeat::{RepeatError, RepeatReport};
 pub use runner::{
     Callable, DeviceRunner, LaunchPath, LaunchedRun, PreparedRun, RunArgs, RunOutput, RunStats,
     RunnerConfig, TensorInit, Variant, MAX_LAUNCH_SLOTS, ROUTE_PREFIX_BYTES,

@@ -11,6 +11,13 @@ impl DeviceRunner {
         &self.kernels
     }
 
+    /// A shared handle on [`kernels`](Self::kernels), for callers that hold it across mutable
+    /// uses of the runner (verifying each run of [`repeat`](Self::repeat) against host
+    /// references). A library loaded later is not in it: loading replaces the runner's registry.
+    pub fn kernel_registry(&self) -> Arc<KernelRegistry> {
+        self.kernels.clone()
+    }
+
     /// Loads a custom kernel library (a cdylib built against `ferry-kernel-abi`; `name` labels
     /// it in errors) through the AICPU OS's loader, the path the built-in kernel library takes
     /// (`ferry_launch::loader::Loader::load_custom_kernels`), adds its kernels to the registry
