@@ -151,8 +151,13 @@ fn launch_slots_are_configurable_and_zero_is_refused() {
 }
 
 /// Device and pinned memory of the runner's device.
+/// Device memory in use (less what copy engines hold: an engine creates its queue on its first
+/// copy and keeps it, with its context memory, for the device's life, and which engines a run's
+/// copies land on depends on what else is copying at that moment) and live pinned bytes.
 fn holdings(r: &DeviceRunner) -> (u64, u64) {
-    (r.device().memory().used(), r.device().pinned_stats().live_bytes)
+    let d = r.device();
+    let engines = d.copy_engine_queues() as u64 * ferry_sim::device::DEFAULT_QUEUE_CONTEXT_BYTES;
+    (d.memory().used() - engines, d.pinned_stats().live_bytes)
 }
 
 /// The holdings once they are back to `base`, or what they are after a bounded wait (memory a
