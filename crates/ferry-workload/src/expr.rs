@@ -132,16 +132,7 @@ impl P<'_> {
 fn fold(op: u32, a: Expr, b: Expr) -> Result<Expr, String> {
     if let (Expr::Const(x), Expr::Const(y)) = (&a, &b) {
         let (x, y) = (*x, *y);
-        let r = match op {
-            w::E_ADD => x.checked_add(y),
-            w::E_SUB => x.checked_sub(y),
-            w::E_MUL => x.checked_mul(y),
-            w::E_DIV => x.checked_div(y),
-            w::E_MOD => x.checked_rem(y),
-            w::E_MIN => Some(x.min(y)),
-            _ => Some(x.max(y)),
-        };
-        return r.map(Expr::Const).ok_or_else(|| {
+        return w::apply(op, x, y).map(Expr::Const).ok_or_else(|| {
             format!("constant arithmetic overflows, goes below zero or divides by zero ({x}, {y})")
         });
     }
@@ -167,18 +158,7 @@ impl Expr {
         match self {
             Expr::Const(c) => Some(*c),
             Expr::Var(s) => vars.get(*s as usize).copied(),
-            Expr::Bin(op, a, b) => {
-                let (x, y) = (a.eval(vars)?, b.eval(vars)?);
-                match *op {
-                    w::E_ADD => x.checked_add(y),
-                    w::E_SUB => x.checked_sub(y),
-                    w::E_MUL => x.checked_mul(y),
-                    w::E_DIV => x.checked_div(y),
-                    w::E_MOD => x.checked_rem(y),
-                    w::E_MIN => Some(x.min(y)),
-                    _ => Some(x.max(y)),
-                }
-            }
+            Expr::Bin(op, a, b) => w::apply(*op, a.eval(vars)?, b.eval(vars)?),
         }
     }
 

@@ -74,6 +74,22 @@ pub const E_MOD: u32 = 7;
 pub const E_MIN: u32 = 8;
 /// Expression: `max(a, b)`.
 pub const E_MAX: u32 = 9;
+/// Applies binary expression opcode `op` (`E_ADD..=E_MAX`) to `a` and `b`: `None` on overflow,
+/// underflow or a division by zero. The one definition of the operators, shared by the
+/// device's interpreter and the host compiler's constant folding and evaluation.
+pub fn apply(op: u32, a: u64, b: u64) -> Option<u64> {
+    match op {
+        E_ADD => a.checked_add(b),
+        E_SUB => a.checked_sub(b),
+        E_MUL => a.checked_mul(b),
+        E_DIV => a.checked_div(b),
+        E_MOD => a.checked_rem(b),
+        E_MIN => Some(a.min(b)),
+        E_MAX => Some(a.max(b)),
+        _ => None,
+    }
+}
+
 /// Tensor reference flag: a scratch slot.
 pub const SCRATCH_REF: u32 = 1 << 31;
 /// Scalar kind: a `u64` expression.
@@ -198,15 +214,7 @@ impl Words<'_> {
                     }
                     let (a, b) = (stack[sp - 2], stack[sp - 1]);
                     sp -= 2;
-                    let r = match op {
-                        E_ADD => a.checked_add(b),
-                        E_SUB => a.checked_sub(b),
-                        E_MUL => a.checked_mul(b),
-                        E_DIV => a.checked_div(b),
-                        E_MOD => a.checked_rem(b),
-                        E_MIN => Some(a.min(b)),
-                        _ => Some(a.max(b)),
-                    };
+                    let r = apply(op, a, b);
                     i += 1;
                     r.ok_or(bad(i - 1, ProgramFault::Arithmetic))?
                 }
