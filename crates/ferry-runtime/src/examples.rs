@@ -167,8 +167,9 @@ impl ExampleRun {
     }
 }
 
-/// Deterministic values in `[-1, 1)`.
-fn data(n: usize, seed: u64) -> Vec<f32> {
+/// Deterministic values in `[-1, 1)` (xorshift64 from `seed · 0x9E3779B97F4A7C15 | 1`, the
+/// top 24 bits of each step): the examples' inputs, and a workload file's `random` init.
+pub fn random(n: usize, seed: u64) -> Vec<f32> {
     let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
     (0..n)
         .map(|_| {
@@ -182,7 +183,7 @@ fn data(n: usize, seed: u64) -> Vec<f32> {
 
 /// The vector example: `out = (a + b) · a · 0.5 + 1` over `n` elements in chunks.
 pub fn vector(n: usize, chunk: usize, blocks: u32) -> ExampleRun {
-    let (a, b) = (data(n, 1), data(n, 2));
+    let (a, b) = (random(n, 1), random(n, 2));
     let want: Vec<f32> = a.iter().zip(&b).map(|(&a, &b)| (a + b) * a * 0.5 + 1.0).collect();
     let chunks = n.div_ceil(chunk.max(1)) as u64;
     ExampleRun {
@@ -201,9 +202,9 @@ pub fn vector(n: usize, chunk: usize, blocks: u32) -> ExampleRun {
 
 /// The paged-attention example: `b` sequences of `p` KV pages of `s` tokens, head dim `d`.
 pub fn paged_attention(b: usize, p: usize, s: usize, d: usize) -> ExampleRun {
-    let q_raw = data(b * d, 3);
-    let k = data(b * p * s * d, 4);
-    let v = data(b * p * s * d, 5);
+    let q_raw = random(b * d, 3);
+    let k = random(b * p * s * d, 4);
+    let v = random(b * p * s * d, 5);
     let scale = 1.0 / (d as f32).sqrt();
     let mut want = vec![0.0f32; b * d];
     for bi in 0..b {

@@ -11,7 +11,7 @@
 //! | type | what |
 //! |---|---|
 //! | [`Workload`] | a checked, compiled workload: tensors, program, callable, verification |
-//! | [`KernelCatalog`] | the seam kernel names resolve through ([`BuiltinKernels`], [`Chain`]) |
+//! | [`KernelCatalog`] | the seam kernel names resolve through ([`BuiltinKernels`], and the runner's `KernelRegistry`) |
 //! | [`WorkloadError`] | `file:line:col: message` |
 //!
 //! # Example
@@ -43,7 +43,7 @@ mod expand;
 mod expr;
 mod schema;
 
-pub use catalog::{BuiltinKernels, Chain, KernelCatalog, KernelInfo, ScalarType};
+pub use catalog::{BuiltinKernels, KernelCatalog, KernelInfo, ScalarType};
 pub use compile::{MAX_TASKS, MAX_TENSORS, MAX_TENSOR_ELEMENTS, MAX_TOTAL_ELEMENTS};
 pub use error::WorkloadError;
 pub use expr::{MAX_EXPR_CHARS, MAX_NESTING};
@@ -126,19 +126,9 @@ pub enum VerifyError {
     Reference(#[from] WorkloadError),
 }
 
-/// Deterministic values in `[-1, 1)` (xorshift64 from `seed · 0x9E3779B97F4A7C15 | 1`, the
-/// top 24 bits of each step): the same as the built-in examples' inputs.
-pub fn random(n: usize, seed: u64) -> Vec<f32> {
-    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..n)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            ((x >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
-        })
-        .collect()
-}
+/// Deterministic values in `[-1, 1)`: the built-in examples' generator (a workload's
+/// `random = { seed }` init, so the example workloads get the examples' inputs bit for bit).
+pub use ferry_runtime::examples::random;
 
 /// Refuses nesting the deserializer would recurse through before serde sees it: a table header
 /// with more dotted parts, or more open brackets and braces at once, than any valid workload
