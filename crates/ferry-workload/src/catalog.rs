@@ -3,8 +3,8 @@
 //! The workload compiler asks a catalog for a kernel by name (id, accepted tensor counts,
 //! scalar types, most SPMD blocks) and, for `verify = "host-reference"`, runs the kernel's host
 //! implementation through it. [`BuiltinKernels`] is the built-in table
-//! (`ferry_runtime::device::kernels::KERNELS`); a registry of loaded kernel libraries implements
-//! the same trait, and [`Chain`] looks names up in several catalogs in order.
+//! (`ferry_runtime::device::kernels::KERNELS`); the runner's `KernelRegistry` (the built-ins and
+//! every loaded kernel library) implements the same trait.
 use ferry_abi::records::DType;
 use ferry_runtime::device::kernels;
 use std::sync::atomic::AtomicU32;
@@ -54,6 +54,15 @@ pub trait KernelCatalog {
     ) -> Result<(), String>;
 }
 
+/// How a kernel's scalar dtypes read in a workload: an `f32` for `FLOAT32`, an unsigned integer
+/// otherwise.
+fn scalar_types(dtypes: &[DType]) -> Vec<ScalarType> {
+    dtypes
+        .iter()
+        .map(|d| if *d == DType::Float32 { ScalarType::F32 } else { ScalarType::U64 })
+        .collect()
+}
+
 /// The built-in kernel table.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct BuiltinKernels;
@@ -65,11 +74,7 @@ impl KernelCatalog for BuiltinKernels {
             id: k.id,
             name: k.name.to_string(),
             tensors: k.tensors,
-            scalars: k
-                .scalar_dtypes
-                .iter()
-                .map(|d| if *d == DType::Float32 { ScalarType::F32 } else { ScalarType::U64 })
-                .collect(),
+            scalars: scalar_types(k.scalar_dtypes),
             max_blocks: k.max_blocks,
         })
     }
@@ -89,43 +94,6 @@ impl KernelCatalog for BuiltinKernels {
     }
 }
 
-/// Several catalogs, looked up in order (the first that knows a name wins; host runs go to the
-/// catalog that knows the id).
-pub struct Chain<'a>(pub Vec<&'a dyn KernelCatalog>);
-
-impl std::fmt::Debug for Chain<'_> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_tuple("Chain").field(&self.0.len()).finish()
-    }
-}
-
-impl KernelCatalog for Chain<'_> {
-    fn lookup(&self, name: &str) -> Option<KernelInfo> {
-        self.0.iter().find_map(|c| c.lookup(name))
-    }
-
-    fn names(&self) -> Vec<String> {
-        self.0.iter().flat_map(|c| c.names()).collect()
-    }
-
-    fn run_host(
-        &self,
-        id: u32,
-        block_dim: u32,
-        tensors: &[&[AtomicU32]],
-        scalars: &[u64],
-    ) -> Result<(), String> {
-        let c = self
-            .0
-            .iter()
-            .find(|c| c.names().iter().any(|n| c.lookup(n).is_some_and(|k| k.id == id)));
-        match c {
-            Some(c) => c.run_host(id, block_dim, tensors, scalars),
-            None => Err(format!("no catalog has kernel id {id}")),
-        }
-    }
-}
-
 /// A runner's kernels: the built-ins and every library loaded with
 /// `DeviceRunner::load_kernels` (`ferry run --kernels LIB.so`). Built-in kernels run on the host
 /// through [`BuiltinKernels`]; loaded ones through their library's host reference.
@@ -136,11 +104,7 @@ impl KernelCatalog for ferry_runtime::host::KernelRegistry {
             id: k.id,
             name: k.name,
             tensors: k.tensors,
-            scalars: k
-                .scalar_dtypes
-                .iter()
-                .map(|d| if *d == DType::Float32 { ScalarType::F32 } else { ScalarType::U64 })
-                .collect(),
+            scalars: scalar_types(&k.scalar_dtypes),
             max_blocks: k.max_blocks,
         })
     }
