@@ -168,19 +168,36 @@ struct Done {
     repeat: Option<ferry_runtime::host::RepeatReport>,
 }
 
+impl RunArgs {
+    /// What every `ferry run` (examples or a workload) derives from its flags: the runner's
+    /// configuration, the variant and the DFX options, refusing DFX without `--out` and DFX with
+    /// `--repeat` before anything starts.
+    pub(super) fn setup(&self) -> anyhow::Result<(RunnerConfig, Variant, DfxOptions)> {
+        let mut cfg = RunnerConfig::default_for(self.arch);
+        cfg.aicpu_threads = self.aicpu_threads.unwrap_or(cfg.aicpu_threads);
+        cfg.aic = self.aic;
+        cfg.aiv = self.aiv;
+        self.device.apply(&mut cfg);
+        let variant = match self.variant {
+            VariantArg::Device => Variant::DeviceOrchestrated,
+            VariantArg::Host => Variant::HostBuiltGraph,
+        };
+        let dfx = self.dfx.options();
+        if dfx.any() && self.out.is_none() {
+            bail!("DFX collection needs --out DIR");
+        }
+        if dfx.any() && self.repeat > 1 {
+            bail!("--repeat runs without DFX collection (one session per run is not supported)");
+        }
+        Ok((cfg, variant, dfx))
+    }
+}
+
 pub(crate) fn run(a: &RunArgs) -> anyhow::Result<()> {
     if let Some(file) = &a.workload {
         return workload::run(a, file);
     }
-    let mut cfg = RunnerConfig::default_for(a.arch);
-    cfg.aicpu_threads = a.aicpu_threads.unwrap_or(cfg.aicpu_threads);
-    cfg.aic = a.aic;
-    cfg.aiv = a.aiv;
-    a.device.apply(&mut cfg);
-    let variant = match a.variant {
-        VariantArg::Device => Variant::DeviceOrchestrated,
-        VariantArg::Host => Variant::HostBuiltGraph,
-    };
+    let (cfg, variant, dfx) = a.setup()?;
     let examples: Vec<Example> = match a.example {
         ExampleArg::All => Example::ALL.to_vec(),
         ExampleArg::Vector => vec![Example::Vector],
@@ -188,13 +205,6 @@ pub(crate) fn run(a: &RunArgs) -> anyhow::Result<()> {
         ExampleArg::Storm => vec![Example::Storm],
     };
     let size = if a.small { Size::Small } else { Size::Full };
-    let dfx = a.dfx.options();
-    if dfx.any() && a.out.is_none() {
-        bail!("DFX collection needs --out DIR");
-    }
-    if dfx.any() && a.repeat > 1 {
-        bail!("--repeat runs without DFX collection (one session per run is not supported)");
-    }
     // Before the chip starts: a directory the run cannot own must not cost the run.
     let mut run_dir = a.out.as_deref().map(|d| RunDir::claim(d, a.arch.name())).transpose()?;
     let several = examples.len() > 1;
@@ -225,29 +235,7 @@ pub(crate) fn run(a: &RunArgs) -> anyhow::Result<()> {
     for (id, ex) in examples.into_iter().enumerate() {
         let run = ex.build(size).with_variant(variant);
         runner.register_callable(id as u32, run.callable.clone())?;
-        let session = if dfx.any() {
-            let chip = DfxChip {
-                arch: a.arch,
-                threads: cfg.aicpu_threads,
-                aic: cfg.aic,
-                aiv: cfg.aiv,
-                task_window: cfg.task_window,
-                scratch_bytes: run.args.scratch_bytes,
-            };
-            // Regions, arenas and directories in the chip's device memory: the loaded AICPU
-            // program attaches its writers from the launch's profiling bases.
-            let s = DfxSession::start_on(&dfx, chip, runner.device())?;
-            runner.attach_dfx_session(Some(&s))?;
-            Some(s)
-        } else {
-            None
-        };
-        // Clock anchors bracket the run: before the host builds the graph (or the launch of a
-        // device-orchestrated one) and after the device finished.
-        let mut anchors = session.as_ref().map(|_| ClockAnchors::new_sim());
-        if let Some(a) = anchors.as_mut() {
-            sample_clock_anchors(runner.device(), ANCHOR_PRE, a);
-        }
+        let (session, mut anchors) = start_dfx(&mut runner, &cfg, &dfx, run.args.scratch_bytes)?;
         let (out, repeat) = if a.repeat > 1 {
             match repeat_one(&mut runner, id as u32, &run, a.repeat) {
                 Ok((out, rep)) => (Ok((out, None)), Some(rep)),
@@ -302,6 +290,35 @@ struct HostMeta {
 
 /// prepare → launch → (progress bar after a second) → finalize; with the host orchestrator's
 /// record of a host-built run.
+/// With any DFX subsystem in `dfx`: a session whose regions, arenas and directories are in the
+/// chip's device memory (the loaded AICPU program attaches its writers from the launch's
+/// profiling bases), attached to `runner`, and the clock anchors with their samples from before
+/// the run (before the host builds the graph, or the launch of a device-orchestrated one); the
+/// caller samples `ANCHOR_POST` after the device finished. Without DFX: neither.
+pub(super) fn start_dfx(
+    runner: &mut DeviceRunner,
+    cfg: &RunnerConfig,
+    dfx: &DfxOptions,
+    scratch_bytes: u64,
+) -> anyhow::Result<(Option<DfxSession>, Option<ClockAnchors>)> {
+    if !dfx.any() {
+        return Ok((None, None));
+    }
+    let chip = DfxChip {
+        arch: cfg.arch,
+        threads: cfg.aicpu_threads,
+        aic: cfg.aic,
+        aiv: cfg.aiv,
+        task_window: cfg.task_window,
+        scratch_bytes,
+    };
+    let s = DfxSession::start_on(dfx, chip, runner.device())?;
+    runner.attach_dfx_session(Some(&s))?;
+    let mut anchors = ClockAnchors::new_sim();
+    sample_clock_anchors(runner.device(), ANCHOR_PRE, &mut anchors);
+    Ok((Some(s), Some(anchors)))
+}
+
 fn run_one(
     r: &mut DeviceRunner,
     id: u32,

@@ -1,12 +1,12 @@
 //! `ferry run --workload FILE` and `ferry workload check FILE`: a user's workload file, checked
 //! and compiled by `ferry-workload`, run like an example (both variants, every DFX flag: the
 //! name map and clock anchors are written for it) and verified as the file says.
-use super::{write_dfx, HostMeta, RunArgs, VariantArg};
+use super::{write_dfx, HostMeta, RunArgs};
 use crate::outdir::{RunDir, SUMMARY_FILE};
-use anyhow::{bail, Context};
+use anyhow::Context;
 use clap::{Args, Subcommand};
-use ferry_dfx::output::{ClockAnchors, ANCHOR_POST, ANCHOR_PRE};
-use ferry_runtime::host::dfx::{sample_clock_anchors, DfxChip, DfxSession};
+use ferry_dfx::output::ANCHOR_POST;
+use ferry_runtime::host::dfx::sample_clock_anchors;
 use ferry_runtime::host::KernelRegistry;
 use ferry_runtime::host::{DeviceRunner, RunnerConfig, Variant};
 use ferry_workload::Workload;
@@ -78,22 +78,7 @@ pub(super) fn run(a: &RunArgs, file: &Path) -> anyhow::Result<()> {
     if a.kernels.is_empty() {
         Workload::load(file, &builtin, a.small)?;
     }
-    let mut cfg = RunnerConfig::default_for(a.arch);
-    cfg.aicpu_threads = a.aicpu_threads.unwrap_or(cfg.aicpu_threads);
-    cfg.aic = a.aic;
-    cfg.aiv = a.aiv;
-    a.device.apply(&mut cfg);
-    let variant = match a.variant {
-        VariantArg::Device => Variant::DeviceOrchestrated,
-        VariantArg::Host => Variant::HostBuiltGraph,
-    };
-    let dfx = a.dfx.options();
-    if dfx.any() && a.out.is_none() {
-        bail!("DFX collection needs --out DIR");
-    }
-    if dfx.any() && a.repeat > 1 {
-        bail!("--repeat runs without DFX collection (one session per run is not supported)");
-    }
+    let (cfg, variant, dfx) = a.setup()?;
     let mut run_dir = a.out.as_deref().map(|d| RunDir::claim(d, a.arch.name())).transpose()?;
     let mut runner = DeviceRunner::new(cfg).context("starting the simulated chip")?;
     if a.device.method() == ferry_runtime::host::LoadMethod::Preinstalled {
@@ -117,25 +102,7 @@ pub(super) fn run(a: &RunArgs, file: &Path) -> anyhow::Result<()> {
         }
     )?;
     runner.register_callable(0, wl.callable(variant))?;
-    let session = if dfx.any() {
-        let chip = DfxChip {
-            arch: a.arch,
-            threads: cfg.aicpu_threads,
-            aic: cfg.aic,
-            aiv: cfg.aiv,
-            task_window: cfg.task_window,
-            scratch_bytes: args.scratch_bytes,
-        };
-        let s = DfxSession::start_on(&dfx, chip, runner.device())?;
-        runner.attach_dfx_session(Some(&s))?;
-        Some(s)
-    } else {
-        None
-    };
-    let mut anchors = session.as_ref().map(|_| ClockAnchors::new_sim());
-    if let Some(x) = anchors.as_mut() {
-        sample_clock_anchors(runner.device(), ANCHOR_PRE, x);
-    }
+    let (session, mut anchors) = super::start_dfx(&mut runner, &cfg, &dfx, args.scratch_bytes)?;
     if a.repeat > 1 {
         let rep = runner
             .repeat(0, a.repeat, |_| args.clone(), |_, out| wl.verify(out, &*cat).map(|_| ()))
