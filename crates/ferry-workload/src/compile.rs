@@ -183,7 +183,13 @@ impl<'a> Ctx<'a> {
         }
         if let Some(k) = &i.kernel {
             *total = total.checked_add(mult).filter(|&t| t <= MAX_TASKS).ok_or_else(|| {
-                self.err(at, format!("the workload expands to more than {MAX_TASKS} tasks"))
+                // Counted from the repeat counts, never by expanding: `at least` the tasks
+                // before this one plus this one's repetitions.
+                let n = total.saturating_add(mult);
+                self.err(
+                    at,
+                    format!("the workload expands to more than {MAX_TASKS} tasks (at least {n})"),
+                )
             })?;
             return self.task(k, i, at).map(Node::Task);
         }
