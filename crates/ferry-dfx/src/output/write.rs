@@ -22,7 +22,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use super::args::{write_args_json_ticked, ARGS_BIN_FILE, ARGS_DIR, ARGS_FILE};
-use super::atomic::{write_atomic, AtomicWriter, Written};
+use super::atomic::{AtomicWriter, CommitResult, Committer, Written};
 use super::deps::{write_deps_ticked, DEPS_FILE};
 use super::model::{RunModel, Subsystem};
 use super::name_map::{name_map_file, write_name_map, NameMap, DEFAULT_CASE, NAME_MAP_LABEL};
@@ -102,7 +102,8 @@ pub struct WrittenFile {
     pub xxh3: u64,
     /// Records it holds (trace items for the traces; 0 for `args.bin` and the PMU sidecar).
     pub records: u64,
-    /// Time to write it, fsync and rename included.
+    /// Time to write its bytes. Its fsync and rename follow on [`write_all`]'s commit thread
+    /// (the phase's `files_elapsed` / `traces_elapsed` include them).
     pub elapsed: Duration,
 }
 
@@ -165,13 +166,14 @@ impl WriteReport {
     }
 }
 
-/// Runs one file's writer through [`write_atomic`], keeping the writer's own error.
-fn atomic_file<F>(path: &Path, write: F) -> Result<Written, OutputError>
+/// Runs one file's writer through `commit` (the atomic write's fsync and rename follow on its
+/// thread), keeping the writer's own error.
+fn atomic_file<F>(commit: &Committer, path: &Path, write: F) -> Result<Written, OutputError>
 where
     F: FnOnce(&mut AtomicWriter) -> Result<(), OutputError>,
 {
     let mut inner: Option<OutputError> = None;
-    let r = write_atomic(path, |w| {
+    let r = commit.write(path, |w| {
         write(w).map_err(|e| {
             let io = io::Error::other(e.to_string());
             inner = Some(e);
@@ -189,6 +191,7 @@ where
 struct Files<'r, 't> {
     report: &'r mut WriteReport,
     tick: &'r Ticker<'t>,
+    commit: &'r Committer,
 }
 
 impl Files<'_, '_> {
@@ -198,7 +201,7 @@ impl Files<'_, '_> {
     {
         let (t0, before) = (Instant::now(), self.tick.done());
         self.tick.start_file(name);
-        let written = atomic_file(&path, |w| write(w, self.tick))?;
+        let written = atomic_file(self.commit, &path, |w| write(w, self.tick))?;
         self.report.bytes += written.bytes;
         self.report.files.push(WrittenFile {
             path,
@@ -324,18 +327,19 @@ impl JobQueue {
         dir: &Path,
         run: &RunModel,
         total: u64,
+        commit: &Committer,
         cb: Option<&dyn Fn(WriteProgress)>,
     ) -> Result<JobsDone, OutputError> {
         let tick = Ticker::shared(cb, WritePhase::Files, total, &self.done);
         let mut out = JobsDone::default();
         // Relaxed (both): the index only hands out each job once (an RMW); a failure seen late
         // only lets one more job start, whose files are complete on their own.
-        while !self.failed.load(Ordering::Relaxed) {
+        while !self.failed.load(Ordering::Relaxed) && !commit.failed() {
             let Some(&job) = self.jobs.get(self.next.fetch_add(1, Ordering::Relaxed)) else {
                 break;
             };
             let mut report = WriteReport::default();
-            let r = job.write(dir, run, &mut Files { report: &mut report, tick: &tick });
+            let r = job.write(dir, run, &mut Files { report: &mut report, tick: &tick, commit });
             out.bytes += report.bytes;
             out.files.extend(report.files.into_iter().map(|f| (job, f)));
             out.ended = Some(Instant::now());
@@ -391,20 +395,24 @@ impl Relay<'_> {
 }
 
 /// Writes `run` into `dir`: every subsystem present in it (each file streamed from the model
-/// through one [`write_atomic`], files of absent subsystems left alone) and the two traces
+/// into a temp file beside its target, files of absent subsystems left alone) and the two traces
 /// ([`PERFETTO_FILE`], [`CHROME_FILE`]) from one [`perfetto::plan`], as `opts` asks, on two
 /// threads: a second one plans and writes the traces while the calling one starts on the files,
 /// then both take the remaining subsystems' files in turn (one subsystem's files stay on one
-/// thread, in order).
+/// thread, in order). A third thread commits each finished temp file as
+/// [`write_atomic`](super::write_atomic) does (fsync, rename; each directory fsynced once at
+/// the end), in the order they were finished, so the writers never wait for the disk.
 ///
 /// This is the whole write phase of `ferry run` (and, with `files: false`, of `ferry trace`);
-/// [`WriteReport`] says what it wrote and how long each half took.
+/// [`WriteReport`] says what it wrote and how long each half took. When it returns `Ok`, every
+/// file is durable under its final name.
 ///
 /// # Errors
 ///
-/// The first [`OutputError`] of any file (the calling thread's, when both threads failed); after
-/// a failure no further subsystem is started, files written before it stay complete, the failing
-/// one keeps its previous content.
+/// The first [`OutputError`] of any file (the calling thread's, when both threads failed, a
+/// writer's before a commit's); after a failure no further subsystem is started and nothing
+/// more is renamed: files committed before it stay complete, the failing one and those after
+/// it keep their previous content.
 pub fn write_all(
     dir: &Path,
     run: &RunModel,
@@ -427,11 +435,18 @@ pub fn write_all(
     });
     let with_traces = opts.traces;
     let second = with_traces || queue.jobs.len() > 1;
-    let (mine, theirs) = std::thread::scope(|sc| {
+    let (commit, commit_loop) = Committer::new();
+    let (mine, theirs, committed) = std::thread::scope(|sc| {
         let queue = &queue;
+        let committer = std::thread::Builder::new()
+            .name("ferry-commit".into())
+            .spawn_scoped(sc, commit_loop)
+            .map_err(|source| OutputError::Io { file: "(commit thread)".into(), source })?;
         let theirs = second.then(|| {
             let tx = opts.progress.is_some().then_some(tx);
+            let commit = commit.clone();
             std::thread::Builder::new().name("ferry-write".into()).spawn_scoped(sc, move || {
+                let commit = &commit;
                 let send = |p: WriteProgress| {
                     if let Some(tx) = &tx {
                         // A receiver that stopped listening only loses progress reports.
@@ -440,7 +455,7 @@ pub fn write_all(
                 };
                 let cb = tx.is_some().then_some(&send as &dyn Fn(WriteProgress));
                 let traces = if with_traces {
-                    match write_traces(dir, run, cb) {
+                    match write_traces(dir, run, commit, cb) {
                         Ok(t) => Some(t),
                         Err(e) => {
                             // Relaxed: as in `JobQueue::work`.
@@ -451,7 +466,7 @@ pub fn write_all(
                 } else {
                     None
                 };
-                Ok((traces, queue.work(dir, run, records, cb)?))
+                Ok((traces, queue.work(dir, run, records, commit, cb)?))
             })
         });
         let own = |p: WriteProgress| {
@@ -460,7 +475,7 @@ pub fn write_all(
             }
         };
         let cb = relay.is_some().then_some(&own as &dyn Fn(WriteProgress));
-        let mine = queue.work(dir, run, records, cb);
+        let mine = queue.work(dir, run, records, &commit, cb);
         let theirs = match theirs {
             None => None,
             Some(Err(e)) => Some(Err(OutputError::Io { file: CHROME_FILE.into(), source: e })),
@@ -475,34 +490,48 @@ pub fn write_all(
                 })
             }
         };
-        (mine, theirs)
-    });
+        // Both writers are done: the commit loop ends once its last sender is gone.
+        drop(commit);
+        let committed: CommitResult = match committer.join() {
+            Ok(r) => r,
+            Err(p) => std::panic::resume_unwind(p),
+        };
+        Ok::<_, OutputError>((mine, theirs, committed))
+    })?;
+    let (committed, commit_err) = committed;
     let mine = mine?;
     let (traces, theirs) = match theirs.transpose()? {
         Some((t, j)) => (t, j),
         None => (None, JobsDone::default()),
     };
+    if let Some((path, source)) = commit_err {
+        return Err(OutputError::Io { file: path.display().to_string(), source });
+    }
+    let commit_of = |f: &WrittenFile| committed.iter().find(|c| c.path == f.path).map(|c| c.at);
     let mut report = WriteReport { records, ..Default::default() };
     if opts.files {
+        let mut files: Vec<(FileJob, WrittenFile)> = mine.files;
+        files.extend(theirs.files);
         let ended = mine.ended.into_iter().chain(theirs.ended).max();
+        let last_commit = files.iter().filter_map(|(_, f)| commit_of(f)).max();
+        let ended = ended.into_iter().chain(last_commit).max();
         report.files_elapsed = ended.map_or(Duration::ZERO, |e| e - t0);
         if let (Some(r), Some(_)) = (&relay, ended) {
             // Relaxed: both threads have been joined.
             let done = queue.done.load(Ordering::Relaxed);
             (r.cb)(WriteProgress { phase: WritePhase::Files, file: "", done, total: records });
         }
-        let mut files: Vec<(FileJob, WrittenFile)> = mine.files;
-        files.extend(theirs.files);
         // The report lists files by subsystem, each subsystem's in the order it wrote them.
         files.sort_by_key(|(job, _)| *job);
         report.files = files.into_iter().map(|(_, f)| f).collect();
         report.bytes = mine.bytes + theirs.bytes;
     }
     if let Some(t) = traces {
+        let last_commit = t.report.files.iter().filter_map(commit_of).max();
         report.bytes += t.report.bytes;
         report.files.extend(t.report.files);
         report.trace = Some(t.stats);
-        report.traces_elapsed = t.elapsed;
+        report.traces_elapsed = last_commit.map_or(t.elapsed, |c| (c - t.started).max(t.elapsed));
     }
     Ok(report)
 }
@@ -511,6 +540,8 @@ pub fn write_all(
 struct TracePart {
     report: WriteReport,
     stats: TraceStats,
+    /// When it started, and how long its writing took (commits excluded).
+    started: Instant,
     elapsed: Duration,
 }
 
@@ -519,6 +550,7 @@ struct TracePart {
 fn write_traces(
     dir: &Path,
     run: &RunModel,
+    commit: &Committer,
     cb: Option<&dyn Fn(WriteProgress)>,
 ) -> Result<TracePart, OutputError> {
     let t0 = Instant::now();
@@ -526,7 +558,7 @@ fn write_traces(
     let items = (plan.tracks.len() + plan.slices.len() + plan.counters.len()) as u64;
     let tick = Ticker::new(cb, WritePhase::Traces, 2 * items);
     let mut report = WriteReport::default();
-    let mut files = Files { report: &mut report, tick: &tick };
+    let mut files = Files { report: &mut report, tick: &tick, commit };
     files.write(dir.join(PERFETTO_FILE), PERFETTO_FILE, |w, t| {
         perfetto::write_plan_ticked(w, &plan, perfetto::EncodeOptions { intern_names: true }, t)
             .map_err(OutputError::io(PERFETTO_FILE))
@@ -540,7 +572,7 @@ fn write_traces(
         slices: plan.slices.len(),
         counters: plan.counters.len(),
     };
-    Ok(TracePart { report, stats, elapsed: t0.elapsed() })
+    Ok(TracePart { report, stats, started: t0, elapsed: t0.elapsed() })
 }
 
 #[cfg(test)]
@@ -564,9 +596,11 @@ mod tests {
         let run = super::super::sample::scaled_run(500);
         let q = queue(FileJob::for_run(&run));
         assert_eq!(q.jobs.len(), 5);
+        let (commit, commit_loop) = Committer::new();
+        let committer = std::thread::spawn(commit_loop);
         let (a, b) = std::thread::scope(|s| {
-            let a = s.spawn(|| q.work(&dir, &run, 0, None).unwrap());
-            let b = q.work(&dir, &run, 0, None).unwrap();
+            let a = s.spawn(|| q.work(&dir, &run, 0, &commit, None).unwrap());
+            let b = q.work(&dir, &run, 0, &commit, None).unwrap();
             (a.join().unwrap(), b)
         });
         let mut jobs: Vec<FileJob> = a.files.iter().chain(&b.files).map(|(j, _)| *j).collect();
@@ -582,7 +616,11 @@ mod tests {
         assert_eq!(q.done.load(Ordering::Relaxed), run.record_count());
         let stopped = queue(FileJob::for_run(&run));
         stopped.failed.store(true, Ordering::Relaxed);
-        let none = stopped.work(&dir, &run, 0, None).unwrap();
+        let none = stopped.work(&dir, &run, 0, &commit, None).unwrap();
+        drop(commit);
+        let (committed, err) = committer.join().unwrap();
+        assert!(err.is_none());
+        assert_eq!(committed.len(), 8, "each file committed once");
         assert!(none.files.is_empty() && none.ended.is_none());
         assert_eq!(stopped.next.load(Ordering::Relaxed), 0, "no job taken");
         std::fs::remove_dir_all(&dir).unwrap();
