@@ -7,20 +7,23 @@
 //! pairs (the `f` binds to the enclosing slice, `"bp": "e"`), stall time per lane is a `C` counter.
 //! Timestamps are microseconds (fractional).
 //!
-//! [`write_plan`] streams the events through serde's serializer straight into the writer, one
-//! event at a time, with no intermediate JSON value; keys are written in sorted order (as
+//! [`write_plan`] streams the events straight into the writer, one event at a time, with no
+//! intermediate JSON value, written by hand (`jsonw`); keys are written in sorted order (as
 //! `serde_json`'s map writes them), so the bytes are those of serialising the whole trace as one
-//! `serde_json::Value`.
+//! `serde_json::Value` (a test compares them with serde's serialization of the same events).
 
 use std::collections::BTreeMap;
 use std::io::{self, Write};
 
+#[cfg(test)]
 use serde::ser::{SerializeMap, SerializeSeq, Serializer};
+#[cfg(test)]
 use serde::Serialize;
 
+use super::jsonw::Json;
 use super::model::RunModel;
 use super::perfetto::{plan, TracePlan, TrackKind};
-use super::stream::Ticker;
+use super::stream::{IdMap, Ticker};
 
 fn us(ns: u64) -> f64 {
     ns as f64 / 1000.0
@@ -48,11 +51,13 @@ pub fn track_ids(p: &TracePlan) -> BTreeMap<u64, (i64, i64)> {
 
 // One struct per event shape; fields in sorted key order.
 
+#[cfg(test)]
 #[derive(Serialize)]
 struct NameArg<'a> {
     name: &'a str,
 }
 
+#[cfg(test)]
 #[derive(Serialize)]
 struct Meta<'a> {
     args: NameArg<'a>,
@@ -64,8 +69,10 @@ struct Meta<'a> {
 
 /// A slice's integer annotations as a JSON object with sorted keys (a repeated key keeps its
 /// last value, as a map insert would).
+#[cfg(test)]
 struct SortedArgs<'a>(&'a [(&'static str, u64)]);
 
+#[cfg(test)]
 impl Serialize for SortedArgs<'_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut m = s.serialize_map(None)?;
@@ -90,6 +97,7 @@ impl Serialize for SortedArgs<'_> {
     }
 }
 
+#[cfg(test)]
 #[derive(Serialize)]
 struct Complete<'a> {
     args: SortedArgs<'a>,
@@ -102,6 +110,7 @@ struct Complete<'a> {
     ts: f64,
 }
 
+#[cfg(test)]
 #[derive(Serialize)]
 struct FlowStart {
     cat: &'static str,
@@ -113,6 +122,7 @@ struct FlowStart {
     ts: f64,
 }
 
+#[cfg(test)]
 #[derive(Serialize)]
 struct FlowEnd {
     bp: &'static str,
@@ -125,11 +135,13 @@ struct FlowEnd {
     ts: f64,
 }
 
+#[cfg(test)]
 #[derive(Serialize)]
 struct StallArg {
     stall_ns: i64,
 }
 
+#[cfg(test)]
 #[derive(Serialize)]
 struct Counter<'a> {
     args: StallArg,
@@ -139,12 +151,15 @@ struct Counter<'a> {
     ts: f64,
 }
 
-/// Every event of a plan, serialized one by one into the array.
+/// Every event of a plan, serialized one by one into the array (the reference the
+/// hand-written writer is tested against).
+#[cfg(test)]
 struct Events<'a, 't> {
     plan: &'a TracePlan,
     tick: &'a Ticker<'t>,
 }
 
+#[cfg(test)]
 impl Serialize for Events<'_, '_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let (p, tick) = (self.plan, self.tick);
@@ -203,12 +218,139 @@ impl Serialize for Events<'_, '_> {
     }
 }
 
+#[cfg(test)]
+#[cfg(test)]
 #[derive(Serialize)]
 struct Trace<'a, 't> {
     #[serde(rename = "displayTimeUnit")]
     display_time_unit: &'static str,
     #[serde(rename = "traceEvents")]
     trace_events: Events<'a, 't>,
+}
+
+/// Appends a slice's integer annotations as a JSON object with sorted keys (a repeated key keeps
+/// its last value, as a map insert would). Slices carry two or three annotations: selecting the
+/// next key beats sorting a copy.
+fn put_sorted_args(j: &mut Json, args: &[(&'static str, u64)]) {
+    j.raw(b"{");
+    let mut last: Option<&str> = None;
+    loop {
+        let mut next: Option<(&str, u64)> = None;
+        for &(k, v) in args {
+            if last.is_some_and(|l| k <= l) {
+                continue;
+            }
+            match next {
+                Some((nk, _)) if k > nk => {}
+                _ => next = Some((k, v)),
+            }
+        }
+        let Some((k, v)) = next else { break };
+        if last.is_some() {
+            j.raw(b",");
+        }
+        j.str(k);
+        j.raw(b":");
+        j.u64(v);
+        last = Some(k);
+    }
+    j.raw(b"}");
+}
+
+/// Appends `,"pid":P,"tid":T,"ts":TS}`, the tail every thread event shares.
+#[inline]
+fn put_place(j: &mut Json, pid: i64, tid: i64, ts: f64) {
+    j.raw(b",\"pid\":");
+    j.i64(pid);
+    j.raw(b",\"tid\":");
+    j.i64(tid);
+    j.raw(b",\"ts\":");
+    j.f64(ts);
+    j.raw(b"}");
+}
+
+/// Every event of `p` into `w`, one at a time: the bytes serde_json writes for the events in
+/// sorted key order (a test compares them), written by hand ([`Json`]).
+fn write_events<W: Write>(w: &mut W, p: &TracePlan, tick: &Ticker<'_>) -> io::Result<()> {
+    let ids: IdMap<u64, (i64, i64)> = track_ids(p).into_iter().collect();
+    let mut j = Json::new();
+    j.raw(b"{\"displayTimeUnit\":\"ns\",\"traceEvents\":[");
+    let mut first = true;
+    let mut sep = |j: &mut Json| {
+        if !std::mem::take(&mut first) {
+            j.raw(b",");
+        }
+    };
+    for t in &p.tracks {
+        let (pid, tid) = ids[&t.uuid];
+        let name = match t.kind {
+            TrackKind::Process { .. } => Some((&b"process_name"[..], 0)),
+            TrackKind::Thread { .. } | TrackKind::Child => Some((&b"thread_name"[..], tid)),
+            TrackKind::Counter => None,
+        };
+        if let Some((name, tid)) = name {
+            sep(&mut j);
+            j.raw(b"{\"args\":{\"name\":");
+            j.str(&t.name);
+            j.raw(b"},\"name\":\"");
+            j.raw(name);
+            j.raw(b"\",\"ph\":\"M\",\"pid\":");
+            j.i64(pid);
+            j.raw(b",\"tid\":");
+            j.i64(tid);
+            j.raw(b"}");
+        }
+        tick.tick(1);
+    }
+    for sl in &p.slices {
+        let (pid, tid) = ids[&sl.track];
+        let ts = us(sl.start_ns);
+        sep(&mut j);
+        j.raw(b"{\"args\":");
+        put_sorted_args(&mut j, &sl.args);
+        j.raw(b",\"cat\":");
+        j.str(sl.category);
+        j.raw(b",\"dur\":");
+        j.f64(us(sl.end_ns.saturating_sub(sl.start_ns)));
+        j.raw(b",\"name\":");
+        j.str(&sl.name);
+        j.raw(b",\"ph\":\"X\"");
+        put_place(&mut j, pid, tid, ts);
+        for &id in &sl.flows_out {
+            sep(&mut j);
+            j.raw(b"{\"cat\":\"dep\",\"id\":");
+            j.u64(id);
+            j.raw(b",\"name\":\"dep\",\"ph\":\"s\"");
+            put_place(&mut j, pid, tid, ts);
+        }
+        for &id in &sl.flows_in {
+            sep(&mut j);
+            j.raw(b"{\"bp\":\"e\",\"cat\":\"dep\",\"id\":");
+            j.u64(id);
+            j.raw(b",\"name\":\"dep\",\"ph\":\"f\"");
+            put_place(&mut j, pid, tid, ts);
+        }
+        tick.tick(1);
+        j.drain_into(w)?;
+    }
+    let names: IdMap<u64, &str> = p.tracks.iter().map(|t| (t.uuid, t.name.as_str())).collect();
+    for &(track, ts, v) in &p.counters {
+        let (pid, _) = ids[&track];
+        sep(&mut j);
+        j.raw(b"{\"args\":{\"stall_ns\":");
+        j.i64(v);
+        j.raw(b"},\"name\":");
+        j.str(names[&track]);
+        j.raw(b",\"ph\":\"C\",\"pid\":");
+        j.i64(pid);
+        j.raw(b",\"ts\":");
+        j.f64(us(ts));
+        j.raw(b"}");
+        tick.tick(1);
+        j.drain_into(w)?;
+    }
+    j.raw(b"]}");
+    j.finish_into(w)
 }
 
 /// Streams the Chrome JSON trace of `plan` into `w` (compact JSON, one event at a time).
@@ -236,8 +378,8 @@ pub(crate) fn write_plan_ticked<W: Write>(
     plan: &TracePlan,
     tick: &Ticker<'_>,
 ) -> io::Result<()> {
-    let trace = Trace { display_time_unit: "ns", trace_events: Events { plan, tick } };
-    serde_json::to_writer(w, &trace).map_err(io::Error::from)
+    let mut w = w;
+    write_events(&mut w, plan, tick)
 }
 
 /// The Chrome JSON trace of `run`, in memory (tests and small runs; [`super::write_all`]
@@ -247,4 +389,42 @@ pub fn write_chrome_trace(run: &RunModel) -> Vec<u8> {
     // Writing into a `Vec` cannot fail (string keys, finite numbers).
     let _ = write_plan(&mut out, &plan(run));
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::output::sample::{sample_run, scaled_run};
+    use crate::output::LossPolicy;
+
+    fn serde_bytes(plan: &TracePlan) -> Vec<u8> {
+        let tick = Ticker::silent();
+        let trace = Trace { display_time_unit: "ns", trace_events: Events { plan, tick: &tick } };
+        serde_json::to_vec(&trace).unwrap()
+    }
+
+    /// The hand-written trace is byte for byte serde's serialization of the same events, for
+    /// plans with every event shape, and names that need escapes.
+    #[test]
+    fn the_written_trace_is_serde_jsons() {
+        for run in [sample_run(LossPolicy::Block), sample_run(LossPolicy::Drop), scaled_run(300)] {
+            let mut p = plan(&run);
+            assert!(!p.slices.is_empty() && !p.counters.is_empty(), "every event shape");
+            assert!(p.slices.iter().any(|s| !s.flows_in.is_empty() && !s.args.is_empty()));
+            let mut got = Vec::new();
+            write_plan(&mut got, &p).unwrap();
+            assert_eq!(
+                String::from_utf8(got).unwrap(),
+                String::from_utf8(serde_bytes(&p)).unwrap()
+            );
+            p.tracks[0].name = "a \"quoted\" \\ name\n".into();
+            p.slices[0].name = "tab\there".into();
+            let mut got = Vec::new();
+            write_plan(&mut got, &p).unwrap();
+            assert_eq!(
+                String::from_utf8(got).unwrap(),
+                String::from_utf8(serde_bytes(&p)).unwrap()
+            );
+        }
+    }
 }

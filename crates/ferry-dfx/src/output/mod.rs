@@ -55,6 +55,7 @@ pub mod chrome;
 pub mod collect;
 mod deps;
 mod host_time;
+mod jsonw;
 mod manifest;
 mod model;
 mod name_map;

@@ -180,11 +180,6 @@ pub(crate) fn same<T>(t: &T) -> &T {
     t
 }
 
-/// The referenced item (a [`TickSeq`] over a slice of references).
-pub(crate) fn unref<'x, T>(t: &&'x T) -> &'x T {
-    t
-}
-
 /// The decimal digits of `v`, formatted into `buf` (no allocation, no `core::fmt`).
 #[inline]
 pub(crate) fn dec_str(buf: &mut [u8; 20], mut v: u64) -> &str {
