@@ -3,13 +3,17 @@
 
 use std::io::{Read, Write};
 
+#[cfg(test)]
 use serde::ser::{SerializeStruct, Serializer};
 use std::borrow::Cow;
 
 use serde::{Deserialize, Serialize};
 
+use super::jsonw::Json;
 use super::model::LossAccounting;
-use super::stream::{same, InlineList, TickSeq, Ticker};
+#[cfg(test)]
+use super::stream::{same, TickSeq};
+use super::stream::{InlineList, Ticker};
 use super::{strnum, OutputError};
 
 /// File name inside the output directory.
@@ -172,12 +176,14 @@ impl DepEdge {
 
 /// The file's top level (`tasks`, `tensors`, `edges`, then ferry's `dfx`), each array streamed
 /// from the model.
+#[cfg(test)]
 struct FileOut<'a, 't> {
     graph: &'a DepsGraph,
     dfx: &'a LossAccounting,
     tick: &'a Ticker<'t>,
 }
 
+#[cfg(test)]
 impl Serialize for FileOut<'_, '_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let (g, tick) = (self.graph, self.tick);
@@ -211,13 +217,148 @@ pub fn write_deps<W: Write>(w: W, g: &DepsGraph, loss: &LossAccounting) -> Resul
 
 /// [`write_deps`], one tick per task.
 pub(crate) fn write_deps_ticked<W: Write>(
-    w: W,
+    mut w: W,
     g: &DepsGraph,
     loss: &LossAccounting,
     tick: &Ticker<'_>,
 ) -> Result<(), OutputError> {
-    serde_json::to_writer(w, &FileOut { graph: g, dfx: loss, tick })
-        .map_err(OutputError::json(DEPS_FILE))
+    let io = OutputError::io(DEPS_FILE);
+    let mut j = Json::new();
+    j.raw(b"{\"tasks\":[");
+    for (i, t) in g.tasks.iter().enumerate() {
+        if i > 0 {
+            j.raw(b",");
+        }
+        put_task(&mut j, t);
+        tick.tick(1);
+        j.drain_into(&mut w).map_err(&io)?;
+    }
+    // Tensors and edges are derived from the DepGen records: no ticks (see
+    // `RunModel::record_count`).
+    j.raw(b"],\"tensors\":[");
+    for (i, t) in g.tensors.iter().enumerate() {
+        if i > 0 {
+            j.raw(b",");
+        }
+        put_tensor(&mut j, t);
+        j.drain_into(&mut w).map_err(&io)?;
+    }
+    j.raw(b"],\"edges\":[");
+    for (i, e) in g.edges.iter().enumerate() {
+        if i > 0 {
+            j.raw(b",");
+        }
+        put_edge(&mut j, e);
+        j.drain_into(&mut w).map_err(&io)?;
+    }
+    j.raw(b"],\"dfx\":");
+    j.serde(loss).map_err(OutputError::json(DEPS_FILE))?;
+    j.raw(b"}");
+    j.finish_into(&mut w).map_err(&io)
+}
+
+/// One task's object, field for field what `DepTask`'s `Serialize` writes.
+fn put_task(j: &mut Json, t: &DepTask) {
+    j.raw(b"{\"task_id\":");
+    j.u64_str(t.task_id);
+    j.raw(b",\"scope\":");
+    j.str(&t.scope);
+    j.raw(b",\"kernel_ids\":");
+    j.i64s(t.kernel_ids.iter().map(|&k| i64::from(k)));
+    j.raw(b",\"block_num\":");
+    j.u64(t.block_num.into());
+    j.raw(b",\"args\":[");
+    for (i, a) in t.args.iter().enumerate() {
+        if i > 0 {
+            j.raw(b",");
+        }
+        j.raw(b"{\"idx\":");
+        j.u64(a.idx.into());
+        j.raw(b",\"type\":");
+        j.str(&a.role);
+        if let Some(id) = a.tensor_id {
+            j.raw(b",\"tensor_id\":");
+            j.u64_str(id);
+        }
+        if !a.dtype.is_empty() {
+            j.raw(b",\"dtype\":");
+            j.str(&a.dtype);
+        }
+        j.raw(b",\"shape\":");
+        j.u64s(a.shape.iter().copied());
+        j.raw(b",\"start_offset\":");
+        j.u64_str(a.start_offset);
+        j.raw(b",\"strides\":");
+        j.u64s(a.strides.iter().copied());
+        j.raw(b"}");
+    }
+    j.raw(b"]}");
+}
+
+/// One tensor's object, as `DepTensor`'s `Serialize` writes it.
+fn put_tensor(j: &mut Json, t: &DepTensor) {
+    j.raw(b"{\"tensor_id\":");
+    j.u64_str(t.tensor_id);
+    j.raw(b",\"buffer_addr\":");
+    j.u64_str(t.buffer_addr);
+    j.raw(b",\"version\":");
+    j.u64(t.version.into());
+    j.raw(b",\"dtype\":");
+    j.str(&t.dtype);
+    j.raw(b",\"buffer_numel\":");
+    j.u64_str(t.buffer_numel);
+    j.raw(b"}");
+}
+
+/// One edge's object, as `DepEdge`'s `Serialize` writes it (absent options left out).
+fn put_edge(j: &mut Json, e: &DepEdge) {
+    fn opt_str(j: &mut Json, key: &[u8], v: &Option<String>) {
+        if let Some(s) = v {
+            j.raw(key);
+            j.str(s);
+        }
+    }
+    fn opt_u64(j: &mut Json, key: &[u8], v: Option<u64>) {
+        if let Some(v) = v {
+            j.raw(key);
+            j.u64_str(v);
+        }
+    }
+    fn opt_list(j: &mut Json, key: &[u8], v: &Option<Vec<u64>>) {
+        if let Some(l) = v {
+            j.raw(key);
+            j.u64s(l.iter().copied());
+        }
+    }
+    j.raw(b"{\"pred\":");
+    j.u64_str(e.pred);
+    j.raw(b",\"succ\":");
+    j.u64_str(e.succ);
+    j.raw(b",\"arg\":");
+    j.u64(e.arg.into());
+    j.raw(match e.source {
+        EdgeSource::Explicit => b",\"source\":\"explicit\",\"flags\":[",
+        EdgeSource::Creator => b",\"source\":\"creator\",\"flags\":[",
+        EdgeSource::Tensormap => b",\"source\":\"tensormap\",\"flags\":[",
+    });
+    for (i, f) in e.flags.iter().enumerate() {
+        if i > 0 {
+            j.raw(b",");
+        }
+        j.str(f);
+    }
+    j.raw(b"]");
+    opt_u64(j, b",\"tensor_id\":", e.tensor_id);
+    opt_str(j, b",\"consumer_dtype\":", &e.consumer_dtype);
+    opt_list(j, b",\"consumer_shape\":", &e.consumer_shape);
+    opt_u64(j, b",\"consumer_start_offset\":", e.consumer_start_offset);
+    opt_list(j, b",\"consumer_strides\":", &e.consumer_strides);
+    opt_str(j, b",\"overlap\":", &e.overlap);
+    opt_str(j, b",\"producer_dtype\":", &e.producer_dtype);
+    opt_list(j, b",\"producer_shape\":", &e.producer_shape);
+    opt_u64(j, b",\"producer_start_offset\":", e.producer_start_offset);
+    opt_list(j, b",\"producer_strides\":", &e.producer_strides);
+    j.raw(b"}");
 }
 
 /// Reads `deps.json` (the original's too).
@@ -256,6 +397,104 @@ mod tests {
         assert_eq!(v["edges"][0]["consumer_start_offset"], "0");
         assert!(v["edges"][0].get("overlap").is_none());
         assert_eq!(read_deps(&out[..]).unwrap().0, g);
+    }
+
+    fn any_text() -> impl proptest::strategy::Strategy<Value = String> {
+        "[a-z\"\\\\\u{1}\u{e9}]{0,5}"
+    }
+
+    fn any_list() -> impl proptest::strategy::Strategy<Value = Vec<u64>> {
+        proptest::collection::vec(proptest::num::u64::ANY, 0..4)
+    }
+
+    fn any_arg() -> impl proptest::strategy::Strategy<Value = DepArg> {
+        use proptest::prelude::*;
+        (any::<u32>(), any_text(), proptest::option::of(any::<u64>()), any_text()).prop_flat_map(
+            |(idx, role, tensor_id, dtype)| {
+                (any_list(), any::<u64>(), any_list()).prop_map(move |(sh, off, st)| DepArg {
+                    idx,
+                    role: role.clone().into(),
+                    tensor_id,
+                    dtype: dtype.clone().into(),
+                    shape: sh.into_iter().collect(),
+                    start_offset: off,
+                    strides: st.into_iter().collect(),
+                })
+            },
+        )
+    }
+
+    fn any_edge() -> impl proptest::strategy::Strategy<Value = DepEdge> {
+        use proptest::option::of;
+        use proptest::prelude::*;
+        let source = prop_oneof![
+            Just(EdgeSource::Explicit),
+            Just(EdgeSource::Creator),
+            Just(EdgeSource::Tensormap)
+        ];
+        (
+            (any::<u64>(), any::<u64>(), any::<u32>(), source),
+            (proptest::collection::vec(any_text(), 0..3), of(any::<u64>()), of(any_text())),
+            (of(any_list()), of(any::<u64>()), of(any_list()), of(any_text())),
+            (of(any_text()), of(any_list()), of(any::<u64>()), of(any_list())),
+        )
+            .prop_map(|(a, b, c, d)| DepEdge {
+                pred: a.0,
+                succ: a.1,
+                arg: a.2,
+                source: a.3,
+                flags: b.0,
+                tensor_id: b.1,
+                consumer_dtype: b.2,
+                consumer_shape: c.0,
+                consumer_start_offset: c.1,
+                consumer_strides: c.2,
+                overlap: c.3,
+                producer_dtype: d.0,
+                producer_shape: d.1,
+                producer_start_offset: d.2,
+                producer_strides: d.3,
+            })
+    }
+
+    proptest::proptest! {
+        /// The hand-written file is byte for byte what serde_json writes for it.
+        #[test]
+        fn the_written_file_is_serde_jsons(
+            tasks in proptest::collection::vec(
+                (proptest::num::u64::ANY, any_text(), proptest::array::uniform3(proptest::num::i32::ANY),
+                 proptest::num::u32::ANY, proptest::collection::vec(any_arg(), 0..4)),
+                0..5,
+            ),
+            tensors in proptest::collection::vec(
+                (proptest::num::u64::ANY, proptest::num::u64::ANY, proptest::num::u32::ANY,
+                 any_text(), proptest::num::u64::ANY),
+                0..4,
+            ),
+            edges in proptest::collection::vec(any_edge(), 0..6),
+        ) {
+            let g = DepsGraph {
+                tasks: tasks
+                    .into_iter()
+                    .map(|(task_id, scope, kernel_ids, block_num, args)| DepTask {
+                        task_id, scope: scope.into(), kernel_ids, block_num, args,
+                    })
+                    .collect(),
+                tensors: tensors
+                    .into_iter()
+                    .map(|(tensor_id, buffer_addr, version, dtype, buffer_numel)| DepTensor {
+                        tensor_id, buffer_addr, version, dtype: dtype.into(), buffer_numel,
+                    })
+                    .collect(),
+                edges,
+            };
+            let loss = LossAccounting::default();
+            let mut got = Vec::new();
+            write_deps(&mut got, &g, &loss).unwrap();
+            let tick = Ticker::silent();
+            let want = serde_json::to_vec(&FileOut { graph: &g, dfx: &loss, tick: &tick }).unwrap();
+            proptest::prop_assert_eq!(String::from_utf8(got).unwrap(), String::from_utf8(want).unwrap());
+        }
     }
 
     #[test]

@@ -76,6 +76,14 @@ impl Json {
         }
     }
 
+    /// Appends an unsigned integer as a JSON string (`"42"`, the files' u64 convention).
+    #[inline]
+    pub(crate) fn u64_str(&mut self, v: u64) {
+        self.buf.push(b'"');
+        put_u64(&mut self.buf, v);
+        self.buf.push(b'"');
+    }
+
     /// Appends `"0x%016x"`.
     #[inline]
     pub(crate) fn hex16(&mut self, v: u64) {
@@ -171,6 +179,8 @@ mod tests {
             j.raw(b",");
             j.hex16(u);
             j.raw(b",");
+            j.u64_str(u);
+            j.raw(b",");
             j.u64s(list.iter().copied());
             j.raw(b",");
             j.i64s(list.iter().map(|&x| x as i64));
@@ -178,7 +188,7 @@ mod tests {
             j.finish_into(&mut got).unwrap();
             let signed: Vec<i64> = list.iter().map(|&x| x as i64).collect();
             let want = serde_json::to_string(&(
-                &s, u, i, f, b, format!("0x{u:016x}"), &list, &signed,
+                &s, u, i, f, b, format!("0x{u:016x}"), u.to_string(), &list, &signed,
             ))
             .unwrap();
             // The tuple is an array: drop its brackets.

@@ -154,12 +154,14 @@ pub(crate) type IdMap<K, V> = HashMap<K, V, BuildHasherDefault<IdHasher>>;
 
 /// A JSON array of `items`, each mapped through `f` and serialized as it comes (no collected
 /// `Vec`), one tick per item.
+#[cfg(test)]
 pub(crate) struct TickSeq<'a, 't, T, F> {
     pub(crate) items: &'a [T],
     pub(crate) f: F,
     pub(crate) tick: &'a Ticker<'t>,
 }
 
+#[cfg(test)]
 impl<'a, T, F, S> Serialize for TickSeq<'a, '_, T, F>
 where
     F: Fn(&'a T) -> S,
@@ -176,6 +178,7 @@ where
 }
 
 /// The item itself (a [`TickSeq`] of the items as they are).
+#[cfg(test)]
 pub(crate) fn same<T>(t: &T) -> &T {
     t
 }

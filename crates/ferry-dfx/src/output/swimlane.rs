@@ -16,16 +16,20 @@ use std::collections::BTreeMap;
 use std::io::{Read, Write};
 
 use ferry_abi::records::SchedPhaseKind;
+#[cfg(test)]
 use serde::ser::{SerializeSeq, SerializeStruct, Serializer};
 use serde::{Deserialize, Serialize};
 
 use super::host_time::{
     ClockAnchors, HostCapture, HostOrchPhase, HostOrchestration, HOST_CLOCK_DOMAIN,
 };
+use super::jsonw::Json;
 use super::model::{
     AicoreTask, AicpuTask, CoreType, LossAccounting, OrchPhase, RunMeta, SchedPhase, Swimlane,
 };
-use super::stream::{TickSeq, Ticker};
+#[cfg(test)]
+use super::stream::TickSeq;
+use super::stream::Ticker;
 use super::OutputError;
 
 /// File name inside the output directory.
@@ -107,6 +111,7 @@ struct PhaseObj {
 }
 
 /// [`PhaseObj`] as written: built on the stack per phase.
+#[cfg(test)]
 #[derive(Serialize)]
 struct PhaseOut {
     kind: &'static str,
@@ -133,12 +138,14 @@ struct OrchObj {
 }
 
 /// Per-thread arrays of arrays, streamed.
+#[cfg(test)]
 struct Threads<'a, 't, T, F> {
     threads: &'a [Vec<T>],
     f: F,
     tick: &'a Ticker<'t>,
 }
 
+#[cfg(test)]
 impl<'a, T, F, S> Serialize for Threads<'a, '_, T, F>
 where
     F: Fn(&'a T) -> S + Copy,
@@ -153,7 +160,9 @@ where
     }
 }
 
-/// The file's top level, in the original's key order, every array streamed from the model.
+/// The file's top level, in the original's key order, every array streamed from the model: the
+/// serde reference the hand-written writer is tested against.
+#[cfg(test)]
 struct FileOut<'a, 't> {
     meta: &'a RunMeta,
     kernels: &'a BTreeMap<i32, String>,
@@ -162,6 +171,7 @@ struct FileOut<'a, 't> {
     tick: &'a Ticker<'t>,
 }
 
+#[cfg(test)]
 impl Serialize for FileOut<'_, '_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let (meta, sw, tick) = (self.meta, self.sw, self.tick);
@@ -253,6 +263,7 @@ struct FileIn {
     dfx: LossAccounting,
 }
 
+#[cfg(test)]
 fn phase_out(p: &SchedPhase) -> PhaseOut {
     let task = p.task_id();
     PhaseOut {
@@ -293,8 +304,139 @@ pub(crate) fn write_swimlane_ticked<W: Write>(
     loss: &LossAccounting,
     tick: &Ticker<'_>,
 ) -> Result<(), OutputError> {
-    let file = FileOut { meta, kernels, sw, loss, tick };
-    serde_json::to_writer(w, &file).map_err(OutputError::json(SWIMLANE_FILE))
+    let (io, json) = (OutputError::io(SWIMLANE_FILE), OutputError::json(SWIMLANE_FILE));
+    let mut w = w;
+    let mut j = Json::new();
+    let host = meta.host_orchestration.as_ref();
+    j.raw(b"{\"chip_swimlane_level\":");
+    j.u64(sw.level.into());
+    j.raw(b",\"metadata\":");
+    j.serde(&MetadataOut {
+        clock_freq_hz: meta.clock_freq_hz,
+        num_cores: meta.num_cores(),
+        core_types: &meta.core_types,
+        core_to_thread: &meta.core_to_thread,
+        arch: Some(&meta.arch),
+        kernel_names: kernels,
+        case: meta.case.as_deref(),
+        orchestrator_source: host.map(|_| "host"),
+        orchestrator_clock_domain: host.map(|_| HOST_CLOCK_DOMAIN),
+        host_clock_domain_id: host.map(|h| h.clock_domain_id.as_str()),
+        host_orchestration_origin_ns: host.map(|h| h.origin_ns),
+        host_capture: host.map(HostCapture::of),
+        clock_anchors: meta.clock_anchors.as_ref(),
+    })
+    .map_err(&json)?;
+    j.raw(b",\"aicore_tasks\":[");
+    for (i, t) in sw.aicore_tasks.iter().enumerate() {
+        j.raw(if i > 0 { b",[" } else { b"[" });
+        j.u64(t.core.into());
+        j.raw(b",");
+        j.u64(t.task_token_raw);
+        j.raw(b",");
+        j.u64(t.reg_task_id.into());
+        j.raw(b",");
+        j.u64(t.start);
+        j.raw(b",");
+        j.u64(t.end);
+        j.raw(b",");
+        j.u64(t.receive_to_start.into());
+        j.raw(b"]");
+        tick.tick(1);
+        j.drain_into(&mut w).map_err(&io)?;
+    }
+    j.raw(b"],\"aicpu_tasks\":[");
+    for (i, t) in sw.aicpu_tasks.iter().enumerate() {
+        j.raw(if i > 0 { b",[" } else { b"[" });
+        j.u64(t.core.into());
+        j.raw(b",");
+        j.u64(t.reg_task_id.into());
+        j.raw(b",");
+        j.u64(t.dispatch);
+        j.raw(b",");
+        j.u64(t.finish);
+        j.raw(b"]");
+        tick.tick(1);
+        j.drain_into(&mut w).map_err(&io)?;
+    }
+    j.raw(b"],\"aicpu_scheduler_phases\":[");
+    for (k, th) in sw.sched_phases.iter().enumerate() {
+        j.raw(if k > 0 { b",[" } else { b"[" });
+        for (i, p) in th.iter().enumerate() {
+            if i > 0 {
+                j.raw(b",");
+            }
+            put_phase(&mut j, p);
+            tick.tick(1);
+            j.drain_into(&mut w).map_err(&io)?;
+        }
+        j.raw(b"]");
+    }
+    // A host-built run's orchestrator is the host: the device's records of installing the
+    // uploaded graph go under ferry's own key, since the original's readers refuse host and
+    // AICPU orchestrator records in one file.
+    j.raw(b"],\"");
+    j.raw(if host.is_some() { GRAPH_LOAD_KEY } else { "aicpu_orchestrator_phases" }.as_bytes());
+    j.raw(b"\":[");
+    for (k, th) in sw.orch_phases.iter().enumerate() {
+        j.raw(if k > 0 { b",[" } else { b"[" });
+        for (i, o) in th.iter().enumerate() {
+            j.raw(if i > 0 { b",{\"submit_idx\":" } else { b"{\"submit_idx\":" });
+            j.u64(o.submit_idx.into());
+            j.raw(b",\"task_id\":");
+            j.u64(o.task_id);
+            j.raw(b",\"start_cycles\":");
+            j.u64(o.start);
+            j.raw(b",\"end_cycles\":");
+            j.u64(o.end);
+            j.raw(b"}");
+            tick.tick(1);
+            j.drain_into(&mut w).map_err(&io)?;
+        }
+        j.raw(b"]");
+    }
+    j.raw(b"]");
+    if let Some(h) = host {
+        // One host orchestrator thread: one inner array.
+        j.raw(b",\"host_orchestrator_phases\":");
+        j.serde(&[&h.phases]).map_err(&json)?;
+    }
+    j.raw(b",\"dfx\":");
+    j.serde(loss).map_err(&json)?;
+    j.raw(b"}");
+    j.finish_into(&mut w).map_err(&io)
+}
+
+/// One scheduler phase's object, field for field what the serde reference writes (`pop_hit`
+/// and `pop_miss` for a phase without a task, `task_id` for one with).
+fn put_phase(j: &mut Json, p: &SchedPhase) {
+    j.raw(b"{\"kind\":");
+    j.str(p.kind.name());
+    j.raw(b",\"start_cycles\":");
+    j.u64(p.start);
+    j.raw(b",\"end_cycles\":");
+    j.u64(p.end);
+    j.raw(b",\"loop_iter\":");
+    j.u64(p.loop_iter.into());
+    j.raw(b",\"tasks_processed\":");
+    j.u64(p.tasks_processed.into());
+    match p.task_id() {
+        None => {
+            j.raw(b",\"pop_hit\":");
+            j.u64(p.phase_data[0].into());
+            j.raw(b",\"pop_miss\":");
+            j.u64(p.phase_data[1].into());
+        }
+        Some(t) => {
+            j.raw(b",\"task_id\":");
+            j.u64(t);
+        }
+    }
+    j.raw(b",\"shared_at_start\":");
+    j.i64s(p.shared_at_start.iter().map(|&v| i64::from(v)));
+    j.raw(b",\"shared_at_end\":");
+    j.i64s(p.shared_at_end.iter().map(|&v| i64::from(v)));
+    j.raw(b"}");
 }
 
 /// What [`read_swimlane`] returns: the run metadata, kernel names, records and loss accounting.
@@ -444,6 +586,50 @@ pub fn read_swimlane<R: Read>(r: R) -> Result<SwimlaneParts, OutputError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The hand-written file is byte for byte serde's serialization through the reference
+    /// `FileOut`: every array and phase shape of the sample runs, orchestrated by the AICPU and
+    /// by the host, with metadata strings that need escapes.
+    #[test]
+    fn the_written_file_is_serde_jsons() {
+        use crate::output::sample::{sample_run, scaled_run};
+        use crate::output::LossPolicy;
+        let mut runs = vec![sample_run(LossPolicy::Block), sample_run(LossPolicy::Drop)];
+        runs.push(scaled_run(300));
+        let mut odd = sample_run(LossPolicy::Block);
+        odd.meta.case = Some("a \"case\"\\\n".into());
+        odd.kernels.insert(9, "k\u{1}".into());
+        odd.meta.host_orchestration = Some(HostOrchestration {
+            clock_domain_id: "ferry-process-1".into(),
+            origin_ns: 100,
+            expected_records: 1,
+            phases: vec![HostOrchPhase {
+                submit_idx: 0,
+                task_id: 3,
+                start_host_ns: 100,
+                end_host_ns: 150,
+            }],
+        });
+        runs.push(odd);
+        let phases = || runs.iter().flat_map(|r| r.swimlane.as_ref().unwrap().sched_phases.iter());
+        assert!(phases().flatten().any(|p| p.task_id().is_some()));
+        assert!(phases().flatten().any(|p| p.task_id().is_none()));
+        for run in &runs {
+            let sw = run.swimlane.as_ref().unwrap();
+            let mut got = Vec::new();
+            write_swimlane(&mut got, &run.meta, &run.kernels, sw, &run.loss).unwrap();
+            let tick = Ticker::silent();
+            let file = FileOut {
+                meta: &run.meta,
+                kernels: &run.kernels,
+                sw,
+                loss: &run.loss,
+                tick: &tick,
+            };
+            let want = serde_json::to_vec(&file).unwrap();
+            assert_eq!(String::from_utf8(got).unwrap(), String::from_utf8(want).unwrap());
+        }
+    }
 
     #[test]
     fn reads_the_spec_example() {
