@@ -313,16 +313,9 @@ pub(crate) fn write_args_json_ticked<W: Write>(
     } else {
         j.str(ARGS_BIN_FILE);
     }
-    j.raw(b",\"args\":[");
-    for (i, a) in sorted.iter().enumerate() {
-        if i > 0 {
-            j.raw(b",");
-        }
-        put_arg(&mut j, a);
-        tick.tick(1);
-        j.drain_into(&mut w).map_err(&io)?;
-    }
-    j.raw(b"],\"dfx\":");
+    j.raw(b",\"args\":");
+    j.records(&mut w, sorted, tick, put_arg).map_err(&io)?;
+    j.raw(b",\"dfx\":");
     j.serde(loss).map_err(OutputError::json(ARGS_FILE))?;
     j.raw(b"}");
     j.finish_into(&mut w).map_err(&io)

@@ -464,9 +464,13 @@ mod tests {
         }
         commit.write(&d.join("blocked"), |w| w.write_all(b"new")).unwrap();
         // Handed over after the failure (whether or not it was seen yet): never renamed.
-        while !commit.failed() {
+        for _ in 0..10_000 {
+            if commit.failed() {
+                break;
+            }
             std::thread::sleep(std::time::Duration::from_millis(1));
         }
+        assert!(commit.failed(), "the failed rename is reported to the writers");
         let n = commit.write(&d.join("after"), |w| w.write_all(b"new")).unwrap();
         assert_eq!(n.bytes, 3);
         drop(commit);

@@ -76,22 +76,8 @@ struct SortedArgs<'a>(&'a [(&'static str, u64)]);
 impl Serialize for SortedArgs<'_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let mut m = s.serialize_map(None)?;
-        let mut last: Option<&str> = None;
-        // Slices carry two or three annotations: selecting the next key beats sorting a copy.
-        loop {
-            let mut next: Option<(&str, u64)> = None;
-            for &(k, v) in self.0 {
-                if last.is_some_and(|l| k <= l) {
-                    continue;
-                }
-                match next {
-                    Some((nk, _)) if k > nk => {}
-                    _ => next = Some((k, v)),
-                }
-            }
-            let Some((k, v)) = next else { break };
+        for (k, v) in sorted_args(self.0) {
             m.serialize_entry(k, &v)?;
-            last = Some(k);
         }
         m.end()
     }
@@ -228,14 +214,15 @@ struct Trace<'a, 't> {
     trace_events: Events<'a, 't>,
 }
 
-/// Appends a slice's integer annotations as a JSON object with sorted keys (a repeated key keeps
-/// its last value, as a map insert would). Slices carry two or three annotations: selecting the
-/// next key beats sorting a copy.
-fn put_sorted_args(j: &mut Json, args: &[(&'static str, u64)]) {
-    j.raw(b"{");
+/// A slice's integer annotations in key order, each key once (a repeated key keeps its last
+/// value, as a map insert would). Slices carry two or three annotations: selecting the next key
+/// beats sorting a copy.
+fn sorted_args<'a>(
+    args: &'a [(&'static str, u64)],
+) -> impl Iterator<Item = (&'static str, u64)> + 'a {
     let mut last: Option<&str> = None;
-    loop {
-        let mut next: Option<(&str, u64)> = None;
+    std::iter::from_fn(move || {
+        let mut next: Option<(&'static str, u64)> = None;
         for &(k, v) in args {
             if last.is_some_and(|l| k <= l) {
                 continue;
@@ -245,14 +232,21 @@ fn put_sorted_args(j: &mut Json, args: &[(&'static str, u64)]) {
                 _ => next = Some((k, v)),
             }
         }
-        let Some((k, v)) = next else { break };
-        if last.is_some() {
+        last = next.map(|(k, _)| k);
+        next
+    })
+}
+
+/// Appends a slice's annotations as a JSON object with sorted keys ([`sorted_args`]).
+fn put_sorted_args(j: &mut Json, args: &[(&'static str, u64)]) {
+    j.raw(b"{");
+    for (i, (k, v)) in sorted_args(args).enumerate() {
+        if i > 0 {
             j.raw(b",");
         }
         j.str(k);
         j.raw(b":");
         j.u64(v);
-        last = Some(k);
     }
     j.raw(b"}");
 }

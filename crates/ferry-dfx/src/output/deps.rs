@@ -224,34 +224,16 @@ pub(crate) fn write_deps_ticked<W: Write>(
 ) -> Result<(), OutputError> {
     let io = OutputError::io(DEPS_FILE);
     let mut j = Json::new();
-    j.raw(b"{\"tasks\":[");
-    for (i, t) in g.tasks.iter().enumerate() {
-        if i > 0 {
-            j.raw(b",");
-        }
-        put_task(&mut j, t);
-        tick.tick(1);
-        j.drain_into(&mut w).map_err(&io)?;
-    }
+    j.raw(b"{\"tasks\":");
+    j.records(&mut w, &g.tasks, tick, put_task).map_err(&io)?;
     // Tensors and edges are derived from the DepGen records: no ticks (see
     // `RunModel::record_count`).
-    j.raw(b"],\"tensors\":[");
-    for (i, t) in g.tensors.iter().enumerate() {
-        if i > 0 {
-            j.raw(b",");
-        }
-        put_tensor(&mut j, t);
-        j.drain_into(&mut w).map_err(&io)?;
-    }
-    j.raw(b"],\"edges\":[");
-    for (i, e) in g.edges.iter().enumerate() {
-        if i > 0 {
-            j.raw(b",");
-        }
-        put_edge(&mut j, e);
-        j.drain_into(&mut w).map_err(&io)?;
-    }
-    j.raw(b"],\"dfx\":");
+    let derived = Ticker::silent();
+    j.raw(b",\"tensors\":");
+    j.records(&mut w, &g.tensors, &derived, put_tensor).map_err(&io)?;
+    j.raw(b",\"edges\":");
+    j.records(&mut w, &g.edges, &derived, put_edge).map_err(&io)?;
+    j.raw(b",\"dfx\":");
     j.serde(loss).map_err(OutputError::json(DEPS_FILE))?;
     j.raw(b"}");
     j.finish_into(&mut w).map_err(&io)
@@ -267,11 +249,8 @@ fn put_task(j: &mut Json, t: &DepTask) {
     j.i64s(t.kernel_ids.iter().map(|&k| i64::from(k)));
     j.raw(b",\"block_num\":");
     j.u64(t.block_num.into());
-    j.raw(b",\"args\":[");
-    for (i, a) in t.args.iter().enumerate() {
-        if i > 0 {
-            j.raw(b",");
-        }
+    j.raw(b",\"args\":");
+    j.list(&t.args, |j, a| {
         j.raw(b"{\"idx\":");
         j.u64(a.idx.into());
         j.raw(b",\"type\":");
@@ -291,8 +270,8 @@ fn put_task(j: &mut Json, t: &DepTask) {
         j.raw(b",\"strides\":");
         j.u64s(a.strides.iter().copied());
         j.raw(b"}");
-    }
-    j.raw(b"]}");
+    });
+    j.raw(b"}");
 }
 
 /// One tensor's object, as `DepTensor`'s `Serialize` writes it.
@@ -337,17 +316,11 @@ fn put_edge(j: &mut Json, e: &DepEdge) {
     j.raw(b",\"arg\":");
     j.u64(e.arg.into());
     j.raw(match e.source {
-        EdgeSource::Explicit => b",\"source\":\"explicit\",\"flags\":[",
-        EdgeSource::Creator => b",\"source\":\"creator\",\"flags\":[",
-        EdgeSource::Tensormap => b",\"source\":\"tensormap\",\"flags\":[",
+        EdgeSource::Explicit => b",\"source\":\"explicit\",\"flags\":",
+        EdgeSource::Creator => b",\"source\":\"creator\",\"flags\":",
+        EdgeSource::Tensormap => b",\"source\":\"tensormap\",\"flags\":",
     });
-    for (i, f) in e.flags.iter().enumerate() {
-        if i > 0 {
-            j.raw(b",");
-        }
-        j.str(f);
-    }
-    j.raw(b"]");
+    j.list(&e.flags, |j, f| j.str(f));
     opt_u64(j, b",\"tensor_id\":", e.tensor_id);
     opt_str(j, b",\"consumer_dtype\":", &e.consumer_dtype);
     opt_list(j, b",\"consumer_shape\":", &e.consumer_shape);

@@ -11,7 +11,7 @@
 
 use std::io::{self, Write};
 
-use super::stream::{put_hex16, put_i64, put_u64};
+use super::stream::{put_hex16, put_i64, put_u64, Ticker};
 
 /// Buffered bytes after which [`Json::drain_into`] hands them to the writer.
 pub(crate) const FLUSH_BYTES: usize = 64 << 10;
@@ -101,30 +101,58 @@ impl Json {
         serde_json::to_writer(&mut self.buf, v)
     }
 
-    /// Appends a JSON array of integers.
+    /// Appends a JSON array of `items`, each written by `put` (a record's small lists).
     #[inline]
-    pub(crate) fn u64s(&mut self, v: impl IntoIterator<Item = u64>) {
+    pub(crate) fn list<T>(
+        &mut self,
+        items: impl IntoIterator<Item = T>,
+        mut put: impl FnMut(&mut Json, T),
+    ) {
         self.buf.push(b'[');
-        for (i, x) in v.into_iter().enumerate() {
+        for (i, x) in items.into_iter().enumerate() {
             if i > 0 {
                 self.buf.push(b',');
             }
-            self.u64(x);
+            put(self, x);
         }
         self.buf.push(b']');
+    }
+
+    /// Appends a JSON array of integers.
+    #[inline]
+    pub(crate) fn u64s(&mut self, v: impl IntoIterator<Item = u64>) {
+        self.list(v, Json::u64);
     }
 
     /// Appends a JSON array of signed integers.
     #[inline]
     pub(crate) fn i64s(&mut self, v: impl IntoIterator<Item = i64>) {
+        self.list(v, Json::i64);
+    }
+
+    /// Appends a file's JSON array of records, each written by `put`, one tick per record on
+    /// `tick`, handing the buffer to `w` as it fills ([`drain_into`](Self::drain_into)).
+    ///
+    /// # Errors
+    /// The first error of `w`.
+    pub(crate) fn records<W: Write, T>(
+        &mut self,
+        w: &mut W,
+        items: impl IntoIterator<Item = T>,
+        tick: &Ticker<'_>,
+        mut put: impl FnMut(&mut Json, T),
+    ) -> io::Result<()> {
         self.buf.push(b'[');
-        for (i, x) in v.into_iter().enumerate() {
+        for (i, x) in items.into_iter().enumerate() {
             if i > 0 {
                 self.buf.push(b',');
             }
-            self.i64(x);
+            put(self, x);
+            tick.tick(1);
+            self.drain_into(w)?;
         }
         self.buf.push(b']');
+        Ok(())
     }
 
     /// Hands the buffered bytes to `w` once there are [`FLUSH_BYTES`] of them.

@@ -327,50 +327,23 @@ pub(crate) fn write_swimlane_ticked<W: Write>(
         clock_anchors: meta.clock_anchors.as_ref(),
     })
     .map_err(&json)?;
-    j.raw(b",\"aicore_tasks\":[");
-    for (i, t) in sw.aicore_tasks.iter().enumerate() {
-        j.raw(if i > 0 { b",[" } else { b"[" });
-        j.u64(t.core.into());
-        j.raw(b",");
-        j.u64(t.task_token_raw);
-        j.raw(b",");
-        j.u64(t.reg_task_id.into());
-        j.raw(b",");
-        j.u64(t.start);
-        j.raw(b",");
-        j.u64(t.end);
-        j.raw(b",");
-        j.u64(t.receive_to_start.into());
-        j.raw(b"]");
-        tick.tick(1);
-        j.drain_into(&mut w).map_err(&io)?;
-    }
-    j.raw(b"],\"aicpu_tasks\":[");
-    for (i, t) in sw.aicpu_tasks.iter().enumerate() {
-        j.raw(if i > 0 { b",[" } else { b"[" });
-        j.u64(t.core.into());
-        j.raw(b",");
-        j.u64(t.reg_task_id.into());
-        j.raw(b",");
-        j.u64(t.dispatch);
-        j.raw(b",");
-        j.u64(t.finish);
-        j.raw(b"]");
-        tick.tick(1);
-        j.drain_into(&mut w).map_err(&io)?;
-    }
-    j.raw(b"],\"aicpu_scheduler_phases\":[");
+    j.raw(b",\"aicore_tasks\":");
+    j.records(&mut w, &sw.aicore_tasks, tick, |j, t| {
+        let (core, reg, r2s) = (t.core.into(), t.reg_task_id.into(), t.receive_to_start.into());
+        j.u64s([core, t.task_token_raw, reg, t.start, t.end, r2s]);
+    })
+    .map_err(&io)?;
+    j.raw(b",\"aicpu_tasks\":");
+    j.records(&mut w, &sw.aicpu_tasks, tick, |j, t| {
+        j.u64s([t.core.into(), t.reg_task_id.into(), t.dispatch, t.finish]);
+    })
+    .map_err(&io)?;
+    j.raw(b",\"aicpu_scheduler_phases\":[");
     for (k, th) in sw.sched_phases.iter().enumerate() {
-        j.raw(if k > 0 { b",[" } else { b"[" });
-        for (i, p) in th.iter().enumerate() {
-            if i > 0 {
-                j.raw(b",");
-            }
-            put_phase(&mut j, p);
-            tick.tick(1);
-            j.drain_into(&mut w).map_err(&io)?;
+        if k > 0 {
+            j.raw(b",");
         }
-        j.raw(b"]");
+        j.records(&mut w, th, tick, put_phase).map_err(&io)?;
     }
     // A host-built run's orchestrator is the host: the device's records of installing the
     // uploaded graph go under ferry's own key, since the original's readers refuse host and
@@ -379,9 +352,11 @@ pub(crate) fn write_swimlane_ticked<W: Write>(
     j.raw(if host.is_some() { GRAPH_LOAD_KEY } else { "aicpu_orchestrator_phases" }.as_bytes());
     j.raw(b"\":[");
     for (k, th) in sw.orch_phases.iter().enumerate() {
-        j.raw(if k > 0 { b",[" } else { b"[" });
-        for (i, o) in th.iter().enumerate() {
-            j.raw(if i > 0 { b",{\"submit_idx\":" } else { b"{\"submit_idx\":" });
+        if k > 0 {
+            j.raw(b",");
+        }
+        j.records(&mut w, th, tick, |j, o| {
+            j.raw(b"{\"submit_idx\":");
             j.u64(o.submit_idx.into());
             j.raw(b",\"task_id\":");
             j.u64(o.task_id);
@@ -390,10 +365,8 @@ pub(crate) fn write_swimlane_ticked<W: Write>(
             j.raw(b",\"end_cycles\":");
             j.u64(o.end);
             j.raw(b"}");
-            tick.tick(1);
-            j.drain_into(&mut w).map_err(&io)?;
-        }
-        j.raw(b"]");
+        })
+        .map_err(&io)?;
     }
     j.raw(b"]");
     if let Some(h) = host {
