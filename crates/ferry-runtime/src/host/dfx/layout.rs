@@ -53,10 +53,10 @@ impl Capacity {
             DfxRegion::Aicpu => (abi::AICPU_TASK_RECORDS_PER_BUFFER as u32, 4),
             DfxRegion::Sched => (4096, 8),
             DfxRegion::Orch => (4096, 8),
-            DfxRegion::Pmu => (abi::PMU_RECORDS_PER_BUFFER as u32, 4),
+            DfxRegion::Pmu => (abi::PMU_RECORDS_PER_BUFFER as u32, 8),
             DfxRegion::DepGen => (ferry_abi::dep_gen::DEP_GEN_WORDS_PER_BUFFER as u32, 16),
             DfxRegion::Scope => (abi::SCOPE_STATS_RECORDS_PER_BUFFER as u32, 4),
-            DfxRegion::Args => (1024, 16),
+            DfxRegion::Args => (1024, 32),
         };
         Capacity { records_per_buffer, buffers_per_lane }
     }
