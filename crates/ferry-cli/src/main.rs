@@ -34,6 +34,19 @@ struct Cli {
     /// Log filter (tracing env-filter syntax), e.g. `info` or `ferry_sim=debug`.
     #[arg(long, global = true, env = "FERRY_LOG", default_value = "warn")]
     log: String,
+    /// Write output files past 1 MiB with direct I/O (full 1 MiB blocks straight to the disk,
+    /// not through the page cache; the filesystem's refusal falls back to the cache). `off`
+    /// sends every byte through the page cache.
+    #[arg(
+        long,
+        global = true,
+        env = "FERRY_DIRECT_IO",
+        default_value = "on",
+        value_name = "on|off",
+        action = clap::ArgAction::Set,
+        value_parser = clap::builder::BoolishValueParser::new(),
+    )]
+    direct_io: bool,
     #[command(subcommand)]
     command: Command,
 }
@@ -87,6 +100,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         )
         .with_writer(std::io::stderr)
         .init();
+    ferry_dfx::output::set_direct_io(cli.direct_io);
     match cli.command {
         Command::Run(a) => {
             outdir::handle_signals()?;

@@ -2,21 +2,26 @@
 //!
 //! The writer a file is filled through buffers [`WRITE_BUFFER_BYTES`] (serde's JSON serializer
 //! and the CSV writer issue one small write per token; with a large buffer they cost a copy, not a
-//! system call) and counts and hashes (XXH3-64) the bytes that reach the file, so callers learn
-//! the size and content hash they wrote (for a run's manifest) without reading it back.
+//! system call; a file past one buffer goes on with direct I/O, [`super::sink`]) and counts and
+//! hashes (XXH3-64) the bytes that reach the file, so callers learn the size and content hash
+//! they wrote (for a run's manifest) without reading it back.
 //!
 //! Temp files are named `.<name>.tmp.<pid>.<n>`: unique per process and per write, in the
 //! target's directory (so the rename stays within one filesystem), and recognisable
 //! ([`temp_owner`]) so a later run can remove what a killed one left behind.
 
 use std::fs::{self, File};
-use std::io::{self, BufWriter, Write};
+use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::Instant;
 
 use xxhash_rust::xxh3::Xxh3;
+
+use super::sink::FileSink;
+#[cfg(test)]
+use super::sink::{WRITEBACK_CHUNK_BYTES, WRITE_BUFFER_BYTES};
 
 /// This process's temp files being written, and whether writing was halted.
 struct Temps {
@@ -120,71 +125,12 @@ pub struct Written {
     pub xxh3: u64,
 }
 
-/// Size of the buffer between a writer and its temp file.
-pub const WRITE_BUFFER_BYTES: usize = 1 << 20;
-
-/// Written bytes after which [`write_atomic`] asks the kernel to start writing them back
-/// (Linux `sync_file_range(SYNC_FILE_RANGE_WRITE)`, which does not wait), so the disk works
-/// while the next bytes are produced and the final fsync finds little left to flush. A
-/// 90 MB output directory otherwise spends ~0.5 s in fsyncs after its bytes were ready.
-pub(crate) const WRITEBACK_CHUNK_BYTES: u64 = 8 << 20;
-
-/// Counts and hashes the bytes its file accepted.
-struct Counted {
-    file: File,
-    bytes: u64,
-    hash: Xxh3,
-    /// Bytes already handed to the kernel's writeback.
-    kicked: u64,
-}
-
-impl Counted {
-    /// Starts the writeback of what was written since the last kick, once a chunk has
-    /// accumulated. Advisory: a failure here resurfaces at the final fsync, which is checked.
-    fn kick_writeback(&mut self) {
-        self.kick(WRITEBACK_CHUNK_BYTES);
-    }
-
-    /// Starts the writeback of what was written since the last kick if that is at least
-    /// `at_least` bytes (and not nothing).
-    fn kick(&mut self, at_least: u64) {
-        let pending = self.bytes - self.kicked;
-        if pending == 0 || pending < at_least {
-            return;
-        }
-        #[cfg(target_os = "linux")]
-        {
-            use std::os::fd::AsRawFd;
-            let (off, len) =
-                (self.kicked as libc::off64_t, (self.bytes - self.kicked) as libc::off64_t);
-            // SAFETY: sync_file_range takes no pointers; the descriptor is this open file's.
-            let _ = unsafe {
-                libc::sync_file_range(self.file.as_raw_fd(), off, len, libc::SYNC_FILE_RANGE_WRITE)
-            };
-        }
-        self.kicked = self.bytes;
-    }
-}
-
-impl Write for Counted {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        let n = self.file.write(buf)?;
-        self.bytes += n as u64;
-        self.hash.update(&buf[..n]);
-        self.kick_writeback();
-        Ok(n)
-    }
-
-    fn flush(&mut self) -> io::Result<()> {
-        self.file.flush()
-    }
-}
-
 /// The writer [`write_atomic`] hands its closure: a [`WRITE_BUFFER_BYTES`] buffer over the temp
-/// file. A concrete type (not `dyn Write`), so a serializer's many small writes inline into the
-/// buffer's copy.
+/// file (whose full buffers go to the disk with direct I/O once the file outgrows one; see
+/// [`set_direct_io`](super::set_direct_io)). A concrete type (not `dyn Write`), so a
+/// serializer's many small writes inline into the buffer's copy.
 pub struct AtomicWriter {
-    inner: BufWriter<Counted>,
+    inner: FileSink,
 }
 
 impl Write for AtomicWriter {
@@ -285,19 +231,13 @@ where
     let tmp = temp_path(path);
     let file = create_temp(&tmp)?;
     let guard = TempGuard { path: Some(tmp.clone()) };
-    let mut w = AtomicWriter {
-        inner: BufWriter::with_capacity(
-            WRITE_BUFFER_BYTES,
-            Counted { file, bytes: 0, hash: Xxh3::new(), kicked: 0 },
-        ),
-    };
+    let mut w = AtomicWriter { inner: FileSink::new(file, super::sink::direct_io()) };
     write(&mut w)?;
-    w.flush()?;
-    let mut c = w.inner.into_inner().map_err(|e| e.into_error())?;
-    // What the last chunk left: its writeback starts now, while the file waits to commit.
-    c.kick(0);
-    let written = Written { bytes: c.bytes, xxh3: c.hash.digest() };
-    Ok((written, Staged { file: c.file, tmp, path: path.to_path_buf(), dir, guard }))
+    // The rest goes out, and the writeback of what went through the cache starts now, while
+    // the file waits to commit.
+    let f = w.inner.finish()?;
+    let written = Written { bytes: f.bytes, xxh3: f.xxh3 };
+    Ok((written, Staged { file: f.file, tmp, path: path.to_path_buf(), dir, guard }))
 }
 
 /// When a [`Committer`] finished one file.

@@ -25,9 +25,11 @@
 //!
 //! # Writing fast
 //!
-//! Every writer streams: JSON through serde's serializer from borrowed views of the model (no
-//! `serde_json::Value`, no copied rows), the CSV through one reused line buffer, both traces packet
-//! by packet or event by event, all into [`write_atomic`]'s [`WRITE_BUFFER_BYTES`] buffer. JSON is
+//! Every writer streams: JSON by hand (the large files) or through serde's serializer, from
+//! borrowed views of the model (no `serde_json::Value`, no copied rows), the CSV through one
+//! reused line buffer, both traces packet by packet or event by event, all into
+//! [`write_atomic`]'s [`WRITE_BUFFER_BYTES`] buffer, whose full blocks go to the disk with direct
+//! I/O once a file outgrows one ([`set_direct_io`]). JSON is
 //! compact; keys, nesting, value types and key order are the original runtime's. Joins over tasks
 //! ([`RunModel::tasks`], the trace plan, the views) go through indexes built once.
 //!
@@ -64,6 +66,7 @@ pub mod perfetto;
 mod pmu;
 pub mod sample;
 mod scopes;
+mod sink;
 mod stream;
 mod swimlane;
 pub mod views;
@@ -77,9 +80,7 @@ pub use args::{
     read_args, read_args_meta, validate_arg, write_args_json, ArgsDump, DumpedArg, ARGS_BIN_FILE,
     ARGS_DIR, ARGS_FILE, ARG_ROLES, ARG_STAGES, DTYPE_UNKNOWN,
 };
-pub use atomic::{
-    halt_writes, hash_file, temp_owner, write_atomic, AtomicWriter, Written, WRITE_BUFFER_BYTES,
-};
+pub use atomic::{halt_writes, hash_file, temp_owner, write_atomic, AtomicWriter, Written};
 pub use deps::{
     read_deps, tensor_id, write_deps, DepArg, DepEdge, DepTask, DepTensor, DepsGraph, EdgeSource,
     DEPS_FILE,
@@ -110,6 +111,7 @@ pub use scopes::{
     read_scopes, write_scopes, ScopePhase, ScopeRow, ScopeStats, HEAP_MAX_RUN_RESERVATION,
     SCOPES_DIR, SCOPES_FILE, SCOPES_VERSION,
 };
+pub use sink::{direct_io, set_direct_io, WRITE_BUFFER_BYTES};
 pub use swimlane::{read_swimlane, write_swimlane, SwimlaneParts, GRAPH_LOAD_KEY, SWIMLANE_FILE};
 pub use write::{
     write_all, TraceStats, WriteOptions, WritePhase, WriteProgress, WriteReport, WrittenFile,
