@@ -8,7 +8,7 @@
 //!   hint;
 //! * the all-five storm: (a) in-run throughput as a ratio of DFX off (and each subsystem's), on
 //!   the full path; (b) the whole `ferry run --example storm` command, spawned as a user runs it,
-//!   as a ratio of the same command with DFX off; (c) bytes written per record and (d) the write
+//!   as a ratio of the same command with DFX off (and the same with `--chrome-json`); (c) bytes written per record and (d) the write
 //!   phase in records/s; and the trace phase at 5,000 and 50,000 tasks.
 use std::path::Path;
 use std::process::Command;
@@ -34,11 +34,12 @@ fn median(mut v: Vec<f64>) -> f64 {
     v.get(v.len() / 2).copied().unwrap_or(0.0)
 }
 
-/// (b): the storm command with DFX off and with all five on (`--out` a scratch directory),
-/// interleaved, `rounds` times; returns the two medians in seconds.
-fn command(small: bool, rounds: u32, scratch: &Path) -> anyhow::Result<(f64, f64)> {
+/// (b): the storm command with DFX off, with all five on (`--out` a scratch directory), and with
+/// all five and `--chrome-json`, interleaved, `rounds` times; returns the three medians in
+/// seconds.
+fn command(small: bool, rounds: u32, scratch: &Path) -> anyhow::Result<(f64, f64, f64)> {
     let exe = std::env::current_exe().context("locating the ferry binary")?;
-    let run = |dfx: bool| -> anyhow::Result<f64> {
+    let run = |dfx: bool, chrome: bool| -> anyhow::Result<f64> {
         let mut c = Command::new(&exe);
         c.args(["run", "--example", "storm"]);
         if small {
@@ -47,6 +48,9 @@ fn command(small: bool, rounds: u32, scratch: &Path) -> anyhow::Result<(f64, f64
         if dfx {
             let _ = std::fs::remove_dir_all(scratch);
             c.args(ALL_FIVE).arg("--scope-stats").arg("--out").arg(scratch);
+        }
+        if chrome {
+            c.arg("--chrome-json");
         }
         let t0 = Instant::now();
         let out = c.output().context("running ferry run")?;
@@ -58,13 +62,14 @@ fn command(small: bool, rounds: u32, scratch: &Path) -> anyhow::Result<(f64, f64
         );
         Ok(s)
     };
-    let (mut off, mut all) = (Vec::new(), Vec::new());
+    let (mut off, mut all, mut chrome) = (Vec::new(), Vec::new(), Vec::new());
     for _ in 0..rounds.max(1) {
-        off.push(run(false)?);
-        all.push(run(true)?);
+        off.push(run(false, false)?);
+        all.push(run(true, false)?);
+        chrome.push(run(true, true)?);
     }
     let _ = std::fs::remove_dir_all(scratch);
-    Ok((median(off), median(all)))
+    Ok((median(off), median(all), median(chrome)))
 }
 
 /// The medians of `rounds` writes of `model` into `dir` with `opts`: (files phase, traces phase,
@@ -102,16 +107,19 @@ pub(crate) fn run(quick: bool, as_json: bool) -> anyhow::Result<()> {
     let tps_of = |name: &str| rows.iter().find(|r| r.config == name).map_or(0.0, |r| r.tasks_per_s);
 
     let scratch = std::env::temp_dir().join(format!("ferry-bench-dfx-{}", std::process::id()));
-    let (cmd_off, cmd_all) = command(quick, if quick { 1 } else { 5 }, &scratch.join("run"))?;
+    let (cmd_off, cmd_all, cmd_chrome) =
+        command(quick, if quick { 1 } else { 5 }, &scratch.join("run"))?;
 
     // The write phase and the trace phase, from models of the all-five storm at both sizes.
     let big = ferry_runtime::host::dfx::storm_model(arch, size).map_err(anyhow_err)?;
     let small = ferry_runtime::host::dfx::storm_model(arch, Size::Small).map_err(anyhow_err)?;
-    let files_only = WriteOptions { files: true, traces: false, progress: None };
-    let traces_only = WriteOptions { files: false, traces: true, progress: None };
+    let files_only = WriteOptions { files: true, traces: false, chrome: false, progress: None };
+    // The trace phase with both encoders, the Chrome JSON's too.
+    let traces_only = WriteOptions { files: false, traces: true, chrome: true, progress: None };
     let (files_s, _, wrote) = write_rounds(&big, &scratch.join("files"), &files_only, rounds)?;
-    // The whole phase as `ferry run` has it: the files and both traces, on the same two threads.
-    let whole = WriteOptions { files: true, traces: true, progress: None };
+    // The whole phase as `ferry run` has it: the files and the Perfetto trace, on the same two
+    // threads.
+    let whole = WriteOptions { files: true, traces: true, chrome: false, progress: None };
     let mut whole_s = Vec::new();
     for _ in 0..rounds.max(1) {
         let t0 = std::time::Instant::now();
@@ -178,6 +186,8 @@ pub(crate) fn run(quick: bool, as_json: bool) -> anyhow::Result<()> {
                 "all_s": cmd_all,
                 "ratio": cmd_all / cmd_off.max(1e-9),
                 "target": TARGET_COMMAND,
+                "all_with_chrome_json_s": cmd_chrome,
+                "with_chrome_json_ratio": cmd_chrome / cmd_off.max(1e-9),
             },
             "write_phase": {
                 "records": wrote.records,
@@ -226,14 +236,17 @@ pub(crate) fn run(quick: bool, as_json: bool) -> anyhow::Result<()> {
         ratio_of("all")
     )?;
     crate::stdout::outln!(
-        "  command:     {:.2} s vs {:.2} s off = {:.2}x (target <= {TARGET_COMMAND})",
+        "  command:     {:.2} s vs {:.2} s off = {:.2}x (target <= {TARGET_COMMAND}); \
+         with --chrome-json {:.2} s = {:.2}x",
         cmd_all,
         cmd_off,
-        cmd_all / cmd_off.max(1e-9)
+        cmd_all / cmd_off.max(1e-9),
+        cmd_chrome,
+        cmd_chrome / cmd_off.max(1e-9)
     )?;
     crate::stdout::outln!(
         "  write phase: {} records, {:.1} bytes/record, files {:.2} M records/s (target >= 1); \
-         with both traces {:.3} s = {:.2} M records/s",
+         with the Perfetto trace {:.3} s = {:.2} M records/s",
         wrote.records,
         wrote.bytes_per_record(),
         records_per_s / 1e6,

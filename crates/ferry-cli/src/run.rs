@@ -68,7 +68,7 @@ pub(crate) struct RunArgs {
 #[derive(Debug, Args)]
 pub(crate) struct DfxArgs {
     /// ChipSwimlane level: 1 AICore start/end, 2 + AICPU dispatch/finish, 3 + scheduler phases,
-    /// 4 + orchestrator submits (bare flag: 4). Also writes the Perfetto and Chrome traces.
+    /// 4 + orchestrator submits (bare flag: 4). Also writes the Perfetto trace.
     #[arg(long, num_args = 0..=1, default_missing_value = "4", value_parser = clap::value_parser!(u32).range(1..=4))]
     swimlane: Option<u32>,
     /// PMU event type (1, 2, 4-8; bare flag: 2): one pmu.csv row per task.
@@ -83,6 +83,11 @@ pub(crate) struct DfxArgs {
     /// ScopeStats: scope begin/end with task-window, heap and dep-pool occupancy.
     #[arg(long)]
     scope_stats: bool,
+    /// With the swimlane, also write trace.chrome.json, the Chrome Trace Event JSON (the legacy
+    /// format; about twice the Perfetto trace's size). `ferry trace DIR --chrome-json` makes it
+    /// later from the files.
+    #[arg(long)]
+    chrome_json: bool,
     /// What a DFX writer does when its lane has no free buffer.
     #[arg(long, value_enum, default_value_t = PolicyArg::Block)]
     dfx_policy: PolicyArg,
@@ -119,6 +124,12 @@ fn parse_pmu(s: &str) -> Result<u32, String> {
 }
 
 impl DfxArgs {
+    /// The traces the run writes: `(perfetto, chrome)`.
+    pub(crate) fn traces(&self) -> (bool, bool) {
+        let swimlane = self.swimlane.is_some_and(|l| l > 0);
+        (swimlane, swimlane && self.chrome_json)
+    }
+
     pub(crate) fn options(&self) -> DfxOptions {
         DfxOptions {
             swimlane: self.swimlane.unwrap_or(0),
@@ -186,6 +197,9 @@ impl RunArgs {
         if dfx.any() && self.out.is_none() {
             bail!("DFX collection needs --out DIR");
         }
+        if self.dfx.chrome_json && dfx.swimlane == 0 {
+            bail!("--chrome-json is a trace of the swimlane: it needs --swimlane");
+        }
         if dfx.any() && self.repeat > 1 {
             bail!("--repeat runs without DFX collection (one session per run is not supported)");
         }
@@ -252,7 +266,7 @@ pub(crate) fn run(a: &RunArgs) -> anyhow::Result<()> {
         if let (Some(s), Some(rd)) = (session, run_dir.as_mut()) {
             let dir = if several { rd.path().join(ex.name()) } else { rd.path().to_path_buf() };
             let run_meta = HostMeta { case: ex.name().to_string(), anchors, host };
-            write_dfx(&dir, s, dfx.swimlane > 0, run_meta, rd)
+            write_dfx(&dir, s, a.dfx.traces(), run_meta, rd)
                 .with_context(|| format!("DFX of `{}`", ex.name()))?;
         }
         let checksum = match run.verify(&out) {
@@ -460,7 +474,7 @@ fn write_outputs(
 fn write_dfx(
     dir: &Path,
     s: DfxSession,
-    traces: bool,
+    (traces, chrome): (bool, bool),
     host: HostMeta,
     out: &mut RunDir,
 ) -> anyhow::Result<()> {
@@ -472,7 +486,7 @@ fn write_dfx(
     out.begin()?;
     let bar = WriteBar::new(name);
     let progress = |p: WriteProgress| bar.update(p);
-    let opts = WriteOptions { files: true, traces, progress: Some(&progress) };
+    let opts = WriteOptions { files: true, traces, chrome, progress: Some(&progress) };
     let report = output::write_all(dir, &model, &opts);
     bar.finish();
     let report = report?;
@@ -480,7 +494,7 @@ fn write_dfx(
         out.record(&f.path, Written { bytes: f.bytes, xxh3: f.xxh3 })?;
     }
     let (produced, collected, dropped) = model.loss.totals();
-    let files = report.files.len() - if traces { 2 } else { 0 };
+    let files = report.files.len() - usize::from(traces) - usize::from(chrome);
     crate::stdout::outln!(
         "dfx: {} in {} ({} records; lanes, DepGen's in 8-byte words: {produced} \
          produced, {collected} collected, {dropped} dropped, {:?})",

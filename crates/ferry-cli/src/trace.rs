@@ -1,4 +1,5 @@
-//! `ferry trace DIR`: the Perfetto protobuf trace and the Chrome JSON fallback of a run's files.
+//! `ferry trace DIR`: the Perfetto protobuf trace (and, asked for, the Chrome JSON) of a run's
+//! files.
 use std::path::PathBuf;
 
 use clap::Args;
@@ -13,14 +14,18 @@ pub(crate) struct TraceArgs {
     /// Where to write the traces (default: DIR).
     #[arg(long)]
     out: Option<PathBuf>,
+    /// Also write trace.chrome.json, the Chrome Trace Event JSON (the legacy format, for tools
+    /// that read nothing else; about twice the Perfetto trace's size).
+    #[arg(long)]
+    chrome_json: bool,
 }
 
-/// Writes both traces; returns what to print.
+/// Writes the traces; returns what to print.
 pub(crate) fn execute(a: &TraceArgs) -> anyhow::Result<String> {
     let r = crate::analysis::open(&a.dir, &Needs::TRACE)?;
     let out = a.out.clone().unwrap_or_else(|| a.dir.clone());
     // Traces only: the run's own files (perhaps the original runtime's) stay as they are.
-    let opts = WriteOptions { files: false, traces: true, progress: None };
+    let opts = WriteOptions { files: false, traces: true, chrome: a.chrome_json, progress: None };
     let report = output::write_all(&out, &r.run, &opts)?;
     for f in &report.files {
         crate::analysis::record(&r, &f.path, Written { bytes: f.bytes, xxh3: f.xxh3 })?;
@@ -31,14 +36,17 @@ pub(crate) fn execute(a: &TraceArgs) -> anyhow::Result<String> {
 /// What `ferry trace` (and `ferry run` with the swimlane on) prints about the traces of `report`.
 pub(crate) fn summary(dir: &std::path::Path, report: &WriteReport) -> String {
     let t = report.trace.unwrap_or_default();
-    format!(
-        "{}: {}, {}, {}\n{}: Chrome JSON fallback\n",
+    let mut s = format!(
+        "{}: {}, {}, {}\n",
         dir.join(PERFETTO_FILE).display(),
         ferry_dfx::output::views::plural(t.tracks as u64, "track", "tracks"),
         ferry_dfx::output::views::plural(t.slices as u64, "slice", "slices"),
         ferry_dfx::output::views::plural(t.counters as u64, "counter value", "counter values"),
-        dir.join(CHROME_FILE).display()
-    )
+    );
+    if report.paths().any(|p| p.ends_with(CHROME_FILE)) {
+        s += &format!("{}: Chrome JSON\n", dir.join(CHROME_FILE).display());
+    }
+    s
 }
 
 pub(crate) fn run(a: &TraceArgs) -> anyhow::Result<()> {
@@ -51,21 +59,28 @@ mod tests {
     use crate::testdir::sample_dir;
 
     #[test]
-    fn writes_both_traces() {
+    fn writes_the_perfetto_trace_and_the_chrome_json_when_asked() {
         let d = sample_dir("trace", false);
-        let msg = execute(&TraceArgs { dir: d.path.clone(), out: None }).unwrap();
-        assert!(msg.contains("tracks"), "{msg}");
+        let msg =
+            execute(&TraceArgs { dir: d.path.clone(), out: None, chrome_json: false }).unwrap();
+        assert!(msg.contains("tracks") && !msg.contains("Chrome"), "{msg}");
         let pb = std::fs::read(d.path.join(PERFETTO_FILE)).unwrap();
         assert_eq!(pb[0], 0x0A); // Trace.packet, length-delimited
+        assert!(!d.path.join(CHROME_FILE).exists());
+        let msg =
+            execute(&TraceArgs { dir: d.path.clone(), out: None, chrome_json: true }).unwrap();
+        assert!(msg.contains("Chrome JSON"), "{msg}");
         let js: serde_json::Value =
             serde_json::from_slice(&std::fs::read(d.path.join(CHROME_FILE)).unwrap()).unwrap();
         assert!(js["traceEvents"].as_array().unwrap().len() > 10);
+        assert_eq!(std::fs::read(d.path.join(PERFETTO_FILE)).unwrap(), pb);
     }
 
     #[test]
     fn a_dir_without_files_is_an_error() {
         let d = crate::testdir::TestDir::new("trace-empty");
-        let e = execute(&TraceArgs { dir: d.path.clone(), out: None }).unwrap_err();
+        let e =
+            execute(&TraceArgs { dir: d.path.clone(), out: None, chrome_json: false }).unwrap_err();
         let e = format!("{e:#}");
         assert!(e.contains("has no chip_swimlane_records.json") && e.contains("--swimlane"), "{e}");
     }

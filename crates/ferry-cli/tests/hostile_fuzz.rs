@@ -257,7 +257,7 @@ fn analyse(d: &Path, scratch: &Path) -> usize {
     if let Ok(r) = open_run(d, &Needs::TRACE) {
         let _ = perfetto::plan(&r.run);
         assert!(views::swimlane_html(&r.run).contains("</html>"));
-        let opts = WriteOptions { files: false, traces: true, progress: None };
+        let opts = WriteOptions { files: false, traces: true, chrome: true, progress: None };
         let _ = output::write_all(&scratch.join("trace"), &r.run, &opts);
         reached += 1;
     }

@@ -72,13 +72,17 @@ fn holds_one_complete_run(d: &Path) -> Manifest {
 #[test]
 fn a_reused_directory_holds_only_the_last_run() {
     let d = tmpdir("reuse");
-    ok(&run(&["--example", "vector", "--small", "--pmu", "2", "--dep-gen", "--swimlane", "4"], &d));
+    let first = ["--example", "vector", "--small", "--pmu", "2", "--dep-gen", "--swimlane", "4"];
+    ok(&run(&[&first[..], &["--chrome-json"]].concat(), &d));
     let first = holds_one_complete_run(&d);
     assert!(first.entry("pmu.csv").is_some() && first.entry("deps.json").is_some());
+    assert!(first.entry("trace.chrome.json").is_some());
     ok(&run(&["--example", "paged-attention", "--small", "--swimlane", "1"], &d));
     let m = holds_one_complete_run(&d);
     let files: Vec<&str> = m.files.iter().map(|e| e.path.as_str()).collect();
     assert!(!files.contains(&"pmu.csv") && !files.contains(&"deps.json"), "{files:?}");
+    // The Chrome JSON only when asked for; the first run's is gone with the rest of it.
+    assert!(files.contains(&"trace.perfetto-trace") && !files.contains(&"trace.chrome.json"));
     assert!(files.contains(&"paged-attention.f32") && !files.contains(&"vector.f32"));
     assert!(m.command.iter().any(|a| a == "paged-attention"), "{:?}", m.command);
     // Several examples: each one's DFX files in its own subdirectory, all in one manifest.

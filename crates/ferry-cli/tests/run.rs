@@ -86,6 +86,7 @@ fn run_with_every_dfx_subsystem_writes_the_files_traces_and_a_replayable_dump() 
         .args(["run", "--small", "--aicpu-threads", "3", "--aic", "2", "--aiv", "4", "--out"])
         .arg(&dir)
         .args(["--swimlane", "--pmu", "--dep-gen", "--dump-args", "3", "--scope-stats"])
+        .arg("--chrome-json")
         // One buffer per lane of 4 records: every few records the writer waits for the host,
         // which the loaded AICPU program rings through the AICPU OS on each buffer switch.
         .args(["--dfx-buffers", "1", "--dfx-records", "4"])
@@ -110,7 +111,9 @@ fn run_with_every_dfx_subsystem_writes_the_files_traces_and_a_replayable_dump() 
         // `ferry run` wrote its traces from the model in memory; `ferry trace` rebuilds them from
         // the files: the same bytes.
         let again = d.join("retrace");
-        let tr = ferry().arg("trace").arg(&d).arg("--out").arg(&again).output().unwrap();
+        let mut tr = ferry();
+        let tr = tr.arg("trace").arg(&d).args(["--chrome-json", "--out"]).arg(&again);
+        let tr = tr.output().unwrap();
         assert!(tr.status.success(), "{ex}: {}", String::from_utf8_lossy(&tr.stderr));
         for f in ["trace.perfetto-trace", "trace.chrome.json"] {
             let (a, b) = (std::fs::read(d.join(f)).unwrap(), std::fs::read(again.join(f)).unwrap());
@@ -133,6 +136,13 @@ fn dfx_without_out_is_refused() {
     let out = ferry().args(["run", "--small", "--swimlane", "2"]).output().unwrap();
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("needs --out"));
+    let d = std::env::temp_dir().join(format!("ferry-run-chrome-{}", std::process::id()));
+    let mut out = ferry();
+    let out = out.args(["run", "--small", "--pmu", "--chrome-json", "--out"]).arg(&d);
+    let out = out.output().unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("needs --swimlane"));
+    assert!(!d.exists(), "refused before the directory was claimed");
 }
 
 #[test]

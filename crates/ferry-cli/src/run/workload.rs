@@ -133,7 +133,7 @@ pub(super) fn run(a: &RunArgs, file: &Path) -> anyhow::Result<()> {
     if let (Some(s), Some(rd)) = (session, run_dir.as_mut()) {
         let meta = HostMeta { case: wl.name().to_string(), anchors, host };
         let dir = rd.path().to_path_buf();
-        write_dfx(&dir, s, dfx.swimlane > 0, meta, rd)
+        write_dfx(&dir, s, a.dfx.traces(), meta, rd)
             .with_context(|| format!("DFX of `{}`", wl.name()))?;
     }
     let checksum = wl

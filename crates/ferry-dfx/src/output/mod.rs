@@ -16,7 +16,7 @@
 //! | `args_dump/args_dump.json` + `args_dump/args.bin` | [`write_args_json`] / [`read_args`] | [`RunModel::args`] |
 //! | `scope_stats/scope_stats.jsonl` | [`write_scopes`] / [`read_scopes`] | [`RunModel::scopes`] |
 //! | [`PERFETTO_FILE`] (`trace.perfetto-trace`) | [`perfetto::write_plan`] (decode in tests: `ferry-perfetto-proto`) | all |
-//! | [`CHROME_FILE`] (`trace.chrome.json`) | [`chrome::write_plan`] | all |
+//! | [`CHROME_FILE`] (`trace.chrome.json`, only with [`WriteOptions::chrome`]) | [`chrome::write_plan`] | all |
 //!
 //! Every file is written with [`write_atomic`] (temp file, fsync, rename), so an aborted write
 //! never leaves a half-written file, and every file carries the loss accounting of its
@@ -45,9 +45,9 @@
 //! let written = output::write_run(&dir, &run).unwrap();
 //! assert_eq!(written.len(), 2); // the records and their name map
 //! assert_eq!(output::read_run(&dir).unwrap(), run);
-//! // The whole write phase, traces included.
+//! // The whole write phase, the Perfetto trace included.
 //! let report = output::write_all(&dir, &run, &output::WriteOptions::default()).unwrap();
-//! assert_eq!((report.files.len(), report.records), (4, 1)); // + name_map_run.json
+//! assert_eq!((report.files.len(), report.records), (3, 1)); // + name_map_run.json
 //! # std::fs::remove_dir_all(&dir).unwrap();
 //! ```
 
@@ -221,7 +221,7 @@ pub(crate) mod strnum {
 ///
 /// The first [`OutputError`] of any file; files written before it stay complete.
 pub fn write_run(dir: &Path, run: &RunModel) -> Result<Vec<PathBuf>, OutputError> {
-    let opts = WriteOptions { files: true, traces: false, progress: None };
+    let opts = WriteOptions { files: true, traces: false, chrome: false, progress: None };
     Ok(write_all(dir, run, &opts)?.files.into_iter().map(|f| f.path).collect())
 }
 

@@ -1,14 +1,20 @@
-//! The write phase in one call: every output file of a [`RunModel`] and both traces, streamed
+//! The write phase in one call: every output file of a [`RunModel`] and its traces, streamed
 //! from the model through [`write_atomic`], with a report of what was written and how long each
 //! half took.
 //!
 //! # Examples
 //! ```
-//! use ferry_dfx::output::{sample::sample_run, write_all, LossPolicy, WriteOptions, CHROME_FILE};
+//! use ferry_dfx::output::{sample::sample_run, write_all, LossPolicy, WriteOptions};
+//! use ferry_dfx::output::{CHROME_FILE, PERFETTO_FILE};
 //! let dir = std::env::temp_dir().join(format!("ferry-write-all-doc-{}", std::process::id()));
 //! let run = sample_run(LossPolicy::Block);
 //! let report = write_all(&dir, &run, &WriteOptions::default()).unwrap();
 //! assert_eq!(report.records, run.record_count());
+//! assert!(report.paths().any(|p| p.ends_with(PERFETTO_FILE)));
+//! // The Chrome JSON only when asked for.
+//! assert!(!report.paths().any(|p| p.ends_with(CHROME_FILE)));
+//! let opts = WriteOptions { chrome: true, ..WriteOptions::default() };
+//! let report = write_all(&dir, &run, &opts).unwrap();
 //! assert!(report.paths().any(|p| p.ends_with(CHROME_FILE)));
 //! let on_disk: u64 = report.paths().map(|p| std::fs::metadata(p).unwrap().len()).sum();
 //! assert_eq!(report.bytes, on_disk);
@@ -67,17 +73,21 @@ pub struct WriteOptions<'a> {
     /// Write the subsystems' files (`ferry run`); off to only add traces to existing files
     /// (`ferry trace`).
     pub files: bool,
-    /// Write `trace.perfetto-trace` and `trace.chrome.json`.
+    /// Write `trace.perfetto-trace`.
     pub traces: bool,
+    /// With `traces`, also write `trace.chrome.json`, the Chrome Trace Event JSON (Perfetto's
+    /// "legacy, best-effort" format, for tools that read nothing else). Off by default: it is
+    /// the largest file of a run (~2x the Perfetto trace) and the costliest to encode.
+    pub chrome: bool,
     /// Called with the progress (always from the calling thread: the traces' progress, made on a
     /// second thread, is relayed).
     pub progress: Option<&'a dyn Fn(WriteProgress)>,
 }
 
 impl Default for WriteOptions<'_> {
-    /// Files and traces, no progress.
+    /// Files and the Perfetto trace, no Chrome JSON, no progress.
     fn default() -> Self {
-        Self { files: true, traces: true, progress: None }
+        Self { files: true, traces: true, chrome: false, progress: None }
     }
 }
 
@@ -86,6 +96,7 @@ impl fmt::Debug for WriteOptions<'_> {
         f.debug_struct("WriteOptions")
             .field("files", &self.files)
             .field("traces", &self.traces)
+            .field("chrome", &self.chrome)
             .field("progress", &self.progress.map(|_| "Fn(WriteProgress)"))
             .finish()
     }
@@ -395,8 +406,9 @@ impl Relay<'_> {
 }
 
 /// Writes `run` into `dir`: every subsystem present in it (each file streamed from the model
-/// into a temp file beside its target, files of absent subsystems left alone) and the two traces
-/// ([`PERFETTO_FILE`], [`CHROME_FILE`]) from one [`perfetto::plan`], as `opts` asks, on two
+/// into a temp file beside its target, files of absent subsystems left alone) and the traces
+/// ([`PERFETTO_FILE`], and [`CHROME_FILE`] with `opts.chrome`) from one [`perfetto::plan`], as
+/// `opts` asks, on two
 /// threads: a second one plans and writes the traces while the calling one starts on the files,
 /// then both take the remaining subsystems' files in turn (one subsystem's files stay on one
 /// thread, in order). A third thread commits each finished temp file as
@@ -434,6 +446,7 @@ pub fn write_all(
         traces: std::cell::RefCell::new(Vec::new()),
     });
     let with_traces = opts.traces;
+    let with_chrome = opts.chrome;
     let second = with_traces || queue.jobs.len() > 1;
     let (commit, commit_loop) = Committer::new();
     let (mine, theirs, committed) = std::thread::scope(|sc| {
@@ -455,7 +468,7 @@ pub fn write_all(
                 };
                 let cb = tx.is_some().then_some(&send as &dyn Fn(WriteProgress));
                 let traces = if with_traces {
-                    match write_traces(dir, run, commit, cb) {
+                    match write_traces(dir, run, with_chrome, commit, cb) {
                         Ok(t) => Some(t),
                         Err(e) => {
                             // Relaxed: as in `JobQueue::work`.
@@ -478,7 +491,7 @@ pub fn write_all(
         let mine = queue.work(dir, run, records, &commit, cb);
         let theirs = match theirs {
             None => None,
-            Some(Err(e)) => Some(Err(OutputError::Io { file: CHROME_FILE.into(), source: e })),
+            Some(Err(e)) => Some(Err(OutputError::Io { file: "(write thread)".into(), source: e })),
             Some(Ok(h)) => {
                 if let Some(r) = &relay {
                     // Ends when the second thread drops its sender (done, or failed).
@@ -545,27 +558,30 @@ struct TracePart {
     elapsed: Duration,
 }
 
-/// Plans the trace from `run` and writes both traces ([`PERFETTO_FILE`], [`CHROME_FILE`]),
-/// reporting its progress to `cb`.
+/// Plans the trace from `run` and writes [`PERFETTO_FILE`] (and, with `chrome`,
+/// [`CHROME_FILE`]), reporting its progress to `cb`.
 fn write_traces(
     dir: &Path,
     run: &RunModel,
+    chrome: bool,
     commit: &Committer,
     cb: Option<&dyn Fn(WriteProgress)>,
 ) -> Result<TracePart, OutputError> {
     let t0 = Instant::now();
     let plan = perfetto::plan(run);
     let items = (plan.tracks.len() + plan.slices.len() + plan.counters.len()) as u64;
-    let tick = Ticker::new(cb, WritePhase::Traces, 2 * items);
+    let tick = Ticker::new(cb, WritePhase::Traces, if chrome { 2 } else { 1 } * items);
     let mut report = WriteReport::default();
     let mut files = Files { report: &mut report, tick: &tick, commit };
     files.write(dir.join(PERFETTO_FILE), PERFETTO_FILE, |w, t| {
         perfetto::write_plan_ticked(w, &plan, perfetto::EncodeOptions { intern_names: true }, t)
             .map_err(OutputError::io(PERFETTO_FILE))
     })?;
-    files.write(dir.join(CHROME_FILE), CHROME_FILE, |w, t| {
-        chrome::write_plan_ticked(w, &plan, t).map_err(OutputError::io(CHROME_FILE))
-    })?;
+    if chrome {
+        files.write(dir.join(CHROME_FILE), CHROME_FILE, |w, t| {
+            chrome::write_plan_ticked(w, &plan, t).map_err(OutputError::io(CHROME_FILE))
+        })?;
+    }
     tick.report();
     let stats = TraceStats {
         tracks: plan.tracks.len(),
