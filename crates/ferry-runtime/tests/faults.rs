@@ -24,7 +24,7 @@ use ferry_runtime::examples::{Example, ExampleRun, Size};
 use ferry_runtime::host::{DeviceRunner, RunnerConfig, Variant};
 use ferry_sim::fault::{FaultPoint, InjectedFault};
 use ferry_sim::{Arch, PlatformBuilder};
-use harness::{holdings, settles_to, staged_run, Case, Marks, Stage, Watchdog, STAGES};
+use harness::{settled_holdings, settles_to, staged_run, Case, Marks, Stage, Watchdog, STAGES};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -132,7 +132,7 @@ fn sweep_case(
     // buffers); the second one's counts are the steady state the sweep injects into.
     clean_run(&mut r, &ex, case, "first clean run");
     let marks = clean_run(&mut r, &ex, case, "second clean run");
-    let base = holdings(&dev, &root);
+    let base = settled_holdings(&dev, &root);
     for point in FaultPoint::ALL {
         let total = marks[point as usize][Stage::DfxFinish as usize];
         if total == 0 {
@@ -210,7 +210,7 @@ fn sweep_case(
     }
     dog.step(format!("{case:?}: fresh runner"));
     drop(r);
-    let after_first = holdings(&dev, &root);
+    let after_first = settled_holdings(&dev, &root);
     let mut fresh = DeviceRunner::init(dev.clone(), cfg).unwrap();
     fresh.register_callable(0, ex.callable.clone()).unwrap();
     clean_run(&mut fresh, &ex, case, "fresh runner on the same device");

@@ -179,6 +179,23 @@ pub(crate) fn holdings(dev: &Device, root: &Path) -> Holdings {
     }
 }
 
+/// The holdings once they have settled: two readings 20 ms apart agree (bounded by 3 s). A
+/// baseline taken right after a run may otherwise count one of its threads that was joined but
+/// is still listed while it exits (the DFX finish's scoped threads), which later readings, taken
+/// after the settling wait below, no longer see.
+pub(crate) fn settled_holdings(dev: &Device, root: &Path) -> Holdings {
+    let deadline = Instant::now() + Duration::from_secs(3);
+    let mut last = holdings(dev, root);
+    loop {
+        std::thread::sleep(Duration::from_millis(20));
+        let now = holdings(dev, root);
+        if now == last || Instant::now() > deadline {
+            return now;
+        }
+        last = now;
+    }
+}
+
 /// Waits (bounded) for the holdings to come back to `base`; the difference if they do not.
 /// Threads are joined when their owners drop, but the kernel may list an exiting thread a
 /// moment longer.
