@@ -1,8 +1,9 @@
 //! Waiting without burning a core: spin briefly, then park until a [`Doorbell`] rings.
 //!
 //! Every wait in the simulated chip goes through [`Doorbell::wait_until`]: it first polls the
-//! condition under [`crossbeam_utils::Backoff`] (a few microseconds), then parks on a condition
-//! variable until the bell rings or the park timeout passes. A writer that makes a condition
+//! condition while spinning ([`SPIN_STEPS`], a few microseconds), then while yielding the CPU
+//! ([`YIELDS`] times), then parks on a condition variable until the bell rings or the park
+//! timeout passes. A writer that makes a condition
 //! true calls [`Doorbell::ring`]; when nobody is parked, `ring` costs one atomic increment and one
 //! atomic load, so it is cheap enough for hot paths.
 //!
@@ -26,7 +27,6 @@
 use crate::sync::lock;
 #[cfg(ferry_loom)]
 use crate::sync::lock_loom as lock;
-use crossbeam_utils::Backoff;
 #[cfg(ferry_loom)]
 use loom::sync::{
     atomic::{fence, AtomicU64, AtomicUsize, Ordering},
@@ -43,6 +43,20 @@ use std::time::{Duration, Instant};
 /// condition that changes without a ring (e.g. a deadline) is still noticed. Long enough that an
 /// idle waiter costs well under 0.1% of a core.
 pub const MAX_PARK: Duration = Duration::from_millis(50);
+
+/// Spinning polls of a wait before it yields: the `k`-th spins `2^k` times (`1 + 2 + … + 64`
+/// `pause`s in all, a few microseconds), for the hand-offs that complete while the other side
+/// is still on a CPU.
+pub const SPIN_STEPS: u32 = 7;
+
+/// Polls of a wait that each yield the CPU first (`sched_yield`), after the spins and before it
+/// parks. The chip runs two dozen threads on machines with two cores, where the thread that
+/// will ring is usually runnable but not running: a yield hands it the CPU for the price of a
+/// system call, where parking costs a futex sleep and wake-up and the ringer's notify. With 4
+/// (crossbeam's `Backoff`, used before) the chip ran `ferry bench launch`'s 200 vector runs at
+/// 500-630 runs/s; with 16, 880-930 (DFX-off storm medians 123 -> 80 ms). A wait with nobody
+/// else runnable costs its yields' system calls (~10-20 µs) before it parks.
+pub const YIELDS: u32 = 16;
 
 /// An event count: writers ring it after changing shared state, waiters park on it.
 ///
@@ -103,7 +117,7 @@ impl Doorbell {
     /// `cond()`: `false` only when the timeout passed first.
     pub fn wait_until(&self, mut cond: impl FnMut() -> bool, timeout: Option<Duration>) -> bool {
         let start = Instant::now();
-        let backoff = Backoff::new();
+        let mut step = 0u32;
         loop {
             let key = self.prepare();
             if cond() {
@@ -116,8 +130,16 @@ impl Doorbell {
                 },
                 None => MAX_PARK,
             };
-            if !backoff.is_completed() {
-                backoff.snooze();
+            if step < SPIN_STEPS {
+                for _ in 0..1u32 << step {
+                    std::hint::spin_loop();
+                }
+                step += 1;
+                continue;
+            }
+            if step < SPIN_STEPS + YIELDS {
+                std::thread::yield_now();
+                step += 1;
                 continue;
             }
             self.park(key, remaining.min(MAX_PARK));
