@@ -3,9 +3,9 @@
 //! Every wait in the simulated chip goes through [`Doorbell::wait_until`]: it first polls the
 //! condition while spinning ([`SPIN_STEPS`], a few microseconds), then while yielding the CPU
 //! ([`YIELDS`] times), then parks on a condition variable until the bell rings or the park
-//! timeout passes. A writer that makes a condition
-//! true calls [`Doorbell::ring`]; when nobody is parked, `ring` costs one atomic increment and one
-//! atomic load, so it is cheap enough for hot paths.
+//! timeout passes. A writer that makes a condition true calls [`Doorbell::ring`]; when nobody is
+//! parked, `ring` costs one atomic increment and one atomic load, so it is cheap enough for hot
+//! paths.
 //!
 //! # Examples
 //! ```
@@ -53,9 +53,10 @@ pub const SPIN_STEPS: u32 = 7;
 /// parks. The chip runs two dozen threads on machines with two cores, where the thread that
 /// will ring is usually runnable but not running: a yield hands it the CPU for the price of a
 /// system call, where parking costs a futex sleep and wake-up and the ringer's notify. With 4
-/// (crossbeam's `Backoff`, used before) the chip ran `ferry bench launch`'s 200 vector runs at
-/// 500-630 runs/s; with 16, 880-930 (DFX-off storm medians 123 -> 80 ms). A wait with nobody
-/// else runnable costs its yields' system calls (~10-20 µs) before it parks.
+/// (crossbeam's `Backoff`, used before) `ferry bench launch`'s 200 pipelined vector runs (a2a3,
+/// host-built) went at 525-618 runs/s; with 16, at 752-913 (DFX-off storm medians 123 -> 80
+/// ms). A wait with nobody else runnable costs its yields' system calls (~10-20 µs) before it
+/// parks.
 pub const YIELDS: u32 = 16;
 
 /// An event count: writers ring it after changing shared state, waiters park on it.

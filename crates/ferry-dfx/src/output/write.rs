@@ -408,10 +408,9 @@ impl Relay<'_> {
 /// Writes `run` into `dir`: every subsystem present in it (each file streamed from the model
 /// into a temp file beside its target, files of absent subsystems left alone) and the traces
 /// ([`PERFETTO_FILE`], and [`CHROME_FILE`] with `opts.chrome`) from one [`perfetto::plan`], as
-/// `opts` asks, on two
-/// threads: a second one plans and writes the traces while the calling one starts on the files,
-/// then both take the remaining subsystems' files in turn (one subsystem's files stay on one
-/// thread, in order). A third thread commits each finished temp file as
+/// `opts` asks, on two threads: a second one plans and writes the traces while the calling one
+/// starts on the files, then both take the remaining subsystems' files in turn (one subsystem's
+/// files stay on one thread, in order). A third thread commits each finished temp file as
 /// [`write_atomic`](super::write_atomic) does (fsync, rename; each directory fsynced once at
 /// the end), in the order they were finished, so the writers never wait for the disk.
 ///
