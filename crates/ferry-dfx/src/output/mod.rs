@@ -112,6 +112,7 @@ pub use scopes::{
     SCOPES_DIR, SCOPES_FILE, SCOPES_VERSION,
 };
 pub use sink::{direct_io, set_direct_io, WRITE_BUFFER_BYTES};
+pub use stream::{IdHasher, IdMap, IdSet};
 pub use swimlane::{read_swimlane, write_swimlane, SwimlaneParts, GRAPH_LOAD_KEY, SWIMLANE_FILE};
 pub use write::{
     write_all, TraceStats, WriteOptions, WritePhase, WriteProgress, WriteReport, WrittenFile,

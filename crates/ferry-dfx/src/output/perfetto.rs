@@ -674,7 +674,7 @@ pub(crate) fn write_plan_ticked<W: Write>(
         enc.emit(&mut w)?;
         tick.tick(1);
     }
-    let mut interned: HashMap<&str, u64> = HashMap::new();
+    let mut interned: IdMap<&str, u64> = IdMap::default();
     for s in &plan.slices {
         let name = if opts.intern_names {
             let next = interned.len() as u64 + 1;

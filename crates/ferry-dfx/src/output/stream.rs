@@ -105,8 +105,19 @@ impl<'a> Ticker<'a> {
 /// Hashes integer keys (task ids, `(core, dispatch)` pairs) with a rotate, xor and multiply per
 /// word, as rustc's FxHash does: the keys come from the device, not from an adversary, and
 /// SipHash made the joins' lookups the largest cost of planning a 50,000-task trace.
-#[derive(Clone, Copy, Default)]
-pub(crate) struct IdHasher(u64);
+///
+/// Not for keys an adversary chooses (no DoS resistance).
+///
+/// # Examples
+/// ```
+/// use ferry_dfx::output::{IdMap, IdSet};
+/// let mut m: IdMap<u64, &str> = IdMap::default();
+/// m.insert(7, "task 7");
+/// let s: IdSet<(u64, u64)> = [(1, 2)].into_iter().collect();
+/// assert_eq!((m[&7], s.contains(&(1, 2))), ("task 7", true));
+/// ```
+#[derive(Clone, Copy, Debug, Default)]
+pub struct IdHasher(u64);
 
 impl IdHasher {
     const K: u64 = 0xf135_7aea_2e62_a9c5;
@@ -150,7 +161,10 @@ impl Hasher for IdHasher {
 }
 
 /// A hash map over integer keys with [`IdHasher`].
-pub(crate) type IdMap<K, V> = HashMap<K, V, BuildHasherDefault<IdHasher>>;
+pub type IdMap<K, V> = HashMap<K, V, BuildHasherDefault<IdHasher>>;
+
+/// A hash set over integer keys with [`IdHasher`].
+pub type IdSet<K> = std::collections::HashSet<K, BuildHasherDefault<IdHasher>>;
 
 /// A JSON array of `items`, each mapped through `f` and serialized as it comes (no collected
 /// `Vec`), one tick per item.
@@ -183,39 +197,66 @@ pub(crate) fn same<T>(t: &T) -> &T {
     t
 }
 
+/// `"00" "01" … "99"`: two decimal digits per table lookup.
+const DIGIT_PAIRS: &[u8; 200] = b"\
+    0001020304050607080910111213141516171819\
+    2021222324252627282930313233343536373839\
+    4041424344454647484950515253545556575859\
+    6061626364656667686970717273747576777879\
+    8081828384858687888990919293949596979899";
+
+/// The decimal digits of `v`, formatted into the end of `buf` two at a time (no allocation, no
+/// `core::fmt`, no UTF-8 check: the writers' hottest helper).
+#[inline]
+fn dec_bytes(buf: &mut [u8; 20], mut v: u64) -> &[u8] {
+    let mut i = buf.len();
+    while v >= 100 {
+        let pair = (v % 100) as usize * 2;
+        v /= 100;
+        i -= 2;
+        buf[i..i + 2].copy_from_slice(&DIGIT_PAIRS[pair..pair + 2]);
+    }
+    if v >= 10 {
+        let pair = v as usize * 2;
+        i -= 2;
+        buf[i..i + 2].copy_from_slice(&DIGIT_PAIRS[pair..pair + 2]);
+    } else {
+        i -= 1;
+        buf[i] = b'0' + v as u8;
+    }
+    &buf[i..]
+}
+
 /// The decimal digits of `v`, formatted into `buf` (no allocation, no `core::fmt`).
 #[inline]
-pub(crate) fn dec_str(buf: &mut [u8; 20], mut v: u64) -> &str {
-    let mut i = buf.len();
-    loop {
-        i -= 1;
-        buf[i] = b'0' + (v % 10) as u8;
-        v /= 10;
-        if v == 0 {
-            break;
-        }
-    }
+pub(crate) fn dec_str(buf: &mut [u8; 20], v: u64) -> &str {
     // ASCII digits are UTF-8.
-    std::str::from_utf8(&buf[i..]).unwrap_or_default()
+    std::str::from_utf8(dec_bytes(buf, v)).unwrap_or_default()
 }
 
 /// `0x` and the 16 zero-padded lowercase hex digits of `v` (`0x%016x`), formatted into `buf`.
 #[inline]
-pub(crate) fn hex16_str(buf: &mut [u8; 18], v: u64) -> &str {
+fn hex16_bytes(buf: &mut [u8; 18], v: u64) -> &[u8; 18] {
     const HEX: &[u8; 16] = b"0123456789abcdef";
     buf[0] = b'0';
     buf[1] = b'x';
     for k in 0..16 {
         buf[2 + k] = HEX[((v >> (4 * (15 - k))) & 0xf) as usize];
     }
+    buf
+}
+
+/// `0x` and the 16 zero-padded lowercase hex digits of `v` (`0x%016x`), formatted into `buf`.
+#[inline]
+pub(crate) fn hex16_str(buf: &mut [u8; 18], v: u64) -> &str {
     // ASCII is UTF-8.
-    std::str::from_utf8(buf).unwrap_or_default()
+    std::str::from_utf8(hex16_bytes(buf, v)).unwrap_or_default()
 }
 
 /// Appends the decimal digits of `v`.
 #[inline]
 pub(crate) fn put_u64(out: &mut Vec<u8>, v: u64) {
-    out.extend_from_slice(dec_str(&mut [0; 20], v).as_bytes());
+    out.extend_from_slice(dec_bytes(&mut [0; 20], v));
 }
 
 /// Appends the decimal digits of `v`, with a `-` when negative.
@@ -230,7 +271,7 @@ pub(crate) fn put_i64(out: &mut Vec<u8>, v: i64) {
 /// Appends `0x` and the 16 zero-padded lowercase hex digits of `v` (`0x%016x`).
 #[inline]
 pub(crate) fn put_hex16(out: &mut Vec<u8>, v: u64) {
-    out.extend_from_slice(hex16_str(&mut [0; 18], v).as_bytes());
+    out.extend_from_slice(hex16_bytes(&mut [0; 18], v));
 }
 
 /// A list that keeps up to `N` items inline and moves to the heap only beyond that: a trace
@@ -424,6 +465,18 @@ mod tests {
             put_i64(&mut out, i);
             assert_eq!(String::from_utf8(out).unwrap(), format!("{u} {i}"));
         }
+        // Every digit count, at and around each power of ten (the pair loop's odd/even ends).
+        let mut p = 1u64;
+        for _ in 0..20 {
+            for u in [p - 1, p, p + 1, p.saturating_mul(10) - 1] {
+                let mut out = Vec::new();
+                put_u64(&mut out, u);
+                assert_eq!(String::from_utf8(out).unwrap(), u.to_string());
+                assert_eq!(dec_str(&mut [0; 20], u), u.to_string());
+            }
+            p = p.saturating_mul(10);
+        }
+        assert_eq!(hex16_str(&mut [0; 18], 0xab), "0x00000000000000ab");
     }
 
     #[test]

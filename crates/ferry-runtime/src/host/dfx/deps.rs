@@ -1,11 +1,11 @@
 //! The DepGen graph: from the orchestrator's submits to `deps.json`'s tasks, tensors and edges,
 //! checked against the runtime before it is written.
 
-use std::collections::{BTreeSet, HashMap, HashSet};
-
 use ferry_abi::records as abi;
 use ferry_dfx::output::collect::{DepGenLog, DepGenSubmit};
-use ferry_dfx::output::{DepArg, DepEdge, DepTask, DepTensor, DepsGraph, EdgeSource, Swimlane};
+use ferry_dfx::output::{
+    DepArg, DepEdge, DepTask, DepTensor, DepsGraph, EdgeSource, IdMap, IdSet, Swimlane,
+};
 
 use super::DfxError;
 use crate::device::tensor_map::TensorMap;
@@ -13,15 +13,15 @@ use crate::device::tensor_map::TensorMap;
 /// The DepGen graph of `log`'s submits (in submission order): tasks with their tensor
 /// arguments, tensors (one version per producer), and the runtime's dependency edges, each
 /// labelled by a host replay of the tensor map (`tensormap`, or `explicit` when the replay does
-/// not imply it). One pass over the submits for the arguments and one for the replay: O(N).
+/// not imply it). One pass over the submits (after a scan for any dependency) builds the
+/// arguments, replays the map and labels each submit's edges: O(N).
 pub(super) fn deps_graph(log: &DepGenLog) -> DepsGraph {
-    let mut versions: HashMap<u64, u32> = HashMap::new();
+    let mut versions: IdMap<u64, u32> = IdMap::default();
     // Each (buffer, version) is one tensor, listed once, in id order (sorted at the end).
-    let mut seen: HashSet<u64> = HashSet::new();
+    let mut seen: IdSet<u64> = IdSet::default();
     let mut tensors: Vec<DepTensor> = Vec::new();
     let mut g = DepsGraph::default();
     let mut map = TensorMap::new();
-    let mut replay: BTreeSet<(u64, u64)> = BTreeSet::new();
     let mut found = Vec::new();
     // The replay only labels edges: a graph without any (a storm of independent tasks) needs
     // none of it.
@@ -72,21 +72,22 @@ pub(super) fn deps_graph(log: &DepGenLog) -> DepsGraph {
         });
         // The tensor map over every task submitted so far (none finished): what the runtime's
         // own dependency tracking implies.
+        // Its edges are labelled here, against this submit's own replay (sorted for the
+        // lookups: a submit may have hundreds of dependencies).
+        found.clear();
         if replaying {
-            found.clear();
             for t in s.tensors {
                 let write = t.role != abi::ARG_ROLE_INPUT;
                 map.access(s.task_id, t.addr, t.addr + t.bytes, write, &mut found, &mut |_| true);
             }
-            replay.extend(found.iter().map(|&p| (p, s.task_id)));
+            found.sort_unstable();
         }
         for &d in s.deps {
-            g.edges.push(DepEdge::explicit(d, s.task_id));
-        }
-    }
-    for e in &mut g.edges {
-        if replay.contains(&(e.pred, e.succ)) {
-            e.source = EdgeSource::Tensormap;
+            let mut e = DepEdge::explicit(d, s.task_id);
+            if found.binary_search(&d).is_ok() {
+                e.source = EdgeSource::Tensormap;
+            }
+            g.edges.push(e);
         }
     }
     tensors.sort_unstable_by_key(|t| t.tensor_id);
@@ -114,8 +115,9 @@ pub(super) fn check_deps(
     if g.edges.is_empty() {
         return Ok(());
     }
-    let tasks: BTreeSet<u64> = g.tasks.iter().map(|t| t.task_id).collect();
-    let mut seen = BTreeSet::new();
+    let tasks: IdSet<u64> = g.tasks.iter().map(|t| t.task_id).collect();
+    let mut seen: IdSet<(u64, u64)> = IdSet::default();
+    seen.reserve(g.edges.len());
     for e in &g.edges {
         if e.pred >= e.succ || (lossless && !tasks.contains(&e.pred)) {
             return Err(DfxError::Deps(format!(
@@ -128,7 +130,7 @@ pub(super) fn check_deps(
         }
     }
     if let Some(sw) = sw {
-        let mut span: HashMap<u64, (u64, u64)> = HashMap::new();
+        let mut span: IdMap<u64, (u64, u64)> = IdMap::default();
         for t in &sw.aicore_tasks {
             let s = span.entry(t.task_token_raw).or_insert((u64::MAX, 0));
             s.0 = s.0.min(t.start);
@@ -203,5 +205,33 @@ mod tests {
         assert_eq!(g.tensors.len(), 2, "one version per producer");
         assert_eq!(g.edges.len(), 1);
         assert_eq!(g.edges[0].source, EdgeSource::Tensormap);
+
+        // Task 2 reads what task 1 wrote and also declares task 0, whose version task 1
+        // overwrote: the map implies 1 -> 2 only, so 0 -> 2 stays explicit, and so does an edge
+        // between tasks that share no tensor (3 -> 4).
+        let head = |id| DepGenHead { task_id: id, flags: 0, kernel_id: [-1, 0, -1], block_num: 1 };
+        let t = |role, addr| DepGenTensor { role, addr, bytes: 64 };
+        let submits: [(u64, Vec<DepGenTensor>, Vec<u64>); 3] = [
+            (2, vec![t(abi::ARG_ROLE_INPUT, 0x40)], vec![0, 1]),
+            (3, vec![t(abi::ARG_ROLE_OUTPUT, 0x1000)], vec![]),
+            (4, vec![t(abi::ARG_ROLE_OUTPUT, 0x2000)], vec![3]),
+        ];
+        for (id, tensors, preds) in submits {
+            encode(&head(id), tensors.into_iter(), &preds, &mut [0; 64], |c| log.push_buffer(c))
+                .unwrap();
+        }
+        let g = deps_graph(&log);
+        let sources: Vec<(u64, u64, EdgeSource)> =
+            g.edges.iter().map(|e| (e.pred, e.succ, e.source)).collect();
+        assert_eq!(
+            sources,
+            [
+                (0, 1, EdgeSource::Tensormap),
+                (0, 2, EdgeSource::Explicit),
+                (1, 2, EdgeSource::Tensormap),
+                (3, 4, EdgeSource::Explicit),
+            ]
+        );
+        check_deps(&g, &log, true, None).unwrap();
     }
 }
