@@ -9,6 +9,13 @@
 //! full, 4 KiB-aligned buffer goes from this buffer to the disk with no cache page and no copy,
 //! and only the file's unaligned tail is written through the cache. Small files never switch.
 //!
+//! A direct transfer blocks its caller for the disk's time (the cache returned at once), so
+//! a direct file's full buffers are written by a helper thread of its own (`ferry-io`) while its
+//! writer fills a second buffer: the writer waits only when it has filled that one too, or at
+//! the end. At most one transfer is in flight per file, in file order; its error reaches the
+//! writer at its next buffer or at [`FileSink::finish`]. Where the thread cannot be started, the
+//! writer makes the transfers itself.
+//!
 //! Direct I/O is an optimisation, never a requirement: where the filesystem refuses it (tmpfs
 //! on older kernels, some network filesystems) or a transfer is refused (`EINVAL`) or short, the
 //! file goes on through the cache from where it stood, byte for byte the same.
@@ -97,6 +104,112 @@ pub(crate) struct FileSink {
     direct: Direct,
     /// Bytes written with direct I/O.
     direct_bytes: u64,
+    /// The helper thread for direct transfers, once the file has gone direct.
+    io: Option<IoThread>,
+}
+
+/// A buffer on its way to the disk: `storage[start..start + len]` at the file's offset.
+struct Transfer {
+    storage: Box<[u8]>,
+    start: usize,
+    len: usize,
+    /// The file's direct state when it was handed over, and after the transfer.
+    direct: Direct,
+    /// Bytes of it that went direct.
+    direct_bytes: u64,
+    result: io::Result<()>,
+}
+
+/// A direct file's helper thread: takes one [`Transfer`] at a time and hands it back written.
+struct IoThread {
+    to: Option<std::sync::mpsc::SyncSender<Transfer>>,
+    back: std::sync::mpsc::Receiver<Transfer>,
+    /// A transfer is with the thread.
+    busy: bool,
+    handle: Option<std::thread::JoinHandle<()>>,
+}
+
+impl IoThread {
+    /// Starts the helper over `file` (a clone of the sink's descriptor, so the offset and the
+    /// `O_DIRECT` flag are shared: only one side writes at a time). `None` when the clone or
+    /// the thread cannot be made.
+    fn start(file: &File) -> Option<IoThread> {
+        let file = file.try_clone().ok()?;
+        let (to, jobs) = std::sync::mpsc::sync_channel::<Transfer>(1);
+        let (done, back) = std::sync::mpsc::channel::<Transfer>();
+        let handle = std::thread::Builder::new()
+            .name("ferry-io".into())
+            .spawn(move || {
+                for mut t in jobs {
+                    let buf = &t.storage[t.start..t.start + t.len];
+                    t.result = write_out(&file, buf, &mut t.direct, &mut t.direct_bytes);
+                    if done.send(t).is_err() {
+                        return;
+                    }
+                }
+            })
+            .ok()?;
+        Some(IoThread { to: Some(to), back, busy: false, handle: Some(handle) })
+    }
+}
+
+impl Drop for IoThread {
+    fn drop(&mut self) {
+        // The thread ends once its queue is closed and its transfer (if any) is written: the
+        // file is not touched after the sink is gone.
+        self.to = None;
+        if let Some(h) = self.handle.take() {
+            let _ = h.join();
+        }
+    }
+}
+
+/// Writes all of `buf` at `file`'s offset: direct while `direct` is on, through the cache from
+/// a refused (`EINVAL`) or short direct transfer on (`direct` then off); counts the bytes that
+/// went direct in `direct_bytes`.
+fn write_out(
+    file: &File,
+    buf: &[u8],
+    direct: &mut Direct,
+    direct_bytes: &mut u64,
+) -> io::Result<()> {
+    let end_direct = |direct: &mut Direct| {
+        // Clearing the flag only fails on a bad descriptor, which the next write reports.
+        let _ = set_direct(file, false);
+        *direct = Direct::Off;
+    };
+    let (n, mut done) = (buf.len(), 0);
+    while done < n {
+        match (&*file).write(&buf[done..]) {
+            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+            Ok(k) => {
+                if *direct == Direct::On {
+                    *direct_bytes += k as u64;
+                }
+                done += k;
+                // A short direct transfer leaves the rest unaligned: it goes through the cache.
+                if done < n && *direct == Direct::On {
+                    end_direct(direct);
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            // The filesystem took the flag but refuses this transfer: through the cache.
+            Err(e) if *direct == Direct::On && e.raw_os_error() == Some(libc::EINVAL) => {
+                end_direct(direct)
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+/// A zeroed buffer of [`WRITE_BUFFER_BYTES`] with room to align it, and the offset of its
+/// [`DIRECT_ALIGN`]-aligned start.
+fn aligned_buffer() -> (Box<[u8]>, usize) {
+    // Zeroed through the allocator: pages are only touched as the buffer fills.
+    let storage = vec![0u8; WRITE_BUFFER_BYTES + DIRECT_ALIGN].into_boxed_slice();
+    let start = storage.as_ptr().align_offset(DIRECT_ALIGN);
+    (storage, start)
 }
 
 /// What a finished [`FileSink`] wrote.
@@ -112,9 +225,7 @@ pub(crate) struct Finished {
 impl FileSink {
     /// A sink over `file` (empty, at offset 0); `direct`: may it switch to direct I/O.
     pub(crate) fn new(file: File, direct: bool) -> Self {
-        // Zeroed through the allocator: pages are only touched as the buffer fills.
-        let storage = vec![0u8; WRITE_BUFFER_BYTES + DIRECT_ALIGN].into_boxed_slice();
-        let start = storage.as_ptr().align_offset(DIRECT_ALIGN);
+        let (storage, start) = aligned_buffer();
         FileSink {
             file,
             storage,
@@ -125,6 +236,7 @@ impl FileSink {
             kicked: 0,
             direct: if direct { Direct::Untried } else { Direct::Off },
             direct_bytes: 0,
+            io: None,
         }
     }
 
@@ -157,32 +269,20 @@ impl FileSink {
         if self.direct == Direct::Untried && n == WRITE_BUFFER_BYTES {
             self.direct = if set_direct(&self.file, true) { Direct::On } else { Direct::Off };
         }
+        if self.direct == Direct::On && n == WRITE_BUFFER_BYTES && self.io.is_none() {
+            self.io = IoThread::start(&self.file);
+        }
+        // The transfer in flight first (it may have ended direct I/O for the file).
+        let spare = self.settle()?;
+        if self.direct == Direct::On && n == WRITE_BUFFER_BYTES && self.io.is_some() {
+            return self.hand_over(spare);
+        }
+        // Everything else is written here.
         if self.direct == Direct::On && n % DIRECT_ALIGN != 0 {
             self.end_direct();
         }
-        let mut done = 0;
-        while done < n {
-            match self.file.write(&self.storage[s + done..s + n]) {
-                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
-                Ok(k) => {
-                    if self.direct == Direct::On {
-                        self.direct_bytes += k as u64;
-                    }
-                    done += k;
-                    // A short direct transfer leaves the rest unaligned: it goes through the
-                    // cache.
-                    if done < n && self.direct == Direct::On {
-                        self.end_direct();
-                    }
-                }
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                // The filesystem took the flag but refuses this transfer: through the cache.
-                Err(e) if self.direct == Direct::On && e.raw_os_error() == Some(libc::EINVAL) => {
-                    self.end_direct()
-                }
-                Err(e) => return Err(e),
-            }
-        }
+        let s = self.start;
+        write_out(&self.file, &self.storage[s..s + n], &mut self.direct, &mut self.direct_bytes)?;
         self.bytes += n as u64;
         self.len = 0;
         if self.direct == Direct::On {
@@ -191,6 +291,63 @@ impl FileSink {
             self.kick(WRITEBACK_CHUNK_BYTES);
         }
         Ok(())
+    }
+
+    /// Hands the full buffer to the helper thread (none in flight: [`settle`](Self::settle)
+    /// came first) and goes on in `spare`, the buffer that came back, or a new one.
+    fn hand_over(&mut self, spare: Option<(Box<[u8]>, usize)>) -> io::Result<()> {
+        let Some(io) = self.io.as_mut() else { unreachable!("called with a helper") };
+        let (storage, start) = spare.unwrap_or_else(aligned_buffer);
+        let full = std::mem::replace(&mut self.storage, storage);
+        let at = std::mem::replace(&mut self.start, start);
+        let t = Transfer {
+            storage: full,
+            start: at,
+            len: self.len,
+            direct: self.direct,
+            direct_bytes: 0,
+            result: Ok(()),
+        };
+        let sent = match io.to.as_ref() {
+            Some(to) => to.send(t).map_err(|e| e.0),
+            None => Err(t),
+        };
+        match sent {
+            Ok(()) => io.busy = true,
+            // The helper is gone (it only ends when its queue closes, or by a panic): the
+            // transfer comes back with the send error and is written here.
+            Err(t) => {
+                self.io = None;
+                let (s, n) = (t.start, t.len);
+                let (mut direct, mut db) = (t.direct, 0);
+                write_out(&self.file, &t.storage[s..s + n], &mut direct, &mut db)?;
+                self.direct = direct;
+                self.direct_bytes += db;
+            }
+        }
+        self.bytes += self.len as u64;
+        self.kicked = self.bytes;
+        self.len = 0;
+        Ok(())
+    }
+
+    /// Waits for the transfer in flight, if any: its direct state becomes the file's, its
+    /// error is returned, its buffer comes back for reuse.
+    fn settle(&mut self) -> io::Result<Option<(Box<[u8]>, usize)>> {
+        let Some(io) = self.io.as_mut().filter(|io| io.busy) else { return Ok(None) };
+        io.busy = false;
+        match io.back.recv() {
+            Ok(t) => {
+                self.direct = t.direct;
+                self.direct_bytes += t.direct_bytes;
+                t.result?;
+                Ok(Some((t.storage, t.start)))
+            }
+            Err(_) => {
+                self.io = None;
+                Err(io::Error::other("the direct-I/O helper thread ended with a transfer"))
+            }
+        }
     }
 
     fn end_direct(&mut self) {
@@ -222,6 +379,9 @@ impl FileSink {
     /// Writes out the rest and starts its writeback.
     pub(crate) fn finish(mut self) -> io::Result<Finished> {
         self.drain()?;
+        self.settle()?;
+        // The helper ends here (joined), before the file is handed on.
+        self.io = None;
         self.kick(0);
         Ok(Finished {
             bytes: self.bytes,
@@ -246,7 +406,8 @@ impl Write for FileSink {
     }
 
     fn flush(&mut self) -> io::Result<()> {
-        self.drain()
+        self.drain()?;
+        self.settle().map(drop)
     }
 }
 
@@ -311,6 +472,26 @@ mod tests {
             assert!(any_direct, "no file went direct in {}", d.display());
         }
         std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    /// A disk that fills up fails the file, whether its buffers went through the helper thread
+    /// (direct) or not: the error reaches the writer by `finish` at the latest, and nothing
+    /// hangs.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_full_disk_fails_the_file_direct_or_not() {
+        for direct in [true, false] {
+            for len in [WRITE_BUFFER_BYTES, 3 * WRITE_BUFFER_BYTES + 5] {
+                let f = std::fs::OpenOptions::new().write(true).open("/dev/full").unwrap();
+                let mut s = FileSink::new(f, direct);
+                let data = content(len);
+                let err = s
+                    .write_all(&data)
+                    .and_then(|()| s.finish().map(drop))
+                    .expect_err("/dev/full took the bytes");
+                assert_eq!(err.raw_os_error(), Some(libc::ENOSPC), "{err}");
+            }
+        }
     }
 
     /// Whether a file in `dir` can be opened for direct I/O.
