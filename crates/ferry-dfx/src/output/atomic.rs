@@ -1,8 +1,9 @@
 //! Atomic file replacement: temp file in the target's directory, fsync, rename, fsync the directory.
 //!
-//! The writer a file is filled through buffers [`WRITE_BUFFER_BYTES`](super::WRITE_BUFFER_BYTES) (serde's JSON serializer
-//! and the CSV writer issue one small write per token; with a large buffer they cost a copy, not a
-//! system call; a file past one buffer goes on with direct I/O, [`super::sink`]) and counts and
+//! The writer a file is filled through buffers [`WRITE_BUFFER_BYTES`](super::WRITE_BUFFER_BYTES)
+//! (serde's JSON serializer and the CSV writer issue one small write per token; with a large
+//! buffer they cost a copy, not a system call; a file past one buffer goes on with direct I/O,
+//! [`super::sink`]) and counts and
 //! hashes (XXH3-64) the bytes that reach the file, so callers learn the size and content hash
 //! they wrote (for a run's manifest) without reading it back.
 //!
@@ -125,8 +126,9 @@ pub struct Written {
     pub xxh3: u64,
 }
 
-/// The writer [`write_atomic`] hands its closure: a [`WRITE_BUFFER_BYTES`](super::WRITE_BUFFER_BYTES) buffer over the temp
-/// file (whose full buffers go to the disk with direct I/O once the file outgrows one; see
+/// The writer [`write_atomic`] hands its closure: a
+/// [`WRITE_BUFFER_BYTES`](super::WRITE_BUFFER_BYTES) buffer over the temp file (whose full
+/// buffers go to the disk with direct I/O once the file outgrows one; see
 /// [`set_direct_io`](super::set_direct_io)). A concrete type (not `dyn Write`), so a
 /// serializer's many small writes inline into the buffer's copy.
 pub struct AtomicWriter {

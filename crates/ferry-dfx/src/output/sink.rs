@@ -173,11 +173,6 @@ fn write_out(
     direct: &mut Direct,
     direct_bytes: &mut u64,
 ) -> io::Result<()> {
-    let end_direct = |direct: &mut Direct| {
-        // Clearing the flag only fails on a bad descriptor, which the next write reports.
-        let _ = set_direct(file, false);
-        *direct = Direct::Off;
-    };
     let (n, mut done) = (buf.len(), 0);
     while done < n {
         match (&*file).write(&buf[done..]) {
@@ -189,18 +184,25 @@ fn write_out(
                 done += k;
                 // A short direct transfer leaves the rest unaligned: it goes through the cache.
                 if done < n && *direct == Direct::On {
-                    end_direct(direct);
+                    end_direct(file, direct);
                 }
             }
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             // The filesystem took the flag but refuses this transfer: through the cache.
             Err(e) if *direct == Direct::On && e.raw_os_error() == Some(libc::EINVAL) => {
-                end_direct(direct)
+                end_direct(file, direct)
             }
             Err(e) => return Err(e),
         }
     }
     Ok(())
+}
+
+/// Ends direct I/O for `file`: the rest goes through the cache.
+fn end_direct(file: &File, direct: &mut Direct) {
+    // Clearing the flag only fails on a bad descriptor, which the next write reports.
+    let _ = set_direct(file, false);
+    *direct = Direct::Off;
 }
 
 /// A zeroed buffer of [`WRITE_BUFFER_BYTES`] with room to align it, and the offset of its
@@ -279,7 +281,7 @@ impl FileSink {
         }
         // Everything else is written here.
         if self.direct == Direct::On && n % DIRECT_ALIGN != 0 {
-            self.end_direct();
+            end_direct(&self.file, &mut self.direct);
         }
         let s = self.start;
         write_out(&self.file, &self.storage[s..s + n], &mut self.direct, &mut self.direct_bytes)?;
@@ -348,12 +350,6 @@ impl FileSink {
                 Err(io::Error::other("the direct-I/O helper thread ended with a transfer"))
             }
         }
-    }
-
-    fn end_direct(&mut self) {
-        // Clearing the flag only fails on a bad descriptor, which the next write reports.
-        let _ = set_direct(&self.file, false);
-        self.direct = Direct::Off;
     }
 
     /// Starts the writeback of what was written through the cache since the last kick if that

@@ -79,9 +79,10 @@ pub const HOST_THREADS: usize = 3;
 /// Nice value of a session's host threads (Linux): below the simulated chip's threads, which on
 /// hardware would not share CPUs with the host at all. Not further below: at 10 the 2-core
 /// machines' scheduler left a host thread off the CPU for tens of milliseconds behind the chip's
-/// two dozen threads, and default pools waited at their gates (the capacity test failed 2 of 6 runs even
-/// with the PMU and ArgsDump pools doubled); at 5, with those pools, 0 of 18, and the storm's
-/// in-run throughput with all five subsystems was the same within noise (8 interleaved rounds).
+/// two dozen threads, and default pools waited at their gates (the capacity test failed 2 of 6
+/// runs even with the PMU and ArgsDump pools doubled); at 5, with those pools, 0 of 18, and the
+/// storm's in-run throughput with all five subsystems was the same within noise (8 interleaved
+/// rounds).
 pub const HOST_NICE: i32 = 5;
 
 /// What to collect in a run (`ferry run --swimlane/--pmu/--dep-gen/--dump-args/--scope-stats`).
