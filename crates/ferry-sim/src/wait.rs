@@ -1,7 +1,8 @@
 //! Waiting without burning a core: spin briefly, then park until a [`Doorbell`] rings.
 //!
 //! Every wait in the simulated chip goes through [`Doorbell::wait_until`]: it first polls the
-//! condition while spinning ([`SPIN_STEPS`], a few microseconds), then while yielding the CPU
+//! condition while spinning ([`spin_steps`]: a few microseconds where the host has CPUs to spare,
+//! a single `pause` where it does not), then while yielding the CPU
 //! ([`YIELDS`] times), then parks on a condition variable until the bell rings or the park
 //! timeout passes. A writer that makes a condition true calls [`Doorbell::ring`]; when nobody is
 //! parked, `ring` costs one atomic increment and one atomic load, so it is cheap enough for hot
@@ -44,10 +45,40 @@ use std::time::{Duration, Instant};
 /// idle waiter costs well under 0.1% of a core.
 pub const MAX_PARK: Duration = Duration::from_millis(50);
 
-/// Spinning polls of a wait before it yields: the `k`-th spins `2^k` times (`1 + 2 + … + 64`
-/// `pause`s in all, a few microseconds), for the hand-offs that complete while the other side
-/// is still on a CPU.
+/// Spinning polls of a wait before it yields, on a machine with CPUs to spare
+/// ([`SPARE_CPUS`] or more): the `k`-th spins `2^k` times (`1 + 2 + … + 64` `pause`s in all, a
+/// few microseconds), for the hand-offs that complete while the other side is still on a CPU.
 pub const SPIN_STEPS: u32 = 7;
+
+/// Spinning polls of a wait before it yields on a machine with fewer than [`SPARE_CPUS`] CPUs:
+/// one `pause`. There the chip's two dozen threads share two or four CPUs, the side that will
+/// ring is almost never running while we spin, and every spin is CPU time taken from it. On 2
+/// cores (interleaved rounds of the 50,000-task storm): 7 steps 66-71 ms, 1 step 57-64 ms; with
+/// all five DFX subsystems 131-141 ms vs 102-108 ms, because work added to one chip thread
+/// (a DFX record, a payload copy) no longer waits behind the spins of two dozen others.
+pub const SMALL_MACHINE_SPIN_STEPS: u32 = 1;
+
+/// CPUs from which the host counts as having CPUs to spare for spinning waiters.
+pub const SPARE_CPUS: usize = 8;
+
+/// The spin budget of every wait in this process: [`SPIN_STEPS`] with [`SPARE_CPUS`] or more
+/// CPUs available to it, else [`SMALL_MACHINE_SPIN_STEPS`]. Read once.
+pub fn spin_steps() -> u32 {
+    #[cfg(not(ferry_loom))]
+    {
+        static STEPS: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
+        *STEPS.get_or_init(|| {
+            match std::thread::available_parallelism() {
+                Ok(n) if n.get() >= SPARE_CPUS => SPIN_STEPS,
+                _ => SMALL_MACHINE_SPIN_STEPS,
+            }
+        })
+    }
+    #[cfg(ferry_loom)]
+    {
+        SMALL_MACHINE_SPIN_STEPS
+    }
+}
 
 /// Polls of a wait that each yield the CPU first (`sched_yield`), after the spins and before it
 /// parks. The chip runs two dozen threads on machines with two cores, where the thread that
@@ -118,6 +149,7 @@ impl Doorbell {
     /// `cond()`: `false` only when the timeout passed first.
     pub fn wait_until(&self, mut cond: impl FnMut() -> bool, timeout: Option<Duration>) -> bool {
         let start = Instant::now();
+        let spins = spin_steps();
         let mut step = 0u32;
         loop {
             let key = self.prepare();
@@ -131,14 +163,14 @@ impl Doorbell {
                 },
                 None => MAX_PARK,
             };
-            if step < SPIN_STEPS {
+            if step < spins {
                 for _ in 0..1u32 << step {
                     std::hint::spin_loop();
                 }
                 step += 1;
                 continue;
             }
-            if step < SPIN_STEPS + YIELDS {
+            if step < spins + YIELDS {
                 std::thread::yield_now();
                 step += 1;
                 continue;
