@@ -46,17 +46,78 @@ impl<T> UnsafeCell<T> {
 #[cfg(ferry_loom)]
 pub(crate) use loom::cell::UnsafeCell;
 
-/// One step of a bounded spin: crossbeam's `Backoff::snooze` (spin, then `yield`), or a loom yield
-/// so that the model scheduler runs the thread that makes progress.
-#[inline]
-pub(crate) fn snooze(backoff: &crossbeam_utils::Backoff) {
-    #[cfg(not(ferry_loom))]
-    backoff.snooze();
-    #[cfg(ferry_loom)]
-    {
-        let _ = backoff;
-        loom::thread::yield_now();
+/// A bounded spin-then-yield backoff for every wait of this crate's threads (host engine threads
+/// between sweeps, a device writer at a gate): crossbeam's `Backoff` steps, except that the spin
+/// steps are left out on machines with fewer than [`SPARE_CPUS`] CPUs.
+///
+/// There a waiter's spin is CPU time taken from the thread it waits for (on the simulated chip,
+/// two dozen device threads share two CPUs with the host engine): each step then yields at once.
+/// Under `cfg(ferry_loom)` every step is a loom yield, so the model scheduler runs the thread that
+/// makes progress.
+#[derive(Debug, Default)]
+pub(crate) struct Backoff {
+    step: core::cell::Cell<u32>,
+}
+
+/// Spin steps (`2^k` pauses each) before yielding, where CPUs are to spare (crossbeam's).
+const SPIN_LIMIT: u32 = 6;
+/// Steps after which [`Backoff::is_completed`] says to block instead (crossbeam's).
+const YIELD_LIMIT: u32 = 10;
+/// CPUs from which spinning is worth it.
+pub(crate) const SPARE_CPUS: usize = 8;
+
+/// Spin steps of this process's backoffs: [`SPIN_LIMIT`] with [`SPARE_CPUS`] or more CPUs, else
+/// none. Read once.
+#[cfg(not(ferry_loom))]
+fn spin_limit() -> Option<u32> {
+    static LIMIT: std::sync::OnceLock<Option<u32>> = std::sync::OnceLock::new();
+    *LIMIT.get_or_init(|| match std::thread::available_parallelism() {
+        Ok(n) if n.get() >= SPARE_CPUS => Some(SPIN_LIMIT),
+        _ => None,
+    })
+}
+
+impl Backoff {
+    /// A fresh backoff.
+    pub(crate) fn new() -> Self {
+        Self::default()
     }
+
+    /// Starts over (work was found).
+    pub(crate) fn reset(&self) {
+        self.step.set(0);
+    }
+
+    /// One step: spin `2^step` pauses while under the spin limit, else yield the CPU.
+    #[inline]
+    pub(crate) fn snooze(&self) {
+        let step = self.step.get();
+        #[cfg(not(ferry_loom))]
+        match spin_limit() {
+            Some(limit) if step <= limit => {
+                for _ in 0..1u32 << step {
+                    core::hint::spin_loop();
+                }
+            }
+            _ => std::thread::yield_now(),
+        }
+        #[cfg(ferry_loom)]
+        loom::thread::yield_now();
+        if step <= YIELD_LIMIT {
+            self.step.set(step + 1);
+        }
+    }
+
+    /// Whether the backoff is spent: the caller should park or sleep instead.
+    pub(crate) fn is_completed(&self) -> bool {
+        self.step.get() > YIELD_LIMIT
+    }
+}
+
+/// One step of `backoff` (see [`Backoff::snooze`]).
+#[inline]
+pub(crate) fn snooze(backoff: &Backoff) {
+    backoff.snooze();
 }
 
 #[cfg(not(ferry_loom))]

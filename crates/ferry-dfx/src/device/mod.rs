@@ -7,8 +7,8 @@
 //! [`DeviceWriter::wait_for_ready_queue_space`], then [`DeviceWriter::enqueue_ready`]) *before*
 //! it claims a replacement (pop gate [`DeviceWriter::wait_for_free_queue_entry`]). Only the gates
 //! may wait, and only under the run's [`Policy`]: each wait takes one budget once, before its loop,
-//! measured on the device [`CycleClock`], and never re-armed. A wait spins briefly
-//! (`crossbeam_utils::Backoff`) and then naps with a capped timeout. After a gate runs out of
+//! measured on the device [`CycleClock`], and never re-armed. A wait spins briefly (crossbeam's
+//! backoff steps; on a machine with few CPUs it only yields) and then naps with a capped timeout. After a gate runs out of
 //! budget the lane is *degraded*: its next gates check once without waiting, until one succeeds,
 //! so a dead host costs one budget per lane rather than one per buffer (spec §7.2 REC).
 //!

@@ -2,7 +2,7 @@
 
 use core::marker::PhantomData;
 
-use crossbeam_utils::Backoff;
+use crate::sync::Backoff;
 use ferry_abi::dfx::{self, DfxLayout, GATE_NONE, GATE_POP, GATE_PUSH};
 
 use super::{

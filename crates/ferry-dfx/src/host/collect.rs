@@ -107,7 +107,7 @@ impl CollectorShard {
             s.collect(&h, self.shard);
         }
         let mut d = Done { region: h.region, buffer: h.buffer, kind: h.kind };
-        let backoff = crossbeam_utils::Backoff::new();
+        let backoff = crate::sync::Backoff::new();
         while let Err(back) = self.done.push(d) {
             // Cannot happen (the ring holds every buffer); wait rather than lose the buffer.
             d = back;
@@ -128,7 +128,7 @@ impl CollectorShard {
     /// host-internal signal), exits once execution is complete and the ring is empty, or at once
     /// on halt.
     pub(crate) fn poll_and_collect(&mut self) {
-        let backoff = crossbeam_utils::Backoff::new();
+        let backoff = crate::sync::Backoff::new();
         loop {
             if self.flags.halted() {
                 return;

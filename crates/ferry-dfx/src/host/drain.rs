@@ -42,7 +42,7 @@ impl HandoffTx {
     fn push(&mut self, mut h: Handoff) {
         // The ring holds every buffer of every region, so this never waits in practice; the wait
         // keeps ownership here rather than dropping a buffer already taken from the device.
-        let backoff = crossbeam_utils::Backoff::new();
+        let backoff = crate::sync::Backoff::new();
         while let Err(back) = self.ring.push(h) {
             h = back;
             self.collector.unpark();

@@ -14,7 +14,7 @@
 
 use std::time::{Duration, Instant};
 
-use crossbeam_utils::Backoff;
+use crate::sync::Backoff;
 
 /// How a drain shard polls its queues when they are empty.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -125,7 +125,7 @@ impl Replenisher {
                 let origin = o as u32;
                 let t = r.select_recycled_shard(d.kind, origin);
                 let mut b = d.buffer;
-                let backoff = crossbeam_utils::Backoff::new();
+                let backoff = crate::sync::Backoff::new();
                 while let Err(back) = r.recycled[t as usize][d.kind as usize].push(b) {
                     // Cannot happen (rings hold every buffer); keep the buffer rather than lose it.
                     b = back;
@@ -162,7 +162,7 @@ impl Replenisher {
     /// The replenish thread body (spec §4.11): never touches device memory. Woken by the
     /// collectors (host-internal) and by stop.
     pub(crate) fn mgmt_replenish_loop(&mut self) {
-        let backoff = crossbeam_utils::Backoff::new();
+        let backoff = crate::sync::Backoff::new();
         loop {
             if self.flags.halted() {
                 return;
