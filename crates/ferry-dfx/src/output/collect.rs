@@ -31,6 +31,7 @@ use ferry_abi::records::{
 };
 
 use super::args::DumpedArg;
+use super::chunks::{ChunkLog, Span};
 use super::model::{AicoreTask, AicpuTask, LaneLoss, OrchPhase, SchedPhase, Subsystem, Swimlane};
 use super::pmu::{PmuRow, PmuTable};
 use super::scopes::{ScopeRow, ScopeStats};
@@ -61,8 +62,9 @@ abi_transport_record!(
     ArgsDumpRecord,
 );
 
-/// A collector sink that keeps every record per lane, appended with one copy per buffer into
-/// the lane's one growing vector (no allocation per buffer), with each buffer's sequence number.
+/// A collector sink that keeps every record per lane, one bulk copy per buffer into the lane's
+/// [`ChunkLog`] (no reallocation, huge-page chunks once a lane is large), with each buffer's
+/// sequence number.
 ///
 /// # Examples
 /// ```
@@ -70,16 +72,28 @@ abi_transport_record!(
 /// let mut a = LaneRecords::<u64>::default();
 /// a.push(0, 0, &[1, 2]);
 /// a.push(0, 1, &[3]);
-/// assert_eq!(LaneRecords::merge([a])[&0], vec![1, 2, 3]);
+/// let lanes = LaneRecords::merge([a]);
+/// assert_eq!(lanes[&0].to_vec(), vec![1, 2, 3]);
+/// assert_eq!(lanes[&0].buffers().collect::<Vec<_>>(), [&[1, 2][..], &[3][..]]);
 /// ```
-#[derive(Clone, Debug)]
+#[derive(Debug)]
 pub struct LaneRecords<R> {
     /// By lane.
     lanes: Vec<Lane<R>>,
 }
 
-/// One lane's records, and `(seq, index of the buffer's first record)` per buffer.
-type Lane<R> = (Vec<R>, Vec<(u32, usize)>);
+/// One lane's records, and `(seq, where the buffer went)` per buffer.
+#[derive(Debug)]
+struct Lane<R> {
+    log: ChunkLog<R>,
+    bufs: Vec<(u32, Span)>,
+}
+
+impl<R> Default for Lane<R> {
+    fn default() -> Self {
+        Self { log: ChunkLog::default(), bufs: Vec::new() }
+    }
+}
 
 impl<R> Default for LaneRecords<R> {
     fn default() -> Self {
@@ -98,16 +112,16 @@ impl<R: Copy> LaneRecords<R> {
     pub fn push(&mut self, lane: u32, seq: u32, records: &[R]) {
         let i = lane as usize;
         if self.lanes.len() <= i {
-            self.lanes.resize_with(i + 1, || (Vec::new(), Vec::new()));
+            self.lanes.resize_with(i + 1, Lane::default);
         }
-        let (recs, bufs) = &mut self.lanes[i];
-        bufs.push((seq, recs.len()));
-        recs.extend_from_slice(records);
+        let l = &mut self.lanes[i];
+        let span = l.log.append_whole(records);
+        l.bufs.push((seq, span));
     }
 
     /// Records kept, over every lane.
     pub fn len(&self) -> usize {
-        self.lanes.iter().map(|l| l.0.len()).sum()
+        self.lanes.iter().map(|l| l.log.len()).sum()
     }
 
     /// Whether no record was kept.
@@ -115,37 +129,68 @@ impl<R: Copy> LaneRecords<R> {
         self.len() == 0
     }
 
-    /// Merges the sinks of all collector shards: per lane, the records of every buffer in
-    /// sequence order. A lane whose buffers all came in order to one shard (every lane of a run:
-    /// a lane's queue has one drain shard) moves without a copy.
-    pub fn merge(shards: impl IntoIterator<Item = LaneRecords<R>>) -> BTreeMap<u32, Vec<R>> {
-        let mut parts: BTreeMap<u32, Vec<Lane<R>>> = BTreeMap::new();
+    /// Merges the sinks of all collector shards: per lane, the buffers of every shard in sequence
+    /// order. Nothing is copied: a lane's buffers stay where their collector put them.
+    pub fn merge(shards: impl IntoIterator<Item = LaneRecords<R>>) -> BTreeMap<u32, LaneLog<R>> {
+        let mut out: BTreeMap<u32, LaneLog<R>> = BTreeMap::new();
         for s in shards {
             for (lane, l) in s.lanes.into_iter().enumerate() {
-                if !l.1.is_empty() {
-                    parts.entry(lane as u32).or_default().push(l);
+                if !l.bufs.is_empty() {
+                    let m = out.entry(lane as u32).or_default();
+                    let part = m.parts.len();
+                    m.order.extend(l.bufs.iter().map(|&(seq, span)| (seq, part, span)));
+                    m.parts.push(l.log);
                 }
             }
         }
-        parts
-            .into_iter()
-            .map(|(lane, mut p)| {
-                let ordered = |b: &[(u32, usize)]| b.windows(2).all(|w| w[0].0 < w[1].0);
-                if p.len() == 1 && ordered(&p[0].1) {
-                    return (lane, p.pop().map(|l| l.0).unwrap_or_default());
-                }
-                // Buffers of one lane from several shards (or out of order): by sequence number.
-                let mut bufs: Vec<(u32, &[R])> = Vec::new();
-                for (recs, idx) in &p {
-                    for (k, &(seq, start)) in idx.iter().enumerate() {
-                        let end = idx.get(k + 1).map_or(recs.len(), |n| n.1);
-                        bufs.push((seq, &recs[start..end]));
-                    }
-                }
-                bufs.sort_by_key(|b| b.0);
-                (lane, bufs.into_iter().flat_map(|b| b.1.iter().copied()).collect())
-            })
-            .collect()
+        for m in out.values_mut() {
+            // A lane's buffers all come in order from one shard (every lane of a run: a lane's
+            // queue has one drain shard); otherwise, by sequence number.
+            if !m.order.windows(2).all(|w| w[0].0 < w[1].0) {
+                m.order.sort_by_key(|b| b.0);
+            }
+        }
+        out
+    }
+}
+
+/// One lane's collected records after [`LaneRecords::merge`]: its buffers in sequence order.
+#[derive(Debug)]
+pub struct LaneLog<R> {
+    parts: Vec<ChunkLog<R>>,
+    /// `(seq, part, span)` per buffer, in sequence order.
+    order: Vec<(u32, usize, Span)>,
+}
+
+impl<R> Default for LaneLog<R> {
+    fn default() -> Self {
+        Self { parts: Vec::new(), order: Vec::new() }
+    }
+}
+
+impl<R: Copy> LaneLog<R> {
+    /// The lane's buffers in sequence order, each as collected.
+    pub fn buffers(&self) -> impl Iterator<Item = &[R]> + '_ {
+        self.order.iter().map(|&(_, part, span)| self.parts[part].get(span))
+    }
+
+    /// Records of the lane.
+    pub fn len(&self) -> usize {
+        self.order.iter().map(|b| b.2.len()).sum()
+    }
+
+    /// Whether the lane holds no record.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Every record of the lane, buffer after buffer, in one `Vec`.
+    pub fn to_vec(&self) -> Vec<R> {
+        let mut v = Vec::with_capacity(self.len());
+        for b in self.buffers() {
+            v.extend_from_slice(b);
+        }
+        v
     }
 }
 
@@ -683,8 +728,9 @@ mod tests {
         b.push(0, 2, &[5]);
         b.push(3, 0, &[9]);
         let m = LaneRecords::merge([a, b]);
-        assert_eq!(m[&0], vec![1, 2, 3, 4, 5]);
-        assert_eq!(m[&3], vec![9]);
+        assert_eq!(m[&0].to_vec(), vec![1, 2, 3, 4, 5]);
+        assert_eq!(m[&0].buffers().collect::<Vec<_>>(), [&[1, 2][..], &[3, 4], &[5]]);
+        assert_eq!(m[&3].to_vec(), vec![9]);
         assert_eq!(m.len(), 2, "lanes without records are left out");
     }
 }

@@ -54,6 +54,7 @@
 mod args;
 mod atomic;
 pub mod chrome;
+pub mod chunks;
 pub mod collect;
 mod deps;
 mod host_time;

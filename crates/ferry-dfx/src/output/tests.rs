@@ -524,7 +524,9 @@ fn records_through_the_transport_become_files() {
     let mut run = RunModel::new(RunMeta::new("a5", A5.clock_hz, vec![CoreType::Aiv; 2]));
     let mut sw = Swimlane::new(1);
     for (lane, recs) in &lanes {
-        add_aicore_records(&mut sw, *lane, recs);
+        for b in recs.buffers() {
+            add_aicore_records(&mut sw, *lane, b);
+        }
     }
     run.swimlane = Some(sw);
     run.loss.lanes = report
@@ -710,7 +712,9 @@ fn shrunk_pool_stalls_are_intervals_on_the_starved_lane_only() {
     let mut sw = Swimlane::new(1);
     let sinks = report.sinks.into_iter().map(|s| s.0);
     for (lane, recs) in &collect::LaneRecords::merge(sinks) {
-        collect::add_aicore_records(&mut sw, *lane, recs);
+        for b in recs.buffers() {
+            collect::add_aicore_records(&mut sw, *lane, b);
+        }
     }
     run.swimlane = Some(sw);
     run.loss.lanes = report

@@ -135,15 +135,15 @@ impl ArgsArena {
         self.size
     }
 
-    /// Appends the `len` bytes at physical offset `phys` (word-aligned) of the arena to `out`,
-    /// with one bulk copy; bytes past the arena's end are not copied.
+    /// Hands the `len` bytes at physical offset `phys` (word-aligned) of the arena to `out` as
+    /// one slice, for one bulk copy; bytes past the arena's end are left out.
     ///
     /// # Safety
     /// No thread writes those bytes during the call. The arena protocol provides that for a
     /// payload whose record was published (the device wrote the bytes before the ready-queue
     /// tail's Release store the host observed) and that the host has not yet acknowledged: the
     /// device overwrites a lap only after its arena gate saw every payload acknowledged.
-    pub unsafe fn read_into(&self, phys: u64, len: u64, out: &mut Vec<u8>) {
+    pub unsafe fn read_into(&self, phys: u64, len: u64, out: impl FnOnce(&[u8])) {
         let start = phys.min(self.size) & !3;
         let n = (len & !3).min(self.size - start) as usize;
         // SAFETY: `[start, start + n)` lies inside the payload bytes behind the header (bounded
@@ -154,7 +154,7 @@ impl ArgsArena {
                 n,
             )
         };
-        out.extend_from_slice(src);
+        out(src);
     }
 
     /// Copies `len` bytes from `src` into the arena at physical offset `phys` with one bulk copy.

@@ -40,7 +40,7 @@ use ferry_abi::records::{
     self as abi, AicoreTaskRecord, AicpuTaskRecord, ArgsDumpRecord, OrchPhaseRecord, PmuRecord,
     SchedPhaseRecord, ScopeStatsRecord,
 };
-use ferry_dfx::output::collect::{self, DepGenLog, LaneRecords};
+use ferry_dfx::output::collect::{self, DepGenLog, LaneLog, LaneRecords};
 use ferry_dfx::output::{
     ArgsDump, CoreType, DumpedArg, LaneLoss, LossAccounting, PmuTable, RunMeta, RunModel,
     ScopeStats, Subsystem, Swimlane,
@@ -557,35 +557,45 @@ impl DfxSession {
             for (core, recs) in
                 take(&mut report, sub, Subsystem::ChipSwimlane, "aicore", &mut m.loss)
             {
-                collect::add_aicore_records(sw(&mut m), core, &recs);
+                for b in recs.buffers() {
+                    collect::add_aicore_records(sw(&mut m), core, b);
+                }
             }
         }
         if let Some(sub) = s.aicpu {
             for (core, recs) in
                 take(&mut report, sub, Subsystem::ChipSwimlane, "aicpu", &mut m.loss)
             {
-                collect::add_aicpu_records(sw(&mut m), core, &recs);
+                for b in recs.buffers() {
+                    collect::add_aicpu_records(sw(&mut m), core, b);
+                }
             }
         }
         if let Some(sub) = s.sched {
             for (t, recs) in take(&mut report, sub, Subsystem::ChipSwimlane, "sched", &mut m.loss) {
-                collect::add_sched_records(sw(&mut m), t, &recs)
-                    .map_err(|e| bad("scheduler phase", &e))?;
+                for b in recs.buffers() {
+                    collect::add_sched_records(sw(&mut m), t, b)
+                        .map_err(|e| bad("scheduler phase", &e))?;
+                }
             }
         }
         if let Some(sub) = s.orch {
             for recs in
                 take(&mut report, sub, Subsystem::ChipSwimlane, "orch", &mut m.loss).into_values()
             {
-                collect::add_orch_records(sw(&mut m), 0, &recs);
+                for b in recs.buffers() {
+                    collect::add_orch_records(sw(&mut m), 0, b);
+                }
             }
         }
         if let Some(sub) = s.pmu {
             let mut t = PmuTable::new(c.arch.name(), self.opts.pmu);
             for (core, recs) in take(&mut report, sub, Subsystem::Pmu, "pmu", &mut m.loss) {
                 let thread = cluster_of(core, c.aic) % scheds;
-                collect::add_pmu_records(&mut t, thread, core, &recs)
-                    .map_err(|e| bad("pmu", &e))?;
+                for b in recs.buffers() {
+                    collect::add_pmu_records(&mut t, thread, core, b)
+                        .map_err(|e| bad("pmu", &e))?;
+                }
             }
             t.rows.sort_by_key(|r| r.task_id);
             m.pmu = Some(t);
@@ -607,7 +617,9 @@ impl DfxSession {
                 ..ScopeStats::default()
             };
             for recs in lanes.into_values() {
-                collect::add_scope_records(&mut st, &recs).map_err(|e| bad("scope stats", &e))?;
+                for b in recs.buffers() {
+                    collect::add_scope_records(&mut st, b).map_err(|e| bad("scope stats", &e))?;
+                }
             }
             m.scopes = Some(st);
         }
@@ -622,7 +634,9 @@ impl DfxSession {
                 for words in
                     take(&mut report, sub, Subsystem::DepGen, "dep_gen", &mut m.loss).into_values()
                 {
-                    log.push_buffer(&words);
+                    for b in words.buffers() {
+                        log.push_buffer(b);
+                    }
                 }
                 log.finish();
                 let lossless = m.loss.lanes[before..].iter().all(|l| l.dropped == 0);
@@ -685,9 +699,10 @@ fn args_dump(
 ) -> Result<ArgsDump, DfxError> {
     let mut d = ArgsDump { level, ..ArgsDump::default() };
     d.args.reserve(sinks.iter().flat_map(|k| &k.lanes).map(|l| l.records.len()).sum());
+    d.bin.reserve(sinks.iter().flat_map(|k| &k.lanes).map(|l| l.bin.len()).sum());
     for lane in ArgsSink::merge(sinks) {
         let base = d.bin.len() as u64;
-        for (rec, p) in &lane.records {
+        for (rec, p) in lane.records.iter().zip(lane.payloads.iter()) {
             let mut a = DumpedArg::from_record(rec)
                 .map_err(|e| DfxError::Collect(format!("args dump: {e}")))?;
             match *p {
@@ -703,7 +718,9 @@ fn args_dump(
             }
             d.args.push(a);
         }
-        d.bin.extend_from_slice(&lane.bin);
+        for c in lane.bin.chunks() {
+            d.bin.extend_from_slice(c);
+        }
     }
     d.dropped_records = lines.iter().map(|l| l.dropped).sum::<u64>() + arena_drops;
     Ok(d)
@@ -717,7 +734,7 @@ fn take<R: Record>(
     subsystem: Subsystem,
     name: &str,
     loss: &mut LossAccounting,
-) -> BTreeMap<u32, Vec<R>> {
+) -> BTreeMap<u32, LaneLog<R>> {
     let r = report.take(sub.key);
     loss.lanes.extend(loss_lines(&r, &sub.ids, subsystem, name));
     LaneRecords::merge(r.sinks)

@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use ferry_abi::records::{self as abi, ArgsDumpRecord};
+use ferry_dfx::output::chunks::ChunkLog;
 use ferry_dfx::{CollectSink, CollectedBuffer, ReplenishHooks};
 
 use crate::device::dfx::ArgsArena;
@@ -26,18 +27,22 @@ pub(super) enum Payload {
     Overwritten,
 }
 
-/// One scheduler thread's dump: its records as collected, where each payload went, and the
-/// payload bytes in a `bin` of its own (offsets relative to it until the lanes are joined).
+/// One scheduler thread's dump: its records as collected (one bulk copy per buffer), where each
+/// record's payload went, and the payload bytes in a `bin` of its own (offsets relative to it
+/// until the lanes are joined). Chunked stores: nothing is reallocated or moved while the run is
+/// live.
 #[derive(Debug, Default)]
 pub(super) struct ArgsLane {
-    pub(super) records: Vec<(ArgsDumpRecord, Payload)>,
-    pub(super) bin: Vec<u8>,
+    pub(super) records: ChunkLog<ArgsDumpRecord>,
+    /// One per record, in record order.
+    pub(super) payloads: ChunkLog<Payload>,
+    pub(super) bin: ChunkLog<u8>,
 }
 
 /// Collects ArgsDump records and copies their payloads out of the thread's arena while the run
 /// is live (the device reuses the arena once they are acknowledged), counting the payloads
-/// consumed per thread for the acknowledgement. Turning records into model rows waits for the
-/// end of the run.
+/// consumed per thread for the acknowledgement (once per buffer). Turning records into model
+/// rows waits for the end of the run.
 pub(super) struct ArgsSink {
     arenas: Vec<Arc<ArgsArena>>,
     consumed: Arc<Vec<AtomicU64>>,
@@ -71,7 +76,8 @@ impl CollectSink<ArgsDumpRecord> for ArgsSink {
     fn on_buffer_collected(&mut self, b: &CollectedBuffer<'_, ArgsDumpRecord>) {
         let t = b.lane as usize;
         let (Some(out), arena) = (self.lanes.get_mut(t), self.arenas.get(t)) else { return };
-        out.records.reserve(b.records.len());
+        out.records.extend_from_slice(b.records);
+        let mut copied = 0u64;
         for r in b.records {
             let has_payload = r.kind == abi::ARG_KIND_TENSOR && r.payload_size > 0;
             let mut p = Payload::None;
@@ -86,17 +92,22 @@ impl CollectSink<ArgsDumpRecord> for ArgsSink {
                     let at = out.bin.len();
                     // SAFETY: the record was published after the device wrote its payload, and the
                     // device overwrites a lap only after this thread's payloads are all
-                    // acknowledged, which the count below (after the copy) precedes.
-                    unsafe { a.read_into(r.payload_offset % size, r.payload_size, &mut out.bin) };
+                    // acknowledged, which the count below (after the copies) precedes.
+                    unsafe {
+                        a.read_into(r.payload_offset % size, r.payload_size, |s| {
+                            out.bin.extend_from_slice(s)
+                        })
+                    };
                     p = Payload::Bin { at: at as u64, len: (out.bin.len() - at) as u64 };
                 }
             }
-            out.records.push((*r, p));
-            if let (true, Some(c)) = (has_payload, self.consumed.get(t)) {
-                // Release: orders the payload copy above before the count; pairs with the ack
-                // hook's Acquire load, which then publishes it to the device.
-                c.fetch_add(1, Ordering::Release);
-            }
+            out.payloads.push(p);
+            copied += u64::from(has_payload);
+        }
+        if let (true, Some(c)) = (copied > 0, self.consumed.get(t)) {
+            // Release: orders the payload copies above before the count; pairs with the ack
+            // hook's Acquire load, which then publishes it to the device.
+            c.fetch_add(copied, Ordering::Release);
         }
     }
 }
