@@ -67,11 +67,9 @@ pub fn spin_steps() -> u32 {
     #[cfg(not(ferry_loom))]
     {
         static STEPS: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
-        *STEPS.get_or_init(|| {
-            match std::thread::available_parallelism() {
-                Ok(n) if n.get() >= SPARE_CPUS => SPIN_STEPS,
-                _ => SMALL_MACHINE_SPIN_STEPS,
-            }
+        *STEPS.get_or_init(|| match std::thread::available_parallelism() {
+            Ok(n) if n.get() >= SPARE_CPUS => SPIN_STEPS,
+            _ => SMALL_MACHINE_SPIN_STEPS,
         })
     }
     #[cfg(ferry_loom)]
