@@ -21,8 +21,6 @@ use crate::wait::Doorbell;
 use ferry_abi::arch::ArchProfile;
 use std::time::Instant;
 
-mod tsc;
-
 /// A hand-driven cycle counter shared by every device clock built on it.
 #[derive(Clone, Debug, Default)]
 pub struct VirtualClock(Arc<VirtualInner>);
@@ -64,12 +62,7 @@ fn ns_per_cycle(hz: u64) -> u64 {
 
 #[derive(Clone, Debug)]
 enum Source {
-    /// Host time since `epoch`: read from the TSC where it is the host's time base (`tsc`: the
-    /// calibrated counter and its reading at `epoch`), else from `Instant`.
-    Real {
-        epoch: Instant,
-        tsc: Option<(tsc::Tsc, u64)>,
-    },
+    Real(Instant),
     Virtual(VirtualClock),
 }
 
@@ -85,18 +78,11 @@ pub struct DeviceClock {
 
 impl DeviceClock {
     /// A clock driven by the host's monotonic time, counting at the arch frequency from now.
-    ///
-    /// Where the host's kernel keeps time with an invariant TSC, the clock reads the TSC
-    /// (`rdtscp`, a few nanoseconds, like the one-instruction counter read of a real device) and
-    /// scales it with a rate calibrated once per process against `Instant` (the first real clock
-    /// of a process waits ~2 ms for that); elsewhere it reads `Instant`.
     pub fn real(arch: &ArchProfile) -> Self {
-        let tsc = tsc::Tsc::get();
-        let (epoch, ticks) = (Instant::now(), tsc::Tsc::ticks());
         Self {
             hz: arch.clock_hz,
             ns_per_cycle: ns_per_cycle(arch.clock_hz),
-            source: Source::Real { epoch, tsc: tsc.map(|t| (t, ticks)) },
+            source: Source::Real(Instant::now()),
             real_bell: Arc::default(),
         }
     }
@@ -124,14 +110,7 @@ impl DeviceClock {
     /// The current counter value in cycles.
     pub fn now_cycles(&self) -> u64 {
         match &self.source {
-            Source::Real { tsc: Some((tsc, epoch)), .. } => {
-                let ns = tsc.ns(tsc::Tsc::ticks().saturating_sub(*epoch));
-                match self.ns_per_cycle {
-                    0 => (u128::from(ns) * u128::from(self.hz) / 1_000_000_000) as u64,
-                    d => ns / d,
-                }
-            }
-            Source::Real { epoch, tsc: None } => {
+            Source::Real(epoch) => {
                 let ns = epoch.elapsed().as_nanos();
                 // Both arch clocks divide 1 GHz (a2a3: 20 ns per cycle, a5: 1 ns), so the common
                 // case is one 64-bit division, not a 128-bit multiply and divide (this is read on
@@ -149,7 +128,7 @@ impl DeviceClock {
     /// watch a deadline park on it so a test's `advance` wakes them at once.
     pub fn bell(&self) -> &Doorbell {
         match &self.source {
-            Source::Real { .. } => &self.real_bell,
+            Source::Real(_) => &self.real_bell,
             Source::Virtual(v) => &v.0.bell,
         }
     }
