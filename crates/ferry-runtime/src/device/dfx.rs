@@ -634,8 +634,15 @@ impl ThreadDfx {
         self.orch.is_some()
     }
 
-    /// A dispatch to core `core` of `task`'s block `block` with dispatch id `id`, right before
-    /// the register write. Dumps block 0's arguments before dispatch.
+    /// Whether the scheduler must read the clock for this thread's records: AICPU task records
+    /// (dispatch and finish times) or scheduler phases are on.
+    pub fn timed(&self) -> bool {
+        self.aicpu.is_some() || self.sched.is_some()
+    }
+
+    /// A dispatch to core `core` of `task`'s block `block`, right before the register write;
+    /// `at` is the dispatch time of the scheduler's batch (read before its first register
+    /// write). Dumps block 0's arguments before dispatch.
     pub fn on_dispatch(
         &mut self,
         ops: &dyn DeviceOps,
@@ -643,12 +650,13 @@ impl ThreadDfx {
         seq: u64,
         block: u32,
         task: &ResolvedTask,
+        at: u64,
     ) {
         if self.aicpu.is_some() {
             if self.dispatch.len() <= core as usize {
                 self.dispatch.resize(core as usize + 1, 0);
             }
-            self.dispatch[core as usize] = ops.clock_cycles();
+            self.dispatch[core as usize] = at;
         }
         if block == 0 && self.args.is_some() {
             self.dump_args(ops, seq, task, ARG_STAGE_BEFORE_DISPATCH);
@@ -656,15 +664,9 @@ impl ThreadDfx {
     }
 
     /// Core `core` reported FIN for dispatch `id` of `seq` with its timestamps `times`
-    /// (receive, start, end).
-    pub fn on_finish(
-        &mut self,
-        ops: &dyn DeviceOps,
-        core: u32,
-        seq: u64,
-        id: u32,
-        times: [u64; 3],
-    ) {
+    /// (receive, start, end); `observed` is when the scheduler's sweep had seen it (a clock read
+    /// after the sweep, so never before the core's end).
+    pub fn on_finish(&mut self, core: u32, seq: u64, id: u32, times: [u64; 3], observed: u64) {
         let lane = self.core_lane.get(core as usize).copied().unwrap_or(usize::MAX);
         if let Some(w) = self.aicore.as_mut().filter(|_| lane != usize::MAX) {
             let [recv, start, end] = times;
@@ -681,13 +683,12 @@ impl ThreadDfx {
             );
         }
         if let Some(w) = self.aicpu.as_mut().filter(|_| lane != usize::MAX) {
-            let finish = ops.clock_cycles();
             let dispatch = self.dispatch.get(core as usize).copied().unwrap_or(0);
             w.record(
                 lane,
                 AicpuTaskRecord {
                     dispatch_time: dispatch,
-                    finish_time: finish,
+                    finish_time: observed,
                     reg_task_id: id,
                     _pad: [0; 3],
                 },
@@ -884,7 +885,7 @@ impl ThreadDfx {
         addr: u64,
         bytes: u64,
     ) -> Option<(u64, u64, bool)> {
-        let arena = self.arena.clone()?;
+        let arena = self.arena.as_deref()?;
         let size = arena.size();
         let (len, truncated) = if bytes > size { ((size / 2) & !3, true) } else { (bytes, false) };
         // Relaxed: this thread is the only writer of its cursor.
@@ -905,13 +906,13 @@ impl ThreadDfx {
             // Acquire: pairs with the ack hook's Release store of `completed`, after the collector
             // copied those payloads out.
             let acked = |a: &ArgsArena| a.completed().load(Ordering::Acquire) >= target;
-            while !acked(&arena) {
+            while !acked(arena) {
                 if ops.clock_cycles().saturating_sub(start) >= budget {
                     // Relaxed: a counter read after the run.
                     arena.dropped().fetch_add(1, Ordering::Relaxed);
                     return None;
                 }
-                ops.aicpu_wait(&mut || acked(&arena), Some(Duration::from_micros(50)));
+                ops.aicpu_wait(&mut || acked(arena), Some(Duration::from_micros(50)));
             }
             if phys != 0 {
                 wo += size - phys;

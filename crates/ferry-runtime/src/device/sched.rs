@@ -508,23 +508,27 @@ pub fn scheduler(ops: &dyn DeviceOps, run: &RunState, sched: u32, scheds: u32) {
             return;
         }
     };
+    // The cores whose FIN one sweep saw (reused: no allocation per iteration).
+    let mut fins: Vec<usize> = Vec::with_capacity(cores.len());
+    let timed = dfx.as_ref().is_some_and(|d| d.timed());
     loop {
         let mut progress = false;
         let phases = dfx.as_ref().is_some_and(|d| d.phases_on());
-        // Phase timestamps are read only in iterations that do something: a Complete phase runs
-        // from the first FIN seen to the end of the completions, a Dispatch phase from then (or
-        // the first dispatch) to the last dispatch. Idle polling reads no clock.
-        let mut complete_start = None;
-        let mut completed_n = 0u32;
-        for c in cores.iter_mut() {
-            let Some((seq, id)) = c.running else { continue };
-            if ops.reg_read(c.base, cond) != cond_fin(id) {
-                continue;
+        // First every FIN of this sweep is seen, then they are completed. With DFX on, one clock
+        // read after the sweep stamps them all: it follows every FIN it stamps (each was
+        // observed, Acquire, before it), so no AICPU finish time precedes its core's end. A
+        // Complete phase runs from that read to the end of the completions, a Dispatch phase
+        // from then (or the first dispatch) to the last dispatch; idle polling reads no clock.
+        fins.clear();
+        for (k, c) in cores.iter().enumerate() {
+            if c.running.is_some_and(|(_, id)| ops.reg_read(c.base, cond) == cond_fin(id)) {
+                fins.push(k);
             }
-            if phases && complete_start.is_none() {
-                complete_start = Some(ops.clock_cycles());
-            }
-            c.running = None;
+        }
+        let observed = (timed && !fins.is_empty()).then(|| ops.clock_cycles());
+        for &k in &fins {
+            let c = &mut cores[k];
+            let Some((seq, id)) = c.running.take() else { continue };
             progress = true;
             let st: PayloadStatus =
                 run.image.read_record(c.payload_off + (id as usize & 1) * 256 + PAYLOAD_CORE_LINE);
@@ -539,15 +543,18 @@ pub fn scheduler(ops: &dyn DeviceOps, run: &RunState, sched: u32, scheds: u32) {
                 continue;
             };
             let (core, times) = (c.index, st.times());
-            d.on_finish(ops, core, seq, id, times);
+            d.on_finish(core, seq, id, times, observed.unwrap_or(0));
             if d.wants_complete() {
                 run.block_done(ops, seq, Some(&mut |t| d.on_complete(ops, core, seq, times, t)));
             } else {
                 run.block_done(ops, seq, None);
             }
-            completed_n += 1;
         }
+        let completed_n = fins.len() as u32;
+        let complete_start = observed.filter(|_| phases);
         let complete_end = (phases && completed_n > 0).then(|| ops.clock_cycles());
+        // One dispatch time per batch, read before the batch's first register write, so it
+        // precedes every core's receive time.
         let mut dispatch_start = None;
         let mut dispatched_n = 0u32;
         if !run.is_aborted() {
@@ -556,10 +563,11 @@ pub fn scheduler(ops: &dyn DeviceOps, run: &RunState, sched: u32, scheds: u32) {
                 // queue when the chip has no cores of one kind).
                 let w = run.pop(c.queue);
                 let Some((seq, block)) = w else { continue };
-                if phases && dispatch_start.is_none() {
+                if timed && dispatch_start.is_none() {
                     dispatch_start = Some(complete_end.unwrap_or_else(|| ops.clock_cycles()));
                 }
-                dispatch(ops, run, c, seq, block, dmb, dfx.as_mut());
+                let at = dispatch_start.unwrap_or(0);
+                dispatch(ops, run, c, seq, block, dmb, dfx.as_mut().map(|d| (d, at)));
                 if block == 0 && run.args_dump_on() {
                     run.queue_rest_blocks(ops, seq);
                 }
@@ -604,6 +612,8 @@ pub fn scheduler(ops: &dyn DeviceOps, run: &RunState, sched: u32, scheds: u32) {
     shutdown(ops, &up, dmb, cond, layout.fast_path_enable);
 }
 
+/// Dispatches block `block` of `seq` to core `c`; with DFX on, `dfx` is the thread's writers and
+/// the batch's dispatch time.
 fn dispatch(
     ops: &dyn DeviceOps,
     run: &RunState,
@@ -611,7 +621,7 @@ fn dispatch(
     seq: u64,
     block: u32,
     dmb: u32,
-    dfx: Option<&mut super::dfx::ThreadDfx>,
+    dfx: Option<(&mut super::dfx::ThreadDfx, u64)>,
 ) {
     let task = lock(&run.slot(seq).inner).task;
     let id = c.next_id;
@@ -632,8 +642,8 @@ fn dispatch(
     // register write below.
     run.image.write_record(c.payload_off + (id as usize & 1) * 256, &a);
     c.running = Some((seq, id));
-    if let Some(d) = dfx {
-        d.on_dispatch(ops, c.index, seq, block, &task);
+    if let Some((d, at)) = dfx {
+        d.on_dispatch(ops, c.index, seq, block, &task, at);
     }
     ops.reg_write_aicpu(c.base, dmb, id);
 }
