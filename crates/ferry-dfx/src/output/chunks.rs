@@ -51,8 +51,11 @@ impl<T> Chunk<T> {
         let bytes = bytes.max(size);
         let align = align_of::<T>().max(64);
         let layout = Layout::from_size_align(bytes, align).ok()?;
-        // SAFETY: the layout's size is non-zero (`cap ≥ 1` elements of at least one byte).
-        let raw = unsafe { alloc::alloc(layout) };
+        let raw = match pool::POOL.take(layout) {
+            Some(p) => p.as_ptr(),
+            // SAFETY: the layout's size is non-zero (`cap ≥ 1` elements of at least one byte).
+            None => unsafe { alloc::alloc(layout) },
+        };
         let ptr = NonNull::new(raw.cast::<T>())?;
         Some(Self { ptr, len: 0, cap, layout })
     }
@@ -78,8 +81,103 @@ impl<T: Copy> Chunk<T> {
 
 impl<T> Drop for Chunk<T> {
     fn drop(&mut self) {
-        // SAFETY: allocated in `new` with this layout; `T: Copy` elements need no drop.
-        unsafe { alloc::dealloc(self.ptr.as_ptr().cast(), self.layout) };
+        let p = self.ptr.cast::<u8>();
+        if !pool::POOL.give(p, self.layout) {
+            // SAFETY: allocated in `new` with this layout (by the allocator, or taken from the
+            // pool, which holds only allocator blocks of its layout); `T: Copy` elements need no
+            // drop.
+            unsafe { alloc::dealloc(p.as_ptr(), self.layout) };
+        }
+    }
+}
+
+/// Chunks kept for the next log after theirs was dropped, so that collection in a long-lived
+/// process (a server that profiles run after run, the bench's rounds) writes into memory that
+/// is already faulted in: on the 2-core VMs a new page costs ~2 µs, and the storm's ~40 MB of
+/// records is ~10,000 pages, a tenth of its run with every subsystem on. Only the power-of-two
+/// chunk sizes a log grows through are kept, at most `POOL_MAX_BYTES` (64 MiB) in all; the rest
+/// goes back to the allocator.
+mod pool {
+    use super::{CHUNK_BYTES, FIRST_CHUNK_BYTES};
+    use std::alloc::Layout;
+    use std::ptr::NonNull;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Mutex;
+
+    /// Most bytes the process's pool keeps.
+    pub(crate) const POOL_MAX_BYTES: usize = 64 << 20;
+    /// Alignment of every pooled chunk.
+    const ALIGN: usize = 64;
+    /// Size classes: `FIRST_CHUNK_BYTES << k`, up to `CHUNK_BYTES`.
+    const CLASSES: usize = (CHUNK_BYTES / FIRST_CHUNK_BYTES).trailing_zeros() as usize + 1;
+
+    /// A free allocator block of its class's size and [`ALIGN`].
+    struct Block(NonNull<u8>);
+    // SAFETY: a pooled block is owned by the pool alone (no other pointer to it is used), so it
+    // may be handed to another thread.
+    unsafe impl Send for Block {}
+
+    /// Free blocks by size class, at most `max` bytes in all.
+    pub(crate) struct Pool {
+        free: [Mutex<Vec<Block>>; CLASSES],
+        held: AtomicUsize,
+        max: usize,
+    }
+
+    /// The process's pool.
+    pub(super) static POOL: Pool = Pool::new(POOL_MAX_BYTES);
+
+    impl Pool {
+        pub(crate) const fn new(max: usize) -> Pool {
+            Pool {
+                free: [const { Mutex::new(Vec::new()) }; CLASSES],
+                held: AtomicUsize::new(0),
+                max,
+            }
+        }
+
+        fn class(layout: Layout) -> Option<usize> {
+            let n = layout.size();
+            (layout.align() == ALIGN
+                && n.is_power_of_two()
+                && (FIRST_CHUNK_BYTES..=CHUNK_BYTES).contains(&n))
+            .then(|| (n / FIRST_CHUNK_BYTES).trailing_zeros() as usize)
+        }
+
+        fn lock(&self, k: usize) -> std::sync::MutexGuard<'_, Vec<Block>> {
+            self.free[k].lock().unwrap_or_else(|p| p.into_inner())
+        }
+
+        /// A kept block for `layout`, if one is free.
+        pub(crate) fn take(&self, layout: Layout) -> Option<NonNull<u8>> {
+            let b = self.lock(Self::class(layout)?).pop()?;
+            // Relaxed: a budget counter; the mutex hands over the block itself.
+            self.held.fetch_sub(layout.size(), Ordering::Relaxed);
+            Some(b.0)
+        }
+
+        /// Keeps `p` (an allocator block of `layout`) for reuse; `false` when it is not a
+        /// pooled size or the pool is full (the caller frees it).
+        pub(crate) fn give(&self, p: NonNull<u8>, layout: Layout) -> bool {
+            let Some(k) = Self::class(layout) else { return false };
+            let size = layout.size();
+            // Relaxed: a budget counter; reserving with a CAS keeps it under `max` exactly.
+            let reserved = self.held.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |h| {
+                (h + size <= self.max).then_some(h + size)
+            });
+            if reserved.is_err() {
+                return false;
+            }
+            self.lock(k).push(Block(p));
+            true
+        }
+
+        /// Bytes held now.
+        #[cfg(test)]
+        pub(crate) fn held(&self) -> usize {
+            // Relaxed: a statistic.
+            self.held.load(Ordering::Relaxed)
+        }
     }
 }
 
@@ -177,7 +275,7 @@ impl<T: Copy> ChunkLog<T> {
         if src.is_empty() {
             return Span::default();
         }
-        if !self.chunks.last().is_some_and(|c| c.cap - c.len >= src.len()) {
+        if self.chunks.last().is_none_or(|c| c.cap - c.len < src.len()) {
             self.grow(src.len());
         }
         let chunk = self.chunks.len() - 1;
@@ -200,7 +298,8 @@ impl<T: Copy> ChunkLog<T> {
     }
 
     /// Adds a chunk for at least `need` elements: the next size (double the last, up to
-    /// [`CHUNK_BYTES`]) or, for a larger `need`, whole multiples of [`CHUNK_BYTES`].
+    /// [`CHUNK_BYTES`]) or, for a larger `need`, the next power of two up to [`CHUNK_BYTES`],
+    /// then whole multiples of it.
     fn grow(&mut self, need: usize) {
         let size = size_of::<T>().max(1);
         let next = match self.chunks.last() {
@@ -208,7 +307,11 @@ impl<T: Copy> ChunkLog<T> {
             Some(c) => (c.layout.size() * 2).min(CHUNK_BYTES),
         };
         let want = need.saturating_mul(size);
-        let bytes = if want <= next { next } else { want.div_ceil(CHUNK_BYTES) * CHUNK_BYTES };
+        let bytes = match want {
+            w if w <= next => next,
+            w if w <= CHUNK_BYTES => w.next_power_of_two(),
+            w => w.div_ceil(CHUNK_BYTES) * CHUNK_BYTES,
+        };
         match Chunk::new(bytes) {
             Some(c) => self.chunks.push(c),
             None => alloc::handle_alloc_error(
@@ -272,8 +375,8 @@ mod tests {
     fn whole_appends_read_back_as_they_were() {
         let mut log = ChunkLog::<u64>::new();
         let mut spans = Vec::new();
-        // A buffer larger than a whole chunk too.
-        for (k, n) in [3usize, 2047, 2048, 5000, 300_000, 1, 262_144].into_iter().enumerate() {
+        // A first buffer larger than the first chunk, and one larger than a whole chunk.
+        for (k, n) in [3000usize, 2047, 2048, 5000, 300_000, 1, 262_144].into_iter().enumerate() {
             let part: Vec<u64> = (0..n as u64).map(|i| (k as u64) << 32 | i).collect();
             spans.push((log.append_whole(&part), part));
         }
@@ -282,9 +385,35 @@ mod tests {
             assert_eq!(span.len(), part.len());
             assert_eq!(log.get(*span), &part[..]);
         }
+        // 3,000 words need 24,000 bytes: a 32 KiB first chunk, not a whole 2 MiB one.
+        assert_eq!(log.chunks[0].layout.size(), 32 << 10);
         let all: Vec<u64> = spans.iter().flat_map(|(_, p)| p.iter().copied()).collect();
         assert_eq!(log.to_vec(), all, "whole appends keep the order too");
         assert_eq!(log.len(), all.len());
+    }
+
+    #[test]
+    fn the_pool_reuses_blocks_up_to_its_cap() {
+        let p = pool::Pool::new(3 * FIRST_CHUNK_BYTES);
+        let small = Layout::from_size_align(FIRST_CHUNK_BYTES, 64).unwrap();
+        let odd = Layout::from_size_align(FIRST_CHUNK_BYTES + 8, 64).unwrap();
+        let blocks: Vec<NonNull<u8>> = (0..4)
+            // SAFETY: a non-zero layout.
+            .map(|_| NonNull::new(unsafe { alloc::alloc(small) }).unwrap())
+            .collect();
+        assert!(p.give(blocks[0], small) && p.give(blocks[1], small) && p.give(blocks[2], small));
+        assert!(!p.give(blocks[3], small), "past the cap the caller frees");
+        assert_eq!(p.held(), 3 * FIRST_CHUNK_BYTES);
+        assert_eq!(p.take(odd), None, "only the power-of-two sizes a log grows through");
+        let again = p.take(small).unwrap();
+        assert!(blocks[..3].contains(&again), "a kept block comes back");
+        assert_eq!(p.held(), 2 * FIRST_CHUNK_BYTES);
+        assert!(p.take(Layout::from_size_align(2 * FIRST_CHUNK_BYTES, 64).unwrap()).is_none());
+        for b in [again, blocks[3], p.take(small).unwrap(), p.take(small).unwrap()] {
+            // SAFETY: each block came from `alloc(small)` and is freed once.
+            unsafe { alloc::dealloc(b.as_ptr(), small) };
+        }
+        assert_eq!((p.take(small), p.held()), (None, 0));
     }
 
     #[test]
