@@ -48,6 +48,9 @@ pub const CORE_DEADLINE: Duration = Duration::from_secs(10);
 
 const FREE: u64 = u64::MAX;
 
+/// Successors a completing task releases from a stack copy (more: the list itself is taken).
+const SUCC_INLINE: usize = 16;
+
 pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     // A panic while holding a slot lock leaves plain data behind; keep going with it.
     m.lock().unwrap_or_else(|p| p.into_inner())
@@ -356,16 +359,28 @@ impl RunState {
             let task = lock(&slot.inner).task;
             f(&task);
         }
-        let (kernel, succ) = {
+        // The successors are copied out (a few, on the stack) and the slot's list cleared in
+        // place, so its allocation serves the slot's next task: no allocation per edge.
+        let mut few = [0u64; SUCC_INLINE];
+        let (kernel, n, many) = {
             let mut g = lock(&slot.inner);
             g.done = true;
-            (g.task.kernel, std::mem::take(&mut g.successors))
+            let n = g.successors.len();
+            let many = if n <= SUCC_INLINE {
+                few[..n].copy_from_slice(&g.successors);
+                g.successors.clear();
+                Vec::new()
+            } else {
+                std::mem::take(&mut g.successors)
+            };
+            (g.task.kernel, n, many)
         };
         if let Some(c) = self.kernel_counts.get(kernel as usize) {
             // Relaxed: a statistic read after every thread has left (the exit protocol orders it).
             c.fetch_add(1, Ordering::Relaxed);
         }
-        for s in succ {
+        let succ = if n <= SUCC_INLINE { &few[..n] } else { &many[..] };
+        for &s in succ {
             self.release(ops, s);
         }
         // Relaxed: a progress counter for the host.
