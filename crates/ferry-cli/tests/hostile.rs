@@ -190,7 +190,10 @@ fn commands_read_only_the_files_they_need() {
     let d = run_copy("needs");
     let pmu = d.join("pmu.csv");
     let t = std::fs::read(&pmu).unwrap();
-    std::fs::write(&pmu, &t[..t.len() / 2]).unwrap();
+    // Cut mid-row, just before a comma: the last row is short of fields whatever the rows' widths
+    // (half the file can end exactly at a row's end, a shorter file that parses).
+    let cut = t[..t.len() / 2].iter().rposition(|&b| b == b',').unwrap();
+    std::fs::write(&pmu, &t[..cut]).unwrap();
     // deps never reads pmu.csv, nor args.bin (gone here).
     std::fs::remove_file(d.join("args_dump").join("args.bin")).unwrap();
     let o = cli(&["deps"], &d);
