@@ -249,7 +249,14 @@ pub(crate) fn run(a: &RunArgs) -> anyhow::Result<()> {
     for (id, ex) in examples.into_iter().enumerate() {
         let run = ex.build(size).with_variant(variant);
         runner.register_callable(id as u32, run.callable.clone())?;
+        let t0 = Instant::now();
         let (session, mut anchors) = start_dfx(&mut runner, &cfg, &dfx, run.args.scratch_bytes)?;
+        tracing::debug!(
+            example = ex.name(),
+            ms = t0.elapsed().as_secs_f64() * 1e3,
+            "phase: dfx start"
+        );
+        let t0 = Instant::now();
         let (out, repeat) = if a.repeat > 1 {
             match repeat_one(&mut runner, id as u32, &run, a.repeat) {
                 Ok((out, rep)) => (Ok((out, None)), Some(rep)),
@@ -261,6 +268,7 @@ pub(crate) fn run(a: &RunArgs) -> anyhow::Result<()> {
         if let Some(a) = anchors.as_mut() {
             sample_clock_anchors(runner.device(), ANCHOR_POST, a);
         }
+        tracing::debug!(example = ex.name(), ms = t0.elapsed().as_secs_f64() * 1e3, "phase: run");
         runner.attach_dfx_session(None)?;
         let (out, host) = out.with_context(|| format!("example `{}`", ex.name()))?;
         if let (Some(s), Some(rd)) = (session, run_dir.as_mut()) {
@@ -479,7 +487,10 @@ fn write_dfx(
     out: &mut RunDir,
 ) -> anyhow::Result<()> {
     let name = host.case.as_str();
+    let t0 = Instant::now();
     let mut model = s.finish()?;
+    tracing::debug!(ms = t0.elapsed().as_secs_f64() * 1e3, "phase: dfx model");
+    let t0 = Instant::now();
     model.meta.case = Some(host.case.clone());
     model.meta.clock_anchors = host.anchors;
     model.meta.host_orchestration = host.host;
@@ -489,6 +500,7 @@ fn write_dfx(
     let opts = WriteOptions { files: true, traces, chrome, progress: Some(&progress) };
     let report = output::write_all(dir, &model, &opts);
     bar.finish();
+    tracing::debug!(ms = t0.elapsed().as_secs_f64() * 1e3, "phase: dfx write");
     let report = report?;
     for f in &report.files {
         out.record(&f.path, Written { bytes: f.bytes, xxh3: f.xxh3 })?;

@@ -515,6 +515,8 @@ impl DfxSession {
     /// [`DfxError::Collect`] for records that do not decode, [`DfxError::Deps`] when the DepGen
     /// graph disagrees with the runtime's dependencies.
     pub fn finish(self) -> Result<RunModel, DfxError> {
+        let t0 = std::time::Instant::now();
+        let ms = |t: std::time::Instant| t.elapsed().as_secs_f64() * 1e3;
         let c = self.chip;
         let w = c.aic + c.aiv;
         let core_types =
@@ -540,119 +542,34 @@ impl DfxSession {
             lanes: Vec::new(),
         };
         let bad = |what: &str, e: &dyn std::fmt::Display| DfxError::Collect(format!("{what}: {e}"));
+        use Subsystem::ChipSwimlane;
         let mut report = match self.engine {
             Some(Engine::Running(e)) => e.try_stop()?,
             Some(Engine::Halted(h)) => h.recover(),
             None => unreachable!("halt_host always stores the engine back"),
         };
+        tracing::debug!(ms = ms(t0), "dfx finish: engine stopped");
         let s = self.subs;
-
-        if self.opts.swimlane > 0 {
-            m.swimlane = Some(Swimlane::new(self.opts.swimlane));
-        }
-        fn sw(m: &mut RunModel) -> &mut Swimlane {
-            m.swimlane.get_or_insert_with(|| Swimlane::new(1))
-        }
-        if let Some(sub) = s.aicore {
-            for (core, recs) in
-                take(&mut report, sub, Subsystem::ChipSwimlane, "aicore", &mut m.loss)
-            {
-                for b in recs.buffers() {
-                    collect::add_aicore_records(sw(&mut m), core, b);
-                }
-            }
-        }
-        if let Some(sub) = s.aicpu {
-            for (core, recs) in
-                take(&mut report, sub, Subsystem::ChipSwimlane, "aicpu", &mut m.loss)
-            {
-                for b in recs.buffers() {
-                    collect::add_aicpu_records(sw(&mut m), core, b);
-                }
-            }
-        }
-        if let Some(sub) = s.sched {
-            for (t, recs) in take(&mut report, sub, Subsystem::ChipSwimlane, "sched", &mut m.loss) {
-                for b in recs.buffers() {
-                    collect::add_sched_records(sw(&mut m), t, b)
-                        .map_err(|e| bad("scheduler phase", &e))?;
-                }
-            }
-        }
-        if let Some(sub) = s.orch {
-            for recs in
-                take(&mut report, sub, Subsystem::ChipSwimlane, "orch", &mut m.loss).into_values()
-            {
-                for b in recs.buffers() {
-                    collect::add_orch_records(sw(&mut m), 0, b);
-                }
-            }
-        }
-        if let Some(sub) = s.pmu {
-            let mut t = PmuTable::new(c.arch.name(), self.opts.pmu);
-            for (core, recs) in take(&mut report, sub, Subsystem::Pmu, "pmu", &mut m.loss) {
-                let thread = cluster_of(core, c.aic) % scheds;
-                for b in recs.buffers() {
-                    collect::add_pmu_records(&mut t, thread, core, b)
-                        .map_err(|e| bad("pmu", &e))?;
-                }
-            }
-            t.rows.sort_by_key(|r| r.task_id);
-            m.pmu = Some(t);
-        }
-        if let Some(sub) = s.scope {
+        // Every region's report first (no copying: each lane's buffers stay where the collector
+        // put them), the loss lines in the subsystems' order.
+        let aicore =
+            s.aicore.map(|sub| take(&mut report, sub, ChipSwimlane, "aicore", &mut m.loss));
+        let aicpu = s.aicpu.map(|sub| take(&mut report, sub, ChipSwimlane, "aicpu", &mut m.loss));
+        let sched = s.sched.map(|sub| take(&mut report, sub, ChipSwimlane, "sched", &mut m.loss));
+        let orch = s.orch.map(|sub| take(&mut report, sub, ChipSwimlane, "orch", &mut m.loss));
+        let pmu = s.pmu.map(|sub| take(&mut report, sub, Subsystem::Pmu, "pmu", &mut m.loss));
+        let scope = s.scope.map(|sub| {
             let before = m.loss.lanes.len();
             let lanes = take(&mut report, sub, Subsystem::ScopeStats, "scope", &mut m.loss);
             let lines = &m.loss.lanes[before..];
-            let mut st = ScopeStats {
-                total: lines.iter().map(|l| l.produced).sum(),
-                dropped: lines.iter().map(|l| l.dropped).sum(),
-                task_window_max: [i64::from(c.task_window); abi::SCOPE_RINGS],
-                // The heap is the run's scratch arena: reserved at what the run asked for, so
-                // its fill is no ring pressure (see `ScopeStats::heap_reserved`).
-                heap_max: [c.scratch_bytes; abi::SCOPE_RINGS],
-                heap_reserved: true,
-                dep_pool_max: [i64::from(c.task_window) * 16; abi::SCOPE_RINGS],
-                tensormap_max: i64::from(c.task_window) * 64,
-                ..ScopeStats::default()
-            };
-            for recs in lanes.into_values() {
-                for b in recs.buffers() {
-                    collect::add_scope_records(&mut st, b).map_err(|e| bad("scope stats", &e))?;
-                }
-            }
-            m.scopes = Some(st);
-        }
-        // DepGen's graph (a tensor-map replay over every submit) is the dearest conversion: it
-        // runs on a second thread while this one converts the dumped arguments.
-        let dep_gen = match s.dep_gen {
-            Some(sub) => {
-                let before = m.loss.lanes.len();
-                let mut log = DepGenLog::default();
-                // A lane's buffers hold whole chains, so its words, buffer after buffer, are
-                // chains.
-                for words in
-                    take(&mut report, sub, Subsystem::DepGen, "dep_gen", &mut m.loss).into_values()
-                {
-                    for b in words.buffers() {
-                        log.push_buffer(b);
-                    }
-                }
-                log.finish();
-                let lossless = m.loss.lanes[before..].iter().all(|l| l.dropped == 0);
-                if let Some(e) = log.error {
-                    return Err(bad("dep_gen", &e));
-                }
-                if lossless && log.incomplete > 0 {
-                    return Err(DfxError::Collect(format!(
-                        "dep_gen: {} submits incomplete in a lossless collection",
-                        log.incomplete
-                    )));
-                }
-                Some((log, lossless))
-            }
-            None => None,
-        };
+            let produced = lines.iter().map(|l| l.produced).sum::<u64>();
+            (lanes, produced, lines.iter().map(|l| l.dropped).sum::<u64>())
+        });
+        let dep_gen = s.dep_gen.map(|sub| {
+            let before = m.loss.lanes.len();
+            let lanes = take(&mut report, sub, Subsystem::DepGen, "dep_gen", &mut m.loss);
+            (lanes, m.loss.lanes[before..].iter().all(|l| l.dropped == 0))
+        });
         let args = s.args.map(|sub| {
             let r = report.take(sub.key);
             let lines = loss_lines(&r, &sub.ids, Subsystem::ArgsDump, "args");
@@ -667,26 +584,146 @@ impl DfxSession {
             .map(|a| a.dropped().load(Ordering::Relaxed))
             .sum();
         let level = self.opts.dump_args;
-        let sw = m.swimlane.as_ref();
-        let (deps, args) = std::thread::scope(|sc| {
-            let graph = dep_gen.as_ref().map(|(log, lossless)| {
-                sc.spawn(move || {
-                    let g = deps::deps_graph(log);
-                    deps::check_deps(&g, log, *lossless, sw).map(|()| g)
+        if self.opts.swimlane > 0 {
+            m.swimlane = Some(Swimlane::new(self.opts.swimlane));
+        }
+        // Three conversions on the machine's CPUs: DepGen's graph (a tensor-map replay over every
+        // submit, the dearest) starts at once on a thread of its own; this thread builds the
+        // swimlane, PMU and ScopeStats rows, then hands the dumped arguments to a third thread
+        // and checks the DepGen graph against the swimlane once both are ready.
+        std::thread::scope(|sc| -> Result<(), DfxError> {
+            let graph = dep_gen.map(|(lanes, lossless)| {
+                sc.spawn(move || -> Result<_, DfxError> {
+                    let mut log = DepGenLog::default();
+                    // A lane's buffers hold whole chains.
+                    for words in lanes.into_values() {
+                        for b in words.buffers() {
+                            log.push_buffer(b);
+                        }
+                    }
+                    log.finish();
+                    if let Some(e) = log.error {
+                        return Err(bad("dep_gen", &e));
+                    }
+                    if lossless && log.incomplete > 0 {
+                        return Err(DfxError::Collect(format!(
+                            "dep_gen: {} submits incomplete in a lossless collection",
+                            log.incomplete
+                        )));
+                    }
+                    let g = deps::deps_graph(&log);
+                    tracing::debug!(ms = ms(t0), "dfx finish: DepGen graph");
+                    Ok((log, g, lossless))
                 })
             });
-            let args =
-                args.map(|(sinks, lines)| args_dump(sinks, &lines, level, arena_drops)).transpose();
-            let deps = graph.map(|h| match h.join() {
-                Ok(r) => r,
-                Err(p) => std::panic::resume_unwind(p),
+            let rows = rows(&mut m, (aicore, aicpu, sched, orch), pmu, scope, &c, &self.opts);
+            tracing::debug!(ms = ms(t0), "dfx finish: swimlane, PMU and ScopeStats rows");
+            let dumped = args.map(|(sinks, lines)| {
+                sc.spawn(move || {
+                    let r = args_dump(sinks, &lines, level, arena_drops);
+                    tracing::debug!(ms = ms(t0), "dfx finish: ArgsDump rows");
+                    r
+                })
             });
-            (deps.transpose(), args)
-        });
-        m.deps = deps?;
-        m.args = args?;
+            let deps = graph.map(join).transpose();
+            let checked = match (&rows, deps) {
+                (Ok(()), Ok(Some((log, g, lossless)))) => {
+                    deps::check_deps(&g, &log, lossless, m.swimlane.as_ref()).map(|()| Some(g))
+                }
+                (_, deps) => deps.map(|_| None),
+            };
+            tracing::debug!(ms = ms(t0), "dfx finish: DepGen check");
+            let dumped = dumped.map(join).transpose();
+            rows?;
+            m.deps = checked?;
+            m.args = dumped?;
+            Ok(())
+        })?;
         Ok(m)
     }
+}
+
+type Lanes<R> = Option<BTreeMap<u32, LaneLog<R>>>;
+
+/// A scoped thread's result, its panic carried on.
+fn join<T>(h: std::thread::ScopedJoinHandle<'_, T>) -> T {
+    match h.join() {
+        Ok(r) => r,
+        Err(p) => std::panic::resume_unwind(p),
+    }
+}
+
+/// The swimlane, PMU and ScopeStats rows of a run into `m`, from each region's lanes.
+fn rows(
+    m: &mut RunModel,
+    (aicore, aicpu, sched, orch): (
+        Lanes<AicoreTaskRecord>,
+        Lanes<AicpuTaskRecord>,
+        Lanes<SchedPhaseRecord>,
+        Lanes<OrchPhaseRecord>,
+    ),
+    pmu: Lanes<PmuRecord>,
+    scope: Option<(BTreeMap<u32, LaneLog<ScopeStatsRecord>>, u64, u64)>,
+    c: &DfxChip,
+    opts: &DfxOptions,
+) -> Result<(), DfxError> {
+    let bad = |what: &str, e: &dyn std::fmt::Display| DfxError::Collect(format!("{what}: {e}"));
+    let scheds = c.threads.max(2) - 1;
+    fn sw(m: &mut RunModel) -> &mut Swimlane {
+        m.swimlane.get_or_insert_with(|| Swimlane::new(1))
+    }
+    for (core, recs) in aicore.into_iter().flatten() {
+        for b in recs.buffers() {
+            collect::add_aicore_records(sw(m), core, b);
+        }
+    }
+    for (core, recs) in aicpu.into_iter().flatten() {
+        for b in recs.buffers() {
+            collect::add_aicpu_records(sw(m), core, b);
+        }
+    }
+    for (t, recs) in sched.into_iter().flatten() {
+        for b in recs.buffers() {
+            collect::add_sched_records(sw(m), t, b).map_err(|e| bad("scheduler phase", &e))?;
+        }
+    }
+    for recs in orch.into_iter().flat_map(BTreeMap::into_values) {
+        for b in recs.buffers() {
+            collect::add_orch_records(sw(m), 0, b);
+        }
+    }
+    if let Some(lanes) = pmu {
+        let mut t = PmuTable::new(c.arch.name(), opts.pmu);
+        for (core, recs) in lanes {
+            let thread = cluster_of(core, c.aic) % scheds;
+            for b in recs.buffers() {
+                collect::add_pmu_records(&mut t, thread, core, b).map_err(|e| bad("pmu", &e))?;
+            }
+        }
+        t.rows.sort_by_key(|r| r.task_id);
+        m.pmu = Some(t);
+    }
+    if let Some((lanes, total, dropped)) = scope {
+        let mut st = ScopeStats {
+            total,
+            dropped,
+            task_window_max: [i64::from(c.task_window); abi::SCOPE_RINGS],
+            // The heap is the run's scratch arena: reserved at what the run asked for, so its
+            // fill is no ring pressure (see `ScopeStats::heap_reserved`).
+            heap_max: [c.scratch_bytes; abi::SCOPE_RINGS],
+            heap_reserved: true,
+            dep_pool_max: [i64::from(c.task_window) * 16; abi::SCOPE_RINGS],
+            tensormap_max: i64::from(c.task_window) * 64,
+            ..ScopeStats::default()
+        };
+        for recs in lanes.into_values() {
+            for b in recs.buffers() {
+                collect::add_scope_records(&mut st, b).map_err(|e| bad("scope stats", &e))?;
+            }
+        }
+        m.scopes = Some(st);
+    }
+    Ok(())
 }
 
 /// The ArgsDump model from its shards' sinks: each record's metadata, its payload placed in one
