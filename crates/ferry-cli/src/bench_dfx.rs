@@ -36,8 +36,8 @@ fn median(mut v: Vec<f64>) -> f64 {
 
 /// (b): the storm command with DFX off, with all five on (`--out` a scratch directory), and with
 /// all five and `--chrome-json`, interleaved, `rounds` times; returns the three medians in
-/// seconds.
-fn command(small: bool, rounds: u32, scratch: &Path) -> anyhow::Result<(f64, f64, f64)> {
+/// seconds and the median of the rounds' own all-five / off ratios.
+fn command(small: bool, rounds: u32, scratch: &Path) -> anyhow::Result<(f64, f64, f64, f64)> {
     let exe = std::env::current_exe().context("locating the ferry binary")?;
     let run = |dfx: bool, chrome: bool| -> anyhow::Result<f64> {
         let mut c = Command::new(&exe);
@@ -69,7 +69,8 @@ fn command(small: bool, rounds: u32, scratch: &Path) -> anyhow::Result<(f64, f64
         chrome.push(run(true, true)?);
     }
     let _ = std::fs::remove_dir_all(scratch);
-    Ok((median(off), median(all), median(chrome)))
+    let paired = median(all.iter().zip(&off).map(|(a, o)| a / o.max(1e-9)).collect());
+    Ok((median(off), median(all), median(chrome), paired))
 }
 
 /// The medians of `rounds` writes of `model` into `dir` with `opts`: (files phase, traces phase,
@@ -105,9 +106,11 @@ pub(crate) fn run(quick: bool, as_json: bool) -> anyhow::Result<()> {
     let rows = ferry_runtime::host::dfx::subsystem_costs(arch, size, rounds).map_err(anyhow_err)?;
     let ratio_of = |name: &str| rows.iter().find(|r| r.config == name).map_or(0.0, |r| r.ratio);
     let tps_of = |name: &str| rows.iter().find(|r| r.config == name).map_or(0.0, |r| r.tasks_per_s);
+    let paired_of =
+        |name: &str| rows.iter().find(|r| r.config == name).map_or(0.0, |r| r.ratio_paired);
 
     let scratch = std::env::temp_dir().join(format!("ferry-bench-dfx-{}", std::process::id()));
-    let (cmd_off, cmd_all, cmd_chrome) =
+    let (cmd_off, cmd_all, cmd_chrome, cmd_paired) =
         command(quick, if quick { 1 } else { 5 }, &scratch.join("run"))?;
 
     // The write phase and the trace phase, from models of the all-five storm at both sizes.
@@ -159,6 +162,7 @@ pub(crate) fn run(quick: bool, as_json: bool) -> anyhow::Result<()> {
         .map(|r| {
             json!({
                 "config": r.config, "tasks_per_s": r.tasks_per_s, "ratio_vs_off": r.ratio,
+                "ratio_vs_off_paired": r.ratio_paired,
                 "records": r.records, "dropped": r.dropped, "stall_waits": r.stall_waits,
             })
         })
@@ -179,12 +183,14 @@ pub(crate) fn run(quick: bool, as_json: bool) -> anyhow::Result<()> {
                 "off_tasks_per_s": tps_of("off"),
                 "all_tasks_per_s": tps_of("all"),
                 "ratio": ratio_of("all"),
+                "ratio_paired": paired_of("all"),
                 "target": TARGET_IN_RUN,
             },
             "command": {
                 "off_s": cmd_off,
                 "all_s": cmd_all,
                 "ratio": cmd_all / cmd_off.max(1e-9),
+                "ratio_paired": cmd_paired,
                 "target": TARGET_COMMAND,
                 "all_with_chrome_json_s": cmd_chrome,
                 "with_chrome_json_ratio": cmd_chrome / cmd_off.max(1e-9),
@@ -232,15 +238,18 @@ pub(crate) fn run(quick: bool, as_json: bool) -> anyhow::Result<()> {
         arch.name()
     )?;
     crate::stdout::outln!(
-        "  in run:      {:.2} of DFX off (target >= {TARGET_IN_RUN})",
-        ratio_of("all")
+        "  in run:      {:.2} of DFX off (target >= {TARGET_IN_RUN}); median of the rounds' own \
+         ratios {:.2}",
+        ratio_of("all"),
+        paired_of("all")
     )?;
     crate::stdout::outln!(
-        "  command:     {:.2} s vs {:.2} s off = {:.2}x (target <= {TARGET_COMMAND}); \
-         with --chrome-json {:.2} s = {:.2}x",
+        "  command:     {:.2} s vs {:.2} s off = {:.2}x (target <= {TARGET_COMMAND}; rounds' own \
+         ratios {:.2}x); with --chrome-json {:.2} s = {:.2}x",
         cmd_all,
         cmd_off,
         cmd_all / cmd_off.max(1e-9),
+        cmd_paired,
         cmd_chrome,
         cmd_chrome / cmd_off.max(1e-9)
     )?;
@@ -263,10 +272,12 @@ pub(crate) fn run(quick: bool, as_json: bool) -> anyhow::Result<()> {
     )?;
     for r in &rows {
         crate::stdout::outln!(
-            "  {:<12} {:>10.0} tasks/s  ratio {:>5.2}  {:>9} records, {} dropped, {} gate waits",
+            "  {:<12} {:>10.0} tasks/s  ratio {:>5.2} (paired {:>4.2})  {:>9} records, {} dropped, \
+             {} gate waits",
             r.config,
             r.tasks_per_s,
             r.ratio,
+            r.ratio_paired,
             r.records,
             r.dropped,
             r.stall_waits

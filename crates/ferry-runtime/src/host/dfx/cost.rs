@@ -14,6 +14,10 @@ pub struct CostRow {
     pub tasks_per_s: f64,
     /// `tasks_per_s` over the DFX-off figure.
     pub ratio: f64,
+    /// The median over the rounds of each round's throughput over that round's DFX-off
+    /// throughput: each ratio compares two runs taken moments apart, so it follows the machine's
+    /// drifts less than the ratio of the two medians.
+    pub ratio_paired: f64,
     /// Records the run's model holds (swimlane, PMU and ScopeStats rows, DepGen submits, dumped
     /// arguments) in the last round.
     pub records: u64,
@@ -91,14 +95,22 @@ pub fn subsystem_costs(
         v.sort_by(f64::total_cmp);
         v[v.len() / 2]
     };
+    let paired: Vec<f64> = samples
+        .iter()
+        .map(|s| {
+            let mut r: Vec<f64> = s.iter().zip(&samples[0]).map(|(x, off)| x / off).collect();
+            median(&mut r)
+        })
+        .collect();
     let meds: Vec<f64> = samples.iter_mut().map(median).collect();
     let rows = configs
         .into_iter()
-        .zip(meds.iter().zip(counts))
-        .map(|((config, _), (&tps, (records, dropped, stall_waits)))| CostRow {
+        .zip(meds.iter().zip(paired).zip(counts))
+        .map(|((config, _), ((&tps, ratio_paired), (records, dropped, stall_waits)))| CostRow {
             config,
             tasks_per_s: tps,
             ratio: tps / meds[0],
+            ratio_paired,
             records,
             dropped,
             stall_waits,
