@@ -48,7 +48,7 @@ impl Default for LaunchSeriesConfig {
             variant: Variant::HostBuiltGraph,
             size: Size::Small,
             runs: 200,
-            rounds: 5,
+            rounds: 9,
             pipelined_slots: 2,
         }
     }
