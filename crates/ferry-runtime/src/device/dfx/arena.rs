@@ -1,0 +1,283 @@
+//! ArgsDump on the device: a scheduler thread's payload arena and its dumps (records and
+//! payload copies behind the arena gate of `specs/dfx.md` §3.10).
+use super::super::ops::DeviceOps;
+use super::super::task::{ResolvedTask, Role};
+use super::{role_code, ThreadDfx};
+use ferry_abi::records::{
+    ArgsDumpRecord, DType, ARG_KIND_SCALAR, ARG_KIND_TENSOR, ARG_ROLE_SCALAR,
+    ARG_STAGE_BEFORE_DISPATCH,
+};
+use ferry_dfx::DeviceRegion;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// A scheduler thread's ArgsDump payload arena: a 64-byte header of four counters, then the
+/// payload bytes. On the full path it lives in simulated device memory (its device address
+/// travels in the ArgsDump directory behind `KernelArgs::dump_data_base`); in process it may be a
+/// host block shared by reference.
+///
+/// Header words: `write_offset` (monotonic device cursor in bytes, written modulo
+/// [`size`](Self::size)), `published` (payload records the device has published), `completed`
+/// (payloads the host acknowledged, `publish_arena_acks`), `dropped` (argument records the arena
+/// gate gave up on).
+pub struct ArgsArena {
+    base: std::ptr::NonNull<u8>,
+    size: u64,
+    _owner: Arc<dyn Send + Sync>,
+}
+
+impl std::fmt::Debug for ArgsArena {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ArgsArena").field("size", &self.size).finish_non_exhaustive()
+    }
+}
+
+// SAFETY: every concurrent access to the arena's header goes through atomics; its payload bytes
+// are written (`write_from`) and read (`read_into`) with plain copies only while no other thread
+// touches them, which the arena protocol orders; the owner keeps the memory alive.
+unsafe impl Send for ArgsArena {}
+// SAFETY: as for `Send`.
+unsafe impl Sync for ArgsArena {}
+
+impl ArgsArena {
+    /// Bytes of the counter header in front of the payload bytes.
+    pub const HEADER_BYTES: u64 = 64;
+
+    /// Bytes of memory an arena of `bytes` payload bytes needs (header included).
+    pub fn bytes_for(bytes: u64) -> u64 {
+        Self::HEADER_BYTES + (bytes / 4).max(16) * 4
+    }
+
+    /// An arena of `bytes` bytes (rounded down to whole words, at least 64) in host memory.
+    pub fn new(bytes: u64) -> ArgsArena {
+        let total = Self::bytes_for(bytes);
+        let words: Box<[AtomicU64]> = (0..total.div_ceil(8)).map(|_| AtomicU64::new(0)).collect();
+        let base = std::ptr::NonNull::from(&words[0]).cast::<u8>();
+        ArgsArena { base, size: total - Self::HEADER_BYTES, _owner: Arc::new(words) }
+    }
+
+    /// An arena over `total` bytes of memory someone else owns (header included).
+    ///
+    /// # Safety
+    /// `base` is 8-byte aligned and valid for reads and writes of `total` bytes while `owner`
+    /// (or the party that allocated it) keeps it alive, i.e. for as long as this arena is used;
+    /// every other access to those bytes is atomic.
+    pub unsafe fn from_raw_parts(
+        base: std::ptr::NonNull<u8>,
+        total: u64,
+        owner: Arc<dyn Send + Sync>,
+    ) -> ArgsArena {
+        let size = (total.saturating_sub(Self::HEADER_BYTES) / 4) * 4;
+        ArgsArena { base, size, _owner: owner }
+    }
+
+    fn counter(&self, i: usize) -> &AtomicU64 {
+        // SAFETY: the header holds four 8-aligned u64 words inside the live allocation
+        // (constructors' contracts), only ever accessed atomically.
+        unsafe { &*self.base.as_ptr().add(8 * i).cast::<AtomicU64>() }
+    }
+
+    /// Monotonic write cursor in bytes (device-written).
+    pub fn write_offset(&self) -> &AtomicU64 {
+        self.counter(0)
+    }
+
+    /// Payload-bearing records published so far (device-written).
+    pub fn published(&self) -> &AtomicU64 {
+        self.counter(1)
+    }
+
+    /// Payloads the host has copied out (host-written by the ack hook).
+    pub fn completed(&self) -> &AtomicU64 {
+        self.counter(2)
+    }
+
+    /// Argument records dropped at the arena gate.
+    pub fn dropped(&self) -> &AtomicU64 {
+        self.counter(3)
+    }
+
+    /// Size in bytes.
+    pub fn size(&self) -> u64 {
+        self.size
+    }
+
+    /// Hands the `len` bytes at physical offset `phys` (word-aligned) of the arena to `out` as
+    /// one slice, for one bulk copy; bytes past the arena's end are left out.
+    ///
+    /// # Safety
+    /// No thread writes those bytes during the call. The arena protocol provides that for a
+    /// payload whose record was published (the device wrote the bytes before the ready-queue
+    /// tail's Release store the host observed) and that the host has not yet acknowledged: the
+    /// device overwrites a lap only after its arena gate saw every payload acknowledged.
+    pub unsafe fn read_into(&self, phys: u64, len: u64, out: impl FnOnce(&[u8])) {
+        let start = phys.min(self.size) & !3;
+        let n = (len & !3).min(self.size - start) as usize;
+        // SAFETY: `[start, start + n)` lies inside the payload bytes behind the header (bounded
+        // above), which the owner keeps alive; nobody writes them meanwhile (the caller).
+        let src = unsafe {
+            std::slice::from_raw_parts(
+                self.base.as_ptr().add(Self::HEADER_BYTES as usize + start as usize),
+                n,
+            )
+        };
+        out(src);
+    }
+
+    /// Copies `len` bytes from `src` into the arena at physical offset `phys` with one bulk copy.
+    ///
+    /// # Safety
+    /// `src` is valid for reads of `len` bytes that no thread writes during the call (a tensor
+    /// view whose producers finished and whose consumers have not been released), and
+    /// `[phys, phys + len)` lies inside the arena's payload bytes, which the host does not read
+    /// until the record naming them is published.
+    unsafe fn write_from(&self, phys: u64, src: *const u8, len: u64) {
+        debug_assert!(phys + len <= self.size);
+        // SAFETY: both ranges are valid (the caller; the arena bytes are inside the live
+        // allocation behind the header) and belong to different allocations.
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                src,
+                self.base.as_ptr().add(Self::HEADER_BYTES as usize + phys as usize),
+                len as usize,
+            )
+        };
+    }
+}
+
+impl ThreadDfx {
+    pub(super) fn dump_args(
+        &mut self,
+        ops: &dyn DeviceOps,
+        seq: u64,
+        task: &ResolvedTask,
+        stage: u8,
+    ) {
+        let before = stage == ARG_STAGE_BEFORE_DISPATCH;
+        let payloads = self.dev.args_level != 0;
+        for (i, &(addr, bytes, role)) in task.tensors().iter().enumerate() {
+            let dumped = match role {
+                Role::Input => before,
+                Role::Output => !before,
+                Role::InOut => true,
+            };
+            if !dumped {
+                continue;
+            }
+            let mut r = ArgsDumpRecord {
+                task_id: seq,
+                role: role_code(role),
+                stage,
+                ndims: 1,
+                arg_index: i as u32,
+                dtype: DType::Float32 as u8,
+                is_contiguous: 1,
+                kind: ARG_KIND_TENSOR,
+                func_count: 1,
+                ..Default::default()
+            };
+            r.func_ids[0] = task.kernel as u16;
+            r.shapes[0] = (bytes / 4).min(u64::from(u32::MAX)) as u32;
+            r.strides[0] = 1;
+            if payloads && bytes > 0 {
+                match self.copy_payload(ops, addr, bytes) {
+                    Some((off, size, truncated)) => {
+                        r.payload_offset = off;
+                        r.payload_size = size;
+                        r.truncated = u8::from(truncated);
+                    }
+                    None => continue,
+                }
+            }
+            if let Some(w) = self.args.as_mut() {
+                w.record(0, r);
+            }
+            if r.payload_size > 0 {
+                self.payloads += 1;
+            }
+        }
+        if before {
+            for (k, &v) in task.scalars[..task.n_scalars as usize].iter().enumerate() {
+                let r = ArgsDumpRecord {
+                    task_id: seq,
+                    role: ARG_ROLE_SCALAR,
+                    stage,
+                    arg_index: task.n_tensors + k as u32,
+                    // By the kernel's signature: an f32 scalar dumps as FLOAT32 bits.
+                    dtype: self
+                        .custom
+                        .scalar_dtype(task.kernel, k)
+                        .unwrap_or_else(|| super::super::kernels::scalar_dtype(task.kernel, k))
+                        as u8,
+                    is_contiguous: 1,
+                    kind: ARG_KIND_SCALAR,
+                    scalar_value: v,
+                    func_count: 1,
+                    func_ids: [task.kernel as u16, 0, 0],
+                    ..Default::default()
+                };
+                if let Some(w) = self.args.as_mut() {
+                    w.record(0, r);
+                }
+            }
+        }
+    }
+
+    /// The arena gate (§3.10) and the copy; `None` when the gate gave up (record dropped).
+    fn copy_payload(
+        &mut self,
+        ops: &dyn DeviceOps,
+        addr: u64,
+        bytes: u64,
+    ) -> Option<(u64, u64, bool)> {
+        let arena = self.arena.as_deref()?;
+        let size = arena.size();
+        let (len, truncated) = if bytes > size { ((size / 2) & !3, true) } else { (bytes, false) };
+        // Relaxed: this thread is the only writer of its cursor.
+        let mut wo = arena.write_offset().load(Ordering::Relaxed);
+        let phys = wo % size;
+        let full = wo != 0 && phys == 0;
+        let crosses = len > size - phys;
+        if full || crosses {
+            // Seal: publish the metadata buffer so the host can see (and ack) every payload.
+            if let Some(w) = self.args.as_mut() {
+                w.flush();
+            }
+            let target = self.payloads;
+            // Relaxed: a statistic for the host; the acks below are what pair.
+            arena.published().store(target, Ordering::Relaxed);
+            let budget = self.args.as_ref().map_or(0, |_| self.budget_cycles());
+            let start = ops.clock_cycles();
+            // Acquire: pairs with the ack hook's Release store of `completed`, after the collector
+            // copied those payloads out.
+            let acked = |a: &ArgsArena| a.completed().load(Ordering::Acquire) >= target;
+            while !acked(arena) {
+                if ops.clock_cycles().saturating_sub(start) >= budget {
+                    // Relaxed: a counter read after the run.
+                    arena.dropped().fetch_add(1, Ordering::Relaxed);
+                    return None;
+                }
+                ops.aicpu_wait(&mut || acked(arena), Some(Duration::from_micros(50)));
+            }
+            if phys != 0 {
+                wo += size - phys;
+            }
+        }
+        let src = self.views.get(ops, addr, len).ok()?;
+        // SAFETY: the translation vouched for `len` readable bytes at `src`, valid for the run;
+        // the view is stable while it is dumped (before dispatch its producers have finished and
+        // nothing else writes it; after completion its consumers are not released yet); the
+        // arena range is inside one lap (the gate above moved the cursor to a lap start when it
+        // would not fit).
+        unsafe { arena.write_from(wo % size, src.as_ptr(), len) };
+        // Relaxed: the host reads the cursor as an overwrite high-water mark only; the payload
+        // itself is published with the record.
+        arena.write_offset().store(wo + len, Ordering::Relaxed);
+        Some((wo, len, truncated))
+    }
+
+    fn budget_cycles(&self) -> u64 {
+        self.dev.regions.args.as_ref().map_or(0, DeviceRegion::budget_cycles)
+    }
+}
