@@ -250,9 +250,9 @@ impl SchedPhaseKind {
 /// | 16 | `loop_iter` u32 |
 /// | 20 | `kind` u32 ([`SchedPhaseKind`]) |
 /// | 24 | `tasks_processed` u32 |
-/// | 28 | `phase_data` u32[2] (dispatch: pop_hit, pop_miss; task kinds: local_id, ring_id) |
-/// | 36 | `shared_depth_at_start` i16[3] |
-/// | 42 | `shared_depth_at_end` i16[3] |
+/// | 28 | `phase_data: [u32; 2]` (dispatch: pop_hit, pop_miss; task kinds: local_id, ring_id) |
+/// | 36 | `shared_depth_at_start: [i16; 3]` |
+/// | 42 | `shared_depth_at_end: [i16; 3]` |
 /// | 48 | pad 16 B |
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -331,7 +331,7 @@ pub const CORE_TYPE_AIV: i32 = 1;
 /// | 8 | `func_id` u32 |
 /// | 12 | `core_type` i32 (AIC 0 / AIV 1) |
 /// | 16 | `pmu_total_cycles` u64 |
-/// | 24 | `counters` u32[10] (a2a3: 8 slots, then 8 B pad) |
+/// | 24 | `counters: [u32; 10]` (a2a3: 8 slots, then 8 B pad) |
 #[repr(C, align(64))]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct PmuRecord {
@@ -369,7 +369,7 @@ pub const SCOPE_RINGS: usize = 4;
 ///
 /// | offset | field |
 /// |---|---|
-/// | 0 | `site_file_basename` char[32] (NUL-padded) |
+/// | 0 | `site_file_basename: [u8; 32]` (NUL-padded) |
 /// | 32 | `heap_start` u64 |
 /// | 40 | `heap_end` u64 |
 /// | 48 | `site_line` i32 |
@@ -585,10 +585,10 @@ impl DType {
 /// | 24 | `payload_offset` u64 |
 /// | 32 | `payload_size` u64 |
 /// | 40 | `scalar_value` u64 |
-/// | 48 | `kind` u8, `flags` u8 @49, `func_ids` u16[3] @50, `func_count` u8 @56, pad 7 B @57 |
+/// | 48 | `kind` u8, `flags` u8 @49, `func_ids: [u16; 3]` @50, `func_count` u8 @56, pad 7 B @57 |
 /// | 64 | `start_offset` u64 |
-/// | 72 | `strides` u32[5] |
-/// | 92 | `shapes` u32[5] |
+/// | 72 | `strides: [u32; 5]` |
+/// | 92 | `shapes: [u32; 5]` |
 /// | 112 | pad 16 B |
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

@@ -418,7 +418,7 @@ pub struct ProgramReport {
     pub name: [u8; PROGRAM_NAME_CAPACITY],
     /// `size_of::<KernelArgs>()` in the program's build.
     pub kernel_args_size: u32,
-    /// How many times init latched [`InitArgs`](crate::launch::InitArgs): once per device (a
+    /// How many times init latched [`InitArgs`]: once per device (a
     /// repeat of the latched arguments, from a second loader on the device, is no re-init).
     pub init_calls: u32,
     /// `device_id` of the last `InitArgs`.

@@ -1,7 +1,7 @@
 //! Standard output that ends quietly on a closed pipe.
 //!
 //! `println!` panics when stdout is a pipe whose reader has gone (`ferry dump D | head -1`: exit
-//! 101 and a panic message). Every command writes its stdout through [`print`] or [`outln!`]
+//! 101 and a panic message). Every command writes its stdout through [`print()`] or [`outln!`]
 //! instead, which return the write error; `main` turns an error caused by a broken pipe into a
 //! quiet exit 0, as coreutils do when their reader stops early, and reports every other error.
 
@@ -18,7 +18,7 @@ pub(crate) fn print(s: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// `println!` through [`print`]: evaluates to `anyhow::Result<()>`.
+/// `println!` through [`print()`]: evaluates to `anyhow::Result<()>`.
 macro_rules! outln {
     () => {
         $crate::stdout::print("\n")

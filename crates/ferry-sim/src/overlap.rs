@@ -9,8 +9,8 @@
 //!
 //! A party that will not arrive (its enqueue failed) must [`withdraw`](CopyRendezvous::withdraw);
 //! as a last resort every wait ends after [`RENDEZVOUS_TIMEOUT`], so a mistake costs time, never
-//! a hang. Use at most [`Device::copy_engine_count`] parties: a party waiting for an engine
-//! cannot arrive while the others hold them all.
+//! a hang. Use at most [`Device::copy_engine_count`](crate::Device::copy_engine_count) parties: a
+//! party waiting for an engine cannot arrive while the others hold them all.
 //!
 //! # Examples
 //! ```

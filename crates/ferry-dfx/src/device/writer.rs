@@ -178,8 +178,8 @@ pub struct LaneStats {
 /// The producer of one ready queue (one AICPU thread) and the lanes it owns.
 ///
 /// Never allocates, locks or makes a system call on the record path; a buffer switch waits only
-/// at the two gates, under the run's policy and budget (see the [module docs](self)). `Send` but
-/// not `Sync`: exactly one thread writes a lane.
+/// at the two gates, under the run's policy and budget (see the [module docs](crate::device)).
+/// `Send` but not `Sync`: exactly one thread writes a lane.
 ///
 /// Dropping a writer flushes it (which may wait at the push gate, bounded by the budget); call
 /// [`DeviceWriter::finish`] to flush explicitly and get the counters.

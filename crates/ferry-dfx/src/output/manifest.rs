@@ -321,8 +321,9 @@ impl DirLock {
     }
 }
 
-/// A run's claim on its output directory (see the [module docs](self)): validated, locked,
-/// cleaned of what killed runs left, and the files it writes recorded for the manifest.
+/// A run's claim on its output directory (the rules are the README's "Output directories"):
+/// validated, locked, cleaned of what killed runs left, and the files it writes recorded for the
+/// manifest.
 #[derive(Debug)]
 pub struct OutDir {
     dir: PathBuf,
@@ -485,7 +486,7 @@ fn remove_stale_temps(dir: &Path, depth: usize) -> Result<(), ManifestError> {
     Ok(())
 }
 
-/// Removes this process's temp files under `dir` (down to [`MAX_DEPTH`]): what a run stopped
+/// Removes this process's temp files under `dir` (down to three levels): what a run stopped
 /// by a signal does before it exits. Best effort: errors are skipped.
 pub fn remove_own_temps(dir: &Path) {
     fn walk(dir: &Path, depth: usize, me: u32) {

@@ -407,7 +407,8 @@ fn name_map_of(dir: &Path, case: Option<&str>) -> Option<String> {
     found.into_iter().next()
 }
 
-/// Opens `dir` for an analysis that needs `needs` (see the [module docs](self)).
+/// Opens `dir` for an analysis that needs `needs` (the rules are the README's "Analysis
+/// commands").
 ///
 /// # Errors
 /// [`OpenError`]: the directory is missing or not one, a required file is missing, refused by

@@ -64,23 +64,25 @@ pub struct RunnerConfig {
     pub timeout: Duration,
     /// [`LaunchPath::InProcess`] only: run the device half through the simulated AICPU OS's
     /// services table ([`super::OsServicesOps`], what a device program gets) instead of calling
-    /// the chip directly ([`SimOps`]). The full path always uses the table.
+    /// the chip directly ([`SimOps`](super::SimOps)). The full path always uses the table.
     pub via_services: bool,
     /// How the runner reaches the device (default: the full path, loaded with Path A).
     pub path: LaunchPath,
-    /// The profile of the device [`DeviceRunner::new`] builds (default: vendor, with the Path A
-    /// latch and an incoherent Path B cluster; [`DeviceProfile::Relaxed`] is ferry's own
-    /// device). [`DeviceRunner::init`] takes the device as it is.
+    /// The profile of the device [`DeviceRunner::new`](super::DeviceRunner::new) builds
+    /// (default: vendor, with the Path A latch and an incoherent Path B cluster;
+    /// [`DeviceProfile::Relaxed`] is ferry's own device).
+    /// [`DeviceRunner::init`](super::DeviceRunner::init) takes the device as it is.
     pub profile: DeviceProfile,
     /// The Path B fixes of that device (default: none).
     pub fixes: PathBFixes,
     /// The handshake slots' layout ([`HandshakeLayout::SPLIT`] is seed 004's option D).
     pub handshake_layout: HandshakeLayout,
     /// How long the schedulers wait for their cores' handshake reports (device time) before the
-    /// run fails with [`RunError::HandshakeTimeout`].
+    /// run fails with [`RunError::HandshakeTimeout`](crate::RunError::HandshakeTimeout).
     pub handshake_timeout: Duration,
-    /// How long the AICore kernel of each run takes to start on the device [`DeviceRunner::new`]
-    /// builds (default 0; `ferry_sim::PlatformBuilder::aicore_launch_latency`).
+    /// How long the AICore kernel of each run takes to start on the device
+    /// [`DeviceRunner::new`](super::DeviceRunner::new) builds (default 0;
+    /// `ferry_sim::PlatformBuilder::aicore_launch_latency`).
     pub aicore_launch_latency: Duration,
     /// Launch slots (default 2): how many runs may be prepared or in flight at once. With two
     /// or more, run k+1 is prepared (tensors and its per-run suffix uploaded) while run k

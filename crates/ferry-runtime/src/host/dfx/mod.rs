@@ -464,8 +464,9 @@ impl DfxSession {
     }
 
     /// Notes loaded kernels' `(id, name)` for the run model's kernel names (what the name map
-    /// and the views label them with). [`DeviceRunner::attach_dfx_session`]
-    /// (crate::host::DeviceRunner::attach_dfx_session) notes its runner's.
+    /// and the views label them with).
+    /// [`DeviceRunner::attach_dfx_session`](crate::host::DeviceRunner::attach_dfx_session) notes
+    /// its runner's.
     pub fn note_loaded_kernels(&self, kernels: impl IntoIterator<Item = (u32, String)>) {
         let mut k = self.loaded_kernels.lock().unwrap_or_else(|p| p.into_inner());
         k.extend(kernels);
