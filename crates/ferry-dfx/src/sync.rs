@@ -66,15 +66,22 @@ const YIELD_LIMIT: u32 = 10;
 /// CPUs from which spinning is worth it.
 pub(crate) const SPARE_CPUS: usize = 8;
 
-/// Spin steps of this process's backoffs: [`SPIN_LIMIT`] with [`SPARE_CPUS`] or more CPUs, else
-/// none. Read once.
+/// Spin steps of this process's backoffs ([`spin_limit_for`] its CPUs). Read once.
 #[cfg(not(ferry_loom))]
 fn spin_limit() -> Option<u32> {
     static LIMIT: std::sync::OnceLock<Option<u32>> = std::sync::OnceLock::new();
-    *LIMIT.get_or_init(|| match std::thread::available_parallelism() {
-        Ok(n) if n.get() >= SPARE_CPUS => Some(SPIN_LIMIT),
+    *LIMIT
+        .get_or_init(|| spin_limit_for(std::thread::available_parallelism().ok().map(|n| n.get())))
+}
+
+/// Spin steps of a backoff on a machine with `cpus` CPUs (`None`: unknown): [`SPIN_LIMIT`] from
+/// [`SPARE_CPUS`] on, else none (every step yields).
+#[cfg(not(ferry_loom))]
+fn spin_limit_for(cpus: Option<usize>) -> Option<u32> {
+    match cpus {
+        Some(n) if n >= SPARE_CPUS => Some(SPIN_LIMIT),
         _ => None,
-    })
+    }
 }
 
 impl Backoff {
@@ -200,5 +207,30 @@ pub(crate) fn device_nap(d: std::time::Duration) {
     {
         let _ = d;
         loom::thread::yield_now();
+    }
+}
+
+#[cfg(all(test, not(ferry_loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoffs_spin_only_where_cpus_are_to_spare_and_end_after_the_same_steps() {
+        for cpus in [None, Some(1), Some(2), Some(SPARE_CPUS - 1)] {
+            assert_eq!(spin_limit_for(cpus), None, "{cpus:?}");
+        }
+        for cpus in [SPARE_CPUS, 64] {
+            assert_eq!(spin_limit_for(Some(cpus)), Some(SPIN_LIMIT), "{cpus}");
+        }
+        // Whatever the machine, a backoff is spent after crossbeam's number of steps, and a
+        // reset starts it over.
+        let b = Backoff::new();
+        for _ in 0..=YIELD_LIMIT {
+            assert!(!b.is_completed());
+            b.snooze();
+        }
+        assert!(b.is_completed());
+        b.reset();
+        assert!(!b.is_completed());
     }
 }

@@ -61,15 +61,14 @@ pub const SMALL_MACHINE_SPIN_STEPS: u32 = 1;
 /// CPUs from which the host counts as having CPUs to spare for spinning waiters.
 pub const SPARE_CPUS: usize = 8;
 
-/// The spin budget of every wait in this process: [`SPIN_STEPS`] with [`SPARE_CPUS`] or more
-/// CPUs available to it, else [`SMALL_MACHINE_SPIN_STEPS`]. Read once.
+/// The spin budget of every wait in this process: [`spin_steps_for`] the CPUs available to it.
+/// Read once.
 pub fn spin_steps() -> u32 {
     #[cfg(not(ferry_loom))]
     {
         static STEPS: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
-        *STEPS.get_or_init(|| match std::thread::available_parallelism() {
-            Ok(n) if n.get() >= SPARE_CPUS => SPIN_STEPS,
-            _ => SMALL_MACHINE_SPIN_STEPS,
+        *STEPS.get_or_init(|| {
+            spin_steps_for(std::thread::available_parallelism().ok().map(|n| n.get()))
         })
     }
     #[cfg(ferry_loom)]
@@ -87,6 +86,15 @@ pub fn spin_steps() -> u32 {
 /// ms). A wait with nobody else runnable costs its yields' system calls (~10-20 µs) before it
 /// parks.
 pub const YIELDS: u32 = 16;
+
+/// The spin budget on a machine with `cpus` CPUs (`None`: unknown): [`SPIN_STEPS`] from
+/// [`SPARE_CPUS`] on, else [`SMALL_MACHINE_SPIN_STEPS`].
+pub fn spin_steps_for(cpus: Option<usize>) -> u32 {
+    match cpus {
+        Some(n) if n >= SPARE_CPUS => SPIN_STEPS,
+        _ => SMALL_MACHINE_SPIN_STEPS,
+    }
+}
 
 /// An event count: writers ring it after changing shared state, waiters park on it.
 ///
@@ -210,6 +218,19 @@ mod tests {
     use super::*;
     use std::sync::atomic::AtomicBool;
     use std::sync::Arc;
+
+    #[test]
+    fn waits_spin_only_where_cpus_are_to_spare() {
+        assert_eq!(SMALL_MACHINE_SPIN_STEPS, 1, "one pause: no spin phase to speak of");
+        for cpus in [None, Some(1), Some(2), Some(4), Some(SPARE_CPUS - 1)] {
+            assert_eq!(spin_steps_for(cpus), SMALL_MACHINE_SPIN_STEPS, "{cpus:?}");
+        }
+        for cpus in [SPARE_CPUS, 16, 192] {
+            assert_eq!(spin_steps_for(Some(cpus)), SPIN_STEPS, "{cpus}");
+        }
+        let here = std::thread::available_parallelism().ok().map(|n| n.get());
+        assert_eq!(spin_steps(), spin_steps_for(here), "this process follows the rule");
+    }
 
     #[test]
     fn times_out_when_nobody_rings() {
