@@ -60,10 +60,12 @@ pub(crate) struct Backoff {
 }
 
 /// Spin steps (`2^k` pauses each) before yielding, where CPUs are to spare (crossbeam's).
+#[cfg(not(ferry_loom))]
 const SPIN_LIMIT: u32 = 6;
 /// Steps after which [`Backoff::is_completed`] says to block instead (crossbeam's).
 const YIELD_LIMIT: u32 = 10;
 /// CPUs from which spinning is worth it.
+#[cfg(not(ferry_loom))]
 pub(crate) const SPARE_CPUS: usize = 8;
 
 /// Spin steps of this process's backoffs ([`spin_limit_for`] its CPUs). Read once.
