@@ -60,6 +60,19 @@ fn ns_per_cycle(hz: u64) -> u64 {
     }
 }
 
+/// Cycles of a `hz` clock in `ns` nanoseconds; `ns_per_cycle` is [`ns_per_cycle`]`(hz)`. Both
+/// arch clocks divide 1 GHz (a2a3: 20 ns per cycle, a5: 1 ns), so the common case is no 128-bit
+/// multiply and divide, and for those two not even a 64-bit division (a constant divisor
+/// compiles to a multiply): this runs on every DFX timestamp and every timed wait.
+fn cycles_of_ns(ns: u128, hz: u64, ns_per_cycle: u64) -> u64 {
+    match (u64::try_from(ns), ns_per_cycle) {
+        (Ok(ns), 1) => ns,
+        (Ok(ns), 20) => ns / 20,
+        (Ok(ns), d) if d > 0 => ns / d,
+        _ => (ns * u128::from(hz) / 1_000_000_000) as u64,
+    }
+}
+
 #[derive(Clone, Debug)]
 enum Source {
     Real(Instant),
@@ -111,14 +124,7 @@ impl DeviceClock {
     pub fn now_cycles(&self) -> u64 {
         match &self.source {
             Source::Real(epoch) => {
-                let ns = epoch.elapsed().as_nanos();
-                // Both arch clocks divide 1 GHz (a2a3: 20 ns per cycle, a5: 1 ns), so the common
-                // case is one 64-bit division, not a 128-bit multiply and divide (this is read on
-                // every DFX timestamp and every timed wait).
-                match u64::try_from(ns) {
-                    Ok(ns) if self.ns_per_cycle > 0 => ns / self.ns_per_cycle,
-                    _ => (ns * self.hz as u128 / 1_000_000_000) as u64,
-                }
+                cycles_of_ns(epoch.elapsed().as_nanos(), self.hz, self.ns_per_cycle)
             }
             Source::Virtual(v) => v.now(),
         }
@@ -192,10 +198,12 @@ mod tests {
     fn the_exact_divisor_agrees_with_the_general_conversion() {
         assert_eq!((ns_per_cycle(50_000_000), ns_per_cycle(1_000_000_000)), (20, 1));
         assert_eq!(ns_per_cycle(3_000_000), 0, "3 MHz does not divide 1 GHz");
-        for hz in [50_000_000u64, 1_000_000_000] {
-            for ns in [0u64, 19, 20, 21, 999_999_999, 1 << 50] {
-                let general = (ns as u128 * hz as u128 / 1_000_000_000) as u64;
-                assert_eq!(ns / ns_per_cycle(hz), general, "{hz} Hz, {ns} ns");
+        // a2a3, a5, one that divides 1 GHz by something else (8 ns), one that does not.
+        for hz in [50_000_000u64, 1_000_000_000, 125_000_000, 3_000_000] {
+            for ns in [0u64, 1, 19, 20, 21, 333, 999_999_999, 1 << 50, u64::MAX] {
+                let general = (u128::from(ns) * u128::from(hz) / 1_000_000_000) as u64;
+                let fast = cycles_of_ns(u128::from(ns), hz, ns_per_cycle(hz));
+                assert_eq!(fast, general, "{hz} Hz, {ns} ns");
             }
         }
     }
