@@ -280,7 +280,19 @@ fn perfetto_trace_has_exactly_the_tracks_and_slices_the_records_imply() {
             let want: Vec<&str> = phases.iter().map(|p| p.kind.name()).collect();
             assert_eq!(names, want);
         }
-        assert_eq!(slices_under(&d, perfetto::uuid_orch(0)).len(), sw.orch_phases[0].len());
+        let submits = slices_under(&d, perfetto::uuid_orch(0));
+        assert_eq!(submits.len(), sw.orch_phases[0].len());
+        // One name for every submit, so a trace interns it once and a viewer groups them.
+        assert!(submits.iter().all(|s| s.0 == "submit"), "{submits:?}");
+        let plan = perfetto::plan(&run);
+        let orch: Vec<_> =
+            plan.slices.iter().filter(|s| s.track == perfetto::uuid_orch(0)).collect();
+        let idx: Vec<u64> = orch
+            .iter()
+            .map(|s| s.args.iter().find(|a| a.0 == "submit_idx").map_or(u64::MAX, |a| a.1))
+            .collect();
+        let want: Vec<u64> = sw.orch_phases[0].iter().map(|p| u64::from(p.submit_idx)).collect();
+        assert_eq!(idx, want, "each submit's index is an annotation");
 
         // Overlapping T5/T6 on core 2 went to an overlap child of core 2, never onto one track.
         for v in d.slices.values() {
