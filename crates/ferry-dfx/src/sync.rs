@@ -123,12 +123,6 @@ impl Backoff {
     }
 }
 
-/// One step of `backoff` (see [`Backoff::snooze`]).
-#[inline]
-pub(crate) fn snooze(backoff: &Backoff) {
-    backoff.snooze();
-}
-
 #[cfg(not(ferry_loom))]
 pub(crate) use crossbeam_utils::sync::{Parker, Unparker};
 

@@ -231,7 +231,7 @@ fn gate_wait(
             return (false, start, waited);
         }
         if !backoff.is_completed() {
-            sync::snooze(&backoff);
+            backoff.snooze();
         } else {
             match parker {
                 // Woken early when the host pushes into our free queue or pops our ready queue.

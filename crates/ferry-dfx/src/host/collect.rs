@@ -8,7 +8,7 @@ use super::region::HostCtx;
 use super::report::Collected;
 use super::{CollectSink, CollectedBuffer, Done, Flags, Handoff, IDLE_BACKSTOP};
 use crate::spsc::{Consumer, Producer};
-use crate::sync::{self, Arc, Parker, Unparker};
+use crate::sync::{Arc, Backoff, Parker, Unparker};
 use crate::Record;
 
 /// One region's sink on one collector shard, with the record type erased so that one shard can
@@ -107,12 +107,12 @@ impl CollectorShard {
             s.collect(&h, self.shard);
         }
         let mut d = Done { region: h.region, buffer: h.buffer, kind: h.kind };
-        let backoff = crate::sync::Backoff::new();
+        let backoff = Backoff::new();
         while let Err(back) = self.done.push(d) {
             // Cannot happen (the ring holds every buffer); wait rather than lose the buffer.
             d = back;
             self.replenish_bell.unpark();
-            sync::snooze(&backoff);
+            backoff.snooze();
         }
         self.replenish_bell.unpark();
     }
@@ -128,7 +128,7 @@ impl CollectorShard {
     /// host-internal signal), exits once execution is complete and the ring is empty, or at once
     /// on halt.
     pub(crate) fn poll_and_collect(&mut self) {
-        let backoff = crate::sync::Backoff::new();
+        let backoff = Backoff::new();
         loop {
             if self.flags.halted() {
                 return;
@@ -143,7 +143,7 @@ impl CollectorShard {
                 return;
             }
             if !backoff.is_completed() {
-                sync::snooze(&backoff);
+                backoff.snooze();
             } else {
                 self.parker.park_timeout(IDLE_BACKSTOP);
                 backoff.reset();

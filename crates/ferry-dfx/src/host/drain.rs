@@ -9,7 +9,7 @@ use super::report::DrainStats;
 use super::{Flags, Handoff};
 use crate::spsc::{Consumer, Producer};
 use crate::sync::atomic::Ordering;
-use crate::sync::{self, Arc, Parker, Unparker};
+use crate::sync::{Arc, Backoff, Parker, Unparker};
 
 /// What one drain shard holds of one region: its queues, the shadows of the host-owned words it
 /// writes, the retry list and its recycled lanes (one per buffer kind).
@@ -42,11 +42,11 @@ impl HandoffTx {
     fn push(&mut self, mut h: Handoff) {
         // The ring holds every buffer of every region, so this never waits in practice; the wait
         // keeps ownership here rather than dropping a buffer already taken from the device.
-        let backoff = crate::sync::Backoff::new();
+        let backoff = Backoff::new();
         while let Err(back) = self.ring.push(h) {
             h = back;
             self.collector.unpark();
-            sync::snooze(&backoff);
+            backoff.snooze();
         }
         self.collector.unpark();
     }

@@ -75,7 +75,7 @@ impl Poller {
     /// then sleep for a growing interval.
     pub(crate) fn empty(&mut self) -> Step {
         if !self.backoff.is_completed() {
-            crate::sync::snooze(&self.backoff);
+            self.backoff.snooze();
             return Step::Again;
         }
         let cap = if self.last_work.elapsed() >= self.policy.idle_after {

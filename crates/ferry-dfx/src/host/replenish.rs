@@ -6,7 +6,7 @@ use super::report::ReplenishStats;
 use super::{Done, Flags, ReplenishHooks, IDLE_BACKSTOP};
 use crate::config::DfxConfig;
 use crate::spsc::{Consumer, Producer};
-use crate::sync::{self, Arc, Parker, Unparker};
+use crate::sync::{Arc, Backoff, Parker, Unparker};
 
 /// What the replenish thread holds of one region.
 pub(crate) struct RegionRecycle {
@@ -125,11 +125,11 @@ impl Replenisher {
                 let origin = o as u32;
                 let t = r.select_recycled_shard(d.kind, origin);
                 let mut b = d.buffer;
-                let backoff = crate::sync::Backoff::new();
+                let backoff = Backoff::new();
                 while let Err(back) = r.recycled[t as usize][d.kind as usize].push(b) {
                     // Cannot happen (rings hold every buffer); keep the buffer rather than lose it.
                     b = back;
-                    sync::snooze(&backoff);
+                    backoff.snooze();
                 }
                 r.stats.routed += 1;
                 if t != origin {
@@ -162,7 +162,7 @@ impl Replenisher {
     /// The replenish thread body (spec §4.11): never touches device memory. Woken by the
     /// collectors (host-internal) and by stop.
     pub(crate) fn mgmt_replenish_loop(&mut self) {
-        let backoff = crate::sync::Backoff::new();
+        let backoff = Backoff::new();
         loop {
             if self.flags.halted() {
                 return;
@@ -175,7 +175,7 @@ impl Replenisher {
                 return;
             }
             if !backoff.is_completed() {
-                sync::snooze(&backoff);
+                backoff.snooze();
             } else {
                 self.parker.park_timeout(IDLE_BACKSTOP);
                 backoff.reset();

@@ -63,7 +63,7 @@ abi_transport_record!(
 );
 
 /// A collector sink that keeps every record per lane, one bulk copy per buffer into the lane's
-/// [`ChunkLog`] (no reallocation, huge-page chunks once a lane is large), with each buffer's
+/// [`ChunkLog`] (no reallocation, nothing moved while the run is live), with each buffer's
 /// sequence number.
 ///
 /// # Examples
