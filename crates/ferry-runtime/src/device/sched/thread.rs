@@ -44,10 +44,12 @@ pub fn scheduler(ops: &dyn DeviceOps, run: &RunState, sched: u32, scheds: u32) {
     };
     // The cores whose FIN one sweep saw (reused: no allocation per iteration).
     let mut fins: Vec<usize> = Vec::with_capacity(cores.len());
+    // What the thread's writers need timed: AICPU task records or scheduler phases (phases
+    // imply `timed`).
     let timed = dfx.as_ref().is_some_and(|d| d.timed());
+    let phases = dfx.as_ref().is_some_and(|d| d.phases_on());
     loop {
         let mut progress = false;
-        let phases = dfx.as_ref().is_some_and(|d| d.phases_on());
         // First every FIN of this sweep is seen, then they are completed. With DFX on, one clock
         // read after the sweep stamps them all: it follows every FIN it stamps (each was
         // observed, Acquire, before it), so no AICPU finish time precedes its core's end. A

@@ -542,7 +542,6 @@ impl DfxSession {
             budget_cycles: budget,
             lanes: Vec::new(),
         };
-        let bad = |what: &str, e: &dyn std::fmt::Display| DfxError::Collect(format!("{what}: {e}"));
         use Subsystem::ChipSwimlane;
         let mut report = match self.engine {
             Some(Engine::Running(e)) => e.try_stop()?,
@@ -646,6 +645,11 @@ impl DfxSession {
 
 type Lanes<R> = Option<BTreeMap<u32, LaneLog<R>>>;
 
+/// A collection error: `what` did not convert, and why.
+fn bad(what: &str, e: &dyn std::fmt::Display) -> DfxError {
+    DfxError::Collect(format!("{what}: {e}"))
+}
+
 /// A scoped thread's result, its panic carried on.
 fn join<T>(h: std::thread::ScopedJoinHandle<'_, T>) -> T {
     match h.join() {
@@ -668,7 +672,6 @@ fn rows(
     c: &DfxChip,
     opts: &DfxOptions,
 ) -> Result<(), DfxError> {
-    let bad = |what: &str, e: &dyn std::fmt::Display| DfxError::Collect(format!("{what}: {e}"));
     let scheds = c.threads.max(2) - 1;
     fn sw(m: &mut RunModel) -> &mut Swimlane {
         m.swimlane.get_or_insert_with(|| Swimlane::new(1))
