@@ -46,13 +46,19 @@ unsafe fn zero(p: *mut u8, len: usize) {
     // SAFETY: `half < len`, inside the range.
     let second = Part(unsafe { p.add(half) });
     std::thread::scope(|s| {
-        s.spawn(move || {
-            let second = second;
-            // SAFETY: the caller's contract, on the half this thread alone writes.
-            unsafe { std::ptr::write_bytes(second.0, 0, len - half) };
-        });
+        let helper =
+            std::thread::Builder::new().name("ferry-zero".into()).spawn_scoped(s, move || {
+                let second = second;
+                // SAFETY: the caller's contract, on the half this thread alone writes.
+                unsafe { std::ptr::write_bytes(second.0, 0, len - half) };
+            });
         // SAFETY: the caller's contract, on the half this thread alone writes.
         unsafe { std::ptr::write_bytes(p, 0, half) };
+        if helper.is_err() {
+            // No thread to be had (a process at its limit): this one zeroes the second half too.
+            // SAFETY: the caller's contract; the helper never ran, so nothing else writes it.
+            unsafe { std::ptr::write_bytes(p.add(half), 0, len - half) };
+        }
     });
 }
 
