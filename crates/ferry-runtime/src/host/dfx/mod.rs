@@ -37,15 +37,12 @@ use ferry_abi::launch::{
     PROFILING_FLAG_PMU, PROFILING_FLAG_SCOPE_STATS,
 };
 use ferry_abi::records::{
-    self as abi, AicoreTaskRecord, AicpuTaskRecord, ArgsDumpRecord, OrchPhaseRecord, PmuRecord,
+    AicoreTaskRecord, AicpuTaskRecord, ArgsDumpRecord, OrchPhaseRecord, PmuRecord,
     SchedPhaseRecord, ScopeStatsRecord,
 };
-use ferry_dfx::output::collect::{self, DepGenLog, LaneLog, LaneRecords};
-use ferry_dfx::output::{
-    ArgsDump, CoreType, DumpedArg, LaneLoss, LossAccounting, PmuTable, RunMeta, RunModel,
-    ScopeStats, Subsystem, Swimlane,
-};
-use ferry_dfx::{DfxEngine, EngineConfig, Policy, Record, RegionKey, RunReport, RunningEngine};
+use ferry_dfx::output::collect::LaneRecords;
+use ferry_dfx::output::{CoreType, LossAccounting, RunMeta, RunModel, Subsystem, Swimlane};
+use ferry_dfx::{DfxEngine, EngineConfig, Policy, RegionKey, RunningEngine};
 use ferry_sim::clock::DeviceClock;
 use ferry_sim::{Arch, Device};
 
@@ -59,6 +56,7 @@ mod cost;
 mod deps;
 mod layout;
 mod memory;
+mod model;
 mod replay;
 mod sinks;
 
@@ -70,7 +68,8 @@ pub use replay::{replay_task, ReplayArg, ReplayError};
 use layout::Layout;
 pub use layout::{Capacity, DfxRegion};
 use memory::SimAlloc;
-use sinks::{ArgsAcks, ArgsSink, Payload};
+use model::{args_dump, join, loss_lines, rows, take};
+use sinks::{ArgsAcks, ArgsSink};
 
 /// Host threads a session runs, whatever subsystems are on: one drain shard, one collector
 /// shard and the replenish thread of its [`DfxEngine`].
@@ -593,27 +592,10 @@ impl DfxSession {
         // and checks the DepGen graph against the swimlane once both are ready.
         std::thread::scope(|sc| -> Result<(), DfxError> {
             let graph = dep_gen.map(|(lanes, lossless)| {
-                sc.spawn(move || -> Result<_, DfxError> {
-                    let mut log = DepGenLog::default();
-                    // A lane's buffers hold whole chains.
-                    for words in lanes.into_values() {
-                        for b in words.buffers() {
-                            log.push_buffer(b);
-                        }
-                    }
-                    log.finish();
-                    if let Some(e) = log.error {
-                        return Err(bad("dep_gen", &e));
-                    }
-                    if lossless && log.incomplete > 0 {
-                        return Err(DfxError::Collect(format!(
-                            "dep_gen: {} submits incomplete in a lossless collection",
-                            log.incomplete
-                        )));
-                    }
-                    let g = deps::deps_graph(&log);
+                sc.spawn(move || {
+                    let r = model::dep_gen(lanes, lossless);
                     tracing::debug!(ms = ms(t0), "dfx finish: DepGen graph");
-                    Ok((log, g, lossless))
+                    r
                 })
             });
             let rows = rows(&mut m, (aicore, aicpu, sched, orch), pmu, scope, &c, &self.opts);
@@ -641,162 +623,4 @@ impl DfxSession {
         })?;
         Ok(m)
     }
-}
-
-type Lanes<R> = Option<BTreeMap<u32, LaneLog<R>>>;
-
-/// A collection error: `what` did not convert, and why.
-fn bad(what: &str, e: &dyn std::fmt::Display) -> DfxError {
-    DfxError::Collect(format!("{what}: {e}"))
-}
-
-/// A scoped thread's result, its panic carried on.
-fn join<T>(h: std::thread::ScopedJoinHandle<'_, T>) -> T {
-    match h.join() {
-        Ok(r) => r,
-        Err(p) => std::panic::resume_unwind(p),
-    }
-}
-
-/// The swimlane, PMU and ScopeStats rows of a run into `m`, from each region's lanes.
-fn rows(
-    m: &mut RunModel,
-    (aicore, aicpu, sched, orch): (
-        Lanes<AicoreTaskRecord>,
-        Lanes<AicpuTaskRecord>,
-        Lanes<SchedPhaseRecord>,
-        Lanes<OrchPhaseRecord>,
-    ),
-    pmu: Lanes<PmuRecord>,
-    scope: Option<(BTreeMap<u32, LaneLog<ScopeStatsRecord>>, u64, u64)>,
-    c: &DfxChip,
-    opts: &DfxOptions,
-) -> Result<(), DfxError> {
-    let scheds = c.threads.max(2) - 1;
-    fn sw(m: &mut RunModel) -> &mut Swimlane {
-        m.swimlane.get_or_insert_with(|| Swimlane::new(1))
-    }
-    for (core, recs) in aicore.into_iter().flatten() {
-        for b in recs.buffers() {
-            collect::add_aicore_records(sw(m), core, b);
-        }
-    }
-    for (core, recs) in aicpu.into_iter().flatten() {
-        for b in recs.buffers() {
-            collect::add_aicpu_records(sw(m), core, b);
-        }
-    }
-    for (t, recs) in sched.into_iter().flatten() {
-        for b in recs.buffers() {
-            collect::add_sched_records(sw(m), t, b).map_err(|e| bad("scheduler phase", &e))?;
-        }
-    }
-    for recs in orch.into_iter().flat_map(BTreeMap::into_values) {
-        for b in recs.buffers() {
-            collect::add_orch_records(sw(m), 0, b);
-        }
-    }
-    if let Some(lanes) = pmu {
-        let mut t = PmuTable::new(c.arch.name(), opts.pmu);
-        for (core, recs) in lanes {
-            let thread = cluster_of(core, c.aic) % scheds;
-            for b in recs.buffers() {
-                collect::add_pmu_records(&mut t, thread, core, b).map_err(|e| bad("pmu", &e))?;
-            }
-        }
-        t.rows.sort_by_key(|r| r.task_id);
-        m.pmu = Some(t);
-    }
-    if let Some((lanes, total, dropped)) = scope {
-        let mut st = ScopeStats {
-            total,
-            dropped,
-            task_window_max: [i64::from(c.task_window); abi::SCOPE_RINGS],
-            // The heap is the run's scratch arena: reserved at what the run asked for, so its
-            // fill is no ring pressure (see `ScopeStats::heap_reserved`).
-            heap_max: [c.scratch_bytes; abi::SCOPE_RINGS],
-            heap_reserved: true,
-            dep_pool_max: [i64::from(c.task_window) * 16; abi::SCOPE_RINGS],
-            tensormap_max: i64::from(c.task_window) * 64,
-            ..ScopeStats::default()
-        };
-        for recs in lanes.into_values() {
-            for b in recs.buffers() {
-                collect::add_scope_records(&mut st, b).map_err(|e| bad("scope stats", &e))?;
-            }
-        }
-        m.scopes = Some(st);
-    }
-    Ok(())
-}
-
-/// The ArgsDump model from its shards' sinks: each record's metadata, its payload placed in one
-/// `args.bin` (the lanes' bins one after the other), losses from the lanes and the arena gate.
-fn args_dump(
-    sinks: Vec<ArgsSink>,
-    lines: &[LaneLoss],
-    level: u32,
-    arena_drops: u64,
-) -> Result<ArgsDump, DfxError> {
-    let mut d = ArgsDump { level, ..ArgsDump::default() };
-    d.args.reserve(sinks.iter().flat_map(|k| &k.lanes).map(|l| l.records.len()).sum());
-    d.bin.reserve(sinks.iter().flat_map(|k| &k.lanes).map(|l| l.bin.len()).sum());
-    for lane in ArgsSink::merge(sinks) {
-        let base = d.bin.len() as u64;
-        for (rec, p) in lane.records.iter().zip(lane.payloads.iter()) {
-            let mut a = DumpedArg::from_record(rec)
-                .map_err(|e| DfxError::Collect(format!("args dump: {e}")))?;
-            match *p {
-                Payload::None => {}
-                Payload::Bin { at, len } => {
-                    a.bin_offset = Some(base + at);
-                    a.bin_size = len;
-                }
-                Payload::Overwritten => {
-                    a.overwritten = true;
-                    d.dropped_overwrite += 1;
-                }
-            }
-            d.args.push(a);
-        }
-        for c in lane.bin.chunks() {
-            d.bin.extend_from_slice(c);
-        }
-    }
-    d.dropped_records = lines.iter().map(|l| l.dropped).sum::<u64>() + arena_drops;
-    Ok(d)
-}
-
-/// Takes one region's report off the engine: its loss lines go into `loss`, its shards' records
-/// are merged per lane.
-fn take<R: Record>(
-    report: &mut ferry_dfx::EngineReport,
-    sub: Sub<R, LaneRecords<R>>,
-    subsystem: Subsystem,
-    name: &str,
-    loss: &mut LossAccounting,
-) -> BTreeMap<u32, LaneLog<R>> {
-    let r = report.take(sub.key);
-    loss.lanes.extend(loss_lines(&r, &sub.ids, subsystem, name));
-    LaneRecords::merge(r.sinks)
-}
-
-fn loss_lines<S>(
-    report: &RunReport<S>,
-    ids: &LaneIds,
-    sub: Subsystem,
-    name: &str,
-) -> Vec<LaneLoss> {
-    report
-        .lanes
-        .iter()
-        .map(|r| {
-            let (thread, core) = ids.get(r.lane as usize).copied().unwrap_or((0, None));
-            let label = match core {
-                Some(c) => format!("{name} core {c}"),
-                None => format!("{name} thread {thread}"),
-            };
-            LaneLoss::from_reconcile(r, sub, label, thread, core)
-        })
-        .collect()
 }
