@@ -68,7 +68,7 @@ pub use replay::{replay_task, ReplayArg, ReplayError};
 use layout::Layout;
 pub use layout::{Capacity, DfxRegion};
 use memory::SimAlloc;
-use model::{args_dump, join, loss_lines, rows, take};
+use model::{args_dump, beside, loss_lines, rows, take, Beside};
 use sinks::{ArgsAcks, ArgsSink};
 
 /// Host threads a session runs, whatever subsystems are on: one drain shard, one collector
@@ -590,9 +590,11 @@ impl DfxSession {
         // submit, the dearest) starts at once on a thread of its own; this thread builds the
         // swimlane, PMU and ScopeStats rows, then hands the dumped arguments to a third thread
         // and checks the DepGen graph against the swimlane once both are ready.
+        // Each falls back to this thread when no thread can be had.
+        let thread = |name: &str| std::thread::Builder::new().name(name.into());
         std::thread::scope(|sc| -> Result<(), DfxError> {
             let graph = dep_gen.map(|(lanes, lossless)| {
-                sc.spawn(move || {
+                beside(sc, thread("ferry-dfx-deps"), move || {
                     let r = model::dep_gen(lanes, lossless);
                     tracing::debug!(ms = ms(t0), "dfx finish: DepGen graph");
                     r
@@ -601,13 +603,13 @@ impl DfxSession {
             let rows = rows(&mut m, (aicore, aicpu, sched, orch), pmu, scope, &c, &self.opts);
             tracing::debug!(ms = ms(t0), "dfx finish: swimlane, PMU and ScopeStats rows");
             let dumped = args.map(|(sinks, lines)| {
-                sc.spawn(move || {
+                beside(sc, thread("ferry-dfx-args"), move || {
                     let r = args_dump(sinks, &lines, level, arena_drops);
                     tracing::debug!(ms = ms(t0), "dfx finish: ArgsDump rows");
                     r
                 })
             });
-            let deps = graph.map(join).transpose();
+            let deps = graph.map(Beside::join).transpose();
             let checked = match (&rows, deps) {
                 (Ok(()), Ok(Some((log, g, lossless)))) => {
                     deps::check_deps(&g, &log, lossless, m.swimlane.as_ref()).map(|()| Some(g))
@@ -615,7 +617,7 @@ impl DfxSession {
                 (_, deps) => deps.map(|_| None),
             };
             tracing::debug!(ms = ms(t0), "dfx finish: DepGen check");
-            let dumped = dumped.map(join).transpose();
+            let dumped = dumped.map(Beside::join).transpose();
             rows?;
             m.deps = checked?;
             m.args = dumped?;

@@ -2,6 +2,8 @@
 //! converted into swimlane, PMU, ScopeStats, DepGen and ArgsDump rows.
 
 use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::thread::{Builder, Scope, ScopedJoinHandle};
 
 use ferry_abi::records::{
     self as abi, AicoreTaskRecord, AicpuTaskRecord, OrchPhaseRecord, PmuRecord, SchedPhaseRecord,
@@ -26,11 +28,47 @@ pub(super) fn bad(what: &str, e: &dyn std::fmt::Display) -> DfxError {
     DfxError::Collect(format!("{what}: {e}"))
 }
 
-/// A scoped thread's result, its panic carried on.
-pub(super) fn join<T>(h: std::thread::ScopedJoinHandle<'_, T>) -> T {
-    match h.join() {
-        Ok(r) => r,
-        Err(p) => std::panic::resume_unwind(p),
+/// Work started beside this thread by [`beside`]: on a thread of the scope, or already done.
+pub(super) enum Beside<'s, T> {
+    Thread(ScopedJoinHandle<'s, T>),
+    Done(T),
+}
+
+impl<T> Beside<'_, T> {
+    /// The work's result; a panic on its thread is carried on.
+    pub(super) fn join(self) -> T {
+        match self {
+            Beside::Thread(h) => match h.join() {
+                Ok(r) => r,
+                Err(p) => std::panic::resume_unwind(p),
+            },
+            Beside::Done(r) => r,
+        }
+    }
+}
+
+/// Runs `f` on a thread of `sc` spawned by `thread`, or here and now when no thread can be had
+/// (a process at its thread limit): a stopped session's records become a model either way
+/// rather than being lost to a panic.
+pub(super) fn beside<'s, T, F>(sc: &'s Scope<'s, '_>, thread: Builder, f: F) -> Beside<'s, T>
+where
+    F: FnOnce() -> T + Send + 's,
+    T: Send + 's,
+{
+    // The work stays reachable from here: a failed spawn drops the thread's closure, not `f`.
+    let work = Arc::new(Mutex::new(Some(f)));
+    let theirs = Arc::clone(&work);
+    let spawned = thread.spawn_scoped(sc, move || {
+        let f = theirs.lock().unwrap_or_else(PoisonError::into_inner).take();
+        f.expect("only a failed spawn takes the work back")()
+    });
+    match spawned {
+        Ok(h) => Beside::Thread(h),
+        Err(e) => {
+            tracing::debug!(error = %e, "no thread for a DFX conversion: running it here");
+            let f = work.lock().unwrap_or_else(PoisonError::into_inner).take();
+            Beside::Done(f.expect("a thread that did not start took nothing")())
+        }
     }
 }
 
@@ -200,4 +238,39 @@ pub(super) fn loss_lines<S>(
             LaneLoss::from_reconcile(r, sub, label, thread, core)
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn work_beside_runs_on_a_thread_or_here_when_none_can_be_had() {
+        let here = std::thread::current().id();
+        let data = vec![1u64, 2, 3];
+        std::thread::scope(|sc| {
+            let data = &data;
+            let on_thread = beside(sc, Builder::new(), move || {
+                (data.iter().sum::<u64>(), std::thread::current().id())
+            });
+            // A stack no machine can map: the spawn fails, and the work runs on this thread.
+            let no_thread = beside(sc, Builder::new().stack_size(1 << 60), move || {
+                (data.len() as u64, std::thread::current().id())
+            });
+            assert!(matches!(no_thread, Beside::Done(_)), "the spawn was expected to fail");
+            let (sum, there) = on_thread.join();
+            assert_eq!(sum, 6);
+            assert_ne!(there, here);
+            assert_eq!(no_thread.join(), (3, here));
+        });
+    }
+
+    #[test]
+    fn a_panic_beside_is_carried_on() {
+        let r = std::panic::catch_unwind(|| {
+            std::thread::scope(|sc| beside(sc, Builder::new(), || panic!("conversion bug")).join())
+        });
+        let p = r.expect_err("the panic reaches the caller");
+        assert_eq!(p.downcast_ref::<&str>(), Some(&"conversion bug"));
+    }
 }
