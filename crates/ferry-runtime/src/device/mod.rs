@@ -36,3 +36,29 @@ pub mod services;
 pub mod task;
 pub mod tensor_map;
 pub mod workload;
+
+/// `x % n` (`n > 0`): a mask when `n` is a power of two (the task window and the ArgsDump arenas
+/// ferry makes are), so the per-task paths that index a ring (a task's slot, a payload's place in
+/// its arena lap, several per task) need no 64-bit division; a division otherwise.
+#[inline]
+pub(crate) fn wrap(x: u64, n: u64) -> u64 {
+    if n.is_power_of_two() {
+        x & (n - 1)
+    } else {
+        x % n
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::wrap;
+
+    #[test]
+    fn wrap_is_the_modulus_whatever_the_size() {
+        for size in [1u64, 64, 4096, 4 << 20, 3, 100, 4 * 1000 + 4, 3 << 20] {
+            for cursor in [0, 1, size - 1, size, size + 4, 7 * size + 12, u64::MAX - 3] {
+                assert_eq!(wrap(cursor, size), cursor % size, "{cursor} in {size}");
+            }
+        }
+    }
+}

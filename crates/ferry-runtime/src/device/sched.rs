@@ -80,9 +80,6 @@ pub struct RunState {
     pub(crate) run: RunBlock,
     pub(crate) epoch: u64,
     slots: Vec<Slot>,
-    /// `task_window - 1` when the window is a power of two (the defaults are): a task's slot is
-    /// then a mask of its sequence number, not a 64-bit division (several per task).
-    slot_mask: Option<u64>,
     ready: Mutex<[VecDeque<Work>; 2]>,
     ready_len: [AtomicUsize; 2],
     submitted: AtomicU64,
@@ -164,7 +161,6 @@ impl RunState {
             epoch: run.run_epoch,
             run,
             hdr,
-            slot_mask: hdr.task_window.is_power_of_two().then(|| u64::from(hdr.task_window) - 1),
             slots,
             ready: Mutex::new([VecDeque::new(), VecDeque::new()]),
             ready_len: [AtomicUsize::new(0), AtomicUsize::new(0)],
@@ -198,11 +194,7 @@ impl RunState {
     }
 
     fn slot(&self, seq: u64) -> &Slot {
-        let i = match self.slot_mask {
-            Some(m) => seq & m,
-            None => seq % self.slots.len() as u64,
-        };
-        &self.slots[i as usize]
+        &self.slots[super::wrap(seq, self.slots.len() as u64) as usize]
     }
 
     /// Whether the run was aborted by an error.

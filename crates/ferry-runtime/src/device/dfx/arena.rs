@@ -2,6 +2,7 @@
 //! payload copies behind the arena gate of `specs/dfx.md` §3.10).
 use super::super::ops::DeviceOps;
 use super::super::task::{ResolvedTask, Role};
+use super::super::wrap;
 use super::{role_code, ThreadDfx};
 use ferry_abi::records::{
     ArgsDumpRecord, DType, ARG_KIND_SCALAR, ARG_KIND_TENSOR, ARG_ROLE_SCALAR,
@@ -236,7 +237,7 @@ impl ThreadDfx {
         let (len, truncated) = if bytes > size { ((size / 2) & !3, true) } else { (bytes, false) };
         // Relaxed: this thread is the only writer of its cursor.
         let mut wo = arena.write_offset().load(Ordering::Relaxed);
-        let phys = lap_offset(wo, size);
+        let phys = wrap(wo, size);
         let full = wo != 0 && phys == 0;
         let crosses = len > size - phys;
         if full || crosses {
@@ -270,7 +271,7 @@ impl ThreadDfx {
         // nothing else writes it; after completion its consumers are not released yet); the
         // arena range is inside one lap (the gate above moved the cursor to a lap start when it
         // would not fit).
-        unsafe { arena.write_from(lap_offset(wo, size), src.as_ptr(), len) };
+        unsafe { arena.write_from(wrap(wo, size), src.as_ptr(), len) };
         // Relaxed: the host reads the cursor as an overwrite high-water mark only; the payload
         // itself is published with the record.
         arena.write_offset().store(wo + len, Ordering::Relaxed);
@@ -279,29 +280,5 @@ impl ThreadDfx {
 
     fn budget_cycles(&self) -> u64 {
         self.dev.regions.args.as_ref().map_or(0, DeviceRegion::budget_cycles)
-    }
-}
-
-/// `cursor % size`: a mask for the power-of-two arenas ferry makes (no 64-bit division, twice per
-/// payload), a division otherwise.
-fn lap_offset(cursor: u64, size: u64) -> u64 {
-    if size.is_power_of_two() {
-        cursor & (size - 1)
-    } else {
-        cursor % size
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::lap_offset;
-
-    #[test]
-    fn a_lap_offset_is_the_cursor_modulo_the_arena_whatever_its_size() {
-        for size in [64u64, 4096, 4 << 20, 100, 4 * 1000 + 4, 3 << 20] {
-            for cursor in [0, 1, size - 1, size, size + 4, 7 * size + 12, u64::MAX - 3] {
-                assert_eq!(lap_offset(cursor, size), cursor % size, "{cursor} in {size}");
-            }
-        }
     }
 }
