@@ -32,8 +32,9 @@ const PARALLEL_ZERO_BYTES: usize = 4 << 20;
 /// # Safety
 /// `p` is valid for writes of `len` bytes that no other thread accesses during the call.
 unsafe fn zero(p: *mut u8, len: usize) {
-    let parts = std::thread::available_parallelism().map_or(1, |n| n.get().min(2));
-    if len < PARALLEL_ZERO_BYTES || parts < 2 {
+    // Only a large range asks how many CPUs there are (a few file reads under cgroups).
+    if len < PARALLEL_ZERO_BYTES || std::thread::available_parallelism().map_or(1, |n| n.get()) < 2
+    {
         // SAFETY: the caller's contract.
         unsafe { std::ptr::write_bytes(p, 0, len) };
         return;
@@ -207,5 +208,23 @@ pub struct SimCycleClock(pub DeviceClock);
 impl CycleClock for SimCycleClock {
     fn now_cycles(&self) -> u64 {
         self.0.now_cycles()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{zero, PARALLEL_ZERO_BYTES};
+
+    #[test]
+    fn zero_clears_every_byte_of_small_and_split_ranges_and_nothing_else() {
+        // Below the split, at it, and past it by an odd tail (the split rounds down to a page).
+        for len in [0usize, 1, 4095, PARALLEL_ZERO_BYTES, PARALLEL_ZERO_BYTES + 4097] {
+            let mut v = vec![0xa5u8; len + 2];
+            // SAFETY: `[1, 1 + len)` lies inside `v`, which only this thread touches.
+            unsafe { zero(v.as_mut_ptr().add(1), len) };
+            assert_eq!((v[0], v[len + 1]), (0xa5, 0xa5), "{len}: a byte outside was written");
+            let stray = v[1..=len].iter().position(|&b| b != 0);
+            assert_eq!(stray, None, "{len}: a byte was left");
+        }
     }
 }
