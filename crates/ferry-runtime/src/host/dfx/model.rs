@@ -65,7 +65,7 @@ where
     match spawned {
         Ok(h) => Beside::Thread(h),
         Err(e) => {
-            tracing::debug!(error = %e, "no thread for a DFX conversion: running it here");
+            tracing::warn!(error = %e, "no thread for a DFX conversion: running it here");
             let f = work.lock().unwrap_or_else(PoisonError::into_inner).take();
             Beside::Done(f.expect("a thread that did not start took nothing")())
         }
