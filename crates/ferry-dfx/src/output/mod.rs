@@ -307,3 +307,5 @@ pub fn write_bytes_atomic(path: &Path, bytes: &[u8]) -> Result<Written, OutputEr
 mod stream_tests;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod trace_tests;
