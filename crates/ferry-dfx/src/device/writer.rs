@@ -124,6 +124,13 @@ impl DeviceRegion {
     }
 }
 
+/// How far ahead of a record the writer hints the next write ([`crate::mem::prefetch_write`]):
+/// four cache lines. A lane's buffer is written a record per task (one core's records among a
+/// scheduler's dozens of streams), too slowly and in too many streams for the hardware
+/// prefetcher, and every line of a recycled buffer was last read by the host: without the hint
+/// each new line stalls its write for a full read-for-ownership.
+const PREFETCH_BYTES: usize = 256;
+
 #[derive(Debug)]
 struct LaneCursor {
     lane: u32,
@@ -286,6 +293,12 @@ impl<R: Record> DeviceWriter<R> {
         // aligned; [3] the lane owns the buffer: it claimed it from its free queue and has not
         // published it yet.
         unsafe { self.view.write_pod_unchecked(off, rec) };
+        let ahead = off + PREFETCH_BYTES;
+        if ahead < l.records_off + cap as usize * size_of::<R>() {
+            // A line a few records on, still in this buffer: its read-for-ownership overlaps the
+            // work until it is written instead of stalling that write.
+            self.view.prefetch_write(ahead);
+        }
         if c + 1 == cap {
             self.switch_buffer(lane);
         }
@@ -330,6 +343,14 @@ impl<R: Record> DeviceWriter<R> {
         // current buffer; [2] `off` is aligned for `R` as in `record`; [3] the lane owns the
         // buffer until it publishes it.
         unsafe { self.view.write_slice_unchecked(off, recs) };
+        let (next, end) = (
+            off + size_of_val(recs),
+            l.records_off + l.capacity as usize * size_of::<R>(),
+        );
+        for ahead in (next..end.min(next + PREFETCH_BYTES)).step_by(64) {
+            // The lines the next run starts in (see `PREFETCH_BYTES`).
+            self.view.prefetch_write(ahead);
+        }
         if full {
             self.switch_buffer(lane);
         }

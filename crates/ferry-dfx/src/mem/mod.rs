@@ -27,6 +27,43 @@ mod shm;
 
 pub use shm::ShmRegion;
 
+/// Hints the CPU that the cache line holding `p` will be written soon (`prefetchw` on x86-64,
+/// `prfm pstl1keep` on aarch64, nothing elsewhere or under loom), so its read-for-ownership
+/// overlaps the work before the write instead of stalling it.
+///
+/// A hint only: it reads and writes nothing, never faults and may be ignored, so any address is
+/// allowed. The device writers use it a few lines ahead of their streams of records and payloads:
+/// each stream advances a record per task among dozens of streams per thread (too slowly and too
+/// many for the hardware prefetcher), into buffers the host last read on another CPU.
+///
+/// # Examples
+/// ```
+/// let buf = vec![0u8; 4096];
+/// ferry_dfx::mem::prefetch_write(buf[256..].as_ptr());
+/// // A hint changes no byte.
+/// assert!(buf.iter().all(|&b| b == 0));
+/// ```
+#[inline(always)]
+pub fn prefetch_write(p: *const u8) {
+    #[cfg(all(not(ferry_loom), target_arch = "x86_64"))]
+    {
+        use core::arch::x86_64::{_mm_prefetch, _MM_HINT_ET0};
+        // SAFETY: a prefetch is a hint: it has no architectural effect on memory and does not
+        // fault on any address.
+        unsafe { _mm_prefetch::<_MM_HINT_ET0>(p.cast()) };
+    }
+    #[cfg(all(not(ferry_loom), target_arch = "aarch64"))]
+    {
+        // SAFETY: as above: `prfm` is a hint that touches no memory architecturally.
+        unsafe {
+            core::arch::asm!("prfm pstl1keep, [{p}]", p = in(reg) p,
+                options(nostack, preserves_flags, readonly))
+        };
+    }
+    #[cfg(any(ferry_loom, not(any(target_arch = "x86_64", target_arch = "aarch64"))))]
+    let _ = p;
+}
+
 /// Widest range one [`DeviceMemory::write_range_to_device`] may cover (one cache line): host writes
 /// are narrow field writes, never a bulk write-back that could roll back device-owned words.
 pub const MAX_NARROW_WRITE: usize = 64;

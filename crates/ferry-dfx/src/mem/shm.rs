@@ -259,6 +259,21 @@ impl ShmRegion {
         self.words[off / 8].store(v, order);
     }
 
+    /// [`prefetch_write`](super::prefetch_write) of the line holding byte `off`; offsets past
+    /// the end are ignored.
+    #[inline(always)]
+    pub(crate) fn prefetch_write(&self, off: usize) {
+        // Under loom the region is model atomics: there is no line to hint.
+        #[cfg(not(ferry_loom))]
+        if off < self.len {
+            // `wrapping_add`: a hint needs no in-bounds pointer, but `off < len` keeps it inside
+            // the region anyway.
+            super::prefetch_write(self.base.as_ptr().wrapping_add(off));
+        }
+        #[cfg(ferry_loom)]
+        let _ = off;
+    }
+
     /// Writes `v` at `off` with plain (non-atomic) stores; the record hot path.
     ///
     /// # Safety

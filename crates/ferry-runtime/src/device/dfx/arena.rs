@@ -13,6 +13,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+/// How much of the next payload's space [`ArgsArena::prefetch_write`] hints after each copy:
+/// four cache lines (a storm tensor is one line; a larger payload's first lines still start
+/// early).
+const PREFETCH_BYTES: u64 = 256;
+
 /// A scheduler thread's ArgsDump payload arena: a 64-byte header of four counters, then the
 /// payload bytes. On the full path it lives in simulated device memory (its device address
 /// travels in the ArgsDump directory behind `KernelArgs::dump_data_base`); in process it may be a
@@ -124,6 +129,17 @@ impl ArgsArena {
             )
         };
         out(src);
+    }
+
+    /// Hints that the payload bytes from physical offset `phys` on will be written soon
+    /// ([`ferry_dfx::mem::prefetch_write`] of each line of [`PREFETCH_BYTES`], stopping at the
+    /// arena's end).
+    fn prefetch_write(&self, phys: u64) {
+        let end = (phys + PREFETCH_BYTES).min(self.size);
+        let base = self.base.as_ptr().wrapping_add(Self::HEADER_BYTES as usize);
+        for p in (phys..end).step_by(64) {
+            ferry_dfx::mem::prefetch_write(base.wrapping_add(p as usize));
+        }
     }
 
     /// Copies `len` bytes from `src` into the arena at physical offset `phys` with one bulk copy.
@@ -275,6 +291,9 @@ impl ThreadDfx {
         // Relaxed: the host reads the cursor as an overwrite high-water mark only; the payload
         // itself is published with the record.
         arena.write_offset().store(wo + len, Ordering::Relaxed);
+        // The next payload's lines: each lap's bytes are fresh to this thread (last written a lap
+        // ago, or zeroed at the session's start on another CPU).
+        arena.prefetch_write(wrap(wo + len, size));
         Some((wo, len, truncated))
     }
 
