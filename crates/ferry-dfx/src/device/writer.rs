@@ -343,10 +343,8 @@ impl<R: Record> DeviceWriter<R> {
         // current buffer; [2] `off` is aligned for `R` as in `record`; [3] the lane owns the
         // buffer until it publishes it.
         unsafe { self.view.write_slice_unchecked(off, recs) };
-        let (next, end) = (
-            off + size_of_val(recs),
-            l.records_off + l.capacity as usize * size_of::<R>(),
-        );
+        let (next, end) =
+            (off + size_of_val(recs), l.records_off + l.capacity as usize * size_of::<R>());
         for ahead in (next..end.min(next + PREFETCH_BYTES)).step_by(64) {
             // The lines the next run starts in (see `PREFETCH_BYTES`).
             self.view.prefetch_write(ahead);
