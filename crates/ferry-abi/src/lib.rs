@@ -11,6 +11,7 @@
 //! | [`launch`] | launch payloads (`KernelArgs`, `AicoreLaunchArgs`, `InitArgs`, `RegisterCallableArgs`, bootstrap blob, `DeviceArgs`) and their [`launch::AbiRecord`] byte images |
 //! | [`records`] | DFX subsystem records (ChipSwimlane, PMU, ScopeStats, ArgsDump) and the decoder of device-written buffers |
 //! | [`dep_gen`] | DepGen's variable-length per-submit chains: encoder and checked parser |
+//! | [`args_dump`] | ArgsDump's variable-length chains (one per task and stage): encoder and checked parser |
 //! | [`handshake`] | the per-core [`handshake::Handshake`] slot and its report values |
 //! | [`regs`] | the per-core register window: offsets per arch, dispatch values, `COND` encoding |
 //! | [`services`] | the AICPU OS ↔ device-program contract: the injected services table, program reports, the exec hook, the program fingerprint |
@@ -19,6 +20,7 @@
 #![warn(clippy::undocumented_unsafe_blocks, clippy::missing_safety_doc)]
 
 pub mod arch;
+pub mod args_dump;
 pub mod dep_gen;
 pub mod dfx;
 pub mod handshake;

@@ -1,0 +1,402 @@
+//! ArgsDump device records: one variable-length *chain* of 8-byte words per task and stage.
+//!
+//! The original runtime writes one fixed 128-byte [`ArgsDumpRecord`] per argument (two cache
+//! lines, mostly room for five dimensions and padding). A chain holds what the arguments have:
+//! a 3-word header shared by the task's arguments of one stage, then per argument one word of
+//! small fields and either the scalar's value or the tensor's payload offset, payload size and
+//! one word per dimension. A one-dimensional tensor takes 4 words and a scalar 2, so the storm's
+//! three arguments per task (input and scalar before dispatch, output after completion) take two
+//! chains of 16 words (128 B) instead of three records (384 B). The ArgsDump lane's transport
+//! record is one word (`u64`); a chain is written with one contiguous write that never straddles
+//! two buffers, so every buffer holds whole chains and a dropped buffer loses whole chains only.
+//! The host expands every argument back into the [`ArgsDumpRecord`] the device described, so
+//! `args_dump.json` keeps its layout.
+//!
+//! # Layout (little-endian `u64` words)
+//!
+//! | word | bits |
+//! |---|---|
+//! | 0 | `task_id` |
+//! | 1 | `stage` u8 @0, argument count u8 @8, `func_count` u8 @16, reserved @24, `func_ids[0]` u16 @32, `func_ids[1]` u16 @48 |
+//! | 2 | `func_ids[2]` u16 @0, reserved @16 |
+//! | per argument | `kind` u8 @0, `role` u8 @8, `dtype` u8 @16, `flags` u8 @24, `ndims` u4 @32, chain flags u4 @36 (truncated, contiguous, has start offset), reserved @40, `arg_index` u16 @48 |
+//! | scalar | `scalar_value` |
+//! | tensor | `payload_offset`, `payload_size`, then per dimension `shapes[i]` u32 @0 and `strides[i]` u32 @32, then `start_offset` when its chain flag is set |
+//!
+//! Padding fields are not carried (they decode as zero).
+//!
+//! # Examples
+//! ```
+//! use ferry_abi::args_dump::{self, ArgsChainHead};
+//! use ferry_abi::records::{ArgsDumpRecord, ARG_KIND_SCALAR, ARG_ROLE_INPUT, ARG_ROLE_SCALAR};
+//! let tensor = ArgsDumpRecord {
+//!     task_id: 7, role: ARG_ROLE_INPUT, ndims: 1, is_contiguous: 1, payload_size: 64,
+//!     func_ids: [3, 0, 0], func_count: 1, shapes: [16, 0, 0, 0, 0], strides: [1, 0, 0, 0, 0],
+//!     ..Default::default()
+//! };
+//! let scalar = ArgsDumpRecord {
+//!     kind: ARG_KIND_SCALAR, role: ARG_ROLE_SCALAR, arg_index: 1, scalar_value: 42,
+//!     ndims: 0, shapes: [0; 5], strides: [0; 5], payload_size: 0, ..tensor
+//! };
+//! let mut out = [0u64; 32];
+//! let mut len = args_dump::start(&mut out, &ArgsChainHead::of(&tensor)).unwrap();
+//! len = args_dump::push(&mut out, len, &tensor).unwrap();
+//! len = args_dump::push(&mut out, len, &scalar).unwrap();
+//! assert_eq!(len, 3 + 4 + 2); // 72 bytes, not 256
+//! let (chain, used) = args_dump::parse_chain(&out[..len]).unwrap();
+//! assert_eq!(used, len);
+//! assert_eq!(chain.records().collect::<Vec<_>>(), [tensor, scalar]);
+//! ```
+
+use core::fmt;
+
+use crate::records::{ArgsDumpRecord, ARGS_MAX_DIMS, ARG_KIND_SCALAR, ARG_KIND_TENSOR};
+
+/// Words of a chain header.
+pub const ARGS_CHAIN_HEADER_WORDS: usize = 3;
+/// Most arguments one chain holds (the count is a byte); a stage with more continues in a second
+/// chain with the same header.
+pub const ARGS_CHAIN_MAX_ARGS: usize = 255;
+/// Most words one argument takes: a tensor of [`ARGS_MAX_DIMS`] dimensions with a start offset.
+pub const ARGS_ARG_MAX_WORDS: usize = 4 + ARGS_MAX_DIMS;
+/// Words of one ArgsDump buffer in the default sizing (64 KiB).
+pub const ARGS_WORDS_PER_BUFFER: usize = 8192;
+
+/// Chain flag: the payload was truncated.
+const CF_TRUNCATED: u64 = 1;
+/// Chain flag: the view is contiguous.
+const CF_CONTIGUOUS: u64 = 2;
+/// Chain flag: a `start_offset` word follows the dimensions.
+const CF_START_OFFSET: u64 = 4;
+
+/// What every argument of one chain shares.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ArgsChainHead {
+    /// Task id.
+    pub task_id: u64,
+    /// `ARG_STAGE_*`.
+    pub stage: u8,
+    /// Entries used in `func_ids`.
+    pub func_count: u8,
+    /// Kernel function ids of the task.
+    pub func_ids: [u16; 3],
+}
+
+impl ArgsChainHead {
+    /// The header fields of `r`.
+    pub fn of(r: &ArgsDumpRecord) -> Self {
+        ArgsChainHead {
+            task_id: r.task_id,
+            stage: r.stage,
+            func_count: r.func_count,
+            func_ids: r.func_ids,
+        }
+    }
+}
+
+/// Why an argument could not be encoded or words are not a chain.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ArgsChainError {
+    /// The output has no room for the header or the next argument.
+    Full {
+        /// Words the chain would need.
+        need: usize,
+        /// Words the output holds.
+        have: usize,
+    },
+    /// The chain already holds [`ARGS_CHAIN_MAX_ARGS`] arguments.
+    TooManyArgs,
+    /// The argument belongs to another task, stage or kernel than the chain's header.
+    HeadMismatch,
+    /// The words end inside a chain.
+    Truncated {
+        /// Words the chain needs.
+        need: usize,
+        /// Words left.
+        have: usize,
+    },
+    /// A field holds a value the format cannot carry or the chain cannot hold.
+    BadField {
+        /// Field name.
+        field: &'static str,
+        /// The raw value.
+        value: u64,
+    },
+}
+
+impl fmt::Display for ArgsChainError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Full { need, have } => {
+                write!(f, "an ArgsDump chain of {need} words does not fit {have}")
+            }
+            Self::TooManyArgs => {
+                write!(f, "an ArgsDump chain holds at most {ARGS_CHAIN_MAX_ARGS} arguments")
+            }
+            Self::HeadMismatch => {
+                f.write_str("argument of another task, stage or kernel than its ArgsDump chain")
+            }
+            Self::Truncated { need, have } => {
+                write!(f, "ArgsDump chain of {need} words, {have} left")
+            }
+            Self::BadField { field, value } => {
+                write!(f, "ArgsDump chain field {field} has invalid value {value}")
+            }
+        }
+    }
+}
+
+impl core::error::Error for ArgsChainError {}
+
+/// Words argument `r` takes in a chain.
+pub const fn arg_words(r: &ArgsDumpRecord) -> usize {
+    if r.kind == ARG_KIND_SCALAR {
+        2
+    } else {
+        3 + r.ndims as usize + if r.start_offset != 0 { 1 } else { 0 }
+    }
+}
+
+/// Writes the header of an empty chain for `head` into `out`; returns the chain's length.
+///
+/// # Errors
+/// [`ArgsChainError::Full`] when `out` holds fewer than [`ARGS_CHAIN_HEADER_WORDS`] words,
+/// [`ArgsChainError::BadField`] for a `func_count` above 3.
+pub fn start(out: &mut [u64], head: &ArgsChainHead) -> Result<usize, ArgsChainError> {
+    if out.len() < ARGS_CHAIN_HEADER_WORDS {
+        return Err(ArgsChainError::Full { need: ARGS_CHAIN_HEADER_WORDS, have: out.len() });
+    }
+    if head.func_count > 3 {
+        return Err(ArgsChainError::BadField {
+            field: "func_count",
+            value: head.func_count.into(),
+        });
+    }
+    out[0] = head.task_id;
+    out[1] = u64::from(head.stage)
+        | u64::from(head.func_count) << 16
+        | u64::from(head.func_ids[0]) << 32
+        | u64::from(head.func_ids[1]) << 48;
+    out[2] = u64::from(head.func_ids[2]);
+    Ok(ARGS_CHAIN_HEADER_WORDS)
+}
+
+/// Appends argument `r` to the chain of `len` words at the start of `out` (begun with [`start`])
+/// and counts it in the header; returns the chain's new length. On error the chain is unchanged.
+///
+/// # Errors
+/// [`ArgsChainError::HeadMismatch`] for another task, stage or kernel than the header's,
+/// [`ArgsChainError::TooManyArgs`], [`ArgsChainError::Full`] when `out` has no room, and
+/// [`ArgsChainError::BadField`] for what the format cannot carry exactly: a kind other than
+/// tensor or scalar, more than [`ARGS_MAX_DIMS`] dimensions, an `arg_index` above `u16`, a
+/// shape or stride set past `ndims`, a scalar with a payload, dimensions or a start offset, or a
+/// tensor with a scalar value.
+pub fn push(out: &mut [u64], len: usize, r: &ArgsDumpRecord) -> Result<usize, ArgsChainError> {
+    let bad = |field: &'static str, value: u64| Err(ArgsChainError::BadField { field, value });
+    if len < ARGS_CHAIN_HEADER_WORDS || out.len() < len {
+        return Err(ArgsChainError::Truncated { need: ARGS_CHAIN_HEADER_WORDS, have: len });
+    }
+    let head = parse_head(out)?;
+    if ArgsChainHead::of(r) != head {
+        return Err(ArgsChainError::HeadMismatch);
+    }
+    let n = (out[1] >> 8) as u8 as usize;
+    if n >= ARGS_CHAIN_MAX_ARGS {
+        return Err(ArgsChainError::TooManyArgs);
+    }
+    let nd = usize::from(r.ndims);
+    if nd > ARGS_MAX_DIMS {
+        return bad("ndims", nd as u64);
+    }
+    let Ok(index) = u16::try_from(r.arg_index) else { return bad("arg_index", r.arg_index.into()) };
+    if r.shapes[nd..].iter().chain(&r.strides[nd..]).any(|&v| v != 0) {
+        return bad("shapes", nd as u64);
+    }
+    match r.kind {
+        ARG_KIND_SCALAR => {
+            if nd != 0 || r.payload_offset != 0 || r.payload_size != 0 || r.start_offset != 0 {
+                return bad("scalar", r.payload_size);
+            }
+        }
+        ARG_KIND_TENSOR => {
+            if r.scalar_value != 0 {
+                return bad("scalar_value", r.scalar_value);
+            }
+        }
+        k => return bad("kind", k.into()),
+    }
+    let need = len + arg_words(r);
+    if need > out.len() {
+        return Err(ArgsChainError::Full { need, have: out.len() });
+    }
+    let cf = (if r.truncated != 0 { CF_TRUNCATED } else { 0 })
+        | (if r.is_contiguous != 0 { CF_CONTIGUOUS } else { 0 })
+        | (if r.start_offset != 0 { CF_START_OFFSET } else { 0 });
+    out[len] = u64::from(r.kind)
+        | u64::from(r.role) << 8
+        | u64::from(r.dtype) << 16
+        | u64::from(r.flags) << 24
+        | (nd as u64) << 32
+        | cf << 36
+        | u64::from(index) << 48;
+    if r.kind == ARG_KIND_SCALAR {
+        out[len + 1] = r.scalar_value;
+    } else {
+        out[len + 1] = r.payload_offset;
+        out[len + 2] = r.payload_size;
+        for d in 0..nd {
+            out[len + 3 + d] = u64::from(r.shapes[d]) | u64::from(r.strides[d]) << 32;
+        }
+        if r.start_offset != 0 {
+            out[len + 3 + nd] = r.start_offset;
+        }
+    }
+    out[1] = (out[1] & !(0xFF << 8)) | ((n + 1) as u64) << 8;
+    Ok(need)
+}
+
+fn parse_head(w: &[u64]) -> Result<ArgsChainHead, ArgsChainError> {
+    if w.len() < ARGS_CHAIN_HEADER_WORDS {
+        return Err(ArgsChainError::Truncated { need: ARGS_CHAIN_HEADER_WORDS, have: w.len() });
+    }
+    let func_count = (w[1] >> 16) as u8;
+    if func_count > 3 {
+        return Err(ArgsChainError::BadField { field: "func_count", value: func_count.into() });
+    }
+    if (w[1] >> 24) as u8 != 0 || w[2] >> 16 != 0 {
+        return Err(ArgsChainError::BadField { field: "reserved", value: w[1] });
+    }
+    Ok(ArgsChainHead {
+        task_id: w[0],
+        stage: w[1] as u8,
+        func_count,
+        func_ids: [(w[1] >> 32) as u16, (w[1] >> 48) as u16, w[2] as u16],
+    })
+}
+
+/// Words of the argument whose first word is `a0` (validated).
+fn parsed_arg_words(a0: u64) -> Result<usize, ArgsChainError> {
+    let kind = a0 as u8;
+    let nd = ((a0 >> 32) & 0xF) as usize;
+    let cf = (a0 >> 36) & 0xF;
+    if (a0 >> 40) as u8 != 0 || cf & !(CF_TRUNCATED | CF_CONTIGUOUS | CF_START_OFFSET) != 0 {
+        return Err(ArgsChainError::BadField { field: "reserved", value: a0 });
+    }
+    match kind {
+        ARG_KIND_SCALAR if nd == 0 && cf & CF_START_OFFSET == 0 => Ok(2),
+        ARG_KIND_TENSOR if nd <= ARGS_MAX_DIMS => {
+            Ok(3 + nd + usize::from(cf & CF_START_OFFSET != 0))
+        }
+        ARG_KIND_SCALAR | ARG_KIND_TENSOR => {
+            Err(ArgsChainError::BadField { field: "ndims", value: nd as u64 })
+        }
+        k => Err(ArgsChainError::BadField { field: "kind", value: k.into() }),
+    }
+}
+
+/// One chain as the host reads it (borrowing the buffer's words).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ArgsChain<'a> {
+    /// The arguments' shared fields.
+    pub head: ArgsChainHead,
+    args: usize,
+    /// The argument words (after the header), validated by [`parse_chain`].
+    body: &'a [u64],
+}
+
+impl<'a> ArgsChain<'a> {
+    /// Arguments in the chain.
+    pub fn arg_count(&self) -> usize {
+        self.args
+    }
+
+    /// The arguments, in order, as the records the device described.
+    pub fn records(&self) -> impl Iterator<Item = ArgsDumpRecord> + 'a {
+        let (head, mut body) = (self.head, self.body);
+        (0..self.args).map(move |_| {
+            let a0 = body[0];
+            // Validated by `parse_chain`.
+            let n = parsed_arg_words(a0).unwrap_or(body.len());
+            let (w, rest) = body.split_at(n);
+            body = rest;
+            let nd = ((a0 >> 32) & 0xF) as usize;
+            let cf = (a0 >> 36) & 0xF;
+            let mut r = ArgsDumpRecord {
+                task_id: head.task_id,
+                stage: head.stage,
+                func_count: head.func_count,
+                func_ids: head.func_ids,
+                kind: a0 as u8,
+                role: (a0 >> 8) as u8,
+                dtype: (a0 >> 16) as u8,
+                flags: (a0 >> 24) as u8,
+                ndims: nd as u8,
+                truncated: u8::from(cf & CF_TRUNCATED != 0),
+                is_contiguous: u8::from(cf & CF_CONTIGUOUS != 0),
+                arg_index: u32::from((a0 >> 48) as u16),
+                ..ArgsDumpRecord::default()
+            };
+            if r.kind == ARG_KIND_SCALAR {
+                r.scalar_value = w[1];
+            } else {
+                r.payload_offset = w[1];
+                r.payload_size = w[2];
+                for d in 0..nd {
+                    r.shapes[d] = w[3 + d] as u32;
+                    r.strides[d] = (w[3 + d] >> 32) as u32;
+                }
+                if cf & CF_START_OFFSET != 0 {
+                    r.start_offset = w[3 + nd];
+                }
+            }
+            r
+        })
+    }
+}
+
+/// Parses the chain at the start of `words`; returns it and the words it spans.
+///
+/// # Errors
+/// [`ArgsChainError::Truncated`] when the words end inside it, [`ArgsChainError::BadField`] for
+/// a header or argument word outside the format.
+pub fn parse_chain(words: &[u64]) -> Result<(ArgsChain<'_>, usize), ArgsChainError> {
+    let head = parse_head(words)?;
+    let args = (words[1] >> 8) as u8 as usize;
+    let mut at = ARGS_CHAIN_HEADER_WORDS;
+    for _ in 0..args {
+        let Some(&a0) = words.get(at) else {
+            return Err(ArgsChainError::Truncated { need: at + 1, have: words.len() });
+        };
+        let need = at + parsed_arg_words(a0)?;
+        if need > words.len() {
+            return Err(ArgsChainError::Truncated { need, have: words.len() });
+        }
+        at = need;
+    }
+    Ok((ArgsChain { head, args, body: &words[ARGS_CHAIN_HEADER_WORDS..at] }, at))
+}
+
+/// The chains of one buffer's words, in order; the first malformed one yields its error and
+/// ends the iteration (the words after it cannot be framed).
+pub fn chains(words: &[u64]) -> impl Iterator<Item = Result<ArgsChain<'_>, ArgsChainError>> {
+    let mut rest = words;
+    let mut failed = false;
+    core::iter::from_fn(move || {
+        if failed || rest.is_empty() {
+            return None;
+        }
+        match parse_chain(rest) {
+            Ok((c, n)) => {
+                rest = &rest[n..];
+                Some(Ok(c))
+            }
+            Err(e) => {
+                failed = true;
+                Some(Err(e))
+            }
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests;
