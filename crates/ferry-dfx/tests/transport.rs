@@ -410,6 +410,32 @@ fn runs_never_straddle_two_buffers() {
     }
 }
 
+/// `record_run` counts the caller's items it lost in either place a run can be lost: at the
+/// write (a run longer than a buffer) and with its buffer (a push gate that gave up), including
+/// the last buffer at the flush; runs that reach the host count nothing.
+#[test]
+fn runs_account_their_items_wherever_they_are_dropped() {
+    let mut b = DfxBuilder::new(&A2A3);
+    // Ready depth 2 holds one buffer; nobody drains; the Drop policy gives up after 5 cycles.
+    b.ready_queues(1).ready_depth(2).records_per_buffer(8).policy(Policy::Drop).lane(0, 0, 4);
+    let mut c = b.build::<u64>().unwrap();
+    c.drop_wait_cycles = 5;
+    let t =
+        DfxTransport::<u64>::new(c.clone(), svm(&c), Arc::new(VirtualClock::ticking(1))).unwrap();
+    let mut w = t.device_region().writer::<u64>(0, &[0]).unwrap();
+    assert!(w.record_run(0, &[1; 5], 2), "fits the first buffer");
+    assert!(w.record_run(0, &[2; 5], 3), "publishes the first buffer, starts the second");
+    assert_eq!(w.items_dropped(0), 0);
+    assert!(w.record_run(0, &[3; 5], 4), "the ready queue is full: the second buffer is lost");
+    assert_eq!(w.items_dropped(0), 3, "with the run it held");
+    assert!(!w.record_run(0, &[4; 9], 5), "longer than a buffer");
+    assert_eq!(w.items_dropped(0), 8);
+    w.flush();
+    assert_eq!(w.items_dropped(0), 12, "the last buffer could not be published either");
+    let st = w.stats()[0];
+    assert_eq!((st.produced, st.dropped), (24, 19), "words: runs 2, 4 and 3");
+}
+
 /// Threads of this process named `ferry-dfx-…` whose nice value is `nice` (Linux).
 fn dfx_threads_with_nice(nice: i64) -> usize {
     let Ok(dir) = std::fs::read_dir("/proc/self/task") else { return 0 };

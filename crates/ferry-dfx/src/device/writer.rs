@@ -92,6 +92,8 @@ impl DeviceRegion {
                     bad_slots: 0,
                     stall_log_off,
                     stall_waits: stall_log_off.map_or(0, |o| v.load_u64(o, Ordering::Relaxed)),
+                    run_items: 0,
+                    items_dropped: 0,
                 }
             })
             .collect();
@@ -156,6 +158,10 @@ struct LaneCursor {
     stall_log_off: Option<usize>,
     /// Gate waits that waited (logged or not).
     stall_waits: u64,
+    /// Items ([`DeviceWriter::record_run`]) in the current buffer.
+    run_items: u64,
+    /// Items of runs dropped, at the write or with their buffer.
+    items_dropped: u64,
 }
 
 /// What one lane of a writer did, as counted by the device.
@@ -314,6 +320,18 @@ impl<R: Record> DeviceWriter<R> {
     /// # Panics
     /// If `lane >= self.lane_count()`.
     pub fn record_slice(&mut self, lane: usize, recs: &[R]) -> bool {
+        self.record_run(lane, recs, 1)
+    }
+
+    /// [`record_slice`](Self::record_slice) of a run that stands for `items` items of the
+    /// caller's own (e.g. the arguments an ArgsDump chain describes): the writer counts the items
+    /// it dropped, with the run at the write or later with their buffer (a push gate that gave
+    /// up), in [`items_dropped`](Self::items_dropped), so a caller whose records are words can
+    /// still account its losses in its own unit. Device-local: nothing of it is in the region.
+    ///
+    /// # Panics
+    /// If `lane >= self.lane_count()`.
+    pub fn record_run(&mut self, lane: usize, recs: &[R], items: u64) -> bool {
         let n = recs.len() as u32;
         if n == 0 {
             return true;
@@ -323,6 +341,7 @@ impl<R: Record> DeviceWriter<R> {
         l.total += u64::from(n);
         if recs.len() > rpb as usize {
             l.dropped += u64::from(n);
+            l.items_dropped += items;
             return false;
         }
         if l.capacity > 0 && l.count + n > l.capacity && l.count > 0 {
@@ -331,12 +350,15 @@ impl<R: Record> DeviceWriter<R> {
         }
         let l = &self.lanes[lane];
         if l.capacity == 0 && !self.pop_free(lane) {
-            self.lanes[lane].dropped += u64::from(n);
+            let l = &mut self.lanes[lane];
+            l.dropped += u64::from(n);
+            l.items_dropped += items;
             return false;
         }
         let l = &mut self.lanes[lane];
         let off = l.records_off + l.count as usize * size_of::<R>();
         l.count += n;
+        l.run_items += items;
         let full = l.count == l.capacity;
         // SAFETY: [1] `count + n ≤ capacity == records_per_buffer` (a buffer with less room was
         // published above, and a fresh buffer holds `rpb ≥ n`), so the run lies inside the
@@ -619,7 +641,9 @@ impl<R: Record> DeviceWriter<R> {
                 // Still ours: account the whole buffer and overwrite it from slot 0.
                 let l = &mut self.lanes[lane];
                 l.dropped += l.count as u64;
+                l.items_dropped += l.run_items;
                 l.count = 0;
+                l.run_items = 0;
                 self.store_counters(lane);
                 return;
             }
@@ -627,6 +651,7 @@ impl<R: Record> DeviceWriter<R> {
                 let l = &mut self.lanes[lane];
                 l.capacity = 0;
                 l.count = 0;
+                l.run_items = 0;
                 l.buf_addr = 0;
                 l.seq = l.seq.wrapping_add(1);
                 l.switches += 1;
@@ -657,11 +682,13 @@ impl<R: Record> DeviceWriter<R> {
                     Err(GateTimeout) => {
                         let l = &mut self.lanes[lane];
                         l.dropped += l.count as u64;
+                        l.items_dropped += l.run_items;
                     }
                 }
                 let l = &mut self.lanes[lane];
                 l.capacity = 0;
                 l.count = 0;
+                l.run_items = 0;
                 l.buf_addr = 0;
                 let (st, seq) = (l.state_off, l.seq);
                 // Relaxed: end-of-run words read after the writer finished.
@@ -688,6 +715,15 @@ impl<R: Record> DeviceWriter<R> {
                 stall_waits: l.stall_waits,
             })
             .collect()
+    }
+
+    /// Items of [`record_run`](Self::record_run)s on local lane `lane` that were dropped so far
+    /// (at the write, or with a buffer a push gate could not publish).
+    ///
+    /// # Panics
+    /// If `lane >= self.lane_count()`.
+    pub fn items_dropped(&self, lane: usize) -> u64 {
+        self.lanes[lane].items_dropped
     }
 
     /// Whether local lane `lane` currently holds a buffer.
