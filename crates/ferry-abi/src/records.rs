@@ -572,6 +572,10 @@ impl DType {
 /// Metadata of one dumped argument; tensor payload bytes live in the thread's arena at
 /// `payload_offset` (monotonic, taken modulo the arena size).
 ///
+/// The original runtime's per-argument device record. ferry's device writes each task's
+/// arguments of one stage as one variable-length chain instead ([`crate::args_dump`]), which
+/// the host expands back into these records.
+///
 /// # Layout
 ///
 /// 128 B (two cache lines), aligned 8:

@@ -95,8 +95,8 @@ pub(crate) struct DfxArgs {
     /// one-buffer pool, the most backpressure).
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=64))]
     dfx_buffers: Option<u32>,
-    /// Records per DFX buffer (default: each subsystem's; DepGen buffers hold 16 words per
-    /// record, a one-tensor submit takes 8).
+    /// Records per DFX buffer (default: each subsystem's; DepGen and ArgsDump buffers hold 16
+    /// words per record: a one-tensor submit takes 8, a stage of one 1-D tensor 7).
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
     dfx_records: Option<u32>,
     /// Let device writers ring the host after each buffer they publish (an optional hint; by

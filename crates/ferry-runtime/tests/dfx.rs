@@ -211,7 +211,7 @@ fn drop_policy_reports_its_losses_and_changes_nothing_else() {
     // A zero Drop bound with one buffer per lane: every switch the host has not caught up with
     // drops a buffer's worth of records.
     let opts = DfxOptions { drop_wait_cycles: Some(0), ..one_buffer(Policy::Drop) };
-    let mut any_dropped = false;
+    let (mut any_dropped, mut any_args_dropped) = (false, false);
     for (path, arch) in [(Path::InProcess, Arch::A2a3), (Path::Full, Arch::A5)] {
         let (out, m, tasks) =
             run_on(path, arch, Example::Storm, Variant::DeviceOrchestrated, &opts);
@@ -221,6 +221,12 @@ fn drop_policy_reports_its_losses_and_changes_nothing_else() {
         let (produced, collected, dropped) = m.loss.totals();
         assert_eq!(produced, collected + dropped);
         any_dropped |= dropped > 0;
+        // ArgsDump counts its losses in arguments (its lanes' lines count chain words): every
+        // storm task has three (input and scalar before dispatch, output after completion),
+        // each either in the model or counted dropped, none twice.
+        let args = m.args.as_ref().unwrap();
+        assert_eq!(args.args.len() as u64 + args.dropped_records, 3 * tasks, "{arch:?}");
+        any_args_dropped |= args.dropped_records > 0;
         // Every file carries its subsystem's loss lines, and they read back as written.
         let dir =
             std::env::temp_dir().join(format!("ferry-dfx-drop-{}-{arch:?}", std::process::id()));
@@ -233,6 +239,7 @@ fn drop_policy_reports_its_losses_and_changes_nothing_else() {
         let _ = std::fs::remove_dir_all(&dir);
     }
     assert!(any_dropped, "a zero Drop bound on a one-buffer pool drops records");
+    assert!(any_args_dropped, "and whole ArgsDump chains");
 }
 
 #[test]

@@ -17,7 +17,7 @@
 //! | PMU | one per core | scheduler completing the task | once per task |
 //! | DepGen | one | orchestrator | once per submit: one variable-length chain (`ferry_abi::dep_gen`), plus overflow chains for a submit larger than a buffer |
 //! | ScopeStats | one | orchestrator | scope begin / end |
-//! | ArgsDump | one per scheduler | scheduler | before dispatch (block 0), after completion |
+//! | ArgsDump | one per scheduler | scheduler | before dispatch (block 0), after completion: one variable-length chain of the stage's arguments (`ferry_abi::args_dump`) |
 //!
 //! ArgsDump payloads go to a per-scheduler-thread [`ArgsArena`] guarded by the arena gate of
 //! `specs/dfx.md` §3.10: before a payload would wrap or straddle the arena, the thread seals its
@@ -28,10 +28,9 @@ use super::ops::DeviceOps;
 use super::task::{ResolvedTask, Role};
 use ferry_abi::dep_gen::{self, DepGenHead, DepGenTensor};
 use ferry_abi::records::{
-    AicoreTaskRecord, AicpuTaskRecord, ArgsDumpRecord, OrchPhaseRecord, PmuRecord,
-    SchedPhaseRecord, ScopeStatsRecord, ARG_ROLE_INOUT, ARG_ROLE_INPUT, ARG_ROLE_OUTPUT,
-    ARG_STAGE_AFTER_COMPLETION, ARG_STAGE_BEFORE_DISPATCH, CORE_TYPE_AIC, CORE_TYPE_AIV,
-    SCOPE_PHASE_BEGIN, SCOPE_PHASE_END,
+    AicoreTaskRecord, AicpuTaskRecord, OrchPhaseRecord, PmuRecord, SchedPhaseRecord,
+    ScopeStatsRecord, ARG_ROLE_INOUT, ARG_ROLE_INPUT, ARG_ROLE_OUTPUT, ARG_STAGE_AFTER_COMPLETION,
+    ARG_STAGE_BEFORE_DISPATCH, CORE_TYPE_AIC, CORE_TYPE_AIV, SCOPE_PHASE_BEGIN, SCOPE_PHASE_END,
 };
 use ferry_dfx::{DeviceRegion, DeviceWriter};
 use std::sync::atomic::Ordering;
@@ -143,6 +142,15 @@ impl DfxDevice {
             },
             scope: w(&g.scope, thread),
             args: w(&g.args, thread),
+            args_chain: match &g.args {
+                Some(r) if r.lanes_of_queue(thread).len() == 1 => {
+                    vec![0; (r.layout().records_per_buffer as usize).min(ARGS_CHAIN_WORDS)]
+                }
+                _ => Vec::new(),
+            },
+            chain_len: 0,
+            chain_args: 0,
+            chain_payloads: 0,
             arena: self.arenas.get(thread as usize).cloned(),
             views: Box::new(super::image::TranslateCache::new()),
             core_lane,
@@ -159,6 +167,13 @@ impl DfxDevice {
 /// chains).
 const DEP_SCRATCH_WORDS: usize = 4096;
 
+/// Words of the longest ArgsDump chain a task's stage makes: every tensor and scalar slot, each
+/// at its largest (the lane's buffer may bound it lower; a fuller stage continues in a second
+/// chain).
+const ARGS_CHAIN_WORDS: usize = ferry_abi::args_dump::ARGS_CHAIN_HEADER_WORDS
+    + (super::image::MAX_TASK_TENSORS + super::image::MAX_TASK_SCALARS)
+        * ferry_abi::args_dump::ARGS_ARG_MAX_WORDS;
+
 /// One AICPU thread's DFX writers and per-core scratch.
 pub struct ThreadDfx {
     dev: Arc<DfxDevice>,
@@ -172,7 +187,15 @@ pub struct ThreadDfx {
     /// Where DepGen chains are built (at most one buffer of words).
     dep_scratch: Vec<u64>,
     scope: Option<DeviceWriter<ScopeStatsRecord>>,
-    args: Option<DeviceWriter<ArgsDumpRecord>>,
+    /// ArgsDump: one chain of words per task and stage (`ferry_abi::args_dump`).
+    args: Option<DeviceWriter<u64>>,
+    /// Where the chain being dumped is built (at most a buffer's words).
+    args_chain: Vec<u64>,
+    /// Words of that chain (0: none).
+    chain_len: usize,
+    /// Its arguments, and those with a payload.
+    chain_args: u64,
+    chain_payloads: u64,
     arena: Option<Arc<ArgsArena>>,
     /// Translations of the views this thread dumped (one per tensor per run, not per dump).
     views: Box<super::image::TranslateCache<64>>,
@@ -426,8 +449,16 @@ impl ThreadDfx {
     }
 
     /// End of the thread's part of the run: flushes every writer (§3.11).
-    pub fn finish(self) {
+    pub fn finish(mut self) {
         if let Some(a) = &self.arena {
+            if let Some(w) = self.args.as_mut() {
+                w.flush();
+                // Relaxed: a counter read by the host after the run. The arguments whose chain
+                // the writer lost (at the write, or with a buffer it could not publish) join the
+                // arena gate's drops: ArgsDump counts its losses in arguments, while its lane's
+                // transport lines count words.
+                a.dropped().fetch_add(w.items_dropped(0), Ordering::Relaxed);
+            }
             // Relaxed: read by the host after the run.
             a.published().store(self.payloads, Ordering::Relaxed);
         }

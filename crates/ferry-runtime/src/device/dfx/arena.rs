@@ -1,9 +1,11 @@
-//! ArgsDump on the device: a scheduler thread's payload arena and its dumps (records and
-//! payload copies behind the arena gate of `specs/dfx.md` §3.10).
+//! ArgsDump on the device: a scheduler thread's payload arena and its dumps (one chain of the
+//! arguments per task and stage, `ferry_abi::args_dump`, and payload copies behind the arena gate
+//! of `specs/dfx.md` §3.10).
 use super::super::ops::DeviceOps;
 use super::super::task::{ResolvedTask, Role};
 use super::super::wrap;
 use super::{role_code, ThreadDfx};
+use ferry_abi::args_dump::{self, ArgsChainError, ArgsChainHead};
 use ferry_abi::records::{
     ArgsDumpRecord, DType, ARG_KIND_SCALAR, ARG_KIND_TENSOR, ARG_ROLE_SCALAR,
     ARG_STAGE_BEFORE_DISPATCH,
@@ -25,8 +27,8 @@ const PREFETCH_BYTES: u64 = 256;
 ///
 /// Header words: `write_offset` (monotonic device cursor in bytes, written modulo
 /// [`size`](Self::size)), `published` (payload records the device has published), `completed`
-/// (payloads the host acknowledged, `publish_arena_acks`), `dropped` (argument records the arena
-/// gate gave up on).
+/// (payloads the host acknowledged, `publish_arena_acks`), `dropped` (arguments lost: the arena
+/// gate gave up on their payload, or their chain was dropped, at the write or with its buffer).
 pub struct ArgsArena {
     base: std::ptr::NonNull<u8>,
     size: u64,
@@ -173,6 +175,13 @@ impl ThreadDfx {
     ) {
         let before = stage == ARG_STAGE_BEFORE_DISPATCH;
         let payloads = self.dev.args_level != 0;
+        let head = ArgsChainHead {
+            task_id: seq,
+            stage,
+            func_count: 1,
+            func_ids: [task.kernel as u16, 0, 0],
+        };
+        self.chain_begin(&head);
         for (i, &(addr, bytes, role)) in task.tensors().iter().enumerate() {
             let dumped = match role {
                 Role::Input => before,
@@ -207,12 +216,7 @@ impl ThreadDfx {
                     None => continue,
                 }
             }
-            if let Some(w) = self.args.as_mut() {
-                w.record(0, r);
-            }
-            if r.payload_size > 0 {
-                self.payloads += 1;
-            }
+            self.chain_push(&r);
         }
         if before {
             for (k, &v) in task.scalars[..task.n_scalars as usize].iter().enumerate() {
@@ -234,10 +238,60 @@ impl ThreadDfx {
                     func_ids: [task.kernel as u16, 0, 0],
                     ..Default::default()
                 };
-                if let Some(w) = self.args.as_mut() {
-                    w.record(0, r);
-                }
+                self.chain_push(&r);
             }
+        }
+        self.chain_emit();
+    }
+
+    /// Starts the chain of one task's arguments of one stage in the thread's scratch.
+    fn chain_begin(&mut self, head: &ArgsChainHead) {
+        // A scratch too small for a header (a lane of buffers under 3 words) keeps no chain:
+        // every argument is then counted dropped.
+        self.chain_len = args_dump::start(&mut self.args_chain, head).unwrap_or(0);
+        self.chain_args = 0;
+        self.chain_payloads = 0;
+    }
+
+    /// Appends argument `r` to the chain; a chain that is full (a buffer's worth, or 255
+    /// arguments) is written first and continues in a fresh one with the same header. An
+    /// argument that fits no chain is counted dropped.
+    fn chain_push(&mut self, r: &ArgsDumpRecord) {
+        let mut pushed = self.chain_len > 0 && self.try_push(r).is_ok();
+        if !pushed && self.chain_args > 0 {
+            self.chain_emit();
+            pushed = self.try_push(r).is_ok();
+        }
+        if !pushed {
+            if let Some(a) = &self.arena {
+                // Relaxed: a counter read after the run.
+                a.dropped().fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+
+    fn try_push(&mut self, r: &ArgsDumpRecord) -> Result<(), ArgsChainError> {
+        self.chain_len = args_dump::push(&mut self.args_chain, self.chain_len, r)?;
+        self.chain_args += 1;
+        self.chain_payloads += u64::from(r.payload_size > 0);
+        Ok(())
+    }
+
+    /// Writes the chain built so far (if it holds an argument) as one run of the lane and starts
+    /// an empty one with the same header. Its payloads count as published once it is written.
+    pub(super) fn chain_emit(&mut self) {
+        if self.chain_args == 0 {
+            return;
+        }
+        let run = &self.args_chain[..self.chain_len];
+        if let Some(w) = self.args.as_mut() {
+            if w.record_run(0, run, self.chain_args) {
+                self.payloads += self.chain_payloads;
+            }
+        }
+        if let Ok((c, _)) = args_dump::parse_chain(run) {
+            let head = c.head;
+            self.chain_begin(&head);
         }
     }
 
@@ -248,19 +302,23 @@ impl ThreadDfx {
         addr: u64,
         bytes: u64,
     ) -> Option<(u64, u64, bool)> {
-        let arena = self.arena.as_deref()?;
-        let size = arena.size();
+        let size = self.arena.as_deref()?.size();
         let (len, truncated) = if bytes > size { ((size / 2) & !3, true) } else { (bytes, false) };
         // Relaxed: this thread is the only writer of its cursor.
-        let mut wo = arena.write_offset().load(Ordering::Relaxed);
+        let mut wo = self.arena.as_deref()?.write_offset().load(Ordering::Relaxed);
         let phys = wrap(wo, size);
         let full = wo != 0 && phys == 0;
         let crosses = len > size - phys;
         if full || crosses {
-            // Seal: publish the metadata buffer so the host can see (and ack) every payload.
+            // Seal: publish the metadata buffer so the host can see (and ack) every payload,
+            // with the arguments of the chain being built whose payloads are already copied.
+            self.chain_emit();
             if let Some(w) = self.args.as_mut() {
                 w.flush();
             }
+        }
+        let arena = self.arena.as_deref()?;
+        if full || crosses {
             let target = self.payloads;
             // Relaxed: a statistic for the host; the acks below are what pair.
             arena.published().store(target, Ordering::Relaxed);

@@ -56,7 +56,7 @@ impl Capacity {
             DfxRegion::Pmu => (abi::PMU_RECORDS_PER_BUFFER as u32, 8),
             DfxRegion::DepGen => (ferry_abi::dep_gen::DEP_GEN_WORDS_PER_BUFFER as u32, 16),
             DfxRegion::Scope => (abi::SCOPE_STATS_RECORDS_PER_BUFFER as u32, 4),
-            DfxRegion::Args => (1024, 32),
+            DfxRegion::Args => (ferry_abi::args_dump::ARGS_WORDS_PER_BUFFER as u32, 16),
         };
         Capacity { records_per_buffer, buffers_per_lane }
     }
@@ -66,7 +66,7 @@ impl Capacity {
         let d = Self::for_region(region);
         let records_per_buffer = match (region, opts.records_per_buffer) {
             (_, None) => d.records_per_buffer,
-            (DfxRegion::DepGen, Some(n)) => n.saturating_mul(16),
+            (DfxRegion::DepGen | DfxRegion::Args, Some(n)) => n.saturating_mul(16),
             (_, Some(n)) => n,
         };
         Capacity {

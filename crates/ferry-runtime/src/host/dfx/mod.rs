@@ -16,16 +16,18 @@
 //! waits at a gate with all five subsystems on: a lane must hold what it produces while the host
 //! turns a buffer around. Measured on the 50,000-task storm (2 cores, all five on), the busiest
 //! lanes produce: DepGen 8 words per submit at up to ~500 k submits/s (4 M words/s), the
-//! orchestrator's submit envelopes ~500 k/s, ArgsDump ~3 records per task per scheduler thread
-//! (~500 k/s each), scheduler phases ~300 k/s per thread, per-core lanes ≤ 40 k/s. The host's
+//! orchestrator's submit envelopes ~500 k/s, ArgsDump ~3 arguments per task per scheduler thread
+//! (~500 k/s each: two chains per task, 16 words, ~2.7 M words/s), scheduler phases ~300 k/s per
+//! thread, per-core lanes ≤ 40 k/s. The host's
 //! turnaround is a poll interval (≤ 200 µs live) plus two host-internal wake-ups; on a loaded
 //! 2-core machine a host thread may wait for a CPU for a scheduler slice or more, so pools cover
 //! ≥ 30 ms of the peak rate (a budget of `rate × 30 ms` records plus the buffer being written):
-//! DepGen 16 × 8,192 words (≥ 30 k submits), envelopes 8 × 4,096, ArgsDump 32 × 1,024 per
-//! thread, phases 8 × 4,096, per-core lanes 4 × ~1,000 (PMU 8 × 512). The swimlane/PMU/ArgsDump
-//! regions then take ~39 MB of device memory on a2a3's default chip, the ArgsDump arenas 4 MiB
-//! per thread. (ArgsDump and PMU had 16 and 4 buffers until the chip got ~1.6x faster and the
-//! test below saw a PMU lane wait in about one storm run in four; see [`HOST_NICE`].)
+//! DepGen 16 × 8,192 words (≥ 30 k submits), envelopes 8 × 4,096, ArgsDump 16 × 8,192 words per
+//! thread (~48 ms of its peak), phases 8 × 4,096, per-core lanes 4 × ~1,000 (PMU 8 × 512). The
+//! swimlane/PMU/ArgsDump regions then take ~30 MB of device memory on a2a3's default chip, the
+//! ArgsDump arenas 4 MiB per thread. (PMU had 4 buffers until the chip got ~1.6x faster and the
+//! test below saw a PMU lane wait in about one storm run in four; see [`HOST_NICE`]. ArgsDump had
+//! 32 × 1,024 records of 128 bytes, 4 MiB per thread, before its chains.)
 //! The regression guard is a test: default pools record zero gate waits on every lane for the
 //! three examples with every subsystem on.
 use std::collections::BTreeMap;
@@ -37,8 +39,8 @@ use ferry_abi::launch::{
     PROFILING_FLAG_PMU, PROFILING_FLAG_SCOPE_STATS,
 };
 use ferry_abi::records::{
-    AicoreTaskRecord, AicpuTaskRecord, ArgsDumpRecord, OrchPhaseRecord, PmuRecord,
-    SchedPhaseRecord, ScopeStatsRecord,
+    AicoreTaskRecord, AicpuTaskRecord, OrchPhaseRecord, PmuRecord, SchedPhaseRecord,
+    ScopeStatsRecord,
 };
 use ferry_dfx::output::collect::LaneRecords;
 use ferry_dfx::output::{CoreType, LossAccounting, RunMeta, RunModel, Subsystem, Swimlane};
@@ -102,8 +104,9 @@ pub struct DfxOptions {
     /// Buffers per lane (`None`: each subsystem's default, [`Capacity::for_region`]; 1 forces a
     /// one-buffer pool).
     pub buffers_per_lane: Option<u32>,
-    /// Records per buffer (`None`: each subsystem's default). DepGen buffers hold 16 words per
-    /// record of this setting (a one-tensor submit takes 8).
+    /// Records per buffer (`None`: each subsystem's default). DepGen and ArgsDump buffers hold
+    /// 16 words per record of this setting (a one-tensor submit takes 8; a stage of one
+    /// one-dimensional tensor 7).
     pub records_per_buffer: Option<u32>,
     /// Drop-policy gate bound in device cycles (`None`: the transport's 1 ms).
     pub drop_wait_cycles: Option<u64>,
@@ -204,7 +207,7 @@ struct Subs {
     pmu: Option<Sub<PmuRecord, LaneRecords<PmuRecord>>>,
     dep_gen: Option<Sub<u64, LaneRecords<u64>>>,
     scope: Option<Sub<ScopeStatsRecord, LaneRecords<ScopeStatsRecord>>>,
-    args: Option<Sub<ArgsDumpRecord, ArgsSink>>,
+    args: Option<Sub<u64, ArgsSink>>,
 }
 
 /// A running collection.
@@ -379,7 +382,7 @@ impl DfxSession {
                 arenas.push(Arc::new(a));
             }
             let queues: Vec<u32> = (0..scheds).collect();
-            let t = lay.build::<ArgsDumpRecord>(DfxRegion::Args, &queues)?;
+            let t = lay.build::<u64>(DfxRegion::Args, &queues)?;
             let consumed: Arc<Vec<AtomicU64>> =
                 Arc::new((0..scheds).map(|_| AtomicU64::new(0)).collect());
             let (a2, c2) = (arenas.clone(), consumed.clone());
@@ -571,9 +574,8 @@ impl DfxSession {
         });
         let args = s.args.map(|sub| {
             let r = report.take(sub.key);
-            let lines = loss_lines(&r, &sub.ids, Subsystem::ArgsDump, "args");
-            m.loss.lanes.extend_from_slice(&lines);
-            (r.sinks, lines)
+            m.loss.lanes.extend(loss_lines(&r, &sub.ids, Subsystem::ArgsDump, "args"));
+            r.sinks
         });
         let arena_drops: u64 = self
             .device
@@ -602,9 +604,9 @@ impl DfxSession {
             });
             let rows = rows(&mut m, (aicore, aicpu, sched, orch), pmu, scope, &c, &self.opts);
             tracing::debug!(ms = ms(t0), "dfx finish: swimlane, PMU and ScopeStats rows");
-            let dumped = args.map(|(sinks, lines)| {
+            let dumped = args.map(|sinks| {
                 beside(sc, thread("ferry-dfx-args"), move || {
-                    let r = args_dump(sinks, &lines, level, arena_drops);
+                    let r = args_dump(sinks, level, arena_drops);
                     tracing::debug!(ms = ms(t0), "dfx finish: ArgsDump rows");
                     r
                 })

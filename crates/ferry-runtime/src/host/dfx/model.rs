@@ -170,39 +170,51 @@ pub(super) fn dep_gen(
     Ok((log, g, lossless))
 }
 
-/// The ArgsDump model from its shards' sinks: each record's metadata, its payload placed in one
-/// `args.bin` (the lanes' bins one after the other), losses from the lanes and the arena gate.
+/// The ArgsDump model from its shards' sinks: each argument's metadata (the chains expanded
+/// back into the records the device described), its payload placed in one `args.bin` (the lanes'
+/// bins one after the other), and the arguments lost (`dropped`: the device's count, in
+/// arguments, of those the arena gate gave up on and of those whose chain the writer lost; the
+/// lanes' transport lines count words).
 pub(super) fn args_dump(
     sinks: Vec<ArgsSink>,
-    lines: &[LaneLoss],
     level: u32,
-    arena_drops: u64,
+    dropped: u64,
 ) -> Result<ArgsDump, DfxError> {
     let mut d = ArgsDump { level, ..ArgsDump::default() };
-    d.args.reserve(sinks.iter().flat_map(|k| &k.lanes).map(|l| l.records.len()).sum());
+    d.args.reserve(sinks.iter().flat_map(|k| &k.lanes).map(|l| l.args as usize).sum());
     d.bin.reserve(sinks.iter().flat_map(|k| &k.lanes).map(|l| l.bin.len()).sum());
     for lane in ArgsSink::merge(sinks) {
+        if let Some(e) = lane.bad {
+            return Err(bad("args dump", &e));
+        }
         let base = d.bin.len() as u64;
-        for (rec, p) in lane.records.iter().zip(lane.payloads.iter()) {
-            let mut a = DumpedArg::from_record(rec).map_err(|e| bad("args dump", &e))?;
-            match *p {
-                Payload::None => {}
-                Payload::Bin { at, len } => {
-                    a.bin_offset = Some(base + at);
-                    a.bin_size = len;
-                }
-                Payload::Overwritten => {
-                    a.overwritten = true;
-                    d.dropped_overwrite += 1;
+        let mut payloads = lane.payloads.iter();
+        for &span in &lane.buffers {
+            for chain in ferry_abi::args_dump::chains(lane.words.get(span)) {
+                // The collector framed these words already (`bad` would be set otherwise).
+                let chain = chain.map_err(|e| bad("args dump", &e))?;
+                for rec in chain.records() {
+                    let mut a = DumpedArg::from_record(&rec).map_err(|e| bad("args dump", &e))?;
+                    match payloads.next().copied().unwrap_or(Payload::None) {
+                        Payload::None => {}
+                        Payload::Bin { at, len } => {
+                            a.bin_offset = Some(base + at);
+                            a.bin_size = len;
+                        }
+                        Payload::Overwritten => {
+                            a.overwritten = true;
+                            d.dropped_overwrite += 1;
+                        }
+                    }
+                    d.args.push(a);
                 }
             }
-            d.args.push(a);
         }
         for c in lane.bin.chunks() {
             d.bin.extend_from_slice(c);
         }
     }
-    d.dropped_records = lines.iter().map(|l| l.dropped).sum::<u64>() + arena_drops;
+    d.dropped_records = dropped;
     Ok(d)
 }
 
@@ -243,6 +255,74 @@ pub(super) fn loss_lines<S>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The collector frames each buffer's chains, copies every tensor's payload out of the
+    /// thread's arena and counts it for the acknowledgement; the model expands the chains back
+    /// into the records the device described. Words that do not frame are a typed error of the
+    /// model, never a panic, and the payloads before them were still acknowledged.
+    #[test]
+    fn args_chains_become_records_with_their_payloads_and_bad_words_are_an_error() {
+        use crate::device::dfx::ArgsArena;
+        use ferry_abi::args_dump::{self, ArgsChainHead};
+        use ferry_abi::records::{self as abi, ArgsDumpRecord};
+        use ferry_dfx::{CollectSink, CollectedBuffer};
+        use std::sync::atomic::{AtomicU64, Ordering};
+
+        let arena = Arc::new(ArgsArena::new(4096));
+        let consumed = Arc::new(vec![AtomicU64::new(0)]);
+        let sink = || ArgsSink::new(vec![arena.clone()], consumed.clone());
+        let tensor = ArgsDumpRecord {
+            task_id: 5,
+            role: abi::ARG_ROLE_OUTPUT,
+            stage: abi::ARG_STAGE_AFTER_COMPLETION,
+            ndims: 1,
+            dtype: abi::DType::Float32 as u8,
+            is_contiguous: 1,
+            payload_offset: 128,
+            payload_size: 64,
+            func_ids: [4, 0, 0],
+            func_count: 1,
+            shapes: [16, 0, 0, 0, 0],
+            strides: [1, 0, 0, 0, 0],
+            ..Default::default()
+        };
+        let scalar = ArgsDumpRecord {
+            kind: abi::ARG_KIND_SCALAR,
+            role: abi::ARG_ROLE_SCALAR,
+            arg_index: 1,
+            ndims: 0,
+            payload_offset: 0,
+            payload_size: 0,
+            shapes: [0; 5],
+            strides: [0; 5],
+            scalar_value: 7,
+            ..tensor
+        };
+        let mut words = [0u64; 16];
+        let mut n = args_dump::start(&mut words, &ArgsChainHead::of(&tensor)).unwrap();
+        n = args_dump::push(&mut words, n, &tensor).unwrap();
+        n = args_dump::push(&mut words, n, &scalar).unwrap();
+        let buffer =
+            |records| CollectedBuffer { lane: 0, kind: 0, seq: 0, queue: 0, shard: 0, records };
+
+        let mut good = sink();
+        good.on_buffer_collected(&buffer(&words[..n]));
+        assert_eq!(consumed[0].load(Ordering::Relaxed), 1, "one payload copied and counted");
+        let d = args_dump(vec![good], 3, 2).unwrap();
+        assert_eq!(d.args.len(), 2);
+        assert_eq!((d.args[0].bin_size, d.args[0].numel, d.bin.len()), (64, 16, 64));
+        assert!(d.args[1].kind == "scalar" && d.args[1].value == Some(7));
+        assert_eq!(d.dropped_records, 2, "the device's count, in arguments");
+
+        let mut bad = sink();
+        let mut corrupt = words;
+        corrupt[args_dump::ARGS_CHAIN_HEADER_WORDS] |= 1 << 40; // a reserved bit
+        let both: Vec<u64> = words[..n].iter().chain(&corrupt[..n]).copied().collect();
+        bad.on_buffer_collected(&buffer(&both));
+        assert_eq!(consumed[0].load(Ordering::Relaxed), 2, "the first chain's payload");
+        let e = args_dump(vec![bad], 3, 0).unwrap_err();
+        assert!(e.to_string().contains("args dump"), "{e}");
+    }
 
     #[test]
     fn work_beside_runs_on_a_thread_or_here_when_none_can_be_had() {

@@ -5,8 +5,9 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use ferry_abi::records::{self as abi, ArgsDumpRecord};
-use ferry_dfx::output::chunks::ChunkLog;
+use ferry_abi::args_dump::{self, ArgsChainError};
+use ferry_abi::records as abi;
+use ferry_dfx::output::chunks::{ChunkLog, Span};
 use ferry_dfx::{CollectSink, CollectedBuffer, ReplenishHooks};
 
 use crate::device::dfx::ArgsArena;
@@ -27,16 +28,23 @@ pub(super) enum Payload {
     Overwritten,
 }
 
-/// One scheduler thread's dump: its records as collected (one bulk copy per buffer), where each
-/// record's payload went, and the payload bytes in a `bin` of its own (offsets relative to it
-/// until the lanes are joined). Chunked stores: nothing is reallocated or moved while the run is
-/// live.
+/// One scheduler thread's dump: its chains as collected (one bulk copy per buffer, each buffer's
+/// words kept whole: chains never straddle buffers), where each argument's payload went, and the
+/// payload bytes in a `bin` of its own (offsets relative to it until the lanes are joined).
+/// Chunked stores: nothing is reallocated or moved while the run is live.
 #[derive(Debug, Default)]
 pub(super) struct ArgsLane {
-    pub(super) records: ChunkLog<ArgsDumpRecord>,
-    /// One per record, in record order.
+    pub(super) words: ChunkLog<u64>,
+    /// Each collected buffer's words in `words`, in collection order.
+    pub(super) buffers: Vec<Span>,
+    /// One per argument, in chain order.
     pub(super) payloads: ChunkLog<Payload>,
     pub(super) bin: ChunkLog<u8>,
+    /// Arguments in `payloads` (those of chains that framed).
+    pub(super) args: u64,
+    /// The first buffer whose words did not frame as chains (its later chains are lost with
+    /// their payloads).
+    pub(super) bad: Option<ArgsChainError>,
 }
 
 /// Collects ArgsDump records and copies their payloads out of the thread's arena while the run
@@ -63,7 +71,7 @@ impl ArgsSink {
                 if out.len() <= i {
                     out.resize_with(i + 1, ArgsLane::default);
                 }
-                if !l.records.is_empty() {
+                if !l.buffers.is_empty() {
                     out[i] = l;
                 }
             }
@@ -72,37 +80,49 @@ impl ArgsSink {
     }
 }
 
-impl CollectSink<ArgsDumpRecord> for ArgsSink {
-    fn on_buffer_collected(&mut self, b: &CollectedBuffer<'_, ArgsDumpRecord>) {
+impl CollectSink<u64> for ArgsSink {
+    fn on_buffer_collected(&mut self, b: &CollectedBuffer<'_, u64>) {
         let t = b.lane as usize;
         let (Some(out), arena) = (self.lanes.get_mut(t), self.arenas.get(t)) else { return };
-        out.records.extend_from_slice(b.records);
+        let span = out.words.append_whole(b.records);
+        out.buffers.push(span);
         let mut copied = 0u64;
-        for r in b.records {
-            let has_payload = r.kind == abi::ARG_KIND_TENSOR && r.payload_size > 0;
-            let mut p = Payload::None;
-            if let (true, Some(a)) = (has_payload, arena) {
-                let size = a.size();
-                // Relaxed: the device cursor as an overwrite high-water mark (§5.4); a stale value
-                // is only smaller, i.e. less conservative by bytes the device had not yet written.
-                let hw = a.write_offset().load(Ordering::Relaxed);
-                if r.payload_offset < hw.saturating_sub(size) || r.payload_size > size {
-                    p = Payload::Overwritten;
-                } else {
-                    let at = out.bin.len();
-                    // SAFETY: the record was published after the device wrote its payload, and the
-                    // device overwrites a lap only after this thread's payloads are all
-                    // acknowledged, which the count below (after the copies) precedes.
-                    unsafe {
-                        a.read_into(r.payload_offset % size, r.payload_size, |s| {
-                            out.bin.extend_from_slice(s)
-                        })
-                    };
-                    p = Payload::Bin { at: at as u64, len: (out.bin.len() - at) as u64 };
+        for chain in args_dump::chains(b.records) {
+            let chain = match chain {
+                Ok(c) => c,
+                Err(e) => {
+                    out.bad.get_or_insert(e);
+                    break;
                 }
+            };
+            for r in chain.records() {
+                let r = &r;
+                out.args += 1;
+                let has_payload = r.kind == abi::ARG_KIND_TENSOR && r.payload_size > 0;
+                let mut p = Payload::None;
+                if let (true, Some(a)) = (has_payload, arena) {
+                    let size = a.size();
+                    // Relaxed: the device cursor as an overwrite high-water mark (§5.4); a stale value
+                    // is only smaller, i.e. less conservative by bytes the device had not yet written.
+                    let hw = a.write_offset().load(Ordering::Relaxed);
+                    if r.payload_offset < hw.saturating_sub(size) || r.payload_size > size {
+                        p = Payload::Overwritten;
+                    } else {
+                        let at = out.bin.len();
+                        // SAFETY: the record was published after the device wrote its payload, and the
+                        // device overwrites a lap only after this thread's payloads are all
+                        // acknowledged, which the count below (after the copies) precedes.
+                        unsafe {
+                            a.read_into(r.payload_offset % size, r.payload_size, |s| {
+                                out.bin.extend_from_slice(s)
+                            })
+                        };
+                        p = Payload::Bin { at: at as u64, len: (out.bin.len() - at) as u64 };
+                    }
+                }
+                out.payloads.push(p);
+                copied += u64::from(has_payload);
             }
-            out.payloads.push(p);
-            copied += u64::from(has_payload);
         }
         if let (true, Some(c)) = (copied > 0, self.consumed.get(t)) {
             // Release: orders the payload copies above before the count; pairs with the ack
