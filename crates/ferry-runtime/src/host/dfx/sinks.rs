@@ -96,21 +96,21 @@ impl CollectSink<u64> for ArgsSink {
                 }
             };
             for r in chain.records() {
-                let r = &r;
                 out.args += 1;
                 let has_payload = r.kind == abi::ARG_KIND_TENSOR && r.payload_size > 0;
                 let mut p = Payload::None;
                 if let (true, Some(a)) = (has_payload, arena) {
                     let size = a.size();
-                    // Relaxed: the device cursor as an overwrite high-water mark (§5.4); a stale value
-                    // is only smaller, i.e. less conservative by bytes the device had not yet written.
+                    // Relaxed: the device cursor as an overwrite high-water mark (§5.4); a stale
+                    // value is only smaller, i.e. less conservative by bytes the device had not
+                    // yet written.
                     let hw = a.write_offset().load(Ordering::Relaxed);
                     if r.payload_offset < hw.saturating_sub(size) || r.payload_size > size {
                         p = Payload::Overwritten;
                     } else {
                         let at = out.bin.len();
-                        // SAFETY: the record was published after the device wrote its payload, and the
-                        // device overwrites a lap only after this thread's payloads are all
+                        // SAFETY: the chain was published after the device wrote its payload, and
+                        // the device overwrites a lap only after this thread's payloads are all
                         // acknowledged, which the count below (after the copies) precedes.
                         unsafe {
                             a.read_into(r.payload_offset % size, r.payload_size, |s| {
