@@ -172,14 +172,24 @@ pub fn start(out: &mut [u64], head: &ArgsChainHead) -> Result<usize, ArgsChainEr
             value: head.func_count.into(),
         });
     }
-    out[0] = head.task_id;
-    out[1] = u64::from(head.stage)
-        | u64::from(head.func_count) << 16
-        | u64::from(head.func_ids[0]) << 32
-        | u64::from(head.func_ids[1]) << 48;
-    out[2] = u64::from(head.func_ids[2]);
+    [out[0], out[1], out[2]] = head_words(head);
     Ok(ARGS_CHAIN_HEADER_WORDS)
 }
+
+/// The header words of a chain of `head` with no arguments counted.
+fn head_words(head: &ArgsChainHead) -> [u64; ARGS_CHAIN_HEADER_WORDS] {
+    [
+        head.task_id,
+        u64::from(head.stage)
+            | u64::from(head.func_count) << 16
+            | u64::from(head.func_ids[0]) << 32
+            | u64::from(head.func_ids[1]) << 48,
+        u64::from(head.func_ids[2]),
+    ]
+}
+
+/// Bits of header word 1 holding the argument count.
+const COUNT_BITS: u64 = 0xFF << 8;
 
 /// Appends argument `r` to the chain of `len` words at the start of `out` (begun with [`start`])
 /// and counts it in the header; returns the chain's new length. On error the chain is unchanged.
@@ -196,11 +206,12 @@ pub fn push(out: &mut [u64], len: usize, r: &ArgsDumpRecord) -> Result<usize, Ar
     if len < ARGS_CHAIN_HEADER_WORDS || out.len() < len {
         return Err(ArgsChainError::Truncated { need: ARGS_CHAIN_HEADER_WORDS, have: len });
     }
-    let head = parse_head(out)?;
-    if ArgsChainHead::of(r) != head {
+    // The header as `start` wrote it (its count aside): the argument's fields must match it.
+    let [w0, w1, w2] = head_words(&ArgsChainHead::of(r));
+    if out[0] != w0 || out[1] & !COUNT_BITS != w1 || out[2] != w2 {
         return Err(ArgsChainError::HeadMismatch);
     }
-    let n = (out[1] >> 8) as u8 as usize;
+    let n = ((out[1] & COUNT_BITS) >> 8) as usize;
     if n >= ARGS_CHAIN_MAX_ARGS {
         return Err(ArgsChainError::TooManyArgs);
     }
@@ -251,7 +262,7 @@ pub fn push(out: &mut [u64], len: usize, r: &ArgsDumpRecord) -> Result<usize, Ar
             out[len + 3 + nd] = r.start_offset;
         }
     }
-    out[1] = (out[1] & !(0xFF << 8)) | ((n + 1) as u64) << 8;
+    out[1] = (out[1] & !COUNT_BITS) | ((n + 1) as u64) << 8;
     Ok(need)
 }
 

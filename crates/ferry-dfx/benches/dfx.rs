@@ -1,6 +1,7 @@
 //! Criterion benches of the DFX transport: writer hot path, buffer switch, drain throughput
-//! (polling and with the doorbell hint) next to a streaming memcpy of the same working set, and
-//! stall per lane with a shrunk pool.
+//! (polling and with the doorbell hint) next to a streaming memcpy of the same working set, stall
+//! per lane with a shrunk pool, and ArgsDump's chains (a storm task's arguments encoded and read
+//! back) next to the fixed 128-byte records they replace.
 //!
 //! The same measurements are available as one report through `ferry_dfx::bench::run` (what
 //! `ferry bench dfx --json` prints).
@@ -76,8 +77,99 @@ fn stall(c: &mut Criterion) {
     g.finish();
 }
 
+/// A storm task's three arguments: the input tensor and the scalar before dispatch, the output
+/// after completion.
+fn storm_args(task: u64) -> [ferry_abi::records::ArgsDumpRecord; 3] {
+    use ferry_abi::records::{self as abi, ArgsDumpRecord};
+    let input = ArgsDumpRecord {
+        task_id: task,
+        role: abi::ARG_ROLE_INPUT,
+        stage: abi::ARG_STAGE_BEFORE_DISPATCH,
+        ndims: 1,
+        dtype: abi::DType::Float32 as u8,
+        is_contiguous: 1,
+        payload_offset: 128 * task,
+        payload_size: 64,
+        func_ids: [4, 0, 0],
+        func_count: 1,
+        shapes: [16, 0, 0, 0, 0],
+        strides: [1, 0, 0, 0, 0],
+        ..Default::default()
+    };
+    let scalar = ArgsDumpRecord {
+        kind: abi::ARG_KIND_SCALAR,
+        role: abi::ARG_ROLE_SCALAR,
+        arg_index: 1,
+        ndims: 0,
+        payload_offset: 0,
+        payload_size: 0,
+        shapes: [0; 5],
+        strides: [0; 5],
+        scalar_value: 3,
+        ..input
+    };
+    let output = ArgsDumpRecord {
+        role: abi::ARG_ROLE_OUTPUT,
+        stage: abi::ARG_STAGE_AFTER_COMPLETION,
+        arg_index: 2,
+        payload_offset: 128 * task + 64,
+        ..input
+    };
+    [input, scalar, output]
+}
+
+fn args_chain(c: &mut Criterion) {
+    use ferry_abi::args_dump::{self, ArgsChainHead};
+    use std::hint::black_box;
+    const TASKS: u64 = 4096;
+    let mut g = c.benchmark_group("args_chain");
+    g.throughput(Throughput::Elements(TASKS));
+    // Baseline: the original's device records, three 128-byte records per task into a buffer.
+    let mut records = Vec::with_capacity(3 * TASKS as usize);
+    g.bench_function("records_128b/write", |b| {
+        b.iter(|| {
+            records.clear();
+            for t in 0..TASKS {
+                records.extend_from_slice(&storm_args(black_box(t)));
+            }
+            black_box(records.len())
+        })
+    });
+    // Chains: two per task (one per stage), 16 words in all.
+    let mut words = vec![0u64; 32 * TASKS as usize];
+    let encode = |words: &mut [u64]| {
+        let mut at = 0;
+        for t in 0..TASKS {
+            let [input, scalar, output] = storm_args(black_box(t));
+            for stage in [&[input, scalar][..], &[output][..]] {
+                let out = &mut words[at..];
+                let mut n = args_dump::start(out, &ArgsChainHead::of(&stage[0])).unwrap();
+                for r in stage {
+                    n = args_dump::push(out, n, r).unwrap();
+                }
+                at += n;
+            }
+        }
+        at
+    };
+    g.bench_function("chains/write", |b| b.iter(|| black_box(encode(&mut words))));
+    let used = encode(&mut words);
+    g.bench_function("chains/read_back", |b| {
+        b.iter(|| {
+            let mut n = 0u64;
+            for c in args_dump::chains(&words[..used]) {
+                for r in c.unwrap().records() {
+                    n += r.payload_size;
+                }
+            }
+            black_box(n)
+        })
+    });
+    g.finish();
+}
+
 mod group {
-    use super::{drain, stall, writer};
-    criterion::criterion_group!(benches, writer, drain, stall);
+    use super::{args_chain, drain, stall, writer};
+    criterion::criterion_group!(benches, writer, drain, stall, args_chain);
 }
 criterion_main!(group::benches);
