@@ -390,23 +390,7 @@ pub fn parse_chain(words: &[u64]) -> Result<(ArgsChain<'_>, usize), ArgsChainErr
 /// The chains of one buffer's words, in order; the first malformed one yields its error and
 /// ends the iteration (the words after it cannot be framed).
 pub fn chains(words: &[u64]) -> impl Iterator<Item = Result<ArgsChain<'_>, ArgsChainError>> {
-    let mut rest = words;
-    let mut failed = false;
-    core::iter::from_fn(move || {
-        if failed || rest.is_empty() {
-            return None;
-        }
-        match parse_chain(rest) {
-            Ok((c, n)) => {
-                rest = &rest[n..];
-                Some(Ok(c))
-            }
-            Err(e) => {
-                failed = true;
-                Some(Err(e))
-            }
-        }
-    })
+    crate::frames(words, parse_chain)
 }
 
 #[cfg(test)]

@@ -337,23 +337,7 @@ pub fn parse_chain(words: &[u64]) -> Result<(DepGenChain<'_>, usize), DepGenErro
 
 /// The chains of one buffer's words, in order; ends at the first error.
 pub fn chains(words: &[u64]) -> impl Iterator<Item = Result<DepGenChain<'_>, DepGenError>> {
-    let mut rest = words;
-    let mut failed = false;
-    core::iter::from_fn(move || {
-        if rest.is_empty() || failed {
-            return None;
-        }
-        match parse_chain(rest) {
-            Ok((c, len)) => {
-                rest = &rest[len..];
-                Some(Ok(c))
-            }
-            Err(e) => {
-                failed = true;
-                Some(Err(e))
-            }
-        }
-    })
+    crate::frames(words, parse_chain)
 }
 
 #[cfg(test)]

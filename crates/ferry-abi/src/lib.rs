@@ -29,3 +29,30 @@ pub mod launch;
 pub mod records;
 pub mod regs;
 pub mod services;
+
+/// The units of a buffer of words, in order: `parse` frames one unit at the start of the words
+/// it is given and says how many words it spans; the first unit that does not frame yields its
+/// error and ends the iteration (the words after it cannot be framed). Shared by the
+/// variable-length DFX records ([`dep_gen::chains`], [`args_dump::chains`]).
+fn frames<'a, T: 'a, E: 'a>(
+    words: &'a [u64],
+    parse: impl Fn(&'a [u64]) -> Result<(T, usize), E> + 'a,
+) -> impl Iterator<Item = Result<T, E>> + 'a {
+    let mut rest = words;
+    let mut failed = false;
+    core::iter::from_fn(move || {
+        if failed || rest.is_empty() {
+            return None;
+        }
+        match parse(rest) {
+            Ok((c, n)) => {
+                rest = rest.get(n..).unwrap_or(&[]);
+                Some(Ok(c))
+            }
+            Err(e) => {
+                failed = true;
+                Some(Err(e))
+            }
+        }
+    })
+}
