@@ -259,7 +259,11 @@ finish (so latency and tail overhead) may be inflated by the stall; AICore start
         }
     }
 
-    let _ = writeln!(s, "\nLoss accounting (records per lane):");
+    let _ = writeln!(
+        s,
+        "\nLoss accounting (transport records per lane; dep_gen and args lanes count 8-byte \
+         words):"
+    );
     let _ = writeln!(
         s,
         "  {:<24} {:>6} {:>10} {:>10} {:>8} {:>12}  reconcile",
