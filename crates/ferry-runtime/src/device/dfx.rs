@@ -119,6 +119,16 @@ impl DfxDevice {
             }
             r.writer::<R>(q, &lanes).ok()
         }
+        /// Where the thread builds one run of words for region `r` (a DepGen or ArgsDump chain):
+        /// at most `most` words, and never more than the lane's buffer holds.
+        fn scratch(r: &Option<DeviceRegion>, q: u32, most: usize) -> Vec<u64> {
+            match r {
+                Some(r) if r.lanes_of_queue(q).len() == 1 => {
+                    vec![0; (r.layout().records_per_buffer as usize).min(most)]
+                }
+                _ => Vec::new(),
+            }
+        }
         let g = &self.regions;
         let mut core_lane =
             vec![usize::MAX; cores.iter().map(|&c| c as usize + 1).max().unwrap_or(0)];
@@ -134,20 +144,11 @@ impl DfxDevice {
             orch: w(&g.orch, thread),
             pmu: w(&g.pmu, thread),
             dep_gen: w(&g.dep_gen, thread),
-            dep_scratch: match &g.dep_gen {
-                Some(r) if r.lanes_of_queue(thread).len() == 1 => {
-                    vec![0; (r.layout().records_per_buffer as usize).min(DEP_SCRATCH_WORDS)]
-                }
-                _ => Vec::new(),
-            },
+            dep_scratch: scratch(&g.dep_gen, thread, DEP_SCRATCH_WORDS),
             scope: w(&g.scope, thread),
             args: w(&g.args, thread),
-            args_chain: match &g.args {
-                Some(r) if r.lanes_of_queue(thread).len() == 1 => {
-                    vec![0; (r.layout().records_per_buffer as usize).min(ARGS_CHAIN_WORDS)]
-                }
-                _ => Vec::new(),
-            },
+            args_chain: scratch(&g.args, thread, ARGS_CHAIN_WORDS),
+            chain_head: None,
             chain_len: 0,
             chain_args: 0,
             chain_payloads: 0,
@@ -191,6 +192,8 @@ pub struct ThreadDfx {
     args: Option<DeviceWriter<u64>>,
     /// Where the chain being dumped is built (at most a buffer's words).
     args_chain: Vec<u64>,
+    /// The header of that chain, to continue a stage in a fresh chain.
+    chain_head: Option<ferry_abi::args_dump::ArgsChainHead>,
     /// Words of that chain (0: none).
     chain_len: usize,
     /// Its arguments, and those with a payload.

@@ -248,6 +248,7 @@ impl ThreadDfx {
     fn chain_begin(&mut self, head: &ArgsChainHead) {
         // A scratch too small for a header (a lane of buffers under 3 words) keeps no chain:
         // every argument is then counted dropped.
+        self.chain_head = Some(*head);
         self.chain_len = args_dump::start(&mut self.args_chain, head).unwrap_or(0);
         self.chain_args = 0;
         self.chain_payloads = 0;
@@ -289,8 +290,7 @@ impl ThreadDfx {
                 self.payloads += self.chain_payloads;
             }
         }
-        if let Ok((c, _)) = args_dump::parse_chain(run) {
-            let head = c.head;
+        if let Some(head) = self.chain_head {
             self.chain_begin(&head);
         }
     }
