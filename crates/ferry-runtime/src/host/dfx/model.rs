@@ -181,7 +181,7 @@ pub(super) fn args_dump(
     dropped: u64,
 ) -> Result<ArgsDump, DfxError> {
     let mut d = ArgsDump { level, ..ArgsDump::default() };
-    d.args.reserve(sinks.iter().flat_map(|k| &k.lanes).map(|l| l.args as usize).sum());
+    d.args.reserve(sinks.iter().flat_map(|k| &k.lanes).map(|l| l.payloads.len()).sum());
     d.bin.reserve(sinks.iter().flat_map(|k| &k.lanes).map(|l| l.bin.len()).sum());
     for lane in ArgsSink::merge(sinks) {
         if let Some(e) = lane.bad {

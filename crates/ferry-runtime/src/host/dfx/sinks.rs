@@ -11,6 +11,7 @@ use ferry_dfx::output::chunks::{ChunkLog, Span};
 use ferry_dfx::{CollectSink, CollectedBuffer, ReplenishHooks};
 
 use crate::device::dfx::ArgsArena;
+use crate::device::wrap;
 
 /// Where an ArgsDump record's payload went.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -37,11 +38,9 @@ pub(super) struct ArgsLane {
     pub(super) words: ChunkLog<u64>,
     /// Each collected buffer's words in `words`, in collection order.
     pub(super) buffers: Vec<Span>,
-    /// One per argument, in chain order.
+    /// One per argument (of the chains that framed), in chain order.
     pub(super) payloads: ChunkLog<Payload>,
     pub(super) bin: ChunkLog<u8>,
-    /// Arguments in `payloads` (those of chains that framed).
-    pub(super) args: u64,
     /// The first buffer whose words did not frame as chains (its later chains are lost with
     /// their payloads).
     pub(super) bad: Option<ArgsChainError>,
@@ -96,7 +95,6 @@ impl CollectSink<u64> for ArgsSink {
                 }
             };
             for r in chain.records() {
-                out.args += 1;
                 let has_payload = r.kind == abi::ARG_KIND_TENSOR && r.payload_size > 0;
                 let mut p = Payload::None;
                 if let (true, Some(a)) = (has_payload, arena) {
@@ -113,7 +111,7 @@ impl CollectSink<u64> for ArgsSink {
                         // the device overwrites a lap only after this thread's payloads are all
                         // acknowledged, which the count below (after the copies) precedes.
                         unsafe {
-                            a.read_into(r.payload_offset % size, r.payload_size, |s| {
+                            a.read_into(wrap(r.payload_offset, size), r.payload_size, |s| {
                                 out.bin.extend_from_slice(s)
                             })
                         };
