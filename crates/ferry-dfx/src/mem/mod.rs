@@ -67,6 +67,37 @@ pub fn prefetch_write(p: *const u8) {
     let _ = p;
 }
 
+/// Hints the CPU that the cache line holding `p` will be read soon (`prefetcht0` on x86-64,
+/// `prfm pldl1keep` on aarch64, nothing elsewhere or under loom). A hint only, as
+/// [`prefetch_write`]: any address is allowed.
+///
+/// # Examples
+/// ```
+/// let buf = vec![7u8; 256];
+/// ferry_dfx::mem::prefetch_read(buf[128..].as_ptr());
+/// assert_eq!(buf[128], 7);
+/// ```
+#[inline(always)]
+pub fn prefetch_read(p: *const u8) {
+    #[cfg(all(not(ferry_loom), target_arch = "x86_64"))]
+    {
+        use core::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        // SAFETY: a prefetch is a hint: it has no architectural effect on memory and does not
+        // fault on any address.
+        unsafe { _mm_prefetch::<_MM_HINT_T0>(p.cast()) };
+    }
+    #[cfg(all(not(ferry_loom), target_arch = "aarch64"))]
+    {
+        // SAFETY: as above: `prfm` is a hint that touches no memory architecturally.
+        unsafe {
+            core::arch::asm!("prfm pldl1keep, [{p}]", p = in(reg) p,
+                options(nostack, preserves_flags, readonly))
+        };
+    }
+    #[cfg(any(ferry_loom, not(any(target_arch = "x86_64", target_arch = "aarch64"))))]
+    let _ = p;
+}
+
 /// Widest range one [`DeviceMemory::write_range_to_device`] may cover (one cache line): host writes
 /// are narrow field writes, never a bulk write-back that could roll back device-owned words.
 pub const MAX_NARROW_WRITE: usize = 64;

@@ -244,17 +244,11 @@ const PREFETCH_AHEAD: usize = 8;
 /// (~40 % of writing `args_dump.json`).
 fn prefetched<'a>(args: &'a [&'a DumpedArg]) -> impl Iterator<Item = &'a DumpedArg> + 'a {
     args.iter().enumerate().map(move |(i, &a)| {
-        #[cfg(target_arch = "x86_64")]
         if let Some(&next) = args.get(i + PREFETCH_AHEAD) {
-            let p = std::ptr::from_ref(next).cast::<i8>();
+            let p = std::ptr::from_ref(next).cast::<u8>();
             for line in 0..size_of::<DumpedArg>().div_ceil(64) {
-                // SAFETY: a prefetch is a hint that never faults; `p + 64·line` stays inside
-                // `*next` (`line` < its size in cache lines), a live element of the model.
-                unsafe {
-                    core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(
-                        p.add(64 * line),
-                    )
-                };
+                // `p + 64·line` stays inside `*next` (`line` < its size in cache lines).
+                crate::mem::prefetch_read(p.wrapping_add(64 * line));
             }
         }
         a
