@@ -27,9 +27,10 @@ mod shm;
 
 pub use shm::ShmRegion;
 
-/// Hints the CPU that the cache line holding `p` will be written soon (`prefetchw` / `prefetcht0`
-/// on x86-64, `prfm pstl1keep` on aarch64, nothing elsewhere or under loom), so its read-for-ownership
-/// overlaps the work before the write instead of stalling it.
+/// Hints the CPU that the cache line holding `p` will be written soon (`prefetchw` /
+/// `prefetcht0` on x86-64, `prfm pstl1keep` on aarch64, nothing elsewhere or under loom; see
+/// `prefetch`), so its read-for-ownership overlaps the work before the write instead of stalling
+/// it.
 ///
 /// A hint only: it reads and writes nothing, never faults and may be ignored, so any address is
 /// allowed. The device writers use it a few lines ahead of their streams of records and payloads:
@@ -45,26 +46,7 @@ pub use shm::ShmRegion;
 /// ```
 #[inline(always)]
 pub fn prefetch_write(p: *const u8) {
-    #[cfg(all(not(ferry_loom), target_arch = "x86_64"))]
-    {
-        use core::arch::x86_64::{_mm_prefetch, _MM_HINT_ET0};
-        // `prefetchw` where the build targets `prfchw`; the default x86-64 target gets
-        // `prefetcht0` (the line comes in shared; its upgrade to exclusive is then a short
-        // invalidation rather than a full miss). On the 2-core VMs both measured the same.
-        // SAFETY: a prefetch is a hint: it has no architectural effect on memory and does not
-        // fault on any address.
-        unsafe { _mm_prefetch::<_MM_HINT_ET0>(p.cast()) };
-    }
-    #[cfg(all(not(ferry_loom), target_arch = "aarch64"))]
-    {
-        // SAFETY: as above: `prfm` is a hint that touches no memory architecturally.
-        unsafe {
-            core::arch::asm!("prfm pstl1keep, [{p}]", p = in(reg) p,
-                options(nostack, preserves_flags, readonly))
-        };
-    }
-    #[cfg(any(ferry_loom, not(any(target_arch = "x86_64", target_arch = "aarch64"))))]
-    let _ = p;
+    prefetch::<true>(p);
 }
 
 /// Hints the CPU that the cache line holding `p` will be read soon (`prefetcht0` on x86-64,
@@ -79,19 +61,39 @@ pub fn prefetch_write(p: *const u8) {
 /// ```
 #[inline(always)]
 pub fn prefetch_read(p: *const u8) {
+    prefetch::<false>(p);
+}
+
+/// The two hints: for a write (`prefetchw` where the build targets `prfchw`, else `prefetcht0`:
+/// the line comes in shared and its upgrade to exclusive is then a short invalidation rather than
+/// a full miss; on the 2-core VMs both measured the same) or for a read (`prefetcht0`); on
+/// aarch64 `prfm pstl1keep` / `prfm pldl1keep`; nothing elsewhere or under loom.
+#[inline(always)]
+fn prefetch<const WRITE: bool>(p: *const u8) {
     #[cfg(all(not(ferry_loom), target_arch = "x86_64"))]
     {
-        use core::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        use core::arch::x86_64::{_mm_prefetch, _MM_HINT_ET0, _MM_HINT_T0};
         // SAFETY: a prefetch is a hint: it has no architectural effect on memory and does not
         // fault on any address.
-        unsafe { _mm_prefetch::<_MM_HINT_T0>(p.cast()) };
+        unsafe {
+            if WRITE {
+                _mm_prefetch::<_MM_HINT_ET0>(p.cast())
+            } else {
+                _mm_prefetch::<_MM_HINT_T0>(p.cast())
+            }
+        };
     }
     #[cfg(all(not(ferry_loom), target_arch = "aarch64"))]
     {
         // SAFETY: as above: `prfm` is a hint that touches no memory architecturally.
         unsafe {
-            core::arch::asm!("prfm pldl1keep, [{p}]", p = in(reg) p,
-                options(nostack, preserves_flags, readonly))
+            if WRITE {
+                core::arch::asm!("prfm pstl1keep, [{p}]", p = in(reg) p,
+                    options(nostack, preserves_flags, readonly))
+            } else {
+                core::arch::asm!("prfm pldl1keep, [{p}]", p = in(reg) p,
+                    options(nostack, preserves_flags, readonly))
+            }
         };
     }
     #[cfg(any(ferry_loom, not(any(target_arch = "x86_64", target_arch = "aarch64"))))]
