@@ -325,44 +325,83 @@ impl<'a> ArgsChain<'a> {
     pub fn records(&self) -> impl Iterator<Item = ArgsDumpRecord> + 'a {
         let (head, mut body) = (self.head, self.body);
         (0..self.args).map(move |_| {
-            let a0 = body[0];
             // Validated by `parse_chain`.
-            let n = parsed_arg_words(a0).unwrap_or(body.len());
+            let n = parsed_arg_words(body[0]).unwrap_or(body.len());
             let (w, rest) = body.split_at(n);
             body = rest;
-            let nd = ((a0 >> 32) & 0xF) as usize;
-            let cf = (a0 >> 36) & 0xF;
-            let mut r = ArgsDumpRecord {
-                task_id: head.task_id,
-                stage: head.stage,
-                func_count: head.func_count,
-                func_ids: head.func_ids,
-                kind: a0 as u8,
-                role: (a0 >> 8) as u8,
-                dtype: (a0 >> 16) as u8,
-                flags: (a0 >> 24) as u8,
-                ndims: nd as u8,
-                truncated: u8::from(cf & CF_TRUNCATED != 0),
-                is_contiguous: u8::from(cf & CF_CONTIGUOUS != 0),
-                arg_index: u32::from((a0 >> 48) as u16),
-                ..ArgsDumpRecord::default()
-            };
-            if r.kind == ARG_KIND_SCALAR {
-                r.scalar_value = w[1];
-            } else {
-                r.payload_offset = w[1];
-                r.payload_size = w[2];
-                for d in 0..nd {
-                    r.shapes[d] = w[3 + d] as u32;
-                    r.strides[d] = (w[3 + d] >> 32) as u32;
-                }
-                if cf & CF_START_OFFSET != 0 {
-                    r.start_offset = w[3 + nd];
-                }
-            }
-            r
+            decode_arg(&head, w)
         })
     }
+
+    /// Offset of each argument's first word from the chain's first (header) word, in order:
+    /// what [`arg_record`] takes to decode one argument alone.
+    pub fn arg_offsets(&self) -> impl Iterator<Item = usize> + 'a {
+        let (mut body, mut at) = (self.body, ARGS_CHAIN_HEADER_WORDS);
+        (0..self.args).map(move |_| {
+            // Validated by `parse_chain`.
+            let n = parsed_arg_words(body[0]).unwrap_or(body.len());
+            body = &body[n..];
+            at += n;
+            at - n
+        })
+    }
+}
+
+/// The record of one argument: `a0` and the words after it (as many as it takes).
+fn decode_arg(head: &ArgsChainHead, w: &[u64]) -> ArgsDumpRecord {
+    let a0 = w[0];
+    let nd = ((a0 >> 32) & 0xF) as usize;
+    let cf = (a0 >> 36) & 0xF;
+    let mut r = ArgsDumpRecord {
+        task_id: head.task_id,
+        stage: head.stage,
+        func_count: head.func_count,
+        func_ids: head.func_ids,
+        kind: a0 as u8,
+        role: (a0 >> 8) as u8,
+        dtype: (a0 >> 16) as u8,
+        flags: (a0 >> 24) as u8,
+        ndims: nd as u8,
+        truncated: u8::from(cf & CF_TRUNCATED != 0),
+        is_contiguous: u8::from(cf & CF_CONTIGUOUS != 0),
+        arg_index: u32::from((a0 >> 48) as u16),
+        ..ArgsDumpRecord::default()
+    };
+    if r.kind == ARG_KIND_SCALAR {
+        r.scalar_value = w[1];
+    } else {
+        r.payload_offset = w[1];
+        r.payload_size = w[2];
+        for d in 0..nd {
+            r.shapes[d] = w[3 + d] as u32;
+            r.strides[d] = (w[3 + d] >> 32) as u32;
+        }
+        if cf & CF_START_OFFSET != 0 {
+            r.start_offset = w[3 + nd];
+        }
+    }
+    r
+}
+
+/// The record of the one argument `at` words into the chain that starts `chain` (an offset
+/// [`ArgsChain::arg_offsets`] gave): O(1), so a host can keep a run's chains as they came and
+/// decode an argument when it is read. Checks the header and that argument (not the others).
+///
+/// # Errors
+/// As [`parse_chain`], for the header and the argument at `at` (which must lie past the header).
+pub fn arg_record(chain: &[u64], at: usize) -> Result<ArgsDumpRecord, ArgsChainError> {
+    let head = parse_head(chain)?;
+    if at < ARGS_CHAIN_HEADER_WORDS {
+        return Err(ArgsChainError::BadField { field: "argument offset", value: at as u64 });
+    }
+    let Some(&a0) = chain.get(at) else {
+        return Err(ArgsChainError::Truncated { need: at + 1, have: chain.len() });
+    };
+    let need = at + parsed_arg_words(a0)?;
+    if need > chain.len() {
+        return Err(ArgsChainError::Truncated { need, have: chain.len() });
+    }
+    Ok(decode_arg(&head, &chain[at..need]))
 }
 
 /// Parses the chain at the start of `words`; returns it and the words it spans.

@@ -58,7 +58,32 @@ fn decode(words: &[u64]) -> Vec<ArgsDumpRecord> {
     let (c, n) = parse_chain(words).unwrap();
     assert_eq!(n, words.len(), "the chain spans exactly the words written");
     assert_eq!(c.arg_count(), c.records().count());
-    c.records().collect()
+    let recs: Vec<ArgsDumpRecord> = c.records().collect();
+    // Each argument decodes alone, from its offset, to the record the walk gives.
+    let alone: Vec<ArgsDumpRecord> =
+        c.arg_offsets().map(|at| arg_record(words, at).unwrap()).collect();
+    assert_eq!(alone, recs);
+    recs
+}
+
+#[test]
+fn one_argument_decodes_alone_and_a_bad_offset_is_a_typed_error() {
+    let mut out = [0u64; 64];
+    let recs = [tensor(0, 2), scalar(1, 9), tensor(2, 1)];
+    let len = encode(&recs, &mut out).unwrap();
+    let (c, _) = parse_chain(&out[..len]).unwrap();
+    let at: Vec<usize> = c.arg_offsets().collect();
+    assert_eq!(at, [3, 3 + 5, 3 + 5 + 2]);
+    assert_eq!(arg_record(&out[..len], at[2]).unwrap(), recs[2]);
+    // Inside the header, past the words, or cut short. (An offset inside an argument may read
+    // as another valid argument: offsets come from `arg_offsets`.)
+    assert!(matches!(arg_record(&out[..len], 1), Err(ArgsChainError::BadField { .. })));
+    assert!(matches!(arg_record(&out[..len], len), Err(ArgsChainError::Truncated { .. })));
+    assert!(matches!(arg_record(&out[..len - 1], at[2]), Err(ArgsChainError::Truncated { .. })));
+    // A bad header fails the argument too.
+    let mut bad = out;
+    bad[1] |= 0xFF << 24;
+    assert!(matches!(arg_record(&bad[..len], at[0]), Err(ArgsChainError::BadField { .. })));
 }
 
 #[test]
