@@ -165,6 +165,31 @@ fn args_chain(c: &mut Criterion) {
             black_box(n)
         })
     });
+    // The model step after the run: every argument expanded into a row up front (as before
+    // `ChainArgs`), against the chains kept with an index and each argument decoded when read;
+    // both then read every argument once.
+    use ferry_dfx::output::chunks::ChunkLog;
+    use ferry_dfx::output::{ArgBin, ChainArgs, DumpedArg};
+    g.bench_function("model/rows_then_read", |b| {
+        b.iter(|| {
+            let mut rows: Vec<DumpedArg> = Vec::with_capacity(3 * TASKS as usize);
+            for c in args_dump::chains(&words[..used]) {
+                for r in c.unwrap().records() {
+                    rows.push(DumpedArg::from_record(&r).unwrap());
+                }
+            }
+            black_box(rows.iter().map(|a| a.numel).sum::<u64>())
+        })
+    });
+    g.bench_function("model/chain_args_then_read", |b| {
+        b.iter(|| {
+            let mut log = ChunkLog::new();
+            let span = log.append_whole(&words[..used]);
+            let mut kept = ChainArgs::default();
+            kept.push_lane(log, vec![span], ArgBin::default).unwrap();
+            black_box((0..kept.len()).filter_map(|i| kept.get(i)).map(|a| a.numel).sum::<u64>())
+        })
+    });
     g.finish();
 }
 

@@ -13,6 +13,7 @@ use std::borrow::Cow;
 
 use serde::{Deserialize, Serialize};
 
+use super::arg_rows::{ArgRows, ExportKey};
 use super::jsonw::Json;
 use super::model::LossAccounting;
 use super::stream::{InlineList, Ticker};
@@ -32,8 +33,8 @@ pub struct ArgsDump {
     pub run_dir: String,
     /// Dump level 0–3.
     pub level: u32,
-    /// Argument metadata.
-    pub args: Vec<DumpedArg>,
+    /// Argument metadata: rows, or a run's chains decoded when read ([`ArgRows`]).
+    pub args: ArgRows,
     /// `args.bin`: the payloads, addressed by [`DumpedArg::bin_offset`].
     pub bin: Vec<u8>,
     /// Argument records dropped on the device (arena gate or lane loss).
@@ -90,29 +91,6 @@ pub struct DumpedArg {
     pub overwritten: bool,
 }
 
-/// Sort key of the export: `(task_id, stage rank, arg_index, role rank)`.
-type ExportKey = (u64, u8, u32, u8);
-
-/// Where an argument goes in `args_dump.json`: by task, then stage (`before_dispatch` first),
-/// argument index and role (`INPUT`, `OUTPUT`, `INOUT`, others).
-fn export_key(task_id: u64, stage: &str, arg_index: u32, role: &str) -> ExportKey {
-    (task_id, stage_rank(stage), arg_index, role_rank(role))
-}
-
-/// Role order used by the export sort.
-fn role_rank(r: &str) -> u8 {
-    match r {
-        "INPUT" => 0,
-        "OUTPUT" => 1,
-        "INOUT" => 2,
-        _ => 3,
-    }
-}
-
-fn stage_rank(s: &str) -> u8 {
-    u8::from(s != "before_dispatch")
-}
-
 impl ArgsDump {
     /// The payload bytes of `arg` in `args.bin` (`None` without payload or out of range).
     pub fn payload(&self, arg: &DumpedArg) -> Option<&[u8]> {
@@ -137,17 +115,18 @@ impl ArgsDump {
         self.args.push(arg);
     }
 
-    /// The args in export order ([`export_key`]), stable. The ranks are computed once per arg,
-    /// not per comparison (they compare strings); args already in that order (a model read
-    /// back from a file) are listed as they are, without the sort.
-    fn sorted(&self) -> Vec<&DumpedArg> {
-        let key = |a: &DumpedArg| export_key(a.task_id, &a.stage, a.arg_index, &a.role);
-        if self.args.windows(2).all(|w| key(&w[0]) <= key(&w[1])) {
-            return self.args.iter().collect();
+    /// The indexes of the args in export order ([`export_key`](super::arg_rows::export_key)),
+    /// stable. The keys are computed once per arg, not per comparison (they compare strings);
+    /// args already in that order (a model read back from a file) are listed as they are,
+    /// without the sort.
+    fn sorted(&self) -> Vec<usize> {
+        let keys: Vec<ExportKey> = self.args.keys();
+        if keys.windows(2).all(|w| w[0] <= w[1]) {
+            return (0..keys.len()).collect();
         }
-        let mut v: Vec<(ExportKey, &DumpedArg)> = self.args.iter().map(|a| (key(a), a)).collect();
+        let mut v: Vec<(ExportKey, usize)> = keys.into_iter().zip(0..).collect();
         v.sort_by_key(|(k, _)| *k);
-        v.into_iter().map(|(_, a)| a).collect()
+        v.into_iter().map(|(_, i)| i).collect()
     }
 }
 
@@ -176,7 +155,7 @@ struct FileOut<'a> {
     dropped_records: u64,
     dropped_overwrite: u64,
     bin_file: Option<&'a str>,
-    args: Vec<&'a DumpedArg>,
+    args: Vec<Cow<'a, DumpedArg>>,
     dfx: &'a LossAccounting,
 }
 
@@ -220,38 +199,26 @@ pub fn write_args_json<W: Write>(
     write_args_json_ticked(w, d, loss, &Ticker::silent())
 }
 
-/// The counts `args_dump.json`'s header carries: before dispatch, after completion, input,
-/// output, inout, truncated.
-fn counts(d: &ArgsDump) -> [usize; 6] {
-    let mut c = [0usize; 6];
-    for a in &d.args {
-        c[0] += usize::from(a.stage == "before_dispatch");
-        c[1] += usize::from(a.stage == "after_completion");
-        c[2] += usize::from(a.role == "INPUT");
-        c[3] += usize::from(a.role == "OUTPUT");
-        c[4] += usize::from(a.role == "INOUT");
-        c[5] += usize::from(a.truncated);
-    }
-    c
-}
-
-/// How far ahead of the argument being written [`prefetched`] fetches.
+/// How far ahead of the argument being written [`prefetched`] fetches what it reads (twice as far
+/// for an index entry of chains, which that read needs first).
 const PREFETCH_AHEAD: usize = 8;
 
-/// `args` in order, each one's first cache lines fetched [`PREFETCH_AHEAD`] arguments before it
-/// is written: the export order reads the model's arguments out of order (by task, across the
-/// scheduler threads' lanes), and without the hint each argument's first read waited for memory
-/// (~40 % of writing `args_dump.json`).
-fn prefetched<'a>(args: &'a [&'a DumpedArg]) -> impl Iterator<Item = &'a DumpedArg> + 'a {
-    args.iter().enumerate().map(move |(i, &a)| {
-        if let Some(&next) = args.get(i + PREFETCH_AHEAD) {
-            let p = std::ptr::from_ref(next).cast::<u8>();
-            for line in 0..size_of::<DumpedArg>().div_ceil(64) {
-                // `p + 64·line` stays inside `*next` (`line` < its size in cache lines).
-                crate::mem::prefetch_read(p.wrapping_add(64 * line));
-            }
+/// The arguments `order` lists, each one's memory fetched [`PREFETCH_AHEAD`] arguments before
+/// it is read ([`ArgRows::prefetch`]): the export order reads the model's arguments out of order
+/// (by task, across the scheduler threads' lanes), and without the hint each argument's first
+/// read waited for memory (~40 % of writing `args_dump.json` from rows).
+fn prefetched<'a>(
+    args: &'a ArgRows,
+    order: &'a [usize],
+) -> impl Iterator<Item = Cow<'a, DumpedArg>> + 'a {
+    order.iter().enumerate().filter_map(move |(i, &k)| {
+        if let Some(&far) = order.get(i + 2 * PREFETCH_AHEAD) {
+            args.prefetch(far, true);
         }
-        a
+        if let Some(&next) = order.get(i + PREFETCH_AHEAD) {
+            args.prefetch(next, false);
+        }
+        args.get(k)
     })
 }
 
@@ -312,7 +279,7 @@ pub(crate) fn write_args_json_ticked<W: Write>(
     tick: &Ticker<'_>,
 ) -> Result<(), OutputError> {
     let io = OutputError::io(ARGS_FILE);
-    let c = counts(d);
+    let c = d.args.counts();
     let sorted = d.sorted();
     let mut j = Json::new();
     j.raw(b"{\"run_dir\":");
@@ -341,7 +308,7 @@ pub(crate) fn write_args_json_ticked<W: Write>(
         j.str(ARGS_BIN_FILE);
     }
     j.raw(b",\"args\":");
-    j.records(&mut w, prefetched(&sorted), tick, put_arg).map_err(&io)?;
+    j.records(&mut w, prefetched(&d.args, &sorted), tick, |j, a| put_arg(j, &a)).map_err(&io)?;
     j.raw(b",\"dfx\":");
     j.serde(loss).map_err(OutputError::json(ARGS_FILE))?;
     j.raw(b"}");
@@ -427,7 +394,7 @@ fn from_file(f: FileIn, bin_len: Option<u64>) -> Result<(ArgsDump, LossAccountin
     let d = ArgsDump {
         run_dir: f.run_dir,
         level: f.dump_args_level,
-        args: f.args,
+        args: f.args.into(),
         bin: Vec::new(),
         dropped_records: f.dropped_records,
         dropped_overwrite: f.dropped_overwrite,
@@ -548,16 +515,16 @@ mod tests {
     /// The export order, worked out here on its own (not with the writer's `sorted`, whose
     /// already-sorted shortcut the tests must catch if it lies): stable, by task, then stage
     /// (before dispatch first), argument index, role (`INPUT`, `OUTPUT`, `INOUT`, others).
-    fn reference_order(d: &ArgsDump) -> Vec<&DumpedArg> {
+    fn reference_order(d: &ArgsDump) -> Vec<Cow<'_, DumpedArg>> {
         let rank = |r: &str| ["INPUT", "OUTPUT", "INOUT"].iter().position(|x| *x == r).unwrap_or(3);
-        let mut v: Vec<&DumpedArg> = d.args.iter().collect();
+        let mut v: Vec<Cow<'_, DumpedArg>> = d.args.iter().collect();
         v.sort_by_key(|a| (a.task_id, a.stage != "before_dispatch", a.arg_index, rank(&a.role)));
         v
     }
 
     /// What serde_json writes for the whole file (the reference of the hand-written writer).
     fn serde_bytes(d: &ArgsDump, loss: &LossAccounting) -> Vec<u8> {
-        let c = counts(d);
+        let c = d.args.counts();
         let file = FileOut {
             run_dir: &d.run_dir,
             bin_format: BinFormat { kind: "raw", byte_order: "little" },
@@ -629,15 +596,15 @@ mod tests {
             // Half the cases come in the file's order already (a model read back from a
             // file): the writer lists them without sorting.
             let args = if presorted {
-                let d = ArgsDump { args, ..Default::default() };
-                reference_order(&d).into_iter().cloned().collect()
+                let d = ArgsDump { args: args.into(), ..Default::default() };
+                reference_order(&d).into_iter().map(Cow::into_owned).collect()
             } else {
                 args
             };
             let d = ArgsDump {
                 run_dir,
                 level: 3,
-                args,
+                args: args.into(),
                 bin: if bin { vec![1, 2, 3] } else { Vec::new() },
                 dropped_records: dropped,
                 dropped_overwrite: dropped / 3,
@@ -668,7 +635,7 @@ mod tests {
         assert_eq!(v["bin_file"], "args.bin");
         assert!(v["args"][1]["bin_offset"].is_null());
         let (back, _) = read_args(&out[..], Some(d.bin.clone())).unwrap();
-        assert_eq!(back.payload(&back.args[2]), Some(&[1u8, 2, 3, 4, 5, 6, 7, 8][..]));
+        assert_eq!(back.payload(&back.args.get(2).unwrap()), Some(&[1u8, 2, 3, 4, 5, 6, 7, 8][..]));
         // A truncated args.bin is caught.
         assert!(matches!(read_args(&out[..], Some(vec![0; 4])), Err(OutputError::Format { .. })));
         assert!(matches!(read_args(&out[..], None), Err(OutputError::Format { .. })));

@@ -51,6 +51,7 @@
 //! # std::fs::remove_dir_all(&dir).unwrap();
 //! ```
 
+mod arg_rows;
 mod args;
 mod atomic;
 pub mod chrome;
@@ -77,6 +78,7 @@ use std::fs::File;
 use std::io::{self, BufReader, Write};
 use std::path::{Path, PathBuf};
 
+pub use arg_rows::{ArgBin, ArgRows, ChainArgs, ChainArgsError};
 pub use args::{
     read_args, read_args_meta, validate_arg, write_args_json, ArgsDump, DumpedArg, ARGS_BIN_FILE,
     ARGS_DIR, ARGS_FILE, ARG_ROLES, ARG_STAGES, DTYPE_UNKNOWN,

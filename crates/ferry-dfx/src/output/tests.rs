@@ -18,7 +18,7 @@ fn tmpdir(tag: &str) -> PathBuf {
 /// The args as the export writes them (sorted), so a read-back compares equal.
 fn normalised(mut run: RunModel) -> RunModel {
     if let Some(a) = &mut run.args {
-        a.args.sort_by_key(|x| (x.task_id, x.stage != "before_dispatch", x.arg_index));
+        a.args.rows_mut().sort_by_key(|x| (x.task_id, x.stage != "before_dispatch", x.arg_index));
     }
     run
 }

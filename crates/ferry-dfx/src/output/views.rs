@@ -3,6 +3,7 @@
 //! plot). HTML pages embed everything (inline SVG and CSS, no scripts or resources from the
 //! network).
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -448,7 +449,7 @@ pub fn format_scalar(dtype: &str, bits: u64) -> String {
 /// The `ferry dump` listing of the arguments that pass `f`.
 pub fn dump_list(d: &ArgsDump, f: &DumpFilter) -> String {
     let mut s = String::new();
-    let shown: Vec<&DumpedArg> = d.args.iter().filter(|a| f.matches(a)).collect();
+    let shown: Vec<Cow<'_, DumpedArg>> = d.args.iter().filter(|a| f.matches(a)).collect();
     let _ = writeln!(
         s,
         "args_dump level {}: {} of {} args (dropped_records {}, dropped_overwrite {})",
@@ -467,7 +468,7 @@ pub fn dump_list(d: &ArgsDump, f: &DumpFilter) -> String {
         if let Some(v) = a.value {
             let _ = write!(s, " value {}", format_scalar(&a.dtype, v));
         }
-        if let Some(p) = d.payload(a) {
+        if let Some(p) = d.payload(&a) {
             let _ = write!(s, " bytes {} = [{}]", p.len(), format_payload(&a.dtype, p, 8));
         }
         if a.truncated {
@@ -504,7 +505,7 @@ pub fn dump_export(d: &ArgsDump, f: &DumpFilter, out: &Path) -> Result<Vec<PathB
         if let Some(v) = a.value {
             let _ = writeln!(text, "value {}", format_scalar(&a.dtype, v));
         }
-        if let Some(p) = d.payload(a) {
+        if let Some(p) = d.payload(&a) {
             let _ = writeln!(text, "values {}", format_payload(&a.dtype, p, usize::MAX));
             let bin = out.join(format!("{stem}.bin"));
             write_bytes_atomic(&bin, p)?;

@@ -11,8 +11,8 @@ use ferry_abi::records::{
 };
 use ferry_dfx::output::collect::{self, DepGenLog, LaneLog, LaneRecords};
 use ferry_dfx::output::{
-    ArgsDump, DepsGraph, DumpedArg, LaneLoss, LossAccounting, PmuTable, RunModel, ScopeStats,
-    Subsystem, Swimlane,
+    ArgBin, ArgsDump, ChainArgs, DepsGraph, LaneLoss, LossAccounting, PmuTable, RunModel,
+    ScopeStats, Subsystem, Swimlane,
 };
 use ferry_dfx::{Record, RunReport};
 
@@ -170,50 +170,43 @@ pub(super) fn dep_gen(
     Ok((log, g, lossless))
 }
 
-/// The ArgsDump model from its shards' sinks: each argument's metadata (the chains expanded
-/// back into the records the device described), its payload placed in one `args.bin` (the lanes'
-/// bins one after the other), and the arguments lost (`dropped`: the device's count, in
-/// arguments, of those the arena gate gave up on and of those whose chain the writer lost; the
-/// lanes' transport lines count words).
+/// The ArgsDump model from its shards' sinks: each lane's collected chains kept as they came
+/// ([`ChainArgs`]: an argument is decoded when it is read, not expanded into a row here), each
+/// payload placed in one `args.bin` (the lanes' bins one after the other), and the arguments lost
+/// (`dropped`: the device's count, in arguments, of those the arena gate gave up on and of those
+/// whose chain the writer lost; the lanes' transport lines count words).
 pub(super) fn args_dump(
     sinks: Vec<ArgsSink>,
     level: u32,
     dropped: u64,
 ) -> Result<ArgsDump, DfxError> {
     let mut d = ArgsDump { level, ..ArgsDump::default() };
-    d.args.reserve(sinks.iter().flat_map(|k| &k.lanes).map(|l| l.payloads.len()).sum());
     d.bin.reserve(sinks.iter().flat_map(|k| &k.lanes).map(|l| l.bin.len()).sum());
+    let mut kept = ChainArgs::default();
     for lane in ArgsSink::merge(sinks) {
         if let Some(e) = lane.bad {
             return Err(bad("args dump", &e));
         }
         let base = d.bin.len() as u64;
         let mut payloads = lane.payloads.iter();
-        for &span in &lane.buffers {
-            for chain in ferry_abi::args_dump::chains(lane.words.get(span)) {
-                // The collector framed these words already (`bad` would be set otherwise).
-                let chain = chain.map_err(|e| bad("args dump", &e))?;
-                for rec in chain.records() {
-                    let mut a = DumpedArg::from_record(&rec).map_err(|e| bad("args dump", &e))?;
-                    match payloads.next().copied().unwrap_or(Payload::None) {
-                        Payload::None => {}
-                        Payload::Bin { at, len } => {
-                            a.bin_offset = Some(base + at);
-                            a.bin_size = len;
-                        }
-                        Payload::Overwritten => {
-                            a.overwritten = true;
-                            d.dropped_overwrite += 1;
-                        }
-                    }
-                    d.args.push(a);
+        let mut overwritten = 0u64;
+        kept.push_lane(lane.words, lane.buffers, || {
+            match payloads.next().copied().unwrap_or(Payload::None) {
+                Payload::None => ArgBin::None,
+                Payload::Bin { at, len } => ArgBin::At { offset: base + at, size: len },
+                Payload::Overwritten => {
+                    overwritten += 1;
+                    ArgBin::Overwritten
                 }
             }
-        }
+        })
+        .map_err(|e| bad("args dump", &e))?;
+        d.dropped_overwrite += overwritten;
         for c in lane.bin.chunks() {
             d.bin.extend_from_slice(c);
         }
     }
+    d.args = kept.into();
     d.dropped_records = dropped;
     Ok(d)
 }
@@ -310,8 +303,10 @@ mod tests {
         assert_eq!(consumed[0].load(Ordering::Relaxed), 1, "one payload copied and counted");
         let d = args_dump(vec![good], 3, 2).unwrap();
         assert_eq!(d.args.len(), 2);
-        assert_eq!((d.args[0].bin_size, d.args[0].numel, d.bin.len()), (64, 16, 64));
-        assert!(d.args[1].kind == "scalar" && d.args[1].value == Some(7));
+        let (a0, a1) = (d.args.get(0).unwrap(), d.args.get(1).unwrap());
+        assert_eq!((a0.bin_size, a0.bin_offset, a0.numel, d.bin.len()), (64, Some(0), 16, 64));
+        assert!(a1.kind == "scalar" && a1.value == Some(7) && a1.bin_offset.is_none());
+        assert_eq!(d.args.get(2), None);
         assert_eq!(d.dropped_records, 2, "the device's count, in arguments");
 
         let mut bad = sink();
