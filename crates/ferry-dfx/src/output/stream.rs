@@ -395,12 +395,30 @@ impl<T: Copy + Default, const N: usize, const K: usize> From<[T; K]> for InlineL
 }
 
 impl<T: Copy + Default, const N: usize> FromIterator<T> for InlineList<T, N> {
+    /// Fills the inline array directly (no per-item branch on the representation: the model's
+    /// rows build three of these per argument), spilling to the heap past `N` items.
+    #[inline]
     fn from_iter<I: IntoIterator<Item = T>>(iter: I) -> Self {
-        let mut l = Self::new();
-        for v in iter {
-            l.push(v);
+        let () = Self::FITS;
+        let mut it = iter.into_iter();
+        let mut items = [T::default(); N];
+        for (len, slot) in items.iter_mut().enumerate() {
+            match it.next() {
+                Some(v) => *slot = v,
+                // `len < N ≤ u8::MAX` (`FITS`, checked at compile time below).
+                None => return Self(Repr::Inline { len: len as u8, items }),
+            }
         }
-        l
+        match it.next() {
+            None => Self(Repr::Inline { len: N as u8, items }),
+            Some(v) => {
+                let mut heap = Vec::with_capacity(2 * N.max(1));
+                heap.extend_from_slice(&items);
+                heap.push(v);
+                heap.extend(it);
+                Self(Repr::Heap(heap))
+            }
+        }
     }
 }
 
