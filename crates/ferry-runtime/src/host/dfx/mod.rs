@@ -607,7 +607,7 @@ impl DfxSession {
             let dumped = args.map(|sinks| {
                 beside(sc, thread("ferry-dfx-args"), move || {
                     let r = args_dump(sinks, level, arena_drops);
-                    tracing::debug!(ms = ms(t0), "dfx finish: ArgsDump rows");
+                    tracing::debug!(ms = ms(t0), "dfx finish: ArgsDump chains indexed");
                     r
                 })
             });

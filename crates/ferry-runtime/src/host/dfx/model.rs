@@ -1,5 +1,6 @@
 //! The run model from a stopped session's reports: each region's lanes merged (no copy), then
-//! converted into swimlane, PMU, ScopeStats, DepGen and ArgsDump rows.
+//! converted into swimlane, PMU, ScopeStats and DepGen rows; ArgsDump keeps its chains, indexed
+//! ([`ChainArgs`]).
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -250,8 +251,8 @@ mod tests {
     use super::*;
 
     /// The collector frames each buffer's chains, copies every tensor's payload out of the
-    /// thread's arena and counts it for the acknowledgement; the model expands the chains back
-    /// into the records the device described. Words that do not frame are a typed error of the
+    /// thread's arena and counts it for the acknowledgement; the model keeps the chains and reads
+    /// back each argument as the record the device described. Words that do not frame are a typed error of the
     /// model, never a panic, and the payloads before them were still acknowledged.
     #[test]
     fn args_chains_become_records_with_their_payloads_and_bad_words_are_an_error() {
