@@ -5,8 +5,8 @@
 //! A run's model used to expand every chain into a [`DumpedArg`] (288 bytes) before anything was
 //! written: 43 MB for the 150,000 arguments of the 50,000-task storm at level 3, every page of it
 //! touched for the first time (~a fifth of the all-five `ferry run`'s page faults). Kept as
-//! chains, the same arguments take the collected words (already in memory) plus a 64-byte index
-//! entry each; `args_dump.json`'s writer decodes them in export order.
+//! chains, the same arguments take the collected words (already in memory) plus an index entry of
+//! at most 64 bytes each; `args_dump.json`'s writer decodes them in export order.
 //!
 //! # Examples
 //! ```
@@ -70,6 +70,9 @@ struct ArgAt {
     bin: ArgBin,
     key: ExportKey,
 }
+
+// The index's size is the point of keeping chains: a fifth of a row (288 bytes) at most.
+const _: () = assert!(size_of::<ArgAt>() <= 64);
 
 /// One lane's collected words and the runs its buffers took in them.
 #[derive(Debug)]
