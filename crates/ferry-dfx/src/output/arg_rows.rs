@@ -294,6 +294,18 @@ impl ArgRows {
         (0..self.len()).filter_map(|i| self.get(i))
     }
 
+    /// The arguments of task `task`, in order (for chains, only theirs are decoded: the index
+    /// holds each one's task id).
+    pub fn of_task(&self, task: u64) -> impl Iterator<Item = Cow<'_, DumpedArg>> + '_ {
+        let n = self.len();
+        (0..n)
+            .filter(move |&i| match &self.0 {
+                Repr::Rows(v) => v[i].task_id == task,
+                Repr::Chains(c) => c.args[i].key.0 == task,
+            })
+            .filter_map(|i| self.get(i))
+    }
+
     /// Appends `a` (chains become rows first).
     pub fn push(&mut self, a: DumpedArg) {
         self.rows_mut().push(a);
@@ -449,6 +461,9 @@ mod tests {
         let rows = ArgRows::from(c);
         let got: Vec<DumpedArg> = rows.iter().map(Cow::into_owned).collect();
         assert_eq!(got, expect);
+        let of_2: Vec<DumpedArg> = rows.of_task(2).map(Cow::into_owned).collect();
+        assert_eq!(of_2, [&expect[2..4], &expect[4..]].concat());
+        assert_eq!(rows.of_task(5).count(), 0);
         assert!(rows.get(6).is_none());
         // The index's keys and counts are the rows' own.
         assert_eq!(rows.keys(), expect.iter().map(export_key).collect::<Vec<_>>());

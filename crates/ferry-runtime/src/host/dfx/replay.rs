@@ -206,8 +206,7 @@ fn validate<'a>(d: &ArgsDump, task: u64, args: &[&'a DumpedArg]) -> Result<Slots
 /// when its records break the rules above, [`ReplayError::Kernel`] when the kernel fails.
 pub fn replay_task(d: &ArgsDump, task: u64) -> Result<Vec<ReplayArg>, ReplayError> {
     let missing = |what: &str| ReplayError::Missing { task, what: what.into() };
-    let rows: Vec<std::borrow::Cow<'_, DumpedArg>> =
-        d.args.iter().filter(|a| a.task_id == task).collect();
+    let rows: Vec<std::borrow::Cow<'_, DumpedArg>> = d.args.of_task(task).collect();
     let args: Vec<&DumpedArg> = rows.iter().map(|a| &**a).collect();
     if args.is_empty() {
         return Err(missing("not in the dump"));
