@@ -539,6 +539,19 @@ impl Device {
         Ok(self.0.memory.alloc(size, 0)?)
     }
 
+    /// Allocates device memory that reads as zero from the host and the device
+    /// ([`DeviceMemory::alloc_zeroed`](crate::memory::DeviceMemory::alloc_zeroed): only bytes an
+    /// earlier allocation could have written are cleared).
+    ///
+    /// # Errors
+    /// As [`malloc`](Self::malloc).
+    pub fn malloc_zeroed(&self, size: u64) -> Result<DevicePtr, DeviceError> {
+        self.0.faults.check(FaultPoint::DeviceAlloc).inspect_err(|_| self.fault_counted())?;
+        let _fmm = self.0.shared.cost.enabled.then(|| self.0.shared.driver.acquire());
+        self.0.counters.bump(Counter::DeviceAllocs);
+        Ok(self.0.memory.alloc_zeroed(size, 0)?)
+    }
+
     /// Frees device memory.
     ///
     /// # Errors

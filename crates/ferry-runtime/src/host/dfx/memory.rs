@@ -22,47 +22,6 @@ pub(super) fn host_memory(profile: &ArchProfile, len: usize, k: u64) -> Arc<dyn 
     }
 }
 
-/// Bytes from which [`zero`] splits its work over the machine's CPUs.
-const PARALLEL_ZERO_BYTES: usize = 4 << 20;
-
-/// Zeroes `len` bytes at `p`; a large range on up to two threads (a session's regions are tens
-/// of MiB of memory touched for the first time, ~2 µs a page on the 2-core VMs: the session start
-/// of the storm with every subsystem on took 22 ms, most of it here).
-///
-/// # Safety
-/// `p` is valid for writes of `len` bytes that no other thread accesses during the call.
-unsafe fn zero(p: *mut u8, len: usize) {
-    // Only a large range asks how many CPUs there are (a few file reads under cgroups).
-    if len < PARALLEL_ZERO_BYTES || std::thread::available_parallelism().map_or(1, |n| n.get()) < 2
-    {
-        // SAFETY: the caller's contract.
-        unsafe { std::ptr::write_bytes(p, 0, len) };
-        return;
-    }
-    let half = (len / 2) & !4095;
-    /// The second half's start, sent to the helper thread.
-    struct Part(*mut u8);
-    // SAFETY: the helper writes only `[half, len)`, this thread only `[0, half)`: disjoint.
-    unsafe impl Send for Part {}
-    // SAFETY: `half < len`, inside the range.
-    let second = Part(unsafe { p.add(half) });
-    std::thread::scope(|s| {
-        let helper =
-            std::thread::Builder::new().name("ferry-zero".into()).spawn_scoped(s, move || {
-                let second = second;
-                // SAFETY: the caller's contract, on the half this thread alone writes.
-                unsafe { std::ptr::write_bytes(second.0, 0, len - half) };
-            });
-        // SAFETY: the caller's contract, on the half this thread alone writes.
-        unsafe { std::ptr::write_bytes(p, 0, half) };
-        if helper.is_err() {
-            // No thread to be had (a process at its limit): this one zeroes the second half too.
-            // SAFETY: the caller's contract; the helper never ran, so nothing else writes it.
-            unsafe { std::ptr::write_bytes(p.add(half), 0, len - half) };
-        }
-    });
-}
-
 /// One allocation of simulated device memory, freed when the last view of it goes.
 #[derive(Debug)]
 pub(super) struct SimAlloc {
@@ -76,7 +35,11 @@ pub(super) struct SimAlloc {
 impl SimAlloc {
     pub(super) fn new(device: &Device, len: u64) -> Result<Arc<SimAlloc>, DfxError> {
         let setup = |e: &dyn std::fmt::Display| DfxError::Setup(e.to_string());
-        let ptr = device.malloc(len.max(64)).map_err(|e| setup(&e))?;
+        // Zeroed in both views: a recycled allocation keeps its old bytes. A range no earlier
+        // allocation used is zero already and is not touched here (a session's regions are tens
+        // of MiB: touching every page at start took most of the session start, ~2 µs a page on
+        // the 2-core VMs, and a run does not write all of them).
+        let ptr = device.malloc_zeroed(len.max(64)).map_err(|e| setup(&e))?;
         let mem = device.memory();
         let host = mem.host_ptr(ptr, len).map_err(|e| setup(&e));
         let dev = mem.device_ptr(ptr, len).map_err(|e| setup(&e));
@@ -87,14 +50,7 @@ impl SimAlloc {
                 return Err(e);
             }
         };
-        let a = Arc::new(SimAlloc { device: device.clone(), ptr, len, svm: host == dev });
-        // A recycled allocation keeps its old bytes: zero both views before anyone uses them.
-        for p in if host == dev { vec![dev] } else { vec![dev, host] } {
-            // SAFETY: `p` points at `len` bytes of the live allocation just made, which no one
-            // else can reach yet.
-            unsafe { zero(p, len as usize) };
-        }
-        Ok(a)
+        Ok(Arc::new(SimAlloc { device: device.clone(), ptr, len, svm: host == dev }))
     }
 
     pub(super) fn device_ptr(&self) -> std::ptr::NonNull<u8> {
@@ -208,23 +164,5 @@ pub struct SimCycleClock(pub DeviceClock);
 impl CycleClock for SimCycleClock {
     fn now_cycles(&self) -> u64 {
         self.0.now_cycles()
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::{zero, PARALLEL_ZERO_BYTES};
-
-    #[test]
-    fn zero_clears_every_byte_of_small_and_split_ranges_and_nothing_else() {
-        // Below the split, at it, and past it by an odd tail (the split rounds down to a page).
-        for len in [0usize, 1, 4095, PARALLEL_ZERO_BYTES, PARALLEL_ZERO_BYTES + 4097] {
-            let mut v = vec![0xa5u8; len + 2];
-            // SAFETY: `[1, 1 + len)` lies inside `v`, which only this thread touches.
-            unsafe { zero(v.as_mut_ptr().add(1), len) };
-            assert_eq!((v[0], v[len + 1]), (0xa5, 0xa5), "{len}: a byte outside was written");
-            let stray = v[1..=len].iter().position(|&b| b != 0);
-            assert_eq!(stray, None, "{len}: a byte was left");
-        }
     }
 }
