@@ -788,6 +788,7 @@ impl AicpuOs {
             .map_err(|e| OsError::Io { path: root.clone(), source: e })?;
         let mut map = lock(sessions());
         for d in &dirs {
+            halted_check(d)?;
             std::fs::create_dir_all(d).map_err(|e| OsError::Io { path: d.clone(), source: e })?;
         }
         for d in &dirs {
@@ -1141,11 +1142,24 @@ fn check_name(name: &str) -> Result<(), OsError> {
     Ok(())
 }
 
+/// Refuses to create anything under `dir` once the process is removing its device directories
+/// to exit ([`crate::device_root::halted`]).
+fn halted_check(dir: &Path) -> Result<(), OsError> {
+    if crate::device_root::halted() {
+        return Err(OsError::Io {
+            path: dir.into(),
+            source: std::io::Error::other("the process is exiting: its device files are removed"),
+        });
+    }
+    Ok(())
+}
+
 /// Writes `bytes` as `dir/name` through a temp file and a rename (an already-loaded image keeps
 /// its old inode; a reader never sees a half-written file).
 pub(crate) fn write_atomic(dir: &Path, name: &str, bytes: &[u8]) -> Result<PathBuf, OsError> {
     use std::io::Write;
     check_name(name)?;
+    halted_check(dir)?;
     std::fs::create_dir_all(dir).map_err(|e| OsError::Io { path: dir.into(), source: e })?;
     static SEQ: AtomicU64 = AtomicU64::new(0);
     // Relaxed: only uniqueness of the temp name matters.

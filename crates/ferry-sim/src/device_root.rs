@@ -25,6 +25,7 @@
 use std::io;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// The user's device root (see the [module docs](self)); not created.
 pub fn user_root() -> PathBuf {
@@ -137,17 +138,48 @@ pub fn sweep_stale(root: &Path) -> usize {
     removed
 }
 
+/// Set once [`remove_own`] starts: no device directory or file is created from then on.
+static HALTED: AtomicBool = AtomicBool::new(false);
+
+/// Whether this process has stopped creating device directories and files ([`remove_own`]
+/// ran): a device about to create one returns an error instead.
+pub fn halted() -> bool {
+    // Acquire: pairs with the Release store in `remove_own`; a creator that sees `false` may
+    // still create, and `remove_own`'s retries remove what it made.
+    HALTED.load(Ordering::Acquire)
+}
+
+/// Times [`remove_own`] looks again for a directory of this process, 1 ms apart.
+const REMOVE_TRIES: u32 = 20;
+
 /// Removes this process's device directories in `root` (best effort): for a process about to
-/// exit without running its destructors (stopped by a signal).
+/// exit without running its destructors (stopped by a signal). First stops this process from
+/// creating any ([`halted`]); a device thread that was already creating one (a loaded program's
+/// image being saved) may still finish, so the removal is retried until none is left (at most
+/// [`REMOVE_TRIES`] times, 1 ms apart).
 pub fn remove_own(root: &Path) {
-    let Ok(rd) = std::fs::read_dir(root) else { return };
+    // Release: pairs with the Acquire load in `halted`.
+    HALTED.store(true, Ordering::Release);
+    remove_mine(root);
+}
+
+/// [`remove_own`]'s removal, retried, without halting (the halt is for the whole process).
+fn remove_mine(root: &Path) {
     let me = (std::process::id(), start_time(std::process::id()));
-    for e in rd.flatten() {
-        if let Some((pid, start)) = e.file_name().to_str().and_then(owner_of) {
-            if pid == me.0 && (start.is_none() || start == me.1) {
-                let _ = std::fs::remove_dir_all(e.path());
+    for _ in 0..REMOVE_TRIES {
+        let Ok(rd) = std::fs::read_dir(root) else { return };
+        let mut left = false;
+        for e in rd.flatten() {
+            if let Some((pid, start)) = e.file_name().to_str().and_then(owner_of) {
+                if pid == me.0 && (start.is_none() || start == me.1) {
+                    left |= std::fs::remove_dir_all(e.path()).is_err() || e.path().exists();
+                }
             }
         }
+        if !left {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(1));
     }
 }
 
@@ -188,7 +220,7 @@ mod tests {
         assert_eq!(sweep_stale(&root), 3);
         assert!(live.exists() && foreign.exists());
         assert!(!reused.exists() && !dead.exists() && !old_dead.exists());
-        remove_own(&root);
+        remove_mine(&root);
         assert!(!live.exists() && foreign.exists());
         std::fs::remove_dir_all(&root).unwrap();
     }
