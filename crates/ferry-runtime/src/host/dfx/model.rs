@@ -18,7 +18,7 @@ use ferry_dfx::output::{
 use ferry_dfx::{Record, RunReport};
 
 use super::deps;
-use super::sinks::{ArgsSink, Payload};
+use super::sinks::ArgsSink;
 use super::{DfxChip, DfxError, DfxOptions, LaneIds, Sub};
 use crate::device::sched::cluster_of;
 
@@ -192,13 +192,14 @@ pub(super) fn args_dump(
         let mut payloads = lane.payloads.iter();
         let mut overwritten = 0u64;
         kept.push_lane(lane.words, lane.buffers, || {
-            match payloads.next().copied().unwrap_or(Payload::None) {
-                Payload::None => ArgBin::None,
-                Payload::Bin { at, len } => ArgBin::At { offset: base + at, size: len },
-                Payload::Overwritten => {
+            // The lane's bin goes after those before it.
+            match payloads.next().copied().unwrap_or_default() {
+                ArgBin::At { offset, size } => ArgBin::At { offset: base + offset, size },
+                ArgBin::Overwritten => {
                     overwritten += 1;
                     ArgBin::Overwritten
                 }
+                ArgBin::None => ArgBin::None,
             }
         })
         .map_err(|e| bad("args dump", &e))?;

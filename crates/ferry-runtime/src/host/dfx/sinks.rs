@@ -8,26 +8,11 @@ use std::sync::Arc;
 use ferry_abi::args_dump::{self, ArgsChainError};
 use ferry_abi::records as abi;
 use ferry_dfx::output::chunks::{ChunkLog, Span};
+use ferry_dfx::output::ArgBin;
 use ferry_dfx::{CollectSink, CollectedBuffer, ReplenishHooks};
 
 use crate::device::dfx::ArgsArena;
 use crate::device::wrap;
-
-/// Where an ArgsDump record's payload went.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum Payload {
-    /// No payload (a scalar, or level 0).
-    None,
-    /// Copied into the lane's `bin` at `at`.
-    Bin {
-        /// Offset in the lane's `bin`.
-        at: u64,
-        /// Bytes.
-        len: u64,
-    },
-    /// Overwritten in the arena before the host copied it.
-    Overwritten,
-}
 
 /// One scheduler thread's dump: its chains as collected (one bulk copy per buffer, each buffer's
 /// words kept whole: chains never straddle buffers), where each argument's payload went, and the
@@ -39,7 +24,8 @@ pub(super) struct ArgsLane {
     /// Each collected buffer's words in `words`, in collection order.
     pub(super) buffers: Vec<Span>,
     /// One per argument (of the chains that framed), in chain order.
-    pub(super) payloads: ChunkLog<Payload>,
+    /// Where each argument's payload went (`ArgBin::At` offsets are in this lane's `bin`).
+    pub(super) payloads: ChunkLog<ArgBin>,
     pub(super) bin: ChunkLog<u8>,
     /// The first buffer whose words did not frame as chains (its later chains are lost with
     /// their payloads).
@@ -96,7 +82,7 @@ impl CollectSink<u64> for ArgsSink {
             };
             for r in chain.records() {
                 let has_payload = r.kind == abi::ARG_KIND_TENSOR && r.payload_size > 0;
-                let mut p = Payload::None;
+                let mut p = ArgBin::None;
                 if let (true, Some(a)) = (has_payload, arena) {
                     let size = a.size();
                     // Relaxed: the device cursor as an overwrite high-water mark (§5.4); a stale
@@ -104,7 +90,7 @@ impl CollectSink<u64> for ArgsSink {
                     // yet written.
                     let hw = a.write_offset().load(Ordering::Relaxed);
                     if r.payload_offset < hw.saturating_sub(size) || r.payload_size > size {
-                        p = Payload::Overwritten;
+                        p = ArgBin::Overwritten;
                     } else {
                         let at = out.bin.len();
                         // SAFETY: the chain was published after the device wrote its payload, and
@@ -115,7 +101,8 @@ impl CollectSink<u64> for ArgsSink {
                                 out.bin.extend_from_slice(s)
                             })
                         };
-                        p = Payload::Bin { at: at as u64, len: (out.bin.len() - at) as u64 };
+                        let size = (out.bin.len() - at) as u64;
+                        p = ArgBin::At { offset: at as u64, size };
                     }
                 }
                 out.payloads.push(p);
