@@ -257,6 +257,79 @@ fn one_buffer_pools_are_lossless() {
     }
 }
 
+/// One lossless run of `cfg(4, 2, 16, Block, 8)`'s four lanes over `mem`, 500 records a lane,
+/// bounded in time: a protocol that starts from stale words must fail here, not hang.
+fn lossless_run_over(mem: Arc<dyn DeviceMemory>) {
+    let c = cfg(4, 2, 16, Policy::Block, 8);
+    let (done_tx, done_rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let clock = Arc::new(ferry_dfx::clock::SteadyClock::new(A2A3.clock_hz));
+        let t = DfxTransport::<[u64; 2]>::new(c, mem, clock).unwrap();
+        let device = t.device_region();
+        let seen = Arc::new(Mutex::new(BTreeMap::<u32, Vec<u64>>::new()));
+        let s2 = seen.clone();
+        let host = t.start(move |_| {
+            let seen = s2.clone();
+            move |b: &CollectedBuffer<'_, [u64; 2]>| {
+                let mut g = seen.lock().unwrap();
+                g.entry(b.lane).or_default().extend(b.records.iter().map(|r| r[1]));
+            }
+        });
+        std::thread::scope(|s| {
+            for q in 0..4u32 {
+                let device = device.clone();
+                s.spawn(move || {
+                    let mut w = device.writer::<[u64; 2]>(q, &[q]).unwrap();
+                    for i in 0..500 {
+                        w.record(0, [q as u64, i]);
+                    }
+                    assert_eq!(w.finish()[0].dropped, 0);
+                });
+            }
+        });
+        let report = host.stop();
+        let _ =
+            done_tx.send((report.is_reconciled(), report.totals(), seen.lock().unwrap().clone()));
+    });
+    let (reconciled, totals, seen) = done_rx
+        .recv_timeout(std::time::Duration::from_secs(60))
+        .expect("the run finished (a writer or the host did not: stale control words?)");
+    assert!(reconciled);
+    assert_eq!(totals, (2000, 2000, 0));
+    for q in 0..4 {
+        assert_eq!(
+            seen[&q],
+            (0..500).collect::<Vec<u64>>(),
+            "lane {q}: every record once, in order"
+        );
+    }
+}
+
+/// Device memory is not cleared by its allocator: a region built over words left by an earlier
+/// region's run, or over all-ones garbage, still runs losslessly (the transport clears its own
+/// control words at init), on both arches.
+#[test]
+fn a_region_over_dirty_memory_starts_from_cleared_control_words() {
+    let c = cfg(4, 2, 16, Policy::Block, 8);
+    for svm_arch in [true, false] {
+        let mem: Arc<dyn DeviceMemory> = if svm_arch {
+            Arc::new(SvmMemory::new(c.region_size(), 0x10_0000_0000))
+        } else {
+            Arc::new(MirroredMemory::new(c.region_size(), 0x10_0000_0000))
+        };
+        // Stale: the words an earlier region's run left behind (indices, counters, entries).
+        lossless_run_over(mem.clone());
+        lossless_run_over(mem.clone());
+        // Garbage: every byte of both views set.
+        for view in [mem.host_view(), mem.device_view()] {
+            for off in (0..view.len()).step_by(8) {
+                view.store_u64(off, u64::MAX, Ordering::Relaxed);
+            }
+        }
+        lossless_run_over(mem);
+    }
+}
+
 /// An idle engine polls its queues (nothing signals it) and sleeps between sweeps, with sleeps
 /// that grow to the policy's live cap: over a window it parks at most `window / live_max` times
 /// plus the ramp, never a busy loop.

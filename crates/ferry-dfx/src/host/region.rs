@@ -14,7 +14,7 @@ use crate::config::{BuildError, DfxConfig, LaneSpec};
 use crate::device::{
     policy_word, stall_log_size, DeviceRegion, LaneBells, RegionBells, STALL_LOG_STRIDE, STALL_RING,
 };
-use crate::mem::{DeviceMemory, MemError, ShmRegion};
+use crate::mem::{DeviceMemory, MemError, ShmRegion, MAX_NARROW_WRITE};
 use crate::spsc::{self, Consumer, Producer};
 use crate::sync::atomic::Ordering;
 use crate::sync::Arc;
@@ -208,6 +208,10 @@ impl<R: Record> DfxTransport<R> {
     /// buffers (free queue first, surplus to its shard's recycled lane). `clock` is the device
     /// clock the gates measure against.
     ///
+    /// `mem` need not be zeroed: every control word (queue indices and entries, lane states,
+    /// free queues, the stall log) is cleared here first, in narrow writes, as a device allocator
+    /// hands out memory with whatever its last user left there.
+    ///
     /// # Errors
     /// [`BuildError::RecordType`] if `R` does not match `cfg`, [`BuildError::RegionTooSmall`],
     /// [`BuildError::Memory`] if a device write fails.
@@ -248,6 +252,7 @@ impl<R: Record> DfxTransport<R> {
             lanes: cfg.lanes.clone(),
             bells,
         });
+        clear_control_words(&ctx).map_err(BuildError::Memory)?;
         write_header(&ctx, &cfg)?;
 
         let n = cfg.shards as usize;
@@ -362,6 +367,38 @@ pub(crate) fn startup_replenish(
         }
     }
     Ok(pushed)
+}
+
+/// Zeroes every control word of the region (header, ready-queue indices and entries, lane states
+/// and free queues, and the stall log when there is one) in both views, in narrow writes, before
+/// anything else is written: device memory comes from an allocator that does not clear it (a
+/// recycled range keeps the words of its last user), and the protocol starts from zeroed queue
+/// indices and lane counters. Record buffers are not cleared: the device writes a buffer's
+/// records and count before it publishes the buffer, and the host reads nothing else of it.
+fn clear_control_words(ctx: &HostCtx) -> Result<(), MemError> {
+    // Under loom every region is a fresh model allocation of zeroed words, and each model atomic
+    // spends the model's bounded branch budget: this single-threaded init step (checked by the
+    // dirty-memory transport test) is left out of the models.
+    if cfg!(ferry_loom) {
+        return Ok(());
+    }
+    let mut ranges = vec![(0, ctx.layout.buffers_offset())];
+    if let Some(log) = ctx.stall_log {
+        ranges.push((log, log + stall_log_size(ctx.layout.lanes)));
+    }
+    for (start, end) in ranges {
+        let mut off = start;
+        while off < end {
+            let len = MAX_NARROW_WRITE.min(end - off);
+            for w in (off..off + len).step_by(4) {
+                // Relaxed: init-time, before any device thread exists.
+                ctx.host.store_u32(w, 0, Ordering::Relaxed);
+            }
+            ctx.mem.write_range_to_device(off, len)?;
+            off += len;
+        }
+    }
+    Ok(())
 }
 
 /// The region header: one 64-byte narrow write.
