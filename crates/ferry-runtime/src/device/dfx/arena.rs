@@ -80,6 +80,19 @@ impl ArgsArena {
         ArgsArena { base, size, _owner: owner }
     }
 
+    /// Zeroes the four header counters: a fresh arena's state, for memory whose allocator did not
+    /// clear it (a recycled device range keeps its last user's words). A stale `completed` would
+    /// let the device's arena gate pass before the host copied a lap's payloads out.
+    ///
+    /// Call it before any device thread can see the arena.
+    pub fn clear_counters(&self) {
+        for i in 0..4 {
+            // Relaxed: init-time, before the arena's address is handed to the device (the
+            // launch that carries it orders these stores).
+            self.counter(i).store(0, Ordering::Relaxed);
+        }
+    }
+
     fn counter(&self, i: usize) -> &AtomicU64 {
         // SAFETY: the header holds four 8-aligned u64 words inside the live allocation
         // (constructors' contracts), only ever accessed atomically.

@@ -35,11 +35,11 @@ pub(super) struct SimAlloc {
 impl SimAlloc {
     pub(super) fn new(device: &Device, len: u64) -> Result<Arc<SimAlloc>, DfxError> {
         let setup = |e: &dyn std::fmt::Display| DfxError::Setup(e.to_string());
-        // Zeroed in both views: a recycled allocation keeps its old bytes. A range no earlier
-        // allocation used is zero already and is not touched here (a session's regions are tens
-        // of MiB: touching every page at start took most of the session start, ~2 µs a page on
-        // the 2-core VMs, and a run does not write all of them).
-        let ptr = device.malloc_zeroed(len.max(64)).map_err(|e| setup(&e))?;
+        // Not cleared, as a device allocator hands memory out: whoever reads a word before the
+        // device writes it initialises it first (a transport its control words, the ArgsDump
+        // arena its counters; the directory is copied in whole). Clearing tens of MiB per
+        // session would also cost the session start.
+        let ptr = device.malloc(len.max(64)).map_err(|e| setup(&e))?;
         let mem = device.memory();
         let host = mem.host_ptr(ptr, len).map_err(|e| setup(&e));
         let dev = mem.device_ptr(ptr, len).map_err(|e| setup(&e));
@@ -77,7 +77,9 @@ pub struct SimDeviceMemory {
 }
 
 impl SimDeviceMemory {
-    /// Allocates `len` bytes (64-byte aligned, zeroed) on `device`.
+    /// Allocates `len` bytes (64-byte aligned, not cleared: a recycled range keeps its last
+    /// user's bytes, as on a device; `DfxTransport::new` clears the control words it uses) on
+    /// `device`.
     ///
     /// # Errors
     /// [`DfxError::Setup`] when the device is out of memory.

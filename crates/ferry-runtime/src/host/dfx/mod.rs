@@ -375,7 +375,9 @@ impl DfxSession {
                         // owner keeps alive; host and device touch them only atomically, but for
                         // the host's copy of payloads no one writes meanwhile. The host reads the
                         // device view: the payload copy stands for the arena's DMA read.
-                        unsafe { ArgsArena::from_raw_parts(p, total, m) }
+                        let a = unsafe { ArgsArena::from_raw_parts(p, total, m) };
+                        a.clear_counters();
+                        a
                     }
                     None => ArgsArena::new(opts.arena_bytes),
                 };
