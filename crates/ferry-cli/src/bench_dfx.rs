@@ -92,6 +92,36 @@ fn write_rounds(
     Ok((Duration::from_secs_f64(median(files)), Duration::from_secs_f64(median(traces)), last))
 }
 
+/// What the all-five run's DFX costs in CPU time, against the DFX-off run.
+#[derive(Clone, Copy, Debug)]
+struct DfxCpu {
+    records: u64,
+    /// Added AICPU-thread CPU per record (the device side: records, chains, payload copies).
+    aicpu_ns_per_record: f64,
+    /// Host engine CPU per record (drain, collect, replenish).
+    host_ns_per_record: f64,
+    /// Added AICore-thread CPU (their waits last as long as the run).
+    aicore_ms_added: f64,
+    /// The off run's CPU over the all-five run's (all roles): the in-run ratio where a run is
+    /// CPU-bound.
+    cpu_ratio: f64,
+}
+
+fn dfx_cpu_split(rows: &[ferry_runtime::host::dfx::CostRow]) -> Option<DfxCpu> {
+    let of = |name: &str| rows.iter().find(|r| r.config == name);
+    let (off, all) = (of("off")?, of("all")?);
+    let (o, a) = (off.cpu?, all.cpu?);
+    let n = all.records.max(1) as f64;
+    let total = |c: &ferry_runtime::host::dfx::RoleCpu| c.aicpu_ns + c.aicore_ns + c.dfx_host_ns;
+    Some(DfxCpu {
+        records: all.records,
+        aicpu_ns_per_record: (a.aicpu_ns - o.aicpu_ns) / n,
+        host_ns_per_record: a.dfx_host_ns / n,
+        aicore_ms_added: (a.aicore_ns - o.aicore_ns) / 1e6,
+        cpu_ratio: total(&o) / total(&a).max(1.0),
+    })
+}
+
 pub(crate) fn run(quick: bool, as_json: bool) -> anyhow::Result<()> {
     let cfg = if quick {
         ferry_dfx::bench::BenchConfig::quick()
@@ -164,9 +194,14 @@ pub(crate) fn run(quick: bool, as_json: bool) -> anyhow::Result<()> {
                 "config": r.config, "tasks_per_s": r.tasks_per_s, "ratio_vs_off": r.ratio,
                 "ratio_vs_off_paired": r.ratio_paired,
                 "records": r.records, "dropped": r.dropped, "stall_waits": r.stall_waits,
+                "cpu_ms_per_run": r.cpu.map(|c| json!({
+                    "aicpu": c.aicpu_ns / 1e6, "aicore": c.aicore_ns / 1e6,
+                    "dfx_host": c.dfx_host_ns / 1e6,
+                })),
             })
         })
         .collect();
+    let dfx_cpu = dfx_cpu_split(&rows);
     let j = json!({
         "transport": serde_json::from_str::<serde_json::Value>(&transport.to_json())?,
         "drain": drains,
@@ -185,6 +220,14 @@ pub(crate) fn run(quick: bool, as_json: bool) -> anyhow::Result<()> {
                 "ratio": ratio_of("all"),
                 "ratio_paired": paired_of("all"),
                 "target": TARGET_IN_RUN,
+                "dfx_cpu": dfx_cpu.map(|d| json!({
+                    "records": d.records,
+                    "aicpu_ns_per_record": d.aicpu_ns_per_record,
+                    "dfx_host_ns_per_record": d.host_ns_per_record,
+                    "aicore_ms_added": d.aicore_ms_added,
+                    "cpu_off_over_all": d.cpu_ratio,
+                    "note": "CPU time of the chip's and the engine's threads during the run (median of the rounds); on 2 cores both runs are CPU-bound",
+                })),
             },
             "command": {
                 "off_s": cmd_off,
@@ -270,6 +313,17 @@ pub(crate) fn run(quick: bool, as_json: bool) -> anyhow::Result<()> {
         big.tasks().len(),
         t_big / t_small.max(1e-9)
     )?;
+    if let Some(d) = dfx_cpu {
+        crate::stdout::outln!(
+            "  DFX CPU:     {:.0} ns/record on the AICPU threads + {:.0} ns/record on the host \
+             engine ({} records); AICore threads +{:.1} ms; run CPU off/all {:.2}",
+            d.aicpu_ns_per_record,
+            d.host_ns_per_record,
+            d.records,
+            d.aicore_ms_added,
+            d.cpu_ratio
+        )?;
+    }
     for r in &rows {
         crate::stdout::outln!(
             "  {:<12} {:>10.0} tasks/s  ratio {:>5.2} (paired {:>4.2})  {:>9} records, {} dropped, \

@@ -1,6 +1,7 @@
 //! What each DFX subsystem costs a run: the storm's throughput with DFX off and with each
 //! subsystem on, from medians of interleaved rounds.
 
+use super::thread_cpu::{RoleCpu, ThreadCpu};
 use super::{DfxChip, DfxOptions, DfxSession};
 use ferry_sim::Arch;
 
@@ -25,6 +26,10 @@ pub struct CostRow {
     pub dropped: u64,
     /// Gate waits over every lane in every round (0: the pools kept the path cold).
     pub stall_waits: u64,
+    /// CPU time of a run by thread role (median of the rounds, each role on its own), from the
+    /// run's start to its end, before the session's engine stops; `None` where the kernel does
+    /// not account threads ([`ThreadCpu::snapshot`]).
+    pub cpu: Option<RoleCpu>,
 }
 
 /// The configurations [`subsystem_costs`] measures, in order (the first is DFX off).
@@ -74,12 +79,17 @@ pub fn subsystem_costs(
     let configs = cost_configs();
     let mut samples: Vec<Vec<f64>> = vec![Vec::new(); configs.len()];
     let mut counts = vec![(0u64, 0u64, 0u64); configs.len()];
+    let mut cpu: Vec<Vec<RoleCpu>> = vec![Vec::new(); configs.len()];
     for _ in 0..repeats.max(1) {
         for (k, (_, opts)) in configs.iter().enumerate() {
             let s =
                 if opts.any() { Some(DfxSession::start_on(opts, chip, r.device())?) } else { None };
             r.attach_dfx_session(s.as_ref())?;
+            let before = ThreadCpu::snapshot();
             let out = r.run(1, run.args.clone());
+            if let (Some(b), Some(a)) = (before, ThreadCpu::snapshot()) {
+                cpu[k].push(a.since(&b));
+            }
             r.attach_dfx_session(None)?;
             let out = out?;
             run.verify(&out)?;
@@ -103,17 +113,33 @@ pub fn subsystem_costs(
         })
         .collect();
     let meds: Vec<f64> = samples.iter_mut().map(median).collect();
+    let cpu_meds: Vec<Option<RoleCpu>> = cpu
+        .iter()
+        .map(|v| {
+            (v.len() == repeats.max(1) as usize).then(|| {
+                let role = |f: fn(&RoleCpu) -> f64| median(&mut v.iter().map(f).collect());
+                RoleCpu {
+                    aicpu_ns: role(|c| c.aicpu_ns),
+                    aicore_ns: role(|c| c.aicore_ns),
+                    dfx_host_ns: role(|c| c.dfx_host_ns),
+                }
+            })
+        })
+        .collect();
     let rows = configs
         .into_iter()
-        .zip(meds.iter().zip(paired).zip(counts))
-        .map(|((config, _), ((&tps, ratio_paired), (records, dropped, stall_waits)))| CostRow {
-            config,
-            tasks_per_s: tps,
-            ratio: tps / meds[0],
-            ratio_paired,
-            records,
-            dropped,
-            stall_waits,
+        .zip(meds.iter().zip(paired).zip(counts).zip(cpu_meds))
+        .map(|((config, _), (((&tps, ratio_paired), (records, dropped, stall_waits)), cpu))| {
+            CostRow {
+                config,
+                tasks_per_s: tps,
+                ratio: tps / meds[0],
+                ratio_paired,
+                records,
+                dropped,
+                stall_waits,
+                cpu,
+            }
         })
         .collect();
     Ok(rows)

@@ -61,11 +61,13 @@ mod memory;
 mod model;
 mod replay;
 mod sinks;
+mod thread_cpu;
 
 pub use anchors::sample_clock_anchors;
 pub use cost::{cost_configs, storm_model, subsystem_costs, CostRow};
 pub use memory::{SimCycleClock, SimDeviceMemory};
 pub use replay::{replay_task, ReplayArg, ReplayError};
+pub use thread_cpu::{RoleCpu, ThreadCpu, ThreadRole};
 
 use layout::Layout;
 pub use layout::{Capacity, DfxRegion};
