@@ -10,7 +10,8 @@ use ferry_abi::dfx::GATE_NONE;
 use ferry_dfx::clock::{CycleClock, VirtualClock};
 use ferry_dfx::mem::{DeviceMemory, MemOpKind, MirroredMemory, SpyMemory, SvmMemory};
 use ferry_dfx::{
-    BuildError, CollectedBuffer, DfxBuilder, DfxConfig, DfxTransport, Policy, ReplenishHooks,
+    BuildError, CollectedBuffer, DeviceRegion, DfxBuilder, DfxConfig, DfxTransport, LaneStats,
+    Policy, ReplenishHooks,
 };
 
 /// A clock that counts how often it is read (and advances by one per read).
@@ -36,6 +37,25 @@ fn cfg(lanes: u32, buffers: u32, records: u32, policy: Policy, depth: u32) -> Df
 
 fn svm(c: &DfxConfig) -> Arc<dyn DeviceMemory> {
     Arc::new(SvmMemory::new(c.region_size(), 0x2000_0000_0000))
+}
+
+/// One writer thread per lane `q < lanes` (lane `q` on ready queue `q`) writes records
+/// `[q, 0..n]` and finishes; returns each writer's lane stats, by lane.
+fn write_lanes(device: &DeviceRegion, lanes: u32, n: u64) -> Vec<LaneStats> {
+    std::thread::scope(|s| {
+        let writers: Vec<_> = (0..lanes)
+            .map(|q| {
+                s.spawn(move || {
+                    let mut w = device.writer::<[u64; 2]>(q, &[q]).unwrap();
+                    for i in 0..n {
+                        w.record(0, [q as u64, i]);
+                    }
+                    w.finish()[0]
+                })
+            })
+            .collect();
+        writers.into_iter().map(|w| w.join().unwrap()).collect()
+    })
 }
 
 #[test]
@@ -176,18 +196,7 @@ fn replenish_thread_never_touches_device_memory() {
     let probe = AckProbe::default();
     let (calls, threads) = (probe.calls.clone(), probe.threads.clone());
     let host = t.start_with_hooks(|_| |_b: &CollectedBuffer<'_, [u64; 2]>| {}, probe);
-    std::thread::scope(|s| {
-        for q in 0..3u32 {
-            let device = device.clone();
-            s.spawn(move || {
-                let mut w = device.writer::<[u64; 2]>(q, &[q]).unwrap();
-                for i in 0..400 {
-                    w.record(0, [q as u64, i]);
-                }
-                w.finish();
-            });
-        }
-    });
+    write_lanes(&device, 3, 400);
     let report = host.stop();
     assert!(report.is_reconciled(), "{:?}", report.lanes);
     assert_eq!(report.totals(), (1200, 1200, 0));
@@ -234,19 +243,9 @@ fn one_buffer_pools_are_lossless() {
                 }
             }
         });
-        std::thread::scope(|s| {
-            for q in 0..4u32 {
-                let device = device.clone();
-                s.spawn(move || {
-                    let mut w = device.writer::<[u64; 2]>(q, &[q]).unwrap();
-                    for i in 0..1000 {
-                        w.record(0, [q as u64, i]);
-                    }
-                    let st = w.finish();
-                    assert_eq!(st[0].dropped, 0);
-                });
-            }
-        });
+        for st in write_lanes(&device, 4, 1000) {
+            assert_eq!(st.dropped, 0);
+        }
         let report = host.stop();
         assert!(report.is_reconciled(), "{:?}", report.lanes);
         assert_eq!(report.totals(), (4000, 4000, 0));
@@ -275,18 +274,9 @@ fn lossless_run_over(mem: Arc<dyn DeviceMemory>) {
                 g.entry(b.lane).or_default().extend(b.records.iter().map(|r| r[1]));
             }
         });
-        std::thread::scope(|s| {
-            for q in 0..4u32 {
-                let device = device.clone();
-                s.spawn(move || {
-                    let mut w = device.writer::<[u64; 2]>(q, &[q]).unwrap();
-                    for i in 0..500 {
-                        w.record(0, [q as u64, i]);
-                    }
-                    assert_eq!(w.finish()[0].dropped, 0);
-                });
-            }
-        });
+        for st in write_lanes(&device, 4, 500) {
+            assert_eq!(st.dropped, 0);
+        }
         let report = host.stop();
         let _ =
             done_tx.send((report.is_reconciled(), report.totals(), seen.lock().unwrap().clone()));
