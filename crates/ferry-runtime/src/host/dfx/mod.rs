@@ -601,7 +601,11 @@ impl DfxSession {
         std::thread::scope(|sc| -> Result<(), DfxError> {
             let graph = dep_gen.map(|(lanes, lossless)| {
                 beside(sc, thread("ferry-dfx-deps"), move || {
-                    let r = model::dep_gen(lanes, lossless);
+                    let r = model::dep_gen(lanes, lossless).and_then(|(log, g)| {
+                        // Here, where the graph is in this CPU's cache.
+                        let index = deps::check_graph(&g, &log, lossless)?;
+                        Ok((g, index))
+                    });
                     tracing::debug!(ms = ms(t0), "dfx finish: DepGen graph");
                     r
                 })
@@ -617,8 +621,8 @@ impl DfxSession {
             });
             let deps = graph.map(Beside::join).transpose();
             let checked = match (&rows, deps) {
-                (Ok(()), Ok(Some((log, g, lossless)))) => {
-                    deps::check_deps(&g, &log, lossless, m.swimlane.as_ref()).map(|()| Some(g))
+                (Ok(()), Ok(Some((g, index)))) => {
+                    deps::check_timing(&g, &index, m.swimlane.as_ref()).map(|()| Some(g))
                 }
                 (_, deps) => deps.map(|_| None),
             };

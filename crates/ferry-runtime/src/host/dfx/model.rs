@@ -150,7 +150,7 @@ pub(super) fn rows(
 pub(super) fn dep_gen(
     lanes: BTreeMap<u32, LaneLog<u64>>,
     lossless: bool,
-) -> Result<(DepGenLog, DepsGraph, bool), DfxError> {
+) -> Result<(DepGenLog, DepsGraph), DfxError> {
     let mut log = DepGenLog::default();
     for words in lanes.into_values() {
         for b in words.buffers() {
@@ -168,7 +168,7 @@ pub(super) fn dep_gen(
         )));
     }
     let g = deps::deps_graph(&log);
-    Ok((log, g, lossless))
+    Ok((log, g))
 }
 
 /// The ArgsDump model from its shards' sinks: each lane's collected chains kept as they came
