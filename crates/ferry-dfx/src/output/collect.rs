@@ -442,15 +442,36 @@ impl DepGenLog {
 
     /// Whole submits, in lane order.
     pub fn submits(&self) -> impl ExactSizeIterator<Item = DepGenSubmit<'_>> + '_ {
-        let whole = self.rows.len() - usize::from(self.pending);
-        self.rows[..whole].iter().map(|r| DepGenSubmit {
+        self.rows[..self.len()].iter().map(|r| self.submit_of(r))
+    }
+
+    /// Whole submit `i` (in lane order), in O(1).
+    pub fn submit(&self, i: usize) -> Option<DepGenSubmit<'_>> {
+        self.rows[..self.len()].get(i).map(|r| self.submit_of(r))
+    }
+
+    /// Where whole submit `i`'s tensor arguments start among all the log's tensor arguments:
+    /// [`submits`](Self::submits)' tensors laid end to end, `tensors` of submit `i` are at
+    /// `tensor_offset(i)..tensor_offset(i) + tensors.len()`, and [`tensor_args`](Self::tensor_args)
+    /// is the end of the last.
+    pub fn tensor_offset(&self, i: usize) -> Option<usize> {
+        self.rows[..self.len()].get(i).map(|r| r.tensors.0)
+    }
+
+    /// Tensor arguments of the whole submits, over all of them.
+    pub fn tensor_args(&self) -> usize {
+        self.rows[..self.len()].last().map_or(0, |r| r.tensors.1)
+    }
+
+    fn submit_of(&self, r: &SubmitRow) -> DepGenSubmit<'_> {
+        DepGenSubmit {
             task_id: r.task_id,
             flags: r.flags,
             kernel_id: r.kernel_id,
             block_num: r.block_num,
             tensors: &self.tensors[r.tensors.0..r.tensors.1],
             deps: &self.deps[r.deps.0..r.deps.1],
-        })
+        }
     }
 
     /// Whole submits kept.

@@ -9,6 +9,7 @@ use std::borrow::Cow;
 
 use serde::{Deserialize, Serialize};
 
+use super::dep_tasks::DepTasks;
 use super::jsonw::Json;
 use super::model::LossAccounting;
 #[cfg(test)]
@@ -39,8 +40,8 @@ pub fn tensor_id(buffer_addr: u64, version: u32) -> u64 {
 /// The DepGen graph of a run.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DepsGraph {
-    /// One entry per submitted task.
-    pub tasks: Vec<DepTask>,
+    /// One entry per submitted task (a run's model keeps them as its DepGen log).
+    pub tasks: DepTasks,
     /// Tensors the tasks reference.
     pub tensors: Vec<DepTensor>,
     /// Dependency edges.
@@ -188,7 +189,8 @@ impl Serialize for FileOut<'_, '_> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         let (g, tick) = (self.graph, self.tick);
         let mut st = s.serialize_struct("FileOut", 4)?;
-        st.serialize_field("tasks", &TickSeq { items: &g.tasks, f: same, tick })?;
+        let tasks: Vec<DepTask> = g.tasks.iter().map(Cow::into_owned).collect();
+        st.serialize_field("tasks", &TickSeq { items: &tasks, f: same, tick })?;
         // Tensors and edges are derived from the DepGen records: no ticks (see
         // `RunModel::record_count`).
         st.serialize_field("tensors", &g.tensors)?;
@@ -225,7 +227,7 @@ pub(crate) fn write_deps_ticked<W: Write>(
     let io = OutputError::io(DEPS_FILE);
     let mut j = Json::new();
     j.raw(b"{\"tasks\":");
-    j.records(&mut w, &g.tasks, tick, put_task).map_err(&io)?;
+    j.records(&mut w, g.tasks.iter(), tick, |j, t| put_task(j, &t)).map_err(&io)?;
     // Tensors and edges are derived from the DepGen records: no ticks (see
     // `RunModel::record_count`).
     let derived = Ticker::silent();
@@ -360,7 +362,7 @@ mod tests {
             "flags": ["wait", "retain"], "tensor_id": "1345", "consumer_dtype": "FLOAT32",
             "consumer_shape": [16384], "consumer_start_offset": "0", "consumer_strides": [1]}]}"#;
         let (g, _) = read_deps(text.as_bytes()).unwrap();
-        assert_eq!(g.tasks[0].task_id, 1 << 32);
+        assert_eq!(g.tasks.get(0).unwrap().task_id, 1 << 32);
         assert_eq!(g.tensors[0].buffer_addr, 29_204_938_752);
         assert_eq!(g.edges[0].source, EdgeSource::Creator);
         let mut out = Vec::new();

@@ -57,6 +57,7 @@ mod atomic;
 pub mod chrome;
 pub mod chunks;
 pub mod collect;
+mod dep_tasks;
 mod deps;
 mod host_time;
 mod jsonw;
@@ -84,6 +85,7 @@ pub use args::{
     ARGS_DIR, ARGS_FILE, ARG_ROLES, ARG_STAGES, DTYPE_UNKNOWN,
 };
 pub use atomic::{halt_writes, hash_file, temp_owner, write_atomic, AtomicWriter, Written};
+pub use dep_tasks::DepTasks;
 pub use deps::{
     read_deps, tensor_id, write_deps, DepArg, DepEdge, DepTask, DepTensor, DepsGraph, EdgeSource,
     DEPS_FILE,

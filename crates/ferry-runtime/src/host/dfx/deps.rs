@@ -2,25 +2,28 @@
 //! checked against the runtime before it is written.
 
 use ferry_abi::records as abi;
-use ferry_dfx::output::collect::{DepGenLog, DepGenSubmit};
+use ferry_dfx::output::collect::DepGenLog;
 use ferry_dfx::output::{
-    DepArg, DepEdge, DepTask, DepTensor, DepsGraph, EdgeSource, IdMap, IdSet, Swimlane,
+    DepEdge, DepTasks, DepTensor, DepsGraph, EdgeSource, IdMap, IdSet, Swimlane,
 };
 
 use super::DfxError;
 use crate::device::tensor_map::TensorMap;
 
 /// The DepGen graph of `log`'s submits (in submission order): tasks with their tensor
-/// arguments, tensors (one version per producer), and the runtime's dependency edges, each
-/// labelled by a host replay of the tensor map (`tensormap`, or `explicit` when the replay does
-/// not imply it). One pass over the submits (after a scan for any dependency) builds the
-/// arguments, replays the map and labels each submit's edges: O(N).
-pub(super) fn deps_graph(log: &DepGenLog) -> DepsGraph {
+/// arguments (kept as the log, with each argument's tensor id: [`DepTasks`]), tensors (one
+/// version per producer), and the runtime's dependency edges, each labelled by a host replay of
+/// the tensor map (`tensormap`, or `explicit` when the replay does not imply it). One pass over
+/// the submits (after a scan for any dependency) versions the arguments, replays the map and
+/// labels each submit's edges: O(N).
+pub(super) fn deps_graph(log: DepGenLog) -> DepsGraph {
     let mut versions: IdMap<u64, u32> = IdMap::default();
     // Each (buffer, version) is one tensor, listed once, in id order (sorted at the end).
     let mut seen: IdSet<u64> = IdSet::default();
     let mut tensors: Vec<DepTensor> = Vec::new();
-    let mut g = DepsGraph::default();
+    // The tensor id of every tensor argument, in the log's order.
+    let mut ids: Vec<u64> = Vec::with_capacity(log.tensor_args());
+    let mut edges = Vec::new();
     let mut map = TensorMap::new();
     let mut found = Vec::new();
     // The replay only labels edges: a graph without any (a storm of independent tasks) needs
@@ -28,48 +31,23 @@ pub(super) fn deps_graph(log: &DepGenLog) -> DepsGraph {
     let replaying = log.submits().any(|s| !s.deps.is_empty());
     for s in log.submits() {
         // Arguments in order: reads see the current version, writes bump it.
-        let args = s
-            .tensors
-            .iter()
-            .enumerate()
-            .map(|(i, t)| {
-                let ver = versions.entry(t.addr).or_insert(0);
-                if t.role != abi::ARG_ROLE_INPUT {
-                    *ver += 1;
-                }
-                let id = ferry_dfx::output::tensor_id(t.addr, *ver);
-                if seen.insert(id) {
-                    tensors.push(DepTensor {
-                        tensor_id: id,
-                        buffer_addr: t.addr,
-                        version: *ver,
-                        dtype: "FLOAT32".into(),
-                        buffer_numel: t.bytes / 4,
-                    });
-                }
-                DepArg {
-                    idx: i as u32,
-                    role: abi::role_name(t.role).unwrap_or("INPUT").into(),
-                    tensor_id: Some(id),
-                    dtype: "FLOAT32".into(),
-                    shape: [t.bytes / 4].into(),
-                    start_offset: 0,
-                    strides: [1].into(),
-                }
-            })
-            .collect();
-        g.tasks.push(DepTask {
-            task_id: s.task_id,
-            scope: if s.flags & ferry_abi::dep_gen::DEP_GEN_FLAG_IN_MANUAL_SCOPE != 0 {
-                "manual"
-            } else {
-                "auto"
+        for t in s.tensors {
+            let ver = versions.entry(t.addr).or_insert(0);
+            if t.role != abi::ARG_ROLE_INPUT {
+                *ver += 1;
             }
-            .into(),
-            kernel_ids: s.kernel_id,
-            block_num: s.block_num,
-            args,
-        });
+            let id = ferry_dfx::output::tensor_id(t.addr, *ver);
+            if seen.insert(id) {
+                tensors.push(DepTensor {
+                    tensor_id: id,
+                    buffer_addr: t.addr,
+                    version: *ver,
+                    dtype: "FLOAT32".into(),
+                    buffer_numel: t.bytes / 4,
+                });
+            }
+            ids.push(id);
+        }
         // The tensor map over every task submitted so far (none finished): what the runtime's
         // own dependency tracking implies.
         // Its edges are labelled here, against this submit's own replay (sorted for the
@@ -87,12 +65,11 @@ pub(super) fn deps_graph(log: &DepGenLog) -> DepsGraph {
             if found.binary_search(&d).is_ok() {
                 e.source = EdgeSource::Tensormap;
             }
-            g.edges.push(e);
+            edges.push(e);
         }
     }
     tensors.sort_unstable_by_key(|t| t.tensor_id);
-    g.tensors = tensors;
-    g
+    DepsGraph { tasks: DepTasks::from_log(log, ids), tensors, edges }
 }
 
 /// Checks the DepGen graph against the runtime before `deps.json` is written: every edge joins
@@ -102,24 +79,24 @@ pub(super) fn deps_graph(log: &DepGenLog) -> DepsGraph {
 #[cfg(test)]
 pub(super) fn check_deps(
     g: &DepsGraph,
-    log: &DepGenLog,
+    declared: usize,
     lossless: bool,
     sw: Option<&Swimlane>,
 ) -> Result<(), DfxError> {
-    let index = check_graph(g, log, lossless)?;
+    let index = check_graph(g, declared, lossless)?;
     check_timing(g, &index, sw)
 }
 
-/// The graph's own checks: as many edges as the runtime installed, every edge forward between
+/// The graph's own checks: as many edges as the runtime installed (`declared`: the log's
+/// dependencies over its whole submits), every edge forward between
 /// tasks DepGen recorded (when nothing was lost), none repeated. Returns the index of the task
 /// ids [`check_timing`] needs. Run it where the graph was built: it reads every task and edge,
 /// which on another CPU costs a cache-line transfer each (~5 ms for a storm's 50,000).
 pub(super) fn check_graph(
     g: &DepsGraph,
-    log: &DepGenLog,
+    declared: usize,
     lossless: bool,
 ) -> Result<TaskIndex, DfxError> {
-    let declared: usize = log.submits().map(|s: DepGenSubmit<'_>| s.deps.len()).sum();
     if g.edges.len() != declared {
         return Err(DfxError::Deps(format!(
             "{} edges decoded, the runtime installed {declared}",
@@ -207,20 +184,20 @@ pub(super) enum TaskIndex {
 
 impl TaskIndex {
     fn of(g: &DepsGraph) -> TaskIndex {
-        let ids = g.tasks.iter().map(|t| t.task_id);
+        let ids = || g.tasks.task_ids();
         let ends = g.edges.iter().flat_map(|e| [e.pred, e.succ]);
         let (lo, hi) =
-            ids.clone().chain(ends).fold((u64::MAX, 0), |(lo, hi), id| (lo.min(id), hi.max(id)));
+            ids().chain(ends).fold((u64::MAX, 0), |(lo, hi), id| (lo.min(id), hi.max(id)));
         // Dense: at most a few slots per task or edge (bounded by the graph, not by any id).
         let n = hi.saturating_sub(lo).saturating_add(1);
         if lo <= hi && n <= 4 * (g.tasks.len() + g.edges.len()) as u64 + 1024 {
             let mut recorded = vec![false; n as usize];
-            for id in ids {
+            for id in ids() {
                 recorded[(id - lo) as usize] = true;
             }
             TaskIndex::Dense { lo, recorded }
         } else {
-            TaskIndex::Sparse(ids.collect())
+            TaskIndex::Sparse(ids().collect())
         }
     }
 
@@ -285,6 +262,11 @@ impl Spans {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The dependencies the runtime installed over `log`'s whole submits.
+    fn declared(log: &DepGenLog) -> usize {
+        log.submits().map(|s| s.deps.len()).sum()
+    }
     use ferry_abi::dep_gen::{encode, DepGenHead, DepGenTensor};
 
     fn log_of(tasks: &[(u64, Vec<u64>)], cap: usize) -> DepGenLog {
@@ -311,17 +293,20 @@ mod tests {
         tasks.push((70, many));
         // 32-word chains: task 70's 70 dependencies take several overflow chains.
         let log = log_of(&tasks, 32);
-        let g = deps_graph(&log);
+        let g = deps_graph(log.clone());
         assert_eq!(g.tasks.len(), 71);
         assert_eq!(g.edges.len(), 70);
-        check_deps(&g, &log, true, None).unwrap();
+        check_deps(&g, declared(&log), true, None).unwrap();
         // A backward edge is refused before deps.json is written.
         let bad = log_of(&[(0, vec![]), (1, vec![]), (2, vec![1]), (3, vec![5])], 64);
-        let g = deps_graph(&bad);
-        assert!(matches!(check_deps(&g, &bad, true, None), Err(DfxError::Deps(_))));
+        let g = deps_graph(bad.clone());
+        assert!(matches!(check_deps(&g, declared(&bad), true, None), Err(DfxError::Deps(_))));
         // A repeated edge too.
         let rep = log_of(&[(0, vec![]), (1, vec![0, 0])], 64);
-        assert!(matches!(check_deps(&deps_graph(&rep), &rep, true, None), Err(DfxError::Deps(_))));
+        assert!(matches!(
+            check_deps(&deps_graph(rep.clone()), declared(&rep), true, None),
+            Err(DfxError::Deps(_))
+        ));
     }
 
     #[test]
@@ -354,17 +339,17 @@ mod tests {
         // Dense ids (a table) and ids a million apart (a map): the same verdicts.
         for (a, b) in [(0u64, 1u64), (5, 1_000_005)] {
             let log = log_of(&[(a, vec![]), (b, vec![a])], 64);
-            let g = deps_graph(&log);
+            let g = deps_graph(log.clone());
             let mut sw = Swimlane::new(1);
             // Two blocks of the predecessor: its span ends at the later end (50).
             sw.aicore_tasks = vec![block(a, 10, 30), block(a, 12, 50), block(b, 50, 60)];
-            check_deps(&g, &log, true, Some(&sw)).unwrap();
+            check_deps(&g, declared(&log), true, Some(&sw)).unwrap();
             sw.aicore_tasks[2].start = 49;
-            let e = check_deps(&g, &log, true, Some(&sw)).unwrap_err();
+            let e = check_deps(&g, declared(&log), true, Some(&sw)).unwrap_err();
             assert!(e.to_string().contains(&format!("task {b} started at 49")), "{e}");
             // A task with no recorded block is not checked.
             sw.aicore_tasks.truncate(2);
-            check_deps(&g, &log, true, Some(&sw)).unwrap();
+            check_deps(&g, declared(&log), true, Some(&sw)).unwrap();
         }
     }
 
@@ -377,7 +362,7 @@ mod tests {
             let t = [DepGenTensor { role: abi::ARG_ROLE_INOUT, addr: 0x40, bytes: 64 }];
             encode(&head, t.into_iter(), &preds, &mut [0; 64], |c| log.push_buffer(c)).unwrap();
         }
-        let g = deps_graph(&log);
+        let g = deps_graph(log.clone());
         assert_eq!(g.tensors.len(), 2, "one version per producer");
         assert_eq!(g.edges.len(), 1);
         assert_eq!(g.edges[0].source, EdgeSource::Tensormap);
@@ -396,7 +381,7 @@ mod tests {
             encode(&head(id), tensors.into_iter(), &preds, &mut [0; 64], |c| log.push_buffer(c))
                 .unwrap();
         }
-        let g = deps_graph(&log);
+        let g = deps_graph(log.clone());
         let sources: Vec<(u64, u64, EdgeSource)> =
             g.edges.iter().map(|e| (e.pred, e.succ, e.source)).collect();
         assert_eq!(
@@ -408,6 +393,6 @@ mod tests {
                 (3, 4, EdgeSource::Explicit),
             ]
         );
-        check_deps(&g, &log, true, None).unwrap();
+        check_deps(&g, declared(&log), true, None).unwrap();
     }
 }
