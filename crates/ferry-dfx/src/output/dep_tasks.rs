@@ -91,6 +91,17 @@ impl DepTasks {
         })
     }
 
+    /// Every task's id and kernel per sub-core, in order, without building the tasks.
+    pub fn kernels(&self) -> impl ExactSizeIterator<Item = (u64, [i32; 3])> + '_ {
+        (0..self.len()).map(|i| match &self.0 {
+            Repr::Rows(r) => (r[i].task_id, r[i].kernel_ids),
+            Repr::Log { log, .. } => {
+                let s = log.submit(i).expect("an index below len");
+                (s.task_id, s.kernel_id)
+            }
+        })
+    }
+
     /// The rows, for editing (a log is built into rows first).
     pub fn rows_mut(&mut self) -> &mut Vec<DepTask> {
         if let Repr::Log { .. } = self.0 {
@@ -245,6 +256,7 @@ mod tests {
         assert_eq!(kept, as_rows);
         assert_eq!(kept.iter().map(Cow::into_owned).collect::<Vec<_>>(), rows);
         assert_eq!(kept.task_ids().collect::<Vec<_>>(), (0..40).collect::<Vec<_>>());
+        assert!(kept.kernels().eq(rows.iter().map(|t| (t.task_id, t.kernel_ids))));
         assert_eq!(kept.get(7).unwrap().args[2].role, "INOUT");
         assert_eq!(kept.get(7).unwrap().args[1].shape[..], [32]);
         assert_eq!(kept.last().unwrap().task_id, 39);

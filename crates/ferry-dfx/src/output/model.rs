@@ -478,8 +478,8 @@ impl RunModel {
     /// which resolves every task's kernel through one index.
     pub fn task_func(&self, task_id: u64) -> Option<i32> {
         if let Some(d) = &self.deps {
-            if let Some(t) = d.tasks.iter().find(|t| t.task_id == task_id) {
-                if let Some(&k) = t.kernel_ids.iter().find(|&&k| k >= 0) {
+            if let Some((_, kernels)) = d.tasks.kernels().find(|&(id, _)| id == task_id) {
+                if let Some(&k) = kernels.iter().find(|&&k| k >= 0) {
                     return Some(k);
                 }
             }
@@ -572,8 +572,9 @@ struct FuncIndex {
 impl FuncIndex {
     fn new(run: &RunModel) -> Self {
         let mut deps = IdMap::default();
-        for t in run.deps.iter().flat_map(|d| &d.tasks) {
-            deps.entry(t.task_id).or_insert_with(|| t.kernel_ids.iter().copied().find(|&k| k >= 0));
+        // Heads only: a run's DepGen tasks are built from its log when read.
+        for (id, kernels) in run.deps.iter().flat_map(|d| d.tasks.kernels()) {
+            deps.entry(id).or_insert_with(|| kernels.iter().copied().find(|&k| k >= 0));
         }
         let mut pmu = IdMap::default();
         for r in run.pmu.iter().flat_map(|p| &p.rows) {

@@ -599,7 +599,7 @@ pub fn inconsistencies(run: &RunModel) -> Vec<String> {
         }
     }
     if let Some(g) = &run.deps {
-        let known: std::collections::HashSet<u64> = g.tasks.iter().map(|t| t.task_id).collect();
+        let known: std::collections::HashSet<u64> = g.tasks.task_ids().collect();
         let unknown: Vec<_> = g
             .edges
             .iter()
