@@ -531,31 +531,12 @@ impl Device {
     /// # Errors
     /// Out of memory, or an injected [`FaultPoint::DeviceAlloc`].
     pub fn malloc(&self, size: u64) -> Result<DevicePtr, DeviceError> {
-        self.allocate(|m| m.alloc(size, 0))
-    }
-
-    /// Allocates device memory that reads as zero from the host and the device
-    /// ([`DeviceMemory::alloc_zeroed`](crate::memory::DeviceMemory::alloc_zeroed): only bytes an
-    /// earlier allocation could have written are cleared).
-    ///
-    /// # Errors
-    /// As [`malloc`](Self::malloc).
-    pub fn malloc_zeroed(&self, size: u64) -> Result<DevicePtr, DeviceError> {
-        self.allocate(|m| m.alloc_zeroed(size, 0))
-    }
-
-    /// One allocation by `alloc`, as the driver makes it: the injected fault first, then the
-    /// driver lock (with the cost model on), then the count.
-    fn allocate(
-        &self,
-        alloc: impl FnOnce(&crate::memory::DeviceMemory) -> Result<DevicePtr, MemoryError>,
-    ) -> Result<DevicePtr, DeviceError> {
         self.0.faults.check(FaultPoint::DeviceAlloc).inspect_err(|_| self.fault_counted())?;
         // With the cost model on, an allocation takes the driver lock as the KFD ioctl takes
         // the process's FMM lock: it backs up behind a stalled queue creation (seed 003).
         let _fmm = self.0.shared.cost.enabled.then(|| self.0.shared.driver.acquire());
         self.0.counters.bump(Counter::DeviceAllocs);
-        Ok(alloc(&self.0.memory)?)
+        Ok(self.0.memory.alloc(size, 0)?)
     }
 
     /// Frees device memory.

@@ -199,9 +199,6 @@ struct Allocator {
     /// start offset → length of free ranges (coalesced).
     free: BTreeMap<u64, u64>,
     used: u64,
-    /// End of the highest range ever allocated: nothing past it was ever reachable, so it still
-    /// reads as the zeroes the mapping started with.
-    touched_end: u64,
 }
 
 impl Allocator {
@@ -230,7 +227,6 @@ impl Allocator {
         }
         self.live.insert(at, size);
         self.used += size;
-        self.touched_end = self.touched_end.max(at + size);
         Some(at)
     }
 
@@ -327,21 +323,13 @@ impl DeviceMemory {
     /// [`MemoryError::OutOfMemory`] when no free range fits; [`MemoryError::Invalid`] for a
     /// non-power-of-two alignment.
     pub fn alloc(&self, size: u64, align: u64) -> Result<DevicePtr, MemoryError> {
-        self.alloc_locked(&mut lock(&self.alloc), size, align)
-    }
-
-    fn alloc_locked(
-        &self,
-        a: &mut Allocator,
-        size: u64,
-        align: u64,
-    ) -> Result<DevicePtr, MemoryError> {
         if align != 0 && !align.is_power_of_two() {
             return Err(MemoryError::Invalid {
                 what: "alignment",
                 detail: format!("{align} is not a power of two"),
             });
         }
+        let mut a = lock(&self.alloc);
         match a.alloc(size, align) {
             Some(off) => Ok(DevicePtr(self.base + off)),
             None => Err(MemoryError::OutOfMemory {
@@ -350,33 +338,6 @@ impl DeviceMemory {
                 free: self.size - a.used,
             }),
         }
-    }
-
-    /// Allocates as [`alloc`](Self::alloc) and returns memory that reads as zero in both views
-    /// (the host mirror too, on non-SVM). Only bytes an earlier allocation could have written are
-    /// cleared: HBM starts zeroed (an anonymous mapping, committed on first touch), so a range
-    /// never handed out before costs nothing here, and its pages are first touched by whoever
-    /// writes them, not by this call.
-    ///
-    /// # Errors
-    /// As [`alloc`](Self::alloc).
-    pub fn alloc_zeroed(&self, size: u64, align: u64) -> Result<DevicePtr, MemoryError> {
-        let (ptr, dirty) = {
-            let mut a = lock(&self.alloc);
-            let before = a.touched_end;
-            let ptr = self.alloc_locked(&mut a, size, align)?;
-            let off = ptr.0 - self.base;
-            (ptr, before.saturating_sub(off).min(size))
-        };
-        if dirty > 0 {
-            let off = (ptr.0 - self.base) as usize;
-            for map in std::iter::once(&self.hbm).chain(self.mirror.as_ref()) {
-                // SAFETY: `[off, off + dirty)` lies inside the allocation just made (`dirty ≤
-                // size`), inside both maps (`size` bytes each), and no one else can reach it yet.
-                unsafe { map.as_ptr().cast_mut().add(off).write_bytes(0, dirty as usize) };
-            }
-        }
-        Ok(ptr)
     }
 
     /// Frees an allocation returned by [`alloc`](Self::alloc).
@@ -651,48 +612,6 @@ mod tests {
         assert!(matches!(m.free(p), Err(MemoryError::InvalidFree { .. })));
     }
 
-    /// Reads `[p, p+len)` of both views.
-    fn views(m: &DeviceMemory, p: DevicePtr, len: u64) -> (Vec<u8>, Vec<u8>) {
-        let (d, h) = (m.device_ptr(p, len).unwrap(), m.host_ptr(p, len).unwrap());
-        // SAFETY: both point at `len` bytes of a live allocation no other thread uses.
-        unsafe {
-            (
-                std::slice::from_raw_parts(d, len as usize).to_vec(),
-                std::slice::from_raw_parts(h, len as usize).to_vec(),
-            )
-        }
-    }
-
-    /// Fills `[p, p+len)` of both views with `b`.
-    fn scribble(m: &DeviceMemory, p: DevicePtr, len: u64, b: u8) {
-        for v in [m.device_ptr(p, len).unwrap(), m.host_ptr(p, len).unwrap()] {
-            // SAFETY: as in `views`.
-            unsafe { v.write_bytes(b, len as usize) };
-        }
-    }
-
-    #[test]
-    fn zeroed_allocations_read_zero_in_both_views_fresh_recycled_or_straddling() {
-        for svm in [true, false] {
-            let m = mem(svm);
-            // Fresh: nothing was ever allocated there.
-            let a = m.alloc_zeroed(4096, 0).unwrap();
-            assert_eq!(views(&m, a, 4096), (vec![0; 4096], vec![0; 4096]), "svm {svm}");
-            scribble(&m, a, 4096, 0xAB);
-            m.free(a).unwrap();
-            // Recycled in part: the first 4 KiB held 0xAB, the next 4 KiB were never handed out.
-            let b = m.alloc_zeroed(8192, 0).unwrap();
-            assert_eq!(b, a, "first fit reuses the freed range");
-            assert_eq!(views(&m, b, 8192), (vec![0; 8192], vec![0; 8192]), "svm {svm}");
-            // A plain allocation keeps what the range held.
-            scribble(&m, b, 8192, 0xCD);
-            m.free(b).unwrap();
-            let c = m.alloc(64, 0).unwrap();
-            assert_eq!(views(&m, c, 64).0, vec![0xCD; 64], "svm {svm}");
-            assert!(matches!(m.alloc_zeroed(64, 3), Err(MemoryError::Invalid { .. })));
-        }
-    }
-
     #[test]
     fn out_of_memory_reports_free_bytes() {
         let m = mem(true);
@@ -757,25 +676,6 @@ mod tests {
     }
 
     proptest! {
-        #[test]
-        fn a_zeroed_allocation_reads_zero_after_any_history(
-            ops in proptest::collection::vec((1u64..20_000, proptest::bool::ANY), 1..30),
-            last in 1u64..40_000,
-        ) {
-            let m = mem(false);
-            let mut live = Vec::new();
-            for (size, keep) in ops {
-                if let Ok(p) = m.alloc(size, 0) {
-                    scribble(&m, p, size, 0x5A);
-                    if keep { live.push(p) } else { m.free(p).unwrap() }
-                }
-            }
-            if let Ok(p) = m.alloc_zeroed(last, 0) {
-                let (d, h) = views(&m, p, last);
-                prop_assert!(d.iter().chain(&h).all(|&b| b == 0));
-            }
-        }
-
         #[test]
         fn allocations_never_overlap_and_free_coalesces(sizes in proptest::collection::vec(1u64..5000, 1..40)) {
             let mut a = Allocator::new(1 << 20);
