@@ -85,10 +85,7 @@ impl DepTasks {
 
     /// Every task's id, in order, without building the tasks.
     pub fn task_ids(&self) -> impl ExactSizeIterator<Item = u64> + '_ {
-        (0..self.len()).map(|i| match &self.0 {
-            Repr::Rows(r) => r[i].task_id,
-            Repr::Log { log, .. } => log.submit(i).expect("an index below len").task_id,
-        })
+        self.kernels().map(|(id, _)| id)
     }
 
     /// Every task's id and kernel per sub-core, in order, without building the tasks.
@@ -103,7 +100,7 @@ impl DepTasks {
     }
 
     /// The rows, for editing (a log is built into rows first).
-    pub fn rows_mut(&mut self) -> &mut Vec<DepTask> {
+    fn rows_mut(&mut self) -> &mut Vec<DepTask> {
         if let Repr::Log { .. } = self.0 {
             let rows = self.iter().map(Cow::into_owned).collect();
             self.0 = Repr::Rows(rows);

@@ -601,9 +601,9 @@ impl DfxSession {
         std::thread::scope(|sc| -> Result<(), DfxError> {
             let graph = dep_gen.map(|(lanes, lossless)| {
                 beside(sc, thread("ferry-dfx-deps"), move || {
-                    let r = model::dep_gen(lanes, lossless).and_then(|(g, declared)| {
+                    let r = model::dep_gen(lanes, lossless).and_then(|g| {
                         // Here, where the graph is in this CPU's cache.
-                        let index = deps::check_graph(&g, declared, lossless)?;
+                        let index = deps::check_graph(&g, lossless)?;
                         Ok((g, index))
                     });
                     tracing::debug!(ms = ms(t0), "dfx finish: DepGen graph");

@@ -150,7 +150,7 @@ pub(super) fn rows(
 pub(super) fn dep_gen(
     lanes: BTreeMap<u32, LaneLog<u64>>,
     lossless: bool,
-) -> Result<(DepsGraph, usize), DfxError> {
+) -> Result<DepsGraph, DfxError> {
     let mut log = DepGenLog::default();
     for words in lanes.into_values() {
         for b in words.buffers() {
@@ -167,8 +167,7 @@ pub(super) fn dep_gen(
             log.incomplete
         )));
     }
-    let declared = log.submits().map(|s| s.deps.len()).sum();
-    Ok((deps::deps_graph(log), declared))
+    Ok(deps::deps_graph(log))
 }
 
 /// The ArgsDump model from its shards' sinks: each lane's collected chains kept as they came
