@@ -60,6 +60,7 @@ pub mod collect;
 mod dep_tasks;
 mod deps;
 mod host_time;
+mod id_table;
 mod jsonw;
 mod manifest;
 mod model;
@@ -95,6 +96,7 @@ pub use host_time::{
     HostOrchestration, ANCHOR_POST, ANCHOR_PRE, ANCHOR_PROVIDER_SIM, ANCHOR_SAMPLES_PER_POSITION,
     DEVICE_TIMESTAMP_UNIT, HOST_CLOCK_DOMAIN,
 };
+pub use id_table::IdTable;
 pub use manifest::{
     remove_own_temps, Manifest, ManifestEntry, ManifestError, OutDir, LOCK_FILE, MANIFEST_FILE,
     MANIFEST_FORMAT, MANIFEST_MAX_BYTES,

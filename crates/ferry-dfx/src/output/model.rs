@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use super::args::ArgsDump;
 use super::deps::DepsGraph;
+use super::id_table::IdTable;
 use super::pmu::PmuTable;
 use super::scopes::ScopeStats;
 use super::stream::IdMap;
@@ -564,26 +565,27 @@ impl RunModel {
 /// the deps tasks and PMU rows.
 struct FuncIndex {
     /// First deps task per id: its first active kernel (`None`: no active kernel, fall back).
-    deps: IdMap<u64, Option<i32>>,
+    deps: IdTable<Option<i32>>,
     /// First PMU row's `func_id` per id.
-    pmu: IdMap<u64, i32>,
+    pmu: IdTable<i32>,
 }
 
 impl FuncIndex {
     fn new(run: &RunModel) -> Self {
-        let mut deps = IdMap::default();
         // Heads only: a run's DepGen tasks are built from its log when read.
-        for (id, kernels) in run.deps.iter().flat_map(|d| d.tasks.kernels()) {
-            deps.entry(id).or_insert_with(|| kernels.iter().copied().find(|&k| k >= 0));
-        }
-        let mut pmu = IdMap::default();
-        for r in run.pmu.iter().flat_map(|p| &p.rows) {
-            pmu.entry(r.task_id).or_insert(r.func_id as i32);
-        }
+        let deps = IdTable::first(|| {
+            run.deps
+                .iter()
+                .flat_map(|d| d.tasks.kernels())
+                .map(|(id, kernels)| (id, kernels.iter().copied().find(|&k| k >= 0)))
+        });
+        let pmu = IdTable::first(|| {
+            run.pmu.iter().flat_map(|p| &p.rows).map(|r| (r.task_id, r.func_id as i32))
+        });
         Self { deps, pmu }
     }
 
     fn get(&self, task_id: u64) -> Option<i32> {
-        self.deps.get(&task_id).copied().flatten().or_else(|| self.pmu.get(&task_id).copied())
+        self.deps.get(task_id).copied().flatten().or_else(|| self.pmu.get(task_id).copied())
     }
 }

@@ -23,6 +23,7 @@ use std::sync::Arc;
 
 use ferry_abi::records::SchedPhaseKind;
 
+use super::id_table::IdTable;
 use super::model::{LaneLoss, RunModel};
 pub use super::stream::InlineList;
 use super::stream::{IdMap, Ticker};
@@ -257,15 +258,12 @@ pub fn plan(run: &RunModel) -> TracePlan {
 
     // Dependency flows: one id per edge whose both ends ran, by task index (moved into the
     // task's slice, not copied).
-    let mut first_slice: IdMap<u64, usize> = IdMap::default();
-    for (i, t) in tasks.iter().enumerate() {
-        first_slice.entry(t.task_id).or_insert(i);
-    }
+    let first_slice = IdTable::first(|| tasks.iter().enumerate().map(|(i, t)| (t.task_id, i)));
     let mut flows_out: Vec<InlineList<u64, 2>> = vec![InlineList::new(); tasks.len()];
     let mut flows_in: Vec<InlineList<u64, 2>> = vec![InlineList::new(); tasks.len()];
     if let Some(g) = &run.deps {
         for (k, e) in g.edges.iter().enumerate() {
-            if let (Some(&a), Some(&b)) = (first_slice.get(&e.pred), first_slice.get(&e.succ)) {
+            if let (Some(&a), Some(&b)) = (first_slice.get(e.pred), first_slice.get(e.succ)) {
                 let id = k as u64 + 1;
                 flows_out[a].push(id);
                 flows_in[b].push(id);
@@ -673,11 +671,20 @@ pub(crate) fn write_plan_ticked<W: Write>(
         tick.tick(1);
     }
     let mut interned: IdMap<&str, u64> = IdMap::default();
+    // The previous slice's name and iid: slices in a row mostly share one name (one kernel's
+    // `Arc`), found by address without hashing the string.
+    let mut last: Option<(&str, u64)> = None;
     for s in &plan.slices {
         let name = if opts.intern_names {
-            let next = interned.len() as u64 + 1;
-            let iid = *interned.entry(&*s.name).or_insert(next);
-            Ok((iid, iid == next))
+            match last {
+                Some((n, iid)) if std::ptr::eq(n, &*s.name) => Ok((iid, false)),
+                _ => {
+                    let next = interned.len() as u64 + 1;
+                    let iid = *interned.entry(&*s.name).or_insert(next);
+                    last = Some((&*s.name, iid));
+                    Ok((iid, iid == next))
+                }
+            }
         } else {
             Err(&*s.name)
         };

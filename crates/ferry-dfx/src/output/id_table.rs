@@ -1,0 +1,144 @@
+//! [`IdTable`]: a read-mostly table keyed by task id, an array where the ids are dense.
+//!
+//! The trace's joins look a value up per task (its kernel, its first slice) in tables built
+//! once from 50,000-task runs. Device task ids count up from a base, so an array over their
+//! range answers a lookup with one index, where a hash map hashes, probes and, while it is
+//! built, rehashes as it grows. Ids that are not dense (a hand-built model, a corrupt file) get
+//! the hash map: the array's size is bounded by the number of entries, never by an id's value.
+
+use super::stream::IdMap;
+
+/// Most slots a dense table may have per entry (plus [`DENSE_SLACK`]): a range this full or
+/// fuller is an array, anything sparser a hash map.
+const DENSE_SLOTS_PER_ENTRY: u64 = 4;
+/// Slots a dense table may have beyond [`DENSE_SLOTS_PER_ENTRY`] per entry (small runs).
+const DENSE_SLACK: u64 = 1024;
+
+/// A table from `u64` ids to values: the first value given per id.
+///
+/// # Examples
+/// ```
+/// use ferry_dfx::output::IdTable;
+/// let rows = [(100u64, 'a'), (102, 'b'), (100, 'c')];
+/// let t = IdTable::first(|| rows.iter().copied());
+/// assert_eq!((t.get(100), t.get(101), t.get(102)), (Some(&'a'), None, Some(&'b')));
+/// assert!(t.is_dense());
+/// let far = IdTable::first(|| [(1u64, 1), (u64::MAX, 2)].into_iter());
+/// assert!(!far.is_dense());
+/// assert_eq!((far.get(1), far.get(u64::MAX), far.get(7)), (Some(&1), Some(&2), None));
+/// ```
+#[derive(Clone, Debug)]
+pub struct IdTable<V> {
+    repr: Repr<V>,
+}
+
+#[derive(Clone, Debug)]
+enum Repr<V> {
+    /// Slot `id - lo` holds the value of `id`.
+    Dense {
+        lo: u64,
+        slots: Vec<Option<V>>,
+    },
+    Sparse(IdMap<u64, V>),
+}
+
+impl<V> Default for IdTable<V> {
+    fn default() -> Self {
+        Self { repr: Repr::Dense { lo: 0, slots: Vec::new() } }
+    }
+}
+
+impl<V> IdTable<V> {
+    /// The first value per id of the entries `entries()` yields. `entries` is called twice (once
+    /// for the ids' range, once to fill the table) and must yield the same entries both times.
+    pub fn first<I: Iterator<Item = (u64, V)>>(entries: impl Fn() -> I) -> Self {
+        let (mut lo, mut hi, mut n) = (u64::MAX, 0u64, 0u64);
+        for (id, _) in entries() {
+            lo = lo.min(id);
+            hi = hi.max(id);
+            n += 1;
+        }
+        if n == 0 {
+            return Self::default();
+        }
+        let span = (hi - lo).saturating_add(1);
+        if span <= n.saturating_mul(DENSE_SLOTS_PER_ENTRY).saturating_add(DENSE_SLACK) {
+            // `span` is bounded by the entry count (checked above), so it fits in memory.
+            let mut slots: Vec<Option<V>> = Vec::with_capacity(span as usize);
+            slots.resize_with(span as usize, || None);
+            for (id, v) in entries() {
+                // `get_mut`: an `entries` that yields other ids the second time is ignored there.
+                if let Some(s @ None) = slots.get_mut((id.wrapping_sub(lo)) as usize) {
+                    *s = Some(v);
+                }
+            }
+            return Self { repr: Repr::Dense { lo, slots } };
+        }
+        let mut map = IdMap::default();
+        map.reserve(n as usize);
+        for (id, v) in entries() {
+            map.entry(id).or_insert(v);
+        }
+        Self { repr: Repr::Sparse(map) }
+    }
+
+    /// The value of `id`.
+    #[inline]
+    pub fn get(&self, id: u64) -> Option<&V> {
+        match &self.repr {
+            Repr::Dense { lo, slots } => {
+                let i = usize::try_from(id.checked_sub(*lo)?).ok()?;
+                slots.get(i)?.as_ref()
+            }
+            Repr::Sparse(m) => m.get(&id),
+        }
+    }
+
+    /// Whether the table is an array over its ids' range.
+    pub fn is_dense(&self) -> bool {
+        matches!(self.repr, Repr::Dense { .. })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dense_and_sparse_tables_answer_alike() {
+        // Dense: ids from a base, with gaps and repeats.
+        let base = 0x7000_0000_0000_0000u64;
+        let rows: Vec<(u64, usize)> =
+            (0..5000u64).filter(|i| i % 3 != 1).map(|i| (base + i, i as usize)).collect();
+        let mut with_repeats = rows.clone();
+        with_repeats.extend(rows.iter().map(|&(id, v)| (id, v + 1_000_000)));
+        let dense = IdTable::first(|| with_repeats.iter().copied());
+        assert!(dense.is_dense());
+        // Sparse: the same values at ids spread over the whole range.
+        let spread = |id: u64| id.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        let sparse = IdTable::first(|| with_repeats.iter().map(|&(id, v)| (spread(id), v)));
+        assert!(!sparse.is_dense());
+        for i in 0..5100u64 {
+            let want = (i < 5000 && i % 3 != 1).then_some(i as usize);
+            assert_eq!(dense.get(base + i).copied(), want, "dense {i}");
+            assert_eq!(sparse.get(spread(base + i)).copied(), want, "sparse {i}");
+        }
+        assert_eq!(dense.get(base - 1), None);
+        assert_eq!(dense.get(0), None);
+        assert_eq!(dense.get(u64::MAX), None);
+    }
+
+    #[test]
+    fn a_table_never_allocates_by_id_value() {
+        // Two entries at the ends of the id space: a map of two, not an array of 2^64.
+        let t = IdTable::first(|| [(0u64, 'a'), (u64::MAX, 'b')].into_iter());
+        assert!(!t.is_dense());
+        assert_eq!((t.get(0), t.get(u64::MAX), t.get(1)), (Some(&'a'), Some(&'b'), None));
+        // Just inside the bound (4 slots per entry + 1024) is an array, just outside a map.
+        let at = |hi: u64| IdTable::first(move || [(0u64, ()), (hi, ())].into_iter()).is_dense();
+        assert!(at(2 * 4 + 1024 - 1));
+        assert!(!at(2 * 4 + 1024));
+        let empty: IdTable<u8> = IdTable::first(std::iter::empty);
+        assert_eq!(empty.get(0), None);
+    }
+}
