@@ -88,8 +88,8 @@ pub use args::{
 pub use atomic::{halt_writes, hash_file, temp_owner, write_atomic, AtomicWriter, Written};
 pub use dep_tasks::DepTasks;
 pub use deps::{
-    read_deps, tensor_id, write_deps, DepArg, DepEdge, DepTask, DepTensor, DepsGraph, EdgeSource,
-    DEPS_FILE,
+    read_deps, tensor_id, write_deps, DepArg, DepEdge, DepTask, DepTensor, DepsGraph, EdgeGeometry,
+    EdgeSource, DEPS_FILE,
 };
 pub use host_time::{
     host_clock_domain_id, host_now_ns, ClockAnchorSample, ClockAnchors, HostOrchPhase,

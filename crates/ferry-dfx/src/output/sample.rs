@@ -12,7 +12,9 @@
 use ferry_abi::records::SchedPhaseKind;
 
 use super::args::{ArgsDump, DumpedArg};
-use super::deps::{tensor_id, DepArg, DepEdge, DepTask, DepTensor, DepsGraph, EdgeSource};
+use super::deps::{
+    tensor_id, DepArg, DepEdge, DepTask, DepTensor, DepsGraph, EdgeGeometry, EdgeSource,
+};
 use super::model::*;
 use super::pmu::{PmuRow, PmuTable};
 use super::scopes::{ScopePhase, ScopeRow, ScopeStats};
@@ -198,22 +200,25 @@ pub fn sample_run(policy: LossPolicy) -> RunModel {
         source: EdgeSource::Creator,
         flags: vec!["wait".into(), "retain".into()],
         tensor_id: Some(tid(u64::from(p))),
-        consumer_dtype: Some("FLOAT32".into()),
-        consumer_shape: Some(vec![4]),
-        consumer_start_offset: Some(0),
-        consumer_strides: Some(vec![1]),
-        ..Default::default()
+        geometry: Some(Box::new(EdgeGeometry {
+            consumer_dtype: Some("FLOAT32".into()),
+            consumer_shape: Some(vec![4]),
+            consumer_start_offset: Some(0),
+            consumer_strides: Some(vec![1]),
+            ..Default::default()
+        })),
     };
     g.edges.push(creator(1, 4));
     g.edges.push(creator(2, 4));
     g.edges.push(DepEdge::explicit(sample_task(3), sample_task(5)));
     let mut tm = creator(5, 6);
     tm.source = EdgeSource::Tensormap;
-    tm.overlap = Some("covered".into());
-    tm.producer_dtype = Some("FLOAT32".into());
-    tm.producer_shape = Some(vec![4]);
-    tm.producer_start_offset = Some(0);
-    tm.producer_strides = Some(vec![1]);
+    let geo = tm.geometry_mut();
+    geo.overlap = Some("covered".into());
+    geo.producer_dtype = Some("FLOAT32".into());
+    geo.producer_shape = Some(vec![4]);
+    geo.producer_start_offset = Some(0);
+    geo.producer_strides = Some(vec![1]);
     g.edges.push(tm);
     run.deps = Some(g);
 
