@@ -333,6 +333,20 @@ impl<'a> ArgsChain<'a> {
         })
     }
 
+    /// Each argument's payload as `(payload_offset, payload_size)`, `None` for a scalar, in
+    /// order: what a host needs while the run is live (to copy payloads out of the arena before
+    /// acknowledging them), read from the argument words without decoding the records.
+    pub fn payloads(&self) -> impl Iterator<Item = Option<(u64, u64)>> + 'a {
+        let mut body = self.body;
+        (0..self.args).map(move |_| {
+            // Validated by `parse_chain`: a tensor's words include its offset and size.
+            let n = parsed_arg_words(body[0]).unwrap_or(body.len());
+            let (w, rest) = body.split_at(n);
+            body = rest;
+            (w[0] as u8 != ARG_KIND_SCALAR).then(|| (w[1], w[2]))
+        })
+    }
+
     /// Offset of each argument's first word from the chain's first (header) word, in order:
     /// what [`arg_record`] takes to decode one argument alone.
     pub fn arg_offsets(&self) -> impl Iterator<Item = usize> + 'a {

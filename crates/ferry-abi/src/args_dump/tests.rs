@@ -59,6 +59,13 @@ fn decode(words: &[u64]) -> Vec<ArgsDumpRecord> {
     assert_eq!(n, words.len(), "the chain spans exactly the words written");
     assert_eq!(c.arg_count(), c.records().count());
     let recs: Vec<ArgsDumpRecord> = c.records().collect();
+    // The payloads read without decoding are the records' own.
+    let payloads: Vec<Option<(u64, u64)>> = c.payloads().collect();
+    let want: Vec<Option<(u64, u64)>> = recs
+        .iter()
+        .map(|r| (r.kind == ARG_KIND_TENSOR).then_some((r.payload_offset, r.payload_size)))
+        .collect();
+    assert_eq!(payloads, want);
     // Each argument decodes alone, from its offset, to the record the walk gives.
     let alone: Vec<ArgsDumpRecord> =
         c.arg_offsets().map(|at| arg_record(words, at).unwrap()).collect();

@@ -6,7 +6,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use ferry_abi::args_dump::{self, ArgsChainError};
-use ferry_abi::records as abi;
 use ferry_dfx::output::chunks::{ChunkLog, Span};
 use ferry_dfx::output::ArgBin;
 use ferry_dfx::{CollectSink, CollectedBuffer, ReplenishHooks};
@@ -80,8 +79,10 @@ impl CollectSink<u64> for ArgsSink {
                     break;
                 }
             };
-            for r in chain.records() {
-                let has_payload = r.kind == abi::ARG_KIND_TENSOR && r.payload_size > 0;
+            // Only the payloads' offsets and sizes: the arguments are decoded after the run.
+            for payload in chain.payloads() {
+                let (offset, bytes) = payload.unwrap_or_default();
+                let has_payload = bytes > 0;
                 let mut p = ArgBin::None;
                 if let (true, Some(a)) = (has_payload, arena) {
                     let size = a.size();
@@ -89,7 +90,7 @@ impl CollectSink<u64> for ArgsSink {
                     // value is only smaller, i.e. less conservative by bytes the device had not
                     // yet written.
                     let hw = a.write_offset().load(Ordering::Relaxed);
-                    if r.payload_offset < hw.saturating_sub(size) || r.payload_size > size {
+                    if offset < hw.saturating_sub(size) || bytes > size {
                         p = ArgBin::Overwritten;
                     } else {
                         let at = out.bin.len();
@@ -97,9 +98,7 @@ impl CollectSink<u64> for ArgsSink {
                         // the device overwrites a lap only after this thread's payloads are all
                         // acknowledged, which the count below (after the copies) precedes.
                         unsafe {
-                            a.read_into(wrap(r.payload_offset, size), r.payload_size, |s| {
-                                out.bin.extend_from_slice(s)
-                            })
+                            a.read_into(wrap(offset, size), bytes, |s| out.bin.extend_from_slice(s))
                         };
                         let size = (out.bin.len() - at) as u64;
                         p = ArgBin::At { offset: at as u64, size };
