@@ -8,7 +8,7 @@
 
 use std::io::{BufRead, Write};
 
-use super::stream::{put_hex16, put_i64, put_u64, Ticker};
+use super::stream::{put_hex16, put_i64, put_u64, InlineList, Ticker};
 use super::OutputError;
 
 /// File name inside the output directory.
@@ -133,8 +133,10 @@ pub struct PmuRow {
     pub core_type: i32,
     /// Total cycles.
     pub pmu_total_cycles: u64,
-    /// One value per counter name.
-    pub counters: Vec<u64>,
+    /// One value per counter name (inline up to the device's
+    /// [`PMU_MAX_COUNTERS`](ferry_abi::records::PMU_MAX_COUNTERS): a storm's 50,000 rows make no
+    /// allocation each).
+    pub counters: InlineList<u64, { ferry_abi::records::PMU_MAX_COUNTERS }>,
 }
 
 impl PmuTable {

@@ -101,7 +101,8 @@ fn an_aborted_write_keeps_the_previous_file_whole() {
     // A row whose counters do not match the header fails mid-file (after the header and the
     // first rows were written to the temp file).
     let mut bad = run.clone();
-    bad.pmu.as_mut().unwrap().rows[3].counters.pop();
+    let c = &mut bad.pmu.as_mut().unwrap().rows[3].counters;
+    *c = c[..c.len() - 1].iter().copied().collect();
     let err = write_run(&d, &bad).unwrap_err();
     assert!(matches!(err, OutputError::Format { .. }), "{err}");
     assert_eq!(fs::read(d.join(PMU_FILE)).unwrap(), before);
