@@ -119,7 +119,9 @@ pub(super) fn rows(
                 collect::add_pmu_records(&mut t, thread, core, b).map_err(|e| bad("pmu", &e))?;
             }
         }
-        t.rows.sort_by_key(|r| r.task_id);
+        // By task id, stably; by key-index pairs, so each ~130-byte row moves once, not once per
+        // merge level (the lanes interleave their task ids).
+        t.rows.sort_by_cached_key(|r| r.task_id);
         m.pmu = Some(t);
     }
     if let Some((lanes, total, dropped)) = scope {
