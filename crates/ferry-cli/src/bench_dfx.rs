@@ -35,8 +35,8 @@ fn median(mut v: Vec<f64>) -> f64 {
 }
 
 /// (b): the storm command with DFX off, with all five on (`--out` a scratch directory), and with
-/// all five and `--chrome-json`, interleaved, `rounds` times; returns the three medians in
-/// seconds and the median of the rounds' own all-five / off ratios.
+/// all five and `--chrome-json`, interleaved (in an order rotated each round), `rounds` times;
+/// returns the three medians in seconds and the median of the rounds' own all-five / off ratios.
 fn command(small: bool, rounds: u32, scratch: &Path) -> anyhow::Result<(f64, f64, f64, f64)> {
     let exe = std::env::current_exe().context("locating the ferry binary")?;
     let run = |dfx: bool, chrome: bool| -> anyhow::Result<f64> {
@@ -63,10 +63,17 @@ fn command(small: bool, rounds: u32, scratch: &Path) -> anyhow::Result<(f64, f64
         Ok(s)
     };
     let (mut off, mut all, mut chrome) = (Vec::new(), Vec::new(), Vec::new());
-    for _ in 0..rounds.max(1) {
-        off.push(run(false, false)?);
-        all.push(run(true, false)?);
-        chrome.push(run(true, true)?);
+    for r in 0..rounds.max(1) {
+        // The order rotates each round: a command started right after another one's exit
+        // (~150 MB unmapped, its model freed in the background) runs measurably slower, so no
+        // command may always follow the same one.
+        for k in 0..3 {
+            match (r + k) % 3 {
+                0 => off.push(run(false, false)?),
+                1 => all.push(run(true, false)?),
+                _ => chrome.push(run(true, true)?),
+            }
+        }
     }
     let _ = std::fs::remove_dir_all(scratch);
     let paired = median(all.iter().zip(&off).map(|(a, o)| a / o.max(1e-9)).collect());
@@ -141,7 +148,7 @@ pub(crate) fn run(quick: bool, as_json: bool) -> anyhow::Result<()> {
 
     let scratch = std::env::temp_dir().join(format!("ferry-bench-dfx-{}", std::process::id()));
     let (cmd_off, cmd_all, cmd_chrome, cmd_paired) =
-        command(quick, if quick { 1 } else { 5 }, &scratch.join("run"))?;
+        command(quick, if quick { 1 } else { 6 }, &scratch.join("run"))?;
 
     // The write phase and the trace phase, from models of the all-five storm at both sizes.
     let big = ferry_runtime::host::dfx::storm_model(arch, size).map_err(anyhow_err)?;
