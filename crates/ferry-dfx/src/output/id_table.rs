@@ -67,8 +67,9 @@ impl<V> IdTable<V> {
             let mut slots: Vec<Option<V>> = Vec::with_capacity(span as usize);
             slots.resize_with(span as usize, || None);
             for (id, v) in entries() {
-                // `get_mut`: an `entries` that yields other ids the second time is ignored there.
-                if let Some(s @ None) = slots.get_mut((id.wrapping_sub(lo)) as usize) {
+                // Checked: an `entries` that yields other ids the second time is ignored there.
+                let slot = id.checked_sub(lo).and_then(|i| usize::try_from(i).ok());
+                if let Some(s @ None) = slot.and_then(|i| slots.get_mut(i)) {
                     *s = Some(v);
                 }
             }
@@ -140,5 +141,19 @@ mod tests {
         assert!(!at(2 * 4 + 1024));
         let empty: IdTable<u8> = IdTable::first(std::iter::empty);
         assert_eq!(empty.get(0), None);
+    }
+
+    #[test]
+    fn entries_that_change_between_the_passes_are_ignored_not_a_panic() {
+        let calls = std::cell::Cell::new(0);
+        let t = IdTable::first(|| {
+            calls.set(calls.get() + 1);
+            let second: &[(u64, char)] = &[(10, 'a'), (5, 'x'), (999, 'y'), (u64::MAX, 'z')];
+            if calls.get() == 1 { &[(10, 'a'), (11, 'b')][..] } else { second }.iter().copied()
+        });
+        assert!(t.is_dense());
+        assert_eq!(calls.get(), 2);
+        assert_eq!((t.get(10), t.get(11)), (Some(&'a'), None));
+        assert_eq!((t.get(5), t.get(999), t.get(u64::MAX)), (None, None, None));
     }
 }
