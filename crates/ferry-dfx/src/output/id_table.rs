@@ -14,7 +14,8 @@ const DENSE_SLOTS_PER_ENTRY: u64 = 4;
 /// Slots a dense table may have beyond [`DENSE_SLOTS_PER_ENTRY`] per entry (small runs).
 const DENSE_SLACK: u64 = 1024;
 
-/// A table from `u64` ids to values: the first value given per id.
+/// A table from `u64` ids to values: the first value given per id ([`IdTable::first`]), or
+/// every value given folded into it ([`IdTable::fold`]).
 ///
 /// # Examples
 /// ```
@@ -52,6 +53,27 @@ impl<V> IdTable<V> {
     /// The first value per id of the entries `entries()` yields. `entries` is called twice (once
     /// for the ids' range, once to fill the table) and must yield the same entries both times.
     pub fn first<I: Iterator<Item = (u64, V)>>(entries: impl Fn() -> I) -> Self {
+        Self::fold(entries, |_, _| {})
+    }
+
+    /// The values per id of the entries `entries()` yields, folded in order: an id's first value
+    /// is kept, and each later one merged into it with `merge(&mut kept, value)`. `entries` is
+    /// called twice, as for [`first`](Self::first).
+    ///
+    /// # Examples
+    /// ```
+    /// use ferry_dfx::output::IdTable;
+    /// // Each task's first start and last end over its blocks.
+    /// let blocks = [(7u64, (10, 30)), (8, (31, 40)), (7, (12, 50))];
+    /// let spans = IdTable::fold(|| blocks.iter().copied(), |s: &mut (u64, u64), (a, b)| {
+    ///     *s = (s.0.min(a), s.1.max(b));
+    /// });
+    /// assert_eq!((spans.get(7), spans.get(8)), (Some(&(10, 50)), Some(&(31, 40))));
+    /// ```
+    pub fn fold<I: Iterator<Item = (u64, V)>>(
+        entries: impl Fn() -> I,
+        mut merge: impl FnMut(&mut V, V),
+    ) -> Self {
         let (mut lo, mut hi, mut n) = (u64::MAX, 0u64, 0u64);
         for (id, _) in entries() {
             lo = lo.min(id);
@@ -69,16 +91,23 @@ impl<V> IdTable<V> {
             for (id, v) in entries() {
                 // Checked: an `entries` that yields other ids the second time is ignored there.
                 let slot = id.checked_sub(lo).and_then(|i| usize::try_from(i).ok());
-                if let Some(s @ None) = slot.and_then(|i| slots.get_mut(i)) {
-                    *s = Some(v);
+                match slot.and_then(|i| slots.get_mut(i)) {
+                    Some(Some(kept)) => merge(kept, v),
+                    Some(s) => *s = Some(v),
+                    None => {}
                 }
             }
             return Self { repr: Repr::Dense { lo, slots } };
         }
-        let mut map = IdMap::default();
+        let mut map: IdMap<u64, V> = IdMap::default();
         map.reserve(n as usize);
         for (id, v) in entries() {
-            map.entry(id).or_insert(v);
+            match map.entry(id) {
+                std::collections::hash_map::Entry::Occupied(mut o) => merge(o.get_mut(), v),
+                std::collections::hash_map::Entry::Vacant(e) => {
+                    e.insert(v);
+                }
+            }
         }
         Self { repr: Repr::Sparse(map) }
     }
@@ -127,6 +156,27 @@ mod tests {
         assert_eq!(dense.get(base - 1), None);
         assert_eq!(dense.get(0), None);
         assert_eq!(dense.get(u64::MAX), None);
+    }
+
+    #[test]
+    fn folds_merge_every_later_value_in_order_in_both_layouts() {
+        // (id, value) pairs; each id's values concatenated in order.
+        let rows: Vec<(u64, u32)> = (0..3000u32).map(|i| (u64::from(i % 7) * 3, i)).collect();
+        let want = |id: u64| -> Vec<u32> {
+            rows.iter().filter(|&&(k, _)| k == id).map(|&(_, v)| v).collect()
+        };
+        let cat = |kept: &mut Vec<u32>, v: Vec<u32>| kept.extend(v);
+        let dense = IdTable::fold(|| rows.iter().map(|&(id, v)| (id, vec![v])), cat);
+        assert!(dense.is_dense());
+        let spread = |id: u64| id.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        let sparse = IdTable::fold(|| rows.iter().map(|&(id, v)| (spread(id), vec![v])), cat);
+        assert!(!sparse.is_dense());
+        for id in 0..21 {
+            let w = want(id);
+            let w = (!w.is_empty()).then_some(w);
+            assert_eq!(dense.get(id), w.as_ref(), "dense {id}");
+            assert_eq!(sparse.get(spread(id)), w.as_ref(), "sparse {id}");
+        }
     }
 
     #[test]

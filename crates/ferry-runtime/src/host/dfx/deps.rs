@@ -4,7 +4,7 @@
 use ferry_abi::records as abi;
 use ferry_dfx::output::collect::DepGenLog;
 use ferry_dfx::output::{
-    DepEdge, DepTasks, DepTensor, DepsGraph, EdgeSource, IdMap, IdSet, Swimlane,
+    DepEdge, DepTasks, DepTensor, DepsGraph, EdgeSource, IdMap, IdSet, IdTable, Swimlane,
 };
 
 use super::DfxError;
@@ -82,25 +82,23 @@ pub(super) fn check_deps(
     lossless: bool,
     sw: Option<&Swimlane>,
 ) -> Result<(), DfxError> {
-    let index = check_graph(g, lossless)?;
-    check_timing(g, &index, sw)
+    check_graph(g, lossless)?;
+    check_timing(g, sw)
 }
 
 /// The graph's own checks: every edge forward between tasks DepGen recorded (when nothing was
-/// lost), none repeated. Returns the index of the task ids [`check_timing`] needs. Run it where
-/// the graph was built: it reads every task and edge, which on another CPU costs a cache-line
-/// transfer each (~5 ms for a storm's 50,000).
-pub(super) fn check_graph(g: &DepsGraph, lossless: bool) -> Result<TaskIndex, DfxError> {
+/// lost), none repeated. Run it where the graph was built: it reads every task and edge, which
+/// on another CPU costs a cache-line transfer each (~5 ms for a storm's 50,000).
+pub(super) fn check_graph(g: &DepsGraph, lossless: bool) -> Result<(), DfxError> {
     if g.edges.is_empty() {
-        // Nothing to look up.
-        return Ok(TaskIndex::Sparse(IdSet::default()));
+        return Ok(());
     }
-    // Tables indexed by task id rather than hash sets where the ids are dense (a run's
+    // A table indexed by task id rather than a hash set where the ids are dense (a run's
     // sequence numbers): a storm's 50,000 tasks and edges took ~10 ms of the model's critical
     // path in three hash tables.
-    let index = TaskIndex::of(g);
+    let recorded = IdTable::first(|| g.tasks.task_ids().map(|id| (id, ())));
     for e in &g.edges {
-        if e.pred >= e.succ || (lossless && !index.recorded(e.pred)) {
+        if e.pred >= e.succ || (lossless && recorded.get(e.pred).is_none()) {
             return Err(DfxError::Deps(format!(
                 "edge {} -> {} is not a forward edge",
                 e.pred, e.succ
@@ -110,18 +108,18 @@ pub(super) fn check_graph(g: &DepsGraph, lossless: bool) -> Result<TaskIndex, Df
     if let Some((pred, succ)) = repeated_edge(&g.edges) {
         return Err(DfxError::Deps(format!("edge {pred} -> {succ} repeats")));
     }
-    Ok(index)
+    Ok(())
 }
 
 /// With the swimlane on: every edge's predecessor's last block ended before its successor's first
 /// block started (a task with no recorded block is not checked).
-pub(super) fn check_timing(
-    g: &DepsGraph,
-    index: &TaskIndex,
-    sw: Option<&Swimlane>,
-) -> Result<(), DfxError> {
+pub(super) fn check_timing(g: &DepsGraph, sw: Option<&Swimlane>) -> Result<(), DfxError> {
     let Some(sw) = sw.filter(|_| !g.edges.is_empty()) else { return Ok(()) };
-    let spans = Spans::of(index, &sw.aicore_tasks);
+    // Each task's first start and last end over its AICore blocks.
+    let spans = IdTable::fold(
+        || sw.aicore_tasks.iter().map(|t| (t.task_token_raw, (t.start, t.end))),
+        |s: &mut (u64, u64), (start, end)| *s = (s.0.min(start), s.1.max(end)),
+    );
     for e in &g.edges {
         if let (Some(p), Some(s)) = (spans.get(e.pred), spans.get(e.succ)) {
             if p.1 > s.0 {
@@ -141,90 +139,6 @@ fn repeated_edge(edges: &[DepEdge]) -> Option<(u64, u64)> {
     let mut pairs: Vec<(u64, u64)> = edges.iter().map(|e| (e.succ, e.pred)).collect();
     pairs.sort_unstable();
     pairs.windows(2).find(|w| w[0] == w[1]).map(|w| (w[0].1, w[0].0))
-}
-
-/// Which tasks DepGen recorded, over the ids its edges can name: a table indexed by id when
-/// the ids are dense (a run's sequence numbers), a hash set otherwise.
-pub(super) enum TaskIndex {
-    Dense { lo: u64, recorded: Vec<bool> },
-    Sparse(IdSet<u64>),
-}
-
-impl TaskIndex {
-    fn of(g: &DepsGraph) -> TaskIndex {
-        let ids = || g.tasks.task_ids();
-        let ends = g.edges.iter().flat_map(|e| [e.pred, e.succ]);
-        let (lo, hi) =
-            ids().chain(ends).fold((u64::MAX, 0), |(lo, hi), id| (lo.min(id), hi.max(id)));
-        // Dense: at most a few slots per task or edge (bounded by the graph, not by any id).
-        let n = hi.saturating_sub(lo).saturating_add(1);
-        if lo <= hi && n <= 4 * (g.tasks.len() + g.edges.len()) as u64 + 1024 {
-            let mut recorded = vec![false; n as usize];
-            for id in ids() {
-                recorded[(id - lo) as usize] = true;
-            }
-            TaskIndex::Dense { lo, recorded }
-        } else {
-            TaskIndex::Sparse(ids().collect())
-        }
-    }
-
-    /// Whether DepGen recorded task `id`.
-    fn recorded(&self, id: u64) -> bool {
-        match self {
-            TaskIndex::Dense { lo, recorded } => {
-                slot(*lo, id).and_then(|i| recorded.get(i)).is_some_and(|&r| r)
-            }
-            TaskIndex::Sparse(ids) => ids.contains(&id),
-        }
-    }
-}
-
-fn slot(lo: u64, id: u64) -> Option<usize> {
-    usize::try_from(id.checked_sub(lo)?).ok()
-}
-
-/// Each task's first start and last end over its AICore blocks, laid out as the [`TaskIndex`]
-/// (a table over its dense range, a map otherwise).
-enum Spans {
-    Dense { lo: u64, span: Vec<(u64, u64)> },
-    Sparse(IdMap<u64, (u64, u64)>),
-}
-
-impl Spans {
-    fn of(index: &TaskIndex, blocks: &[ferry_dfx::output::AicoreTask]) -> Spans {
-        let add = |s: &mut (u64, u64), t: &ferry_dfx::output::AicoreTask| {
-            s.0 = s.0.min(t.start);
-            s.1 = s.1.max(t.end);
-        };
-        match index {
-            TaskIndex::Dense { lo, recorded } => {
-                let mut span = vec![(u64::MAX, 0); recorded.len()];
-                for t in blocks {
-                    if let Some(s) = slot(*lo, t.task_token_raw).and_then(|i| span.get_mut(i)) {
-                        add(s, t);
-                    }
-                }
-                Spans::Dense { lo: *lo, span }
-            }
-            TaskIndex::Sparse(_) => {
-                let mut span: IdMap<u64, (u64, u64)> = IdMap::default();
-                for t in blocks {
-                    add(span.entry(t.task_token_raw).or_insert((u64::MAX, 0)), t);
-                }
-                Spans::Sparse(span)
-            }
-        }
-    }
-
-    /// The span of task `id`, if any of its blocks was recorded.
-    fn get(&self, id: u64) -> Option<(u64, u64)> {
-        let s = match self {
-            Spans::Dense { lo, span } => *span.get(slot(*lo, id)?)?,
-            Spans::Sparse(span) => *span.get(&id)?,
-        };
-        (s.0 != u64::MAX).then_some(s)
-    }
 }
 
 #[cfg(test)]

@@ -605,8 +605,8 @@ impl DfxSession {
                 beside(sc, thread("ferry-dfx-deps"), move || {
                     let r = model::dep_gen(lanes, lossless).and_then(|g| {
                         // Here, where the graph is in this CPU's cache.
-                        let index = deps::check_graph(&g, lossless)?;
-                        Ok((g, index))
+                        deps::check_graph(&g, lossless)?;
+                        Ok(g)
                     });
                     tracing::debug!(ms = ms(t0), "dfx finish: DepGen graph");
                     r
@@ -623,8 +623,8 @@ impl DfxSession {
             tracing::debug!(ms = ms(t0), "dfx finish: swimlane, PMU and ScopeStats rows");
             let deps = graph.map(Beside::join).transpose();
             let checked = match (&rows, deps) {
-                (Ok(()), Ok(Some((g, index)))) => {
-                    deps::check_timing(&g, &index, m.swimlane.as_ref()).map(|()| Some(g))
+                (Ok(()), Ok(Some(g))) => {
+                    deps::check_timing(&g, m.swimlane.as_ref()).map(|()| Some(g))
                 }
                 (_, deps) => deps.map(|_| None),
             };
