@@ -182,6 +182,18 @@ impl Planner {
         self.plan.tracks.push(PlanTrack { uuid, parent, name, kind });
     }
 
+    /// A thread track `uuid` (its tid is its uuid) of process `pid` under `parent`, named
+    /// `name`, with `slices` placed on it.
+    fn thread(
+        &mut self,
+        (uuid, parent, pid): (u64, u64, i32),
+        name: String,
+        slices: impl IntoIterator<Item = PlanSlice>,
+    ) {
+        self.track(uuid, Some(parent), name.clone(), TrackKind::Thread { pid, tid: uuid as i32 });
+        self.place(uuid, &name, slices);
+    }
+
     /// Places `slices` (all meant for `track`) on it and on overlap child tracks as needed,
     /// ordered by lane, then start, then end (stable): they are appended to the plan and ordered
     /// where they lie, never copied through a staging list.
@@ -277,13 +289,6 @@ pub fn plan(run: &RunModel) -> TracePlan {
         p.track(UUID_AICORE, None, "AICore".into(), TrackKind::Process { pid: 1 });
         for (c, ty) in meta.core_types.iter().enumerate() {
             let c = c as u32;
-            let name = format!("core{c} ({})", ty.name());
-            p.track(
-                uuid_core(c),
-                Some(UUID_AICORE),
-                name.clone(),
-                TrackKind::Thread { pid: 1, tid: uuid_core(c) as i32 },
-            );
             let slices = on_core[c as usize].iter().map(|&i| {
                 let t = &tasks[i];
                 let mut s = slice(kernel(t.func_id), "aicore", ns(t.start), ns(t.end));
@@ -292,7 +297,7 @@ pub fn plan(run: &RunModel) -> TracePlan {
                 s.args = [("task_id", t.task_id), ("reg_task_id", t.reg_task_id.into())].into();
                 s
             });
-            p.place(uuid_core(c), &name, slices);
+            p.thread((uuid_core(c), UUID_AICORE, 1), format!("core{c} ({})", ty.name()), slices);
         }
     }
 
@@ -310,13 +315,6 @@ pub fn plan(run: &RunModel) -> TracePlan {
         }
         let phase_name = |k: SchedPhaseKind| Arc::clone(&phase_names[k.name()]);
         for t in 0..threads as u32 {
-            let name = format!("aicpu thread{t}");
-            p.track(
-                uuid_thread(t),
-                Some(UUID_AICPU),
-                name.clone(),
-                TrackKind::Thread { pid: 2, tid: uuid_thread(t) as i32 },
-            );
             let slices = sw.sched_phases.get(t as usize).into_iter().flatten().map(|ph| {
                 let mut s = slice(phase_name(ph.kind), "sched", ns(ph.start), ns(ph.end));
                 s.args = [("loop_iter", ph.loop_iter.into())].into();
@@ -325,17 +323,10 @@ pub fn plan(run: &RunModel) -> TracePlan {
                 }
                 s
             });
-            p.place(uuid_thread(t), &name, slices);
+            p.thread((uuid_thread(t), UUID_AICPU, 2), format!("aicpu thread{t}"), slices);
         }
         for (o, v) in sw.orch_phases.iter().enumerate() {
             let o = o as u32;
-            let name = format!("orchestrator{o}");
-            p.track(
-                uuid_orch(o),
-                Some(UUID_AICPU),
-                name.clone(),
-                TrackKind::Thread { pid: 2, tid: uuid_orch(o) as i32 },
-            );
             // One name for every submit (the index is an annotation): a trace viewer groups
             // them, and the trace interns one name, not one per submit.
             let submit: Arc<str> = "submit".into();
@@ -344,18 +335,11 @@ pub fn plan(run: &RunModel) -> TracePlan {
                 s.args = [("task_id", ph.task_id), ("submit_idx", ph.submit_idx.into())].into();
                 s
             });
-            p.place(uuid_orch(o), &name, slices);
+            p.thread((uuid_orch(o), UUID_AICPU, 2), format!("orchestrator{o}"), slices);
         }
         if !sw.aicpu_tasks.is_empty() {
             p.track(UUID_SCHED_VIEW, None, "Scheduler view".into(), TrackKind::Process { pid: 3 });
             for c in 0..meta.num_cores() as u32 {
-                let name = format!("core{c} dispatch-finish");
-                p.track(
-                    uuid_sched_view(c),
-                    Some(UUID_SCHED_VIEW),
-                    name.clone(),
-                    TrackKind::Thread { pid: 3, tid: uuid_sched_view(c) as i32 },
-                );
                 let slices = on_core[c as usize].iter().filter_map(|&i| {
                     let t = &tasks[i];
                     let (d, f) = (t.dispatch?, t.finish?);
@@ -363,7 +347,8 @@ pub fn plan(run: &RunModel) -> TracePlan {
                     s.args = [("task_id", t.task_id)].into();
                     Some(s)
                 });
-                p.place(uuid_sched_view(c), &name, slices);
+                let name = format!("core{c} dispatch-finish");
+                p.thread((uuid_sched_view(c), UUID_SCHED_VIEW, 3), name, slices);
             }
         }
     }
