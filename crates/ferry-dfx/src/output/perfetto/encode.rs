@@ -298,7 +298,7 @@ pub(crate) fn write_plan_ticked<W: Write>(
 }
 
 /// The Perfetto protobuf trace of `run`, with interned slice names, in memory (tests and small
-/// runs; [`super::write_all`] streams it into its file).
+/// runs; [`write_all`](crate::output::write_all) streams it into its file).
 pub fn write_trace(run: &RunModel) -> Vec<u8> {
     encode_plan_with(&plan(run), EncodeOptions { intern_names: true })
 }
