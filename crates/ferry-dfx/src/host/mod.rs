@@ -5,6 +5,7 @@
 //! |---|---|
 //! | `region.rs` | [`DfxTransport`]: one region's initialisation, seeding, startup replenish |
 //! | `engine.rs` | [`DfxEngine`]: the threads, start / stop / halt, per-region reports |
+//! | `profiler.rs` | [`HostProfiler`]: a single region's own engine ([`DfxTransport::start`]) |
 //! | `drain.rs` | drain shards: pop ready entries, top up free queues, retry short sites |
 //! | `collect.rs` | collector shards: zero-copy hand-off of each buffer to its region's sink |
 //! | `replenish.rs` | the replenish thread: done → recycled routing, warm targets, arena acks |
@@ -53,6 +54,7 @@ mod collect;
 mod drain;
 mod engine;
 mod poll;
+mod profiler;
 mod region;
 mod replenish;
 mod report;
@@ -64,13 +66,13 @@ use std::time::Duration;
 use crate::sync::atomic::{AtomicBool, Ordering};
 
 pub use engine::{
-    DfxEngine, EngineConfig, EngineReport, HaltedEngine, HaltedProfiler, HostDied, HostProfiler,
-    RegionKey, RunningEngine,
+    DfxEngine, EngineConfig, EngineReport, HaltedEngine, HostDied, RegionKey, RunningEngine,
 };
+pub use poll::PollPolicy;
 #[cfg(test)]
 #[allow(unused_imports)]
-pub(crate) use engine::{EngineParts, Parts};
-pub use poll::PollPolicy;
+pub(crate) use profiler::{EngineParts, Parts};
+pub use profiler::{HaltedProfiler, HostProfiler};
 pub use region::DfxTransport;
 pub use replenish::select_by_deficit;
 pub use report::{
