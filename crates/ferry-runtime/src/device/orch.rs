@@ -2,8 +2,8 @@
 //! thread, while the schedulers execute it) and the host-built graph's loader.
 use super::image::{TaskRecord, MAX_TASK_SCALARS, MAX_TASK_TENSORS};
 use super::ops::DeviceOps;
-use super::sched::{empty_task, RunState};
-use super::task::{resolve, Orchestrate, Role, TaskId, TensorId, TensorInfo};
+use super::sched::RunState;
+use super::task::{resolve, Orchestrate, ResolvedTask, Role, TaskId, TensorId, TensorInfo};
 use super::tensor_map::TensorMap;
 use crate::error::SubmitError;
 use std::sync::atomic::Ordering;
@@ -233,7 +233,7 @@ pub fn load_host_graph(
         }
         let rec: TaskRecord =
             run.image.read_record(hdr.graph_task_off as usize + 160 * seq as usize);
-        let mut t = empty_task();
+        let mut t = ResolvedTask::EMPTY;
         t.kernel = rec.kernel_id;
         t.block_dim = rec.block_dim.max(1);
         t.n_tensors = rec.n_tensors.min(MAX_TASK_TENSORS as u32);

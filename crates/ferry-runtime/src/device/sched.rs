@@ -145,7 +145,7 @@ impl RunState {
                 inner: Mutex::new(SlotInner {
                     seq: FREE,
                     done: true,
-                    task: empty_task(),
+                    task: ResolvedTask::EMPTY,
                     successors: Vec::new(),
                 }),
                 fanin: AtomicU32::new(0),
@@ -340,23 +340,17 @@ impl RunState {
         self.ready_len[q].load(Ordering::Relaxed) != 0
     }
 
-    /// One block of `seq` finished; the last one runs `last` on the task (DFX: PMU row, outputs
-    /// dump) while no successor can run yet, completes it, releases its successors and returns
-    /// `true`.
-    fn block_done(
-        &self,
-        ops: &dyn DeviceOps,
-        seq: u64,
-        last: Option<&mut dyn FnMut(&ResolvedTask)>,
-    ) -> bool {
+    /// One block of `seq` finished; the last one runs `last` (DFX: PMU row, outputs dump, with
+    /// the caller's copy of the task) while no successor can run yet, completes it, releases its
+    /// successors and returns `true`.
+    fn block_done(&self, ops: &dyn DeviceOps, seq: u64, last: Option<&mut dyn FnMut()>) -> bool {
         let slot = self.slot(seq);
         // AcqRel: the last block's thread must see the other blocks' completions.
         if slot.blocks_left.fetch_sub(1, Ordering::AcqRel) != 1 {
             return false;
         }
         if let Some(f) = last {
-            let task = lock(&slot.inner).task;
-            f(&task);
+            f();
         }
         // The successors are copied out (a few, on the stack) and the slot's list cleared in
         // place, so its allocation serves the slot's next task: no allocation per edge.
@@ -474,17 +468,6 @@ pub fn read_run_epoch(
     let at = addr.checked_add(hdr.run_off).ok_or(bad)?;
     let v = ImageView::new(ops, at, std::mem::size_of::<RunBlock>() as u64).map_err(|_| bad)?;
     Ok(v.read_record::<RunBlock>(0).run_epoch)
-}
-
-pub(crate) fn empty_task() -> ResolvedTask {
-    ResolvedTask {
-        kernel: 0,
-        block_dim: 0,
-        tensors: [(0, 0, super::task::Role::Input); super::image::MAX_TASK_TENSORS],
-        n_tensors: 0,
-        scalars: [0; super::image::MAX_TASK_SCALARS],
-        n_scalars: 0,
-    }
 }
 
 /// Cluster of worker `i`: AIC `c` is cluster `c`; AIVs pair up after the AICs.

@@ -316,6 +316,16 @@ pub struct ResolvedTask {
 }
 
 impl ResolvedTask {
+    /// No kernel, no block, no argument: a placeholder before the first dispatch.
+    pub const EMPTY: ResolvedTask = ResolvedTask {
+        kernel: 0,
+        block_dim: 0,
+        tensors: [(0, 0, Role::Input); MAX_TASK_TENSORS],
+        n_tensors: 0,
+        scalars: [0; MAX_TASK_SCALARS],
+        n_scalars: 0,
+    };
+
     /// The used tensor entries.
     pub fn tensors(&self) -> &[(u64, u64, Role)] {
         &self.tensors[..self.n_tensors as usize]

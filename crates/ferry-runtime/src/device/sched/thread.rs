@@ -5,6 +5,7 @@ use super::super::image::{
 };
 use super::super::kernels::CoreKind;
 use super::super::ops::DeviceOps;
+use super::super::task::ResolvedTask;
 use super::{cluster_of, lock, RunState, CORE_DEADLINE, PAYLOAD_PAIR_BYTES};
 use crate::error::{DeviceFault, KernelFault};
 use ferry_abi::arch::Arch;
@@ -44,6 +45,10 @@ pub fn scheduler(ops: &dyn DeviceOps, run: &RunState, sched: u32, scheds: u32) {
     };
     // The cores whose FIN one sweep saw (reused: no allocation per iteration).
     let mut fins: Vec<usize> = Vec::with_capacity(cores.len());
+    // Per core, the task of its dispatch in flight: copied out of its slot once, at dispatch, and
+    // lent to the completion hooks from here. Beside `cores`, not in it, so the sweeps and the
+    // wait condition scan a compact array.
+    let mut tasks: Vec<ResolvedTask> = vec![ResolvedTask::EMPTY; cores.len()];
     // What the thread's writers need timed: AICPU task records or scheduler phases (phases
     // imply `timed`).
     let timed = dfx.as_ref().is_some_and(|d| d.timed());
@@ -78,10 +83,12 @@ pub fn scheduler(ops: &dyn DeviceOps, run: &RunState, sched: u32, scheds: u32) {
                 run.block_done(ops, seq, None);
                 continue;
             };
-            let (core, times) = (c.index, st.times());
+            let (core, times, task) = (c.index, st.times(), &tasks[k]);
             d.on_finish(core, seq, id, times, observed.unwrap_or(0));
             if d.wants_complete() {
-                run.block_done(ops, seq, Some(&mut |t| d.on_complete(ops, core, seq, times, t)));
+                // Every block of `seq` carries the same task, so the core that finished the last
+                // one lends its dispatch's copy: no second copy out of the slot.
+                run.block_done(ops, seq, Some(&mut || d.on_complete(ops, core, seq, times, task)));
             } else {
                 run.block_done(ops, seq, None);
             }
@@ -94,7 +101,7 @@ pub fn scheduler(ops: &dyn DeviceOps, run: &RunState, sched: u32, scheds: u32) {
         let mut dispatch_start = None;
         let mut dispatched_n = 0u32;
         if !run.is_aborted() {
-            for c in cores.iter_mut().filter(|c| c.running.is_none()) {
+            for (c, task) in cores.iter_mut().zip(&mut tasks).filter(|(c, _)| c.running.is_none()) {
                 // A core takes work of its kind (`queue_for` already folded both kinds into one
                 // queue when the chip has no cores of one kind).
                 let w = run.pop(c.queue);
@@ -103,8 +110,8 @@ pub fn scheduler(ops: &dyn DeviceOps, run: &RunState, sched: u32, scheds: u32) {
                     dispatch_start = Some(complete_end.unwrap_or_else(|| ops.clock_cycles()));
                 }
                 let at = dispatch_start.unwrap_or(0);
-                dispatch(ops, run, c, seq, block, dmb, dfx.as_mut().map(|d| (d, at)));
-                if block == 0 && run.args_dump_on() {
+                dispatch(ops, run, (c, task), seq, block, dmb, dfx.as_mut().map(|d| (d, at)));
+                if block == 0 && task.block_dim > 1 && run.args_dump_on() {
                     run.queue_rest_blocks(ops, seq);
                 }
                 progress = true;
@@ -148,20 +155,21 @@ pub fn scheduler(ops: &dyn DeviceOps, run: &RunState, sched: u32, scheds: u32) {
     shutdown(ops, &up, dmb, cond, layout.fast_path_enable);
 }
 
-/// Dispatches block `block` of `seq` to core `c`; with DFX on, `dfx` is the thread's writers and
-/// the batch's dispatch time.
+/// Dispatches block `block` of `seq` to core `c`, copying the task into `task` (the core's
+/// task in flight); with DFX on, `dfx` is the thread's writers and the batch's dispatch time.
 fn dispatch(
     ops: &dyn DeviceOps,
     run: &RunState,
-    c: &mut CoreState,
+    (c, task): (&mut CoreState, &mut ResolvedTask),
     seq: u64,
     block: u32,
     dmb: u32,
     dfx: Option<(&mut super::super::dfx::ThreadDfx, u64)>,
 ) {
-    let task = lock(&run.slot(seq).inner).task;
     let id = c.next_id;
     c.next_id = if id >= MAX_TASK_ID { 1 } else { id + 1 };
+    c.running = Some((seq, id));
+    *task = lock(&run.slot(seq).inner).task;
     let mut a = DispatchArgs::default();
     a.task = seq;
     a.kernel_id = task.kernel;
@@ -177,9 +185,8 @@ fn dispatch(
     // Only the AICPU-written lines; the core owns the status line. Published by the Release
     // register write below.
     run.image.write_record(c.payload_off + (id as usize & 1) * 256, &a);
-    c.running = Some((seq, id));
     if let Some((d, at)) = dfx {
-        d.on_dispatch(ops, c.index, seq, block, &task, at);
+        d.on_dispatch(ops, c.index, seq, block, task, at);
     }
     ops.reg_write_aicpu(c.base, dmb, id);
 }
