@@ -1,0 +1,157 @@
+//! A loaded [`AicpuProgram`]: its four entries (init, register-callable, exec, query), resolved
+//! and called through the AICPU OS.
+
+use super::*;
+
+/// An AICPU program loaded on a device: its four entries, resolved.
+///
+/// Keeps the program's code loaded and the device session open.
+#[derive(Debug)]
+pub struct AicpuProgram {
+    pub(super) chip: Chip,
+    pub(super) os: AicpuOs,
+    pub(super) _session: Arc<(OsSession, ChipAttachment)>,
+    pub(super) shipped: Identity,
+    pub(super) fingerprint: u64,
+    pub(super) init: CpuFunction,
+    pub(super) register: CpuFunction,
+    pub(super) exec: CpuFunction,
+    pub(super) query: CpuFunction,
+}
+
+impl AicpuProgram {
+    /// Who the program is (verified at load).
+    pub fn identity(&self) -> &Identity {
+        &self.shipped
+    }
+
+    /// Fingerprint of the program's bytes.
+    pub fn fingerprint(&self) -> u64 {
+        self.fingerprint
+    }
+
+    /// The exec entry, for launches the caller schedules itself (e.g. on a stream) with
+    /// [`AicpuOs::launch_cpu_kernel`].
+    pub fn exec_function(&self) -> &CpuFunction {
+        &self.exec
+    }
+
+    /// The device's AICPU OS.
+    pub fn os(&self) -> &AicpuOs {
+        &self.os
+    }
+
+    fn run(&self, f: &CpuFunction, threads: u32, payload: &[u8]) -> Result<(), LoadError> {
+        self.os
+            .launch_cpu_kernel(&self.chip, f, threads, payload)?
+            .wait_timeout(ENTRY_TIMEOUT)
+            .map_err(entry_error)
+    }
+
+    /// Runs the init entry on one AICPU thread.
+    ///
+    /// # Errors
+    /// The entry's status as [`LoadError::Entry`] / [`LoadError::AbiMismatch`].
+    pub fn init(&self, args: &InitArgs) -> Result<(), LoadError> {
+        self.run(&self.init, 1, args.as_bytes())
+    }
+
+    /// Queries the program's report.
+    ///
+    /// # Errors
+    /// A failed launch, or [`LoadError::BadReport`].
+    pub fn report(&self) -> Result<ProgramReport, LoadError> {
+        let device = self.chip.device();
+        let mut bufs = DeviceBuffers { device: device.clone(), ptrs: Vec::new() };
+        let out = bufs.upload(&[0u8; ProgramReport::SIZE])?;
+        self.run(&self.query, 1, QueryArgs { result_addr: out.0 }.as_bytes())?;
+        let mut bytes = [0u8; ProgramReport::SIZE];
+        device.copy_dtoh(out, &mut bytes)?;
+        let r = ProgramReport::from_bytes(&bytes)
+            .map_err(|_| LoadError::BadReport { program: self.shipped.name.clone() })?;
+        if r.magic != PROGRAM_REPORT_MAGIC || r.version != PROGRAM_REPORT_VERSION {
+            return Err(LoadError::BadReport { program: self.shipped.name.clone() });
+        }
+        Ok(r)
+    }
+
+    /// Registers (or re-registers) callable `callable_id` with its orchestration object
+    /// `orch` (empty: unregister). `entry` names the orchestration entry (`None`: the default).
+    /// The object's bytes are uploaded for the call and freed after it.
+    ///
+    /// # Errors
+    /// [`LoadError::BadCallable`] for an id or name that does not fit; the entry's status
+    /// (e.g. `STATUS_MISSING_SYMBOL` for an entry the object does not export).
+    pub fn register_callable(
+        &self,
+        callable_id: u32,
+        orch: &[u8],
+        entry: Option<&str>,
+    ) -> Result<(), LoadError> {
+        let device = self.chip.device();
+        let mut bufs = DeviceBuffers { device: device.clone(), ptrs: Vec::new() };
+        let addr = if orch.is_empty() { DevicePtr::NULL } else { bufs.upload(orch)? };
+        let mut rca = RegisterCallableArgs::new(callable_id, addr.0, orch.len() as u64)?;
+        if let Some(e) = entry {
+            rca.set_device_orch_func_name(e)?;
+        }
+        self.register_callable_raw(rca.as_bytes())
+    }
+
+    /// Launches register-callable with a raw payload (bad-input tests).
+    ///
+    /// # Errors
+    /// As [`register_callable`](Self::register_callable).
+    pub fn register_callable_raw(&self, payload: &[u8]) -> Result<(), LoadError> {
+        self.run(&self.register, 1, payload)
+    }
+
+    /// Launches exec on `threads` AICPU threads with `args` by value.
+    ///
+    /// # Errors
+    /// An invalid thread count or an injected launch fault.
+    pub fn launch_exec(&self, args: &KernelArgs, threads: u32) -> Result<CpuLaunch, LoadError> {
+        self.launch_exec_blob(args.as_bytes(), threads)
+    }
+
+    /// Launches exec with a raw payload (it must be the front-less `KernelArgs` image).
+    ///
+    /// # Errors
+    /// As [`launch_exec`](Self::launch_exec).
+    pub fn launch_exec_blob(&self, blob: &[u8], threads: u32) -> Result<CpuLaunch, LoadError> {
+        Ok(self.os.launch_cpu_kernel(&self.chip, &self.exec, threads, blob)?)
+    }
+
+    /// The exec entry as the AICPU body of a launch transaction
+    /// ([`EntryKernels::new`](crate::EntryKernels::new)): when the AICPU stream reaches it, it
+    /// launches exec on `threads` AICPU threads with the run's `KernelArgs` by value and waits
+    /// for them; a non-zero status becomes the body's error message.
+    pub fn aicpu_entry(
+        &self,
+        threads: u32,
+    ) -> impl FnOnce(&ferry_sim::Device, KernelArgs) -> Result<(), String> + Send + 'static {
+        let (os, chip, exec) = (self.os.clone(), self.chip.clone(), self.exec.clone());
+        move |_device, args| {
+            os.launch_cpu_kernel(&chip, &exec, threads, args.as_bytes())
+                .and_then(|l| l.wait())
+                .map_err(|e| e.to_string())
+        }
+    }
+
+    /// Runs exec and waits.
+    ///
+    /// # Errors
+    /// [`LoadError::AbiMismatch`] when the program rejects the payload's layout;
+    /// [`LoadError::Entry`] for another non-zero status.
+    pub fn exec(&self, args: &KernelArgs, threads: u32) -> Result<(), LoadError> {
+        self.launch_exec(args, threads)?.wait().map_err(entry_error)
+    }
+
+    /// Runs exec with a raw payload and waits.
+    ///
+    /// # Errors
+    /// As [`exec`](Self::exec).
+    pub fn exec_blob(&self, blob: &[u8], threads: u32) -> Result<(), LoadError> {
+        self.launch_exec_blob(blob, threads)?.wait().map_err(entry_error)
+    }
+}
