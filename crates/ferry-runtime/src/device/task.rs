@@ -316,7 +316,8 @@ pub struct ResolvedTask {
 }
 
 impl ResolvedTask {
-    /// No kernel, no block, no argument: a placeholder before the first dispatch.
+    /// No kernel, no block, no argument: the task of a free slot, of a core before its first
+    /// dispatch, and the start of a task read from a host-built graph.
     pub const EMPTY: ResolvedTask = ResolvedTask {
         kernel: 0,
         block_dim: 0,

@@ -74,7 +74,7 @@ pub fn scheduler(ops: &dyn DeviceOps, run: &RunState, sched: u32, scheds: u32) {
             let st: PayloadStatus =
                 run.image.read_record(c.payload_off + (id as usize & 1) * 256 + PAYLOAD_CORE_LINE);
             if st.status == PAYLOAD_FAULT {
-                let kernel = lock(&run.slot(seq).inner).task.kernel;
+                let kernel = tasks[k].kernel;
                 let fault = KernelFault::decode(st.fault_code, st.fault_detail)
                     .unwrap_or(KernelFault::UnknownKernel { kernel });
                 run.fail(ops, DeviceFault::Kernel { task: seq, kernel, fault });
