@@ -149,15 +149,14 @@ pub fn halted() -> bool {
     HALTED.load(Ordering::Acquire)
 }
 
-/// Times [`remove_own`] looks again for a directory of this process, 1 ms apart (its docs give
-/// the same number).
-const REMOVE_TRIES: u32 = 20;
+/// Times [`remove_own`] looks again for a directory of this process, 1 ms apart.
+pub const REMOVE_TRIES: u32 = 20;
 
 /// Removes this process's device directories in `root` (best effort): for a process about to
 /// exit without running its destructors (stopped by a signal). First stops this process from
 /// creating any ([`halted`]); a device thread that was already creating one (a loaded program's
 /// image being saved) may still finish, so the removal is retried until none is left (at most
-/// 20 times, 1 ms apart).
+/// [`REMOVE_TRIES`] times, 1 ms apart).
 pub fn remove_own(root: &Path) {
     // Release: pairs with the Acquire load in `halted`.
     HALTED.store(true, Ordering::Release);
