@@ -15,6 +15,19 @@
 //! | [`handshake`] | the per-core [`handshake::Handshake`] slot and its report values |
 //! | [`regs`] | the per-core register window: offsets per arch, dispatch values, `COND` encoding |
 //! | [`services`] | the AICPU OS ↔ device-program contract: the injected services table, program reports, the exec hook, the program fingerprint |
+//!
+//! # Examples
+//! Both sides size the DFX backpressure budget and the device clock from one arch profile, and a
+//! record crosses the boundary as its exact `#[repr(C)]` bytes:
+//! ```
+//! use ferry_abi::arch::A2A3;
+//! use ferry_abi::records::AicoreTaskRecord;
+//!
+//! // 50 MHz: 20 ns per cycle.
+//! assert_eq!(A2A3.cycles_to_ns(50), 1_000);
+//! // Two records per cache line in a DFX buffer.
+//! assert_eq!(core::mem::size_of::<AicoreTaskRecord>(), 32);
+//! ```
 #![no_std]
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(clippy::undocumented_unsafe_blocks, clippy::missing_safety_doc)]

@@ -1,4 +1,12 @@
 //! `ferry` — run device programs on the simulated chip, benchmark ferry, and read its outputs.
+//!
+//! ```text
+//! ferry run                                    # the three examples end to end, DFX off
+//! ferry run --example storm --swimlane 4 --pmu 2 --dep-gen --dump-args 3 --scope-stats --out D
+//! ferry trace D                                # Perfetto and Chrome traces from D's files
+//! ferry bench dfx --json                       # figures as ratios against a same-run baseline
+//! ```
+//! `ferry --help` and `ferry <command> --help` document every option.
 #![forbid(unsafe_code)]
 
 mod analysis;

@@ -576,6 +576,8 @@ fn handshake_rejects_a_bad_physical_core_id() {
                     let img = ImageView::new(&*o, core_args.runtime_args, hdr.image_bytes).unwrap();
                     let hs = hdr.handshake_off as usize;
                     img.u32_at(hs + 20).store(500, Ordering::Relaxed);
+                    // Release: publishes the bogus id above to the scheduler's Acquire load of
+                    // `aicore_done`, as a real core's report would.
                     img.u32_at(hs + 4).store(1, Ordering::Release);
                     o.notify_aicpu();
                     let _ = ctx.window.core_wait(
