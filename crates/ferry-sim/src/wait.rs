@@ -154,7 +154,9 @@ impl Doorbell {
     /// Waits until `cond()` is true; `None` timeout waits for ever. Returns the final value of
     /// `cond()`: `false` only when the timeout passed first.
     pub fn wait_until(&self, mut cond: impl FnMut() -> bool, timeout: Option<Duration>) -> bool {
-        let start = Instant::now();
+        // Only a timed wait reads the clock: an untimed one (an AICore waiting for its next
+        // dispatch) would pay a clock read per wait for nothing.
+        let start = timeout.map(|_| Instant::now());
         let spins = spin_steps();
         let mut step = 0u32;
         loop {
@@ -163,7 +165,7 @@ impl Doorbell {
                 return true;
             }
             let remaining = match timeout {
-                Some(t) => match t.checked_sub(start.elapsed()) {
+                Some(t) => match start.and_then(|s| t.checked_sub(s.elapsed())) {
                     Some(r) if !r.is_zero() => r,
                     _ => return cond(),
                 },
