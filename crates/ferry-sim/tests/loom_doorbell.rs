@@ -10,14 +10,15 @@ use loom::sync::atomic::{AtomicUsize, Ordering};
 use loom::sync::Arc;
 use std::time::Duration;
 
+/// `Doorbell::wait_until`'s loop without its spin and yield phases: check, then park unless the
+/// condition holds once registered.
 fn wait_for(bell: &Doorbell, count: &AtomicUsize, target: usize) {
-    loop {
-        let key = bell.prepare();
-        // Acquire: pairs with the Release increment before each `ring`.
-        if count.load(Ordering::Acquire) >= target {
+    // Acquire: pairs with the Release increment before each `ring`.
+    let mut reached = || count.load(Ordering::Acquire) >= target;
+    while !reached() {
+        if bell.park_unless(&mut reached, Duration::from_secs(3600)) {
             return;
         }
-        bell.park(key, Duration::from_secs(3600));
     }
 }
 
