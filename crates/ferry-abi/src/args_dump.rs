@@ -191,8 +191,123 @@ fn head_words(head: &ArgsChainHead) -> [u64; ARGS_CHAIN_HEADER_WORDS] {
 /// Bits of header word 1 holding the argument count.
 const COUNT_BITS: u64 = 0xFF << 8;
 
+/// One argument as a chain carries it, with every field typed to fit its place in the words:
+/// what a device writer builds from its task directly (no 128-byte [`ArgsDumpRecord`] first),
+/// and what [`push`] takes out of a record after checking it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ChainArg<'a> {
+    /// `ARG_ROLE_*`.
+    pub role: u8,
+    /// `DType` code.
+    pub dtype: u8,
+    /// Argument flags (bit 0: index ambiguous).
+    pub flags: u8,
+    /// Position in the kernel's signature.
+    pub arg_index: u16,
+    /// The payload was truncated.
+    pub truncated: bool,
+    /// The view is contiguous.
+    pub contiguous: bool,
+    /// A scalar's value or a tensor's view.
+    pub body: ArgBody<'a>,
+}
+
+/// What a [`ChainArg`] is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ArgBody<'a> {
+    /// A scalar and its value's bits.
+    Scalar(u64),
+    /// A tensor view.
+    Tensor {
+        /// Monotonic offset of the payload in the thread's arena (0 without a payload).
+        payload_offset: u64,
+        /// Payload bytes (0: metadata only).
+        payload_size: u64,
+        /// `(shape, stride)` per dimension, at most [`ARGS_MAX_DIMS`].
+        dims: &'a [(u32, u32)],
+        /// Element offset of the view into its buffer.
+        start_offset: u64,
+    },
+}
+
+impl ChainArg<'_> {
+    /// Words the argument takes in a chain.
+    pub const fn words(&self) -> usize {
+        match self.body {
+            ArgBody::Scalar(_) => 2,
+            ArgBody::Tensor { dims, start_offset, .. } => {
+                3 + dims.len() + if start_offset != 0 { 1 } else { 0 }
+            }
+        }
+    }
+
+    /// Payload bytes the argument names (0 for a scalar).
+    pub const fn payload_size(&self) -> u64 {
+        match self.body {
+            ArgBody::Tensor { payload_size, .. } => payload_size,
+            ArgBody::Scalar(_) => 0,
+        }
+    }
+}
+
+/// Appends `a` to the chain of `len` words at the start of `out` (begun with [`start`]) and
+/// counts it in the header; returns the chain's new length. On error the chain is unchanged.
+/// Every field of `a` fits its bits by type, so only the chain's room, its argument count and
+/// the number of dimensions are checked: a hot path's encoder.
+///
+/// # Errors
+/// [`ArgsChainError::Truncated`] for a `len` shorter than a header or past `out`,
+/// [`ArgsChainError::TooManyArgs`], [`ArgsChainError::BadField`] for more than
+/// [`ARGS_MAX_DIMS`] dimensions, [`ArgsChainError::Full`] when `out` has no room.
+pub fn push_arg(out: &mut [u64], len: usize, a: &ChainArg<'_>) -> Result<usize, ArgsChainError> {
+    if len < ARGS_CHAIN_HEADER_WORDS || out.len() < len {
+        return Err(ArgsChainError::Truncated { need: ARGS_CHAIN_HEADER_WORDS, have: len });
+    }
+    let n = ((out[1] & COUNT_BITS) >> 8) as usize;
+    if n >= ARGS_CHAIN_MAX_ARGS {
+        return Err(ArgsChainError::TooManyArgs);
+    }
+    let need = len + a.words();
+    if need > out.len() {
+        return Err(ArgsChainError::Full { need, have: out.len() });
+    }
+    let (kind, nd, start) = match a.body {
+        ArgBody::Scalar(_) => (ARG_KIND_SCALAR, 0, 0),
+        ArgBody::Tensor { dims, start_offset, .. } => (ARG_KIND_TENSOR, dims.len(), start_offset),
+    };
+    if nd > ARGS_MAX_DIMS {
+        return Err(ArgsChainError::BadField { field: "ndims", value: nd as u64 });
+    }
+    let cf = (if a.truncated { CF_TRUNCATED } else { 0 })
+        | (if a.contiguous { CF_CONTIGUOUS } else { 0 })
+        | (if start != 0 { CF_START_OFFSET } else { 0 });
+    out[len] = u64::from(kind)
+        | u64::from(a.role) << 8
+        | u64::from(a.dtype) << 16
+        | u64::from(a.flags) << 24
+        | (nd as u64) << 32
+        | cf << 36
+        | u64::from(a.arg_index) << 48;
+    match a.body {
+        ArgBody::Scalar(value) => out[len + 1] = value,
+        ArgBody::Tensor { payload_offset, payload_size, dims, start_offset } => {
+            out[len + 1] = payload_offset;
+            out[len + 2] = payload_size;
+            for (w, &(shape, stride)) in out[len + 3..len + 3 + nd].iter_mut().zip(dims) {
+                *w = u64::from(shape) | u64::from(stride) << 32;
+            }
+            if start_offset != 0 {
+                out[len + 3 + nd] = start_offset;
+            }
+        }
+    }
+    out[1] = (out[1] & !COUNT_BITS) | ((n + 1) as u64) << 8;
+    Ok(need)
+}
+
 /// Appends argument `r` to the chain of `len` words at the start of `out` (begun with [`start`])
 /// and counts it in the header; returns the chain's new length. On error the chain is unchanged.
+/// Checks that the record is one a chain carries exactly, then encodes it with [`push_arg`].
 ///
 /// # Errors
 /// [`ArgsChainError::HeadMismatch`] for another task, stage or kernel than the header's,
@@ -211,59 +326,50 @@ pub fn push(out: &mut [u64], len: usize, r: &ArgsDumpRecord) -> Result<usize, Ar
     if out[0] != w0 || out[1] & !COUNT_BITS != w1 || out[2] != w2 {
         return Err(ArgsChainError::HeadMismatch);
     }
-    let n = ((out[1] & COUNT_BITS) >> 8) as usize;
-    if n >= ARGS_CHAIN_MAX_ARGS {
-        return Err(ArgsChainError::TooManyArgs);
-    }
     let nd = usize::from(r.ndims);
     if nd > ARGS_MAX_DIMS {
         return bad("ndims", nd as u64);
     }
-    let Ok(index) = u16::try_from(r.arg_index) else { return bad("arg_index", r.arg_index.into()) };
+    let Ok(arg_index) = u16::try_from(r.arg_index) else {
+        return bad("arg_index", r.arg_index.into());
+    };
     if r.shapes[nd..].iter().chain(&r.strides[nd..]).any(|&v| v != 0) {
         return bad("shapes", nd as u64);
     }
-    match r.kind {
+    let mut dims = [(0u32, 0u32); ARGS_MAX_DIMS];
+    for (d, (&shape, &stride)) in dims.iter_mut().zip(r.shapes.iter().zip(&r.strides)) {
+        *d = (shape, stride);
+    }
+    let body = match r.kind {
         ARG_KIND_SCALAR => {
             if nd != 0 || r.payload_offset != 0 || r.payload_size != 0 || r.start_offset != 0 {
                 return bad("scalar", r.payload_size);
             }
+            ArgBody::Scalar(r.scalar_value)
         }
         ARG_KIND_TENSOR => {
             if r.scalar_value != 0 {
                 return bad("scalar_value", r.scalar_value);
             }
+            ArgBody::Tensor {
+                payload_offset: r.payload_offset,
+                payload_size: r.payload_size,
+                dims: &dims[..nd],
+                start_offset: r.start_offset,
+            }
         }
         k => return bad("kind", k.into()),
-    }
-    let need = len + arg_words(r);
-    if need > out.len() {
-        return Err(ArgsChainError::Full { need, have: out.len() });
-    }
-    let cf = (if r.truncated != 0 { CF_TRUNCATED } else { 0 })
-        | (if r.is_contiguous != 0 { CF_CONTIGUOUS } else { 0 })
-        | (if r.start_offset != 0 { CF_START_OFFSET } else { 0 });
-    out[len] = u64::from(r.kind)
-        | u64::from(r.role) << 8
-        | u64::from(r.dtype) << 16
-        | u64::from(r.flags) << 24
-        | (nd as u64) << 32
-        | cf << 36
-        | u64::from(index) << 48;
-    if r.kind == ARG_KIND_SCALAR {
-        out[len + 1] = r.scalar_value;
-    } else {
-        out[len + 1] = r.payload_offset;
-        out[len + 2] = r.payload_size;
-        for d in 0..nd {
-            out[len + 3 + d] = u64::from(r.shapes[d]) | u64::from(r.strides[d]) << 32;
-        }
-        if r.start_offset != 0 {
-            out[len + 3 + nd] = r.start_offset;
-        }
-    }
-    out[1] = (out[1] & !COUNT_BITS) | ((n + 1) as u64) << 8;
-    Ok(need)
+    };
+    let arg = ChainArg {
+        role: r.role,
+        dtype: r.dtype,
+        flags: r.flags,
+        arg_index,
+        truncated: r.truncated != 0,
+        contiguous: r.is_contiguous != 0,
+        body,
+    };
+    push_arg(out, len, &arg)
 }
 
 fn parse_head(w: &[u64]) -> Result<ArgsChainHead, ArgsChainError> {

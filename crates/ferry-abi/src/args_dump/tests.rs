@@ -299,3 +299,89 @@ proptest! {
         prop_assert_eq!(decode(&out[..len]), recs);
     }
 }
+
+/// The typed argument a device writer builds for `r` (what `push` derives after its checks).
+fn chain_arg<'a>(r: &ArgsDumpRecord, dims: &'a mut [(u32, u32); 5]) -> ChainArg<'a> {
+    let nd = usize::from(r.ndims);
+    for (d, (&s, &t)) in dims.iter_mut().zip(r.shapes.iter().zip(&r.strides)) {
+        *d = (s, t);
+    }
+    let body = if r.kind == ARG_KIND_SCALAR {
+        ArgBody::Scalar(r.scalar_value)
+    } else {
+        ArgBody::Tensor {
+            payload_offset: r.payload_offset,
+            payload_size: r.payload_size,
+            dims: &dims[..nd],
+            start_offset: r.start_offset,
+        }
+    };
+    ChainArg {
+        role: r.role,
+        dtype: r.dtype,
+        flags: r.flags,
+        arg_index: u16::try_from(r.arg_index).unwrap(),
+        truncated: r.truncated != 0,
+        contiguous: r.is_contiguous != 0,
+        body,
+    }
+}
+
+proptest! {
+    #[test]
+    fn the_typed_encoder_writes_the_records_words(
+        recs in proptest::collection::vec(arb_record(), 1..40)
+    ) {
+        let n = ARGS_CHAIN_HEADER_WORDS + recs.len() * ARGS_ARG_MAX_WORDS;
+        let (mut a, mut b) = (std::vec![0u64; n], std::vec![0u64; n]);
+        let la = encode(&recs, &mut a).unwrap();
+        let mut lb = start(&mut b, &ArgsChainHead::of(&recs[0])).unwrap();
+        for r in &recs {
+            let mut dims = [(0, 0); 5];
+            let arg = chain_arg(r, &mut dims);
+            prop_assert_eq!(arg.words(), arg_words(r));
+            prop_assert_eq!(arg.payload_size(), if r.kind == ARG_KIND_SCALAR { 0 } else { r.payload_size });
+            lb = push_arg(&mut b, lb, &arg).unwrap();
+        }
+        prop_assert_eq!(&a[..la], &b[..lb]);
+        prop_assert_eq!(decode(&b[..lb]), recs);
+    }
+}
+
+#[test]
+fn the_typed_encoder_checks_room_count_and_dimensions() {
+    let dims = [(4, 1); 6];
+    let t = |nd: usize| ChainArg {
+        role: ARG_ROLE_INPUT,
+        dtype: 2,
+        flags: 0,
+        arg_index: 0,
+        truncated: false,
+        contiguous: true,
+        body: ArgBody::Tensor {
+            payload_offset: 0,
+            payload_size: 16,
+            dims: &dims[..nd],
+            start_offset: 0,
+        },
+    };
+    let mut out = [0u64; 16];
+    let len = start(&mut out, &ArgsChainHead::of(&tensor(0, 1))).unwrap();
+    assert_eq!(push_arg(&mut out, 2, &t(1)), Err(ArgsChainError::Truncated { need: 3, have: 2 }));
+    assert_eq!(
+        push_arg(&mut out, len, &t(6)),
+        Err(ArgsChainError::BadField { field: "ndims", value: 6 })
+    );
+    let before = out;
+    assert_eq!(push_arg(&mut out[..8], len, &t(3)), Err(ArgsChainError::Full { need: 9, have: 8 }));
+    assert_eq!(out, before, "a refused argument leaves the chain as it was");
+    // A chain that already counts 255 arguments takes no more.
+    out[1] |= COUNT_BITS;
+    assert_eq!(push_arg(&mut out, len, &t(1)), Err(ArgsChainError::TooManyArgs));
+    out[1] &= !COUNT_BITS;
+    let len = push_arg(&mut out, len, &t(1)).unwrap();
+    let (c, used) = parse_chain(&out[..len]).unwrap();
+    assert_eq!((c.arg_count(), used), (1, len));
+    let r = c.records().next().unwrap();
+    assert_eq!((r.ndims, r.shapes[0], r.strides[0], r.payload_size), (1, 4, 1, 16));
+}

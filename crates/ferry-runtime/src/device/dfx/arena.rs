@@ -5,11 +5,8 @@ use super::super::ops::DeviceOps;
 use super::super::task::{ResolvedTask, Role};
 use super::super::wrap;
 use super::{role_code, ThreadDfx};
-use ferry_abi::args_dump::{self, ArgsChainError, ArgsChainHead};
-use ferry_abi::records::{
-    ArgsDumpRecord, DType, ARG_KIND_SCALAR, ARG_KIND_TENSOR, ARG_ROLE_SCALAR,
-    ARG_STAGE_BEFORE_DISPATCH,
-};
+use ferry_abi::args_dump::{self, ArgBody, ArgsChainError, ArgsChainHead, ChainArg};
+use ferry_abi::records::{DType, ARG_ROLE_SCALAR, ARG_STAGE_BEFORE_DISPATCH};
 use ferry_dfx::DeviceRegion;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -195,6 +192,7 @@ impl ThreadDfx {
             func_ids: [task.kernel as u16, 0, 0],
         };
         self.chain_begin(&head);
+        // Each argument goes straight into the chain's words from the task (no record first).
         for (i, &(addr, bytes, role)) in task.tensors().iter().enumerate() {
             let dumped = match role {
                 Role::Input => before,
@@ -204,54 +202,47 @@ impl ThreadDfx {
             if !dumped {
                 continue;
             }
-            let mut r = ArgsDumpRecord {
-                task_id: seq,
-                role: role_code(role),
-                stage,
-                ndims: 1,
-                arg_index: i as u32,
-                dtype: DType::Float32 as u8,
-                is_contiguous: 1,
-                kind: ARG_KIND_TENSOR,
-                func_count: 1,
-                ..Default::default()
-            };
-            r.func_ids[0] = task.kernel as u16;
-            r.shapes[0] = (bytes / 4).min(u64::from(u32::MAX)) as u32;
-            r.strides[0] = 1;
+            let (mut payload_offset, mut payload_size, mut truncated) = (0, 0, false);
             if payloads && bytes > 0 {
                 match self.copy_payload(ops, addr, bytes) {
-                    Some((off, size, truncated)) => {
-                        r.payload_offset = off;
-                        r.payload_size = size;
-                        r.truncated = u8::from(truncated);
+                    Some((off, size, t)) => {
+                        (payload_offset, payload_size, truncated) = (off, size, t)
                     }
                     None => continue,
                 }
             }
-            self.chain_push(&r);
+            let dims = [((bytes / 4).min(u64::from(u32::MAX)) as u32, 1)];
+            self.chain_push(&ChainArg {
+                role: role_code(role),
+                dtype: DType::Float32 as u8,
+                flags: 0,
+                arg_index: i as u16,
+                truncated,
+                contiguous: true,
+                body: ArgBody::Tensor {
+                    payload_offset,
+                    payload_size,
+                    dims: &dims,
+                    start_offset: 0,
+                },
+            });
         }
         if before {
             for (k, &v) in task.scalars[..task.n_scalars as usize].iter().enumerate() {
-                let r = ArgsDumpRecord {
-                    task_id: seq,
+                // By the kernel's signature: an f32 scalar dumps as FLOAT32 bits.
+                let dtype = self
+                    .custom
+                    .scalar_dtype(task.kernel, k)
+                    .unwrap_or_else(|| super::super::kernels::scalar_dtype(task.kernel, k));
+                self.chain_push(&ChainArg {
                     role: ARG_ROLE_SCALAR,
-                    stage,
-                    arg_index: task.n_tensors + k as u32,
-                    // By the kernel's signature: an f32 scalar dumps as FLOAT32 bits.
-                    dtype: self
-                        .custom
-                        .scalar_dtype(task.kernel, k)
-                        .unwrap_or_else(|| super::super::kernels::scalar_dtype(task.kernel, k))
-                        as u8,
-                    is_contiguous: 1,
-                    kind: ARG_KIND_SCALAR,
-                    scalar_value: v,
-                    func_count: 1,
-                    func_ids: [task.kernel as u16, 0, 0],
-                    ..Default::default()
-                };
-                self.chain_push(&r);
+                    dtype: dtype as u8,
+                    flags: 0,
+                    arg_index: (task.n_tensors as usize + k) as u16,
+                    truncated: false,
+                    contiguous: true,
+                    body: ArgBody::Scalar(v),
+                });
             }
         }
         self.chain_emit();
@@ -270,7 +261,7 @@ impl ThreadDfx {
     /// Appends argument `r` to the chain; a chain that is full (a buffer's worth, or 255
     /// arguments) is written first and continues in a fresh one with the same header. An
     /// argument that fits no chain is counted dropped.
-    fn chain_push(&mut self, r: &ArgsDumpRecord) {
+    fn chain_push(&mut self, r: &ChainArg<'_>) {
         let mut pushed = self.chain_len > 0 && self.try_push(r).is_ok();
         if !pushed && self.chain_args > 0 {
             self.chain_emit();
@@ -284,10 +275,10 @@ impl ThreadDfx {
         }
     }
 
-    fn try_push(&mut self, r: &ArgsDumpRecord) -> Result<(), ArgsChainError> {
-        self.chain_len = args_dump::push(&mut self.args_chain, self.chain_len, r)?;
+    fn try_push(&mut self, r: &ChainArg<'_>) -> Result<(), ArgsChainError> {
+        self.chain_len = args_dump::push_arg(&mut self.args_chain, self.chain_len, r)?;
         self.chain_args += 1;
-        self.chain_payloads += u64::from(r.payload_size > 0);
+        self.chain_payloads += u64::from(r.payload_size() > 0);
         Ok(())
     }
 
