@@ -19,7 +19,6 @@
 use crate::sync::{Arc, AtomicU64, Ordering};
 use crate::wait::Doorbell;
 use ferry_abi::arch::ArchProfile;
-use std::time::Instant;
 
 /// A hand-driven cycle counter shared by every device clock built on it.
 #[derive(Clone, Debug, Default)]
@@ -75,8 +74,23 @@ fn cycles_of_ns(ns: u128, hz: u64, ns_per_cycle: u64) -> u64 {
 
 #[derive(Clone, Debug)]
 enum Source {
-    Real(Instant),
+    /// Host monotonic time since `epoch_ns` (a [`monotonic_ns`] reading).
+    Real {
+        epoch_ns: u64,
+    },
     Virtual(VirtualClock),
+}
+
+/// Nanoseconds of the host's monotonic clock (`CLOCK_MONOTONIC`, what [`std::time::Instant`] reads on
+/// Linux), read with one `clock_gettime` and integer arithmetic: the device clock is read several
+/// times per task with DFX on (each timestamp, on the AICPU and AICore threads alike), where
+/// `Instant::elapsed` adds a `Duration` subtraction and a 128-bit nanosecond count to the read.
+fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: `ts` is a valid, writable timespec; CLOCK_MONOTONIC exists on every target ferry
+    // builds for, so the call cannot fail (a failure would leave `ts` at 0, still no UB).
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    (ts.tv_sec as u64).wrapping_mul(1_000_000_000).wrapping_add(ts.tv_nsec as u64)
 }
 
 /// One device's sys counter.
@@ -95,7 +109,7 @@ impl DeviceClock {
         Self {
             hz: arch.clock_hz,
             ns_per_cycle: ns_per_cycle(arch.clock_hz),
-            source: Source::Real(Instant::now()),
+            source: Source::Real { epoch_ns: monotonic_ns() },
             real_bell: Arc::default(),
         }
     }
@@ -123,9 +137,11 @@ impl DeviceClock {
     /// The current counter value in cycles.
     pub fn now_cycles(&self) -> u64 {
         match &self.source {
-            Source::Real(epoch) => {
-                cycles_of_ns(epoch.elapsed().as_nanos(), self.hz, self.ns_per_cycle)
-            }
+            Source::Real { epoch_ns } => cycles_of_ns(
+                u128::from(monotonic_ns().saturating_sub(*epoch_ns)),
+                self.hz,
+                self.ns_per_cycle,
+            ),
             Source::Virtual(v) => v.now(),
         }
     }
@@ -134,7 +150,7 @@ impl DeviceClock {
     /// watch a deadline park on it so a test's `advance` wakes them at once.
     pub fn bell(&self) -> &Doorbell {
         match &self.source {
-            Source::Real(_) => &self.real_bell,
+            Source::Real { .. } => &self.real_bell,
             Source::Virtual(v) => &v.0.bell,
         }
     }
