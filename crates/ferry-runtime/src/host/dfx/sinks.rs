@@ -71,6 +71,11 @@ impl CollectSink<u64> for ArgsSink {
         let span = out.words.append_whole(b.records);
         out.buffers.push(span);
         let mut copied = 0u64;
+        // Relaxed: the device cursor as an overwrite high-water mark (§5.4), read once per
+        // buffer (the device stores it after every payload; a read per payload would pull its
+        // line away from the writing thread each time). A stale value is only smaller, i.e.
+        // less conservative by bytes the device had not yet written when it was read.
+        let hw = arena.map_or(0, |a| a.write_offset().load(Ordering::Relaxed));
         for chain in args_dump::chains(b.records) {
             let chain = match chain {
                 Ok(c) => c,
@@ -86,10 +91,6 @@ impl CollectSink<u64> for ArgsSink {
                 let mut p = ArgBin::None;
                 if let (true, Some(a)) = (has_payload, arena) {
                     let size = a.size();
-                    // Relaxed: the device cursor as an overwrite high-water mark (§5.4); a stale
-                    // value is only smaller, i.e. less conservative by bytes the device had not
-                    // yet written.
-                    let hw = a.write_offset().load(Ordering::Relaxed);
                     if offset < hw.saturating_sub(size) || bytes > size {
                         p = ArgBin::Overwritten;
                     } else {
@@ -128,8 +129,13 @@ impl ReplenishHooks for ArgsAcks {
             // Acquire: pairs with the collector's Release increment, so the copies it counted
             // happen before the acknowledgement below (and the device's next lap of writes).
             let n = c.load(Ordering::Acquire);
-            // Release: pairs with the device's Acquire load in the arena gate (`copy_payload`).
-            a.completed().store(n, Ordering::Release);
+            // Relaxed: this thread is the counter's only writer. An unchanged count is not
+            // stored again: each store takes the line from a device thread at its arena gate.
+            if a.completed().load(Ordering::Relaxed) != n {
+                // Release: pairs with the device's Acquire load in the arena gate
+                // (`copy_payload`).
+                a.completed().store(n, Ordering::Release);
+            }
         }
     }
 }
