@@ -153,6 +153,52 @@ fn args_chain(c: &mut Criterion) {
         at
     };
     g.bench_function("chains/write", |b| b.iter(|| black_box(encode(&mut words))));
+    // The same chains as the device writes them: typed arguments straight from the task
+    // (`args_dump::push_arg`), no 128-byte record first.
+    let typed = |words: &mut [u64]| {
+        use args_dump::{ArgBody, ChainArg};
+        use ferry_abi::records as abi;
+        let mut at = 0;
+        for t in 0..TASKS {
+            let t = black_box(t);
+            let head =
+                |stage| ArgsChainHead { task_id: t, stage, func_count: 1, func_ids: [3, 0, 0] };
+            let tensor = |role, arg_index, payload_offset| ChainArg {
+                role,
+                dtype: 2,
+                flags: 0,
+                arg_index,
+                truncated: false,
+                contiguous: true,
+                body: ArgBody::Tensor {
+                    payload_offset,
+                    payload_size: 64,
+                    dims: &[(16, 1)],
+                    start_offset: 0,
+                },
+            };
+            let scalar = ChainArg {
+                body: ArgBody::Scalar(t),
+                role: abi::ARG_ROLE_SCALAR,
+                ..tensor(0, 1, 0)
+            };
+            let before = [tensor(abi::ARG_ROLE_INPUT, 0, 128 * t), scalar];
+            let after = [tensor(abi::ARG_ROLE_OUTPUT, 2, 128 * t + 64)];
+            for (stage, args) in [
+                (abi::ARG_STAGE_BEFORE_DISPATCH, &before[..]),
+                (abi::ARG_STAGE_AFTER_COMPLETION, &after[..]),
+            ] {
+                let out = &mut words[at..];
+                let mut n = args_dump::start(out, &head(stage)).unwrap();
+                for a in args {
+                    n = args_dump::push_arg(out, n, a).unwrap();
+                }
+                at += n;
+            }
+        }
+        at
+    };
+    g.bench_function("chains/write_typed", |b| b.iter(|| black_box(typed(&mut words))));
     let used = encode(&mut words);
     g.bench_function("chains/read_back", |b| {
         b.iter(|| {
