@@ -175,6 +175,13 @@ impl ArgsArena {
     }
 }
 
+// Every argument index of a task (tensors, then scalars) fits a chain's u16 `arg_index`, so the
+// casts in `dump_args` cannot truncate.
+const _: () = assert!(
+    super::super::image::MAX_TASK_TENSORS + super::super::image::MAX_TASK_SCALARS
+        <= u16::MAX as usize
+);
+
 impl ThreadDfx {
     pub(super) fn dump_args(
         &mut self,
