@@ -205,11 +205,19 @@ fn commands_read_only_the_files_they_need() {
     let (out, err) = (ok(&o), text(&o.stderr));
     assert!(out.contains("Per kernel") && out.contains("args_dump: dropped_records 0"), "{out}");
     assert!(err.contains("skipped") && err.contains("pmu.csv") && err.contains("rerun"), "{err}");
+    // A replay needs the payloads: the manifest lists args.bin, so its absence is refused.
+    let o = cli(&["dump", "replay", "--task", "0"], &d);
+    assert!(!o.status.success() && text(&o.stderr).contains("args.bin"), "{}", text(&o.stderr));
     // Resealed, the truncated CSV reaches its parser: a warning naming the line, still a report.
     reseal_without(&d, "args_dump/args.bin");
     let o = cli(&["report"], &d);
     ok(&o);
     assert!(text(&o.stderr).contains("pmu.csv: line"), "{}", text(&o.stderr));
+    // Unlisted now, args.bin may be absent only where args_dump.json names no bin file (a dump
+    // without payloads); this one names it.
+    let o = cli(&["dump", "replay", "--task", "0"], &d);
+    let err = text(&o.stderr);
+    assert!(!o.status.success() && err.contains("bin_file \"args.bin\" is missing"), "{err}");
     std::fs::remove_dir_all(&d).unwrap();
 }
 

@@ -309,6 +309,16 @@ impl Opener {
         Ok(None)
     }
 
+    /// Whether `rel` is neither in the directory nor in its manifest.
+    fn absent_and_unlisted(&self, rel: &str) -> bool {
+        let path = self.dir.join(rel);
+        let listed = self
+            .trust
+            .as_ref()
+            .is_some_and(|(m, _, prefix)| m.entry(&format!("{prefix}{rel}")).is_some());
+        fs::symlink_metadata(path).is_err() && !listed
+    }
+
     /// The size of `rel` when the analysis may rely on it: listed with that size (no hash: the
     /// file is not read), or present in an unverified directory.
     fn size_of(&mut self, rel: &str) -> Result<Option<u64>, OpenError> {
@@ -510,7 +520,12 @@ pub fn open_run(dir: &Path, needs: &Needs) -> Result<OpenedRun, OpenError> {
     if let Some(p) = o.source(&args_rel, needs.args)? {
         let bin_rel = format!("{ARGS_DIR}/{ARGS_BIN_FILE}");
         let read = if needs.args_payloads {
-            match o.source(&bin_rel, needs.args)? {
+            // A dump without payloads (level 3 with no marked tensor) writes no `args.bin` and
+            // names none: its absence is then read_args' to judge against `bin_file`. One the
+            // manifest lists stays required.
+            let bin_need =
+                if o.absent_and_unlisted(&bin_rel) { Need::Optional } else { needs.args };
+            match o.source(&bin_rel, bin_need)? {
                 Some(bp) => {
                     let bin = fs::read(&bp).map_err(|source| OutputError::Io {
                         file: bp.display().to_string(),
