@@ -39,8 +39,9 @@ enum DumpAction {
         #[arg(long)]
         out: PathBuf,
     },
-    /// Re-runs `--task N` on the host from its dumped inputs (a dump with payloads, e.g.
-    /// `--dump-args 3`) and compares every output with the dumped one, bit for bit.
+    /// Re-runs `--task N` on the host from its dumped inputs (a dump with their payloads:
+    /// `--dump-args 2`, or 3 with the task's tensors marked with dump(...)) and compares every
+    /// output with the dumped one, bit for bit.
     Replay,
 }
 

@@ -77,7 +77,8 @@ pub(crate) struct DfxArgs {
     /// DepGen: deps.json, checked against the runtime's dependencies.
     #[arg(long)]
     dep_gen: bool,
-    /// ArgsDump level 0-3 (bare flag: 1); every tensor counts as marked, so 1-3 keep payloads.
+    /// ArgsDump level 0-3 (bare flag: 1): 1 only arguments marked with dump(...), 2 every
+    /// argument with its payload, 3 every argument's metadata with the marked ones' payloads.
     #[arg(long, num_args = 0..=1, default_missing_value = "1", value_parser = clap::value_parser!(u32).range(0..=3))]
     dump_args: Option<u32>,
     /// ScopeStats: scope begin/end with task-window, heap and dep-pool occupancy.

@@ -101,13 +101,16 @@ fn run_with_every_dfx_subsystem_writes_the_files_traces_and_a_replayable_dump() 
             "pmu.csv",
             "deps.json",
             "args_dump/args_dump.json",
-            "args_dump/args.bin",
             "scope_stats/scope_stats.jsonl",
             "trace.perfetto-trace",
             "trace.chrome.json",
         ] {
             assert!(d.join(f).exists(), "{ex}: {f} missing");
         }
+        // Level 3 (hybrid) keeps the payloads of marked tensors only: the vector and
+        // paged-attention examples mark every argument, the storm none.
+        let marked = ex != "storm";
+        assert_eq!(d.join("args_dump/args.bin").exists(), marked, "{ex}: args.bin");
         // `ferry run` wrote its traces from the model in memory; `ferry trace` rebuilds them from
         // the files: the same bytes.
         let again = d.join("retrace");
@@ -124,8 +127,32 @@ fn run_with_every_dfx_subsystem_writes_the_files_traces_and_a_replayable_dump() 
         assert!(rep.contains("0 violations"), "{ex}: {rep}");
         let replay = ferry().arg("dump").arg(&d).args(["replay", "--task", "0"]).output().unwrap();
         let text = String::from_utf8_lossy(&replay.stdout);
-        assert!(replay.status.success() && text.contains("outputs reproduced"), "{ex}: {text}");
+        if marked {
+            assert!(replay.status.success() && text.contains("outputs reproduced"), "{ex}: {text}");
+        } else {
+            let err = String::from_utf8_lossy(&replay.stderr);
+            assert!(!replay.status.success(), "{ex}: replayed without payloads: {text}");
+            assert!(
+                err.contains("no payload for input 0") && err.contains("--dump-args 2"),
+                "{err}"
+            );
+        }
     }
+    // Level 2 (full) dumps every payload, marked or not: the storm replays from it.
+    let full = dir.join("full");
+    let out = ferry()
+        .args(["run", "--small", "--example", "storm", "--dump-args", "2", "--out"])
+        .arg(&full)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(full.join("args_dump/args.bin").exists());
+    let replay = ferry().arg("dump").arg(&full).args(["replay", "--task", "0"]).output().unwrap();
+    let text = String::from_utf8_lossy(&replay.stdout);
+    assert!(
+        replay.status.success() && text.contains("outputs reproduced"),
+        "storm, level 2: {text}"
+    );
     assert_eq!(stdout.matches(" 0 dropped, Block)").count(), 3, "{stdout}");
     assert_eq!(stdout.matches("records/s").count(), 3, "{stdout}");
     let _ = std::fs::remove_dir_all(&dir);

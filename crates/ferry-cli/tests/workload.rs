@@ -259,3 +259,49 @@ fn check_names_the_line_and_a_bad_workload_does_not_run() {
     assert!(good.contains("102400 tasks"), "{good}");
     std::fs::remove_dir_all(&d).unwrap();
 }
+
+/// `dump = true` on a view is the original runtime's `dump(...)`: at `--dump-args 1` only the
+/// marked argument is dumped, on the device (the orchestration object submits through the
+/// table) and in the host-built graph (the task records carry the mark); a mark that is not a
+/// boolean is refused with its line.
+#[test]
+fn a_workloads_dump_mark_selects_what_level_one_dumps() {
+    let src = r#"
+[workload]
+name = "marked"
+verify = "host-reference"
+[[tensor]]
+name = "x"
+shape = [64]
+init = { iota = { start = 0.0, step = 1.0 } }
+[[tensor]]
+name = "y"
+shape = [64]
+[[graph]]
+kernel = "copy"
+args = [{ tensor = "x", role = "input" }, { tensor = "y", role = "output", dump = true }]
+"#;
+    let dir = tmp("marks");
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("marked.toml");
+    std::fs::write(&file, src).unwrap();
+    for variant in ["device", "host"] {
+        let out = dir.join(variant);
+        let f = file.to_str().unwrap();
+        ok(&["run", "--workload", f, "--variant", variant, "--dump-args", "1", "--out"]
+            .into_iter()
+            .chain([out.to_str().unwrap()])
+            .collect::<Vec<_>>());
+        let d = json(&out.join("args_dump/args_dump.json"));
+        let args = d["args"].as_array().unwrap();
+        assert_eq!(args.len(), 1, "{variant}: {args:?}");
+        assert_eq!(args[0]["arg_index"], 1, "{variant}");
+        assert_eq!(args[0]["stage"], "after_completion", "{variant}");
+        assert_eq!(args[0]["bin_size"], 256, "{variant}: the marked output's payload");
+    }
+    std::fs::write(&file, src.replace("dump = true", "dump = \"yes\"")).unwrap();
+    let bad = ferry().args(["workload", "check"]).arg(&file).output().unwrap();
+    let err = String::from_utf8_lossy(&bad.stderr);
+    assert!(!bad.status.success() && err.contains("marked.toml:14:"), "{err}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

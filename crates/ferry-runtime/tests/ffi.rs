@@ -135,3 +135,52 @@ fn exec_hook_reports_an_orchestration_objects_refused_task() {
     assert_eq!(res.tasks_submitted, 1);
     assert!(res.tasks_completed <= 1);
 }
+
+/// Keeps what it is given: the serving side of a table round trip.
+#[derive(Default)]
+struct Recorder(Vec<Task>);
+
+impl Orchestrate for Recorder {
+    fn tensor_count(&self) -> u32 {
+        3
+    }
+    fn tensor(&self, id: TensorId) -> Result<ferry_runtime::device::task::TensorInfo, SubmitError> {
+        Ok(ferry_runtime::device::task::TensorInfo { addr: 0x1000 * u64::from(id.0), len: 16 })
+    }
+    fn scalar_count(&self) -> u32 {
+        0
+    }
+    fn scalar(&self, _: u32) -> Result<u64, SubmitError> {
+        Ok(0)
+    }
+    fn submit(&mut self, task: &Task) -> Result<ferry_runtime::TaskId, SubmitError> {
+        self.0.push(*task);
+        Ok(ferry_runtime::TaskId(self.0.len() as u64 - 1))
+    }
+    fn scope_begin(&mut self) {}
+    fn scope_end(&mut self) -> Result<(), SubmitError> {
+        Ok(())
+    }
+    fn alloc_scratch(&mut self, _: u64) -> Result<TensorId, SubmitError> {
+        Ok(TensorId(3))
+    }
+}
+
+#[test]
+fn dump_marks_cross_the_table_per_argument() {
+    use ferry_runtime::device::ffi::serve;
+    use ferry_runtime::device::kernels::K_ADD;
+    let mut rec = Recorder::default();
+    let sent = Task::new(K_ADD).input(TensorId(0)).input(TensorId(1)).dump().output(TensorId(2));
+    let plain = Task::new(K_COPY).input(TensorId(0)).output(TensorId(1));
+    let (r, last) = serve(&mut rec, |api| {
+        let mut o = ApiOrchestrator::new(api);
+        o.submit(&sent)?;
+        o.submit(&plain)
+    });
+    assert!(r.is_ok() && last.is_none());
+    let marks = |t: &Task| t.args().map(|a| a.dump).collect::<Vec<_>>();
+    assert_eq!(marks(&rec.0[0]), [false, true, false], "the mark stays on its argument");
+    assert_eq!(marks(&rec.0[1]), [false, false]);
+    assert_eq!(rec.0[0], sent, "the whole task round-trips");
+}

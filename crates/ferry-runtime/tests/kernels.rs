@@ -292,7 +292,9 @@ fn dfx_collection_names_loaded_kernels() {
         task_window: cfg.task_window,
         scratch_bytes: 0,
     };
-    let opts = DfxOptions { swimlane: 4, dep_gen: true, dump_args: 1, ..DfxOptions::default() };
+    // Level 2 (full): the scalars are dumped whatever the marks (level 1 keeps marked tensors
+    // only).
+    let opts = DfxOptions { swimlane: 4, dep_gen: true, dump_args: 2, ..DfxOptions::default() };
     let s = DfxSession::start_on(&opts, chip, r.device()).unwrap();
     r.attach_dfx_session(Some(&s)).unwrap();
     let a = args(&r);

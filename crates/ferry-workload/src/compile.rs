@@ -5,6 +5,7 @@ use crate::catalog::{KernelCatalog, KernelInfo, ScalarType};
 use crate::error::{Lines, WorkloadError};
 use crate::expr::{self, Expr};
 use crate::schema::{self, Item, Num};
+use ferry_runtime::device::ffi::ARG_DUMP;
 use ferry_runtime::device::workload as w;
 use ferry_runtime::Role;
 use std::collections::BTreeMap;
@@ -31,6 +32,8 @@ pub(crate) struct ArgNode {
     pub(crate) tensor: TRef,
     pub(crate) name: String,
     pub(crate) role: Role,
+    /// Marked for ArgsDump (`dump = true`).
+    pub(crate) dump: bool,
     pub(crate) offset: Expr,
     pub(crate) len: Option<Expr>,
     pub(crate) at: usize,
@@ -312,6 +315,7 @@ impl<'a> Ctx<'a> {
                 tensor,
                 name: name.clone(),
                 role,
+                dump: d.dump.unwrap_or(false),
                 offset,
                 len,
                 at: a.span().start,
@@ -430,7 +434,7 @@ fn emit_nodes(nodes: &[Node], out: &mut Vec<u32>) {
                         TRef::Run(i) => i,
                         TRef::Scratch(s) => w::SCRATCH_REF | s,
                     });
-                    out.push(a.role.bits());
+                    out.push(a.role.bits() | if a.dump { ARG_DUMP } else { 0 });
                     emit_expr(Some(&a.offset), out);
                     emit_expr(a.len.as_ref(), out);
                 }

@@ -150,6 +150,9 @@ pub(crate) struct Item {
 pub(crate) struct ArgDecl {
     pub(crate) tensor: Spanned<String>,
     pub(crate) role: Spanned<String>,
+    /// Marked for ArgsDump, the original runtime's `dump(...)`.
+    #[serde(default)]
+    pub(crate) dump: Option<bool>,
     #[serde(default)]
     pub(crate) offset: Option<Spanned<Num>>,
     #[serde(default)]

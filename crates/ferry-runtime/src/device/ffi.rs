@@ -36,17 +36,20 @@ pub const ORCH_API_VERSION: u32 = 2;
 /// Exec hook status: the runtime image could not be used (`STATUS_RUNTIME_BASE + 1`).
 pub const STATUS_BAD_IMAGE: i32 = STATUS_RUNTIME_BASE + 1;
 
+/// [`ArgDesc::role`] bit: the argument is marked for ArgsDump ([`Task::dump`]).
+pub const ARG_DUMP: u32 = 1 << 8;
+
 /// One tensor argument of a [`TaskDesc`].
 ///
 /// # Layout
-/// 24 bytes: `tensor` u32 at 0, `role` u32 at 4 (`Role::bits`), `offset` u64 at 8, `len` u64 at
-/// 16 (elements; `u64::MAX` = to the end).
+/// 24 bytes: `tensor` u32 at 0, `role` u32 at 4 (`Role::bits`, or'ed with [`ARG_DUMP`] for a
+/// marked argument), `offset` u64 at 8, `len` u64 at 16 (elements; `u64::MAX` = to the end).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ArgDesc {
     /// Tensor id.
     pub tensor: u32,
-    /// Role bits.
+    /// Role bits, and [`ARG_DUMP`].
     pub role: u32,
     /// First element.
     pub offset: u64,
@@ -240,6 +243,9 @@ unsafe extern "C" fn s_submit(user: *mut c_void, task: *const TaskDesc, out: *mu
         let a = d.args.get(i).copied().unwrap_or_default();
         let role = Role::from_bits(a.role).unwrap_or(Role::InOut);
         t = t.arg(View::range(TensorId(a.tensor), a.offset, a.len), role);
+        if a.role & ARG_DUMP != 0 {
+            t = t.dump();
+        }
     }
     for i in 0..d.n_scalars as usize {
         t = t.scalar(d.scalars.get(i).copied().unwrap_or(u64::MAX));
@@ -425,7 +431,7 @@ impl Orchestrate for ApiOrchestrator<'_> {
         for (slot, a) in d.args.iter_mut().zip(task.args()) {
             *slot = ArgDesc {
                 tensor: a.view.tensor.0,
-                role: a.role.bits(),
+                role: a.role.bits() | if a.dump { ARG_DUMP } else { 0 },
                 offset: a.view.offset,
                 len: a.view.len,
             };

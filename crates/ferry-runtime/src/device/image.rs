@@ -240,11 +240,15 @@ const _: () = assert!(size_of::<TensorRecord>() == 16);
 // SAFETY: repr(C), two u64 fields, no padding.
 unsafe impl Record for TensorRecord {}
 
+/// Bit of [`TaskRecord::roles`] at which the ArgsDump marks start (one bit per tensor).
+pub const TASK_DUMP_SHIFT: u32 = 16;
+
 /// One task of a host-built graph, with its tensor arguments resolved to device ranges.
 ///
 /// # Layout
 /// 160 bytes, align 8: `kernel_id`, `block_dim`, `n_tensors`, `n_scalars`, `roles` (2 bits per
-/// tensor: 1 input, 2 output, 3 inout), `pred_count` (u32 each, 0..24), `pred_start` u64 at 24,
+/// tensor: 1 input, 2 output, 3 inout; bit `16 + i`: tensor `i` is marked for ArgsDump),
+/// `pred_count` (u32 each, 0..24), `pred_start` u64 at 24,
 /// `tensors` at 32 (6 × 16), `scalars` at 128 (4 × 8).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -257,7 +261,7 @@ pub struct TaskRecord {
     pub n_tensors: u32,
     /// Used entries of `scalars`.
     pub n_scalars: u32,
-    /// Roles, 2 bits per tensor.
+    /// Roles, 2 bits per tensor; ArgsDump marks from bit [`TASK_DUMP_SHIFT`] on.
     pub roles: u32,
     /// Predecessors of this task.
     pub pred_count: u32,

@@ -1,6 +1,6 @@
 //! The orchestrator thread: device orchestration (the graph is built here, on the last AICPU
 //! thread, while the schedulers execute it) and the host-built graph's loader.
-use super::image::{TaskRecord, MAX_TASK_SCALARS, MAX_TASK_TENSORS};
+use super::image::{TaskRecord, MAX_TASK_SCALARS, MAX_TASK_TENSORS, TASK_DUMP_SHIFT};
 use super::ops::DeviceOps;
 use super::sched::RunState;
 use super::task::{resolve, Orchestrate, ResolvedTask, Role, TaskId, TensorId, TensorInfo};
@@ -243,6 +243,7 @@ pub fn load_host_graph(
             t.tensors[i] = (rec.tensors[i].addr, rec.tensors[i].bytes, role);
         }
         t.scalars = rec.scalars;
+        t.dump_mask = (rec.roles >> TASK_DUMP_SHIFT) & ((1 << t.n_tensors) - 1);
         preds.clear();
         for k in 0..u64::from(rec.pred_count) {
             let off = hdr.graph_pred_off as usize + 4 * (rec.pred_start + k) as usize;

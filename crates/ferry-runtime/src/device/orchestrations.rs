@@ -12,6 +12,8 @@ pub const STORM_LANES: u64 = 64;
 pub const STORM_LANE_LEN: u64 = 16;
 
 /// The vector example's graph. Scalars: `n`, `chunk`, `blocks`; tensors: `a`, `b`, `out`.
+/// Every argument is marked for ArgsDump ([`Task::dump`]), so a level-3 capture keeps every
+/// payload and each task can be replayed from it.
 ///
 /// # Errors
 /// Whatever the runtime refuses.
@@ -26,11 +28,15 @@ pub fn vector(o: &mut dyn Orchestrate) -> Result<(), SubmitError> {
         let d = o.alloc_scratch(len)?;
         let e = o.alloc_scratch(len)?;
         let (av, bv) = (View::range(a, off, len), View::range(b, off, len));
-        o.submit(&Task::new(K_ADD).input(av).input(bv).output(c).blocks(blocks))?;
-        o.submit(&Task::new(K_MUL).input(c).input(av).output(d).blocks(blocks))?;
-        o.submit(&Task::new(K_SCALE).input(d).output(e).scalar_f32(0.5).blocks(blocks))?;
-        o.submit(&Task::new(K_ADD_SCALAR).inout(e).scalar_f32(1.0).blocks(blocks))?;
-        o.submit(&Task::new(K_COPY).input(e).output(View::range(out, off, len)).blocks(blocks))?;
+        let add = Task::new(K_ADD).input(av).dump().input(bv).dump().output(c).dump();
+        o.submit(&add.blocks(blocks))?;
+        let mul = Task::new(K_MUL).input(c).dump().input(av).dump().output(d).dump();
+        o.submit(&mul.blocks(blocks))?;
+        let scale = Task::new(K_SCALE).input(d).dump().output(e).dump().scalar_f32(0.5);
+        o.submit(&scale.blocks(blocks))?;
+        o.submit(&Task::new(K_ADD_SCALAR).inout(e).dump().scalar_f32(1.0).blocks(blocks))?;
+        let copy = Task::new(K_COPY).input(e).dump().output(View::range(out, off, len)).dump();
+        o.submit(&copy.blocks(blocks))?;
         o.scope_end()?;
         off += len;
     }
@@ -38,7 +44,7 @@ pub fn vector(o: &mut dyn Orchestrate) -> Result<(), SubmitError> {
 }
 
 /// The paged-attention example's graph. Scalars: `B`, `P`, `S`, `D`; tensors: `q_raw`, `k`, `v`,
-/// `parts`, `out`, `q`.
+/// `parts`, `out`, `q`. Every argument is marked for ArgsDump, as in [`vector`].
 ///
 /// # Errors
 /// Whatever the runtime refuses.
@@ -48,7 +54,13 @@ pub fn paged_attention(o: &mut dyn Orchestrate) -> Result<(), SubmitError> {
         (TensorId(0), TensorId(1), TensorId(2), TensorId(3), TensorId(4), TensorId(5));
     let scale = 1.0 / (dn as f32).sqrt();
     o.submit(
-        &Task::new(K_SCALE).input(q_raw).output(q).scalar_f32(scale).blocks(bn.clamp(1, 4) as u32),
+        &Task::new(K_SCALE)
+            .input(q_raw)
+            .dump()
+            .output(q)
+            .dump()
+            .scalar_f32(scale)
+            .blocks(bn.clamp(1, 4) as u32),
     )?;
     let page = sn * dn;
     for b in 0..bn {
@@ -57,9 +69,13 @@ pub fn paged_attention(o: &mut dyn Orchestrate) -> Result<(), SubmitError> {
             o.submit(
                 &Task::new(K_ATTN_PARTIAL)
                     .input(View::range(q, b * dn, dn))
+                    .dump()
                     .input(View::range(k, kv, page))
+                    .dump()
                     .input(View::range(v, kv, page))
+                    .dump()
                     .output(View::range(parts, (b * pn + p) * (dn + 2), dn + 2))
+                    .dump()
                     .scalar(dn)
                     .scalar(sn)
                     .scalar_f32(1.0),
@@ -70,7 +86,9 @@ pub fn paged_attention(o: &mut dyn Orchestrate) -> Result<(), SubmitError> {
         o.submit(
             &Task::new(K_ATTN_MERGE)
                 .input(View::range(parts, b * pn * (dn + 2), pn * (dn + 2)))
+                .dump()
                 .output(View::range(out, b * dn, dn))
+                .dump()
                 .scalar(dn)
                 .scalar(pn),
         )?;
@@ -78,7 +96,9 @@ pub fn paged_attention(o: &mut dyn Orchestrate) -> Result<(), SubmitError> {
     Ok(())
 }
 
-/// The storm's graph. Scalars: `n`, `lanes`, `lane_len`; tensor: the lanes.
+/// The storm's graph. Scalars: `n`, `lanes`, `lane_len`; tensor: the lanes. No argument is
+/// marked for ArgsDump: a level-3 capture of the storm keeps every argument's metadata and no
+/// payload (level 2 copies them all).
 ///
 /// # Errors
 /// Whatever the runtime refuses.

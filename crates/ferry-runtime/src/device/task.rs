@@ -85,13 +85,16 @@ impl From<TensorId> for View {
     }
 }
 
-/// A tensor argument: a view and a role.
+/// A tensor argument: a view, a role and its ArgsDump mark.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Arg {
     /// What it touches.
     pub view: View,
     /// How.
     pub role: Role,
+    /// Marked for ArgsDump ([`Task::dump`]): at level 1 only marked arguments are dumped, at
+    /// level 3 only marked tensors carry their payload.
+    pub dump: bool,
 }
 
 /// Explicit control dependencies a task can carry.
@@ -140,7 +143,7 @@ impl Task {
     /// Adds a tensor argument.
     pub fn arg(mut self, view: impl Into<View>, role: Role) -> Task {
         if (self.n_args as usize) < MAX_TASK_TENSORS {
-            self.args[self.n_args as usize] = Some(Arg { view: view.into(), role });
+            self.args[self.n_args as usize] = Some(Arg { view: view.into(), role, dump: false });
             self.n_args += 1;
         } else {
             self.overflow = true;
@@ -161,6 +164,25 @@ impl Task {
     /// Adds an inout.
     pub fn inout(self, view: impl Into<View>) -> Task {
         self.arg(view, Role::InOut)
+    }
+
+    /// Marks the tensor argument added last for ArgsDump, the original runtime's `dump(...)`:
+    /// `--dump-args 1` (partial) dumps only marked arguments, `3` (hybrid) dumps every
+    /// argument's metadata and the payload of marked tensors only, `2` (full) dumps everything
+    /// whatever the marks. Without a tensor argument yet it does nothing.
+    ///
+    /// ```
+    /// use ferry_runtime::device::task::{Task, TensorId};
+    /// use ferry_runtime::device::kernels::K_ADD;
+    /// let t = Task::new(K_ADD).input(TensorId(0)).input(TensorId(1)).output(TensorId(2)).dump();
+    /// let marks: Vec<bool> = t.args().map(|a| a.dump).collect();
+    /// assert_eq!(marks, [false, false, true]);
+    /// ```
+    pub fn dump(mut self) -> Task {
+        if let Some(Some(a)) = self.args[..self.n_args as usize].last_mut() {
+            a.dump = true;
+        }
+        self
     }
 
     /// Adds a raw 64-bit scalar.
@@ -198,9 +220,13 @@ impl Task {
 
     /// The tensor arguments.
     pub fn args(&self) -> impl ExactSizeIterator<Item = Arg> + '_ {
-        self.args[..self.n_args as usize]
-            .iter()
-            .map(|a| a.unwrap_or(Arg { view: View::whole(TensorId(u32::MAX)), role: Role::Input }))
+        self.args[..self.n_args as usize].iter().map(|a| {
+            a.unwrap_or(Arg {
+                view: View::whole(TensorId(u32::MAX)),
+                role: Role::Input,
+                dump: false,
+            })
+        })
     }
 
     /// The scalars.
@@ -313,6 +339,8 @@ pub struct ResolvedTask {
     pub scalars: [u64; MAX_TASK_SCALARS],
     /// Used entries of `scalars`.
     pub n_scalars: u32,
+    /// ArgsDump marks ([`Task::dump`]): bit `i` set when tensor argument `i` is marked.
+    pub dump_mask: u32,
 }
 
 impl ResolvedTask {
@@ -325,11 +353,17 @@ impl ResolvedTask {
         n_tensors: 0,
         scalars: [0; MAX_TASK_SCALARS],
         n_scalars: 0,
+        dump_mask: 0,
     };
 
     /// The used tensor entries.
     pub fn tensors(&self) -> &[(u64, u64, Role)] {
         &self.tensors[..self.n_tensors as usize]
+    }
+
+    /// Whether tensor argument `i` is marked for ArgsDump.
+    pub fn marked(&self, i: usize) -> bool {
+        i < 32 && self.dump_mask & (1 << i) != 0
     }
 
     /// Role bits, 2 per tensor.
@@ -390,6 +424,7 @@ pub fn resolve(
         n_tensors: nt,
         scalars: [0; MAX_TASK_SCALARS],
         n_scalars: ns,
+        dump_mask: 0,
     };
     r.scalars[..ns as usize].copy_from_slice(task.scalars());
     for (i, a) in task.args().enumerate() {
@@ -414,6 +449,7 @@ pub fn resolve(
             });
         }
         r.tensors[i] = (info.addr + 4 * a.view.offset, 4 * len, a.role);
+        r.dump_mask |= u32::from(a.dump) << i;
     }
     Ok(r)
 }

@@ -25,8 +25,10 @@
 //! slot, and the binary operators); `n = 0` as a length means "to the end of the tensor". A
 //! tensor reference below the run-tensor count is that run tensor; with [`SCRATCH_REF`] set it is
 //! a scratch slot of an enclosing scope. A scalar is `kind` [`SCALAR_U64`] (an expression) or
-//! [`SCALAR_F32`] (one word of `f32` bits). Repeat counts may not use loop variables, so the task
+//! [`SCALAR_F32`] (one word of `f32` bits). A `role` is `Role::bits`, or'ed with [`ARG_DUMP`]
+//! for an argument marked for ArgsDump. Repeat counts may not use loop variables, so the task
 //! total is known from the program alone.
+use super::ffi::ARG_DUMP;
 use super::image::{MAX_TASK_SCALARS, MAX_TASK_TENSORS};
 use super::task::{Orchestrate, Role, Task, TensorId, View};
 use crate::error::SubmitError;
@@ -309,7 +311,8 @@ fn validate(w: &Words<'_>, h: &Header) -> Result<u64, SubmitError> {
                     if !live {
                         return Err(bad(j, ProgramFault::BadTensorRef));
                     }
-                    if Role::from_bits(w.at(j + 1, end)?).is_none() || w.at(j + 1, end)? > 3 {
+                    let role = w.at(j + 1, end)?;
+                    if Role::from_bits(role).is_none() || role & !ARG_DUMP > 3 {
                         return Err(bad(j + 1, ProgramFault::BadOpcode));
                     }
                     j = check_expr(j + 2)?;
@@ -472,12 +475,16 @@ pub fn run_words(o: &mut dyn Orchestrate, program: &[u32]) -> Result<(), SubmitE
                     } else {
                         TensorId(r)
                     };
-                    let role = Role::from_bits(w.at(j + 1, end)?)
-                        .ok_or(bad(j + 1, ProgramFault::BadOpcode))?;
+                    let role_word = w.at(j + 1, end)?;
+                    let role =
+                        Role::from_bits(role_word).ok_or(bad(j + 1, ProgramFault::BadOpcode))?;
                     let (off, next) = expr(j + 2, end, &vars)?;
                     let (len, next) = expr(next, end, &vars)?;
                     let off = if off == u64::MAX { 0 } else { off };
                     t = t.arg(View::range(tensor, off, len), role);
+                    if role_word & ARG_DUMP != 0 {
+                        t = t.dump();
+                    }
                     j = next;
                 }
                 for _ in 0..n_scalars {

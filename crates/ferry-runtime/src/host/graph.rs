@@ -1,6 +1,6 @@
 //! The host-built graph: the orchestration function run on the host, recorded, validated and
 //! laid out for upload.
-use crate::device::image::{TaskRecord, TensorRecord};
+use crate::device::image::{TaskRecord, TensorRecord, TASK_DUMP_SHIFT};
 use crate::device::task::{resolve, Orchestrate, ResolvedTask, Task, TaskId, TensorId, TensorInfo};
 use crate::device::tensor_map::TensorMap;
 use crate::error::{RunError, SubmitError};
@@ -342,7 +342,7 @@ impl HostGraph {
                     block_dim: t.block_dim,
                     n_tensors: t.n_tensors,
                     n_scalars: t.n_scalars,
-                    roles: t.role_bits(),
+                    roles: t.role_bits() | t.dump_mask << TASK_DUMP_SHIFT,
                     pred_count: ps.len() as u32,
                     pred_start: flat.len() as u64,
                     scalars: t.scalars,

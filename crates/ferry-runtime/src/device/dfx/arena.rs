@@ -182,7 +182,31 @@ const _: () = assert!(
         <= u16::MAX as usize
 );
 
+/// What an ArgsDump level keeps of a task's arguments (`specs/dfx.md` §5.4).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct DumpLevel {
+    /// Only tensors marked with `dump(...)` ([`Task::dump`](super::super::task::Task::dump))
+    /// are dumped, and no scalar (level 1, partial).
+    pub(crate) marked_only: bool,
+    /// Every dumped tensor carries its payload (level 2, full); otherwise only marked ones do
+    /// (levels 1 and 3: at level 3, hybrid, the others keep their metadata).
+    pub(crate) every_payload: bool,
+}
+
+impl DumpLevel {
+    /// Level `level` (1 partial, 2 full, 3 hybrid; anything else dumps like full).
+    pub(crate) fn of(level: u32) -> DumpLevel {
+        DumpLevel { marked_only: level == 1, every_payload: !matches!(level, 1 | 3) }
+    }
+
+    /// Whether a tensor argument is dumped, and whether with its payload.
+    pub(crate) fn tensor(self, marked: bool) -> (bool, bool) {
+        (marked || !self.marked_only, marked || self.every_payload)
+    }
+}
+
 impl ThreadDfx {
+    /// Dumps `task`'s arguments of one stage, as the session's level keeps them ([`DumpLevel`]).
     pub(super) fn dump_args(
         &mut self,
         ops: &dyn DeviceOps,
@@ -191,7 +215,10 @@ impl ThreadDfx {
         stage: u8,
     ) {
         let before = stage == ARG_STAGE_BEFORE_DISPATCH;
-        let payloads = self.dev.args_level != 0;
+        let level = DumpLevel::of(self.dev.args_level);
+        if level.marked_only && task.dump_mask == 0 {
+            return;
+        }
         let head = ArgsChainHead {
             task_id: seq,
             stage,
@@ -206,11 +233,12 @@ impl ThreadDfx {
                 Role::Output => !before,
                 Role::InOut => true,
             };
-            if !dumped {
+            let (kept, payload) = level.tensor(task.marked(i));
+            if !dumped || !kept {
                 continue;
             }
             let (mut payload_offset, mut payload_size, mut truncated) = (0, 0, false);
-            if payloads && bytes > 0 {
+            if payload && bytes > 0 {
                 match self.copy_payload(ops, addr, bytes) {
                     Some((off, size, t)) => {
                         (payload_offset, payload_size, truncated) = (off, size, t)
@@ -234,7 +262,7 @@ impl ThreadDfx {
                 },
             });
         }
-        if before {
+        if before && !level.marked_only {
             for (k, &v) in task.scalars[..task.n_scalars as usize].iter().enumerate() {
                 // By the kernel's signature: an f32 scalar dumps as FLOAT32 bits.
                 let dtype = self

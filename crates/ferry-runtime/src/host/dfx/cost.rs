@@ -9,7 +9,7 @@ use ferry_sim::Arch;
 #[derive(Clone, Debug, PartialEq)]
 pub struct CostRow {
     /// What was on (`off`, `swimlane=1` … `swimlane=4`, `pmu`, `dep_gen`, `dump_args=3`,
-    /// `scope_stats`, `all`).
+    /// `dump_args=2`, `scope_stats`, `all`, `all_dump_args=2`).
     pub config: String,
     /// Tasks per second (median of the rounds).
     pub tasks_per_s: f64,
@@ -42,8 +42,12 @@ pub fn cost_configs() -> Vec<(String, DfxOptions)> {
     v.push(("pmu".into(), DfxOptions { pmu: 2, ..base }));
     v.push(("dep_gen".into(), DfxOptions { dep_gen: true, ..base }));
     v.push(("dump_args=3".into(), DfxOptions { dump_args: 3, ..base }));
+    // The storm marks no argument for dump: level 3 dumps every argument's metadata and no
+    // payload, level 2 every payload.
+    v.push(("dump_args=2".into(), DfxOptions { dump_args: 2, ..base }));
     v.push(("scope_stats".into(), DfxOptions { scope_stats: true, ..base }));
     v.push(("all".into(), DfxOptions::all()));
+    v.push(("all_dump_args=2".into(), DfxOptions { dump_args: 2, ..DfxOptions::all() }));
     v
 }
 

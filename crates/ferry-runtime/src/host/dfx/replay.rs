@@ -67,6 +67,10 @@ impl ReplayArg {
     }
 }
 
+/// Why an argument can have no payload, for the message that says one is missing.
+const NO_PAYLOAD: &str = " (level 3 keeps the payloads of tensors marked with dump(...) only: \
+                          mark them, or dump with --dump-args 2)";
+
 /// Why a task could not be replayed.
 #[derive(Debug, thiserror::Error)]
 pub enum ReplayError {
@@ -229,13 +233,17 @@ pub fn replay_task(d: &ArgsDump, task: u64) -> Result<Vec<ReplayArg>, ReplayErro
     for (i, [before, after]) in slots.iter().enumerate() {
         let words: Box<[u32]> = match before {
             Some(a) => {
-                let p = d.payload(a).ok_or_else(|| missing(&format!("payload of input {i}")))?;
+                let p = d
+                    .payload(a)
+                    .ok_or_else(|| missing(&format!("no payload for input {i}{NO_PAYLOAD}")))?;
                 floats(p).into_iter().map(f32::to_bits).collect()
             }
             // An output only: as large as its dumped payload (checked against numel above).
             None => {
                 let a = after.expect("validate: every index has a record");
-                let p = d.payload(a).ok_or_else(|| missing(&format!("payload of output {i}")))?;
+                let p = d
+                    .payload(a)
+                    .ok_or_else(|| missing(&format!("no payload for output {i}{NO_PAYLOAD}")))?;
                 vec![0u32; p.len() / 4].into()
             }
         };
@@ -264,7 +272,9 @@ pub fn replay_task(d: &ArgsDump, task: u64) -> Result<Vec<ReplayArg>, ReplayErro
     let mut out = Vec::new();
     for (i, [_, after]) in slots.iter().enumerate() {
         let Some(a) = after else { continue };
-        let p = d.payload(a).ok_or_else(|| missing(&format!("payload of output {i}")))?;
+        let p = d
+            .payload(a)
+            .ok_or_else(|| missing(&format!("no payload for output {i}{NO_PAYLOAD}")))?;
         let s = &slices[i];
         out.push(ReplayArg {
             index: a.arg_index,

@@ -1,0 +1,123 @@
+//! ArgsDump levels against `dump(...)` marks (`specs/dfx.md` §5.4): 1 (partial) dumps only
+//! marked arguments, 2 (full) every argument with its payload, 3 (hybrid) every argument's
+//! metadata and only the marked tensors' payloads — on both orchestration variants (the
+//! host-built graph carries the marks in its task records) and both launch paths.
+use ferry_runtime::device::kernels::{K_ADD, K_ADD_SCALAR};
+use ferry_runtime::host::dfx::{DfxChip, DfxOptions, DfxSession};
+use ferry_runtime::host::{Callable, DeviceRunner, RunArgs, RunnerConfig, TensorInit, Variant};
+use ferry_runtime::{Orchestrate, SubmitError, Task, TensorId};
+use ferry_sim::Arch;
+
+const N: usize = 64;
+
+/// Task 0: `out = x + y` with `x` and `out` marked, `y` not. Task 1: `out += 1`, nothing marked.
+fn marked_add(o: &mut dyn Orchestrate) -> Result<(), SubmitError> {
+    let (x, y, out) = (TensorId(0), TensorId(1), TensorId(2));
+    o.submit(&Task::new(K_ADD).input(x).dump().input(y).output(out).dump())?;
+    o.submit(&Task::new(K_ADD_SCALAR).inout(out).scalar_f32(1.0))?;
+    Ok(())
+}
+
+/// One dumped argument: (task, stage, arg index, kind, whether it has a payload).
+type Row = (u64, String, u32, String, bool);
+
+fn dumped(level: u32, variant: Variant, full_path: bool) -> (Vec<Row>, usize) {
+    let cfg = RunnerConfig::small(Arch::A2a3);
+    let cfg = if full_path { cfg } else { cfg.in_process() };
+    let mut r = DeviceRunner::new(cfg).unwrap();
+    r.register_callable(1, Callable::new("marked-add", variant, marked_add)).unwrap();
+    let x: Vec<f32> = (0..N).map(|i| i as f32).collect();
+    let y: Vec<f32> = (0..N).map(|i| 0.5 * i as f32).collect();
+    let args = RunArgs {
+        tensors: vec![
+            TensorInit::Data(x.clone()),
+            TensorInit::Data(y.clone()),
+            TensorInit::Zeros(N),
+        ],
+        scalars: vec![],
+        scratch_bytes: 0,
+    };
+    let chip = DfxChip {
+        arch: cfg.arch,
+        threads: cfg.aicpu_threads,
+        aic: cfg.aic,
+        aiv: cfg.aiv,
+        task_window: cfg.task_window,
+        scratch_bytes: 0,
+    };
+    let opts = DfxOptions { dump_args: level, ..DfxOptions::default() };
+    let s = if full_path {
+        DfxSession::start_on(&opts, chip, r.device()).unwrap()
+    } else {
+        DfxSession::start(&opts, chip, r.device().clock()).unwrap()
+    };
+    r.attach_dfx_session(Some(&s)).unwrap();
+    let out = r.run(1, args).unwrap();
+    r.attach_dfx_session(None).unwrap();
+    let want: Vec<f32> = x.iter().zip(&y).map(|(a, b)| a + b + 1.0).collect();
+    assert_eq!(out.tensors[2].as_deref(), Some(&want[..]), "the run itself is unchanged");
+    let m = s.finish().unwrap();
+    let d = m.args.expect("an args dump");
+    assert_eq!((d.dropped_records, d.dropped_overwrite), (0, 0));
+    let mut rows: Vec<Row> = d
+        .args
+        .iter()
+        .map(|a| {
+            let payload = d.payload(&a).is_some_and(|p| !p.is_empty());
+            (a.task_id, a.stage.to_string(), a.arg_index, a.kind.to_string(), payload)
+        })
+        .collect();
+    rows.sort();
+    (rows, d.bin.len())
+}
+
+fn row(task: u64, stage: &str, index: u32, kind: &str, payload: bool) -> Row {
+    (task, stage.into(), index, kind.into(), payload)
+}
+
+#[test]
+fn each_level_keeps_what_the_marks_ask_for_on_both_variants_and_paths() {
+    let (b, a) = ("before_dispatch", "after_completion");
+    for (variant, full) in [
+        (Variant::DeviceOrchestrated, false),
+        (Variant::HostBuiltGraph, false),
+        (Variant::HostBuiltGraph, true),
+    ] {
+        let what = format!("{variant:?}, full path {full}");
+        // Level 1: only the marked tensors, with their payloads; no scalar, nothing of task 1.
+        let (rows, bin) = dumped(1, variant, full);
+        assert_eq!(rows, [row(0, a, 2, "tensor", true), row(0, b, 0, "tensor", true)], "{what}");
+        assert_eq!(bin, 2 * 4 * N, "{what}");
+        // Level 2: everything, every tensor with its payload.
+        let (rows, bin) = dumped(2, variant, full);
+        let full_rows = [
+            row(0, a, 2, "tensor", true),
+            row(0, b, 0, "tensor", true),
+            row(0, b, 1, "tensor", true),
+            row(1, a, 0, "tensor", true),
+            row(1, b, 0, "tensor", true),
+            row(1, b, 1, "scalar", false),
+        ];
+        assert_eq!(rows, full_rows, "{what}");
+        assert_eq!(bin, 5 * 4 * N, "{what}");
+        // Level 3: every argument's metadata, the payloads of the marked ones only.
+        let (rows, bin) = dumped(3, variant, full);
+        let hybrid = [
+            row(0, a, 2, "tensor", true),
+            row(0, b, 0, "tensor", true),
+            row(0, b, 1, "tensor", false),
+            row(1, a, 0, "tensor", false),
+            row(1, b, 0, "tensor", false),
+            row(1, b, 1, "scalar", false),
+        ];
+        assert_eq!(rows, hybrid, "{what}");
+        assert_eq!(bin, 2 * 4 * N, "{what}");
+    }
+}
+
+#[test]
+fn dump_marks_the_last_tensor_and_nothing_without_one() {
+    let t = Task::new(K_ADD).dump().input(TensorId(0)).input(TensorId(1)).dump().dump();
+    let marks: Vec<bool> = t.args().map(|a| a.dump).collect();
+    assert_eq!(marks, [false, true], "dump() before any tensor marks nothing");
+}
