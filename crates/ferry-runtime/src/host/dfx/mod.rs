@@ -80,13 +80,16 @@ use sinks::{ArgsAcks, ArgsSink};
 pub const HOST_THREADS: usize = 3;
 
 /// Nice value of a session's host threads (Linux): below the simulated chip's threads, which on
-/// hardware would not share CPUs with the host at all. Not further below: at 10 the 2-core
-/// machines' scheduler left a host thread off the CPU for tens of milliseconds behind the chip's
-/// two dozen threads, and default pools waited at their gates (the capacity test failed 2 of 6
-/// runs even with the PMU and ArgsDump pools doubled); at 5, with those pools, 0 of 18, and the
-/// storm's in-run throughput with all five subsystems was the same within noise (8 interleaved
-/// rounds).
-pub const HOST_NICE: i32 = 5;
+/// hardware would not share CPUs with the host at all. A host thread that wakes less often finds
+/// more buffers per wake-up, so it also spends less: measured in process on the 2-core machines
+/// (the storm, all five subsystems, 6 processes x 8 interleaved rounds, paired ratios of DFX
+/// off), nice 0 gave 0.75 of DFX off with 20 ms of host CPU per run, 5 gave 0.80-0.81 with
+/// 11-14 ms, 12 gave 0.84-0.85 with 6-8 ms (15 and 19 the same within noise), with no gate wait
+/// in any round. The default pools stay cold at 12 (the capacity test: 0 failures in 30 release
+/// and 10 debug runs, as at 15 and 19); what it costs is latency where a pool has no slack:
+/// the one-buffer-pool tests take ~1.5x as long. (Before the pools were sized for ~30 ms of
+/// host delay, nice 10 had made the capacity test fail 2 runs of 6.)
+pub const HOST_NICE: i32 = 12;
 
 /// What to collect in a run (`ferry run --swimlane/--pmu/--dep-gen/--dump-args/--scope-stats`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
