@@ -327,15 +327,7 @@ pub(super) fn start_dfx(
     if !dfx.any() {
         return Ok((None, None));
     }
-    let chip = DfxChip {
-        arch: cfg.arch,
-        threads: cfg.aicpu_threads,
-        aic: cfg.aic,
-        aiv: cfg.aiv,
-        task_window: cfg.task_window,
-        scratch_bytes,
-    };
-    let s = DfxSession::start_on(dfx, chip, runner.device())?;
+    let s = DfxSession::start_on(dfx, DfxChip::of(cfg, scratch_bytes), runner.device())?;
     runner.attach_dfx_session(Some(&s))?;
     let mut anchors = ClockAnchors::new_sim();
     sample_clock_anchors(runner.device(), ANCHOR_PRE, &mut anchors);

@@ -37,14 +37,7 @@ fn dumped(level: u32, variant: Variant, full_path: bool) -> (Vec<Row>, usize) {
         scalars: vec![],
         scratch_bytes: 0,
     };
-    let chip = DfxChip {
-        arch: cfg.arch,
-        threads: cfg.aicpu_threads,
-        aic: cfg.aic,
-        aiv: cfg.aiv,
-        task_window: cfg.task_window,
-        scratch_bytes: 0,
-    };
+    let chip = DfxChip::of(&cfg, 0);
     let opts = DfxOptions { dump_args: level, ..DfxOptions::default() };
     let s = if full_path {
         DfxSession::start_on(&opts, chip, r.device()).unwrap()

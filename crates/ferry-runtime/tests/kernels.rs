@@ -284,14 +284,7 @@ fn dfx_collection_names_loaded_kernels() {
     let c = Callable::new("saxpy-clamp", Variant::HostBuiltGraph, saxpy_then_clamp);
     r.register_callable(0, c).unwrap();
     let cfg = *r.config();
-    let chip = DfxChip {
-        arch: cfg.arch,
-        threads: cfg.aicpu_threads,
-        aic: cfg.aic,
-        aiv: cfg.aiv,
-        task_window: cfg.task_window,
-        scratch_bytes: 0,
-    };
+    let chip = DfxChip::of(&cfg, 0);
     // Level 2 (full): the scalars are dumped whatever the marks (level 1 keeps marked tensors
     // only).
     let opts = DfxOptions { swimlane: 4, dep_gen: true, dump_args: 2, ..DfxOptions::default() };

@@ -69,14 +69,7 @@ pub fn subsystem_costs(
     let mut r = DeviceRunner::new(cfg)?;
     let run = crate::examples::Example::Storm.build(size);
     r.register_callable(1, run.callable.clone())?;
-    let chip = DfxChip {
-        arch,
-        threads: cfg.aicpu_threads,
-        aic: cfg.aic,
-        aiv: cfg.aiv,
-        task_window: cfg.task_window,
-        scratch_bytes: run.args.scratch_bytes,
-    };
+    let chip = DfxChip::of(&cfg, run.args.scratch_bytes);
     // Warm-up.
     r.run(1, run.args.clone())?;
     // Rounds: every configuration once per round, so machine noise spreads over all of them.
@@ -163,14 +156,7 @@ pub fn storm_model(
     let mut r = DeviceRunner::new(cfg)?;
     let run = crate::examples::Example::Storm.build(size);
     r.register_callable(1, run.callable.clone())?;
-    let chip = DfxChip {
-        arch,
-        threads: cfg.aicpu_threads,
-        aic: cfg.aic,
-        aiv: cfg.aiv,
-        task_window: cfg.task_window,
-        scratch_bytes: run.args.scratch_bytes,
-    };
+    let chip = DfxChip::of(&cfg, run.args.scratch_bytes);
     let s = DfxSession::start_on(&DfxOptions::all(), chip, r.device())?;
     r.attach_dfx_session(Some(&s))?;
     let out = r.run(1, run.args.clone());

@@ -193,6 +193,20 @@ pub struct DfxChip {
     pub scratch_bytes: u64,
 }
 
+impl DfxChip {
+    /// The chip a runner built from `cfg` has, for a run of `scratch_bytes` scratch bytes.
+    pub fn of(cfg: &super::RunnerConfig, scratch_bytes: u64) -> DfxChip {
+        DfxChip {
+            arch: cfg.arch,
+            threads: cfg.aicpu_threads,
+            aic: cfg.aic,
+            aiv: cfg.aiv,
+            task_window: cfg.task_window,
+            scratch_bytes,
+        }
+    }
+}
+
 /// One lane's identity for the loss lines: (thread, core).
 type LaneIds = Vec<(u32, Option<u32>)>;
 
