@@ -29,6 +29,12 @@ pub(crate) struct RegionDrain {
     quota: Vec<u32>,
     pub(crate) recycled: Vec<Consumer<u32>>,
     pub(crate) retired: Vec<u32>,
+    /// By buffer index: whether the device holds the buffer (this part pushed it into a free
+    /// queue and has not popped it from a ready entry since). Only this part gives the lanes it
+    /// serves their buffers and takes them back, so a ready entry naming a buffer the device
+    /// does not hold is a duplicate: handing it on would put one buffer into the host's rings
+    /// twice, and rings sized for every buffer could then fill up in a cycle.
+    device_holds: Vec<bool>,
     pub(crate) stats: DrainStats,
 }
 
@@ -75,6 +81,7 @@ impl RegionDrain {
             quota: quota.to_vec(),
             recycled,
             retired: Vec::new(),
+            device_holds: vec![false; l.buffers as usize],
             stats: DrainStats::default(),
             ctx,
         }
@@ -93,6 +100,21 @@ impl RegionDrain {
                 self.ctx.host.load_u32(l.free_tail_offset(lane), Ordering::Relaxed);
             // Every buffer pushed so far (seeds and startup replenish) is still the lane's.
             self.held[lane as usize] = self.tails[lane as usize];
+            if !self.queues.contains(&self.ctx.lanes[lane as usize].ready_queue) {
+                continue;
+            }
+            // The device has not run yet: what is between its head and our tail it holds.
+            let head = self.ctx.free_head(lane).unwrap_or(self.tails[lane as usize]);
+            let tail = self.tails[lane as usize];
+            for k in 0..tail.wrapping_sub(head).min(l.free_slots) {
+                let c = head.wrapping_add(k);
+                let slot = l.free_slot_offset(lane, dfx::fq_slot(c, l.free_slots));
+                // Relaxed: host-owned word, as above.
+                let ptr = self.ctx.host.load_u64(slot, Ordering::Relaxed);
+                if let Some(b) = self.ctx.buffer_of_addr(ptr) {
+                    self.device_holds[b as usize] = true;
+                }
+            }
         }
     }
 
@@ -181,10 +203,17 @@ impl RegionDrain {
             // Invalid entry: keep the buffer (if any) out of circulation but accounted.
             self.stats.invalid_entries += 1;
             if let Some(b) = buffer {
-                self.retired.push(b);
+                if core::mem::replace(&mut self.device_holds[b as usize], false) {
+                    self.retired.push(b);
+                }
             }
             return;
         };
+        if !core::mem::replace(&mut self.device_holds[buffer as usize], false) {
+            // Already the host's (or never given out): it circulates once, where it is.
+            self.stats.duplicate_entries += 1;
+            return;
+        }
         let count_off = l.buffer_offset(buffer) + l.count_offset();
         let mut count = 0;
         if ctx.mem.read_range_from_device(count_off, 4).is_ok() {
@@ -255,6 +284,7 @@ impl RegionDrain {
             }
             self.tails[lane as usize] = tail.wrapping_add(1);
             self.held[lane as usize] += 1;
+            self.device_holds[buf as usize] = true;
             self.stats.free_pushes += 1;
             self.ctx.ring_lane(lane);
         }

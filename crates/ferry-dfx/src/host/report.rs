@@ -10,6 +10,10 @@ pub struct DrainStats {
     pub entries: u64,
     /// Entries whose lane, kind, queue or buffer pointer was invalid (buffer retired).
     pub invalid_entries: u64,
+    /// Entries naming a buffer the device did not hold (the host had not given it to a free
+    /// queue, or already took it back): a device that publishes a buffer twice. Skipped, so the
+    /// buffer circulates once; the lane's reconcile shows what the device counted in it.
+    pub duplicate_entries: u64,
     /// Times a top-up ran dry and listed the lane for retry.
     pub short_sites: u64,
     /// Retry attempts that pushed at least one buffer.
@@ -26,6 +30,7 @@ impl DrainStats {
     pub(crate) fn add(&mut self, o: &DrainStats) {
         self.entries += o.entries;
         self.invalid_entries += o.invalid_entries;
+        self.duplicate_entries += o.duplicate_entries;
         self.short_sites += o.short_sites;
         self.retries_refilled += o.retries_refilled;
         self.free_pushes += o.free_pushes;
