@@ -103,11 +103,12 @@ impl RegionDrain {
             if !self.queues.contains(&self.ctx.lanes[lane as usize].ready_queue) {
                 continue;
             }
-            // The device has not run yet: what is between its head and our tail it holds.
-            let head = self.ctx.free_head(lane).unwrap_or(self.tails[lane as usize]);
+            // As for `held`: the device has not run yet, so it holds every buffer in the queue,
+            // the last `min(tail, slots)` pushes (no device read, so none can fail here).
             let tail = self.tails[lane as usize];
-            for k in 0..tail.wrapping_sub(head).min(l.free_slots) {
-                let c = head.wrapping_add(k);
+            let n = tail.min(l.free_slots);
+            for k in 0..n {
+                let c = tail - n + k;
                 let slot = l.free_slot_offset(lane, dfx::fq_slot(c, l.free_slots));
                 // Relaxed: host-owned word, as above.
                 let ptr = self.ctx.host.load_u64(slot, Ordering::Relaxed);
