@@ -146,6 +146,8 @@ struct LaneCursor {
     seq: u32,
     fq_head: u32,
     fq_cached_tail: u32,
+    /// Records produced before the current buffer's: the lane's production is `total + count`
+    /// (the hot path bumps only `count`; a buffer's records join `total` when it is left).
     total: u64,
     dropped: u64,
     stall: u64,
@@ -283,7 +285,6 @@ impl<R: Record> DeviceWriter<R> {
     #[inline]
     pub fn record(&mut self, lane: usize, rec: R) {
         let l = &mut self.lanes[lane];
-        l.total += 1;
         // The slow path never sees the record, so it stays in registers on the hot path.
         if l.count >= l.capacity && !self.claim_for_record(lane) {
             return;
@@ -299,12 +300,11 @@ impl<R: Record> DeviceWriter<R> {
         // aligned; [3] the lane owns the buffer: it claimed it from its free queue and has not
         // published it yet.
         unsafe { self.view.write_pod_unchecked(off, rec) };
-        let ahead = off + PREFETCH_BYTES;
-        if ahead < l.records_off + cap as usize * size_of::<R>() {
-            // A line a few records on, still in this buffer: its read-for-ownership overlaps the
-            // work until it is written instead of stalling that write.
-            self.view.prefetch_write(ahead);
-        }
+        // A line a few records on: its read-for-ownership overlaps the work until it is written
+        // instead of stalling that write. Past the buffer's end it is a line of the next buffer
+        // in memory (a hint, harmless; the view keeps it inside the region), which saves the
+        // hot path a bounds test.
+        self.view.prefetch_write(off + PREFETCH_BYTES);
         if c + 1 == cap {
             self.switch_buffer(lane);
         }
@@ -338,8 +338,8 @@ impl<R: Record> DeviceWriter<R> {
         }
         let rpb = self.layout.records_per_buffer;
         let l = &mut self.lanes[lane];
-        l.total += u64::from(n);
         if recs.len() > rpb as usize {
+            l.total += u64::from(n);
             l.dropped += u64::from(n);
             l.items_dropped += items;
             return false;
@@ -351,6 +351,7 @@ impl<R: Record> DeviceWriter<R> {
         let l = &self.lanes[lane];
         if l.capacity == 0 && !self.pop_free(lane) {
             let l = &mut self.lanes[lane];
+            l.total += u64::from(n);
             l.dropped += u64::from(n);
             l.items_dropped += items;
             return false;
@@ -397,7 +398,9 @@ impl<R: Record> DeviceWriter<R> {
         if self.pop_free(lane) {
             true
         } else {
-            self.lanes[lane].dropped += 1;
+            let l = &mut self.lanes[lane];
+            l.total += 1;
+            l.dropped += 1;
             false
         }
     }
@@ -412,7 +415,7 @@ impl<R: Record> DeviceWriter<R> {
         let v = &self.view;
         // Relaxed: device-owned counters; the host reads them after the writer has finished
         // (ordered by the join / stream sync), or as diagnostics where staleness is harmless.
-        v.store_u64(l.state_off + OFF_TOTAL, l.total, Ordering::Relaxed);
+        v.store_u64(l.state_off + OFF_TOTAL, l.total + u64::from(l.count), Ordering::Relaxed);
         v.store_u64(l.state_off + OFF_DROPPED, l.dropped, Ordering::Relaxed);
         v.store_u64(l.state_off + OFF_STALL, l.stall, Ordering::Relaxed);
         v.store_u64(l.state_off + OFF_MAX_STALL, l.max_stall, Ordering::Relaxed);
@@ -640,6 +643,7 @@ impl<R: Record> DeviceWriter<R> {
             Err(GateTimeout) => {
                 // Still ours: account the whole buffer and overwrite it from slot 0.
                 let l = &mut self.lanes[lane];
+                l.total += u64::from(l.count);
                 l.dropped += l.count as u64;
                 l.items_dropped += l.run_items;
                 l.count = 0;
@@ -649,6 +653,7 @@ impl<R: Record> DeviceWriter<R> {
             }
             Ok(()) => {
                 let l = &mut self.lanes[lane];
+                l.total += u64::from(l.count);
                 l.capacity = 0;
                 l.count = 0;
                 l.run_items = 0;
@@ -686,6 +691,7 @@ impl<R: Record> DeviceWriter<R> {
                     }
                 }
                 let l = &mut self.lanes[lane];
+                l.total += u64::from(l.count);
                 l.capacity = 0;
                 l.count = 0;
                 l.run_items = 0;
@@ -705,7 +711,7 @@ impl<R: Record> DeviceWriter<R> {
             .iter()
             .map(|l| LaneStats {
                 lane: l.lane,
-                produced: l.total,
+                produced: l.total + u64::from(l.count),
                 dropped: l.dropped,
                 switches: l.switches,
                 gate_timeouts: l.timeouts,
