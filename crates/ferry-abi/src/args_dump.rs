@@ -267,10 +267,27 @@ pub fn push_arg(out: &mut [u64], len: usize, a: &ChainArg<'_>) -> Result<usize, 
     if n >= ARGS_CHAIN_MAX_ARGS {
         return Err(ArgsChainError::TooManyArgs);
     }
-    let need = len + a.words();
-    if need > out.len() {
-        return Err(ArgsChainError::Full { need, have: out.len() });
-    }
+    let need = len
+        + put_arg(&mut out[len..], a).map_err(|e| match e {
+            ArgsChainError::Full { need, .. } => {
+                ArgsChainError::Full { need: len + need, have: out.len() }
+            }
+            e => e,
+        })?;
+    out[1] = (out[1] & !COUNT_BITS) | ((n + 1) as u64) << 8;
+    Ok(need)
+}
+
+/// Writes `a`'s words (exactly [`ChainArg::words`]) at the start of `out`, as [`push_arg`]
+/// appends them, and returns how many: for a writer that encodes a whole chain in one pass and
+/// counts its arguments itself ([`header`]). On error nothing is written.
+///
+/// # Errors
+/// [`ArgsChainError::BadField`] for more than [`ARGS_MAX_DIMS`] dimensions,
+/// [`ArgsChainError::Full`] when `out` is shorter than the argument.
+#[inline]
+pub fn put_arg(out: &mut [u64], a: &ChainArg<'_>) -> Result<usize, ArgsChainError> {
+    let need = a.words();
     let (kind, nd, start) = match a.body {
         ArgBody::Scalar(_) => (ARG_KIND_SCALAR, 0, 0),
         ArgBody::Tensor { dims, start_offset, .. } => (ARG_KIND_TENSOR, dims.len(), start_offset),
@@ -278,10 +295,13 @@ pub fn push_arg(out: &mut [u64], len: usize, a: &ChainArg<'_>) -> Result<usize, 
     if nd > ARGS_MAX_DIMS {
         return Err(ArgsChainError::BadField { field: "ndims", value: nd as u64 });
     }
+    let Some(out) = out.get_mut(..need) else {
+        return Err(ArgsChainError::Full { need, have: out.len() });
+    };
     let cf = (if a.truncated { CF_TRUNCATED } else { 0 })
         | (if a.contiguous { CF_CONTIGUOUS } else { 0 })
         | (if start != 0 { CF_START_OFFSET } else { 0 });
-    out[len] = u64::from(kind)
+    out[0] = u64::from(kind)
         | u64::from(a.role) << 8
         | u64::from(a.dtype) << 16
         | u64::from(a.flags) << 24
@@ -289,20 +309,44 @@ pub fn push_arg(out: &mut [u64], len: usize, a: &ChainArg<'_>) -> Result<usize, 
         | cf << 36
         | u64::from(a.arg_index) << 48;
     match a.body {
-        ArgBody::Scalar(value) => out[len + 1] = value,
+        ArgBody::Scalar(value) => out[1] = value,
         ArgBody::Tensor { payload_offset, payload_size, dims, start_offset } => {
-            out[len + 1] = payload_offset;
-            out[len + 2] = payload_size;
-            for (w, &(shape, stride)) in out[len + 3..len + 3 + nd].iter_mut().zip(dims) {
+            out[1] = payload_offset;
+            out[2] = payload_size;
+            for (w, &(shape, stride)) in out[3..3 + nd].iter_mut().zip(dims) {
                 *w = u64::from(shape) | u64::from(stride) << 32;
             }
             if start_offset != 0 {
-                out[len + 3 + nd] = start_offset;
+                out[3 + nd] = start_offset;
             }
         }
     }
-    out[1] = (out[1] & !COUNT_BITS) | ((n + 1) as u64) << 8;
     Ok(need)
+}
+
+/// The header words of a chain of `head` that holds `args` arguments: with the arguments
+/// [`put_arg`] wrote after them, the chain [`start`] and [`push_arg`] build one argument at a
+/// time.
+///
+/// # Errors
+/// [`ArgsChainError::BadField`] for a `func_count` above 3, [`ArgsChainError::TooManyArgs`]
+/// for more than [`ARGS_CHAIN_MAX_ARGS`] arguments.
+#[inline]
+pub fn header(
+    head: &ArgsChainHead,
+    args: usize,
+) -> Result<[u64; ARGS_CHAIN_HEADER_WORDS], ArgsChainError> {
+    if head.func_count > 3 {
+        return Err(ArgsChainError::BadField {
+            field: "func_count",
+            value: head.func_count.into(),
+        });
+    }
+    if args > ARGS_CHAIN_MAX_ARGS {
+        return Err(ArgsChainError::TooManyArgs);
+    }
+    let [w0, w1, w2] = head_words(head);
+    Ok([w0, w1 | (args as u64) << 8, w2])
 }
 
 /// Appends argument `r` to the chain of `len` words at the start of `out` (begun with [`start`])

@@ -333,17 +333,23 @@ proptest! {
         recs in proptest::collection::vec(arb_record(), 1..40)
     ) {
         let n = ARGS_CHAIN_HEADER_WORDS + recs.len() * ARGS_ARG_MAX_WORDS;
-        let (mut a, mut b) = (std::vec![0u64; n], std::vec![0u64; n]);
+        let (mut a, mut b, mut c) = (std::vec![0u64; n], std::vec![0u64; n], std::vec![0u64; n]);
         let la = encode(&recs, &mut a).unwrap();
-        let mut lb = start(&mut b, &ArgsChainHead::of(&recs[0])).unwrap();
+        let head = ArgsChainHead::of(&recs[0]);
+        let mut lb = start(&mut b, &head).unwrap();
+        // The one-pass encoding: every argument's words, then the header with the count.
+        let mut lc = ARGS_CHAIN_HEADER_WORDS;
         for r in &recs {
             let mut dims = [(0, 0); 5];
             let arg = chain_arg(r, &mut dims);
             prop_assert_eq!(arg.words(), arg_words(r));
             prop_assert_eq!(arg.payload_size(), if r.kind == ARG_KIND_SCALAR { 0 } else { r.payload_size });
             lb = push_arg(&mut b, lb, &arg).unwrap();
+            lc += put_arg(&mut c[lc..], &arg).unwrap();
         }
+        c[..ARGS_CHAIN_HEADER_WORDS].copy_from_slice(&header(&head, recs.len()).unwrap());
         prop_assert_eq!(&a[..la], &b[..lb]);
+        prop_assert_eq!(&b[..lb], &c[..lc]);
         prop_assert_eq!(decode(&b[..lb]), recs);
     }
 }
@@ -384,4 +390,40 @@ fn the_typed_encoder_checks_room_count_and_dimensions() {
     assert_eq!((c.arg_count(), used), (1, len));
     let r = c.records().next().unwrap();
     assert_eq!((r.ndims, r.shapes[0], r.strides[0], r.payload_size), (1, 4, 1, 16));
+}
+
+#[test]
+fn the_one_pass_encoder_checks_room_dimensions_count_and_functions() {
+    let dims = [(4, 1); 6];
+    let t = |nd: usize| ChainArg {
+        role: ARG_ROLE_INPUT,
+        dtype: 2,
+        flags: 0,
+        arg_index: 0,
+        truncated: false,
+        contiguous: true,
+        body: ArgBody::Tensor {
+            payload_offset: 0,
+            payload_size: 0,
+            dims: &dims[..nd],
+            start_offset: 7,
+        },
+    };
+    let mut out = [0u64; 8];
+    assert_eq!(
+        put_arg(&mut out, &t(6)),
+        Err(ArgsChainError::BadField { field: "ndims", value: 6 })
+    );
+    assert_eq!(put_arg(&mut out[..5], &t(2)), Err(ArgsChainError::Full { need: 6, have: 5 }));
+    assert_eq!(out, [0; 8], "a refused argument writes nothing");
+    assert_eq!(put_arg(&mut out, &t(2)), Ok(6));
+    let head = ArgsChainHead::of(&tensor(0, 1));
+    assert_eq!(header(&head, 256), Err(ArgsChainError::TooManyArgs));
+    let [w0, w1, w2] = header(&head, 255).unwrap();
+    let mut started = [0u64; 3];
+    start(&mut started, &head).unwrap();
+    assert_eq!([w0, w1 & !COUNT_BITS, w2], started);
+    assert_eq!((w1 & COUNT_BITS) >> 8, 255);
+    let four = ArgsChainHead { func_count: 4, ..head };
+    assert_eq!(header(&four, 1), Err(ArgsChainError::BadField { field: "func_count", value: 4 }));
 }

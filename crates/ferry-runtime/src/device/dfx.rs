@@ -153,6 +153,7 @@ impl DfxDevice {
             chain_args: 0,
             chain_payloads: 0,
             arena: self.arenas.get(thread as usize).cloned(),
+            dump_level: arena::DumpLevel::of(self.args_level),
             views: Box::new(super::image::TranslateCache::new()),
             core_lane,
             dispatch: Vec::new(),
@@ -200,6 +201,8 @@ pub struct ThreadDfx {
     chain_args: u64,
     chain_payloads: u64,
     arena: Option<Arc<ArgsArena>>,
+    /// What the session's ArgsDump level keeps.
+    dump_level: arena::DumpLevel,
     /// Translations of the views this thread dumped (one per tensor per run, not per dump).
     views: Box<super::image::TranslateCache<64>>,
     core_lane: Vec<usize>,

@@ -205,6 +205,41 @@ impl DumpLevel {
     }
 }
 
+/// Whether a tensor of `role` is dumped at the stage before dispatch (`before`) or after
+/// completion: inputs before, outputs after, inouts at both.
+fn dumped_at(role: Role, before: bool) -> bool {
+    match role {
+        Role::Input => before,
+        Role::Output => !before,
+        Role::InOut => true,
+    }
+}
+
+/// Tensor argument `index` of `bytes` bytes (one f32 dimension, contiguous) with its payload's
+/// place in the arena (`payload_size` 0: metadata only). `dims` holds its one dimension.
+fn tensor_arg<'a>(
+    role: Role,
+    index: usize,
+    payload: (u64, u64, bool),
+    dims: &'a [(u32, u32); 1],
+) -> ChainArg<'a> {
+    let (payload_offset, payload_size, truncated) = payload;
+    ChainArg {
+        role: role_code(role),
+        dtype: DType::Float32 as u8,
+        flags: 0,
+        arg_index: index as u16,
+        truncated,
+        contiguous: true,
+        body: ArgBody::Tensor { payload_offset, payload_size, dims, start_offset: 0 },
+    }
+}
+
+/// The one dimension of a tensor of `bytes` bytes, in f32 elements.
+fn f32_dims(bytes: u64) -> [(u32, u32); 1] {
+    [((bytes / 4).min(u64::from(u32::MAX)) as u32, 1)]
+}
+
 impl ThreadDfx {
     /// Dumps `task`'s arguments of one stage, as the session's level keeps them ([`DumpLevel`]).
     pub(super) fn dump_args(
@@ -215,7 +250,7 @@ impl ThreadDfx {
         stage: u8,
     ) {
         let before = stage == ARG_STAGE_BEFORE_DISPATCH;
-        let level = DumpLevel::of(self.dev.args_level);
+        let level = self.dump_level;
         if level.marked_only && task.dump_mask == 0 {
             return;
         }
@@ -225,62 +260,105 @@ impl ThreadDfx {
             func_count: 1,
             func_ids: [task.kernel as u16, 0, 0],
         };
+        if self.dump_in_one_pass(&head, task, before) {
+            return;
+        }
         self.chain_begin(&head);
         // Each argument goes straight into the chain's words from the task (no record first).
         for (i, &(addr, bytes, role)) in task.tensors().iter().enumerate() {
-            let dumped = match role {
-                Role::Input => before,
-                Role::Output => !before,
-                Role::InOut => true,
-            };
             let (kept, payload) = level.tensor(task.marked(i));
-            if !dumped || !kept {
+            if !dumped_at(role, before) || !kept {
                 continue;
             }
-            let (mut payload_offset, mut payload_size, mut truncated) = (0, 0, false);
+            let mut at = (0, 0, false);
             if payload && bytes > 0 {
                 match self.copy_payload(ops, addr, bytes) {
-                    Some((off, size, t)) => {
-                        (payload_offset, payload_size, truncated) = (off, size, t)
-                    }
+                    Some(p) => at = p,
                     None => continue,
                 }
             }
-            let dims = [((bytes / 4).min(u64::from(u32::MAX)) as u32, 1)];
-            self.chain_push(&ChainArg {
-                role: role_code(role),
-                dtype: DType::Float32 as u8,
-                flags: 0,
-                arg_index: i as u16,
-                truncated,
-                contiguous: true,
-                body: ArgBody::Tensor {
-                    payload_offset,
-                    payload_size,
-                    dims: &dims,
-                    start_offset: 0,
-                },
-            });
+            self.chain_push(&tensor_arg(role, i, at, &f32_dims(bytes)));
         }
         if before && !level.marked_only {
             for (k, &v) in task.scalars[..task.n_scalars as usize].iter().enumerate() {
-                // By the kernel's signature: an f32 scalar dumps as FLOAT32 bits.
-                let dtype = self
-                    .custom
-                    .scalar_dtype(task.kernel, k)
-                    .unwrap_or_else(|| super::super::kernels::scalar_dtype(task.kernel, k));
-                self.chain_push(&ChainArg {
-                    role: ARG_ROLE_SCALAR,
-                    dtype: dtype as u8,
-                    flags: 0,
-                    arg_index: (task.n_tensors as usize + k) as u16,
-                    truncated: false,
-                    contiguous: true,
-                    body: ArgBody::Scalar(v),
-                });
+                self.chain_push(&self.scalar_arg(task, k, v));
             }
         }
         self.chain_emit();
+    }
+
+    /// Scalar `k` of `task` (value bits `v`), typed by the kernel's signature: an f32 scalar
+    /// dumps as FLOAT32 bits.
+    fn scalar_arg(&self, task: &ResolvedTask, k: usize, v: u64) -> ChainArg<'static> {
+        let dtype = self
+            .custom
+            .scalar_dtype(task.kernel, k)
+            .unwrap_or_else(|| super::super::kernels::scalar_dtype(task.kernel, k));
+        ChainArg {
+            role: ARG_ROLE_SCALAR,
+            dtype: dtype as u8,
+            flags: 0,
+            arg_index: (task.n_tensors as usize + k) as u16,
+            truncated: false,
+            contiguous: true,
+            body: ArgBody::Scalar(v),
+        }
+    }
+
+    /// The common stage, a handful of arguments none of which carries a payload (every stage
+    /// at level 3 whose tensors are unmarked, and the storm's): its chain encoded in one pass
+    /// ([`args_dump::put_arg`], then [`args_dump::header`] with the count) and written as one
+    /// run, the words [`chain_push`](Self::chain_push) would have built one argument at a
+    /// time. `false`, having written nothing, when the stage needs the general path: a payload
+    /// to copy (the arena gate may seal the chain half-way), or more arguments than one chain
+    /// or the scratch holds (continuation chains).
+    fn dump_in_one_pass(
+        &mut self,
+        head: &ArgsChainHead,
+        task: &ResolvedTask,
+        before: bool,
+    ) -> bool {
+        let level = self.dump_level;
+        let scalars = if before && !level.marked_only { task.n_scalars as usize } else { 0 };
+        let mut out = std::mem::take(&mut self.args_chain);
+        let mut len = args_dump::ARGS_CHAIN_HEADER_WORDS;
+        let mut args = 0;
+        let mut fits = out.len() >= len;
+        for (i, &(_, bytes, role)) in task.tensors().iter().enumerate() {
+            let (kept, payload) = level.tensor(task.marked(i));
+            if !fits || !dumped_at(role, before) || !kept {
+                continue;
+            }
+            fits = !(payload && bytes > 0);
+            let dims = f32_dims(bytes);
+            let arg = tensor_arg(role, i, (0, 0, false), &dims);
+            match out.get_mut(len..).map(|o| args_dump::put_arg(o, &arg)) {
+                Some(Ok(n)) if fits => (len, args) = (len + n, args + 1),
+                _ => fits = false,
+            }
+        }
+        for (k, &v) in task.scalars[..scalars].iter().enumerate() {
+            if !fits {
+                break;
+            }
+            match out.get_mut(len..).map(|o| args_dump::put_arg(o, &self.scalar_arg(task, k, v))) {
+                Some(Ok(n)) => (len, args) = (len + n, args + 1),
+                _ => fits = false,
+            }
+        }
+        let head_words = if fits { args_dump::header(head, args).ok() } else { None };
+        if let Some(h) = head_words {
+            if args > 0 {
+                out[..h.len()].copy_from_slice(&h);
+                if let Some(w) = self.args.as_mut() {
+                    // Nothing to account on success: no payload rides on these arguments; a run
+                    // the writer could not place it counts dropped, in arguments, itself.
+                    w.record_run(0, &out[..len], args as u64);
+                }
+            }
+        }
+        self.args_chain = out;
+        head_words.is_some()
     }
 
     /// Starts the chain of one task's arguments of one stage in the thread's scratch.
@@ -335,6 +413,7 @@ impl ThreadDfx {
     }
 
     /// The arena gate (§3.10) and the copy; `None` when the gate gave up (record dropped).
+    #[inline(never)]
     fn copy_payload(
         &mut self,
         ops: &dyn DeviceOps,
