@@ -153,9 +153,10 @@ fn args_chain(c: &mut Criterion) {
         at
     };
     g.bench_function("chains/write", |b| b.iter(|| black_box(encode(&mut words))));
-    // The same chains as the device writes them: typed arguments straight from the task
-    // (`args_dump::push_arg`), no 128-byte record first.
-    let typed = |words: &mut [u64]| {
+    // The same chains as the device writes them: typed arguments straight from the task, no
+    // 128-byte record first; one argument at a time (`args_dump::push_arg`, the general path)
+    // or the whole chain in one pass (`put_arg`, then `header`: a stage without payloads).
+    let typed = |words: &mut [u64], one_pass: bool| {
         use args_dump::{ArgBody, ChainArg};
         use ferry_abi::records as abi;
         let mut at = 0;
@@ -189,16 +190,32 @@ fn args_chain(c: &mut Criterion) {
                 (abi::ARG_STAGE_AFTER_COMPLETION, &after[..]),
             ] {
                 let out = &mut words[at..];
-                let mut n = args_dump::start(out, &head(stage)).unwrap();
-                for a in args {
-                    n = args_dump::push_arg(out, n, a).unwrap();
-                }
+                let n = if one_pass {
+                    let mut n = args_dump::ARGS_CHAIN_HEADER_WORDS;
+                    for a in args {
+                        n += args_dump::put_arg(&mut out[n..], a).unwrap();
+                    }
+                    let h = args_dump::header(&head(stage), args.len()).unwrap();
+                    out[..h.len()].copy_from_slice(&h);
+                    n
+                } else {
+                    let mut n = args_dump::start(out, &head(stage)).unwrap();
+                    for a in args {
+                        n = args_dump::push_arg(out, n, a).unwrap();
+                    }
+                    n
+                };
                 at += n;
             }
         }
         at
     };
-    g.bench_function("chains/write_typed", |b| b.iter(|| black_box(typed(&mut words))));
+    let mut one_pass = vec![0u64; words.len()];
+    let n = typed(&mut one_pass, true);
+    assert_eq!(typed(&mut words, false), n);
+    assert_eq!(one_pass[..n], words[..n], "both encoders write the same chains");
+    g.bench_function("chains/write_typed", |b| b.iter(|| black_box(typed(&mut words, false))));
+    g.bench_function("chains/write_one_pass", |b| b.iter(|| black_box(typed(&mut one_pass, true))));
     let used = encode(&mut words);
     g.bench_function("chains/read_back", |b| {
         b.iter(|| {
