@@ -354,23 +354,23 @@ proptest! {
     }
 }
 
-#[test]
-fn the_typed_encoder_checks_room_count_and_dimensions() {
-    let dims = [(4, 1); 6];
-    let t = |nd: usize| ChainArg {
+/// An input tensor argument of `dims`, with a payload of `payload_size` bytes at offset 0.
+fn input_arg(dims: &[(u32, u32)], payload_size: u64, start_offset: u64) -> ChainArg<'_> {
+    ChainArg {
         role: ARG_ROLE_INPUT,
         dtype: 2,
         flags: 0,
         arg_index: 0,
         truncated: false,
         contiguous: true,
-        body: ArgBody::Tensor {
-            payload_offset: 0,
-            payload_size: 16,
-            dims: &dims[..nd],
-            start_offset: 0,
-        },
-    };
+        body: ArgBody::Tensor { payload_offset: 0, payload_size, dims, start_offset },
+    }
+}
+
+#[test]
+fn the_typed_encoder_checks_room_count_and_dimensions() {
+    let dims = [(4, 1); 6];
+    let t = |nd: usize| input_arg(&dims[..nd], 16, 0);
     let mut out = [0u64; 16];
     let len = start(&mut out, &ArgsChainHead::of(&tensor(0, 1))).unwrap();
     assert_eq!(push_arg(&mut out, 2, &t(1)), Err(ArgsChainError::Truncated { need: 3, have: 2 }));
@@ -395,20 +395,7 @@ fn the_typed_encoder_checks_room_count_and_dimensions() {
 #[test]
 fn the_one_pass_encoder_checks_room_dimensions_count_and_functions() {
     let dims = [(4, 1); 6];
-    let t = |nd: usize| ChainArg {
-        role: ARG_ROLE_INPUT,
-        dtype: 2,
-        flags: 0,
-        arg_index: 0,
-        truncated: false,
-        contiguous: true,
-        body: ArgBody::Tensor {
-            payload_offset: 0,
-            payload_size: 0,
-            dims: &dims[..nd],
-            start_offset: 7,
-        },
-    };
+    let t = |nd: usize| input_arg(&dims[..nd], 0, 7);
     let mut out = [0u64; 8];
     assert_eq!(
         put_arg(&mut out, &t(6)),
