@@ -5,7 +5,7 @@ use crate::catalog::{KernelCatalog, KernelInfo, ScalarType};
 use crate::error::{Lines, WorkloadError};
 use crate::expr::{self, Expr};
 use crate::schema::{self, Item, Num};
-use ferry_runtime::device::ffi::ARG_DUMP;
+use ferry_runtime::device::ffi::arg_role_word;
 use ferry_runtime::device::workload as w;
 use ferry_runtime::Role;
 use std::collections::BTreeMap;
@@ -434,7 +434,7 @@ fn emit_nodes(nodes: &[Node], out: &mut Vec<u32>) {
                         TRef::Run(i) => i,
                         TRef::Scratch(s) => w::SCRATCH_REF | s,
                     });
-                    out.push(a.role.bits() | if a.dump { ARG_DUMP } else { 0 });
+                    out.push(arg_role_word(a.role, a.dump));
                     emit_expr(Some(&a.offset), out);
                     emit_expr(a.len.as_ref(), out);
                 }

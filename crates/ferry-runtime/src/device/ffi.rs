@@ -39,6 +39,12 @@ pub const STATUS_BAD_IMAGE: i32 = STATUS_RUNTIME_BASE + 1;
 /// [`ArgDesc::role`] bit: the argument is marked for ArgsDump ([`Task::dump`]).
 pub const ARG_DUMP: u32 = 1 << 8;
 
+/// The role word of a tensor argument, as [`ArgDesc::role`] and a workload program carry it:
+/// [`Role::bits`], with [`ARG_DUMP`] for an argument marked for ArgsDump.
+pub fn arg_role_word(role: Role, dump: bool) -> u32 {
+    role.bits() | if dump { ARG_DUMP } else { 0 }
+}
+
 /// One tensor argument of a [`TaskDesc`].
 ///
 /// # Layout
@@ -431,7 +437,7 @@ impl Orchestrate for ApiOrchestrator<'_> {
         for (slot, a) in d.args.iter_mut().zip(task.args()) {
             *slot = ArgDesc {
                 tensor: a.view.tensor.0,
-                role: a.role.bits() | if a.dump { ARG_DUMP } else { 0 },
+                role: arg_role_word(a.role, a.dump),
                 offset: a.view.offset,
                 len: a.view.len,
             };
