@@ -229,21 +229,21 @@ pub fn replay_task(d: &ArgsDump, task: u64) -> Result<Vec<ReplayArg>, ReplayErro
         .map(|a| (a.arg_index, a.value.unwrap_or(0)))
         .collect();
     scalars.sort_unstable();
+    // A dumped argument's payload, or why there is none (`what`: input or output `i`).
+    let payload = |a, what: &str, i: usize| {
+        d.payload(a).ok_or_else(|| missing(&format!("no payload for {what} {i}{NO_PAYLOAD}")))
+    };
     let mut bufs: Vec<Box<[u32]>> = Vec::with_capacity(tensor_count);
     for (i, [before, after]) in slots.iter().enumerate() {
         let words: Box<[u32]> = match before {
             Some(a) => {
-                let p = d
-                    .payload(a)
-                    .ok_or_else(|| missing(&format!("no payload for input {i}{NO_PAYLOAD}")))?;
+                let p = payload(a, "input", i)?;
                 floats(p).into_iter().map(f32::to_bits).collect()
             }
             // An output only: as large as its dumped payload (checked against numel above).
             None => {
                 let a = after.expect("validate: every index has a record");
-                let p = d
-                    .payload(a)
-                    .ok_or_else(|| missing(&format!("no payload for output {i}{NO_PAYLOAD}")))?;
+                let p = payload(a, "output", i)?;
                 vec![0u32; p.len() / 4].into()
             }
         };
@@ -272,9 +272,7 @@ pub fn replay_task(d: &ArgsDump, task: u64) -> Result<Vec<ReplayArg>, ReplayErro
     let mut out = Vec::new();
     for (i, [_, after]) in slots.iter().enumerate() {
         let Some(a) = after else { continue };
-        let p = d
-            .payload(a)
-            .ok_or_else(|| missing(&format!("no payload for output {i}{NO_PAYLOAD}")))?;
+        let p = payload(a, "output", i)?;
         let s = &slices[i];
         out.push(ReplayArg {
             index: a.arg_index,
