@@ -73,6 +73,7 @@ pub(crate) fn run(a: &InfoArgs) -> anyhow::Result<()> {
                 "sim_aic": cores.aic,
                 "sim_aiv": cores.aiv,
                 "clock": if d.clock().is_virtual() { "virtual" } else { "real" },
+                "clock_source": d.clock().source_name(),
             })
         })
         .collect();
@@ -127,13 +128,14 @@ pub(crate) fn run(a: &InfoArgs) -> anyhow::Result<()> {
     for d in platform.devices() {
         let c = CoreConfig::default_for(d.arch());
         crate::stdout::outln!(
-            "  device {}: {} MiB HBM, {}, {} AICPU threads, {} AIC + {} AIV simulated cores (by default)",
+            "  device {}: {} MiB HBM, {}, {} AICPU threads, {} AIC + {} AIV simulated cores (by default), clock: {}",
             d.ordinal(),
             d.memory().size() >> 20,
             if d.memory().is_svm() { "SVM" } else { "non-SVM (explicit range copies)" },
             c.aicpu_threads,
             c.aic,
-            c.aiv
+            c.aiv,
+            d.clock().source_name()
         )?;
         let caps = d.aicpu_os().caps();
         crate::stdout::outln!(

@@ -1,4 +1,4 @@
-//! `ferry info` names the device profile; `ferry diagnose handshake` prints each core's
+//! `ferry info` names the device profile and the device clock's source; `ferry diagnose handshake` prints each core's
 //! `aicore_done` as the AICPU saw it and as memory holds it; `ferry run` reaches Path B with a
 //! fix.
 use std::process::Command;
@@ -22,6 +22,37 @@ fn path_b_info_names_the_device_profile() {
     assert_eq!(v["devices"][0]["path_a_latch"], false);
     let (ok, out) = ferry(&["info", "--profile", "lenient"]);
     assert!(!ok && out.contains("unknown device profile `lenient`"), "{out}");
+}
+
+#[test]
+fn info_names_the_device_clock_and_ferry_device_clock_picks_it() {
+    let source = |env: Option<&str>| {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_ferry"));
+        c.args(["info", "--json"]);
+        match env {
+            Some(v) => c.env("FERRY_DEVICE_CLOCK", v),
+            None => c.env_remove("FERRY_DEVICE_CLOCK"),
+        };
+        let o = c.output().unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        (v["devices"][0]["clock_source"].as_str().unwrap().to_string(), o.stderr)
+    };
+    // The TSC exactly where the host kernel keeps time with it.
+    let kernel_tsc = cfg!(target_arch = "x86_64")
+        && std::fs::read_to_string(
+            "/sys/devices/system/clocksource/clocksource0/current_clocksource",
+        )
+        .is_ok_and(|s| s.trim() == "tsc");
+    let auto = if kernel_tsc { "tsc" } else { "monotonic" };
+    assert_eq!(source(None).0, auto);
+    assert_eq!(source(Some("auto")).0, auto);
+    assert_eq!(source(Some("monotonic")).0, "monotonic");
+    // A value it does not know is named on stderr, and the default kept.
+    let (s, err) = source(Some("hpet"));
+    assert_eq!(s, auto);
+    let err = String::from_utf8_lossy(&err);
+    assert!(err.contains("FERRY_DEVICE_CLOCK=\"hpet\""), "{err}");
 }
 
 #[test]

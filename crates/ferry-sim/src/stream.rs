@@ -534,7 +534,9 @@ fn run(s: &Shared, op: Op) -> Result<(), DeviceError> {
         }
         Op::Record(ev, gen) => {
             // The record's timestamp: the device counter when the stream reached it.
-            ev.complete(gen, s.device().ok().map(|d| d.clock().now_cycles()));
+            // Ordered: after everything the stream did before it (host clock anchors bracket
+            // this read).
+            ev.complete(gen, s.device().ok().map(|d| d.clock().now_cycles_ordered()));
             Ok(())
         }
         Op::Wait(ev, gen) => {

@@ -224,7 +224,10 @@ pub struct DeviceServices {
         extern "C" fn(ctx: *const c_void, cond: CondFn, user: *mut c_void, timeout_ns: u64) -> u8,
     /// Wakes every AICPU thread parked in `aicpu_wait`.
     pub notify_aicpu: extern "C" fn(ctx: *const c_void),
-    /// The device's sys counter, in cycles.
+    /// The device's sys counter, in cycles. As a counter read without a barrier, it is not
+    /// ordered after the caller's earlier loads: a caller that timestamps an observation of
+    /// another thread's store issues its CPU's barrier first (`lfence` on x86-64 hosts, `isb` on
+    /// arm64).
     pub now_cycles: extern "C" fn(ctx: *const c_void) -> u64,
     /// The sys counter's frequency in Hz.
     pub clock_hz: extern "C" fn(ctx: *const c_void) -> u64,

@@ -105,7 +105,9 @@ pub fn aicore_execute(
             ops.reg_write_core(base, cond, COND_EXITED);
             return Ok(());
         }
-        let received = now();
+        // Ordered after the load that saw the dispatch: never before the scheduler's dispatch
+        // time, which it read before its register write.
+        let received = if timed { ops.clock_cycles_ordered() } else { 0 };
         last = v;
         if !is_dispatch(v) {
             continue;

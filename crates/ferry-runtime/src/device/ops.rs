@@ -83,8 +83,27 @@ pub unsafe trait DeviceOps: Send + Sync {
     /// its handshake slot). Cheap when nobody waits.
     fn notify_aicpu(&self);
 
-    /// The device sys counter, in cycles.
+    /// The device sys counter, in cycles. Like a counter read without a barrier, the read is not
+    /// ordered after this thread's earlier loads (it is before its later stores): a timestamp
+    /// that must follow an observation of another thread's store, to be compared with that
+    /// thread's own timestamp, is [`clock_cycles_ordered`](Self::clock_cycles_ordered).
     fn clock_cycles(&self) -> u64;
+
+    /// [`clock_cycles`](Self::clock_cycles) after every earlier load of this thread completed:
+    /// the CPU's barrier (`lfence` on the simulator's x86-64 hosts, `isb` on the AICPU's arm64)
+    /// then the read. A core's receive time (after it saw the dispatch) and a scheduler's FIN
+    /// observation time take it, so neither precedes the other side's timestamp.
+    fn clock_cycles_ordered(&self) -> u64 {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: `lfence` (SSE2, part of the x86-64 baseline) has no operands and touches no
+        // memory.
+        unsafe {
+            core::arch::x86_64::_mm_lfence()
+        };
+        #[cfg(not(target_arch = "x86_64"))]
+        std::sync::atomic::compiler_fence(std::sync::atomic::Ordering::SeqCst);
+        self.clock_cycles()
+    }
 
     /// The device sys counter frequency in Hz.
     fn clock_hz(&self) -> u64;

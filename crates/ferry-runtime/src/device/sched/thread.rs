@@ -57,7 +57,8 @@ pub fn scheduler(ops: &dyn DeviceOps, run: &RunState, sched: u32, scheds: u32) {
         let mut progress = false;
         // First every FIN of this sweep is seen, then they are completed. With DFX on, one clock
         // read after the sweep stamps them all: it follows every FIN it stamps (each was
-        // observed, Acquire, before it), so no AICPU finish time precedes its core's end. A
+        // observed, Acquire, before it, and the read waits for those loads), so no AICPU finish
+        // time precedes its core's end (read before its FIN store). A
         // Complete phase runs from that read to the end of the completions, a Dispatch phase
         // from then (or the first dispatch) to the last dispatch; idle polling reads no clock.
         fins.clear();
@@ -66,7 +67,7 @@ pub fn scheduler(ops: &dyn DeviceOps, run: &RunState, sched: u32, scheds: u32) {
                 fins.push(k);
             }
         }
-        let observed = (timed && !fins.is_empty()).then(|| ops.clock_cycles());
+        let observed = (timed && !fins.is_empty()).then(|| ops.clock_cycles_ordered());
         for &k in &fins {
             let c = &mut cores[k];
             let Some((seq, id)) = c.running.take() else { continue };
