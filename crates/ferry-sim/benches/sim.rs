@@ -1,5 +1,6 @@
-//! Criterion benches of the simulated chip: handshake dispatch round trip and null-stream copies.
-//! `ferry bench sim --json` reports the idle CPU cost next to these.
+//! Criterion benches of the simulated chip: handshake dispatch round trip, null-stream copies and
+//! a device clock read on each host counter. `ferry bench sim --json` reports the idle CPU cost
+//! next to these.
 // criterion_group! expands to an undocumented `pub fn`.
 #![allow(missing_docs)]
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
@@ -42,5 +43,23 @@ fn copies(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, handshake, copies);
+/// One device clock read: the TSC (plain and ordered, where the host kernel keeps time with it)
+/// against `CLOCK_MONOTONIC`, the baseline, on the same a5 clock.
+fn clock(c: &mut Criterion) {
+    use ferry_sim::clock::{DeviceClock, RealSource};
+    let arch = ferry_abi::arch::A5;
+    let mut g = c.benchmark_group("device_clock_read");
+    let mono = DeviceClock::real_from(&arch, RealSource::Monotonic);
+    g.bench_function("monotonic", |b| b.iter(|| std::hint::black_box(mono.now_cycles())));
+    let auto = DeviceClock::real_from(&arch, RealSource::Auto);
+    if auto.is_tsc() {
+        g.bench_function("tsc", |b| b.iter(|| std::hint::black_box(auto.now_cycles())));
+        g.bench_function("tsc_ordered", |b| {
+            b.iter(|| std::hint::black_box(auto.now_cycles_ordered()))
+        });
+    }
+    g.finish();
+}
+
+criterion_group!(benches, handshake, copies, clock);
 criterion_main!(benches);
