@@ -229,6 +229,9 @@ pub(crate) fn run(quick: bool, as_json: bool) -> anyhow::Result<()> {
             "policy": "block",
             "path": "device program (Path A) + launch transaction",
             "host_threads": ferry_runtime::host::dfx::HOST_THREADS,
+            // What the chip's clock reads (tsc or monotonic, `FERRY_DEVICE_CLOCK`): with DFX on
+            // it is read ~8 times per task, so the in-run figures depend on it.
+            "device_clock": ferry_sim::clock::DeviceClock::real(arch.profile()).source_name(),
             "in_run": {
                 "off_tasks_per_s": tps_of("off"),
                 "all_tasks_per_s": tps_of("all"),

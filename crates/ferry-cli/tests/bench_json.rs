@@ -21,6 +21,11 @@ fn bench_dfx_quick_reports_every_figure_and_the_cpu_split() {
         assert!(storm["command"][k].as_f64().is_some_and(|v| v > 0.0), "command.{k}");
     }
     assert!(storm["write_phase"]["records_per_s"].as_f64().is_some_and(|v| v > 0.0));
+    assert!(
+        ["tsc", "monotonic"].contains(&storm["device_clock"].as_str().unwrap_or("")),
+        "the clock the figures were taken on: {}",
+        storm["device_clock"]
+    );
     assert_eq!(storm["trace_phase"]["tasks"], serde_json::json!([5000, 5000]));
     let all = storm["subsystems"]
         .as_array()
