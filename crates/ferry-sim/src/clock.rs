@@ -132,21 +132,10 @@ fn monotonic_ns() -> u64 {
     (ts.tv_sec as u64).wrapping_mul(1_000_000_000).wrapping_add(ts.tv_nsec as u64)
 }
 
-/// Orders what follows after every load this thread issued before it has completed, for a
-/// counter read that must come after an observation: `lfence` on x86-64 (the kernel's own
-/// ordered TSC read), a compiler fence elsewhere (where the counter is `CLOCK_MONOTONIC`, whose
-/// read the kernel orders itself). What a device program issues before its sys-counter read
-/// (`isb` on the AICPU's arm64).
-#[inline]
-pub fn order_after_loads() {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: `lfence` (SSE2, part of the x86-64 baseline) has no operands and touches no memory.
-    unsafe {
-        core::arch::x86_64::_mm_lfence()
-    };
-    #[cfg(not(target_arch = "x86_64"))]
-    std::sync::atomic::compiler_fence(Ordering::SeqCst);
-}
+/// Orders what follows after every load this thread issued before it has completed: the
+/// barrier before an ordered counter read ([`DeviceClock::now_cycles_ordered`]), the one a device
+/// program issues before its own (`ferry_abi::services::order_after_loads`).
+pub use ferry_abi::services::order_after_loads;
 
 /// The host CPU's time-stamp counter as a device clock source.
 ///

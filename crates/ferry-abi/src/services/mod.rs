@@ -155,6 +155,23 @@ pub const WAIT_FOREVER: u64 = u64::MAX;
 /// Flag in `core_wait`'s result: the predicate held (the low 32 bits hold the value).
 pub const WAIT_SATISFIED: u64 = 1 << 32;
 
+/// The barrier a caller of [`DeviceServices::now_cycles`] issues first when its timestamp must
+/// follow an observation of another thread's store (the read itself is not ordered after the
+/// caller's earlier loads): every earlier load of this thread completes before anything after
+/// it runs. `lfence` on the simulator's x86-64 hosts (the kernel's own ordered TSC read); a
+/// compiler fence elsewhere, where the simulator's counter is `CLOCK_MONOTONIC`, whose read the
+/// kernel orders itself. On the AICPU's arm64 the same place takes `isb`.
+#[inline]
+pub fn order_after_loads() {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: `lfence` (SSE2, part of the x86-64 baseline) has no operands and touches no memory.
+    unsafe {
+        core::arch::x86_64::_mm_lfence()
+    };
+    #[cfg(not(target_arch = "x86_64"))]
+    core::sync::atomic::compiler_fence(core::sync::atomic::Ordering::SeqCst);
+}
+
 /// Version of [`DeviceServices`]; a program refuses a table of another version.
 pub const SERVICES_ABI_VERSION: u32 = 3;
 
@@ -226,8 +243,7 @@ pub struct DeviceServices {
     pub notify_aicpu: extern "C" fn(ctx: *const c_void),
     /// The device's sys counter, in cycles. As a counter read without a barrier, it is not
     /// ordered after the caller's earlier loads: a caller that timestamps an observation of
-    /// another thread's store issues its CPU's barrier first (`lfence` on x86-64 hosts, `isb` on
-    /// arm64).
+    /// another thread's store issues [`order_after_loads`] first.
     pub now_cycles: extern "C" fn(ctx: *const c_void) -> u64,
     /// The sys counter's frequency in Hz.
     pub clock_hz: extern "C" fn(ctx: *const c_void) -> u64,

@@ -94,14 +94,7 @@ pub unsafe trait DeviceOps: Send + Sync {
     /// then the read. A core's receive time (after it saw the dispatch) and a scheduler's FIN
     /// observation time take it, so neither precedes the other side's timestamp.
     fn clock_cycles_ordered(&self) -> u64 {
-        #[cfg(target_arch = "x86_64")]
-        // SAFETY: `lfence` (SSE2, part of the x86-64 baseline) has no operands and touches no
-        // memory.
-        unsafe {
-            core::arch::x86_64::_mm_lfence()
-        };
-        #[cfg(not(target_arch = "x86_64"))]
-        std::sync::atomic::compiler_fence(std::sync::atomic::Ordering::SeqCst);
+        ferry_abi::services::order_after_loads();
         self.clock_cycles()
     }
 
