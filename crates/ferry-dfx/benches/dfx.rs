@@ -249,7 +249,7 @@ fn args_chain(c: &mut Criterion) {
             let mut log = ChunkLog::new();
             let span = log.append_whole(&words[..used]);
             let mut kept = ChainArgs::default();
-            kept.push_lane(log, vec![span], ArgBin::default).unwrap();
+            kept.push_lane(log, vec![span], |_| ArgBin::None).unwrap();
             black_box((0..kept.len()).filter_map(|i| kept.get(i)).map(|a| a.numel).sum::<u64>())
         })
     });

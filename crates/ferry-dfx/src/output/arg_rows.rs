@@ -108,7 +108,9 @@ pub enum ChainArgsError {
 impl ChainArgs {
     /// Keeps one lane's collected words (`buffers`: the run each collected buffer took in
     /// `words`, in collection order), framing its chains and checking each argument; `bin` gives
-    /// each argument's payload, in chain order. On error the lane is not kept.
+    /// each argument's payload, in chain order, called with the index of the buffer the argument
+    /// is in (a collector that knew a buffer named no payload kept nothing for its arguments).
+    /// On error the lane is not kept.
     ///
     /// # Errors
     /// [`ChainArgsError`] for words that are not chains or an argument outside the format.
@@ -116,7 +118,7 @@ impl ChainArgs {
         &mut self,
         words: ChunkLog<u64>,
         buffers: Vec<Span>,
-        mut bin: impl FnMut() -> ArgBin,
+        mut bin: impl FnMut(usize) -> ArgBin,
     ) -> Result<(), ChainArgsError> {
         let lane = u32::try_from(self.lanes.len()).map_err(|_| ChainArgsError::TooMany)?;
         let (args0, counts0) = (self.args.len(), self.counts);
@@ -135,7 +137,7 @@ impl ChainArgs {
         lane: u32,
         words: &ChunkLog<u64>,
         buffers: &[Span],
-        bin: &mut impl FnMut() -> ArgBin,
+        bin: &mut impl FnMut(usize) -> ArgBin,
     ) -> Result<(), ChainArgsError> {
         for (b, &span) in buffers.iter().enumerate() {
             let buffer = u32::try_from(b).map_err(|_| ChainArgsError::TooMany)?;
@@ -155,7 +157,7 @@ impl ChainArgs {
                         chain_at,
                         // A chain is at most 3 + 255 × 10 words.
                         at: off as u16,
-                        bin: bin(),
+                        bin: bin(b),
                         key: (
                             rec.task_id,
                             u8::from(rec.stage != abi::ARG_STAGE_BEFORE_DISPATCH),
@@ -438,7 +440,7 @@ mod tests {
         recs.extend(more);
         let mut k = 0u64;
         let mut c = ChainArgs::default();
-        c.push_lane(log, vec![b0, b1], || {
+        c.push_lane(log, vec![b0, b1], |_| {
             k += 1;
             match k % 3 {
                 1 => ArgBin::At { offset: 64 * k, size: 64 },
@@ -483,7 +485,7 @@ mod tests {
         let mut log = ChunkLog::new();
         let (good, _) = buffer(&mut log, &[(1, 0)]);
         let mut c = ChainArgs::default();
-        c.push_lane(log, vec![good], ArgBin::default).unwrap();
+        c.push_lane(log, vec![good], |_| ArgBin::None).unwrap();
         let before: Vec<DumpedArg> = (0..c.len()).filter_map(|i| c.get(i)).collect();
         // A good chain followed by one with a reserved bit set, then a cut chain.
         for cut in [false, true] {
@@ -498,7 +500,7 @@ mod tests {
             }
             let mut bad = ChunkLog::new();
             let span = bad.append_whole(&w);
-            let e = c.push_lane(bad, vec![span], ArgBin::default).unwrap_err();
+            let e = c.push_lane(bad, vec![span], |_| ArgBin::None).unwrap_err();
             assert!(matches!(e, ChainArgsError::Chain(_)), "{e}");
             // Words that frame, but an argument whose role no record has.
             let mut log = ChunkLog::new();
@@ -507,14 +509,14 @@ mod tests {
             w[ferry_abi::args_dump::ARGS_CHAIN_HEADER_WORDS] |= 0x7F << 8;
             let mut odd = ChunkLog::new();
             let span = odd.append_whole(&w);
-            let e = c.push_lane(odd, vec![span], ArgBin::default).unwrap_err();
+            let e = c.push_lane(odd, vec![span], |_| ArgBin::None).unwrap_err();
             assert!(matches!(e, ChainArgsError::Record(_)), "{e}");
             let after: Vec<DumpedArg> = (0..c.len()).filter_map(|i| c.get(i)).collect();
             assert_eq!(after, before);
             assert_eq!(ArgRows::from(std::mem::take(&mut c)).counts(), [2, 0, 1, 0, 0, 0]);
             let mut log = ChunkLog::new();
             let (good, _) = buffer(&mut log, &[(1, 0)]);
-            c.push_lane(log, vec![good], ArgBin::default).unwrap();
+            c.push_lane(log, vec![good], |_| ArgBin::None).unwrap();
         }
     }
 }

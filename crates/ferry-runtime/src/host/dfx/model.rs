@@ -192,7 +192,12 @@ pub(super) fn args_dump(
         let base = d.bin.len() as u64;
         let mut payloads = lane.payloads.iter();
         let mut overwritten = 0u64;
-        kept.push_lane(lane.words, lane.buffers, || {
+        let walked = lane.walked;
+        kept.push_lane(lane.words, lane.buffers, |buffer| {
+            if !walked.get(buffer).copied().unwrap_or(true) {
+                // A buffer whose chains could name no payload (`ArgsSink`).
+                return ArgBin::None;
+            }
             // The lane's bin goes after those before it.
             match payloads.next().copied().unwrap_or_default() {
                 ArgBin::At { offset, size } => ArgBin::At { offset: base + offset, size },
@@ -301,6 +306,8 @@ mod tests {
         let buffer =
             |records| CollectedBuffer { lane: 0, kind: 0, seq: 0, queue: 0, shard: 0, records };
 
+        // The device's cursor after copying that payload (bytes 128..192).
+        arena.write_offset().store(192, Ordering::Relaxed);
         let mut good = sink();
         good.on_buffer_collected(&buffer(&words[..n]));
         assert_eq!(consumed[0].load(Ordering::Relaxed), 1, "one payload copied and counted");
@@ -350,5 +357,69 @@ mod tests {
         });
         let p = r.expect_err("the panic reaches the caller");
         assert_eq!(p.downcast_ref::<&str>(), Some(&"conversion bug"));
+    }
+
+    /// A buffer whose chains can name no payload (the thread's arena cursor has not moved past
+    /// the last payload the walked chains named) is not walked: its arguments read back with no
+    /// payload. One that names a new payload is walked and its payload copied, in order after a
+    /// skipped one; the acknowledgement counts only copied payloads.
+    #[test]
+    fn buffers_that_name_no_new_payload_are_not_walked_and_read_back_without_one() {
+        use crate::device::dfx::ArgsArena;
+        use ferry_abi::args_dump::{self, ArgsChainHead};
+        use ferry_abi::records::{self as abi, ArgsDumpRecord};
+        use ferry_dfx::{CollectSink, CollectedBuffer};
+        use std::sync::atomic::{AtomicU64, Ordering};
+
+        let arena = Arc::new(ArgsArena::new(4096));
+        let consumed = Arc::new(vec![AtomicU64::new(0)]);
+        let mut sink = ArgsSink::new(vec![arena.clone()], consumed.clone());
+        let tensor = |task: u64, payload_offset: u64, payload_size: u64| ArgsDumpRecord {
+            task_id: task,
+            role: abi::ARG_ROLE_INPUT,
+            ndims: 1,
+            dtype: abi::DType::Float32 as u8,
+            is_contiguous: 1,
+            payload_offset,
+            payload_size,
+            func_ids: [4, 0, 0],
+            func_count: 1,
+            shapes: [16, 0, 0, 0, 0],
+            strides: [1, 0, 0, 0, 0],
+            ..Default::default()
+        };
+        let chain = |r: &ArgsDumpRecord| {
+            let mut w = [0u64; 16];
+            let n = args_dump::start(&mut w, &ArgsChainHead::of(r)).unwrap();
+            let n = args_dump::push(&mut w, n, r).unwrap();
+            w[..n].to_vec()
+        };
+        let collect = |s: &mut ArgsSink, seq: u32, r: &ArgsDumpRecord| {
+            let words = chain(r);
+            s.on_buffer_collected(&CollectedBuffer {
+                lane: 0,
+                kind: 0,
+                seq,
+                queue: 0,
+                shard: 0,
+                records: &words,
+            });
+        };
+        // Task 1 copies 64 bytes (cursor 64): walked.
+        arena.write_offset().store(64, Ordering::Relaxed);
+        collect(&mut sink, 0, &tensor(1, 0, 64));
+        assert_eq!(consumed[0].load(Ordering::Relaxed), 1);
+        // Task 2 names none and the cursor did not move: not walked.
+        collect(&mut sink, 1, &tensor(2, 0, 0));
+        // Task 3 copies the next 64 bytes (cursor 128): walked again.
+        arena.write_offset().store(128, Ordering::Relaxed);
+        collect(&mut sink, 2, &tensor(3, 64, 64));
+        assert_eq!(consumed[0].load(Ordering::Relaxed), 2, "both payloads, nothing for task 2");
+        assert_eq!(sink.lanes[0].walked, [true, false, true]);
+        let d = args_dump(vec![sink], 3, 0).unwrap();
+        let bins: Vec<_> =
+            (0..3).map(|i| d.args.get(i).map(|a| (a.task_id, a.bin_offset, a.bin_size))).collect();
+        assert_eq!(bins, [Some((1, Some(0), 64)), Some((2, None, 0)), Some((3, Some(64), 64))]);
+        assert_eq!(d.bin.len(), 128);
     }
 }
