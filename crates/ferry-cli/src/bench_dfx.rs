@@ -29,6 +29,12 @@ const TARGET_TRACE_RATIO: f64 = 12.0;
 /// Interleaved rounds of the in-run measurement (every configuration once per round).
 const IN_RUN_ROUNDS: u32 = 11;
 
+/// Further rounds of DFX off and all five alone, one run right after the other: the headline
+/// ratio (a) is the noisiest figure (its rounds' own ratios spread by ±0.05 on the 2-core VMs,
+/// where a single storm run swings 72-140 ms), so it gets 31 samples a side rather than 11, each
+/// pair ~0.3 s apart rather than a round's ~3 s.
+const IN_RUN_PAIRS: u32 = 20;
+
 /// The DFX flags of the all-five command.
 const ALL_FIVE: [&str; 7] = ["--swimlane", "4", "--pmu", "2", "--dep-gen", "--dump-args", "3"];
 
@@ -144,10 +150,10 @@ pub(crate) fn run(quick: bool, as_json: bool) -> anyhow::Result<()> {
         if quick { (Size::Small, 1, 5_000) } else { (Size::Full, 7, 50_000) };
     // The in-run rounds are cheap (~0.1 s per run) and their ratio is the noisiest figure (a
     // single storm run swings 72-140 ms here), so they get more rounds than the write phases.
-    let in_run_rounds = if quick { 1 } else { IN_RUN_ROUNDS };
+    let (in_run_rounds, in_run_pairs) = if quick { (1, 0) } else { (IN_RUN_ROUNDS, IN_RUN_PAIRS) };
     let anyhow_err = |e: Box<dyn std::error::Error + Send + Sync>| anyhow::anyhow!("{e}");
-    let rows =
-        ferry_runtime::host::dfx::subsystem_costs(arch, size, in_run_rounds).map_err(anyhow_err)?;
+    let rows = ferry_runtime::host::dfx::subsystem_costs(arch, size, in_run_rounds, in_run_pairs)
+        .map_err(anyhow_err)?;
     let ratio_of = |name: &str| rows.iter().find(|r| r.config == name).map_or(0.0, |r| r.ratio);
     let tps_of = |name: &str| rows.iter().find(|r| r.config == name).map_or(0.0, |r| r.tasks_per_s);
     let paired_of =
@@ -225,6 +231,9 @@ pub(crate) fn run(quick: bool, as_json: bool) -> anyhow::Result<()> {
             "tasks": tasks,
             "rounds": rounds,
             "in_run_rounds": in_run_rounds,
+            // More rounds of off and all five alone, adjacent (their medians and paired ratio
+            // are over `in_run_rounds + in_run_pairs` samples).
+            "in_run_pairs": in_run_pairs,
             "statistic": "median of interleaved rounds",
             "policy": "block",
             "path": "device program (Path A) + launch transaction",

@@ -54,8 +54,11 @@ pub fn cost_configs() -> Vec<(String, DfxOptions)> {
 /// What each DFX subsystem costs the storm example: tasks/s on a default-sized chip, on the full
 /// path `ferry run` takes (the loaded AICPU program, regions in device memory), with DFX off and
 /// with each subsystem / swimlane level on, as ratios against off. Runs `repeats` rounds of every
-/// configuration in turn and takes each one's median (the 2-core development machine schedules
-/// some 40 threads, so single runs vary by 2-3x). `size` picks the storm (`Full`: 50,000 tasks).
+/// configuration in turn, then `pairs` more rounds of DFX off and all five alone (one right after
+/// the other: the headline pair gets more samples, each ratio taken between two runs a moment
+/// apart), and takes each configuration's median over its rounds (the 2-core development
+/// machine schedules some 40 threads, so single runs vary by 2-3x). `size` picks the storm
+/// (`Full`: 50,000 tasks).
 ///
 /// # Errors
 /// A run or a collection that failed.
@@ -63,6 +66,7 @@ pub fn subsystem_costs(
     arch: Arch,
     size: crate::examples::Size,
     repeats: u32,
+    pairs: u32,
 ) -> Result<Vec<CostRow>, Box<dyn std::error::Error + Send + Sync>> {
     use crate::host::{DeviceRunner, RunnerConfig};
     let cfg = RunnerConfig::default_for(arch);
@@ -72,13 +76,19 @@ pub fn subsystem_costs(
     let chip = DfxChip::of(&cfg, run.args.scratch_bytes);
     // Warm-up.
     r.run(1, run.args.clone())?;
-    // Rounds: every configuration once per round, so machine noise spreads over all of them.
+    // Rounds: every configuration once per round, so machine noise spreads over all of them;
+    // then the headline pair alone.
     let configs = cost_configs();
     let mut samples: Vec<Vec<f64>> = vec![Vec::new(); configs.len()];
     let mut counts = vec![(0u64, 0u64, 0u64); configs.len()];
     let mut cpu: Vec<Vec<RoleCpu>> = vec![Vec::new(); configs.len()];
-    for _ in 0..repeats.max(1) {
-        for (k, (_, opts)) in configs.iter().enumerate() {
+    let all = configs.iter().position(|(name, _)| name == "all").unwrap_or(0);
+    let rounds = (0..repeats.max(1))
+        .map(|_| (0..configs.len()).collect::<Vec<_>>())
+        .chain((0..pairs).map(|_| vec![0, all]));
+    for round in rounds {
+        for k in round {
+            let opts = &configs[k].1;
             let s =
                 if opts.any() { Some(DfxSession::start_on(opts, chip, r.device())?) } else { None };
             r.attach_dfx_session(s.as_ref())?;
@@ -112,8 +122,9 @@ pub fn subsystem_costs(
     let meds: Vec<f64> = samples.iter_mut().map(median).collect();
     let cpu_meds: Vec<Option<RoleCpu>> = cpu
         .iter()
-        .map(|v| {
-            (v.len() == repeats.max(1) as usize).then(|| {
+        .zip(&samples)
+        .map(|(v, s)| {
+            (v.len() == s.len()).then(|| {
                 let role = |f: fn(&RoleCpu) -> f64| median(&mut v.iter().map(f).collect());
                 RoleCpu {
                     aicpu_ns: role(|c| c.aicpu_ns),
