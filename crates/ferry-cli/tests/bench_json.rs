@@ -21,6 +21,17 @@ fn bench_dfx_quick_reports_every_figure_and_the_cpu_split() {
         assert!(storm["command"][k].as_f64().is_some_and(|v| v > 0.0), "command.{k}");
     }
     assert!(storm["write_phase"]["records_per_s"].as_f64().is_some_and(|v| v > 0.0));
+    // Both arches, polling and doorbell, each beside both baselines measured in its rounds.
+    let drains = j["drain"].as_array().unwrap();
+    assert_eq!(drains.len(), 4);
+    for d in drains {
+        for k in ["gb_per_s", "memcpy_gb_per_s", "cross_core_gb_per_s"] {
+            assert!(d[k].as_f64().is_some_and(|v| v > 0.0), "drain.{k}: {d}");
+        }
+        let (g, x) = (d["gb_per_s"].as_f64().unwrap(), d["cross_core_gb_per_s"].as_f64().unwrap());
+        assert!((d["vs_cross_core"].as_f64().unwrap() - g / x).abs() < 1e-9, "{d}");
+    }
+    assert_eq!(storm["in_run_pairs"], 0, "--quick takes no extra pairs");
     assert!(
         ["tsc", "monotonic"].contains(&storm["device_clock"].as_str().unwrap_or("")),
         "the clock the figures were taken on: {}",

@@ -125,6 +125,12 @@ pub struct DrainFigures {
     pub memcpy_gb_per_s: f64,
     /// `gb_per_s / memcpy_gb_per_s`.
     pub vs_memcpy: f64,
+    /// Median [`cross_core_copy`] of the same bytes through the same pool in the same rounds,
+    /// GB/s: what the machine moves between two threads with no transport at all. On the 2-core
+    /// VMs it follows the VM's phases (vCPU placement) where a one-CPU memcpy does not.
+    pub cross_core_gb_per_s: f64,
+    /// `gb_per_s / cross_core_gb_per_s`.
+    pub vs_cross_core: f64,
     /// Gate waits of the writer, summed over the rounds.
     pub writer_waits: u64,
     /// Records lost (0: Block policy).
@@ -383,6 +389,61 @@ pub fn memcpy(bytes: u64, working_set: usize, chunk: usize) -> Duration {
     Duration::from_nanos((d.as_nanos() as f64 * bytes as f64 / (n * chunk) as f64) as u64)
 }
 
+/// The bare hand-off the drain does, without a transport: one thread writes `bytes` as 32-byte
+/// records into `buffers` buffers of `buffer_bytes` in turn, another copies each buffer out (as
+/// the drain's copying collector does) and hands it back, both polling (a failed poll yields).
+/// Where [`memcpy`] is one CPU's streaming copy, this is what the machine moves from one thread
+/// to another: every line crosses between two CPUs' caches twice per lap. The time of the
+/// whole transfer.
+pub fn cross_core_copy(bytes: u64, buffers: usize, buffer_bytes: usize) -> Duration {
+    use std::sync::mpsc::{sync_channel, TryRecvError};
+    let words = (buffer_bytes / 8).max(4) & !3;
+    let laps = (bytes as usize).div_ceil(words * 8);
+    let (to_copy, full) = sync_channel::<Box<[u64]>>(buffers);
+    let (to_fill, empty) = sync_channel::<Box<[u64]>>(buffers);
+    for _ in 0..buffers.max(1) {
+        let _ = to_fill.send(vec![0u64; words].into_boxed_slice());
+    }
+    let poll = |rx: &std::sync::mpsc::Receiver<Box<[u64]>>| loop {
+        match rx.try_recv() {
+            Ok(b) => return Some(b),
+            Err(TryRecvError::Empty) => std::thread::yield_now(),
+            Err(TryRecvError::Disconnected) => return None,
+        }
+    };
+    std::thread::scope(|sc| {
+        let copier = sc.spawn(move || {
+            let mut out: Vec<u64> = Vec::with_capacity(words);
+            while let Some(b) = poll(&full) {
+                out.clear();
+                out.extend_from_slice(&b);
+                black_box(&out);
+                if to_fill.send(b).is_err() {
+                    break;
+                }
+            }
+        });
+        let t0 = Instant::now();
+        let mut i = 0u64;
+        for _ in 0..laps {
+            let Some(mut b) = poll(&empty) else { break };
+            for r in b.chunks_exact_mut(4) {
+                r.copy_from_slice(&[i, i, i, i]);
+                i += 1;
+            }
+            if to_copy.send(b).is_err() {
+                break;
+            }
+        }
+        drop(to_copy);
+        let _ = copier.join();
+        let d = t0.elapsed();
+        Duration::from_nanos(
+            (d.as_nanos() as f64 * bytes as f64 / (laps * words * 8) as f64) as u64,
+        )
+    })
+}
+
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     v.get(v.len() / 2).copied().unwrap_or(0.0)
@@ -398,10 +459,11 @@ fn drain_figures(cfg: &BenchConfig) -> Vec<DrainFigures> {
     let configs: Vec<(Arch, bool)> =
         Arch::ALL.into_iter().flat_map(|a| [(a, false), (a, true)]).collect();
     let gbs = |d: Duration| bytes as f64 / d.as_secs_f64().max(1e-9) / 1e9;
-    let mut mc = Vec::new();
+    let (mut mc, mut xc) = (Vec::new(), Vec::new());
     let mut runs: Vec<(Vec<f64>, u64, u64)> = configs.iter().map(|_| (Vec::new(), 0, 0)).collect();
     for _ in 0..cfg.drain_rounds.max(1) {
         mc.push(gbs(memcpy(bytes, ws, buf)));
+        xc.push(gbs(cross_core_copy(bytes, cfg.drain_buffers as usize, buf)));
         for (k, &(arch, bell)) in configs.iter().enumerate() {
             let (d, dropped, waits) =
                 drain(arch, bytes, cfg.drain_buffers, cfg.drain_records_per_buffer, bell);
@@ -410,7 +472,7 @@ fn drain_figures(cfg: &BenchConfig) -> Vec<DrainFigures> {
             runs[k].2 += waits;
         }
     }
-    let memcpy_gb = median(mc);
+    let (memcpy_gb, cross_gb) = (median(mc), median(xc));
     configs
         .into_iter()
         .zip(runs)
@@ -424,6 +486,8 @@ fn drain_figures(cfg: &BenchConfig) -> Vec<DrainFigures> {
                 gb_per_s: gb,
                 memcpy_gb_per_s: memcpy_gb,
                 vs_memcpy: gb / memcpy_gb.max(1e-12),
+                cross_core_gb_per_s: cross_gb,
+                vs_cross_core: gb / cross_gb.max(1e-12),
                 writer_waits: waits,
                 dropped,
             }
