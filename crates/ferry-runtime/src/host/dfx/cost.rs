@@ -82,10 +82,10 @@ pub fn subsystem_costs(
     let mut samples: Vec<Vec<f64>> = vec![Vec::new(); configs.len()];
     let mut counts = vec![(0u64, 0u64, 0u64); configs.len()];
     let mut cpu: Vec<Vec<RoleCpu>> = vec![Vec::new(); configs.len()];
-    let all = configs.iter().position(|(name, _)| name == "all").unwrap_or(0);
+    let all = configs.iter().position(|(name, _)| name == "all");
     let rounds = (0..repeats.max(1))
         .map(|_| (0..configs.len()).collect::<Vec<_>>())
-        .chain((0..pairs).map(|_| vec![0, all]));
+        .chain(all.into_iter().flat_map(|a| (0..pairs).map(move |_| vec![0, a])));
     for round in rounds {
         for k in round {
             let opts = &configs[k].1;
