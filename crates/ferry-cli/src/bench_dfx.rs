@@ -315,7 +315,7 @@ pub(crate) fn run(quick: bool, as_json: bool) -> anyhow::Result<()> {
     }
     crate::stdout::outln!(
         "{} storm, {tasks} tasks, all five subsystems, median of {rounds} interleaved rounds \
-         ({in_run_rounds} in the run):",
+         ({in_run_rounds} in the run, then {in_run_pairs} more of off and all five alone):",
         arch.name()
     )?;
     crate::stdout::outln!(
