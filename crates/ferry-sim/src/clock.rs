@@ -276,11 +276,6 @@ impl DeviceClock {
         }
     }
 
-    /// Whether this clock reads the CPU's time-stamp counter.
-    pub fn is_tsc(&self) -> bool {
-        matches!(self.source, Source::Tsc { .. })
-    }
-
     /// What this clock counts: `tsc`, `monotonic` or `virtual`.
     pub fn source_name(&self) -> &'static str {
         match self.source {
@@ -411,8 +406,8 @@ mod tests {
         use std::time::Instant;
         for source in [RealSource::Auto, RealSource::Monotonic] {
             let c = DeviceClock::real_from(&A5, source);
-            assert_eq!(c.is_tsc(), source == RealSource::Auto && tsc::rate().is_some());
-            assert_eq!(c.source_name(), if c.is_tsc() { "tsc" } else { "monotonic" });
+            let tsc = source == RealSource::Auto && tsc::rate().is_some();
+            assert_eq!(c.source_name(), if tsc { "tsc" } else { "monotonic" });
             // Each device read bracketed by two host reads, so a pre-emption anywhere only
             // widens the brackets: a5 counts nanoseconds, so `b - a` lies between the inner and
             // the outer host interval, give or take the rate's error (ppm; 0.1 % allowed).
