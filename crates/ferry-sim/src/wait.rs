@@ -1,12 +1,28 @@
-//! Waiting without burning a core: spin briefly, then park until a [`Doorbell`] rings.
+//! Waiting without burning a core, and without handing the CPU to another process: spin
+//! briefly, yield while the CPUs are ours, then park until a [`Doorbell`] rings.
 //!
 //! Every wait in the simulated chip goes through [`Doorbell::wait_until`]: it first polls the
 //! condition while spinning ([`spin_steps`]: a few microseconds where the host has CPUs to spare,
-//! a single `pause` where it does not), then while yielding the CPU
-//! ([`YIELDS`] times), then parks on a condition variable until the bell rings or the park
-//! timeout passes. A writer that makes a condition true calls [`Doorbell::ring`]; when nobody is
-//! parked, `ring` costs one fence and one atomic load and writes nothing shared, so it is cheap
-//! enough for hot paths.
+//! a single `pause` where it does not), then while yielding the CPU ([`YIELDS`] times), then
+//! parks on a futex until the bell rings or the park timeout passes. A writer that makes a
+//! condition true calls [`Doorbell::ring`]; when nobody is parked, `ring` costs one fence and one
+//! atomic load and writes nothing shared, so it is cheap enough for hot paths.
+//!
+//! # Waits on a busy machine
+//!
+//! A yield is cheap only while the threads it hands the CPU to are the chip's own: on a small
+//! machine the side that will ring is usually runnable but not running, and a yield lets it run
+//! for the price of a system call. Beside a CPU-bound process of equal priority a yield hands
+//! that process a whole scheduler slice (and the kernel moves the yielder's deadline back), so a
+//! run of tens of thousands of hand-offs slows thirtyfold. A woken sleeper is treated the other
+//! way round: the kernel lets it preempt a thread that has used more than its share.
+//!
+//! So the waits of this process share one [`YieldGate`]: a yield that kept its thread off the CPU
+//! for [`CONTENDED_YIELD`] or longer (another process held it) closes the gate for
+//! [`CONTENDED_HOLD`]; while it is closed no wait yields: each spins for [`SPIN_STEPS`] (the
+//! other side is then often running on another CPU) and parks. The first yield after the hold
+//! probes again. The decision is a pure function of the gate's state and the clock readings it
+//! is given ([`YieldGate::may_yield_at`], [`YieldGate::yielded_at`]), tested with chosen inputs.
 //!
 //! # Examples
 //! ```
@@ -24,20 +40,18 @@
 //! assert!(bell.wait_until(|| flag.load(Ordering::Acquire), Some(Duration::from_secs(10))));
 //! t.join().unwrap();
 //! ```
-#[cfg(not(ferry_loom))]
-use crate::sync::lock;
 #[cfg(ferry_loom)]
 use crate::sync::lock_loom as lock;
 #[cfg(ferry_loom)]
 use loom::sync::{
-    atomic::{fence, AtomicU64, AtomicUsize, Ordering},
+    atomic::{fence, AtomicU32, AtomicUsize},
     Condvar, Mutex,
 };
 #[cfg(not(ferry_loom))]
-use std::sync::{
-    atomic::{fence, AtomicU64, AtomicUsize, Ordering},
-    Condvar, Mutex,
-};
+use std::sync::atomic::{fence, AtomicU32, AtomicUsize};
+// The yield gate is a process-wide hint outside the doorbell's protocol: std atomics in both
+// builds (loom's cannot live in a static).
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 /// Longest single park: a parked waiter re-checks its condition at least this often, so a
@@ -78,14 +92,81 @@ pub fn spin_steps() -> u32 {
 }
 
 /// Polls of a wait that each yield the CPU first (`sched_yield`), after the spins and before it
-/// parks. The chip runs two dozen threads on machines with two cores, where the thread that
-/// will ring is usually runnable but not running: a yield hands it the CPU for the price of a
-/// system call, where parking costs a futex sleep and wake-up and the ringer's notify. With 4
-/// (crossbeam's `Backoff`, used before) `ferry bench launch`'s 200 pipelined vector runs (a2a3,
-/// host-built) went at 525-618 runs/s; with 16, at 752-913 (DFX-off storm medians 123 -> 80
-/// ms). A wait with nobody else runnable costs its yields' system calls (~10-20 µs) before it
-/// parks.
+/// parks, while the [`YieldGate`] is open. The chip runs two dozen threads on machines with two
+/// cores, where the thread that will ring is usually runnable but not running: a yield hands it
+/// the CPU for the price of a system call, where parking costs a futex sleep and wake-up (on a
+/// virtual machine, an inter-processor interrupt). On 2 cores the 50,000-task storm runs at
+/// about the same speed either way when the CPUs are ours; parking wins by far when they are not
+/// (see the module docs). A wait with nobody else runnable costs its yields' system calls
+/// (~10-20 µs) before it parks.
 pub const YIELDS: u32 = 16;
+
+/// A yield that kept its thread off the CPU at least this long closes the [`YieldGate`]. The
+/// chip's own threads run for microseconds between waits, so a yield among them returns within
+/// tens of microseconds; beside a CPU-bound process it returns after that process's slice
+/// (milliseconds). A chip thread that runs a long kernel may also close the gate: then
+/// hand-offs are rare, and parking costs nothing that matters.
+pub const CONTENDED_YIELD: Duration = Duration::from_micros(200);
+
+/// How long a closed [`YieldGate`] stays closed. While it is closed, waits park where they would
+/// have yielded; each yield after it reopens probes the CPUs again, and a long one closes it for
+/// another hold. Probing costs up to one scheduler slice per thread that yields, so a hold is
+/// long against a slice.
+pub const CONTENDED_HOLD: Duration = Duration::from_secs(1);
+
+/// Whether this process's waits may yield the CPU: open until a yield shows that another process
+/// holds the CPU, then closed for [`CONTENDED_HOLD`]. One per process ([`YieldGate::global`]);
+/// its methods ending in `_at` take the clock as an argument, so the policy is tested with chosen
+/// readings.
+#[derive(Debug, Default)]
+pub struct YieldGate {
+    /// Nanoseconds (on the caller's clock) until which the gate is closed; 0: never closed.
+    closed_until: AtomicU64,
+}
+
+impl YieldGate {
+    /// A gate that is open.
+    pub const fn new() -> Self {
+        Self { closed_until: AtomicU64::new(0) }
+    }
+
+    /// The gate every wait of this process consults.
+    pub fn global() -> &'static YieldGate {
+        static GATE: YieldGate = YieldGate::new();
+        &GATE
+    }
+
+    /// Whether a wait may yield at `now_ns`.
+    pub fn may_yield_at(&self, now_ns: u64) -> bool {
+        // Relaxed: a hint; a stale value costs one yield more or less, never a lost wake-up.
+        now_ns >= self.closed_until.load(Ordering::Relaxed)
+    }
+
+    /// Records a yield that returned at `now_ns` after `took`; returns whether it closed the
+    /// gate (it took [`CONTENDED_YIELD`] or longer).
+    pub fn yielded_at(&self, now_ns: u64, took: Duration) -> bool {
+        if took < CONTENDED_YIELD {
+            return false;
+        }
+        let until = now_ns.saturating_add(CONTENDED_HOLD.as_nanos() as u64);
+        // Relaxed: a hint (as above); fetch_max keeps the latest hold of racing closers.
+        self.closed_until.fetch_max(until, Ordering::Relaxed);
+        true
+    }
+
+    /// Whether the gate has ever been closed (no clock read needed while it has not).
+    fn ever_closed(&self) -> bool {
+        // Relaxed: a hint (as above).
+        self.closed_until.load(Ordering::Relaxed) != 0
+    }
+}
+
+/// Nanoseconds on this process's monotonic clock for the [`YieldGate`] (from a base taken at the
+/// first call, plus one so that no reading is 0).
+fn gate_now_ns() -> u64 {
+    static BASE: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+    BASE.get_or_init(Instant::now).elapsed().as_nanos() as u64 + 1
+}
 
 /// The spin budget on a machine with `cpus` CPUs (`None`: unknown): [`SPIN_STEPS`] from
 /// [`SPARE_CPUS`] on, else [`SMALL_MACHINE_SPIN_STEPS`].
@@ -98,21 +179,28 @@ pub fn spin_steps_for(cpus: Option<usize>) -> u32 {
 
 /// A wake-up point: writers ring it after changing shared state, waiters park on it.
 ///
-/// Ringing costs one fence and one load while nobody is parked (the common case: most waits end
-/// in their spin or yield phase); only a ring that finds a parked waiter takes the lock, moves
-/// the bell's epoch on and notifies. A bell rung by two dozen threads therefore shares no
-/// written cache line between them. A waiter registers first, then re-checks its condition,
-/// then parks only if no ring has moved the epoch since it registered.
+/// Ringing costs one fence and one load while nobody is registered (the common case: most waits
+/// end in their spin or yield phase); a ring that finds a registered waiter moves the bell's
+/// epoch on, and only one that finds a waiter asleep (or deciding to sleep) makes the futex wake
+/// system call. A bell rung by two dozen threads therefore shares no written cache line between
+/// them. A waiter registers first, then re-checks its condition, then sleeps on the epoch word
+/// only if no ring has moved it since it registered (the kernel compares the word atomically
+/// with the sleep). Under loom the futex is modelled by a mutex and condition variable.
 ///
 /// Its sleep/ring handshake is model-checked by loom (`tests/loom_doorbell.rs`): a waiter that
 /// decided to park is always woken by a ring that follows its state change.
 #[derive(Debug)]
 pub struct Doorbell {
-    /// Rings that found a waiter registered (moved under `mutex`).
-    epoch: AtomicU64,
+    /// Rings that found a waiter registered; parked waiters sleep on this word (a futex).
+    epoch: AtomicU32,
     /// Waiters between registration and the end of their park.
     waiters: AtomicUsize,
+    /// Waiters that decided to sleep since the last ring that woke sleepers (a ring clears it).
+    sleepers: AtomicUsize,
+    /// The futex's model under loom: a waiter sleeps on `cv` while `epoch` still holds its key.
+    #[cfg(ferry_loom)]
     mutex: Mutex<()>,
+    #[cfg(ferry_loom)]
     cv: Condvar,
 }
 
@@ -126,9 +214,12 @@ impl Doorbell {
     /// A new bell with nobody waiting.
     pub fn new() -> Self {
         Self {
-            epoch: AtomicU64::new(0),
+            epoch: AtomicU32::new(0),
             waiters: AtomicUsize::new(0),
+            sleepers: AtomicUsize::new(0),
+            #[cfg(ferry_loom)]
             mutex: Mutex::new(()),
+            #[cfg(ferry_loom)]
             cv: Condvar::new(),
         }
     }
@@ -142,29 +233,43 @@ impl Doorbell {
         // change (before this fence) and the load of `waiters` (after it). Either this fence
         // comes first in the single total order, and the waiter's condition check after its
         // fence sees the state change (it does not sleep), or the waiter's fence comes first
-        // and the load below sees its registration (we notify). loom checks this in
+        // and the load below sees its registration (we wake it). loom checks this in
         // tests/loom_doorbell.rs (it needs fences here: it does not model SeqCst accesses alone
         // as a total order).
         fence(Ordering::SeqCst);
         // Relaxed: ordered by the fence above.
         if self.waiters.load(Ordering::Relaxed) != 0 {
-            let _g = lock(&self.mutex);
-            // Release: a waiter whose registration read the epoch after this increment
-            // (Acquire) sees the state change made before the ring. Under the mutex, so a
-            // waiter that read the epoch before it either sees it moved when it takes the
-            // mutex to park, or is already waiting on the condition variable.
-            self.epoch.fetch_add(1, Ordering::Release);
-            self.cv.notify_all();
+            // SeqCst (at least Release: a waiter whose key read this increment, Acquire, sees
+            // the state change made before the ring). A waiter that read its key before it
+            // finds the word moved when it goes to sleep (the futex compares it atomically with
+            // the sleep), or is asleep and is woken below.
+            self.epoch.fetch_add(1, Ordering::SeqCst);
+            // SeqCst (with the increment above, against the sleeper's SeqCst increment before
+            // its futex compare): either this swap sees the sleeper, and the wake below reaches
+            // it (asleep, or about to compare against the moved word), or the sleeper's
+            // increment comes later in the total order, and so does its compare, which then
+            // sees the moved word and does not sleep. A sleeper woken by another ring, or one
+            // that timed out, leaves its count behind: one wake for nobody, then the swap
+            // clears it. Only rings that find a sleeper make the wake system call, not every
+            // ring that races a waiter's condition check.
+            if self.sleepers.swap(0, Ordering::SeqCst) != 0 {
+                self.wake_all();
+            }
         }
     }
 
     /// Waits until `cond()` is true; `None` timeout waits for ever. Returns the final value of
     /// `cond()`: `false` only when the timeout passed first.
     pub fn wait_until(&self, mut cond: impl FnMut() -> bool, timeout: Option<Duration>) -> bool {
-        // Only a timed wait reads the clock: an untimed one (an AICore waiting for its next
-        // dispatch) would pay a clock read per wait for nothing.
+        // Only a timed wait reads the clock up front: an untimed one (an AICore waiting for its
+        // next dispatch) would pay a clock read per wait for nothing.
         let start = timeout.map(|_| Instant::now());
-        let spins = spin_steps();
+        let gate = YieldGate::global();
+        let mut yields = if cfg!(ferry_loom) { 0 } else { YIELDS };
+        let mut spins = spin_steps();
+        if gate.ever_closed() && !gate.may_yield_at(gate_now_ns()) {
+            (spins, yields) = (SPIN_STEPS, 0);
+        }
         let mut step = 0u32;
         loop {
             if cond() {
@@ -184,8 +289,14 @@ impl Doorbell {
                 step += 1;
                 continue;
             }
-            if step < spins + YIELDS {
+            if step < spins + yields {
+                let t = Instant::now();
                 std::thread::yield_now();
+                let took = t.elapsed();
+                if gate.yielded_at(gate_now_ns(), took) {
+                    // Another process holds the CPU: park from now on.
+                    yields = 0;
+                }
                 step += 1;
                 continue;
             }
@@ -200,8 +311,8 @@ impl Doorbell {
     /// that follows the state change `cond` looks for, from any point before or during this
     /// call, ends the park.
     ///
-    /// `cond` runs without the bell's lock held, so it may take locks of its own that a ringer
-    /// holds while it rings.
+    /// `cond` runs without any lock of the bell's held, so it may take locks of its own that a
+    /// ringer holds while it rings.
     pub fn park_unless(&self, cond: &mut impl FnMut() -> bool, timeout: Duration) -> bool {
         // Relaxed: ordered by the fence below.
         self.waiters.fetch_add(1, Ordering::Relaxed);
@@ -212,16 +323,67 @@ impl Doorbell {
         let key = self.epoch.load(Ordering::Acquire);
         let ready = cond();
         if !ready {
-            let g = lock(&self.mutex);
-            // Relaxed: the mutex orders it against `ring`'s increment.
-            if self.epoch.load(Ordering::Relaxed) == key {
-                let _ = self.cv.wait_timeout(g, timeout);
-            }
+            // SeqCst: pairs with `ring`'s increment and swap (see there).
+            self.sleepers.fetch_add(1, Ordering::SeqCst);
+            self.sleep_while(key, timeout);
         }
-        // Relaxed: only `ring`'s decision to notify depends on this count, and a stale non-zero
-        // value only costs one spurious notify.
+        // Relaxed: only `ring`'s decision to wake depends on this count, and a stale non-zero
+        // value only costs one spurious wake.
         self.waiters.fetch_sub(1, Ordering::Relaxed);
         ready
+    }
+
+    /// Sleeps until woken or `timeout`, unless `epoch` no longer holds `key` (checked atomically
+    /// with going to sleep, so a ring between the caller's key and this call is not missed).
+    #[cfg(not(ferry_loom))]
+    fn sleep_while(&self, key: u32, timeout: Duration) {
+        let ts = libc::timespec {
+            tv_sec: timeout.as_secs().min(libc::time_t::MAX as u64) as libc::time_t,
+            tv_nsec: libc::c_long::from(timeout.subsec_nanos() as i32),
+        };
+        // SAFETY: FUTEX_WAIT reads the aligned 32-bit word `epoch` points at, which lives as
+        // long as `self` (borrowed for the call); `ts` is a valid relative timeout. Any result
+        // (woken, EAGAIN because the word moved, ETIMEDOUT, EINTR) sends the caller back to
+        // its condition, so the return value carries nothing to act on.
+        unsafe {
+            libc::syscall(
+                libc::SYS_futex,
+                self.epoch.as_ptr(),
+                libc::FUTEX_WAIT | libc::FUTEX_PRIVATE_FLAG,
+                key,
+                &ts as *const libc::timespec,
+            );
+        }
+    }
+
+    /// Wakes every thread asleep in [`sleep_while`](Self::sleep_while).
+    #[cfg(not(ferry_loom))]
+    fn wake_all(&self) {
+        // SAFETY: FUTEX_WAKE only uses the word's address as a key; it reads no memory.
+        unsafe {
+            libc::syscall(
+                libc::SYS_futex,
+                self.epoch.as_ptr(),
+                libc::FUTEX_WAKE | libc::FUTEX_PRIVATE_FLAG,
+                i32::MAX,
+            );
+        }
+    }
+
+    /// The futex's model: the word is compared under the mutex that a wake takes.
+    #[cfg(ferry_loom)]
+    fn sleep_while(&self, key: u32, timeout: Duration) {
+        let g = lock(&self.mutex);
+        // Relaxed: the mutex orders it against the wake that follows `ring`'s increment.
+        if self.epoch.load(Ordering::Relaxed) == key {
+            let _ = self.cv.wait_timeout(g, timeout);
+        }
+    }
+
+    #[cfg(ferry_loom)]
+    fn wake_all(&self) {
+        let _g = lock(&self.mutex);
+        self.cv.notify_all();
     }
 }
 
@@ -245,6 +407,29 @@ mod tests {
     }
 
     #[test]
+    fn a_long_yield_closes_the_gate_for_the_hold_and_a_short_one_does_not() {
+        let gate = YieldGate::new();
+        let hold = CONTENDED_HOLD.as_nanos() as u64;
+        assert!(gate.may_yield_at(1), "a new gate is open");
+        assert!(!gate.ever_closed());
+        // Yields among the chip's own threads return quickly: the gate stays open.
+        let short = CONTENDED_YIELD - Duration::from_nanos(1);
+        assert!(!gate.yielded_at(1_000, short));
+        assert!(gate.may_yield_at(1_000) && !gate.ever_closed());
+        // A yield that another process's slice kept off the CPU closes it for the hold.
+        assert!(gate.yielded_at(5_000, CONTENDED_YIELD));
+        assert!(gate.ever_closed());
+        assert!(!gate.may_yield_at(5_000));
+        assert!(!gate.may_yield_at(5_000 + hold - 1));
+        assert!(gate.may_yield_at(5_000 + hold), "it reopens after the hold");
+        // A later long yield extends it; an earlier reading (a racing thread) never shortens it.
+        assert!(gate.yielded_at(9_000, Duration::from_millis(4)));
+        assert!(gate.yielded_at(6_000, Duration::from_millis(4)));
+        assert!(!gate.may_yield_at(9_000 + hold - 1));
+        assert!(gate.may_yield_at(9_000 + hold));
+    }
+
+    #[test]
     fn times_out_when_nobody_rings() {
         let bell = Doorbell::new();
         assert!(!bell.wait_until(|| false, Some(Duration::from_millis(5))));
@@ -257,13 +442,29 @@ mod tests {
             let flag = Arc::new(AtomicBool::new(false));
             let (b, f) = (bell.clone(), flag.clone());
             let t = std::thread::spawn(move || {
-                std::thread::sleep(Duration::from_millis(1));
+                // The waiter's registration (it has parked or is about to): the ring below
+                // must reach it, whether it is asleep yet or not.
+                // Relaxed: a progress hint; the doorbell's own fences order the hand-off.
+                while b.waiters.load(std::sync::atomic::Ordering::Relaxed) == 0 {
+                    std::thread::yield_now();
+                }
                 // Release: pairs with the Acquire load in the waiter's condition.
                 f.store(true, Ordering::Release);
                 b.ring();
             });
-            // Acquire: pairs with the Release store above.
-            assert!(bell.wait_until(|| flag.load(Ordering::Acquire), None));
+            // Acquire: pairs with the Release store above. A lost wake-up leaves the waiter
+            // asleep until its 120 s park timeout; the hang guard names it.
+            let t0 = std::time::Instant::now();
+            let mut cond = || flag.load(Ordering::Acquire);
+            while !cond() {
+                if bell.park_unless(&mut cond, Duration::from_secs(120)) {
+                    break;
+                }
+                assert!(
+                    t0.elapsed() < Duration::from_secs(60),
+                    "hang guard: the ring did not wake the parked waiter"
+                );
+            }
             t.join().unwrap();
         }
     }
