@@ -22,7 +22,8 @@ pub(crate) struct BenchArgs {
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
 enum Area {
-    /// The simulated chip: idle CPU cost and handshake round trip.
+    /// The simulated chip: idle CPU cost, handshake round trip, and the storm's wall time beside
+    /// busy loops (1 and one per CPU) as ratios of the storm alone.
     Sim,
     /// The launch transaction: host time per prepare+publish+launch, changed vs unchanged prefix.
     Launch,
@@ -44,38 +45,74 @@ pub(crate) fn run(a: &BenchArgs) -> anyhow::Result<()> {
         Area::Copy => copy(a)?,
         Area::Runtime => runtime(a)?,
         Area::Dfx => dfx(a)?,
-        Area::Sim => {
-            let mut cfg = ferry_sim::bench::SimBenchConfig::default();
-            if a.quick {
-                cfg.idle_window = std::time::Duration::from_millis(200);
-                cfg.round_trips = 2_000;
-            }
-            let r = ferry_sim::bench::run(&cfg)?;
-            if a.json {
-                crate::stdout::outln!("{}", r.to_json())?;
-            } else {
-                crate::stdout::outln!(
-                    "simulated a2a3 chip: {} AICPU + {} AICore threads",
-                    r.aicpu_threads,
-                    r.aicore_threads
-                )?;
-                crate::stdout::outln!(
-                    "  idle, threads parked:          {:.3}% of one core",
-                    r.idle_parked_cpu * 100.0
-                )?;
-                crate::stdout::outln!(
-                    "  idle, cores awaiting dispatch: {:.3}% of one core (goal < 2%)",
-                    r.idle_waiting_cpu * 100.0
-                )?;
-                crate::stdout::outln!(
-                    "  handshake round trip: {:.0} ns (mpsc ping-pong baseline {:.0} ns, ratio {:.2})",
-                    r.handshake_rtt_ns,
-                    r.baseline_rtt_ns,
-                    r.handshake_rtt_ns / r.baseline_rtt_ns
-                )?;
-            }
-        }
+        Area::Sim => sim(a)?,
     }
+    Ok(())
+}
+
+fn sim(a: &BenchArgs) -> anyhow::Result<()> {
+    let mut cfg = ferry_sim::bench::SimBenchConfig::default();
+    let mut contention = ferry_runtime::contention_bench::ContentionConfig::default();
+    if a.quick {
+        cfg.idle_window = std::time::Duration::from_millis(200);
+        cfg.round_trips = 2_000;
+        contention.rounds = 2;
+        contention.tasks = 10_000;
+    }
+    let r = ferry_sim::bench::run(&cfg)?;
+    // indicatif draws to stderr and hides itself where stderr is not a terminal.
+    let bar = indicatif::ProgressBar::new(u64::from(contention.rounds));
+    bar.set_style(
+        indicatif::ProgressStyle::with_template(
+            "contention rounds [{bar:30}] {pos}/{len} (each: alone, 1 busy loop, 1 per CPU)",
+        )
+        .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
+        .progress_chars("=> "),
+    );
+    let c =
+        ferry_runtime::contention_bench::run_with(&contention, |i| bar.set_position(u64::from(i)))?;
+    bar.finish_and_clear();
+    if a.json {
+        let sim = r.to_json();
+        let sim = sim.strip_suffix('}').unwrap_or(&sim);
+        crate::stdout::outln!("{sim},\"contention\":{}}}", c.to_json())?;
+        return Ok(());
+    }
+    crate::stdout::outln!(
+        "simulated a2a3 chip: {} AICPU + {} AICore threads",
+        r.aicpu_threads,
+        r.aicore_threads
+    )?;
+    crate::stdout::outln!(
+        "  idle, threads parked:          {:.3}% of one core",
+        r.idle_parked_cpu * 100.0
+    )?;
+    crate::stdout::outln!(
+        "  idle, cores awaiting dispatch: {:.3}% of one core (goal < 2%)",
+        r.idle_waiting_cpu * 100.0
+    )?;
+    crate::stdout::outln!(
+        "  handshake round trip: {:.0} ns (mpsc ping-pong baseline {:.0} ns, ratio {:.2})",
+        r.handshake_rtt_ns,
+        r.baseline_rtt_ns,
+        r.handshake_rtt_ns / r.baseline_rtt_ns
+    )?;
+    crate::stdout::outln!(
+        "storm of {} tasks beside busy loops (sh -c 'while :; do :; done', nice 0), {} CPUs, medians of {} interleaved rounds:",
+        c.tasks,
+        c.cpus,
+        c.rounds
+    )?;
+    for b in [&c.alone, &c.beside_one, &c.beside_all] {
+        crate::stdout::outln!(
+            "  {} busy loop(s): {:>8.1} ms wall ({:.2}x alone), {:>6.1} ms CPU",
+            b.loops,
+            b.wall_s * 1e3,
+            b.wall_ratio,
+            b.cpu_s * 1e3
+        )?;
+    }
+    crate::stdout::outln!("  alone: {:.0} tasks/s", c.alone_tasks_per_s())?;
     Ok(())
 }
 

@@ -35,6 +35,9 @@ pub enum BenchError {
     /// A run produced wrong results.
     #[error(transparent)]
     Verify(#[from] crate::examples::VerifyError),
+    /// The contention bench could not start its busy loops.
+    #[error("{0}")]
+    Contention(String),
 }
 
 /// Results.

@@ -171,7 +171,7 @@ pub enum SeriesError {
     Verify(#[from] VerifyError),
 }
 
-fn median(v: &[f64]) -> f64 {
+pub(crate) fn median(v: &[f64]) -> f64 {
     let mut s = v.to_vec();
     s.sort_by(f64::total_cmp);
     match s.len() {

@@ -41,6 +41,8 @@
 
 #[cfg(feature = "host")]
 pub mod bench;
+#[cfg(feature = "host")]
+pub mod contention_bench;
 pub mod device;
 pub mod error;
 #[cfg(feature = "host")]

@@ -1,0 +1,226 @@
+//! The storm on a busy machine: its wall time beside CPU-bound processes, as a ratio of the same
+//! storm alone, measured in one process with interleaved rounds.
+//!
+//! Each round runs the 50,000-task storm three ways on one runner: alone, beside one busy loop,
+//! and beside as many busy loops as the host has CPUs. A busy loop is a child process
+//! `sh -c 'while :; do :; done'` at the bench's own nice value (0 for a user's shell), started
+//! before the storm and killed after it. Between rounds the bench waits out
+//! [`ferry_sim::wait::CONTENDED_HOLD`], so each round's storm alone starts with the waits as an
+//! idle machine has them. The figures are medians over the rounds; the ratios are ratios of
+//! medians. With N busy loops on C CPUs a fair scheduler gives the storm about C / (C + N) of
+//! the machine once its own threads are counted as one job, so about 2x with C loops.
+//!
+//! # Examples
+//! ```no_run
+//! use ferry_runtime::contention_bench::{run, ContentionConfig};
+//! let r = run(&ContentionConfig { rounds: 3, ..ContentionConfig::default() })?;
+//! println!("2 loops: {:.2}x the storm alone", r.beside_all.wall_ratio);
+//! # Ok::<(), ferry_runtime::bench::BenchError>(())
+//! ```
+use crate::bench::BenchError;
+use crate::examples::storm;
+use crate::host::{DeviceRunner, RunnerConfig};
+use crate::launch_bench::median;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+/// What to measure.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ContentionConfig {
+    /// The chip.
+    pub runner: RunnerConfig,
+    /// Storm tasks per run.
+    pub tasks: u64,
+    /// Interleaved rounds (each: alone, 1 loop, `cpus` loops).
+    pub rounds: u32,
+    /// Busy loops of the last configuration; `None`: the CPUs available to this process.
+    pub cpus: Option<u32>,
+    /// How long the busy loops run before the storm starts (they reach their full share).
+    pub settle: Duration,
+}
+
+impl Default for ContentionConfig {
+    fn default() -> Self {
+        ContentionConfig {
+            runner: RunnerConfig::default_for(ferry_sim::Arch::A2a3),
+            tasks: 50_000,
+            rounds: 7,
+            cpus: None,
+            settle: Duration::from_millis(100),
+        }
+    }
+}
+
+/// The storm beside one number of busy loops: medians over the rounds.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Beside {
+    /// Busy loops beside the storm.
+    pub loops: u32,
+    /// Median wall seconds of the storm (launch to completion).
+    pub wall_s: f64,
+    /// Median CPU seconds this process used during the storm.
+    pub cpu_s: f64,
+    /// `wall_s` over the storm alone's `wall_s`.
+    pub wall_ratio: f64,
+    /// Every round's wall seconds, in round order.
+    pub rounds_wall_s: [f64; MAX_ROUNDS],
+}
+
+/// Most rounds a report keeps per configuration.
+pub const MAX_ROUNDS: usize = 32;
+
+/// Results.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ContentionReport {
+    /// Storm tasks per run.
+    pub tasks: u64,
+    /// Rounds measured.
+    pub rounds: u32,
+    /// CPUs available to this process.
+    pub cpus: u32,
+    /// The storm alone.
+    pub alone: Beside,
+    /// Beside one busy loop.
+    pub beside_one: Beside,
+    /// Beside one busy loop per CPU.
+    pub beside_all: Beside,
+}
+
+impl ContentionReport {
+    /// Storm tasks per second alone (median wall).
+    pub fn alone_tasks_per_s(&self) -> f64 {
+        self.tasks as f64 / self.alone.wall_s
+    }
+
+    /// The report as one JSON object.
+    pub fn to_json(&self) -> String {
+        let one = |b: &Beside| {
+            let rounds: Vec<String> = b.rounds_wall_s[..self.rounds as usize]
+                .iter()
+                .map(|w| format!("{:.4}", w))
+                .collect();
+            format!(
+                concat!(
+                    "{{\"busy_loops\":{},\"wall_s\":{:.4},\"cpu_s\":{:.4},",
+                    "\"wall_vs_alone\":{:.3},\"rounds_wall_s\":[{}]}}"
+                ),
+                b.loops,
+                b.wall_s,
+                b.cpu_s,
+                b.wall_ratio,
+                rounds.join(",")
+            )
+        };
+        format!(
+            concat!(
+                "{{\"storm_tasks\":{},\"rounds\":{},\"cpus\":{},",
+                "\"alone_tasks_per_s\":{:.0},\"alone\":{},\"beside_one\":{},\"beside_all\":{}}}"
+            ),
+            self.tasks,
+            self.rounds,
+            self.cpus,
+            self.alone_tasks_per_s(),
+            one(&self.alone),
+            one(&self.beside_one),
+            one(&self.beside_all)
+        )
+    }
+}
+
+/// CPU-bound child processes, killed and reaped when dropped (also on an error path).
+struct BusyLoops(Vec<Child>);
+
+impl BusyLoops {
+    fn start(n: u32) -> Result<BusyLoops, BenchError> {
+        let mut loops = BusyLoops(Vec::new());
+        for _ in 0..n {
+            let child = Command::new("sh")
+                .args(["-c", "while :; do :; done"])
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .map_err(|e| {
+                    BenchError::Contention(format!("starting a busy loop (sh -c ...): {e}"))
+                })?;
+            loops.0.push(child);
+        }
+        Ok(loops)
+    }
+}
+
+impl Drop for BusyLoops {
+    fn drop(&mut self) {
+        for c in &mut self.0 {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// Runs the rounds; `progress(round)` is called before each round.
+///
+/// # Errors
+/// [`BenchError`] when the runner cannot be built, a run fails or is wrong, or a busy loop
+/// cannot be started.
+pub fn run_with(
+    cfg: &ContentionConfig,
+    mut progress: impl FnMut(u32),
+) -> Result<ContentionReport, BenchError> {
+    let rounds = cfg.rounds.clamp(1, MAX_ROUNDS as u32);
+    let cpus = cfg
+        .cpus
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()) as u32);
+    let mut r = DeviceRunner::new(cfg.runner)?;
+    let ex = storm(cfg.tasks);
+    r.register_callable(0, ex.callable.clone())?;
+    let warm = storm(cfg.tasks.min(5_000));
+    for _ in 0..2 {
+        warm.verify(&r.run(0, warm.args.clone())?)?;
+    }
+    let loops = [0, 1, cpus];
+    let mut wall = [[0.0; MAX_ROUNDS]; 3];
+    let mut cpu = [[0.0; MAX_ROUNDS]; 3];
+    for round in 0..rounds as usize {
+        progress(round as u32);
+        for (k, &n) in loops.iter().enumerate() {
+            let busy = BusyLoops::start(n)?;
+            if n > 0 {
+                std::thread::sleep(cfg.settle);
+            }
+            let c0 = ferry_sim::bench::process_cpu_time();
+            let out = r.run(0, ex.args.clone())?;
+            cpu[k][round] = (ferry_sim::bench::process_cpu_time() - c0).as_secs_f64();
+            drop(busy);
+            ex.verify(&out)?;
+            wall[k][round] = out.stats.wall.as_secs_f64();
+        }
+        // Let a yield gate closed by the busy loops reopen before the next storm alone.
+        std::thread::sleep(ferry_sim::wait::CONTENDED_HOLD + Duration::from_millis(50));
+    }
+    let n = rounds as usize;
+    let alone_wall = median(&wall[0][..n]);
+    let beside = |k: usize| Beside {
+        loops: loops[k],
+        wall_s: median(&wall[k][..n]),
+        cpu_s: median(&cpu[k][..n]),
+        wall_ratio: median(&wall[k][..n]) / alone_wall,
+        rounds_wall_s: wall[k],
+    };
+    Ok(ContentionReport {
+        tasks: cfg.tasks,
+        rounds,
+        cpus,
+        alone: beside(0),
+        beside_one: beside(1),
+        beside_all: beside(2),
+    })
+}
+
+/// [`run_with`] without progress reports.
+///
+/// # Errors
+/// As [`run_with`].
+pub fn run(cfg: &ContentionConfig) -> Result<ContentionReport, BenchError> {
+    run_with(cfg, |_| {})
+}
