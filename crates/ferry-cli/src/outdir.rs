@@ -122,6 +122,11 @@ impl RunDir {
     }
 }
 
+/// The `tracing` target of the line that says the signal handling is installed (at debug
+/// level): a supervisor that must not signal a run before then waits for it
+/// (`--log warn,ferry::signals=debug`).
+pub(crate) const SIGNALS_TARGET: &str = "ferry::signals";
+
 /// Installs the SIGINT/SIGTERM handling of the [module docs](self): a thread that waits for
 /// either signal, cleans up and exits.
 ///
@@ -152,5 +157,6 @@ pub(crate) fn handle_signals() -> anyhow::Result<()> {
             std::process::exit(128 + sig);
         }
     })?;
+    tracing::debug!(target: SIGNALS_TARGET, "SIGINT and SIGTERM handling installed");
     Ok(())
 }

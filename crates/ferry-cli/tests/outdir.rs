@@ -192,27 +192,46 @@ fn runs_stopped_by_signals_leave_no_partial_file_and_the_next_run_cleans_up() {
         let mut child = ferry()
             .arg("run")
             .args(all)
-            .args(["--aic", "2", "--aiv", "4", "--out"])
+            .args(["--aic", "2", "--aiv", "4", "--log", "warn,ferry::signals=debug", "--out"])
             .arg(&d)
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::piped())
             .spawn()
             .unwrap();
         let pid = child.id();
-        // Past the handler's installation (the first lines of main).
-        std::thread::sleep(at.max(Duration::from_millis(30)));
+        // The signal is sent only after the run says its handling is installed (a SIGINT
+        // before that would end it with the default action, which no user relies on), however
+        // late the scheduler starts it; the 120 s bound is a hang guard.
+        let (installed_tx, installed) = std::sync::mpsc::channel();
+        let stderr = child.stderr.take().unwrap();
+        let reader = std::thread::spawn(move || {
+            use std::io::BufRead;
+            let mut all = String::new();
+            for line in std::io::BufReader::new(stderr).lines().map_while(Result::ok) {
+                if line.contains("handling installed") {
+                    let _ = installed_tx.send(());
+                }
+                all.push_str(&line);
+                all.push('\n');
+            }
+            all
+        });
+        installed
+            .recv_timeout(Duration::from_secs(120))
+            .expect("hang guard: the run never said its signal handling was installed");
+        std::thread::sleep(at);
         if *sig == "KILL" {
             let _ = child.kill();
         } else {
             Command::new("kill").args(["-INT", &pid.to_string()]).status().unwrap();
         }
-        let out = child.wait_with_output().unwrap();
+        let status = child.wait().unwrap();
+        let stderr = reader.join().unwrap();
         let what = format!("SIG{sig} after {at:?} (run takes {whole:?})");
-        match (out.status.code(), *sig) {
+        match (status.code(), *sig) {
             (Some(0), _) => {} // finished first
             (Some(130), "INT") => {
                 stopped_by_int += 1;
-                let stderr = String::from_utf8_lossy(&out.stderr);
                 assert!(stderr.contains("stopped by SIGINT"), "{what}: {stderr}");
                 let temps: Vec<String> =
                     listing(&d).into_iter().filter(|f| f.contains(".tmp.")).collect();
@@ -220,7 +239,7 @@ fn runs_stopped_by_signals_leave_no_partial_file_and_the_next_run_cleans_up() {
                 assert!(device_dirs_of(pid).is_empty(), "{what}: device directory left");
             }
             (None, "KILL") => {}
-            (code, _) => panic!("{what}: exit {code:?}: {}", String::from_utf8_lossy(&out.stderr)),
+            (code, _) => panic!("{what}: exit {code:?}: {stderr}"),
         }
         for f in listing(&d) {
             if !f.contains(".tmp.") {

@@ -11,10 +11,12 @@ use std::time::{Duration, Instant};
 
 /// A short handshake deadline: the hang shows in well under a second.
 const SHORT: Duration = Duration::from_millis(300);
-/// The AICore kernel starts this long after its launch, so the schedulers' first sweep reads
-/// every slot before its core reports (on hardware the AICPU is polling while AICore kernels
-/// start; without it, a core that reported first is simply seen and the hang is partial).
-const LATE_CORES: Duration = Duration::from_millis(40);
+/// The AICore kernel starts only once the custom cluster's schedulers have filled this many
+/// cache lines (one slot line per core of the 4 AIC + 8 AIV chip), so their first sweep reads
+/// every slot before its core reports, whenever the host runs either side (on hardware the
+/// AICPU is polling while AICore kernels start; without the order, a core that reported first
+/// is simply seen and the hang is partial).
+const LATE_CORES_AFTER_FILLS: u64 = 12;
 
 fn path_b(arch: Arch, fixes: PathBFixes, layout: HandshakeLayout) -> RunnerConfig {
     RunnerConfig {
@@ -45,7 +47,7 @@ fn path_b_hang_reproduces_as_a_typed_timeout_naming_the_stale_handshake() {
     let cfg = RunnerConfig {
         aic: 4,
         aiv: 8,
-        aicore_launch_latency: LATE_CORES,
+        aicore_start_after_line_fills: LATE_CORES_AFTER_FILLS,
         ..path_b(Arch::A2a3, PathBFixes::NONE, HandshakeLayout::COMBINED)
     };
     let mut r = DeviceRunner::new(cfg).unwrap();
@@ -126,7 +128,7 @@ fn path_b_fix_a_alone_and_split_lines_alone_still_hang() {
         let cfg = RunnerConfig {
             aic: 4,
             aiv: 8,
-            aicore_launch_latency: LATE_CORES,
+            aicore_start_after_line_fills: LATE_CORES_AFTER_FILLS,
             ..path_b(Arch::A5, fixes, layout)
         };
         let mut r = DeviceRunner::new(cfg).unwrap();

@@ -100,6 +100,10 @@ impl CacheStats {
 #[derive(Debug, Default)]
 pub(crate) struct CacheCounters {
     c: [AtomicU64; 7],
+    /// Threads of a launch running with a line cache ([`ReachGuard`]s of [`Reach::Cached`]).
+    cached_threads: AtomicU64,
+    /// Lines filled since the cached threads now running started (0 while none runs).
+    launch_fills: AtomicU64,
 }
 
 #[derive(Clone, Copy)]
@@ -117,6 +121,30 @@ impl CacheCounters {
     fn add(&self, c: C) {
         // Relaxed: statistics, read after the threads that count them have been joined.
         self.c[c as usize].fetch_add(1, Ordering::Relaxed);
+        if matches!(c, C::Fill) {
+            // Relaxed: a count a core start polls (`launch_fills`); it publishes nothing.
+            self.launch_fills.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Lines filled by the cached threads of the launch now running (0 while none runs).
+    pub(crate) fn launch_fills(&self) -> u64 {
+        // Relaxed: as above.
+        self.launch_fills.load(Ordering::Relaxed)
+    }
+
+    fn cached_thread_enters(&self) {
+        // Relaxed: runs of one device's cached launches do not overlap; the count only says
+        // when the last of a launch's threads left.
+        self.cached_threads.fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn cached_thread_leaves(&self) {
+        // Relaxed: as above.
+        if self.cached_threads.fetch_sub(1, Ordering::Relaxed) == 1 {
+            // Relaxed: as above.
+            self.launch_fills.store(0, Ordering::Relaxed);
+        }
     }
 
     pub(crate) fn snapshot(&self) -> CacheStats {
@@ -158,10 +186,14 @@ thread_local! {
 
 /// Sets the calling thread's reach for one launch; on drop forgets its lines (the next kernel
 /// on the thread starts cold).
-pub(crate) struct ReachGuard;
+pub(crate) struct ReachGuard(Option<Device>);
 
 impl ReachGuard {
     pub(crate) fn enter(device: &Device, reach: Reach) -> ReachGuard {
+        let cached = matches!(reach, Reach::Cached { .. });
+        if cached {
+            counters(device).cached_thread_enters();
+        }
         let cache = match reach {
             Reach::Cached { el0_maintenance } => Some(ThreadCache {
                 device: device.clone(),
@@ -172,7 +204,7 @@ impl ReachGuard {
             Reach::Coherent | Reach::Uncached => None,
         };
         THREAD.with(|t| *t.borrow_mut() = Some((reach, cache)));
-        ReachGuard
+        ReachGuard(cached.then(|| device.clone()))
     }
 }
 
@@ -180,6 +212,9 @@ impl Drop for ReachGuard {
     fn drop(&mut self) {
         THREAD.with(|t| t.borrow_mut().take());
         LINE_PTRS.with(|m| m.borrow_mut().clear());
+        if let Some(d) = &self.0 {
+            counters(d).cached_thread_leaves();
+        }
     }
 }
 

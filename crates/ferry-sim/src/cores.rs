@@ -489,7 +489,9 @@ impl Chip {
             .check(crate::fault::FaultPoint::Launch)
             .inspect_err(|_| self.0.device.fault_counted())?;
         let done = Completion::new(u64::from(block_dim));
-        let latency = self.0.device.aicpu_os().config().aicore_launch_latency;
+        let os = self.0.device.aicpu_os();
+        let (latency, after_fills) =
+            (os.config().aicore_launch_latency, os.config().aicore_start_after_line_fills);
         for i in 0..block_dim {
             let ctx = CoreCtx {
                 index: i,
@@ -502,6 +504,9 @@ impl Chip {
             let run = move || {
                 if !latency.is_zero() {
                     std::thread::sleep(latency);
+                }
+                if after_fills > 0 {
+                    wait_for_line_fills(&ctx.device, after_fills);
                 }
                 let _chip = CoreChip::enter(chip);
                 e(ctx)
@@ -567,6 +572,21 @@ impl Drop for CoreChip {
 /// `f` over the chip whose AICore entry the calling thread runs; `None` on any other thread.
 pub(crate) fn with_core_chip<R>(f: impl FnOnce(&Chip) -> Option<R>) -> Option<R> {
     CORE_CHIP.with(|c| c.borrow().as_ref().and_then(f))
+}
+
+/// Holds a core's start until the cached AICPU threads of the launch now running have filled
+/// `lines` lines (see [`crate::aicpu_os::OsConfig::aicore_start_after_line_fills`]). The cache
+/// model rings no bell, so this polls; it gives up after a minute (a misconfigured count), and
+/// the run then goes on unordered, which the test that asked for the order reports.
+fn wait_for_line_fills(device: &Device, lines: u64) {
+    let t0 = std::time::Instant::now();
+    while device.aicpu_os().launch_line_fills() < lines {
+        if t0.elapsed() > Duration::from_secs(60) {
+            tracing::warn!(lines, "the cache model never filled the lines a core start waits for");
+            return;
+        }
+        std::thread::sleep(Duration::from_micros(100));
+    }
 }
 
 fn catch(f: impl FnOnce() -> Result<(), String>) -> Result<(), String> {

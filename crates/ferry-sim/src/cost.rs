@@ -18,7 +18,7 @@
 //! assert!(full > empty * 10);
 //! assert_eq!(CostModel::default().queue_creation_cost(1 << 30, 1 << 30), Duration::ZERO);
 //! ```
-use crate::sync::{lock, Mutex, MutexGuard};
+use crate::sync::{lock, AtomicU32, Mutex, MutexGuard, Ordering};
 use std::time::Duration;
 
 /// Parameters of the cost model. `CostModel::default()` is off: every cost is zero.
@@ -105,6 +105,8 @@ impl CostModel {
 #[derive(Debug, Default)]
 pub struct DriverLock {
     m: Mutex<()>,
+    /// Threads blocked in [`acquire`](Self::acquire) now.
+    waiting: AtomicU32,
 }
 
 impl DriverLock {
@@ -113,7 +115,20 @@ impl DriverLock {
         match self.m.try_lock() {
             Ok(g) => (g, false),
             Err(std::sync::TryLockError::Poisoned(p)) => (p.into_inner(), false),
-            Err(std::sync::TryLockError::WouldBlock) => (lock(&self.m), true),
+            Err(std::sync::TryLockError::WouldBlock) => {
+                // Relaxed: a count tests order themselves on; the mutex orders the data.
+                self.waiting.fetch_add(1, Ordering::Relaxed);
+                let g = lock(&self.m);
+                // Relaxed: as above.
+                self.waiting.fetch_sub(1, Ordering::Relaxed);
+                (g, true)
+            }
         }
+    }
+
+    /// Threads waiting for the lock now (blocked behind its holder).
+    pub fn waiting(&self) -> u32 {
+        // Relaxed: as in `acquire`.
+        self.waiting.load(Ordering::Relaxed)
     }
 }

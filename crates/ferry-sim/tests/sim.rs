@@ -100,13 +100,16 @@ fn virtual_clock_drives_a_30s_budget_without_real_waiting() {
     let d = p.device(0).unwrap().clone();
     let budget = d.arch().dfx_backpressure_budget_cycles;
     let started = std::time::Instant::now();
+    let (armed_tx, armed) = mpsc::channel();
     let waiter = std::thread::spawn(move || {
         let deadline = d.clock().deadline_after(budget);
+        armed_tx.send(()).unwrap();
         // A condition that never becomes true: only the budget can end this wait.
         d.clock().bell().wait_until(|| deadline.is_expired(), None);
         d.clock().now_cycles()
     });
-    std::thread::sleep(Duration::from_millis(5));
+    // The clock moves only after the waiter took its deadline (else it would wait for ever).
+    armed.recv().unwrap();
     v.advance(budget / 2);
     v.advance(budget / 2);
     assert_eq!(waiter.join().unwrap(), budget);
@@ -291,30 +294,42 @@ fn queue_creation_waits_for_the_driver_lock_held_by_registration() {
     cost.queue_pressure_max = Duration::ZERO;
     cost.code_object_load = Duration::ZERO;
     cost.null_stream_init = Duration::ZERO;
-    // 64 MiB at 256 MiB/s holds the lock ~250 ms.
     cost.registration_bytes_per_sec = (256 << 20) as f64;
     let p = PlatformBuilder::new(Arch::A2a3).hbm_bytes(16 << 20).cost_model(cost).build().unwrap();
-    let mut host = vec![0u8; 64 << 20];
-    let started = Arc::new(AtomicBool::new(false));
-    let (p2, st) = (p.clone(), started.clone());
+    let mut host = vec![0u8; 1 << 20];
     let ptr = host.as_mut_ptr() as usize;
     let len = host.len();
+    // Each thread's wait is observed through the lock's own count of waiters, never a timer:
+    // the 60 s bound is a hang guard.
+    let until_waiting = |n: u32, what: &str| {
+        let t0 = std::time::Instant::now();
+        while p.driver_lock_waiting() != n {
+            assert!(t0.elapsed() < Duration::from_secs(60), "hang guard: {what}");
+            std::thread::yield_now();
+        }
+    };
+    // A registration takes the driver lock: held here, it waits.
+    let held = p.hold_driver_lock();
+    let p2 = p.clone();
     let reg = std::thread::spawn(move || {
-        // SeqCst: a start flag for the spin below; no data rides on it.
-        st.store(true, Ordering::SeqCst);
         // SAFETY: `host` outlives this thread (joined below) and is not accessed meanwhile.
         unsafe { p2.register_host(ptr as *mut u8, len) }.map(|r| r.region())
     });
-    while !started.load(Ordering::SeqCst) {
-        std::thread::yield_now();
-    }
-    std::thread::sleep(Duration::from_millis(50));
-    let d = p.device(0).unwrap();
-    let _s = d.create_stream().unwrap();
-    assert_eq!(d.counters().driver_lock_waits, 1, "stream creation queued behind registration");
+    until_waiting(1, "a registration never waited for the driver lock");
+    // So does a stream's queue creation, and it counts the wait.
+    let d = p.device(0).unwrap().clone();
+    let creator = std::thread::spawn(move || {
+        let s = d.create_stream().unwrap();
+        (d.counters().driver_lock_waits, s)
+    });
+    until_waiting(2, "stream creation never queued behind the held driver lock");
+    drop(held);
+    let (waits, _s) = creator.join().unwrap();
+    assert_eq!(waits, 1, "stream creation queued behind the lock");
     assert!(reg.join().unwrap().is_ok());
+    let d = p.device(0).unwrap();
     let _s2 = d.create_stream().unwrap();
-    assert_eq!(d.counters().driver_lock_waits, 1, "no registration, no wait");
+    assert_eq!(d.counters().driver_lock_waits, 1, "nothing holds the lock, no wait");
     drop(host);
 }
 

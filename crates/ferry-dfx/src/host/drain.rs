@@ -407,6 +407,7 @@ impl DrainShard {
             }
             if let Step::Sleep(d) = poll.empty() {
                 self.parks += 1;
+                self.flags.drain_parked();
                 // Woken early by host-internal events (a recycled buffer for a listed lane,
                 // stop) and, when the region asked for it, by the device's doorbell hint.
                 self.parker.park_timeout(d);

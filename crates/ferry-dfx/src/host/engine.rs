@@ -450,6 +450,12 @@ impl RunningEngine {
         self.ctxs.len()
     }
 
+    /// Times the drain shards have slept after an empty sweep so far (live; the final count is
+    /// in the report's `drain.parks`).
+    pub fn drain_parks(&self) -> u64 {
+        self.flags.drain_parks()
+    }
+
     /// Reads lane `lane` of region `region`'s device state (gate, counters) while the run is
     /// live.
     ///

@@ -63,7 +63,7 @@ mod tests;
 
 use std::time::Duration;
 
-use crate::sync::atomic::{AtomicBool, Ordering};
+use crate::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 pub use engine::{
     DfxEngine, EngineConfig, EngineReport, HaltedEngine, HostDied, RegionKey, RunningEngine,
@@ -157,6 +157,8 @@ pub(crate) struct Flags {
     running: AtomicBool,
     halted: AtomicBool,
     exec_complete: AtomicBool,
+    /// Sleeps of every drain shard so far (read live: [`RunningEngine::drain_parks`]).
+    drain_parks: AtomicU64,
 }
 
 impl Flags {
@@ -165,7 +167,18 @@ impl Flags {
             running: AtomicBool::new(true),
             halted: AtomicBool::new(false),
             exec_complete: AtomicBool::new(false),
+            drain_parks: AtomicU64::new(0),
         }
+    }
+
+    fn drain_parked(&self) {
+        // Relaxed: a statistic; it publishes nothing.
+        self.drain_parks.fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn drain_parks(&self) -> u64 {
+        // Relaxed: as above.
+        self.drain_parks.load(Ordering::Relaxed)
     }
 
     fn running(&self) -> bool {

@@ -42,6 +42,11 @@ impl<R: Record, S: CollectSink<R>> HostProfiler<R, S> {
         self.engine.threads()
     }
 
+    /// Times the drain shards have slept so far: see [`RunningEngine::drain_parks`].
+    pub fn drain_parks(&self) -> u64 {
+        self.engine.drain_parks()
+    }
+
     /// Stops the host and reconciles every lane: see [`RunningEngine::stop`].
     pub fn stop(self) -> RunReport<S> {
         self.engine.stop().take(self.key)

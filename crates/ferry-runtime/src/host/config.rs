@@ -84,6 +84,9 @@ pub struct RunnerConfig {
     /// [`DeviceRunner::new`](super::DeviceRunner::new) builds (default 0;
     /// `ferry_sim::PlatformBuilder::aicore_launch_latency`).
     pub aicore_launch_latency: Duration,
+    /// Lines the Path B cluster's cache must have filled before each run's AICore kernel starts
+    /// (default 0: no wait; `ferry_sim::PlatformBuilder::aicore_start_after_line_fills`).
+    pub aicore_start_after_line_fills: u64,
     /// Launch slots (default 2): how many runs may be prepared or in flight at once. With two
     /// or more, run k+1 is prepared (tensors and its per-run suffix uploaded) while run k
     /// executes; 1 serialises prepare behind the previous run's retirement.
@@ -111,6 +114,7 @@ impl RunnerConfig {
             handshake_layout: HandshakeLayout::COMBINED,
             handshake_timeout: crate::device::sched::CORE_DEADLINE,
             aicore_launch_latency: Duration::ZERO,
+            aicore_start_after_line_fills: 0,
             launch_slots: 2,
         }
     }

@@ -249,6 +249,7 @@ impl DeviceRunner {
             .profile(cfg.profile)
             .path_b_fixes(cfg.fixes)
             .aicore_launch_latency(cfg.aicore_launch_latency)
+            .aicore_start_after_line_fills(cfg.aicore_start_after_line_fills)
             .build()?;
         let dev = p.device(0)?.clone();
         let mut r = match DeviceRunner::init(dev, cfg) {

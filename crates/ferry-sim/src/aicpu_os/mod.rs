@@ -126,6 +126,13 @@ pub struct OsConfig {
     /// (default 0). On hardware it is tens of microseconds, during which an AICPU kernel
     /// launched with it is already polling; a test sets it to order the two deterministically.
     pub aicore_launch_latency: Duration,
+    /// When non-zero, an AICore kernel starts on its cores only once the cached AICPU threads
+    /// of the launch now running have filled this many lines
+    /// ([`AicpuOs::launch_line_fills`]): with the Path B cluster cached, the schedulers' first
+    /// handshake sweep has then read that many slot lines.
+    /// Orders the sweep before the cores' reports by state, not by a timer, however the host
+    /// schedules the threads (default 0: no such wait).
+    pub aicore_start_after_line_fills: u64,
 }
 
 impl Default for OsConfig {
@@ -139,6 +146,7 @@ impl Default for OsConfig {
             custom_scheduler_coherent: profile.custom_scheduler_coherent(),
             fixes: PathBFixes::NONE,
             aicore_launch_latency: Duration::ZERO,
+            aicore_start_after_line_fills: 0,
         }
     }
 }
@@ -476,6 +484,12 @@ impl AicpuOs {
     /// cluster outside AICore's snoop domain (or through fix B's non-cacheable mapping).
     pub fn cache_stats(&self) -> CacheStats {
         self.os().cache.snapshot()
+    }
+
+    /// Lines the cached AICPU threads of the launch now running have filled (0 while no
+    /// cached launch runs): what [`OsConfig::aicore_start_after_line_fills`] waits for.
+    pub fn launch_line_fills(&self) -> u64 {
+        self.os().cache.launch_fills()
     }
 
     /// How a launch on `cluster` reaches device memory on this device.

@@ -96,6 +96,13 @@ impl PlatformBuilder {
         self
     }
 
+    /// Lines the cache model must have filled before an AICore kernel starts (default 0; see
+    /// [`crate::aicpu_os::OsConfig::aicore_start_after_line_fills`]).
+    pub fn aicore_start_after_line_fills(&mut self, lines: u64) -> &mut Self {
+        self.aicpu_os.aicore_start_after_line_fills = lines;
+        self
+    }
+
     /// Number of devices (1..=[`MAX_DEVICES`]).
     pub fn devices(&mut self, n: u32) -> &mut Self {
         self.devices = n;
@@ -312,6 +319,18 @@ impl Platform {
     /// The registration that contains all of `[ptr, ptr+len)`, if any.
     pub fn find_registration(&self, ptr: *const u8, len: usize) -> Option<HostRegion> {
         self.0.shared.registry.find(ptr as usize, len)
+    }
+
+    /// Holds the process's driver lock until the guard is dropped, as a host registration in
+    /// progress holds it: queue creations, registrations and allocations that need it wait
+    /// (and count their wait). For tests that order threads on the lock by state.
+    pub fn hold_driver_lock(&self) -> std::sync::MutexGuard<'_, ()> {
+        self.0.shared.driver.acquire().0
+    }
+
+    /// Threads blocked on the driver lock now ([`hold_driver_lock`](Self::hold_driver_lock)).
+    pub fn driver_lock_waiting(&self) -> u32 {
+        self.0.shared.driver.waiting()
     }
 
     /// Bytes of host memory registered.
