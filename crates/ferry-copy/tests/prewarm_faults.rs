@@ -31,7 +31,7 @@ fn holdings(d: &Device) -> Holdings {
 
 /// Waits (bounded) for `d` to come back to `base`.
 fn settles(d: &Device, base: &Holdings) -> Result<(), Holdings> {
-    let deadline = Instant::now() + Duration::from_secs(3);
+    let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let now = holdings(d);
         if now == *base {

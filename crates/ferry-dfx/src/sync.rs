@@ -48,7 +48,9 @@ pub(crate) use loom::cell::UnsafeCell;
 
 /// A bounded spin-then-yield backoff for every wait of this crate's threads (host engine threads
 /// between sweeps, a device writer at a gate): crossbeam's `Backoff` steps, except that the spin
-/// steps are left out on machines with fewer than [`SPARE_CPUS`] CPUs.
+/// steps are left out on machines with fewer than [`SPARE_CPUS`] CPUs, and that no step yields
+/// while `ferry_wait`'s gate is closed (another process holds the CPU: a yield would hand it a
+/// scheduler slice; the step returns at once and the caller soon parks or sleeps instead).
 ///
 /// There a waiter's spin is CPU time taken from the thread it waits for (on the simulated chip,
 /// two dozen device threads share two CPUs with the host engine): each step then yields at once.
@@ -108,7 +110,11 @@ impl Backoff {
                     core::hint::spin_loop();
                 }
             }
-            _ => std::thread::yield_now(),
+            _ => {
+                if ferry_wait::may_yield() {
+                    ferry_wait::yield_measured();
+                }
+            }
         }
         #[cfg(ferry_loom)]
         loom::thread::yield_now();

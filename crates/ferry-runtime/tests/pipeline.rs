@@ -163,7 +163,7 @@ fn holdings(r: &DeviceRunner) -> (u64, u64) {
 /// The holdings once they are back to `base`, or what they are after a bounded wait (memory a
 /// finished run's entry closures still hold goes when their chip threads let go of them).
 fn settled(r: &DeviceRunner, base: (u64, u64)) -> (u64, u64) {
-    let deadline = std::time::Instant::now() + Duration::from_secs(3);
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
     loop {
         let now = holdings(r);
         if now == base || std::time::Instant::now() > deadline {

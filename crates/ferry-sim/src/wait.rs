@@ -17,12 +17,11 @@
 //! run of tens of thousands of hand-offs slows thirtyfold. A woken sleeper is treated the other
 //! way round: the kernel lets it preempt a thread that has used more than its share.
 //!
-//! So the waits of this process share one [`YieldGate`]: a yield that kept its thread off the CPU
-//! for [`CONTENDED_YIELD`] or longer (another process held it) closes the gate for
-//! [`CONTENDED_HOLD`]; while it is closed no wait yields: each spins for [`SPIN_STEPS`] (the
-//! other side is then often running on another CPU) and parks. The first yield after the hold
-//! probes again. The decision is a pure function of the gate's state and the clock readings it
-//! is given ([`YieldGate::may_yield_at`], [`YieldGate::yielded_at`]), tested with chosen inputs.
+//! So the waits of this process share one [`YieldGate`] (from `ferry-wait`, which the DFX
+//! engine's waits consult too): a yield that kept its thread off the CPU for [`CONTENDED_YIELD`]
+//! or longer (another process held it) closes the gate for [`CONTENDED_HOLD`]; while it is
+//! closed no wait yields: each spins for [`SPIN_STEPS`] (the other side is then often running on
+//! another CPU) and parks. The first yield after the hold probes again.
 //!
 //! # Examples
 //! ```
@@ -47,11 +46,9 @@ use loom::sync::{
     atomic::{fence, AtomicU32, AtomicUsize},
     Condvar, Mutex,
 };
+use std::sync::atomic::Ordering;
 #[cfg(not(ferry_loom))]
 use std::sync::atomic::{fence, AtomicU32, AtomicUsize};
-// The yield gate is a process-wide hint outside the doorbell's protocol: std atomics in both
-// builds (loom's cannot live in a static).
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 /// Longest single park: a parked waiter re-checks its condition at least this often, so a
@@ -101,72 +98,7 @@ pub fn spin_steps() -> u32 {
 /// (~10-20 µs) before it parks.
 pub const YIELDS: u32 = 16;
 
-/// A yield that kept its thread off the CPU at least this long closes the [`YieldGate`]. The
-/// chip's own threads run for microseconds between waits, so a yield among them returns within
-/// tens of microseconds; beside a CPU-bound process it returns after that process's slice
-/// (milliseconds). A chip thread that runs a long kernel may also close the gate: then
-/// hand-offs are rare, and parking costs nothing that matters.
-pub const CONTENDED_YIELD: Duration = Duration::from_micros(200);
-
-/// How long a closed [`YieldGate`] stays closed. While it is closed, waits park where they would
-/// have yielded; each yield after it reopens probes the CPUs again, and a long one closes it for
-/// another hold. Probing costs up to one scheduler slice per thread that yields, so a hold is
-/// long against a slice.
-pub const CONTENDED_HOLD: Duration = Duration::from_secs(1);
-
-/// Whether this process's waits may yield the CPU: open until a yield shows that another process
-/// holds the CPU, then closed for [`CONTENDED_HOLD`]. One per process ([`YieldGate::global`]);
-/// its methods ending in `_at` take the clock as an argument, so the policy is tested with chosen
-/// readings.
-#[derive(Debug, Default)]
-pub struct YieldGate {
-    /// Nanoseconds (on the caller's clock) until which the gate is closed; 0: never closed.
-    closed_until: AtomicU64,
-}
-
-impl YieldGate {
-    /// A gate that is open.
-    pub const fn new() -> Self {
-        Self { closed_until: AtomicU64::new(0) }
-    }
-
-    /// The gate every wait of this process consults.
-    pub fn global() -> &'static YieldGate {
-        static GATE: YieldGate = YieldGate::new();
-        &GATE
-    }
-
-    /// Whether a wait may yield at `now_ns`.
-    pub fn may_yield_at(&self, now_ns: u64) -> bool {
-        // Relaxed: a hint; a stale value costs one yield more or less, never a lost wake-up.
-        now_ns >= self.closed_until.load(Ordering::Relaxed)
-    }
-
-    /// Records a yield that returned at `now_ns` after `took`; returns whether it closed the
-    /// gate (it took [`CONTENDED_YIELD`] or longer).
-    pub fn yielded_at(&self, now_ns: u64, took: Duration) -> bool {
-        if took < CONTENDED_YIELD {
-            return false;
-        }
-        let until = now_ns.saturating_add(CONTENDED_HOLD.as_nanos() as u64);
-        // Relaxed: a hint (as above); fetch_max keeps the latest hold of racing closers.
-        self.closed_until.fetch_max(until, Ordering::Relaxed);
-        true
-    }
-
-    /// Whether the gate has ever been closed (no clock read needed while it has not).
-    fn ever_closed(&self) -> bool {
-        // Relaxed: a hint (as above).
-        self.closed_until.load(Ordering::Relaxed) != 0
-    }
-}
-
-/// Nanoseconds on this process's monotonic clock for the [`YieldGate`] (from a base taken at the
-/// first call, plus one so that no reading is 0).
-fn gate_now_ns() -> u64 {
-    static BASE: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
-    BASE.get_or_init(Instant::now).elapsed().as_nanos() as u64 + 1
-}
+pub use ferry_wait::{YieldGate, CONTENDED_HOLD, CONTENDED_YIELD};
 
 /// The spin budget on a machine with `cpus` CPUs (`None`: unknown): [`SPIN_STEPS`] from
 /// [`SPARE_CPUS`] on, else [`SMALL_MACHINE_SPIN_STEPS`].
@@ -264,10 +196,9 @@ impl Doorbell {
         // Only a timed wait reads the clock up front: an untimed one (an AICore waiting for its
         // next dispatch) would pay a clock read per wait for nothing.
         let start = timeout.map(|_| Instant::now());
-        let gate = YieldGate::global();
         let mut yields = if cfg!(ferry_loom) { 0 } else { YIELDS };
         let mut spins = spin_steps();
-        if gate.ever_closed() && !gate.may_yield_at(gate_now_ns()) {
+        if !ferry_wait::may_yield() {
             (spins, yields) = (SPIN_STEPS, 0);
         }
         let mut step = 0u32;
@@ -290,10 +221,7 @@ impl Doorbell {
                 continue;
             }
             if step < spins + yields {
-                let t = Instant::now();
-                std::thread::yield_now();
-                let took = t.elapsed();
-                if gate.yielded_at(gate_now_ns(), took) {
+                if ferry_wait::yield_measured() >= CONTENDED_YIELD {
                     // Another process holds the CPU: park from now on.
                     yields = 0;
                 }
@@ -404,29 +332,6 @@ mod tests {
         }
         let here = std::thread::available_parallelism().ok().map(|n| n.get());
         assert_eq!(spin_steps(), spin_steps_for(here), "this process follows the rule");
-    }
-
-    #[test]
-    fn a_long_yield_closes_the_gate_for_the_hold_and_a_short_one_does_not() {
-        let gate = YieldGate::new();
-        let hold = CONTENDED_HOLD.as_nanos() as u64;
-        assert!(gate.may_yield_at(1), "a new gate is open");
-        assert!(!gate.ever_closed());
-        // Yields among the chip's own threads return quickly: the gate stays open.
-        let short = CONTENDED_YIELD - Duration::from_nanos(1);
-        assert!(!gate.yielded_at(1_000, short));
-        assert!(gate.may_yield_at(1_000) && !gate.ever_closed());
-        // A yield that another process's slice kept off the CPU closes it for the hold.
-        assert!(gate.yielded_at(5_000, CONTENDED_YIELD));
-        assert!(gate.ever_closed());
-        assert!(!gate.may_yield_at(5_000));
-        assert!(!gate.may_yield_at(5_000 + hold - 1));
-        assert!(gate.may_yield_at(5_000 + hold), "it reopens after the hold");
-        // A later long yield extends it; an earlier reading (a racing thread) never shortens it.
-        assert!(gate.yielded_at(9_000, Duration::from_millis(4)));
-        assert!(gate.yielded_at(6_000, Duration::from_millis(4)));
-        assert!(!gate.may_yield_at(9_000 + hold - 1));
-        assert!(gate.may_yield_at(9_000 + hold));
     }
 
     #[test]

@@ -15,7 +15,8 @@
 //! While live, each sleep is first offered to the CPU as one yield
 //! ([`PollPolicy::yield_when_busy`]): where other threads want the CPU (the simulated chip's
 //! two dozen threads on a small machine), the yield returns only after they ran, which is a
-//! sleep without a timer. A timed wake-up costs the run far more than its own CPU time: on the
+//! sleep without a timer. Where another process holds the CPU (`ferry_wait`'s gate is closed)
+//! no yield is made: the yield would hand it a scheduler slice, and the timed sleep follows. A timed wake-up costs the run far more than its own CPU time: on the
 //! 2-core VMs here the storm with an idle session (ScopeStats, which the storm never records)
 //! ran at 0.93-0.95 of DFX off with timed sleeps and 0.98 with this yield, in the same process
 //! (interleaved rounds). A yield that returns at once (nobody else was runnable) is followed by
@@ -111,13 +112,13 @@ impl Poller {
 }
 
 /// Yields the CPU once; whether that kept this thread off it for at least `at_least` (other
-/// threads were runnable and ran). Under loom a yield is a model step, never a sleep.
+/// threads were runnable and ran). No yield while `ferry_wait`'s gate is closed (another process
+/// holds the CPU): the timed sleep follows instead. Under loom a yield is a model step, never a
+/// sleep.
 fn yielded_to_others(at_least: Duration) -> bool {
     #[cfg(not(ferry_loom))]
     {
-        let t = Instant::now();
-        std::thread::yield_now();
-        t.elapsed() >= at_least
+        ferry_wait::may_yield() && ferry_wait::yield_measured() >= at_least
     }
     #[cfg(ferry_loom)]
     {

@@ -179,12 +179,12 @@ pub(crate) fn holdings(dev: &Device, root: &Path) -> Holdings {
     }
 }
 
-/// The holdings once they have settled: two readings 20 ms apart agree (bounded by 3 s). A
+/// The holdings once they have settled: two readings 20 ms apart agree (bounded by 30 s). A
 /// baseline taken right after a run may otherwise count one of its threads that was joined but
 /// is still listed while it exits (the DFX finish's scoped threads), which later readings, taken
 /// after the settling wait below, no longer see.
 pub(crate) fn settled_holdings(dev: &Device, root: &Path) -> Holdings {
-    let deadline = Instant::now() + Duration::from_secs(3);
+    let deadline = Instant::now() + Duration::from_secs(30);
     let mut last = holdings(dev, root);
     loop {
         std::thread::sleep(Duration::from_millis(20));
@@ -200,7 +200,7 @@ pub(crate) fn settled_holdings(dev: &Device, root: &Path) -> Holdings {
 /// Threads are joined when their owners drop, but the kernel may list an exiting thread a
 /// moment longer.
 pub(crate) fn settles_to(dev: &Device, root: &Path, base: &Holdings) -> Result<(), String> {
-    let deadline = Instant::now() + Duration::from_secs(3);
+    let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let now = holdings(dev, root);
         if now == *base {
