@@ -105,11 +105,12 @@ fn sim(a: &BenchArgs) -> anyhow::Result<()> {
     )?;
     for b in [&c.alone, &c.beside_one, &c.beside_all] {
         crate::stdout::outln!(
-            "  {} busy loop(s): {:>8.1} ms wall ({:.2}x alone), {:>6.1} ms CPU",
+            "  {} busy loop(s): {:>8.1} ms wall ({:.2}x alone), {:>6.1} ms CPU, {} long yields",
             b.loops,
             b.wall_s * 1e3,
             b.wall_ratio,
-            b.cpu_s * 1e3
+            b.cpu_s * 1e3,
+            b.long_yields
         )?;
     }
     crate::stdout::outln!("  alone: {:.0} tasks/s", c.alone_tasks_per_s())?;

@@ -4,9 +4,9 @@
 //! Each round runs the 50,000-task storm three ways on one runner: alone, beside one busy loop,
 //! and beside as many busy loops as the host has CPUs. A busy loop is a child process
 //! `sh -c 'while :; do :; done'` at the bench's own nice value (0 for a user's shell), started
-//! before the storm and killed after it. Between rounds the bench waits out
-//! [`ferry_sim::wait::CONTENDED_HOLD`], so each round's storm alone starts with the waits as an
-//! idle machine has them. The figures are medians over the rounds; the ratios are ratios of
+//! before the storm and killed after it. Before each storm the bench waits out
+//! [`ferry_sim::wait::CONTENDED_HOLD`], so every storm starts with its waits as a fresh process
+//! has them (the yield gate open) and pays for finding out that the CPUs are busy. The figures are medians over the rounds; the ratios are ratios of
 //! medians. With N busy loops on C CPUs a fair scheduler gives the storm about C / (C + N) of
 //! the machine once its own threads are counted as one job, so about 2x with C loops.
 //!
@@ -62,6 +62,9 @@ pub struct Beside {
     pub cpu_s: f64,
     /// `wall_s` over the storm alone's `wall_s`.
     pub wall_ratio: f64,
+    /// Median over the rounds of the yields during the storm that found another process on
+    /// the CPU (each closes `ferry_wait`'s gate: the waits then park instead of yielding).
+    pub long_yields: f64,
     /// Every round's wall seconds, in round order.
     pub rounds_wall_s: [f64; MAX_ROUNDS],
 }
@@ -102,12 +105,13 @@ impl ContentionReport {
             format!(
                 concat!(
                     "{{\"busy_loops\":{},\"wall_s\":{:.4},\"cpu_s\":{:.4},",
-                    "\"wall_vs_alone\":{:.3},\"rounds_wall_s\":[{}]}}"
+                    "\"wall_vs_alone\":{:.3},\"long_yields\":{},\"rounds_wall_s\":[{}]}}"
                 ),
                 b.loops,
                 b.wall_s,
                 b.cpu_s,
                 b.wall_ratio,
+                b.long_yields,
                 rounds.join(",")
             )
         };
@@ -181,22 +185,26 @@ pub fn run_with(
     let loops = [0, 1, cpus];
     let mut wall = [[0.0; MAX_ROUNDS]; 3];
     let mut cpu = [[0.0; MAX_ROUNDS]; 3];
+    let mut long = [[0.0; MAX_ROUNDS]; 3];
+    let gate = ferry_sim::wait::YieldGate::global();
     for round in 0..rounds as usize {
         progress(round as u32);
         for (k, &n) in loops.iter().enumerate() {
+            // Let a yield gate closed by the previous storm reopen: each storm starts with its
+            // waits as a fresh process has them and pays for finding out the CPUs are busy.
+            std::thread::sleep(ferry_sim::wait::CONTENDED_HOLD + Duration::from_millis(50));
             let busy = BusyLoops::start(n)?;
             if n > 0 {
                 std::thread::sleep(cfg.settle);
             }
-            let c0 = ferry_sim::bench::process_cpu_time();
+            let (c0, y0) = (ferry_sim::bench::process_cpu_time(), gate.long_yields());
             let out = r.run(0, ex.args.clone())?;
             cpu[k][round] = (ferry_sim::bench::process_cpu_time() - c0).as_secs_f64();
+            long[k][round] = (gate.long_yields() - y0) as f64;
             drop(busy);
             ex.verify(&out)?;
             wall[k][round] = out.stats.wall.as_secs_f64();
         }
-        // Let a yield gate closed by the busy loops reopen before the next storm alone.
-        std::thread::sleep(ferry_sim::wait::CONTENDED_HOLD + Duration::from_millis(50));
     }
     let n = rounds as usize;
     let alone_wall = median(&wall[0][..n]);
@@ -205,6 +213,7 @@ pub fn run_with(
         wall_s: median(&wall[k][..n]),
         cpu_s: median(&cpu[k][..n]),
         wall_ratio: median(&wall[k][..n]) / alone_wall,
+        long_yields: median(&long[k][..n]),
         rounds_wall_s: wall[k],
     };
     Ok(ContentionReport {

@@ -57,12 +57,14 @@ pub const CONTENDED_HOLD: Duration = Duration::from_secs(1);
 pub struct YieldGate {
     /// Nanoseconds (on the caller's clock) until which the gate is closed; 0: never closed.
     closed_until: AtomicU64,
+    /// Yields that closed (or extended) the gate so far.
+    long_yields: AtomicU64,
 }
 
 impl YieldGate {
     /// A gate that is open.
     pub const fn new() -> Self {
-        Self { closed_until: AtomicU64::new(0) }
+        Self { closed_until: AtomicU64::new(0), long_yields: AtomicU64::new(0) }
     }
 
     /// The gate every wait of this process consults.
@@ -86,7 +88,16 @@ impl YieldGate {
         let until = now_ns.saturating_add(CONTENDED_HOLD.as_nanos() as u64);
         // Relaxed: a hint (as above); fetch_max keeps the latest hold of racing closers.
         self.closed_until.fetch_max(until, Ordering::Relaxed);
+        // Relaxed: a statistic.
+        self.long_yields.fetch_add(1, Ordering::Relaxed);
         true
+    }
+
+    /// Yields so far that took [`CONTENDED_YIELD`] or longer (each closed or extended the
+    /// gate): 0 over a run means its waits yielded as on an idle machine throughout.
+    pub fn long_yields(&self) -> u64 {
+        // Relaxed: a statistic.
+        self.long_yields.load(Ordering::Relaxed)
     }
 
     /// Whether the gate has ever been closed: while it has not, [`may_yield`] needs no clock
@@ -146,6 +157,7 @@ mod tests {
         assert!(gate.yielded_at(6_000, Duration::from_millis(4)));
         assert!(!gate.may_yield_at(9_000 + hold - 1));
         assert!(gate.may_yield_at(9_000 + hold));
+        assert_eq!(gate.long_yields(), 3, "every long yield is counted, the short one is not");
     }
 
     #[test]
