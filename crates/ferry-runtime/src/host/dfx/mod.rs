@@ -85,10 +85,9 @@ pub const HOST_THREADS: usize = 3;
 /// (the storm, all five subsystems, 6 processes x 8 interleaved rounds, paired ratios of DFX
 /// off), nice 0 gave 0.75 of DFX off with 20 ms of host CPU per run, 5 gave 0.80-0.81 with
 /// 11-14 ms, 12 gave 0.84-0.85 with 6-8 ms (15 and 19 the same within noise), with no gate wait
-/// in any round. The default pools stay cold at 12 (the capacity test: 0 failures in 30 release
-/// and 10 debug runs, as at 15 and 19); what it costs is latency where a pool has no slack:
-/// the one-buffer-pool tests take ~1.5x as long. (Before the pools were sized for ~30 ms of
-/// host delay, nice 10 had made the capacity test fail 2 runs of 6.)
+/// in any round. The default pools stay cold at 12 (`ferry bench dfx` counts the gate waits of
+/// every round: 0); what it costs is latency where a pool has no slack: the one-buffer-pool
+/// tests take ~1.5x as long. `tests/dfx_capacity.rs` keeps the pools' margin from shrinking.
 pub const HOST_NICE: i32 = 12;
 
 /// What to collect in a run (`ferry run --swimlane/--pmu/--dep-gen/--dump-args/--scope-stats`).
