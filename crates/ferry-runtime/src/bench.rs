@@ -105,6 +105,26 @@ impl Report {
     }
 }
 
+/// A runner on `runner`'s chip with the `tasks`-task storm registered as callable 0, after two
+/// verified warm-up runs of a smaller storm (first runs on a fresh chip pay for page faults and
+/// cold caches).
+///
+/// # Errors
+/// [`BenchError`] when the runner cannot be built or a warm-up run fails or is wrong.
+pub(crate) fn warm_storm(
+    runner: RunnerConfig,
+    tasks: u64,
+) -> Result<(DeviceRunner, crate::examples::ExampleRun), BenchError> {
+    let mut r = DeviceRunner::new(runner)?;
+    let ex = storm(tasks);
+    r.register_callable(0, ex.callable.clone())?;
+    let warm = storm(tasks.min(5_000));
+    for _ in 0..2 {
+        warm.verify(&r.run(0, warm.args.clone())?)?;
+    }
+    Ok((r, ex))
+}
+
 /// Runs the storm device-orchestrated and host-built (after a warm-up run of each), verifies
 /// both, and times the baseline.
 ///
@@ -115,14 +135,8 @@ pub fn run(cfg: &BenchConfig) -> Result<Report, BenchError> {
     // per process and device (the latch), as the original's one-runtime-per-worker model.
     // The host-built runner is made after the device-orchestrated measurement, so only one
     // chip's threads exist while each is timed.
-    let mut r = DeviceRunner::new(cfg.runner)?;
-    let ex = storm(cfg.tasks);
-    r.register_callable(0, ex.callable.clone())?;
-    // Warm-up: first runs on a fresh chip pay for page faults and cold caches.
+    let (mut r, ex) = warm_storm(cfg.runner, cfg.tasks)?;
     let warm = storm(cfg.tasks.min(5_000));
-    for _ in 0..2 {
-        warm.verify(&r.run(0, warm.args.clone())?)?;
-    }
     let out = r.run(0, ex.args.clone())?;
     ex.verify(&out)?;
     let device_orch_wall_s = out.stats.wall.as_secs_f64();

@@ -18,8 +18,7 @@
 //! # Ok::<(), ferry_runtime::bench::BenchError>(())
 //! ```
 use crate::bench::BenchError;
-use crate::examples::storm;
-use crate::host::{DeviceRunner, RunnerConfig};
+use crate::host::RunnerConfig;
 use crate::launch_bench::median;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
@@ -175,13 +174,7 @@ pub fn run_with(
     let cpus = cfg
         .cpus
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()) as u32);
-    let mut r = DeviceRunner::new(cfg.runner)?;
-    let ex = storm(cfg.tasks);
-    r.register_callable(0, ex.callable.clone())?;
-    let warm = storm(cfg.tasks.min(5_000));
-    for _ in 0..2 {
-        warm.verify(&r.run(0, warm.args.clone())?)?;
-    }
+    let (mut r, ex) = crate::bench::warm_storm(cfg.runner, cfg.tasks)?;
     let loops = [0, 1, cpus];
     let mut wall = [[0.0; MAX_ROUNDS]; 3];
     let mut cpu = [[0.0; MAX_ROUNDS]; 3];

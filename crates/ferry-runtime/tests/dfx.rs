@@ -148,7 +148,8 @@ fn lossless_under_block(path: Path, arch: Arch, ex: Example, variant: Variant) {
     let what = format!("{path:?} {arch:?} {ex:?} {variant:?}");
     let opts = one_buffer(Policy::Block);
     let (_, m, tasks) = run_on(path, arch, ex, variant, &opts);
-    assert!(m.loss.reconciles(), "{what}");
+    let unreconciled: Vec<_> = m.loss.lanes.iter().filter(|l| !l.reconciles()).collect();
+    assert!(m.loss.reconciles(), "{what}: lanes that do not reconcile: {unreconciled:#?}");
     assert_eq!(m.loss.totals().2, 0, "{what}: zero loss under Block");
     let deps = m.deps.as_ref().unwrap();
     assert_eq!(deps.tasks.len() as u64, tasks, "{what}: one DepGen record per submit");
