@@ -226,3 +226,55 @@ pub fn run_with(
 pub fn run(cfg: &ContentionConfig) -> Result<ContentionReport, BenchError> {
     run_with(cfg, |_| {})
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn beside(loops: u32, wall_s: f64, rounds: &[f64]) -> Beside {
+        let mut rounds_wall_s = [0.0; MAX_ROUNDS];
+        rounds_wall_s[..rounds.len()].copy_from_slice(rounds);
+        Beside {
+            loops,
+            wall_s,
+            cpu_s: 0.2,
+            wall_ratio: wall_s / 0.1,
+            long_yields: 3.0,
+            rounds_wall_s,
+        }
+    }
+
+    #[test]
+    fn the_json_names_every_configuration_and_only_the_measured_rounds() {
+        let r = ContentionReport {
+            tasks: 50_000,
+            rounds: 2,
+            cpus: 2,
+            alone: beside(0, 0.1, &[0.1, 0.12]),
+            beside_one: beside(1, 0.15, &[0.15, 0.2]),
+            beside_all: beside(2, 0.2, &[0.2, 0.3]),
+        };
+        let j = r.to_json();
+        assert!(j.starts_with("{\"storm_tasks\":50000,\"rounds\":2,\"cpus\":2,"), "{j}");
+        assert!(j.contains("\"alone_tasks_per_s\":500000"), "{j}");
+        assert!(j.contains("\"beside_one\":{\"busy_loops\":1,\"wall_s\":0.1500"), "{j}");
+        assert!(j.contains("\"beside_all\":{\"busy_loops\":2,\"wall_s\":0.2000"), "{j}");
+        assert!(j.contains("\"wall_vs_alone\":2.000,\"long_yields\":3,"), "{j}");
+        assert!(j.contains("\"rounds_wall_s\":[0.2000,0.3000]}"), "only the measured rounds: {j}");
+        assert_eq!(j.matches('{').count(), j.matches('}').count());
+    }
+
+    #[test]
+    fn busy_loops_run_until_dropped_and_are_reaped() {
+        let mut loops = BusyLoops::start(2).unwrap();
+        let pids: Vec<u32> = loops.0.iter().map(Child::id).collect();
+        for c in &mut loops.0 {
+            assert!(c.try_wait().unwrap().is_none(), "a busy loop ended by itself");
+        }
+        drop(loops);
+        for pid in pids {
+            // Killed and waited for: no process (not even a zombie) is left under that id.
+            assert!(!std::path::Path::new(&format!("/proc/{pid}")).exists(), "{pid} is left");
+        }
+    }
+}
