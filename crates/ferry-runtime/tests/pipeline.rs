@@ -244,6 +244,13 @@ fn sweep_second_slot(all: bool) {
                     }
                     r.device().faults().fail_nth(point, k);
                     let b = r.prepare(1, ex.args.clone()).and_then(|p| r.launch(p));
+                    // A launched run starts its cores from a stream thread, after `launch`
+                    // returned: disarm only once the armed occurrence has happened (the 60 s
+                    // bound is a hang guard for an occurrence that never comes).
+                    let t0 = std::time::Instant::now();
+                    while r.device().faults().armed() > 0 && t0.elapsed().as_secs() < 60 {
+                        std::thread::sleep(Duration::from_millis(1));
+                    }
                     r.device().faults().clear();
                     let out_a = r.finalize_run(a);
                     let out_a = out_a.unwrap_or_else(|e| panic!("{label}: slot 1's run: {e}"));

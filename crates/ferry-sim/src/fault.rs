@@ -84,6 +84,11 @@ impl FaultInjector {
         lock(&self.armed).clear();
     }
 
+    /// Faults armed and not yet injected (an armed occurrence that has not happened yet).
+    pub fn armed(&self) -> usize {
+        lock(&self.armed).len()
+    }
+
     /// How many operations of kind `point` this device has seen.
     pub fn seen(&self, point: FaultPoint) -> u64 {
         // Relaxed: an occurrence count; `armed` is guarded by its mutex.
