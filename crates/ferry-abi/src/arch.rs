@@ -8,7 +8,7 @@
 //! assert_eq!(A2A3.dfx_backpressure_budget_cycles, 50_000_000 * 30);
 //! ```
 
-/// Seconds of device clock that one DFX backpressure gate may wait (seed 000's 30-second ceiling).
+/// Seconds of device clock that one DFX backpressure gate may wait (the backpressure design's 30-second ceiling).
 pub const DFX_BACKPRESSURE_TIMEOUT_SECONDS: u64 = 30;
 
 /// The two chip generations ferry models.

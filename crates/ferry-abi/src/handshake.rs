@@ -1,4 +1,4 @@
-//! The per-core handshake slot (launch.md §3.7, §5.2).
+//! The per-core handshake slot.
 //!
 //! One [`Handshake`] per AICore worker lives in the runtime image, one cache line each. At start
 //! the core reports itself (`physical_core_id`, `core_type`, then `aicore_done = block_idx + 1`);
@@ -82,7 +82,7 @@ pub const fn worker_count(block_dim: u32) -> u32 {
 /// | 24 | 40 | `_reserved0` [u32; 10] | pads to one cache line |
 ///
 /// Size 64, align 64. One line per core avoids false sharing between cores, but not between the
-/// two directions within one core (launch.md §5.5).
+/// two directions within one core.
 ///
 /// # Examples
 ///
@@ -121,7 +121,7 @@ abi_record!(Handshake, size 64, align 64, [
 const _: () = assert!(core::mem::size_of::<Handshake>() == HANDSHAKE_SIZE);
 
 /// Where a launch's handshake fields live: the default one-line slot ([`Handshake`]), or
-/// option D of seed 004 (fix for issue #822): AICore-written and AICPU-written fields on
+/// option D of docs/design/launch.md: AICore-written and AICPU-written fields on
 /// disjoint cache lines, so that cleaning the AICPU's line never writes a stale copy of an
 /// AICore field back, and invalidating the AICore's line never drops an AICPU write.
 ///

@@ -1,4 +1,4 @@
-//! The per-core register window through which the AICPU dispatches to an AICore (launch.md §5.1).
+//! The per-core register window through which the AICPU dispatches to an AICore.
 //!
 //! Each core has a block of 32-bit registers; its base is `KernelArgs::regs[physical_core_id]`.
 //! The AICPU writes `DATA_MAIN_BASE` (open the window, dispatch a task id, signal exit); the core

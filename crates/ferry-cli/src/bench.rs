@@ -182,7 +182,7 @@ fn copy(a: &BenchArgs) -> anyhow::Result<()> {
             cfg.calls,
             cfg.ranges,
             cfg.page_bytes,
-            if cfg.cost.enabled { "on (seed 003 / 1000)" } else { "off" },
+            if cfg.cost.enabled { "on (docs/design/copy-pool.md / 1000)" } else { "off" },
             r.rounds.len()
         )?;
         crate::stdout::outln!("  {:<34} {:>14} {:>14}", "", "without", "with prewarm")?;
@@ -215,7 +215,7 @@ fn copy(a: &BenchArgs) -> anyhow::Result<()> {
             crate::stdout::outln!("  {name:<34} {x:>14} {y:>14}")?;
         }
         crate::stdout::outln!(
-            "  freeze ratio (max call with / without): {:.3} (seed 003: 5 s / 342 s = 0.015)",
+            "  freeze ratio (max call with / without): {:.3} (docs/design/copy-pool.md: 5 s / 342 s = 0.015)",
             r.freeze_ratio()
         )?;
         return Ok(());

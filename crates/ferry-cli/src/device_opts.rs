@@ -19,7 +19,7 @@ pub(crate) struct DeviceOpts {
     /// b (non-cacheable handshake memory), c (same-cluster affinity).
     #[arg(long, default_value = "", value_parser = PathBFixes::parse)]
     fixes: PathBFixes,
-    /// Split each handshake slot into an AICore line and an AICPU line (seed 004's option D).
+    /// Split each handshake slot into an AICore line and an AICPU line (option D of docs/design/launch.md).
     #[arg(long)]
     split_handshake: bool,
     /// How long the schedulers wait for their cores' handshake reports, in milliseconds.

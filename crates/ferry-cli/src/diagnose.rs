@@ -1,4 +1,5 @@
-//! `ferry diagnose handshake`: seed 004's D2H recipe for the Path B hang. Runs the vector example
+//! `ferry diagnose handshake`: the device-memory readback that diagnoses the Path B hang
+//! (docs/design/launch.md). Runs the vector example
 //! once on the configured device, then reads every core's handshake slot and the AICPU's record
 //! of what it last saw back from device memory, and prints them side by side.
 use crate::device_opts::{describe, install_preinstalled, DeviceOpts};
@@ -120,7 +121,7 @@ pub(crate) fn run(a: &DiagnoseArgs) -> anyhow::Result<()> {
     if stale > 0 {
         crate::stdout::outln!(
             "{stale} stale handshake(s): memory holds the cores' reports, the AICPU never saw \
-             them — its cluster is outside AICore's snoop domain (seed 004, #822)"
+             them — its cluster is outside AICore's snoop domain (the Path B hang, docs/design/launch.md)"
         )?;
     } else {
         crate::stdout::outln!("every report the AICPU saw matches device memory")?;

@@ -80,7 +80,7 @@ enum Command {
     Dump(dump::DumpArgs),
     /// Write a self-contained HTML plot of a run's scope occupancy.
     Scopes(scopes::ScopesArgs),
-    /// Read device state back and explain it (`handshake`: seed 004's D2H recipe).
+    /// Read device state back and explain it (`handshake`: the readback that diagnoses the Path B hang (docs/design/launch.md)).
     Diagnose(diagnose::DiagnoseArgs),
     /// Workload files: `check FILE` validates one (line-numbered errors); run one with
     /// `ferry run --workload FILE`.

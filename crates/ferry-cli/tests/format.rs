@@ -1,4 +1,4 @@
-//! The original tools' full format (`specs/dfx.md` §5) as `ferry run` writes it: the name map
+//! The original tools' full format (docs/dfx.md) as `ferry run` writes it: the name map
 //! beside the swimlane records, the clock anchors, host-orchestrated marks, typed scalars; and
 //! the CLI's counts and wording.
 use std::collections::HashMap;

@@ -1,4 +1,4 @@
-//! The analysis commands on hostile, broken and foreign files (issue 10's reproducers, each
+//! The analysis commands on hostile, broken and foreign files (reproducers of real failures, each
 //! through the `ferry` binary): replay of crafted metadata, closed pipes, files a command does
 //! not need, the manifest check, the no-manifest rule and the messages a user hits.
 use std::io::Read;

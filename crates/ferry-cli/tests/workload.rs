@@ -42,7 +42,7 @@ const WORKLOADS: [(&str, &str); 5] = [
     ("graph-100k.toml", "graph-100k"),
 ];
 
-/// The name map (`specs/dfx.md` §5.1) and the clock anchors of a workload's DFX directory.
+/// The name map (docs/dfx.md) and the clock anchors of a workload's DFX directory.
 fn check_dfx(d: &Path, case: &str, host_built: bool) {
     let m = json(&d.join(format!("name_map_{case}.json")));
     let mut keys: Vec<&str> = m.as_object().unwrap().keys().map(String::as_str).collect();

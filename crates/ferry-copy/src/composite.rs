@@ -1,5 +1,4 @@
-//! [`CompositeTransferEngine`]: routes each endpoint pair to the first engine that claims it
-//! (copy.md §2.8).
+//! [`CompositeTransferEngine`]: routes each endpoint pair to the first engine that claims it.
 use crate::engine::{SettledHandle, TransferEngine, TransferHandle};
 use crate::types::{
     FailureCode, RejectReason, Rejection, TransferFailure, TransferItem, TransferPlan,

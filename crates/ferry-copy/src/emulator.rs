@@ -1,4 +1,4 @@
-//! The server emulator of seed 003's "Verification", on the simulated chip with the stall cost
+//! The server emulator of the copy-pool design's "Verification", on the simulated chip with the stall cost
 //! model on, run without and with Prewarm in interleaved rounds.
 //!
 //! One run, in the seed server's order:
@@ -24,7 +24,7 @@
 //! mid-serving; with it they were created at start and serving creates and allocates nothing.
 //!
 //! # Scale
-//! The stall costs are seed 003's scaled **1000× down** ([`CostModel::stalls`]: seconds become
+//! The stall costs are the copy-pool design's scaled **1000× down** ([`CostModel::stalls`]: seconds become
 //! milliseconds; a 30–92 s queue creation on a full GPU is 30–92 ms here, the 28 s first
 //! code-object load 28 ms). The work is scaled with them as far as a CPU-simulated device
 //! allows: a seed call's copy takes milliseconds on the GPU, which would be microseconds here,
@@ -82,7 +82,7 @@ pub struct EmulatorConfig {
     /// Check every byte after the run.
     pub verify: bool,
     /// An optional KFD-style eviction of every device's queues: `(after, length)` from the
-    /// start of serving (seed 003: once per run, 0.6–46 s, as the clients fill their GPUs).
+    /// start of serving (docs/design/copy-pool.md: once per run, 0.6–46 s, as the clients fill their GPUs).
     pub eviction: Option<(Duration, Duration)>,
     /// Interleaved rounds (without, with, without, …); the report gives medians.
     pub rounds: usize,
@@ -260,7 +260,7 @@ pub struct EmulatorReport {
 
 impl EmulatorReport {
     /// The freeze ratio: the with-Prewarm leg's median max call over the without leg's
-    /// (seed 003: 5 s / 342 s ≈ 0.015).
+    /// (docs/design/copy-pool.md: 5 s / 342 s ≈ 0.015).
     pub fn freeze_ratio(&self) -> f64 {
         self.with_prewarm.max_call.as_secs_f64()
             / self.without_prewarm.max_call.as_secs_f64().max(1e-9)
@@ -442,7 +442,7 @@ fn run_once(cfg: &EmulatorConfig, prewarm: usize) -> Result<RunReport, BenchErro
         }
     }
 
-    // The server serves from its pool once the pool is registered (seed 003: Prewarm, then the
+    // The server serves from its pool once the pool is registered (docs/design/copy-pool.md: Prewarm, then the
     // backend and its pool, then serving).
     let _ = registrar.join();
     let registered = t.elapsed() - prewarm_time;

@@ -1,4 +1,4 @@
-//! The transfer-engine interface: plan, submit, wait (copy.md §2.5–§2.6).
+//! The transfer-engine interface: plan, submit, wait.
 use crate::types::{TransferFailure, TransferItem, TransferPlan, TransferPlanSet, TransferRef};
 
 /// A submitted batch. [`wait`](TransferHandle::wait) blocks until every posted plan settled and
@@ -82,7 +82,7 @@ impl TransferOutcome {
     }
 }
 
-/// Plan, submit and wait `items` (copy.md §2.6), reporting rejections and failures in detail.
+/// Plan, submit and wait `items`, reporting rejections and failures in detail.
 pub fn transfer_detailed(engine: &dyn TransferEngine, items: &[TransferItem]) -> TransferOutcome {
     let mut out = TransferOutcome::default();
     if items.is_empty() {
@@ -109,7 +109,7 @@ pub fn transfer_detailed(engine: &dyn TransferEngine, items: &[TransferItem]) ->
 }
 
 /// Plan, submit and wait `items`; appends the failed tags (sorted, deduplicated) to `failed` and
-/// returns whether everything was copied (copy.md §2.6).
+/// returns whether everything was copied.
 ///
 /// # Examples
 /// ```

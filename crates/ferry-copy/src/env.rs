@@ -22,9 +22,9 @@
 //! ```
 use std::collections::HashMap;
 
-/// Streams per device that Prewarm creates (seed 003).
+/// Streams per device that Prewarm creates (docs/design/copy-pool.md).
 pub const PREWARM_STREAMS_VAR: &str = "UMBP_HBM_GATHER_PREWARM_STREAMS";
-/// Turns the gather kernel off (seed 003, copy.md §4.5).
+/// Turns the gather kernel off (docs/design/copy-pool.md).
 pub const GATHER_KERNEL_VAR: &str = "UMBP_DRAM_GATHER_KERNEL";
 /// Default of [`PREWARM_STREAMS_VAR`]: the TP8 peak of concurrent gathers per GPU.
 pub const DEFAULT_PREWARM_STREAMS: usize = 8;

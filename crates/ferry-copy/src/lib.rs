@@ -1,4 +1,4 @@
-//! ferry-copy: moving many small fragments between host and device memory (seed 003).
+//! ferry-copy: moving many small fragments between host and device memory (docs/design/copy-pool.md).
 //!
 //! Engines take *items* (one contiguous copy each, tagged by the caller), *plan* them (pure:
 //! bounds, overlap, grouping per endpoint pair, coalescing), *submit* the plans and *wait* on a

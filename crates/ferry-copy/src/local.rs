@@ -1,4 +1,4 @@
-//! [`LocalCopyEngine`]: host ↔ host copies (copy.md §5).
+//! [`LocalCopyEngine`]: host ↔ host copies.
 //!
 //! Large batches are split over a few threads (scoped threads that claim segments through an
 //! atomic cursor; large segments are cut into chunks first), and copies at or above a size floor
@@ -22,7 +22,7 @@ pub struct LocalCopyConfig {
 }
 
 impl Default for LocalCopyConfig {
-    /// 2 threads above 1 MiB, non-temporal stores from 2 KiB (copy.md §5, newest engine).
+    /// 2 threads above 1 MiB, non-temporal stores from 2 KiB.
     fn default() -> Self {
         Self {
             max_threads: 2,

@@ -1,5 +1,5 @@
 //! The copy-engine planner shared by [`LocalCopyEngine`](crate::LocalCopyEngine) and
-//! [`HbmCopyEngine`](crate::HbmCopyEngine) (copy.md §2.7), plus overlap rejection.
+//! [`HbmCopyEngine`](crate::HbmCopyEngine), plus overlap rejection.
 //!
 //! For each item, in input order:
 //! 1. size 0 → skipped (reported in [`TransferPlanSet::skipped`], neither planned nor failed);

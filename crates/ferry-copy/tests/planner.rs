@@ -1,4 +1,4 @@
-//! The shared planner (copy.md §2.7) and the host engine it feeds.
+//! The shared planner and the host engine it feeds.
 mod common;
 use common::*;
 use ferry_copy::planner::{in_bounds, plan_items};

@@ -1,4 +1,4 @@
-//! The stream pool and Prewarm (seed 003; copy.md §3.10), asserted on the simulated device's
+//! The stream pool and Prewarm (docs/design/copy-pool.md), asserted on the simulated device's
 //! counters, never on times.
 mod common;
 use common::*;
@@ -358,7 +358,7 @@ fn holdings(p: &ferry_sim::Platform) -> [u64; 7] {
     ]
 }
 
-/// Seed 003's verification steps on device 0: the first null-stream copies in both directions,
+/// The copy-pool design's verification steps on device 0: the first null-stream copies in both directions,
 /// a first 8192-fragment gather, then 16 threads of gathers (64 and 8192 fragments, both
 /// directions) mixed with fallback copies in both directions. Every byte is checked.
 fn seed_serving_steps(p: &ferry_sim::Platform, e: &Arc<HbmCopyEngine>) {
@@ -461,7 +461,7 @@ fn after_prewarm_8_the_seed_steps_allocate_no_device_memory_and_create_no_queue(
     let r = e.prewarm(8);
     assert!(r.devices[0].errors.is_empty(), "{r:?}");
     let dev = p.device(0).unwrap();
-    // Seed 003: "After Prewarm(8) a process has 5 compute and 2 + 7 SDMA queues per GPU".
+    // docs/design/copy-pool.md: "After Prewarm(8) a process has 5 compute and 2 + 7 SDMA queues per GPU".
     assert_eq!(dev.counters().compute_queues_created, 5);
     assert_eq!(dev.compute_queues(), 5);
     assert_eq!(dev.compute_queue_users(), [2, 2, 2, 2], "8 pooled streams on 4 queues");

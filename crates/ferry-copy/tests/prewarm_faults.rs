@@ -1,4 +1,4 @@
-//! Prewarm under every fault point, at every occurrence a clean prewarm reaches (seed 003):
+//! Prewarm under every fault point, at every occurrence a clean prewarm reaches (docs/design/copy-pool.md):
 //! Prewarm never fails, so each injected fault must show up in the device's report, naming the
 //! fault, with the device left lazy and uncapped; nothing leaks (device memory, pinned memory,
 //! threads); the same engine then serves a gather that verifies, and the device comes back to

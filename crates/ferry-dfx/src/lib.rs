@@ -3,8 +3,8 @@
 //! Device writers (AICPU threads) fill per-lane record buffers and hand full buffers to the host
 //! through a per-thread ready queue; host drain shards pull them while the run is live, collectors
 //! copy records out, and the buffers return to the lanes' free queues. When the host falls behind,
-//! only the lane that ran dry waits, at its own gate, for at most one budget (seed 000, "DFX
-//! Backpressure — per-lane block-on-contention"; `shared/specs/dfx.md` §3–4, PER-LANE).
+//! only the lane that ran dry waits, at its own gate, for at most one budget (
+//! docs/design/dfx-backpressure.md).
 //!
 //! | type | side | role |
 //! |---|---|---|

@@ -1,4 +1,4 @@
-//! ferry-launch: makes device programs runnable and launches them (seed 004).
+//! ferry-launch: makes device programs runnable and launches them (docs/design/launch.md).
 //!
 //! The crate has three parts: the host loader (preinstall, dispatcher bootstrap "Path A",
 //! custom scheduler "Path B"), the launch payload builders, and the per-run launch transaction

@@ -290,7 +290,7 @@ fn path_b_loads_on_the_vendor_device_and_the_preflight_refuses_it() {
     assert!(matches!(err, LoadError::PathBIncoherent { device: 0 }));
     let msg = err.to_string();
     assert!(
-        msg.contains("stale L1") && msg.contains("aicore_done") && msg.contains("#822"),
+        msg.contains("stale L1") && msg.contains("aicore_done") && msg.contains("the Path B hang"),
         "{msg}"
     );
     // Fix B or C satisfies the preflight.

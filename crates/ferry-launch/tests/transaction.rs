@@ -1,4 +1,4 @@
-//! The launch transaction of seed 004, one test per rule, driven by the sim's fault injection.
+//! The launch transaction of docs/design/launch.md, one test per rule, driven by the sim's fault injection.
 use ferry_abi::launch::KernelArgs;
 use ferry_launch::transaction::{
     CopyTarget, DiagnosticsError, FinishError, LaunchError, LaunchProgress, PrepareError,

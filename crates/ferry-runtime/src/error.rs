@@ -449,8 +449,8 @@ pub enum RunError {
     SchedulerDiagnostics(#[from] ferry_launch::transaction::DiagnosticsError),
     /// The run's startup handshake timed out (on a real device: the stream timeout, CANN
     /// 507018). `stale` lists the cores whose report device memory holds but the AICPU never
-    /// saw (read back with the D2H recipe of seed 004): a stale cache line on an AICPU cluster
-    /// outside AICore's snoop domain (Path B, issue #822). Empty when no core reported at all.
+    /// saw (read back with the readback that diagnoses the Path B hang (docs/design/launch.md)): a stale cache line on an AICPU cluster
+    /// outside AICore's snoop domain (the Path B hang, docs/design/launch.md). Empty when no core reported at all.
     #[error("run timed out after {waited_ms} ms in the startup handshake{}", stale_summary(stale))]
     HandshakeTimeout {
         /// How long the schedulers waited (device time).
@@ -476,7 +476,7 @@ fn stale_summary(stale: &[crate::host::CoreHandshake]) -> String {
     format!(
         ": stale handshake on {} core(s) — core {}'s aicore_done is {} in device memory but the \
          AICPU still sees {} (a stale cache line: the AICPU cluster is outside AICore's snoop \
-         domain, seed 004 / #822; use path a, or a device with fix a + split handshake lines, \
+         domain: the path b hang; use path a, or a device with fix a + split handshake lines, \
          b or c)",
         stale.len(),
         first.core,

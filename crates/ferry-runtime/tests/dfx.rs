@@ -36,7 +36,7 @@ fn run_on(
 ) -> (RunOutput, ferry_dfx::output::RunModel, u64) {
     let (out, m, tasks, notifies) = run_counting(path, arch, ex, variant, opts);
     if path == Path::Full && !opts.doorbell_hint {
-        // Seed 000: no host-device handshake; the host polls its queues.
+        // docs/design/dfx-backpressure.md: no host-device handshake; the host polls its queues.
         assert_eq!(notifies, 0, "{arch:?} {ex:?} {variant:?}: the device signalled the host");
     }
     (out, m, tasks)
@@ -353,7 +353,7 @@ fn stall_intervals_lie_on_the_device_clock_the_tasks_are_stamped_with() {
     assert!(stalls > 0, "a one-buffer pool makes the per-core writers wait for the host");
 }
 
-/// A dead or wedged DFX host through the session (seed 000): the host's threads exit before the
+/// A dead or wedged DFX host through the session (docs/design/dfx-backpressure.md): the host's threads exit before the
 /// run starts; the run completes and verifies, the device's writers give up at their gates
 /// within the Drop budget, and `finish` plays the restarted host: every record is collected or
 /// counted dropped, lane by lane, nothing else. The runner then takes a fresh session and runs

@@ -1,4 +1,4 @@
-//! Default-sized DFX pools keep the path cold (seed 000: "normal-sized pools keep the path cold
+//! Default-sized DFX pools keep the path cold (docs/design/dfx-backpressure.md: "normal-sized pools keep the path cold
 //! so it never triggers in production runs"): with every subsystem on and default settings,
 //! each lane's pool holds the records its lane produces while the whole chip runs
 //! [`HOST_DELAY_TASKS`] tasks (or the lane's whole run, where that is less), for every built-in

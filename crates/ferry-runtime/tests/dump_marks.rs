@@ -1,4 +1,4 @@
-//! ArgsDump levels against `dump(...)` marks (`specs/dfx.md` §5.4): 1 (partial) dumps only
+//! ArgsDump levels against `dump(...)` marks (docs/dfx.md): 1 (partial) dumps only
 //! marked arguments, 2 (full) every argument with its payload, 3 (hybrid) every argument's
 //! metadata and only the marked tensors' payloads — on both orchestration variants (the
 //! host-built graph carries the marks in its task records) and both launch paths.

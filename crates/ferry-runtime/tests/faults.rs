@@ -66,11 +66,11 @@ fn recovery(point: FaultPoint, stage: Stage) -> Option<&'static str> {
     match (point, stage) {
         // Every other synchronize of finalize is a blocking result or output copy, which fails
         // the run; the one that can fail without failing it is the launch slot's completion
-        // boundary (`finish_run`), which seed 004 discharges: a second drain proves both streams
+        // boundary (`finish_run`), which docs/design/launch.md discharges: a second drain proves both streams
         // idle and the run, which finished, retires on the discharge path.
-        (FaultPoint::Synchronize, Stage::Finalize) => {
-            Some("the launch slot's failed completion boundary was discharged (seed 004)")
-        }
+        (FaultPoint::Synchronize, Stage::Finalize) => Some(
+            "the launch slot's failed completion boundary was discharged (docs/design/launch.md)",
+        ),
         _ => None,
     }
 }

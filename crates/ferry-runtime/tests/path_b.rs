@@ -1,4 +1,4 @@
-//! Seed 004's Path B on the vendor-faithful device (issue #822): the handshake hang through the
+//! Path B on the vendor-faithful device (the hang of docs/design/launch.md): the handshake hang through the
 //! real loader, its diagnosis, the fixes, the Path A latch, and that coherent clusters pay
 //! nothing for the cache model. Every test is named `path_b_*` (`cargo test -- path_b`).
 use ferry_runtime::examples::{Example, Size};

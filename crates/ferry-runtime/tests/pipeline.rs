@@ -1,4 +1,4 @@
-//! Launch staging as the runtime uses it (issue 12): the descriptor split (per-run values travel
+//! Launch staging as the runtime uses it: the descriptor split (per-run values travel
 //! in the per-run suffix, outside the cached launch-route prefix), measured with the launch
 //! transaction's own counters.
 use ferry_launch::transaction::StagingStats;
@@ -42,7 +42,7 @@ fn repeated_identical_run_publishes_nothing_and_changed_run_copies_its_prefix() 
             r.register_callable(0, ex.callable.clone()).unwrap();
             r.register_callable(1, ex.callable.clone()).unwrap();
             // The a5 host-built graph stages its resident scheduler state as launch metadata on
-            // every run (seed 004): those copies, and the fork after them, are not the
+            // every run (docs/design/launch.md): those copies, and the fork after them, are not the
             // descriptor's.
             let a5_hbg = arch == Arch::A5 && variant == Variant::HostBuiltGraph;
             let run = |r: &mut DeviceRunner, id: u32| {
@@ -259,7 +259,7 @@ fn sweep_second_slot(all: bool) {
                     match b {
                         Ok(out) => {
                             // Only an absorbed failure may let slot 2 succeed: slot 1's failed
-                            // completion boundary, discharged (seed 004).
+                            // completion boundary, discharged (docs/design/launch.md).
                             assert_eq!(point, FaultPoint::Synchronize, "{label}: swallowed");
                             ex.verify(&out).unwrap_or_else(|e| panic!("{label}: {e}"));
                         }

@@ -1,5 +1,5 @@
 //! The a5 host-built graph's scheduler DFX export goes through the launch transaction's
-//! `scheduler_diagnostics` (seed 004): a run's scheduler records are labelled with the run only
+//! `scheduler_diagnostics` (docs/design/launch.md): a run's scheduler records are labelled with the run only
 //! when its own launch metadata (the resident scheduler state) was published.
 use ferry_launch::transaction::DiagnosticsError;
 use ferry_runtime::examples::{Example, Size};

@@ -1,4 +1,4 @@
-//! The AICPU clusters' data caches: why Path B hangs (seed 004, issue #822).
+//! The AICPU clusters' data caches: why Path B hangs (the Path B hang, docs/design/launch.md).
 //!
 //! On the vendor stack the custom scheduler (Path B) binds its worker threads to the AICPU
 //! cluster reserved for OS work, whose L1 is outside AICore's HBM-write snoop domain: a line it
@@ -18,7 +18,7 @@
 //! misses fills the line from memory, every later load of it is a hit that returns the cached
 //! bytes, whatever the load's kind — `volatile` and acquire loads read through the cache like
 //! plain ones (they order, they do not refetch). A store allocates the line, updates it and
-//! marks it written, and also reaches memory (as seed 004 observed: the host's D2H readback saw
+//! marks it written, and also reaches memory (as docs/design/launch.md observed: the host's D2H readback saw
 //! the AICPU's handshake writes land in HBM). `dc civac` writes a line the thread has written
 //! back whole — the thread's stale view of every field on it, AICore's included. AICore writes
 //! never touch a cached line. The cache holds [`LINES_PER_THREAD`] lines (first in, first out:

@@ -2,7 +2,7 @@
 //!
 //! With the model on, creating a stream or hardware queue costs
 //! [`queue_base`](CostModel::queue_base) plus a pressure term that grows once device memory use
-//! passes [`pressure_threshold`](CostModel::pressure_threshold) (seed 003: queue creation on a
+//! passes [`pressure_threshold`](CostModel::pressure_threshold) (docs/design/copy-pool.md: queue creation on a
 //! nearly full GPU stalls for seconds), and it first waits for the process-wide [`DriverLock`]
 //! that host registration holds for `bytes / registration_bytes_per_sec`. The first launch of a
 //! kernel on a device costs a code-object load. Costs are real sleeps, scaled to milliseconds so
@@ -82,7 +82,7 @@ impl CostModel {
         let frac = if total == 0 { 1.0 } else { used as f64 / total as f64 };
         let over = ((frac - self.pressure_threshold) / (1.0 - self.pressure_threshold).max(1e-9))
             .clamp(0.0, 1.0);
-        // Quadratic: cheap until the device is nearly full, then steep (seed 003's cliff).
+        // Quadratic: cheap until the device is nearly full, then steep (the copy-pool design's cliff).
         self.queue_base + self.queue_pressure_max.mul_f64(over * over)
     }
 

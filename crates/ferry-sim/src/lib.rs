@@ -10,7 +10,7 @@
 //! | [`Device`] | one device: HBM ([`memory`]), a sys counter ([`clock`]), counters, fault injection, copy engines |
 //! | [`Stream`] / [`Event`] | FIFO executors and cross-stream ordering; the null stream |
 //! | [`cores::Chip`] | AICPU threads and AICore workers with register windows and handshake slots |
-//! | [`cost::CostModel`] | the stalls of seed 003 (queue creation under memory pressure, driver lock, code-object load) |
+//! | [`cost::CostModel`] | the stalls of docs/design/copy-pool.md (queue creation under memory pressure, driver lock, code-object load) |
 //! | [`fault::FaultInjector`] | fail the N-th stream creation, copy, launch, synchronize, … of a device |
 //! | [`profile::DeviceProfile`] | vendor (default: the Path A latch, an incoherent Path B cluster) or ferry's relaxed device, plus the Path B fixes |
 //! | [`cache`] | the AICPU clusters' data caches: a Path B thread's stale line cache |

@@ -3,7 +3,7 @@
 //! On hardware, copies enqueued back to back on different streams overlap in time, so each takes
 //! its own copy engine (the lowest free one) and creates that engine's queue. Simulated copies
 //! are memcpys too short to overlap reliably, so a warm-up that must touch exactly the engines a
-//! server will use (seed 003's Prewarm: `n` gathers plus one null-stream copy → engines
+//! server will use (the copy-pool design's Prewarm: `n` gathers plus one null-stream copy → engines
 //! `0..=n`) joins its copies at a [`CopyRendezvous`]: each copy, after moving its bytes, keeps
 //! its engine until every party has arrived. Ordinary copies never wait.
 //!

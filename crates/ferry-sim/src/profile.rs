@@ -1,13 +1,13 @@
-//! Device profiles: which vendor failure modes a simulated device has (seed 004).
+//! Device profiles: which vendor failure modes a simulated device has (docs/design/launch.md).
 //!
 //! | profile | Path A latch ("first saved SO wins") | custom-scheduler (Path B) cluster |
 //! |---|---|---|
-//! | [`DeviceProfile::Vendor`] (default) | on: one Path A runtime per process and device | outside AICore's snoop domain: the #822 handshake hang ([`crate::cache`]) |
+//! | [`DeviceProfile::Vendor`] (default) | on: one Path A runtime per process and device | outside AICore's snoop domain: the Path B handshake hang ([`crate::cache`]) |
 //! | [`DeviceProfile::Relaxed`] | off | coherent |
 //!
 //! The vendor profile is the default because software that works on the simulated chip must work
 //! on the real stack; the relaxed one is ferry's own device, chosen explicitly. On top of either,
-//! [`PathBFixes`] switches on the vendor-side fixes A, B and C of seed 004 (fix D is the
+//! [`PathBFixes`] switches on the vendor-side fixes A, B and C of docs/design/launch.md (fix D is the
 //! runtime's handshake layout, `ferry_abi::handshake::HandshakeLayout::SPLIT`).
 //!
 //! # Examples
@@ -71,7 +71,7 @@ impl std::fmt::Display for DeviceProfile {
     }
 }
 
-/// The vendor-side fixes of seed 004 for the Path B hang (any combination).
+/// The vendor-side fixes of docs/design/launch.md for the Path B hang (any combination).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct PathBFixes {
     /// Fix A: `SCTLR_EL1.UCI = 1` for the custom scheduler, so EL0 `dc ivac` (and the

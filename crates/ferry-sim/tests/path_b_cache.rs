@@ -1,5 +1,5 @@
-//! The cache primitives of seed 004's table, one by one, on a handshake slot polled from the
-//! custom scheduler's cluster (issue #822): volatile and acquire loads stay stale, `dc civac`
+//! The cache primitives of the launch design's table, one by one, on a handshake slot polled from the
+//! custom scheduler's cluster (the Path B hang, docs/design/launch.md): volatile and acquire loads stay stale, `dc civac`
 //! writes the stale line back over AICore's report, `dc ivac` does nothing without fix A and
 //! refetches with it; coherent clusters see the report at once and the model does no work.
 use ferry_abi::handshake::Handshake;

@@ -1,4 +1,4 @@
-//! Behaviour of the simulated chip, one test per capability of issue 2 §3.
+//! Behaviour of the simulated chip, one test per capability.
 use ferry_sim::clock::VirtualClock;
 use ferry_sim::cores::{Chip, CoreConfig};
 use ferry_sim::cost::CostModel;

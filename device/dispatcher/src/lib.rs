@@ -9,7 +9,7 @@
 //! §3.1), and return a `STATUS_*` code. The OS resolves all three before calling any (a missing
 //! one fails the bootstrap), as CANN's `libaicpu_extend_kernels` does.
 //!
-//! | export (role in seed 004) | contract |
+//! | export (role in docs/design/launch.md) | contract |
 //! |---|---|
 //! | `StaticTileFwkBackendKernelServer` | the static-graph server. ferry ships no statically registered programs, so it touches nothing and returns `STATUS_UNSUPPORTED`. |
 //! | `DynTileFwkBackendKernelServerInit` | the bootstrap. Reads `device_args_ptr` at blob offset 40 as a [`DeviceArgs`] in device memory; rejects a null pointer or an empty inner program (`STATUS_INVALID_ARGUMENT`) and an untranslatable range (`STATUS_BAD_ADDRESS`); fingerprints the inner bytes with the same [`fingerprint`] as the host; hands them to the OS's `SaveSoFile` as `inner_<fp:016x>_<device_id>.so` (a temp file then a rename, in this process's device directory). It never skips an existing file: a stale or corrupt file could share the name, and a rename is cheap. |

@@ -24,7 +24,7 @@ pub const BOOTSTRAP_OP_TYPE: &str = "AST_DYN_AICPU";
 /// Capacity of each name field of [`BootstrapBlob`] (names hold at most 31 bytes).
 pub const BOOTSTRAP_NAME_CAPACITY: usize = 32;
 
-/// The launch blob of the bootstrap dispatcher launch (Path A only; launch.md §3.1).
+/// The launch blob of the bootstrap dispatcher launch (Path A only).
 ///
 /// Private to the loader: the host builds it, the device-side loader reads the names, and the
 /// dispatcher follows `device_args_ptr` to a [`DeviceArgs`]. The dispatcher's own view of the
@@ -142,7 +142,7 @@ impl fmt::Debug for BootstrapBlob {
 }
 
 /// What the bootstrap dispatcher reads through [`BootstrapBlob::device_args_ptr`]: where the
-/// dispatcher and the inner (AICPU) program bytes are in device memory (launch.md §3.1).
+/// dispatcher and the inner (AICPU) program bytes are in device memory.
 ///
 /// The name is kept because the device side really reads a structure of that name. 136 of the
 /// 160 bytes are meaningful.

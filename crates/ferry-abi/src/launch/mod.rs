@@ -1,4 +1,4 @@
-//! Launch payloads: the bootstrap ABI and the per-task launch ABI (seed 004, `specs/launch.md` §3).
+//! Launch payloads: the bootstrap ABI and the per-task launch ABI (docs/design/launch.md).
 //!
 //! Two channels with similar shapes are kept apart, as the seed insists:
 //!

@@ -22,7 +22,7 @@ pub const DMA_WORKSPACE_SDMA: usize = 0;
 /// Index of the URMA workspace in [`InitArgs::dma_workspace_addr`] (reserved).
 pub const DMA_WORKSPACE_URMA: usize = 1;
 
-/// Per-device invariants, sent once to the AICPU program's init entry (launch.md §3.3).
+/// Per-device invariants, sent once to the AICPU program's init entry.
 ///
 /// The AICPU program stays loaded across launches and latches these values; a reused runner
 /// re-sends them after the next bootstrap.
@@ -101,7 +101,7 @@ pub const NO_CALLABLE: i32 = -1;
 /// Capacity of each name field of [`RegisterCallableArgs`] (names hold at most 63 bytes).
 pub const CALLABLE_NAME_CAPACITY: usize = 64;
 
-/// Hands the AICPU program one callable's device orchestration code (launch.md §3.5).
+/// Hands the AICPU program one callable's device orchestration code.
 ///
 /// Empty names mean the default entry / config symbol.
 ///

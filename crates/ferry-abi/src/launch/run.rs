@@ -25,7 +25,7 @@ pub const PROFILING_FLAG_ALL: u32 = PROFILING_FLAG_DUMP_ARGS
 
 /// The front-less per-run payload of the AICPU exec entry, passed by value as the launch blob.
 ///
-/// `runtime_args` sits at offset 0 and `regs` at 8 with no launch front before them (seed 004:
+/// `runtime_args` sits at offset 0 and `regs` at 8 with no launch front before them (docs/design/launch.md:
 /// the 48-byte "front" was a misdiagnosis of build skew). Per-device invariants (device id, log
 /// level, timeouts, DMA workspaces) are not here; they travel once in [`InitArgs`]. The AICPU gets
 /// a private copy, so anything it returns to the host goes through a device address in the
@@ -205,7 +205,7 @@ impl Default for KernelArgs {
 }
 
 /// The projection of [`KernelArgs`] that the AICore entry reads, passed by value in the AICore
-/// launch's own argument block (seed 004: neither side reads a device-resident copy).
+/// launch's own argument block (docs/design/launch.md: neither side reads a device-resident copy).
 ///
 /// It carries every field an AICore program reads on either arch, plus its own ABI stamp (same
 /// version as `KernelArgs`: the two change together). The block dimension and each core's block

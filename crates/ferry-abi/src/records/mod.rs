@@ -2,7 +2,7 @@
 //! (`decode.rs`; the layouts' tests in `tests.rs`).
 //!
 //! Each record is the fixed-width `#[repr(C)]` image a device writer stores into its lane's buffer
-//! (`specs/dfx.md` §2.5–2.9). Layouts are proved at compile time by `abi_record!` (size,
+//! (docs/dfx.md). Layouts are proved at compile time by `abi_record!` (size,
 //! alignment, every field offset, no padding: explicit `_pad` fields fill what C leaves implicit),
 //! so every record is also an [`AbiRecord`](crate::launch::AbiRecord) with a byte image.
 //!

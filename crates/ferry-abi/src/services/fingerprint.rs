@@ -19,8 +19,7 @@ pub const fn fnv1a_64(bytes: &[u8]) -> u64 {
 }
 
 /// The 64-bit identity of a program's bytes, computed independently by the host loader and by
-/// the bootstrap dispatcher so that both name the file alike with no side channel
-/// (launch.md §2.2 "What is fp").
+/// the bootstrap dispatcher so that both name the file alike with no side channel.
 ///
 /// The first 8 bytes (little-endian) of the ELF64 `NT_GNU_BUILD_ID` note found through the
 /// `PT_NOTE` program headers, when the buffer is a well-formed little-endian ELF64 with such a

@@ -1,4 +1,4 @@
-//! The contract between the simulated AICPU OS and the device programs it loads (seed 004).
+//! The contract between the simulated AICPU OS and the device programs it loads (docs/design/launch.md).
 //!
 //! Device programs (the bootstrap dispatcher, the AICPU program, orchestration objects, the
 //! kernel library) are shared objects built from the crates under `device/`. They are loaded
@@ -288,7 +288,7 @@ pub struct DeviceServices {
     pub notify_host: extern "C" fn(ctx: *const c_void, key: u64, queue: u32),
     /// A load of `size` (4 or 8) bytes at the naturally aligned device address `addr`, of kind
     /// `MEM_LOAD_*`, as the calling thread's CPU issues it: through its cluster's data cache
-    /// where the cluster has one that does not snoop AICore writes (seed 004, Path B). Writes
+    /// where the cluster has one that does not snoop AICore writes (docs/design/launch.md, Path B). Writes
     /// the value to `out`; returns a `STATUS_*` (`STATUS_BAD_ADDRESS` outside live memory or
     /// misaligned).
     pub mem_load:

@@ -1,4 +1,4 @@
-//! The device gather kernel: one launch copies many fragments (copy.md §4).
+//! The device gather kernel: one launch copies many fragments.
 //!
 //! The host writes [`GatherFragment`] descriptors into the stream slot's pinned staging, uploads
 //! them to the slot's device staging on the slot's stream, then launches the kernel on the same
@@ -15,7 +15,7 @@ pub const GATHER_KERNEL: &str = "ferry_device_gather";
 pub const THREADS_PER_BLOCK: u64 = 256;
 /// Most blocks one fragment gets.
 pub const MAX_BLOCKS_PER_FRAGMENT: u64 = 8;
-/// Smallest staging a slot grows to, in descriptors (copy.md §4.3).
+/// Smallest staging a slot grows to, in descriptors.
 pub const MIN_STAGING_FRAGMENTS: usize = 256;
 
 /// One fragment of a gather, as the device reads it.

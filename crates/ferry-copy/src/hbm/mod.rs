@@ -1,4 +1,4 @@
-//! [`HbmCopyEngine`]: pairs with at least one device endpoint (copy.md §3).
+//! [`HbmCopyEngine`]: pairs with at least one device endpoint.
 //!
 //! Submit, for a batch of plans:
 //! 1. save the caller's current device;
@@ -15,7 +15,7 @@
 //! 4. restore the caller's current device; return a settled handle with one failure per failed
 //!    plan.
 //!
-//! [`HbmCopyEngine::prewarm`] implements copy.md §3.10 (see its docs).
+//! [`HbmCopyEngine::prewarm`] implements docs/design/copy-pool.md (see its docs).
 //!
 //! # Lock ranks
 //! Outer to inner; a lock is only taken while holding locks of a lower rank number:
@@ -56,7 +56,7 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// Mean fragment size at and above which a bucket stays on the copy engine (copy.md §4.6).
+/// Mean fragment size at and above which a bucket stays on the copy engine.
 pub const GATHER_THRESHOLD: u64 = 128 << 10;
 /// Descriptors each prewarmed slot's staging is sized for: an 8192-fragment batch with the usual
 /// 2× headroom, so the first large gather after prewarm allocates no device memory.
@@ -92,7 +92,7 @@ impl HbmConfig {
     }
 }
 
-/// Why a plan or bucket did not go through the gather kernel (copy.md §3.6's taxonomy).
+/// Why a plan or bucket did not go through the gather kernel.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[repr(usize)]
 pub enum GatherSkip {
@@ -447,7 +447,7 @@ impl HbmCopyEngine {
         }
         let device = self.platform.device(dev).map_err(|_| GatherSkip::NoDevice)?;
         // One lookup per endpoint; per segment only when the endpoint outgrows its registration
-        // or allocation (copy.md §3.8).
+        // or allocation.
         let host_base = Self::alias_of(regions, dev, host.addr, host.size);
         let dev_whole = device.translate(DevicePtr(dev_side.addr), dev_side.size).is_ok();
         let mut frags = Vec::with_capacity(p.sizes.len());

@@ -36,7 +36,7 @@ pub struct PrewarmReport {
 }
 
 impl HbmCopyEngine {
-    /// Prewarm (seed 003, copy.md §3.10). For every device:
+    /// Prewarm (docs/design/copy-pool.md). For every device:
     /// - with the gather kernel on: create `n` pooled streams (their compute queues), size each
     ///   slot's staging to [`HbmConfig::prewarm_staging_fragments`], upload the whole staging on
     ///   the slot's stream and launch an *empty* gather (one block, zero descriptors, not

@@ -41,7 +41,7 @@
 //! queue is full.
 //!
 //! # Waiting
-//! There is no device-to-host signal (real hardware has none, and seed 000 needs none): drain
+//! There is no device-to-host signal (real hardware has none, and docs/design/dfx-backpressure.md needs none): drain
 //! shards poll their queues adaptively ([`PollPolicy`]: spin, yield, then sleep a short growing
 //! interval, at most 200 µs while a run is live). Host-internal hand-offs wake the next thread
 //! directly: a drain hand-off wakes its collector, a collected buffer the replenish thread, a

@@ -1,7 +1,7 @@
 //! Adaptive polling of the device's ready queues: spin, then yield, then sleep with a short,
 //! growing interval.
 //!
-//! Real hardware has no device-to-host signal for DFX (seed 000: "no host-device handshake is
+//! Real hardware has no device-to-host signal for DFX (docs/design/dfx-backpressure.md: "no host-device handshake is
 //! involved"): the host finds work by reading its ready queues. A drain shard that found work
 //! sweeps again at once; after an empty sweep it spins briefly, then yields, then sleeps, doubling
 //! the interval from [`PollPolicy::min_sleep`] up to [`PollPolicy::live_max`] — bounded well under

@@ -1,4 +1,4 @@
-//! `args_dump/args_dump.json` + `args_dump/args.bin` (`specs/dfx.md` §5.4).
+//! `args_dump/args_dump.json` + `args_dump/args.bin` (docs/dfx.md).
 //!
 //! Top-level keys: `run_dir`, `bin_format {type, byte_order}`, `dump_args_level`, `total_args`,
 //! `before_dispatch`, `after_completion`, `input_args`, `output_args`, `inout_args`,

@@ -1,4 +1,4 @@
-//! `deps.json` (`specs/dfx.md` §5.3): tasks, tensors and dependency edges; every u64 is a JSON
+//! `deps.json` (docs/dfx.md): tasks, tensors and dependency edges; every u64 is a JSON
 //! string. ferry adds a top-level `dfx` key with the DepGen lanes' loss accounting.
 
 use std::io::{Read, Write};

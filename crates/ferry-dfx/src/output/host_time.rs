@@ -1,4 +1,4 @@
-//! Host time in the swimlane file (`specs/dfx.md` §5.1): the host↔device clock anchors taken at
+//! Host time in the swimlane file (docs/dfx.md): the host↔device clock anchors taken at
 //! the start and end of a run, and the host orchestrator's submits of a host-built run.
 //!
 //! The layout is the original runtime's, so its tools (`swimlane_converter`, `critical_path`,

@@ -1,4 +1,4 @@
-//! `name_map_<case>.json` (`specs/dfx.md` §5.1; the original's profiling name map): the names
+//! `name_map_<case>.json` (docs/dfx.md; the original's profiling name map): the names
 //! the original tools (`swimlane_converter --func-names`, `critical_path`, `deps_to_graph`) give
 //! the kernels, written beside `chip_swimlane_records.json`.
 //!

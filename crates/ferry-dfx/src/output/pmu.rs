@@ -1,4 +1,4 @@
-//! `pmu.csv` (`specs/dfx.md` §5.2) and its loss accounting sidecar `pmu.dfx.json`.
+//! `pmu.csv` (docs/dfx.md) and its loss accounting sidecar `pmu.dfx.json`.
 //!
 //! Header: `thread_id,core_id,task_id,func_id,core_type,pmu_total_cycles,<named counters in slot
 //! order>,event_type`; `task_id` is `0x` + 16 zero-padded hex digits, `core_type` 0 (AIC) / 1

@@ -1,4 +1,4 @@
-//! `scope_stats/scope_stats.jsonl` (`specs/dfx.md` §5.5): NDJSON, schema version 6.
+//! `scope_stats/scope_stats.jsonl` (docs/dfx.md): NDJSON, schema version 6.
 //!
 //! Line 1 is the header (`version`, `fatal`, `dropped`, `total`, `task_window_max`, `heap_max`,
 //! `dep_pool_max`, `tensormap_max`, and ferry's `dfx` loss accounting); every further line is one
@@ -42,7 +42,7 @@ pub struct ScopeStats {
     /// exactly the scratch a run asks for, and a scope that would overflow it fails with a
     /// typed submit error instead of stalling the orchestrator, so a run that sizes its arena
     /// to its need fills it by construction: its heap fill is shown but is no risk (the
-    /// ≥ 80 % danger threshold of `specs/dfx.md` §5.5 is about a ring the orchestrator waits
+    /// ≥ 80 % danger threshold of docs/dfx.md is about a ring the orchestrator waits
     /// on). `false` for the original runtime's files.
     pub heap_reserved: bool,
     /// Begin/end records in device order.

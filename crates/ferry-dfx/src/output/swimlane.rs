@@ -1,4 +1,4 @@
-//! `chip_swimlane_records.json` (`specs/dfx.md` §5.1), raw device cycles.
+//! `chip_swimlane_records.json` (docs/dfx.md), raw device cycles.
 //!
 //! Top-level keys: `chip_swimlane_level`, `metadata` (`clock_freq_hz`, `num_cores`, `core_types`,
 //! `core_to_thread`; ferry adds `arch` and `kernel_names`), `aicore_tasks`

@@ -1,10 +1,10 @@
-//! The host loader: makes the AICPU program runnable on a device (seed 004, launch.md §2).
+//! The host loader: makes the AICPU program runnable on a device (docs/design/launch.md).
 //!
 //! | method | [`LoadMethod`] | where the program lands | several runtimes per process |
 //! |---|---|---|---|
 //! | 1, preinstalled | [`LoadMethod::Preinstalled`] | `<root>/<vf>/aicpu_kernels/`, put there out of band | yes |
 //! | 2, Path A (default) | [`LoadMethod::DispatcherBootstrap`] | `<root>/<vf>/aicpu_kernels_device/<pid>_<dev>/inner_<fp>_<dev>.so`, written by the dispatcher on the device | no on the vendor device (the default profile): the latch keeps the first program and the loader refuses the second with [`LoadError::ResidentMismatch`]; yes on the relaxed device |
-//! | 3, Path B | [`LoadMethod::CustomScheduler`] | `<root>/cust_aicpu_<dev>_<vf>_<pid>/` | yes (no latch); on the vendor device its entries run on the custom scheduler's incoherent cluster, and a runtime's startup handshake hangs (issue #822) unless the device has fix A (with the split handshake), B or C |
+//! | 3, Path B | [`LoadMethod::CustomScheduler`] | `<root>/cust_aicpu_<dev>_<vf>_<pid>/` | yes (no latch); on the vendor device its entries run on the custom scheduler's incoherent cluster, and a runtime's startup handshake hangs (the Path B hang, docs/design/launch.md) unless the device has fix A (with the split handshake), B or C |
 //!
 //! Path B loads on every device, as on the real stack, where the hang shows only when a run
 //! starts. [`LoaderBuilder::refuse_incoherent_path_b`] turns on a preflight check that refuses
@@ -205,7 +205,7 @@ pub enum LoadError {
     #[error(
         "path b (custom scheduler) refused on device {device}: its AICPU cluster is outside \
          AICore's snoop domain, so the startup handshake would spin forever on a stale L1 copy \
-         of `aicore_done` (seed 004, issue #822); use path a (dispatcher bootstrap)"
+         of `aicore_done` (the Path B hang, docs/design/launch.md); use path a (dispatcher bootstrap)"
     )]
     PathBIncoherent {
         /// The device ordinal.

@@ -25,13 +25,13 @@ use ferry_abi::launch::KernelArgs;
 use ferry_sim::{Arch, DeviceError, PlatformBuilder};
 use std::time::{Duration, Instant};
 
-/// A2/A3 TMR descriptor extent from seed 004 (bytes).
+/// A2/A3 TMR descriptor extent from docs/design/launch.md (bytes).
 pub const A2A3_TMR_EXTENT: usize = 43_264;
-/// A5 TMR descriptor extent from seed 004 (bytes).
+/// A5 TMR descriptor extent from docs/design/launch.md (bytes).
 pub const A5_TMR_EXTENT: usize = 47_872;
-/// A2/A3 HBG descriptor extent from seed 004 (bytes).
+/// A2/A3 HBG descriptor extent from docs/design/launch.md (bytes).
 pub const A2A3_HBG_EXTENT: usize = 9_472;
-/// A5 HBG descriptor extent from seed 004 (bytes).
+/// A5 HBG descriptor extent from docs/design/launch.md (bytes).
 pub const A5_HBG_EXTENT: usize = 14_080;
 
 /// What to measure.

@@ -1,5 +1,5 @@
 //! The per-run launch transaction: staged, event-ordered publication of the launch descriptor
-//! (seed 004, "pinned staging"; `specs/launch.md` §4).
+//! (docs/design/launch.md).
 //!
 //! One [`LaunchStaging`] serves one pipeline slot. A run goes through:
 //!

@@ -276,7 +276,7 @@ impl LaunchStaging {
         }
         if let (false, Some(l)) = (suffix.is_empty(), &self.live) {
             // The suffix shares the destination with the live run's descriptor: slot
-            // reservation (seed 004) keeps a live run's bytes intact until it retires.
+            // reservation (docs/design/launch.md) keeps a live run's bytes intact until it retires.
             return Err(PrepareError::SuffixBusy { predecessor: l.run });
         }
         if grow_source {

@@ -1,5 +1,4 @@
-//! The AICore executor: handshake, then run dispatched kernels until told to exit
-//! (launch.md §5.2–§5.4, core side).
+//! The AICore executor: handshake, then run dispatched kernels until told to exit.
 use super::custom::CustomDispatch;
 use super::image::{
     DispatchArgs, F32Slice, ImageView, PayloadStatus, TranslateCache, PAYLOAD_CORE_LINE,

@@ -20,9 +20,9 @@
 //! | ArgsDump | one per scheduler | scheduler | before dispatch (block 0), after completion: one variable-length chain of the stage's arguments (`ferry_abi::args_dump`) |
 //!
 //! ArgsDump payloads go to a per-scheduler-thread [`ArgsArena`] guarded by the arena gate of
-//! `specs/dfx.md` §3.10: before a payload would wrap or straddle the arena, the thread seals its
+//! docs/dfx.md: before a payload would wrap or straddle the arena, the thread seals its
 //! metadata buffer and waits (one budget) until the host has acknowledged every payload it
-//! published (`publish_arena_acks`, seed 000); on timeout the argument record is dropped and
+//! published (`publish_arena_acks`, docs/design/dfx-backpressure.md); on timeout the argument record is dropped and
 //! counted.
 use super::ops::DeviceOps;
 use super::task::{ResolvedTask, Role};

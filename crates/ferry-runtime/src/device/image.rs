@@ -1,4 +1,4 @@
-//! The runtime image: what `KernelArgs::runtime_args` points at (launch.md §3.8), and the views
+//! The runtime image: what `KernelArgs::runtime_args` points at, and the views
 //! the device half reads and writes it through.
 //!
 //! # Layout
@@ -20,7 +20,7 @@
 //!
 //! # Launch-route prefix and per-run suffix
 //!
-//! The header is the launch descriptor's launch-route prefix on the full path (seed 004): it is
+//! The header is the launch descriptor's launch-route prefix on the full path (docs/design/launch.md): it is
 //! what the launch transaction publishes and caches per slot, so it holds only what is the same
 //! for every run of one graph on one runner (shape, offsets, counts, the `regs` table). Every
 //! per-run value (the run epoch, the scratch arena, tensor addresses and scalars, the host-built
@@ -281,7 +281,7 @@ const _: () = {
 // SAFETY: repr(C), u32/u64 fields tiling 0..160 without padding (offsets asserted above).
 unsafe impl Record for TaskRecord {}
 
-/// One entry of a core's two-entry dispatch payload (`payload + (id & 1)`, launch.md §5.3).
+/// One entry of a core's two-entry dispatch payload (`payload + (id & 1)`).
 ///
 /// # Layout
 /// 256 bytes, align 64: [`DispatchArgs`] at 0 (192 bytes, written by the AICPU before it writes

@@ -1,7 +1,6 @@
 //! The AICPU program's resident state and its three entries (init, register-callable, exec).
 //!
-//! [`AicpuProgram`] is what the AICPU shared object keeps across runs (launch.md §6.4: AICPU
-//! state persists across runs, AICore state does not): the latched `InitArgs`, the callable table
+//! [`AicpuProgram`] is what the AICPU shared object keeps across runs: the latched `InitArgs`, the callable table
 //! (orchestration function per callable id), and the rendezvous of the current run's threads.
 //! The exported C entries of the AICPU program (`device/` cdylib, owned by the loader work) are
 //! thin wrappers over these methods, with a `DeviceOps` bridged from the services table.

@@ -18,7 +18,7 @@
 //! A task whose `fanin` reaches zero enters the ready queue of its kernel's core kind (AIC or
 //! AIV), once per SPMD block. Scheduler threads own disjoint sets of cores (cluster `c` = AIC `c`
 //! plus its two AIVs, owned by scheduler `c mod schedulers`); each pops work for its idle cores,
-//! writes the core's payload entry `id & 1` and then `DATA_MAIN_BASE = id` (launch.md §5.3), and
+//! writes the core's payload entry `id & 1` and then `DATA_MAIN_BASE = id`, and
 //! watches `COND` for `FIN(id)`. The last block of a task to finish releases its successors.
 use super::image::{
     DispatchPayload, ImageView, RunBlock, RunResult, RuntimeHeader, TensorRecord, RESULT_FAILED,
@@ -42,7 +42,7 @@ pub use thread::{is_dispatch, scheduler};
 /// Bytes of one core's payload pair.
 pub const PAYLOAD_PAIR_BYTES: u64 = 2 * std::mem::size_of::<DispatchPayload>() as u64;
 /// How long a scheduler waits for a core's handshake report or exit acknowledgement (the sim
-/// deadline of launch.md §5.4).
+/// deadline).
 pub const CORE_DEADLINE: Duration = Duration::from_secs(10);
 
 const FREE: u64 = u64::MAX;

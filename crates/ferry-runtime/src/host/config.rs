@@ -75,7 +75,7 @@ pub struct RunnerConfig {
     pub profile: DeviceProfile,
     /// The Path B fixes of that device (default: none).
     pub fixes: PathBFixes,
-    /// The handshake slots' layout ([`HandshakeLayout::SPLIT`] is seed 004's option D).
+    /// The handshake slots' layout ([`HandshakeLayout::SPLIT`] is option D of docs/design/launch.md).
     pub handshake_layout: HandshakeLayout,
     /// How long the schedulers wait for their cores' handshake reports (device time) before the
     /// run fails with [`RunError::HandshakeTimeout`](crate::RunError::HandshakeTimeout).

@@ -1,5 +1,5 @@
 //! Descriptor extents: how many device bytes a run's descriptor takes, and the launch slot
-//! capacities that follow from them (seed 004's pinned-capacity rule on ferry's layouts).
+//! capacities that follow from them (the launch design's pinned-capacity rule on ferry's layouts).
 //!
 //! A run's descriptor is its runtime image: the route prefix ([`ROUTE_PREFIX_BYTES`], the image
 //! header, published on the AICPU stream from the slot's pinned source and cached) and the
@@ -8,7 +8,7 @@
 //! **device destination** holds the largest descriptor extent (prefix + suffix) it served, and
 //! its **pinned source** the largest bytes it stages for stream copies: the prefix plus the
 //! launch metadata (the a5 host-built graph's resident scheduler state, its `regs` table).
-//! Seed 004's C++ stages the whole extent through the pinned source; ferry's suffix never
+//! The original runtime stages the whole extent through the pinned source; ferry's suffix never
 //! passes through it, so the pinned rule here is prefix + metadata and the extent rule governs
 //! the destination.
 use super::config::Source;

@@ -1,4 +1,5 @@
-//! The handshake read back from device memory: seed 004's D2H recipe for the Path B hang.
+//! The handshake read back from device memory: the readback that diagnoses the Path B hang
+//! (docs/design/launch.md).
 //!
 //! After a run (finished or timed out) the host copies every core's handshake slot and the
 //! AICPU's handshake record (what each scheduler's last load of `aicore_done` returned) back

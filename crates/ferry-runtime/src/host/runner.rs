@@ -387,7 +387,7 @@ impl DeviceRunner {
     }
 
     /// The last finalized run's handshake per core, read back from device memory after the run
-    /// (seed 004's D2H recipe): what the AICPU saw against what memory holds. Empty before the
+    /// (the readback that diagnoses the Path B hang (docs/design/launch.md)): what the AICPU saw against what memory holds. Empty before the
     /// first run.
     pub fn last_handshake(&self) -> &[CoreHandshake] {
         &self.last_handshake

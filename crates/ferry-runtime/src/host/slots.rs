@@ -1,4 +1,4 @@
-//! Launch slots: the runner's pipeline of prepared and executing runs (issue 12, seed 004).
+//! Launch slots: the runner's pipeline of prepared and executing runs (docs/design/launch.md).
 //!
 //! A runner has `RunnerConfig::launch_slots` slots. Each prepared or launched run holds one
 //! ([`Claim`]); on the full path each slot has its own [`LaunchStaging`] (pinned source, device

@@ -1,4 +1,4 @@
-//! The AICPU OS: the device-side loader the bootstrap dispatcher runs in (seed 004, launch.md §2).
+//! The AICPU OS: the device-side loader the bootstrap dispatcher runs in (docs/design/launch.md).
 //!
 //! On hardware, the AICPU cores run an OS process (CANN's `aicpu_scheduler`) that loads shared
 //! objects from root-owned directories and runs their entries. This module is that process for
@@ -34,7 +34,7 @@
 //!
 //! [`OsCaps`] come from the device's [`DeviceProfile`] and [`PathBFixes`] ([`crate::profile`]).
 //! `custom_scheduler_coherent` is `false` in the vendor profile (the default), as on the hardware
-//! seed 004 documents (issue #822): the custom scheduler's worker threads sit on the OS cluster,
+//! docs/design/launch.md describes (the Path B hang): the custom scheduler's worker threads sit on the OS cluster,
 //! outside AICore's snoop domain, and read device memory through a line cache that AICore writes
 //! do not invalidate ([`crate::cache`]); a startup handshake polled through it never sees
 //! `aicore_done`. Launches of entries the custom scheduler resolved run with that reach; every
@@ -118,9 +118,9 @@ pub struct OsConfig {
     /// process on one device.
     pub first_saved_so_wins: bool,
     /// Whether the custom-scheduler (Path B) cluster is coherent with AICore writes (off in the
-    /// vendor profile: the #822 stale-L1 handshake hang; fix C turns it on).
+    /// vendor profile: the Path B stale-L1 handshake hang; fix C turns it on).
     pub custom_scheduler_coherent: bool,
-    /// Fixes A and B of seed 004 (fix C is `custom_scheduler_coherent`).
+    /// Fixes A and B of docs/design/launch.md (fix C is `custom_scheduler_coherent`).
     pub fixes: PathBFixes,
     /// How long an AICore kernel takes to start on its cores after its launch is accepted
     /// (default 0). On hardware it is tens of microseconds, during which an AICPU kernel

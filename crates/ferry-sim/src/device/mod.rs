@@ -22,7 +22,7 @@ pub use platform::{HostRegistration, Platform, PlatformBuilder};
 
 /// Default HBM size of a simulated device (virtual; pages are committed only when touched).
 pub const DEFAULT_HBM_BYTES: u64 = 1 << 30;
-/// Copy engines per device (seed 003: 16).
+/// Copy engines per device (docs/design/copy-pool.md: 16).
 pub const DEFAULT_COPY_ENGINES: u32 = 16;
 /// Default device memory a hardware queue's context-save area holds (scaled from the seed's
 /// ~173 MiB per SDMA queue on a 288 GiB GPU to a 1 GiB simulated device).
@@ -167,7 +167,7 @@ impl Device {
     pub fn malloc(&self, size: u64) -> Result<DevicePtr, DeviceError> {
         self.0.faults.check(FaultPoint::DeviceAlloc).inspect_err(|_| self.fault_counted())?;
         // With the cost model on, an allocation takes the driver lock as the KFD ioctl takes
-        // the process's FMM lock: it backs up behind a stalled queue creation (seed 003).
+        // the process's FMM lock: it backs up behind a stalled queue creation (docs/design/copy-pool.md).
         let _fmm = self.0.shared.cost.enabled.then(|| self.0.shared.driver.acquire());
         self.0.counters.bump(Counter::DeviceAllocs);
         Ok(self.0.memory.alloc(size, 0)?)
@@ -260,7 +260,7 @@ impl Device {
     /// Creates one hardware queue: applies the cost model (driver lock, pressure) and takes
     /// device memory for its context-save area. With the cost model on, the creation holds the
     /// driver lock for its whole cost, as libhsakmt holds the process's FMM lock across the
-    /// context-save area's migration (seed 003): every other queue creation, registration and
+    /// context-save area's migration (docs/design/copy-pool.md): every other queue creation, registration and
     /// allocation of the process waits behind it.
     pub(crate) fn create_hw_queue(&self, counter: Counter) -> Result<DevicePtr, DeviceError> {
         let cost = &self.0.shared.cost;
@@ -502,7 +502,7 @@ impl Device {
         };
         let created = if create {
             // clr creates an engine's queue under its SDMA engine allocator lock: every other
-            // copy of this device waits for the engine list meanwhile (seed 003).
+            // copy of this device waits for the engine list meanwhile (docs/design/copy-pool.md).
             let _alloc = lock(&e.state);
             self.create_hw_queue(Counter::SdmaQueuesCreated).map(|_| ())
         } else {

@@ -73,13 +73,13 @@ impl PlatformBuilder {
     }
 
     /// Capability: the custom-scheduler (Path B) cluster is coherent with AICore writes
-    /// (off in the vendor profile, as on the hardware of seed 004; fix C).
+    /// (off in the vendor profile, as on the hardware of docs/design/launch.md; fix C).
     pub fn custom_scheduler_coherent(&mut self, on: bool) -> &mut Self {
         self.aicpu_os.custom_scheduler_coherent = on;
         self
     }
 
-    /// The vendor-side Path B fixes A, B and C of seed 004 ([`PathBFixes`]); fix C makes the
+    /// The vendor-side Path B fixes A, B and C of docs/design/launch.md ([`PathBFixes`]); fix C makes the
     /// custom-scheduler cluster coherent.
     pub fn path_b_fixes(&mut self, fixes: PathBFixes) -> &mut Self {
         self.aicpu_os.fixes = fixes;

@@ -97,7 +97,7 @@ pub fn stalled_lanes(run: &RunModel) -> Vec<&LaneLoss> {
 
 /// Tasks whose AICPU-observed finish is pushed out by a stall: the task ended before a stall of a
 /// lane written by the AICPU thread that owns its core, and its finish lies after that stall
-/// began (the scheduler was parked at the gate and polled FIN only on recovery; seed 000).
+/// began (the scheduler was parked at the gate and polled FIN only on recovery; docs/design/dfx-backpressure.md).
 pub fn stall_inflated_tasks(run: &RunModel) -> Vec<JoinedTask> {
     // Per AICPU thread: its lanes' waits sorted by start, and the running maximum of their ends,
     // so "some wait began by the finish and ended at or after the end" is one binary search.

@@ -1,6 +1,6 @@
 //! ArgsDump on the device: a scheduler thread's payload arena and its dumps (one chain of the
 //! arguments per task and stage, `ferry_abi::args_dump`, and payload copies behind the arena gate
-//! of `specs/dfx.md` §3.10).
+//! of docs/dfx.md).
 use super::super::ops::DeviceOps;
 use super::super::task::{ResolvedTask, Role};
 use super::super::wrap;
@@ -182,7 +182,7 @@ const _: () = assert!(
         <= u16::MAX as usize
 );
 
-/// What an ArgsDump level keeps of a task's arguments (`specs/dfx.md` §5.4).
+/// What an ArgsDump level keeps of a task's arguments (docs/dfx.md).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct DumpLevel {
     /// Only tensors marked with `dump(...)` ([`Task::dump`](super::super::task::Task::dump))

@@ -1,4 +1,4 @@
-//! A scheduler thread: the handshake with its cores (launch.md §5.2), the dispatch loop over
+//! A scheduler thread: the handshake with its cores, the dispatch loop over
 //! them until the run is finished or aborted, and their shutdown (§5.4).
 use super::super::image::{
     DispatchArgs, PayloadStatus, TensorRecord, PAYLOAD_CORE_LINE, PAYLOAD_FAULT,

@@ -1,4 +1,4 @@
-//! Host↔device clock anchors (`metadata.clock_anchors`, `specs/dfx.md` §5.1): the host reads its
+//! Host↔device clock anchors (`metadata.clock_anchors`, docs/dfx.md): the host reads its
 //! clock, asks the device for a timestamp through an event on the null stream, waits for it and
 //! reads its clock again, as the original's clock-correlation session does with
 //! `aclrtRecordEvent` + `aclrtSynchronizeEvent` + `aclrtEventGetTimestamp`. No device→host

@@ -513,7 +513,7 @@ impl DfxSession {
         }
     }
 
-    /// A dead or wedged DFX host (seed 000): every host thread of the session exits at once,
+    /// A dead or wedged DFX host (docs/design/dfx-backpressure.md): every host thread of the session exits at once,
     /// leaving queued buffers where they are; the run goes on, and the device's writers, which
     /// no longer get buffers back, give up at their gates within their budget (counted as
     /// dropped in the loss accounting). [`finish`](Self::finish) then plays the restarted host:
