@@ -20,6 +20,7 @@ mod dump;
 mod info;
 mod info_extents;
 mod kernels;
+mod kernels_new;
 mod outdir;
 mod report;
 mod run;
@@ -85,6 +86,8 @@ enum Command {
     /// Workload files: `check FILE` validates one (line-numbered errors); run one with
     /// `ferry run --workload FILE`.
     Workload(run::workload::WorkloadArgs),
+    /// Custom kernel libraries: `new NAME` scaffolds one (load it with `ferry run --kernels`).
+    Kernels(kernels_new::KernelsArgs),
 }
 
 /// Runs the command; an error caused by a closed stdout pipe (`ferry dump D | head -1`) ends
@@ -124,5 +127,6 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Scopes(a) => scopes::run(&a),
         Command::Diagnose(a) => diagnose::run(&a),
         Command::Workload(a) => run::workload::workload_command(&a),
+        Command::Kernels(a) => kernels_new::run(&a),
     }
 }

@@ -63,7 +63,7 @@ fn a_workload_runs_the_template_librarys_kernels() {
 
     let o = ferry(&["workload", "check", wl]);
     assert!(!o.status.success(), "{}", text(&o));
-    assert!(text(&o).contains("workload.toml:41:12: unknown kernel `saxpy`"), "{}", text(&o));
+    assert!(text(&o).contains("workload.toml:40:12: unknown kernel `saxpy`"), "{}", text(&o));
     assert!(text(&o).contains("--kernels LIB.so"), "{}", text(&o));
     let o = ferry(&["workload", "check", "--kernels", lib, wl]);
     assert!(o.status.success(), "{}", text(&o));
