@@ -18,6 +18,9 @@ pub(crate) struct BenchArgs {
     /// devices) instead of the scaled-down defaults.
     #[arg(long)]
     full: bool,
+    /// all: write the JSON object here instead of standard output.
+    #[arg(short = 'o', long = "out", value_name = "FILE")]
+    out: Option<std::path::PathBuf>,
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -37,10 +40,20 @@ enum Area {
     /// the whole `ferry run` command as ratios of DFX off, bytes per record and records/s of the
     /// write phase, the trace phase at 5,000 and 50,000 tasks, and each subsystem's cost.
     Dfx,
+    /// Every area above in turn, each in a process of its own, as one JSON object with the date,
+    /// the machine and the build (`--json`; without it, the headline figures as a table). The
+    /// input of `ferry figures`.
+    All,
 }
 
 pub(crate) fn run(a: &BenchArgs) -> anyhow::Result<()> {
+    if a.out.is_some() && !matches!(a.area, Area::All) {
+        anyhow::bail!(
+            "-o/--out is only for `ferry bench all`; the other areas print to standard output"
+        );
+    }
     match a.area {
+        Area::All => all(a)?,
         Area::Launch => launch(a)?,
         Area::Copy => copy(a)?,
         Area::Runtime => runtime(a)?,
@@ -48,6 +61,21 @@ pub(crate) fn run(a: &BenchArgs) -> anyhow::Result<()> {
         Area::Sim => sim(a)?,
     }
     Ok(())
+}
+
+fn all(a: &BenchArgs) -> anyhow::Result<()> {
+    let v = crate::figures::bench_all(a.quick)?;
+    if !a.json {
+        let page = crate::figures::render_one(&v);
+        crate::stdout::outln!("{}", page.trim_end())?;
+        return Ok(());
+    }
+    let text = serde_json::to_string_pretty(&v)?;
+    match &a.out {
+        Some(p) => std::fs::write(p, text + "\n")
+            .map_err(|e| anyhow::anyhow!("writing {}: {e}", p.display())),
+        None => Ok(crate::stdout::outln!("{text}")?),
+    }
 }
 
 fn sim(a: &BenchArgs) -> anyhow::Result<()> {

@@ -13,10 +13,12 @@ mod analysis;
 mod bench;
 mod bench_dfx;
 mod bench_launch;
+mod cli_reference;
 mod deps;
 mod device_opts;
 mod diagnose;
 mod dump;
+mod figures;
 mod info;
 mod info_extents;
 mod kernels;
@@ -88,6 +90,11 @@ enum Command {
     Workload(run::workload::WorkloadArgs),
     /// Custom kernel libraries: `new NAME` scaffolds one (load it with `ferry run --kernels`).
     Kernels(kernels_new::KernelsArgs),
+    /// Render the figures page (`docs/figures.md`) from `ferry bench all --json` outputs.
+    Figures(figures::FiguresArgs),
+    /// Print the command-line reference (`docs/cli.md`) as markdown.
+    #[command(hide = true)]
+    CliReference,
 }
 
 /// Runs the command; an error caused by a closed stdout pipe (`ferry dump D | head -1`) ends
@@ -128,5 +135,10 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Diagnose(a) => diagnose::run(&a),
         Command::Workload(a) => run::workload::workload_command(&a),
         Command::Kernels(a) => kernels_new::run(&a),
+        Command::Figures(a) => figures::run(&a),
+        Command::CliReference => {
+            use clap::CommandFactory;
+            Ok(stdout::outln!("{}", cli_reference::render(&mut Cli::command()).trim_end())?)
+        }
     }
 }

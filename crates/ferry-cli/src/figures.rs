@@ -1,0 +1,497 @@
+//! Figures that a reader can regenerate: `ferry bench all` runs every bench area, each in a
+//! process of its own, and writes one JSON object with the date, the machine and the build;
+//! `ferry figures FILE...` renders `docs/figures.md` from one or more such objects (one per
+//! invocation), giving each headline figure as the range over the invocations.
+//!
+//! ```text
+//! ferry bench all --json -o docs/figures/1.json
+//! ferry bench all --json -o docs/figures/2.json
+//! ferry figures docs/figures/1.json docs/figures/2.json -o docs/figures.md
+//! ```
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use anyhow::{bail, Context};
+use clap::Args;
+use serde_json::{json, Value};
+
+/// The areas `ferry bench all` runs, in order, as `ferry bench` arguments.
+pub(crate) const AREAS: &[(&str, &[&str])] = &[
+    ("sim", &["sim"]),
+    ("launch", &["launch"]),
+    ("copy", &["copy"]),
+    ("copy_server", &["copy", "--emulate-server"]),
+    ("runtime", &["runtime"]),
+    ("dfx", &["dfx"]),
+];
+
+/// Runs every area of [`AREAS`] through this binary (`ferry bench <area> --json`), each in its own
+/// process so no process-wide state (pools, the yield gate) carries from one to the next, and
+/// returns one object: `{"date", "machine", "build", "areas": {name: area's JSON}}`.
+pub(crate) fn bench_all(quick: bool) -> anyhow::Result<Value> {
+    let exe = std::env::current_exe().context("locating the ferry binary")?;
+    let load_before = loadavg();
+    let mut areas = serde_json::Map::new();
+    for (i, (name, args)) in AREAS.iter().enumerate() {
+        eprintln!("bench all: [{}/{}] ferry bench {} --json", i + 1, AREAS.len(), args.join(" "));
+        let mut cmd = Command::new(&exe);
+        cmd.arg("bench").args(*args).arg("--json").stdin(Stdio::null()).stderr(Stdio::inherit());
+        if quick {
+            cmd.arg("--quick");
+        }
+        let out =
+            cmd.output().with_context(|| format!("starting `ferry bench {}`", args.join(" ")))?;
+        if !out.status.success() {
+            bail!("`ferry bench {} --json` failed ({})", args.join(" "), out.status);
+        }
+        let v: Value = serde_json::from_slice(&out.stdout).with_context(|| {
+            format!("`ferry bench {} --json` printed no JSON object", args.join(" "))
+        })?;
+        areas.insert((*name).to_string(), v);
+    }
+    Ok(json!({
+        "date": utc_now(),
+        "quick": quick,
+        "machine": {
+            "cpus": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
+            "cpu_model": cpu_model(),
+            "memory_gib": mem_gib(),
+            "kernel": read_trim("/proc/sys/kernel/osrelease"),
+            "loadavg_before": load_before,
+            "loadavg_after": loadavg(),
+        },
+        "build": {
+            "version": env!("CARGO_PKG_VERSION"),
+            "profile": if cfg!(debug_assertions) { "debug" } else { "release" },
+            "commit": git_commit(),
+        },
+        "areas": Value::Object(areas),
+    }))
+}
+
+/// `ferry figures`: render the figures page from `ferry bench all --json` outputs.
+#[derive(Debug, Args)]
+pub(crate) struct FiguresArgs {
+    /// `ferry bench all --json` outputs, one per invocation (at least two for a figure to count
+    /// as reproduced).
+    #[arg(required = true)]
+    files: Vec<PathBuf>,
+    /// Write the page here instead of standard output.
+    #[arg(short = 'o', long = "out", value_name = "FILE")]
+    out: Option<PathBuf>,
+}
+
+pub(crate) fn run(a: &FiguresArgs) -> anyhow::Result<()> {
+    let mut runs = Vec::new();
+    for f in &a.files {
+        let text =
+            std::fs::read_to_string(f).with_context(|| format!("reading {}", f.display()))?;
+        let v: Value = serde_json::from_str(&text)
+            .with_context(|| format!("{}: not a `ferry bench all --json` output", f.display()))?;
+        if v.get("areas").and_then(Value::as_object).is_none() {
+            bail!(
+                "{}: no \"areas\" object (is it a `ferry bench all --json` output?)",
+                f.display()
+            );
+        }
+        runs.push((f.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(), v));
+    }
+    let page = render(&runs);
+    match &a.out {
+        Some(p) => write_atomically(p, &page),
+        None => Ok(crate::stdout::outln!("{}", page.trim_end())?),
+    }
+}
+
+fn write_atomically(path: &Path, text: &str) -> anyhow::Result<()> {
+    let tmp = path.with_extension("md.tmp");
+    std::fs::write(&tmp, text).with_context(|| format!("writing {}", tmp.display()))?;
+    std::fs::rename(&tmp, path)
+        .with_context(|| format!("renaming {} to {}", tmp.display(), path.display()))
+}
+
+/// How a figure's number is printed.
+#[derive(Clone, Copy)]
+enum Fmt {
+    /// A ratio, `1.23x`.
+    Times,
+    /// A fraction, `0.85`.
+    Frac,
+    /// A percentage already in percent, `0.45 %`.
+    Pct,
+    /// An integer with thousands separators and a unit.
+    Int(&'static str),
+    /// One decimal and a unit.
+    Dec1(&'static str),
+}
+
+impl Fmt {
+    fn show(self, x: f64) -> String {
+        match self {
+            Fmt::Times => format!("{x:.2}x"),
+            Fmt::Frac => format!("{x:.3}"),
+            Fmt::Pct => format!("{x:.2} %"),
+            Fmt::Int(u) => format!("{}{}", thousands(x.round() as i64), unit(u)),
+            Fmt::Dec1(u) => format!("{x:.1}{}", unit(u)),
+        }
+    }
+}
+
+fn unit(u: &str) -> String {
+    if u.is_empty() {
+        String::new()
+    } else {
+        format!(" {u}")
+    }
+}
+
+fn thousands(n: i64) -> String {
+    let s = n.unsigned_abs().to_string();
+    let mut out = String::new();
+    for (i, c) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    if n < 0 {
+        format!("-{out}")
+    } else {
+        out
+    }
+}
+
+/// One headline figure: where it is in `bench all`'s JSON and how to read it.
+struct Figure {
+    /// The `ferry bench` area (a key of `areas`).
+    area: &'static str,
+    /// JSON pointer inside the area's object.
+    pointer: &'static str,
+    /// What the number is.
+    what: &'static str,
+    fmt: Fmt,
+    /// The goal it is held to, if any.
+    target: &'static str,
+}
+
+const FIGURES: &[Figure] = &[
+    Figure {
+        area: "sim",
+        pointer: "/idle_parked_cpu_pct_of_core",
+        what: "idle a2a3 chip, threads parked: CPU of one core",
+        fmt: Fmt::Pct,
+        target: "",
+    },
+    Figure {
+        area: "sim",
+        pointer: "/idle_waiting_cpu_pct_of_core",
+        what: "idle chip, every core launched and awaiting a dispatch: CPU of one core",
+        fmt: Fmt::Pct,
+        target: "< 2 %",
+    },
+    Figure {
+        area: "sim",
+        pointer: "/handshake_rtt_ns",
+        what: "handshake dispatch round trip",
+        fmt: Fmt::Int("ns"),
+        target: "",
+    },
+    Figure {
+        area: "sim",
+        pointer: "/handshake_rtt_vs_baseline",
+        what: "handshake round trip over an mpsc ping-pong in the same run",
+        fmt: Fmt::Frac,
+        target: "",
+    },
+    Figure {
+        area: "sim",
+        pointer: "/contention/alone_tasks_per_s",
+        what: "50,000-task storm alone (a2a3, 4 AICPU threads, 24 cores)",
+        fmt: Fmt::Int("tasks/s"),
+        target: "",
+    },
+    Figure {
+        area: "sim",
+        pointer: "/contention/beside_one/wall_vs_alone",
+        what: "storm wall time beside 1 busy loop, over alone",
+        fmt: Fmt::Times,
+        target: "≤ 2",
+    },
+    Figure {
+        area: "sim",
+        pointer: "/contention/beside_all/wall_vs_alone",
+        what: "storm wall time beside one busy loop per CPU, over alone",
+        fmt: Fmt::Times,
+        target: "≤ 3",
+    },
+    Figure {
+        area: "runtime",
+        pointer: "/device_orchestrated_tasks_per_s",
+        what: "storm through the full path, device-orchestrated",
+        fmt: Fmt::Int("tasks/s"),
+        target: "",
+    },
+    Figure {
+        area: "runtime",
+        pointer: "/host_built_tasks_per_s",
+        what: "storm through the full path, host-built graph",
+        fmt: Fmt::Int("tasks/s"),
+        target: "",
+    },
+    Figure {
+        area: "launch",
+        pointer: "/changed_prefix_us_median",
+        what: "launch transaction host time, changed prefix",
+        fmt: Fmt::Dec1("µs"),
+        target: "",
+    },
+    Figure {
+        area: "launch",
+        pointer: "/unchanged_prefix_us_median",
+        what: "launch transaction host time, unchanged prefix",
+        fmt: Fmt::Dec1("µs"),
+        target: "",
+    },
+    Figure {
+        area: "launch",
+        pointer: "/runtime/0/speedup",
+        what: "vector runs, pipelined over serial, a2a3 host-built",
+        fmt: Fmt::Times,
+        target: "",
+    },
+    Figure {
+        area: "launch",
+        pointer: "/runtime/1/speedup",
+        what: "vector runs, pipelined over serial, a2a3 device-orchestrated",
+        fmt: Fmt::Times,
+        target: "",
+    },
+    Figure {
+        area: "launch",
+        pointer: "/runtime/2/speedup",
+        what: "vector runs, pipelined over serial, a5 host-built",
+        fmt: Fmt::Times,
+        target: "",
+    },
+    Figure {
+        area: "copy",
+        pointer: "/sizes/0/gather_over_contiguous",
+        what: "4 KiB fragments host→device: gather kernel over one contiguous copy",
+        fmt: Fmt::Frac,
+        target: "≥ 0.7",
+    },
+    Figure {
+        area: "copy",
+        pointer: "/sizes/2/gather_over_contiguous",
+        what: "256 KiB fragments: copy path over one contiguous copy",
+        fmt: Fmt::Frac,
+        target: "≥ 0.8",
+    },
+    Figure {
+        area: "copy_server",
+        pointer: "/freeze_ratio",
+        what: "server emulator: longest call with Prewarm over without",
+        fmt: Fmt::Frac,
+        target: "≤ 0.05",
+    },
+    Figure {
+        area: "dfx",
+        pointer: "/storm/in_run/ratio",
+        what: "storm with all five DFX subsystems: in-run throughput over DFX off",
+        fmt: Fmt::Frac,
+        target: "≥ 0.85",
+    },
+    Figure {
+        area: "dfx",
+        pointer: "/storm/command/ratio",
+        what: "the whole `ferry run` storm command with all five, over DFX off",
+        fmt: Fmt::Times,
+        target: "≤ 3",
+    },
+    Figure {
+        area: "dfx",
+        pointer: "/storm/bytes_per_record",
+        what: "bytes written per DFX record",
+        fmt: Fmt::Dec1("B"),
+        target: "",
+    },
+];
+
+/// The headline table of one `bench all` object (what `ferry bench all` prints without `--json`).
+pub(crate) fn render_one(v: &Value) -> String {
+    let page = render(&[("this run".to_string(), v.clone())]);
+    page.split_once("## Headline figures")
+        .map_or(page.clone(), |(_, t)| format!("## Headline figures{t}"))
+}
+
+/// The page: how the figures were made, each invocation's machine, then one row per figure.
+fn render(runs: &[(String, Value)]) -> String {
+    let mut s = String::from(
+        "# Figures\n\n\
+         Every headline figure of ferry, as measured by `ferry bench all --json` (each bench area in a\n\
+         process of its own; each figure a ratio against a baseline from the same run where it is a\n\
+         ratio, medians of interleaved rounds). This page is rendered from the JSON files beside it\n\
+         by `ferry figures docs/figures/*.json -o docs/figures.md`; a test checks that it matches\n\
+         them. A figure is given as the range over the invocations; it counts as reproduced when\n\
+         every invocation meets its target. `ferry bench <area> --help` says what each area measures.\n\n\
+         To measure your machine:\n\n\
+         ```sh\n\
+         cargo build --release -p ferry-cli\n\
+         target/release/ferry bench all --json -o /tmp/1.json\n\
+         target/release/ferry bench all --json -o /tmp/2.json\n\
+         target/release/ferry figures /tmp/1.json /tmp/2.json\n\
+         ```\n\n## Invocations\n\n\
+         | file | date (UTC) | CPUs | CPU | load before → after | build |\n|---|---|---|---|---|---|\n",
+    );
+    for (name, v) in runs {
+        let m = &v["machine"];
+        let load = |k: &str| {
+            m[k].as_array()
+                .and_then(|a| a.first())
+                .and_then(Value::as_f64)
+                .map_or("?".into(), |x| format!("{x:.1}"))
+        };
+        let _ = writeln!(
+            s,
+            "| `{name}` | {} | {} | {} | {} → {} | {} {}{} |",
+            v["date"].as_str().unwrap_or("?"),
+            m["cpus"].as_u64().map_or("?".into(), |n| n.to_string()),
+            m["cpu_model"].as_str().unwrap_or("?"),
+            load("loadavg_before"),
+            load("loadavg_after"),
+            v["build"]["profile"].as_str().unwrap_or("?"),
+            v["build"]["commit"]
+                .as_str()
+                .map_or(String::new(), |c| format!("`{}`", &c[..c.len().min(10)])),
+            if v["quick"].as_bool() == Some(true) { " (quick)" } else { "" },
+        );
+    }
+    s.push_str("\n## Headline figures\n\n| area | figure | range | each invocation | target |\n|---|---|---|---|---|\n");
+    for f in FIGURES {
+        let vals: Vec<Option<f64>> = runs
+            .iter()
+            .map(|(_, v)| {
+                v["areas"].get(f.area).and_then(|a| a.pointer(f.pointer)).and_then(Value::as_f64)
+            })
+            .collect();
+        let got: Vec<f64> = vals.iter().flatten().copied().collect();
+        let range =
+            match (got.iter().copied().reduce(f64::min), got.iter().copied().reduce(f64::max)) {
+                (Some(lo), Some(hi)) if f.fmt.show(lo) == f.fmt.show(hi) => f.fmt.show(lo),
+                (Some(lo), Some(hi)) => format!("{} – {}", f.fmt.show(lo), f.fmt.show(hi)),
+                _ => "—".to_string(),
+            };
+        let each: Vec<String> =
+            vals.iter().map(|x| x.map_or("—".into(), |x| f.fmt.show(x))).collect();
+        let _ = writeln!(
+            s,
+            "| `{}` | {} | **{range}** | {} | {} |",
+            f.area,
+            f.what,
+            each.join(" / "),
+            if f.target.is_empty() { "" } else { f.target }
+        );
+    }
+    s
+}
+
+fn read_trim(p: &str) -> Option<String> {
+    std::fs::read_to_string(p).ok().map(|s| s.trim().to_string())
+}
+
+fn loadavg() -> Vec<f64> {
+    read_trim("/proc/loadavg")
+        .map(|s| s.split_whitespace().take(3).filter_map(|x| x.parse().ok()).collect())
+        .unwrap_or_default()
+}
+
+fn cpu_model() -> Option<String> {
+    let info = std::fs::read_to_string("/proc/cpuinfo").ok()?;
+    info.lines()
+        .find(|l| l.starts_with("model name"))
+        .and_then(|l| l.split(':').nth(1))
+        .map(|m| m.trim().to_string())
+}
+
+fn mem_gib() -> Option<f64> {
+    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let kb: f64 = info
+        .lines()
+        .find(|l| l.starts_with("MemTotal:"))?
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()?;
+    Some((kb / (1024.0 * 1024.0) * 10.0).round() / 10.0)
+}
+
+fn git_commit() -> Option<String> {
+    let out =
+        Command::new("git").args(["rev-parse", "HEAD"]).stderr(Stdio::null()).output().ok()?;
+    out.status.success().then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
+}
+
+/// Now as `YYYY-MM-DD HH:MM`, UTC (days to civil date: Howard Hinnant's algorithm).
+fn utc_now() -> String {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    civil(secs)
+}
+
+fn civil(secs: u64) -> String {
+    let days = (secs / 86_400) as i64;
+    let rem = secs % 86_400;
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!("{y:04}-{m:02}-{d:02} {:02}:{:02}", rem / 3600, rem % 3600 / 60)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn civil_dates() {
+        assert_eq!(civil(0), "1970-01-01 00:00");
+        assert_eq!(civil(951_782_400), "2000-02-29 00:00");
+        assert_eq!(civil(1_796_545_800), "2026-12-06 08:30");
+    }
+
+    #[test]
+    fn numbers_print_as_their_figures_say() {
+        assert_eq!(Fmt::Int("tasks/s").show(1_234_567.4), "1,234,567 tasks/s");
+        assert_eq!(Fmt::Times.show(1.234), "1.23x");
+        assert_eq!(thousands(-1000), "-1,000");
+    }
+
+    #[test]
+    fn a_figure_is_the_range_over_invocations_and_a_missing_one_is_a_dash() {
+        let run = |x: f64| {
+            json!({"date": "d", "machine": {"cpus": 2}, "build": {"profile": "release"},
+                                  "areas": {"sim": {"contention": {"beside_one": {"wall_vs_alone": x}}}}})
+        };
+        let page = render(&[("1.json".into(), run(1.5)), ("2.json".into(), run(1.84))]);
+        let row = page.lines().find(|l| l.contains("beside 1 busy loop")).unwrap();
+        assert!(
+            row.contains("**1.50x – 1.84x**")
+                && row.contains("1.50x / 1.84x")
+                && row.contains("≤ 2"),
+            "{row}"
+        );
+        let missing = page
+            .lines()
+            .find(|l| l.contains("freeze ratio") || l.contains("longest call"))
+            .unwrap();
+        assert!(missing.contains("**—**") && missing.contains("— / —"), "{missing}");
+    }
+}
