@@ -1,16 +1,16 @@
 //! What the analysis commands share: opening a run's directory through
-//! [`ferry_dfx::output::open_run`] (only the files a command needs, checked against the run's
+//! [`ferry_profile::open_run`] (only the files a command needs, checked against the run's
 //! manifest; see the README's "Analysis commands") with its warnings on stderr, and recording
 //! the files a command writes into a run's directory in its manifest.
 use std::path::Path;
 
 use anyhow::Context;
-use ferry_dfx::output::{self, Needs, OpenedRun, Written};
+use ferry_profile::{self as output, Needs, OpenedRun, Written};
 
 /// Opens `dir` for a command that needs `needs`; prints the warnings to stderr.
 ///
 /// # Errors
-/// [`ferry_dfx::output::OpenError`]: the message names the directory or file and what to do.
+/// [`ferry_profile::OpenError`]: the message names the directory or file and what to do.
 pub(crate) fn open(dir: &Path, needs: &Needs) -> anyhow::Result<OpenedRun> {
     let r = output::open_run(dir, needs)?;
     for w in &r.warnings {

@@ -15,7 +15,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use ferry_dfx::output::{self, RunModel, WriteOptions};
+use ferry_profile::{self as output, RunModel, WriteOptions};
 use ferry_runtime::examples::Size;
 use ferry_sim::Arch;
 use serde_json::json;

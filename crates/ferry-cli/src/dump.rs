@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use anyhow::bail;
 use clap::{Args, Subcommand};
-use ferry_dfx::output::{self, views, views::DumpFilter, Needs, ARG_ROLES, ARG_STAGES};
+use ferry_profile::{self as output, views, views::DumpFilter, Needs, ARG_ROLES, ARG_STAGES};
 
 #[derive(Debug, Args)]
 pub(crate) struct DumpArgs {

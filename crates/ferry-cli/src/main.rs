@@ -118,7 +118,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         )
         .with_writer(std::io::stderr)
         .init();
-    ferry_dfx::output::set_direct_io(cli.direct_io);
+    ferry_profile::set_direct_io(cli.direct_io);
     match cli.command {
         Command::Run(a) => {
             outdir::handle_signals()?;

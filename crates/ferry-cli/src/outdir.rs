@@ -1,7 +1,7 @@
 //! `ferry run`'s output directory: claimed before the chip starts, every file recorded in the
 //! run's manifest, and cleaned up when a signal stops the run.
 //!
-//! The rules are [`ferry_dfx::output::OutDir`]'s (see the README's "Output directories"): a run
+//! The rules are [`ferry_profile::OutDir`]'s (see the README's "Output directories"): a run
 //! refuses a directory that is not one, cannot be written, is being written by another ferry,
 //! or holds files under ferry's names that no manifest there lists; it removes the earlier
 //! run's files just before writing its own, and writes the manifest last.
@@ -17,8 +17,8 @@ use std::path::{Path, PathBuf};
 use std::sync::{Mutex, OnceLock};
 
 use anyhow::Context;
-use ferry_dfx::output::{
-    self, OutDir, Written, ARGS_BIN_FILE, ARGS_DIR, ARGS_FILE, CHROME_FILE, DEPS_FILE,
+use ferry_profile::{
+    self as output, OutDir, Written, ARGS_BIN_FILE, ARGS_DIR, ARGS_FILE, CHROME_FILE, DEPS_FILE,
     PERFETTO_FILE, PMU_FILE, PMU_LOSS_FILE, SCOPES_DIR, SCOPES_FILE, SWIMLANE_FILE,
 };
 use ferry_runtime::examples::Example;
@@ -69,7 +69,7 @@ impl RunDir {
     /// Claims `dir` before the chip starts, for a run on `arch`.
     ///
     /// # Errors
-    /// The directory cannot be a run's ([`ferry_dfx::output::ManifestError`], with context).
+    /// The directory cannot be a run's ([`ferry_profile::ManifestError`], with context).
     pub(crate) fn claim(dir: &Path, arch: &str) -> anyhow::Result<RunDir> {
         let out = OutDir::claim(dir, &ferry_names())
             .with_context(|| format!("--out {}", dir.display()))?;

@@ -2,7 +2,7 @@
 use std::path::PathBuf;
 
 use clap::Args;
-use ferry_dfx::output::{views, Needs};
+use ferry_profile::{views, Needs};
 
 #[derive(Debug, Args)]
 pub(crate) struct ReportArgs {

@@ -3,11 +3,11 @@
 use crate::outdir::{RunDir, SUMMARY_FILE};
 use anyhow::{bail, Context};
 use clap::{Args, ValueEnum};
-use ferry_dfx::output::{
-    self, ClockAnchors, HostOrchestration, WriteOptions, WritePhase, WriteProgress, WriteReport,
-    Written, ANCHOR_POST, ANCHOR_PRE,
-};
 use ferry_dfx::Policy;
+use ferry_profile::{
+    self as output, ClockAnchors, HostOrchestration, WriteOptions, WritePhase, WriteProgress,
+    WriteReport, Written, ANCHOR_POST, ANCHOR_PRE,
+};
 use ferry_runtime::examples::{Example, ExampleRun, Size};
 use ferry_runtime::host::dfx::{sample_clock_anchors, DfxChip, DfxOptions, DfxSession};
 use ferry_runtime::host::{DeviceRunner, RunOutput, RunnerConfig, Variant};

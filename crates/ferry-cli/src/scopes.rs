@@ -2,7 +2,7 @@
 use std::path::PathBuf;
 
 use clap::Args;
-use ferry_dfx::output::{views, Needs, SCOPES_DIR};
+use ferry_profile::{views, Needs, SCOPES_DIR};
 
 /// Default file name of the page (inside DIR/scope_stats/).
 pub(crate) const SCOPES_HTML: &str = "scope_stats.html";

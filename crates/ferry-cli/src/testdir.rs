@@ -1,7 +1,7 @@
 //! Test fixtures: a temporary directory holding the DFX sample run's files.
 use std::path::PathBuf;
 
-use ferry_dfx::output::{sample::sample_run, write_run, LossPolicy};
+use ferry_profile::{sample::sample_run, write_run, LossPolicy};
 
 /// A directory removed on drop.
 pub(crate) struct TestDir {

@@ -3,8 +3,8 @@
 use std::path::PathBuf;
 
 use clap::Args;
-use ferry_dfx::output::{
-    self, Needs, WriteOptions, WriteReport, Written, CHROME_FILE, PERFETTO_FILE,
+use ferry_profile::{
+    self as output, Needs, WriteOptions, WriteReport, Written, CHROME_FILE, PERFETTO_FILE,
 };
 
 #[derive(Debug, Args)]
@@ -39,9 +39,9 @@ pub(crate) fn summary(dir: &std::path::Path, report: &WriteReport) -> String {
     let mut s = format!(
         "{}: {}, {}, {}\n",
         dir.join(PERFETTO_FILE).display(),
-        ferry_dfx::output::views::plural(t.tracks as u64, "track", "tracks"),
-        ferry_dfx::output::views::plural(t.slices as u64, "slice", "slices"),
-        ferry_dfx::output::views::plural(t.counters as u64, "counter value", "counter values"),
+        ferry_profile::views::plural(t.tracks as u64, "track", "tracks"),
+        ferry_profile::views::plural(t.slices as u64, "slice", "slices"),
+        ferry_profile::views::plural(t.counters as u64, "counter value", "counter values"),
     );
     if report.paths().any(|p| p.ends_with(CHROME_FILE)) {
         s += &format!("{}: Chrome JSON\n", dir.join(CHROME_FILE).display());

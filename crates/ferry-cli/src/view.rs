@@ -2,7 +2,7 @@
 use std::path::PathBuf;
 
 use clap::Args;
-use ferry_dfx::output::{views, Needs};
+use ferry_profile::{views, Needs};
 
 /// Default file name of the page.
 pub(crate) const VIEW_FILE: &str = "swimlane.html";

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::sync::OnceLock;
 
-use ferry_dfx::output::{hash_file, Manifest, ManifestEntry, MANIFEST_FILE};
+use ferry_profile::{hash_file, Manifest, ManifestEntry, MANIFEST_FILE};
 use serde_json::Value;
 
 fn ferry() -> Command {

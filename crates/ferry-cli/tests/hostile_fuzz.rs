@@ -16,9 +16,9 @@ use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::OnceLock;
 
-use ferry_dfx::output::{
-    self, hash_file, open_run, perfetto, views, Manifest, ManifestEntry, Needs, WriteOptions,
-    MANIFEST_FILE,
+use ferry_profile::{
+    self as output, hash_file, open_run, perfetto, views, Manifest, ManifestEntry, Needs,
+    WriteOptions, MANIFEST_FILE,
 };
 use proptest::prelude::*;
 

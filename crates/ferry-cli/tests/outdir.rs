@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
-use ferry_dfx::output::{Manifest, OutDir, LOCK_FILE, MANIFEST_FILE};
+use ferry_profile::{Manifest, OutDir, LOCK_FILE, MANIFEST_FILE};
 
 fn ferry() -> Command {
     Command::new(env!("CARGO_BIN_EXE_ferry"))

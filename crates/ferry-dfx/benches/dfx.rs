@@ -231,8 +231,8 @@ fn args_chain(c: &mut Criterion) {
     // The model step after the run: every argument expanded into a row up front (as before
     // `ChainArgs`), against the chains kept with an index and each argument decoded when read;
     // both then read every argument once.
-    use ferry_dfx::output::chunks::ChunkLog;
-    use ferry_dfx::output::{ArgBin, ChainArgs, DumpedArg};
+    use ferry_profile::chunks::ChunkLog;
+    use ferry_profile::{ArgBin, ChainArgs, DumpedArg};
     g.bench_function("model/rows_then_read", |b| {
         b.iter(|| {
             let mut rows: Vec<DumpedArg> = Vec::with_capacity(3 * TASKS as usize);

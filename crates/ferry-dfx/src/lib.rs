@@ -92,7 +92,6 @@ mod config;
 pub mod device;
 mod host;
 pub mod mem;
-pub mod output;
 mod spsc;
 mod sync;
 
@@ -121,3 +120,28 @@ pub unsafe trait Record: Copy + Send + Sync + 'static {}
 unsafe impl Record for u64 {}
 // SAFETY: an array of `u64` has no padding and accepts every bit pattern; size 8·N, align 8.
 unsafe impl<const N: usize> Record for [u64; N] {}
+
+// The five subsystems' device records travel through the transport as they are.
+macro_rules! abi_transport_record {
+    ($($t:ty),* $(,)?) => {$(
+        const _: () = {
+            assert!(size_of::<$t>() % 8 == 0);
+            assert!(align_of::<$t>() <= 64);
+        };
+        // SAFETY: `$t` is a sealed `AbiRecord`: `ferry-abi` proves at compile time that its fields
+        // are plain integers tiling the struct with no padding, so every bit pattern is valid and
+        // no byte is padding; the const block above checks the size is a multiple of 8 and the
+        // alignment at most 64.
+        unsafe impl Record for $t {}
+    )*};
+}
+
+abi_transport_record!(
+    ferry_abi::records::AicpuTaskRecord,
+    ferry_abi::records::AicoreTaskRecord,
+    ferry_abi::records::SchedPhaseRecord,
+    ferry_abi::records::OrchPhaseRecord,
+    ferry_abi::records::PmuRecord,
+    ferry_abi::records::ScopeStatsRecord,
+    ferry_abi::records::ArgsDumpRecord,
+);

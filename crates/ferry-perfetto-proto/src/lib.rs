@@ -5,7 +5,7 @@
 //! their published field numbers.
 //!
 //! Test support, deliberately independent of the hand-encoding writer in
-//! `ferry_dfx::output::perfetto`: tests decode what the writer produced with these definitions.
+//! `ferry_profile::perfetto`: tests decode what the writer produced with these definitions.
 //! Perfetto's protos are proto2, so every scalar is optional.
 //!
 //! # Examples

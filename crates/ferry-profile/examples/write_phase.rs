@@ -1,8 +1,8 @@
-//! Times the DFX write phase (`ferry_dfx::output::write_all`) and prints its report: records,
+//! Times the DFX write phase (`ferry_profile::write_all`) and prints its report: records,
 //! files-phase time and rate, bytes per record, trace-phase time, and each file.
 //!
 //! ```text
-//! cargo run -p ferry-dfx --release --example write_phase -- OUT_DIR [--from RUN_DIR | --tasks N] [--repeat R]
+//! cargo run -p ferry-profile --release --example write_phase -- OUT_DIR [--from RUN_DIR | --tasks N] [--repeat R]
 //! ```
 //!
 //! `--from` writes the model read back from a run's files (e.g. a `ferry run --out` directory),
@@ -10,7 +10,7 @@
 
 use std::path::PathBuf;
 
-use ferry_dfx::output::{self, sample::scaled_run, WriteOptions};
+use ferry_profile::{self as output, sample::scaled_run, WriteOptions};
 
 fn main() {
     let mut args = std::env::args().skip(1);

@@ -10,7 +10,7 @@
 //!
 //! # Examples
 //! ```
-//! use ferry_dfx::output::{ArgRows, DumpedArg};
+//! use ferry_profile::{ArgRows, DumpedArg};
 //! let mut rows = ArgRows::default();
 //! rows.push(DumpedArg { task_id: 7, kind: "scalar".into(), ..DumpedArg::default() });
 //! assert_eq!(rows.len(), 1);
@@ -344,7 +344,7 @@ impl ArgRows {
                     let w = c.chain_of(a);
                     // The header's first two words, then the argument's first two.
                     let at = usize::from(a.at).min(w.len());
-                    crate::mem::prefetch_read(w.as_ptr().cast());
+                    ferry_dfx::mem::prefetch_read(w.as_ptr().cast());
                     (w[at..].as_ptr().cast::<u8>(), 16.min(8 * (w.len() - at)))
                 }
                 None => return,
@@ -352,7 +352,7 @@ impl ArgRows {
         };
         for line in 0..len.div_ceil(64) {
             // `p + 64·line` stays inside what `p` points at (`line` < its size in lines).
-            crate::mem::prefetch_read(p.wrapping_add(64 * line));
+            ferry_dfx::mem::prefetch_read(p.wrapping_add(64 * line));
         }
     }
 

@@ -98,7 +98,7 @@ pub(crate) fn temp_path(path: &Path) -> PathBuf {
 ///
 /// # Examples
 /// ```
-/// use ferry_dfx::output::temp_owner;
+/// use ferry_profile::temp_owner;
 /// assert_eq!(temp_owner(".deps.json.tmp.4242.7"), Some(4242));
 /// assert_eq!(temp_owner("deps.json"), None);
 /// assert_eq!(temp_owner(".deps.json.tmp.x.7"), None);
@@ -167,9 +167,9 @@ impl Write for AtomicWriter {
 /// use std::io::Write;
 /// let dir = std::env::temp_dir().join(format!("ferry-atomic-doc-{}", std::process::id()));
 /// let p = dir.join("out.txt");
-/// assert_eq!(ferry_dfx::output::write_atomic(&p, |w| w.write_all(b"ok")).unwrap().bytes, 2);
+/// assert_eq!(ferry_profile::write_atomic(&p, |w| w.write_all(b"ok")).unwrap().bytes, 2);
 /// assert_eq!(std::fs::read(&p).unwrap(), b"ok");
-/// let err = ferry_dfx::output::write_atomic(&p, |w| {
+/// let err = ferry_profile::write_atomic(&p, |w| {
 ///     w.write_all(b"half")?;
 ///     Err(std::io::Error::other("aborted"))
 /// });

@@ -355,7 +355,7 @@ fn write_events<W: Write>(w: &mut W, p: &TracePlan, tick: &Ticker<'_>) -> io::Re
 ///
 /// # Examples
 /// ```
-/// use ferry_dfx::output::{chrome, perfetto, sample::sample_run, LossPolicy};
+/// use ferry_profile::{chrome, perfetto, sample::sample_run, LossPolicy};
 /// let plan = perfetto::plan(&sample_run(LossPolicy::Block));
 /// let mut out = Vec::new();
 /// chrome::write_plan(&mut out, &plan).unwrap();
@@ -388,8 +388,8 @@ pub fn write_chrome_trace(run: &RunModel) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::output::sample::{sample_run, scaled_run};
-    use crate::output::LossPolicy;
+    use crate::sample::{sample_run, scaled_run};
+    use crate::LossPolicy;
 
     fn serde_bytes(plan: &TracePlan) -> Vec<u8> {
         let tick = Ticker::silent();

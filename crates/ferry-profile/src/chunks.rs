@@ -17,7 +17,7 @@
 //!
 //! # Examples
 //! ```
-//! use ferry_dfx::output::chunks::ChunkLog;
+//! use ferry_profile::chunks::ChunkLog;
 //! let mut log = ChunkLog::<u64>::new();
 //! log.extend_from_slice(&[1, 2, 3]);
 //! log.push(4);

@@ -2,15 +2,15 @@
 //! per-lane collecting sink, the record → model conversions, and the transport's reconcile lines
 //! as [`LaneLoss`].
 //!
-//! A subsystem's collection runs one region ([`DfxTransport`](crate::DfxTransport)) per record
-//! type, every region on the run's one [`DfxEngine`](crate::DfxEngine). A sink converts each
+//! A subsystem's collection runs one region ([`DfxTransport`](ferry_dfx::DfxTransport)) per record
+//! type, every region on the run's one [`DfxEngine`](ferry_dfx::DfxEngine). A sink converts each
 //! collected buffer straight into model rows with the `add_*` functions below (DepGen:
 //! [`DepGenLog`]); [`LaneRecords`] keeps raw records per lane where a caller wants them.
 //!
 //! # Examples
 //! ```
 //! use ferry_abi::records::AicoreTaskRecord;
-//! use ferry_dfx::output::{collect::add_aicore_records, Swimlane};
+//! use ferry_profile::{collect::add_aicore_records, Swimlane};
 //! let mut sw = Swimlane::new(1);
 //! let recs = [
 //!     AicoreTaskRecord { start_time: 5, end_time: 9, task_token_raw: 1, reg_task_id: 1,
@@ -36,31 +36,7 @@ use super::model::{AicoreTask, AicpuTask, LaneLoss, OrchPhase, SchedPhase, Subsy
 use super::pmu::{PmuRow, PmuTable};
 use super::scopes::{ScopeRow, ScopeStats};
 use super::stream::InlineList;
-use crate::{CollectSink, CollectedBuffer, LaneReconcile, Record};
-
-macro_rules! abi_transport_record {
-    ($($t:ty),* $(,)?) => {$(
-        const _: () = {
-            assert!(size_of::<$t>() % 8 == 0);
-            assert!(align_of::<$t>() <= 64);
-        };
-        // SAFETY: `$t` is a sealed `AbiRecord`: `ferry-abi` proves at compile time that its fields
-        // are plain integers tiling the struct with no padding, so every bit pattern is valid and
-        // no byte is padding; the const block above checks the size is a multiple of 8 and the
-        // alignment at most 64.
-        unsafe impl Record for $t {}
-    )*};
-}
-
-abi_transport_record!(
-    AicpuTaskRecord,
-    AicoreTaskRecord,
-    SchedPhaseRecord,
-    OrchPhaseRecord,
-    PmuRecord,
-    ScopeStatsRecord,
-    ArgsDumpRecord,
-);
+use ferry_dfx::{CollectSink, CollectedBuffer, LaneReconcile, Record};
 
 /// A collector sink that keeps every record per lane, one bulk copy per buffer into the lane's
 /// [`ChunkLog`] (no reallocation, nothing moved while the run is live), with each buffer's
@@ -68,7 +44,7 @@ abi_transport_record!(
 ///
 /// # Examples
 /// ```
-/// use ferry_dfx::output::collect::LaneRecords;
+/// use ferry_profile::collect::LaneRecords;
 /// let mut a = LaneRecords::<u64>::default();
 /// a.push(0, 0, &[1, 2]);
 /// a.push(0, 1, &[3]);
@@ -345,7 +321,7 @@ struct SubmitRow {
 /// # Examples
 /// ```
 /// use ferry_abi::dep_gen::{encode, DepGenHead, DepGenTensor};
-/// use ferry_dfx::output::collect::DepGenLog;
+/// use ferry_profile::collect::DepGenLog;
 /// let head = DepGenHead { task_id: 1, flags: 0, kernel_id: [-1, 4, -1], block_num: 1 };
 /// let t = [DepGenTensor { role: 1, addr: 0x40, bytes: 64 }];
 /// let mut words = Vec::new();
@@ -566,7 +542,7 @@ pub enum ArenaError {
 ///
 /// # Examples
 /// ```
-/// use ferry_dfx::output::collect::{arena_payload, ArenaError};
+/// use ferry_profile::collect::{arena_payload, ArenaError};
 /// let arena = [1u8, 2, 3, 4, 5, 6, 7, 8];
 /// assert_eq!(arena_payload(&arena, 10, 2, 12).unwrap(), vec![3, 4]); // lap 1, physical 2
 /// assert!(matches!(arena_payload(&arena, 2, 2, 12), Err(ArenaError::Overwritten { .. })));

@@ -25,7 +25,7 @@ pub const DEPS_FILE: &str = "deps.json";
 ///
 /// # Examples
 /// ```
-/// use ferry_dfx::output::tensor_id;
+/// use ferry_profile::tensor_id;
 /// assert_ne!(tensor_id(0x1000, 0), tensor_id(0x1000, 1));
 /// ```
 pub fn tensor_id(buffer_addr: u64, version: u32) -> u64 {

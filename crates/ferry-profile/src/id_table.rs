@@ -19,7 +19,7 @@ const DENSE_SLACK: u64 = 1024;
 ///
 /// # Examples
 /// ```
-/// use ferry_dfx::output::IdTable;
+/// use ferry_profile::IdTable;
 /// let rows = [(100u64, 'a'), (102, 'b'), (100, 'c')];
 /// let t = IdTable::first(|| rows.iter().copied());
 /// assert_eq!((t.get(100), t.get(101), t.get(102)), (Some(&'a'), None, Some(&'b')));
@@ -62,7 +62,7 @@ impl<V> IdTable<V> {
     ///
     /// # Examples
     /// ```
-    /// use ferry_dfx::output::IdTable;
+    /// use ferry_profile::IdTable;
     /// // Each task's first start and last end over its blocks.
     /// let blocks = [(7u64, (10, 30)), (8, (31, 40)), (7, (12, 50))];
     /// let spans = IdTable::fold(|| blocks.iter().copied(), |s: &mut (u64, u64), (a, b)| {

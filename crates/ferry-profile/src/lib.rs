@@ -1,8 +1,10 @@
-//! From records to files to views: the run model, the five subsystems' output files, the Perfetto
-//! and Chrome traces, and the analysis views.
+//! A run's profile as a data product: the run model, the five DFX subsystems' output files and
+//! their readers, the manifest and atomic output directory, the Perfetto and Chrome traces, and
+//! the analysis views.
 //!
-//! Collection (not in this module) turns collected device records into a [`RunModel`]; everything
-//! here works on the model alone, so it is testable without a device. [`write_all`] is the whole
+//! `ferry-dfx` moves records from the device to the host without losing one; this crate is what
+//! those records become. The [`collect`] sinks turn collected device buffers into a [`RunModel`];
+//! everything else works on the model alone, so it is testable without a device. [`write_all`] is the whole
 //! write phase: every file below, streamed from the model in one pass, and both traces from one
 //! [`perfetto::plan`], with a [`WriteReport`] (paths, bytes, records, time of each half) and
 //! optional progress reports.
@@ -35,7 +37,7 @@
 //!
 //! # Examples
 //! ```
-//! use ferry_dfx::output::{self, AicoreTask, CoreType, RunMeta, RunModel, Swimlane};
+//! use ferry_profile::{self as output, AicoreTask, CoreType, RunMeta, RunModel, Swimlane};
 //! let dir = std::env::temp_dir().join(format!("ferry-output-doc-{}", std::process::id()));
 //! let mut run = RunModel::new(RunMeta::new("a2a3", 50_000_000, vec![CoreType::Aiv]));
 //! let mut sw = Swimlane::new(1);
@@ -50,6 +52,13 @@
 //! assert_eq!((report.files.len(), report.records), (3, 1)); // + name_map_run.json
 //! # std::fs::remove_dir_all(&dir).unwrap();
 //! ```
+#![doc(test(attr(deny(warnings))))]
+#![deny(unsafe_op_in_unsafe_fn)]
+#![warn(
+    clippy::undocumented_unsafe_blocks,
+    clippy::unnecessary_safety_comment,
+    clippy::missing_safety_doc
+)]
 
 mod arg_rows;
 mod args;

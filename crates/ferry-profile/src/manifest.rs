@@ -20,7 +20,7 @@
 //!
 //! # Examples
 //! ```
-//! use ferry_dfx::output::{write_atomic, Manifest, OutDir};
+//! use ferry_profile::{write_atomic, Manifest, OutDir};
 //! use std::io::Write;
 //! let dir = std::env::temp_dir().join(format!("ferry-manifest-doc-{}", std::process::id()));
 //! # let _ = std::fs::remove_dir_all(&dir);

@@ -19,7 +19,7 @@ use super::stream::IdMap;
 ///
 /// # Examples
 /// ```
-/// use ferry_dfx::output::{AicoreTask, AicpuTask, CoreType, RunMeta, RunModel, Swimlane};
+/// use ferry_profile::{AicoreTask, AicpuTask, CoreType, RunMeta, RunModel, Swimlane};
 /// let mut run = RunModel::new(RunMeta::new("a2a3", 50_000_000, vec![CoreType::Aic]));
 /// let mut sw = Swimlane::new(2);
 /// sw.aicore_tasks.push(AicoreTask { core: 0, task_token_raw: 1, reg_task_id: 1, start: 100,
@@ -270,7 +270,7 @@ impl OrchPhase {
     }
 }
 
-/// Loss policy of a run (mirrors [`crate::Policy`]).
+/// Loss policy of a run (mirrors [`ferry_dfx::Policy`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub enum LossPolicy {
     /// Lossless: writers wait up to the 30-s budget.
@@ -280,11 +280,11 @@ pub enum LossPolicy {
     Drop,
 }
 
-impl From<crate::Policy> for LossPolicy {
-    fn from(p: crate::Policy) -> Self {
+impl From<ferry_dfx::Policy> for LossPolicy {
+    fn from(p: ferry_dfx::Policy) -> Self {
         match p {
-            crate::Policy::Block => Self::Block,
-            crate::Policy::Drop => Self::Drop,
+            ferry_dfx::Policy::Block => Self::Block,
+            ferry_dfx::Policy::Drop => Self::Drop,
         }
     }
 }
@@ -502,7 +502,7 @@ impl RunModel {
     ///
     /// # Examples
     /// ```
-    /// use ferry_dfx::output::{sample::sample_run, LossPolicy};
+    /// use ferry_profile::{sample::sample_run, LossPolicy};
     /// let run = sample_run(LossPolicy::Block);
     /// assert_eq!(run.record_count(), run.loss.totals().1);
     /// ```

@@ -34,7 +34,7 @@ pub const DEFAULT_CASE: &str = "run";
 ///
 /// # Examples
 /// ```
-/// use ferry_dfx::output::{name_map_file, NameMap};
+/// use ferry_profile::{name_map_file, NameMap};
 /// assert_eq!(name_map_file("paged-attention"), "name_map_paged-attention.json");
 /// let m: NameMap = serde_json::from_str(
 ///     r#"{"level": 2, "orchestrator_name": null, "callable_id_to_name": {"7": "qk"}}"#).unwrap();

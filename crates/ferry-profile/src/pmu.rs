@@ -24,7 +24,7 @@ pub const PMU_HEADER_PREFIX: [&str; 6] =
 ///
 /// # Examples
 /// ```
-/// use ferry_dfx::output::pmu_counter_names;
+/// use ferry_profile::pmu_counter_names;
 /// assert_eq!(pmu_counter_names("a2a3", 2)[0], "vec_busy_cycles");
 /// assert_eq!(pmu_counter_names("a5", 2).len(), 10);
 /// ```

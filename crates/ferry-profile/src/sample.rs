@@ -42,7 +42,7 @@ struct T {
 ///
 /// # Examples
 /// ```
-/// use ferry_dfx::output::{sample::sample_run, LossPolicy};
+/// use ferry_profile::{sample::sample_run, LossPolicy};
 /// let run = sample_run(LossPolicy::Drop);
 /// assert_eq!(run.loss.totals().2, 2); // two records dropped
 /// assert!(run.loss.reconciles());
@@ -394,7 +394,7 @@ fn shuffled(n: u32) -> impl Iterator<Item = u32> {
 ///
 /// # Examples
 /// ```
-/// use ferry_dfx::output::sample::{scaled_run, scaled_task};
+/// use ferry_profile::sample::{scaled_run, scaled_task};
 /// let run = scaled_run(1000);
 /// assert_eq!(run.record_count(), run.loss.totals().1);
 /// assert_eq!(run.tasks()[0], scaled_task(0));

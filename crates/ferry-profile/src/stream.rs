@@ -110,7 +110,7 @@ impl<'a> Ticker<'a> {
 ///
 /// # Examples
 /// ```
-/// use ferry_dfx::output::{IdMap, IdSet};
+/// use ferry_profile::{IdMap, IdSet};
 /// let mut m: IdMap<u64, &str> = IdMap::default();
 /// m.insert(7, "task 7");
 /// let s: IdSet<(u64, u64)> = [(1, 2)].into_iter().collect();
@@ -281,7 +281,7 @@ pub(crate) fn put_hex16(out: &mut Vec<u8>, v: u64) {
 ///
 /// # Examples
 /// ```
-/// use ferry_dfx::output::perfetto::InlineList;
+/// use ferry_profile::perfetto::InlineList;
 /// let mut l: InlineList<u64, 2> = [1, 2].into();
 /// l.push(3); // spills to the heap
 /// assert_eq!(&l[..], &[1, 2, 3]);

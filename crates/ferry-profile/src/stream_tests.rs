@@ -218,7 +218,7 @@ fn traces_reach_the_writer_piece_by_piece() {
     // The Chrome JSON goes out in bounded pieces: a buffer of events at a time, never the trace.
     let mut w = Writes::default();
     chrome::write_plan(&mut w, &p).unwrap();
-    let piece = crate::output::jsonw::FLUSH_BYTES + 4096;
+    let piece = crate::jsonw::FLUSH_BYTES + 4096;
     assert!(w.bytes.len() > 4 * piece, "{}", w.bytes.len());
     assert!(*w.sizes.iter().max().unwrap() < piece, "{:?}", w.sizes.iter().max());
     assert!(w.sizes.len() >= w.bytes.len() / piece, "{} writes", w.sizes.len());

@@ -565,8 +565,8 @@ mod tests {
     /// by the host, with metadata strings that need escapes.
     #[test]
     fn the_written_file_is_serde_jsons() {
-        use crate::output::sample::{sample_run, scaled_run};
-        use crate::output::LossPolicy;
+        use crate::sample::{sample_run, scaled_run};
+        use crate::LossPolicy;
         let mut runs = vec![sample_run(LossPolicy::Block), sample_run(LossPolicy::Drop)];
         runs.push(scaled_run(300));
         let mut odd = sample_run(LossPolicy::Block);
@@ -643,7 +643,7 @@ mod tests {
 
     #[test]
     fn written_file_has_the_documented_fields() {
-        use crate::output::{sample::sample_run, LossPolicy};
+        use crate::{sample::sample_run, LossPolicy};
         let run = sample_run(LossPolicy::Block);
         let mut out = Vec::new();
         let sw = run.swimlane.as_ref().unwrap();
@@ -702,8 +702,8 @@ mod tests {
 
     #[test]
     fn host_built_runs_are_marked_and_round_trip() {
-        use crate::output::host_time::{ClockAnchorSample, ANCHOR_PRE};
-        use crate::output::{sample::sample_run, LossPolicy};
+        use crate::host_time::{ClockAnchorSample, ANCHOR_PRE};
+        use crate::{sample::sample_run, LossPolicy};
         let mut run = sample_run(LossPolicy::Block);
         let sw = run.swimlane.clone().unwrap();
         let write = |meta: &RunMeta| {

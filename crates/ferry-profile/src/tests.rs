@@ -226,12 +226,12 @@ fn deps_and_dump_views() {
 
 #[test]
 fn records_through_the_transport_become_files() {
-    use crate::clock::SteadyClock;
-    use crate::mem::MirroredMemory;
-    use crate::output::collect::{add_aicore_records, LaneRecords};
-    use crate::{DfxBuilder, DfxTransport};
+    use crate::collect::{add_aicore_records, LaneRecords};
     use ferry_abi::arch::A5;
     use ferry_abi::records::AicoreTaskRecord;
+    use ferry_dfx::clock::SteadyClock;
+    use ferry_dfx::mem::MirroredMemory;
+    use ferry_dfx::{DfxBuilder, DfxTransport};
     use std::sync::Arc;
 
     // Two AICore lanes (cores 0 and 1) on one ready queue, small buffers so several switch.
@@ -303,10 +303,10 @@ fn records_through_the_transport_become_files() {
 /// A collector that takes its time with every buffer (a host falling behind).
 struct SlowCollector(collect::LaneRecords<ferry_abi::records::AicoreTaskRecord>);
 
-impl crate::CollectSink<ferry_abi::records::AicoreTaskRecord> for SlowCollector {
+impl ferry_dfx::CollectSink<ferry_abi::records::AicoreTaskRecord> for SlowCollector {
     fn on_buffer_collected(
         &mut self,
-        b: &crate::CollectedBuffer<'_, ferry_abi::records::AicoreTaskRecord>,
+        b: &ferry_dfx::CollectedBuffer<'_, ferry_abi::records::AicoreTaskRecord>,
     ) {
         std::thread::sleep(std::time::Duration::from_millis(2));
         self.0.on_buffer_collected(b);
@@ -315,12 +315,12 @@ impl crate::CollectSink<ferry_abi::records::AicoreTaskRecord> for SlowCollector 
 
 #[test]
 fn shrunk_pool_stalls_are_intervals_on_the_starved_lane_only() {
-    use crate::clock::SteadyClock;
-    use crate::device::STALL_RING;
-    use crate::mem::MirroredMemory;
-    use crate::{DfxBuilder, DfxTransport};
     use ferry_abi::arch::A5;
     use ferry_abi::records::{AicoreTaskRecord, SWIMLANE_KIND_AICORE_TASK};
+    use ferry_dfx::clock::SteadyClock;
+    use ferry_dfx::device::STALL_RING;
+    use ferry_dfx::mem::MirroredMemory;
+    use ferry_dfx::{DfxBuilder, DfxTransport};
     use std::sync::Arc;
 
     // Lane 0 (core 0) has a one-buffer pool: every switch waits at its pop gate until the slow

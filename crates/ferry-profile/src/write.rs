@@ -4,8 +4,8 @@
 //!
 //! # Examples
 //! ```
-//! use ferry_dfx::output::{sample::sample_run, write_all, LossPolicy, WriteOptions};
-//! use ferry_dfx::output::{CHROME_FILE, PERFETTO_FILE};
+//! use ferry_profile::{sample::sample_run, write_all, LossPolicy, WriteOptions};
+//! use ferry_profile::{CHROME_FILE, PERFETTO_FILE};
 //! let dir = std::env::temp_dir().join(format!("ferry-write-all-doc-{}", std::process::id()));
 //! let run = sample_run(LossPolicy::Block);
 //! let report = write_all(&dir, &run, &WriteOptions::default()).unwrap();

@@ -1,7 +1,7 @@
 //! DFX collection end to end: all five subsystems through the transport on the three examples,
 //! both arches, both graph variants, with a one-buffer pool (the "Done when").
-use ferry_dfx::output::{EdgeSource, ScopePhase};
 use ferry_dfx::Policy;
+use ferry_profile::{EdgeSource, ScopePhase};
 use ferry_runtime::examples::{Example, Size};
 use ferry_runtime::host::dfx::{replay_task, DfxChip, DfxOptions, DfxSession, ReplayError};
 use ferry_runtime::host::{DeviceRunner, RunOutput, RunnerConfig, Variant};
@@ -23,7 +23,7 @@ fn run_with(
     ex: Example,
     variant: Variant,
     opts: &DfxOptions,
-) -> (RunOutput, ferry_dfx::output::RunModel, u64) {
+) -> (RunOutput, ferry_profile::RunModel, u64) {
     run_on(Path::InProcess, arch, ex, variant, opts)
 }
 
@@ -33,7 +33,7 @@ fn run_on(
     ex: Example,
     variant: Variant,
     opts: &DfxOptions,
-) -> (RunOutput, ferry_dfx::output::RunModel, u64) {
+) -> (RunOutput, ferry_profile::RunModel, u64) {
     let (out, m, tasks, notifies) = run_counting(path, arch, ex, variant, opts);
     if path == Path::Full && !opts.doorbell_hint {
         // docs/design/dfx-backpressure.md: no host-device handshake; the host polls its queues.
@@ -49,7 +49,7 @@ fn run_counting(
     ex: Example,
     variant: Variant,
     opts: &DfxOptions,
-) -> (RunOutput, ferry_dfx::output::RunModel, u64, u64) {
+) -> (RunOutput, ferry_profile::RunModel, u64, u64) {
     let cfg = match path {
         Path::InProcess => RunnerConfig::small(arch).in_process(),
         Path::Full => RunnerConfig::small(arch),
@@ -80,7 +80,7 @@ fn run_counting(
 }
 
 /// Dependencies a tensor map finds over `deps.json`'s tasks when every task is still running.
-fn replay_edges(d: &ferry_dfx::output::DepsGraph) -> BTreeSet<(u64, u64)> {
+fn replay_edges(d: &ferry_profile::DepsGraph) -> BTreeSet<(u64, u64)> {
     let addr: BTreeMap<u64, u64> = d.tensors.iter().map(|t| (t.tensor_id, t.buffer_addr)).collect();
     let mut map = ferry_runtime::device::tensor_map::TensorMap::new();
     let mut out = BTreeSet::new();
@@ -245,11 +245,11 @@ fn drop_policy_reports_its_losses_and_changes_nothing_else() {
         // Every file carries its subsystem's loss lines, and they read back as written.
         let dir =
             std::env::temp_dir().join(format!("ferry-dfx-drop-{}-{arch:?}", std::process::id()));
-        ferry_dfx::output::write_run(&dir, &m).unwrap();
-        let back = ferry_dfx::output::read_run(&dir).unwrap();
+        ferry_profile::write_run(&dir, &m).unwrap();
+        let back = ferry_profile::read_run(&dir).unwrap();
         assert_eq!(back.loss.totals(), m.loss.totals(), "{arch:?}");
-        assert_eq!(back.loss.policy, ferry_dfx::output::LossPolicy::Drop);
-        let report = ferry_dfx::output::views::report(&back);
+        assert_eq!(back.loss.policy, ferry_profile::LossPolicy::Drop);
+        let report = ferry_profile::views::report(&back);
         assert!(report.contains(&format!("dropped {dropped}")), "{report}");
         let _ = std::fs::remove_dir_all(&dir);
     }

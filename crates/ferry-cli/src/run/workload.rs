@@ -5,7 +5,7 @@ use super::{write_dfx, HostMeta, RunArgs};
 use crate::outdir::{RunDir, SUMMARY_FILE};
 use anyhow::Context;
 use clap::{Args, Subcommand};
-use ferry_dfx::output::ANCHOR_POST;
+use ferry_profile::ANCHOR_POST;
 use ferry_runtime::host::dfx::sample_clock_anchors;
 use ferry_runtime::host::KernelRegistry;
 use ferry_runtime::host::{DeviceRunner, RunnerConfig, Variant};

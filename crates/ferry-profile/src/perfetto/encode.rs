@@ -4,8 +4,8 @@
 use std::io::{self, Write};
 
 use super::{plan, PlanSlice, PlanTrack, TracePlan, TrackKind, SEQUENCE_ID};
-use crate::output::model::RunModel;
-use crate::output::stream::{IdMap, Ticker};
+use crate::model::RunModel;
+use crate::stream::{IdMap, Ticker};
 
 /// A protobuf message being encoded (fields appended in call order).
 #[derive(Default)]
@@ -242,7 +242,7 @@ pub fn encode_plan_with(plan: &TracePlan, opts: EncodeOptions) -> Vec<u8> {
 ///
 /// # Examples
 /// ```
-/// use ferry_dfx::output::{perfetto, sample::sample_run, LossPolicy};
+/// use ferry_profile::{perfetto, sample::sample_run, LossPolicy};
 /// let plan = perfetto::plan(&sample_run(LossPolicy::Block));
 /// let mut out = Vec::new();
 /// perfetto::write_plan(&mut out, &plan, perfetto::EncodeOptions::default()).unwrap();
@@ -298,7 +298,7 @@ pub(crate) fn write_plan_ticked<W: Write>(
 }
 
 /// The Perfetto protobuf trace of `run`, with interned slice names, in memory (tests and small
-/// runs; [`write_all`](crate::output::write_all) streams it into its file).
+/// runs; [`write_all`](crate::write_all) streams it into its file).
 pub fn write_trace(run: &RunModel) -> Vec<u8> {
     encode_plan_with(&plan(run), EncodeOptions { intern_names: true })
 }

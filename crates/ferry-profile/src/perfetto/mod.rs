@@ -106,7 +106,7 @@ pub struct TracePlan {
 ///
 /// # Examples
 /// ```
-/// use ferry_dfx::output::perfetto::assign_lanes;
+/// use ferry_profile::perfetto::assign_lanes;
 /// assert_eq!(assign_lanes(&[(0, 10), (5, 20), (10, 12), (21, 22)]), vec![0, 1, 0, 0]);
 /// ```
 pub fn assign_lanes(iv: &[(u64, u64)]) -> Vec<usize> {

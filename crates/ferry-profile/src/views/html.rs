@@ -5,8 +5,8 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use super::{plural, report};
-use crate::output::model::RunModel;
-use crate::output::scopes::{ScopePhase, ScopeRow, ScopeStats};
+use crate::model::RunModel;
+use crate::scopes::{ScopePhase, ScopeRow, ScopeStats};
 
 /// Escapes text for HTML/SVG.
 pub fn html_escape(s: &str) -> String {
@@ -49,7 +49,7 @@ struct Row {
 /// phases), a scheduler-view row per core (dispatch → finish), and a row per lane that stalled
 /// (its waits in red), then the report as text.
 pub fn swimlane_html(run: &RunModel) -> String {
-    use crate::output::perfetto::{plan, TrackKind};
+    use crate::perfetto::{plan, TrackKind};
     let p = plan(run);
     let names: BTreeMap<u64, String> = p.tracks.iter().map(|t| (t.uuid, t.name.clone())).collect();
     let mut rows: Vec<Row> = Vec::new();

@@ -440,7 +440,7 @@ pub fn format_payload(dtype: &str, bytes: &[u8], limit: usize) -> String {
 ///
 /// # Examples
 /// ```
-/// use ferry_dfx::output::views::format_scalar;
+/// use ferry_profile::views::format_scalar;
 /// assert_eq!(format_scalar("FLOAT32", u64::from(0.5f32.to_bits())), "0.5");
 /// assert_eq!(format_scalar("INT32", u64::from((-3i32) as u32)), "-3");
 /// assert_eq!(format_scalar("UINT64", 42), "42");

@@ -30,7 +30,7 @@ pub struct GraphBuilder<'a> {
     scratch_used: u64,
     check: Option<&'a dyn Fn(u64, u64) -> bool>,
     read: Option<&'a ReadFn<'a>>,
-    /// Host ns (`ferry_dfx::output::host_now_ns`) around each accepted submit, by submit index.
+    /// Host ns (`ferry_profile::host_now_ns`) around each accepted submit, by submit index.
     submit_ns: Vec<(u64, u64)>,
     /// The loaded kernels tasks may name (none unless [`with_custom_kernels`](Self::with_custom_kernels)).
     custom: crate::device::custom::CustomKernels,
@@ -90,11 +90,11 @@ impl<'a> GraphBuilder<'a> {
     /// form: one per recorded task, `task_id` = its submit index (the device's task id unless
     /// a prebuilt workload's forward dependencies renumber the graph in [`finish`](Self::finish)),
     /// with the host ns around the submit.
-    pub fn host_phases(&self) -> Vec<ferry_dfx::output::HostOrchPhase> {
+    pub fn host_phases(&self) -> Vec<ferry_profile::HostOrchPhase> {
         self.submit_ns
             .iter()
             .enumerate()
-            .map(|(i, &(start, end))| ferry_dfx::output::HostOrchPhase {
+            .map(|(i, &(start, end))| ferry_profile::HostOrchPhase {
                 submit_idx: i as u32,
                 task_id: i as u64,
                 start_host_ns: start,
@@ -121,9 +121,9 @@ impl<'a> GraphBuilder<'a> {
     }
 
     fn submit_inner(&mut self, task: &Task, extra: &[u64]) -> Result<TaskId, SubmitError> {
-        let start = ferry_dfx::output::host_now_ns();
+        let start = ferry_profile::host_now_ns();
         let id = self.submit_untimed(task, extra)?;
-        self.submit_ns.push((start, ferry_dfx::output::host_now_ns()));
+        self.submit_ns.push((start, ferry_profile::host_now_ns()));
         Ok(id)
     }
 

@@ -63,7 +63,7 @@ pub struct PreparedRun {
     tensors: Vec<(DevicePtr, u64, bool)>,
     variant: Variant,
     planned: Option<u64>,
-    host_orchestration: Option<ferry_dfx::output::HostOrchestration>,
+    host_orchestration: Option<ferry_profile::HostOrchestration>,
     /// The run stages resident scheduler state as launch metadata (a5 host-built graph): its
     /// scheduler diagnostics are exported only through `scheduler_diagnostics`.
     scheduler_metadata: bool,
@@ -87,7 +87,7 @@ impl PreparedRun {
     /// The host orchestrator's record of a host-built run: when it started, and the host time
     /// of every submit (`None` for a device-orchestrated run). It goes into the swimlane file
     /// as `host_orchestrator_phases` with `orchestrator_source: "host"`.
-    pub fn host_orchestration(&self) -> Option<&ferry_dfx::output::HostOrchestration> {
+    pub fn host_orchestration(&self) -> Option<&ferry_profile::HostOrchestration> {
         self.host_orchestration.as_ref()
     }
 
@@ -532,7 +532,7 @@ impl DeviceRunner {
             (Variant::DeviceOrchestrated, _) => None,
             (Variant::HostBuiltGraph, source) => {
                 let check = |a: u64, b: u64| dev.translate(DevicePtr(a), b).is_ok();
-                let origin_ns = ferry_dfx::output::host_now_ns();
+                let origin_ns = ferry_profile::host_now_ns();
                 let read = |a: u64, out: &mut [u8]| dev.copy_dtoh(DevicePtr(a), out).is_ok();
                 let mut gb =
                     GraphBuilder::new(infos.clone(), args.scalars.clone(), scratch, Some(&check))
@@ -544,8 +544,8 @@ impl DeviceRunner {
                 }
                 let phases = gb.host_phases();
                 let g = gb.finish()?;
-                host_orchestration = Some(ferry_dfx::output::HostOrchestration {
-                    clock_domain_id: ferry_dfx::output::host_clock_domain_id(),
+                host_orchestration = Some(ferry_profile::HostOrchestration {
+                    clock_domain_id: ferry_profile::host_clock_domain_id(),
                     origin_ns,
                     expected_records: g.tasks.len() as u64,
                     phases,

@@ -44,7 +44,7 @@ pub fn task_work(task: &ResolvedTask) -> TaskWork {
 }
 
 /// Simulated PMU counters of one task for `event_type`, in the slot order of
-/// `ferry_dfx::output::pmu_counter_names` (a5 adds `fixpipe_busy_cycles`, `issued_instructions`).
+/// `ferry_profile::pmu_counter_names` (a5 adds `fixpipe_busy_cycles`, `issued_instructions`).
 pub fn pmu_counters(
     event_type: u32,
     aic: bool,

@@ -6,9 +6,7 @@
 
 use std::time::Duration;
 
-use ferry_dfx::output::{
-    host_now_ns, ClockAnchorSample, ClockAnchors, ANCHOR_SAMPLES_PER_POSITION,
-};
+use ferry_profile::{host_now_ns, ClockAnchorSample, ClockAnchors, ANCHOR_SAMPLES_PER_POSITION};
 use ferry_sim::{Device, Event};
 
 /// How long one sample waits for its event.
@@ -52,7 +50,7 @@ pub fn sample_clock_anchors(device: &Device, position: &str, anchors: &mut Clock
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ferry_dfx::output::{ANCHOR_POST, ANCHOR_PRE};
+    use ferry_profile::{ANCHOR_POST, ANCHOR_PRE};
     use ferry_sim::{Arch, PlatformBuilder};
 
     #[test]

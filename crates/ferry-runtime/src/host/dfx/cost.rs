@@ -161,7 +161,7 @@ pub fn subsystem_costs(
 pub fn storm_model(
     arch: Arch,
     size: crate::examples::Size,
-) -> Result<ferry_dfx::output::RunModel, Box<dyn std::error::Error + Send + Sync>> {
+) -> Result<ferry_profile::RunModel, Box<dyn std::error::Error + Send + Sync>> {
     use crate::host::{DeviceRunner, RunnerConfig};
     let cfg = RunnerConfig::default_for(arch);
     let mut r = DeviceRunner::new(cfg)?;

@@ -2,8 +2,8 @@
 //! checked against the runtime before it is written.
 
 use ferry_abi::records as abi;
-use ferry_dfx::output::collect::DepGenLog;
-use ferry_dfx::output::{
+use ferry_profile::collect::DepGenLog;
+use ferry_profile::{
     DepEdge, DepTasks, DepTensor, DepsGraph, EdgeSource, IdMap, IdSet, IdTable, Swimlane,
 };
 
@@ -36,7 +36,7 @@ pub(super) fn deps_graph(log: DepGenLog) -> DepsGraph {
             if t.role != abi::ARG_ROLE_INPUT {
                 *ver += 1;
             }
-            let id = ferry_dfx::output::tensor_id(t.addr, *ver);
+            let id = ferry_profile::tensor_id(t.addr, *ver);
             if seen.insert(id) {
                 tensors.push(DepTensor {
                     tensor_id: id,
@@ -202,7 +202,7 @@ mod tests {
 
     #[test]
     fn a_successor_that_started_before_its_predecessor_ended_is_refused() {
-        let block = |task, start, end| ferry_dfx::output::AicoreTask {
+        let block = |task, start, end| ferry_profile::AicoreTask {
             core: 0,
             task_token_raw: task,
             reg_task_id: 1,

@@ -7,8 +7,8 @@ use std::sync::{Arc, Mutex};
 use ferry_abi::arch::ArchProfile;
 use ferry_abi::records as abi;
 use ferry_dfx::mem::DeviceMemory;
-use ferry_dfx::output::collect::LaneRecords;
 use ferry_dfx::{CollectSink, DfxBuilder, DfxEngine, DfxTransport, Record};
+use ferry_profile::collect::LaneRecords;
 use ferry_sim::Device;
 
 use super::memory::{host_memory, SimCycleClock, SimDeviceMemory};

@@ -1,6 +1,6 @@
 //! Host-side DFX collection: one transport region per subsystem record type, all served by one
 //! host engine, set up before a run, collected and checked after it, turned into the run model
-//! `ferry_dfx::output` writes.
+//! `ferry_profile` writes.
 //!
 //! [`DfxSession::start`] builds each enabled subsystem's region (lanes per core, per AICPU
 //! thread or one for the orchestrator; ready queue = the AICPU thread that owns the lane), adds
@@ -42,9 +42,9 @@ use ferry_abi::records::{
     AicoreTaskRecord, AicpuTaskRecord, OrchPhaseRecord, PmuRecord, SchedPhaseRecord,
     ScopeStatsRecord,
 };
-use ferry_dfx::output::collect::LaneRecords;
-use ferry_dfx::output::{CoreType, LossAccounting, RunMeta, RunModel, Subsystem, Swimlane};
 use ferry_dfx::{DfxEngine, EngineConfig, Policy, RegionKey, RunningEngine};
+use ferry_profile::collect::LaneRecords;
+use ferry_profile::{CoreType, LossAccounting, RunMeta, RunModel, Subsystem, Swimlane};
 use ferry_sim::clock::DeviceClock;
 use ferry_sim::{Arch, Device};
 

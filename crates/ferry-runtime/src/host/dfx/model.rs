@@ -10,12 +10,12 @@ use ferry_abi::records::{
     self as abi, AicoreTaskRecord, AicpuTaskRecord, OrchPhaseRecord, PmuRecord, SchedPhaseRecord,
     ScopeStatsRecord,
 };
-use ferry_dfx::output::collect::{self, DepGenLog, LaneLog, LaneRecords};
-use ferry_dfx::output::{
+use ferry_dfx::{Record, RunReport};
+use ferry_profile::collect::{self, DepGenLog, LaneLog, LaneRecords};
+use ferry_profile::{
     ArgBin, ArgsDump, ChainArgs, DepsGraph, LaneLoss, LossAccounting, PmuTable, RunModel,
     ScopeStats, Subsystem, Swimlane,
 };
-use ferry_dfx::{Record, RunReport};
 
 use super::deps;
 use super::sinks::ArgsSink;

@@ -2,7 +2,7 @@
 //! dumped outputs (`ferry dump DIR replay --task N`).
 
 use crate::device::ops::{DeviceOps, TranslateError};
-use ferry_dfx::output::{ArgsDump, DumpedArg};
+use ferry_profile::{ArgsDump, DumpedArg};
 
 /// Host memory a replayed kernel runs on: buffer `i` lives at device address `(i + 1) << 32`.
 struct HostBuffers {
@@ -122,7 +122,7 @@ fn validate<'a>(d: &ArgsDump, task: u64, args: &[&'a DumpedArg]) -> Result<Slots
     let invalid = |what: String| ReplayError::Invalid { task, what };
     let mut tensors = 0u32;
     for a in args {
-        ferry_dfx::output::validate_arg(a, d.bin.len() as u64)
+        ferry_profile::validate_arg(a, d.bin.len() as u64)
             .map_err(|e| invalid(format!("arg {}: {e}", a.arg_index)))?;
         match &*a.kind {
             "tensor" if a.arg_index >= MAX_TENSORS => {
@@ -200,7 +200,7 @@ fn validate<'a>(d: &ArgsDump, task: u64, args: &[&'a DumpedArg]) -> Result<Slots
 /// and returns each after-completion argument with what the replay computed.
 ///
 /// Before anything is allocated the task's records are checked: every argument as
-/// [`ferry_dfx::output::validate_arg`] does (closed sets, `numel` × dtype size = payload size,
+/// [`ferry_profile::validate_arg`] does (closed sets, `numel` × dtype size = payload size,
 /// payloads inside `args.bin`), tensor indices below the runtime's tensor count and each present,
 /// scalars after the tensors, one record per index and stage, FLOAT32 whole buffers with whole
 /// payloads. Buffers are sized by payloads found in `args.bin`.

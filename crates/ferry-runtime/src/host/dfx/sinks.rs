@@ -1,14 +1,14 @@
 //! The ArgsDump collector sink and its arena acknowledgement. (The other subsystems collect into
-//! `ferry_dfx::output::collect::LaneRecords`: one bulk copy per buffer while the run is live, the
+//! `ferry_profile::collect::LaneRecords`: one bulk copy per buffer while the run is live, the
 //! conversion into model rows after it, off the run's CPU.)
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use ferry_abi::args_dump::{self, ArgsChainError};
-use ferry_dfx::output::chunks::{ChunkLog, Span};
-use ferry_dfx::output::ArgBin;
 use ferry_dfx::{CollectSink, CollectedBuffer, ReplenishHooks};
+use ferry_profile::chunks::{ChunkLog, Span};
+use ferry_profile::ArgBin;
 
 use crate::device::dfx::ArgsArena;
 use crate::device::wrap;
