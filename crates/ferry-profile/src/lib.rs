@@ -60,6 +60,7 @@
     clippy::missing_safety_doc
 )]
 
+pub mod analysis;
 mod arg_rows;
 mod args;
 mod atomic;

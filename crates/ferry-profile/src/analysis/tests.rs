@@ -1,0 +1,268 @@
+use super::super::deps::{DepEdge, DepTask, DepsGraph};
+use super::super::model::{AicoreTask, AicpuTask, CoreType, RunMeta, RunModel, Swimlane};
+use super::super::pmu::{PmuRow, PmuTable};
+use super::super::sample::{sample_run, sample_task};
+use super::super::LossPolicy;
+use super::*;
+
+/// One block: `(task, core, kernel, start, end)`.
+type B = (u64, u32, i32, u64, u64);
+
+/// A run of `blocks` on `cores` AIV cores at 1 GHz (a cycle is a nanosecond) with `edges`
+/// (`pred → succ`) and kernels named `k<func>`.
+fn run_of(cores: usize, blocks: &[B], edges: &[(u64, u64)]) -> RunModel {
+    let mut run = RunModel::new(RunMeta::new("a5", 1_000_000_000, vec![CoreType::Aiv; cores]));
+    let mut sw = Swimlane::new(2);
+    let mut g = DepsGraph::default();
+    for (i, &(task, core, func, start, end)) in blocks.iter().enumerate() {
+        let reg = i as u32 + 1;
+        sw.aicore_tasks.push(AicoreTask {
+            core,
+            task_token_raw: task,
+            reg_task_id: reg,
+            start,
+            end,
+            receive_to_start: 0,
+        });
+        sw.aicpu_tasks.push(AicpuTask { core, reg_task_id: reg, dispatch: start, finish: end });
+        if !g.tasks.iter().any(|t| t.task_id == task) {
+            g.tasks.push(DepTask {
+                task_id: task,
+                kernel_ids: [-1, func, -1],
+                block_num: 1,
+                ..Default::default()
+            });
+        }
+        run.kernels.insert(func, format!("k{func}"));
+    }
+    g.edges = edges.iter().map(|&(p, s)| DepEdge::explicit(p, s)).collect();
+    run.swimlane = Some(sw);
+    run.deps = Some(g);
+    run
+}
+
+fn ids(p: &StaticPath) -> Vec<String> {
+    p.tasks.iter().map(|t| t.task_id.clone()).collect()
+}
+
+fn hex(v: &[u64]) -> Vec<String> {
+    v.iter().map(|&i| task_hex(i)).collect()
+}
+
+/// A long light chain 1→2→3→4→5 (10 cycles each) beside a short heavy one 6→7 (100 each): by
+/// count the long chain, by time the heavy one.
+#[test]
+fn static_path_by_count_and_by_time_choose_different_chains() {
+    let mut b: Vec<B> = (1..=5).map(|i| (i, 0, 1, i * 10, i * 10 + 10)).collect();
+    b.push((6, 1, 2, 0, 100));
+    b.push((7, 1, 2, 100, 200));
+    let run = run_of(2, &b, &[(1, 2), (2, 3), (3, 4), (4, 5), (6, 7)]);
+    let count = static_path(&run, Weight::Count).unwrap().unwrap();
+    assert_eq!(ids(&count), hex(&[1, 2, 3, 4, 5]));
+    assert_eq!((count.length, count.length_ns), (5, None));
+    let time = static_path(&run, Weight::Time).unwrap().unwrap();
+    assert_eq!(ids(&time), hex(&[6, 7]));
+    assert_eq!((time.length, time.length_ns), (200, Some(200)));
+    assert_eq!(time.tasks[1].kernel, "k2");
+    assert_eq!(time.tasks[1].duration_cycles, Some(100));
+}
+
+/// The path follows the heaviest predecessor at every join, not the first listed, and an edge
+/// from the run's inputs (pred 0) or to a task the graph does not list is ignored.
+#[test]
+fn static_path_takes_the_heaviest_predecessor_at_a_join() {
+    // 1 (10) → 3 (10); 2 (50) → 3; 3 → 4 (10).
+    let b = [(1, 0, 1, 0, 10), (2, 1, 1, 0, 50), (3, 0, 1, 50, 60), (4, 0, 1, 60, 70)];
+    let run = run_of(2, &b, &[(1, 3), (2, 3), (3, 4), (0, 1), (99, 4)]);
+    let p = static_path(&run, Weight::Time).unwrap().unwrap();
+    assert_eq!(ids(&p), hex(&[2, 3, 4]));
+    assert_eq!(p.length, 70);
+    // By count both heads tie: the one submitted first wins.
+    let p = static_path(&run, Weight::Count).unwrap().unwrap();
+    assert_eq!(ids(&p), hex(&[1, 3, 4]));
+}
+
+#[test]
+fn a_cyclic_graph_is_an_error_not_a_path() {
+    let b = [(1, 0, 1, 0, 10), (2, 0, 1, 10, 20), (3, 0, 1, 20, 30)];
+    let run = run_of(1, &b, &[(1, 2), (2, 3), (3, 2)]);
+    let e = static_path(&run, Weight::Count).unwrap_err();
+    assert!(e.contains("cycle through 2 of its 3 tasks"), "{e}");
+    let r = report(&run);
+    assert!(r.critical_path.static_by_count.is_none());
+    assert!(r.critical_path.notes.iter().any(|n| n.contains("cycle")), "{:?}", r.critical_path);
+}
+
+/// The observed walk blames the predecessor that finished last: a data wait for a dependency,
+/// a core wait for the task before it on its core; compute and waits tile the makespan.
+#[test]
+fn observed_path_blames_the_last_finisher_and_tiles_the_makespan() {
+    // Core 0: 1 [5, 20), 3 [40, 60); core 1: 2 [10, 35), 4 [70, 100).
+    // 4 depends on 1 and 3 (3 ends last: data wait 10); 3 has no dependency and comes after
+    // 1 on core 0 (core wait 20); 1 is first (front gap 0).
+    let b = [(1, 0, 1, 5, 20), (2, 1, 2, 10, 35), (3, 0, 3, 40, 60), (4, 1, 4, 70, 100)];
+    let run = run_of(2, &b, &[(1, 4), (3, 4)]);
+    let o = observed_path(&run).unwrap();
+    let got: Vec<(String, WaitKind, u64)> =
+        o.tasks.iter().map(|t| (t.task_id.clone(), t.wait, t.wait_cycles)).collect();
+    assert_eq!(
+        got,
+        [
+            (task_hex(1), WaitKind::FrontGap, 0),
+            (task_hex(3), WaitKind::Core, 20),
+            (task_hex(4), WaitKind::Data, 10),
+        ]
+    );
+    assert_eq!(o.makespan_cycles, 95);
+    assert_eq!((o.compute_cycles, o.data_wait_cycles, o.core_wait_cycles), (15 + 20 + 30, 10, 20));
+    assert_eq!(
+        o.compute_cycles + o.data_wait_cycles + o.core_wait_cycles + o.front_gap_cycles,
+        o.makespan_cycles
+    );
+    assert_eq!(o.tasks[2].after.as_deref(), Some(task_hex(3).as_str()));
+}
+
+/// A predecessor that ended after the task started (an ordering violation in the file) is not
+/// blamed; the walk then starts the path with a front gap, and the tiling still holds.
+#[test]
+fn observed_path_skips_a_predecessor_that_overlaps() {
+    let b = [(1, 0, 1, 0, 50), (2, 1, 2, 40, 60)];
+    let run = run_of(2, &b, &[(1, 2)]);
+    let o = observed_path(&run).unwrap();
+    assert_eq!(o.tasks.len(), 1);
+    assert_eq!((o.tasks[0].wait, o.front_gap_cycles), (WaitKind::FrontGap, 40));
+    assert_eq!(o.compute_cycles + o.front_gap_cycles, o.makespan_cycles);
+}
+
+#[test]
+fn sample_run_report_has_every_section() {
+    let r = report(&sample_run(LossPolicy::Block));
+    assert_eq!((r.run.tasks, r.run.blocks, r.run.cores), (6, 6, 3));
+    assert_eq!((r.run.first_cycle, r.run.last_cycle), (100, 2600));
+    let names: Vec<&str> = r.kernels.iter().map(|k| k.kernel.as_str()).collect();
+    assert_eq!(names, ["relu", "add", "matmul"]); // exec 560, 330, 290
+    assert!((r.kernels.iter().map(|k| k.exec_share).sum::<f64>() - 1.0).abs() < 1e-9);
+    // Core 2 runs 3 [140, 260), 5 [310, 500) and 6 [450, 700): the overlap counts once.
+    assert_eq!(r.cores[2].busy_cycles, 120 + 390);
+    assert_eq!(r.cores[2].blocks, 3);
+    let pmu = r.pmu.as_ref().unwrap();
+    assert_eq!(pmu.total.rows, 6);
+    assert_eq!(pmu.total.total_cycles, 290 + 170 + 120 + 160 + 190 + 250);
+    assert_eq!(pmu.kernels[0].kernel, "relu");
+    assert_eq!(pmu.kernels[0].counters[0], 120 / 2 + 190 / 2 + 250 / 2);
+    assert_eq!(r.stalls.lanes[0].lane, "aicpu_task/core1");
+    assert_eq!(r.stalls.inflated_tasks, [task_hex(sample_task(4))]);
+    assert!(r.loss.reconciles);
+    let cp = &r.critical_path;
+    let chain = hex(&[sample_task(3), sample_task(5), sample_task(6)]);
+    assert_eq!(ids(cp.static_by_count.as_ref().unwrap()), chain);
+    assert_eq!(ids(cp.static_by_time.as_ref().unwrap()), chain);
+    assert_eq!(cp.static_by_time.as_ref().unwrap().length, 120 + 190 + 250);
+    assert!(cp.notes.is_empty(), "{:?}", cp.notes);
+    // Round trip through JSON: what a script reads is the whole model.
+    let back: Report = serde_json::from_str(&serde_json::to_string(&r).unwrap()).unwrap();
+    assert_eq!(back, r);
+    let t = r.text(Some(1));
+    let table = &t[t.find("Per kernel").unwrap()..t.find("Per core").unwrap()];
+    assert!(table.contains("(top 1 of 3)") && table.contains("\n  relu "), "{t}");
+    assert!(!table.contains("matmul") && !table.contains("\n  add "), "{t}");
+    assert!(t.contains("static by count: 3 tasks"), "{t}");
+}
+
+#[test]
+fn without_deps_or_swimlane_the_notes_say_why() {
+    let mut run = sample_run(LossPolicy::Block);
+    run.deps = None;
+    let r = report(&run);
+    assert!(r.critical_path.static_by_time.is_none() && r.critical_path.observed.is_some());
+    assert!(r.critical_path.notes.iter().any(|n| n.contains("--dep-gen")));
+    run.swimlane = None;
+    let r = report(&run);
+    assert!(r.critical_path.observed.is_none());
+    assert!(r.critical_path.notes.iter().any(|n| n.contains("--swimlane")));
+}
+
+#[test]
+fn pmu_summary_sums_counters_per_kernel() {
+    let mut run = run_of(1, &[(1, 0, 1, 0, 10), (2, 0, 2, 10, 30)], &[]);
+    let mut p = PmuTable::new("a2a3", 2);
+    for (task, func, cycles) in [(1, 1, 10), (2, 2, 20), (3, 2, 5)] {
+        p.rows.push(PmuRow {
+            task_id: task,
+            func_id: func,
+            pmu_total_cycles: cycles,
+            counters: (0..8u64).map(|k| cycles * k).collect(),
+            ..Default::default()
+        });
+    }
+    run.pmu = Some(p);
+    let s = report(&run).pmu.unwrap();
+    assert_eq!(s.kernels.iter().map(|k| k.kernel.as_str()).collect::<Vec<_>>(), ["k2", "k1"]);
+    assert_eq!((s.kernels[0].rows, s.kernels[0].total_cycles), (2, 25));
+    assert_eq!(s.kernels[0].counters[3], 75);
+    assert_eq!(s.total.counters[1], 35);
+}
+
+#[test]
+fn diff_of_a_run_against_itself_is_zero() {
+    let r = report(&sample_run(LossPolicy::Drop));
+    let d = diff(&r, &r);
+    assert!(d.is_zero(), "{d:?}");
+    assert_eq!(d.regression, None);
+    assert_eq!(d.critical_path.same_static_kernels, Some(true));
+    assert!(d.text(None).contains("no kernel regressed"));
+}
+
+/// B's `k2` takes 300 cycles more, `k1` 20 more, `k3` 50 fewer: `k2` is named first and the
+/// rows go from the biggest regression to the biggest improvement.
+#[test]
+fn diff_names_the_biggest_regression_first() {
+    let a = run_of(1, &[(1, 0, 1, 0, 100), (2, 0, 2, 100, 200), (3, 0, 3, 200, 300)], &[(1, 2)]);
+    let b = run_of(1, &[(1, 0, 1, 0, 120), (2, 0, 2, 120, 520), (3, 0, 3, 520, 570)], &[(1, 2)]);
+    let d = diff(&report(&a), &report(&b));
+    assert_eq!(d.regression.as_deref(), Some("k2"));
+    let order: Vec<(&str, i64)> =
+        d.kernels.iter().map(|k| (k.kernel.as_str(), k.exec_ns.delta)).collect();
+    assert_eq!(order, [("k2", 300), ("k1", 20), ("k3", -50)]);
+    assert_eq!(d.wall_ns.delta, 270);
+    assert_eq!(d.critical_path.static_by_time_ns.unwrap().delta, 320);
+    assert!(!d.is_zero());
+    let t = d.text(None);
+    assert!(t.contains("biggest kernel regression: k2"), "{t}");
+    // Backwards, k3 is the only regression.
+    let d = diff(&report(&b), &report(&a));
+    assert_eq!(d.regression.as_deref(), Some("k3"));
+    // Only faster: nothing regressed.
+    let c = run_of(1, &[(1, 0, 1, 0, 50), (2, 0, 2, 50, 100), (3, 0, 3, 100, 150)], &[(1, 2)]);
+    let d = diff(&report(&a), &report(&c));
+    assert_eq!(d.regression, None);
+    assert!(d.kernels.iter().all(|k| k.exec_ns.delta == -50), "{d:?}");
+}
+
+/// Times compare in nanoseconds: the same run on a clock twice as fast is half as long.
+#[test]
+fn diff_compares_runs_on_different_clocks_in_nanoseconds() {
+    let a = run_of(1, &[(1, 0, 1, 0, 100)], &[]);
+    let mut b = a.clone();
+    b.meta.clock_freq_hz = 2_000_000_000;
+    let d = diff(&report(&a), &report(&b));
+    assert_eq!(d.kernels[0].exec_ns, Pair::new(100, 50));
+    assert_eq!(d.critical_path.observed_makespan_ns, Some(Pair::new(100, 50)));
+}
+
+#[test]
+fn listings_name_tasks_one_way() {
+    let run = sample_run(LossPolicy::Block);
+    let l = deps_listing(&run).unwrap();
+    assert_eq!((l.tasks, l.tensors, l.edges), (6, 7, 4));
+    assert_eq!(l.hb_violations.len(), 1);
+    assert_eq!(l.hb_violations[0].succ, task_hex(sample_task(6)));
+    let t4 = l.task_list.iter().find(|t| t.task_id == task_hex(sample_task(4))).unwrap();
+    assert_eq!(t4.preds.len(), 2);
+    assert_eq!(t4.preds[0].source, "creator");
+    let d = dump_listing(run.args.as_ref().unwrap(), &Default::default());
+    assert_eq!((d.total, d.shown), (3, 3));
+    let scalar = d.args.iter().find(|a| a.kind == "scalar").unwrap();
+    assert_eq!(scalar.value.as_deref(), Some("42"));
+    assert_eq!(d.args[0].payload_bytes, Some(16));
+}
