@@ -17,6 +17,7 @@ mod cli_reference;
 mod deps;
 mod device_opts;
 mod diagnose;
+mod diff;
 mod dump;
 mod figures;
 mod info;
@@ -75,8 +76,11 @@ enum Command {
     Trace(trace::TraceArgs),
     /// Write one self-contained HTML swimlane of a run.
     View(view::ViewArgs),
-    /// Per-kernel timing, stalled lanes and loss accounting of a run.
+    /// Per-kernel time, core utilisation, PMU sums, stalls, loss and the critical paths of a run.
     Report(report::ReportArgs),
+    /// Compare two runs: wall, tasks, per-kernel time (the biggest regression first), critical
+    /// paths, stalls, loss.
+    Diff(diff::DiffArgs),
     /// The dependency graph of a run (deps.json).
     Deps(deps::DepsArgs),
     /// List, filter and export a run's argument dump.
@@ -129,6 +133,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Trace(a) => trace::run(&a),
         Command::View(a) => view::run(&a),
         Command::Report(a) => report::run(&a),
+        Command::Diff(a) => diff::run(&a),
         Command::Deps(a) => deps::run(&a),
         Command::Dump(a) => dump::run(&a),
         Command::Scopes(a) => scopes::run(&a),

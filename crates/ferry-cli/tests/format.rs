@@ -214,7 +214,10 @@ fn scalars_counts_and_scopes_read_as_they_are() {
     assert!(blocks as u64 > tasks, "the small vector run is SPMD");
     let report = ok(&["report", ds]);
     let head = report.lines().next().unwrap();
-    assert!(head.ends_with(&format!("{tasks} tasks, {blocks} blocks on 24 cores")), "{head}");
+    assert!(
+        head.contains(&format!(", {tasks} tasks, {blocks} blocks on 24 cores, wall ")),
+        "{head}"
+    );
 
     let scopes = ok(&["scopes", ds]);
     assert!(scopes.contains("(ok)") && !scopes.contains("danger"), "{scopes}");

@@ -199,20 +199,18 @@ fn commands_read_only_the_files_they_need() {
     let o = cli(&["deps"], &d);
     assert!(ok(&o).contains("20 tasks"));
     assert!(!text(&o.stderr).contains("pmu.csv"), "{}", text(&o.stderr));
-    // report reads everything there but args.bin: the changed pmu.csv is skipped with a warning
-    // that names it and says what to do; the rest is reported.
-    let o = cli(&["report"], &d);
-    let (out, err) = (ok(&o), text(&o.stderr));
-    assert!(out.contains("Per kernel") && out.contains("args_dump: dropped_records 0"), "{out}");
-    assert!(err.contains("skipped") && err.contains("pmu.csv") && err.contains("rerun"), "{err}");
+    // report reads everything there but args.bin, and a file it cannot trust fails it: the
+    // changed pmu.csv is refused, naming it and saying what to do.
+    let err = fails(&cli(&["report"], &d));
+    assert!(err.contains("pmu.csv") && err.contains("rerun"), "{err}");
     // A replay needs the payloads: the manifest lists args.bin, so its absence is refused.
     let o = cli(&["dump", "replay", "--task", "0"], &d);
     assert!(!o.status.success() && text(&o.stderr).contains("args.bin"), "{}", text(&o.stderr));
-    // Resealed, the truncated CSV reaches its parser: a warning naming the line, still a report.
+    // Resealed, the truncated CSV reaches its parser: an error naming the line.
     reseal_without(&d, "args_dump/args.bin");
-    let o = cli(&["report"], &d);
-    ok(&o);
-    assert!(text(&o.stderr).contains("pmu.csv: line"), "{}", text(&o.stderr));
+    assert!(fails(&cli(&["report"], &d)).contains("pmu.csv: line"));
+    // deps, which never reads it, still works.
+    assert!(ok(&cli(&["deps"], &d)).contains("20 tasks"));
     // Unlisted now, args.bin may be absent only where args_dump.json names no bin file (a dump
     // without payloads); this one names it.
     let o = cli(&["dump", "replay", "--task", "0"], &d);
@@ -232,8 +230,17 @@ fn reseal_without(d: &Path, gone: &str) {
 #[test]
 fn inconsistent_metadata_is_an_error_or_a_warning_never_a_wrapped_number() {
     let d = run_copy("inconsistent");
+    // A clock of 0 leaves no time to report: an error naming the field (report reads every
+    // file that is there, and one it cannot read fails it).
+    let mut clock = Value::Null;
     edit_json(&d.join("chip_swimlane_records.json"), |v| {
+        clock = v["metadata"]["clock_freq_hz"].take();
         v["metadata"]["clock_freq_hz"] = 0.into();
+    });
+    reseal(&d);
+    assert!(fails(&cli(&["report"], &d)).contains("clock_freq_hz is 0"));
+    edit_json(&d.join("chip_swimlane_records.json"), |v| {
+        v["metadata"]["clock_freq_hz"] = clock.clone();
     });
     edit_json(&d.join("deps.json"), |v| {
         v["edges"][0]["succ"] = "77777".into();
@@ -248,7 +255,6 @@ fn inconsistent_metadata_is_an_error_or_a_warning_never_a_wrapped_number() {
     let o = cli(&["report"], &d);
     let err = text(&o.stderr);
     ok(&o);
-    assert!(err.contains("clock_freq_hz is 0"), "{err}");
     assert!(err.contains("edge(s) name a task") && err.contains("0x0000000000012fd1"), "{err}");
     assert!(err.contains("ring 1 has scope records but no task-window capacity"), "{err}");
     // A start at u64::MAX: a warning, and no wrapped figure in the report.

@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::OnceLock;
 
 use ferry_profile::{
-    self as output, hash_file, open_run, perfetto, views, Manifest, ManifestEntry, Needs,
+    self as output, analysis, hash_file, open_run, perfetto, views, Manifest, ManifestEntry, Needs,
     WriteOptions, MANIFEST_FILE,
 };
 use proptest::prelude::*;
@@ -232,7 +232,10 @@ fn analyse(d: &Path, scratch: &Path) -> usize {
         reached += 1;
     }
     if let Ok(r) = open_run(d, &Needs::REPORT) {
-        assert!(views::report(&r.run).starts_with("ferry report"));
+        let rep = analysis::report(&r.run);
+        assert!(rep.text(None).starts_with("ferry report"));
+        assert!(serde_json::to_string(&rep).unwrap().starts_with('{'));
+        assert!(analysis::diff(&rep, &rep).is_zero());
         reached += 1;
     }
     if let Ok(r) = open_run(d, &Needs::DUMP) {

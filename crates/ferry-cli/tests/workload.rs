@@ -34,12 +34,13 @@ fn tmp(tag: &str) -> PathBuf {
     d
 }
 
-const WORKLOADS: [(&str, &str); 5] = [
+const WORKLOADS: [(&str, &str); 6] = [
     ("vector.toml", "vector"),
     ("paged-attention.toml", "paged-attention"),
     ("storm.toml", "storm"),
     ("diamond.toml", "diamond"),
     ("graph-100k.toml", "graph-100k"),
+    ("chain.toml", "chain"),
 ];
 
 /// The name map (docs/dfx.md) and the clock anchors of a workload's DFX directory.
@@ -130,12 +131,17 @@ fn diamond_runs_on_both_arches_and_variants_with_dfx() {
 }
 
 #[test]
+fn chain_runs_on_both_arches_and_variants_with_dfx() {
+    runs_everywhere_with_dfx("chain.toml", "chain");
+}
+
+#[test]
 fn graph_100k_runs_on_both_arches_and_variants_with_dfx() {
     runs_everywhere_with_dfx("graph-100k.toml", "graph-100k");
 }
 
 #[test]
-fn examples_workloads_holds_the_five() {
+fn examples_workloads_holds_the_six() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/workloads");
     for (file, _) in WORKLOADS {
         assert!(dir.join(file).exists(), "{file}");

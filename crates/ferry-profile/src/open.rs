@@ -51,6 +51,15 @@ pub enum Need {
     Optional,
     /// Missing or broken: the analysis fails.
     Required,
+    /// Read when present; present but broken (or refused by the manifest): the analysis fails.
+    IfPresent,
+}
+
+impl Need {
+    /// Whether a file that is there but cannot be read fails the analysis.
+    fn strict(self) -> bool {
+        matches!(self, Need::Required | Need::IfPresent)
+    }
 }
 
 /// The files an analysis reads.
@@ -80,14 +89,15 @@ impl Needs {
         args_payloads: false,
         scopes: Need::Skip,
     };
-    /// `ferry report`: every file that is there (payloads excepted), at least one.
+    /// `ferry report` and `ferry diff`: every file that is there (payloads excepted), at least
+    /// one; one that is there but unreadable fails the report (it would be silently wrong).
     pub const REPORT: Needs = Needs {
-        swimlane: Need::Optional,
-        pmu: Need::Optional,
-        deps: Need::Optional,
-        args: Need::Optional,
+        swimlane: Need::IfPresent,
+        pmu: Need::IfPresent,
+        deps: Need::IfPresent,
+        args: Need::IfPresent,
         args_payloads: false,
-        scopes: Need::Optional,
+        scopes: Need::IfPresent,
     };
     /// `ferry dump`: the argument dump with its payloads.
     pub const DUMP: Needs = Needs {
@@ -290,7 +300,7 @@ impl Opener {
                 Err(e) => e,
             },
         };
-        if need == Need::Required {
+        if need.strict() {
             return Err(OpenError::Refused { source: refusal });
         }
         self.warnings.push(format!(
@@ -302,7 +312,7 @@ impl Opener {
 
     /// A parse failure of a file: an error when required, else a warning and nothing.
     fn failed<T>(&mut self, need: Need, e: OutputError) -> Result<Option<T>, OpenError> {
-        if need == Need::Required {
+        if need.strict() {
             return Err(e.into());
         }
         self.warnings.push(format!("skipped {}: {e}", self.dir.display()));
@@ -539,7 +549,7 @@ pub fn open_run(dir: &Path, needs: &Needs) -> Result<OpenedRun, OpenError> {
             let len = o.size_of(&bin_rel);
             match len {
                 Ok(len) => read_args_meta(open_file(&p)?, len),
-                Err(e) if needs.args == Need::Required => return Err(e),
+                Err(e) if needs.args.strict() => return Err(e),
                 Err(e) => {
                     o.warnings.push(format!("skipped {}: {e}", p.display()));
                     Err(OutputError::Empty(p.clone()))

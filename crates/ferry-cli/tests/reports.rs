@@ -1,0 +1,235 @@
+//! `ferry report --json` and `ferry diff` end to end on `examples/workloads/chain.toml`, a
+//! workload whose longest dependency chain is known: the static critical path by count is exactly
+//! that chain; a run compared with itself has no delta; a run whose `mul` does 512 times the
+//! work is named the biggest regression; unreadable inputs fail with the file named.
+//!
+//! The runs are host-built (`--variant host`): the whole graph is submitted before any task runs,
+//! so `deps.json` records every dependency (a device-orchestrated run records the dependencies
+//! on tasks still in flight at each submit, which depends on timing).
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+fn ferry() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_ferry"))
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+fn run(args: &[&str]) -> Output {
+    ferry().args(args).output().unwrap()
+}
+
+fn ok(args: &[&str]) -> String {
+    let o = run(args);
+    assert!(o.status.success(), "{args:?}: {}\n{}", text(&o.stdout), text(&o.stderr));
+    text(&o.stdout)
+}
+
+fn ok_json(args: &[&str]) -> Value {
+    serde_json::from_str(&ok(args)).unwrap_or_else(|e| panic!("{args:?}: {e}"))
+}
+
+fn tmp(tag: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("ferry-reports-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    d
+}
+
+const CHAIN: &str = "chain.toml";
+/// `depth` of chain.toml: the length of its longest chain.
+const DEPTH: usize = 12;
+
+fn workload(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/workloads").join(name)
+}
+
+/// Runs `file` host-built with the swimlane, DepGen and PMU into `out`.
+fn profile(file: &Path, out: &Path) {
+    ok(&[
+        "run",
+        "--workload",
+        file.to_str().unwrap(),
+        "--variant",
+        "host",
+        "--swimlane",
+        "4",
+        "--dep-gen",
+        "--pmu",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+}
+
+/// chain.toml with `mul_len` raised from 64 to `n` (in `dir`).
+fn chain_with_mul_len(dir: &Path, n: u64) -> PathBuf {
+    let t = std::fs::read_to_string(workload(CHAIN)).unwrap();
+    let line = t.lines().find(|l| l.starts_with("mul_len = ")).unwrap();
+    assert!(line.starts_with("mul_len = 64 "), "{line}");
+    std::fs::create_dir_all(dir).unwrap();
+    let p = dir.join(CHAIN);
+    std::fs::write(&p, t.replace(line, &format!("mul_len = {n}"))).unwrap();
+    p
+}
+
+fn hex(id: u64) -> String {
+    format!("0x{id:016x}")
+}
+
+fn ids(path: &Value) -> Vec<String> {
+    path["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["task_id"].as_str().unwrap().to_string())
+        .collect()
+}
+
+/// Every `delta` in `v`, with its path.
+fn deltas(v: &Value, at: &str, out: &mut Vec<(String, i64)>) {
+    match v {
+        Value::Object(m) => {
+            for (k, x) in m {
+                if k == "delta" {
+                    out.push((at.to_string(), x.as_i64().unwrap()));
+                } else {
+                    deltas(x, &format!("{at}.{k}"), out);
+                }
+            }
+        }
+        Value::Array(a) => {
+            for (i, x) in a.iter().enumerate() {
+                deltas(x, &format!("{at}[{i}]"), out);
+            }
+        }
+        _ => {}
+    }
+}
+
+#[test]
+fn the_static_critical_path_is_the_known_chain_and_a_run_against_itself_has_no_delta() {
+    let d = tmp("chain");
+    profile(&workload(CHAIN), &d);
+    let ds = d.to_str().unwrap();
+    let r = ok_json(&["report", ds, "--json"]);
+
+    // The chain: the first DEPTH submits of the graph (the add_scalar repeat), in order.
+    let deps: Value = serde_json::from_slice(&std::fs::read(d.join("deps.json")).unwrap()).unwrap();
+    let chain: Vec<String> = deps["tasks"].as_array().unwrap()[..DEPTH]
+        .iter()
+        .map(|t| hex(t["task_id"].as_str().unwrap().parse().unwrap()))
+        .collect();
+    let cp = &r["critical_path"];
+    assert_eq!(ids(&cp["static_by_count"]), chain, "{cp}");
+    assert_eq!(cp["static_by_count"]["length"], DEPTH);
+    assert!(cp["static_by_count"]["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|t| t["kernel"] == "add_scalar"));
+
+    // By time: a chain of the graph at least as heavy as the known chain's durations.
+    let dur = |p: &Value| -> u64 {
+        p["tasks"].as_array().unwrap().iter().map(|t| t["duration_cycles"].as_u64().unwrap()).sum()
+    };
+    let by_time = &cp["static_by_time"];
+    assert_eq!(by_time["length"].as_u64().unwrap(), dur(by_time));
+    assert!(dur(by_time) >= dur(&cp["static_by_count"]), "{cp}");
+    let edges: Vec<(String, String)> = deps["edges"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| {
+            let h = |k: &str| hex(e[k].as_str().unwrap().parse().unwrap());
+            (h("pred"), h("succ"))
+        })
+        .collect();
+    for w in ids(by_time).windows(2) {
+        assert!(edges.contains(&(w[0].clone(), w[1].clone())), "{w:?} is no edge: {cp}");
+    }
+
+    // Observed: compute and waits tile the makespan.
+    let o = &cp["observed"];
+    let sum: u64 = ["compute_cycles", "data_wait_cycles", "core_wait_cycles", "front_gap_cycles"]
+        .iter()
+        .map(|k| o[k].as_u64().unwrap())
+        .sum();
+    assert_eq!(sum, o["makespan_cycles"].as_u64().unwrap(), "{o}");
+
+    // The rest of the report.
+    assert_eq!(r["run"]["tasks"], 28);
+    assert_eq!(r["pmu"]["total"]["rows"], 28);
+    let kernels: Vec<&str> =
+        r["kernels"].as_array().unwrap().iter().map(|k| k["kernel"].as_str().unwrap()).collect();
+    assert_eq!(kernels.len(), 3, "{kernels:?}");
+    let top = ok_json(&["report", ds, "--json", "--top", "1"]);
+    assert_eq!(top["kernels"].as_array().unwrap().len(), 1);
+    assert_eq!(top["kernels"][0]["kernel"], kernels[0]);
+
+    // Against itself: every delta zero, nothing regressed.
+    let diff = ok_json(&["diff", ds, ds, "--json"]);
+    let mut all = Vec::new();
+    deltas(&diff, "", &mut all);
+    assert!(all.len() > 10, "{diff}");
+    assert!(all.iter().all(|(_, v)| *v == 0), "{all:?}");
+    assert_eq!(diff["regression"], Value::Null);
+    assert_eq!(diff["critical_path"]["same_static_kernels"], true);
+    let t = ok(&["diff", ds, ds]);
+    assert!(t.contains("no kernel regressed"), "{t}");
+    std::fs::remove_dir_all(&d).unwrap();
+}
+
+/// `mul` does 512 times the work in B (mul_len 64 → 32768, 8 tasks): it is named first, by a
+/// margin of milliseconds against kernels whose totals are tens of microseconds; backwards it is
+/// the biggest improvement, last.
+#[test]
+fn diff_names_the_slower_kernel_first() {
+    let (a, b) = (tmp("diff-a"), tmp("diff-b"));
+    profile(&workload(CHAIN), &a);
+    let slow = chain_with_mul_len(&tmp("diff-wl"), 32768);
+    profile(&slow, &b);
+    let (as_, bs) = (a.to_str().unwrap(), b.to_str().unwrap());
+    let d = ok_json(&["diff", as_, bs, "--json"]);
+    assert_eq!(d["regression"], "mul", "{d}");
+    assert_eq!(d["kernels"][0]["kernel"], "mul", "{d}");
+    assert_eq!(d["kernels"][0]["tasks"]["delta"], 0);
+    assert_eq!(d["tasks"]["delta"], 0);
+    let t = ok(&["diff", as_, bs]);
+    assert!(t.contains("biggest kernel regression: mul"), "{t}");
+    let back = ok_json(&["diff", bs, as_, "--json"]);
+    let k = back["kernels"].as_array().unwrap();
+    assert_eq!(k.last().unwrap()["kernel"], "mul", "{back}");
+    for p in [a, b, slow.parent().unwrap().to_path_buf()] {
+        std::fs::remove_dir_all(p).unwrap();
+    }
+}
+
+/// A truncated file is an error naming it (a non-zero exit, no backtrace-only message), with the
+/// manifest (the file changed since the run) and without it (the parser's error).
+#[test]
+fn a_truncated_input_fails_report_and_diff() {
+    let d = tmp("truncated");
+    profile(&workload(CHAIN), &d);
+    let ds = d.to_str().unwrap();
+    let good = ok(&["report", ds]);
+    assert!(good.contains("Critical path"), "{good}");
+    let sw = d.join("chip_swimlane_records.json");
+    let t = std::fs::read(&sw).unwrap();
+    std::fs::write(&sw, &t[..t.len() / 2]).unwrap();
+    for args in [vec!["report", ds], vec!["report", ds, "--json"], vec!["diff", ds, ds]] {
+        let o = run(&args);
+        let err = text(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{args:?}: {}", text(&o.stdout));
+        assert!(err.contains("chip_swimlane_records.json"), "{args:?}: {err}");
+        assert!(o.stdout.is_empty(), "{args:?}: {}", text(&o.stdout));
+    }
+    std::fs::remove_file(d.join("ferry-manifest.json")).unwrap();
+    let o = run(&["report", ds, "--json"]);
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("chip_swimlane_records.json"), "{err}");
+    std::fs::remove_dir_all(&d).unwrap();
+}
