@@ -208,7 +208,7 @@ const FIGURES: &[Figure] = &[
     Figure {
         area: "sim",
         pointer: "/contention/alone_tasks_per_s",
-        what: "50,000-task storm alone (a2a3, 4 AICPU threads, 24 cores)",
+        what: "the storm alone (a2a3, 4 AICPU threads, 24 cores)",
         fmt: Fmt::Int("tasks/s"),
         target: "",
     },
@@ -228,30 +228,37 @@ const FIGURES: &[Figure] = &[
     },
     Figure {
         area: "runtime",
-        pointer: "/device_orchestrated_tasks_per_s",
+        pointer: "/device_orch_tasks_per_s",
         what: "storm through the full path, device-orchestrated",
         fmt: Fmt::Int("tasks/s"),
         target: "",
     },
     Figure {
         area: "runtime",
-        pointer: "/host_built_tasks_per_s",
+        pointer: "/host_graph_tasks_per_s",
         what: "storm through the full path, host-built graph",
         fmt: Fmt::Int("tasks/s"),
         target: "",
     },
     Figure {
-        area: "launch",
-        pointer: "/changed_prefix_us_median",
-        what: "launch transaction host time, changed prefix",
-        fmt: Fmt::Dec1("µs"),
+        area: "runtime",
+        pointer: "/dispatch_overhead_ns_per_task",
+        what: "dispatch overhead per storm task over a direct kernel call",
+        fmt: Fmt::Int("ns"),
         target: "",
     },
     Figure {
         area: "launch",
-        pointer: "/unchanged_prefix_us_median",
-        what: "launch transaction host time, unchanged prefix",
-        fmt: Fmt::Dec1("µs"),
+        pointer: "/changed_ns_per_run",
+        what: "launch transaction host time per prepare + publish + launch, changed prefix",
+        fmt: Fmt::Int("ns"),
+        target: "",
+    },
+    Figure {
+        area: "launch",
+        pointer: "/unchanged_ns_per_run",
+        what: "launch transaction host time per prepare + publish + launch, unchanged prefix",
+        fmt: Fmt::Int("ns"),
         target: "",
     },
     Figure {
@@ -277,14 +284,14 @@ const FIGURES: &[Figure] = &[
     },
     Figure {
         area: "copy",
-        pointer: "/sizes/0/gather_over_contiguous",
+        pointer: "/gather/0/engine_vs_contiguous",
         what: "4 KiB fragments host→device: gather kernel over one contiguous copy",
         fmt: Fmt::Frac,
         target: "≥ 0.7",
     },
     Figure {
         area: "copy",
-        pointer: "/sizes/2/gather_over_contiguous",
+        pointer: "/gather/2/engine_vs_contiguous",
         what: "256 KiB fragments: copy path over one contiguous copy",
         fmt: Fmt::Frac,
         target: "≥ 0.8",
@@ -312,7 +319,28 @@ const FIGURES: &[Figure] = &[
     },
     Figure {
         area: "dfx",
-        pointer: "/storm/bytes_per_record",
+        pointer: "/storm/write_phase/records_per_s",
+        what: "DFX files written per second after the run",
+        fmt: Fmt::Int("records/s"),
+        target: "≥ 1,000,000",
+    },
+    Figure {
+        area: "dfx",
+        pointer: "/storm/trace_phase/ratio",
+        what: "trace phase at 50,000 tasks over 5,000 (linear: 10)",
+        fmt: Fmt::Dec1(""),
+        target: "≤ 12",
+    },
+    Figure {
+        area: "dfx",
+        pointer: "/drain/2/vs_memcpy",
+        what: "a5 drain (polling) over a streaming memcpy of the same bytes",
+        fmt: Fmt::Frac,
+        target: "≥ 0.3",
+    },
+    Figure {
+        area: "dfx",
+        pointer: "/storm/write_phase/bytes_per_record",
         what: "bytes written per DFX record",
         fmt: Fmt::Dec1("B"),
         target: "",
@@ -368,7 +396,9 @@ fn render(runs: &[(String, Value)]) -> String {
             if v["quick"].as_bool() == Some(true) { " (quick)" } else { "" },
         );
     }
-    s.push_str("\n## Headline figures\n\n| area | figure | range | each invocation | target |\n|---|---|---|---|---|\n");
+    s.push_str(
+        "\n## Headline figures\n\n| area | figure | range | each invocation | target | met |\n|---|---|---|---|---|---|\n",
+    );
     for f in FIGURES {
         let vals: Vec<Option<f64>> = runs
             .iter()
@@ -387,14 +417,39 @@ fn render(runs: &[(String, Value)]) -> String {
             vals.iter().map(|x| x.map_or("—".into(), |x| f.fmt.show(x))).collect();
         let _ = writeln!(
             s,
-            "| `{}` | {} | **{range}** | {} | {} |",
+            "| `{}` | {} | **{range}** | {} | {} | {} |",
             f.area,
             f.what,
             each.join(" / "),
-            if f.target.is_empty() { "" } else { f.target }
+            f.target,
+            met(f.target, &vals),
         );
     }
     s
+}
+
+/// How many invocations meet `target` (`≤ 3`, `≥ 0.85`, `< 2 %`, `≥ 1,000,000`), as `k/n`;
+/// empty without a target. A missing figure does not meet it.
+fn met(target: &str, vals: &[Option<f64>]) -> String {
+    let t = target.trim();
+    let (op, rest) = match t.chars().next() {
+        Some(c @ ('≤' | '≥' | '<' | '>')) => (c, &t[c.len_utf8()..]),
+        _ => return String::new(),
+    };
+    let num: String = rest.chars().filter(|c| c.is_ascii_digit() || *c == '.').collect();
+    let Ok(bound) = num.parse::<f64>() else { return String::new() };
+    let ok = vals
+        .iter()
+        .filter(|v| {
+            v.is_some_and(|x| match op {
+                '≤' => x <= bound,
+                '≥' => x >= bound,
+                '<' => x < bound,
+                _ => x > bound,
+            })
+        })
+        .count();
+    format!("{ok}/{}", vals.len())
 }
 
 fn read_trim(p: &str) -> Option<String> {
@@ -493,5 +548,17 @@ mod tests {
             .find(|l| l.contains("freeze ratio") || l.contains("longest call"))
             .unwrap();
         assert!(missing.contains("**—**") && missing.contains("— / —"), "{missing}");
+        assert!(row.ends_with("| 2/2 |"), "{row}");
+        assert!(missing.ends_with("| 0/2 |"), "{missing}");
+    }
+
+    #[test]
+    fn targets_are_counted_per_invocation() {
+        let v = [Some(0.9), Some(0.8), None];
+        assert_eq!(met("≥ 0.85", &v), "1/3");
+        assert_eq!(met("≤ 0.85", &v), "1/3");
+        assert_eq!(met("< 2 %", &[Some(0.5)]), "1/1");
+        assert_eq!(met("≥ 1,000,000", &[Some(999_999.0), Some(1e6)]), "1/2");
+        assert_eq!(met("", &v), "");
     }
 }
