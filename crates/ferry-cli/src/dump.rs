@@ -4,7 +4,9 @@ use std::path::PathBuf;
 
 use anyhow::bail;
 use clap::{Args, Subcommand};
-use ferry_profile::{self as output, views, views::DumpFilter, Needs, ARG_ROLES, ARG_STAGES};
+use ferry_profile::{
+    self as output, analysis, views, views::DumpFilter, Needs, ARG_ROLES, ARG_STAGES,
+};
 
 #[derive(Debug, Args)]
 pub(crate) struct DumpArgs {
@@ -27,6 +29,9 @@ pub(crate) struct DumpArgs {
     /// Only this argument index.
     #[arg(long, global = true)]
     arg: Option<u32>,
+    /// `list`: print the arguments as one JSON object (schema: docs/reports.md).
+    #[arg(long, global = true)]
+    json: bool,
 }
 
 #[derive(Debug, Subcommand)]
@@ -79,7 +84,13 @@ pub(crate) fn execute(a: &DumpArgs) -> anyhow::Result<String> {
         func: a.func,
         arg_index: a.arg,
     };
+    if a.json && !matches!(a.action, None | Some(DumpAction::List)) {
+        bail!("--json applies to `list` only");
+    }
     match &a.action {
+        None | Some(DumpAction::List) if a.json => {
+            Ok(format!("{}\n", serde_json::to_string_pretty(&analysis::dump_listing(dump, &f))?))
+        }
         None | Some(DumpAction::List) => Ok(views::dump_list(dump, &f)),
         Some(DumpAction::Export { out }) => {
             let paths = views::dump_export(dump, &f, out)?;
@@ -156,5 +167,12 @@ mod tests {
         ]))
         .unwrap();
         assert!(msg.starts_with("exported 3 files"), "{msg}"); // tensor .bin + .txt, scalar .txt
+        let j = execute(&parse(&[dir, "list", "--role", "OUTPUT", "--json"])).unwrap();
+        let l: analysis::DumpListing = serde_json::from_str(&j).unwrap();
+        assert_eq!((l.total, l.shown), (3, 1));
+        assert_eq!(l.args[0].task_id, "0x100000001");
+        assert_eq!((l.args[0].role.as_str(), l.args[0].payload_bytes), ("OUTPUT", Some(16)));
+        let e = execute(&parse(&[dir, "replay", "--json"])).unwrap_err();
+        assert!(e.to_string().contains("--json applies to `list` only"), "{e}");
     }
 }

@@ -85,7 +85,7 @@ mod tests {
         assert_eq!(r.kernels[0].kernel, "relu");
         let v: serde_json::Value = serde_json::from_str(&j).unwrap();
         let cp = &v["critical_path"]["static_by_count"]["tasks"];
-        assert_eq!(cp[0]["task_id"], "0x0000000100000003", "{v}");
+        assert_eq!(cp[0]["task_id"], "0x100000003", "{v}");
         assert_eq!(v["format"], analysis::REPORT_FORMAT);
     }
 }

@@ -1,4 +1,5 @@
-//! `ferry scopes DIR`: a self-contained HTML plot of scope occupancy, coloured by risk.
+//! `ferry scopes DIR`: a self-contained HTML plot of scope occupancy, coloured by risk; what it
+//! wrote as a line of text or, with `--json`, one JSON object (schema in docs/reports.md).
 use std::path::PathBuf;
 
 use clap::Args;
@@ -14,6 +15,9 @@ pub(crate) struct ScopesArgs {
     /// Page to write (default: DIR/scope_stats/scope_stats.html).
     #[arg(long, short)]
     out: Option<PathBuf>,
+    /// Print what was written as one JSON object: the page and each scope's worst occupancy.
+    #[arg(long)]
+    json: bool,
 }
 
 pub(crate) fn execute(a: &ScopesArgs) -> anyhow::Result<String> {
@@ -23,6 +27,25 @@ pub(crate) fn execute(a: &ScopesArgs) -> anyhow::Result<String> {
     crate::analysis::write_output(&r, &out, views::scopes_html(s).as_bytes())?;
     let (usage, unmatched) = views::scope_usage(s);
     let worst = usage.iter().map(|u| u.worst()).fold(0.0, f64::max);
+    if a.json {
+        let scopes: Vec<serde_json::Value> = usage
+            .iter()
+            .map(|u| {
+                serde_json::json!({
+                    "site": u.site, "ring": u.ring, "depth": u.depth, "worst": u.worst(),
+                    "risk": views::risk_class(u.worst()),
+                })
+            })
+            .collect();
+        let v = serde_json::json!({
+            "written": out.display().to_string(),
+            "scopes": scopes,
+            "unmatched_records": unmatched,
+            "worst": worst,
+            "risk": views::risk_class(worst),
+        });
+        return Ok(format!("{}\n", serde_json::to_string_pretty(&v)?));
+    }
     Ok(format!(
         "{}: {}, {unmatched} unmatched records, worst {:.1}% ({})\n",
         out.display(),
@@ -44,10 +67,18 @@ mod tests {
     #[test]
     fn writes_a_risk_coloured_page() {
         let d = sample_dir("scopes", false);
-        let msg = execute(&ScopesArgs { dir: d.path.clone(), out: None }).unwrap();
+        let msg = execute(&ScopesArgs { dir: d.path.clone(), out: None, json: false }).unwrap();
         assert!(msg.contains("2 scopes, 0 unmatched records") && msg.contains("danger"), "{msg}");
         let html = std::fs::read_to_string(d.path.join("scope_stats").join(SCOPES_HTML)).unwrap();
         assert!(!html.contains("http://") && !html.contains("https://"));
         assert!(html.contains("#d62728")); // the danger colour
+        let j = execute(&ScopesArgs { dir: d.path.clone(), out: None, json: true }).unwrap();
+        let v: serde_json::Value = serde_json::from_str(&j).unwrap();
+        assert_eq!(v["scopes"].as_array().unwrap().len(), 2, "{v}");
+        assert_eq!(
+            (v["unmatched_records"].as_u64(), v["risk"].as_str()),
+            (Some(0), Some("danger"))
+        );
+        assert!(v["written"].as_str().unwrap().ends_with(SCOPES_HTML), "{v}");
     }
 }

@@ -76,7 +76,7 @@ fn chain_with_mul_len(dir: &Path, n: u64) -> PathBuf {
 }
 
 fn hex(id: u64) -> String {
-    format!("0x{id:016x}")
+    format!("{id:#x}")
 }
 
 fn ids(path: &Value) -> Vec<String> {

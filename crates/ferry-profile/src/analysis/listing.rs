@@ -59,7 +59,7 @@ pub struct DepsTask {
 /// One incoming edge.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TaskEdge {
-    /// Producer (`0x0000000000000000`: the run's inputs).
+    /// Producer (`0x0`: the run's inputs).
     pub task_id: String,
     /// `explicit`, `creator` or `tensormap`.
     pub source: String,

@@ -11,7 +11,7 @@
 //! | `text.rs` | the text renderings |
 //!
 //! Times are device cycles of the run's clock (`*_cycles`) and, where two runs are compared,
-//! nanoseconds (`*_ns`). Task ids are `0x` + 16 hex digits, as everywhere in ferry's output.
+//! nanoseconds (`*_ns`). Task ids are `0x` and hex digits, as everywhere in ferry's output.
 //! The JSON schemas are documented in the repository's `docs/reports.md`; [`REPORT_FORMAT`]
 //! changes when a field changes meaning or goes away.
 //!
@@ -54,9 +54,9 @@ pub use listing::{
 /// Version of the [`Report`] and [`Diff`] JSON layouts.
 pub const REPORT_FORMAT: u32 = 1;
 
-/// A task id as ferry prints it: `0x` and 16 hex digits.
+/// A task id as ferry prints it: `0x` and its hex digits (`0x13`, `0x100000003`).
 pub fn task_hex(id: u64) -> String {
-    format!("0x{id:016x}")
+    format!("{id:#x}")
 }
 
 /// Everything `ferry report` says about one run.
