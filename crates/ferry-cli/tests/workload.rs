@@ -266,6 +266,55 @@ fn check_names_the_line_and_a_bad_workload_does_not_run() {
     std::fs::remove_dir_all(&d).unwrap();
 }
 
+/// What the kernel table declares about lengths is checked before a run: an `add` whose second
+/// input is shorter than its output is refused by `ferry workload check` (and by `ferry run`,
+/// before anything starts) with the argument's `file:line:col`.
+#[test]
+fn an_add_length_mismatch_is_a_line_numbered_check_error() {
+    let d = tmp("add-len");
+    std::fs::create_dir_all(&d).unwrap();
+    let f = d.join("mismatch.toml");
+    std::fs::write(
+        &f,
+        r#"[workload]
+name = "mismatch"
+verify = "host-reference"
+[[tensor]]
+name = "a"
+shape = [64]
+[[tensor]]
+name = "b"
+shape = [32]
+[[tensor]]
+name = "out"
+shape = [64]
+[[graph]]
+kernel = "add"
+args = [
+  { tensor = "a", role = "input" },
+  { tensor = "b", role = "input" },
+  { tensor = "out", role = "output" },
+]
+"#,
+    )
+    .unwrap();
+    for args in [
+        vec!["workload", "check", f.to_str().unwrap()],
+        vec!["run", "--workload", f.to_str().unwrap()],
+    ] {
+        let out = ferry().args(&args).output().unwrap();
+        assert!(!out.status.success());
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains(
+                "mismatch.toml:17:3: task 0 ('add'): kernel `add` needs each input at least as long as its output `out` (64 elements); `b` has 32"
+            ),
+            "{err}"
+        );
+    }
+    std::fs::remove_dir_all(&d).unwrap();
+}
+
 /// `dump = true` on a view is the original runtime's `dump(...)`: at `--dump-args 1` only the
 /// marked argument is dumped, on the device (the orchestration object submits through the
 /// table) and in the host-built graph (the task records carry the mark); a mark that is not a

@@ -31,6 +31,9 @@ pub struct KernelInfo {
     pub scalars: Vec<ScalarType>,
     /// Most SPMD blocks.
     pub max_blocks: u32,
+    /// Every tensor argument before the last must have at least as many elements as the last
+    /// (the kernel table's `inputs_cover_output`; `false` when the table does not say).
+    pub inputs_cover_output: bool,
 }
 
 /// Kernels by name, with their host implementations.
@@ -76,6 +79,7 @@ impl KernelCatalog for BuiltinKernels {
             tensors: k.tensors,
             scalars: scalar_types(k.scalar_dtypes),
             max_blocks: k.max_blocks,
+            inputs_cover_output: k.inputs_cover_output,
         })
     }
 
@@ -106,6 +110,8 @@ impl KernelCatalog for ferry_runtime::host::KernelRegistry {
             tensors: k.tensors,
             scalars: scalar_types(&k.scalar_dtypes),
             max_blocks: k.max_blocks,
+            // A loaded kernel's table entry declares no length relation.
+            inputs_cover_output: kernels::spec(k.id).is_some_and(|s| s.inputs_cover_output),
         })
     }
 

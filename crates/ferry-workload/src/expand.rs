@@ -148,6 +148,18 @@ impl<'a> Walk<'a> {
             }
             views.push((a.tensor, off, len));
         }
+        if t.kernel.inputs_cover_output {
+            if let Some((&(_, _, out_len), inputs)) = views.split_last() {
+                let out = &t.args[inputs.len()];
+                if let Some(i) = inputs.iter().position(|v| v.2 < out_len) {
+                    let a = &t.args[i];
+                    return Err(self.lines.at(a.at, format!(
+                        "task {seq} ('{label}'): kernel `{}` needs each input at least as long as its output `{}` ({out_len} elements); `{}` has {}",
+                        t.kernel.name, out.name, a.name, inputs[i].2
+                    )));
+                }
+            }
+        }
         let mut scalars = Vec::with_capacity(t.scalars.len());
         for s in &t.scalars {
             scalars.push(match s {

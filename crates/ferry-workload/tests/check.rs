@@ -96,6 +96,26 @@ fn view_out_of_range_in_a_later_iteration() {
 }
 
 #[test]
+fn an_add_input_shorter_than_its_output() {
+    // The kernel table says add's inputs cover its output: the second input is 16 long.
+    let tail =
+        GOOD.replace("len = 32 },\n    { tensor = \"y\"", "len = 16 },\n    { tensor = \"y\"");
+    assert_ne!(tail, GOOD);
+    refuse(
+        &tail,
+        "len = 16",
+        "task 0 ('add'): kernel `add` needs each input at least as long as its output `y` (32 elements); `x` has 16",
+    );
+    // Longer inputs are fine (the kernel reads the output's length of each).
+    let longer = GOOD.replace(
+        "offset = \"i * 32\", len = 32 },\n    { tensor = \"y\"",
+        "offset = 0, len = 64 },\n    { tensor = \"y\"",
+    );
+    assert_ne!(longer, GOOD);
+    parse(&format!("{HEAD}{longer}")).unwrap();
+}
+
+#[test]
 fn scalar_of_the_wrong_type() {
     refuse(
         "[[graph]]\nkernel = \"scale\"\nargs = [{ tensor = \"x\", role = \"inout\" }]\nscalars = [\n  { u64 = 2 },\n]\n",

@@ -80,6 +80,10 @@ pub struct KernelSpec {
     pub scalar_dtypes: &'static [DType],
     /// Most SPMD blocks.
     pub max_blocks: u32,
+    /// Every tensor argument before the last has at least as many elements as the last (the
+    /// output): what [`execute`] refuses with [`KernelFault::Shape`] otherwise, and what
+    /// `ferry workload check` checks before a run.
+    pub inputs_cover_output: bool,
 }
 
 const SPMD: u32 = 1 << 16;
@@ -94,6 +98,7 @@ pub const KERNELS: [KernelSpec; KERNEL_COUNT as usize] = [
         scalars: 0,
         scalar_dtypes: &[],
         max_blocks: SPMD,
+        inputs_cover_output: true,
     },
     KernelSpec {
         id: K_MUL,
@@ -103,6 +108,7 @@ pub const KERNELS: [KernelSpec; KERNEL_COUNT as usize] = [
         scalars: 0,
         scalar_dtypes: &[],
         max_blocks: SPMD,
+        inputs_cover_output: true,
     },
     KernelSpec {
         id: K_SCALE,
@@ -112,6 +118,7 @@ pub const KERNELS: [KernelSpec; KERNEL_COUNT as usize] = [
         scalars: 1,
         scalar_dtypes: &[DType::Float32],
         max_blocks: SPMD,
+        inputs_cover_output: true,
     },
     KernelSpec {
         id: K_COPY,
@@ -121,6 +128,7 @@ pub const KERNELS: [KernelSpec; KERNEL_COUNT as usize] = [
         scalars: 0,
         scalar_dtypes: &[],
         max_blocks: SPMD,
+        inputs_cover_output: true,
     },
     KernelSpec {
         id: K_ADD_SCALAR,
@@ -130,6 +138,7 @@ pub const KERNELS: [KernelSpec; KERNEL_COUNT as usize] = [
         scalars: 1,
         scalar_dtypes: &[DType::Float32],
         max_blocks: SPMD,
+        inputs_cover_output: true,
     },
     KernelSpec {
         id: K_ATTN_PARTIAL,
@@ -139,6 +148,7 @@ pub const KERNELS: [KernelSpec; KERNEL_COUNT as usize] = [
         scalars: 3,
         scalar_dtypes: &[DType::UInt64, DType::UInt64, DType::Float32],
         max_blocks: 1,
+        inputs_cover_output: false,
     },
     KernelSpec {
         id: K_ATTN_MERGE,
@@ -148,6 +158,7 @@ pub const KERNELS: [KernelSpec; KERNEL_COUNT as usize] = [
         scalars: 2,
         scalar_dtypes: &[DType::UInt64, DType::UInt64],
         max_blocks: 1,
+        inputs_cover_output: false,
     },
 ];
 
