@@ -10,7 +10,7 @@
 //!
 //! | function | runs | arguments |
 //! |---|---|---|
-//! | [`KernelEntry::device`] ([`DeviceKernelFn`]) | on an AICore worker thread, once per SPMD block | the OS services table and a [`DeviceCall`] of device addresses, translated by the kernel through the table (bounds-checked) |
+//! | [`KernelEntry::device`] ([`DeviceKernelFn`]) | on an AICore worker thread, once per SPMD block | the OS services table, a [`DeviceCall`] of device addresses, translated by the kernel through the table (bounds-checked), and a [`KernelErrorRecord`] it fills when it refuses |
 //! | [`KernelEntry::host`] ([`HostKernelFn`]) | on the host, once per task | a [`HostCall`] of host `f32` buffers, distinct per argument: the reference ferry verifies the device against |
 //!
 //! # Versioning
@@ -39,7 +39,7 @@ use crate::records::DType;
 use crate::services::DeviceServices;
 
 /// Version of this ABI; a loader refuses a library built against another.
-pub const KERNEL_LIB_ABI_VERSION: u32 = 1;
+pub const KERNEL_LIB_ABI_VERSION: u32 = 2;
 /// [`KernelLibraryDesc::magic`]: `"FRYKERNL"`.
 pub const KERNEL_LIB_MAGIC: u64 = u64::from_le_bytes(*b"FRYKERNL");
 /// The library's one required export: `extern "C" fn() -> *const KernelLibraryDesc`.
@@ -66,9 +66,51 @@ pub const fn is_custom_kernel(id: u32) -> bool {
     id >= CUSTOM_KERNEL_BASE && id - CUSTOM_KERNEL_BASE < MAX_CUSTOM_KERNELS
 }
 
-/// A kernel's device entry: one SPMD block. Returns a `STATUS_*` (0 = ok); it must not unwind.
-pub type DeviceKernelFn =
-    unsafe extern "C" fn(services: *const DeviceServices, call: *const DeviceCall) -> i32;
+/// A kernel's device entry: one SPMD block. Returns a `STATUS_*` (0 = ok) and, when it refuses,
+/// describes why in `*error` (which may be null); it must not unwind.
+pub type DeviceKernelFn = unsafe extern "C" fn(
+    services: *const DeviceServices,
+    call: *const DeviceCall,
+    error: *mut KernelErrorRecord,
+) -> i32;
+
+/// [`KernelErrorRecord::kind`]: nothing recorded (the status alone says what happened).
+pub const KERNEL_ERR_NONE: u32 = 0;
+/// [`KernelErrorRecord::kind`]: tensor argument `index` is not there.
+pub const KERNEL_ERR_MISSING_TENSOR: u32 = 1;
+/// [`KernelErrorRecord::kind`]: scalar argument `index` is not there.
+pub const KERNEL_ERR_MISSING_SCALAR: u32 = 2;
+/// [`KernelErrorRecord::kind`]: tensor `index`'s range is not inside live device memory.
+pub const KERNEL_ERR_BAD_ADDRESS: u32 = 3;
+/// [`KernelErrorRecord::kind`]: a tensor has `got` elements where the kernel needs `expected`.
+pub const KERNEL_ERR_SHAPE: u32 = 4;
+/// [`KernelErrorRecord::kind`]: the kernel panicked (its message went to the device log).
+pub const KERNEL_ERR_PANIC: u32 = 5;
+
+/// Why a device entry refused its block, in numbers (the typed error crosses the device → host
+/// boundary as a fault code and words, never as a string). The AICore executor passes a zeroed
+/// record with every call and turns what the kernel wrote into the run's typed fault.
+///
+/// # Layout
+/// 24 bytes: `kind` u32 at 0 (a `KERNEL_ERR_*`), `index` u32 at 4 (the argument index),
+/// `expected` u64 at 8, `got` u64 at 16 (elements, for [`KERNEL_ERR_SHAPE`]).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct KernelErrorRecord {
+    /// A `KERNEL_ERR_*`.
+    pub kind: u32,
+    /// The argument index (`MISSING_TENSOR`, `MISSING_SCALAR`, `BAD_ADDRESS`).
+    pub index: u32,
+    /// Elements the kernel needs (`SHAPE`).
+    pub expected: u64,
+    /// Elements there (`SHAPE`).
+    pub got: u64,
+}
+
+const _: () = {
+    assert!(core::mem::size_of::<KernelErrorRecord>() == 24);
+    assert!(core::mem::offset_of!(KernelErrorRecord, expected) == 8);
+};
 /// A kernel's host reference: the whole task over host buffers. Returns a `STATUS_*`; it must
 /// not unwind.
 pub type HostKernelFn = unsafe extern "C" fn(call: *const HostCall) -> i32;
@@ -476,7 +518,11 @@ pub fn validate_entries(entries: &[KernelEntry]) -> Result<(), KernelTableError>
 mod tests {
     use super::*;
 
-    unsafe extern "C" fn dev(_: *const DeviceServices, _: *const DeviceCall) -> i32 {
+    unsafe extern "C" fn dev(
+        _: *const DeviceServices,
+        _: *const DeviceCall,
+        _: *mut KernelErrorRecord,
+    ) -> i32 {
         0
     }
     unsafe extern "C" fn host(_: *const HostCall) -> i32 {
@@ -500,24 +546,25 @@ mod tests {
     #[test]
     fn header_checks_each_field_in_order() {
         let ok = |m, v, d, e, n, null| check_header(m, v, d, e, n, null);
-        assert_eq!(ok(KERNEL_LIB_MAGIC, 1, 64, 72, 1, false), Ok(()));
-        assert_eq!(ok(7, 1, 64, 72, 1, false), Err(KernelTableError::BadMagic { found: 7 }));
+        const V: u32 = KERNEL_LIB_ABI_VERSION;
+        assert_eq!(ok(KERNEL_LIB_MAGIC, V, 64, 72, 1, false), Ok(()));
+        assert_eq!(ok(7, V, 64, 72, 1, false), Err(KernelTableError::BadMagic { found: 7 }));
         assert_eq!(
-            ok(KERNEL_LIB_MAGIC, 2, 0, 0, 0, true),
-            Err(KernelTableError::AbiVersion { found: 2, expected: 1 })
+            ok(KERNEL_LIB_MAGIC, V + 1, 0, 0, 0, true),
+            Err(KernelTableError::AbiVersion { found: V + 1, expected: V })
         );
         assert_eq!(
-            ok(KERNEL_LIB_MAGIC, 1, 64, 80, 1, false),
+            ok(KERNEL_LIB_MAGIC, V, 64, 80, 1, false),
             Err(KernelTableError::Layout { desc_bytes: 64, entry_bytes: 80 })
         );
         for n in [0, MAX_LIBRARY_KERNELS + 1, u32::MAX] {
             assert_eq!(
-                ok(KERNEL_LIB_MAGIC, 1, 64, 72, n, false),
+                ok(KERNEL_LIB_MAGIC, V, 64, 72, n, false),
                 Err(KernelTableError::Count { count: n })
             );
         }
         assert_eq!(
-            ok(KERNEL_LIB_MAGIC, 1, 64, 72, 1, true),
+            ok(KERNEL_LIB_MAGIC, V, 64, 72, 1, true),
             Err(KernelTableError::Count { count: 1 })
         );
     }

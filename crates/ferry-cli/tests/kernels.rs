@@ -23,9 +23,9 @@ fn run_loads_kernel_libraries_and_refuses_bad_ones() {
     std::fs::write(&truncated, &good[..good.len() / 2]).unwrap();
     let mut v2 = good.clone();
     let magic = u64::from_le_bytes(*b"FRYKERNL").to_le_bytes();
-    let at = v2.windows(12).position(|w| w[..8] == magic && w[8..] == 1u32.to_le_bytes()).unwrap();
-    v2[at + 8..at + 12].copy_from_slice(&2u32.to_le_bytes());
-    let wrong_abi = dir.join("abi2.so");
+    let at = v2.windows(12).position(|w| w[..8] == magic && w[8..] == 2u32.to_le_bytes()).unwrap();
+    v2[at + 8..at + 12].copy_from_slice(&3u32.to_le_bytes());
+    let wrong_abi = dir.join("abi3.so");
     std::fs::write(&wrong_abi, &v2).unwrap();
     let run = ["run", "--small", "--aic", "2", "--aiv", "4", "--example", "vector", "--kernels"];
 
@@ -34,7 +34,7 @@ fn run_loads_kernel_libraries_and_refuses_bad_ones() {
     assert!(text(&o).contains("truncated"), "{}", text(&o));
     let o = ferry(&[&run[..], &[wrong_abi.to_str().unwrap()]].concat());
     assert!(!o.status.success(), "{}", text(&o));
-    assert!(text(&o).contains("kernel abi version 2, this ferry loads version 1"), "{}", text(&o));
+    assert!(text(&o).contains("kernel abi version 3, this ferry loads version 2"), "{}", text(&o));
     let o = ferry(&[&run[..], &[&format!("{},{}", lib.display(), lib.display())]].concat());
     assert!(!o.status.success(), "{}", text(&o));
     assert!(
@@ -78,6 +78,8 @@ fn a_workload_runs_the_template_librarys_kernels() {
             // 8 chunks of 1,024: out = clamp(2 i + 1, 0, 1001) summed over i < 8,192.
             let expected: f64 = (0..8192).map(|i| f64::from((2 * i + 1).min(1001))).sum();
             assert!(t.contains(&format!("ok (checksum {expected:.4})")), "{arch} {variant}: {t}");
+            // Loaded kernels are counted by name, like built-ins.
+            assert!(t.contains("per kernel: saxpy 8, clamp 8"), "{arch} {variant}: {t}");
         }
     }
 
@@ -86,4 +88,69 @@ fn a_workload_runs_the_template_librarys_kernels() {
     assert!(o.status.success(), "{t}");
     assert!(t.contains("3 runs through"), "{t}");
     assert!(t.contains("every run verified"), "{t}");
+}
+
+/// A loaded kernel's typed error reaches the user as its own words, under its name and library,
+/// with the line of the task that failed: the template's `saxpy` refuses an `x` shorter than
+/// its output with `KernelError::Shape`, here in the second task of the file.
+#[test]
+fn a_loaded_kernels_error_names_the_kernel_its_message_and_the_task_line() {
+    let lib = template::template_lib().to_str().unwrap();
+    let dir = std::env::temp_dir().join(format!("ferry-cli-kernel-error-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let wl = dir.join("short.toml");
+    std::fs::write(
+        &wl,
+        r#"[workload]
+name = "short"
+verify = "host-reference"
+[[tensor]]
+name = "x"
+shape = [512]
+[[tensor]]
+name = "y"
+shape = [1024]
+[[tensor]]
+name = "out"
+shape = [1024]
+[[graph]]
+kernel = "clamp"
+args = [{ tensor = "out", role = "inout" }]
+scalars = [{ f32 = 0.0 }, { f32 = 1.0 }]
+[[graph]]
+kernel = "saxpy"
+args = [
+  { tensor = "x", role = "input" },
+  { tensor = "y", role = "input" },
+  { tensor = "out", role = "output" },
+]
+scalars = [{ f32 = 2.0 }]
+"#,
+    )
+    .unwrap();
+    let said = ferry_kernel_abi::KernelError::Shape { expected: 1024, got: 512 }.to_string();
+    for variant in ["device", "host"] {
+        let o = ferry(&[
+            "run",
+            "--small",
+            "--variant",
+            variant,
+            "--aic",
+            "2",
+            "--aiv",
+            "4",
+            "--kernels",
+            lib,
+            "--workload",
+            wl.to_str().unwrap(),
+        ]);
+        let t = text(&o);
+        assert!(!o.status.success(), "{variant}: {t}");
+        let want = format!(
+            "short.toml:17:1: task 1: kernel `saxpy` (library `kernel-template`, id 256) failed on its core: {said}"
+        );
+        assert!(t.contains(&want), "{variant}: want `{want}` in {t}");
+        assert!(!t.contains("returned status"), "{variant}: {t}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -80,6 +80,16 @@ fn a_scaffolded_library_builds_outside_the_workspace_and_runs() {
     assert!(text(&again).contains("not empty"), "{}", text(&again));
 
     let lib_dir = tmp.0.join("my-kernels");
+    // A kernel that panics on a short input (the template refuses it with a typed error).
+    let lib_rs = lib_dir.join("src/lib.rs");
+    let src = std::fs::read_to_string(&lib_rs).unwrap();
+    let guard = "    let a = k.scalar_f32(0)?;\n    k.require_len(&[&x, &y], out.len())?;";
+    assert_eq!(src.matches(guard).count(), 1, "saxpy's guard moved: {src}");
+    let src = src.replace(
+        guard,
+        "    let a = k.scalar_f32(0)?;\n    assert!(x.len() >= out.len(), \"x is too short\");\n    k.require_len(&[&x, &y], out.len())?;",
+    );
+    std::fs::write(&lib_rs, src).unwrap();
     cargo(&lib_dir, &["build", "--offline", "--quiet"]);
     let so = lib_dir.join("target/debug/libmy_kernels.so");
     assert!(so.is_file(), "{} missing", so.display());
@@ -99,7 +109,58 @@ fn a_scaffolded_library_builds_outside_the_workspace_and_runs() {
     assert!(t.contains("saxpy (id 256), clamp (id 257)"), "{t}");
     let expected: f64 = (0..8192).map(|i| f64::from((2 * i + 1).min(1001))).sum();
     assert!(t.contains(&format!("ok (checksum {expected:.4})")), "{t}");
+
+    // Its panic, in every block of a 4-block task on 4 vector cores, is one typed error naming
+    // the kernel; the panic hook prints nothing, and the message is in the device log.
+    std::fs::write(lib_dir.join("short.toml"), SHORT).unwrap();
+    let run = ["run", "--small", "--aic", "2", "--aiv", "4", "--kernels", so.to_str().unwrap()];
+    let args: Vec<&str> = run.into_iter().chain(["--workload", "short.toml"]).collect();
+    let o = ferry(&lib_dir, &args);
+    let t = text(&o);
+    assert!(!o.status.success(), "{t}");
+    assert_eq!(
+        t.matches(
+            "task 0: kernel `saxpy` (library `my-kernels`, id 256) failed on its core: panicked"
+        )
+        .count(),
+        1,
+        "{t}"
+    );
+    assert!(!t.contains("x is too short"), "{t}");
+    assert!(!t.contains("panicked at"), "{t}");
+    let o = Command::new(env!("CARGO_BIN_EXE_ferry"))
+        .current_dir(&lib_dir)
+        .args(&args)
+        .env("FERRY_LOG", "info")
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    assert!(text(&o).contains("kernel panicked: x is too short at src/lib.rs:"), "{}", text(&o));
 }
+
+/// `x` shorter than the output, in four blocks.
+const SHORT: &str = r#"[workload]
+name = "short"
+verify = "host-reference"
+[[tensor]]
+name = "x"
+shape = [512]
+[[tensor]]
+name = "y"
+shape = [1024]
+[[tensor]]
+name = "out"
+shape = [1024]
+[[graph]]
+kernel = "saxpy"
+blocks = 4
+args = [
+  { tensor = "x", role = "input" },
+  { tensor = "y", role = "input" },
+  { tensor = "out", role = "output" },
+]
+scalars = [{ f32 = 2.0 }]
+"#;
 
 #[test]
 fn cargo_packages_the_abi_crates() {

@@ -70,8 +70,10 @@
 
 pub use ferry_abi::kernel_lib::{
     c_name, DeviceCall, DeviceKernelFn, HostCall, HostKernelFn, HostTensor, KernelEntry,
-    KernelLibraryDesc, TensorArg, CORE_AIC, CORE_AIV, KERNEL_LIB_ABI_VERSION, KERNEL_LIB_MAGIC,
-    MAX_CALL_SCALARS, MAX_CALL_TENSORS, NAME_BYTES,
+    KernelErrorRecord, KernelLibraryDesc, TensorArg, CORE_AIC, CORE_AIV, KERNEL_ERR_BAD_ADDRESS,
+    KERNEL_ERR_MISSING_SCALAR, KERNEL_ERR_MISSING_TENSOR, KERNEL_ERR_NONE, KERNEL_ERR_PANIC,
+    KERNEL_ERR_SHAPE, KERNEL_LIB_ABI_VERSION, KERNEL_LIB_MAGIC, MAX_CALL_SCALARS, MAX_CALL_TENSORS,
+    NAME_BYTES,
 };
 pub use ferry_abi::records::DType;
 pub use ferry_abi::services::{
@@ -94,7 +96,8 @@ pub enum Core {
 }
 
 /// Why a kernel refused its arguments. The device entry's error becomes the run's typed kernel
-/// fault (its [`status`](Self::status)); the host reference's error fails the verification.
+/// fault ([`record`](Self::record) carries it across, and ferry prints it with the kernel's name
+/// and this `Display` text); the host reference's error fails the verification.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum KernelError {
     /// Tensor argument `index` is not there.
@@ -130,6 +133,27 @@ impl KernelError {
             KernelError::BadAddress { .. } => STATUS_BAD_ADDRESS,
             KernelError::Failed(c) if c >= STATUS_RUNTIME_BASE => c,
             _ => STATUS_INVALID_ARGUMENT,
+        }
+    }
+
+    /// The record the device entry hands back (a `Failed` code travels as the status alone).
+    pub fn record(&self) -> KernelErrorRecord {
+        let at = |kind, index: usize| KernelErrorRecord {
+            kind,
+            index: u32::try_from(index).unwrap_or(u32::MAX),
+            ..KernelErrorRecord::default()
+        };
+        match *self {
+            KernelError::MissingTensor { index } => at(KERNEL_ERR_MISSING_TENSOR, index),
+            KernelError::MissingScalar { index } => at(KERNEL_ERR_MISSING_SCALAR, index),
+            KernelError::BadAddress { index } => at(KERNEL_ERR_BAD_ADDRESS, index),
+            KernelError::Shape { expected, got } => KernelErrorRecord {
+                kind: KERNEL_ERR_SHAPE,
+                index: 0,
+                expected: expected as u64,
+                got: got as u64,
+            },
+            KernelError::Failed(_) => KernelErrorRecord::default(),
         }
     }
 }
@@ -304,22 +328,80 @@ fn status_of(r: std::thread::Result<Result<(), KernelError>>) -> i32 {
     }
 }
 
-/// The device trampoline the macro's `extern "C"` entries call.
+thread_local! {
+    /// Set while this thread runs a kernel through a trampoline: its panics are reported as a
+    /// status (and, on the device, to the device log), not printed by the panic hook.
+    static IN_KERNEL: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    /// The message of the last panic caught on this thread inside a kernel.
+    static PANIC_MESSAGE: std::cell::RefCell<String> = const { std::cell::RefCell::new(String::new()) };
+}
+
+/// Runs `f` with panics kept quiet: the first call wraps the panic hook (of this library's
+/// copy of `std`) so a panic inside a kernel records its message and location for the
+/// trampoline instead of printing it, and a panic anywhere else reaches the previous hook.
+fn quietly<R>(f: impl FnOnce() -> R) -> std::thread::Result<R> {
+    static HOOK: std::sync::Once = std::sync::Once::new();
+    HOOK.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if IN_KERNEL.with(|k| k.get()) {
+                let message = info
+                    .payload()
+                    .downcast_ref::<&str>()
+                    .map(|s| (*s).to_string())
+                    .or_else(|| info.payload().downcast_ref::<String>().cloned())
+                    .unwrap_or_else(|| "a non-string panic payload".into());
+                let at = info.location().map(|l| format!(" at {l}")).unwrap_or_default();
+                PANIC_MESSAGE.with(|m| *m.borrow_mut() = format!("{message}{at}"));
+            } else {
+                previous(info);
+            }
+        }));
+    });
+    IN_KERNEL.with(|k| k.set(true));
+    let r = catch_unwind(AssertUnwindSafe(f));
+    IN_KERNEL.with(|k| k.set(false));
+    r
+}
+
+/// The device log level of a kernel's panic message (`info`: `FERRY_LOG=info` shows it).
+const PANIC_LOG_LEVEL: u32 = 20;
+
+/// The device trampoline the macro's `extern "C"` entries call: runs `f`, records its
+/// [`KernelError`] in `error`, and turns a panic into [`STATUS_PANIC`] with its message in the
+/// device log (never the panic hook's output, never an unwind into ferry).
 ///
 /// # Safety
-/// `services` and `call` are null or valid for the call (the `DeviceKernelFn` contract).
+/// `services` and `call` are null or valid for the call, `error` null or valid for writes (the
+/// `DeviceKernelFn` contract).
 #[doc(hidden)]
 pub unsafe fn __device_trampoline(
     services: *const DeviceServices,
     call: *const DeviceCall,
+    error: *mut KernelErrorRecord,
     f: DeviceKernel,
 ) -> i32 {
     if services.is_null() || call.is_null() {
         return STATUS_INVALID_ARGUMENT;
     }
     // SAFETY: non-null and valid by the caller's contract.
-    let args = unsafe { DeviceArgs { services: &*services, call: &*call } };
-    status_of(catch_unwind(AssertUnwindSafe(|| f(&args))))
+    let (services, call) = unsafe { (&*services, &*call) };
+    let args = DeviceArgs { services, call };
+    let r = quietly(|| f(&args));
+    let record = match &r {
+        Ok(Err(e)) => e.record(),
+        Err(_) => {
+            let m = PANIC_MESSAGE.with(|m| std::mem::take(&mut *m.borrow_mut()));
+            services.log_str(PANIC_LOG_LEVEL, &format!("kernel panicked: {m}"));
+            KernelErrorRecord { kind: KERNEL_ERR_PANIC, ..KernelErrorRecord::default() }
+        }
+        Ok(Ok(())) => KernelErrorRecord::default(),
+    };
+    if !error.is_null() {
+        // SAFETY: non-null, so valid for writes by the caller's contract.
+        unsafe { error.write(record) };
+    }
+    status_of(r)
 }
 
 /// The host trampoline the macro's `extern "C"` entries call.
@@ -347,7 +429,7 @@ pub unsafe fn __host_trampoline(call: *const HostCall, f: HostKernel) -> i32 {
         }
     }
     let ns = (c.n_scalars as usize).min(MAX_CALL_SCALARS);
-    status_of(catch_unwind(AssertUnwindSafe(|| f(&mut bufs[..n], &c.scalars[..ns]))))
+    status_of(quietly(|| f(&mut bufs[..n], &c.scalars[..ns])))
 }
 
 /// Pads scalar dtype codes into the entry's field.
@@ -416,9 +498,10 @@ macro_rules! kernel_library {
                 unsafe extern "C" fn device(
                     s: *const $crate::DeviceServices,
                     c: *const $crate::DeviceCall,
+                    e: *mut $crate::KernelErrorRecord,
                 ) -> i32 {
                     // SAFETY: forwarded `DeviceKernelFn` contract.
-                    unsafe { $crate::__device_trampoline(s, c, $dev) }
+                    unsafe { $crate::__device_trampoline(s, c, e, $dev) }
                 }
                 device
             }),

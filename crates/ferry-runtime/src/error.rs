@@ -10,6 +10,7 @@
 //!
 //! [`DeviceFault`] crosses the device → host boundary as a code and five words
 //! ([`DeviceFault::encode`] / [`DeviceFault::decode`]), so it holds no strings.
+use ferry_abi::services::STATUS_RUNTIME_BASE;
 #[cfg(feature = "host")]
 use ferry_sim::DeviceError;
 
@@ -149,8 +150,9 @@ pub enum KernelFault {
         /// The kernel id.
         kernel: u32,
     },
-    /// Tensor lengths do not fit together.
-    #[error("kernel {kernel}: tensor of {got} elements where {expected} were expected")]
+    /// Tensor lengths do not fit together (a built-in's check, or a loaded kernel's
+    /// `KernelError::Shape`).
+    #[error("kernel {kernel}: {}", self.detail())]
     Shape {
         /// The kernel id.
         kernel: u32,
@@ -167,20 +169,46 @@ pub enum KernelFault {
         /// Length in bytes.
         bytes: u64,
     },
-    /// The kernel panicked (a bug in the kernel, caught so the core keeps serving).
-    #[error("kernel {kernel} panicked")]
+    /// The kernel panicked (a bug in the kernel, caught so the core keeps serving). A loaded
+    /// kernel's panic message goes to the device log (`info` level), once per panicking block.
+    #[error("kernel {kernel}: {}", self.detail())]
     Panicked {
         /// The kernel id.
         kernel: u32,
     },
-    /// A loaded kernel's device entry returned a non-zero status (it refused its arguments,
-    /// found a bad address, panicked, or failed in its own way).
-    #[error("loaded kernel {kernel} returned status {status} ({})", ferry_abi::services::status_name(*status))]
+    /// A loaded kernel's device entry returned a non-zero status without a typed reason (a
+    /// `KernelError::Failed` code, or a status of its own).
+    #[error("kernel {kernel}: {}", self.detail())]
     Status {
         /// The kernel id.
         kernel: u32,
         /// The `STATUS_*` it returned.
         status: i32,
+    },
+    /// A loaded kernel's `KernelError::MissingTensor`: the task has no tensor `index`.
+    #[error("kernel {kernel}: {}", self.detail())]
+    MissingTensor {
+        /// The kernel id.
+        kernel: u32,
+        /// The argument index.
+        index: u32,
+    },
+    /// A loaded kernel's `KernelError::MissingScalar`: the task has no scalar `index`.
+    #[error("kernel {kernel}: {}", self.detail())]
+    MissingScalar {
+        /// The kernel id.
+        kernel: u32,
+        /// The argument index.
+        index: u32,
+    },
+    /// A loaded kernel's `KernelError::BadAddress`: tensor `index` is not inside live device
+    /// memory.
+    #[error("kernel {kernel}: {}", self.detail())]
+    BadAddress {
+        /// The kernel id.
+        kernel: u32,
+        /// The argument index.
+        index: u32,
     },
 }
 
@@ -269,6 +297,34 @@ const C_ORCH_STATUS: u32 = 0x204;
 const C_HANDSHAKE_TIMEOUT: u32 = 0x205;
 
 impl KernelFault {
+    /// What the kernel said, without its id: for a loaded kernel, exactly the `Display` of the
+    /// `ferry_kernel_abi::KernelError` it returned (a caller that knows the kernel's name puts
+    /// it in front).
+    pub fn detail(&self) -> String {
+        match *self {
+            KernelFault::UnknownKernel { kernel } => format!("unknown kernel id {kernel}"),
+            KernelFault::ArgCount { .. } => "wrong argument count".into(),
+            KernelFault::Shape { expected, got, .. } => {
+                format!("a tensor has {got} elements, the kernel needs {expected}")
+            }
+            KernelFault::OutsideDeviceMemory { addr, bytes } => {
+                format!("tensor range {addr:#x}+{bytes} is outside device memory")
+            }
+            KernelFault::Panicked { .. } => "panicked".into(),
+            KernelFault::Status { status, .. } if status >= STATUS_RUNTIME_BASE => {
+                format!("kernel-defined failure {status}")
+            }
+            KernelFault::Status { status, .. } => {
+                format!("returned status {status} ({})", ferry_abi::services::status_name(status))
+            }
+            KernelFault::MissingTensor { index, .. } => format!("no tensor argument {index}"),
+            KernelFault::MissingScalar { index, .. } => format!("no scalar argument {index}"),
+            KernelFault::BadAddress { index, .. } => {
+                format!("tensor {index} is not inside live device memory")
+            }
+        }
+    }
+
     /// Encodes as `(code, detail)` for the payload status line.
     pub fn encode(&self) -> (u32, [u64; 3]) {
         match *self {
@@ -278,6 +334,9 @@ impl KernelFault {
             KernelFault::OutsideDeviceMemory { addr, bytes } => (4, [addr, bytes, 0]),
             KernelFault::Panicked { kernel } => (5, [kernel.into(), 0, 0]),
             KernelFault::Status { kernel, status } => (6, [kernel.into(), status as u32 as u64, 0]),
+            KernelFault::MissingTensor { kernel, index } => (7, [kernel.into(), index.into(), 0]),
+            KernelFault::MissingScalar { kernel, index } => (8, [kernel.into(), index.into(), 0]),
+            KernelFault::BadAddress { kernel, index } => (9, [kernel.into(), index.into(), 0]),
         }
     }
 
@@ -290,6 +349,9 @@ impl KernelFault {
             4 => KernelFault::OutsideDeviceMemory { addr: d[0], bytes: d[1] },
             5 => KernelFault::Panicked { kernel: d[0] as u32 },
             6 => KernelFault::Status { kernel: d[0] as u32, status: d[1] as u32 as i32 },
+            7 => KernelFault::MissingTensor { kernel: d[0] as u32, index: d[1] as u32 },
+            8 => KernelFault::MissingScalar { kernel: d[0] as u32, index: d[1] as u32 },
+            9 => KernelFault::BadAddress { kernel: d[0] as u32, index: d[1] as u32 },
             _ => return None,
         })
     }
@@ -566,6 +628,31 @@ mod tests {
                 fault: KernelFault::OutsideDeviceMemory { addr: 1, bytes: 2 },
             },
             DeviceFault::Kernel { task: 2, kernel: 0, fault: KernelFault::ArgCount { kernel: 0 } },
+            DeviceFault::Kernel {
+                task: 3,
+                kernel: 256,
+                fault: KernelFault::Panicked { kernel: 256 },
+            },
+            DeviceFault::Kernel {
+                task: 3,
+                kernel: 256,
+                fault: KernelFault::Status { kernel: 256, status: 1001 },
+            },
+            DeviceFault::Kernel {
+                task: 3,
+                kernel: 257,
+                fault: KernelFault::MissingTensor { kernel: 257, index: 2 },
+            },
+            DeviceFault::Kernel {
+                task: 3,
+                kernel: 257,
+                fault: KernelFault::MissingScalar { kernel: 257, index: 1 },
+            },
+            DeviceFault::Kernel {
+                task: 3,
+                kernel: 257,
+                fault: KernelFault::BadAddress { kernel: 257, index: 0 },
+            },
             DeviceFault::Handshake { core: 3, physical: 200, bound: 75 },
             DeviceFault::HandshakeTimeout { core: 4, waited_ms: 250 },
             DeviceFault::BadImage { magic: 1, version: 2 },

@@ -3,7 +3,7 @@
 //! dir), loaded into runners through the AICPU OS's loader, and run in a graph naming its
 //! kernels on both variants; the outputs are checked against the library's own host
 //! reference. Bad libraries give typed errors and leave the runner usable.
-use ferry_abi::kernel_lib::{CUSTOM_KERNEL_BASE, KERNEL_LIB_MAGIC};
+use ferry_abi::kernel_lib::{CUSTOM_KERNEL_BASE, KERNEL_LIB_ABI_VERSION, KERNEL_LIB_MAGIC};
 use ferry_launch::loader::LoadError;
 use ferry_runtime::device::task::{Orchestrate, Task, TensorId};
 use ferry_runtime::examples::{Example, Size};
@@ -77,6 +77,9 @@ fn run_custom(r: &mut DeviceRunner, id: u32, variant: Variant) -> Vec<f32> {
     assert!(want.contains(&-2.0) && want.contains(&4.0));
     let out = r.run(id, a).unwrap_or_else(|e| panic!("{variant:?}: {e}"));
     assert_eq!(out.stats.tasks, 2);
+    // Loaded kernels are counted by name, like built-ins.
+    let per: Vec<_> = out.stats.per_kernel.iter().map(|(k, n)| (k.as_str(), *n)).collect();
+    assert_eq!(per, [("saxpy", 1), ("clamp", 1)], "{variant:?}");
     let got = out.tensors[2].clone().unwrap();
     assert_eq!(got, want, "{variant:?}: device output differs from the host reference");
     got
@@ -168,7 +171,7 @@ fn bad_libraries_give_typed_errors_and_the_runner_works_afterwards() {
     let mut r = DeviceRunner::new(RunnerConfig::small(Arch::A2a3)).unwrap();
     let magic = KERNEL_LIB_MAGIC.to_le_bytes();
     let mut header = magic.to_vec();
-    header.extend_from_slice(&1u32.to_le_bytes());
+    header.extend_from_slice(&KERNEL_LIB_ABI_VERSION.to_le_bytes());
 
     // Truncated and corrupt files.
     match r.load_kernels("truncated.so", &good[..good.len() / 3]) {
@@ -191,7 +194,9 @@ fn bad_libraries_give_typed_errors_and_the_runner_works_afterwards() {
     v99.extend_from_slice(&99u32.to_le_bytes());
     match r.load_kernels("v99.so", &patched(&good, &header, &v99)) {
         Err(KernelLoadError::Load(LoadError::KernelAbiVersion {
-            found: 99, expected: 1, ..
+            found: 99,
+            expected: KERNEL_LIB_ABI_VERSION,
+            ..
         })) => {}
         other => panic!("abi version: {other:?}"),
     }
@@ -248,7 +253,7 @@ fn bad_libraries_give_typed_errors_and_the_runner_works_afterwards() {
 fn a_failing_device_entry_is_a_typed_kernel_fault() {
     // clamp with its two scalars swapped is fine; saxpy over a view longer than its inputs
     // makes the device entry refuse (a shape error), which reaches the host as the kernel's
-    // status.
+    // typed error: the `KernelError::Shape` it returned, in numbers.
     fn long_out(o: &mut dyn Orchestrate) -> Result<(), SubmitError> {
         let saxpy = o.scalar(0)? as u32;
         o.submit(
@@ -265,15 +270,13 @@ fn a_failing_device_entry_is_a_typed_kernel_fault() {
     };
     match r.run(0, a) {
         Err(RunError::Fault(DeviceFault::Kernel {
-            fault: KernelFault::Status { kernel, status },
+            fault: f @ KernelFault::Shape { kernel, expected, got },
             ..
         })) => {
-            assert_eq!(
-                (kernel, status),
-                (CUSTOM_KERNEL_BASE, ferry_abi::services::STATUS_INVALID_ARGUMENT)
-            )
+            assert_eq!((kernel, expected, got), (CUSTOM_KERNEL_BASE, 8, 4));
+            assert_eq!(f.detail(), "a tensor has 4 elements, the kernel needs 8");
         }
-        other => panic!("expected the kernel's status, got {other:?}"),
+        other => panic!("expected the kernel's shape error, got {other:?}"),
     }
 }
 

@@ -134,7 +134,7 @@ fn per_kernel_counts_and_progress_are_reported() {
     assert!(r.poll(&l));
     assert_eq!(r.progress(&l).unwrap(), (20, 20));
     let out = r.finalize_run(l).unwrap();
-    let names: Vec<_> = out.stats.per_kernel.iter().map(|k| k.0).collect();
+    let names: Vec<_> = out.stats.per_kernel.iter().map(|k| k.0.as_str()).collect();
     assert_eq!(names, ["add", "mul", "scale", "copy", "add_scalar"]);
     assert!(out.stats.per_kernel.iter().all(|k| k.1 == 4));
 }

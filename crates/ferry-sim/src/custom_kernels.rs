@@ -17,9 +17,9 @@
 use crate::aicpu_os::{write_atomic, AicpuOs, LoadedObject, OsError};
 use crate::sync::Arc;
 use ferry_abi::kernel_lib::{
-    check_header, name_str, validate_entries, DeviceCall, HostCall, KernelEntry, KernelLibraryDesc,
-    KernelLibraryFn, KernelTableError, EXPORT_KERNEL_LIBRARY, KERNEL_LIB_ABI_VERSION,
-    KERNEL_LIB_MAGIC,
+    check_header, name_str, validate_entries, DeviceCall, HostCall, KernelEntry, KernelErrorRecord,
+    KernelLibraryDesc, KernelLibraryFn, KernelTableError, EXPORT_KERNEL_LIBRARY,
+    KERNEL_LIB_ABI_VERSION, KERNEL_LIB_MAGIC,
 };
 use ferry_abi::services::{fingerprint, DeviceServices, STATUS_INVALID_ARGUMENT};
 use std::ffi::c_void;
@@ -58,19 +58,24 @@ impl CustomKernelLibrary {
     }
 
     /// Runs kernel `index`'s device entry on the calling thread (an AICore worker) with the
-    /// device's services table. Returns its `STATUS_*` (0 = ok);
-    /// [`STATUS_INVALID_ARGUMENT`] for an index outside the table.
+    /// device's services table. Returns its `STATUS_*` (0 = ok), and a refusing kernel's
+    /// reason in `error`; [`STATUS_INVALID_ARGUMENT`] for an index outside the table.
     ///
     /// The kernel reaches device memory only by translating the ranges in `call` through the
     /// table (bounds-checked): a bad address is a status, never a wild access.
-    pub fn call_device(&self, index: usize, call: &DeviceCall) -> i32 {
+    pub fn call_device(
+        &self,
+        index: usize,
+        call: &DeviceCall,
+        error: &mut KernelErrorRecord,
+    ) -> i32 {
         let Some(f) = self.entries.get(index).and_then(|e| e.device) else {
             return STATUS_INVALID_ARGUMENT;
         };
         // SAFETY: `f` follows the `DeviceKernelFn` contract (checked present at load) and
         // `object` keeps its code loaded; `services` is the live table `_os` keeps alive;
-        // `call` is a valid reference for the duration of the call.
-        unsafe { f(self.services, call) }
+        // `call` and `error` are valid references for the duration of the call.
+        unsafe { f(self.services, call, error) }
     }
 
     /// Runs kernel `index`'s host reference over `call`. Returns its `STATUS_*`;

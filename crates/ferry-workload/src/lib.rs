@@ -435,6 +435,37 @@ impl Workload {
         Ok(wl)
     }
 
+    /// Where task `seq` of a run comes from (`seq` counts tasks in submission order from 0, as
+    /// a run's faults number them): `file:line:col` of its graph entry; `None` past the last
+    /// task. Walks the graph up to that task (linear in `seq`), so an error path can afford it.
+    pub fn task_location(&self, seq: u64) -> Option<String> {
+        struct Find {
+            want: u64,
+            seen: u64,
+            at: Option<usize>,
+        }
+        impl expand::Visit for Find {
+            fn scope_begin(&mut self, _: &[(u32, u64)]) {}
+            fn scope_end(&mut self) {}
+            fn task(&mut self, t: &expand::Concrete<'_>) -> Result<(), String> {
+                if self.seen == self.want {
+                    self.at = Some(t.node.at);
+                    return Err(String::new()); // found: stop the walk
+                }
+                self.seen += 1;
+                Ok(())
+            }
+        }
+        let mut f = Find { want: seq, seen: 0, at: None };
+        let sizes: Vec<u64> = self.tensors.iter().map(|t| t.1).collect();
+        let _ = expand::Walk::new(&self.lines, &sizes, self.scratch_bytes, &self.ir)
+            .run(&self.ir, &mut f);
+        match self.lines.at(f.at?, "") {
+            WorkloadError::At { file, line, col, .. } => Some(format!("{file}:{line}:{col}")),
+            _ => None,
+        }
+    }
+
     /// The workload's name (the DFX case name).
     pub fn name(&self) -> &str {
         &self.name

@@ -106,6 +106,7 @@ pub(super) fn run(a: &RunArgs, file: &Path) -> anyhow::Result<()> {
     if a.repeat > 1 {
         let rep = runner
             .repeat(0, a.repeat, |_| args.clone(), |_, out| wl.verify(out, &*cat).map(|_| ()))
+            .map_err(|e| crate::kernel_fault::name_kernel_fault(e.into(), &cat, Some(&wl)))
             .with_context(|| format!("workload `{}`", wl.name()))?;
         crate::stdout::outln!(
             "{:<16} {:>8} runs through {} launch slots in {:.1} ms: {:.1} runs/s, every run verified",
@@ -129,7 +130,9 @@ pub(super) fn run(a: &RunArgs, file: &Path) -> anyhow::Result<()> {
         sample_clock_anchors(runner.device(), ANCHOR_POST, x);
     }
     runner.attach_dfx_session(None)?;
-    let (out, host) = out.with_context(|| format!("workload `{}`", wl.name()))?;
+    let (out, host) = out
+        .map_err(|e| crate::kernel_fault::name_kernel_fault(e, &cat, Some(&wl)))
+        .with_context(|| format!("workload `{}`", wl.name()))?;
     if let (Some(s), Some(rd)) = (session, run_dir.as_mut()) {
         let meta = HostMeta { case: wl.name().to_string(), anchors, host };
         let dir = rd.path().to_path_buf();
@@ -148,6 +151,8 @@ pub(super) fn run(a: &RunArgs, file: &Path) -> anyhow::Result<()> {
         s.tasks as f64 / s.wall.as_secs_f64(),
         checksum
     )?;
+    let per: Vec<String> = s.per_kernel.iter().map(|(k, n)| format!("{k} {n}")).collect();
+    crate::stdout::outln!("{:<16} per kernel: {}", "", per.join(", "))?;
     if let Some(mut rd) = run_dir {
         let kernels: serde_json::Map<String, serde_json::Value> =
             s.per_kernel.iter().map(|(k, n)| ((*k).to_string(), (*n).into())).collect();

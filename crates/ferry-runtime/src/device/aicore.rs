@@ -10,7 +10,10 @@ use super::sched::{is_dispatch, read_header, PAYLOAD_PAIR_BYTES};
 use crate::error::{DeviceFault, KernelFault};
 use ferry_abi::arch::Arch;
 use ferry_abi::handshake::{aicore_done_value, HandshakeLayout, CORE_TYPE_AIC, CORE_TYPE_AIV};
-use ferry_abi::kernel_lib::{is_custom_kernel, DeviceCall, TensorArg};
+use ferry_abi::kernel_lib::{
+    is_custom_kernel, DeviceCall, KernelErrorRecord, TensorArg, KERNEL_ERR_BAD_ADDRESS,
+    KERNEL_ERR_MISSING_SCALAR, KERNEL_ERR_MISSING_TENSOR, KERNEL_ERR_PANIC, KERNEL_ERR_SHAPE,
+};
 use ferry_abi::launch::AicoreLaunchArgs;
 use ferry_abi::regs::{
     cond_ack, cond_fin, RegLayout, AICORE_EXIT_SIGNAL, AICPU_IDLE, COND_EXITED, COND_IDLE,
@@ -176,9 +179,23 @@ fn run_custom(a: &DispatchArgs, custom: Option<&dyn CustomDispatch>) -> Result<(
         *d = TensorArg { addr: t.addr, bytes: t.bytes };
     }
     call.scalars[..call.n_scalars as usize].copy_from_slice(&a.scalars[..call.n_scalars as usize]);
-    match custom.and_then(|c| c.call(kernel, &call)) {
+    let mut error = KernelErrorRecord::default();
+    match custom.and_then(|c| c.call(kernel, &call, &mut error)) {
         None => Err(KernelFault::UnknownKernel { kernel }),
         Some(ferry_abi::services::STATUS_OK) => Ok(()),
-        Some(status) => Err(KernelFault::Status { kernel, status }),
+        Some(status) => Err(loaded_fault(kernel, status, &error)),
+    }
+}
+
+/// A loaded kernel's refusal as a typed fault: the `KernelError` its device entry recorded, or
+/// its bare status when it recorded none.
+fn loaded_fault(kernel: u32, status: i32, e: &KernelErrorRecord) -> KernelFault {
+    match e.kind {
+        KERNEL_ERR_MISSING_TENSOR => KernelFault::MissingTensor { kernel, index: e.index },
+        KERNEL_ERR_MISSING_SCALAR => KernelFault::MissingScalar { kernel, index: e.index },
+        KERNEL_ERR_BAD_ADDRESS => KernelFault::BadAddress { kernel, index: e.index },
+        KERNEL_ERR_SHAPE => KernelFault::Shape { kernel, expected: e.expected, got: e.got },
+        KERNEL_ERR_PANIC => KernelFault::Panicked { kernel },
+        _ => KernelFault::Status { kernel, status },
     }
 }

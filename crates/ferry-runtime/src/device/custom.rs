@@ -15,7 +15,8 @@ use super::kernels::{self, CoreKind};
 use super::ops::DeviceOps;
 use crate::error::DeviceFault;
 use ferry_abi::kernel_lib::{
-    is_custom_kernel, DeviceCall, CORE_AIC, CUSTOM_KERNEL_BASE, MAX_CUSTOM_KERNELS,
+    is_custom_kernel, DeviceCall, KernelErrorRecord, CORE_AIC, CUSTOM_KERNEL_BASE,
+    MAX_CUSTOM_KERNELS,
 };
 use std::mem::size_of;
 
@@ -168,8 +169,8 @@ pub fn shape(id: u32, custom: &CustomKernels) -> Option<KernelShape> {
 /// How the AICore executor reaches a loaded kernel's device entry.
 pub trait CustomDispatch: Send + Sync {
     /// Runs loaded kernel `id` for one block; its `STATUS_*`, or `None` when no kernel has that
-    /// id.
-    fn call(&self, id: u32, call: &DeviceCall) -> Option<i32>;
+    /// id. A refusing kernel describes why in `error`.
+    fn call(&self, id: u32, call: &DeviceCall, error: &mut KernelErrorRecord) -> Option<i32>;
 }
 
 // A task's argument capacity is a loaded kernel's call capacity.

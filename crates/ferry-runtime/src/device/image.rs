@@ -15,6 +15,7 @@
 //! | tensor table | [`TensorRecord`] × `tensor_count` | host → AICPU |
 //! | scalars | `u64` × `scalar_count` | host → AICPU |
 //! | result | [`RunResult`] (128 B) | AICPU → host (live progress words and the final status) |
+//! | loaded-kernel counts | `u64` × `kernel_table_count`: finished tasks per loaded kernel, by `id - CUSTOM_KERNEL_BASE` | AICPU → host (written with the result) |
 //! | handshake record | `u32` × `worker_count` | AICPU → host: the `aicore_done` each scheduler last saw |
 //! | host-built graph | [`TaskRecord`] × `graph_task_count`, then `u32` predecessor indices | host → AICPU |
 //!
@@ -46,7 +47,7 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 /// `RuntimeHeader::magic`: "FRRT".
 pub const IMAGE_MAGIC: u32 = u32::from_le_bytes(*b"FRRT");
 /// `RuntimeHeader::version` of this layout.
-pub const IMAGE_VERSION: u32 = 2;
+pub const IMAGE_VERSION: u32 = 3;
 /// Most tensor arguments one task carries.
 pub const MAX_TASK_TENSORS: usize = 6;
 /// Most scalar arguments one task carries.
@@ -159,7 +160,11 @@ pub struct RuntimeHeader {
     /// Entries of the kernel table.
     pub kernel_table_count: u32,
     _reserved2: u32,
-    _reserved: [u64; 8],
+    /// Offset of the loaded-kernel counts (in the per-run suffix): `u64` ×
+    /// `kernel_table_count`, finished tasks per loaded kernel (the built-ins' are in
+    /// [`RunResult::kernel_counts`]).
+    pub custom_count_off: u64,
+    _reserved: [u64; 7],
 }
 
 const _: () = {
@@ -173,7 +178,8 @@ const _: () = {
     assert!(offset_of!(RuntimeHeader, handshake_seen_off) == 168);
     assert!(offset_of!(RuntimeHeader, kernel_table) == 176);
     assert!(offset_of!(RuntimeHeader, kernel_table_count) == 184);
-    assert!(offset_of!(RuntimeHeader, _reserved) == 192);
+    assert!(offset_of!(RuntimeHeader, custom_count_off) == 192);
+    assert!(offset_of!(RuntimeHeader, _reserved) == 200);
 };
 // SAFETY: repr(C), u32/u64 fields tiling 0..256 without padding (offsets asserted above).
 unsafe impl Record for RuntimeHeader {}

@@ -88,6 +88,8 @@ pub struct RunState {
     abort: AtomicBool,
     fault: Mutex<Option<DeviceFault>>,
     kernel_counts: [AtomicU64; super::image::KERNEL_COUNT_SLOTS],
+    /// Finished tasks per loaded kernel (`id - CUSTOM_KERNEL_BASE`), one per kernel-table entry.
+    custom_counts: Vec<AtomicU64>,
     threads_left: AtomicU32,
     regs: ImageView,
     pub(crate) dfx: Option<std::sync::Arc<super::dfx::DfxDevice>>,
@@ -133,6 +135,10 @@ impl RunState {
             && end(hdr.tensor_off, u64::from(hdr.tensor_count) * 16)
             && end(hdr.scalar_off, u64::from(hdr.scalar_count) * 8)
             && end(hdr.result_off, std::mem::size_of::<RunResult>() as u64)
+            && end(hdr.custom_count_off, u64::from(hdr.kernel_table_count) * 8)
+            && hdr.custom_count_off % 8 == 0
+            // The counts are written, so they live in the per-run suffix, never the prefix.
+            && (hdr.kernel_table_count == 0 || hdr.custom_count_off >= hdr.run_off)
             && end(hdr.graph_task_off, u64::from(hdr.graph_task_count) * 160)
             && end(hdr.graph_pred_off, u64::from(hdr.graph_pred_count) * 4)
             && hdr.task_window > 0
@@ -155,7 +161,9 @@ impl RunState {
         let run: RunBlock = image.read_record(hdr.run_off as usize);
         let custom =
             super::custom::CustomKernels::read(ops, hdr.kernel_table, hdr.kernel_table_count, bad)?;
+        let custom_counts = custom.records().iter().map(|_| AtomicU64::new(0)).collect();
         Ok(RunState {
+            custom_counts,
             custom,
             image,
             epoch: run.run_epoch,
@@ -368,7 +376,11 @@ impl RunState {
             };
             (g.task.kernel, n, many)
         };
-        if let Some(c) = self.kernel_counts.get(kernel as usize) {
+        let count = match kernel.checked_sub(ferry_abi::kernel_lib::CUSTOM_KERNEL_BASE) {
+            Some(i) => self.custom_counts.get(i as usize),
+            None => self.kernel_counts.get(kernel as usize),
+        };
+        if let Some(c) = count {
             // Relaxed: a statistic read after every thread has left (the exit protocol orders it).
             c.fetch_add(1, Ordering::Relaxed);
         }
@@ -424,6 +436,14 @@ impl RunState {
         for (o, c) in r.kernel_counts.iter_mut().zip(&self.kernel_counts) {
             // Relaxed: every increment happened-before via the AcqRel exit count above.
             *o = c.load(Ordering::Relaxed);
+        }
+        for (i, c) in self.custom_counts.iter().enumerate() {
+            // Relaxed (both): every increment happened-before via the AcqRel exit count above;
+            // the host reads the counts after the launch completes, as it reads the result.
+            let n = c.load(Ordering::Relaxed);
+            self.image
+                .u64_at(self.hdr.custom_count_off as usize + 8 * i)
+                .store(n, Ordering::Relaxed);
         }
         self.image.write_record(self.hdr.result_off as usize, &r);
         true

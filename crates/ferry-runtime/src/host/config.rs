@@ -258,8 +258,9 @@ pub struct RunArgs {
 pub struct RunStats {
     /// Tasks that ran.
     pub tasks: u64,
-    /// Finished tasks per kernel, by name (kernels with zero tasks left out).
-    pub per_kernel: Vec<(&'static str, u64)>,
+    /// Finished tasks per kernel, by name, built-ins then loaded kernels in id order (kernels
+    /// with zero tasks left out).
+    pub per_kernel: Vec<(String, u64)>,
     /// Wall time from launch to completion.
     pub wall: Duration,
     /// Variant of the run.

@@ -14,8 +14,8 @@
 use crate::device::custom::{CustomDispatch, CustomKernels, KernelSpecRecord};
 use crate::device::kernels::{CoreKind, KERNELS};
 use ferry_abi::kernel_lib::{
-    is_custom_kernel, DeviceCall, HostCall, HostTensor, CORE_AIC, CORE_AIV, CUSTOM_KERNEL_BASE,
-    MAX_CALL_SCALARS, MAX_CALL_TENSORS, MAX_CUSTOM_KERNELS,
+    is_custom_kernel, DeviceCall, HostCall, HostTensor, KernelErrorRecord, CORE_AIC, CORE_AIV,
+    CUSTOM_KERNEL_BASE, MAX_CALL_SCALARS, MAX_CALL_TENSORS, MAX_CUSTOM_KERNELS,
 };
 use ferry_abi::records::DType;
 use ferry_launch::loader::LoadError;
@@ -339,12 +339,12 @@ impl KernelRegistry {
 }
 
 impl CustomDispatch for KernelRegistry {
-    fn call(&self, id: u32, call: &DeviceCall) -> Option<i32> {
+    fn call(&self, id: u32, call: &DeviceCall, error: &mut KernelErrorRecord) -> Option<i32> {
         if !is_custom_kernel(id) {
             return None;
         }
         let l = self.loaded.get((id - CUSTOM_KERNEL_BASE) as usize)?;
-        Some(self.libs[l.lib].call_device(l.entry, call))
+        Some(self.libs[l.lib].call_device(l.entry, call, error))
     }
 }
 

@@ -58,6 +58,8 @@ pub struct PreparedRun {
     slot: usize,
     image: DevicePtr,
     result_off: u64,
+    /// Where the loaded-kernel counts are, and how many.
+    custom_counts: (u64, u32),
     handshake: HandshakeRegion,
     kargs: KernelArgs,
     tensors: Vec<(DevicePtr, u64, bool)>,
@@ -604,6 +606,7 @@ impl DeviceRunner {
             _allocs: allocs,
             image,
             result_off: hdr.result_off,
+            custom_counts: (hdr.custom_count_off, hdr.kernel_table_count),
             handshake: HandshakeRegion::of(&hdr),
             kargs,
             tensors,

@@ -305,12 +305,24 @@ impl DeviceRunner {
                 b.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect(),
             ));
         }
-        let per_kernel = KERNELS
+        let mut per_kernel: Vec<(String, u64)> = KERNELS
             .iter()
             .zip(r.kernel_counts)
             .filter(|(_, n)| *n > 0)
-            .map(|(k, n)| (k.name, n))
+            .map(|(k, n)| (k.name.to_string(), n))
             .collect();
+        let (off, n) = p.custom_counts;
+        if n > 0 {
+            let mut b = vec![0u8; n as usize * 8];
+            self.device.copy_dtoh(p.image.add(off), &mut b)?;
+            for (i, c) in b.chunks_exact(8).enumerate() {
+                let count = u64::from_le_bytes(c.try_into().unwrap_or_default());
+                let id = ferry_abi::kernel_lib::CUSTOM_KERNEL_BASE + i as u32;
+                if let (true, Some(k)) = (count > 0, self.kernels().info(id)) {
+                    per_kernel.push((k.name, count));
+                }
+            }
+        }
         Ok(RunOutput {
             scheduler: run.scheduler.take(),
             tensors: outs,

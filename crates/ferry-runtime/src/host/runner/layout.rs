@@ -19,6 +19,8 @@ pub(crate) struct ImageCounts {
     pub(crate) scalars: u64,
     pub(crate) graph_tasks: u64,
     pub(crate) graph_preds: u64,
+    /// Loaded kernels (one count each).
+    pub(crate) custom_kernels: u64,
 }
 
 /// A header with the image's region offsets and total size for a chip of `cfg` (everything
@@ -40,6 +42,7 @@ pub(crate) fn image_offsets(cfg: &RunnerConfig, n: ImageCounts) -> RuntimeHeader
     h.tensor_off = take(n.tensors * 16);
     h.scalar_off = take(n.scalars * 8);
     h.result_off = take(std::mem::size_of::<RunResult>() as u64);
+    h.custom_count_off = take(n.custom_kernels * 8);
     h.handshake_seen_off = take(w * 4);
     h.graph_task_off = take(n.graph_tasks * 160);
     h.graph_pred_off = take(n.graph_preds * 4);
@@ -69,6 +72,7 @@ impl DeviceRunner {
                 scalars: scalars.len() as u64,
                 graph_tasks: recs.len() as u64,
                 graph_preds: preds.len() as u64,
+                custom_kernels: u64::from(self.kernel_table.1),
             },
         );
         h.variant = match variant {
