@@ -3,7 +3,7 @@
 
 use std::io::{self, Write};
 
-use super::{plan, PlanSlice, PlanTrack, TracePlan, TrackKind, SEQUENCE_ID};
+use super::{plan, CounterUnit, PlanSlice, PlanTrack, TracePlan, TrackKind, SEQUENCE_ID};
 use crate::model::RunModel;
 use crate::stream::{IdMap, Ticker};
 
@@ -82,6 +82,8 @@ const THD_TID: u32 = 2;
 const THD_THREAD_NAME: u32 = 5;
 const CD_UNIT: u32 = 3;
 const CD_UNIT_TIME_NS: u64 = 1;
+const CD_UNIT_COUNT: u64 = 2;
+const CD_UNIT_SIZE_BYTES: u64 = 3;
 const TE_DEBUG_ANNOTATIONS: u32 = 4;
 const TE_TYPE: u32 = 9;
 const TE_TRACK_UUID: u32 = 11;
@@ -150,7 +152,12 @@ impl Encoder {
             }
             TrackKind::Counter => {
                 td.string(TD_NAME, &t.name);
-                sub.clear().varint(CD_UNIT, CD_UNIT_TIME_NS);
+                let unit = match t.unit {
+                    CounterUnit::TimeNs => CD_UNIT_TIME_NS,
+                    CounterUnit::Count => CD_UNIT_COUNT,
+                    CounterUnit::Bytes => CD_UNIT_SIZE_BYTES,
+                };
+                sub.clear().varint(CD_UNIT, unit);
                 td.msg(TD_COUNTER, sub);
             }
         }

@@ -12,6 +12,20 @@
 //! | `Scheduler view` (3) | one per core | dispatch → finish (AICPU-observed) |
 //! | `DFX lanes` (4) | one counter track per lane, `stall <lane> (ns)` | cumulative stall time at each wait's start and end |
 //!
+//! Beyond the swimlane, what the report and the HTML pages show:
+//!
+//! | process (pid) | tracks | values |
+//! |---|---|---|
+//! | `Run` (5) | `run`, `clock anchors`, `loss accounting` | one slice spanning the run (arch, clock, policy, budget as annotations); one slice per host↔device clock anchor sample, from its device timestamp for the host read's length; one slice spanning the run with the loss totals |
+//! | `DFX lanes` (4) | `loss <lane>` per lane | one slice spanning the run with the lane's produced / collected / dropped / stall counts |
+//! | `PMU` (6) | one counter track per core and counter, `core<N> <counter>` | the task's value from its start to its end (0 between tasks) |
+//! | `Scope occupancy` (7) | `ring<R> task window`, `ring<R> heap bytes`, `ring<R> dep pool`, `tensormap`, `scope depth` | occupancy (head − tail) at each scope record |
+//! | `AICPU` (2) | `shared queue<K> depth` | the shared ready-queue depths every scheduler thread saw at each phase's start and end |
+//!
+//! Scope records carry queue positions, not times: a record whose task-window head is `N` was
+//! taken after the orchestrator's `N`-th submit, so it is placed at that submit's end (level-4
+//! swimlane), else at the first start of the `N`-th task by id ([`scope_record_times`]).
+//!
 //! A lane that stalled also gets a slice track `<lane> stall` under its AICPU thread's track with
 //! one `dfx backpressure stall` slice per wait, so the stall shows on the row that stalled. Slices
 //! that overlap on one track (an SPMD re-dispatch, a finish inflated by a stall) go to child tracks
@@ -27,8 +41,13 @@ use super::model::{LaneLoss, RunModel};
 pub use super::stream::InlineList;
 
 mod encode;
+mod extra;
 pub(crate) use encode::write_plan_ticked;
 pub use encode::{encode_plan, encode_plan_with, write_plan, write_trace, EncodeOptions};
+pub use extra::{
+    scope_record_times, uuid_lane_loss, uuid_pmu, uuid_queue_depth, uuid_scope, SCOPE_METRICS,
+    UUID_ANCHORS, UUID_LOSS_TOTALS, UUID_PMU, UUID_RUN, UUID_RUN_INFO, UUID_SCOPES,
+};
 
 /// Trusted packet sequence id of every packet.
 pub const SEQUENCE_ID: u32 = 1;
@@ -52,8 +71,20 @@ pub enum TrackKind {
     },
     /// A plain child track (overlap lanes, stall rows).
     Child,
-    /// A counter track (values in nanoseconds).
+    /// A counter track (values in [`PlanTrack::unit`]).
     Counter,
+}
+
+/// What the values of a counter track count.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum CounterUnit {
+    /// Nanoseconds.
+    #[default]
+    TimeNs,
+    /// Events or items.
+    Count,
+    /// Bytes.
+    Bytes,
 }
 
 /// One planned track.
@@ -67,6 +98,8 @@ pub struct PlanTrack {
     pub name: String,
     /// Kind.
     pub kind: TrackKind,
+    /// Unit of a counter track's values ([`CounterUnit::TimeNs`] for other tracks).
+    pub unit: CounterUnit,
 }
 
 /// One planned slice.
@@ -179,7 +212,7 @@ struct Planner {
 
 impl Planner {
     fn track(&mut self, uuid: u64, parent: Option<u64>, name: String, kind: TrackKind) {
-        self.plan.tracks.push(PlanTrack { uuid, parent, name, kind });
+        self.plan.tracks.push(PlanTrack { uuid, parent, name, kind, unit: CounterUnit::TimeNs });
     }
 
     /// A thread track `uuid` (its tid is its uuid) of process `pid` under `parent`, named
@@ -392,6 +425,14 @@ pub fn plan(run: &RunModel) -> TracePlan {
             }
         }
     }
+
+    // What the report and the pages show beyond the swimlane (see `extra`).
+    let t0 = p.plan.slices.iter().map(|s| s.start_ns).min().unwrap_or(0);
+    let t1 = p.plan.slices.iter().map(|s| s.end_ns).max().unwrap_or(t0).max(t0);
+    p.queue_tracks(run);
+    p.pmu_tracks(run, &tasks);
+    p.scope_tracks(run, &tasks);
+    p.run_tracks(run, (t0, t1));
     p.plan
 }
 
