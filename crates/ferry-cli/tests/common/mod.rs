@@ -1,0 +1,84 @@
+//! What the tests that need tools outside Rust share: running `ferry`, and finding the tools
+//! (Python with the `perfetto` package, Node with `playwright-core`, Chromium). A test whose tool
+//! is missing prints why and passes, unless `FERRY_REQUIRE_TEST_TOOLS=1` (set by `.ci/run`,
+//! which installs them), where a missing tool fails the test.
+#![allow(dead_code, unreachable_pub)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// The `ferry` binary under test.
+pub fn ferry() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_ferry"))
+}
+
+/// Runs `ferry args…`; panics with its output when it fails.
+pub fn ferry_ok(args: &[&str]) -> Output {
+    let out = ferry().args(args).output().expect("spawning ferry");
+    assert!(
+        out.status.success(),
+        "ferry {args:?} failed:\n{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+/// The repository's `tools/` folder.
+pub fn tools() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tools")
+}
+
+/// A fresh scratch directory for one test (removed first if left over).
+pub fn scratch(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("ferry-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// `Some(())` when the tools are there; otherwise prints `why` and returns `None`, or panics
+/// when `FERRY_REQUIRE_TEST_TOOLS=1`.
+pub fn need(ok: bool, test: &str, why: &str) -> Option<()> {
+    if ok {
+        return Some(());
+    }
+    if std::env::var("FERRY_REQUIRE_TEST_TOOLS").is_ok_and(|v| v == "1") {
+        panic!("{test}: {why} (FERRY_REQUIRE_TEST_TOOLS=1: the tools must be installed)");
+    }
+    println!("{test}: SKIPPED: {why}");
+    eprintln!("{test}: SKIPPED: {why}");
+    None
+}
+
+/// Whether `cmd args…` runs and exits 0.
+pub fn runs(cmd: &str, args: &[&str]) -> bool {
+    Command::new(cmd).args(args).output().is_ok_and(|o| o.status.success())
+}
+
+/// The Chromium to drive: `$FERRY_CHROMIUM` or `/usr/bin/chromium`, when it exists.
+pub fn chromium() -> Option<PathBuf> {
+    let p = std::env::var_os("FERRY_CHROMIUM")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/usr/bin/chromium"));
+    p.is_file().then_some(p)
+}
+
+/// Why the browser tests cannot run here (`None`: they can).
+pub fn browser_missing() -> Option<String> {
+    if chromium().is_none() {
+        return Some(
+            "no Chromium at /usr/bin/chromium or $FERRY_CHROMIUM (apt-get install chromium)".into(),
+        );
+    }
+    if !runs("node", &["--version"]) {
+        return Some("no node on PATH".into());
+    }
+    if !tools().join("browser/node_modules/playwright-core").is_dir() {
+        return Some(
+            "tools/browser has no node_modules/playwright-core (npm ci --prefix tools/browser)"
+                .into(),
+        );
+    }
+    None
+}

@@ -1,0 +1,96 @@
+//! The Perfetto trace a run writes, decoded by Perfetto's own published schema (the `perfetto`
+//! Python package's `perfetto_trace_pb2`, through `tools/check_perfetto_trace.py`): PMU and scope
+//! occupancy counter tracks, no unbalanced slice, no event on an undeclared track. The checker
+//! itself is shown to fail on a trace broken on purpose.
+mod common;
+
+use std::path::Path;
+use std::process::Command;
+
+use common::{ferry_ok, need, runs, scratch, tools};
+
+fn python_with_perfetto() -> bool {
+    runs("python3", &["-c", "from perfetto.protos.perfetto.trace import perfetto_trace_pb2"])
+}
+
+fn check(trace: &Path, expect: &str) -> (bool, serde_json::Value) {
+    let out = Command::new("python3")
+        .arg(tools().join("check_perfetto_trace.py"))
+        .arg(trace)
+        .args(["--expect", expect])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let v: serde_json::Value = serde_json::from_str(&text).unwrap_or_else(|e| {
+        panic!(
+            "checker output is not JSON ({e}):\n{text}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    (out.status.success(), v)
+}
+
+#[test]
+fn trace_of_an_all_five_run_decodes_with_perfettos_schema() {
+    let test = "trace_of_an_all_five_run_decodes_with_perfettos_schema";
+    let why = "python3 with the `perfetto` package is missing (pip install perfetto)";
+    if need(python_with_perfetto(), test, why).is_none() {
+        return;
+    }
+    let d = scratch("perfetto-schema");
+    let out = d.join("run");
+    let out_s = out.to_str().unwrap();
+    ferry_ok(&[
+        "run",
+        "--small",
+        "--example",
+        "vector",
+        "--swimlane",
+        "4",
+        "--pmu",
+        "2",
+        "--dep-gen",
+        "--dump-args",
+        "3",
+        "--scope-stats",
+        "--out",
+        out_s,
+    ]);
+    let trace = out.join("trace.perfetto-trace");
+    let (ok, v) = check(&trace, "pmu,scopes,anchors,loss");
+    println!("{test}: {v}");
+    assert!(ok, "{v:#}");
+    assert_eq!(v["unbalanced_slices"], 0, "{v:#}");
+    assert_eq!(v["undeclared_tracks"], 0, "{v:#}");
+    assert!(v["pmu_counter_tracks"].as_u64().unwrap() > 0, "{v:#}");
+    assert!(v["scope_counter_tracks"].as_u64().unwrap() > 0, "{v:#}");
+    assert!(v["slices"].as_u64().unwrap() > 100, "{v:#}");
+
+    // The same trace with an event on an undeclared track and an end that closes nothing: the
+    // checker must see both.
+    let mut bytes = std::fs::read(&trace).unwrap();
+    for ty in [1u8, 2] {
+        // TracePacket { timestamp, trusted_packet_sequence_id: 1, track_event: { type, track_uuid } }:
+        // a begin on undeclared track 0x7777, an end on core 0's track, which has no open slice.
+        let (track, ts) = if ty == 1 { (0x7777u64, 5u8) } else { (1000, 6) };
+        let mut ev = vec![0x48, ty, 0x58];
+        let mut t = track;
+        while t >= 0x80 {
+            ev.push((t as u8) | 0x80);
+            t >>= 7;
+        }
+        ev.push(t as u8);
+        let mut pkt = vec![0x40, ts, 0x50, 1, 0x5a, ev.len() as u8];
+        pkt.extend(ev);
+        bytes.push(0x0a);
+        bytes.push(pkt.len() as u8);
+        bytes.extend(pkt);
+    }
+    let broken = d.join("broken.perfetto-trace");
+    std::fs::write(&broken, bytes).unwrap();
+    let (ok, v) = check(&broken, "pmu,scopes");
+    assert!(!ok, "the checker passed a broken trace: {v:#}");
+    assert_eq!(v["undeclared_tracks"], 1, "{v:#}");
+    assert_eq!(v["unbalanced_slices"], 1, "{v:#}");
+    let _ = std::fs::remove_dir_all(&d);
+}
