@@ -24,9 +24,6 @@ pub fn html_escape(s: &str) -> String {
     o
 }
 
-const PALETTE: [&str; 8] =
-    ["#4e79a7", "#f28e2b", "#59a14f", "#b07aa1", "#76b7b2", "#edc948", "#9c755f", "#bab0ac"];
-
 fn page(title: &str, body: &str) -> String {
     format!(
         "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>{t}</title><style>\
@@ -38,110 +35,52 @@ svg text{{font-size:11px}}</style></head><body><h1>{t}</h1>\n{body}</body></html
     )
 }
 
-/// One row of the swimlane page.
-struct Row {
-    label: String,
-    bars: Vec<(u64, u64, String, String)>, // start, end, colour, tooltip
+/// The `ferry view` page: one self-contained, interactive HTML swimlane (no network, no
+/// resources outside the file). A canvas draws a row per busy core (kernel executions, overlap
+/// lanes as extra rows), per AICPU thread (scheduler phases), per orchestrator (submits), a
+/// scheduler-view row per busy core (dispatch → finish) and a row per lane that stalled (marked,
+/// its waits in red); idle rows are folded into one line per group. Below the rows, the scope
+/// occupancy and ready-queue depth counters as step plots. Time runs from the run's start.
+///
+/// Wheel zooms around the pointer (shift+wheel pans), drag pans, keys `+`/`-`/`w`/`s` zoom,
+/// arrows/`a`/`d` pan, `0` resets, `/` searches by kernel or task id, Enter or `n` goes to the
+/// next hit; a click on a task shows its arguments, PMU counters, predecessors and successors.
+/// Slices that fall into a pixel already drawn merge into it, so a frame draws at most about
+/// one rectangle per pixel column per row, whatever the task count. The page keeps its state in
+/// `window.ferryView` (visible range, rectangles drawn, search hits, the selection) for scripts.
+///
+/// The data is [`view_data`](super::view_data)'s: compact, compressed, inflated by the
+/// browser's own `DecompressionStream`.
+pub fn swimlane_html(run: &RunModel) -> String {
+    let data = super::viewer::view_data(run);
+    let title = html_escape(&format!("ferry view ({})", run.meta.arch));
+    format!(
+        "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>{title}</title><style>{css}</style></head>\
+<body><div id=\"fv-bar\"><b>{title}</b> <input id=\"fv-search\" placeholder=\"search kernel or task id (/)\" size=\"28\"> \
+<span id=\"fv-hits\"></span> <button id=\"fv-reset\">reset zoom (0)</button> <span id=\"fv-range\">loading…</span>\
+<span class=\"fv-help\">wheel: zoom · shift+wheel / drag / arrows: pan · +/-: zoom · click: details</span>\
+<div id=\"fv-legend\"></div></div>\
+<div id=\"fv-scroll\"><div id=\"fv-spacer\"></div><canvas id=\"fv-canvas\"></canvas></div>\
+<p id=\"fv-folded\"></p><div id=\"fv-details\"></div>\
+<h3>Loss accounting</h3><p id=\"fv-loss-sum\"></p><div id=\"fv-loss\"></div>\
+<h3>Report</h3><pre>{report}</pre>\
+<script id=\"ferry-data\" type=\"application/json\">{json}</script><script>{js}</script></body></html>\n",
+        css = VIEW_CSS,
+        report = html_escape(&report(run)),
+        json = data.json,
+        js = VIEW_JS,
+    )
 }
 
-/// The `ferry view` page: one self-contained HTML swimlane (inline SVG, no scripts, no network):
-/// a row per core (kernel executions, overlap lanes as extra rows), per AICPU thread (scheduler
-/// phases), a scheduler-view row per core (dispatch → finish), and a row per lane that stalled
-/// (its waits in red), then the report as text.
-pub fn swimlane_html(run: &RunModel) -> String {
-    use crate::perfetto::{plan, TrackKind};
-    let p = plan(run);
-    let names: BTreeMap<u64, String> = p.tracks.iter().map(|t| (t.uuid, t.name.clone())).collect();
-    let mut rows: Vec<Row> = Vec::new();
-    let mut row_of: BTreeMap<u64, usize> = BTreeMap::new();
-    for t in &p.tracks {
-        if matches!(t.kind, TrackKind::Process { .. } | TrackKind::Counter) {
-            continue;
-        }
-        row_of.insert(t.uuid, rows.len());
-        rows.push(Row { label: names[&t.uuid].clone(), bars: Vec::new() });
-    }
-    let mut colour: BTreeMap<std::sync::Arc<str>, &str> = BTreeMap::new();
-    for s in &p.slices {
-        let Some(&r) = row_of.get(&s.track) else { continue };
-        let n = colour.len();
-        let c = if s.category == "dfx" {
-            "#d62728"
-        } else {
-            colour.entry(s.name.clone()).or_insert(PALETTE[n % PALETTE.len()])
-        };
-        let mut tip = format!(
-            "{} [{} ns .. {} ns] {} ns",
-            s.name,
-            s.start_ns,
-            s.end_ns,
-            s.end_ns.saturating_sub(s.start_ns)
-        );
-        for (k, v) in &s.args {
-            let _ = write!(tip, " {k}={v:#x}");
-        }
-        rows[r].bars.push((s.start_ns, s.end_ns, c.to_string(), tip));
-    }
-    let t0 = p.slices.iter().map(|s| s.start_ns).min().unwrap_or(0);
-    let t1 = p.slices.iter().map(|s| s.end_ns).max().unwrap_or(1).max(t0.saturating_add(1));
-    let span = (t1 - t0).max(1);
-    let (label_w, plot_w, row_h) = (220.0, 1000.0, 18.0);
-    let x = |t: u64| label_w + t.saturating_sub(t0) as f64 * plot_w / span as f64;
-    let h = rows.len() as f64 * row_h + 30.0;
-    let mut svg = format!("<svg width=\"{}\" height=\"{h}\">\n", label_w + plot_w + 10.0);
-    for (i, r) in rows.iter().enumerate() {
-        let y = i as f64 * row_h;
-        let _ = writeln!(
-            svg,
-            "<text x=\"4\" y=\"{}\">{}</text><line x1=\"{label_w}\" x2=\"{}\" y1=\"{}\" y2=\"{}\" stroke=\"#eee\"/>",
-            y + 13.0,
-            html_escape(&r.label),
-            label_w + plot_w,
-            y + row_h,
-            y + row_h
-        );
-        for (s, e, c, tip) in &r.bars {
-            let _ = writeln!(
-                svg,
-                "<rect x=\"{:.2}\" y=\"{}\" width=\"{:.2}\" height=\"{}\" fill=\"{c}\"><title>{}</title></rect>",
-                x(*s),
-                y + 2.0,
-                (x(*e) - x(*s)).max(1.0),
-                row_h - 4.0,
-                html_escape(tip)
-            );
-        }
-    }
-    // Five evenly spaced time ticks under the rows.
-    for k in 0..=4u64 {
-        let t = t0.saturating_add((u128::from(span) * u128::from(k) / 4) as u64);
-        let anchor = match k {
-            0 => "start",
-            4 => "end",
-            _ => "middle",
-        };
-        let _ = writeln!(
-            svg,
-            "<line x1=\"{x:.2}\" x2=\"{x:.2}\" y1=\"0\" y2=\"{}\" stroke=\"#ddd\"/><text x=\"{x:.2}\" y=\"{}\" text-anchor=\"{anchor}\">{} ns</text>",
-            h - 22.0,
-            h - 8.0,
-            t,
-            x = x(t)
-        );
-    }
-    svg.push_str("</svg>\n");
-    let mut legend = String::from("<p>");
-    for (name, c) in &colour {
-        let _ = write!(
-            legend,
-            "<span style=\"color:{c}\">&#9632;</span> {} &nbsp; ",
-            html_escape(name)
-        );
-    }
-    legend.push_str("<span style=\"color:#d62728\">&#9632;</span> dfx backpressure stall</p>");
-    let body = format!("{svg}{legend}<pre>{}</pre>", html_escape(&report(run)));
-    page(&format!("ferry swimlane ({})", run.meta.arch), &body)
-}
+const VIEW_JS: &str = include_str!("viewer.js");
+const VIEW_CSS: &str = "body{font-family:sans-serif;margin:8px}\
+#fv-bar{position:sticky;top:0;background:#fff;padding:4px 0;z-index:2;font-size:13px}\
+#fv-bar span{margin-left:8px;color:#444}.fv-help{color:#888!important;font-size:11px}\
+#fv-scroll{position:relative;height:72vh;overflow-y:auto;border:1px solid #ccc}\
+#fv-canvas{position:sticky;top:0;left:0;display:block;margin-top:0}#fv-spacer{position:absolute;width:1px}\
+table{border-collapse:collapse;font-size:12px}td,th{border:1px solid #ccc;padding:2px 6px;text-align:right}\
+.fv-link{font-family:monospace;font-size:11px;margin:1px}#fv-details h3{margin:8px 0 2px}\
+#fv-details h4{margin:6px 0 2px}#fv-legend{font-size:11px;color:#333}#fv-folded{color:#666;font-size:12px}";
 
 /// Occupancy of one scope instance (begin/end paired by `(ring, site)`).
 #[derive(Clone, Debug, PartialEq)]

@@ -21,7 +21,9 @@ use super::model::{JoinedTask, LaneLoss, RunModel};
 use super::{write_bytes_atomic, OutputError};
 
 mod html;
+mod viewer;
 pub use html::{html_escape, risk_class, scope_usage, scopes_html, swimlane_html, ScopeUsage};
+pub use viewer::{base64, view_data, ViewData, ViewRow};
 
 /// Timing of one kernel, summed over its tasks (device cycles).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
