@@ -1,0 +1,172 @@
+//! `ferry view` in a real browser: headless Chromium (Debian's `chromium`), driven by
+//! `tools/browser/view_check.cjs` through `playwright-core`, over the page of a small run and of
+//! the 50,000-task storm with all five subsystems. Checks what the page drew (its own state and
+//! its canvas pixels) and that wheel zoom, drag pan, key zoom and pan, search and a click change
+//! what is drawn. Prints the storm page's size and first-frame time (a figure, not asserted).
+mod common;
+
+use std::path::Path;
+use std::process::Command;
+
+use common::{browser_missing, ferry_ok, need, scratch, tools};
+use serde_json::Value;
+
+/// Runs `example` with all five subsystems into `dir/run` and writes its page; returns the page
+/// and the run's output.
+fn page_of(dir: &Path, example: &str, small: bool) -> (std::path::PathBuf, String) {
+    let out = dir.join("run");
+    let out_s = out.to_str().unwrap();
+    let mut args = vec!["run", "--example", example];
+    if small {
+        args.push("--small");
+    }
+    args.extend([
+        "--swimlane",
+        "4",
+        "--pmu",
+        "2",
+        "--dep-gen",
+        "--dump-args",
+        "3",
+        "--scope-stats",
+        "--out",
+        out_s,
+    ]);
+    let run = String::from_utf8_lossy(&ferry_ok(&args).stdout).into_owned();
+    ferry_ok(&["view", out_s]);
+    (out.join("swimlane.html"), run)
+}
+
+fn drive(page: &Path, search: &str) -> Value {
+    let out = Command::new("node")
+        .arg(tools().join("browser/view_check.cjs"))
+        .arg(page)
+        .args(["--search", search])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "view_check failed:\n{text}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_str(text.trim()).unwrap_or_else(|e| panic!("not JSON ({e}): {text}"))
+}
+
+fn width(s: &Value) -> f64 {
+    s["visible"]["end"].as_f64().unwrap() - s["visible"]["start"].as_f64().unwrap()
+}
+
+/// The checks both pages share.
+fn check_interaction(v: &Value, hit_task: Option<&str>) {
+    assert_eq!(v["errors"], serde_json::json!([]), "page errors: {v:#}");
+    assert_eq!(v["requests"], serde_json::json!([]), "the page asked the network for something");
+    assert!(v["error"].is_null(), "{}", v["error"]);
+    let init = &v["initial"];
+    let span = init["span"].as_f64().unwrap();
+    assert_eq!((init["visible"]["start"].as_f64(), width(init)), (Some(0.0), span));
+    assert!(init["rects"].as_u64().unwrap() > 0 && init["pixels"]["ink"].as_u64().unwrap() > 1000);
+    // Idle cores are folded, not drawn as rows.
+    let rows: Vec<&str> =
+        v["rows"].as_array().unwrap().iter().map(|r| r.as_str().unwrap()).collect();
+    let folded: Vec<&str> =
+        v["folded"].as_array().unwrap().iter().map(|r| r.as_str().unwrap()).collect();
+    assert!(!folded.is_empty() && rows.iter().all(|r| !folded.contains(r)), "{rows:?} {folded:?}");
+
+    let digest = |s: &Value| s["pixels"]["digest"].as_u64().unwrap();
+    let start = |s: &Value| s["visible"]["start"].as_f64().unwrap();
+    let (wz, dp, kz, kp, reset) =
+        (&v["wheelZoom"], &v["dragPan"], &v["keyZoomOut"], &v["keyPan"], &v["reset"]);
+    assert!(width(wz) < 0.5 * span, "the wheel did not zoom in: {}", wz["visible"]);
+    assert_ne!(digest(wz), digest(init), "zoom drew the same pixels");
+    assert!((width(dp) - width(wz)).abs() < 1e-6 * span, "a drag changed the zoom");
+    assert!(start(dp) > start(wz), "dragging left did not move the view later in time");
+    assert_ne!(digest(dp), digest(wz), "pan drew the same pixels");
+    assert!(width(kz) > 1.5 * width(dp), "'-' did not zoom out: {}", kz["visible"]);
+    assert!(start(kp) > start(kz), "ArrowRight did not pan: {}", kp["visible"]);
+    assert_eq!(width(reset), span);
+    assert_eq!(digest(reset), digest(init), "the same view drew different pixels");
+    assert_eq!(reset["rects"], init["rects"]);
+
+    let s = &v["search"];
+    assert!(s["searchHits"].as_u64().unwrap() > 0, "no hit for the search: {s}");
+    assert!(s["hitRects"].as_u64().unwrap() > 0);
+    assert_ne!(digest(s), digest(reset), "search drew the same pixels");
+    let first = &v["firstHit"];
+    let sel = &first["selected"];
+    let task = sel["task"].as_str().expect("Enter selected the first hit");
+    if let Some(t) = hit_task {
+        assert_eq!(task, t);
+    }
+    assert!(width(first) < span, "the first hit is not zoomed to");
+    assert!(v["cleared"]["selected"].is_null());
+    // A click where the page drew that task selects it again and shows its details.
+    let click = &v["click"]["selected"];
+    assert_eq!(click["task"], sel["task"], "the click picked another slice: {click}");
+    assert!(!click["args"].as_array().unwrap().is_empty(), "no arguments: {click}");
+    assert!(click["pmu"]["pmu_total_cycles"].as_f64().unwrap() > 0.0, "no PMU counters: {click}");
+    let edges = click["preds"].as_array().unwrap().len() + click["succs"].as_array().unwrap().len();
+    assert!(edges > 0, "no predecessors or successors: {click}");
+    let details = v["click"]["details"].as_str().unwrap();
+    for part in ["Arguments", "PMU counters", "Predecessors", "Successors", task] {
+        assert!(details.contains(part), "{part} missing from the details:\n{details}");
+    }
+    assert_eq!(v["searchCleared"]["searchHits"], 0);
+    assert_eq!(v["searchCleared"]["hitRects"], 0);
+}
+
+#[test]
+fn small_runs_page_zooms_pans_searches_and_shows_a_task() {
+    let test = "small_runs_page_zooms_pans_searches_and_shows_a_task";
+    let missing = browser_missing();
+    if need(missing.is_none(), test, missing.as_deref().unwrap_or("")).is_none() {
+        return;
+    }
+    let d = scratch("view-small");
+    let (page, run) = page_of(&d, "vector", true);
+    let v = drive(&page, "mul");
+    check_interaction(&v, None);
+    // The kernel search finds exactly the mul tasks the run reports ("per kernel: …, mul N, …").
+    let muls: u64 = run
+        .split(['\n', ','])
+        .find_map(|p| p.trim().strip_prefix("mul ")?.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no mul count in the run's output:\n{run}"));
+    assert_eq!(v["search"]["searchHits"], muls, "{}", v["search"]);
+    // The scope occupancy plot is there, named per ring and metric.
+    assert!(
+        v["series"].as_array().unwrap().iter().any(|s| s == "ring1 task window"),
+        "{}",
+        v["series"]
+    );
+    assert_eq!(v["firstHit"]["selected"]["name"], "mul");
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+#[test]
+fn storm_page_is_compact_stays_bounded_and_finds_a_task_by_id() {
+    let test = "storm_page_is_compact_stays_bounded_and_finds_a_task_by_id";
+    let missing = browser_missing();
+    if need(missing.is_none(), test, missing.as_deref().unwrap_or("")).is_none() {
+        return;
+    }
+    let d = scratch("view-storm");
+    let (page, _) = page_of(&d, "storm", false);
+    let task = "0x0000000000001234";
+    let v = drive(&page, task);
+    check_interaction(&v, Some(task));
+    assert_eq!(v["tasks"], 50_000);
+    assert_eq!(v["search"]["searchHits"], 1, "a task id names one task");
+    let bytes = v["bytes"].as_u64().unwrap();
+    assert!(bytes <= 8 << 20, "the storm's page is {bytes} bytes (at most 8 MiB)");
+    // Level of detail: the whole run draws far fewer rectangles than it has slices.
+    let (rects, slices) = (v["initial"]["rects"].as_u64().unwrap(), v["slices"].as_u64().unwrap());
+    assert!(slices > 150_000 && rects * 4 < slices, "{rects} rectangles for {slices} slices");
+    println!(
+        "{test}: storm page {:.2} MB, first frame {:.0} ms after navigation start ({} rectangles for {slices} slices, {})",
+        bytes as f64 / 1e6,
+        v["firstFrameMs"].as_f64().unwrap(),
+        rects,
+        v["browser"].as_str().unwrap_or("chromium")
+    );
+    let _ = std::fs::remove_dir_all(&d);
+}
