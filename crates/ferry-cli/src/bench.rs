@@ -40,7 +40,10 @@ enum Area {
     /// the whole `ferry run` command as ratios of DFX off, bytes per record and records/s of the
     /// write phase, the trace phase at 5,000 and 50,000 tasks, and each subsystem's cost.
     Dfx,
-    /// Every area above in turn, each in a process of its own, as one JSON object with the date,
+    /// The storm's `ferry view` page: its size and first frame in headless Chromium (needs
+    /// Debian's chromium and tools/browser's playwright-core; see tools/README.md).
+    View,
+    /// Every area above but `view` (which needs a browser) in turn, each in a process of its own, as one JSON object with the date,
     /// the machine and the build (`--json`; without it, the headline figures as a table). The
     /// input of `ferry figures`.
     All,
@@ -59,6 +62,7 @@ pub(crate) fn run(a: &BenchArgs) -> anyhow::Result<()> {
         Area::Runtime => runtime(a)?,
         Area::Dfx => dfx(a)?,
         Area::Sim => sim(a)?,
+        Area::View => crate::bench_view::run(a.json, a.quick)?,
     }
     Ok(())
 }

@@ -13,6 +13,7 @@ mod analysis;
 mod bench;
 mod bench_dfx;
 mod bench_launch;
+mod bench_view;
 mod cli_reference;
 mod deps;
 mod device_opts;
