@@ -200,33 +200,61 @@ pub fn scopes_html(s: &ScopeStats) -> String {
         "warn" => "#ff9f1c",
         _ => "#2ca02c",
     };
-    let (label_w, bar_w, row_h) = (260.0, 600.0, 16.0);
-    let h = (usage.len() * metrics.len()) as f64 * row_h + 20.0;
-    let mut svg = format!("<svg width=\"{}\" height=\"{h}\">\n", label_w + bar_w + 80.0);
-    let mut y = 0.0;
+    // One row per scope instance, its four metrics side by side: a run of 64 scopes is 64 rows.
+    let (label_w, bar_w, col_w, row_h) = (240.0, 130.0, 190.0, 16.0);
+    let h = (usage.len() + 1) as f64 * row_h + 8.0;
+    let mut svg =
+        format!("<svg width=\"{}\" height=\"{h}\">\n", label_w + col_w * metrics.len() as f64);
+    for (i, m) in metrics.iter().enumerate() {
+        let _ = write!(
+            svg,
+            "<text x=\"{}\" y=\"12\" font-weight=\"bold\">{m}</text>",
+            label_w + col_w * i as f64
+        );
+    }
+    let _ = writeln!(
+        svg,
+        "<text x=\"4\" y=\"12\" font-weight=\"bold\">scope (site #n, in closing order)</text>"
+    );
+    let mut nth: BTreeMap<&str, usize> = BTreeMap::new();
+    let mut y = row_h;
     for u in &usage {
+        let n = nth.entry(u.site.as_str()).or_insert(0);
+        *n += 1;
+        let _ = write!(
+            svg,
+            "<text x=\"4\" y=\"{}\">{} #{} (depth {}, ring {})</text>",
+            y + 12.0,
+            html_escape(&u.site),
+            n,
+            u.depth,
+            u.ring
+        );
         for (i, (m, r)) in metrics.iter().zip(u.risk).enumerate() {
             let r = r.unwrap_or(0.0);
             // A reservation's fill is shown in a neutral colour: it is no risk.
             let fill = if i == 1 && !u.heap_is_risk { "#7f7f7f" } else { colour(r) };
-            let _ = writeln!(
+            let x = label_w + col_w * i as f64;
+            let _ = write!(
                 svg,
-                "<text x=\"4\" y=\"{}\">{} r{} {}</text><rect x=\"{label_w}\" y=\"{}\" width=\"{:.1}\" height=\"{}\" fill=\"{}\"><title>{:.1}% of capacity</title></rect><text x=\"{}\" y=\"{}\">{:.1}%</text>",
-                y + 12.0,
-                html_escape(&u.site),
-                u.ring,
-                m,
+                "<rect x=\"{x}\" y=\"{}\" width=\"{bar_w}\" height=\"{}\" fill=\"#eee\"/>\
+<rect x=\"{x}\" y=\"{}\" width=\"{:.1}\" height=\"{}\" fill=\"{}\"><title>{} {m}: {:.1}% of capacity</title></rect>\
+<text x=\"{}\" y=\"{}\">{:.1}%</text>",
+                y + 2.0,
+                row_h - 4.0,
                 y + 2.0,
                 (r.min(1.0) * bar_w).max(1.0),
                 row_h - 4.0,
                 fill,
+                html_escape(&u.site),
                 r * 100.0,
-                label_w + bar_w + 4.0,
+                x + bar_w + 4.0,
                 y + 12.0,
                 r * 100.0
             );
-            y += row_h;
         }
+        svg.push('\n');
+        y += row_h;
     }
     svg.push_str("</svg>\n");
     let mut table = String::from(
