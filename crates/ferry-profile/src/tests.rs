@@ -173,9 +173,11 @@ fn html_views_are_self_contained() {
         assert!(html.starts_with("<!DOCTYPE html>"));
         assert!(!html.contains("http://") && !html.contains("https://"), "external reference");
         assert!(!html.contains("<script src") && !html.contains("<link"));
-        assert!(html.contains("<svg"));
+        assert!(!html.contains("fetch(") && !html.contains("XMLHttpRequest"));
     }
     let sw = views::swimlane_html(&run);
+    assert!(sw.contains("<canvas"));
+    assert!(views::scopes_html(run.scopes.as_ref().unwrap()).contains("<svg"));
     assert!(sw.contains("aicpu_task/core1 stall"));
     assert!(sw.contains("core2 (aiv) overlap 1"));
     let sc = views::scopes_html(run.scopes.as_ref().unwrap());

@@ -188,9 +188,13 @@ fn perfetto_trace_has_exactly_the_tracks_and_slices_the_records_imply() {
         assert_eq!(out_ids.len(), run.deps.as_ref().unwrap().edges.len());
         assert_eq!(out_ids, in_ids);
 
-        // A counter track per lane; the stalled lane's stall is a slice under its AICPU thread.
-        let counters: Vec<&perfetto_schema::TrackDescriptor> =
-            d.tracks.values().filter(|t| t.counter.is_some()).collect();
+        // A stall counter track per lane; the stalled lane's stall is a slice under its AICPU
+        // thread.
+        let counters: Vec<&perfetto_schema::TrackDescriptor> = d
+            .tracks
+            .values()
+            .filter(|t| t.counter.is_some() && t.parent_uuid == Some(perfetto::UUID_LANES))
+            .collect();
         assert_eq!(counters.len(), run.loss.lanes.len());
         let (i, lane) =
             run.loss.lanes.iter().enumerate().find(|(_, l)| l.lane == SAMPLE_STALLED_LANE).unwrap();
@@ -208,6 +212,56 @@ fn perfetto_trace_has_exactly_the_tracks_and_slices_the_records_imply() {
             .filter(|t| t.name.as_deref().is_some_and(|n| n.ends_with(" stall")))
             .count();
         assert_eq!(stalled_rows, run.loss.lanes.iter().filter(|l| !l.stalls.is_empty()).count());
+
+        // PMU: per core and counter, each task's value from its start to its end.
+        let pmu = run.pmu.as_ref().unwrap();
+        for r in &pmu.rows {
+            let t = sw.aicore_tasks.iter().find(|t| t.task_token_raw == r.task_id).unwrap();
+            let total = &d.counters[&perfetto::uuid_pmu(r.core_id, 0)];
+            assert!(total.contains(&(m.cycles_to_ns(t.start), r.pmu_total_cycles as i64)));
+            let first = &d.counters[&perfetto::uuid_pmu(r.core_id, 1)];
+            assert!(first.contains(&(m.cycles_to_ns(t.start), r.counters[0] as i64)));
+        }
+        let pmu_track = &d.tracks[&perfetto::uuid_pmu(pmu.rows[0].core_id, 1)];
+        assert_eq!(pmu_track.parent_uuid, Some(perfetto::UUID_PMU));
+        let name = format!("core{} {}", pmu.rows[0].core_id, pmu.counter_names[0]);
+        assert_eq!(pmu_track.name.as_deref(), Some(&*name));
+        // No PMU track for a core without PMU rows.
+        let pmu_cores: BTreeSet<u32> = pmu.rows.iter().map(|r| r.core_id).collect();
+        for c in 0..m.num_cores() as u32 {
+            assert_eq!(d.tracks.contains_key(&perfetto::uuid_pmu(c, 0)), pmu_cores.contains(&c));
+        }
+
+        // Scope occupancy: the task window's head − tail at each record, in record order.
+        let sc = run.scopes.as_ref().unwrap();
+        let ring = sc.records[0].ring as u32;
+        let tw: Vec<i64> =
+            d.counters[&perfetto::uuid_scope(ring, 0)].iter().map(|c| c.1).collect();
+        let want: Vec<i64> = sc
+            .records
+            .iter()
+            .filter(|r| r.ring as u32 == ring)
+            .map(|r| r.task_window_end - r.task_window_start)
+            .collect();
+        assert_eq!(tw, want);
+        let times = perfetto::scope_record_times(&run, &run.tasks());
+        assert_eq!(times.len(), sc.records.len());
+        assert!(times.windows(2).all(|w| w[0] <= w[1]), "scope times go backwards: {times:?}");
+
+        // Loss accounting: one slice per lane with its counts, and the totals.
+        for (i, l) in perfetto::lanes_in_file_order(&run).into_iter().enumerate() {
+            let u = perfetto::uuid_lane_loss(i as u32);
+            assert_eq!(d.tracks[&u].name.as_deref(), Some(&*format!("loss {}", l.lane)));
+            assert_eq!(d.slices[&u].len(), 1);
+        }
+        let plan = perfetto::plan(&run);
+        let lane0 = plan.slices.iter().find(|s| s.track == perfetto::uuid_lane_loss(0)).unwrap();
+        let l0 = perfetto::lanes_in_file_order(&run)[0];
+        assert!(lane0.args.contains(&("produced", l0.produced)));
+        assert!(lane0.args.contains(&("dropped", l0.dropped)));
+        let (p, c, dr) = run.loss.totals();
+        let totals = &d.slices[&perfetto::UUID_LOSS_TOTALS];
+        assert_eq!(totals[0].0, format!("produced {p}, collected {c}, dropped {dr}: reconciles"));
     }
 }
 
@@ -228,8 +282,13 @@ fn chrome_trace_keeps_overlapping_slices_on_separate_tids() {
     }
     run.swimlane = Some(sw);
     let v: serde_json::Value = serde_json::from_slice(&chrome::write_chrome_trace(&run)).unwrap();
-    let xs: Vec<&serde_json::Value> =
-        v["traceEvents"].as_array().unwrap().iter().filter(|e| e["ph"] == "X").collect();
+    // The kernels' slices (the run's summary slice aside).
+    let xs: Vec<&serde_json::Value> = v["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["ph"] == "X" && e["cat"] != "run")
+        .collect();
     assert_eq!(xs.len(), 4, "no slice lost");
     let mut by_tid: BTreeMap<i64, Vec<(f64, f64)>> = BTreeMap::new();
     for x in &xs {
@@ -335,7 +394,8 @@ proptest::proptest! {
             by_tid.entry((x["pid"].as_i64().unwrap(), x["tid"].as_i64().unwrap()))
                 .or_default().push((ts, ts + x["dur"].as_f64().unwrap()));
         }
-        proptest::prop_assert_eq!(by_tid.values().map(Vec::len).sum::<usize>(), 2 * tasks.len());
+        // A kernel slice and a dispatch → finish slice per task, and the run's summary.
+        proptest::prop_assert_eq!(by_tid.values().map(Vec::len).sum::<usize>(), 2 * tasks.len() + 1);
         for v in by_tid.values_mut() {
             v.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.total_cmp(&b.1)));
             for w in v.windows(2) {
