@@ -22,7 +22,7 @@ use serde::Serialize;
 
 use super::jsonw::Json;
 use super::model::RunModel;
-use super::perfetto::{plan, TracePlan, TrackKind};
+use super::perfetto::{plan, CounterUnit, PlanTrack, TracePlan, TrackKind};
 use super::stream::{IdMap, Ticker};
 
 fn us(ns: u64) -> f64 {
@@ -123,14 +123,8 @@ struct FlowEnd {
 
 #[cfg(test)]
 #[derive(Serialize)]
-struct StallArg {
-    stall_ns: i64,
-}
-
-#[cfg(test)]
-#[derive(Serialize)]
 struct Counter<'a> {
-    args: StallArg,
+    args: serde_json::Value,
     name: &'a str,
     ph: &'static str,
     pid: i64,
@@ -187,13 +181,12 @@ impl Serialize for Events<'_, '_> {
             }
             tick.tick(1);
         }
-        let names: BTreeMap<u64, &str> =
-            p.tracks.iter().map(|t| (t.uuid, t.name.as_str())).collect();
+        let names: BTreeMap<u64, &PlanTrack> = p.tracks.iter().map(|t| (t.uuid, t)).collect();
         for &(track, ts, v) in &p.counters {
             let (pid, _) = ids[&track];
             seq.serialize_element(&Counter {
-                args: StallArg { stall_ns: v },
-                name: names[&track],
+                args: serde_json::json!({ counter_key(names[&track]): v }),
+                name: &names[&track].name,
                 ph: "C",
                 pid,
                 ts: us(ts),
@@ -253,6 +246,17 @@ fn put_sorted_args(j: &mut Json, args: &[(&'static str, u64)]) {
 
 /// Appends `,"pid":P,"tid":T,"ts":TS}`, the tail every thread event shares.
 #[inline]
+/// The argument a counter's value goes under: `stall_ns` for the lanes' stall time, else named
+/// by the track's unit.
+fn counter_key(t: &PlanTrack) -> &'static str {
+    match t.unit {
+        CounterUnit::TimeNs if t.name.starts_with("stall ") => "stall_ns",
+        CounterUnit::TimeNs => "ns",
+        CounterUnit::Count => "count",
+        CounterUnit::Bytes => "bytes",
+    }
+}
+
 fn put_place(j: &mut Json, pid: i64, tid: i64, ts: f64) {
     j.raw(b",\"pid\":");
     j.i64(pid);
@@ -327,14 +331,17 @@ fn write_events<W: Write>(w: &mut W, p: &TracePlan, tick: &Ticker<'_>) -> io::Re
         tick.tick(1);
         j.drain_into(w)?;
     }
-    let names: IdMap<u64, &str> = p.tracks.iter().map(|t| (t.uuid, t.name.as_str())).collect();
+    let names: IdMap<u64, &PlanTrack> = p.tracks.iter().map(|t| (t.uuid, t)).collect();
     for &(track, ts, v) in &p.counters {
         let (pid, _) = ids[&track];
+        let t = names[&track];
         sep(&mut j);
-        j.raw(b"{\"args\":{\"stall_ns\":");
+        j.raw(b"{\"args\":{");
+        j.str(counter_key(t));
+        j.raw(b":");
         j.i64(v);
         j.raw(b"},\"name\":");
-        j.str(names[&track]);
+        j.str(&t.name);
         j.raw(b",\"ph\":\"C\",\"pid\":");
         j.i64(pid);
         j.raw(b",\"ts\":");

@@ -151,11 +151,18 @@ fn reference_chrome(p: &perfetto::TracePlan) -> serde_json::Value {
                            "tid": tid, "ts": us(s.start_ns)}));
         }
     }
-    let names: BTreeMap<u64, &str> = p.tracks.iter().map(|t| (t.uuid, t.name.as_str())).collect();
+    let names: BTreeMap<u64, &perfetto::PlanTrack> = p.tracks.iter().map(|t| (t.uuid, t)).collect();
     for &(track, ts, v) in &p.counters {
         let (pid, _) = ids[&track];
-        ev.push(json!({"ph": "C", "name": names[&track], "pid": pid, "ts": us(ts),
-                       "args": {"stall_ns": v}}));
+        let t = names[&track];
+        let key = match t.unit {
+            perfetto::CounterUnit::TimeNs if t.name.starts_with("stall ") => "stall_ns",
+            perfetto::CounterUnit::TimeNs => "ns",
+            perfetto::CounterUnit::Count => "count",
+            perfetto::CounterUnit::Bytes => "bytes",
+        };
+        ev.push(json!({"ph": "C", "name": t.name, "pid": pid, "ts": us(ts),
+                       "args": {key: v}}));
     }
     json!({"traceEvents": ev, "displayTimeUnit": "ns"})
 }

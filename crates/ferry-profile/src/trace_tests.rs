@@ -235,8 +235,7 @@ fn perfetto_trace_has_exactly_the_tracks_and_slices_the_records_imply() {
         // Scope occupancy: the task window's head − tail at each record, in record order.
         let sc = run.scopes.as_ref().unwrap();
         let ring = sc.records[0].ring as u32;
-        let tw: Vec<i64> =
-            d.counters[&perfetto::uuid_scope(ring, 0)].iter().map(|c| c.1).collect();
+        let tw: Vec<i64> = d.counters[&perfetto::uuid_scope(ring, 0)].iter().map(|c| c.1).collect();
         let want: Vec<i64> = sc
             .records
             .iter()
