@@ -108,8 +108,8 @@ pub use host_time::{
 };
 pub use id_table::IdTable;
 pub use manifest::{
-    remove_own_temps, Manifest, ManifestEntry, ManifestError, OutDir, LOCK_FILE, MANIFEST_FILE,
-    MANIFEST_FORMAT, MANIFEST_MAX_BYTES,
+    remove_own_temps, Manifest, ManifestEntry, ManifestError, OutDir, RunOutcome, LOCK_FILE,
+    MANIFEST_FILE, MANIFEST_FORMAT, MANIFEST_MAX_BYTES,
 };
 pub use model::{
     AicoreTask, AicpuTask, CoreType, JoinedTask, LaneLoss, LossAccounting, LossPolicy, OrchPhase,

@@ -86,6 +86,26 @@ pub enum ManifestError {
         /// The files, relative to it.
         files: Vec<String>,
     },
+    /// The directory holds a complete earlier run that this one would replace (refused unless
+    /// the caller asked to replace it: `ferry run --force`).
+    #[error(
+        "{} holds a complete ferry run ({}; {} files: {}); writing here would replace it: pass \
+         --force to replace it, or choose another directory",
+        dir.display(),
+        if command.is_empty() { format!("run {run_id}") } else { format!("`{command}`") },
+        files.len(),
+        files.join(", ")
+    )]
+    Occupied {
+        /// The directory.
+        dir: PathBuf,
+        /// The earlier run's id.
+        run_id: String,
+        /// The earlier run's command line, joined with spaces.
+        command: String,
+        /// The files it wrote, relative to the directory.
+        files: Vec<String>,
+    },
     /// No manifest: not the output of a complete ferry run.
     #[error(
         "{} has no {MANIFEST_FILE}: not the output of a complete ferry run (interrupted, written \
@@ -141,6 +161,34 @@ pub struct Manifest {
     pub complete: bool,
     /// The files, in the order written.
     pub files: Vec<ManifestEntry>,
+    /// How the run ended; absent in manifests written before outcomes were recorded (those runs
+    /// succeeded: a failed run left its manifest incomplete).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outcome: Option<RunOutcome>,
+}
+
+/// How a run whose profile is complete ended: a run that fails verification or whose kernel
+/// faults still writes its profile, marked so that readers say it failed.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "status", rename_all = "lowercase")]
+pub enum RunOutcome {
+    /// The run finished and verified.
+    Ok,
+    /// The run failed after its profile was collected.
+    Failed {
+        /// Why, one line (the error's cause chain).
+        error: String,
+    },
+}
+
+impl RunOutcome {
+    /// The error of a failed run.
+    pub fn failure(&self) -> Option<&str> {
+        match self {
+            RunOutcome::Ok => None,
+            RunOutcome::Failed { error } => Some(error),
+        }
+    }
 }
 
 /// One file of a [`Manifest`].
@@ -407,6 +455,7 @@ impl OutDir {
             arch: arch.to_string(),
             complete: false,
             files: pending,
+            outcome: None,
         };
         m.write(&self.dir)?;
         for rel in &earlier {
@@ -459,9 +508,44 @@ impl OutDir {
     /// # Panics
     /// Before [`OutDir::begin`].
     pub fn commit(self) -> Result<(), ManifestError> {
+        self.commit_as(RunOutcome::Ok)
+    }
+
+    /// Finishes with `outcome`: writes the complete manifest of what was recorded, last. A
+    /// failed run's profile is as readable as a good one's; readers report the failure.
+    ///
+    /// # Errors
+    /// [`ManifestError::Io`].
+    ///
+    /// # Panics
+    /// Before [`OutDir::begin`].
+    pub fn commit_as(self, outcome: RunOutcome) -> Result<(), ManifestError> {
         let m = self.manifest.expect("OutDir::commit before begin");
-        Manifest { complete: true, ..m }.write(&self.dir)?;
+        Manifest { complete: true, outcome: Some(outcome), ..m }.write(&self.dir)?;
         Ok(())
+    }
+
+    /// The complete run the directory held when claimed, if any: what writing here replaces.
+    pub fn earlier_run(&self) -> Option<&Manifest> {
+        self.earlier.as_ref().filter(|m| m.complete)
+    }
+
+    /// Refuses a directory that holds a complete earlier run ([`ManifestError::Occupied`],
+    /// naming it and its files); an interrupted run's leftovers are not a run and pass. A caller
+    /// that means to replace the earlier run (`ferry run --force`) skips this.
+    ///
+    /// # Errors
+    /// [`ManifestError::Occupied`].
+    pub fn refuse_overwrite(self) -> Result<OutDir, ManifestError> {
+        match self.earlier_run() {
+            Some(m) => Err(ManifestError::Occupied {
+                dir: self.dir.clone(),
+                run_id: m.run_id.clone(),
+                command: m.command.join(" "),
+                files: m.files.iter().map(|e| e.path.clone()).collect(),
+            }),
+            None => Ok(self),
+        }
     }
 }
 

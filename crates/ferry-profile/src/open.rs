@@ -33,7 +33,7 @@ use std::path::{Path, PathBuf};
 
 use super::args::{read_args, read_args_meta, ARGS_BIN_FILE, ARGS_DIR, ARGS_FILE};
 use super::deps::{read_deps, DEPS_FILE};
-use super::manifest::{Manifest, ManifestError, MANIFEST_FILE};
+use super::manifest::{Manifest, ManifestError, RunOutcome, MANIFEST_FILE};
 use super::model::RunModel;
 use super::name_map::{is_name_map_file, name_map_file, read_name_map};
 use super::pmu::{read_pmu, PMU_FILE, PMU_LOSS_FILE};
@@ -195,9 +195,20 @@ pub struct OpenedRun {
     trust: Option<(PathBuf, String)>,
     /// The directory.
     dir: PathBuf,
+    /// How many files were there but could not be read (truncated, malformed, changed since the
+    /// run): the analysis leaves them out, and its command should not report success.
+    pub skipped: usize,
+    /// How the run ended, from its manifest (`None` without one, or in a manifest from before
+    /// outcomes were recorded: those runs succeeded).
+    pub outcome: Option<RunOutcome>,
 }
 
 impl OpenedRun {
+    /// Why the run failed, when its manifest says it did (its profile is complete and readable).
+    pub fn failure(&self) -> Option<&str> {
+        self.outcome.as_ref().and_then(RunOutcome::failure)
+    }
+
     /// Whether the files were checked against a manifest.
     pub fn is_verified(&self) -> bool {
         self.trust.is_some()
@@ -262,6 +273,8 @@ struct Opener {
     /// The manifest, where it lives and this directory's prefix under it.
     trust: Option<(Manifest, PathBuf, String)>,
     warnings: Vec<String>,
+    /// Files that are there but could not be read (each also a warning).
+    skipped: usize,
 }
 
 impl Opener {
@@ -303,6 +316,7 @@ impl Opener {
         if need.strict() {
             return Err(OpenError::Refused { source: refusal });
         }
+        self.skipped += 1;
         self.warnings.push(format!(
             "skipped {rel}: {refusal} (rerun `ferry run --out DIR` to rewrite the directory, or \
              remove {MANIFEST_FILE} to read its files unverified)"
@@ -315,6 +329,7 @@ impl Opener {
         if need.strict() {
             return Err(e.into());
         }
+        self.skipped += 1;
         self.warnings.push(format!("skipped {}: {e}", self.dir.display()));
         Ok(None)
     }
@@ -445,7 +460,7 @@ pub fn open_run(dir: &Path, needs: &Needs) -> Result<OpenedRun, OpenError> {
         }
     }
     let trust = find_manifest(dir)?;
-    let mut o = Opener { dir: dir.to_path_buf(), trust, warnings: Vec::new() };
+    let mut o = Opener { dir: dir.to_path_buf(), trust, warnings: Vec::new(), skipped: 0 };
     if o.trust.is_none() {
         o.warnings.push(format!(
             "{} has no {MANIFEST_FILE} (not written by `ferry run`, or by a ferry before \
@@ -551,6 +566,7 @@ pub fn open_run(dir: &Path, needs: &Needs) -> Result<OpenedRun, OpenError> {
                 Ok(len) => read_args_meta(open_file(&p)?, len),
                 Err(e) if needs.args.strict() => return Err(e),
                 Err(e) => {
+                    o.skipped += 1;
                     o.warnings.push(format!("skipped {}: {e}", p.display()));
                     Err(OutputError::Empty(p.clone()))
                 }
@@ -594,8 +610,10 @@ pub fn open_run(dir: &Path, needs: &Needs) -> Result<OpenedRun, OpenError> {
         return Err(OpenError::Empty(dir.to_path_buf()));
     }
     o.warnings.extend(inconsistencies(&run));
+    let outcome = o.trust.as_ref().and_then(|(m, _, _)| m.outcome.clone());
     let trust = o.trust.map(|(_, root, prefix)| (root, prefix));
-    Ok(OpenedRun { run, warnings: o.warnings, trust, dir: dir.to_path_buf() })
+    let skipped = o.skipped;
+    Ok(OpenedRun { run, warnings: o.warnings, trust, dir: dir.to_path_buf(), outcome, skipped })
 }
 
 /// What parses but does not add up in `run`, one line per kind (with the first example): tasks
@@ -608,7 +626,7 @@ pub fn inconsistencies(run: &RunModel) -> Vec<String> {
         if let Some(t) = bad.first() {
             w.push(format!(
                 "{SWIMLANE_FILE}: {} AICore task record(s) end before they start (first: core {} \
-                 task 0x{:016x}, start {} end {}); their exec time counts as 0",
+                 task {:#x}, start {} end {}); their exec time counts as 0",
                 bad.len(),
                 t.core,
                 t.task_token_raw,
@@ -632,8 +650,8 @@ pub fn inconsistencies(run: &RunModel) -> Vec<String> {
             .collect();
         if let Some(e) = unknown.first() {
             w.push(format!(
-                "{DEPS_FILE}: {} edge(s) name a task the graph does not list (first: 0x{:016x} -> \
-                 0x{:016x})",
+                "{DEPS_FILE}: {} edge(s) name a task the graph does not list (first: {:#x} -> \
+                 {:#x})",
                 unknown.len(),
                 e.pred,
                 e.succ

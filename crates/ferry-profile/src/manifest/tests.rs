@@ -223,3 +223,48 @@ fn own_temps_go_and_others_stay_until_a_claim() {
     assert_eq!(listing(&d), [LOCK_FILE, "a/.y.tmp.not-a-pid"]);
     fs::remove_dir_all(&d).unwrap();
 }
+
+#[test]
+fn a_complete_run_is_refused_unless_replaced_and_an_interrupted_one_is_not() {
+    let d = tmpdir("occupied");
+    let all = ["deps.json", "pmu.csv"];
+    run(&d, &all, &[("deps.json", b"{}")]).unwrap();
+    let err = OutDir::claim(&d, &names(&all)).unwrap().refuse_overwrite().unwrap_err();
+    match &err {
+        ManifestError::Occupied { files, command, .. } => {
+            assert_eq!(files, &names(&["deps.json"]));
+            assert_eq!(command, "ferry run");
+        }
+        e => panic!("{e}"),
+    }
+    assert!(err.to_string().contains("--force"), "{err}");
+    // Refused, the directory is as it was.
+    assert_eq!(fs::read(d.join("deps.json")).unwrap(), b"{}");
+    Manifest::verified(&d).unwrap().verify(&d, "deps.json").unwrap();
+    // A run that began and never committed holds no complete run: not refused.
+    let mut out = OutDir::claim(&d, &names(&all)).unwrap();
+    out.begin("killed", &names(&["ferry", "run"]), "a2a3", &names(&["pmu.csv"])).unwrap();
+    drop(out);
+    OutDir::claim(&d, &names(&all)).unwrap().refuse_overwrite().unwrap();
+    fs::remove_dir_all(&d).unwrap();
+}
+
+#[test]
+fn a_failed_runs_outcome_is_kept_and_old_manifests_read_as_before() {
+    let d = tmpdir("outcome");
+    let mut out = OutDir::claim(&d, &[]).unwrap();
+    out.begin("r", &names(&["ferry"]), "a2a3", &[]).unwrap();
+    let failed = RunOutcome::Failed { error: "wrong result".into() };
+    out.commit_as(failed.clone()).unwrap();
+    let m = Manifest::verified(&d).unwrap();
+    assert_eq!(m.outcome, Some(failed));
+    assert_eq!(m.outcome.as_ref().and_then(RunOutcome::failure), Some("wrong result"));
+    let text = fs::read_to_string(d.join(MANIFEST_FILE)).unwrap();
+    assert!(text.contains("\"status\": \"failed\""), "{text}");
+    // A manifest from before outcomes: no key, read as it was.
+    let mut v: serde_json::Value = serde_json::from_str(&text).unwrap();
+    v.as_object_mut().unwrap().remove("outcome");
+    fs::write(d.join(MANIFEST_FILE), v.to_string()).unwrap();
+    assert_eq!(Manifest::verified(&d).unwrap().outcome, None);
+    fs::remove_dir_all(&d).unwrap();
+}

@@ -21,6 +21,7 @@ mod extent;
 pub mod graph;
 mod handshake;
 mod kernel_registry;
+pub mod profile;
 mod repeat;
 mod runner;
 mod sim_ops;

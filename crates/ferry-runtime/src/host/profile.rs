@@ -1,0 +1,244 @@
+//! A run's profile from the session's start to its files: the one call a caller makes to run a
+//! graph with DFX and keep what it collected.
+//!
+//! [`run_profiled`] starts a [`DfxSession`] in the chip's device memory, attaches it to the
+//! runner, samples the clock anchors, runs the caller's closure (one launch, or several: the
+//! session spans everything the closure launches), samples the anchors again, detaches, builds
+//! the [`RunModel`] and writes every file into the claimed output directory, recording each in
+//! its manifest. The run's own result comes back beside the profile's, so a run that failed
+//! (a kernel fault, a wrong result found by the closure) still leaves its profile: the caller
+//! commits the manifest with the run's [`RunOutcome`](ferry_profile::RunOutcome).
+//!
+//! The steps are also available one by one ([`Profiler::start`], [`Profiler::finish`],
+//! [`write_profile`]) for a caller that interleaves its own work between them.
+//!
+//! # Example
+//! ```
+//! use ferry_profile::{OutDir, WriteOptions, MANIFEST_FILE};
+//! use ferry_runtime::examples::{Example, Size};
+//! use ferry_runtime::host::dfx::DfxOptions;
+//! use ferry_runtime::host::profile::{run_profiled, ProfileTarget};
+//! use ferry_runtime::host::{DeviceRunner, RunnerConfig};
+//!
+//! let dir = std::env::temp_dir().join(format!("ferry-profile-doc-{}", std::process::id()));
+//! # let _ = std::fs::remove_dir_all(&dir);
+//! let mut runner = DeviceRunner::new(RunnerConfig::small(ferry_sim::Arch::A2a3)).unwrap();
+//! let run = Example::Vector.build(Size::Small);
+//! runner.register_callable(0, run.callable.clone()).unwrap();
+//! let mut out = OutDir::claim(&dir, &[]).unwrap();
+//! out.begin("doc-run", &["doc".into()], "a2a3", &[]).unwrap();
+//! let dfx = DfxOptions { swimlane: 1, ..DfxOptions::default() };
+//! let target = ProfileTarget { out: &mut out, dir: dir.clone(), case: "vector".into(),
+//!                              write: WriteOptions::default() };
+//! let done = run_profiled(&mut runner, &dfx, run.args.scratch_bytes, Some(target), |r| {
+//!     let p = r.prepare(0, run.args.clone())?;
+//!     let host = p.host_orchestration().cloned();
+//!     let l = r.launch(p)?;
+//!     Ok::<_, ferry_runtime::RunError>((r.finalize_run(l)?, host))
+//! })
+//! .unwrap();
+//! let output = done.run.unwrap();
+//! run.verify(&output).unwrap();
+//! let profile = done.profile.unwrap().expect("DFX was on");
+//! // One AICore row per block, at least one per task; each file recorded for the manifest.
+//! assert!(profile.model.swimlane.as_ref().unwrap().aicore_tasks.len() as u64 >= run.tasks);
+//! assert!(profile.report.files.iter().any(|f| f.path.ends_with("chip_swimlane_records.json")));
+//! out.commit().unwrap();
+//! assert!(dir.join(MANIFEST_FILE).exists());
+//! runner.finalize().unwrap();
+//! # std::fs::remove_dir_all(&dir).unwrap();
+//! ```
+use std::path::{Path, PathBuf};
+
+use ferry_profile::{
+    ClockAnchors, HostOrchestration, ManifestError, OutDir, OutputError, RunModel, WriteOptions,
+    WriteReport, Written, ANCHOR_POST, ANCHOR_PRE,
+};
+
+use super::dfx::{sample_clock_anchors, DfxChip, DfxError, DfxOptions, DfxSession};
+use super::DeviceRunner;
+use crate::error::RunnerError;
+
+/// Why a profile could not be collected or written.
+#[derive(Debug, thiserror::Error)]
+pub enum ProfileError {
+    /// Starting the session or building the model failed.
+    #[error(transparent)]
+    Dfx(#[from] DfxError),
+    /// Attaching the session to the runner or detaching it failed.
+    #[error(transparent)]
+    Runner(#[from] RunnerError),
+    /// Writing a file failed.
+    #[error(transparent)]
+    Write(#[from] OutputError),
+    /// Recording a file in the manifest failed.
+    #[error(transparent)]
+    Manifest(#[from] ManifestError),
+    /// A written file lies outside the claimed directory.
+    #[error("{} is outside the output directory {}", file.display(), dir.display())]
+    Outside {
+        /// The file.
+        file: PathBuf,
+        /// The claimed directory.
+        dir: PathBuf,
+    },
+}
+
+/// A DFX session attached to a runner: everything launched on the runner until
+/// [`finish`](Self::finish) is collected into one profile.
+#[derive(Debug)]
+pub struct Profiler {
+    session: DfxSession,
+    anchors: ClockAnchors,
+    host: Option<HostOrchestration>,
+}
+
+impl Profiler {
+    /// Starts a session for `opts` in `runner`'s device memory and attaches it, then samples
+    /// the clock anchors before the first run. `scratch_bytes` is the largest scratch any run
+    /// of the session asks for. `None` when `opts` enables no subsystem.
+    ///
+    /// # Errors
+    /// [`ProfileError::Dfx`] (transports, device memory), [`ProfileError::Runner`] (attaching).
+    pub fn start(
+        runner: &mut DeviceRunner,
+        opts: &DfxOptions,
+        scratch_bytes: u64,
+    ) -> Result<Option<Profiler>, ProfileError> {
+        if !opts.any() {
+            return Ok(None);
+        }
+        let chip = DfxChip::of(runner.config(), scratch_bytes);
+        let session = DfxSession::start_on(opts, chip, runner.device())?;
+        runner.attach_dfx_session(Some(&session))?;
+        let mut anchors = ClockAnchors::new_sim();
+        sample_clock_anchors(runner.device(), ANCHOR_PRE, &mut anchors);
+        Ok(Some(Profiler { session, anchors, host: None }))
+    }
+
+    /// Notes a host-built run's host orchestration (its phases go into the swimlane file); the
+    /// last one noted is kept.
+    pub fn note_host_orchestration(&mut self, host: Option<HostOrchestration>) {
+        if host.is_some() {
+            self.host = host;
+        }
+    }
+
+    /// Ends the session after the runs: samples the anchors after them, detaches from
+    /// `runner`, stops collection and builds the model, named `case` (the name map's name).
+    ///
+    /// # Errors
+    /// [`ProfileError::Runner`] (detaching), [`ProfileError::Dfx`] (records that do not decode,
+    /// a DepGen graph that disagrees with the runtime's, a dead host thread).
+    pub fn finish(
+        mut self,
+        runner: &mut DeviceRunner,
+        case: &str,
+    ) -> Result<RunModel, ProfileError> {
+        sample_clock_anchors(runner.device(), ANCHOR_POST, &mut self.anchors);
+        runner.attach_dfx_session(None)?;
+        let t0 = std::time::Instant::now();
+        let mut model = self.session.finish()?;
+        tracing::debug!(ms = t0.elapsed().as_secs_f64() * 1e3, "phase: dfx model");
+        model.meta.case = Some(case.to_string());
+        model.meta.clock_anchors = Some(self.anchors);
+        model.meta.host_orchestration = self.host;
+        Ok(model)
+    }
+}
+
+/// Writes `model`'s files (and, as `opts` says, its traces) into `dir`, which lies in (or is)
+/// `out`'s directory, and records each file in `out`'s manifest.
+///
+/// # Errors
+/// [`ProfileError::Write`], [`ProfileError::Outside`].
+///
+/// # Panics
+/// Before [`OutDir::begin`].
+pub fn write_profile(
+    out: &mut OutDir,
+    dir: &Path,
+    model: &RunModel,
+    opts: &WriteOptions<'_>,
+) -> Result<WriteReport, ProfileError> {
+    let t0 = std::time::Instant::now();
+    let report = ferry_profile::write_all(dir, model, opts)?;
+    tracing::debug!(ms = t0.elapsed().as_secs_f64() * 1e3, "phase: dfx write");
+    for f in &report.files {
+        let rel = out.relative(&f.path).ok_or_else(|| ProfileError::Outside {
+            file: f.path.clone(),
+            dir: out.path().to_path_buf(),
+        })?;
+        out.record(&rel, Written { bytes: f.bytes, xxh3: f.xxh3 });
+    }
+    Ok(report)
+}
+
+/// Where [`run_profiled`] writes: the claimed output directory (already
+/// [begun](OutDir::begin)), the directory of this profile inside it, its case name and what to
+/// write.
+pub struct ProfileTarget<'a> {
+    /// The claimed output directory; every file written is recorded in its manifest.
+    pub out: &'a mut OutDir,
+    /// The profile's directory: `out`'s, or a subdirectory of it.
+    pub dir: PathBuf,
+    /// The case name (names the name map).
+    pub case: String,
+    /// Files, traces, progress.
+    pub write: WriteOptions<'a>,
+}
+
+/// A profile written by [`run_profiled`].
+#[derive(Debug)]
+pub struct WrittenProfile {
+    /// The model the files were written from.
+    pub model: RunModel,
+    /// What was written.
+    pub report: WriteReport,
+    /// Where.
+    pub dir: PathBuf,
+}
+
+/// What [`run_profiled`] gives back: the run's result and, independently, the profile's.
+#[derive(Debug)]
+pub struct ProfiledRun<T, E> {
+    /// The closure's result.
+    pub run: Result<T, E>,
+    /// The profile: `Ok(None)` with DFX off (or without a target: nothing is written).
+    pub profile: Result<Option<WrittenProfile>, ProfileError>,
+}
+
+/// Runs `run` on `runner` inside one DFX session for `opts` and writes the profile to `target`
+/// (see the [module docs](self)). `run` returns its result and, for a host-built run, the host
+/// orchestration to put in the swimlane file; it may launch any number of runs. The profile is
+/// collected and written whether or not `run` failed.
+///
+/// # Errors
+/// The session could not start (as [`Profiler::start`]); nothing ran.
+pub fn run_profiled<T, E>(
+    runner: &mut DeviceRunner,
+    opts: &DfxOptions,
+    scratch_bytes: u64,
+    target: Option<ProfileTarget<'_>>,
+    run: impl FnOnce(&mut DeviceRunner) -> Result<(T, Option<HostOrchestration>), E>,
+) -> Result<ProfiledRun<T, E>, ProfileError> {
+    let profiler = Profiler::start(runner, opts, scratch_bytes)?;
+    let t0 = std::time::Instant::now();
+    let result = run(runner);
+    tracing::debug!(ms = t0.elapsed().as_secs_f64() * 1e3, "phase: run");
+    let Some(mut profiler) = profiler else {
+        return Ok(ProfiledRun { run: result.map(|(t, _)| t), profile: Ok(None) });
+    };
+    let result = result.map(|(t, host)| {
+        profiler.note_host_orchestration(host);
+        t
+    });
+    let profile = (|| {
+        let case = target.as_ref().map_or("run", |t| t.case.as_str()).to_string();
+        let model = profiler.finish(runner, &case)?;
+        let Some(t) = target else { return Ok(None) };
+        let report = write_profile(t.out, &t.dir, &model, &t.write)?;
+        Ok(Some(WrittenProfile { model, report, dir: t.dir }))
+    })();
+    Ok(ProfiledRun { run: result, profile })
+}
