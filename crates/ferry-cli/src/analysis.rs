@@ -3,6 +3,7 @@
 //! manifest; see the README's "Analysis commands") with its warnings on stderr, and recording
 //! the files a command writes into a run's directory in its manifest.
 use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use anyhow::Context;
 use ferry_profile::{self as output, Needs, OpenedRun, Written};
@@ -16,7 +17,21 @@ pub(crate) fn open(dir: &Path, needs: &Needs) -> anyhow::Result<OpenedRun> {
     for w in &r.warnings {
         eprintln!("ferry: warning: {w}");
     }
+    if let Some(why) = r.failure() {
+        eprintln!("ferry: the run in {} failed: {why}", dir.display());
+    }
+    SKIPPED.fetch_add(r.skipped, Ordering::Relaxed);
     Ok(r)
+}
+
+/// Input files the analysis commands of this process could not read (see [`skipped_inputs`]).
+static SKIPPED: AtomicUsize = AtomicUsize::new(0);
+
+/// How many input files the analysis left out because they could not be read: `main` turns a
+/// command that printed its output without them into a non-zero exit.
+pub(crate) fn skipped_inputs() -> usize {
+    // Relaxed: read on the main thread after the command that counted them returned.
+    SKIPPED.load(Ordering::Relaxed)
 }
 
 /// Writes `bytes` to `path` atomically and, when `path` lies in the run's directory, records it

@@ -1,4 +1,4 @@
-//! `ferry dump DIR [list|export|replay]`: list, filter and export the argument dump; replay a task
+//! `ferry dump list|export|replay DIR`: list, filter and export the argument dump; replay a task
 //! from a dump with payloads and compare its outputs.
 use std::path::PathBuf;
 
@@ -10,44 +10,62 @@ use ferry_profile::{
 
 #[derive(Debug, Args)]
 pub(crate) struct DumpArgs {
-    /// Output directory of a run (holds args_dump/).
-    dir: PathBuf,
     #[command(subcommand)]
-    action: Option<DumpAction>,
+    action: DumpAction,
+}
+
+/// Which arguments: every filter is optional and they combine.
+#[derive(Debug, Args)]
+struct Filter {
     /// Only this task (decimal or 0x hex).
-    #[arg(long, global = true, value_parser = parse_u64)]
+    #[arg(long, value_parser = parse_u64, value_name = "ID")]
     task: Option<u64>,
     /// Only this role (INPUT, OUTPUT, INOUT, SCALAR; any case).
-    #[arg(long, global = true, value_parser = parse_role)]
+    #[arg(long, value_parser = parse_role)]
     role: Option<String>,
     /// Only this stage (before_dispatch, after_completion).
-    #[arg(long, global = true, value_parser = parse_stage)]
+    #[arg(long, value_parser = parse_stage)]
     stage: Option<String>,
     /// Only tasks of this kernel function id.
-    #[arg(long, global = true)]
+    #[arg(long)]
     func: Option<i32>,
     /// Only this argument index.
-    #[arg(long, global = true)]
+    #[arg(long)]
     arg: Option<u32>,
-    /// `list`: print the arguments as one JSON object (schema: docs/reports.md).
-    #[arg(long, global = true)]
-    json: bool,
 }
 
 #[derive(Debug, Subcommand)]
 enum DumpAction {
-    /// List the (filtered) arguments with their first values (the default).
-    List,
+    /// List the (filtered) arguments with their first values.
+    List {
+        /// Output directory of a run (holds args_dump/).
+        dir: PathBuf,
+        #[command(flatten)]
+        filter: Filter,
+        /// Print the arguments as one JSON object (schema: docs/reports.md).
+        #[arg(long)]
+        json: bool,
+    },
     /// Write each (filtered) argument as text (+ raw .bin payload) into a folder.
     Export {
-        /// Folder to write into.
-        #[arg(long)]
+        /// Output directory of a run (holds args_dump/).
+        dir: PathBuf,
+        /// Where this command writes its output: the folder to write into.
+        #[arg(short, long, value_name = "DIR")]
         out: PathBuf,
+        #[command(flatten)]
+        filter: Filter,
     },
-    /// Re-runs `--task N` on the host from its dumped inputs (a dump with their payloads:
+    /// Re-runs task ID on the host from its dumped inputs (a dump with their payloads:
     /// `--dump-args 2`, or 3 with the task's tensors marked with dump(...)) and compares every
     /// output with the dumped one, bit for bit.
-    Replay,
+    Replay {
+        /// Output directory of a run (holds args_dump/).
+        dir: PathBuf,
+        /// The task to replay (decimal or 0x hex).
+        #[arg(long, value_parser = parse_u64, value_name = "ID")]
+        task: u64,
+    },
 }
 
 /// `s` if it is one of `set` (any case), else the valid values.
@@ -75,37 +93,38 @@ fn parse_u64(s: &str) -> Result<u64, String> {
 }
 
 pub(crate) fn execute(a: &DumpArgs) -> anyhow::Result<String> {
-    let r = crate::analysis::open(&a.dir, &Needs::DUMP)?;
-    let dump = r.run.args.as_ref().expect("open_run: a required file is read or an error");
-    let f = DumpFilter {
-        task: a.task,
-        role: a.role.clone(),
-        stage: a.stage.clone(),
-        func: a.func,
-        arg_index: a.arg,
+    let dir = match &a.action {
+        DumpAction::List { dir, .. } | DumpAction::Export { dir, .. } => dir,
+        DumpAction::Replay { dir, .. } => dir,
     };
-    if a.json && !matches!(a.action, None | Some(DumpAction::List)) {
-        bail!("--json applies to `list` only");
-    }
+    let r = crate::analysis::open(dir, &Needs::DUMP)?;
+    let dump = r.run.args.as_ref().expect("open_run: a required file is read or an error");
+    let filter = |f: &Filter| DumpFilter {
+        task: f.task,
+        role: f.role.clone(),
+        stage: f.stage.clone(),
+        func: f.func,
+        arg_index: f.arg,
+    };
     match &a.action {
-        None | Some(DumpAction::List) if a.json => {
-            Ok(format!("{}\n", serde_json::to_string_pretty(&analysis::dump_listing(dump, &f))?))
-        }
-        None | Some(DumpAction::List) => Ok(views::dump_list(dump, &f)),
-        Some(DumpAction::Export { out }) => {
-            let paths = views::dump_export(dump, &f, out)?;
+        DumpAction::List { filter: f, json: true, .. } => Ok(format!(
+            "{}\n",
+            serde_json::to_string_pretty(&analysis::dump_listing(dump, &filter(f)))?
+        )),
+        DumpAction::List { filter: f, .. } => Ok(views::dump_list(dump, &filter(f))),
+        DumpAction::Export { out, filter: f, .. } => {
+            let paths = views::dump_export(dump, &filter(f), out)?;
             Ok(format!(
                 "exported {} into {}\n",
                 views::plural(paths.len() as u64, "file", "files"),
                 out.display()
             ))
         }
-        Some(DumpAction::Replay) => replay(dump, a.task),
+        DumpAction::Replay { task, .. } => replay(dump, *task),
     }
 }
 
-fn replay(dump: &output::ArgsDump, task: Option<u64>) -> anyhow::Result<String> {
-    let Some(task) = task else { bail!("replay needs --task N") };
+fn replay(dump: &output::ArgsDump, task: u64) -> anyhow::Result<String> {
     let args = ferry_runtime::host::dfx::replay_task(dump, task)?;
     let mut s = String::new();
     let mut bad = 0;
@@ -150,29 +169,30 @@ mod tests {
     fn list_filter_and_export() {
         let d = sample_dir("dump", false);
         let dir = d.path.to_str().unwrap();
-        let all = execute(&parse(&[dir])).unwrap();
+        let all = execute(&parse(&["list", dir])).unwrap();
         assert!(all.contains("3 of 3 args"), "{all}");
-        let out = execute(&parse(&[dir, "list", "--role", "OUTPUT"])).unwrap();
+        let out = execute(&parse(&["list", dir, "--role", "OUTPUT"])).unwrap();
         assert!(out.contains("1 of 3 args") && out.contains("[2 4 6 8]"), "{out}");
-        let task2 = execute(&parse(&[dir, "--task", "0x100000002"])).unwrap();
+        let task2 = execute(&parse(&["list", dir, "--task", "0x100000002"])).unwrap();
         assert!(task2.contains("value 42"), "{task2}");
         let x = d.path.join("export");
         let msg = execute(&parse(&[
-            dir,
             "export",
-            "--out",
+            dir,
+            "-o",
             x.to_str().unwrap(),
             "--stage",
             "before_dispatch",
         ]))
         .unwrap();
         assert!(msg.starts_with("exported 3 files"), "{msg}"); // tensor .bin + .txt, scalar .txt
-        let j = execute(&parse(&[dir, "list", "--role", "OUTPUT", "--json"])).unwrap();
+        let j = execute(&parse(&["list", dir, "--role", "OUTPUT", "--json"])).unwrap();
         let l: analysis::DumpListing = serde_json::from_str(&j).unwrap();
         assert_eq!((l.total, l.shown), (3, 1));
         assert_eq!(l.args[0].task_id, "0x100000001");
         assert_eq!((l.args[0].role.as_str(), l.args[0].payload_bytes), ("OUTPUT", Some(16)));
-        let e = execute(&parse(&[dir, "replay", "--json"])).unwrap_err();
-        assert!(e.to_string().contains("--json applies to `list` only"), "{e}");
+        // --json belongs to `list` alone.
+        let e = Cli::try_parse_from(["dump", "replay", dir, "--task", "0", "--json"]).unwrap_err();
+        assert!(e.to_string().contains("--json"), "{e}");
     }
 }

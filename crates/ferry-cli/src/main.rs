@@ -58,7 +58,8 @@ struct Cli {
         default_value = "on",
         value_name = "on|off",
         action = clap::ArgAction::Set,
-        value_parser = clap::builder::BoolishValueParser::new(),
+        value_parser = on_off,
+        hide_possible_values = true,
     )]
     direct_io: bool,
     #[command(subcommand)]
@@ -103,17 +104,65 @@ enum Command {
     CliReference,
 }
 
-/// Runs the command; an error caused by a closed stdout pipe (`ferry dump D | head -1`) ends
+/// Runs the command; an error caused by a closed stdout pipe (`ferry dump list D | head -1`) ends
 /// quietly with exit 0, as coreutils do; any other is printed, exit 1.
 fn main() -> ExitCode {
-    match run(Cli::parse()) {
+    let cli = Cli::parse();
+    let debug = wants_backtrace(&cli.log, std::env::var_os("RUST_LIB_BACKTRACE").is_some());
+    if !debug {
+        // A user error is one line; RUST_BACKTRACE=1, set by many Rust developers, must not
+        // make every error capture and print a backtrace.
+        std::env::set_var("RUST_LIB_BACKTRACE", "0");
+    }
+    let result = run(cli).and_then(|()| match analysis::skipped_inputs() {
+        0 => Ok(()),
+        n => Err(anyhow::anyhow!(
+            "{} could not be read (the warnings above name {}); the output leaves {} out",
+            if n == 1 { "an input file".to_string() } else { format!("{n} input files") },
+            if n == 1 { "it" } else { "them" },
+            if n == 1 { "it" } else { "them" },
+        )),
+    });
+    match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) if stdout::is_broken_pipe(&e) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("Error: {e:?}");
+            eprintln!("Error: {}", one_line(&e));
+            if debug {
+                eprintln!("\n{}", e.backtrace());
+            }
             ExitCode::FAILURE
         }
     }
+}
+
+/// `--direct-io`'s value: `on` or `off` (`true`/`1`/`yes` and `false`/`0`/`no` too, any case).
+fn on_off(s: &str) -> Result<bool, String> {
+    match s.to_ascii_lowercase().as_str() {
+        "on" | "true" | "1" | "yes" => Ok(true),
+        "off" | "false" | "0" | "no" => Ok(false),
+        _ => Err(format!("`{s}` is not on or off")),
+    }
+}
+
+/// Whether an error prints its backtrace: only when asked for, with a debug log
+/// (`FERRY_LOG=debug`, `--log debug`) or `RUST_LIB_BACKTRACE` set.
+fn wants_backtrace(log: &str, lib_backtrace: bool) -> bool {
+    lib_backtrace || log.contains("debug") || log.contains("trace")
+}
+
+/// `e`'s cause chain on one line, `outer: inner: ...`, each cause once: a cause whose message
+/// the one before it already carries (`file: {source}`) is not repeated.
+fn one_line(e: &anyhow::Error) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    for cause in e.chain() {
+        let m = cause.to_string();
+        if m.is_empty() || parts.last().is_some_and(|p| p.contains(&m)) {
+            continue;
+        }
+        parts.push(m);
+    }
+    parts.join(": ")
 }
 
 fn run(cli: Cli) -> anyhow::Result<()> {
@@ -147,5 +196,30 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             use clap::CommandFactory;
             Ok(stdout::outln!("{}", cli_reference::render(&mut Cli::command()).trim_end())?)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{one_line, wants_backtrace};
+
+    #[test]
+    fn an_error_is_one_line_with_each_cause_once() {
+        let io = std::io::Error::new(std::io::ErrorKind::NotFound, "no such file");
+        let e = ferry_profile::OutputError::Io { file: "deps.json".into(), source: io };
+        let e = anyhow::Error::new(e).context("reading D");
+        // The io error is already in the file's message: said once.
+        assert_eq!(one_line(&e), "reading D: deps.json: no such file");
+        let e = anyhow::anyhow!("inner").context("outer");
+        assert_eq!(one_line(&e), "outer: inner");
+    }
+
+    #[test]
+    fn the_backtrace_is_only_for_a_debug_log_or_rust_lib_backtrace() {
+        assert!(!wants_backtrace("warn", false));
+        assert!(!wants_backtrace("info,ferry::signals=warn", false));
+        assert!(wants_backtrace("debug", false));
+        assert!(wants_backtrace("warn,ferry_sim=trace", false));
+        assert!(wants_backtrace("warn", true));
     }
 }

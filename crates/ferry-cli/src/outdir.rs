@@ -3,8 +3,9 @@
 //!
 //! The rules are [`ferry_profile::OutDir`]'s (see the README's "Output directories"): a run
 //! refuses a directory that is not one, cannot be written, is being written by another ferry,
-//! or holds files under ferry's names that no manifest there lists; it removes the earlier
-//! run's files just before writing its own, and writes the manifest last.
+//! or holds files under ferry's names that no manifest there lists, and a directory holding a
+//! complete earlier run unless `--force`; it removes the earlier run's files just before writing
+//! its own, and writes the manifest last, with how the run ended.
 //!
 //! SIGINT and SIGTERM stop a run: the handler removes this process's temp files in the output
 //! directory and its device directories, and exits with 130 / 143 (128 + the signal). Files
@@ -18,8 +19,8 @@ use std::sync::{Mutex, OnceLock};
 
 use anyhow::Context;
 use ferry_profile::{
-    self as output, OutDir, Written, ARGS_BIN_FILE, ARGS_DIR, ARGS_FILE, CHROME_FILE, DEPS_FILE,
-    PERFETTO_FILE, PMU_FILE, PMU_LOSS_FILE, SCOPES_DIR, SCOPES_FILE, SWIMLANE_FILE,
+    self as output, OutDir, RunOutcome, Written, ARGS_BIN_FILE, ARGS_DIR, ARGS_FILE, CHROME_FILE,
+    DEPS_FILE, PERFETTO_FILE, PMU_FILE, PMU_LOSS_FILE, SCOPES_DIR, SCOPES_FILE, SWIMLANE_FILE,
 };
 use ferry_runtime::examples::Example;
 
@@ -70,8 +71,9 @@ impl RunDir {
     ///
     /// # Errors
     /// The directory cannot be a run's ([`ferry_profile::ManifestError`], with context).
-    pub(crate) fn claim(dir: &Path, arch: &str) -> anyhow::Result<RunDir> {
+    pub(crate) fn claim(dir: &Path, arch: &str, force: bool) -> anyhow::Result<RunDir> {
         let out = OutDir::claim(dir, &ferry_names())
+            .and_then(|o| if force { Ok(o) } else { o.refuse_overwrite() })
             .with_context(|| format!("--out {}", dir.display()))?;
         *signal_dir().lock().unwrap_or_else(|p| p.into_inner()) = Some(dir.to_path_buf());
         Ok(RunDir { out, arch: arch.to_string() })
@@ -95,6 +97,12 @@ impl RunDir {
         Ok(())
     }
 
+    /// The claim, begun ([`RunDir::begin`]): what the library writes a profile into.
+    pub(crate) fn begun(&mut self) -> anyhow::Result<&mut OutDir> {
+        self.begin()?;
+        Ok(&mut self.out)
+    }
+
     /// Records a file written under the directory.
     pub(crate) fn record(&mut self, path: &Path, w: Written) -> anyhow::Result<()> {
         let rel = self
@@ -113,10 +121,10 @@ impl RunDir {
         self.record(&path, w)
     }
 
-    /// Writes the manifest: the run is complete.
-    pub(crate) fn commit(mut self) -> anyhow::Result<()> {
+    /// Writes the manifest with how the run ended: the run's output is complete.
+    pub(crate) fn commit(mut self, outcome: RunOutcome) -> anyhow::Result<()> {
         self.begin()?;
-        self.out.commit()?;
+        self.out.commit_as(outcome)?;
         *signal_dir().lock().unwrap_or_else(|p| p.into_inner()) = None;
         Ok(())
     }

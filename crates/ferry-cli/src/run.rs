@@ -5,16 +5,17 @@ use anyhow::{bail, Context};
 use clap::{Args, ValueEnum};
 use ferry_dfx::Policy;
 use ferry_profile::{
-    self as output, ClockAnchors, HostOrchestration, WriteOptions, WritePhase, WriteProgress,
-    WriteReport, Written, ANCHOR_POST, ANCHOR_PRE,
+    self as output, HostOrchestration, RunOutcome, WriteOptions, WritePhase, WriteProgress,
+    WriteReport,
 };
 use ferry_runtime::examples::{Example, ExampleRun, Size};
-use ferry_runtime::host::dfx::{sample_clock_anchors, DfxChip, DfxOptions, DfxSession};
+use ferry_runtime::host::dfx::DfxOptions;
+use ferry_runtime::host::profile::{run_profiled, ProfileTarget, ProfiledRun, WrittenProfile};
 use ferry_runtime::host::{DeviceRunner, RunOutput, RunnerConfig, Variant};
 use ferry_sim::Arch;
 use indicatif::{ProgressBar, ProgressStyle};
 use std::cell::RefCell;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 pub(crate) mod workload;
@@ -50,10 +51,16 @@ pub(crate) struct RunArgs {
     /// Test-sized workloads instead of the full ones.
     #[arg(long)]
     small: bool,
-    /// Directory for `summary.json` and the output tensors (`<example>.f32`, little-endian);
-    /// with DFX on, also the DFX files (in `<example>/` when several examples run).
-    #[arg(long)]
+    /// Where this command writes its output: a directory for `summary.json` and the output
+    /// tensors (`<example>.f32`, little-endian); with DFX on, also the DFX files (in
+    /// `<example>/` when several examples run). A directory holding a complete earlier run is
+    /// refused unless `--force`.
+    #[arg(short, long, value_name = "DIR")]
     out: Option<PathBuf>,
+    /// Replace the complete earlier run in `--out DIR` (without it, such a directory is refused
+    /// and left as it is).
+    #[arg(long, requires = "out")]
+    force: bool,
     /// Launch each example's graph this many times back to back through the launch pipeline
     /// (run k+1 prepared while run k executes), verifying every run; prints runs/s.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
@@ -68,18 +75,19 @@ pub(crate) struct RunArgs {
 #[derive(Debug, Args)]
 pub(crate) struct DfxArgs {
     /// ChipSwimlane level: 1 AICore start/end, 2 + AICPU dispatch/finish, 3 + scheduler phases,
-    /// 4 + orchestrator submits (bare flag: 4). Also writes the Perfetto trace.
-    #[arg(long, num_args = 0..=1, default_missing_value = "4", value_parser = clap::value_parser!(u32).range(1..=4))]
+    /// 4 + orchestrator submits; a bare --swimlane is level 4. Also writes the Perfetto trace.
+    #[arg(long, num_args = 0..=1, value_name = "LEVEL", default_missing_value = "4", value_parser = clap::value_parser!(u32).range(1..=4))]
     swimlane: Option<u32>,
-    /// PMU event type (1, 2, 4-8; bare flag: 2): one pmu.csv row per task.
-    #[arg(long, num_args = 0..=1, default_missing_value = "2", value_parser = parse_pmu)]
+    /// PMU event type (1, 2, 4-8; a bare --pmu is type 2): one pmu.csv row per task.
+    #[arg(long, num_args = 0..=1, value_name = "TYPE", default_missing_value = "2", value_parser = parse_pmu)]
     pmu: Option<u32>,
     /// DepGen: deps.json, checked against the runtime's dependencies.
     #[arg(long)]
     dep_gen: bool,
-    /// ArgsDump level 0-3 (bare flag: 1): 1 only arguments marked with dump(...), 2 every
-    /// argument with its payload, 3 every argument's metadata with the marked ones' payloads.
-    #[arg(long, num_args = 0..=1, default_missing_value = "1", value_parser = clap::value_parser!(u32).range(0..=3))]
+    /// ArgsDump level 0-3: 1 only arguments marked with dump(...), 2 every argument with its
+    /// payload, 3 every argument's metadata with the marked ones' payloads; a bare --dump-args
+    /// is level 1.
+    #[arg(long, num_args = 0..=1, value_name = "LEVEL", default_missing_value = "1", value_parser = clap::value_parser!(u32).range(0..=3))]
     dump_args: Option<u32>,
     /// ScopeStats: scope begin/end with task-window, heap and dep-pool occupancy.
     #[arg(long)]
@@ -181,6 +189,12 @@ struct Done {
 }
 
 impl RunArgs {
+    /// Claims `--out DIR` before the chip starts (refusing a complete earlier run there unless
+    /// `--force`); `None` without `--out`.
+    pub(super) fn claim(&self) -> anyhow::Result<Option<RunDir>> {
+        self.out.as_deref().map(|d| RunDir::claim(d, self.arch.name(), self.force)).transpose()
+    }
+
     /// What every `ferry run` (examples or a workload) derives from its flags: the runner's
     /// configuration, the variant and the DFX options, refusing DFX without `--out` and DFX with
     /// `--repeat` before anything starts.
@@ -221,7 +235,7 @@ pub(crate) fn run(a: &RunArgs) -> anyhow::Result<()> {
     };
     let size = if a.small { Size::Small } else { Size::Full };
     // Before the chip starts: a directory the run cannot own must not cost the run.
-    let mut run_dir = a.out.as_deref().map(|d| RunDir::claim(d, a.arch.name())).transpose()?;
+    let mut run_dir = a.claim()?;
     let several = examples.len() > 1;
     let mut runner = DeviceRunner::new(cfg).context("starting the simulated chip")?;
     if a.device.method() == ferry_runtime::host::LoadMethod::Preinstalled {
@@ -247,40 +261,33 @@ pub(crate) fn run(a: &RunArgs) -> anyhow::Result<()> {
     )?;
     crate::kernels::load(&mut runner, &a.kernels)?;
     let mut done = Vec::new();
+    let mut profiles = Vec::new();
     for (id, ex) in examples.into_iter().enumerate() {
         let run = ex.build(size).with_variant(variant);
         runner.register_callable(id as u32, run.callable.clone())?;
-        let t0 = Instant::now();
-        let (session, mut anchors) = start_dfx(&mut runner, &cfg, &dfx, run.args.scratch_bytes)?;
-        tracing::debug!(
-            example = ex.name(),
-            ms = t0.elapsed().as_secs_f64() * 1e3,
-            "phase: dfx start"
-        );
-        let t0 = Instant::now();
-        let (out, repeat) = if a.repeat > 1 {
-            match repeat_one(&mut runner, id as u32, &run, a.repeat) {
-                Ok((out, rep)) => (Ok((out, None)), Some(rep)),
-                Err(e) => (Err(e), None),
+        let at =
+            Place { run_dir: run_dir.as_mut(), sub: several.then(|| ex.name()), case: ex.name() };
+        let ran = profiled(&mut runner, &dfx, a, at, run.args.scratch_bytes, |r| {
+            if a.repeat > 1 {
+                let (out, rep) = repeat_one(r, id as u32, &run, a.repeat)?;
+                Ok(((out, Some(rep)), None))
+            } else {
+                let (out, host) = run_one(r, id as u32, &run)?;
+                Ok(((out, None), host))
             }
-        } else {
-            (run_one(&mut runner, id as u32, &run), None)
-        };
-        if let Some(a) = anchors.as_mut() {
-            sample_clock_anchors(runner.device(), ANCHOR_POST, a);
-        }
-        tracing::debug!(example = ex.name(), ms = t0.elapsed().as_secs_f64() * 1e3, "phase: run");
-        runner.attach_dfx_session(None)?;
-        let (out, host) = out.with_context(|| format!("example `{}`", ex.name()))?;
-        if let (Some(s), Some(rd)) = (session, run_dir.as_mut()) {
-            let dir = if several { rd.path().join(ex.name()) } else { rd.path().to_path_buf() };
-            let run_meta = HostMeta { case: ex.name().to_string(), anchors, host };
-            write_dfx(&dir, s, a.dfx.traces(), run_meta, rd)
-                .with_context(|| format!("DFX of `{}`", ex.name()))?;
-        }
-        let checksum = match run.verify(&out) {
-            Ok(c) => c,
-            Err(e) => bail!("example `{}` produced a wrong result: {e}", ex.name()),
+        })?;
+        profiles.extend(ran.profile);
+        let verified = ran.run.with_context(|| format!("example `{}`", ex.name())).and_then(
+            |(out, repeat)| {
+                let c = run.verify(&out).map_err(|e| {
+                    anyhow::anyhow!("example `{}` produced a wrong result: {e}", ex.name())
+                })?;
+                Ok((out, repeat, c))
+            },
+        );
+        let (out, repeat, checksum) = match verified {
+            Ok(v) => v,
+            Err(e) => return fail(run_dir, &profiles, e),
         };
         if let Some(rep) = &repeat {
             crate::stdout::outln!(
@@ -297,43 +304,118 @@ pub(crate) fn run(a: &RunArgs) -> anyhow::Result<()> {
     if let Some(mut rd) = run_dir {
         write_outputs(&mut rd, a, &cfg, &done)?;
         crate::stdout::outln!("wrote {}", rd.path().join(SUMMARY_FILE).display())?;
-        rd.commit()?;
+        rd.commit(RunOutcome::Ok)?;
     }
+    print_next_steps(&profiles)?;
     runner.finalize()?;
     Ok(())
 }
 
-/// What the host knows about a run that its DFX files carry: the case name (names the name
-/// map), the clock anchors and a host-built run's host orchestrator.
-struct HostMeta {
-    case: String,
-    anchors: Option<ClockAnchors>,
-    host: Option<HostOrchestration>,
+/// Where a profile goes: the claimed run directory (none without `--out`), the subdirectory
+/// of this case when several run, and the case's name.
+pub(super) struct Place<'a> {
+    pub(super) run_dir: Option<&'a mut RunDir>,
+    pub(super) sub: Option<&'a str>,
+    pub(super) case: &'a str,
+}
+
+/// Where a profile went, for the lines after the run.
+#[derive(Clone, Debug)]
+pub(super) struct ProfileDir {
+    dir: PathBuf,
+    perfetto: bool,
+}
+
+/// What one profiled run gave: the run's result and where its profile went (none with DFX off).
+pub(super) struct Ran<T> {
+    pub(super) run: anyhow::Result<T>,
+    pub(super) profile: Option<ProfileDir>,
+}
+
+/// Runs `body` through [`run_profiled`]: with DFX on, one session over it whose files go to
+/// `at`, printed as they are written. The run's error comes back in [`Ran::run`] with the
+/// profile written all the same; an error of the profile itself ends the command.
+pub(super) fn profiled<T>(
+    runner: &mut DeviceRunner,
+    dfx: &DfxOptions,
+    a: &RunArgs,
+    at: Place<'_>,
+    scratch_bytes: u64,
+    body: impl FnOnce(&mut DeviceRunner) -> anyhow::Result<(T, Option<HostOrchestration>)>,
+) -> anyhow::Result<Ran<T>> {
+    let (traces, chrome) = a.dfx.traces();
+    let bar = WriteBar::new(at.case);
+    let progress = |p: WriteProgress| bar.update(p);
+    let target = match at.run_dir {
+        Some(rd) if dfx.any() => {
+            let dir = at.sub.map_or_else(|| rd.path().to_path_buf(), |s| rd.path().join(s));
+            Some(ProfileTarget {
+                out: rd.begun()?,
+                dir,
+                case: at.case.to_string(),
+                write: WriteOptions { files: true, traces, chrome, progress: Some(&progress) },
+            })
+        }
+        _ => None,
+    };
+    let ProfiledRun { run, profile } = run_profiled(runner, dfx, scratch_bytes, target, body)
+        .context("starting DFX collection")?;
+    bar.finish();
+    let profile = profile.with_context(|| format!("DFX of `{}`", at.case))?;
+    let profile = match profile {
+        Some(p) => {
+            print_profile(&p, traces, chrome)?;
+            let dir = ProfileDir { dir: p.dir.clone(), perfetto: traces };
+            // Freeing a storm's model (hundreds of thousands of rows) takes tens of
+            // milliseconds; nothing waits for it.
+            std::thread::spawn(move || drop(p));
+            Some(dir)
+        }
+        None => None,
+    };
+    Ok(Ran { run, profile })
+}
+
+/// A run that failed after its profile was collected: the profile is committed with the
+/// failure in its manifest, so the analysis commands read it and say the run failed; then the
+/// error ends the command. Without a profile nothing is committed (the directory keeps what it
+/// held).
+pub(super) fn fail(
+    run_dir: Option<RunDir>,
+    profiles: &[ProfileDir],
+    e: anyhow::Error,
+) -> anyhow::Result<()> {
+    if let (Some(rd), false) = (run_dir, profiles.is_empty()) {
+        rd.commit(RunOutcome::Failed { error: format!("{e:#}") })?;
+        crate::stdout::outln!("the run failed; its profile is complete and readable")?;
+        print_next_steps(profiles)?;
+    }
+    Err(e)
+}
+
+/// What to do with the profiles just written: the Perfetto trace at ui.perfetto.dev, the
+/// swimlane page, the report.
+pub(super) fn print_next_steps(profiles: &[ProfileDir]) -> anyhow::Result<()> {
+    if profiles.is_empty() {
+        return Ok(());
+    }
+    crate::stdout::outln!("next:")?;
+    for p in profiles {
+        let d = p.dir.display();
+        if p.perfetto {
+            crate::stdout::outln!(
+                "  open {} at https://ui.perfetto.dev (Open trace file)",
+                p.dir.join(output::PERFETTO_FILE).display()
+            )?;
+        }
+        crate::stdout::outln!("  ferry view {d}      # one HTML page of the run")?;
+        crate::stdout::outln!("  ferry report {d}    # per-kernel timing, stalls and loss")?;
+    }
+    Ok(())
 }
 
 /// prepare → launch → (progress bar after a second) → finalize; with the host orchestrator's
 /// record of a host-built run.
-/// With any DFX subsystem in `dfx`: a session whose regions, arenas and directories are in the
-/// chip's device memory (the loaded AICPU program attaches its writers from the launch's
-/// profiling bases), attached to `runner`, and the clock anchors with their samples from before
-/// the run (before the host builds the graph, or the launch of a device-orchestrated one); the
-/// caller samples `ANCHOR_POST` after the device finished. Without DFX: neither.
-pub(super) fn start_dfx(
-    runner: &mut DeviceRunner,
-    cfg: &RunnerConfig,
-    dfx: &DfxOptions,
-    scratch_bytes: u64,
-) -> anyhow::Result<(Option<DfxSession>, Option<ClockAnchors>)> {
-    if !dfx.any() {
-        return Ok((None, None));
-    }
-    let s = DfxSession::start_on(dfx, DfxChip::of(cfg, scratch_bytes), runner.device())?;
-    runner.attach_dfx_session(Some(&s))?;
-    let mut anchors = ClockAnchors::new_sim();
-    sample_clock_anchors(runner.device(), ANCHOR_PRE, &mut anchors);
-    Ok((Some(s), Some(anchors)))
-}
-
 fn run_one(
     r: &mut DeviceRunner,
     id: u32,
@@ -470,34 +552,9 @@ fn write_outputs(
     Ok(())
 }
 
-/// Stops the collection and writes its files (and, with the swimlane on, the traces) into `dir`
-/// from the model in memory: one `write_all`, with a progress bar once it has taken a second.
-fn write_dfx(
-    dir: &Path,
-    s: DfxSession,
-    (traces, chrome): (bool, bool),
-    host: HostMeta,
-    out: &mut RunDir,
-) -> anyhow::Result<()> {
-    let name = host.case.as_str();
-    let t0 = Instant::now();
-    let mut model = s.finish()?;
-    tracing::debug!(ms = t0.elapsed().as_secs_f64() * 1e3, "phase: dfx model");
-    let t0 = Instant::now();
-    model.meta.case = Some(host.case.clone());
-    model.meta.clock_anchors = host.anchors;
-    model.meta.host_orchestration = host.host;
-    out.begin()?;
-    let bar = WriteBar::new(name);
-    let progress = |p: WriteProgress| bar.update(p);
-    let opts = WriteOptions { files: true, traces, chrome, progress: Some(&progress) };
-    let report = output::write_all(dir, &model, &opts);
-    bar.finish();
-    tracing::debug!(ms = t0.elapsed().as_secs_f64() * 1e3, "phase: dfx write");
-    let report = report?;
-    for f in &report.files {
-        out.record(&f.path, Written { bytes: f.bytes, xxh3: f.xxh3 })?;
-    }
+/// The lines about a profile just written: files, records, loss, rates, and the traces.
+fn print_profile(p: &WrittenProfile, traces: bool, chrome: bool) -> anyhow::Result<()> {
+    let (report, model, dir) = (&p.report, &p.model, &p.dir);
     let (produced, collected, dropped) = model.loss.totals();
     let files = report.files.len() - usize::from(traces) - usize::from(chrome);
     crate::stdout::outln!(
@@ -510,7 +567,7 @@ fn write_dfx(
     )?;
     crate::stdout::outln!(
         "dfx: wrote {:.1} MB of files in {:.3} s ({:.0} records/s, {:.1} bytes/record){}",
-        (report.bytes - trace_bytes(&report)) as f64 / 1e6,
+        (report.bytes - trace_bytes(report)) as f64 / 1e6,
         report.files_elapsed.as_secs_f64(),
         report.records_per_sec(),
         report.bytes_per_record(),
@@ -521,11 +578,8 @@ fn write_dfx(
         }
     )?;
     if traces {
-        print!("{}", crate::trace::summary(dir, &report));
+        print!("{}", crate::trace::summary(dir, report));
     }
-    // Freeing a storm's model (hundreds of thousands of rows) takes tens of milliseconds; nothing
-    // waits for it.
-    std::thread::spawn(move || drop(model));
     Ok(())
 }
 

@@ -12,8 +12,9 @@ pub(crate) const SCOPES_HTML: &str = "scope_stats.html";
 pub(crate) struct ScopesArgs {
     /// Output directory of a run (holds scope_stats/).
     dir: PathBuf,
-    /// Page to write (default: DIR/scope_stats/scope_stats.html).
-    #[arg(long, short)]
+    /// Where this command writes its output: the page (default:
+    /// DIR/scope_stats/scope_stats.html).
+    #[arg(short, long, value_name = "FILE")]
     out: Option<PathBuf>,
     /// Print what was written as one JSON object: the page and each scope's worst occupancy.
     #[arg(long)]

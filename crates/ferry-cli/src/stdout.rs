@@ -1,6 +1,6 @@
 //! Standard output that ends quietly on a closed pipe.
 //!
-//! `println!` panics when stdout is a pipe whose reader has gone (`ferry dump D | head -1`: exit
+//! `println!` panics when stdout is a pipe whose reader has gone (`ferry dump list D | head -1`: exit
 //! 101 and a panic message). Every command writes its stdout through [`print()`] or [`outln!`]
 //! instead, which return the write error; `main` turns an error caused by a broken pipe into a
 //! quiet exit 0, as coreutils do when their reader stops early, and reports every other error.

@@ -11,8 +11,8 @@ use ferry_profile::{
 pub(crate) struct TraceArgs {
     /// Output directory of a run (holds chip_swimlane_records.json and friends).
     dir: PathBuf,
-    /// Where to write the traces (default: DIR).
-    #[arg(long)]
+    /// Where this command writes its output: the directory for the traces (default: DIR).
+    #[arg(short, long, value_name = "DIR")]
     out: Option<PathBuf>,
     /// Also write trace.chrome.json, the Chrome Trace Event JSON (the legacy format, for tools
     /// that read nothing else; about twice the Perfetto trace's size).

@@ -11,8 +11,8 @@ pub(crate) const VIEW_FILE: &str = "swimlane.html";
 pub(crate) struct ViewArgs {
     /// Output directory of a run.
     dir: PathBuf,
-    /// Page to write (default: DIR/swimlane.html).
-    #[arg(long, short)]
+    /// Where this command writes its output: the page (default: DIR/swimlane.html).
+    #[arg(short, long, value_name = "FILE")]
     out: Option<PathBuf>,
 }
 

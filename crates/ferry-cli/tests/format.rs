@@ -202,7 +202,7 @@ fn scalars_counts_and_scopes_read_as_they_are() {
         assert_eq!(a["dtype"], "FLOAT32", "{a}");
     }
     assert!(scalars.iter().any(|a| a["value"] == u64::from(0.5f32.to_bits())));
-    let list = ok(&["dump", ds]);
+    let list = ok(&["dump", "list", ds]);
     assert!(list.contains("SCALAR scalar FLOAT32 shape [] value 0.5"), "{list}");
     assert!(list.contains("SCALAR scalar FLOAT32 shape [] value 1\n"), "{list}");
     assert!(!list.contains("UINT64"), "{list}");

@@ -37,11 +37,12 @@ fn listing(d: &Path) -> Vec<String> {
     v
 }
 
+/// `ferry run ARGS --force --out DIR`: these tests are about what replacing a run leaves.
 fn run(args: &[&str], dir: &Path) -> Output {
     ferry()
         .arg("run")
         .args(args)
-        .args(["--aic", "2", "--aiv", "4", "--out"])
+        .args(["--aic", "2", "--aiv", "4", "--force", "--out"])
         .arg(dir)
         .output()
         .unwrap()
@@ -91,6 +92,40 @@ fn a_reused_directory_holds_only_the_last_run() {
     for ex in ["vector", "paged-attention", "storm"] {
         assert!(m.entry(&format!("{ex}/scope_stats/scope_stats.jsonl")).is_some(), "{ex}");
     }
+    std::fs::remove_dir_all(&d).unwrap();
+}
+
+/// A second run into a directory holding a complete run is refused without `--force`, before
+/// the chip starts, naming what it would replace; the first profile stays as it was.
+#[test]
+fn a_complete_run_is_replaced_only_with_force() {
+    let d = tmpdir("guard");
+    let once = ["run", "--example", "vector", "--small", "--swimlane", "--aic", "2", "--aiv", "4"];
+    ok(&ferry().args(once).arg("--out").arg(&d).output().unwrap());
+    let first = holds_one_complete_run(&d);
+    let bytes: Vec<Vec<u8>> =
+        first.files.iter().map(|e| std::fs::read(d.join(&e.path)).unwrap()).collect();
+    let again = ["run", "--example", "paged-attention", "--small", "--pmu", "--aic", "2"];
+    let o = ferry().args(again).arg("-o").arg(&d).output().unwrap();
+    let (stdout, stderr) = (String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+    assert_eq!(o.status.code(), Some(1), "{stdout}{stderr}");
+    assert!(!stdout.contains("simulated"), "the chip started: {stdout}");
+    assert!(
+        stderr.contains("holds a complete ferry run")
+            && stderr.contains("--force")
+            && stderr.contains("chip_swimlane_records.json")
+            && stderr.contains("vector.f32"),
+        "{stderr}"
+    );
+    assert_eq!(holds_one_complete_run(&d), first);
+    for (e, b) in first.files.iter().zip(&bytes) {
+        assert_eq!(&std::fs::read(d.join(&e.path)).unwrap(), b, "{}", e.path);
+    }
+    // With --force the second run replaces the first.
+    let o = ferry().args(again).arg("--force").arg("-o").arg(&d).output().unwrap();
+    ok(&o);
+    let second = holds_one_complete_run(&d);
+    assert!(second.entry("pmu.csv").is_some() && second.entry("vector.f32").is_none());
     std::fs::remove_dir_all(&d).unwrap();
 }
 
@@ -192,7 +227,8 @@ fn runs_stopped_by_signals_leave_no_partial_file_and_the_next_run_cleans_up() {
         let mut child = ferry()
             .arg("run")
             .args(all)
-            .args(["--aic", "2", "--aiv", "4", "--log", "warn,ferry::signals=debug", "--out"])
+            .args(["--aic", "2", "--aiv", "4", "--log", "warn,ferry::signals=debug"])
+            .args(["--force", "--out"])
             .arg(&d)
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::piped())
@@ -272,7 +308,7 @@ fn concurrent_runs_into_one_directory_never_mix_or_trip_over_each_other() {
         let spawn = |ex: &str| {
             ferry()
                 .args(["run", "--example", ex, "--small", "--swimlane", "2"])
-                .args(["--aic", "2", "--aiv", "4", "--out"])
+                .args(["--aic", "2", "--aiv", "4", "--force", "--out"])
                 .arg(&d)
                 .output()
         };

@@ -125,7 +125,8 @@ fn run_with_every_dfx_subsystem_writes_the_files_traces_and_a_replayable_dump() 
         let rep = ferry().arg("report").arg(&d).output().unwrap();
         let rep = String::from_utf8_lossy(&rep.stdout);
         assert!(rep.contains("0 violations"), "{ex}: {rep}");
-        let replay = ferry().arg("dump").arg(&d).args(["replay", "--task", "0"]).output().unwrap();
+        let replay =
+            ferry().args(["dump", "replay"]).arg(&d).args(["--task", "0"]).output().unwrap();
         let text = String::from_utf8_lossy(&replay.stdout);
         if marked {
             assert!(replay.status.success() && text.contains("outputs reproduced"), "{ex}: {text}");
@@ -147,7 +148,8 @@ fn run_with_every_dfx_subsystem_writes_the_files_traces_and_a_replayable_dump() 
         .unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(full.join("args_dump/args.bin").exists());
-    let replay = ferry().arg("dump").arg(&full).args(["replay", "--task", "0"]).output().unwrap();
+    let replay =
+        ferry().args(["dump", "replay"]).arg(&full).args(["--task", "0"]).output().unwrap();
     let text = String::from_utf8_lossy(&replay.stdout);
     assert!(
         replay.status.success() && text.contains("outputs reproduced"),

@@ -389,9 +389,8 @@ fn from_file(f: FileIn, bin_len: Option<u64>) -> Result<(ArgsDump, LossAccountin
     super::model::check_loss(&f.dfx, ARGS_FILE)?;
     let bin_len = if f.bin_file.is_some() { bin_len.unwrap_or(0) } else { 0 };
     for a in &f.args {
-        validate_arg(a, bin_len).map_err(|what| {
-            bad(format!("task 0x{:016x} arg {}: {what}", a.task_id, a.arg_index))
-        })?;
+        validate_arg(a, bin_len)
+            .map_err(|what| bad(format!("task {:#x} arg {}: {what}", a.task_id, a.arg_index)))?;
     }
     let d = ArgsDump {
         run_dir: f.run_dir,

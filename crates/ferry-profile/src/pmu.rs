@@ -190,7 +190,7 @@ pub(crate) fn write_pmu_ticked<W: Write>(
             return Err(OutputError::Format {
                 file: PMU_FILE.into(),
                 what: format!(
-                    "task 0x{:016x} has {} counters, the header {}",
+                    "task {:#x} has {} counters, the header {}",
                     r.task_id,
                     r.counters.len(),
                     t.counter_names.len()

@@ -66,7 +66,7 @@ fn deps_text_lists_each_tasks_edges() {
     let lines: BTreeMap<u64, &str> = text
         .lines()
         .filter_map(|l| {
-            let id = l.trim_start().strip_prefix("task 0x")?.get(..16)?;
+            let id = l.trim_start().strip_prefix("task 0x")?.split(' ').next()?;
             Some((u64::from_str_radix(id, 16).ok()?, l))
         })
         .collect();
@@ -76,13 +76,13 @@ fn deps_text_lists_each_tasks_edges() {
             .edges
             .iter()
             .filter(|e| e.succ == t.task_id)
-            .map(|e| format!("0x{:016x}({:?})", e.pred, e.source).to_lowercase())
+            .map(|e| format!("{:#x}({:?})", e.pred, e.source).to_lowercase())
             .collect();
         let succs: Vec<String> = g
             .edges
             .iter()
             .filter(|e| e.pred == t.task_id)
-            .map(|e| format!("0x{:016x}", e.succ))
+            .map(|e| format!("{:#x}", e.succ))
             .collect();
         let line = lines[&t.task_id];
         assert!(

@@ -148,7 +148,7 @@ fn report_lists_kernels_stalled_lanes_and_losses() {
     assert!(block.contains("dropped 0; reconcile ok"), "{block}");
     assert!(block.contains("0 violations"));
     assert!(block.contains("1 task(s) were seen finishing while"), "{block}");
-    assert!(block.contains("task 0x0000000100000004 on core1 finish 2600"), "{block}");
+    assert!(block.contains("task 0x100000004 on core1 finish 2600"), "{block}");
     let drop = views::report(&sample_run(LossPolicy::Drop));
     assert!(drop.contains("policy Drop"), "{drop}");
     assert!(drop.contains("dropped 2; reconcile ok"), "{drop}");

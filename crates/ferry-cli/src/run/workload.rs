@@ -1,12 +1,11 @@
 //! `ferry run --workload FILE` and `ferry workload check FILE`: a user's workload file, checked
 //! and compiled by `ferry-workload`, run like an example (both variants, every DFX flag: the
 //! name map and clock anchors are written for it) and verified as the file says.
-use super::{write_dfx, HostMeta, RunArgs};
-use crate::outdir::{RunDir, SUMMARY_FILE};
+use super::{fail, print_next_steps, profiled, Place, RunArgs};
+use crate::outdir::SUMMARY_FILE;
 use anyhow::Context;
 use clap::{Args, Subcommand};
-use ferry_profile::ANCHOR_POST;
-use ferry_runtime::host::dfx::sample_clock_anchors;
+use ferry_profile::RunOutcome;
 use ferry_runtime::host::KernelRegistry;
 use ferry_runtime::host::{DeviceRunner, RunnerConfig, Variant};
 use ferry_workload::Workload;
@@ -79,7 +78,7 @@ pub(super) fn run(a: &RunArgs, file: &Path) -> anyhow::Result<()> {
         Workload::load(file, &builtin, a.small)?;
     }
     let (cfg, variant, dfx) = a.setup()?;
-    let mut run_dir = a.out.as_deref().map(|d| RunDir::claim(d, a.arch.name())).transpose()?;
+    let mut run_dir = a.claim()?;
     let mut runner = DeviceRunner::new(cfg).context("starting the simulated chip")?;
     if a.device.method() == ferry_runtime::host::LoadMethod::Preinstalled {
         crate::device_opts::install_preinstalled(&runner)?;
@@ -102,22 +101,21 @@ pub(super) fn run(a: &RunArgs, file: &Path) -> anyhow::Result<()> {
         }
     )?;
     runner.register_callable(0, wl.callable(variant))?;
-    let (session, mut anchors) = super::start_dfx(&mut runner, &cfg, &dfx, args.scratch_bytes)?;
-    if a.repeat > 1 {
-        let rep = runner
-            .repeat(0, a.repeat, |_| args.clone(), |_, out| wl.verify(out, &*cat).map(|_| ()))
-            .map_err(|e| crate::kernel_fault::name_kernel_fault(e.into(), &cat, Some(&wl)))
-            .with_context(|| format!("workload `{}`", wl.name()))?;
-        crate::stdout::outln!(
-            "{:<16} {:>8} runs through {} launch slots in {:.1} ms: {:.1} runs/s, every run verified",
-            wl.name(),
-            rep.runs,
-            rep.slots,
-            rep.elapsed.as_secs_f64() * 1e3,
-            rep.runs_per_s()
-        )?;
-    }
-    let out = (|| -> anyhow::Result<_> {
+    let at = Place { run_dir: run_dir.as_mut(), sub: None, case: wl.name() };
+    let ran = profiled(&mut runner, &dfx, a, at, args.scratch_bytes, |runner| {
+        if a.repeat > 1 {
+            let rep = runner
+                .repeat(0, a.repeat, |_| args.clone(), |_, out| wl.verify(out, &*cat).map(|_| ()))
+                .map_err(|e| crate::kernel_fault::name_kernel_fault(e.into(), &cat, Some(&wl)))?;
+            crate::stdout::outln!(
+                "{:<16} {:>8} runs through {} launch slots in {:.1} ms: {:.1} runs/s, every run verified",
+                wl.name(),
+                rep.runs,
+                rep.slots,
+                rep.elapsed.as_secs_f64() * 1e3,
+                rep.runs_per_s()
+            )?;
+        }
         let p = runner.prepare(0, args.clone())?;
         let host = p.host_orchestration().cloned();
         let mut l = runner.launch(p)?;
@@ -125,23 +123,22 @@ pub(super) fn run(a: &RunArgs, file: &Path) -> anyhow::Result<()> {
         let start = std::time::Instant::now();
         while !runner.wait_timeout(&mut l, Duration::from_millis(50))? && start.elapsed() < limit {}
         Ok((runner.finalize_run(l)?, host))
-    })();
-    if let Some(x) = anchors.as_mut() {
-        sample_clock_anchors(runner.device(), ANCHOR_POST, x);
-    }
-    runner.attach_dfx_session(None)?;
-    let (out, host) = out
+    })?;
+    let profiles: Vec<_> = ran.profile.into_iter().collect();
+    let verified = ran
+        .run
         .map_err(|e| crate::kernel_fault::name_kernel_fault(e, &cat, Some(&wl)))
-        .with_context(|| format!("workload `{}`", wl.name()))?;
-    if let (Some(s), Some(rd)) = (session, run_dir.as_mut()) {
-        let meta = HostMeta { case: wl.name().to_string(), anchors, host };
-        let dir = rd.path().to_path_buf();
-        write_dfx(&dir, s, a.dfx.traces(), meta, rd)
-            .with_context(|| format!("DFX of `{}`", wl.name()))?;
-    }
-    let checksum = wl
-        .verify(&out, &*cat)
-        .map_err(|e| anyhow::anyhow!("workload `{}` produced a wrong result: {e}", wl.name()))?;
+        .with_context(|| format!("workload `{}`", wl.name()))
+        .and_then(|out| {
+            let c = wl.verify(&out, &*cat).map_err(|e| {
+                anyhow::anyhow!("workload `{}` produced a wrong result: {e}", wl.name())
+            })?;
+            Ok((out, c))
+        });
+    let (out, checksum) = match verified {
+        Ok(v) => v,
+        Err(e) => return fail(run_dir, &profiles, e),
+    };
     let s = &out.stats;
     crate::stdout::outln!(
         "{:<16} {:>8} {:>8.1} ms {:>12.0} tasks/s  ok (checksum {:.4})",
@@ -181,8 +178,9 @@ pub(super) fn run(a: &RunArgs, file: &Path) -> anyhow::Result<()> {
             }
         }
         crate::stdout::outln!("wrote {}", rd.path().join(SUMMARY_FILE).display())?;
-        rd.commit()?;
+        rd.commit(RunOutcome::Ok)?;
     }
+    print_next_steps(&profiles)?;
     runner.finalize()?;
     Ok(())
 }

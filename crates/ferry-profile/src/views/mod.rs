@@ -260,7 +260,7 @@ finish (so latency and tail overhead) may be inflated by the stall; AICore start
         for t in &inflated {
             let _ = writeln!(
                 s,
-                "    task 0x{:016x} on core{} finish {} (end {})",
+                "    task {:#x} on core{} finish {} (end {})",
                 t.task_id,
                 t.core,
                 t.finish.unwrap_or(0),
@@ -340,7 +340,7 @@ pub fn deps_text(run: &RunModel) -> String {
                 violations += 1;
                 let _ = writeln!(
                     s,
-                    "  hb_violation: 0x{:016x} ended at {} after 0x{:016x} started at {}",
+                    "  hb_violation: {:#x} ended at {} after {:#x} started at {}",
                     e.pred, p.1, e.succ, c.0
                 );
             }
@@ -360,18 +360,18 @@ pub fn deps_text(run: &RunModel) -> String {
             .get(&t.task_id)
             .unwrap_or(&none)
             .iter()
-            .map(|e| format!("0x{:016x}({:?})", e.pred, e.source).to_lowercase())
+            .map(|e| format!("{:#x}({:?})", e.pred, e.source).to_lowercase())
             .collect();
         let succs: Vec<String> = from
             .get(&t.task_id)
             .unwrap_or(&none)
             .iter()
-            .map(|e| format!("0x{:016x}", e.succ))
+            .map(|e| format!("{:#x}", e.succ))
             .collect();
         let k = t.kernel_ids.iter().copied().find(|&k| k >= 0);
         let _ = writeln!(
             s,
-            "  task 0x{:016x} kernel {} blocks {} args {} <- [{}] -> [{}]",
+            "  task {:#x} kernel {} blocks {} args {} <- [{}] -> [{}]",
             t.task_id,
             run.kernel_name(k),
             t.block_num,
@@ -471,7 +471,7 @@ pub fn dump_list(d: &ArgsDump, f: &DumpFilter) -> String {
     for a in shown {
         let _ = write!(
             s,
-            "  0x{:016x} {:<16} arg {} {:<6} {} {} shape {:?}",
+            "  {:<#10x} {:<16} arg {} {:<6} {} {} shape {:?}",
             a.task_id, a.stage, a.arg_index, a.role, a.kind, a.dtype, a.shape
         );
         if let Some(v) = a.value {
@@ -500,15 +500,10 @@ pub fn dump_list(d: &ArgsDump, f: &DumpFilter) -> String {
 pub fn dump_export(d: &ArgsDump, f: &DumpFilter, out: &Path) -> Result<Vec<PathBuf>, OutputError> {
     let mut paths = Vec::new();
     for a in d.args.iter().filter(|a| f.matches(a)) {
-        let stem = format!(
-            "0x{:016x}_{}_arg{}_{}",
-            a.task_id,
-            a.stage,
-            a.arg_index,
-            a.role.to_lowercase()
-        );
+        let stem =
+            format!("{:#x}_{}_arg{}_{}", a.task_id, a.stage, a.arg_index, a.role.to_lowercase());
         let mut text = format!(
-            "task 0x{:016x}\nstage {}\narg_index {}\nrole {}\nkind {}\ndtype {}\nshape {:?}\nstrides {:?}\nstart_offset {}\n",
+            "task {:#x}\nstage {}\narg_index {}\nrole {}\nkind {}\ndtype {}\nshape {:?}\nstrides {:?}\nstart_offset {}\n",
             a.task_id, a.stage, a.arg_index, a.role, a.kind, a.dtype, a.shape, a.strides, a.start_offset
         );
         if let Some(v) = a.value {
