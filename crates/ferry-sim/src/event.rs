@@ -25,6 +25,9 @@ struct State {
     /// The device counter (cycles) when the highest completed record ran on its stream; `None`
     /// until a record completes on a stream whose device is still there.
     completed_cycles: Option<u64>,
+    /// The first failure its stream had reported and not yet handed to a synchronize when the
+    /// highest completed record ran (a failed copy or kernel before it on that stream).
+    completed_error: Option<crate::DeviceError>,
 }
 
 #[derive(Debug, Default)]
@@ -53,13 +56,20 @@ impl Event {
         lock(&self.0.state).armed
     }
 
-    /// Completes record `gen`, stamped with the device counter `cycles` it ran at.
-    pub(crate) fn complete(&self, gen: u64, cycles: Option<u64>) {
+    /// Completes record `gen`, stamped with the device counter `cycles` it ran at and the
+    /// stream's unreported failure `error` at that point.
+    pub(crate) fn complete(
+        &self,
+        gen: u64,
+        cycles: Option<u64>,
+        error: Option<crate::DeviceError>,
+    ) {
         {
             let mut s = lock(&self.0.state);
             if gen >= s.completed {
                 s.completed = gen;
                 s.completed_cycles = cycles.or(s.completed_cycles);
+                s.completed_error = error;
             }
         }
         self.0.bell.ring();
@@ -107,6 +117,33 @@ impl Event {
             return None;
         }
         s.completed_cycles
+    }
+
+    /// The failure the event's stream held when the latest completed record ran: the first
+    /// error of a copy or kernel enqueued before the record on that stream that no
+    /// [`Stream::synchronize`](crate::Stream::synchronize) had reported yet (a stream keeps its
+    /// first failure until a synchronize hands it out, as a device stream stays in error).
+    /// `None` for a clean stream, or an event that never completed a record. This is how a
+    /// host learns whether the work up to one point of a stream failed without waiting for
+    /// the work queued after it.
+    ///
+    /// # Examples
+    /// ```
+    /// use ferry_sim::{Arch, Event, PlatformBuilder};
+    /// let p = PlatformBuilder::new(Arch::A2a3).hbm_bytes(16 << 20).build()?;
+    /// let s = p.device(0)?.create_stream()?;
+    /// let (before, after) = (Event::new(), Event::new());
+    /// s.record_event(&before)?;
+    /// s.launch("fails", Box::new(|_| Err("bad".into())))?;
+    /// s.record_event(&after)?;
+    /// after.synchronize();
+    /// assert_eq!(before.error(), None);
+    /// assert!(after.error().is_some());
+    /// assert!(s.synchronize().is_err()); // hands the failure out and clears it
+    /// # Ok::<(), ferry_sim::DeviceError>(())
+    /// ```
+    pub fn error(&self) -> Option<crate::DeviceError> {
+        lock(&self.0.state).completed_error.clone()
     }
 
     /// Blocks the host until the latest record (at the time of the call) completes.

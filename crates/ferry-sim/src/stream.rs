@@ -536,7 +536,8 @@ fn run(s: &Shared, op: Op) -> Result<(), DeviceError> {
             // The record's timestamp: the device counter when the stream reached it.
             // Ordered: after everything the stream did before it (host clock anchors bracket
             // this read).
-            ev.complete(gen, s.device().ok().map(|d| d.clock().now_cycles_ordered()));
+            let error = lock(&s.error).clone();
+            ev.complete(gen, s.device().ok().map(|d| d.clock().now_cycles_ordered()), error);
             Ok(())
         }
         Op::Wait(ev, gen) => {

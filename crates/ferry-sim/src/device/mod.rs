@@ -181,6 +181,49 @@ impl Device {
         Ok(self.0.memory.free(ptr)?)
     }
 
+    /// Blocks the host until `event`'s latest record (at the time of the call) completed on
+    /// its stream, giving up after `timeout` (`None`: no bound): the host's event
+    /// synchronisation on this device (`aclrtSynchronizeEvent`). Counted as a synchronisation
+    /// ([`Counter::Synchronizes`]) and subject to [`FaultPoint::Synchronize`], like a stream
+    /// synchronize; unlike one, it waits for the work before the record only, not for work
+    /// queued after it. What that work reported is [`Event::error`](crate::Event::error).
+    ///
+    /// # Errors
+    /// An injected [`FaultPoint::Synchronize`] (nothing waited), or [`DeviceError::Timeout`].
+    ///
+    /// # Examples
+    /// ```
+    /// use ferry_sim::{Arch, Event, PlatformBuilder};
+    /// let p = PlatformBuilder::new(Arch::A2a3).hbm_bytes(16 << 20).build()?;
+    /// let dev = p.device(0)?;
+    /// let s = dev.create_stream()?;
+    /// let ev = Event::new();
+    /// s.record_event(&ev)?;
+    /// dev.synchronize_event(&ev, None)?;
+    /// assert!(ev.query());
+    /// # Ok::<(), ferry_sim::DeviceError>(())
+    /// ```
+    pub fn synchronize_event(
+        &self,
+        event: &crate::Event,
+        timeout: Option<std::time::Duration>,
+    ) -> Result<(), DeviceError> {
+        self.0.faults.check(FaultPoint::Synchronize).inspect_err(|_| self.fault_counted())?;
+        self.0.counters.bump(Counter::Synchronizes);
+        let done = match timeout {
+            Some(t) => event.synchronize_timeout(t),
+            None => {
+                event.synchronize();
+                true
+            }
+        };
+        if done {
+            Ok(())
+        } else {
+            Err(DeviceError::Timeout { what: "event synchronize" })
+        }
+    }
+
     pub(crate) fn fault_counted(&self) {
         self.0.counters.bump(Counter::FaultsInjected);
     }
