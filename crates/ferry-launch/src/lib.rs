@@ -1,4 +1,5 @@
-//! ferry-launch: makes device programs runnable and launches them (docs/design/launch.md).
+//! ferry-launch: makes device programs runnable and launches them in stream order
+//! (docs/design/launch.md).
 //!
 //! The crate has three parts: the host loader (preinstall, dispatcher bootstrap "Path A",
 //! custom scheduler "Path B"), the launch payload builders, and the per-run launch transaction

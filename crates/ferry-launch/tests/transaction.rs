@@ -125,7 +125,8 @@ fn publish_queues_metadata_in_order_at_the_suffix_then_the_descriptor_then_the_f
         // Metadata lives in the source's suffix, disjoint from the descriptor prefix.
         assert_eq!(rep.metadata, vec![(128, 16), (144, 8), (152, 16)]);
         let (c, e, l) = counts(&r.dev);
-        assert_eq!((c - before.0, e - before.1, l - before.2), (4, 1, 0));
+        // Four copies; the run's start event and the fork; no kernel.
+        assert_eq!((c - before.0, e - before.1, l - before.2), (4, 2, 0));
         assert!(r.slot.staged_metadata().is_empty(), "a published batch is consumed");
         r.slot.launch(&r.streams, EntryKernels::noop()).unwrap();
         let done = r.slot.finish_run(T).unwrap();
@@ -229,7 +230,9 @@ fn unchanged_prefix_queues_neither_copy_nor_fork_without_a_caller() {
     let before = counts(&r.dev);
     let rep = r.slot.queue_run_entry(&r.streams, None).unwrap();
     assert_eq!((rep.bytes_copied, rep.descriptor_copied, rep.forked), (0, false, false));
-    assert_eq!(counts(&r.dev), before);
+    // No copy, no fork: only the run's start event.
+    let (c, e, l) = counts(&r.dev);
+    assert_eq!((c - before.0, e - before.1, l - before.2), (0, 1, 0));
     assert!(r.slot.runtime_args_published(), "identical prefix already resident");
     r.slot.launch(&r.streams, EntryKernels::noop()).unwrap();
     r.slot.finish_run(T).unwrap();
@@ -241,7 +244,7 @@ fn unchanged_prefix_queues_neither_copy_nor_fork_without_a_caller() {
     let rep = r.slot.queue_run_entry(&r.streams, Some(&dep)).unwrap();
     assert_eq!((rep.bytes_copied, rep.forked), (0, true));
     let (c, e, _) = counts(&r.dev);
-    assert_eq!((c - before.0, e - before.1), (0, 1));
+    assert_eq!((c - before.0, e - before.1), (0, 2), "the start event and the fork");
     r.slot.launch(&r.streams, EntryKernels::noop()).unwrap();
     r.slot.finish_run(T).unwrap();
     assert_eq!(r.slot.stats().unchanged_prefixes, 2);
@@ -275,7 +278,8 @@ fn failed_descriptor_copy_is_partial_unpublished_and_withdraws_the_payload() {
 fn failed_fork_record_is_partial_and_keeps_its_execution_owner() {
     let mut r = rig(Arch::A2a3);
     let run = r.slot.prepare_runtime_args(&desc(5, 64), args()).unwrap();
-    r.dev.faults().fail_next(FaultPoint::EventRecord);
+    // EventRecord #1 is the run's start event, #2 the fork.
+    r.dev.faults().fail_nth(FaultPoint::EventRecord, 2);
     let err = r.slot.publish_for_launch(&r.streams).unwrap_err();
     assert!(matches!(err, PublishError::ForkRecord(_)), "{err}");
     assert_eq!(r.slot.state(), TransactionState::Partial);

@@ -172,6 +172,19 @@ pub enum PublishError {
     /// submitted and it stays `Prepared`.
     #[error("ordering the caller dependency failed")]
     CallerDependency(#[source] DeviceError),
+    /// Ordering the run behind the completion boundaries of the run launched before it on the
+    /// same stream pair failed: the run is `Partial`.
+    #[error("ordering the run behind {predecessor}'s completion failed")]
+    PredecessorWait {
+        /// The run it was to follow.
+        predecessor: RunId,
+        /// Why.
+        #[source]
+        error: DeviceError,
+    },
+    /// Recording the run's start event (before its first copy) failed: the run is `Partial`.
+    #[error("recording the run's start event failed")]
+    StartRecord(#[source] DeviceError),
     /// A copy failed to enqueue: the run is `Partial`, the descriptor unpublished, the payload
     /// withdrawn, and no later copy was queued.
     #[error("enqueueing the {target:?} copy failed")]
@@ -229,6 +242,16 @@ pub enum LaunchError {
     /// Publishing the prepared run failed.
     #[error("publishing before launch failed")]
     Publish(#[source] PublishError),
+    /// Both entries were submitted but a completion boundary could not be recorded after them:
+    /// the run is `Partial` (it retires through the bounded stream discharge).
+    #[error("recording {run}'s completion boundary failed")]
+    CompletionRecord {
+        /// The run.
+        run: RunId,
+        /// Why.
+        #[source]
+        error: DeviceError,
+    },
     /// Submitting an entry failed; `progress` says how far the launch got.
     #[error("submitting the launch failed ({progress:?})")]
     Submit {

@@ -1,5 +1,5 @@
-//! The per-run launch transaction: staged, event-ordered publication of the launch descriptor
-//! (docs/design/launch.md).
+//! The per-run launch transaction: staged, event-ordered publication of the launch descriptor,
+//! queued on the streams behind the run before it (docs/design/launch.md).
 //!
 //! One [`LaunchStaging`] serves one pipeline slot. A run goes through:
 //!
@@ -11,17 +11,31 @@
 //!    predecessor) and snapshots the descriptor's launch-route prefix. No stream work.
 //! 3. [`queue_run_entry`](LaunchStaging::queue_run_entry): orders an optional caller dependency
 //!    onto the AICPU stream, then [`publish_for_launch`](LaunchStaging::publish_for_launch):
-//!    copies the snapshot into the pinned source, enqueues the metadata copies (source suffix,
-//!    dependency order) and then the descriptor copy on the AICPU stream, records the entry-fork
-//!    event and makes the AICore stream wait for it. An unchanged prefix queues no copy and,
-//!    without a caller dependency, no fork.
+//!    orders the run behind the completion boundaries of the run launched before it on the
+//!    same stream pair (when that one has not retired), records the run's start event, copies
+//!    the snapshot into the pinned source, enqueues the metadata copies (source suffix,
+//!    dependency order) and then the descriptor copy on the AICPU stream, records the
+//!    entry-fork event and makes the AICore stream wait for it. An unchanged prefix queues no
+//!    copy and, without a caller dependency, no fork.
 //! 4. [`launch`](LaunchStaging::launch): admits `Prepared` (publishing first) or `Published`,
-//!    submits the AICore entry, then the AICPU entry with the front-less [`KernelArgs`] by value.
-//! 5. [`finish_run`](LaunchStaging::finish_run): the two completion boundaries (AICPU, then
-//!    AICore stream) retire the run; a run without them gets a bounded stream discharge, and a
-//!    failed proof quarantines the slot.
+//!    submits the AICore entry, then the AICPU entry with the front-less [`KernelArgs`] by
+//!    value, then records the run's two completion boundaries (one event per stream). Nothing
+//!    here waits for the device: run k+1 is queued while run k executes, and the chip starts it
+//!    when run k's boundaries are reached, without a host round trip.
+//! 5. [`finish_run`](LaunchStaging::finish_run): waits for the run's own two completion
+//!    boundaries (not for the runs queued after it) and retires it; a run without them gets a
+//!    bounded stream discharge, and a failed proof quarantines the slot.
 //! 6. [`teardown`](LaunchStaging::teardown) (normal path) or [`abandon`](LaunchStaging::abandon)
 //!    (fatal path, keeps the pinned source allocated).
+//!
+//! # Failures while runs are queued
+//!
+//! A stream keeps its first failure (a failed copy or entry) until a synchronize hands it
+//! out, and every boundary recorded after it reports it ([`Event::error`]). So when run k fails
+//! while run k+1 is queued behind it, both retire with an error: run k with its own, run k+1
+//! marked [`inherited`](Retired::inherited) (the failure was on the streams before its own
+//! work). The failing run's retirement discharges the pair (bounded), which clears the
+//! failure, so runs launched after that start clean.
 //!
 //! # States
 //!
@@ -35,7 +49,8 @@
 //!
 //! [`KernelArgs`]: ferry_abi::launch::KernelArgs
 use ferry_abi::launch::{AicoreLaunchArgs, KernelArgs};
-use ferry_sim::{Device, DeviceError, DevicePtr, Stream};
+use ferry_sim::{Device, DeviceError, DevicePtr, Event, Stream};
+use std::sync::{Arc, Mutex};
 
 pub mod bench;
 mod error;
@@ -154,13 +169,18 @@ impl MetadataRegion {
 }
 
 /// The runner-owned stream pair a run is published and launched on. Caller streams are never
-/// part of it: a caller hands in a dependency [`Event`](ferry_sim::Event) only.
+/// part of it: a caller hands in a dependency [`Event`] only.
+///
+/// Clones share the pair and its tail: the completion boundaries of the last run launched on
+/// it that has not retired, which the next publication on the pair (from any slot) is
+/// ordered behind.
 #[derive(Clone, Debug)]
 pub struct RunStreams {
     /// The AICPU stream: caller dependency, publication copies, fork record, AICPU entry.
     pub aicpu: Stream,
     /// The AICore stream: waits for the entry fork, then runs the AICore entry.
     pub aicore: Stream,
+    tail: Arc<Mutex<Option<RunEvents>>>,
 }
 
 impl RunStreams {
@@ -169,11 +189,73 @@ impl RunStreams {
     /// # Errors
     /// When a stream cannot be created.
     pub fn new(device: &Device) -> Result<Self, DeviceError> {
-        Ok(Self { aicpu: device.create_stream()?, aicore: device.create_stream()? })
+        Ok(Self {
+            aicpu: device.create_stream()?,
+            aicore: device.create_stream()?,
+            tail: Arc::default(),
+        })
+    }
+
+    /// The events of the last run launched on this pair that has not retired: the run the
+    /// next publication is queued behind. `None` when every launched run retired.
+    pub fn tail(&self) -> Option<RunEvents> {
+        self.tail.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    fn set_tail(&self, events: Option<RunEvents>) {
+        *self.tail.lock().unwrap_or_else(|p| p.into_inner()) = events;
+    }
+
+    /// Clears the tail if it is `run`'s (the run retired).
+    fn retire_tail(&self, run: RunId) {
+        let mut t = self.tail.lock().unwrap_or_else(|p| p.into_inner());
+        if t.as_ref().is_some_and(|e| e.run == run) {
+            *t = None;
+        }
     }
 
     fn same_as(&self, other: &RunStreams) -> bool {
         self.aicpu.id() == other.aicpu.id() && self.aicore.id() == other.aicore.id()
+    }
+}
+
+/// The stream events of one launched run: its start (recorded on the AICPU stream before its
+/// first copy, after whatever it is ordered behind) and its two completion boundaries
+/// (recorded after the AICPU entry on the AICPU stream and after the AICore entry on the
+/// AICore stream). Their states and device timestamps say where the run is without asking
+/// the host: [`Event::query`], [`Event::timestamp_cycles`], [`Event::error`].
+#[derive(Clone, Debug)]
+pub struct RunEvents {
+    /// The run.
+    pub run: RunId,
+    /// Recorded before the run's first copy.
+    pub started: Event,
+    /// The AICPU stream's completion boundary.
+    pub aicpu_done: Event,
+    /// The AICore stream's completion boundary.
+    pub aicore_done: Event,
+}
+
+impl RunEvents {
+    /// Whether both completion boundaries were reached.
+    pub fn completed(&self) -> bool {
+        self.aicpu_done.query() && self.aicore_done.query()
+    }
+
+    /// Whether the run's start event was reached (its first stream operation ran).
+    pub fn started(&self) -> bool {
+        self.started.query()
+    }
+
+    /// The device-clock span of a completed run, in device cycles: from its start event to the
+    /// later of its two completion boundaries. `None` until all three completed.
+    pub fn span_cycles(&self) -> Option<(u64, u64)> {
+        if !(self.started() && self.completed()) {
+            return None;
+        }
+        let start = self.started.timestamp_cycles()?;
+        let end = self.aicpu_done.timestamp_cycles()?.max(self.aicore_done.timestamp_cycles()?);
+        Some((start, end))
     }
 }
 
@@ -187,7 +269,7 @@ impl std::fmt::Display for RunId {
     }
 }
 
-/// Publication state of a slot's current run (the seed's transaction states).
+/// Publication state of a slot's current run.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum TransactionState {
     /// No prepared run (never prepared, view released, or moved from).
@@ -259,9 +341,15 @@ pub struct Retired {
     pub run: RunId,
     /// Which path proved the streams drained.
     pub path: RetirePath,
-    /// The first error the run's streams reported while draining (a failed kernel or copy),
-    /// if any. The streams were idle when it was reported.
+    /// The first error the run's streams reported up to its completion boundaries (a failed
+    /// kernel or copy), if any.
     pub run_error: Option<DeviceError>,
+    /// `run_error` was already on the streams when the run was queued behind its predecessor:
+    /// a run ahead of it failed, and this run's results cannot be trusted either.
+    pub inherited: bool,
+    /// The run's device-clock span (start event to the later completion boundary, device
+    /// cycles), for a run retired on its boundaries.
+    pub span_cycles: Option<(u64, u64)>,
 }
 
 /// Scheduler diagnostics of a run whose publication succeeded.
@@ -290,6 +378,9 @@ pub struct StagingStats {
     pub unchanged_prefixes: u64,
     /// Entry forks queued.
     pub forks: u64,
+    /// Publications ordered behind the completion boundaries of a run that had not retired
+    /// (a queued launch: one wait per stream).
+    pub predecessor_waits: u64,
     /// Pinned-source growths.
     pub growths: u64,
     /// Per-run suffixes uploaded (synchronously, at prepare).

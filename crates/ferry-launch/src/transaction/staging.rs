@@ -5,7 +5,8 @@ use super::error::{
 };
 use super::{
     EntryKernels, LaunchDescriptor, LaunchProgress, LaunchReceipt, MetadataRegion, PublishReport,
-    RetirePath, Retired, RunId, RunStreams, SchedulerDiagnostics, StagingStats, TransactionState,
+    RetirePath, Retired, RunEvents, RunId, RunStreams, SchedulerDiagnostics, StagingStats,
+    TransactionState,
 };
 use ferry_abi::launch::{AicoreLaunchArgs, KernelArgs};
 use ferry_sim::pinned::PinnedBuffer;
@@ -44,6 +45,26 @@ struct LiveRun {
     streams: RunStreams,
     launched: bool,
     partial: bool,
+    /// The run it was queued behind (the pair's tail at publication), if that had not retired.
+    after: Option<RunEvents>,
+    /// Its start event, once recorded.
+    started: Option<Event>,
+    /// Its start and completion events, once both boundaries were recorded.
+    events: Option<RunEvents>,
+}
+
+impl LiveRun {
+    fn new(run: RunId, streams: &RunStreams) -> LiveRun {
+        LiveRun {
+            run,
+            streams: streams.clone(),
+            launched: false,
+            partial: false,
+            after: None,
+            started: None,
+            events: None,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -54,7 +75,7 @@ enum Condition {
     Quarantined(RunId),
 }
 
-/// One pipeline slot's launch staging helper (the seed's `KernelArgsHelper` staging part).
+/// One pipeline slot's launch staging helper.
 ///
 /// It owns the slot's device destination (where the descriptor prefix lives on the device) and
 /// pinned host source (where publication stages bytes for the asynchronous copies), the
@@ -167,6 +188,13 @@ impl LaunchStaging {
         self.live.as_ref().map(|l| l.run)
     }
 
+    /// The stream events (start and both completion boundaries) of the run that owns the
+    /// slot's execution, once it was launched: where it is on the device, read from stream
+    /// state ([`RunEvents::completed`]).
+    pub fn run_events(&self) -> Option<RunEvents> {
+        self.live.as_ref().and_then(|l| l.events.clone())
+    }
+
     /// Whether an unproven drain quarantined the slot.
     pub fn is_quarantined(&self) -> bool {
         matches!(self.condition, Condition::Quarantined(_))
@@ -204,7 +232,7 @@ impl LaunchStaging {
     }
 
     /// Hands the descriptor and metadata snapshots, publication status, resources and
-    /// execution owner to a new helper (Rust's answer to the seed's move constructor). `self`
+    /// execution owner to a new helper (a move that leaves the source inert). `self`
     /// is left moved-from: it owns nothing and refuses to prepare, publish or launch.
     pub fn take(&mut self) -> LaunchStaging {
         let mut moved = LaunchStaging::new(&self.device, self.slot);
@@ -426,6 +454,40 @@ impl LaunchStaging {
         let fork = copies || caller_dependency;
 
         let mut report = PublishReport { forked: fork, ..PublishReport::default() };
+        // Marked before the first stream call: from here on a failure is Partial and the run
+        // owns its execution until a drain is proven.
+        let l = live.insert(LiveRun::new(v.run, streams));
+        let fail = |v: &mut RunView, l: &mut LiveRun, withdraw: bool| {
+            v.state = TransactionState::Partial;
+            if withdraw {
+                v.payload = None;
+                v.descriptor_published = false;
+            }
+            l.partial = true;
+        };
+        // Queued behind the run launched before it on this pair, if that one has not retired:
+        // each stream waits for the other stream's completion boundary (its own comes first
+        // in stream order anyway), so nothing of this run — copies into regions the
+        // predecessor may read, the register reset of its AICore entry — starts before the
+        // predecessor's two entries have returned.
+        l.after = streams.tail().filter(|t| t.run != v.run);
+        if let Some(p) = l.after.clone() {
+            let waited = streams
+                .aicpu
+                .wait_event(&p.aicore_done)
+                .and_then(|()| streams.aicore.wait_event(&p.aicpu_done));
+            if let Err(error) = waited {
+                fail(v, l, false);
+                return Err(PublishError::PredecessorWait { predecessor: p.run, error });
+            }
+            stats.predecessor_waits += 1;
+        }
+        let started = Event::new();
+        if let Err(e) = streams.aicpu.record_event(&started) {
+            fail(v, l, false);
+            return Err(PublishError::StartRecord(e));
+        }
+        l.started = Some(started);
         if copies {
             // SAFETY: no run of this slot is live (`check_publishable`), so no copy enqueued
             // from this source is still in flight: every earlier run retired with proof that
@@ -441,26 +503,6 @@ impl LaunchStaging {
                 off += r.bytes.len();
             }
         }
-        if copies || fork {
-            // Marked before the first stream call: from here on a failure is Partial and the
-            // run owns its execution until a drain is proven.
-            *live = Some(LiveRun {
-                run: v.run,
-                streams: streams.clone(),
-                launched: false,
-                partial: false,
-            });
-        }
-        let fail = |v: &mut RunView, live: &mut Option<LiveRun>, withdraw: bool| {
-            v.state = TransactionState::Partial;
-            if withdraw {
-                v.payload = None;
-                v.descriptor_published = false;
-            }
-            if let Some(l) = live.as_mut() {
-                l.partial = true;
-            }
-        };
         for (i, (r, &(off, len))) in staged.iter().zip(report.metadata.iter()).enumerate() {
             // SAFETY: `off + len` lies inside the source (capacity checked by
             // `check_publishable`); the source stays allocated and unwritten until the run
@@ -470,7 +512,7 @@ impl LaunchStaging {
             };
             if let Err(error) = res {
                 // The first failure stops later metadata and the descriptor.
-                fail(v, live, true);
+                fail(v, l, true);
                 return Err(PublishError::Copy { target: CopyTarget::Metadata(i), error });
             }
             report.bytes_copied += len;
@@ -483,7 +525,7 @@ impl LaunchStaging {
             // bytes and `dst` holds at least `prefix` bytes (reserved in prepare).
             let res = unsafe { streams.aicpu.copy_htod_async(src.as_ptr(), dst, prefix as u64) };
             if let Err(error) = res {
-                fail(v, live, true);
+                fail(v, l, true);
                 stats.bytes_copied += report.bytes_copied;
                 return Err(PublishError::Copy { target: CopyTarget::Descriptor, error });
             }
@@ -497,11 +539,11 @@ impl LaunchStaging {
         if fork {
             let ev = Event::new();
             if let Err(e) = streams.aicpu.record_event(&ev) {
-                fail(v, live, false);
+                fail(v, l, false);
                 return Err(PublishError::ForkRecord(e));
             }
             if let Err(e) = streams.aicore.wait_event(&ev) {
-                fail(v, live, false);
+                fail(v, l, false);
                 return Err(PublishError::ForkWait(e));
             }
             stats.forks += 1;
@@ -568,12 +610,7 @@ impl LaunchStaging {
             .aicore
             .launch(&aicore_name, Box::new(move |d| aicore(d, core_args)))
             .map_err(|error| LaunchError::Submit { progress: LaunchProgress::NotStarted, error })?;
-        let live = self.live.get_or_insert_with(|| LiveRun {
-            run,
-            streams: streams.clone(),
-            launched: false,
-            partial: false,
-        });
+        let live = self.live.get_or_insert_with(|| LiveRun::new(run, streams));
         let v = self.view.as_mut().expect("checked above");
         if let Err(error) = streams.aicpu.launch(&aicpu_name, Box::new(move |d| aicpu(d, args))) {
             live.partial = true;
@@ -582,13 +619,36 @@ impl LaunchStaging {
         }
         live.launched = true;
         v.launched = true;
+        // The run's two completion boundaries: what its retirement waits for, and what the next
+        // run on this pair is queued behind.
+        let (aicpu_done, aicore_done) = (Event::new(), Event::new());
+        let recorded = streams
+            .aicpu
+            .record_event(&aicpu_done)
+            .and_then(|()| streams.aicore.record_event(&aicore_done));
+        if let Err(error) = recorded {
+            // Both entries run, but without both boundaries nothing proves where the run ends:
+            // it retires through the bounded discharge, and the pair keeps no tail to wait on.
+            live.partial = true;
+            v.state = TransactionState::Partial;
+            streams.set_tail(None);
+            return Err(LaunchError::CompletionRecord { run, error });
+        }
+        let started = live.started.clone().unwrap_or_default();
+        let events = RunEvents { run, started, aicpu_done, aicore_done };
+        streams.set_tail(Some(events.clone()));
+        live.events = Some(events);
         Ok(LaunchReceipt { run })
     }
 
     /// Retires the run that owns the slot's execution. A launched, non-partial run waits for
-    /// its two completion boundaries (AICPU stream, then AICore stream, each bounded by
-    /// `timeout`), which prove its publication fork was consumed. Any other run (partial, never
-    /// launched, or one whose boundary failed) gets a bounded stream discharge.
+    /// its two completion boundaries (the AICPU stream's event, then the AICore stream's, each a
+    /// counted event synchronisation bounded by `timeout`), which prove its publication fork
+    /// was consumed; runs queued after it keep running. A failure its boundaries report is the
+    /// run's `run_error` ([`inherited`](Retired::inherited) when a run ahead of it left it on
+    /// the streams), and the streams are then discharged (bounded) so it does not reach runs
+    /// launched later. Any other run (partial, never launched, or one whose boundary wait
+    /// failed) gets a bounded stream discharge.
     ///
     /// # Errors
     /// [`FinishError::NoLiveRun`] when nothing owns the execution;
@@ -602,11 +662,36 @@ impl LaunchStaging {
         let run = l.run;
         let mut run_error = None;
         let mut path = None;
-        if l.launched && !l.partial {
-            match drain(&l.streams, timeout) {
-                Ok(e) => {
-                    run_error = e;
+        let (mut inherited, mut span_cycles) = (false, None);
+        if let (true, false, Some(ev)) = (l.launched, l.partial, &l.events) {
+            // The run's own boundaries: runs queued after it keep running.
+            let waited = [&ev.aicpu_done, &ev.aicore_done]
+                .into_iter()
+                .try_for_each(|e| self.device.synchronize_event(e, Some(timeout)));
+            match waited {
+                Ok(()) => {
                     path = Some(RetirePath::Normal);
+                    span_cycles = ev.span_cycles();
+                    let (a, c) = (ev.aicpu_done.error(), ev.aicore_done.error());
+                    run_error = a.clone().or(c.clone());
+                    // The same failure already at the predecessor's boundary on that stream:
+                    // it was on the stream before this run's work.
+                    let before = |mine: &Option<DeviceError>, theirs: &Event| {
+                        mine.is_some() && *mine == theirs.error()
+                    };
+                    inherited = l.after.as_ref().is_some_and(|p| {
+                        (a.is_some() || c.is_some())
+                            && (a.is_none() || before(&a, &p.aicpu_done))
+                            && (c.is_none() || before(&c, &p.aicore_done))
+                    });
+                    if run_error.is_some() {
+                        // Hand the failure out of the streams (bounded; it waits for the runs
+                        // queued after this one, which carry it too), so later runs start
+                        // clean.
+                        if let Err(e) = drain(&l.streams, timeout) {
+                            tracing::warn!(%run, error = %e, "clearing a failed run's streams");
+                        }
+                    }
                 }
                 Err(e) => {
                     tracing::warn!(%run, error = %e, "completion boundary failed; discharging")
@@ -631,8 +716,16 @@ impl LaunchStaging {
             // A copy or kernel failed while running: the destination's content is unknown.
             self.resident = None;
         }
-        self.live = None;
-        Ok(Retired { run, path: path.unwrap_or(RetirePath::Discharged), run_error })
+        if let Some(l) = self.live.take() {
+            l.streams.retire_tail(run);
+        }
+        Ok(Retired {
+            run,
+            path: path.unwrap_or(RetirePath::Discharged),
+            run_error,
+            inherited,
+            span_cycles,
+        })
     }
 
     /// Scheduler diagnostics of the current run, only if its publication succeeded (so a

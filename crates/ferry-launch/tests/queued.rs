@@ -1,0 +1,217 @@
+//! Launches queued in stream order: run k+1 is published and launched on the shared stream pair
+//! while run k executes, retirement waits for a run's own boundaries only, and a failure in
+//! run k reaches run k+1 as an inherited error. Every ordering is observed through stream and
+//! event state (gated entries hold run k; nothing here depends on timing).
+use ferry_abi::launch::KernelArgs;
+use ferry_launch::transaction::{LaunchError, PublishError, RetirePath};
+use ferry_launch::{EntryKernels, LaunchDescriptor, LaunchStaging, RunStreams, TransactionState};
+use ferry_sim::counters::Counter;
+use ferry_sim::fault::FaultPoint;
+use ferry_sim::{Arch, Device, DeviceError, Platform, PlatformBuilder};
+use std::sync::mpsc;
+use std::time::Duration;
+
+const T: Duration = Duration::from_secs(60);
+
+struct Rig {
+    _p: Platform,
+    dev: Device,
+    streams: RunStreams,
+    slots: [LaunchStaging; 2],
+}
+
+fn rig() -> Rig {
+    let p = PlatformBuilder::new(Arch::A2a3).hbm_bytes(16 << 20).build().unwrap();
+    let dev = p.device(0).unwrap().clone();
+    let streams = RunStreams::new(&dev).unwrap();
+    let slots = [LaunchStaging::new(&dev, 0), LaunchStaging::new(&dev, 1)];
+    Rig { _p: p, dev, streams, slots }
+}
+
+/// Device memory in use, less the context memory of the copy engines' queues (an engine makes
+/// its queue on its first copy and keeps it for the device's life).
+fn used(d: &Device) -> u64 {
+    d.memory().used()
+        - d.copy_engine_queues() as u64 * ferry_sim::device::DEFAULT_QUEUE_CONTEXT_BYTES
+}
+
+fn desc(fill: u8) -> LaunchDescriptor {
+    LaunchDescriptor::new(vec![fill; 256], 256).unwrap()
+}
+
+/// Entries whose AICPU side blocks until the sender sends (or drops), then returns `result`.
+fn gated(result: Result<(), String>) -> (EntryKernels, mpsc::Sender<()>) {
+    let (tx, rx) = mpsc::channel::<()>();
+    let k = EntryKernels::new(
+        |_, _| Ok(()),
+        move |_, _| {
+            let _ = rx.recv();
+            result
+        },
+    );
+    (k, tx)
+}
+
+fn launch(r: &mut Rig, slot: usize, fill: u8, k: EntryKernels) -> Result<(), LaunchError> {
+    r.slots[slot].prepare_runtime_args(&desc(fill), KernelArgs::new(0, 0)).unwrap();
+    r.slots[slot].launch(&r.streams, k).map(|_| ())
+}
+
+#[test]
+fn run_k_plus_1_is_queued_before_run_k_completes_and_each_retires_on_its_own_boundaries() {
+    let mut r = rig();
+    let (k0, gate0) = gated(Ok(()));
+    launch(&mut r, 0, 1, k0).unwrap();
+    let ev0 = r.slots[0].run_events().expect("launched");
+    let syncs = r.dev.counter(Counter::Synchronizes);
+    // Run k+1 on the other slot: published and launched while run k is held on the device.
+    let (k1, gate1) = gated(Ok(()));
+    launch(&mut r, 1, 2, k1).unwrap();
+    let ev1 = r.slots[1].run_events().expect("launched");
+    assert_eq!(r.dev.counter(Counter::Synchronizes), syncs, "no host synchronisation");
+    assert!(!ev0.completed(), "run k has not completed");
+    assert!(!ev1.started(), "run k+1 waits in stream order behind run k");
+    assert_eq!(r.slots[1].stats().predecessor_waits, 1);
+    assert_eq!(r.slots[1].state(), TransactionState::Published);
+    assert_eq!(r.streams.tail().map(|t| t.run), r.slots[1].run());
+
+    gate0.send(()).unwrap();
+    // Retiring run k waits for run k's boundaries only: run k+1 is still held.
+    let done0 = r.slots[0].finish_run(T).unwrap();
+    assert_eq!((done0.path, done0.run_error, done0.inherited), (RetirePath::Normal, None, false));
+    assert!(!ev1.completed(), "run k's retirement did not wait for run k+1");
+    gate1.send(()).unwrap();
+    let done1 = r.slots[1].finish_run(T).unwrap();
+    assert_eq!((done1.path, done1.run_error, done1.inherited), (RetirePath::Normal, None, false));
+    // Device clock: run k+1's first operation ran at or after run k's last completion.
+    let (s0, e0) = done0.span_cycles.unwrap();
+    let (s1, e1) = done1.span_cycles.unwrap();
+    assert!(s0 <= e0 && e0 <= s1 && s1 <= e1, "{s0} {e0} {s1} {e1}");
+    assert!(r.streams.tail().is_none(), "every launched run retired");
+
+    // A run published after its predecessor retired is not ordered behind anything.
+    launch(&mut r, 0, 1, EntryKernels::noop()).unwrap();
+    assert_eq!(r.slots[0].stats().predecessor_waits, 0);
+    r.slots[0].finish_run(T).unwrap();
+    for s in &mut r.slots {
+        s.teardown().unwrap();
+    }
+    assert_eq!(r.dev.pinned_stats().live_bytes, 0);
+}
+
+/// A failure of run k (its AICPU or its AICore entry) while run k+1 is queued: run k retires
+/// with its own error, run k+1 with the same error marked inherited, nothing stays allocated,
+/// and the next run on the pair is clean.
+#[test]
+fn a_failure_in_run_k_while_k_plus_1_is_queued_fails_both_and_the_pair_recovers() {
+    for aicore_fails in [false, true] {
+        let mut r = rig();
+        let base = used(&r.dev);
+        let (tx, rx) = mpsc::channel::<()>();
+        let k0 = if aicore_fails {
+            EntryKernels::new(
+                move |_, _| {
+                    let _ = rx.recv();
+                    Err("core fault".into())
+                },
+                |_, _| Ok(()),
+            )
+        } else {
+            EntryKernels::new(
+                |_, _| Ok(()),
+                move |_, _| {
+                    let _ = rx.recv();
+                    Err("aicpu fault".into())
+                },
+            )
+        };
+        launch(&mut r, 0, 1, k0).unwrap();
+        launch(&mut r, 1, 2, EntryKernels::noop()).unwrap();
+        let ev1 = r.slots[1].run_events().unwrap();
+        assert!(!ev1.completed());
+        tx.send(()).unwrap();
+        let done0 = r.slots[0].finish_run(T).unwrap();
+        let own = done0.run_error.clone().expect("run k failed");
+        assert!(matches!(own, DeviceError::Kernel { .. }), "{own}");
+        assert!(!done0.inherited);
+        let done1 = r.slots[1].finish_run(T).unwrap();
+        assert_eq!(done1.run_error, Some(own), "aicore fails: {aicore_fails}");
+        assert!(done1.inherited, "run k+1 carries run k's failure, marked as inherited");
+        // The pair is clean again: the next run retires without an error.
+        launch(&mut r, 0, 3, EntryKernels::noop()).unwrap();
+        let next = r.slots[0].finish_run(T).unwrap();
+        assert_eq!((next.path, next.run_error, next.inherited), (RetirePath::Normal, None, false));
+        for s in &mut r.slots {
+            s.teardown().unwrap();
+        }
+        assert_eq!(r.dev.pinned_stats().live_bytes, 0, "nothing leaked");
+        assert_eq!(used(&r.dev), base, "nothing leaked");
+    }
+}
+
+/// Every stream operation of run k+1's queued publication and launch, failed in turn while run k
+/// executes: run k+1's error is typed, run k still retires normally and clean, run k+1 retires
+/// through the discharge, nothing leaks and the pair runs the next run.
+#[test]
+fn fault_injection_on_a_queued_launch() {
+    // Count run k+1's operations in a clean pass.
+    let mut r = rig();
+    let (k0, gate) = gated(Ok(()));
+    launch(&mut r, 0, 1, k0).unwrap();
+    let seen = |d: &Device| FaultPoint::ALL.map(|p| d.faults().seen(p));
+    r.slots[1].prepare_runtime_args(&desc(2), KernelArgs::new(0, 0)).unwrap();
+    let s0 = seen(&r.dev);
+    r.slots[1].launch(&r.streams, EntryKernels::noop()).unwrap();
+    let s1 = seen(&r.dev);
+    drop(gate);
+    r.slots[0].finish_run(T).unwrap();
+    r.slots[1].finish_run(T).unwrap();
+    let mut injected = 0;
+    for (i, &point) in FaultPoint::ALL.iter().enumerate() {
+        for n in 1..=(s1[i] - s0[i]) {
+            let label = format!("{point:?} #{n}");
+            let mut r = rig();
+            let base = used(&r.dev);
+            let (k0, gate) = gated(Ok(()));
+            launch(&mut r, 0, 1, k0).unwrap();
+            r.slots[1].prepare_runtime_args(&desc(2), KernelArgs::new(0, 0)).unwrap();
+            r.dev.faults().fail_nth(point, n);
+            let err = r.slots[1].launch(&r.streams, EntryKernels::noop()).unwrap_err();
+            assert_eq!(r.dev.faults().armed(), 0, "{label}: the fault hit run k+1's launch");
+            let typed = matches!(
+                err,
+                LaunchError::Publish(
+                    PublishError::PredecessorWait { .. }
+                        | PublishError::StartRecord(_)
+                        | PublishError::Copy { .. }
+                        | PublishError::ForkRecord(_)
+                        | PublishError::ForkWait(_)
+                ) | LaunchError::Submit { .. }
+                    | LaunchError::CompletionRecord { .. }
+            );
+            assert!(typed, "{label}: {err:?}");
+            let text = format!("{:?}", err);
+            assert!(text.contains("Injected"), "{label}: the injected fault is the cause: {text}");
+            gate.send(()).unwrap();
+            let done0 = r.slots[0].finish_run(T).unwrap();
+            assert_eq!((done0.path, done0.run_error), (RetirePath::Normal, None), "{label}");
+            if let Some(run) = r.slots[1].execution_owner() {
+                // Only a run whose AICore entry was queued without its AICPU entry can hang; the
+                // no-op entries here return by themselves.
+                let done1 = r.slots[1].finish_run(T).unwrap();
+                assert_eq!((done1.run, done1.path), (run, RetirePath::Discharged), "{label}");
+            }
+            r.slots[1].release_run_view();
+            launch(&mut r, 1, 3, EntryKernels::noop()).unwrap();
+            let next = r.slots[1].finish_run(T).unwrap();
+            assert_eq!((next.path, next.run_error), (RetirePath::Normal, None), "{label}");
+            for s in &mut r.slots {
+                s.teardown().unwrap();
+            }
+            assert_eq!(r.dev.pinned_stats().live_bytes, 0, "{label}: nothing leaked");
+            assert_eq!(used(&r.dev), base, "{label}: nothing leaked");
+            injected += 1;
+        }
+    }
+    assert!(injected >= 7, "waits, records, copy and launches were all covered: {injected}");
+}
