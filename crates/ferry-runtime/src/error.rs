@@ -505,6 +505,11 @@ pub enum RunError {
     /// AICPU program's entry failed; the message is the transaction's or loader's typed error.
     #[error("launch failed: {0}")]
     Launch(String),
+    /// A run queued ahead of this one on the runner's streams failed, and its failure was on
+    /// the streams when this run's work ran: this run's results are not trusted. The message
+    /// is that failure; the failing run reports its own error.
+    #[error("a run queued ahead of this one failed: {0}")]
+    AfterFailedRun(String),
     /// The run's scheduler diagnostics cannot be exported: its publication did not succeed, so
     /// the resident scheduler state is not its own.
     #[error("scheduler diagnostics: {0}")]

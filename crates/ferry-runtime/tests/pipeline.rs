@@ -20,6 +20,7 @@ fn delta(a: StagingStats, b: StagingStats) -> StagingStats {
         metadata_copies: b.metadata_copies - a.metadata_copies,
         unchanged_prefixes: b.unchanged_prefixes - a.unchanged_prefixes,
         forks: b.forks - a.forks,
+        predecessor_waits: b.predecessor_waits - a.predecessor_waits,
         growths: b.growths - a.growths,
         suffix_uploads: b.suffix_uploads - a.suffix_uploads,
         suffix_bytes: b.suffix_bytes - a.suffix_bytes,

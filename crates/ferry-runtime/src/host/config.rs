@@ -265,6 +265,48 @@ pub struct RunStats {
     pub wall: Duration,
     /// Variant of the run.
     pub variant: Variant,
+    /// The run's span on the device clock (full path): from its first stream operation to its
+    /// last completion boundary. `None` in process.
+    pub device: Option<DeviceSpan>,
+}
+
+/// Where a run was on the device clock: from its start event (its first stream operation,
+/// which the chip reaches once the run ahead of it completed) to the later of its two
+/// completion boundaries, in device cycles.
+///
+/// # Examples
+/// ```
+/// use ferry_runtime::host::DeviceSpan;
+/// let a = DeviceSpan { start_cycles: 1_000, end_cycles: 3_000, hz: 1_000_000 };
+/// let b = DeviceSpan { start_cycles: 3_500, end_cycles: 6_000, hz: 1_000_000 };
+/// assert_eq!(a.execution().as_micros(), 2_000);
+/// assert_eq!(a.idle_before(&b).as_micros(), 500);
+/// assert_eq!(b.idle_before(&a).as_micros(), 0, "no idle time when they overlap");
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DeviceSpan {
+    /// The start event's device timestamp.
+    pub start_cycles: u64,
+    /// The later completion boundary's device timestamp.
+    pub end_cycles: u64,
+    /// The device clock's rate.
+    pub hz: u64,
+}
+
+impl DeviceSpan {
+    fn cycles(&self, c: u64) -> Duration {
+        Duration::from_secs_f64(c as f64 / self.hz.max(1) as f64)
+    }
+
+    /// The run's device execution: start to last completion.
+    pub fn execution(&self) -> Duration {
+        self.cycles(self.end_cycles.saturating_sub(self.start_cycles))
+    }
+
+    /// The chip's idle time between this run's last completion and `next`'s first operation.
+    pub fn idle_before(&self, next: &DeviceSpan) -> Duration {
+        self.cycles(next.start_cycles.saturating_sub(self.end_cycles))
+    }
 }
 
 /// What a finished run returns.

@@ -7,8 +7,8 @@ mod state;
 
 use super::config::Source;
 pub use super::config::{
-    Callable, LaunchPath, RunArgs, RunOutput, RunStats, RunnerConfig, TensorInit, Variant,
-    MAX_LAUNCH_SLOTS,
+    Callable, DeviceSpan, LaunchPath, RunArgs, RunOutput, RunStats, RunnerConfig, TensorInit,
+    Variant, MAX_LAUNCH_SLOTS,
 };
 use super::graph::GraphBuilder;
 use super::handshake::{CoreHandshake, HandshakeRegion};
@@ -116,6 +116,10 @@ pub struct LaunchedRun {
     finished: Option<Duration>,
     /// The launch transaction's report of a failed stream (full path), taken at retirement.
     stream_error: Option<String>,
+    /// That failure was a run's ahead of this one (full path).
+    inherited: bool,
+    /// The run's span on the device clock (full path), taken at retirement.
+    device: Option<super::DeviceSpan>,
     /// The run's scheduler diagnostics (a5 host-built graph), taken from its successful
     /// publication.
     scheduler: Option<ferry_launch::transaction::SchedulerDiagnostics>,

@@ -6,13 +6,14 @@
 //! host-built graph built and uploaded in its per-run suffix) while run k executes, and slot
 //! reservation keeps run k's bytes intact until it retires: nothing of run k+1 is written to
 //! run k's slot. The chip runs one run at a time, in stream order on the runner's one stream
-//! pair; a launch first settles and retires the run still executing ([`Executing`]), then
-//! publishes its own descriptor.
+//! pair: run k+1's publication and launch are queued behind run k's completion boundaries
+//! while run k executes, so the chip starts run k+1 without a round trip through the host.
+//! (In process, a launch first settles and retires the run still executing, [`Executing`].)
 use super::runner::Variant;
 use crate::error::RunError;
 use ferry_abi::regs::{RegLayout, AICORE_EXIT_SIGNAL};
 use ferry_launch::loader::{AicpuProgram as LoadedProgram, Loader};
-use ferry_launch::transaction::{RunId, StagingStats};
+use ferry_launch::transaction::{Retired, RunId, StagingStats};
 use ferry_launch::{LaunchStaging, RunStreams, TransactionState};
 use ferry_sim::cores::{Chip, Completion};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -96,8 +97,11 @@ pub(super) struct Signals {
     /// whose AICPU side then reports that no core answered its handshake.
     pub(super) cores_not_started: Mutex<Option<String>>,
     /// What the run's streams reported when its launch slot retired it, when that happened
-    /// before the run's own `wait` (the next launch retires its predecessor first).
+    /// before the run's own `wait`.
     pub(super) stream_error: Mutex<Option<String>>,
+    /// The AICore entry has tried to start the cores (after resetting their register
+    /// windows): from now on an EXIT written into the windows reaches this run's cores.
+    cores_started: Mutex<bool>,
 }
 
 pub(super) const AICORE: usize = 0;
@@ -107,6 +111,30 @@ impl Signals {
     pub(super) fn set(&self, side: usize, r: Result<(), String>) {
         lock(&self.done)[side] = Some(r);
         self.cv.notify_all();
+    }
+
+    /// Marks that the AICore entry tried to start the cores.
+    pub(super) fn set_cores_started(&self) {
+        *lock(&self.cores_started) = true;
+        // The condvar is shared with `done`: wake waiters of either.
+        let _g = lock(&self.done);
+        self.cv.notify_all();
+    }
+
+    /// Waits up to `timeout` until the AICore entry tried to start the cores; whether it did.
+    pub(super) fn wait_cores_started(&self, timeout: Duration) -> bool {
+        let deadline = std::time::Instant::now() + timeout;
+        let mut g = lock(&self.done);
+        loop {
+            if *lock(&self.cores_started) {
+                return true;
+            }
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            if left.is_zero() {
+                return false;
+            }
+            g = self.cv.wait_timeout(g, left).unwrap_or_else(|p| p.into_inner()).0;
+        }
     }
 
     fn get(&self, side: usize) -> Option<Result<(), String>> {
@@ -226,23 +254,22 @@ impl FullPath {
         Ok(self.programs[i].as_ref().expect("loaded above"))
     }
 
-    /// Retires a run that still owns slot `slot`'s execution and drops an abandoned,
-    /// unpublished view, so the slot takes a new preparation.
+    /// Retires a run that still owns slot `slot`'s execution (how it retired, if one did) and
+    /// drops an abandoned, unpublished view, so the slot takes a new preparation.
     pub(super) fn settle_slot(
         &mut self,
         slot: usize,
         timeout: Duration,
-    ) -> Result<Option<String>, RunError> {
+    ) -> Result<Option<Retired>, RunError> {
         let staging = &mut self.slots[slot];
-        let mut stream_error = None;
+        let mut retired = None;
         if staging.execution_owner().is_some() {
-            let retired = staging.finish_run(timeout).map_err(|e| launch_error(&e))?;
-            stream_error = retired.run_error.map(|e| e.to_string());
+            retired = Some(staging.finish_run(timeout).map_err(|e| launch_error(&e))?);
         }
         if matches!(staging.state(), TransactionState::Prepared | TransactionState::Partial) {
             staging.release_run_view();
         }
-        Ok(stream_error)
+        Ok(retired)
     }
 
     /// Retires every slot and tears their staging down (normal retirement: frees the pinned
@@ -265,6 +292,7 @@ impl FullPath {
                 metadata_copies: a.metadata_copies + b.metadata_copies,
                 unchanged_prefixes: a.unchanged_prefixes + b.unchanged_prefixes,
                 forks: a.forks + b.forks,
+                predecessor_waits: a.predecessor_waits + b.predecessor_waits,
                 growths: a.growths + b.growths,
                 suffix_uploads: a.suffix_uploads + b.suffix_uploads,
                 suffix_bytes: a.suffix_bytes + b.suffix_bytes,

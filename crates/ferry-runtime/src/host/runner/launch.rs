@@ -14,28 +14,39 @@ use ferry_sim::Device;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+/// Resets every core's register window (`DATA_MAIN_BASE` and `COND`) for the next run.
+fn reset_windows(chip: &ferry_sim::cores::Chip, cores: u32) {
+    let layout = RegLayout::of(chip.device().arch().arch);
+    for i in 0..cores {
+        let w = chip.window(i);
+        w.aicpu_write(layout.data_main_base as u32, 0);
+        w.core_write(layout.cond as u32, 0);
+    }
+}
+
 impl DeviceRunner {
-    /// Launches a prepared run: resets every core's register window, starts the AICore entry on
+    /// Launches a prepared run: the register windows are reset, the AICore entry starts on
     /// every core, then the AICPU exec entry on every AICPU thread (AICore first, as the
-    /// original). This is the seam where the launch transaction (`ferry-launch`) takes over the
-    /// publication of `KernelArgs` and the stream pair.
+    /// original).
+    ///
+    /// On the full path nothing here waits for the device: the run's publication and both
+    /// entries are queued on the runner's stream pair behind the completion boundaries of the
+    /// run launched before it, which may still be executing, and the register reset is the
+    /// first thing its AICore entry does on the device. The chip starts the run as soon as
+    /// the one ahead of it completed. In process, the run still executing is waited for and
+    /// retired first, and the host resets the windows.
     ///
     /// # Errors
     /// A launch failure; the run is released and the runner stays usable.
     pub fn launch(&mut self, p: PreparedRun) -> Result<LaunchedRun, RunError> {
+        let cores = self.cfg.aic + self.cfg.aiv;
+        if self.full.is_some() {
+            return self.launch_full(p, cores, None);
+        }
         // One run at a time on the chip: the one still executing finishes and retires from its
         // slot before the register windows are reset for this one.
         self.retire_executing()?;
-        let layout = RegLayout::of(self.cfg.arch);
-        let cores = self.cfg.aic + self.cfg.aiv;
-        for i in 0..cores {
-            let w = self.chip.window(i);
-            w.aicpu_write(layout.data_main_base as u32, 0);
-            w.core_write(layout.cond as u32, 0);
-        }
-        if self.full.is_some() {
-            return self.launch_full(p, cores);
-        }
+        reset_windows(&self.chip, cores);
         let core_args = AicoreLaunchArgs::from(&p.kargs);
         let (ops, kernels) = (self.device_ops.clone(), self.kernels.clone());
         let aicore = match self.chip.launch_aicore(
@@ -76,16 +87,49 @@ impl DeviceRunner {
             chip: self.chip.clone(),
             finished: None,
             stream_error: None,
+            inherited: false,
+            device: None,
             scheduler: None,
         })
     }
 
-    /// The full path's launch: `publish_for_launch` queues the descriptor (and any staged
-    /// metadata) on the AICPU stream and forks the AICore stream after it; `launch` then submits
-    /// the AICore entry (every core runs the runtime's AICore executor over the OS services
-    /// table with `AicoreLaunchArgs` by value) and the AICPU entry (the loaded program's exec
-    /// on every AICPU thread with the front-less `KernelArgs` by value).
-    fn launch_full(&mut self, p: PreparedRun, cores: u32) -> Result<LaunchedRun, RunError> {
+    /// Launches a prepared run ordered after `dependency`, an event the caller recorded on its
+    /// own stream (for example after a copy-engine gather that fills the run's input): the
+    /// AICPU stream waits for it, and the entry fork orders the AICore stream after it too, so
+    /// the run starts when the caller's work is done without the host waiting for it. The
+    /// caller's stream stays the caller's. Full path only.
+    ///
+    /// # Errors
+    /// [`RunError::InvalidArgs`] in process (its launch cannot wait on a stream event); as
+    /// [`launch`](Self::launch) otherwise.
+    pub fn launch_after(
+        &mut self,
+        p: PreparedRun,
+        dependency: &ferry_sim::Event,
+    ) -> Result<LaunchedRun, RunError> {
+        if self.full.is_none() {
+            return Err(RunError::InvalidArgs(
+                "a caller dependency needs the device-program launch path (stream-ordered)".into(),
+            ));
+        }
+        let cores = self.cfg.aic + self.cfg.aiv;
+        self.launch_full(p, cores, Some(dependency))
+    }
+
+    /// The full path's launch: `queue_run_entry` orders the caller dependency (if any) onto the
+    /// AICPU stream and publishes: the run is queued behind the previous run's completion
+    /// boundaries, the descriptor (and any staged metadata) is copied on the AICPU stream and
+    /// the AICore stream forked after it; `launch` then submits the AICore entry (the register
+    /// windows reset, then every core runs the runtime's AICore executor over the OS services
+    /// table with `AicoreLaunchArgs` by value) and the AICPU entry (the loaded program's exec on
+    /// every AICPU thread with the front-less `KernelArgs` by value), and records the run's two
+    /// completion boundaries.
+    fn launch_full(
+        &mut self,
+        p: PreparedRun,
+        cores: u32,
+        dependency: Option<&ferry_sim::Event>,
+    ) -> Result<LaunchedRun, RunError> {
         let Some(full) = self.full.as_mut() else { unreachable!("called on the full path") };
         let launch = |e: &dyn std::error::Error| launch_error(e);
         let aicpu_entry =
@@ -95,6 +139,9 @@ impl DeviceRunner {
         let kernels = self.kernels.clone();
         let aicore = move |_: &Device, args: AicoreLaunchArgs| {
             let kernels = kernels.clone();
+            // In stream order, after the run ahead of this one completed (its entries returned)
+            // and before this run's cores start: no core reads the previous run's EXIT.
+            reset_windows(&chip, cores);
             let launched = chip.launch_aicore(
                 cores,
                 Arc::new(move |ctx: ferry_sim::cores::CoreCtx| {
@@ -103,33 +150,41 @@ impl DeviceRunner {
                 }),
             );
             let r = match launched {
-                Ok(c) => c.wait().map_err(|e| e.to_string()),
+                Ok(c) => {
+                    sig.set_cores_started();
+                    c.wait().map_err(|e| e.to_string())
+                }
                 Err(e) => {
                     let m = format!("the AICore entry could not start the cores: {e}");
                     *lock(&sig.cores_not_started) = Some(m.clone());
+                    sig.set_cores_started();
                     Err(m)
                 }
             };
             sig.set(AICORE, r.clone());
             r
         };
-        let (chip, sig) = (self.chip.clone(), signals.clone());
+        let (chip, sig, timeout) = (self.chip.clone(), signals.clone(), self.cfg.timeout);
         let aicpu = move |d: &Device, args: KernelArgs| {
             let r = aicpu_entry(d, args);
             if r.is_err() {
                 // The exec entry refused the run before its schedulers could shut the cores
-                // down: release them.
+                // down: release them, once the AICore entry reset their windows and started
+                // them (it runs on the other stream; the bound is a hang guard).
+                sig.wait_cores_started(timeout);
                 reap(&chip);
             }
             sig.set(AICPU, r.clone());
             r
         };
         let staging = &mut full.slots[p.slot];
-        let published = staging.publish_for_launch(&full.streams);
+        let published = staging.queue_run_entry(&full.streams, dependency);
         // The a5 host-built graph's scheduler diagnostics go through the transaction's
         // `scheduler_diagnostics`, which needs this run's successful publication: a failed
         // metadata copy can never label a previous run's scheduler records as this run's.
         let mut scheduler = None;
+        // Whether this run's AICore entry was queued without its AICPU entry.
+        let mut cores_orphaned = false;
         let launched = published
             .map_err(|e| launch(&e))
             .and_then(|_| {
@@ -139,31 +194,44 @@ impl DeviceRunner {
                 Ok(())
             })
             .and_then(|_| {
-                staging
-                    .launch(&full.streams, EntryKernels::new(aicore, aicpu))
-                    .map_err(|e| launch(&e))
+                staging.launch(&full.streams, EntryKernels::new(aicore, aicpu)).map_err(|e| {
+                    cores_orphaned = matches!(
+                        e,
+                        ferry_launch::transaction::LaunchError::Submit {
+                            progress: ferry_launch::transaction::LaunchProgress::Partial,
+                            ..
+                        }
+                    );
+                    launch(&e)
+                })
             });
         if let Err(e) = launched {
-            // Nothing runs, or the AICore side waits for a window that never opens: release the
-            // cores, retire what reached the streams and leave the slot ready.
-            reap(&self.chip);
+            // The runs queued ahead of this one keep running. If this run's AICore entry was
+            // queued without its AICPU entry, its cores will wait for a window that never
+            // opens: release them once the entry has reset and started them (it runs after the
+            // runs ahead; the bound is a hang guard). Then retire what reached the streams and
+            // leave the slot ready.
+            if cores_orphaned {
+                signals.wait_cores_started(self.cfg.timeout);
+                reap(&self.chip);
+            }
             if let Err(settle) = full.settle_slot(p.slot, self.cfg.timeout) {
                 tracing::warn!(%settle, "retiring a failed launch");
             }
             return Err(e);
         }
         let run_id = full.slots[p.slot].run();
-        let sides = Sides::Streams(signals);
-        self.executing = Some(Executing { slot: p.slot, sides: sides.clone(), run: run_id });
         Ok(LaunchedRun {
             slot: p.slot,
             run_id,
             prepared: Some(p),
-            sides,
+            sides: Sides::Streams(signals),
             started: Instant::now(),
             chip: self.chip.clone(),
             finished: None,
             stream_error: None,
+            inherited: false,
+            device: None,
             scheduler,
         })
     }
@@ -217,11 +285,18 @@ impl DeviceRunner {
         }
         if let (Some(full), Sides::Streams(s)) = (&mut self.full, &run.sides) {
             // Both entries returned: the run's two completion boundaries retire it from the
-            // launch slot (`finish_run`), proving its publication was consumed. The next launch
-            // may have retired it already, and kept what its streams reported.
+            // launch slot (`finish_run`), proving its publication was consumed; the runs queued
+            // after it keep running.
             if run.run_id.is_some() && full.slots[run.slot].execution_owner() == run.run_id {
-                if let Some(e) = full.settle_slot(run.slot, self.cfg.timeout)? {
-                    run.stream_error.get_or_insert(e);
+                if let Some(retired) = full.settle_slot(run.slot, self.cfg.timeout)? {
+                    if let Some(e) = retired.run_error {
+                        run.stream_error.get_or_insert(e.to_string());
+                    }
+                    run.inherited |= retired.inherited;
+                    let hz = self.device.clock().hz();
+                    run.device = retired.span_cycles.map(|(start_cycles, end_cycles)| {
+                        crate::host::DeviceSpan { start_cycles, end_cycles, hz }
+                    });
                 }
             } else if let Some(e) = lock(&s.stream_error).take() {
                 run.stream_error.get_or_insert(e);
@@ -257,6 +332,12 @@ impl DeviceRunner {
             }
         };
         let p = run.prepared.take().ok_or(RunError::Busy)?;
+        if run.inherited {
+            // A run ahead of this one failed and its failure was on the streams when this run's
+            // work ran: whatever this run's result says, it is not trusted.
+            let cause = run.stream_error.take().unwrap_or_default();
+            return Err(RunError::AfterFailedRun(cause));
+        }
         if let Sides::Streams(s) = &run.sides {
             // The AICPU side then failed its handshake with cores that never started: report
             // the cause, not the symptom.
@@ -326,7 +407,13 @@ impl DeviceRunner {
         Ok(RunOutput {
             scheduler: run.scheduler.take(),
             tensors: outs,
-            stats: RunStats { tasks: r.tasks_completed, per_kernel, wall, variant: p.variant },
+            stats: RunStats {
+                tasks: r.tasks_completed,
+                per_kernel,
+                wall,
+                variant: p.variant,
+                device: run.device,
+            },
         })
     }
 }

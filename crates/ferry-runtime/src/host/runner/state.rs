@@ -97,6 +97,7 @@ impl DeviceRunner {
         if let (Some(full), Some(run)) = (&mut self.full, ex.run) {
             if full.slots[ex.slot].execution_owner() == Some(run) {
                 let e = full.settle_slot(ex.slot, self.cfg.timeout)?;
+                let e = e.and_then(|r| r.run_error).map(|e| e.to_string());
                 if let (Some(e), Sides::Streams(s)) = (e, &ex.sides) {
                     *lock(&s.stream_error) = Some(e);
                 }
