@@ -128,6 +128,14 @@ impl DeviceRunner {
         })
     }
 
+    /// The stream events of a launched run on the full path (its start event and its two
+    /// completion boundaries) while its launch slot has not retired it: where the run is on
+    /// the device, read from stream state. `None` in process or once it retired.
+    pub fn run_events(&self, run: &LaunchedRun) -> Option<ferry_launch::transaction::RunEvents> {
+        let staging = self.full.as_ref()?.slots.get(run.slot)?;
+        staging.run_events().filter(|e| Some(e.run) == run.run_id)
+    }
+
     /// Whether a run is prepared or in flight on this runner (any launch slot held).
     pub fn is_busy(&self) -> bool {
         self.pool.is_busy()
