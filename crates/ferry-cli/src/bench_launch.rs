@@ -63,6 +63,15 @@ pub(crate) fn print(series: &[LaunchSeriesReport]) -> anyhow::Result<()> {
             s.metadata_bytes_per_run,
             s.suffix_bytes_per_run
         )?;
+        crate::stdout::outln!(
+            "  chip idle between runs (device clock): serial {:.1} % of wall, pipelined {:.1} %; \
+             pipelined {:.0} runs/s = {:.2} of device-bound ({:.0} runs/s)",
+            100.0 * s.serial_idle_fraction,
+            100.0 * s.pipelined_idle_fraction,
+            s.pipelined_runs_per_s,
+            s.pipelined_of_device_bound(),
+            s.pipelined_device_bound_runs_per_s
+        )?;
         let p = &s.serial_phases;
         crate::stdout::outln!(
             "  serial run: prepare {:.0} us, launch {:.0} us, finalize {:.0} us (device execution {:.0} us), check {:.0} us",

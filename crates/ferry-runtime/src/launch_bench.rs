@@ -5,7 +5,14 @@
 //! Both series run the same graph with the same arguments on runners built alike but for their
 //! slot count, every run verified against the host reference. The figures are medians of
 //! interleaved rounds (serial, pipelined, then pipelined, serial, …): on a shared 2-core machine
-//! single runs swing 2-3x. The descriptor figures come from the launch transaction's own
+//! single runs swing 2-3x.
+//!
+//! What the pipeline must achieve is that the chip never waits for the host, so each series
+//! also reports, from the device clock, the chip's idle time between consecutive runs (run k's
+//! last completion boundary to run k+1's first stream operation, [`DeviceSpan::idle_before`])
+//! as a fraction of the series' wall time, and its device-bound rate: 1 / the median device
+//! execution of a run ([`DeviceSpan::execution`]), what back-to-back runs would reach if the
+//! chip never idled. The descriptor figures come from the launch transaction's own
 //! counters: `unchanged_bytes_per_run` over the identical runs of the pipelined series (0 once
 //! every slot holds the graph's prefix), `changed_bytes_per_run` over a series whose callable
 //! changes every run on every slot (the launch-route prefix, [`ROUTE_PREFIX_BYTES`]).
@@ -20,7 +27,9 @@
 //! ```
 use crate::error::{RunError, RunnerError};
 use crate::examples::{Example, ExampleRun, Size, VerifyError};
-use crate::host::{DeviceRunner, RepeatError, RunnerConfig, Variant, ROUTE_PREFIX_BYTES};
+use crate::host::{
+    DeviceRunner, DeviceSpan, RepeatError, RunnerConfig, Variant, ROUTE_PREFIX_BYTES,
+};
 use ferry_sim::Arch;
 use std::time::{Duration, Instant};
 
@@ -83,6 +92,20 @@ pub struct LaunchSeriesReport {
     pub serial_rounds: Vec<f64>,
     /// Runs/s of every pipelined round, in order.
     pub pipelined_rounds: Vec<f64>,
+    /// The serial series: the chip's idle time between consecutive runs over the series' wall
+    /// time (median of the rounds).
+    pub serial_idle_fraction: f64,
+    /// The same for the pipelined series.
+    pub pipelined_idle_fraction: f64,
+    /// Every serial round's idle fraction, in order.
+    pub serial_idle_rounds: Vec<f64>,
+    /// Every pipelined round's idle fraction, in order.
+    pub pipelined_idle_rounds: Vec<f64>,
+    /// The serial series' device-bound rate: 1 / its median device execution per run (median
+    /// of the rounds).
+    pub serial_device_bound_runs_per_s: f64,
+    /// The same for the pipelined series.
+    pub pipelined_device_bound_runs_per_s: f64,
     /// Descriptor bytes copied per identical run (pipelined series, warm slots).
     pub unchanged_bytes_per_run: u64,
     /// Descriptor bytes copied per run when the graph's prefix changes every run.
@@ -104,9 +127,17 @@ impl LaunchSeriesReport {
         self.pipelined_runs_per_s / self.serial_runs_per_s
     }
 
+    /// `pipelined_runs_per_s / pipelined_device_bound_runs_per_s`: how close the pipeline
+    /// comes to a chip that never waits.
+    pub fn pipelined_of_device_bound(&self) -> f64 {
+        self.pipelined_runs_per_s / self.pipelined_device_bound_runs_per_s
+    }
+
     /// One JSON object.
     pub fn to_json(&self) -> String {
         let list = |v: &[f64]| v.iter().map(|x| format!("{x:.0}")).collect::<Vec<_>>().join(",");
+        let fractions =
+            |v: &[f64]| v.iter().map(|x| format!("{x:.4}")).collect::<Vec<_>>().join(",");
         let p = &self.serial_phases;
         format!(
             concat!(
@@ -114,6 +145,11 @@ impl LaunchSeriesReport {
                 "\"variant\":\"{}\",\"runs\":{},\"rounds\":{},\"pipelined_slots\":{},",
                 "\"serial_runs_per_s\":{:.0},\"pipelined_runs_per_s\":{:.0},",
                 "\"speedup\":{:.3},\"serial_rounds\":[{}],\"pipelined_rounds\":[{}],",
+                "\"serial_idle_fraction\":{:.4},\"pipelined_idle_fraction\":{:.4},",
+                "\"serial_idle_rounds\":[{}],\"pipelined_idle_rounds\":[{}],",
+                "\"serial_device_bound_runs_per_s\":{:.0},",
+                "\"pipelined_device_bound_runs_per_s\":{:.0},",
+                "\"pipelined_of_device_bound\":{:.3},",
                 "\"unchanged_bytes_per_run\":{},\"changed_bytes_per_run\":{},",
                 "\"metadata_bytes_per_run\":{},\"unchanged_forks_per_run\":{:.2},",
                 "\"suffix_bytes_per_run\":{},",
@@ -137,6 +173,13 @@ impl LaunchSeriesReport {
             self.speedup(),
             list(&self.serial_rounds),
             list(&self.pipelined_rounds),
+            self.serial_idle_fraction,
+            self.pipelined_idle_fraction,
+            fractions(&self.serial_idle_rounds),
+            fractions(&self.pipelined_idle_rounds),
+            self.serial_device_bound_runs_per_s,
+            self.pipelined_device_bound_runs_per_s,
+            self.pipelined_of_device_bound(),
             self.unchanged_bytes_per_run,
             self.changed_bytes_per_run,
             self.metadata_bytes_per_run,
@@ -201,10 +244,42 @@ fn runner(
     Ok(r)
 }
 
-/// One series of `runs` identical runs; runs/s.
-fn series(r: &mut DeviceRunner, ex: &ExampleRun, runs: u32) -> Result<f64, SeriesError> {
-    let rep = r.repeat(0, runs, |_| ex.args.clone(), |_, out| ex.verify(out).map(|_| ()))?;
-    Ok(rep.runs_per_s())
+/// What one series measured.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Series {
+    runs_per_s: f64,
+    /// The chip's idle time between consecutive runs over the series' wall time.
+    idle_fraction: f64,
+    /// 1 / the median device execution of a run.
+    device_bound_runs_per_s: f64,
+}
+
+/// The chip's idle time between consecutive runs (device clock) over `wall`, and 1 / the
+/// median device execution of a run.
+fn device_figures(spans: &[DeviceSpan], wall: Duration) -> (f64, f64) {
+    let idle: f64 = spans.windows(2).map(|w| w[0].idle_before(&w[1]).as_secs_f64()).sum();
+    let exec: Vec<f64> = spans.iter().map(|s| s.execution().as_secs_f64()).collect();
+    (idle / wall.as_secs_f64().max(1e-9), 1.0 / median(&exec).max(1e-12))
+}
+
+/// One series of `runs` identical runs.
+fn series(r: &mut DeviceRunner, ex: &ExampleRun, runs: u32) -> Result<Series, SeriesError> {
+    let mut spans = Vec::with_capacity(runs as usize);
+    let rep = r.repeat(
+        0,
+        runs,
+        |_| ex.args.clone(),
+        |_, out| {
+            spans.push(out.stats.device);
+            ex.verify(out).map(|_| ())
+        },
+    )?;
+    let spans: Option<Vec<DeviceSpan>> = spans.into_iter().collect();
+    let spans = spans.ok_or_else(|| {
+        SeriesError::Config("the launch series needs the device-program path's spans".into())
+    })?;
+    let (idle_fraction, device_bound_runs_per_s) = device_figures(&spans, rep.elapsed);
+    Ok(Series { runs_per_s: rep.runs_per_s(), idle_fraction, device_bound_runs_per_s })
 }
 
 fn serial_phases(
@@ -256,16 +331,21 @@ pub fn run(cfg: &LaunchSeriesConfig) -> Result<LaunchSeriesReport, SeriesError> 
     // the changed series below.
     let mut serial = runner(cfg, &ex, 1, 1)?;
     let mut piped = runner(cfg, &ex, n, n + 2)?;
-    let (mut serial_rounds, mut pipelined_rounds) = (Vec::new(), Vec::new());
+    let (mut serial_series, mut pipelined_series) = (Vec::new(), Vec::new());
     for round in 0..cfg.rounds {
         if round % 2 == 0 {
-            serial_rounds.push(series(&mut serial, &ex, cfg.runs)?);
-            pipelined_rounds.push(series(&mut piped, &ex, cfg.runs)?);
+            serial_series.push(series(&mut serial, &ex, cfg.runs)?);
+            pipelined_series.push(series(&mut piped, &ex, cfg.runs)?);
         } else {
-            pipelined_rounds.push(series(&mut piped, &ex, cfg.runs)?);
-            serial_rounds.push(series(&mut serial, &ex, cfg.runs)?);
+            pipelined_series.push(series(&mut piped, &ex, cfg.runs)?);
+            serial_series.push(series(&mut serial, &ex, cfg.runs)?);
         }
     }
+    let pick = |v: &[Series], f: fn(&Series) -> f64| v.iter().map(f).collect::<Vec<f64>>();
+    let serial_rounds = pick(&serial_series, |s| s.runs_per_s);
+    let pipelined_rounds = pick(&pipelined_series, |s| s.runs_per_s);
+    let serial_idle_rounds = pick(&serial_series, |s| s.idle_fraction);
+    let pipelined_idle_rounds = pick(&pipelined_series, |s| s.idle_fraction);
     let stats = |r: &DeviceRunner| r.launch_stats().unwrap_or_default();
     // Identical runs on warm slots: the counters over one more pipelined series.
     let before = stats(&piped);
@@ -295,6 +375,16 @@ pub fn run(cfg: &LaunchSeriesConfig) -> Result<LaunchSeriesReport, SeriesError> 
         pipelined_runs_per_s: median(&pipelined_rounds),
         serial_rounds,
         pipelined_rounds,
+        serial_idle_fraction: median(&serial_idle_rounds),
+        pipelined_idle_fraction: median(&pipelined_idle_rounds),
+        serial_idle_rounds,
+        pipelined_idle_rounds,
+        serial_device_bound_runs_per_s: median(&pick(&serial_series, |s| {
+            s.device_bound_runs_per_s
+        })),
+        pipelined_device_bound_runs_per_s: median(&pick(&pipelined_series, |s| {
+            s.device_bound_runs_per_s
+        })),
         unchanged_bytes_per_run: unchanged_descriptor / runs,
         changed_bytes_per_run: changed_bytes,
         metadata_bytes_per_run: metadata_bytes / runs,
@@ -319,4 +409,20 @@ pub fn series_runner(
         let rep = r.repeat(0, runs, |_| ex.args.clone(), |_, out| ex.verify(out).map(|_| ()))?;
         Ok(rep.elapsed)
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn idle_time_is_the_gaps_between_runs_over_the_wall_time() {
+        let hz = 1_000_000; // 1 cycle = 1 us
+        let span = |start_cycles, end_cycles| DeviceSpan { start_cycles, end_cycles, hz };
+        // Runs of 100, 100, 200 us; gaps of 50 us, then none (overlapping stamps count 0).
+        let spans = [span(0, 100), span(150, 250), span(240, 440)];
+        let (idle, bound) = device_figures(&spans, Duration::from_micros(500));
+        assert!((idle - 50.0 / 500.0).abs() < 1e-9, "{idle}");
+        assert!((bound - 1e6 / 100.0).abs() < 1e-6, "median execution 100 us: {bound}");
+    }
 }

@@ -4,7 +4,8 @@
 //! With `S` launch slots, up to `S` runs are held at once: run k is prepared (tensors, host-built
 //! graph and per-run suffix uploaded into its own slot) while run k-1 executes, and run k-S+1's
 //! outputs are read back, checked and freed while run k-1 executes too. The chip still runs one
-//! run at a time: launching run k first retires run k-1. With one slot every step is serial.
+//! run at a time: run k is launched (queued on the streams) while run k-1 executes, and the chip
+//! starts it when run k-1 completes. With one slot every step is serial.
 use super::{DeviceRunner, LaunchedRun, RunArgs, RunOutput};
 use crate::error::RunError;
 use std::collections::VecDeque;
