@@ -106,6 +106,11 @@ pub struct LaunchSeriesReport {
     pub serial_device_bound_runs_per_s: f64,
     /// The same for the pipelined series.
     pub pipelined_device_bound_runs_per_s: f64,
+    /// The pipelined series: the runs' device execution summed over the series' wall time
+    /// (median of the rounds). With the idle fraction near 0 it is near 1, and runs/s is then
+    /// 1 / the *mean* device execution: below the device-bound rate by as much as slow runs
+    /// pull the mean above the median.
+    pub pipelined_busy_fraction: f64,
     /// Descriptor bytes copied per identical run (pipelined series, warm slots).
     pub unchanged_bytes_per_run: u64,
     /// Descriptor bytes copied per run when the graph's prefix changes every run.
@@ -149,7 +154,7 @@ impl LaunchSeriesReport {
                 "\"serial_idle_rounds\":[{}],\"pipelined_idle_rounds\":[{}],",
                 "\"serial_device_bound_runs_per_s\":{:.0},",
                 "\"pipelined_device_bound_runs_per_s\":{:.0},",
-                "\"pipelined_of_device_bound\":{:.3},",
+                "\"pipelined_of_device_bound\":{:.3},\"pipelined_busy_fraction\":{:.4},",
                 "\"unchanged_bytes_per_run\":{},\"changed_bytes_per_run\":{},",
                 "\"metadata_bytes_per_run\":{},\"unchanged_forks_per_run\":{:.2},",
                 "\"suffix_bytes_per_run\":{},",
@@ -180,6 +185,7 @@ impl LaunchSeriesReport {
             self.serial_device_bound_runs_per_s,
             self.pipelined_device_bound_runs_per_s,
             self.pipelined_of_device_bound(),
+            self.pipelined_busy_fraction,
             self.unchanged_bytes_per_run,
             self.changed_bytes_per_run,
             self.metadata_bytes_per_run,
@@ -252,14 +258,17 @@ struct Series {
     idle_fraction: f64,
     /// 1 / the median device execution of a run.
     device_bound_runs_per_s: f64,
+    /// The runs' device execution summed over the wall time.
+    busy_fraction: f64,
 }
 
-/// The chip's idle time between consecutive runs (device clock) over `wall`, and 1 / the
-/// median device execution of a run.
-fn device_figures(spans: &[DeviceSpan], wall: Duration) -> (f64, f64) {
+/// The chip's idle time between consecutive runs (device clock) over `wall`, 1 / the median
+/// device execution of a run, and the runs' device execution summed over `wall`.
+fn device_figures(spans: &[DeviceSpan], wall: Duration) -> (f64, f64, f64) {
+    let wall = wall.as_secs_f64().max(1e-9);
     let idle: f64 = spans.windows(2).map(|w| w[0].idle_before(&w[1]).as_secs_f64()).sum();
     let exec: Vec<f64> = spans.iter().map(|s| s.execution().as_secs_f64()).collect();
-    (idle / wall.as_secs_f64().max(1e-9), 1.0 / median(&exec).max(1e-12))
+    (idle / wall, 1.0 / median(&exec).max(1e-12), exec.iter().sum::<f64>() / wall)
 }
 
 /// One series of `runs` identical runs.
@@ -278,8 +287,14 @@ fn series(r: &mut DeviceRunner, ex: &ExampleRun, runs: u32) -> Result<Series, Se
     let spans = spans.ok_or_else(|| {
         SeriesError::Config("the launch series needs the device-program path's spans".into())
     })?;
-    let (idle_fraction, device_bound_runs_per_s) = device_figures(&spans, rep.elapsed);
-    Ok(Series { runs_per_s: rep.runs_per_s(), idle_fraction, device_bound_runs_per_s })
+    let (idle_fraction, device_bound_runs_per_s, busy_fraction) =
+        device_figures(&spans, rep.elapsed);
+    Ok(Series {
+        runs_per_s: rep.runs_per_s(),
+        idle_fraction,
+        device_bound_runs_per_s,
+        busy_fraction,
+    })
 }
 
 fn serial_phases(
@@ -385,6 +400,7 @@ pub fn run(cfg: &LaunchSeriesConfig) -> Result<LaunchSeriesReport, SeriesError> 
         pipelined_device_bound_runs_per_s: median(&pick(&pipelined_series, |s| {
             s.device_bound_runs_per_s
         })),
+        pipelined_busy_fraction: median(&pick(&pipelined_series, |s| s.busy_fraction)),
         unchanged_bytes_per_run: unchanged_descriptor / runs,
         changed_bytes_per_run: changed_bytes,
         metadata_bytes_per_run: metadata_bytes / runs,
@@ -421,8 +437,9 @@ mod tests {
         let span = |start_cycles, end_cycles| DeviceSpan { start_cycles, end_cycles, hz };
         // Runs of 100, 100, 200 us; gaps of 50 us, then none (overlapping stamps count 0).
         let spans = [span(0, 100), span(150, 250), span(240, 440)];
-        let (idle, bound) = device_figures(&spans, Duration::from_micros(500));
+        let (idle, bound, busy) = device_figures(&spans, Duration::from_micros(500));
         assert!((idle - 50.0 / 500.0).abs() < 1e-9, "{idle}");
+        assert!((busy - 400.0 / 500.0).abs() < 1e-9, "{busy}");
         assert!((bound - 1e6 / 100.0).abs() < 1e-6, "median execution 100 us: {bound}");
     }
 }
