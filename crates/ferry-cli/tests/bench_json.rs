@@ -7,6 +7,7 @@ use serde_json::Value;
 
 #[test]
 fn bench_dfx_quick_reports_every_figure_and_the_cpu_split() {
+    let _bound = ferry_watchdog::bound("the ferry process");
     let out = Command::new(env!("CARGO_BIN_EXE_ferry"))
         .args(["bench", "dfx", "--quick", "--json"])
         .output()

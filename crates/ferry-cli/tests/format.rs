@@ -136,6 +136,7 @@ fn check_anchors(sw: &Value) -> (u64, u64) {
 
 #[test]
 fn device_and_host_runs_write_the_full_format() {
+    let _bound = ferry_watchdog::bound("the ferry process");
     let dev = vector_run("full", "device");
     check_name_map(&dev);
     let sw = json(&dev.join("chip_swimlane_records.json"));
@@ -192,6 +193,7 @@ fn device_and_host_runs_write_the_full_format() {
 /// healthy run healthy.
 #[test]
 fn scalars_counts_and_scopes_read_as_they_are() {
+    let _bound = ferry_watchdog::bound("the ferry process");
     let d = vector_run("ux", "device");
     let ds = d.to_str().unwrap();
     let args = json(&d.join("args_dump/args_dump.json"));
@@ -228,6 +230,7 @@ fn scalars_counts_and_scopes_read_as_they_are() {
 
 #[test]
 fn info_and_help_explain_themselves() {
+    let _bound = ferry_watchdog::bound("the ferry process");
     let info = ok(&["info"]);
     assert!(info.contains("die aic") && info.contains("8 AIC + 16 AIV"), "{info}");
     assert!(info.contains("a simulated run uses fewer"), "{info}");

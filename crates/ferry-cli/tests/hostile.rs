@@ -119,6 +119,7 @@ type Edit = fn(&mut Value, usize);
 
 #[test]
 fn replay_of_crafted_metadata_is_a_typed_error_not_a_panic_or_an_abort() {
+    let _bound = ferry_watchdog::bound("the ferry process");
     let d = run_copy("replay");
     assert!(ok(&cli(&["dump", "replay", "--task", "0"], &d)).contains("outputs reproduced"));
     // (edit, what the error says)
@@ -176,6 +177,7 @@ fn into_closed_pipe(args: &[&str]) -> Output {
 
 #[test]
 fn a_closed_pipe_ends_output_quietly_with_exit_0() {
+    let _bound = ferry_watchdog::bound("the ferry process");
     let d = pristine().to_str().unwrap().to_string();
     for args in [
         vec!["dump", "list", &d],
@@ -191,6 +193,7 @@ fn a_closed_pipe_ends_output_quietly_with_exit_0() {
 
 #[test]
 fn commands_read_only_the_files_they_need() {
+    let _bound = ferry_watchdog::bound("the ferry process");
     let d = run_copy("needs");
     let pmu = d.join("pmu.csv");
     let t = std::fs::read(&pmu).unwrap();
@@ -233,6 +236,7 @@ fn reseal_without(d: &Path, gone: &str) {
 
 #[test]
 fn inconsistent_metadata_is_an_error_or_a_warning_never_a_wrapped_number() {
+    let _bound = ferry_watchdog::bound("the ferry process");
     let d = run_copy("inconsistent");
     // A clock of 0 leaves no time to report: an error naming the field (report reads every
     // file that is there, and one it cannot read fails it).
@@ -293,6 +297,7 @@ fn inconsistent_metadata_is_an_error_or_a_warning_never_a_wrapped_number() {
 
 #[test]
 fn the_manifest_decides_what_is_read() {
+    let _bound = ferry_watchdog::bound("the ferry process");
     let d = run_copy("manifest");
     // A needed file that changed: refused, naming it and what to do.
     let deps = d.join("deps.json");
@@ -344,6 +349,7 @@ fn listing(d: &Path) -> Vec<String> {
 
 #[test]
 fn files_analysis_writes_into_a_run_belong_to_it_and_go_with_it() {
+    let _bound = ferry_watchdog::bound("the ferry process");
     let d = tmpdir("trace-view");
     let run = |args: &[&str]| {
         ferry()
@@ -381,6 +387,7 @@ fn files_analysis_writes_into_a_run_belong_to_it_and_go_with_it() {
 
 #[test]
 fn messages_say_what_is_wrong_and_what_to_do() {
+    let _bound = ferry_watchdog::bound("the ferry process");
     let e = fails(&cli(&["report"], Path::new("/nonexistent")));
     assert!(e.contains("/nonexistent: no such directory"), "{e}");
     // Two examples' files: the hint names the subdirectories to pass.

@@ -278,6 +278,7 @@ fn spawned_ok(args: &[&str], d: &Path) {
 
 #[test]
 fn mutated_files_give_a_typed_error_or_valid_output_within_the_allocation_cap() {
+    let _bound = ferry_watchdog::bound("the ferry process");
     let d = tmpdir("case");
     let scratch = tmpdir("scratch");
     std::fs::create_dir_all(&scratch).unwrap();

@@ -15,6 +15,7 @@ fn text(o: &Output) -> String {
 
 #[test]
 fn run_loads_kernel_libraries_and_refuses_bad_ones() {
+    let _bound = ferry_watchdog::bound("the ferry process");
     let lib = template::template_lib();
     let good = std::fs::read(lib).unwrap();
     let dir = std::env::temp_dir().join(format!("ferry-cli-kernels-{}", std::process::id()));
@@ -58,6 +59,7 @@ fn run_loads_kernel_libraries_and_refuses_bad_ones() {
 /// against the library's host references, and repeated through the launch pipeline.
 #[test]
 fn a_workload_runs_the_template_librarys_kernels() {
+    let _bound = ferry_watchdog::bound("the ferry process");
     let lib = template::template_lib().to_str().unwrap();
     let wl = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/kernel-template/workload.toml");
 

@@ -72,6 +72,7 @@ fn holds_one_complete_run(d: &Path) -> Manifest {
 /// one directory. The second run's directory must not keep the first run's pmu.csv or deps.json.
 #[test]
 fn a_reused_directory_holds_only_the_last_run() {
+    let _bound = ferry_watchdog::bound("the ferry process");
     let d = tmpdir("reuse");
     let first = ["--example", "vector", "--small", "--pmu", "2", "--dep-gen", "--swimlane", "4"];
     ok(&run(&[&first[..], &["--chrome-json"]].concat(), &d));
@@ -131,6 +132,7 @@ fn a_complete_run_is_replaced_only_with_force() {
 
 #[test]
 fn foreign_files_a_file_and_a_busy_directory_are_refused_before_the_chip_starts() {
+    let _bound = ferry_watchdog::bound("the ferry process");
     let d = tmpdir("refused");
     std::fs::create_dir_all(&d).unwrap();
     std::fs::write(d.join("deps.json"), b"not ferry's").unwrap();
@@ -197,6 +199,7 @@ fn device_dirs_of(pid: u32) -> Vec<String> {
 /// files (the killed run's temp files and device directory are gone too).
 #[test]
 fn runs_stopped_by_signals_leave_no_partial_file_and_the_next_run_cleans_up() {
+    let _bound = ferry_watchdog::bound("the ferry process");
     let d = tmpdir("signals");
     let all = [
         "--example",
@@ -303,6 +306,7 @@ fn runs_stopped_by_signals_leave_no_partial_file_and_the_next_run_cleans_up() {
 /// the other holds the directory, and the directory ends up holding one complete run.
 #[test]
 fn concurrent_runs_into_one_directory_never_mix_or_trip_over_each_other() {
+    let _bound = ferry_watchdog::bound("the ferry process");
     let d = tmpdir("concurrent");
     for round in 0..6 {
         let spawn = |ex: &str| {

@@ -12,6 +12,7 @@ fn ferry(args: &[&str]) -> (bool, String) {
 
 #[test]
 fn path_b_info_names_the_device_profile() {
+    let _bound = ferry_watchdog::bound("the ferry process");
     let (ok, out) = ferry(&["info"]);
     assert!(ok, "{out}");
     assert!(out.contains("profile: vendor (Path A latch on"), "{out}");
@@ -26,6 +27,7 @@ fn path_b_info_names_the_device_profile() {
 
 #[test]
 fn info_names_the_device_clock_and_ferry_device_clock_picks_it() {
+    let _bound = ferry_watchdog::bound("the ferry process");
     let source = |env: Option<&str>| {
         let mut c = Command::new(env!("CARGO_BIN_EXE_ferry"));
         c.args(["info", "--json"]);
@@ -57,6 +59,7 @@ fn info_names_the_device_clock_and_ferry_device_clock_picks_it() {
 
 #[test]
 fn path_b_diagnose_handshake_prints_what_the_aicpu_saw_and_memory_holds() {
+    let _bound = ferry_watchdog::bound("the ferry process");
     let (ok, out) = ferry(&["diagnose", "handshake", "--json"]);
     assert!(ok, "{out}");
     let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
@@ -89,6 +92,7 @@ fn path_b_diagnose_handshake_prints_what_the_aicpu_saw_and_memory_holds() {
 
 #[test]
 fn path_b_run_completes_with_fix_c_and_names_the_device() {
+    let _bound = ferry_watchdog::bound("the ferry process");
     let (ok, out) =
         ferry(&["run", "--small", "--example", "vector", "--method", "path-b", "--fixes", "c"]);
     assert!(ok, "{out}");

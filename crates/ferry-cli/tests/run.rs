@@ -7,6 +7,7 @@ fn ferry() -> Command {
 
 #[test]
 fn run_small_verifies_all_examples_and_prints_a_summary() {
+    let _bound = ferry_watchdog::bound("the ferry process");
     let out = ferry().args(["run", "--small", "--aic", "2", "--aiv", "4"]).output().unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
@@ -27,6 +28,7 @@ fn run_small_verifies_all_examples_and_prints_a_summary() {
 
 #[test]
 fn run_on_a5_host_built_writes_its_outputs() {
+    let _bound = ferry_watchdog::bound("the ferry process");
     let dir = std::env::temp_dir().join(format!("ferry-run-test-{}", std::process::id()));
     let out = ferry()
         .args([
@@ -67,6 +69,7 @@ fn run_on_a5_host_built_writes_its_outputs() {
 
 #[test]
 fn run_rejects_a_bad_configuration_with_a_message() {
+    let _bound = ferry_watchdog::bound("the ferry process");
     let out = ferry().args(["run", "--small", "--aicpu-threads", "1"]).output().unwrap();
     assert!(!out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);
@@ -81,6 +84,7 @@ fn run_rejects_a_bad_configuration_with_a_message() {
 
 #[test]
 fn run_with_every_dfx_subsystem_writes_the_files_traces_and_a_replayable_dump() {
+    let _bound = ferry_watchdog::bound("the ferry process");
     let dir = std::env::temp_dir().join(format!("ferry-run-dfx-{}", std::process::id()));
     let out = ferry()
         .args(["run", "--small", "--aicpu-threads", "3", "--aic", "2", "--aiv", "4", "--out"])
@@ -162,6 +166,7 @@ fn run_with_every_dfx_subsystem_writes_the_files_traces_and_a_replayable_dump() 
 
 #[test]
 fn dfx_without_out_is_refused() {
+    let _bound = ferry_watchdog::bound("the ferry process");
     let out = ferry().args(["run", "--small", "--swimlane", "2"]).output().unwrap();
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("needs --out"));
@@ -176,6 +181,7 @@ fn dfx_without_out_is_refused() {
 
 #[test]
 fn run_repeat_launches_the_graph_n_times_and_prints_runs_per_second() {
+    let _bound = ferry_watchdog::bound("the ferry process");
     let dir = std::env::temp_dir().join(format!("ferry-run-repeat-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     let out = ferry()

@@ -112,36 +112,43 @@ fn runs_everywhere_with_dfx(file: &str, case: &str) {
 
 #[test]
 fn vector_runs_on_both_arches_and_variants_with_dfx() {
+    let _bound = ferry_watchdog::bound("the ferry process");
     runs_everywhere_with_dfx("vector.toml", "vector");
 }
 
 #[test]
 fn paged_attention_runs_on_both_arches_and_variants_with_dfx() {
+    let _bound = ferry_watchdog::bound("the ferry process");
     runs_everywhere_with_dfx("paged-attention.toml", "paged-attention");
 }
 
 #[test]
 fn storm_runs_on_both_arches_and_variants_with_dfx() {
+    let _bound = ferry_watchdog::bound("the ferry process");
     runs_everywhere_with_dfx("storm.toml", "storm");
 }
 
 #[test]
 fn diamond_runs_on_both_arches_and_variants_with_dfx() {
+    let _bound = ferry_watchdog::bound("the ferry process");
     runs_everywhere_with_dfx("diamond.toml", "diamond");
 }
 
 #[test]
 fn chain_runs_on_both_arches_and_variants_with_dfx() {
+    let _bound = ferry_watchdog::bound("the ferry process");
     runs_everywhere_with_dfx("chain.toml", "chain");
 }
 
 #[test]
 fn graph_100k_runs_on_both_arches_and_variants_with_dfx() {
+    let _bound = ferry_watchdog::bound("the ferry process");
     runs_everywhere_with_dfx("graph-100k.toml", "graph-100k");
 }
 
 #[test]
 fn examples_workloads_holds_the_six() {
+    let _bound = ferry_watchdog::bound("the ferry process");
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/workloads");
     for (file, _) in WORKLOADS {
         assert!(dir.join(file).exists(), "{file}");
@@ -151,6 +158,7 @@ fn examples_workloads_holds_the_six() {
 /// Every other DFX flag with a workload: PMU, args dump and scope stats next to the swimlane.
 #[test]
 fn every_dfx_flag_works_with_a_workload() {
+    let _bound = ferry_watchdog::bound("the ferry process");
     let d = tmp("all-flags");
     ok(&[
         "run",
@@ -190,6 +198,7 @@ fn checksum(args: &[&str]) -> f64 {
 
 #[test]
 fn the_built_in_examples_as_workload_files_give_the_same_checksums() {
+    let _bound = ferry_watchdog::bound("the ferry process");
     for (file, ex) in [
         ("vector.toml", "vector"),
         ("paged-attention.toml", "paged-attention"),
@@ -208,6 +217,7 @@ fn the_built_in_examples_as_workload_files_give_the_same_checksums() {
 /// variant, no DFX; measured 4.7 s device-orchestrated, 2.8 s host-built).
 #[test]
 fn the_full_100k_graph_runs() {
+    let _bound = ferry_watchdog::bound("the ferry process");
     let out = ok(&["run", "--workload", &workload("graph-100k.toml")]);
     assert!(out.contains("102400") && out.contains("ok (checksum 204600.0000)"), "{out}");
 }
@@ -244,6 +254,7 @@ fn stress_full_100k_graph_with_dfx() {
 
 #[test]
 fn check_names_the_line_and_a_bad_workload_does_not_run() {
+    let _bound = ferry_watchdog::bound("the ferry process");
     let d = tmp("bad");
     std::fs::create_dir_all(&d).unwrap();
     let f = d.join("bad.toml");
@@ -321,6 +332,7 @@ args = [
 /// boolean is refused with its line.
 #[test]
 fn a_workloads_dump_mark_selects_what_level_one_dumps() {
+    let _bound = ferry_watchdog::bound("the ferry process");
     let src = r#"
 [workload]
 name = "marked"

@@ -259,6 +259,7 @@ mod tests {
 
     #[test]
     fn nt_copy_handles_every_alignment_and_length() {
+        let _bound = ferry_watchdog::bound("the copy threads");
         let src: Vec<u8> = (0..9000u32).map(|i| (i * 7 + 3) as u8).collect();
         for off in 0..17 {
             for n in [0usize, 1, 15, 16, 63, 64, 65, 2047, 2048, 4100, 8000] {

@@ -4,6 +4,7 @@ use ferry_copy::emulator::{self, EmulatorConfig};
 
 #[test]
 fn emulator_with_prewarm_creates_no_queue_after_start() {
+    let _bound = ferry_watchdog::bound("the copy engines' threads");
     let cfg = EmulatorConfig::small();
     let r = emulator::run(&cfg).unwrap();
     for run in [&r.without_prewarm, &r.with_prewarm] {
@@ -32,6 +33,7 @@ fn emulator_with_prewarm_creates_no_queue_after_start() {
 
 #[test]
 fn emulator_rounds_interleave_and_an_eviction_is_survived() {
+    let _bound = ferry_watchdog::bound("the copy engines' threads");
     let cfg = EmulatorConfig {
         rounds: 2,
         eviction: Some((std::time::Duration::ZERO, std::time::Duration::from_millis(30))),
@@ -55,12 +57,14 @@ fn emulator_rounds_interleave_and_an_eviction_is_survived() {
 
 #[test]
 fn emulator_rejects_an_empty_configuration() {
+    let _bound = ferry_watchdog::bound("the copy engines' threads");
     let cfg = EmulatorConfig { threads: 0, ..EmulatorConfig::small() };
     assert!(emulator::run(&cfg).is_err());
 }
 
 #[test]
 fn bench_runs_every_path_at_small_size() {
+    let _bound = ferry_watchdog::bound("the copy engines' threads");
     let r = bench::run(&BenchConfig::quick()).unwrap();
     let paths: Vec<_> = r.rows.iter().map(|r| r.engine_path).collect();
     assert_eq!(paths, ["gather", "gather", "copy-engine"]);

@@ -21,6 +21,7 @@ fn item(
 
 #[test]
 fn round_trips_host_to_device_and_back_without_the_kernel() {
+    let _bound = ferry_watchdog::bound("the copy engines' threads");
     let p = platform(1);
     let e = engine(&p);
     let mut src = pattern(256 * KIB as usize, 1);
@@ -39,6 +40,7 @@ fn round_trips_host_to_device_and_back_without_the_kernel() {
 
 #[test]
 fn gather_round_trips_scattered_pages_in_one_launch_each_way() {
+    let _bound = ferry_watchdog::bound("the copy engines' threads");
     let p = platform(1);
     let e = engine(&p);
     const N: u64 = 64;
@@ -66,6 +68,7 @@ fn gather_round_trips_scattered_pages_in_one_launch_each_way() {
 
 #[test]
 fn gather_decision_follows_count_mean_and_registration() {
+    let _bound = ferry_watchdog::bound("the copy engines' threads");
     let p = platform(1);
     let e = engine(&p);
     let mut host = pattern(8 << 20, 4);
@@ -102,6 +105,7 @@ fn gather_decision_follows_count_mean_and_registration() {
 
 #[test]
 fn copies_device_to_device_on_one_and_across_devices() {
+    let _bound = ferry_watchdog::bound("the copy engines' threads");
     let p = platform(2);
     let e = engine(&p);
     let mut src = pattern(64 * KIB as usize, 6);
@@ -127,6 +131,7 @@ fn copies_device_to_device_on_one_and_across_devices() {
 
 #[test]
 fn restores_the_callers_current_device() {
+    let _bound = ferry_watchdog::bound("the copy engines' threads");
     let p = platform(3);
     let e = engine(&p);
     let mut host = pattern(64 * KIB as usize, 8);
@@ -147,6 +152,7 @@ fn restores_the_callers_current_device() {
 
 #[test]
 fn bad_input_fails_per_item_with_reasons_and_corrupts_nothing_else() {
+    let _bound = ferry_watchdog::bound("the copy engines' threads");
     let p = platform(2);
     let e = engine(&p);
     let mut host = pattern(64 * KIB as usize, 10);
@@ -201,6 +207,7 @@ fn bad_input_fails_per_item_with_reasons_and_corrupts_nothing_else() {
 
 #[test]
 fn failed_sync_latches_the_kernel_off_and_the_pool_stays_consistent() {
+    let _bound = ferry_watchdog::bound("the copy engines' threads");
     let p = platform(1);
     let e = engine(&p);
     e.prewarm(2);
@@ -244,6 +251,7 @@ fn failed_sync_latches_the_kernel_off_and_the_pool_stays_consistent() {
 
 #[test]
 fn failed_launch_falls_back_without_latching() {
+    let _bound = ferry_watchdog::bound("the copy engines' threads");
     let p = platform(1);
     let e = engine(&p);
     let mut host = pattern(64 * KIB as usize, 13);
@@ -268,6 +276,7 @@ fn failed_launch_falls_back_without_latching() {
 
 #[test]
 fn injected_copy_failure_mid_batch_fails_that_plan_only_and_the_next_batch_works() {
+    let _bound = ferry_watchdog::bound("the copy engines' threads");
     let p = platform(1);
     let e = engine(&p);
     e.prewarm(2);
@@ -306,6 +315,7 @@ fn injected_copy_failure_mid_batch_fails_that_plan_only_and_the_next_batch_works
 
 #[test]
 fn a_stream_creation_failure_declines_the_gather_and_is_retried_later() {
+    let _bound = ferry_watchdog::bound("the copy engines' threads");
     let p = platform(1);
     let e = engine(&p);
     let mut host = pattern(64 * KIB as usize, 15);
@@ -325,6 +335,7 @@ fn a_stream_creation_failure_declines_the_gather_and_is_retried_later() {
 
 #[test]
 fn submit_of_nothing_posts_nothing() {
+    let _bound = ferry_watchdog::bound("the copy engines' threads");
     let p = platform(1);
     let e = engine(&p);
     assert!(e.submit(Vec::new()).is_none());

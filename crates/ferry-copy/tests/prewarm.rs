@@ -49,6 +49,7 @@ fn six_concurrent_gathers(
 
 #[test]
 fn gathers_run_on_prewarmed_streams() {
+    let _bound = ferry_watchdog::bound("the prewarm and copy threads");
     let p = platform(1);
     let e = engine(&p);
     let r = e.prewarm(3);
@@ -70,6 +71,7 @@ fn gathers_run_on_prewarmed_streams() {
 
 #[test]
 fn without_prewarm_gathers_create_streams_lazily() {
+    let _bound = ferry_watchdog::bound("the prewarm and copy threads");
     let p = platform(1);
     let e = engine(&p);
     let dev = p.device(0).unwrap();
@@ -90,6 +92,7 @@ fn without_prewarm_gathers_create_streams_lazily() {
 
 #[test]
 fn capped_pool_never_exceeds_n() {
+    let _bound = ferry_watchdog::bound("the prewarm and copy threads");
     let p = platform(1);
     let e = engine(&p);
     e.prewarm(2);
@@ -103,6 +106,7 @@ fn capped_pool_never_exceeds_n() {
 
 #[test]
 fn waiting_for_a_stream_cannot_deadlock() {
+    let _bound = ferry_watchdog::bound("the prewarm and copy threads");
     // 16 threads share 2 streams; every batch must finish (the test's own timeout is the bound).
     let p = platform(1);
     let e = engine(&p);
@@ -196,6 +200,7 @@ fn serving_load(p: &ferry_sim::Platform, e: &Arc<HbmCopyEngine>, threads: usize)
 
 #[test]
 fn after_prewarm_fallback_copies_create_no_queue_and_load_no_code_object() {
+    let _bound = ferry_watchdog::bound("the prewarm and copy threads");
     let p = platform(1);
     let e = engine(&p);
     e.prewarm(3);
@@ -214,6 +219,7 @@ fn after_prewarm_fallback_copies_create_no_queue_and_load_no_code_object() {
 
 #[test]
 fn with_the_kernel_disabled_only_the_null_stream_is_warmed() {
+    let _bound = ferry_watchdog::bound("the prewarm and copy threads");
     let p = platform(2);
     let e = Arc::new(HbmCopyEngine::new(
         p.clone(),
@@ -242,6 +248,7 @@ fn with_the_kernel_disabled_only_the_null_stream_is_warmed() {
 
 #[test]
 fn queue_count_after_prewarm_is_what_the_pool_needs_and_does_not_grow() {
+    let _bound = ferry_watchdog::bound("the prewarm and copy threads");
     for n in [1usize, 3, 8] {
         let p = platform(2);
         let e = engine(&p);
@@ -281,6 +288,7 @@ fn queue_count_after_prewarm_is_what_the_pool_needs_and_does_not_grow() {
 
 #[test]
 fn prewarm_is_idempotent_and_zero_is_off() {
+    let _bound = ferry_watchdog::bound("the prewarm and copy threads");
     let p = platform(1);
     let e = engine(&p);
     let r = e.prewarm(0);
@@ -298,6 +306,7 @@ fn prewarm_is_idempotent_and_zero_is_off() {
 
 #[test]
 fn prewarm_restores_the_current_device_and_survives_a_failing_device() {
+    let _bound = ferry_watchdog::bound("the prewarm and copy threads");
     let p = platform(3);
     p.set_current_device(2).unwrap();
     p.device(1).unwrap().faults().fail_nth(ferry_sim::fault::FaultPoint::StreamCreate, 2);
@@ -315,6 +324,7 @@ fn prewarm_restores_the_current_device_and_survives_a_failing_device() {
 
 #[test]
 fn engines_and_handles_are_send_and_sync() {
+    let _bound = ferry_watchdog::bound("the prewarm and copy threads");
     fn send_sync<T: Send + Sync>() {}
     fn send<T: Send + ?Sized>() {}
     send_sync::<HbmCopyEngine>();
@@ -456,6 +466,7 @@ fn seed_serving_steps(p: &ferry_sim::Platform, e: &Arc<HbmCopyEngine>) {
 
 #[test]
 fn after_prewarm_8_the_seed_steps_allocate_no_device_memory_and_create_no_queue() {
+    let _bound = ferry_watchdog::bound("the prewarm and copy threads");
     let p = platform(1);
     let e = engine(&p);
     let r = e.prewarm(8);
@@ -483,6 +494,7 @@ fn after_prewarm_8_the_seed_steps_allocate_no_device_memory_and_create_no_queue(
 
 #[test]
 fn without_prewarm_the_seed_steps_create_queues_and_allocate_as_they_go() {
+    let _bound = ferry_watchdog::bound("the prewarm and copy threads");
     let p = platform(1);
     let e = engine(&p);
     let start = holdings(&p);

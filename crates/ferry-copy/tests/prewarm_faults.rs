@@ -82,6 +82,7 @@ fn gather_verifies(p: &Platform, e: &HbmCopyEngine) -> Result<(), String> {
 
 #[test]
 fn prewarm_reports_every_fault_and_leaves_the_device_serving() {
+    let _bound = ferry_watchdog::bound("the prewarm and copy threads");
     let p = platform(1);
     let dev = p.device(0).unwrap().clone();
     // A first engine's life makes what the device keeps (the null stream, copy-engine queues).

@@ -127,6 +127,7 @@ mod tests {
 
     #[test]
     fn fifo_full_and_empty() {
+        let _bound = ferry_watchdog::bound("the other end of the ring");
         let (mut p, mut c) = channel::<u32>(3);
         assert_eq!(p.capacity(), 4);
         for i in 0..4 {
@@ -143,6 +144,7 @@ mod tests {
 
     #[test]
     fn cross_thread_order() {
+        let _bound = ferry_watchdog::bound("the other end of the ring");
         let (mut p, mut c) = channel::<u64>(8);
         let t = std::thread::spawn(move || {
             for i in 0..10_000u64 {

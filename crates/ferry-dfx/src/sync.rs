@@ -218,6 +218,7 @@ mod tests {
 
     #[test]
     fn backoffs_spin_only_where_cpus_are_to_spare_and_end_after_the_same_steps() {
+        let _bound = ferry_watchdog::bound("the other thread's wake-up");
         for cpus in [None, Some(1), Some(2), Some(SPARE_CPUS - 1)] {
             assert_eq!(spin_limit_for(cpus), None, "{cpus:?}");
         }

@@ -316,6 +316,9 @@ fn run(case: Case) -> Outcome {
 }
 
 fn check(case: Case) {
+    let _case = ferry_watchdog::bound(format!(
+        "the engine to collect every buffer of {case:?} and every writer to finish"
+    ));
     let o = run(case);
     let n = (case.buffers_per_lane * RPB) as u64;
     assert_eq!(o.regions.len() as u32, case.regions);
@@ -396,11 +399,17 @@ fn matrix(lanes: &[u32], pools: &[u32], policies: &[Policy], buffers_per_lane: u
 
 #[test]
 fn block_matrix_ci_subset() {
+    let _bound = ferry_watchdog::bound(
+        "the DFX engine's drain, collector and replenish threads and the device writer threads",
+    );
     matrix(&[1, 3, 8], &[1, 4], &[Policy::Block], 24);
 }
 
 #[test]
 fn drop_matrix_ci_subset() {
+    let _bound = ferry_watchdog::bound(
+        "the DFX engine's drain, collector and replenish threads and the device writer threads",
+    );
     matrix(&[2, 8], &[1, 3], &[Policy::Drop], 24);
 }
 
@@ -501,6 +510,9 @@ fn dead_host(lanes: u32, pool: u32, svm: bool) {
 
 #[test]
 fn dead_host_ci_subset() {
+    let _bound = ferry_watchdog::bound(
+        "the DFX engine's drain, collector and replenish threads and the device writer threads",
+    );
     for svm in [true, false] {
         dead_host(3, 1, svm);
         dead_host(4, 4, svm);
@@ -530,6 +542,7 @@ fn stress_dead_host_matrix() {
 #[test]
 fn a_starved_lane_does_not_stall_another_regions_lanes() {
     use std::sync::atomic::{AtomicBool, Ordering};
+    let bound = ferry_watchdog::bound("the engine to start");
     const B_LANES: u32 = 2;
     const B_POOL: u32 = 16;
     const B_BUFFERS: u64 = 48;
@@ -573,6 +586,9 @@ fn a_starved_lane_does_not_stall_another_regions_lanes() {
                 w.finish()[0]
             })
         };
+        bound.waiting_for(format!(
+            "svm={svm}: the host to serve region B's paced lanes while region A's lane is starved"
+        ));
         let b_stats: Vec<_> = std::thread::scope(|scope| {
             let host = &host;
             let paced: Vec<_> = (0..B_LANES)
@@ -607,7 +623,9 @@ fn a_starved_lane_does_not_stall_another_regions_lanes() {
             paced.into_iter().map(|h| h.join().unwrap()).collect()
         });
         stop.store(true, Ordering::Relaxed);
+        bound.waiting_for(format!("svm={svm}: region A's starved writer to finish"));
         let a_stats = starved.join().unwrap();
+        bound.waiting_for(format!("svm={svm}: the engine to stop"));
         let mut report = host.stop();
         let (ra, rb) = (report.take(ka), report.take(kb));
         // A was starved throughout, and lost nothing.

@@ -86,6 +86,7 @@ fn files(dir: &Path) -> Vec<String> {
 
 #[test]
 fn path_a_bootstraps_through_the_dispatcher_and_runs_exec() {
+    let _bound = ferry_watchdog::bound("the simulated chip");
     let root = Root::new("path-a");
     let chip = chip(&root.0);
     let loader = Loader::new(&chip).unwrap();
@@ -122,6 +123,7 @@ fn path_a_bootstraps_through_the_dispatcher_and_runs_exec() {
 
 #[test]
 fn path_a_works_on_both_arches_and_on_a_second_device() {
+    let _bound = ferry_watchdog::bound("the simulated chip");
     for arch in [Arch::A2a3, Arch::A5] {
         let root = Root::new(&format!("arches-{arch:?}"));
         let p = PlatformBuilder::new(arch)
@@ -149,6 +151,7 @@ fn path_a_works_on_both_arches_and_on_a_second_device() {
 
 #[test]
 fn exec_receives_front_less_kernel_args_by_value() {
+    let _bound = ferry_watchdog::bound("the simulated chip");
     let root = Root::new("exec-abi");
     let chip = chip(&root.0);
     let loader = Loader::new(&chip).unwrap();
@@ -188,6 +191,7 @@ fn exec_receives_front_less_kernel_args_by_value() {
 
 #[test]
 fn latch_quirk_is_detected_and_refused() {
+    let _bound = ferry_watchdog::bound("the simulated chip");
     let root = Root::new("latch");
     let chip = chip_with(&root.0, Arch::A2a3, |b| {
         b.first_saved_so_wins(true);
@@ -220,6 +224,7 @@ fn latch_quirk_is_detected_and_refused() {
 
 #[test]
 fn two_runtimes_in_one_process_without_the_quirk() {
+    let _bound = ferry_watchdog::bound("the simulated chip");
     let root = Root::new("two-runtimes");
     let chip = relaxed_chip(&root.0);
     assert!(!chip.device().aicpu_os().caps().first_saved_so_wins, "the relaxed device");
@@ -246,6 +251,7 @@ fn two_runtimes_in_one_process_without_the_quirk() {
 
 #[test]
 fn method_1_loads_a_preinstalled_program_and_refuses_a_missing_one() {
+    let _bound = ferry_watchdog::bound("the simulated chip");
     let root = Root::new("method-1");
     let chip = chip(&root.0);
     let loader = LoaderBuilder::new(&chip).method(LoadMethod::Preinstalled).build().unwrap();
@@ -270,6 +276,7 @@ fn method_1_loads_a_preinstalled_program_and_refuses_a_missing_one() {
 
 #[test]
 fn path_b_loads_on_the_vendor_device_and_the_preflight_refuses_it() {
+    let _bound = ferry_watchdog::bound("the simulated chip");
     let root = Root::new("path-b");
     let chip = chip(&root.0);
     let caps = chip.device().aicpu_os().caps();
@@ -310,6 +317,7 @@ fn path_b_loads_on_the_vendor_device_and_the_preflight_refuses_it() {
 
 #[test]
 fn path_b_runs_two_runtimes_in_one_process_on_a_coherent_device() {
+    let _bound = ferry_watchdog::bound("the simulated chip");
     let root2 = Root::new("path-b-coherent");
     let chip = chip_with(&root2.0, Arch::A5, |b| {
         b.custom_scheduler_coherent(true).first_saved_so_wins(true);
@@ -327,6 +335,7 @@ fn path_b_runs_two_runtimes_in_one_process_on_a_coherent_device() {
 
 #[test]
 fn path_a_second_runtime_is_refused_by_default_and_works_under_method_1() {
+    let _bound = ferry_watchdog::bound("the simulated chip");
     // The default (vendor) device has the latch: a second runtime under Path A is refused.
     let root = Root::new("default-latch");
     let chip = chip(&root.0);
@@ -348,6 +357,7 @@ fn path_a_second_runtime_is_refused_by_default_and_works_under_method_1() {
 
 #[test]
 fn teardown_removes_only_this_process_directory() {
+    let _bound = ferry_watchdog::bound("the simulated chip");
     let root = Root::new("teardown");
     let chip = chip(&root.0);
     let os = chip.device().aicpu_os();
@@ -368,6 +378,7 @@ fn teardown_removes_only_this_process_directory() {
 
 #[test]
 fn device_reset_uploads_again() {
+    let _bound = ferry_watchdog::bound("the simulated chip");
     let root = Root::new("reset");
     let chip = chip(&root.0);
     let loader = Loader::new(&chip).unwrap();
@@ -384,6 +395,7 @@ fn device_reset_uploads_again() {
 
 #[test]
 fn bad_inputs_give_typed_errors_and_leave_the_loader_usable() {
+    let _bound = ferry_watchdog::bound("the simulated chip");
     let root = Root::new("bad-inputs");
     let chip = relaxed_chip(&root.0);
     let loader = Loader::new(&chip).unwrap();
@@ -462,6 +474,7 @@ fn walk(dir: &Path) -> Vec<PathBuf> {
 
 #[test]
 fn register_callable_loads_reloads_and_unloads_orchestration() {
+    let _bound = ferry_watchdog::bound("the simulated chip");
     let root = Root::new("callables");
     // Both runtimes through Path A on one device: the relaxed device.
     let chip = relaxed_chip(&root.0);
@@ -500,6 +513,7 @@ fn register_callable_loads_reloads_and_unloads_orchestration() {
 
 #[test]
 fn kernel_library_runs_elementwise_kernels_over_device_memory() {
+    let _bound = ferry_watchdog::bound("the simulated chip");
     let root = Root::new("kernels");
     let chip = chip(&root.0);
     let dev = chip.device().clone();
@@ -559,6 +573,7 @@ fn kernel_library_runs_elementwise_kernels_over_device_memory() {
 
 #[test]
 fn dispatcher_exports_follow_their_contracts() {
+    let _bound = ferry_watchdog::bound("the simulated chip");
     use ferry_abi::launch::{BootstrapBlob, DeviceArgs};
     use ferry_abi::services::{STATUS_INVALID_ARGUMENT, STATUS_UNSUPPORTED};
     use ferry_programs::DISPATCHER;

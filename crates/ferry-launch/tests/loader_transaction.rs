@@ -10,6 +10,7 @@ use std::time::Duration;
 
 #[test]
 fn a_published_run_execs_the_loaded_program_with_its_kernel_args() {
+    let _bound = ferry_watchdog::bound("the simulated chip's run");
     let root = std::env::temp_dir().join(format!("ferry-loader-tx-{}", std::process::id()));
     let p =
         PlatformBuilder::new(Arch::A2a3).hbm_bytes(64 << 20).device_root(&root).build().unwrap();

@@ -22,6 +22,7 @@ fn desc(prefix: u8, suffix: u8) -> LaunchDescriptor {
 
 #[test]
 fn suffix_lands_after_the_prefix_every_run_while_an_identical_prefix_is_not_copied() {
+    let _bound = ferry_watchdog::bound("the simulated chip's run");
     let p = PlatformBuilder::new(Arch::A2a3).hbm_bytes(16 << 20).build().unwrap();
     let dev = p.device(0).unwrap().clone();
     let streams = RunStreams::new(&dev).unwrap();
@@ -46,6 +47,7 @@ fn suffix_lands_after_the_prefix_every_run_while_an_identical_prefix_is_not_copi
 
 #[test]
 fn suffix_is_never_written_under_a_live_run_and_a_failed_upload_keeps_the_view() {
+    let _bound = ferry_watchdog::bound("the simulated chip's run");
     let p = PlatformBuilder::new(Arch::A5).hbm_bytes(16 << 20).build().unwrap();
     let dev = p.device(0).unwrap().clone();
     let streams = RunStreams::new(&dev).unwrap();

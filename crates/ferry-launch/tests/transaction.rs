@@ -81,6 +81,7 @@ fn counts(dev: &Device) -> (u64, u64, u64) {
 
 #[test]
 fn prepare_reserves_and_snapshots_without_stream_work() {
+    let _bound = ferry_watchdog::bound("the launch transaction's run on the simulated chip");
     for arch in [Arch::A2a3, Arch::A5] {
         let mut r = rig(arch);
         let before = counts(&r.dev);
@@ -102,6 +103,7 @@ fn prepare_reserves_and_snapshots_without_stream_work() {
 
 #[test]
 fn publish_queues_metadata_in_order_at_the_suffix_then_the_descriptor_then_the_fork() {
+    let _bound = ferry_watchdog::bound("the launch transaction's run on the simulated chip");
     for arch in [Arch::A2a3, Arch::A5] {
         let mut r = rig(arch);
         let shared = sentinel(&r.dev, 16, 0);
@@ -139,6 +141,7 @@ fn publish_queues_metadata_in_order_at_the_suffix_then_the_descriptor_then_the_f
 
 #[test]
 fn metadata_overlapping_the_descriptor_is_overwritten_because_the_descriptor_goes_last() {
+    let _bound = ferry_watchdog::bound("the launch transaction's run on the simulated chip");
     let mut r = rig(Arch::A2a3);
     r.slot.prepare_runtime_args(&desc(1, 64), args()).unwrap();
     let dst = r.slot.destination().unwrap();
@@ -153,6 +156,7 @@ fn metadata_overlapping_the_descriptor_is_overwritten_because_the_descriptor_goe
 
 #[test]
 fn kernels_run_after_publication_and_fork_and_get_the_payload_by_value() {
+    let _bound = ferry_watchdog::bound("the launch transaction's run on the simulated chip");
     for arch in [Arch::A2a3, Arch::A5] {
         let mut r = rig(arch);
         // The caller's stream holds the AICPU stream back, so the descriptor copy is still
@@ -193,6 +197,7 @@ fn kernels_run_after_publication_and_fork_and_get_the_payload_by_value() {
 
 #[test]
 fn launch_admits_prepared_or_published_and_missing_preparation_is_not_started() {
+    let _bound = ferry_watchdog::bound("the launch transaction's run on the simulated chip");
     let mut r = rig(Arch::A2a3);
     let before = counts(&r.dev);
     assert_eq!(r.slot.launch(&r.streams, EntryKernels::noop()), Err(LaunchError::NotStarted));
@@ -220,6 +225,7 @@ fn launch_admits_prepared_or_published_and_missing_preparation_is_not_started() 
 
 #[test]
 fn unchanged_prefix_queues_neither_copy_nor_fork_without_a_caller() {
+    let _bound = ferry_watchdog::bound("the launch transaction's run on the simulated chip");
     let mut r = rig(Arch::A5);
     let d = desc(4, 1024);
     r.slot.prepare_runtime_args(&d, args()).unwrap();
@@ -252,6 +258,7 @@ fn unchanged_prefix_queues_neither_copy_nor_fork_without_a_caller() {
 
 #[test]
 fn failed_descriptor_copy_is_partial_unpublished_and_withdraws_the_payload() {
+    let _bound = ferry_watchdog::bound("the launch transaction's run on the simulated chip");
     let mut r = rig(Arch::A2a3);
     let run = r.slot.prepare_runtime_args(&desc(5, 64), args()).unwrap();
     r.dev.faults().fail_next(FaultPoint::Copy);
@@ -276,6 +283,7 @@ fn failed_descriptor_copy_is_partial_unpublished_and_withdraws_the_payload() {
 
 #[test]
 fn failed_fork_record_is_partial_and_keeps_its_execution_owner() {
+    let _bound = ferry_watchdog::bound("the launch transaction's run on the simulated chip");
     let mut r = rig(Arch::A2a3);
     let run = r.slot.prepare_runtime_args(&desc(5, 64), args()).unwrap();
     // EventRecord #1 is the run's start event, #2 the fork.
@@ -293,6 +301,7 @@ fn failed_fork_record_is_partial_and_keeps_its_execution_owner() {
 
 #[test]
 fn failed_fork_wait_is_partial_and_keeps_its_execution_owner() {
+    let _bound = ferry_watchdog::bound("the launch transaction's run on the simulated chip");
     let mut r = rig(Arch::A5);
     let run = r.slot.prepare_runtime_args(&desc(5, 64), args()).unwrap();
     r.dev.faults().fail_next(FaultPoint::StreamWait);
@@ -309,6 +318,7 @@ fn failed_fork_wait_is_partial_and_keeps_its_execution_owner() {
 
 #[test]
 fn failed_entry_submission_aicore_is_not_started_aicpu_is_partial() {
+    let _bound = ferry_watchdog::bound("the launch transaction's run on the simulated chip");
     let mut r = rig(Arch::A2a3);
     let run = r.slot.prepare_runtime_args(&desc(5, 64), args()).unwrap();
     r.slot.publish_for_launch(&r.streams).unwrap();
@@ -330,6 +340,7 @@ fn failed_entry_submission_aicore_is_not_started_aicpu_is_partial() {
 
 #[test]
 fn first_metadata_failure_stops_later_metadata_and_descriptor_writes() {
+    let _bound = ferry_watchdog::bound("the launch transaction's run on the simulated chip");
     let mut r = rig(Arch::A2a3);
     let regions: Vec<_> = (0..3).map(|_| sentinel(&r.dev, 32, 0x11)).collect();
     r.slot
@@ -362,6 +373,7 @@ fn first_metadata_failure_stops_later_metadata_and_descriptor_writes() {
 
 #[test]
 fn repeated_publish_is_rejected_without_a_copy() {
+    let _bound = ferry_watchdog::bound("the launch transaction's run on the simulated chip");
     let mut r = rig(Arch::A2a3);
     let run = r.slot.prepare_runtime_args(&desc(5, 64), args()).unwrap();
     r.slot.publish_for_launch(&r.streams).unwrap();
@@ -378,6 +390,7 @@ fn repeated_publish_is_rejected_without_a_copy() {
 
 #[test]
 fn unpublished_descriptor_rejects_another_preparation_without_changing_it() {
+    let _bound = ferry_watchdog::bound("the launch transaction's run on the simulated chip");
     let mut r = rig(Arch::A2a3);
     let run = r.slot.prepare_runtime_args(&desc(1, 64), args()).unwrap();
     let (dst, cap, pinned) = (r.slot.destination(), r.slot.source_capacity(), r.dev.pinned_stats());
@@ -393,6 +406,7 @@ fn unpublished_descriptor_rejects_another_preparation_without_changing_it() {
 
 #[test]
 fn release_run_view_discards_only_the_per_run_view() {
+    let _bound = ferry_watchdog::bound("the launch transaction's run on the simulated chip");
     let mut r = rig(Arch::A2a3);
     let (_caller, dep, gate) = gated_caller(&r.dev);
     let run = r.slot.prepare_runtime_args(&desc(1, 64), args()).unwrap();
@@ -412,6 +426,7 @@ fn release_run_view_discards_only_the_per_run_view() {
 
 #[test]
 fn take_transfers_snapshots_and_status_and_leaves_the_source_unable_to_publish() {
+    let _bound = ferry_watchdog::bound("the launch transaction's run on the simulated chip");
     let mut r = rig(Arch::A5);
     let m = sentinel(&r.dev, 8, 0);
     r.slot.stage_launch_metadata(vec![MetadataRegion::new(m, vec![3; 8])]).unwrap();
@@ -442,6 +457,7 @@ fn take_transfers_snapshots_and_status_and_leaves_the_source_unable_to_publish()
 
 #[test]
 fn slot_reservation_keeps_a_successor_from_overwriting_a_live_pinned_source() {
+    let _bound = ferry_watchdog::bound("the launch transaction's run on the simulated chip");
     let mut r = rig(Arch::A2a3);
     let (_caller, dep, gate) = gated_caller(&r.dev);
     let first = r.slot.prepare_runtime_args(&desc(1, 64), args()).unwrap();
@@ -467,6 +483,7 @@ fn slot_reservation_keeps_a_successor_from_overwriting_a_live_pinned_source() {
 
 #[test]
 fn pinned_capacity_grows_only_without_a_live_predecessor() {
+    let _bound = ferry_watchdog::bound("the launch transaction's run on the simulated chip");
     let mut r = rig(Arch::A2a3);
     let first = r.slot.prepare_runtime_args(&desc(1, 64), args()).unwrap();
     r.slot.launch(&r.streams, EntryKernels::noop()).unwrap();
@@ -491,6 +508,7 @@ fn pinned_capacity_grows_only_without_a_live_predecessor() {
 
 #[test]
 fn growth_frees_the_retired_source_first_and_a_failed_growth_can_be_retried() {
+    let _bound = ferry_watchdog::bound("the launch transaction's run on the simulated chip");
     let mut r = rig(Arch::A5);
     r.slot.prepare_runtime_args(&desc(1, 64), args()).unwrap();
     r.slot.launch(&r.streams, EntryKernels::noop()).unwrap();
@@ -523,6 +541,7 @@ fn growth_frees_the_retired_source_first_and_a_failed_growth_can_be_retried() {
 
 #[test]
 fn fatal_abandonment_keeps_the_pinned_source_allocated() {
+    let _bound = ferry_watchdog::bound("the launch transaction's run on the simulated chip");
     let mut r = rig(Arch::A2a3);
     let (_caller, dep, gate) = gated_caller(&r.dev);
     r.slot.prepare_runtime_args(&desc(1, 4096), args()).unwrap();
@@ -541,6 +560,7 @@ fn fatal_abandonment_keeps_the_pinned_source_allocated() {
 
 #[test]
 fn normal_run_retires_on_its_two_boundaries_and_a_failed_boundary_is_discharged() {
+    let _bound = ferry_watchdog::bound("the launch transaction's run on the simulated chip");
     let mut r = rig(Arch::A2a3);
     let run = r.slot.prepare_runtime_args(&desc(1, 64), args()).unwrap();
     r.slot.launch(&r.streams, EntryKernels::noop()).unwrap();
@@ -557,6 +577,7 @@ fn normal_run_retires_on_its_two_boundaries_and_a_failed_boundary_is_discharged(
 
 #[test]
 fn partial_run_failed_discharge_quarantines_its_resources() {
+    let _bound = ferry_watchdog::bound("the launch transaction's run on the simulated chip");
     let mut r = rig(Arch::A2a3);
     let (_caller, dep, gate) = gated_caller(&r.dev);
     let run = r.slot.prepare_runtime_args(&desc(1, 256), args()).unwrap();
@@ -582,6 +603,7 @@ fn partial_run_failed_discharge_quarantines_its_resources() {
 
 #[test]
 fn teardown_releases_only_on_normal_retirement_and_retains_failed_frees() {
+    let _bound = ferry_watchdog::bound("the launch transaction's run on the simulated chip");
     let mut r = rig(Arch::A2a3);
     r.slot.prepare_runtime_args(&desc(1, 128), args()).unwrap();
     r.slot.launch(&r.streams, EntryKernels::noop()).unwrap();
@@ -603,6 +625,7 @@ fn teardown_releases_only_on_normal_retirement_and_retains_failed_frees() {
 
 #[test]
 fn dropping_a_slot_with_a_live_run_keeps_its_source() {
+    let _bound = ferry_watchdog::bound("the launch transaction's run on the simulated chip");
     let mut r = rig(Arch::A2a3);
     let (_caller, dep, gate) = gated_caller(&r.dev);
     r.slot.prepare_runtime_args(&desc(1, 64), args()).unwrap();
@@ -615,6 +638,7 @@ fn dropping_a_slot_with_a_live_run_keeps_its_source() {
 
 #[test]
 fn empty_metadata_batch_clears_an_abandoned_unpublished_batch() {
+    let _bound = ferry_watchdog::bound("the launch transaction's run on the simulated chip");
     let mut r = rig(Arch::A5);
     let m = sentinel(&r.dev, 16, 0x10);
     r.slot.stage_launch_metadata(vec![MetadataRegion::new(m, vec![0x99; 16])]).unwrap();
@@ -637,6 +661,7 @@ fn empty_metadata_batch_clears_an_abandoned_unpublished_batch() {
 
 #[test]
 fn scheduler_diagnostics_need_a_successful_publication() {
+    let _bound = ferry_watchdog::bound("the launch transaction's run on the simulated chip");
     let mut r = rig(Arch::A5);
     assert_eq!(r.slot.scheduler_diagnostics(), Err(DiagnosticsError::NoRun));
     let m = sentinel(&r.dev, 16, 0);
@@ -660,6 +685,7 @@ fn scheduler_diagnostics_need_a_successful_publication() {
 
 #[test]
 fn failed_caller_dependency_leaves_the_run_prepared() {
+    let _bound = ferry_watchdog::bound("the launch transaction's run on the simulated chip");
     let mut r = rig(Arch::A2a3);
     r.slot.prepare_runtime_args(&desc(1, 64), args()).unwrap();
     r.dev.faults().fail_next(FaultPoint::StreamWait);
@@ -676,6 +702,7 @@ fn failed_caller_dependency_leaves_the_run_prepared() {
 
 #[test]
 fn metadata_staged_after_preparation_must_fit_the_reservation() {
+    let _bound = ferry_watchdog::bound("the launch transaction's run on the simulated chip");
     let mut r = rig(Arch::A2a3);
     r.slot.prepare_runtime_args(&desc(1, 64), args()).unwrap();
     let m = sentinel(&r.dev, 32, 0);
@@ -691,6 +718,7 @@ fn metadata_staged_after_preparation_must_fit_the_reservation() {
 
 #[test]
 fn a_run_published_on_one_stream_pair_cannot_launch_on_another() {
+    let _bound = ferry_watchdog::bound("the launch transaction's run on the simulated chip");
     let mut r = rig(Arch::A2a3);
     let run = r.slot.prepare_runtime_args(&desc(1, 64), args()).unwrap();
     r.slot.publish_for_launch(&r.streams).unwrap();
@@ -705,6 +733,7 @@ fn a_run_published_on_one_stream_pair_cannot_launch_on_another() {
 
 #[test]
 fn transaction_types_are_send() {
+    let _bound = ferry_watchdog::bound("the launch transaction's run on the simulated chip");
     fn send<T: Send>() {}
     send::<LaunchStaging>();
     send::<RunStreams>();
@@ -719,6 +748,7 @@ fn transaction_types_are_send() {
 /// holds what it held before and is released with its last handle.
 #[test]
 fn stream_creation_and_staging_allocation_faults_are_typed_and_leave_nothing() {
+    let _bound = ferry_watchdog::bound("the launch transaction's run on the simulated chip");
     for arch in Arch::ALL {
         let p = PlatformBuilder::new(arch).hbm_bytes(16 << 20).build().unwrap();
         let dev = p.device(0).unwrap().clone();

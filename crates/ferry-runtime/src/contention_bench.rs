@@ -246,6 +246,7 @@ mod tests {
 
     #[test]
     fn the_json_names_every_configuration_and_only_the_measured_rounds() {
+        let _bound = ferry_watchdog::bound("the bench's child processes");
         let r = ContentionReport {
             tasks: 50_000,
             rounds: 2,
@@ -266,6 +267,7 @@ mod tests {
 
     #[test]
     fn busy_loops_run_until_dropped_and_are_reaped() {
+        let _bound = ferry_watchdog::bound("the bench's child processes");
         let mut loops = BusyLoops::start(2).unwrap();
         let pids: Vec<u32> = loops.0.iter().map(Child::id).collect();
         for c in &mut loops.0 {

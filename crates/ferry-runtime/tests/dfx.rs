@@ -108,6 +108,7 @@ fn one_buffer(policy: Policy) -> DfxOptions {
 
 #[test]
 fn every_subsystem_is_lossless_with_a_one_buffer_pool_under_block() {
+    let _bound = ferry_watchdog::bound("the simulated chip's run");
     for arch in [Arch::A2a3, Arch::A5] {
         for ex in Example::ALL {
             for variant in [Variant::DeviceOrchestrated, Variant::HostBuiltGraph] {
@@ -119,6 +120,7 @@ fn every_subsystem_is_lossless_with_a_one_buffer_pool_under_block() {
 
 #[test]
 fn the_loaded_aicpu_program_collects_every_subsystem_from_device_memory() {
+    let _bound = ferry_watchdog::bound("the simulated chip's run");
     // The full path: the AICPU program is the Path A shared object, the transport regions,
     // arenas and directories live in simulated device memory, and the program attaches its
     // writers from `KernelArgs`' profiling bases. Nothing tells the host that a buffer is ready:
@@ -137,6 +139,7 @@ fn the_loaded_aicpu_program_collects_every_subsystem_from_device_memory() {
 /// default path is checked against does move with it.
 #[test]
 fn the_doorbell_hint_is_the_only_device_to_host_signal() {
+    let _bound = ferry_watchdog::bound("the simulated chip's run");
     let opts = DfxOptions { doorbell_hint: true, ..one_buffer(Policy::Block) };
     let (_, m, _, notifies) =
         run_counting(Path::Full, Arch::A2a3, Example::Vector, Variant::DeviceOrchestrated, &opts);
@@ -223,6 +226,7 @@ fn lossless_under_block(path: Path, arch: Arch, ex: Example, variant: Variant) {
 
 #[test]
 fn drop_policy_reports_its_losses_and_changes_nothing_else() {
+    let _bound = ferry_watchdog::bound("the simulated chip's run");
     // A zero Drop bound with one buffer per lane: every switch the host has not caught up with
     // drops a buffer's worth of records.
     let opts = DfxOptions { drop_wait_cycles: Some(0), ..one_buffer(Policy::Drop) };
@@ -259,6 +263,7 @@ fn drop_policy_reports_its_losses_and_changes_nothing_else() {
 
 #[test]
 fn dfx_off_leaves_the_runner_untouched() {
+    let _bound = ferry_watchdog::bound("the simulated chip's run");
     let cfg = RunnerConfig::small(Arch::A2a3).in_process();
     let mut r = DeviceRunner::new(cfg).unwrap();
     let run = Example::Vector.build(Size::Small);
@@ -287,6 +292,7 @@ fn dfx_off_leaves_the_runner_untouched() {
 
 #[test]
 fn a_small_payload_arena_wraps_behind_the_host_acknowledgement_without_loss() {
+    let _bound = ferry_watchdog::bound("the simulated chip's run");
     // 8 KiB per scheduler thread: the vector example's 4 KiB views wrap the arena every other
     // payload, so each lap waits at the arena gate for the host's acknowledgement.
     let opts = DfxOptions { arena_bytes: 8 << 10, ..one_buffer(Policy::Block) };
@@ -305,6 +311,7 @@ fn a_small_payload_arena_wraps_behind_the_host_acknowledgement_without_loss() {
 
 #[test]
 fn stall_intervals_lie_on_the_device_clock_the_tasks_are_stamped_with() {
+    let _bound = ferry_watchdog::bound("the simulated chip's run");
     // The session starts well after the chip's device clock began counting (at device creation):
     // a transport that measured stalls from its own creation would place every stall that much
     // before the tasks that caused it.
@@ -360,6 +367,7 @@ fn stall_intervals_lie_on_the_device_clock_the_tasks_are_stamped_with() {
 /// losslessly.
 #[test]
 fn a_dead_dfx_host_loses_only_what_the_device_counted_and_the_runner_goes_on() {
+    let _bound = ferry_watchdog::bound("the simulated chip's run");
     for arch in [Arch::A2a3, Arch::A5] {
         let cfg = RunnerConfig::small(arch);
         let mut r = DeviceRunner::new(cfg).unwrap();

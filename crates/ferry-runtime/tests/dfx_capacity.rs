@@ -39,6 +39,7 @@ fn region_of(lane: &str) -> DfxRegion {
 
 #[test]
 fn default_pools_hold_the_host_delay_with_every_subsystem_on() {
+    let _bound = ferry_watchdog::bound("the simulated chip's run");
     // The full path, as `ferry run` takes it, at `ferry run`'s sizes.
     let cfg = RunnerConfig::default_for(Arch::A2a3);
     let mut r = DeviceRunner::new(cfg).unwrap();

@@ -70,6 +70,7 @@ fn row(task: u64, stage: &str, index: u32, kind: &str, payload: bool) -> Row {
 
 #[test]
 fn each_level_keeps_what_the_marks_ask_for_on_both_variants_and_paths() {
+    let _bound = ferry_watchdog::bound("the simulated chip's run");
     let (b, a) = ("before_dispatch", "after_completion");
     for (variant, full) in [
         (Variant::DeviceOrchestrated, false),
@@ -110,6 +111,7 @@ fn each_level_keeps_what_the_marks_ask_for_on_both_variants_and_paths() {
 
 #[test]
 fn dump_marks_the_last_tensor_and_nothing_without_one() {
+    let _bound = ferry_watchdog::bound("the simulated chip's run");
     let t = Task::new(K_ADD).dump().input(TensorId(0)).input(TensorId(1)).dump().dump();
     let marks: Vec<bool> = t.args().map(|a| a.dump).collect();
     assert_eq!(marks, [false, true], "dump() before any tensor marks nothing");

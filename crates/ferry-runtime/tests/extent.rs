@@ -9,6 +9,7 @@ use ferry_sim::Arch;
 
 #[test]
 fn each_slot_holds_what_the_capacity_rule_computes_from_the_extents() {
+    let _bound = ferry_watchdog::bound("the simulated chip's run");
     for arch in Arch::ALL {
         for variant in [Variant::DeviceOrchestrated, Variant::HostBuiltGraph] {
             let what = format!("{arch:?} {variant:?}");

@@ -246,6 +246,7 @@ const fn case(arch: Arch, variant: Variant, full: bool, dfx: bool) -> Case {
 
 #[test]
 fn every_fault_point_at_its_first_middle_and_last_occurrence() {
+    let _bound = ferry_watchdog::bound("the simulated chip's run");
     use Variant::{DeviceOrchestrated as Dev, HostBuiltGraph as Host};
     sweep(
         &[

@@ -108,6 +108,7 @@ fn run_through_hook(arch: Arch, n: u64, entry: OrchEntryFn) -> (RunResult, Vec<f
 
 #[test]
 fn exec_hook_runs_an_orchestration_object_through_the_table() {
+    let _bound = ferry_watchdog::bound("the simulated chip's run");
     for arch in Arch::ALL {
         let n = 1_000;
         let (res, lanes) = run_through_hook(arch, n, storm_entry);
@@ -124,6 +125,7 @@ fn exec_hook_runs_an_orchestration_object_through_the_table() {
 
 #[test]
 fn exec_hook_reports_an_orchestration_objects_refused_task() {
+    let _bound = ferry_watchdog::bound("the simulated chip's run");
     let (res, _) = run_through_hook(Arch::A2a3, 10, bad_entry);
     assert_eq!(res.status, RESULT_FAILED);
     assert_eq!(
@@ -168,6 +170,7 @@ impl Orchestrate for Recorder {
 
 #[test]
 fn dump_marks_cross_the_table_per_argument() {
+    let _bound = ferry_watchdog::bound("the simulated chip's run");
     use ferry_runtime::device::ffi::serve;
     use ferry_runtime::device::kernels::K_ADD;
     let mut rec = Recorder::default();

@@ -98,6 +98,7 @@ fn loaded(cfg: RunnerConfig) -> DeviceRunner {
 
 #[test]
 fn template_kernels_run_on_both_variants_and_match_their_host_reference() {
+    let _bound = ferry_watchdog::bound("the simulated chip's run");
     // Host-built graph on the full path (the AICPU program from the loader, Path A).
     let mut full = loaded(RunnerConfig::small(Arch::A2a3));
     run_custom(&mut full, 0, Variant::HostBuiltGraph);
@@ -129,6 +130,7 @@ fn template_kernels_run_on_both_variants_and_match_their_host_reference() {
 
 #[test]
 fn a_runner_without_the_library_refuses_its_kernel_ids() {
+    let _bound = ferry_watchdog::bound("the simulated chip's run");
     for variant in [Variant::HostBuiltGraph, Variant::DeviceOrchestrated] {
         let cfg = RunnerConfig { via_services: true, ..RunnerConfig::small(Arch::A2a3) };
         let mut r = DeviceRunner::new(cfg.in_process()).unwrap();
@@ -167,6 +169,7 @@ fn name_field(s: &str) -> Vec<u8> {
 
 #[test]
 fn bad_libraries_give_typed_errors_and_the_runner_works_afterwards() {
+    let _bound = ferry_watchdog::bound("the simulated chip's run");
     let good = std::fs::read(template_lib()).unwrap();
     let mut r = DeviceRunner::new(RunnerConfig::small(Arch::A2a3)).unwrap();
     let magic = KERNEL_LIB_MAGIC.to_le_bytes();
@@ -251,6 +254,7 @@ fn bad_libraries_give_typed_errors_and_the_runner_works_afterwards() {
 
 #[test]
 fn a_failing_device_entry_is_a_typed_kernel_fault() {
+    let _bound = ferry_watchdog::bound("the simulated chip's run");
     // clamp with its two scalars swapped is fine; saxpy over a view longer than its inputs
     // makes the device entry refuse (a shape error), which reaches the host as the kernel's
     // typed error: the `KernelError::Shape` it returned, in numbers.
@@ -282,6 +286,7 @@ fn a_failing_device_entry_is_a_typed_kernel_fault() {
 
 #[test]
 fn dfx_collection_names_loaded_kernels() {
+    let _bound = ferry_watchdog::bound("the simulated chip's run");
     use ferry_runtime::host::dfx::{DfxChip, DfxOptions, DfxSession};
     let mut r = loaded(RunnerConfig::small(Arch::A2a3));
     let c = Callable::new("saxpy-clamp", Variant::HostBuiltGraph, saxpy_then_clamp);
@@ -315,6 +320,7 @@ fn dfx_collection_names_loaded_kernels() {
 
 #[test]
 fn the_aicpu_reads_the_kernel_table_bounded_and_checked() {
+    let _bound = ferry_watchdog::bound("the simulated chip's run");
     use ferry_abi::kernel_lib::MAX_CUSTOM_KERNELS;
     use ferry_runtime::device::custom::CustomKernels;
     use ferry_runtime::device::image::as_bytes;
@@ -349,6 +355,7 @@ fn the_aicpu_reads_the_kernel_table_bounded_and_checked() {
 
 #[test]
 fn libraries_load_between_runs_only() {
+    let _bound = ferry_watchdog::bound("the simulated chip's run");
     let good = std::fs::read(template_lib()).unwrap();
     let mut r = DeviceRunner::new(RunnerConfig::small(Arch::A2a3)).unwrap();
     let ex = Example::Vector.build(Size::Small).with_variant(Variant::HostBuiltGraph);
@@ -363,6 +370,7 @@ fn libraries_load_between_runs_only() {
 
 #[test]
 fn host_references_run_over_aliasing_views_of_f32_bits() {
+    let _bound = ferry_watchdog::bound("the simulated chip's run");
     use std::sync::atomic::{AtomicU32, Ordering};
     let r = loaded(RunnerConfig::small(Arch::A2a3));
     let (saxpy, clamp) = (CUSTOM_KERNEL_BASE, CUSTOM_KERNEL_BASE + 1);

@@ -42,6 +42,7 @@ fn run_example(r: &mut DeviceRunner, id: u32, ex: Example, v: Variant) -> Result
 
 #[test]
 fn path_b_hang_reproduces_as_a_typed_timeout_naming_the_stale_handshake() {
+    let _bound = ferry_watchdog::bound("the simulated chip's run");
     // 4 AIC + 8 AIV starting late: the schedulers' first sweep reads every slot before its core
     // reports, and those lines stay stale.
     let cfg = RunnerConfig {
@@ -87,6 +88,7 @@ fn path_b_hang_reproduces_as_a_typed_timeout_naming_the_stale_handshake() {
 
 #[test]
 fn path_b_fixes_a_with_split_lines_b_and_c_complete_the_three_examples() {
+    let _bound = ferry_watchdog::bound("the simulated chip's run");
     let a = PathBFixes { el0_cache_maintenance: true, ..PathBFixes::NONE };
     let b = PathBFixes { noncacheable_handshake: true, ..PathBFixes::NONE };
     let c = PathBFixes { same_cluster_affinity: true, ..PathBFixes::NONE };
@@ -118,6 +120,7 @@ fn path_b_fixes_a_with_split_lines_b_and_c_complete_the_three_examples() {
 
 #[test]
 fn path_b_fix_a_alone_and_split_lines_alone_still_hang() {
+    let _bound = ferry_watchdog::bound("the simulated chip's run");
     let a = PathBFixes { el0_cache_maintenance: true, ..PathBFixes::NONE };
     // A without D: the one-line protocol issues no cache maintenance, so nothing invalidates.
     // D without A: the civac's invalidate half is trapped and ignored.
@@ -142,6 +145,7 @@ fn path_b_fix_a_alone_and_split_lines_alone_still_hang() {
 
 #[test]
 fn path_b_method_1_and_path_a_are_unaffected_and_do_no_cache_work() {
+    let _bound = ferry_watchdog::bound("the simulated chip's run");
     for arch in Arch::ALL {
         for method in [LoadMethod::DispatcherBootstrap, LoadMethod::Preinstalled] {
             let cfg = RunnerConfig::small(arch).with_method(method);
@@ -175,6 +179,7 @@ fn preinstalled_runner(cfg: RunnerConfig) -> DeviceRunner {
 
 #[test]
 fn path_b_second_runtime_under_path_a_is_refused_by_default_and_works_elsewhere() {
+    let _bound = ferry_watchdog::bound("the simulated chip's run");
     // Default profile, Path A: the second runtime in this process (device) is refused.
     let mut r = DeviceRunner::new(RunnerConfig::small(Arch::A2a3)).unwrap();
     run_example(&mut r, 0, Example::Vector, Variant::DeviceOrchestrated).unwrap();

@@ -33,6 +33,7 @@ fn delta(a: StagingStats, b: StagingStats) -> StagingStats {
 /// addresses, fresh handshakes and result) reached the device without a stream copy.
 #[test]
 fn repeated_identical_run_publishes_nothing_and_changed_run_copies_its_prefix() {
+    let _bound = ferry_watchdog::bound("the simulated chip's run");
     for arch in Arch::ALL {
         for variant in [Variant::DeviceOrchestrated, Variant::HostBuiltGraph] {
             let what = format!("{arch:?} {variant:?}");
@@ -100,6 +101,7 @@ fn read(r: &DeviceRunner, at: DevicePtr, len: usize) -> Vec<u8> {
 /// the preparation would have been refused (`SuffixBusy`).
 #[test]
 fn two_slots_in_flight_never_share_a_destination_and_both_runs_verify() {
+    let _bound = ferry_watchdog::bound("the simulated chip's run");
     for arch in Arch::ALL {
         let mut r = full(arch, 2);
         let ex = Example::Vector.build(Size::Small).with_variant(Variant::HostBuiltGraph);
@@ -133,6 +135,7 @@ fn two_slots_in_flight_never_share_a_destination_and_both_runs_verify() {
 
 #[test]
 fn launch_slots_are_configurable_and_zero_is_refused() {
+    let _bound = ferry_watchdog::bound("the simulated chip's run");
     let cfg = RunnerConfig::small(Arch::A2a3);
     assert_eq!(cfg.launch_slots, 2, "pipelined by default");
     for bad in [0, MAX_LAUNCH_SLOTS + 1] {
@@ -297,6 +300,7 @@ fn launch(r: &mut DeviceRunner, id: u32, ex: &ExampleRun) -> LaunchedRun {
 
 #[test]
 fn faults_on_the_second_slot_leave_the_first_run_correct_and_the_runner_usable() {
+    let _bound = ferry_watchdog::bound("the simulated chip's run");
     sweep_second_slot(false);
 }
 

@@ -15,6 +15,7 @@ fn runner(arch: Arch, slots: u32) -> DeviceRunner {
 /// publishes its descriptor once per slot, then nothing.
 #[test]
 fn repeated_runs_all_verify_and_publish_no_descriptor_once_warm() {
+    let _bound = ferry_watchdog::bound("the simulated chip's run");
     for (arch, variant, slots) in [
         (Arch::A2a3, Variant::HostBuiltGraph, 2),
         (Arch::A5, Variant::DeviceOrchestrated, 3),
@@ -51,6 +52,7 @@ fn repeated_runs_all_verify_and_publish_no_descriptor_once_warm() {
 /// first input differs), the runs after it are not checked, and the runner is idle and usable.
 #[test]
 fn a_wrong_output_in_run_k_is_reported_as_run_k() {
+    let _bound = ferry_watchdog::bound("the simulated chip's run");
     for slots in [1, 2] {
         let mut r = runner(Arch::A2a3, slots);
         let ex = Example::Vector.build(ferry_runtime::examples::Size::Small);
@@ -96,6 +98,7 @@ fn a_wrong_output_in_run_k_is_reported_as_run_k() {
 /// index; earlier runs still held are finalized and checked first.
 #[test]
 fn a_failed_run_is_reported_with_its_index() {
+    let _bound = ferry_watchdog::bound("the simulated chip's run");
     let mut r = runner(Arch::A5, 2);
     let ex = Example::Vector.build(ferry_runtime::examples::Size::Small);
     r.register_callable(0, ex.callable.clone()).unwrap();

@@ -69,6 +69,7 @@ fn check_example(arch: Arch, ex: Example, variant: Variant) {
 
 #[test]
 fn vector_example_on_both_arches_and_variants() {
+    let _bound = ferry_watchdog::bound("the simulated chip's run");
     for arch in Arch::ALL {
         for v in [Variant::DeviceOrchestrated, Variant::HostBuiltGraph] {
             check_example(arch, Example::Vector, v);
@@ -78,6 +79,7 @@ fn vector_example_on_both_arches_and_variants() {
 
 #[test]
 fn paged_attention_example_on_both_arches_and_variants() {
+    let _bound = ferry_watchdog::bound("the simulated chip's run");
     for arch in Arch::ALL {
         for v in [Variant::DeviceOrchestrated, Variant::HostBuiltGraph] {
             check_example(arch, Example::PagedAttention, v);
@@ -87,6 +89,7 @@ fn paged_attention_example_on_both_arches_and_variants() {
 
 #[test]
 fn storm_example_on_both_arches_and_variants() {
+    let _bound = ferry_watchdog::bound("the simulated chip's run");
     for arch in Arch::ALL {
         for v in [Variant::DeviceOrchestrated, Variant::HostBuiltGraph] {
             check_example(arch, Example::Storm, v);
@@ -97,6 +100,7 @@ fn storm_example_on_both_arches_and_variants() {
 /// The full 50,000-task storm: about 5 s per arch in a debug build on 2 cores, so it runs in CI.
 #[test]
 fn full_storm_of_50000_tasks_on_both_arches() {
+    let _bound = ferry_watchdog::bound("the simulated chip's run");
     for arch in Arch::ALL {
         let mut r = DeviceRunner::new(RunnerConfig::default_for(arch)).unwrap();
         let run = Example::Storm.build(Size::Full);
@@ -109,6 +113,7 @@ fn full_storm_of_50000_tasks_on_both_arches() {
 
 #[test]
 fn examples_run_through_the_aicpu_os_services_table() {
+    let _bound = ferry_watchdog::bound("the simulated chip's run");
     // The device half driven through `ServicesOps` over the simulated AICPU OS's table: exactly
     // the chip access a device program gets.
     for arch in Arch::ALL {
@@ -124,6 +129,7 @@ fn examples_run_through_the_aicpu_os_services_table() {
 
 #[test]
 fn per_kernel_counts_and_progress_are_reported() {
+    let _bound = ferry_watchdog::bound("the simulated chip's run");
     let mut r = runner(Arch::A2a3);
     let run = Example::Vector.build(Size::Small);
     r.register_callable(0, run.callable.clone()).unwrap();
@@ -141,6 +147,7 @@ fn per_kernel_counts_and_progress_are_reported() {
 
 #[test]
 fn handshake_reports_every_core_and_cores_exit() {
+    let _bound = ferry_watchdog::bound("the simulated chip's run");
     // Every core of both arches takes part: with more schedulers than clusters some schedulers
     // own nothing, with one AIC and no AIVs everything folds onto that core.
     for arch in Arch::ALL {
@@ -161,6 +168,7 @@ fn handshake_reports_every_core_and_cores_exit() {
 
 #[test]
 fn runner_config_is_validated() {
+    let _bound = ferry_watchdog::bound("the simulated chip's run");
     let one = RunnerConfig { aicpu_threads: 1, ..RunnerConfig::small(Arch::A2a3) };
     assert!(matches!(DeviceRunner::new(one), Err(RunnerError::Config(_))));
     let too_many = RunnerConfig { aicpu_threads: 5, ..RunnerConfig::small(Arch::A2a3) };
@@ -171,6 +179,7 @@ fn runner_config_is_validated() {
 
 #[test]
 fn callable_registration_rules() {
+    let _bound = ferry_watchdog::bound("the simulated chip's run");
     // Registers a callable of each variant: both runtimes, so the relaxed device.
     let mut r = relaxed_runner(Arch::A2a3);
     let ex = Example::Vector.build(Size::Small);
@@ -212,6 +221,7 @@ fn callable_registration_rules() {
 
 #[test]
 fn load_methods_and_loader_bad_input_leave_the_runner_usable() {
+    let _bound = ferry_watchdog::bound("the simulated chip's run");
     use ferry_launch::loader::{LoadError, Loader, ProgramImage};
     // Method 1 without an installed program names the missing file when the runner loads its
     // runtime (on the first callable); Path B loads on the default device (its runs hang in
@@ -331,18 +341,21 @@ fn expect_refused(orch: ferry_runtime::device::task::OrchFn, args: RunArgs, want
 
 #[test]
 fn unknown_kernel_id_is_refused_and_runner_stays_usable() {
+    let _bound = ferry_watchdog::bound("the simulated chip's run");
     let want = SubmitError::UnknownKernel { task: 1, kernel: KERNEL_COUNT + 40 };
     expect_refused(unknown_kernel, two_tensor_args(), DeviceFault::Submit(want));
 }
 
 #[test]
 fn task_referencing_a_missing_tensor_is_refused() {
+    let _bound = ferry_watchdog::bound("the simulated chip's run");
     let want = SubmitError::MissingTensor { task: 0, tensor: 7, count: 2 };
     expect_refused(missing_tensor, two_tensor_args(), DeviceFault::Submit(want));
 }
 
 #[test]
 fn zero_block_count_is_refused() {
+    let _bound = ferry_watchdog::bound("the simulated chip's run");
     expect_refused(
         zero_blocks,
         two_tensor_args(),
@@ -352,18 +365,21 @@ fn zero_block_count_is_refused() {
 
 #[test]
 fn view_past_the_end_of_a_tensor_is_refused() {
+    let _bound = ferry_watchdog::bound("the simulated chip's run");
     let want = SubmitError::ViewOutOfBounds { task: 0, tensor: 0, offset: 60, len: 8, size: 64 };
     expect_refused(view_past_end, two_tensor_args(), DeviceFault::Submit(want));
 }
 
 #[test]
 fn dependency_on_a_later_task_is_refused() {
+    let _bound = ferry_watchdog::bound("the simulated chip's run");
     let want = SubmitError::UnknownDependency { task: 0, after: 5 };
     expect_refused(forward_dependency, two_tensor_args(), DeviceFault::Submit(want));
 }
 
 #[test]
 fn too_many_blocks_for_a_kernel_is_refused() {
+    let _bound = ferry_watchdog::bound("the simulated chip's run");
     let want =
         SubmitError::BlockDimTooLarge { task: 0, kernel: K_ATTN_PARTIAL, block_dim: 2, max: 1 };
     expect_refused(attention_with_blocks, two_tensor_args(), DeviceFault::Submit(want));
@@ -371,6 +387,7 @@ fn too_many_blocks_for_a_kernel_is_refused() {
 
 #[test]
 fn scope_underflow_is_refused() {
+    let _bound = ferry_watchdog::bound("the simulated chip's run");
     expect_refused(
         scope_underflow,
         two_tensor_args(),
@@ -380,6 +397,7 @@ fn scope_underflow_is_refused() {
 
 #[test]
 fn panicking_orchestration_is_reported() {
+    let _bound = ferry_watchdog::bound("the simulated chip's run");
     for arch in Arch::ALL {
         let mut r = in_process(arch);
         r.register_callable(0, Callable::new("panics", Variant::DeviceOrchestrated, panics))
@@ -401,6 +419,7 @@ fn add_external(o: &mut dyn Orchestrate) -> Result<(), SubmitError> {
 
 #[test]
 fn tensor_outside_device_memory_is_refused() {
+    let _bound = ferry_watchdog::bound("the simulated chip's run");
     for arch in Arch::ALL {
         let mut r = in_process(arch);
         // A host pointer posing as a device tensor, and a range past the end of HBM.
@@ -441,6 +460,7 @@ fn tensor_outside_device_memory_is_refused() {
 
 #[test]
 fn cyclic_and_malformed_prebuilt_workloads_are_refused() {
+    let _bound = ferry_watchdog::bound("the simulated chip's run");
     let copy = |i: u32, o: u32| Task::new(K_COPY).input(TensorId(i)).output(TensorId(o));
     let mut r = runner(Arch::A5);
     // 0 → 1 → 2 → 0 through explicit dependencies.
@@ -494,6 +514,7 @@ fn bad_shape(o: &mut dyn Orchestrate) -> Result<(), SubmitError> {
 
 #[test]
 fn kernel_fault_on_a_core_is_reported_with_its_task() {
+    let _bound = ferry_watchdog::bound("the simulated chip's run");
     for arch in Arch::ALL {
         let mut r = in_process(arch);
         r.register_callable(0, Callable::new("shape", Variant::DeviceOrchestrated, bad_shape))
@@ -514,6 +535,7 @@ fn kernel_fault_on_a_core_is_reported_with_its_task() {
 
 #[test]
 fn misaligned_device_tensor_is_refused_before_launch() {
+    let _bound = ferry_watchdog::bound("the simulated chip's run");
     let mut r = in_process(Arch::A2a3);
     r.register_callable(0, Callable::new("ext", Variant::DeviceOrchestrated, add_external))
         .unwrap();
@@ -533,6 +555,7 @@ fn misaligned_device_tensor_is_refused_before_launch() {
 /// fault; the schedulers shut down the cores that came up, and the host reaps the rest.
 #[test]
 fn handshake_rejects_a_bad_physical_core_id() {
+    let _bound = ferry_watchdog::bound("the simulated chip's run");
     use ferry_abi::launch::{AicoreLaunchArgs, RegisterCallableArgs};
     use ferry_abi::regs::{RegLayout, AICORE_EXIT_SIGNAL};
     use ferry_runtime::device::aicore::aicore_execute;
@@ -630,6 +653,7 @@ fn handshake_rejects_a_bad_physical_core_id() {
 
 #[test]
 fn tiny_task_windows_make_the_orchestrator_wait_without_deadlock() {
+    let _bound = ferry_watchdog::bound("the simulated chip's run");
     for window in [1, 2, 3] {
         for v in [Variant::DeviceOrchestrated, Variant::HostBuiltGraph] {
             let cfg = RunnerConfig { task_window: window, ..RunnerConfig::small(Arch::A5) };

@@ -17,6 +17,7 @@ fn sched_records(s: DfxSession) -> usize {
 
 #[test]
 fn a_failed_metadata_publication_labels_no_scheduler_records_with_its_run() {
+    let _bound = ferry_watchdog::bound("the simulated chip's run");
     let cfg = RunnerConfig { timeout: Duration::from_secs(10), ..RunnerConfig::small(Arch::A5) };
     // One slot: run B is prepared on the very slot whose previous run (A) published.
     let mut r = DeviceRunner::new(cfg.with_launch_slots(1)).unwrap();
@@ -79,6 +80,7 @@ fn a_failed_metadata_publication_labels_no_scheduler_records_with_its_run() {
 /// Runs that stage no launch metadata export no scheduler diagnostics.
 #[test]
 fn other_combinations_stage_no_scheduler_metadata() {
+    let _bound = ferry_watchdog::bound("the simulated chip's run");
     for (arch, variant) in [
         (Arch::A5, Variant::DeviceOrchestrated),
         (Arch::A2a3, Variant::HostBuiltGraph),

@@ -381,6 +381,7 @@ mod tests {
 
     #[test]
     fn virtual_clock_only_moves_when_advanced() {
+        let _bound = ferry_watchdog::bound("the other thread");
         let v = VirtualClock::new();
         let c = DeviceClock::virtual_clock(&A5, v.clone());
         assert!(c.is_virtual());
@@ -391,6 +392,7 @@ mod tests {
 
     #[test]
     fn real_clock_counts_at_arch_frequency() {
+        let _bound = ferry_watchdog::bound("the other thread");
         let c = DeviceClock::real(&A2A3);
         let a = c.now_cycles();
         std::thread::sleep(std::time::Duration::from_millis(2));
@@ -401,6 +403,7 @@ mod tests {
 
     #[test]
     fn both_real_sources_count_at_arch_frequency() {
+        let _bound = ferry_watchdog::bound("the other thread");
         // Auto is the TSC where the kernel keeps time with it (this CI's machines do), else
         // CLOCK_MONOTONIC; both agree with the host's monotonic time to well under 1 %.
         use std::time::Instant;
@@ -425,6 +428,7 @@ mod tests {
 
     #[test]
     fn a_tsc_clock_scales_and_never_reads_before_its_epoch() {
+        let _bound = ferry_watchdog::bound("the other thread");
         // 2.5 GHz counter, 50 MHz device: one device cycle per 50 ticks.
         let mult = tsc::Rate { hz: 2.5e9 }.mult_for(50_000_000);
         assert_eq!(tsc::cycles_since(1_000 + 50 * 1_000_000, 1_000, mult), 999_999);
@@ -440,6 +444,7 @@ mod tests {
 
     #[test]
     fn an_ordered_read_after_an_observation_is_never_earlier_than_the_publishers_read() {
+        let _bound = ferry_watchdog::bound("the other thread");
         // The core's end (a plain read, then a Release store of FIN) against the scheduler's
         // observation (an Acquire load of FIN, then an ordered read), at a5's 1 ns resolution,
         // across two threads that may sit on different CPUs, 20,000 times: fails where the
@@ -484,6 +489,7 @@ mod tests {
 
     #[test]
     fn the_clock_knob_takes_auto_or_monotonic_and_refuses_the_rest() {
+        let _bound = ferry_watchdog::bound("the other thread");
         assert_eq!(RealSource::parse(""), Ok(RealSource::Auto));
         assert_eq!(RealSource::parse("auto"), Ok(RealSource::Auto));
         assert_eq!(RealSource::parse("monotonic"), Ok(RealSource::Monotonic));
@@ -493,6 +499,7 @@ mod tests {
 
     #[test]
     fn the_exact_divisor_agrees_with_the_general_conversion() {
+        let _bound = ferry_watchdog::bound("the other thread");
         assert_eq!((ns_per_cycle(50_000_000), ns_per_cycle(1_000_000_000)), (20, 1));
         assert_eq!(ns_per_cycle(3_000_000), 0, "3 MHz does not divide 1 GHz");
         // a2a3, a5, one that divides 1 GHz by something else (8 ns), one that does not.
@@ -507,6 +514,7 @@ mod tests {
 
     #[test]
     fn virtual_advance_wakes_a_deadline_waiter_without_real_waiting() {
+        let _bound = ferry_watchdog::bound("the other thread");
         let v = VirtualClock::new();
         let c = DeviceClock::virtual_clock(&A2A3, v.clone());
         let d = c.deadline_after(A2A3.dfx_backpressure_budget_cycles);

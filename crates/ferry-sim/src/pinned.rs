@@ -293,6 +293,7 @@ mod tests {
 
     #[test]
     fn alloc_fault_and_free_fault_keep_ownership() {
+        let _bound = ferry_watchdog::bound("the other thread");
         let p = PlatformBuilder::new(Arch::A2a3).hbm_bytes(1 << 24).build().unwrap();
         let d = p.device(0).unwrap();
         d.faults().fail_next(FaultPoint::HostAlloc);
@@ -314,6 +315,7 @@ mod tests {
 
     #[test]
     fn counters_are_per_device() {
+        let _bound = ferry_watchdog::bound("the other thread");
         let p = PlatformBuilder::new(Arch::A5).devices(2).hbm_bytes(1 << 24).build().unwrap();
         let _a = p.device(0).unwrap().alloc_pinned(10).unwrap();
         assert_eq!(p.device(0).unwrap().pinned_stats().live_bytes, 10);

@@ -138,6 +138,7 @@ mod tests {
 
     #[test]
     fn names_and_fix_lists_round_trip() {
+        let _bound = ferry_watchdog::bound("the other thread");
         for p in DeviceProfile::ALL {
             assert_eq!(DeviceProfile::from_name(p.name()), Some(p));
         }

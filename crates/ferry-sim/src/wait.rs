@@ -323,6 +323,7 @@ mod tests {
 
     #[test]
     fn waits_spin_only_where_cpus_are_to_spare() {
+        let _bound = ferry_watchdog::bound("the other thread's wake-up");
         assert_eq!(SMALL_MACHINE_SPIN_STEPS, 1, "one pause: no spin phase to speak of");
         for cpus in [None, Some(1), Some(2), Some(4), Some(SPARE_CPUS - 1)] {
             assert_eq!(spin_steps_for(cpus), SMALL_MACHINE_SPIN_STEPS, "{cpus:?}");
@@ -336,12 +337,14 @@ mod tests {
 
     #[test]
     fn times_out_when_nobody_rings() {
+        let _bound = ferry_watchdog::bound("the other thread's wake-up");
         let bell = Doorbell::new();
         assert!(!bell.wait_until(|| false, Some(Duration::from_millis(5))));
     }
 
     #[test]
     fn ring_wakes_a_parked_waiter() {
+        let _bound = ferry_watchdog::bound("the other thread's wake-up");
         for _ in 0..20 {
             let bell = Arc::new(Doorbell::new());
             let flag = Arc::new(AtomicBool::new(false));

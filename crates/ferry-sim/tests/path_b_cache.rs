@@ -113,6 +113,7 @@ fn stats(rig: &Rig) -> CacheStats {
 
 #[test]
 fn path_b_cache_volatile_and_acquire_loads_stay_stale() {
+    let _bound = ferry_watchdog::bound("the simulated chip's threads");
     let rig = rig("loads", |_| {});
     let seen = poll_after_report(&rig, Cluster::Custom, |svc, addr| {
         [MEM_LOAD_PLAIN, MEM_LOAD_VOLATILE, MEM_LOAD_ACQUIRE]
@@ -127,6 +128,7 @@ fn path_b_cache_volatile_and_acquire_loads_stay_stale() {
 
 #[test]
 fn path_b_cache_civac_clobbers_the_aicore_fields_on_the_line() {
+    let _bound = ferry_watchdog::bound("the simulated chip's threads");
     let rig = rig("civac", |_| {});
     let after = poll_after_report(&rig, Cluster::Custom, |svc, addr| {
         // The AICPU writes its own field on the line (it is now dirty), then spins with civac.
@@ -148,6 +150,7 @@ fn path_b_cache_civac_clobbers_the_aicore_fields_on_the_line() {
 
 #[test]
 fn path_b_cache_ivac_is_a_no_op_without_fix_a_and_refetches_with_it() {
+    let _bound = ferry_watchdog::bound("the simulated chip's threads");
     let rig_default = rig("ivac-off", |_| {});
     let seen = poll_after_report(&rig_default, Cluster::Custom, |svc, addr| {
         assert_eq!((svc.cache_op)(svc.ctx, addr + DONE, CACHE_OP_IVAC), STATUS_OK, "looks run");
@@ -171,6 +174,7 @@ fn path_b_cache_ivac_is_a_no_op_without_fix_a_and_refetches_with_it() {
 
 #[test]
 fn path_b_cache_coherent_clusters_see_the_report_and_do_no_cache_work() {
+    let _bound = ferry_watchdog::bound("the simulated chip's threads");
     let fix_c = PathBFixes { same_cluster_affinity: true, ..PathBFixes::NONE };
     for (name, cluster, profile, fixes) in [
         ("main", Cluster::Main, DeviceProfile::Vendor, PathBFixes::NONE),
@@ -200,6 +204,7 @@ fn path_b_cache_coherent_clusters_see_the_report_and_do_no_cache_work() {
 
 #[test]
 fn path_b_cache_bad_addresses_are_refused_and_stores_reach_memory() {
+    let _bound = ferry_watchdog::bound("the simulated chip's threads");
     let rig = rig("bad", |_| {});
     let (svc, addr) = (services(&rig.chip), rig.slot.0);
     let done = rig

@@ -15,6 +15,7 @@ fn platform(arch: Arch, devices: u32) -> ferry_sim::Platform {
 
 #[test]
 fn eight_devices_have_disjoint_memory() {
+    let _bound = ferry_watchdog::bound("the simulated chip's threads");
     let p = platform(Arch::A2a3, 8);
     let ptrs: Vec<_> = p.devices().iter().map(|d| d.malloc(64).unwrap()).collect();
     for (i, d) in p.devices().iter().enumerate() {
@@ -33,6 +34,7 @@ fn eight_devices_have_disjoint_memory() {
 
 #[test]
 fn host_pointer_used_as_device_address_fails_and_device_stays_usable() {
+    let _bound = ferry_watchdog::bound("the simulated chip's threads");
     let p = platform(Arch::A2a3, 1);
     let d = p.device(0).unwrap();
     let host = [0u8; 16];
@@ -60,6 +62,7 @@ fn host_pointer_used_as_device_address_fails_and_device_stays_usable() {
 
 #[test]
 fn a5_requires_explicit_range_copies_and_counts_bytes() {
+    let _bound = ferry_watchdog::bound("the simulated chip's threads");
     let p = platform(Arch::A5, 1);
     let d = p.device(0).unwrap();
     let buf = d.malloc(256).unwrap();
@@ -94,6 +97,7 @@ fn a5_requires_explicit_range_copies_and_counts_bytes() {
 
 #[test]
 fn virtual_clock_drives_a_30s_budget_without_real_waiting() {
+    let _bound = ferry_watchdog::bound("the simulated chip's threads");
     let v = VirtualClock::new();
     let p =
         PlatformBuilder::new(Arch::A5).hbm_bytes(1 << 20).virtual_clock(v.clone()).build().unwrap();
@@ -118,6 +122,7 @@ fn virtual_clock_drives_a_30s_budget_without_real_waiting() {
 
 #[test]
 fn stream_runs_work_in_fifo_order() {
+    let _bound = ferry_watchdog::bound("the simulated chip's threads");
     let p = platform(Arch::A2a3, 1);
     let s = p.device(0).unwrap().create_stream().unwrap();
     let log = Arc::new(Mutex::new(Vec::new()));
@@ -142,6 +147,7 @@ fn stream_runs_work_in_fifo_order() {
 
 #[test]
 fn event_orders_work_across_two_streams() {
+    let _bound = ferry_watchdog::bound("the simulated chip's threads");
     let p = platform(Arch::A2a3, 1);
     let d = p.device(0).unwrap();
     let (a, b) = (d.create_stream().unwrap(), d.create_stream().unwrap());
@@ -173,6 +179,7 @@ fn event_orders_work_across_two_streams() {
 
 #[test]
 fn current_device_is_thread_local() {
+    let _bound = ferry_watchdog::bound("the simulated chip's threads");
     let p = platform(Arch::A2a3, 3);
     assert_eq!(p.current_ordinal(), 0);
     p.set_current_device(2).unwrap();
@@ -185,6 +192,7 @@ fn current_device_is_thread_local() {
 
 #[test]
 fn host_registration_gives_a_per_device_alias() {
+    let _bound = ferry_watchdog::bound("the simulated chip's threads");
     let p = platform(Arch::A2a3, 2);
     let mut host = vec![3u8; 4096];
     // SAFETY: `host` outlives the registration (dropped at the end of the test) and is not
@@ -213,6 +221,7 @@ fn host_registration_gives_a_per_device_alias() {
 
 #[test]
 fn counters_move_when_they_should_and_only_then() {
+    let _bound = ferry_watchdog::bound("the simulated chip's threads");
     let p = platform(Arch::A2a3, 1);
     let d = p.device(0).unwrap();
     let c0 = d.counters();
@@ -245,6 +254,7 @@ fn counters_move_when_they_should_and_only_then() {
 
 #[test]
 fn concurrent_copies_take_the_lowest_free_engines() {
+    let _bound = ferry_watchdog::bound("the simulated chip's threads");
     let p = platform(Arch::A2a3, 1);
     let d = p.device(0).unwrap();
     let streams: Vec<_> = (0..4).map(|_| d.create_stream().unwrap()).collect();
@@ -273,6 +283,7 @@ fn concurrent_copies_take_the_lowest_free_engines() {
 
 #[test]
 fn cost_model_pressure_term_grows_with_memory_use() {
+    let _bound = ferry_watchdog::bound("the simulated chip's threads");
     let m = CostModel::stalls();
     let total = 1u64 << 30;
     let costs: Vec<_> = [0.0, 0.5, 0.8, 0.9, 0.99]
@@ -289,6 +300,7 @@ fn cost_model_pressure_term_grows_with_memory_use() {
 
 #[test]
 fn queue_creation_waits_for_the_driver_lock_held_by_registration() {
+    let _bound = ferry_watchdog::bound("the simulated chip's threads");
     let mut cost = CostModel::stalls();
     cost.queue_base = Duration::ZERO;
     cost.queue_pressure_max = Duration::ZERO;
@@ -335,6 +347,7 @@ fn queue_creation_waits_for_the_driver_lock_held_by_registration() {
 
 #[test]
 fn each_fault_injection_point_fails_exactly_its_occurrence() {
+    let _bound = ferry_watchdog::bound("the simulated chip's threads");
     let p = platform(Arch::A2a3, 1);
     let d = p.device(0).unwrap();
     d.faults().fail_nth(FaultPoint::StreamCreate, 2);
@@ -381,6 +394,7 @@ fn each_fault_injection_point_fails_exactly_its_occurrence() {
 
 #[test]
 fn kernel_errors_and_panics_are_sticky_until_synchronize() {
+    let _bound = ferry_watchdog::bound("the simulated chip's threads");
     let p = platform(Arch::A2a3, 1);
     let s = p.device(0).unwrap().create_stream().unwrap();
     s.launch("bad", Box::new(|_| Err("boom".into()))).unwrap();
@@ -397,6 +411,7 @@ fn kernel_errors_and_panics_are_sticky_until_synchronize() {
 
 #[test]
 fn synchronize_timeout_bounds_the_wait() {
+    let _bound = ferry_watchdog::bound("the simulated chip's threads");
     let p = platform(Arch::A2a3, 1);
     let s = p.device(0).unwrap().create_stream().unwrap();
     let (tx, rx) = mpsc::channel::<()>();
@@ -413,6 +428,7 @@ fn synchronize_timeout_bounds_the_wait() {
 
 #[test]
 fn handshake_dispatch_round_trip_on_every_core() {
+    let _bound = ferry_watchdog::bound("the simulated chip's threads");
     let p = platform(Arch::A2a3, 1);
     let chip =
         Chip::new(p.device(0).unwrap().clone(), CoreConfig { aicpu_threads: 4, aic: 2, aiv: 4 })
@@ -450,6 +466,7 @@ fn handshake_dispatch_round_trip_on_every_core() {
 
 #[test]
 fn chip_rejects_bad_shapes_and_busy_cores() {
+    let _bound = ferry_watchdog::bound("the simulated chip's threads");
     let p = platform(Arch::A2a3, 1);
     let d = p.device(0).unwrap().clone();
     assert!(
@@ -487,6 +504,7 @@ fn chip_rejects_bad_shapes_and_busy_cores() {
 
 #[test]
 fn pooled_streams_share_at_most_max_hw_queues_and_the_null_stream_has_its_own() {
+    let _bound = ferry_watchdog::bound("the simulated chip's threads");
     let p = ferry_sim::PlatformBuilder::new(Arch::A2a3)
         .hbm_bytes(64 << 20)
         .max_hw_queues(3)
@@ -514,6 +532,7 @@ fn pooled_streams_share_at_most_max_hw_queues_and_the_null_stream_has_its_own() 
 
 #[test]
 fn an_eviction_stops_a_devices_queues_for_its_length_and_only_that_device() {
+    let _bound = ferry_watchdog::bound("the simulated chip's threads");
     let p = platform(Arch::A2a3, 2);
     let (d0, d1) = (p.device(0).unwrap(), p.device(1).unwrap());
     let (b0, b1) = (d0.malloc(64).unwrap(), d1.malloc(64).unwrap());
@@ -536,6 +555,7 @@ fn an_eviction_stops_a_devices_queues_for_its_length_and_only_that_device() {
 /// worker thread stayed for the rest of the process (one of each per runner).
 #[test]
 fn a_device_with_a_null_stream_is_dropped_with_its_last_handle() {
+    let _bound = ferry_watchdog::bound("the simulated chip's threads");
     let p = platform(Arch::A2a3, 2);
     let d = p.device(0).unwrap().clone();
     let buf = d.malloc(64).unwrap();
@@ -558,6 +578,7 @@ fn a_device_with_a_null_stream_is_dropped_with_its_last_handle() {
 /// gives it back (it used to stay allocated, a queue's worth per stream ever created).
 #[test]
 fn a_dropped_stream_returns_its_queue_memory() {
+    let _bound = ferry_watchdog::bound("the simulated chip's threads");
     let p = platform(Arch::A5, 1);
     let d = p.device(0).unwrap();
     d.null_stream().unwrap();

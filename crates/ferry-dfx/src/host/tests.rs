@@ -12,6 +12,7 @@ fn sink() -> impl FnMut(&CollectedBuffer<'_, u64>) + Send + 'static {
 
 #[test]
 fn origin_wins_deficit_ties() {
+    let _bound = ferry_watchdog::bound("the DFX host threads");
     // All shards equally short: origin (2) wins.
     assert_eq!(select_by_deficit(4, 2, 4, |_| 1), 2);
     // A strictly larger deficit elsewhere wins; the first in cyclic order after origin.
@@ -25,6 +26,7 @@ fn origin_wins_deficit_ties() {
 
 #[test]
 fn select_recycled_shard_reads_recycled_lanes() {
+    let _bound = ferry_watchdog::bound("the DFX host threads");
     let cfg = DfxBuilder::new(&A2A3)
         .ready_queues(3)
         .lane(0, 0, 1)
@@ -49,6 +51,7 @@ fn select_recycled_shard_reads_recycled_lanes() {
 /// (on a non-SVM platform every refresh would be a copy).
 #[test]
 fn retry_skips_dry_sites_without_device_reads() {
+    let _bound = ferry_watchdog::bound("the DFX host threads");
     use crate::mem::{MemOpKind, SpyMemory};
     let cfg = DfxBuilder::new(&A2A3)
         .ready_queues(1)
@@ -87,6 +90,7 @@ fn retry_skips_dry_sites_without_device_reads() {
 /// and the replenish thread, and only the retry after the next (empty) sweep delivers it.
 #[test]
 fn retry_refills_lane_with_idle_ready_queue() {
+    let _bound = ferry_watchdog::bound("the DFX host threads");
     for svm in [true, false] {
         let cfg = DfxBuilder::new(&A2A3)
             .ready_queues(1)
@@ -137,6 +141,7 @@ fn retry_refills_lane_with_idle_ready_queue() {
 /// each buffer reaches its own region's sink, and each region reconciles on its own.
 #[test]
 fn one_engine_serves_regions_of_different_record_sizes() {
+    let _bound = ferry_watchdog::bound("the DFX host threads");
     use crate::clock::SteadyClock;
     // Two buffers per lane: a switch always finds its replacement, so no gate waits while the
     // host is stepped by hand.
@@ -217,6 +222,7 @@ impl<R: crate::Record> crate::CollectSink<R> for Vec<(u32, Vec<R>)> {
 /// A region with more shards than its engine is refused.
 #[test]
 fn an_engine_refuses_a_region_with_more_shards() {
+    let _bound = ferry_watchdog::bound("the DFX host threads");
     let cfg = DfxBuilder::new(&A2A3)
         .ready_queues(2)
         .lane(0, 0, 1)
@@ -240,6 +246,7 @@ fn an_engine_refuses_a_region_with_more_shards() {
 /// thread (through its hooks) and a collector (through its sink) are killed here.
 #[test]
 fn a_dead_host_thread_is_a_typed_error_of_try_stop_and_the_rest_are_joined() {
+    let _bound = ferry_watchdog::bound("the DFX host threads");
     struct Dies;
     impl ReplenishHooks for Dies {
         fn publish_arena_acks(&mut self) {
@@ -290,6 +297,7 @@ fn a_dead_host_thread_is_a_typed_error_of_try_stop_and_the_rest_are_joined() {
 /// the rings that hold every buffer never see it twice, and the engine keeps serving the lane.
 #[test]
 fn a_buffer_published_twice_is_counted_and_handed_on_once() {
+    let _bound = ferry_watchdog::bound("the DFX host threads");
     use std::sync::Mutex;
     let cfg = DfxBuilder::new(&A2A3)
         .ready_queues(1)

@@ -449,6 +449,7 @@ mod tests {
 
     #[test]
     fn mirror_copies_only_the_range_and_counts_bytes() {
+        let _bound = ferry_watchdog::bound("the other thread");
         let m = MirroredMemory::new(256, 0x4000);
         let h = m.host_view();
         h.store_u32(8, 1, Ordering::Relaxed);
@@ -471,6 +472,7 @@ mod tests {
 
     #[test]
     fn svm_views_alias() {
+        let _bound = ferry_watchdog::bound("the other thread");
         let m = SvmMemory::new(64, 0);
         m.host_view().store_u32(4, 5, Ordering::Relaxed);
         assert_eq!(m.device_view().load_u32(4, Ordering::Relaxed), 5);
@@ -480,6 +482,7 @@ mod tests {
 
     #[test]
     fn spy_records_thread_names() {
+        let _bound = ferry_watchdog::bound("the other thread");
         let s = Arc::new(SpyMemory::new(SvmMemory::new(64, 0)));
         let s2 = s.clone();
         std::thread::Builder::new()
@@ -497,6 +500,7 @@ mod tests {
     #[test]
     #[should_panic(expected = "outside region")]
     fn out_of_bounds_word_access_panics() {
+        let _bound = ferry_watchdog::bound("the other thread");
         ShmRegion::zeroed(8).load_u32(8, Ordering::Relaxed);
     }
 }

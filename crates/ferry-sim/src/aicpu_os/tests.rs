@@ -2,6 +2,7 @@ use super::*;
 
 #[test]
 fn names_are_checked() {
+    let _bound = ferry_watchdog::bound("the AICPU OS threads");
     for bad in ["", ".", "..", "a/b", "../x", "a\0b", "a\\b"] {
         assert!(matches!(check_name(bad), Err(OsError::BadName { .. })), "{bad:?}");
     }
@@ -10,6 +11,7 @@ fn names_are_checked() {
 
 #[test]
 fn services_reach_attached_chips_from_any_thread() {
+    let _bound = ferry_watchdog::bound("the AICPU OS threads");
     use crate::cores::CoreConfig;
     use crate::{Arch, PlatformBuilder};
     let root = std::env::temp_dir().join(format!("ferry-os-svc-{}", std::process::id()));
@@ -56,6 +58,7 @@ fn services_reach_attached_chips_from_any_thread() {
 
 #[test]
 fn notify_host_rings_the_bell_registered_for_its_key_until_the_guard_drops() {
+    let _bound = ferry_watchdog::bound("the AICPU OS threads");
     use crate::{Arch, PlatformBuilder};
     use std::sync::atomic::AtomicU32;
     let root = std::env::temp_dir().join(format!("ferry-os-bell-{}", std::process::id()));
@@ -85,6 +88,7 @@ fn notify_host_rings_the_bell_registered_for_its_key_until_the_guard_drops() {
 
 #[test]
 fn write_atomic_replaces_and_leaves_no_temp() {
+    let _bound = ferry_watchdog::bound("the AICPU OS threads");
     let dir = std::env::temp_dir().join(format!("ferry-os-unit-{}", std::process::id()));
     let p = write_atomic(&dir, "x.so", b"one").unwrap();
     write_atomic(&dir, "x.so", b"two").unwrap();

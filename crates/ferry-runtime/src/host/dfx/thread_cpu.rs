@@ -107,6 +107,7 @@ mod tests {
 
     #[test]
     fn roles_follow_the_thread_names() {
+        let _bound = ferry_watchdog::bound("the other thread");
         assert_eq!(ThreadRole::of("aicpu-0-3"), ThreadRole::Aicpu);
         assert_eq!(ThreadRole::of("aicore-1-17"), ThreadRole::Aicore);
         assert_eq!(ThreadRole::of("ferry-dfx-colle"), ThreadRole::DfxHost);
@@ -117,6 +118,7 @@ mod tests {
 
     #[test]
     fn schedstat_gives_its_first_field() {
+        let _bound = ferry_watchdog::bound("the other thread");
         assert_eq!(parse_schedstat("123456 789 10\n"), Some(123_456));
         assert_eq!(parse_schedstat(""), None);
         assert_eq!(parse_schedstat("x 1 2"), None);
@@ -124,6 +126,7 @@ mod tests {
 
     #[test]
     fn intervals_count_new_threads_whole_and_differences_of_the_others() {
+        let _bound = ferry_watchdog::bound("the other thread");
         let before = ThreadCpu {
             threads: [(1, (ThreadRole::Aicpu, 100)), (2, (ThreadRole::Aicore, 50))].into(),
         };
@@ -146,6 +149,7 @@ mod tests {
     #[cfg(target_os = "linux")]
     #[test]
     fn a_named_thread_that_burns_cpu_is_seen_in_its_role() {
+        let _bound = ferry_watchdog::bound("the other thread");
         let before = ThreadCpu::snapshot().expect("Linux has /proc/self/task");
         let (tx, rx) = std::sync::mpsc::channel::<()>();
         let (ready_tx, ready_rx) = std::sync::mpsc::channel::<()>();
