@@ -60,6 +60,8 @@ fn write_lanes(device: &DeviceRegion, lanes: u32, n: u64) -> Vec<LaneStats> {
 
 #[test]
 fn fast_path_never_reads_the_clock() {
+    let _bound =
+        ferry_watchdog::bound("the DFX transport's host threads and the device writer threads");
     // Room everywhere: 4 buffers in the free queue, ready depth 8 (capacity 7).
     let c = cfg(1, 4, 8, Policy::Block, 8);
     let clock = Arc::new(CountingClock::default());
@@ -74,6 +76,8 @@ fn fast_path_never_reads_the_clock() {
 
 #[test]
 fn push_gate_times_out_without_publishing_and_accounts_the_buffer() {
+    let _bound =
+        ferry_watchdog::bound("the DFX transport's host threads and the device writer threads");
     // Ready depth 2: capacity 1. Nobody drains.
     let c = cfg(1, 4, 4, Policy::Block, 2);
     let clock = Arc::new(VirtualClock::ticking(1));
@@ -106,6 +110,8 @@ fn push_gate_times_out_without_publishing_and_accounts_the_buffer() {
 
 #[test]
 fn pop_gate_budget_is_taken_once() {
+    let _bound =
+        ferry_watchdog::bound("the DFX transport's host threads and the device writer threads");
     // One buffer, nobody drains: the switch publishes it, then the pop gate waits one budget.
     let mut c = cfg(1, 1, 4, Policy::Block, 8);
     c.block_budget_cycles = 40;
@@ -129,6 +135,8 @@ fn pop_gate_budget_is_taken_once() {
 
 #[test]
 fn drop_policy_bounds_every_wait() {
+    let _bound =
+        ferry_watchdog::bound("the DFX transport's host threads and the device writer threads");
     let mut c = cfg(1, 1, 4, Policy::Drop, 2);
     c.drop_wait_cycles = 7;
     let clock = Arc::new(VirtualClock::ticking(1));
@@ -146,6 +154,8 @@ fn drop_policy_bounds_every_wait() {
 
 #[test]
 fn writers_claim_queues_and_lanes_exclusively() {
+    let _bound =
+        ferry_watchdog::bound("the DFX transport's host threads and the device writer threads");
     let c = cfg(2, 1, 4, Policy::Block, 4);
     let t =
         DfxTransport::<[u64; 2]>::new(c.clone(), svm(&c), Arc::new(VirtualClock::new())).unwrap();
@@ -160,6 +170,8 @@ fn writers_claim_queues_and_lanes_exclusively() {
 
 #[test]
 fn attach_rejects_a_foreign_region() {
+    let _bound =
+        ferry_watchdog::bound("the DFX transport's host threads and the device writer threads");
     let r = ferry_dfx::mem::ShmRegion::zeroed(4096);
     let e = ferry_dfx::DeviceRegion::attach(r, 0, Arc::new(VirtualClock::new())).unwrap_err();
     assert_eq!(e, BuildError::BadHeader);
@@ -184,6 +196,7 @@ impl ReplenishHooks for AckProbe {
 /// operation, on a run that recycles every buffer many times (one-buffer pools, non-SVM).
 #[test]
 fn replenish_thread_never_touches_device_memory() {
+    let bound = ferry_watchdog::bound("the transport to start");
     let mut b = DfxBuilder::new(&A5);
     b.ready_queues(3).shards(2).records_per_buffer(8);
     for l in 0..3 {
@@ -196,7 +209,9 @@ fn replenish_thread_never_touches_device_memory() {
     let probe = AckProbe::default();
     let (calls, threads) = (probe.calls.clone(), probe.threads.clone());
     let host = t.start_with_hooks(|_| |_b: &CollectedBuffer<'_, [u64; 2]>| {}, probe);
+    bound.waiting_for("three one-buffer lanes' writers to publish 400 records each");
     write_lanes(&device, 3, 400);
+    bound.waiting_for("the transport to collect every buffer and stop");
     let report = host.stop();
     assert!(report.is_reconciled(), "{:?}", report.lanes);
     assert_eq!(report.totals(), (1200, 1200, 0));
@@ -218,6 +233,8 @@ fn replenish_thread_never_touches_device_memory() {
 /// A lossless run with one-buffer pools on both arches: every record once, contiguous seqs.
 #[test]
 fn one_buffer_pools_are_lossless() {
+    let _bound =
+        ferry_watchdog::bound("the DFX transport's host threads and the device writer threads");
     for svm_arch in [true, false] {
         let c = cfg(4, 1, 16, Policy::Block, 4);
         let mem: Arc<dyn DeviceMemory> = if svm_arch {
@@ -300,6 +317,8 @@ fn lossless_run_over(mem: Arc<dyn DeviceMemory>) {
 /// control words at init), on both arches.
 #[test]
 fn a_region_over_dirty_memory_starts_from_cleared_control_words() {
+    let _bound =
+        ferry_watchdog::bound("the DFX transport's host threads and the device writer threads");
     let c = cfg(4, 2, 16, Policy::Block, 8);
     for svm_arch in [true, false] {
         let mem: Arc<dyn DeviceMemory> = if svm_arch {
@@ -326,6 +345,8 @@ fn a_region_over_dirty_memory_starts_from_cleared_control_words() {
 /// long the scheduler keeps the drain off the CPU (the 60 s limit is only a hang guard).
 #[test]
 fn idle_profiler_parks_and_lane_snapshot_reads_state() {
+    let _bound =
+        ferry_watchdog::bound("the DFX transport's host threads and the device writer threads");
     let c = cfg(1, 2, 4, Policy::Block, 4);
     let t =
         DfxTransport::<[u64; 2]>::new(c.clone(), svm(&c), Arc::new(VirtualClock::new())).unwrap();
@@ -349,6 +370,8 @@ fn idle_profiler_parks_and_lane_snapshot_reads_state() {
 
 #[test]
 fn a_gate_wait_is_logged_as_one_interval_and_reaches_the_reconcile() {
+    let _bound =
+        ferry_watchdog::bound("the DFX transport's host threads and the device writer threads");
     // One buffer, nobody drains: the first switch publishes it, then the pop gate waits out its
     // budget on a clock that ticks once per read.
     let mut c = cfg(1, 1, 4, Policy::Block, 8);
@@ -379,6 +402,8 @@ fn a_gate_wait_is_logged_as_one_interval_and_reaches_the_reconcile() {
 
 #[test]
 fn the_stall_log_keeps_the_most_recent_waits_and_counts_the_rest() {
+    let _bound =
+        ferry_watchdog::bound("the DFX transport's host threads and the device writer threads");
     use ferry_dfx::device::{STALL_LOG_STRIDE, STALL_RING};
     let c = cfg(2, 1, 4, Policy::Block, 4);
     let mem = svm(&c);
@@ -407,6 +432,8 @@ fn the_stall_log_keeps_the_most_recent_waits_and_counts_the_rest() {
 /// own (the sinks, the region's memory) outlives it.
 #[test]
 fn a_dropped_engine_leaves_no_thread_behind() {
+    let _bound =
+        ferry_watchdog::bound("the DFX transport's host threads and the device writer threads");
     let c = cfg(2, 2, 4, Policy::Block, 4);
     let mem = svm(&c);
     let t = DfxTransport::<[u64; 2]>::new(c, mem.clone(), Arc::new(VirtualClock::new())).unwrap();
@@ -440,6 +467,8 @@ impl ferry_dfx::CollectSink<u64> for Buffers {
 /// dropped and counted; every buffer the host sees holds whole runs.
 #[test]
 fn runs_never_straddle_two_buffers() {
+    let _bound =
+        ferry_watchdog::bound("the DFX transport's host threads and the device writer threads");
     for svm_arch in [true, false] {
         let c = DfxBuilder::new(&A2A3)
             .ready_queues(1)
@@ -482,6 +511,8 @@ fn runs_never_straddle_two_buffers() {
 /// the last buffer at the flush; runs that reach the host count nothing.
 #[test]
 fn runs_account_their_items_wherever_they_are_dropped() {
+    let _bound =
+        ferry_watchdog::bound("the DFX transport's host threads and the device writer threads");
     let mut b = DfxBuilder::new(&A2A3);
     // Ready depth 2 holds one buffer; nobody drains; the Drop policy gives up after 5 cycles.
     b.ready_queues(1).ready_depth(2).records_per_buffer(8).policy(Policy::Drop).lane(0, 0, 4);
@@ -523,6 +554,8 @@ fn dfx_threads_with_nice(nice: i64) -> usize {
 #[test]
 #[cfg(target_os = "linux")]
 fn engine_threads_take_their_nice_value() {
+    let _bound =
+        ferry_watchdog::bound("the DFX transport's host threads and the device writer threads");
     let c = cfg(1, 2, 4, Policy::Block, 4);
     let t =
         DfxTransport::<[u64; 2]>::new(c.clone(), svm(&c), Arc::new(VirtualClock::new())).unwrap();
@@ -552,4 +585,81 @@ fn engine_threads_take_their_nice_value() {
         );
         std::thread::sleep(std::time::Duration::from_millis(1));
     }
+}
+
+/// The host writes only words it owns: every `write_range_to_device` of a non-SVM run after the
+/// region's initialisation (startup seeding, every free-queue push, every ready-queue pop, the stop) lies inside one host-owned
+/// field of the layout (a free-queue slot, a free-queue tail, a ready-queue head), checked by a
+/// spy on every write range against that map. A wider write, or one that reaches a neighbouring
+/// device-owned word (a tail, a free-queue head, lane state, a record), would roll that word back
+/// to the host's stale copy.
+#[test]
+fn every_host_write_covers_only_host_owned_words() {
+    let bound = ferry_watchdog::bound("the transport to start");
+    let (lanes, queues) = (3, 2);
+    let mut b = DfxBuilder::new(&A5);
+    b.ready_queues(queues).shards(2).ready_depth(4).records_per_buffer(8);
+    for l in 0..lanes {
+        b.lane(l % queues, 0, 2);
+    }
+    let c = b.build::<[u64; 2]>().unwrap();
+    let l = c.layout();
+    let mut owned: Vec<(usize, usize, String)> = Vec::new();
+    for lane in 0..l.lanes {
+        owned.push((
+            l.free_slot_offset(lane, 0),
+            8 * l.free_slots as usize,
+            format!("lane {lane}'s free-queue slots"),
+        ));
+        owned.push((l.free_tail_offset(lane), 4, format!("lane {lane}'s free-queue tail")));
+    }
+    for q in 0..l.ready_queues {
+        owned.push((l.head_offset(q), 4, format!("ready queue {q}'s head")));
+    }
+    let spy = Arc::new(SpyMemory::new(MirroredMemory::new(c.region_size(), 0x7000_0000)));
+    let t = DfxTransport::<[u64; 2]>::new(c, spy.clone(), Arc::new(VirtualClock::new())).unwrap();
+    // Initialising the region (header, indices, lane states) happens before any device thread
+    // exists: those writes own the whole region. Everything after is checked.
+    let init = spy.ops().len();
+    let device = t.device_region();
+    let host = t.start(|_| |_b: &CollectedBuffer<'_, [u64; 2]>| {});
+    bound.waiting_for("the writers of three two-buffer lanes to publish 200 records each");
+    std::thread::scope(|s| {
+        for q in 0..queues {
+            let device = device.clone();
+            let mine: Vec<u32> = (0..lanes).filter(|l| l % queues == q).collect();
+            s.spawn(move || {
+                let mut w = device.writer::<[u64; 2]>(q, &mine).unwrap();
+                for i in 0..200 {
+                    for j in 0..mine.len() {
+                        w.record(j, [mine[j] as u64, i]);
+                    }
+                }
+                w.finish();
+            });
+        }
+    });
+    bound.waiting_for("the transport to collect every buffer and stop");
+    let report = host.stop();
+    assert!(report.is_reconciled(), "{:?}", report.lanes);
+    assert_eq!(report.totals(), (600, 600, 0));
+    let writes: Vec<_> =
+        spy.ops().into_iter().skip(init).filter(|o| o.kind == MemOpKind::Write).collect();
+    // Startup seeds every lane's free queue, and every collected buffer comes back through one.
+    assert!(writes.len() >= 2 * 75, "{} writes", writes.len());
+    let (mut pushes, mut pops) = (0, 0);
+    for w in &writes {
+        let field = owned.iter().find(|(off, len, _)| w.off >= *off && w.off + w.len <= off + len);
+        let Some((_, _, name)) = field else {
+            panic!("host write {}+{} (by {}) covers a word the device owns", w.off, w.len, w.thread)
+        };
+        if name.ends_with("tail") {
+            pushes += 1;
+        } else if name.ends_with("head") {
+            pops += 1;
+        }
+    }
+    // One tail write per push (75 buffers collected beyond the seeds of 6), one head write per
+    // pop of the 75 published buffers.
+    assert!(pushes >= 75 && pops >= 75, "pushes {pushes}, pops {pops}");
 }
