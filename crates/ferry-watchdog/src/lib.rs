@@ -17,6 +17,10 @@
 //! calls may arm a bound of its own for a narrower wait (one case of a matrix); when a bound of
 //! a test expires, the message names the innermost (most recently armed) bound the test holds.
 //!
+//! A model checker's execution that never ends grows its state with every step, gigabytes in
+//! a minute, long before a time bound fires: [`bound_with_memory`] also fails the wait when the
+//! process's resident size passes a cap.
+//!
 //! # Examples
 //! ```
 //! let bound = ferry_watchdog::bound("the worker's reply");
@@ -66,6 +70,9 @@ struct Entry {
     what: String,
     deadline: Instant,
     after: Duration,
+    /// Resident bytes past which the process counts as hung in this wait (a model that grows
+    /// without end); `None`: no memory bound.
+    max_resident: Option<u64>,
 }
 
 #[derive(Default)]
@@ -85,8 +92,32 @@ fn watchdog() -> &'static Watchdog {
     W.get_or_init(|| Watchdog { table: Mutex::new(Table::default()), changed: Condvar::new() })
 }
 
+/// How often the monitor reads the process's resident size while a memory bound is armed.
+const MEMORY_POLL: Duration = Duration::from_millis(200);
+
+/// The process's resident set size in bytes (Linux `/proc/self/statm`; `None` elsewhere).
+pub fn resident_bytes() -> Option<u64> {
+    let statm = std::fs::read_to_string("/proc/self/statm").ok()?;
+    let pages: u64 = statm.split_whitespace().nth(1)?.parse().ok()?;
+    // 4 KiB pages: the page size of every Linux target ferry builds for.
+    Some(pages * 4096)
+}
+
 /// What the watchdog does when a bound expires: reports it, then ends the process.
-fn expire(e: &Entry) -> ! {
+fn expire(e: &Entry, grew_to: Option<u64>) -> ! {
+    if let Some(rss) = grew_to {
+        let _ = writeln!(
+            std::io::stderr(),
+            "\nferry-watchdog: test `{}` hung waiting for {}: the process grew to {} MiB \
+             resident, past its bound of {} MiB (a wait that never ends); aborting the test \
+             process",
+            e.test,
+            e.what,
+            rss >> 20,
+            e.max_resident.unwrap_or(0) >> 20
+        );
+        std::process::abort()
+    }
     // Straight to the process's stderr: the test harness captures `eprintln!` of test threads,
     // and a captured message would be lost with the aborted process.
     let _ = writeln!(
@@ -104,14 +135,25 @@ fn monitor(w: &'static Watchdog) {
     let mut t = w.table.lock().unwrap_or_else(|p| p.into_inner());
     loop {
         let now = Instant::now();
+        let mut poll_memory = false;
+        if let Some(cap) = t.entries.iter().filter_map(|e| e.max_resident).min() {
+            poll_memory = true;
+            if let Some(rss) = resident_bytes().filter(|&r| r > cap) {
+                let e = t.entries.iter().find(|e| e.max_resident == Some(cap));
+                expire(e.expect("the entry with the smallest cap"), Some(rss))
+            }
+        }
         match t.entries.iter().min_by_key(|e| e.deadline) {
             Some(e) if e.deadline <= now => {
                 // Report the innermost bound of the same test: the wait it is stuck in.
                 let inner = t.entries.iter().filter(|i| i.test == e.test).max_by_key(|i| i.id);
-                expire(inner.unwrap_or(e))
+                expire(inner.unwrap_or(e), None)
             }
             Some(e) => {
-                let left = e.deadline - now;
+                let mut left = e.deadline - now;
+                if poll_memory {
+                    left = left.min(MEMORY_POLL);
+                }
                 t = w.changed.wait_timeout(t, left).unwrap_or_else(|p| p.into_inner()).0;
             }
             None => t = w.changed.wait(t).unwrap_or_else(|p| p.into_inner()),
@@ -136,6 +178,24 @@ pub fn bound(what: impl Into<String>) -> Bound {
 
 /// [`bound`] with an explicit deadline `after` from now (tests of this crate use short ones).
 pub fn bound_for(what: impl Into<String>, after: Duration) -> Bound {
+    arm(what.into(), after, None)
+}
+
+/// [`bound`] that also fails the wait when the process's resident size passes `max_resident`
+/// bytes (read every 200 ms): for a model checker, whose state grows with every step of an
+/// execution that never ends, long before a time bound would fire. Linux only (elsewhere just
+/// the time bound).
+pub fn bound_with_memory(what: impl Into<String>, max_resident: u64) -> Bound {
+    arm(what.into(), configured_bound(), Some(max_resident))
+}
+
+/// [`bound_with_memory`] with an explicit deadline `after` from now (a model checker that
+/// legitimately runs for many minutes).
+pub fn bound_with_memory_for(what: impl Into<String>, after: Duration, max_resident: u64) -> Bound {
+    arm(what.into(), after, Some(max_resident))
+}
+
+fn arm(what: String, after: Duration, max_resident: Option<u64>) -> Bound {
     let w = watchdog();
     let test = std::thread::current().name().unwrap_or("<unnamed thread>").to_owned();
     let mut t = w.table.lock().unwrap_or_else(|p| p.into_inner());
@@ -148,7 +208,8 @@ pub fn bound_for(what: impl Into<String>, after: Duration) -> Bound {
     }
     t.next_id += 1;
     let id = t.next_id;
-    t.entries.push(Entry { id, test, what: what.into(), deadline: Instant::now() + after, after });
+    let deadline = Instant::now() + after;
+    t.entries.push(Entry { id, test, what, deadline, after, max_resident });
     drop(t);
     w.changed.notify_all();
     Bound { id }

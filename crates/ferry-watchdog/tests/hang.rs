@@ -85,3 +85,34 @@ fn the_bound_comes_from_the_environment_when_set() {
         _ => assert_eq!(b, ferry_watchdog::DEFAULT_BOUND),
     }
 }
+
+/// Grows its memory for good under a 64 MiB memory bound when run as the child of the test
+/// below; a no-op otherwise.
+#[test]
+fn child_that_grows() {
+    if std::env::var_os(CHILD).is_none() {
+        return;
+    }
+    let _bound = ferry_watchdog::bound_with_memory("a model that never ends", 64 << 20);
+    let mut hoard: Vec<Vec<u8>> = Vec::new();
+    loop {
+        // Touched, so the pages are resident.
+        hoard.push(vec![1u8; 4 << 20]);
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+#[test]
+fn a_wait_that_grows_past_its_memory_bound_aborts_naming_the_test() {
+    if ferry_watchdog::resident_bytes().is_none() {
+        return; // no /proc: only the time bound applies
+    }
+    let stderr = run_child("child_that_grows");
+    assert!(
+        stderr.contains(
+            "test `child_that_grows` hung waiting for a model that never ends: the \
+             process grew to"
+        ),
+        "{stderr}"
+    );
+}
