@@ -68,6 +68,38 @@ fn setup(
     (device, parts, seen)
 }
 
+/// The most branch points (scheduling choices and racing loads) one execution of a model may
+/// take before loom fails it as a spin: the largest model here takes a few hundred, so a wait that
+/// never ends (a gate whose budget is re-armed on every pass) fails at this cap instead of
+/// growing until the machine runs out of memory.
+const MAX_BRANCHES: usize = 5_000;
+
+/// The resident size past which the models' process counts as hung. A device thread that spins
+/// at a gate whose budget never runs out (re-armed on every pass) on a virtual clock takes no
+/// branch point loom could cap, yet loom records every step: the process grows by about
+/// 120 MiB a second (to ~24 GB before the machine killed it). Every model here, all running at
+/// once, needs a small fraction of this cap.
+const MAX_RESIDENT: u64 = 2 << 30;
+
+/// Runs one model under explicit bounds: loom's settings from the environment
+/// (`LOOM_MAX_PREEMPTIONS` bounds preemptions, unset: every interleaving), at most
+/// [`MAX_BRANCHES`] branch points per execution (`LOOM_MAX_BRANCHES` may lower it), and a
+/// liveness bound that names the model if an execution never ends without branching (a wait
+/// that spins on state nobody changes): `ferry-watchdog` aborts the test process with the
+/// model's name once the process passes [`MAX_RESIDENT`] bytes, or after
+/// three times `FERRY_TEST_BOUND_SECS` (15 minutes by default; the models take seconds).
+fn model(name: &str, f: impl Fn() + Sync + Send + 'static) {
+    // Three liveness bounds of time (15 minutes by default): CI's own bound on a model target.
+    let _bound = ferry_watchdog::bound_with_memory_for(
+        format!("loom to explore every execution of {name}"),
+        3 * ferry_watchdog::configured_bound(),
+        MAX_RESIDENT,
+    );
+    let mut b = loom::model::Builder::new();
+    b.max_branches = b.max_branches.min(MAX_BRANCHES);
+    b.check(f);
+}
+
 /// One host step: drain sweep (with retry), collect, replenish.
 fn host_step(p: &mut Parts<u64, Sink>) {
     p.engine.step();
@@ -78,7 +110,7 @@ fn host_step(p: &mut Parts<u64, Sink>) {
 /// duplicated buffer, no deadlock.
 #[test]
 fn loom_recycle_retry_one_buffer_pool() {
-    loom::model(|| {
+    model("loom_recycle_retry_one_buffer_pool", || {
         let (device, mut parts, seen) =
             setup(1, 2, Policy::Block, u64::MAX, VirtualClock::new(), true);
         let done = Arc::new(AtomicBool::new(false));
@@ -111,7 +143,7 @@ fn loom_recycle_retry_one_buffer_pool() {
 /// one-entry ring while the host drains it; records arrive once, in order.
 #[test]
 fn loom_ready_queue_push_gate() {
-    loom::model(|| {
+    model("loom_ready_queue_push_gate", || {
         let (device, mut parts, seen) =
             setup(2, 2, Policy::Block, u64::MAX, VirtualClock::new(), false);
         let done = Arc::new(AtomicBool::new(false));
@@ -141,7 +173,7 @@ fn loom_ready_queue_push_gate() {
 /// buffer is in exactly one place (claimed by the lane, or waiting in its free queue).
 #[test]
 fn loom_free_queue_pop_gate_budget() {
-    loom::model(|| {
+    model("loom_free_queue_pop_gate_budget", || {
         let clock = VirtualClock::ticking(1);
         let (device, mut parts, _seen) = setup(1, 2, Policy::Drop, 3, clock, true);
         let dev = thread::spawn(move || {
@@ -180,7 +212,7 @@ fn loom_free_queue_pop_gate_budget() {
 /// collected) or it times out and exactly its records are accounted dropped.
 #[test]
 fn loom_push_gate_budget() {
-    loom::model(|| {
+    model("loom_push_gate_budget", || {
         let clock = VirtualClock::ticking(1);
         let (device, mut parts, seen) = setup(2, 2, Policy::Drop, 2, clock, true);
         let dev = thread::spawn(move || {
@@ -210,7 +242,7 @@ fn loom_push_gate_budget() {
 /// never lost, never in the other region); both regions reconcile.
 #[test]
 fn loom_shared_engine_two_regions() {
-    loom::model(|| {
+    model("loom_shared_engine_two_regions", || {
         fn transport<R: crate::Record>(addr: u64) -> DfxTransport<R> {
             let cfg = DfxBuilder::new(&A2A3)
                 .ready_queues(1)
@@ -285,7 +317,7 @@ fn loom_shared_engine_two_regions() {
 /// The host SPSC ring: FIFO, nothing lost or duplicated across a wrap.
 #[test]
 fn loom_spsc_ring() {
-    loom::model(|| {
+    model("loom_spsc_ring", || {
         let (mut p, mut c) = spsc::channel::<u32>(2);
         let t = thread::spawn(move || {
             for i in 0..3 {
@@ -311,7 +343,7 @@ fn loom_spsc_ring() {
 /// The doorbell: "check, then park" never misses a wake-up that follows a push.
 #[test]
 fn loom_parker_doorbell() {
-    loom::model(|| {
+    model("loom_parker_doorbell", || {
         let (mut p, mut c) = spsc::channel::<u32>(2);
         let parker = Parker::new();
         let bell = parker.unparker().clone();
