@@ -342,3 +342,107 @@ fn a_buffer_published_twice_is_counted_and_handed_on_once() {
     assert_eq!(seen.lock().unwrap().clone(), [vec![1, 2], vec![5, 6]]);
     assert_eq!(parts.engine.drains[0].regions[0].stats.duplicate_entries, 1);
 }
+
+/// Origin wins deficit ties, end to end: two lanes on two drain shards, one buffer each, a warm
+/// target of one and empty recycled lanes. Lane 0's buffer, collected by shard 0, must return to
+/// shard 0's recycled lane (equal deficits everywhere: the origin wins), where shard 0's retry
+/// gives it back to lane 0, so every record is collected. Under another tie-break the buffer
+/// lands in shard 1's recycled lane, which never serves lane 0: lane 0 starves and drops.
+#[test]
+fn origin_wins_ties_end_to_end_a_lane_gets_its_buffer_back_from_its_own_shard() {
+    let cfg = DfxBuilder::new(&A2A3)
+        .ready_queues(2)
+        .shards(2)
+        .lane(0, 0, 1)
+        .lane(1, 0, 1)
+        .warm_target(0, 1)
+        .records_per_buffer(2)
+        .policy(Policy::Drop)
+        .drop_wait_cycles(2)
+        .build::<u64>()
+        .unwrap();
+    let mem = Arc::new(SvmMemory::new(cfg.region_size(), 0x2000_0000));
+    let t = DfxTransport::<u64>::new(cfg, mem, Arc::new(VirtualClock::ticking(1))).unwrap();
+    let device = t.device_region();
+    let mut parts = t.into_parts(|_| sink());
+    let mut w = device.writer::<u64>(0, &[0]).unwrap();
+    for round in 0..3u64 {
+        // Fills and publishes the lane's only buffer; the pop gate gives up (nothing recycled).
+        w.record(0, 2 * round);
+        w.record(0, 2 * round + 1);
+        assert!(!w.has_buffer(0), "round {round}");
+        assert!(parts.engine.drains[0].sweep(), "round {round}: shard 0 pops lane 0's entry");
+        for c in &mut parts.engine.collectors {
+            c.drain_all();
+        }
+        assert_eq!(parts.engine.replenisher.tick(), 1, "round {round}: one buffer routed");
+        for d in &mut parts.engine.drains {
+            d.sweep();
+        }
+        assert_eq!(parts.free_len(0), 1, "round {round}: lane 0's buffer came back to it");
+    }
+    let stats = w.finish();
+    for d in &mut parts.engine.drains {
+        d.sweep();
+    }
+    for c in &mut parts.engine.collectors {
+        c.drain_all();
+    }
+    let report = parts.report();
+    assert_eq!((stats[0].produced, stats[0].dropped), (6, 0));
+    assert_eq!(report.lanes[0].collected, 6);
+    assert_eq!(report.replenish.rebalanced, 0, "{:?}", report.replenish);
+    assert!(report.is_reconciled(), "{:?}", report.lanes);
+}
+
+/// The replenish tick tops every recycled lane up to its warm target from the host reserve, one
+/// batch of max(free slots, gap) per short lane while the reserve lasts, counts what it moved,
+/// and stops at the target: stepped by hand, so the counts are exact.
+#[test]
+fn a_tick_tops_recycled_lanes_up_to_their_warm_target_from_the_reserve() {
+    let cfg = DfxBuilder::new(&A2A3)
+        .ready_queues(2)
+        .shards(2)
+        .lane(0, 0, 1)
+        .lane(1, 0, 1)
+        .free_slots(1)
+        .reserve_buffers(8)
+        .warm_target(0, 3)
+        .records_per_buffer(2)
+        .build::<u64>()
+        .unwrap();
+    let mem = Arc::new(SvmMemory::new(cfg.region_size(), 0x3000_0000));
+    let t = DfxTransport::<u64>::new(cfg, mem, Arc::new(VirtualClock::new())).unwrap();
+    let mut parts = t.into_parts(|_| sink());
+    let lens = |p: &Parts<u64, _>| {
+        let r = &p.engine.replenisher.regions[0];
+        (r.recycled[0][0].len(), r.recycled[1][0].len(), r.reserve.len())
+    };
+    // Hands `n` buffers of shard `s`'s recycled lane back to the reserve (as if lanes had
+    // taken them and they were retired).
+    let give_back = |p: &mut Parts<u64, _>, s: usize, n: usize| {
+        for _ in 0..n {
+            let b = p.engine.drains[s].regions[0].recycled[0].pop().unwrap();
+            p.engine.replenisher.regions[0].reserve.push(b);
+        }
+    };
+    // 10 buffers: one in each lane's one-slot free queue, the recycled lanes warm at 3 each,
+    // the last 2 in the reserve.
+    assert_eq!(lens(&parts), (3, 3, 2));
+    give_back(&mut parts, 0, 3);
+    give_back(&mut parts, 1, 3);
+    assert_eq!(lens(&parts), (0, 0, 8));
+    let allocated = parts.engine.replenisher.regions[0].stats.allocated;
+    // Each shard short by 3 = max(1 slot, gap 3): 3 each.
+    assert_eq!(parts.engine.replenisher.tick(), 6);
+    assert_eq!(lens(&parts), (3, 3, 2));
+    assert_eq!(parts.engine.replenisher.regions[0].stats.allocated, allocated + 6);
+    // At target: nothing moves.
+    assert_eq!(parts.engine.replenisher.tick(), 0);
+    // Shard 0 down to 1: it gets exactly its gap of 2 back, shard 1 nothing.
+    give_back(&mut parts, 0, 2);
+    assert_eq!(lens(&parts), (1, 3, 4));
+    assert_eq!(parts.engine.replenisher.tick(), 2);
+    assert_eq!(lens(&parts), (3, 3, 2));
+    assert_eq!(parts.engine.replenisher.regions[0].stats.allocated, allocated + 8);
+}

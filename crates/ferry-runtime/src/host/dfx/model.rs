@@ -422,4 +422,78 @@ mod tests {
         assert_eq!(bins, [Some((1, Some(0), 64)), Some((2, None, 0)), Some((3, Some(64), 64))]);
         assert_eq!(d.bin.len(), 128);
     }
+
+    /// What counts as consumed for the arena acknowledgement: every payload a collected chain
+    /// names, once, whether its bytes were copied or had already been overwritten by a later lap
+    /// (the device counts each payload it published; one left out would hold its arena gate
+    /// shut for good), and nothing for an argument without a payload. The count is published
+    /// to the device only by the acknowledgement hook, and only when it changed.
+    #[test]
+    fn every_named_payload_counts_once_for_the_acknowledgement_copied_or_overwritten() {
+        use super::super::sinks::ArgsAcks;
+        use crate::device::dfx::ArgsArena;
+        use ferry_abi::args_dump::{self, ArgsChainHead};
+        use ferry_abi::records::{self as abi, ArgsDumpRecord};
+        use ferry_dfx::{CollectSink, CollectedBuffer, ReplenishHooks};
+        use std::sync::atomic::{AtomicU64, Ordering};
+
+        let arena = Arc::new(ArgsArena::new(256));
+        let size = arena.size();
+        let consumed = Arc::new(vec![AtomicU64::new(0)]);
+        let mut sink = ArgsSink::new(vec![arena.clone()], consumed.clone());
+        let mut acks = ArgsAcks { arenas: vec![arena.clone()], consumed: consumed.clone() };
+        let tensor = |task: u64, payload_offset: u64, payload_size: u64| ArgsDumpRecord {
+            task_id: task,
+            role: abi::ARG_ROLE_INPUT,
+            ndims: 1,
+            dtype: abi::DType::Float32 as u8,
+            is_contiguous: 1,
+            payload_offset,
+            payload_size,
+            func_ids: [4, 0, 0],
+            func_count: 1,
+            shapes: [16, 0, 0, 0, 0],
+            strides: [1, 0, 0, 0, 0],
+            ..Default::default()
+        };
+        // One buffer, one chain per task.
+        let buffer = |rs: &[ArgsDumpRecord]| {
+            let mut words = Vec::new();
+            for r in rs {
+                let mut w = [0u64; 16];
+                let n = args_dump::start(&mut w, &ArgsChainHead::of(r)).unwrap();
+                let n = args_dump::push(&mut w, n, r).unwrap();
+                words.extend_from_slice(&w[..n]);
+            }
+            words
+        };
+        let collect = |s: &mut ArgsSink, seq: u32, words: &[u64]| {
+            s.on_buffer_collected(&CollectedBuffer {
+                lane: 0,
+                kind: 0,
+                seq,
+                queue: 0,
+                shard: 0,
+                records: words,
+            });
+        };
+        // Nothing collected: the hook publishes nothing.
+        acks.publish_arena_acks();
+        assert_eq!(arena.completed().load(Ordering::Relaxed), 0);
+        // Two payloads and an argument without one, in one buffer: two consumed.
+        arena.write_offset().store(128, Ordering::Relaxed);
+        collect(&mut sink, 0, &buffer(&[tensor(1, 0, 64), tensor(2, 0, 0), tensor(3, 64, 64)]));
+        assert_eq!(consumed[0].load(Ordering::Relaxed), 2);
+        assert_eq!(arena.completed().load(Ordering::Relaxed), 0, "only the hook acknowledges");
+        acks.publish_arena_acks();
+        assert_eq!(arena.completed().load(Ordering::Relaxed), 2);
+        // The cursor ran more than a lap past task 4's payload: its bytes are gone
+        // (overwritten), yet it was published and counts, or the device would wait for it.
+        arena.write_offset().store(128 + 2 * size, Ordering::Relaxed);
+        collect(&mut sink, 1, &buffer(&[tensor(4, 128, 64)]));
+        assert_eq!(consumed[0].load(Ordering::Relaxed), 3);
+        acks.publish_arena_acks();
+        assert_eq!(arena.completed().load(Ordering::Relaxed), 3);
+        assert_eq!(sink.lanes[0].payloads.len(), 4, "one entry per argument of walked buffers");
+    }
 }
