@@ -446,3 +446,47 @@ fn a_tick_tops_recycled_lanes_up_to_their_warm_target_from_the_reserve() {
     assert_eq!(lens(&parts), (3, 3, 2));
     assert_eq!(parts.engine.replenisher.regions[0].stats.allocated, allocated + 8);
 }
+
+/// Starved lanes are served first come, first served: two one-buffer lanes on one shard both
+/// publish their only buffer with nothing recycled, so both are listed for retry in arrival
+/// order (lane 0, then lane 1, which joins the back of the line). With one buffer recycled, the
+/// sweep's retry gives it to lane 0; lane 1 stays listed and gets the next one.
+#[test]
+fn starved_lanes_are_retried_in_arrival_order() {
+    let cfg = DfxBuilder::new(&A2A3)
+        .ready_queues(2)
+        .shards(1)
+        .lane(0, 0, 1)
+        .lane(1, 0, 1)
+        .records_per_buffer(2)
+        .policy(Policy::Drop)
+        .drop_wait_cycles(2)
+        .build::<u64>()
+        .unwrap();
+    let mem = Arc::new(SvmMemory::new(cfg.region_size(), 0x4000_0000));
+    let t = DfxTransport::<u64>::new(cfg, mem, Arc::new(VirtualClock::ticking(1))).unwrap();
+    let device = t.device_region();
+    let mut parts = t.into_parts(|_| sink());
+    let mut a = device.writer::<u64>(0, &[0]).unwrap();
+    let mut b = device.writer::<u64>(1, &[1]).unwrap();
+    for w in [&mut a, &mut b] {
+        w.record(0, 1);
+        w.record(0, 2);
+        assert!(!w.has_buffer(0));
+    }
+    assert!(parts.engine.drains[0].sweep());
+    assert_eq!(parts.retry_list(0), &[0, 1], "listed in arrival order");
+    parts.engine.collectors[0].drain_all();
+    assert_eq!(parts.engine.replenisher.tick(), 2);
+    // Hold one of the two recycled buffers back: only one is there to give.
+    let held = parts.engine.drains[0].regions[0].recycled[0].pop().unwrap();
+    assert!(!parts.engine.drains[0].sweep());
+    assert_eq!((parts.free_len(0), parts.free_len(1)), (1, 0), "the first listed is served first");
+    assert_eq!(parts.retry_list(0), &[1]);
+    // The held buffer arrives, the way the replenish thread routes a done buffer.
+    assert!(parts.engine.replenisher.regions[0].recycled[0][0].push(held).is_ok());
+    assert!(!parts.engine.drains[0].sweep());
+    assert_eq!((parts.free_len(0), parts.free_len(1)), (1, 1));
+    assert!(parts.retry_list(0).is_empty());
+    drop((a, b));
+}
