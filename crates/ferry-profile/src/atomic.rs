@@ -394,6 +394,7 @@ mod tests {
     /// writers, and reports the failing file.
     #[test]
     fn a_committer_keeps_order_and_stops_at_the_first_failure() {
+        let _bound = ferry_watchdog::bound("the committing thread");
         let d = tmpdir("committer");
         fs::create_dir_all(d.join("blocked")).unwrap();
         // A non-empty directory where "blocked" goes: its rename fails.
@@ -430,6 +431,7 @@ mod tests {
 
     #[test]
     fn failing_mid_write_leaves_no_file_and_no_temp() {
+        let _bound = ferry_watchdog::bound("the committing thread");
         let d = tmpdir("fail");
         let p = d.join("pmu.csv");
         let big = vec![b'x'; 100_000];
@@ -444,6 +446,7 @@ mod tests {
 
     #[test]
     fn the_count_is_the_size_of_the_file() {
+        let _bound = ferry_watchdog::bound("the committing thread");
         let d = tmpdir("count");
         let p = d.join("big.bin");
         // Small writes spanning several buffer flushes, then one write larger than the buffer.
@@ -464,6 +467,7 @@ mod tests {
 
     #[test]
     fn a_file_past_several_writeback_chunks_is_whole_and_hashed() {
+        let _bound = ferry_watchdog::bound("the committing thread");
         let d = tmpdir("writeback");
         let p = d.join("large.bin");
         let chunk = WRITEBACK_CHUNK_BYTES as usize;
@@ -483,6 +487,7 @@ mod tests {
 
     #[test]
     fn failing_rewrite_keeps_the_previous_file() {
+        let _bound = ferry_watchdog::bound("the committing thread");
         let d = tmpdir("keep");
         let p = d.join("deps.json");
         write_atomic(&p, |w| w.write_all(b"{\"v\":1}")).unwrap();
@@ -498,6 +503,7 @@ mod tests {
 
     #[test]
     fn panicking_writer_leaves_no_temp() {
+        let _bound = ferry_watchdog::bound("the committing thread");
         let d = tmpdir("panic");
         let p = d.join("sub").join("scope_stats.jsonl");
         let r = std::panic::catch_unwind(|| {

@@ -631,6 +631,7 @@ mod tests {
 
     #[test]
     fn dep_gen_chains_reassemble_into_whole_submits_across_buffers() {
+        let _bound = ferry_watchdog::bound("the DFX transport's threads");
         // Task 9 needs three chains of at most 16 words; each lands in its own buffer.
         let chains = chains_of(9, 3, 20, 16);
         assert_eq!(chains.len(), 3);
@@ -650,6 +651,7 @@ mod tests {
 
     #[test]
     fn dep_gen_lossy_lanes_keep_whole_submits_only() {
+        let _bound = ferry_watchdog::bound("the DFX transport's threads");
         let chains = chains_of(9, 3, 20, 16);
         // The middle chain's buffer was dropped: task 9 is incomplete, task 10 survives.
         let mut log = DepGenLog::default();
@@ -673,6 +675,7 @@ mod tests {
 
     #[test]
     fn args_record_converts() {
+        let _bound = ferry_watchdog::bound("the DFX transport's threads");
         let r = ArgsDumpRecord {
             task_id: 5,
             role: abi::ARG_ROLE_INOUT,
@@ -693,6 +696,7 @@ mod tests {
 
     #[test]
     fn args_payloads_come_from_the_arena_or_count_as_overwritten() {
+        let _bound = ferry_watchdog::bound("the DFX transport's threads");
         let arena: Vec<u8> = (0..64u8).collect();
         let rec = |off, size| ArgsDumpRecord {
             task_id: 1,
@@ -719,6 +723,7 @@ mod tests {
 
     #[test]
     fn shards_merge_in_sequence_order() {
+        let _bound = ferry_watchdog::bound("the DFX transport's threads");
         let mut a = LaneRecords::<u64>::default();
         let mut b = LaneRecords::<u64>::default();
         a.push(0, 1, &[3, 4]);

@@ -428,6 +428,7 @@ mod tests {
     /// (at least its full buffers) direct where the filesystem allows it, a smaller one never.
     #[test]
     fn every_size_and_piece_shape_is_written_whole_direct_or_not() {
+        let _bound = ferry_watchdog::bound("the writer thread");
         let d = tmp("sizes");
         let b = WRITE_BUFFER_BYTES;
         let sizes = [0, 1, 4095, 4096, b - 1, b, b + 1, b + 4096, 3 * b + 123, 5 * b];
@@ -476,6 +477,7 @@ mod tests {
     #[cfg(target_os = "linux")]
     #[test]
     fn a_full_disk_fails_the_file_direct_or_not() {
+        let _bound = ferry_watchdog::bound("the writer thread");
         for direct in [true, false] {
             for len in [WRITE_BUFFER_BYTES, 3 * WRITE_BUFFER_BYTES + 5] {
                 let f = std::fs::OpenOptions::new().write(true).open("/dev/full").unwrap();

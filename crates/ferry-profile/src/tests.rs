@@ -25,6 +25,7 @@ fn normalised(mut run: RunModel) -> RunModel {
 
 #[test]
 fn every_file_round_trips_under_both_policies() {
+    let _bound = ferry_watchdog::bound("the DFX transport's threads");
     for policy in [LossPolicy::Block, LossPolicy::Drop] {
         let d = tmpdir(&format!("rt-{policy:?}"));
         let run = normalised(sample_run(policy));
@@ -60,6 +61,7 @@ fn every_file_round_trips_under_both_policies() {
 
 #[test]
 fn every_file_carries_its_loss_accounting() {
+    let _bound = ferry_watchdog::bound("the DFX transport's threads");
     let d = tmpdir("loss");
     let run = sample_run(LossPolicy::Drop);
     write_run(&d, &run).unwrap();
@@ -94,6 +96,7 @@ fn every_file_carries_its_loss_accounting() {
 
 #[test]
 fn an_aborted_write_keeps_the_previous_file_whole() {
+    let _bound = ferry_watchdog::bound("the DFX transport's threads");
     let d = tmpdir("abort");
     let run = sample_run(LossPolicy::Block);
     write_run(&d, &run).unwrap();
@@ -117,6 +120,7 @@ fn an_aborted_write_keeps_the_previous_file_whole() {
 
 #[test]
 fn reading_an_empty_dir_is_a_typed_error() {
+    let _bound = ferry_watchdog::bound("the DFX transport's threads");
     let d = tmpdir("empty");
     assert!(matches!(read_run(&d), Err(OutputError::Empty(_))));
     fs::write(d.join(DEPS_FILE), b"{\"tasks\": [").unwrap();
@@ -126,6 +130,7 @@ fn reading_an_empty_dir_is_a_typed_error() {
 
 #[test]
 fn joined_tasks_are_ordered_and_complete_under_block() {
+    let _bound = ferry_watchdog::bound("the DFX transport's threads");
     let run = sample_run(LossPolicy::Block);
     let tasks = run.tasks();
     assert_eq!(tasks.len(), 6);
@@ -137,6 +142,7 @@ fn joined_tasks_are_ordered_and_complete_under_block() {
 
 #[test]
 fn report_lists_kernels_stalled_lanes_and_losses() {
+    let _bound = ferry_watchdog::bound("the DFX transport's threads");
     let block = views::report(&sample_run(LossPolicy::Block));
     for k in ["matmul", "add", "relu"] {
         assert!(block.contains(k), "{block}");
@@ -158,6 +164,7 @@ fn report_lists_kernels_stalled_lanes_and_losses() {
 
 #[test]
 fn kernel_stats_split_head_overhead() {
+    let _bound = ferry_watchdog::bound("the DFX transport's threads");
     let run = sample_run(LossPolicy::Block);
     let ks = views::kernel_stats(&run);
     let mm = ks.iter().find(|k| k.name == "matmul").unwrap();
@@ -168,6 +175,7 @@ fn kernel_stats_split_head_overhead() {
 
 #[test]
 fn html_views_are_self_contained() {
+    let _bound = ferry_watchdog::bound("the DFX transport's threads");
     let run = sample_run(LossPolicy::Block);
     for html in [views::swimlane_html(&run), views::scopes_html(run.scopes.as_ref().unwrap())] {
         assert!(html.starts_with("<!DOCTYPE html>"));
@@ -187,6 +195,7 @@ fn html_views_are_self_contained() {
 
 #[test]
 fn scope_usage_pairs_begin_and_end() {
+    let _bound = ferry_watchdog::bound("the DFX transport's threads");
     let s = sample_run(LossPolicy::Block).scopes.unwrap();
     let (u, unmatched) = views::scope_usage(&s);
     assert_eq!((u.len(), unmatched), (2, 0));
@@ -201,6 +210,7 @@ fn scope_usage_pairs_begin_and_end() {
 
 #[test]
 fn deps_and_dump_views() {
+    let _bound = ferry_watchdog::bound("the DFX transport's threads");
     let run = sample_run(LossPolicy::Block);
     let t = views::deps_text(&run);
     assert!(t.contains("6 tasks, 7 tensors, 4 edges (creator 2, explicit 1, tensormap 1)"), "{t}");
@@ -228,6 +238,7 @@ fn deps_and_dump_views() {
 
 #[test]
 fn records_through_the_transport_become_files() {
+    let _bound = ferry_watchdog::bound("the DFX transport's threads");
     use crate::collect::{add_aicore_records, LaneRecords};
     use ferry_abi::arch::A5;
     use ferry_abi::records::AicoreTaskRecord;
@@ -317,6 +328,7 @@ impl ferry_dfx::CollectSink<ferry_abi::records::AicoreTaskRecord> for SlowCollec
 
 #[test]
 fn shrunk_pool_stalls_are_intervals_on_the_starved_lane_only() {
+    let _bound = ferry_watchdog::bound("the DFX transport's threads");
     use ferry_abi::arch::A5;
     use ferry_abi::records::{AicoreTaskRecord, SWIMLANE_KIND_AICORE_TASK};
     use ferry_dfx::clock::SteadyClock;
@@ -453,6 +465,7 @@ fn shrunk_pool_stalls_are_intervals_on_the_starved_lane_only() {
 /// they fall back to `func<N>`.
 #[test]
 fn analyses_label_kernels_from_the_name_map() {
+    let _bound = ferry_watchdog::bound("the DFX transport's threads");
     let d = tmpdir("name-map");
     let mut run = sample_run(LossPolicy::Block);
     let names = run.kernels.clone();

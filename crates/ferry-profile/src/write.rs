@@ -606,6 +606,7 @@ mod tests {
     /// Each job goes to exactly one taker, and nobody starts one once another has failed.
     #[test]
     fn a_queue_hands_out_each_job_once_and_stops_after_a_failure() {
+        let _bound = ferry_watchdog::bound("the writer threads");
         let dir = std::env::temp_dir().join(format!("ferry-write-queue-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         let run = super::super::sample::scaled_run(500);
