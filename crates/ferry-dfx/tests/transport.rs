@@ -631,8 +631,8 @@ fn every_host_write_covers_only_host_owned_words() {
             s.spawn(move || {
                 let mut w = device.writer::<[u64; 2]>(q, &mine).unwrap();
                 for i in 0..200 {
-                    for j in 0..mine.len() {
-                        w.record(j, [mine[j] as u64, i]);
+                    for (j, &lane) in mine.iter().enumerate() {
+                        w.record(j, [lane as u64, i]);
                     }
                 }
                 w.finish();
