@@ -433,6 +433,7 @@ fn a_tick_tops_recycled_lanes_up_to_their_warm_target_from_the_reserve() {
     give_back(&mut parts, 1, 3);
     assert_eq!(lens(&parts), (0, 0, 8));
     let allocated = parts.engine.replenisher.regions[0].stats.allocated;
+    let ack_ticks = parts.engine.replenisher.regions[0].stats.ack_ticks;
     // Each shard short by 3 = max(1 slot, gap 3): 3 each.
     assert_eq!(parts.engine.replenisher.tick(), 6);
     assert_eq!(lens(&parts), (3, 3, 2));
@@ -445,6 +446,8 @@ fn a_tick_tops_recycled_lanes_up_to_their_warm_target_from_the_reserve() {
     assert_eq!(parts.engine.replenisher.tick(), 2);
     assert_eq!(lens(&parts), (3, 3, 2));
     assert_eq!(parts.engine.replenisher.regions[0].stats.allocated, allocated + 8);
+    // Every tick published the region's arena acks once.
+    assert_eq!(parts.engine.replenisher.regions[0].stats.ack_ticks, ack_ticks + 3);
 }
 
 /// Starved lanes are served first come, first served: two one-buffer lanes on one shard both
@@ -489,4 +492,52 @@ fn starved_lanes_are_retried_in_arrival_order() {
     assert_eq!((parts.free_len(0), parts.free_len(1)), (1, 1));
     assert!(parts.retry_list(0).is_empty());
     drop((a, b));
+}
+
+/// A done buffer goes to the recycled lane with the strictly largest deficit, which may be
+/// another shard's; such a move is counted as a rebalance (and a routed buffer), a return to the
+/// origin is not.
+#[test]
+fn a_done_buffer_goes_to_the_largest_deficit_and_counts_as_rebalanced() {
+    let cfg = DfxBuilder::new(&A2A3)
+        .ready_queues(2)
+        .shards(2)
+        .lane(0, 0, 1)
+        .lane(1, 0, 1)
+        .free_slots(1)
+        .reserve_buffers(8)
+        .warm_target(0, 3)
+        .records_per_buffer(2)
+        .policy(Policy::Drop)
+        .drop_wait_cycles(2)
+        .build::<u64>()
+        .unwrap();
+    let mem = Arc::new(SvmMemory::new(cfg.region_size(), 0x5000_0000));
+    let t = DfxTransport::<u64>::new(cfg, mem, Arc::new(VirtualClock::ticking(1))).unwrap();
+    let device = t.device_region();
+    let mut parts = t.into_parts(|_| sink());
+    let lens = |p: &Parts<u64, _>| {
+        let r = &p.engine.replenisher.regions[0];
+        (r.recycled[0][0].len(), r.recycled[1][0].len(), r.reserve.len())
+    };
+    assert_eq!(lens(&parts), (3, 3, 2));
+    // Shard 1's recycled lane and the reserve emptied (held here): shard 1 is short by 3.
+    let mut aside: Vec<u32> = std::mem::take(&mut parts.engine.replenisher.regions[0].reserve);
+    while let Some(b) = parts.engine.drains[1].regions[0].recycled[0].pop() {
+        aside.push(b);
+    }
+    assert_eq!((lens(&parts), aside.len()), ((3, 0, 0), 5));
+    // Lane 0 (shard 0) publishes its buffer; shard 0 gives it one of its recycled three.
+    let mut w = device.writer::<u64>(0, &[0]).unwrap();
+    w.record(0, 1);
+    w.record(0, 2);
+    assert!(parts.engine.drains[0].sweep());
+    assert_eq!((lens(&parts), parts.free_len(0)), ((2, 0, 0), 1));
+    parts.engine.collectors[0].drain_all();
+    // Deficits: shard 0 short by 1, shard 1 by 3: the buffer goes to shard 1.
+    assert_eq!(parts.engine.replenisher.tick(), 1);
+    assert_eq!(lens(&parts), (2, 1, 0));
+    let st = &parts.engine.replenisher.regions[0].stats;
+    assert_eq!((st.routed, st.rebalanced), (1, 1), "{st:?}");
+    drop(w);
 }
