@@ -645,8 +645,6 @@ fn every_host_write_covers_only_host_owned_words() {
     assert_eq!(report.totals(), (600, 600, 0));
     let writes: Vec<_> =
         spy.ops().into_iter().skip(init).filter(|o| o.kind == MemOpKind::Write).collect();
-    // Startup seeds every lane's free queue, and every collected buffer comes back through one.
-    assert!(writes.len() >= 2 * 75, "{} writes", writes.len());
     let (mut pushes, mut pops) = (0, 0);
     for w in &writes {
         let field = owned.iter().find(|(off, len, _)| w.off >= *off && w.off + w.len <= off + len);
@@ -659,7 +657,9 @@ fn every_host_write_covers_only_host_owned_words() {
             pops += 1;
         }
     }
-    // One tail write per push (75 buffers collected beyond the seeds of 6), one head write per
-    // pop of the 75 published buffers.
-    assert!(pushes >= 75 && pops >= 75, "pushes {pushes}, pops {pops}");
+    // One head write per pop of the 75 published buffers. Each lane published 25 buffers from
+    // a pool of 2, so at least 23 of them came back through a free-queue push (one tail write
+    // each); how many more (startup seeding, refills after the last record) depends on timing.
+    assert_eq!(pops, 75, "pushes {pushes}");
+    assert!(pushes >= 3 * 23, "pushes {pushes}");
 }
