@@ -1,0 +1,225 @@
+//! The repository's documents stand on their own: every relative link in the README and `docs/`
+//! resolves to a file of the repository, and no document or source file points a reader at a
+//! document the repository does not hold (or speaks of how the project was made).
+
+use std::path::{Path, PathBuf};
+
+/// The workspace root (this crate is `crates/ferry-cli`).
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().expect("workspace root")
+}
+
+/// Every file under `dir` whose name ends in one of `exts`, skipping build outputs, VCS data and
+/// installed test tooling.
+fn files(dir: &Path, exts: &[&str], out: &mut Vec<PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    for e in entries.flatten() {
+        let p = e.path();
+        let name = e.file_name().to_string_lossy().into_owned();
+        if p.is_dir() {
+            if matches!(name.as_str(), "target" | ".git" | "node_modules") || name.starts_with('.') && name != ".ci" {
+                continue;
+            }
+            files(&p, exts, out);
+        } else if exts.iter().any(|x| name.ends_with(x)) || (exts.contains(&"run") && name == "run") {
+            out.push(p);
+        }
+    }
+}
+
+/// The markdown documents a reader is pointed at: README, CONTRIBUTING, docs/, and the
+/// READMEs beside examples and crates.
+fn documents() -> Vec<PathBuf> {
+    let r = root();
+    let mut out = Vec::new();
+    files(&r, &[".md"], &mut out);
+    out.sort();
+    assert!(out.iter().any(|p| p.ends_with("README.md")), "no README.md found under {}", r.display());
+    out
+}
+
+/// The targets of inline markdown links `[text](target)` in `text`, outside code spans.
+fn link_targets(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut in_fence = false;
+    for line in text.lines() {
+        if line.trim_start().starts_with("```") {
+            in_fence = !in_fence;
+            continue;
+        }
+        if in_fence {
+            continue;
+        }
+        // Drop inline code spans so `a](b)` inside backticks is not taken for a link.
+        let mut clean = String::new();
+        let mut in_code = false;
+        for c in line.chars() {
+            if c == '`' {
+                in_code = !in_code;
+            } else if !in_code {
+                clean.push(c);
+            }
+        }
+        let mut rest = clean.as_str();
+        while let Some(i) = rest.find("](") {
+            let after = &rest[i + 2..];
+            let Some(end) = after.find(')') else { break };
+            let target = after[..end].split_whitespace().next().unwrap_or("").to_string();
+            out.push(target);
+            rest = &after[end..];
+        }
+    }
+    out
+}
+
+#[test]
+fn every_relative_link_in_the_documents_resolves() {
+    let mut broken = Vec::new();
+    let mut checked = 0;
+    for doc in documents() {
+        let text = std::fs::read_to_string(&doc).unwrap();
+        for target in link_targets(&text) {
+            if target.is_empty()
+                || target.starts_with('#')
+                || target.contains("://")
+                || target.starts_with("mailto:")
+            {
+                continue;
+            }
+            let path = target.split('#').next().unwrap();
+            checked += 1;
+            if !doc.parent().unwrap().join(path).exists() {
+                broken.push(format!("{}: {target}", doc.strip_prefix(root()).unwrap().display()));
+            }
+        }
+    }
+    assert!(checked > 10, "only {checked} relative links found: is the link parser broken?");
+    assert!(broken.is_empty(), "links to files that do not exist:\n{}", broken.join("\n"));
+}
+
+/// What a document or a doc comment may not say: a path or name of a document the repository
+/// does not hold, a section of one, or words about how the project was made.
+fn offence(line: &str) -> Option<&'static str> {
+    let l = line.to_ascii_lowercase();
+    const NAMES: &[(&str, &str)] = &[
+        ("../shared", "a path outside the repository"),
+        ("shared/specs", "a path outside the repository"),
+        ("shared/seeds", "a path outside the repository"),
+        ("design.md", "a design document the repository does not hold"),
+        ("style.md", "a style guide the repository does not hold"),
+        ("specs/", "a spec the repository does not hold"),
+        ("work period", "how the project was made"),
+        ("this session", "how the project was made"),
+        ("helpers.md", "how the project was made"),
+    ];
+    for (needle, why) in NAMES {
+        if l.contains(needle) {
+            return Some(why);
+        }
+    }
+    // "seed 004", "seed 000's": a design document by its number.
+    let b = l.as_bytes();
+    for (i, _) in l.match_indices("seed ") {
+        if b.len() >= i + 8 && b[i + 5..i + 8].iter().all(u8::is_ascii_digit) {
+            return Some("a design document the repository does not hold (by number)");
+        }
+    }
+    // "issue #822", "issue 9": an issue tracker the reader has no link to.
+    for (i, _) in l.match_indices("issue ") {
+        let at = if b.get(i + 6) == Some(&b'#') { i + 7 } else { i + 6 };
+        if b.get(at).is_some_and(u8::is_ascii_digit) {
+            return Some("an issue number without a link");
+        }
+    }
+    // "copy.md §3.10": a section of a spec.
+    if l.contains(".md §") {
+        return Some("a section of a document the repository does not hold");
+    }
+    // "the seventeenth session": numbered work periods.
+    for (i, _) in l.match_indices(" session") {
+        let word = l[..i].rsplit(|c: char| !c.is_ascii_alphabetic()).next().unwrap_or("");
+        if word.ends_with("th") || matches!(word, "first" | "second" | "third") {
+            return Some("how the project was made");
+        }
+    }
+    None
+}
+
+#[test]
+fn no_document_or_source_names_a_file_outside_the_repository() {
+    let r = root();
+    let mut all = Vec::new();
+    files(&r, &[".md", ".rs", ".toml", "run", ".sh", ".py", ".js", ".html"], &mut all);
+    let me = Path::new(file!()).file_name().unwrap();
+    let mut found = Vec::new();
+    for f in all.iter().filter(|f| f.file_name() != Some(me)) {
+        let Ok(text) = std::fs::read_to_string(f) else { continue };
+        for (n, line) in text.lines().enumerate() {
+            if let Some(why) = offence(line) {
+                let shown: String = line.trim().chars().take(140).collect();
+                found.push(format!("{}:{}: {why}: {shown}", f.strip_prefix(&r).unwrap().display(), n + 1));
+            }
+        }
+    }
+    assert!(all.len() > 100, "only {} files scanned", all.len());
+    assert!(found.is_empty(), "{} lines point outside the repository or at its making:\n{}", found.len(), found.join("\n"));
+}
+
+#[test]
+fn the_offence_rules_catch_what_they_name() {
+    assert!(offence("see ../shared/DESIGN.md").is_some());
+    assert!(offence("as seed 004's table says").is_some());
+    assert!(offence("(issue #822)").is_some());
+    assert!(offence("copy.md §3.10").is_some());
+    assert!(offence("since the seventeenth session").is_some());
+    assert!(offence("every figure of issue 9").is_some());
+    assert!(offence("removed with the last session on a directory").is_none());
+    assert!(offence("a DfxSession starts a session per run").is_none());
+    assert!(offence("seed = 42; the seed 4 times").is_none());
+    assert_eq!(link_targets("a [x](docs/a.md) `[y](no.md)` [z](b.md#c)"), ["docs/a.md", "b.md#c"]);
+}
+
+#[test]
+fn the_cli_reference_is_what_the_binary_parses() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_ferry"))
+        .arg("cli-reference")
+        .env_remove("FERRY_LOG")
+        .env_remove("FERRY_DIRECT_IO")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let generated = String::from_utf8(out.stdout).unwrap();
+    let committed = std::fs::read_to_string(root().join("docs/cli.md")).unwrap_or_default();
+    assert!(generated.contains("## ferry run") && generated.contains("--swimlane"), "{generated}");
+    assert!(
+        committed.trim_end() == generated.trim_end(),
+        "docs/cli.md differs from the options the binary parses; regenerate it with\n  \
+         cargo run -p ferry-cli -- cli-reference > docs/cli.md"
+    );
+}
+
+#[test]
+fn the_figures_page_is_what_its_json_renders() {
+    let dir = root().join("docs/figures");
+    let mut files: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "json"))
+        .collect();
+    files.sort();
+    assert!(files.len() >= 2, "docs/figures needs at least two invocations, found {}", files.len());
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_ferry"))
+        .current_dir(root())
+        .arg("figures")
+        .args(files.iter().map(|p| p.strip_prefix(root()).unwrap()))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let committed = std::fs::read_to_string(root().join("docs/figures.md")).unwrap();
+    assert!(
+        committed.trim_end() == String::from_utf8_lossy(&out.stdout).trim_end(),
+        "docs/figures.md differs from what its JSON renders; regenerate it with\n  \
+         cargo run -p ferry-cli -- figures docs/figures/*.json -o docs/figures.md"
+    );
+}
