@@ -1,5 +1,5 @@
 //! `ferry trace DIR`: the Perfetto protobuf trace (and, asked for, the Chrome JSON) of a run's
-//! files.
+//! files; what it wrote as text or, with `--json`, one JSON object (schema in docs/reports.md).
 use std::path::PathBuf;
 
 use clap::Args;
@@ -18,6 +18,10 @@ pub(crate) struct TraceArgs {
     /// that read nothing else; about twice the Perfetto trace's size).
     #[arg(long)]
     chrome_json: bool,
+    /// Print what was written as one JSON object: each file with its size, and the trace's
+    /// tracks, slices and counter values.
+    #[arg(long)]
+    json: bool,
 }
 
 /// Writes the traces; returns what to print.
@@ -29,6 +33,21 @@ pub(crate) fn execute(a: &TraceArgs) -> anyhow::Result<String> {
     let report = output::write_all(&out, &r.run, &opts)?;
     for f in &report.files {
         crate::analysis::record(&r, &f.path, Written { bytes: f.bytes, xxh3: f.xxh3 })?;
+    }
+    if a.json {
+        let t = report.trace.unwrap_or_default();
+        let files: Vec<serde_json::Value> = report
+            .files
+            .iter()
+            .map(|f| serde_json::json!({ "path": f.path.display().to_string(), "bytes": f.bytes }))
+            .collect();
+        let v = serde_json::json!({
+            "written": files,
+            "tracks": t.tracks,
+            "slices": t.slices,
+            "counter_values": t.counters,
+        });
+        return Ok(format!("{}\n", serde_json::to_string_pretty(&v)?));
     }
     Ok(summary(&out, &report))
 }
@@ -62,25 +81,37 @@ mod tests {
     fn writes_the_perfetto_trace_and_the_chrome_json_when_asked() {
         let d = sample_dir("trace", false);
         let msg =
-            execute(&TraceArgs { dir: d.path.clone(), out: None, chrome_json: false }).unwrap();
+            execute(&TraceArgs { dir: d.path.clone(), out: None, chrome_json: false, json: false })
+                .unwrap();
         assert!(msg.contains("tracks") && !msg.contains("Chrome"), "{msg}");
         let pb = std::fs::read(d.path.join(PERFETTO_FILE)).unwrap();
         assert_eq!(pb[0], 0x0A); // Trace.packet, length-delimited
         assert!(!d.path.join(CHROME_FILE).exists());
         let msg =
-            execute(&TraceArgs { dir: d.path.clone(), out: None, chrome_json: true }).unwrap();
+            execute(&TraceArgs { dir: d.path.clone(), out: None, chrome_json: true, json: false })
+                .unwrap();
         assert!(msg.contains("Chrome JSON"), "{msg}");
         let js: serde_json::Value =
             serde_json::from_slice(&std::fs::read(d.path.join(CHROME_FILE)).unwrap()).unwrap();
         assert!(js["traceEvents"].as_array().unwrap().len() > 10);
         assert_eq!(std::fs::read(d.path.join(PERFETTO_FILE)).unwrap(), pb);
+        let j =
+            execute(&TraceArgs { dir: d.path.clone(), out: None, chrome_json: true, json: true })
+                .unwrap();
+        let v: serde_json::Value = serde_json::from_str(&j).unwrap();
+        let w = v["written"].as_array().unwrap();
+        assert_eq!(w.len(), 2, "{v}");
+        assert!(w[0]["path"].as_str().unwrap().ends_with(PERFETTO_FILE), "{v}");
+        assert_eq!(w[0]["bytes"], pb.len() as u64);
+        assert!(v["tracks"].as_u64().unwrap() > 0 && v["slices"].as_u64().unwrap() >= 6, "{v}");
     }
 
     #[test]
     fn a_dir_without_files_is_an_error() {
         let d = crate::testdir::TestDir::new("trace-empty");
         let e =
-            execute(&TraceArgs { dir: d.path.clone(), out: None, chrome_json: false }).unwrap_err();
+            execute(&TraceArgs { dir: d.path.clone(), out: None, chrome_json: false, json: false })
+                .unwrap_err();
         let e = format!("{e:#}");
         assert!(e.contains("has no chip_swimlane_records.json") && e.contains("--swimlane"), "{e}");
     }
