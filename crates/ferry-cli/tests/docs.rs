@@ -17,11 +17,14 @@ fn files(dir: &Path, exts: &[&str], out: &mut Vec<PathBuf>) {
         let p = e.path();
         let name = e.file_name().to_string_lossy().into_owned();
         if p.is_dir() {
-            if matches!(name.as_str(), "target" | ".git" | "node_modules") || name.starts_with('.') && name != ".ci" {
+            if matches!(name.as_str(), "target" | ".git" | "node_modules")
+                || name.starts_with('.') && name != ".ci"
+            {
                 continue;
             }
             files(&p, exts, out);
-        } else if exts.iter().any(|x| name.ends_with(x)) || (exts.contains(&"run") && name == "run") {
+        } else if exts.iter().any(|x| name.ends_with(x)) || (exts.contains(&"run") && name == "run")
+        {
             out.push(p);
         }
     }
@@ -34,7 +37,11 @@ fn documents() -> Vec<PathBuf> {
     let mut out = Vec::new();
     files(&r, &[".md"], &mut out);
     out.sort();
-    assert!(out.iter().any(|p| p.ends_with("README.md")), "no README.md found under {}", r.display());
+    assert!(
+        out.iter().any(|p| p.ends_with("README.md")),
+        "no README.md found under {}",
+        r.display()
+    );
     out
 }
 
@@ -157,12 +164,21 @@ fn no_document_or_source_names_a_file_outside_the_repository() {
         for (n, line) in text.lines().enumerate() {
             if let Some(why) = offence(line) {
                 let shown: String = line.trim().chars().take(140).collect();
-                found.push(format!("{}:{}: {why}: {shown}", f.strip_prefix(&r).unwrap().display(), n + 1));
+                found.push(format!(
+                    "{}:{}: {why}: {shown}",
+                    f.strip_prefix(&r).unwrap().display(),
+                    n + 1
+                ));
             }
         }
     }
     assert!(all.len() > 100, "only {} files scanned", all.len());
-    assert!(found.is_empty(), "{} lines point outside the repository or at its making:\n{}", found.len(), found.join("\n"));
+    assert!(
+        found.is_empty(),
+        "{} lines point outside the repository or at its making:\n{}",
+        found.len(),
+        found.join("\n")
+    );
 }
 
 #[test]
