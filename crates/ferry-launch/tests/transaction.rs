@@ -183,7 +183,16 @@ fn kernels_run_after_publication_and_fork_and_get_the_payload_by_value() {
         );
         let receipt = r.slot.launch(&r.streams, kernels).unwrap();
         assert_eq!(Some(receipt.run()), r.slot.run());
-        assert!(rx_core.try_recv().is_err(), "AICore entry waits for the fork");
+        // The caller holds the AICPU stream back, so the fork cannot complete: the AICore
+        // stream ends up blocked on it. Wait for that state, or for the AICore entry to report
+        // (which it can only do with the wait missing), rather than guess the stream's thread
+        // has not run yet.
+        while !r.streams.aicore.blocked_on_event() {
+            assert!(rx_core.try_recv().is_err(), "the AICore entry ran before the fork");
+            std::thread::yield_now();
+        }
+        assert!(rx_core.try_recv().is_err(), "the AICore entry waits for the fork");
+        assert!(!r.streams.aicpu.is_idle(), "the descriptor copy is held behind the caller");
         gate.send(()).unwrap();
         assert_eq!(rx_core.recv().unwrap(), vec![9; 512]);
         let k = rx_cpu.recv().unwrap();

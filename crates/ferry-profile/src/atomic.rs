@@ -394,7 +394,7 @@ mod tests {
     /// writers, and reports the failing file.
     #[test]
     fn a_committer_keeps_order_and_stops_at_the_first_failure() {
-        let _bound = ferry_watchdog::bound("the committing thread");
+        let bound = ferry_watchdog::bound("the committing thread");
         let d = tmpdir("committer");
         fs::create_dir_all(d.join("blocked")).unwrap();
         // A non-empty directory where "blocked" goes: its rename fails.
@@ -406,14 +406,12 @@ mod tests {
             commit.write(&d.join(name), |w| w.write_all(name.as_bytes())).unwrap();
         }
         commit.write(&d.join("blocked"), |w| w.write_all(b"new")).unwrap();
-        // Handed over after the failure (whether or not it was seen yet): never renamed.
-        for _ in 0..10_000 {
-            if commit.failed() {
-                break;
-            }
+        // The committer reports the failed rename to the writers; a committer that never does
+        // keeps this loop going until the liveness bound fails the test.
+        bound.waiting_for("the committer to report the failed rename");
+        while !commit.failed() {
             std::thread::sleep(std::time::Duration::from_millis(1));
         }
-        assert!(commit.failed(), "the failed rename is reported to the writers");
         let n = commit.write(&d.join("after"), |w| w.write_all(b"new")).unwrap();
         assert_eq!(n.bytes, 3);
         drop(commit);

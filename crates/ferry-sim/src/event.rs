@@ -75,7 +75,7 @@ impl Event {
         self.0.bell.ring();
     }
 
-    fn reached(&self, gen: u64) -> bool {
+    pub(crate) fn reached(&self, gen: u64) -> bool {
         lock(&self.0.state).completed >= gen
     }
 

@@ -31,7 +31,7 @@ use crate::event::Event;
 use crate::fault::FaultPoint;
 use crate::memory::DevicePtr;
 use crate::overlap::CopyRendezvous;
-use crate::sync::{lock, Arc, AtomicU64, Condvar, Mutex, Ordering};
+use crate::sync::{lock, Arc, AtomicBool, AtomicU64, Condvar, Mutex, Ordering};
 use crate::wait::Doorbell;
 use std::collections::VecDeque;
 use std::sync::Weak;
@@ -101,6 +101,8 @@ struct Shared {
     cv: Condvar,
     /// Ops enqueued minus ops finished.
     pending: AtomicU64,
+    /// Whether the worker is blocked in a [`Stream::wait_event`] whose event has not completed.
+    blocked: AtomicBool,
     done: Doorbell,
     error: Mutex<Option<DeviceError>>,
 }
@@ -200,6 +202,7 @@ impl Stream {
             queue: Mutex::new(Queue { ops: VecDeque::new(), closed: false }),
             cv: Condvar::new(),
             pending: AtomicU64::new(0),
+            blocked: AtomicBool::new(false),
             done: Doorbell::new(),
             error: Mutex::new(None),
         });
@@ -364,6 +367,39 @@ impl Stream {
         let gen = event.armed();
         self.push(Op::Wait(event.clone(), gen));
         Ok(())
+    }
+
+    /// Whether the stream's worker is blocked in a [`wait_event`](Self::wait_event) for a
+    /// record that has not completed: nothing enqueued behind that wait has started, and
+    /// nothing will until the record completes. A test that holds the recording stream back
+    /// waits for this state (or for the work behind the wait to show up, when the wait is
+    /// missing) instead of guessing that the stream's thread has not run yet.
+    ///
+    /// # Examples
+    /// ```
+    /// use ferry_sim::{Arch, Event, PlatformBuilder};
+    /// let p = PlatformBuilder::new(Arch::A2a3).hbm_bytes(16 << 20).build()?;
+    /// let dev = p.device(0)?;
+    /// let (a, b) = (dev.create_stream()?, dev.create_stream()?);
+    /// let (tx, rx) = std::sync::mpsc::channel::<()>();
+    /// a.host_fn(move || {
+    ///     let _ = rx.recv();
+    /// });
+    /// let ev = Event::new();
+    /// a.record_event(&ev)?;
+    /// b.wait_event(&ev)?;
+    /// while !b.blocked_on_event() {
+    ///     std::thread::yield_now();
+    /// }
+    /// assert!(!ev.query());
+    /// tx.send(()).unwrap();
+    /// b.synchronize()?;
+    /// assert!(!b.blocked_on_event());
+    /// # Ok::<(), ferry_sim::DeviceError>(())
+    /// ```
+    pub fn blocked_on_event(&self) -> bool {
+        // Acquire: pairs with the worker's Release store of `true`, made before it blocks.
+        self.0.shared.blocked.load(Ordering::Acquire)
     }
 
     /// Whether all enqueued work has finished.
@@ -541,7 +577,14 @@ fn run(s: &Shared, op: Op) -> Result<(), DeviceError> {
             Ok(())
         }
         Op::Wait(ev, gen) => {
-            ev.wait_for(gen);
+            if !ev.reached(gen) {
+                // Release (both stores): the flag is raised after this op was dequeued, so a
+                // reader that sees it knows every later op is still queued; it is lowered
+                // before the worker goes on to them.
+                s.blocked.store(true, Ordering::Release);
+                ev.wait_for(gen);
+                s.blocked.store(false, Ordering::Release);
+            }
             Ok(())
         }
         Op::Host(f) => {

@@ -164,7 +164,12 @@ fn event_orders_work_across_two_streams() {
     b.wait_event(&ev).unwrap();
     let o = order.clone();
     b.host_fn(move || o.lock().unwrap().push("b"));
-    std::thread::sleep(Duration::from_millis(20));
+    // Stream b ends up blocked on the event; were the wait missing, its callback would show up
+    // in `order` instead. Either state is reached whatever the scheduler does.
+    while !b.blocked_on_event() {
+        assert!(order.lock().unwrap().is_empty(), "b ran before a's event");
+        std::thread::yield_now();
+    }
     assert!(order.lock().unwrap().is_empty(), "b must wait for a's event");
     assert!(!ev.query());
     gate_tx.send(()).unwrap();
