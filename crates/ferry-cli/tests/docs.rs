@@ -197,6 +197,7 @@ fn the_offence_rules_catch_what_they_name() {
 
 #[test]
 fn the_cli_reference_is_what_the_binary_parses() {
+    let _bound = ferry_watchdog::bound("the ferry binary");
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_ferry"))
         .arg("cli-reference")
         .env_remove("FERRY_LOG")
@@ -216,6 +217,7 @@ fn the_cli_reference_is_what_the_binary_parses() {
 
 #[test]
 fn the_figures_page_is_what_its_json_renders() {
+    let _bound = ferry_watchdog::bound("the ferry binary");
     let dir = root().join("docs/figures");
     let mut files: Vec<_> = std::fs::read_dir(&dir)
         .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))

@@ -12,6 +12,7 @@ fn ferry(args: &[&str]) -> std::process::Output {
 
 #[test]
 fn figures_gives_each_figure_as_the_range_over_the_invocations() {
+    let _bound = ferry_watchdog::bound("the ferry binary");
     let dir = tempfile_dir("figures-range");
     let run = |x: f64, y: f64| {
         serde_json::json!({
@@ -50,6 +51,7 @@ fn figures_gives_each_figure_as_the_range_over_the_invocations() {
 
 #[test]
 fn figures_refuses_a_file_that_is_not_a_bench_all_output() {
+    let _bound = ferry_watchdog::bound("the ferry binary");
     let dir = tempfile_dir("figures-bad");
     let f = dir.join("x.json");
     std::fs::write(&f, r#"{"area": "sim"}"#).unwrap();

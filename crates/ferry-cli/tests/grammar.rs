@@ -53,6 +53,7 @@ fn profiled() -> &'static Path {
 
 #[test]
 fn the_run_directory_comes_right_after_the_command() {
+    let _bound = ferry_watchdog::bound("the ferry binary's profiled run and analysis commands");
     let d = profiled().to_str().unwrap();
     let pages = tmpdir("pages");
     std::fs::create_dir_all(&pages).unwrap();
@@ -82,6 +83,7 @@ fn the_run_directory_comes_right_after_the_command() {
 
 #[test]
 fn every_command_that_writes_takes_o_and_out_for_where() {
+    let _bound = ferry_watchdog::bound("the ferry binary");
     for cmd in [&["run"][..], &["view"], &["scopes"], &["trace"], &["dump", "export"]] {
         let help = ok(&run(&[cmd, &["--help"]].concat()));
         assert!(help.contains("-o, --out <"), "{cmd:?}: {help}");
@@ -91,6 +93,7 @@ fn every_command_that_writes_takes_o_and_out_for_where() {
 
 #[test]
 fn replay_requires_its_task_and_says_so() {
+    let _bound = ferry_watchdog::bound("the ferry binary's profiled run and replay");
     let help = ok(&run(&["dump", "replay", "--help"]));
     let usage = help.lines().find(|l| l.starts_with("Usage:")).unwrap();
     assert!(usage.contains("--task <ID>") && !usage.contains("[--task"), "{usage}");
@@ -101,6 +104,7 @@ fn replay_requires_its_task_and_says_so() {
 
 #[test]
 fn optional_levels_say_their_bare_level_and_direct_io_says_on_or_off() {
+    let _bound = ferry_watchdog::bound("the ferry binary");
     let help = ok(&run(&["run", "--help"]));
     for (flag, bare) in [
         ("--swimlane [<LEVEL>]", "a bare --swimlane is level 4"),
@@ -121,6 +125,7 @@ fn optional_levels_say_their_bare_level_and_direct_io_says_on_or_off() {
 
 #[test]
 fn task_ids_print_one_way() {
+    let _bound = ferry_watchdog::bound("the ferry binary's profiled run and analysis commands");
     let d = profiled().to_str().unwrap();
     let deps = ok(&run(&["deps", d]));
     let list = ok(&run(&["dump", "list", d]));
@@ -135,6 +140,7 @@ fn task_ids_print_one_way() {
 
 #[test]
 fn a_user_error_is_one_line_without_a_backtrace() {
+    let _bound = ferry_watchdog::bound("the ferry binary");
     let o = run(&["report", "/nonexistent/ferry-run"]);
     assert_eq!(o.status.code(), Some(1));
     let e = text(&o.stderr);
@@ -162,6 +168,7 @@ fn a_user_error_is_one_line_without_a_backtrace() {
 
 #[test]
 fn a_truncated_input_is_a_non_zero_exit() {
+    let _bound = ferry_watchdog::bound("the ferry binary's profiled run and analysis commands");
     let d = tmpdir("truncated");
     std::fs::create_dir_all(&d).unwrap();
     // The original runtime's files, no manifest: read unverified.
@@ -184,6 +191,7 @@ fn a_truncated_input_is_a_non_zero_exit() {
 
 #[test]
 fn a_failed_run_keeps_a_profile_every_analysis_command_reads() {
+    let _bound = ferry_watchdog::bound("the ferry binary's run and analysis commands");
     let wl = tmpdir("bad.toml");
     let good = std::fs::read_to_string(
         Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/workloads/diamond.toml"),
@@ -237,6 +245,7 @@ fn a_failed_run_keeps_a_profile_every_analysis_command_reads() {
 
 #[test]
 fn a_profiled_run_says_where_its_files_are_and_what_to_do_next() {
+    let _bound = ferry_watchdog::bound("the ferry binary's run");
     let d = tmpdir("next");
     let o = ferry()
         .args(["run", "--example", "vector", "--small", "--swimlane", "--aic", "2", "--aiv", "4"])

@@ -97,6 +97,7 @@ fn a_workload_runs_the_template_librarys_kernels() {
 /// its output with `KernelError::Shape`, here in the second task of the file.
 #[test]
 fn a_loaded_kernels_error_names_the_kernel_its_message_and_the_task_line() {
+    let _bound = ferry_watchdog::bound("the ferry binary's run");
     let lib = template::template_lib().to_str().unwrap();
     let dir = std::env::temp_dir().join(format!("ferry-cli-kernel-error-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();

@@ -62,6 +62,9 @@ impl Drop for Tmp {
 
 #[test]
 fn a_scaffolded_library_builds_outside_the_workspace_and_runs() {
+    let _bound = ferry_watchdog::bound(
+        "cargo building the scaffolded library and the ferry binary running it",
+    );
     let crates = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     // Outside the checkout: no workspace manifest above it for cargo to find.
     let tmp = Tmp(std::env::temp_dir().join(format!("ferry-kernels-new-{}", std::process::id())));
@@ -164,6 +167,7 @@ scalars = [{ f32 = 2.0 }]
 
 #[test]
 fn cargo_packages_the_abi_crates() {
+    let _bound = ferry_watchdog::bound("cargo packaging the ABI crates");
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let target = Path::new(env!("CARGO_TARGET_TMPDIR")).join("package-abi");
     let t = target.to_str().unwrap();

@@ -100,6 +100,7 @@ fn a_reused_directory_holds_only_the_last_run() {
 /// the chip starts, naming what it would replace; the first profile stays as it was.
 #[test]
 fn a_complete_run_is_replaced_only_with_force() {
+    let _bound = ferry_watchdog::bound("the ferry binary's runs");
     let d = tmpdir("guard");
     let once = ["run", "--example", "vector", "--small", "--swimlane", "--aic", "2", "--aiv", "4"];
     ok(&ferry().args(once).arg("--out").arg(&d).output().unwrap());

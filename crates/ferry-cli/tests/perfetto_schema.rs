@@ -32,6 +32,7 @@ fn check(trace: &Path, expect: &str) -> (bool, serde_json::Value) {
 
 #[test]
 fn trace_of_an_all_five_run_decodes_with_perfettos_schema() {
+    let _bound = ferry_watchdog::bound("the ferry binary's run and python's perfetto decoder");
     let test = "trace_of_an_all_five_run_decodes_with_perfettos_schema";
     let why = "python3 with the `perfetto` package is missing (pip install perfetto)";
     if need(python_with_perfetto(), test, why).is_none() {

@@ -111,6 +111,7 @@ fn deltas(v: &Value, at: &str, out: &mut Vec<(String, i64)>) {
 
 #[test]
 fn the_static_critical_path_is_the_known_chain_and_a_run_against_itself_has_no_delta() {
+    let _bound = ferry_watchdog::bound("the ferry binary's profiled run and reports");
     let d = tmp("chain");
     profile(&workload(CHAIN), &d);
     let ds = d.to_str().unwrap();
@@ -187,6 +188,7 @@ fn the_static_critical_path_is_the_known_chain_and_a_run_against_itself_has_no_d
 /// the biggest improvement, last.
 #[test]
 fn diff_names_the_slower_kernel_first() {
+    let _bound = ferry_watchdog::bound("the ferry binary's profiled runs and diff");
     let (a, b) = (tmp("diff-a"), tmp("diff-b"));
     profile(&workload(CHAIN), &a);
     let slow = chain_with_mul_len(&tmp("diff-wl"), 32768);
@@ -211,6 +213,7 @@ fn diff_names_the_slower_kernel_first() {
 /// manifest (the file changed since the run) and without it (the parser's error).
 #[test]
 fn a_truncated_input_fails_report_and_diff() {
+    let _bound = ferry_watchdog::bound("the ferry binary's profiled run and reports");
     let d = tmp("truncated");
     profile(&workload(CHAIN), &d);
     let ds = d.to_str().unwrap();

@@ -117,6 +117,7 @@ fn check_interaction(v: &Value, hit_task: Option<&str>) {
 
 #[test]
 fn small_runs_page_zooms_pans_searches_and_shows_a_task() {
+    let _bound = ferry_watchdog::bound("the ferry binary and the headless browser");
     let test = "small_runs_page_zooms_pans_searches_and_shows_a_task";
     let missing = browser_missing();
     if need(missing.is_none(), test, missing.as_deref().unwrap_or("")).is_none() {
@@ -144,6 +145,7 @@ fn small_runs_page_zooms_pans_searches_and_shows_a_task() {
 
 #[test]
 fn storm_page_is_compact_stays_bounded_and_finds_a_task_by_id() {
+    let _bound = ferry_watchdog::bound("the ferry binary and the headless browser");
     let test = "storm_page_is_compact_stays_bounded_and_finds_a_task_by_id";
     let missing = browser_missing();
     if need(missing.is_none(), test, missing.as_deref().unwrap_or("")).is_none() {

@@ -282,6 +282,7 @@ fn check_names_the_line_and_a_bad_workload_does_not_run() {
 /// before anything starts) with the argument's `file:line:col`.
 #[test]
 fn an_add_length_mismatch_is_a_line_numbered_check_error() {
+    let _bound = ferry_watchdog::bound("the ferry binary");
     let d = tmp("add-len");
     std::fs::create_dir_all(&d).unwrap();
     let f = d.join("mismatch.toml");

@@ -128,6 +128,7 @@ fn rejects_overlapping_items_and_skips_empty_ones() {
 
 #[test]
 fn local_engine_copies_scattered_pages_and_leaves_rejected_ranges_alone() {
+    let _bound = ferry_watchdog::bound("the local copy engine's threads");
     let mut src = pattern(8192, 1);
     let mut dst = vec![0u8; 8192];
     let (s, d) = (host_ref(&mut src), host_ref(&mut dst));
@@ -147,6 +148,7 @@ fn local_engine_copies_scattered_pages_and_leaves_rejected_ranges_alone() {
 
 #[test]
 fn local_engine_splits_large_batches_over_threads() {
+    let _bound = ferry_watchdog::bound("the local copy engine's threads");
     let mut src = pattern(6 << 20, 3);
     let mut dst = vec![0u8; 6 << 20];
     let (s, d) = (host_ref(&mut src), host_ref(&mut dst));
@@ -159,6 +161,7 @@ fn local_engine_splits_large_batches_over_threads() {
 
 #[test]
 fn engines_split_the_pair_space_without_overlap() {
+    let _bound = ferry_watchdog::bound("the copy engines' threads");
     let p = platform(1);
     let hbm = HbmCopyEngine::new(p.clone(), Default::default());
     let local = LocalCopyEngine::default();
@@ -180,6 +183,7 @@ fn engines_split_the_pair_space_without_overlap() {
 
 #[test]
 fn composite_routes_a_mixed_batch_and_reports_unclaimed_items() {
+    let _bound = ferry_watchdog::bound("the copy engines' threads");
     let p = platform(1);
     let dev = p.device(0).unwrap().malloc(4096).unwrap();
     let d = TransferRef::device(0, dev, 4096);
@@ -224,6 +228,7 @@ proptest! {
         raw in proptest::collection::vec((0u64..1200, 0u64..1200, 0u64..200), 0..40),
         threads in 1usize..3,
     ) {
+        let _bound = ferry_watchdog::bound("the copy engine's threads");
         let mut src = pattern(1024, 7);
         let mut dst = vec![0xEEu8; 1024];
         let (s, d) = (host_ref(&mut src), host_ref(&mut dst));

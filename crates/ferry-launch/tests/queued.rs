@@ -59,6 +59,7 @@ fn launch(r: &mut Rig, slot: usize, fill: u8, k: EntryKernels) -> Result<(), Lau
 
 #[test]
 fn run_k_plus_1_is_queued_before_run_k_completes_and_each_retires_on_its_own_boundaries() {
+    let _bound = ferry_watchdog::bound("the two queued runs on the simulated chip");
     let mut r = rig();
     let (k0, gate0) = gated(Ok(()));
     launch(&mut r, 0, 1, k0).unwrap();
@@ -104,6 +105,7 @@ fn run_k_plus_1_is_queued_before_run_k_completes_and_each_retires_on_its_own_bou
 /// and the next run on the pair is clean.
 #[test]
 fn a_failure_in_run_k_while_k_plus_1_is_queued_fails_both_and_the_pair_recovers() {
+    let _bound = ferry_watchdog::bound("the failing run and the run queued behind it");
     for aicore_fails in [false, true] {
         let mut r = rig();
         let base = used(&r.dev);
@@ -154,6 +156,7 @@ fn a_failure_in_run_k_while_k_plus_1_is_queued_fails_both_and_the_pair_recovers(
 /// through the discharge, nothing leaks and the pair runs the next run.
 #[test]
 fn fault_injection_on_a_queued_launch() {
+    let _bound = ferry_watchdog::bound("the queued runs on the simulated chip");
     // Count run k+1's operations in a clean pass.
     let mut r = rig();
     let (k0, gate) = gated(Ok(()));

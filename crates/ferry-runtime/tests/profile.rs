@@ -7,6 +7,7 @@ use ferry_runtime::host::{DeviceRunner, RunnerConfig};
 
 #[test]
 fn one_session_spans_every_run_the_closure_launches_and_a_failure_keeps_the_profile() {
+    let _bound = ferry_watchdog::bound("the profiled runs on the simulated chip");
     let dir = std::env::temp_dir().join(format!("ferry-run-profiled-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     let mut runner = DeviceRunner::new(RunnerConfig::small(ferry_sim::Arch::A2a3)).unwrap();

@@ -34,6 +34,7 @@ fn runner(arch: Arch, variant: Variant) -> (DeviceRunner, ferry_runtime::example
 
 #[test]
 fn run_k_plus_1_is_queued_before_run_k_completes() {
+    let _bound = ferry_watchdog::bound("the two queued runs on the simulated chip");
     for (arch, variant) in [
         (Arch::A2a3, Variant::HostBuiltGraph),
         (Arch::A2a3, Variant::DeviceOrchestrated),
@@ -79,6 +80,7 @@ fn run_k_plus_1_is_queued_before_run_k_completes() {
 /// synchronisations from the gather's submission to the run's launch, and verifies.
 #[test]
 fn a_gather_chains_into_a_run_without_a_host_wait() {
+    let _bound = ferry_watchdog::bound("the gather and the run chained after it");
     for variant in [Variant::HostBuiltGraph, Variant::DeviceOrchestrated] {
         let (mut r, ex) = runner(Arch::A2a3, variant);
         let dev = r.device().clone();
@@ -128,6 +130,7 @@ fn a_gather_chains_into_a_run_without_a_host_wait() {
 /// In process a launch cannot wait on a stream event: a typed refusal, the run not lost.
 #[test]
 fn a_caller_dependency_in_process_is_refused() {
+    let _bound = ferry_watchdog::bound("the in-process runner");
     let mut r = DeviceRunner::new(RunnerConfig::small(Arch::A2a3).in_process()).unwrap();
     let ex = Example::Vector.build(Size::Small);
     r.register_callable(0, ex.callable.clone()).unwrap();
@@ -144,6 +147,7 @@ fn a_caller_dependency_in_process_is_refused() {
 /// [`RunError::AfterFailedRun`]; nothing leaks and the runner runs the next run.
 #[test]
 fn a_failed_run_k_fails_queued_run_k_plus_1_with_a_typed_error_and_the_runner_recovers() {
+    let _bound = ferry_watchdog::bound("the failing run and the run queued behind it");
     for variant in [Variant::HostBuiltGraph, Variant::DeviceOrchestrated] {
         let what = format!("{variant:?}");
         let (mut r, ex) = runner(Arch::A2a3, variant);

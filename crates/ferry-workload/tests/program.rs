@@ -153,6 +153,7 @@ fn run(
 /// same runner and verifies.
 #[test]
 fn the_runner_refuses_a_corrupt_program_and_stays_usable() {
+    let _bound = ferry_watchdog::bound("the workload's runs on the simulated chip");
     let wl = diamond();
     for arch in [Arch::A2a3, Arch::A5] {
         for (id, variant) in [(0, Variant::DeviceOrchestrated), (1, Variant::HostBuiltGraph)] {
@@ -207,6 +208,7 @@ fn the_runner_refuses_a_corrupt_program_and_stays_usable() {
 
 #[test]
 fn an_expected_checksum_or_values_that_differ_fail_verification() {
+    let _bound = ferry_watchdog::bound("the workload's run on the simulated chip");
     let text = DIAMOND.replace("verify = \"host-reference\"\n", "")
         + "[[expect]]\ntensor = \"out\"\nchecksum = 8128.0\n";
     let wl = Workload::parse(&text, "d.toml", Path::new("."), &BuiltinKernels, false).unwrap();

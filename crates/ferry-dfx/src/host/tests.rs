@@ -350,6 +350,7 @@ fn a_buffer_published_twice_is_counted_and_handed_on_once() {
 /// lands in shard 1's recycled lane, which never serves lane 0: lane 0 starves and drops.
 #[test]
 fn origin_wins_ties_end_to_end_a_lane_gets_its_buffer_back_from_its_own_shard() {
+    let _bound = ferry_watchdog::bound("the stepped writer's gates on the virtual clock");
     let cfg = DfxBuilder::new(&A2A3)
         .ready_queues(2)
         .shards(2)
@@ -400,6 +401,7 @@ fn origin_wins_ties_end_to_end_a_lane_gets_its_buffer_back_from_its_own_shard() 
 /// and stops at the target: stepped by hand, so the counts are exact.
 #[test]
 fn a_tick_tops_recycled_lanes_up_to_their_warm_target_from_the_reserve() {
+    let _bound = ferry_watchdog::bound("the stepped writer's gates on the virtual clock");
     let cfg = DfxBuilder::new(&A2A3)
         .ready_queues(2)
         .shards(2)
@@ -456,6 +458,7 @@ fn a_tick_tops_recycled_lanes_up_to_their_warm_target_from_the_reserve() {
 /// sweep's retry gives it to lane 0; lane 1 stays listed and gets the next one.
 #[test]
 fn starved_lanes_are_retried_in_arrival_order() {
+    let _bound = ferry_watchdog::bound("the stepped writer's gates on the virtual clock");
     let cfg = DfxBuilder::new(&A2A3)
         .ready_queues(2)
         .shards(1)
@@ -499,6 +502,7 @@ fn starved_lanes_are_retried_in_arrival_order() {
 /// origin is not.
 #[test]
 fn a_done_buffer_goes_to_the_largest_deficit_and_counts_as_rebalanced() {
+    let _bound = ferry_watchdog::bound("the stepped writer's gates on the virtual clock");
     let cfg = DfxBuilder::new(&A2A3)
         .ready_queues(2)
         .shards(2)

@@ -55,6 +55,7 @@ mod tests {
 
     #[test]
     fn anchors_are_monotonic_and_match_the_clock() {
+        let _bound = ferry_watchdog::bound("the clock anchors' stream round trips");
         let p = PlatformBuilder::new(Arch::A2a3).hbm_bytes(16 << 20).build().unwrap();
         let dev = p.device(0).unwrap();
         let mut a = ClockAnchors::new_sim();

@@ -331,6 +331,7 @@ mod tests {
 
     #[test]
     fn work_beside_runs_on_a_thread_or_here_when_none_can_be_had() {
+        let _bound = ferry_watchdog::bound("the work beside on its thread");
         let here = std::thread::current().id();
         let data = vec![1u64, 2, 3];
         std::thread::scope(|sc| {
@@ -352,6 +353,7 @@ mod tests {
 
     #[test]
     fn a_panic_beside_is_carried_on() {
+        let _bound = ferry_watchdog::bound("the panicking thread beside");
         let r = std::panic::catch_unwind(|| {
             std::thread::scope(|sc| beside(sc, Builder::new(), || panic!("conversion bug")).join())
         });
