@@ -1,16 +1,18 @@
 //! `ferry run`: the main job. Runs example workloads end to end on a simulated chip, verifies
 //! them against host references, and prints a summary.
-use crate::outdir::{RunDir, SUMMARY_FILE};
 use anyhow::{bail, Context};
 use clap::{Args, ValueEnum};
 use ferry_dfx::Policy;
 use ferry_profile::{
-    self as output, HostOrchestration, RunOutcome, WriteOptions, WritePhase, WriteProgress,
-    WriteReport,
+    self as output, HostOrchestration, RunDir, WriteOptions, WritePhase, WriteProgress,
+    WriteReport, SUMMARY_FILE,
 };
 use ferry_runtime::examples::{Example, ExampleRun, Size};
 use ferry_runtime::host::dfx::DfxOptions;
-use ferry_runtime::host::profile::{run_profiled, ProfileTarget, ProfiledRun, WrittenProfile};
+use ferry_runtime::host::profile::{
+    claim_run_dir, example_summary, run_profiled, run_summary, ProfileTarget, ProfiledRun,
+    WrittenProfile,
+};
 use ferry_runtime::host::{DeviceRunner, RunOutput, RunnerConfig, Variant};
 use ferry_sim::Arch;
 use indicatif::{ProgressBar, ProgressStyle};
@@ -189,10 +191,17 @@ struct Done {
 }
 
 impl RunArgs {
-    /// Claims `--out DIR` before the chip starts (refusing a complete earlier run there unless
-    /// `--force`); `None` without `--out`.
-    pub(super) fn claim(&self) -> anyhow::Result<Option<RunDir>> {
-        self.out.as_deref().map(|d| RunDir::claim(d, self.arch.name(), self.force)).transpose()
+    /// Claims `--out DIR` for a run on `cfg` before the chip starts (refusing a complete
+    /// earlier run there unless `--force`); `None` without `--out`.
+    pub(super) fn claim(&self, cfg: &RunnerConfig) -> anyhow::Result<Option<RunDir>> {
+        let command: Vec<String> = std::env::args().collect();
+        self.out
+            .as_deref()
+            .map(|d| {
+                claim_run_dir(d, cfg, &command, self.force)
+                    .with_context(|| format!("--out {}", d.display()))
+            })
+            .transpose()
     }
 
     /// What every `ferry run` (examples or a workload) derives from its flags: the runner's
@@ -235,7 +244,7 @@ pub(crate) fn run(a: &RunArgs) -> anyhow::Result<()> {
     };
     let size = if a.small { Size::Small } else { Size::Full };
     // Before the chip starts: a directory the run cannot own must not cost the run.
-    let mut run_dir = a.claim()?;
+    let mut run_dir = a.claim(&cfg)?;
     let several = examples.len() > 1;
     let mut runner = DeviceRunner::new(cfg).context("starting the simulated chip")?;
     if a.device.method() == ferry_runtime::host::LoadMethod::Preinstalled {
@@ -301,10 +310,22 @@ pub(crate) fn run(a: &RunArgs) -> anyhow::Result<()> {
         done.push(Done { example: ex, run, out, checksum, repeat });
     }
     print_summary(&done)?;
-    if let Some(mut rd) = run_dir {
-        write_outputs(&mut rd, a, &cfg, &done)?;
-        crate::stdout::outln!("wrote {}", rd.path().join(SUMMARY_FILE).display())?;
-        rd.commit(RunOutcome::Ok)?;
+    if let Some(rd) = run_dir {
+        let mut summary = run_summary(&cfg, variant);
+        summary.runs = done
+            .iter()
+            .map(|d| example_summary(d.example, &d.out, d.checksum, d.repeat.as_ref()))
+            .collect();
+        let outputs: Vec<(&str, &[f32])> = done
+            .iter()
+            .filter_map(|d| {
+                let t = d.out.tensors.get(d.run.output_tensor())?.as_deref()?;
+                Some((d.example.name(), t))
+            })
+            .collect();
+        let written = rd.path().join(SUMMARY_FILE);
+        rd.finish(&summary, &outputs)?;
+        crate::stdout::outln!("wrote {}", written.display())?;
     }
     print_next_steps(&profiles)?;
     runner.finalize()?;
@@ -346,16 +367,9 @@ pub(super) fn profiled<T>(
     let (traces, chrome) = a.dfx.traces();
     let bar = WriteBar::new(at.case);
     let progress = |p: WriteProgress| bar.update(p);
+    let write = WriteOptions { files: true, traces, chrome, progress: Some(&progress) };
     let target = match at.run_dir {
-        Some(rd) if dfx.any() => {
-            let dir = at.sub.map_or_else(|| rd.path().to_path_buf(), |s| rd.path().join(s));
-            Some(ProfileTarget {
-                out: rd.begun()?,
-                dir,
-                case: at.case.to_string(),
-                write: WriteOptions { files: true, traces, chrome, progress: Some(&progress) },
-            })
-        }
+        Some(rd) if dfx.any() => Some(ProfileTarget::in_run_dir(rd, at.sub, at.case, write)?),
         _ => None,
     };
     let ProfiledRun { run, profile } = run_profiled(runner, dfx, scratch_bytes, target, body)
@@ -376,19 +390,19 @@ pub(super) fn profiled<T>(
     Ok(Ran { run, profile })
 }
 
-/// A run that failed after its profile was collected: the profile is committed with the
-/// failure in its manifest, so the analysis commands read it and say the run failed; then the
-/// error ends the command. Without a profile nothing is committed (the directory keeps what it
-/// held).
+/// A run that failed: [`RunDir::fail`] commits a profile already collected with the failure in
+/// its manifest, so the analysis commands read it and say the run failed; then the error ends
+/// the command. Without a profile nothing is committed (the directory keeps what it held).
 pub(super) fn fail(
     run_dir: Option<RunDir>,
     profiles: &[ProfileDir],
     e: anyhow::Error,
 ) -> anyhow::Result<()> {
-    if let (Some(rd), false) = (run_dir, profiles.is_empty()) {
-        rd.commit(RunOutcome::Failed { error: format!("{e:#}") })?;
-        crate::stdout::outln!("the run failed; its profile is complete and readable")?;
-        print_next_steps(profiles)?;
+    if let Some(rd) = run_dir {
+        if rd.fail(&format!("{e:#}"))? {
+            crate::stdout::outln!("the run failed; its profile is complete and readable")?;
+            print_next_steps(profiles)?;
+        }
     }
     Err(e)
 }
@@ -503,51 +517,6 @@ fn print_summary(done: &[Done]) -> anyhow::Result<()> {
             wall.as_secs_f64() * 1e3,
             tasks as f64 / wall.as_secs_f64()
         )?;
-    }
-    Ok(())
-}
-
-fn write_outputs(
-    out: &mut RunDir,
-    a: &RunArgs,
-    cfg: &RunnerConfig,
-    done: &[Done],
-) -> anyhow::Result<()> {
-    let runs: Vec<serde_json::Value> = done
-        .iter()
-        .map(|d| {
-            let s = &d.out.stats;
-            let kernels: serde_json::Map<String, serde_json::Value> =
-                s.per_kernel.iter().map(|(k, n)| ((*k).to_string(), (*n).into())).collect();
-            serde_json::json!({
-                "example": d.example.name(),
-                "tasks": s.tasks,
-                "wall_s": s.wall.as_secs_f64(),
-                "tasks_per_s": s.tasks as f64 / s.wall.as_secs_f64(),
-                "per_kernel": kernels,
-                "verified": true,
-                "checksum": d.checksum,
-                "repeat": d.repeat.map_or(1, |r| r.runs),
-                "runs_per_s": d.repeat.map(|r| r.runs_per_s()),
-            })
-        })
-        .collect();
-    let summary = serde_json::json!({
-        "arch": a.arch.name(),
-        "aicpu_threads": cfg.aicpu_threads,
-        "aic": cfg.aic,
-        "aiv": cfg.aiv,
-        "variant": format!("{:?}", a.variant).to_lowercase(),
-        "path": cfg.path.to_string(),
-        "runs": runs,
-    });
-    out.write(SUMMARY_FILE, serde_json::to_string_pretty(&summary)?.as_bytes())?;
-    for d in done {
-        let t = d.run.output_tensor();
-        if let Some(Some(v)) = d.out.tensors.get(t) {
-            let bytes: Vec<u8> = v.iter().flat_map(|x| x.to_le_bytes()).collect();
-            out.write(&format!("{}.f32", d.example.name()), &bytes)?;
-        }
     }
     Ok(())
 }

@@ -6,7 +6,7 @@ use clap::Args;
 use ferry_profile::{views, Needs, SCOPES_DIR};
 
 /// Default file name of the page (inside DIR/scope_stats/).
-pub(crate) const SCOPES_HTML: &str = "scope_stats.html";
+pub(crate) use ferry_profile::SCOPES_HTML;
 
 #[derive(Debug, Args)]
 pub(crate) struct ScopesArgs {

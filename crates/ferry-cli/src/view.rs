@@ -5,7 +5,7 @@ use clap::Args;
 use ferry_profile::{views, Needs};
 
 /// Default file name of the page.
-pub(crate) const VIEW_FILE: &str = "swimlane.html";
+pub(crate) use ferry_profile::VIEW_FILE;
 
 #[derive(Debug, Args)]
 pub(crate) struct ViewArgs {

@@ -78,6 +78,7 @@ mod name_map;
 mod open;
 pub mod perfetto;
 mod pmu;
+mod run_dir;
 pub mod sample;
 mod scopes;
 mod sink;
@@ -123,6 +124,10 @@ pub use open::{inconsistencies, open_run, Need, Needs, OpenError, OpenedRun};
 pub use pmu::{
     pmu_counter_names, read_pmu, write_pmu, PmuRow, PmuTable, PMU_FILE, PMU_HEADER_PREFIX,
     PMU_LOSS_FILE,
+};
+pub use run_dir::{
+    run_dir_names, writing_run_dirs, ExampleSummary, RunDir, RunDirError, RunSummary, SummaryRun,
+    WorkloadSummary, SCOPES_HTML, SUMMARY_FILE, VIEW_FILE,
 };
 pub use scopes::{
     read_scopes, write_scopes, ScopePhase, ScopeRow, ScopeStats, HEAP_MAX_RUN_RESERVATION,

@@ -206,7 +206,7 @@ pub struct ManifestEntry {
 
 /// Whether `rel` is a path a manifest may name: relative, `/`-separated, no `.`/`..`
 /// components, no empty component, at most [`MAX_DEPTH`] deep.
-fn valid_rel(rel: &str) -> bool {
+pub(crate) fn valid_rel(rel: &str) -> bool {
     let parts: Vec<&str> = rel.split('/').collect();
     !rel.is_empty()
         && parts.len() <= MAX_DEPTH
@@ -477,6 +477,11 @@ impl OutDir {
         }
         self.manifest = Some(Manifest { files: Vec::new(), ..m });
         Ok(())
+    }
+
+    /// Whether [`OutDir::begin`] ran.
+    pub fn is_begun(&self) -> bool {
+        self.manifest.is_some()
     }
 
     /// Records a file this run wrote (`rel` to the directory).

@@ -2,10 +2,10 @@
 //! and compiled by `ferry-workload`, run like an example (both variants, every DFX flag: the
 //! name map and clock anchors are written for it) and verified as the file says.
 use super::{fail, print_next_steps, profiled, Place, RunArgs};
-use crate::outdir::SUMMARY_FILE;
 use anyhow::Context;
 use clap::{Args, Subcommand};
-use ferry_profile::RunOutcome;
+use ferry_profile::SUMMARY_FILE;
+use ferry_runtime::host::profile::{run_summary, workload_summary};
 use ferry_runtime::host::KernelRegistry;
 use ferry_runtime::host::{DeviceRunner, RunnerConfig, Variant};
 use ferry_workload::Workload;
@@ -78,7 +78,7 @@ pub(super) fn run(a: &RunArgs, file: &Path) -> anyhow::Result<()> {
         Workload::load(file, &builtin, a.small)?;
     }
     let (cfg, variant, dfx) = a.setup()?;
-    let mut run_dir = a.claim()?;
+    let mut run_dir = a.claim(&cfg)?;
     let mut runner = DeviceRunner::new(cfg).context("starting the simulated chip")?;
     if a.device.method() == ferry_runtime::host::LoadMethod::Preinstalled {
         crate::device_opts::install_preinstalled(&runner)?;
@@ -150,35 +150,17 @@ pub(super) fn run(a: &RunArgs, file: &Path) -> anyhow::Result<()> {
     )?;
     let per: Vec<String> = s.per_kernel.iter().map(|(k, n)| format!("{k} {n}")).collect();
     crate::stdout::outln!("{:<16} per kernel: {}", "", per.join(", "))?;
-    if let Some(mut rd) = run_dir {
-        let kernels: serde_json::Map<String, serde_json::Value> =
-            s.per_kernel.iter().map(|(k, n)| ((*k).to_string(), (*n).into())).collect();
-        let summary = serde_json::json!({
-            "arch": a.arch.name(),
-            "aicpu_threads": cfg.aicpu_threads,
-            "aic": cfg.aic,
-            "aiv": cfg.aiv,
-            "variant": format!("{:?}", a.variant).to_lowercase(),
-            "path": cfg.path.to_string(),
-            "runs": [{
-                "workload": wl.name(),
-                "file": file.display().to_string(),
-                "tasks": s.tasks,
-                "wall_s": s.wall.as_secs_f64(),
-                "per_kernel": kernels,
-                "verified": true,
-                "checksum": checksum,
-            }],
-        });
-        rd.write(SUMMARY_FILE, serde_json::to_string_pretty(&summary)?.as_bytes())?;
-        for (i, name) in wl.tensor_names().enumerate() {
-            if let Some(Some(v)) = out.tensors.get(i) {
-                let bytes: Vec<u8> = v.iter().flat_map(|x| x.to_le_bytes()).collect();
-                rd.write(&format!("{name}.f32"), &bytes)?;
-            }
-        }
-        crate::stdout::outln!("wrote {}", rd.path().join(SUMMARY_FILE).display())?;
-        rd.commit(RunOutcome::Ok)?;
+    if let Some(rd) = run_dir {
+        let mut summary = run_summary(&cfg, variant);
+        summary.runs.push(workload_summary(wl.name(), file, &out, checksum));
+        let outputs: Vec<(&str, &[f32])> = wl
+            .tensor_names()
+            .enumerate()
+            .filter_map(|(i, name)| Some((name, out.tensors.get(i)?.as_deref()?)))
+            .collect();
+        let written = rd.path().join(SUMMARY_FILE);
+        rd.finish(&summary, &outputs)?;
+        crate::stdout::outln!("wrote {}", written.display())?;
     }
     print_next_steps(&profiles)?;
     runner.finalize()?;

@@ -9,6 +9,11 @@
 //! (a kernel fault, a wrong result found by the closure) still leaves its profile: the caller
 //! commits the manifest with the run's [`RunOutcome`](ferry_profile::RunOutcome).
 //!
+//! The run's directory is a [`RunDir`]: claimed with [`claim_run_dir`] before the chip starts,
+//! a profile written into it through [`ProfileTarget::in_run_dir`], and at the end
+//! [`RunDir::finish`] (the [`RunSummary`] of [`run_summary`], [`example_summary`] or
+//! [`workload_summary`], and the output tensors) or [`RunDir::fail`].
+//!
 //! The steps are also available one by one ([`Profiler::start`], [`Profiler::finish`],
 //! [`write_profile`]) for a caller that interleaves its own work between them.
 //!
@@ -51,13 +56,15 @@
 use std::path::{Path, PathBuf};
 
 use ferry_profile::{
-    ClockAnchors, HostOrchestration, ManifestError, OutDir, OutputError, RunModel, WriteOptions,
-    WriteReport, Written, ANCHOR_POST, ANCHOR_PRE,
+    ClockAnchors, ExampleSummary, HostOrchestration, ManifestError, OutDir, OutputError, RunDir,
+    RunDirError, RunModel, RunSummary, SummaryRun, WorkloadSummary, WriteOptions, WriteReport,
+    Written, ANCHOR_POST, ANCHOR_PRE,
 };
 
 use super::dfx::{sample_clock_anchors, DfxChip, DfxError, DfxOptions, DfxSession};
-use super::DeviceRunner;
+use super::{DeviceRunner, RepeatReport, RunOutput, RunnerConfig, Variant};
 use crate::error::RunnerError;
+use crate::examples::Example;
 
 /// Why a profile could not be collected or written.
 #[derive(Debug, thiserror::Error)]
@@ -74,6 +81,9 @@ pub enum ProfileError {
     /// Recording a file in the manifest failed.
     #[error(transparent)]
     Manifest(#[from] ManifestError),
+    /// Starting to write the run's directory failed.
+    #[error(transparent)]
+    RunDir(#[from] RunDirError),
     /// A written file lies outside the claimed directory.
     #[error("{} is outside the output directory {}", file.display(), dir.display())]
     Outside {
@@ -186,6 +196,101 @@ pub struct ProfileTarget<'a> {
     pub case: String,
     /// Files, traces, progress.
     pub write: WriteOptions<'a>,
+}
+
+impl<'a> ProfileTarget<'a> {
+    /// The target of a profile named `case` in the run directory `rd`, in its subdirectory
+    /// `sub` when several profiles share it: starts writing `rd` (its earlier run's files go).
+    ///
+    /// # Errors
+    /// [`ProfileError::RunDir`]: starting to write the directory.
+    pub fn in_run_dir(
+        rd: &'a mut RunDir,
+        sub: Option<&str>,
+        case: &str,
+        write: WriteOptions<'a>,
+    ) -> Result<ProfileTarget<'a>, ProfileError> {
+        let dir = sub.map_or_else(|| rd.path().to_path_buf(), |s| rd.path().join(s));
+        Ok(ProfileTarget { out: rd.begun()?, dir, case: case.to_string(), write })
+    }
+}
+
+/// Every file a run may put in its output directory: the summary, the built-in examples'
+/// output tensors and the profile's files, at the top and in each example's subdirectory
+/// ([`ferry_profile::run_dir_names`] of [`Example::ALL`]).
+pub fn run_dir_names() -> Vec<String> {
+    let cases: Vec<&str> = Example::ALL.iter().map(|e| e.name()).collect();
+    ferry_profile::run_dir_names(&cases)
+}
+
+/// Claims `dir` for a run on `cfg`'s chip made by `command` (see [`RunDir::claim`]), before the
+/// chip starts.
+///
+/// # Errors
+/// As [`RunDir::claim`].
+pub fn claim_run_dir(
+    dir: &Path,
+    cfg: &RunnerConfig,
+    command: &[String],
+    force: bool,
+) -> Result<RunDir, RunDirError> {
+    RunDir::claim(dir, cfg.arch.name(), command, &run_dir_names(), force)
+}
+
+/// The [`RunSummary`] of runs on `cfg` built as `variant` (`device` or `host`), without runs.
+pub fn run_summary(cfg: &RunnerConfig, variant: Variant) -> RunSummary {
+    let variant = match variant {
+        Variant::DeviceOrchestrated => "device",
+        Variant::HostBuiltGraph => "host",
+    };
+    RunSummary::new(
+        cfg.arch.name(),
+        cfg.aicpu_threads,
+        cfg.aic,
+        cfg.aiv,
+        variant,
+        &cfg.path.to_string(),
+    )
+}
+
+fn per_kernel(out: &RunOutput) -> std::collections::BTreeMap<String, u64> {
+    out.stats.per_kernel.iter().cloned().collect()
+}
+
+/// A verified example run's summary entry: its output's figures, the checksum verification
+/// computed and, with `--repeat`, the repetition's.
+pub fn example_summary(
+    example: Example,
+    out: &RunOutput,
+    checksum: f64,
+    repeat: Option<&RepeatReport>,
+) -> SummaryRun {
+    let s = &out.stats;
+    SummaryRun::Example(ExampleSummary {
+        checksum,
+        example: example.name().to_string(),
+        per_kernel: per_kernel(out),
+        repeat: repeat.map_or(1, |r| r.runs),
+        runs_per_s: repeat.map(RepeatReport::runs_per_s),
+        tasks: s.tasks,
+        tasks_per_s: s.tasks as f64 / s.wall.as_secs_f64(),
+        verified: true,
+        wall_s: s.wall.as_secs_f64(),
+    })
+}
+
+/// A verified workload run's summary entry: the workload `name` from `file`.
+pub fn workload_summary(name: &str, file: &Path, out: &RunOutput, checksum: f64) -> SummaryRun {
+    let s = &out.stats;
+    SummaryRun::Workload(WorkloadSummary {
+        checksum,
+        file: file.display().to_string(),
+        per_kernel: per_kernel(out),
+        tasks: s.tasks,
+        verified: true,
+        wall_s: s.wall.as_secs_f64(),
+        workload: name.to_string(),
+    })
 }
 
 /// A profile written by [`run_profiled`].
