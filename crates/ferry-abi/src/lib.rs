@@ -7,7 +7,7 @@
 //! |---|---|
 //! | [`arch`] | the `a2a3` and `a5` arch profiles (threads, cores, clock, SVM, DFX budget) |
 //! | [`dfx`] | DFX transport region: ready queues, free queues, lane states, buffer geometry |
-//! | [`kernel_lib`] | the custom kernel-library ABI: the exported descriptor and kernel table, device and host call records, their checks |
+//! | [`kernel_lib`] | the custom kernel-library ABI: the exported descriptor and kernel table, device and host call records, their checks (`ferry-kernel-abi`'s, re-exported, as are the services table, the status codes and [`records::DType`]) |
 //! | [`launch`] | launch payloads (`KernelArgs`, `AicoreLaunchArgs`, `InitArgs`, `RegisterCallableArgs`, bootstrap blob, `DeviceArgs`) and their [`launch::AbiRecord`] byte images |
 //! | [`records`] | DFX subsystem records (ChipSwimlane, PMU, ScopeStats, ArgsDump) and the decoder of device-written buffers |
 //! | [`dep_gen`] | DepGen's variable-length per-submit chains: encoder and checked parser |
@@ -37,7 +37,7 @@ pub mod args_dump;
 pub mod dep_gen;
 pub mod dfx;
 pub mod handshake;
-pub mod kernel_lib;
+pub use ferry_kernel_abi::kernel_lib;
 pub mod launch;
 pub mod records;
 pub mod regs;

@@ -4,8 +4,8 @@
 //! device entry and a host reference, and a workload that runs them) under the user's name: its
 //! package, its `[lib] name` (so the built file is `lib<name>.so`) and the library name in
 //! `kernel_library!` all follow `NAME`. It depends on `ferry-kernel-abi` by path and is its own
-//! workspace, so `cargo build --release --offline` in it builds nothing of ferry but that crate
-//! and `ferry-abi`.
+//! workspace, so `cargo build --release --offline` in it builds nothing of ferry but that crate,
+//! which has no dependencies.
 use anyhow::{bail, Context};
 use clap::{Args, Subcommand};
 use std::path::{Path, PathBuf};

@@ -63,12 +63,3 @@ fn names_and_records() {
     assert_eq!(k.block_range(), (8, 10));
     assert_eq!(KernelCall { len: 5, ..Default::default() }.block_range(), (0, 5));
 }
-
-#[test]
-fn status_names_are_lowercase() {
-    for c in 0..=STATUS_UNKNOWN_KERNEL {
-        let s = status_name(c);
-        assert!(s.starts_with(|ch: char| ch.is_lowercase()), "{s}");
-    }
-    assert_eq!(status_name(-7), "unknown status");
-}

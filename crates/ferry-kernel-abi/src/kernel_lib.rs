@@ -1,7 +1,7 @@
 //! The custom kernel-library ABI: what a user's kernel cdylib exports and how ferry calls it.
 //!
-//! A kernel library is a shared object built against the `ferry-kernel-abi` crate (which
-//! re-exports this module and adds a macro and safe wrappers). It exports one function,
+//! A kernel library is a shared object built against this crate (whose root re-exports this
+//! module and adds a macro and safe wrappers). It exports one function,
 //! [`EXPORT_KERNEL_LIBRARY`], returning a pointer to a static [`KernelLibraryDesc`]: a magic, the
 //! [`KERNEL_LIB_ABI_VERSION`] the library was built against, the sizes of the two records (so a
 //! loader of another version never reads a record of the wrong shape) and a table of
@@ -23,19 +23,19 @@
 //!
 //! # Ids
 //!
-//! Loaded kernels get ids from [`CUSTOM_KERNEL_BASE`] up, in load order (the built-in kernels
-//! are `0..KERNEL_COUNT` of [`crate::services`]); at most [`MAX_CUSTOM_KERNELS`] per runner.
+//! Loaded kernels get ids from [`CUSTOM_KERNEL_BASE`] up, in load order (ferry's built-in
+//! kernels take the ids below it); at most [`MAX_CUSTOM_KERNELS`] per runner.
 //!
 //! # Examples
 //!
 //! ```
-//! use ferry_abi::kernel_lib::{c_name, validate_entries, KernelEntry, CORE_AIV};
+//! use ferry_kernel_abi::kernel_lib::{c_name, validate_entries, KernelEntry, CORE_AIV};
 //! let e = KernelEntry { name: c_name("saxpy"), core: CORE_AIV, min_tensors: 3, max_tensors: 3,
 //!     scalar_count: 1, scalar_dtypes: [0, 0, 0, 0], max_blocks: 64, ..KernelEntry::EMPTY };
 //! // No device entry: refused.
 //! assert!(validate_entries(&[e]).is_err());
 //! ```
-use crate::records::DType;
+use crate::dtype::DType;
 use crate::services::DeviceServices;
 
 /// Version of this ABI; a loader refuses a library built against another.
@@ -610,7 +610,7 @@ mod tests {
 
     #[test]
     fn custom_range_and_names() {
-        assert!(!is_custom_kernel(crate::services::KERNEL_COUNT));
+        assert!(!is_custom_kernel(CUSTOM_KERNEL_BASE - 1));
         assert!(is_custom_kernel(CUSTOM_KERNEL_BASE));
         assert!(is_custom_kernel(CUSTOM_KERNEL_BASE + MAX_CUSTOM_KERNELS - 1));
         assert!(!is_custom_kernel(CUSTOM_KERNEL_BASE + MAX_CUSTOM_KERNELS));
