@@ -18,7 +18,8 @@ pub(crate) fn execute(a: &DepsArgs) -> anyhow::Result<String> {
     // deps.json, and the swimlane when it is there: never the PMU rows or the payloads.
     let r = crate::analysis::open(&a.dir, &Needs::DEPS)?;
     if a.json {
-        let l = analysis::deps_listing(&r.run).expect("open_run: a required file is read");
+        let mut l = analysis::deps_listing(&r.run).expect("open_run: a required file is read");
+        l.outcome = r.outcome.clone();
         return Ok(format!("{}\n", serde_json::to_string_pretty(&l)?));
     }
     Ok(views::deps_text(&r.run))

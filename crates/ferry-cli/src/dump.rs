@@ -107,10 +107,13 @@ pub(crate) fn execute(a: &DumpArgs) -> anyhow::Result<String> {
         arg_index: f.arg,
     };
     match &a.action {
-        DumpAction::List { filter: f, json: true, .. } => Ok(format!(
-            "{}\n",
-            serde_json::to_string_pretty(&analysis::dump_listing(dump, &filter(f)))?
-        )),
+        DumpAction::List { filter: f, json: true, .. } => {
+            let l = analysis::DumpListing {
+                outcome: r.outcome.clone(),
+                ..analysis::dump_listing(dump, &filter(f))
+            };
+            Ok(format!("{}\n", serde_json::to_string_pretty(&l)?))
+        }
         DumpAction::List { filter: f, .. } => Ok(views::dump_list(dump, &filter(f))),
         DumpAction::Export { out, filter: f, .. } => {
             let paths = views::dump_export(dump, &filter(f), out)?;

@@ -23,7 +23,7 @@ pub(crate) struct ReportArgs {
 /// unreadable (truncated, changed since the run) is an error.
 pub(crate) fn build(dir: &std::path::Path) -> anyhow::Result<Report> {
     let r = crate::analysis::open(dir, &Needs::REPORT)?;
-    Ok(analysis::report(&r.run))
+    Ok(analysis::report_opened(&r))
 }
 
 pub(crate) fn execute(a: &ReportArgs) -> anyhow::Result<String> {

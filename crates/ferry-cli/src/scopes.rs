@@ -44,6 +44,7 @@ pub(crate) fn execute(a: &ScopesArgs) -> anyhow::Result<String> {
             "unmatched_records": unmatched,
             "worst": worst,
             "risk": views::risk_class(worst),
+            "outcome": r.outcome,
         });
         return Ok(format!("{}\n", serde_json::to_string_pretty(&v)?));
     }

@@ -46,6 +46,7 @@ pub(crate) fn execute(a: &TraceArgs) -> anyhow::Result<String> {
             "tracks": t.tracks,
             "slices": t.slices,
             "counter_values": t.counters,
+            "outcome": r.outcome,
         });
         return Ok(format!("{}\n", serde_json::to_string_pretty(&v)?));
     }

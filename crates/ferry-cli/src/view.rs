@@ -1,4 +1,5 @@
-//! `ferry view DIR`: one self-contained HTML swimlane (no network, no external scripts).
+//! `ferry view DIR`: one self-contained HTML swimlane (no network, no external scripts); what it
+//! wrote as a line of text or, with `--json`, one JSON object (schema in docs/reports.md).
 use std::path::PathBuf;
 
 use clap::Args;
@@ -14,12 +15,32 @@ pub(crate) struct ViewArgs {
     /// Where this command writes its output: the page (default: DIR/swimlane.html).
     #[arg(short, long, value_name = "FILE")]
     out: Option<PathBuf>,
+    /// Print what was written as one JSON object: the page, its size, what it draws and how the
+    /// run ended (schema: docs/reports.md).
+    #[arg(long)]
+    json: bool,
 }
 
 pub(crate) fn execute(a: &ViewArgs) -> anyhow::Result<String> {
     let r = crate::analysis::open(&a.dir, &Needs::TRACE)?;
     let out = a.out.clone().unwrap_or_else(|| a.dir.join(VIEW_FILE));
-    crate::analysis::write_output(&r, &out, views::swimlane_html(&r.run).as_bytes())?;
+    let page = views::swimlane_html(&r.run);
+    crate::analysis::write_output(&r, &out, page.as_bytes())?;
+    if a.json {
+        let tasks = r.run.tasks();
+        let distinct: std::collections::HashSet<u64> = tasks.iter().map(|t| t.task_id).collect();
+        let cores: std::collections::BTreeSet<u32> = tasks.iter().map(|t| t.core).collect();
+        let v = serde_json::json!({
+            "written": out.display().to_string(),
+            "bytes": page.len(),
+            "tasks": distinct.len(),
+            "blocks": tasks.len(),
+            "cores": r.run.meta.num_cores(),
+            "busy_cores": cores.len(),
+            "outcome": r.outcome,
+        });
+        return Ok(format!("{}\n", serde_json::to_string_pretty(&v)?));
+    }
     Ok(format!("{}\n", out.display()))
 }
 
@@ -35,11 +56,29 @@ mod tests {
     #[test]
     fn page_is_self_contained_and_shows_the_stall() {
         let d = sample_dir("view", false);
-        execute(&ViewArgs { dir: d.path.clone(), out: None }).unwrap();
+        execute(&ViewArgs { dir: d.path.clone(), out: None, json: false }).unwrap();
         let html = std::fs::read_to_string(d.path.join(VIEW_FILE)).unwrap();
         assert!(!html.contains("http://") && !html.contains("https://"));
         assert!(!html.contains("<script src"));
         assert!(html.contains("aicpu_task/core1 stall"));
         assert!(html.contains("core0 (aic)"));
+    }
+
+    #[test]
+    fn json_says_what_was_written_and_drawn() {
+        let d = sample_dir("view-json", false);
+        let page = d.path.join("page.html");
+        let a = ViewArgs { dir: d.path.clone(), out: Some(page.clone()), json: true };
+        let v: serde_json::Value = serde_json::from_str(&execute(&a).unwrap()).unwrap();
+        assert_eq!(v["written"], page.display().to_string());
+        assert_eq!(v["bytes"], std::fs::metadata(&page).unwrap().len());
+        let run = ferry_profile::read_run(&d.path).unwrap();
+        let tasks = run.tasks();
+        let distinct: std::collections::HashSet<u64> = tasks.iter().map(|t| t.task_id).collect();
+        assert_eq!(v["tasks"], distinct.len(), "{v}");
+        assert_eq!(v["blocks"], tasks.len(), "{v}");
+        assert_eq!(v["cores"], run.meta.num_cores(), "{v}");
+        assert!(v["busy_cores"].as_u64().unwrap() <= v["cores"].as_u64().unwrap(), "{v}");
+        assert_eq!(v["outcome"], serde_json::Value::Null, "no manifest: not recorded");
     }
 }

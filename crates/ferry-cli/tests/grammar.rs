@@ -230,6 +230,28 @@ fn a_failed_run_keeps_a_profile_every_analysis_command_reads() {
         ok(&o);
         assert!(text(&o.stderr).contains("failed"), "{args:?}: {}", text(&o.stderr));
     }
+    // The report says it in its text, and every command's JSON carries the outcome.
+    let r = ok(&run(&["report", ds]));
+    assert!(r.lines().nth(1).is_some_and(|l| l.starts_with("the run failed")), "{r}");
+    assert!(r.contains("wrong result"), "{r}");
+    let pg = page.to_str().unwrap();
+    for args in [
+        vec!["report", ds, "--json"],
+        vec!["deps", ds, "--json"],
+        vec!["dump", "list", ds, "--json"],
+        vec!["scopes", ds, "--json"],
+        vec!["trace", ds, "--json"],
+        vec!["view", ds, "-o", pg, "--json"],
+    ] {
+        let v: serde_json::Value = serde_json::from_str(&ok(&run(&args))).unwrap();
+        assert_eq!(v["outcome"]["status"], "failed", "{args:?}: {v}");
+        assert!(v["outcome"]["error"].as_str().unwrap().contains("wrong result"), "{v}");
+    }
+    let v: serde_json::Value =
+        serde_json::from_str(&ok(&run(&["diff", ds, profiled().to_str().unwrap(), "--json"])))
+            .unwrap();
+    assert_eq!(v["outcome"][0]["status"], "failed", "{v}");
+    assert_eq!(v["outcome"][1]["status"], "ok", "{v}");
     // An interrupted run stays refused.
     let mut m = m;
     m.complete = false;

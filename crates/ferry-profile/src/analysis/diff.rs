@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use super::critical::StaticPath;
 use super::{Report, REPORT_FORMAT};
+use crate::RunOutcome;
 
 /// A value of A and of B, and `b − a`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -96,6 +97,9 @@ pub struct LossDiff {
 pub struct Diff {
     /// [`REPORT_FORMAT`].
     pub format: u32,
+    /// How each run ended, A then B ([`Report::outcome`]).
+    #[serde(default)]
+    pub outcome: [Option<RunOutcome>; 2],
     /// Wall time, in nanoseconds.
     pub wall_ns: Pair,
     /// Distinct tasks that ran.
@@ -227,6 +231,7 @@ pub fn diff(a: &Report, b: &Report) -> Diff {
     };
     Diff {
         format: REPORT_FORMAT,
+        outcome: [a.outcome.clone(), b.outcome.clone()],
         wall_ns: Pair::new(a.run.wall_ns, b.run.wall_ns),
         tasks: Pair::new(a.run.tasks, b.run.tasks),
         blocks: Pair::new(a.run.blocks, b.run.blocks),

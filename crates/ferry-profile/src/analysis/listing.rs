@@ -8,6 +8,7 @@ use super::super::args::ArgsDump;
 use super::super::model::RunModel;
 use super::super::views::{format_scalar, DumpFilter};
 use super::task_hex;
+use crate::RunOutcome;
 
 /// The dependency graph of a run, as `ferry deps` lists it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -24,6 +25,10 @@ pub struct DepsListing {
     pub hb_violations: Vec<HbViolation>,
     /// Every task, in submission order.
     pub task_list: Vec<DepsTask>,
+    /// How the run ended, from its manifest (`None`: not recorded); set by the caller that
+    /// opened the run ([`OpenedRun::outcome`](crate::OpenedRun::outcome)).
+    #[serde(default)]
+    pub outcome: Option<RunOutcome>,
 }
 
 /// A happens-before violation.
@@ -123,6 +128,7 @@ pub fn deps_listing(run: &RunModel) -> Option<DepsListing> {
         edges_by_source: by_source,
         hb_violations,
         task_list,
+        outcome: None,
     })
 }
 
@@ -141,6 +147,10 @@ pub struct DumpListing {
     pub dropped_overwrite: u64,
     /// The arguments that pass the filter, in the dump's order.
     pub args: Vec<DumpedArgRow>,
+    /// How the run ended, from its manifest (`None`: not recorded); set by the caller that
+    /// opened the run ([`OpenedRun::outcome`](crate::OpenedRun::outcome)).
+    #[serde(default)]
+    pub outcome: Option<RunOutcome>,
 }
 
 /// One dumped argument.
@@ -197,5 +207,6 @@ pub fn dump_listing(d: &ArgsDump, f: &DumpFilter) -> DumpListing {
         dropped_records: d.dropped_records,
         dropped_overwrite: d.dropped_overwrite,
         args,
+        outcome: None,
     }
 }

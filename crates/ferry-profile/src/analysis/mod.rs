@@ -33,6 +33,7 @@ use serde::{Deserialize, Serialize};
 
 use super::model::{CoreType, LossPolicy, RunModel};
 use super::views::{kernel_stats, stall_inflated_tasks};
+use super::{OpenedRun, RunOutcome};
 
 mod critical;
 mod diff;
@@ -66,6 +67,11 @@ pub struct Report {
     pub format: u32,
     /// The run as a whole.
     pub run: RunSummary,
+    /// How the run ended, from its manifest (`None`: not recorded — no manifest, or one from
+    /// before outcomes were recorded). A failed run's profile is complete; its figures are
+    /// those of the run that failed.
+    #[serde(default)]
+    pub outcome: Option<RunOutcome>,
     /// One row per kernel, the most device time (Σ exec) first.
     pub kernels: Vec<KernelRow>,
     /// One row per core of the run, by core id.
@@ -319,7 +325,14 @@ pub fn report(run: &RunModel) -> Report {
         loss: loss(run),
         critical_path: critical_paths(run, &tasks),
         run: summary,
+        outcome: None,
     }
+}
+
+/// The [`Report`] of a run opened from its directory ([`open_run`](crate::open_run)), with the
+/// run's outcome from its manifest.
+pub fn report_opened(opened: &OpenedRun) -> Report {
+    Report { outcome: opened.outcome.clone(), ..report(&opened.run) }
 }
 
 /// Per-core busy time: the union of each core's block intervals, one sort per core.

@@ -266,3 +266,29 @@ fn listings_name_tasks_one_way() {
     assert_eq!(scalar.value.as_deref(), Some("42"));
     assert_eq!(d.args[0].payload_bytes, Some(16));
 }
+
+/// A failed run's outcome reaches the report (JSON and text) and both sides of a diff; a run
+/// whose outcome is not recorded says nothing of it.
+#[test]
+fn a_failed_runs_outcome_is_in_the_report_and_the_diff() {
+    let ok = report(&sample_run(LossPolicy::Block));
+    assert_eq!(ok.outcome, None);
+    assert!(!ok.text(None).contains("failed"), "{}", ok.text(None));
+    let error = "workload `chain` produced a wrong result: checksum 1 != 2".to_string();
+    let failed =
+        Report { outcome: Some(RunOutcome::Failed { error: error.clone() }), ..ok.clone() };
+    let t = failed.text(None);
+    assert!(t.lines().nth(1).unwrap().starts_with("the run failed"), "{t}");
+    assert!(t.contains(&error), "{t}");
+    let v = serde_json::to_value(&failed).unwrap();
+    assert_eq!(v["outcome"]["status"], "failed", "{v}");
+    assert_eq!(v["outcome"]["error"], error.as_str(), "{v}");
+    let good = Report { outcome: Some(RunOutcome::Ok), ..ok.clone() };
+    assert_eq!(serde_json::to_value(&good).unwrap()["outcome"]["status"], "ok");
+    let d = diff(&good, &failed);
+    assert!(d.is_zero(), "the figures are the same run's");
+    assert_eq!(d.outcome, [Some(RunOutcome::Ok), failed.outcome.clone()]);
+    let t = d.text(None);
+    assert!(t.contains(&format!("run B failed (its profile is complete): {error}")), "{t}");
+    assert!(!t.contains("run A failed"), "{t}");
+}

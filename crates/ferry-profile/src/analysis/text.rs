@@ -6,6 +6,7 @@ use std::fmt::Write as _;
 use super::critical::{StaticPath, WaitKind, Weight};
 use super::diff::{Diff, Pair};
 use super::Report;
+use crate::RunOutcome;
 
 /// Tasks of a path the text shows (the first ones and the last two); `--json` has them all.
 const PATH_SHOWN: usize = 24;
@@ -46,6 +47,9 @@ impl Report {
             plural(u64::from(r.cores), "core", "cores"),
             us(r.wall_cycles),
         );
+        if let Some(e) = self.outcome.as_ref().and_then(RunOutcome::failure) {
+            let _ = writeln!(s, "the run failed (its profile is complete): {e}");
+        }
 
         let shown = top.unwrap_or(usize::MAX).min(self.kernels.len());
         let _ = writeln!(
@@ -323,6 +327,11 @@ impl Diff {
     pub fn text(&self, top: Option<usize>) -> String {
         let mut s = String::new();
         let _ = writeln!(s, "ferry diff (B against A; + is B slower or larger):");
+        for (run, o) in ["A", "B"].iter().zip(&self.outcome) {
+            if let Some(e) = o.as_ref().and_then(RunOutcome::failure) {
+                let _ = writeln!(s, "  run {run} failed (its profile is complete): {e}");
+            }
+        }
         let _ = writeln!(s, "  wall: {}", pair_us(&self.wall_ns));
         let _ = writeln!(s, "  tasks: {}, blocks: {}", pair_n(&self.tasks), pair_n(&self.blocks));
         match &self.regression {
