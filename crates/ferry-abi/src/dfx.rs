@@ -10,7 +10,7 @@
 //! | [`LaneState`] `[lanes]` | 192 B each | free-queue `tail`/`buffer_ptrs`: the owning drain shard; everything else: the lane's AICPU thread |
 //! | record buffers `[buffers]` | [`DfxLayout::buffer_stride`] each | the lane holding the buffer (device) or the host, never both |
 //!
-//! Two kinds of queue cross the boundary, with different index conventions (both from the seed):
+//! Two kinds of queue cross the boundary, with different index conventions (both the original's):
 //!
 //! * the **ready queue** (device → host, one per AICPU thread) uses *wrapped* indices in
 //!   `[0, depth)`; empty is `head == tail`, full is `(tail + 1) % depth == head`, so its capacity is
@@ -587,7 +587,7 @@ const _: () = assert!(offset_of!(DfxRegionHeader, policy) == 44);
 const _: () = assert!(offset_of!(DfxRegionHeader, block_budget_cycles) == 48);
 const _: () = assert!(offset_of!(DfxRegionHeader, drop_wait_cycles) == 56);
 const _: () = assert!(DfxLayout::ENTRIES_OFFSET == 192);
-// The seed's buffer sizes: AicpuTask (count after 1000 × 32 B) and DepGen (count first, 1024 × 4672 B).
+// The original's buffer sizes: AicpuTask (count after 1000 × 32 B) and DepGen (count first, 1024 × 4672 B).
 const _: () = assert!(BufferCountPlacement::AfterRecords.buffer_size(32, 1000) == 32_064);
 const _: () = assert!(BufferCountPlacement::FirstPadded64.buffer_size(4672, 1024) == 4_784_192);
 const _: () = assert!(BufferCountPlacement::AfterRecords.count_offset(32, 1000) == 32_000);

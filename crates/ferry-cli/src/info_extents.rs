@@ -82,7 +82,7 @@ pub(crate) fn print() -> anyhow::Result<()> {
         "extent full",
         "metadata",
         "pinned per slot",
-        "seed C++"
+        "original C++"
     )?;
     for r in rows()? {
         crate::stdout::outln!(

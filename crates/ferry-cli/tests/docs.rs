@@ -109,9 +109,11 @@ fn every_relative_link_in_the_documents_resolves() {
 fn offence(line: &str) -> Option<&'static str> {
     let l = line.to_ascii_lowercase();
     const NAMES: &[(&str, &str)] = &[
-        ("../shared", "a path outside the repository"),
-        ("shared/specs", "a path outside the repository"),
-        ("shared/seeds", "a path outside the repository"),
+        ("shared/", "a path outside the repository"),
+        ("seeds/", "a path outside the repository"),
+        ("example.invalid", "a placeholder address"),
+        ("the seed's", "a requirements document the repository does not hold"),
+        ("the seeds'", "a requirements document the repository does not hold"),
         ("design.md", "a design document the repository does not hold"),
         ("style.md", "a style guide the repository does not hold"),
         ("specs/", "a spec the repository does not hold"),
@@ -124,11 +126,24 @@ fn offence(line: &str) -> Option<&'static str> {
             return Some(why);
         }
     }
-    // "seed 004", "seed 000's": a design document by its number.
+    // "seed 004", "seed-003", "seed 000's": a design document by its number.
     let b = l.as_bytes();
-    for (i, _) in l.match_indices("seed ") {
-        if b.len() >= i + 8 && b[i + 5..i + 8].iter().all(u8::is_ascii_digit) {
-            return Some("a design document the repository does not hold (by number)");
+    for sep in ["seed ", "seed-"] {
+        for (i, _) in l.match_indices(sep) {
+            if b.len() >= i + 8 && b[i + 5..i + 8].iter().all(u8::is_ascii_digit) {
+                return Some("a design document the repository does not hold (by number)");
+            }
+        }
+    }
+    // "STYLE R34", "(R10)": a rule of a style guide the repository does not hold, by number.
+    let o = line.as_bytes();
+    for (i, _) in line.match_indices('R') {
+        let before = i.checked_sub(1).map(|j| o[j]);
+        let digits = o[i + 1..].iter().take_while(|c| c.is_ascii_digit()).count();
+        let after = o.get(i + 1 + digits);
+        let word = |c: Option<&u8>| c.is_some_and(|c| c.is_ascii_alphanumeric() || *c == b'_');
+        if (1..=2).contains(&digits) && !word(before.as_ref()) && !word(after) {
+            return Some("a numbered rule of a style guide the repository does not hold");
         }
     }
     // "issue #822", "issue 9": an issue tracker the reader has no link to.
@@ -138,9 +153,11 @@ fn offence(line: &str) -> Option<&'static str> {
             return Some("an issue number without a link");
         }
     }
-    // "copy.md §3.10": a section of a spec.
-    if l.contains(".md §") {
-        return Some("a section of a document the repository does not hold");
+    // "copy.md §3.10", "(spec §4.2)", "(§5.4)": a numbered section of a spec.
+    for (i, _) in l.match_indices('§') {
+        if l[i + '§'.len_utf8()..].trim_start().starts_with(|c: char| c.is_ascii_digit()) {
+            return Some("a section of a document the repository does not hold");
+        }
     }
     // "the seventeenth session": numbered work periods.
     for (i, _) in l.match_indices(" session") {
@@ -181,12 +198,29 @@ fn no_document_or_source_names_a_file_outside_the_repository() {
     );
 }
 
+/// The README is a front page, not a manual: at most 15 KB.
+#[test]
+fn the_readme_is_a_front_page() {
+    let bytes = std::fs::metadata(root().join("README.md")).expect("README.md").len();
+    assert!(bytes <= 15 * 1024, "README.md is {bytes} bytes, over 15 KB: move detail into docs/");
+}
+
 #[test]
 fn the_offence_rules_catch_what_they_name() {
     assert!(offence("see ../shared/DESIGN.md").is_some());
     assert!(offence("as seed 004's table says").is_some());
     assert!(offence("(issue #822)").is_some());
     assert!(offence("copy.md §3.10").is_some());
+    assert!(offence("the replenish thread (spec §4.11)").is_some());
+    assert!(offence("its shutdown (§5.4).").is_some());
+    assert!(offence("primitives from one place (STYLE R34).").is_some());
+    assert!(offence("a pooled stream owns its device (R10)").is_some());
+    assert!(offence("// R11: nothing to report to").is_some());
+    assert!(offence("RX1, R123, XR10, R10_A and AR9").is_none());
+    assert!(offence("repository = \"https://example.invalid/ferry\"").is_some());
+    assert!(offence("The seed-003 stall profile").is_some());
+    assert!(offence("(the seed's wmb before the tail)").is_some());
+    assert!(offence("see shared/specs/dfx.md").is_some());
     assert!(offence("since the seventeenth session").is_some());
     assert!(offence("every figure of issue 9").is_some());
     assert!(offence("removed with the last session on a directory").is_none());

@@ -47,7 +47,7 @@ fn vector_run(tag: &str, variant: &str) -> PathBuf {
     d
 }
 
-/// The name map's layout, field by field (§5.1: `{"level", "orchestrator_name",
+/// The name map's layout, field by field (`{"level", "orchestrator_name",
 /// "callable_id_to_name"}`), and the swimlane converter's labelling resolved with it: every
 /// AICore task's `func_id` (from `deps.json` `kernel_ids`) maps to its kernel's name, not to a
 /// `func_<id>_<x>` fallback.

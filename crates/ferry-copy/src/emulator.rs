@@ -1,7 +1,7 @@
 //! The server emulator of the copy-pool design's "Verification", on the simulated chip with the stall cost
 //! model on, run without and with Prewarm in interleaved rounds.
 //!
-//! One run, in the seed server's order:
+//! One run, in a serving process's order:
 //! 1. **server start**: a platform of `devices` devices, a composite of [`LocalCopyEngine`] and
 //!    [`HbmCopyEngine`], and (in the prewarm run) [`HbmCopyEngine::prewarm`] first. Queue
 //!    counters are snapshot here ("after start");
@@ -27,15 +27,16 @@
 //! The stall costs are the copy-pool design's scaled **1000× down** ([`CostModel::stalls`]: seconds become
 //! milliseconds; a 30–92 s queue creation on a full GPU is 30–92 ms here, the 28 s first
 //! code-object load 28 ms). The work is scaled with them as far as a CPU-simulated device
-//! allows: a seed call's copy takes milliseconds on the GPU, which would be microseconds here,
+//! allows: a real call's copy takes milliseconds on the GPU, which would be microseconds here,
 //! below what 16 threads on 2 cores can time, so a default call moves 512 ranges of 1 KiB
 //! (0.5 MiB, ~0.1 ms of copying): the smallest batch that still runs the gather path with
-//! hundreds of fragments. The seed measured 342 s without and ≤ 5 s with Prewarm (0.015);
+//! hundreds of fragments. The real server took up to 342 s without and ≤ 5 s with Prewarm (0.015,
+//! docs/design/copy-pool.md);
 //! [`EmulatorReport::freeze_ratio`] is the same ratio here.
 //!
 //! The report gives, per leg: max, p99 and mean call latency (medians over the rounds),
 //! queues, streams and code objects created after start, bytes/s, and whether every byte
-//! round-tripped; and the freeze ratio. [`EmulatorConfig::full`] uses the seed's 8192-range
+//! round-tripped; and the freeze ratio. [`EmulatorConfig::full`] uses the real server's 8192-range
 //! batches and 4 devices.
 use crate::bench::BenchError;
 use crate::engine::transfer_detailed;

@@ -1,7 +1,7 @@
 //! Device cycle clocks: what the gates measure their budget against.
 //!
 //! A gate reads [`CycleClock::now_cycles`] only after its fast-path check misses, once to start
-//! its budget and then once per wait iteration (spec §3.2). Tests use [`VirtualClock`] to make the
+//! its budget and then once per wait iteration. Tests use [`VirtualClock`] to make the
 //! 30-second budget pass in microseconds, or to charge a fixed number of cycles per read so that
 //! wait bounds can be asserted exactly, with no wall-clock assertion.
 

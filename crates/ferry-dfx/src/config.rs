@@ -168,7 +168,7 @@ impl fmt::Display for BuildError {
 
 impl std::error::Error for BuildError {}
 
-/// Builder of a [`DfxConfig`] (STYLE R9).
+/// Builder of a [`DfxConfig`].
 ///
 /// # Examples
 /// ```

@@ -1,4 +1,4 @@
-//! Loom models of the transport's internals (STYLE R34): the ready queue, the free queue, both
+//! Loom models of the transport's internals (through this crate's `sync` module): the ready queue, the free queue, both
 //! gates with their budget, the recycle/retry path, the host SPSC ring and the parker wake-up.
 //!
 //! Capacities are shrunk (ready depth 2, one or two buffers, one record per buffer) so every

@@ -1,8 +1,8 @@
 //! Host-only bounded SPSC rings (drain → collector, collector → replenish, replenish → drain).
 //!
-//! Split at construction (STYLE R6); free-running indices on separate cache lines, each side
-//! caching the other's index (R31). Items are small `Copy` handles. Every ring in the transport is
-//! sized to hold every buffer of the region, so a push can never fail at runtime (spec §4.12 REC).
+//! Split at construction into a producer half and a consumer half; free-running indices on
+//! separate cache lines, each side caching the other's index. Items are small `Copy` handles. Every ring in the transport is
+//! sized to hold every buffer of the region, so a push can never fail at runtime.
 
 use core::mem::MaybeUninit;
 

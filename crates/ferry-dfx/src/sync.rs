@@ -1,4 +1,4 @@
-//! The one place this crate takes its synchronisation primitives from (STYLE R34).
+//! The one place this crate takes its synchronisation primitives from.
 //!
 //! Under `cfg(ferry_loom)` everything maps to [loom](https://docs.rs/loom) so the model tests in
 //! `tests/loom_*.rs` explore every interleaving; otherwise it maps to `std` and `crossbeam-utils`.

@@ -194,7 +194,7 @@ impl LaneLoss {
     }
 }
 
-/// Adds core `core`'s AICore records, skipping empty slots (`start_time == 0`, §3.11).
+/// Adds core `core`'s AICore records, skipping empty slots (`start_time == 0`).
 pub fn add_aicore_records(sw: &mut Swimlane, core: u32, recs: &[AicoreTaskRecord]) {
     sw.aicore_tasks.extend(
         recs.iter().filter(|r| r.start_time != 0).map(|r| AicoreTask::from_record(core, r)),
@@ -520,7 +520,7 @@ pub enum ArenaError {
         arena_size: u64,
     },
     /// The payload does not lie inside one lap of the arena (the device never writes one that
-    /// straddles the wrap, §3.10).
+    /// straddles the wrap).
     #[error("payload at {offset} of {size} bytes does not fit the {arena_size}-byte arena")]
     OutOfRange {
         /// Monotonic payload offset.
@@ -534,7 +534,7 @@ pub enum ArenaError {
 
 /// Copies the `size` bytes at monotonic `offset` out of a thread's payload arena (`arena` is the
 /// whole arena), unless the device cursor `high_water` shows they were overwritten
-/// (`offset < high_water − arena_size`, §5.4).
+/// (`offset < high_water − arena_size`).
 ///
 /// # Errors
 ///

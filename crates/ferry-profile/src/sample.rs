@@ -5,8 +5,7 @@
 //! Three cores (one AIC, two AIV), two AICPU scheduler threads, six tasks of three kernels with
 //! dependency edges of every source, one PMU row per task, two nested scopes, argument dumps with
 //! payloads. Under [`LossPolicy::Block`] the `aicpu_task/core1` lane stalls for 1980 cycles at its
-//! pop gate and nothing is lost (task `T4`'s finish is pushed out to the lane's recovery, as the
-//! seed describes); under [`LossPolicy::Drop`] the same lane waits out a 500-cycle budget and
+//! pop gate and nothing is lost (task `T4`'s finish is pushed out to the lane's recovery); under [`LossPolicy::Drop`] the same lane waits out a 500-cycle budget and
 //! drops T4's AICPU record, and the PMU lane of thread 0 drops one row.
 
 use ferry_abi::records::SchedPhaseKind;

@@ -1,4 +1,4 @@
-//! The stall cost model (off by default) that makes the seeds' stalls reproducible.
+//! The stall cost model (off by default) that makes the GPU driver's stalls (docs/design/copy-pool.md) reproducible.
 //!
 //! With the model on, creating a stream or hardware queue costs
 //! [`queue_base`](CostModel::queue_base) plus a pressure term that grows once device memory use
@@ -58,7 +58,7 @@ impl Default for CostModel {
 }
 
 impl CostModel {
-    /// The seed-003 stall profile, scaled down ~1000× (seconds become milliseconds): 6.5 ms
+    /// The driver's stall profile (docs/design/copy-pool.md), scaled down ~1000× (seconds become milliseconds): 6.5 ms
     /// per queue on an empty device growing to ~300 ms when full, a driver lock during
     /// registration at 13 GiB/s, 28 ms per first kernel load.
     pub fn stalls() -> Self {

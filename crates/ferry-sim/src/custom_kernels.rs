@@ -171,7 +171,7 @@ impl AicpuOs {
 
 const _: () = assert!(std::mem::size_of::<KernelLibraryDesc>() == 64);
 
-// The trait matrix the `unsafe impl`s above promise (STYLE R24).
+// The trait matrix the `unsafe impl`s above promise, checked at compile time.
 const _: fn() = || {
     fn send_sync<T: Send + Sync>() {}
     send_sync::<CustomKernelLibrary>();

@@ -1,6 +1,6 @@
 //! The simulated ferry chip: the default backend and the reference for hardware backends.
 //!
-//! It models devices the way the seeds' platforms behave, on ordinary host threads, so all of
+//! It models devices the way the original runtimes' platforms behave, on ordinary host threads, so all of
 //! ferry runs and is tested on any Linux machine — efficiently: every wait spins briefly, then
 //! parks, and an idle chip uses no CPU.
 //!

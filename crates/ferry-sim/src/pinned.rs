@@ -145,7 +145,7 @@ impl Device {
 
 /// Pinned host memory of one device. Freed by [`free`](Self::free) (fallible) or on drop.
 ///
-/// The buffer holds its device (R10), so the counters outlive no parent.
+/// The buffer holds its device (a child holds its parent), so the counters outlive no parent.
 pub struct PinnedBuffer {
     ptr: NonNull<u8>,
     len: usize,

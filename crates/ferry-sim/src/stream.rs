@@ -90,7 +90,7 @@ pub struct Segment {
 struct Shared {
     /// The device, held weakly: the null stream lives inside its device, so a strong handle here
     /// would keep the device (its HBM mapping and this worker) alive forever. A pooled stream's
-    /// [`Handle`] holds the strong reference (STYLE R10: the child owns its parent).
+    /// [`Handle`] holds the strong reference (the child owns its parent).
     device: Weak<DeviceInner>,
     ordinal: u32,
     /// The hardware compute queue this stream runs on, released with the stream.

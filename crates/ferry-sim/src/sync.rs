@@ -1,4 +1,4 @@
-//! Synchronisation primitives, routed through one place (STYLE R34).
+//! Synchronisation primitives, routed through one place.
 //!
 //! ferry-sim models hardware with ordinary host threads, mutexes and condition variables. Its one
 //! lock-free protocol, the [`Doorbell`](crate::wait::Doorbell) sleep/ring handshake (a Dekker

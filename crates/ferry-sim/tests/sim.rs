@@ -573,7 +573,7 @@ fn a_device_with_a_null_stream_is_dropped_with_its_last_handle() {
     drop(p);
     assert!(weak.upgrade().is_some(), "the pooled stream and `d` still hold it");
     drop(d);
-    assert!(weak.upgrade().is_some(), "a pooled stream owns its device (R10)");
+    assert!(weak.upgrade().is_some(), "a pooled stream owns its device");
     assert_eq!(pooled.device().map(|d| d.ordinal()), Some(0));
     drop(pooled);
     assert!(weak.upgrade().is_none(), "nothing holds the device: it (and its null stream) went");

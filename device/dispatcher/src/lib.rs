@@ -5,9 +5,9 @@
 //! # The three exports
 //!
 //! All three have the CPU-kernel signature `unsafe extern "C" fn(blob: *const u8, len: u64) ->
-//! i32`, where `blob` is the OS's private copy of the 304-byte [`BootstrapBlob`] (launch.md
-//! §3.1), and return a `STATUS_*` code. The OS resolves all three before calling any (a missing
-//! one fails the bootstrap), as CANN's `libaicpu_extend_kernels` does.
+//! i32`, where `blob` is the OS's private copy of the 304-byte [`BootstrapBlob`]
+//! (docs/design/launch.md), and return a `STATUS_*` code. The OS resolves all three before
+//! calling any (a missing one fails the bootstrap), as CANN's `libaicpu_extend_kernels` does.
 //!
 //! | export (role in docs/design/launch.md) | contract |
 //! |---|---|

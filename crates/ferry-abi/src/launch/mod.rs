@@ -1,6 +1,6 @@
 //! Launch payloads: the bootstrap ABI and the per-task launch ABI (docs/design/launch.md).
 //!
-//! Two channels with similar shapes are kept apart, as the seed insists:
+//! Two channels with similar shapes are kept apart:
 //!
 //! | channel | records | who reads them |
 //! |---|---|---|

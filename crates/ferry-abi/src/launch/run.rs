@@ -36,7 +36,7 @@ pub const PROFILING_FLAG_ALL: u32 = PROFILING_FLAG_DUMP_ARGS
 /// The original had two layouts (96 bytes on a2a3, 88 on a5) in which the shared fields sat at
 /// different offsets (`dump_data_base` at 24 vs 16, …). Two separately built programs that
 /// disagree on the arch then misread each other silently, which is exactly the 507018 build-skew
-/// failure the seed records. ferry uses one layout: the a2a3 one, whose offsets are kept
+/// failure. ferry uses one layout: the a2a3 one, whose offsets are kept
 /// unchanged, with the a5-only fields placed where a2a3 had tail padding (`force_simt_anchor`) or
 /// after it (`aicore_pmu_ring_addrs`). Arch-only fields are zero on the other arch. The ABI stamp
 /// (`abi_version`, `abi_size`) comes last, because offset 0 is locked to `runtime_args`; it is

@@ -51,7 +51,7 @@ mod decode;
 pub use decode::{decode_buffer, DeviceRecord, RecordBuffer, RecordDecodeError};
 
 // ---------------------------------------------------------------------------------------------
-// ChipSwimlane (§2.5)
+// ChipSwimlane
 // ---------------------------------------------------------------------------------------------
 
 /// Ready-entry `kind` of a ChipSwimlane AICPU task buffer (one lane per core).
@@ -65,7 +65,7 @@ pub const SWIMLANE_KIND_AICORE_TASK: u32 = 3;
 
 /// Records per AICPU task buffer.
 pub const AICPU_TASK_RECORDS_PER_BUFFER: usize = 1000;
-/// Records per AICore task buffer (the rotation window of §3.9).
+/// Records per AICore task buffer (the rotation window).
 pub const AICORE_TASK_RECORDS_PER_BUFFER: usize = 1024;
 /// Records per scheduler phase buffer.
 pub const SCHED_PHASE_RECORDS_PER_BUFFER: usize = 16384;
@@ -308,7 +308,7 @@ abi_record!(OrchPhaseRecord, size 32, align 8, [
 ]);
 
 // ---------------------------------------------------------------------------------------------
-// PMU (§2.6)
+// PMU
 // ---------------------------------------------------------------------------------------------
 
 /// Counter slots of a PMU record on a5; a2a3 uses the first [`PMU_COUNTERS_A2A3`].
@@ -353,7 +353,7 @@ abi_record!(PmuRecord, size 64, align 64, [
 ]);
 
 // ---------------------------------------------------------------------------------------------
-// ScopeStats (§2.8)
+// ScopeStats
 // ---------------------------------------------------------------------------------------------
 
 /// [`ScopeStatsRecord::phase`] of a scope's begin record.
@@ -443,7 +443,7 @@ impl ScopeStatsRecord {
 }
 
 // ---------------------------------------------------------------------------------------------
-// ArgsDump (§2.9)
+// ArgsDump
 // ---------------------------------------------------------------------------------------------
 
 /// [`ArgsDumpRecord::kind`]: a tensor argument (payload in the arena).

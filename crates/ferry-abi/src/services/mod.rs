@@ -21,8 +21,8 @@
 //!
 //! # Why this table has pointer fields
 //!
-//! STYLE R28 keeps pointers out of shared-memory records, because device memory is read by
-//! another address space. [`DeviceServices`], [`ExecContext`] and [`OrchContext`] never live in
+//! Records in shared memory hold no pointers, because device memory is read by another address
+//! space. [`DeviceServices`], [`ExecContext`] and [`OrchContext`] never live in
 //! device memory: the OS hands their *host* address to code loaded into the *same host process*
 //! (the simulated AICPU runs on host threads), so a function pointer is the only faithful way to
 //! model "a call into the AICPU OS". Every such type is documented as host-process-only and has

@@ -58,7 +58,7 @@ impl Staging {
 impl Drop for Staging {
     fn drop(&mut self) {
         if !self.dev.is_null() {
-            // R11: nothing to report to; the device is being torn down or the slot discarded.
+            // A failed free is dropped on purpose: nothing to report to; the device is being torn down or the slot discarded.
             let _ = self.device.free(self.dev);
         }
     }

@@ -10,7 +10,7 @@
 //! measured on the device [`CycleClock`], and never re-armed. A wait spins briefly (crossbeam's
 //! backoff steps; on a machine with few CPUs it only yields) and then naps with a capped timeout. After a gate runs out of
 //! budget the lane is *degraded*: its next gates check once without waiting, until one succeeds,
-//! so a dead host costs one budget per lane rather than one per buffer (spec §7.2 REC).
+//! so a dead host costs one budget per lane rather than one per buffer.
 //!
 //! A gate fails only while ownership is still on the device (a full buffer not yet published, or
 //! no replacement claimed), so the writer accounts exactly the affected records as dropped:

@@ -527,7 +527,7 @@ impl<R: Record> DeviceWriter<R> {
         v.store_u64(e + 8, l.buf_addr, Ordering::Relaxed);
         v.store_u32(e + 16, l.seq, Ordering::Relaxed);
         self.rq_tail = dfx::rq_next(self.rq_tail, self.layout.ready_depth);
-        // Release: publishes the records, the count and the entry (the seed's wmb before the tail);
+        // Release: publishes the records, the count and the entry (the original's wmb before the tail);
         // pairs with the Acquire load of `queue_tails[q]` in the drain shard's `try_pop_entry`.
         v.store_u32(self.layout.tail_offset(self.queue), self.rq_tail, Ordering::Release);
         // The optional doorbell hint (off by default: the host polls its ready queues).
@@ -598,7 +598,7 @@ impl<R: Record> DeviceWriter<R> {
         self.view.store_u32(lay.free_head_offset(l.lane), l.fq_head, Ordering::Release);
         let off = ptr.wrapping_sub(self.device_addr);
         let Some(_) = usize::try_from(off).ok().and_then(|o| lay.buffer_index_at(o)) else {
-            // A null or foreign pointer in a claimed slot: no buffer (the seed's on_null_free_slot).
+            // A null or foreign pointer in a claimed slot: no buffer (the original's on_null_free_slot).
             l.bad_slots += 1;
             return false;
         };

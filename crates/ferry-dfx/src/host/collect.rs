@@ -124,7 +124,7 @@ impl CollectorShard {
         }
     }
 
-    /// Collector thread body (spec §4.12): waits for hand-offs (its drain shard wakes it: a
+    /// Collector thread body: waits for hand-offs (its drain shard wakes it: a
     /// host-internal signal), exits once execution is complete and the ring is empty, or at once
     /// on halt.
     pub(crate) fn poll_and_collect(&mut self) {

@@ -1,5 +1,5 @@
 //! Drain shards: the sole runtime writers of their ready-queue heads and of the free queues their
-//! entries resolve to (spec §4.3–4.7), for every region of the engine.
+//! entries resolve to, for every region of the engine.
 
 use ferry_abi::dfx::{self, ReadyEntry};
 
@@ -142,7 +142,7 @@ impl RegionDrain {
         ok
     }
 
-    /// Pops one entry of ready queue `q` (spec §4.4), or `None` if empty / not yet published.
+    /// Pops one entry of ready queue `q`, or `None` if empty / not yet published.
     /// The queue's tail word must have been pulled from the device first.
     fn try_pop_entry(&mut self, q: u32) -> Option<ReadyEntry> {
         let ctx = &*self.ctx;
@@ -191,7 +191,7 @@ impl RegionDrain {
         Some(entry)
     }
 
-    /// Handles one popped entry (spec §4.5): validate, read its count, top up the entry's free
+    /// Handles one popped entry: validate, read its count, top up the entry's free
     /// queue from this shard's recycled lane (listing it for retry when short), and hand the
     /// buffer to the collector (which copies the records, in bulk on non-SVM).
     fn process_entry(&mut self, q: u32, e: ReadyEntry, tx: &mut HandoffTx) {
@@ -256,7 +256,7 @@ impl RegionDrain {
     }
 
     /// Tops lane `lane`'s free queue up from this shard's recycled lane, up to the lane's quota;
-    /// returns `true` when the recycled lane ran dry first (spec §4.6). Never allocates.
+    /// returns `true` when the recycled lane ran dry first. Never allocates.
     fn top_up(&mut self, lane: u32) -> bool {
         let kind = self.ctx.lanes[lane as usize].kind as usize;
         let slots = self.ctx.layout.free_slots;
@@ -291,7 +291,7 @@ impl RegionDrain {
         }
     }
 
-    /// Retries every short site (after every sweep, spec §4.7), in arrival order: a lane stays
+    /// Retries every short site (after every sweep), in arrival order: a lane stays
     /// listed until it is at its quota or its free queue is observed full; a lane that got
     /// buffers but is still short moves to the back (round robin between starved lanes). A site
     /// whose recycled lane is empty is skipped without any device access. Allocates nothing.
@@ -392,7 +392,7 @@ impl DrainShard {
         found
     }
 
-    /// The drain thread body (spec §4.3): polls its queues (no device-to-host signal: after an
+    /// The drain thread body: polls its queues (no device-to-host signal: after an
     /// empty sweep it spins, yields, then sleeps a short growing interval, [`PollPolicy`]); on
     /// stop, one final pass; on halt, returns at once.
     pub(crate) fn mgmt_drain_loop(&mut self) {

@@ -472,7 +472,7 @@ impl RunningEngine {
         self.replenish_bell.unpark();
     }
 
-    /// Stops the host (spec §4.13): drain shards make a final pass and exit, then the replenish
+    /// Stops the host: drain shards make a final pass and exit, then the replenish
     /// thread, then collectors drain their rings and exit; the regions' reports are then ready.
     ///
     /// Call it after every writer has flushed (finished or been dropped): records published

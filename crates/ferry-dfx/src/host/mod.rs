@@ -17,7 +17,7 @@
 //! threads however many subsystems are on (`D` = 1 by default: 3 threads). Drain shard `s`
 //! serves ready queue `q` of a region with `n` shards when `q % n == s`, for every region.
 //!
-//! # Ownership (spec §4.2)
+//! # Ownership
 //! | state | writer | reader |
 //! |---|---|---|
 //! | device `queue_heads[q]` of a region | its drain shard | AICPU thread `q` |
@@ -31,8 +31,8 @@
 //! filled from any shard's recycled lane or from the reserve, and it runs before any host thread
 //! exists.
 //!
-//! # Lane quotas (a refinement of the seed)
-//! Lanes of one shard and kind share one recycled lane. The seed's top-up fills a free queue to
+//! # Lane quotas
+//! Lanes of one shard and kind share one recycled lane. A plain top-up fills a free queue to
 //! `SLOT`, so a busy lane could hoard buffers that a sibling needs to recover, and a one-buffer
 //! sibling would starve (found by the stress matrix). Each lane therefore holds at most its own
 //! pool (seeded buffers; plus `SLOT` extra when the pool is elastic: a reserve or a warm target),

@@ -42,7 +42,7 @@ impl HostCtx {
         self.layout.buffer_index_at(off)
     }
 
-    /// Host push into a lane's free queue (spec §2.3): slot, narrow write, tail, narrow write.
+    /// Host push into a lane's free queue: slot, narrow write, tail, narrow write.
     /// On failure the host word is rolled back and the caller keeps the buffer.
     pub(crate) fn push_free(&self, lane: u32, tail: u32, buffer: u32) -> Result<(), MemError> {
         let l = &self.layout;
@@ -326,7 +326,7 @@ impl<R: Record> DfxTransport<R> {
         &self.cfg
     }
 
-    /// Startup proactive replenish (spec §4.9): fills every free queue to `free_slots` from any
+    /// Startup proactive replenish: fills every free queue to `free_slots` from any
     /// shard's recycled lane, then from the reserve. Runs before any host thread exists — the only
     /// place where cross-shard consumption and allocation are allowed. Returns buffers pushed.
     ///

@@ -1,4 +1,4 @@
-//! The replenish thread (spec §4.11): routes collected buffers back to recycled lanes, keeps warm
+//! The replenish thread: routes collected buffers back to recycled lanes, keeps warm
 //! targets, and runs the subsystems' arena acknowledgements. It owns no device-memory handle at
 //! all, so it cannot write device memory.
 
@@ -23,7 +23,7 @@ pub(crate) struct RegionRecycle {
 }
 
 /// Picks the recycled shard with the strictly largest deficit below `target`, examining `origin`
-/// first so that it wins ties (spec §4.11, PER-LANE rule). `len(s)` is shard `s`'s recycled size.
+/// first so that it wins ties. `len(s)` is shard `s`'s recycled size.
 pub fn select_by_deficit(target: u32, origin: u32, shards: u32, len: impl Fn(u32) -> u32) -> u32 {
     if target == 0 {
         return origin;
@@ -159,7 +159,7 @@ impl Replenisher {
         moved + grown
     }
 
-    /// The replenish thread body (spec §4.11): never touches device memory. Woken by the
+    /// The replenish thread body: never touches device memory. Woken by the
     /// collectors (host-internal) and by stop.
     pub(crate) fn mgmt_replenish_loop(&mut self) {
         let backoff = Backoff::new();

@@ -7,8 +7,8 @@
 //!   host thread and a device thread may touch the same word; records are written with plain stores
 //!   and published by the ready-queue tail's `Release` store;
 //! * [`DeviceMemory::read_range_from_device`] before every host read of a device-written word, and
-//!   [`DeviceMemory::write_range_to_device`] after every host write of a host-owned word (seed,
-//!   "Memory ordering across the PCIe boundary"). On SVM both are no-ops; on a non-SVM platform they
+//!   [`DeviceMemory::write_range_to_device`] after every host write of a host-owned word (memory
+//!   ordering across the PCIe boundary). On SVM both are no-ops; on a non-SVM platform they
 //!   copy exactly that range between the host mirror and device memory. There is no bulk
 //!   write-back: [`MirroredMemory`] refuses a write wider than [`MAX_NARROW_WRITE`] bytes;
 //! * [`DeviceMemory::read_owned_from_device`] for a published buffer the host owns: one bulk copy

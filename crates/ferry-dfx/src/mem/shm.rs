@@ -53,7 +53,7 @@ unsafe impl Sync for AlignedAlloc {}
 /// A view of a device-visible byte region, shared by host and device threads.
 ///
 /// Word operations are atomic (so the other side may touch the same word concurrently); the
-/// view keeps its backing allocation alive (STYLE R10). Offsets must be 4-byte aligned (8 for
+/// view keeps its backing allocation alive (a child holds its parent). Offsets must be 4-byte aligned (8 for
 /// `u64`) and in bounds; the public operations check and panic otherwise.
 ///
 /// Under `cfg(ferry_loom)` the region is an array of loom atomic words, so the model checker sees

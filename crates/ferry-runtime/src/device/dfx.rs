@@ -454,7 +454,7 @@ impl ThreadDfx {
         w.record(0, r);
     }
 
-    /// End of the thread's part of the run: flushes every writer (§3.11).
+    /// End of the thread's part of the run: flushes every writer.
     pub fn finish(mut self) {
         if let Some(a) = &self.arena {
             if let Some(w) = self.args.as_mut() {

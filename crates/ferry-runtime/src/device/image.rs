@@ -10,7 +10,7 @@
 //! | header | [`RuntimeHeader`] (256 B) | host → AICPU, AICore; never written by the device |
 //! | loaded kernels | `device::custom::KernelSpecRecord` × `kernel_table_count`, a separate allocation per runner | host → AICPU |
 //! | run block | [`RunBlock`] (64 B) | host → AICPU, AICore (epoch, scratch); AICPU → AICore (DFX flags) |
-//! | handshakes | `ferry_abi::handshake::Handshake` × `worker_count` (64 B each), or split slots of 128 B (`HandshakeLayout::SPLIT`, option D) | host zeroes; AICore ↔ AICPU (§5.2), polled by the AICPU through `DeviceOps::mem_load` |
+//! | handshakes | `ferry_abi::handshake::Handshake` × `worker_count` (64 B each), or split slots of 128 B (`HandshakeLayout::SPLIT`, option D) | host zeroes; AICore ↔ AICPU, polled by the AICPU through `DeviceOps::mem_load` |
 //! | dispatch payloads | [`DispatchPayload`] × 2 × `worker_count` | AICPU → AICore (first 192 B), AICore → AICPU (last 64 B) |
 //! | tensor table | [`TensorRecord`] × `tensor_count` | host → AICPU |
 //! | scalars | `u64` × `scalar_count` | host → AICPU |
@@ -32,7 +32,7 @@
 //! the prefix, so a resident prefix is exactly the bytes the host last published.
 //!
 //! Run-private scheduler state (the task ring, ready queues, the tensor map) lives in AICPU
-//! memory, like the original's per-core private scheduler state (§5.2 phase 4); only what crosses
+//! memory, like the original's per-core private scheduler state; only what crosses
 //! to the cores or back to the host lives in the image.
 //!
 //! Every record is `#[repr(C)]`, fixed-width integers only, explicit `_reserved` padding, size
@@ -293,7 +293,7 @@ unsafe impl Record for TaskRecord {}
 /// 256 bytes, align 64: [`DispatchArgs`] at 0 (192 bytes, written by the AICPU before it writes
 /// the dispatch id to `DATA_MAIN_BASE`), then [`PayloadStatus`] at 192 (one cache line of its
 /// own, written by the core before it writes `FIN`), so the two directions never share a line —
-/// the Path B lesson of §5.5.
+/// the Path B lesson (docs/design/launch.md).
 #[repr(C, align(64))]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct DispatchPayload {

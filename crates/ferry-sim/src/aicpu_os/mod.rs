@@ -151,7 +151,7 @@ impl Default for OsConfig {
     }
 }
 
-/// What the device's OS can do, as data (STYLE R17).
+/// What the device's OS can do, as data.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct OsCaps {
     /// The profile the device was built from.

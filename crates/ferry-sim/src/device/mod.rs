@@ -24,13 +24,13 @@ pub use platform::{HostRegistration, Platform, PlatformBuilder};
 pub const DEFAULT_HBM_BYTES: u64 = 1 << 30;
 /// Copy engines per device (docs/design/copy-pool.md: 16).
 pub const DEFAULT_COPY_ENGINES: u32 = 16;
-/// Default device memory a hardware queue's context-save area holds (scaled from the seed's
+/// Default device memory a hardware queue's context-save area holds (scaled from
 /// ~173 MiB per SDMA queue on a 288 GiB GPU to a 1 GiB simulated device).
 pub const DEFAULT_QUEUE_CONTEXT_BYTES: u64 = 1 << 20;
 /// Hardware compute queues the pooled streams of a device share (HIP's `GPU_MAX_HW_QUEUES`
 /// default): stream `k` gets a queue of its own while fewer than this many exist, else it
 /// shares the least-used one. The null stream has a queue of its own besides, so a prewarmed
-/// pool of 8 streams gives the seed's 5 compute queues per GPU.
+/// pool of 8 streams gives the 5 compute queues per GPU of the real server.
 pub const DEFAULT_MAX_HW_QUEUES: u32 = 4;
 /// Most blocks of one launch that run at once ([`Device::run_blocks`]) by default; the
 /// platform's default is this or the host's parallelism, whichever is less.

@@ -412,7 +412,7 @@ impl ThreadDfx {
         }
     }
 
-    /// The arena gate (§3.10) and the copy; `None` when the gate gave up (record dropped).
+    /// The arena gate and the copy; `None` when the gate gave up (record dropped).
     #[inline(never)]
     fn copy_payload(
         &mut self,

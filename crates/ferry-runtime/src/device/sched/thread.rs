@@ -1,5 +1,5 @@
 //! A scheduler thread: the handshake with its cores, the dispatch loop over
-//! them until the run is finished or aborted, and their shutdown (§5.4).
+//! them until the run is finished or aborted, and their shutdown.
 use super::super::image::{
     DispatchArgs, PayloadStatus, TensorRecord, PAYLOAD_CORE_LINE, PAYLOAD_FAULT,
 };
@@ -26,8 +26,8 @@ struct CoreState {
     next_id: u32,
 }
 
-/// Scheduler thread `sched` of `scheds`: handshake with its cores (§5.2), dispatch until the run
-/// is finished or aborted, then shut its cores down (§5.4).
+/// Scheduler thread `sched` of `scheds`: handshake with its cores, dispatch until the run
+/// is finished or aborted, then shut its cores down.
 pub fn scheduler(ops: &dyn DeviceOps, run: &RunState, sched: u32, scheds: u32) {
     let hdr = &run.hdr;
     let layout = Arch::from_u32(hdr.arch).map(RegLayout::of).unwrap_or(RegLayout::of(Arch::A2a3));

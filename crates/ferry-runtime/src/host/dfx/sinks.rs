@@ -77,7 +77,7 @@ impl CollectSink<u64> for ArgsSink {
         let span = out.words.append_whole(b.records);
         out.buffers.push(span);
         let mut copied = 0u64;
-        // Relaxed: the device cursor as an overwrite high-water mark (§5.4), read once per
+        // Relaxed: the device cursor as an overwrite high-water mark, read once per
         // buffer (the device stores it after every payload; a read per payload would pull its
         // line away from the writing thread each time). A stale value is only smaller, i.e.
         // less conservative by bytes the device had not yet written when it was read.
