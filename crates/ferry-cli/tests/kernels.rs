@@ -155,5 +155,62 @@ scalars = [{ f32 = 2.0 }]
         assert!(t.contains(&want), "{variant}: want `{want}` in {t}");
         assert!(!t.contains("returned status"), "{variant}: {t}");
     }
+
+    // Profiled, the faulting run completes its profile, marked failed with the kernel's error,
+    // and every analysis command reads it and says the run failed.
+    let out = dir.join("profile");
+    let page = dir.join("page.html");
+    let (ds, pg) = (out.to_str().unwrap(), page.to_str().unwrap());
+    let o = ferry(&[
+        "run",
+        "--small",
+        "--variant",
+        "host",
+        "--aic",
+        "2",
+        "--aiv",
+        "4",
+        "--kernels",
+        lib,
+        "--workload",
+        wl.to_str().unwrap(),
+        "--swimlane",
+        "--pmu",
+        "--dep-gen",
+        "--dump-args",
+        "2",
+        "--scope-stats",
+        "-o",
+        ds,
+    ]);
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{t}");
+    assert!(t.contains("the run failed; its profile is complete"), "{t}");
+    let m = ferry_profile::Manifest::verified(&out).unwrap();
+    let error = match m.outcome.clone() {
+        Some(ferry_profile::RunOutcome::Failed { error }) => error,
+        other => panic!("outcome {other:?}"),
+    };
+    assert!(error.contains("kernel `saxpy`") && error.contains("failed on its core"), "{error}");
+    for e in &m.files {
+        m.verify(&out, &e.path).unwrap();
+    }
+    for args in [
+        vec!["report", ds, "--json"],
+        vec!["deps", ds, "--json"],
+        vec!["dump", "list", ds, "--json"],
+        vec!["scopes", ds, "--json"],
+        vec!["trace", ds, "--json"],
+        vec!["view", ds, "-o", pg, "--json"],
+    ] {
+        let o = ferry(&args);
+        assert!(o.status.success(), "{args:?}: {}", text(&o));
+        assert!(String::from_utf8_lossy(&o.stderr).contains("failed"), "{args:?}: {}", text(&o));
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        assert_eq!(v["outcome"]["status"], "failed", "{args:?}: {v}");
+        assert_eq!(v["outcome"]["error"], error.as_str(), "{args:?}: {v}");
+    }
+    let o = ferry(&["report", ds]);
+    assert!(String::from_utf8_lossy(&o.stdout).contains("the run failed"), "{}", text(&o));
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -1,9 +1,16 @@
-//! `run_profiled`: one DFX session over several runs, and a failed run's profile.
-use ferry_profile::{OutDir, WriteOptions, SWIMLANE_FILE};
+//! `run_profiled`: one DFX session over several runs, and a failed run's profile (the
+//! closure's own verdict, and a kernel that faults on its core).
+use ferry_profile::{
+    open_run, Manifest, Needs, OutDir, RunOutcome, WriteOptions, DEPS_FILE, PERFETTO_FILE,
+    PMU_FILE, SWIMLANE_FILE,
+};
+use ferry_runtime::device::kernels::K_ADD;
+use ferry_runtime::device::task::{Orchestrate, Task, TensorId, View};
 use ferry_runtime::examples::{Example, Size};
 use ferry_runtime::host::dfx::DfxOptions;
-use ferry_runtime::host::profile::{run_profiled, ProfileTarget};
-use ferry_runtime::host::{DeviceRunner, RunnerConfig};
+use ferry_runtime::host::profile::{claim_run_dir, run_profiled, ProfileTarget};
+use ferry_runtime::host::{Callable, DeviceRunner, RunArgs, RunnerConfig, TensorInit, Variant};
+use ferry_runtime::{DeviceFault, KernelFault, RunError, SubmitError};
 
 #[test]
 fn one_session_spans_every_run_the_closure_launches_and_a_failure_keeps_the_profile() {
@@ -43,6 +50,101 @@ fn one_session_spans_every_run_the_closure_launches_and_a_failure_keeps_the_prof
     }
     // Three launches in one session: three times the rows of one.
     assert_eq!(rows[1], 3 * rows[0], "{rows:?}");
+    runner.finalize().unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A good `add` (64 elements), then one whose first input is 8 elements for a 64-element output:
+/// refused by the kernel on its core (a kernel fault), after the first ran.
+fn good_then_bad_shape(o: &mut dyn Orchestrate) -> Result<(), SubmitError> {
+    o.submit(&Task::new(K_ADD).input(TensorId(0)).input(TensorId(0)).output(TensorId(1)))?;
+    o.submit(
+        &Task::new(K_ADD)
+            .input(View::range(TensorId(0), 0, 8))
+            .input(TensorId(0))
+            .output(TensorId(2)),
+    )?;
+    Ok(())
+}
+
+/// A run whose kernel faults completes its profile in its run directory: every file written and
+/// listed, the manifest marked failed with the fault, and each analysis command's files open.
+#[test]
+fn a_kernel_fault_completes_the_profile_and_marks_the_run_failed() {
+    let _bound = ferry_watchdog::bound("the faulting run on the simulated chip");
+    let dir = std::env::temp_dir().join(format!("ferry-kernel-fault-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let mut runner = DeviceRunner::new(RunnerConfig::small(ferry_sim::Arch::A2a3)).unwrap();
+    let graph = Callable::new("faults", Variant::HostBuiltGraph, good_then_bad_shape);
+    runner.register_callable(0, graph).unwrap();
+    let args = RunArgs {
+        tensors: vec![
+            TensorInit::Data(vec![1.0; 64]),
+            TensorInit::Zeros(64),
+            TensorInit::Zeros(64),
+        ],
+        scalars: vec![],
+        scratch_bytes: 0,
+    };
+    let mut rd = claim_run_dir(&dir, runner.config(), &["test".into()], false).unwrap();
+    let dfx = DfxOptions {
+        swimlane: 4,
+        pmu: 2,
+        dep_gen: true,
+        dump_args: 2,
+        scope_stats: true,
+        ..DfxOptions::default()
+    };
+    let write = WriteOptions { files: true, traces: true, chrome: false, progress: None };
+    let target = ProfileTarget::in_run_dir(&mut rd, None, "faults", write).unwrap();
+    let done = run_profiled(&mut runner, &dfx, 0, Some(target), |r| {
+        let p = r.prepare(0, args.clone())?;
+        let host = p.host_orchestration().cloned();
+        let l = r.launch(p)?;
+        Ok::<_, RunError>((r.finalize_run(l)?, host))
+    })
+    .unwrap();
+    let err = done.run.unwrap_err();
+    assert!(
+        matches!(
+            err,
+            RunError::Fault(DeviceFault::Kernel { task: 1, fault: KernelFault::Shape { .. }, .. })
+        ),
+        "{err:?}"
+    );
+    let profile = done.profile.unwrap().expect("DFX on");
+    assert!(rd.fail(&err.to_string()).unwrap(), "a written profile is committed");
+
+    let m = Manifest::verified(&dir).unwrap();
+    assert_eq!(m.outcome, Some(RunOutcome::Failed { error: err.to_string() }));
+    let written: Vec<String> = profile
+        .report
+        .files
+        .iter()
+        .map(|f| f.path.strip_prefix(&dir).unwrap().display().to_string())
+        .collect();
+    for f in [SWIMLANE_FILE, PMU_FILE, DEPS_FILE, PERFETTO_FILE] {
+        assert!(written.iter().any(|w| w == f), "{f} not in {written:?}");
+    }
+    for f in &written {
+        m.verify(&dir, f).unwrap();
+    }
+    for (what, needs) in [
+        ("report", Needs::REPORT),
+        ("trace", Needs::TRACE),
+        ("deps", Needs::DEPS),
+        ("dump", Needs::DUMP),
+        ("scopes", Needs::SCOPES),
+    ] {
+        let r = open_run(&dir, &needs).unwrap_or_else(|e| panic!("{what}: {e}"));
+        assert_eq!(r.failure(), Some(err.to_string().as_str()), "{what}");
+        assert_eq!(r.skipped, 0, "{what}: {:?}", r.warnings);
+    }
+    // The task that ran before the fault is in the profile.
+    let r = open_run(&dir, &Needs::REPORT).unwrap();
+    assert!(!r.run.tasks().is_empty(), "the first task's rows");
+    let rep = ferry_profile::analysis::report_opened(&r);
+    assert!(rep.text(None).contains("the run failed"), "{}", rep.text(None));
     runner.finalize().unwrap();
     std::fs::remove_dir_all(&dir).unwrap();
 }
