@@ -11,7 +11,8 @@ struct Row {
     variant: Variant,
     small: DescriptorExtent,
     full: DescriptorExtent,
-    seed: usize,
+    /// The original C++ runtime's extent for this arch and variant.
+    original: usize,
 }
 
 fn rows() -> anyhow::Result<Vec<Row>> {
@@ -23,13 +24,19 @@ fn rows() -> anyhow::Result<Vec<Row>> {
                 let ex = Example::Vector.build(size).with_variant(variant);
                 descriptor_extent(&cfg, &ex.callable, &ex.args)
             };
-            let seed = match (arch, variant) {
+            let original = match (arch, variant) {
                 (Arch::A2a3, Variant::DeviceOrchestrated) => A2A3_TMR_EXTENT,
                 (Arch::A5, Variant::DeviceOrchestrated) => A5_TMR_EXTENT,
                 (Arch::A2a3, Variant::HostBuiltGraph) => A2A3_HBG_EXTENT,
                 (Arch::A5, Variant::HostBuiltGraph) => A5_HBG_EXTENT,
             };
-            rows.push(Row { arch, variant, small: at(Size::Small)?, full: at(Size::Full)?, seed });
+            rows.push(Row {
+                arch,
+                variant,
+                small: at(Size::Small)?,
+                full: at(Size::Full)?,
+                original,
+            });
         }
     }
     Ok(rows)
@@ -62,7 +69,7 @@ pub(crate) fn json() -> anyhow::Result<serde_json::Value> {
                 "example": "vector",
                 "small": e(&r.small),
                 "full": e(&r.full),
-                "seed_cpp_extent": r.seed,
+                "original_cpp_extent": r.original,
             })
         })
         .collect())
@@ -74,7 +81,7 @@ pub(crate) fn print() -> anyhow::Result<()> {
          pinned source, suffix uploaded at prepare"
     )?;
     crate::stdout::outln!(
-        "  {:<6} {:<7} {:>6} {:>12} {:>12} {:>9} {:>16} {:>10}",
+        "  {:<6} {:<7} {:>6} {:>12} {:>12} {:>9} {:>16} {:>12}",
         "arch",
         "variant",
         "prefix",
@@ -86,7 +93,7 @@ pub(crate) fn print() -> anyhow::Result<()> {
     )?;
     for r in rows()? {
         crate::stdout::outln!(
-            "  {:<6} {:<7} {:>6} {:>12} {:>12} {:>9} {:>16} {:>10}",
+            "  {:<6} {:<7} {:>6} {:>12} {:>12} {:>9} {:>16} {:>12}",
             r.arch.name(),
             name(r.variant),
             r.small.route_prefix,
@@ -94,7 +101,7 @@ pub(crate) fn print() -> anyhow::Result<()> {
             r.full.extent(),
             r.small.metadata,
             r.small.pinned_bytes(),
-            r.seed
+            r.original
         )?;
     }
     crate::stdout::outln!(

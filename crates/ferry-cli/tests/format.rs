@@ -240,6 +240,13 @@ fn info_and_help_explain_themselves() {
         (a2a3["aic_per_die"].as_u64(), a2a3["run_default_aic"].as_u64()),
         (Some(24), Some(8))
     );
+    // The descriptor extents, beside the original C++ runtime's.
+    let e = &v["descriptor_extents"][0];
+    assert_eq!(
+        (e["arch"].as_str(), e["variant"].as_str(), e["original_cpp_extent"].as_u64()),
+        (Some("a2a3"), Some("device"), Some(ferry_launch::bench::A2A3_TMR_EXTENT as u64))
+    );
+    assert!(info.contains("original C++"), "{info}");
     for cmd in ["run", "info"] {
         let help = ok(&[cmd, "--help"]);
         let arch = &help[help.find("--arch").unwrap()..];
