@@ -19,22 +19,25 @@
 //!
 //! # Example
 //! ```
-//! use ferry_profile::{OutDir, WriteOptions, MANIFEST_FILE};
+//! use ferry_profile::{Manifest, RunOutcome, WriteOptions};
 //! use ferry_runtime::examples::{Example, Size};
 //! use ferry_runtime::host::dfx::DfxOptions;
-//! use ferry_runtime::host::profile::{run_profiled, ProfileTarget};
-//! use ferry_runtime::host::{DeviceRunner, RunnerConfig};
+//! use ferry_runtime::host::profile::{
+//!     claim_run_dir, example_summary, run_profiled, run_summary, ProfileTarget,
+//! };
+//! use ferry_runtime::host::{DeviceRunner, RunnerConfig, Variant};
 //!
 //! let dir = std::env::temp_dir().join(format!("ferry-profile-doc-{}", std::process::id()));
 //! # let _ = std::fs::remove_dir_all(&dir);
-//! let mut runner = DeviceRunner::new(RunnerConfig::small(ferry_sim::Arch::A2a3)).unwrap();
+//! let cfg = RunnerConfig::small(ferry_sim::Arch::A2a3);
+//! // Claimed before the chip starts: a directory the run cannot own costs nothing.
+//! let mut rd = claim_run_dir(&dir, &cfg, &["my-tool".into()], false).unwrap();
+//! let mut runner = DeviceRunner::new(cfg).unwrap();
 //! let run = Example::Vector.build(Size::Small);
 //! runner.register_callable(0, run.callable.clone()).unwrap();
-//! let mut out = OutDir::claim(&dir, &[]).unwrap();
-//! out.begin("doc-run", &["doc".into()], "a2a3", &[]).unwrap();
 //! let dfx = DfxOptions { swimlane: 1, ..DfxOptions::default() };
-//! let target = ProfileTarget { out: &mut out, dir: dir.clone(), case: "vector".into(),
-//!                              write: WriteOptions::default() };
+//! let target = ProfileTarget::in_run_dir(&mut rd, None, "vector", WriteOptions::default())
+//!     .unwrap();
 //! let done = run_profiled(&mut runner, &dfx, run.args.scratch_bytes, Some(target), |r| {
 //!     let p = r.prepare(0, run.args.clone())?;
 //!     let host = p.host_orchestration().cloned();
@@ -42,14 +45,21 @@
 //!     Ok::<_, ferry_runtime::RunError>((r.finalize_run(l)?, host))
 //! })
 //! .unwrap();
-//! let output = done.run.unwrap();
-//! run.verify(&output).unwrap();
 //! let profile = done.profile.unwrap().expect("DFX was on");
 //! // One AICore row per block, at least one per task; each file recorded for the manifest.
 //! assert!(profile.model.swimlane.as_ref().unwrap().aicore_tasks.len() as u64 >= run.tasks);
-//! assert!(profile.report.files.iter().any(|f| f.path.ends_with("chip_swimlane_records.json")));
-//! out.commit().unwrap();
-//! assert!(dir.join(MANIFEST_FILE).exists());
+//! let output = done.run.unwrap();
+//! match run.verify(&output) {
+//!     Ok(checksum) => {
+//!         let mut summary = run_summary(runner.config(), Variant::DeviceOrchestrated);
+//!         summary.runs.push(example_summary(Example::Vector, &output, checksum, None));
+//!         let tensor = output.tensors[run.output_tensor()].as_deref().unwrap();
+//!         rd.finish(&summary, &[("vector", tensor)]).unwrap();
+//!     }
+//!     // The profile stays readable, marked failed.
+//!     Err(e) => assert!(rd.fail(&e.to_string()).unwrap()),
+//! }
+//! assert_eq!(Manifest::verified(&dir).unwrap().outcome, Some(RunOutcome::Ok));
 //! runner.finalize().unwrap();
 //! # std::fs::remove_dir_all(&dir).unwrap();
 //! ```
