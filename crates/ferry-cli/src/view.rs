@@ -24,7 +24,7 @@ pub(crate) struct ViewArgs {
 pub(crate) fn execute(a: &ViewArgs) -> anyhow::Result<String> {
     let r = crate::analysis::open(&a.dir, &Needs::TRACE)?;
     let out = a.out.clone().unwrap_or_else(|| a.dir.join(VIEW_FILE));
-    let page = views::swimlane_html(&r.run);
+    let page = views::swimlane_html_of(&r.run, r.failure());
     crate::analysis::write_output(&r, &out, page.as_bytes())?;
     if a.json {
         let tasks = r.run.tasks();

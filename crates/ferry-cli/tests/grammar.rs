@@ -247,6 +247,8 @@ fn a_failed_run_keeps_a_profile_every_analysis_command_reads() {
         assert_eq!(v["outcome"]["status"], "failed", "{args:?}: {v}");
         assert!(v["outcome"]["error"].as_str().unwrap().contains("wrong result"), "{v}");
     }
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(html.contains("the run failed (its profile is complete)"), "the page says it");
     let v: serde_json::Value =
         serde_json::from_str(&ok(&run(&["diff", ds, profiled().to_str().unwrap(), "--json"])))
             .unwrap();

@@ -188,6 +188,14 @@ fn html_views_are_self_contained() {
     assert!(views::scopes_html(run.scopes.as_ref().unwrap()).contains("<svg"));
     assert!(sw.contains("aicpu_task/core1 stall"));
     assert!(sw.contains("core2 (aiv) overlap 1"));
+    // A failed run's page says so in its bar, escaped; a good run's says nothing of it.
+    assert!(!sw.contains("fv-failed\""), "no failure on a good run's page");
+    let failed = views::swimlane_html_of(&run, Some("task 3: <wrong> result"));
+    let bar = &failed[failed.find("<div id=\"fv-bar\">").unwrap()..failed.find("<input").unwrap()];
+    assert!(
+        bar.contains("the run failed (its profile is complete): task 3: &lt;wrong&gt; result"),
+        "{bar}"
+    );
     let sc = views::scopes_html(run.scopes.as_ref().unwrap());
     assert!(sc.contains("class=\"danger\""), "{sc}");
     assert!(sc.contains("0 unmatched"));

@@ -52,11 +52,23 @@ svg text{{font-size:11px}}</style></head><body><h1>{t}</h1>\n{body}</body></html
 /// The data is [`view_data`](super::view_data)'s: compact, compressed, inflated by the
 /// browser's own `DecompressionStream`.
 pub fn swimlane_html(run: &RunModel) -> String {
+    swimlane_html_of(run, None)
+}
+
+/// [`swimlane_html`] of a run that failed with `failure` (from its manifest's outcome): the
+/// page's bar says so, in red, before anything else.
+pub fn swimlane_html_of(run: &RunModel, failure: Option<&str>) -> String {
     let data = super::viewer::view_data(run);
     let title = html_escape(&format!("ferry view ({})", run.meta.arch));
+    let failed = failure.map_or_else(String::new, |e| {
+        format!(
+            "<span id=\"fv-failed\">the run failed (its profile is complete): {}</span> ",
+            html_escape(e)
+        )
+    });
     format!(
         "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>{title}</title><style>{css}</style></head>\
-<body><div id=\"fv-bar\"><b>{title}</b> <input id=\"fv-search\" placeholder=\"search kernel or task id (/)\" size=\"28\"> \
+<body><div id=\"fv-bar\"><b>{title}</b> {failed}<input id=\"fv-search\" placeholder=\"search kernel or task id (/)\" size=\"28\"> \
 <span id=\"fv-hits\"></span> <button id=\"fv-reset\">reset zoom (0)</button> <span id=\"fv-range\">loading…</span>\
 <span class=\"fv-help\">wheel: zoom · shift+wheel / drag / arrows: pan · +/-: zoom · click: details</span>\
 <div id=\"fv-legend\"></div></div>\
@@ -80,7 +92,8 @@ const VIEW_CSS: &str = "body{font-family:sans-serif;margin:8px}\
 #fv-canvas{position:sticky;top:0;left:0;display:block;margin-top:0}#fv-spacer{position:absolute;width:1px}\
 table{border-collapse:collapse;font-size:12px}td,th{border:1px solid #ccc;padding:2px 6px;text-align:right}\
 .fv-link{font-family:monospace;font-size:11px;margin:1px}#fv-details h3{margin:8px 0 2px}\
-#fv-details h4{margin:6px 0 2px}#fv-legend{font-size:11px;color:#333}#fv-folded{color:#666;font-size:12px}";
+#fv-details h4{margin:6px 0 2px}#fv-legend{font-size:11px;color:#333}#fv-folded{color:#666;font-size:12px}\
+#fv-bar #fv-failed{color:#c00;font-weight:bold}";
 
 /// Occupancy of one scope instance (begin/end paired by `(ring, site)`).
 #[derive(Clone, Debug, PartialEq)]

@@ -22,7 +22,9 @@ use super::{write_bytes_atomic, OutputError};
 
 mod html;
 mod viewer;
-pub use html::{html_escape, risk_class, scope_usage, scopes_html, swimlane_html, ScopeUsage};
+pub use html::{
+    html_escape, risk_class, scope_usage, scopes_html, swimlane_html, swimlane_html_of, ScopeUsage,
+};
 pub use viewer::{base64, view_data, ViewData, ViewRow};
 
 /// Timing of one kernel, summed over its tasks (device cycles).
