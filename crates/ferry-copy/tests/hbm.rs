@@ -1,6 +1,7 @@
 //! HbmCopyEngine: copy kinds, the gather decision, bad input and injected failures.
 mod common;
 use common::*;
+use ferry_copy::hbm::gather::FRAGMENT_BYTES;
 use ferry_copy::{
     transfer_detailed, FailureCode, GatherSkip, RejectReason, TransferEngine, TransferItem,
     TransferRef,
@@ -100,6 +101,38 @@ fn gather_decision_follows_count_mean_and_registration() {
     let st = e.stats();
     assert_eq!(st.skip(GatherSkip::TooFewFragments), 1);
     assert_eq!(st.skip(GatherSkip::AtOrAboveThreshold), 1);
+    e.clear_host_gather_regions();
+}
+
+/// A slot's descriptor staging grows to twice the fragments the gather needs (at least 256
+/// descriptors), so growth is amortized: a later gather of up to that many fragments allocates
+/// nothing, one past it grows the staging once.
+#[test]
+fn staging_grows_to_twice_the_fragments_so_a_later_larger_gather_allocates_nothing() {
+    let _bound = ferry_watchdog::bound("the copy engines' threads");
+    let p = platform(1);
+    let e = engine(&p);
+    const F: u64 = 4096;
+    const SLOTS: u64 = 1024;
+    let mut host = pattern((2 * SLOTS * F) as usize, 5);
+    register(&e, &mut host);
+    let h = host_ref(&mut host);
+    let dev = p.device(0).unwrap().malloc(SLOTS * F).unwrap();
+    let d = TransferRef::device(0, dev, SLOTS * F);
+    let allocs = || p.device(0).unwrap().counters().device_allocs;
+    // 300 fragments (past the 256-descriptor minimum): the staging grows to 600 descriptors.
+    assert!(transfer_detailed(&*e, &scattered(h, 0, d, 0, F, 300, 0)).is_ok());
+    let grown = allocs();
+    assert!(transfer_detailed(&*e, &scattered(h, 0, d, 0, F, 599, 0)).is_ok());
+    assert_eq!(allocs(), grown, "599 fragments fit the staging grown for 300");
+    let used = || p.device(0).unwrap().memory().used();
+    let before = used();
+    assert!(transfer_detailed(&*e, &scattered(h, 0, d, 0, F, 601, 0)).is_ok());
+    assert_eq!(allocs(), grown + 1, "601 fragments grow the staging once");
+    // To 1202 descriptors, and the 600-descriptor buffer it replaced is freed.
+    let size = |descriptors: usize| ((descriptors * FRAGMENT_BYTES) as u64).next_multiple_of(64);
+    assert_eq!(used() - before, size(1202) - size(600), "the old staging buffer was freed");
+    assert_eq!(p.device(0).unwrap().counters().launches, 3, "each batch was one gather");
     e.clear_host_gather_regions();
 }
 

@@ -313,6 +313,9 @@ fn prewarm_restores_the_current_device_and_survives_a_failing_device() {
     let e = engine(&p);
     let r = e.prewarm(3);
     assert_eq!(p.current_ordinal(), 2);
+    assert_eq!((r.streams, r.already_prewarmed), (3, false), "{r:?}");
+    let ordinals: Vec<u32> = r.devices.iter().map(|d| d.ordinal).collect();
+    assert_eq!(ordinals, [0, 1, 2], "one entry per device, in order");
     assert_eq!(r.devices[0].cap, 3);
     assert_eq!(r.devices[1].cap, 0, "a device that failed stays uncapped: {:?}", r.devices[1]);
     assert!(!r.devices[1].errors.is_empty());
@@ -320,6 +323,25 @@ fn prewarm_restores_the_current_device_and_survives_a_failing_device() {
     // The failed device still serves, lazily.
     let pool = e.pool_stats(1).unwrap();
     assert_eq!(pool.created, pool.idle);
+}
+
+/// Prewarm uploads each slot's whole staging (every descriptor it holds) and one null-stream
+/// copy each way: the bytes it moves are exactly those.
+#[test]
+fn prewarm_uploads_every_slots_whole_staging_and_one_null_stream_copy_each_way() {
+    let _bound = ferry_watchdog::bound("the prewarm and copy threads");
+    let p = platform(1);
+    let cfg = HbmConfig { prewarm_staging_fragments: 1000, ..Default::default() };
+    let e = Arc::new(HbmCopyEngine::new(p.clone(), cfg));
+    let dev = p.device(0).unwrap();
+    let before = dev.counters();
+    let r = e.prewarm(3);
+    assert!(r.devices[0].errors.is_empty(), "{r:?}");
+    let after = dev.counters();
+    let staging = 3 * 1000 * ferry_copy::hbm::gather::FRAGMENT_BYTES as u64;
+    let null = ferry_copy::hbm::NULL_WARM_BYTES as u64;
+    assert_eq!(after.bytes_htod - before.bytes_htod, staging + null);
+    assert_eq!(after.bytes_dtoh - before.bytes_dtoh, null);
 }
 
 #[test]

@@ -116,12 +116,17 @@ fn prewarm_reports_every_fault_and_leaves_the_device_serving() {
             dev.faults().clear();
             let want = InjectedFault { point, occurrence }.to_string();
             let d = &r.devices[0];
+            // Every slot warmed and synchronized went back to the pool; every failed one was
+            // discarded: the report's count is what the pool holds.
+            let pooled = e.pool_stats(0).unwrap().created;
             if !reached {
                 problems.push(format!("{label}: not reached (the clean prewarm reached it)"));
             } else if !d.errors.iter().any(|m| m.contains(&want)) {
                 problems.push(format!("{label}: the report does not name `{want}`: {d:?}"));
             } else if d.cap != 0 {
                 problems.push(format!("{label}: a failed device was capped: {d:?}"));
+            } else if d.streams != pooled {
+                problems.push(format!("{label}: {} streams reported, {pooled} pooled", d.streams));
             } else {
                 injected += 1;
             }

@@ -243,3 +243,109 @@ impl Drop for SlotGuard<'_> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ferry_sim::{Arch, Platform, PlatformBuilder};
+
+    fn pool() -> (Platform, DevicePool) {
+        let p = PlatformBuilder::new(Arch::A2a3).hbm_bytes(16 << 20).build().unwrap();
+        let d = p.device(0).unwrap().clone();
+        (p, DevicePool::new(d))
+    }
+
+    /// Runs `acquire` on another thread while `held` is held; returns whether that acquire had
+    /// to wait for `held`'s release (it then counts one wait), or got a slot at once.
+    fn acquire_beside(pool: &DevicePool, held: SlotGuard<'_>) -> bool {
+        std::thread::scope(|sc| {
+            let t = sc.spawn(|| drop(pool.acquire().unwrap()));
+            // Either the acquire returns, or it counts its wait and blocks until the release;
+            // neither state depends on how the threads are scheduled.
+            while !t.is_finished() && pool.stats().waits == 0 {
+                std::thread::yield_now();
+            }
+            let waited = !t.is_finished();
+            drop(held);
+            t.join().unwrap();
+            waited
+        })
+    }
+
+    #[test]
+    fn at_its_cap_an_acquire_waits_for_a_release_and_counts_the_wait_once() {
+        let _bound = ferry_watchdog::bound("an acquire at the cap to count its wait");
+        let (_p, pool) = pool();
+        let held = pool.acquire().unwrap();
+        pool.set_cap(1);
+        assert!(acquire_beside(&pool, held), "the second acquire waited for the first slot");
+        let s = pool.stats();
+        assert_eq!((s.created, s.idle, s.cap, s.waits, s.peak), (1, 1, 1, 1, 1), "{s:?}");
+    }
+
+    #[test]
+    fn a_capped_pool_below_its_cap_after_a_discard_creates_instead_of_waiting() {
+        let _bound = ferry_watchdog::bound("an acquire below the cap");
+        let (_p, pool) = pool();
+        let (a, b) = (pool.acquire().unwrap(), pool.acquire().unwrap());
+        pool.set_cap(2);
+        assert_eq!((pool.stats().created, pool.stats().peak), (2, 2));
+        b.discard();
+        assert_eq!(pool.stats().created, 1, "a discarded slot frees its place under the cap");
+        assert!(!acquire_beside(&pool, a), "below the cap an acquire creates a slot");
+        let s = pool.stats();
+        assert_eq!((s.created, s.idle, s.waits, s.peak), (2, 2, 0, 2), "{s:?}");
+    }
+
+    #[test]
+    fn a_cap_set_below_the_slots_that_exist_shrinks_the_pool_as_they_come_back() {
+        let _bound = ferry_watchdog::bound("the pooled streams' workers");
+        let (_p, pool) = pool();
+        let (a, b, c) = (pool.acquire().unwrap(), pool.acquire().unwrap(), pool.acquire().unwrap());
+        assert_eq!((pool.stats().created, pool.stats().peak), (3, 3));
+        pool.set_cap(2);
+        drop(a);
+        assert_eq!((pool.stats().created, pool.stats().idle), (2, 0), "surplus dropped");
+        drop(b);
+        drop(c);
+        let s = pool.stats();
+        assert_eq!((s.created, s.idle, s.cap, s.peak), (2, 2, 2, 3), "{s:?}");
+    }
+
+    #[test]
+    fn prewarm_takes_the_idle_slots_first_and_creates_only_the_rest() {
+        let _bound = ferry_watchdog::bound("the pooled streams' workers");
+        let (p, pool) = pool();
+        let streams = || p.device(0).unwrap().counters().streams_created;
+        let held: Vec<_> = (0..3).map(|_| pool.acquire().unwrap()).collect();
+        drop(held);
+        let before = streams();
+        let (taken, err) = pool.take_for_prewarm(2);
+        assert!(err.is_none());
+        assert_eq!(taken.len(), 2);
+        assert_eq!((pool.stats().created, pool.stats().idle), (3, 1), "two of the idle three");
+        assert_eq!(streams(), before, "no stream created while idle ones were there");
+        drop(taken);
+        let (taken, err) = pool.take_for_prewarm(5);
+        assert!(err.is_none());
+        assert_eq!(taken.len(), 5);
+        assert_eq!(streams(), before + 2, "the three idle ones, then two created");
+        drop(taken);
+        let s = pool.stats();
+        assert_eq!((s.created, s.idle, s.peak), (5, 5, 5), "{s:?}");
+    }
+
+    #[test]
+    fn a_failed_creation_in_prewarm_undoes_every_reservation_it_did_not_use() {
+        let _bound = ferry_watchdog::bound("the pooled streams' workers");
+        let (p, pool) = pool();
+        // The second of four creations fails: one slot exists, three reservations are undone.
+        p.device(0).unwrap().faults().fail_nth(ferry_sim::fault::FaultPoint::StreamCreate, 2);
+        let (taken, err) = pool.take_for_prewarm(4);
+        assert!(err.is_some());
+        assert_eq!(taken.len(), 1);
+        assert_eq!(pool.stats().created, 1, "{:?}", pool.stats());
+        drop(taken);
+        assert_eq!((pool.stats().created, pool.stats().idle), (1, 1));
+    }
+}
