@@ -9,6 +9,8 @@ protobuf module, independent of ferry's encoder) and checks:
 * slices balance: on every track each SLICE_END closes an open SLICE_BEGIN, in time order, and
   no slice is left open (0 unbalanced slices);
 * counter values come in time order on their track, only on counter tracks;
+* it reports the slices of the `scopes` track (one per scope, named by the workload's scope
+  labels) by name;
 * the counter tracks the run's subsystems imply exist and carry values: PMU counters (a track
   under the `PMU` process) and scope occupancy (under `Scope occupancy`), unless told otherwise.
 
@@ -68,6 +70,7 @@ def check(path, expect):
         return track_name(td)
 
     undeclared = set()
+    scope_slices = defaultdict(int)  # name -> slices on the `scopes` track (and its overlaps)
     for p in trace.packet:
         if p.HasField("interned_data"):
             for en in p.interned_data.event_names:
@@ -89,6 +92,8 @@ def check(path, expect):
                 fail(f"slice {name!r} on track {t} begins at {ts} before its parent")
             stack.append((name, ts))
             counts["slices"] += 1
+            if root_name(t) == "Scope occupancy" and track_name(tracks[t]).startswith("scopes"):
+                scope_slices[name] += 1
         elif ev.type == TrackEvent.TYPE_SLICE_END:
             stack = open_slices[t]
             if not stack:
@@ -140,6 +145,7 @@ def check(path, expect):
         "counter_values": counts["counter_values"],
         "unbalanced_slices": counts["unbalanced"],
         "undeclared_tracks": len(undeclared),
+        "scope_slices": dict(scope_slices),
         "failures": failures,
     }
     return report

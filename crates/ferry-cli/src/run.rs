@@ -274,8 +274,12 @@ pub(crate) fn run(a: &RunArgs) -> anyhow::Result<()> {
     for (id, ex) in examples.into_iter().enumerate() {
         let run = ex.build(size).with_variant(variant);
         runner.register_callable(id as u32, run.callable.clone())?;
-        let at =
-            Place { run_dir: run_dir.as_mut(), sub: several.then(|| ex.name()), case: ex.name() };
+        let at = Place {
+            run_dir: run_dir.as_mut(),
+            sub: several.then(|| ex.name()),
+            case: ex.name(),
+            scope_names: Default::default(),
+        };
         let ran = profiled(&mut runner, &dfx, a, at, run.args.scratch_bytes, |r| {
             if a.repeat > 1 {
                 let (out, rep) = repeat_one(r, id as u32, &run, a.repeat)?;
@@ -338,6 +342,8 @@ pub(super) struct Place<'a> {
     pub(super) run_dir: Option<&'a mut RunDir>,
     pub(super) sub: Option<&'a str>,
     pub(super) case: &'a str,
+    /// What the run's scope sites are called (a workload's scope labels; empty for examples).
+    pub(super) scope_names: ferry_profile::ScopeNames,
 }
 
 /// Where a profile went, for the lines after the run.
@@ -369,7 +375,9 @@ pub(super) fn profiled<T>(
     let progress = |p: WriteProgress| bar.update(p);
     let write = WriteOptions { files: true, traces, chrome, progress: Some(&progress) };
     let target = match at.run_dir {
-        Some(rd) if dfx.any() => Some(ProfileTarget::in_run_dir(rd, at.sub, at.case, write)?),
+        Some(rd) if dfx.any() => Some(
+            ProfileTarget::in_run_dir(rd, at.sub, at.case, write)?.with_scope_names(at.scope_names),
+        ),
         _ => None,
     };
     let ProfiledRun { run, profile } = run_profiled(runner, dfx, scratch_bytes, target, body)

@@ -32,9 +32,10 @@ pub(crate) fn execute(a: &ScopesArgs) -> anyhow::Result<String> {
         let scopes: Vec<serde_json::Value> = usage
             .iter()
             .map(|u| {
+                let at = s.names.get(&u.site).map(|l| l.at.as_str()).filter(|a| !a.is_empty());
                 serde_json::json!({
-                    "site": u.site, "ring": u.ring, "depth": u.depth, "worst": u.worst(),
-                    "risk": views::risk_class(u.worst()),
+                    "name": u.name, "site": u.site, "at": at, "ring": u.ring, "depth": u.depth,
+                    "worst": u.worst(), "risk": views::risk_class(u.worst()),
                 })
             })
             .collect();

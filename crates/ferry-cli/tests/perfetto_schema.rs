@@ -95,3 +95,29 @@ fn trace_of_an_all_five_run_decodes_with_perfettos_schema() {
     assert_eq!(v["unbalanced_slices"], 1, "{v:#}");
     let _ = std::fs::remove_dir_all(&d);
 }
+
+#[test]
+fn a_workloads_scopes_are_named_in_the_trace() {
+    let test = "a_workloads_scopes_are_named_in_the_trace";
+    let why = "python3 with the `perfetto` package is missing (pip install perfetto)";
+    if need(python_with_perfetto(), test, why).is_none() {
+        return;
+    }
+    let d = scratch("perfetto-scopes");
+    let out = d.join("run");
+    let out_s = out.to_str().unwrap();
+    let wl = tools().join("../examples/workloads/diamond.toml");
+    let args = ["--swimlane", "4", "--pmu", "2", "--scope-stats", "--out", out_s];
+    ferry_ok(&[&["run", "--workload", wl.to_str().unwrap()][..], &args[..]].concat());
+    let (ok, v) = check(&out.join("trace.perfetto-trace"), "pmu,scopes,loss");
+    assert!(ok, "{v:#}");
+    // One slice per scope the diamond opens (64 groups), named by the file's label.
+    assert_eq!(v["scope_slices"], serde_json::json!({ "diamond": 64 }), "{v:#}");
+    // `ferry trace` writes the same from the files (the names come from scope_names.json).
+    std::fs::remove_file(out.join("trace.perfetto-trace")).unwrap();
+    ferry_ok(&["trace", out_s]);
+    let (ok, v) = check(&out.join("trace.perfetto-trace"), "pmu,scopes,loss");
+    assert!(ok, "{v:#}");
+    assert_eq!(v["scope_slices"], serde_json::json!({ "diamond": 64 }), "{v:#}");
+    let _ = std::fs::remove_dir_all(&d);
+}

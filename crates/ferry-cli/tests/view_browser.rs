@@ -1,8 +1,9 @@
 //! `ferry view` in a real browser: headless Chromium (Debian's `chromium`), driven by
 //! `tools/browser/view_check.cjs` through `playwright-core`, over the page of a small run and of
-//! the 50,000-task storm with all five subsystems. Checks what the page drew (its own state and
-//! its canvas pixels) and that wheel zoom, drag pan, key zoom and pan, search and a click change
-//! what is drawn. Prints the storm page's size and first-frame time (a figure, not asserted).
+//! the 50,000-task storm with all five subsystems, and of a workload whose scopes have labels.
+//! Checks what the page drew (its own state and its canvas pixels) and that wheel zoom, drag pan,
+//! key zoom and pan, search and a click change what is drawn. Prints the storm page's size and
+//! first-frame time (a figure, not asserted).
 mod common;
 
 use std::path::Path;
@@ -140,6 +141,45 @@ fn small_runs_page_zooms_pans_searches_and_shows_a_task() {
         v["series"]
     );
     assert_eq!(v["firstHit"]["selected"]["name"], "mul");
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+#[test]
+fn a_workloads_scopes_row_is_named_by_its_scope_labels() {
+    let test = "a_workloads_scopes_row_is_named_by_its_scope_labels";
+    let missing = browser_missing();
+    if need(missing.is_none(), test, missing.as_deref().unwrap_or("")).is_none() {
+        return;
+    }
+    let d = scratch("view-scopes");
+    let out = d.join("run");
+    let out_s = out.to_str().unwrap();
+    let wl = tools().join("../examples/workloads/diamond.toml");
+    ferry_ok(&[
+        "run",
+        "--workload",
+        wl.to_str().unwrap(),
+        "--swimlane",
+        "4",
+        "--scope-stats",
+        "--out",
+        out_s,
+    ]);
+    ferry_ok(&["view", out_s]);
+    let v = drive(&out.join("swimlane.html"), "diamond");
+    assert_eq!(v["errors"], serde_json::json!([]), "page errors: {v:#}");
+    assert!(v["error"].is_null(), "{}", v["error"]);
+    let rows: Vec<&str> =
+        v["rows"].as_array().unwrap().iter().map(|r| r.as_str().unwrap()).collect();
+    assert!(rows.contains(&"scopes"), "no scopes row: {rows:?}");
+    // The label finds the diamond's 64 scopes (and no task), drawn over the dimmed rows.
+    let s = &v["search"];
+    assert_eq!((s["searchSlices"].as_u64(), s["searchHits"].as_u64()), (Some(64), Some(0)), "{s}");
+    assert!(s["hitRects"].as_u64().unwrap() > 0, "{s}");
+    // Enter goes to the first scope; a click where it is drawn selects it again.
+    let first = &v["firstHit"]["selected"];
+    assert_eq!((first["name"].as_str(), first["row"].as_str()), (Some("diamond"), Some("scopes")));
+    assert_eq!(v["click"]["selected"]["name"], "diamond", "{}", v["click"]);
     let _ = std::fs::remove_dir_all(&d);
 }
 

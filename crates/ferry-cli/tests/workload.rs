@@ -182,7 +182,43 @@ fn every_dfx_flag_works_with_a_workload() {
     for f in ["pmu.csv", "args_dump", "scope_stats"] {
         assert!(files.iter().any(|x| x == f), "{f} not in {files:?}");
     }
+    scopes_are_named_by_the_workload(&d);
     std::fs::remove_dir_all(&d).unwrap();
+}
+
+/// The diamond's scopes, as the device recorded them, carry the file's label: the name table
+/// beside the records (in the manifest) and `ferry scopes` (page and JSON). The trace's `scopes`
+/// track: tests/perfetto_schema.rs; the view's: tests/view_browser.rs.
+fn scopes_are_named_by_the_workload(d: &Path) {
+    let table = json(&d.join("scope_stats/scope_names.json"));
+    let entries = table["scopes"].as_array().unwrap();
+    assert_eq!(entries.len(), 1, "{table}");
+    let site = entries[0]["site"].as_str().unwrap();
+    assert!(site.starts_with("workload:"), "{table}");
+    assert_eq!(
+        (entries[0]["name"].as_str(), entries[0]["at"].as_str()),
+        (Some("diamond"), Some("diamond.toml:30"))
+    );
+    // The device's records carry the site the table names (nothing else names them).
+    let records = std::fs::read_to_string(d.join("scope_stats/scope_stats.jsonl")).unwrap();
+    let sites: std::collections::BTreeSet<String> = records
+        .lines()
+        .skip(1)
+        .map(|l| serde_json::from_str::<Value>(l).unwrap()["site"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(sites.into_iter().collect::<Vec<_>>(), [site]);
+    let manifest = std::fs::read_to_string(d.join("ferry-manifest.json")).unwrap();
+    assert!(manifest.contains("scope_stats/scope_names.json"), "{manifest}");
+
+    let v: Value = serde_json::from_str(&ok(&["scopes", "--json", d.to_str().unwrap()])).unwrap();
+    let scopes = v["scopes"].as_array().unwrap();
+    assert_eq!(scopes.len(), 64, "{v}");
+    for s in scopes {
+        assert_eq!((s["name"].as_str(), s["site"].as_str()), (Some("diamond"), Some(site)), "{s}");
+        assert_eq!(s["at"], "diamond.toml:30");
+    }
+    let page = std::fs::read_to_string(d.join("scope_stats/scope_stats.html")).unwrap();
+    assert!(page.contains("diamond #64 (depth 1, ring 1)"), "the page's rows are not named");
 }
 
 fn checksum(args: &[&str]) -> f64 {

@@ -80,6 +80,7 @@ pub mod perfetto;
 mod pmu;
 mod run_dir;
 pub mod sample;
+mod scope_names;
 mod scopes;
 mod sink;
 mod stream;
@@ -128,6 +129,10 @@ pub use pmu::{
 pub use run_dir::{
     run_dir_names, writing_run_dirs, ExampleSummary, RunDir, RunDirError, RunSummary, SummaryRun,
     WorkloadSummary, SCOPES_HTML, SUMMARY_FILE, VIEW_FILE,
+};
+pub use scope_names::{
+    read_scope_names, write_scope_names, ScopeLabel, ScopeNames, MAX_SCOPE_NAMES_BYTES,
+    SCOPE_NAMES_FILE, SCOPE_NAMES_VERSION,
 };
 pub use scopes::{
     read_scopes, write_scopes, ScopePhase, ScopeRow, ScopeStats, HEAP_MAX_RUN_RESERVATION,

@@ -37,6 +37,7 @@ use super::manifest::{Manifest, ManifestError, RunOutcome, MANIFEST_FILE};
 use super::model::RunModel;
 use super::name_map::{is_name_map_file, name_map_file, read_name_map};
 use super::pmu::{read_pmu, PMU_FILE, PMU_LOSS_FILE};
+use super::scope_names::{read_scope_names, SCOPE_NAMES_FILE};
 use super::scopes::{read_scopes, SCOPES_DIR, SCOPES_FILE};
 use super::swimlane::{read_swimlane, SWIMLANE_FILE};
 use super::{OutputError, Written};
@@ -585,7 +586,16 @@ pub fn open_run(dir: &Path, needs: &Needs) -> Result<OpenedRun, OpenError> {
     let scopes_rel = format!("{SCOPES_DIR}/{SCOPES_FILE}");
     if let Some(p) = o.source(&scopes_rel, needs.scopes)? {
         match read_scopes(open_file(&p)?) {
-            Ok((s, loss)) => {
+            Ok((mut s, loss)) => {
+                // The sites' names, when the run wrote them: a table that is there but broken
+                // is skipped with a warning (the records stand without it).
+                let names_rel = format!("{SCOPES_DIR}/{SCOPE_NAMES_FILE}");
+                if let Some(np) = o.source(&names_rel, Need::Optional)? {
+                    match read_scope_names(open_file(&np)?) {
+                        Ok(n) => s.names = n,
+                        Err(e) => o.failed::<()>(Need::Optional, e).map(drop)?,
+                    }
+                }
                 run.scopes = Some(s);
                 run.loss.merge(loss);
                 any = true;

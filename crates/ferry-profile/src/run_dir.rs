@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use crate::{
     write_bytes_atomic, ManifestError, OutDir, OutputError, RunOutcome, ARGS_BIN_FILE, ARGS_DIR,
     ARGS_FILE, CHROME_FILE, DEPS_FILE, PERFETTO_FILE, PMU_FILE, PMU_LOSS_FILE, SCOPES_DIR,
-    SCOPES_FILE, SWIMLANE_FILE,
+    SCOPES_FILE, SCOPE_NAMES_FILE, SWIMLANE_FILE,
 };
 
 /// File name of the run summary ([`RunSummary`]) in a run's directory.
@@ -31,6 +31,7 @@ pub fn run_dir_names(cases: &[&str]) -> Vec<String> {
         format!("{ARGS_DIR}/{ARGS_BIN_FILE}"),
         format!("{ARGS_DIR}/{ARGS_FILE}"),
         format!("{SCOPES_DIR}/{SCOPES_FILE}"),
+        format!("{SCOPES_DIR}/{SCOPE_NAMES_FILE}"),
         format!("{SCOPES_DIR}/{SCOPES_HTML}"),
         PERFETTO_FILE.into(),
         CHROME_FILE.into(),

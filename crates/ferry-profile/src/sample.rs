@@ -287,6 +287,7 @@ pub fn sample_run(policy: LossPolicy) -> RunModel {
             row("orch.cpp:90", ScopePhase::End, 2, (1, 4), (0, 900_000), (0, 14)),
             row("orch.cpp:77", ScopePhase::End, 1, (2, 3), (0, 4096), (1, 3)),
         ],
+        names: Default::default(),
     });
 
     // Loss accounting: every lane; one stall.

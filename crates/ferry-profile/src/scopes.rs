@@ -10,6 +10,7 @@ use ferry_abi::records::{ScopeStatsRecord, SCOPE_PHASE_BEGIN, SCOPE_RINGS};
 use serde::{Deserialize, Serialize};
 
 use super::model::LossAccounting;
+use super::scope_names::ScopeNames;
 use super::stream::Ticker;
 use super::OutputError;
 
@@ -47,6 +48,16 @@ pub struct ScopeStats {
     pub heap_reserved: bool,
     /// Begin/end records in device order.
     pub records: Vec<ScopeRow>,
+    /// What the scope sites are called (`scope_names.json` beside the records; empty when
+    /// the run named none).
+    pub names: ScopeNames,
+}
+
+impl ScopeStats {
+    /// The name of `site`, else the site itself.
+    pub fn label<'a>(&'a self, site: &'a str) -> &'a str {
+        self.names.get(site).map_or(site, |l| l.name.as_str())
+    }
 }
 
 /// Begin or end.
@@ -214,6 +225,7 @@ pub fn read_scopes<R: BufRead>(r: R) -> Result<(ScopeStats, LossAccounting), Out
         tensormap_max: h.tensormap_max,
         heap_reserved: h.heap_max_source.as_deref() == Some(HEAP_MAX_RUN_RESERVATION),
         records: Vec::new(),
+        names: ScopeNames::new(),
     };
     for (i, l) in lines.enumerate() {
         let l = l.map_err(OutputError::io(SCOPES_FILE))?;

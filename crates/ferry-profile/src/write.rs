@@ -33,6 +33,7 @@ use super::deps::{write_deps_ticked, DEPS_FILE};
 use super::model::{RunModel, Subsystem};
 use super::name_map::{name_map_file, write_name_map, NameMap, DEFAULT_CASE, NAME_MAP_LABEL};
 use super::pmu::{write_pmu_ticked, PMU_FILE, PMU_LOSS_FILE};
+use super::scope_names::{write_scope_names, SCOPE_NAMES_FILE};
 use super::scopes::{write_scopes_ticked, SCOPES_DIR, SCOPES_FILE};
 use super::stream::Ticker;
 use super::swimlane::{write_swimlane_ticked, SWIMLANE_FILE};
@@ -306,6 +307,12 @@ impl FileJob {
                 let l = loss(Subsystem::ScopeStats);
                 f.write(dir.join(SCOPES_DIR).join(SCOPES_FILE), SCOPES_FILE, |w, t| {
                     write_scopes_ticked(w, s, &l, t)
+                })?;
+                if s.names.is_empty() {
+                    return Ok(());
+                }
+                f.write(dir.join(SCOPES_DIR).join(SCOPE_NAMES_FILE), SCOPE_NAMES_FILE, |w, _| {
+                    write_scope_names(w, &s.names)
                 })
             }
         }

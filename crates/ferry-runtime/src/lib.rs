@@ -53,7 +53,7 @@ pub mod host;
 pub mod launch_bench;
 
 pub use device::ops::DeviceOps;
-pub use device::task::{Orchestrate, Role, Task, TaskId, TensorId, View};
+pub use device::task::{Orchestrate, Role, ScopeSite, Task, TaskId, TensorId, View};
 pub use error::{DeviceFault, KernelFault, SubmitError};
 #[cfg(feature = "host")]
 pub use error::{RunError, RunnerError};

@@ -58,8 +58,18 @@ pub(crate) struct TaskNode {
 #[derive(Debug)]
 pub(crate) enum Node {
     Task(TaskNode),
-    Repeat { var: u32, count: u64, body: Vec<Node> },
-    Scope { scratch: Vec<(u32, Expr, usize)>, body: Vec<Node>, at: usize },
+    Repeat {
+        var: u32,
+        count: u64,
+        body: Vec<Node>,
+    },
+    /// `name`: the scope's label and where the file gives it.
+    Scope {
+        name: (String, usize),
+        scratch: Vec<(u32, Expr, usize)>,
+        body: Vec<Node>,
+        at: usize,
+    },
 }
 
 /// A resolved workload graph.
@@ -255,7 +265,9 @@ impl<'a> Ctx<'a> {
         }
         let body = self.body(body_items, mult, depth + 1, total);
         self.scratch.truncate(base);
-        Ok(Node::Scope { scratch, body: body?, at })
+        let name =
+            i.scope.as_ref().map_or((String::new(), at), |n| (n.get_ref().clone(), n.span().start));
+        Ok(Node::Scope { name, scratch, body: body?, at })
     }
 
     fn task(&self, k: &Spanned<String>, i: &Item, at: usize) -> Result<TaskNode, WorkloadError> {
@@ -423,7 +435,16 @@ fn emit_expr(e: Option<&Expr>, out: &mut Vec<u32>) {
     }
 }
 
-fn emit_nodes(nodes: &[Node], out: &mut Vec<u32>) {
+/// A scope of the compiled program: the index of its `OP_SCOPE` word (the line of the site the
+/// interpreter records), its label and where the file gives the label (byte offset).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct ScopeWord {
+    pub(crate) word: u32,
+    pub(crate) name: String,
+    pub(crate) at: usize,
+}
+
+fn emit_nodes(nodes: &[Node], out: &mut Vec<u32>, scopes: &mut Vec<ScopeWord>) {
     for n in nodes {
         match n {
             Node::Task(t) => {
@@ -453,10 +474,11 @@ fn emit_nodes(nodes: &[Node], out: &mut Vec<u32>) {
                 let patch = out.len() - 1;
                 emit_expr(Some(&Expr::Const(*count)), out);
                 let start = out.len();
-                emit_nodes(body, out);
+                emit_nodes(body, out, scopes);
                 out[patch] = (out.len() - start) as u32;
             }
-            Node::Scope { scratch, body, .. } => {
+            Node::Scope { name: (name, at), scratch, body, .. } => {
+                scopes.push(ScopeWord { word: out.len() as u32, name: name.clone(), at: *at });
                 out.extend([w::OP_SCOPE, scratch.len() as u32, 0]);
                 let patch = out.len() - 1;
                 for (slot, len, _) in scratch {
@@ -464,15 +486,16 @@ fn emit_nodes(nodes: &[Node], out: &mut Vec<u32>) {
                     emit_expr(Some(len), out);
                 }
                 let start = out.len();
-                emit_nodes(body, out);
+                emit_nodes(body, out, scopes);
                 out[patch] = (out.len() - start) as u32;
             }
         }
     }
 }
 
-/// The interpreter's program for `ir` over `run_tensors` run tensors.
-pub(crate) fn emit(ir: &Ir, run_tensors: u32) -> Vec<u32> {
+/// The interpreter's program for `ir` over `run_tensors` run tensors, and its scopes in word
+/// order.
+pub(crate) fn emit(ir: &Ir, run_tensors: u32) -> (Vec<u32>, Vec<ScopeWord>) {
     let mut out = vec![
         w::MAGIC,
         w::VERSION,
@@ -483,9 +506,10 @@ pub(crate) fn emit(ir: &Ir, run_tensors: u32) -> Vec<u32> {
         ir.tasks as u32,
         (ir.tasks >> 32) as u32,
     ];
-    emit_nodes(&ir.nodes, &mut out);
+    let mut scopes = Vec::new();
+    emit_nodes(&ir.nodes, &mut out, &mut scopes);
     out[2] = out.len() as u32;
-    out
+    (out, scopes)
 }
 
 /// `init` of one tensor, resolved.

@@ -81,7 +81,7 @@ impl<'a> Walk<'a> {
                         self.nodes(body, v)?;
                     }
                 }
-                Node::Scope { scratch, body, at } => {
+                Node::Scope { scratch, body, at, .. } => {
                     let saved = self.scratch_used;
                     let mut allocs = Vec::with_capacity(scratch.len());
                     for (slot, len, sat) in scratch {

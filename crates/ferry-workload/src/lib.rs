@@ -73,10 +73,26 @@ pub struct Workload {
     tensors: Vec<(String, u64, InitPlan)>,
     ir: Ir,
     program: Vec<u32>,
+    scopes: Vec<ScopeName>,
     scratch_bytes: u64,
     host_reference: Option<f64>,
     outputs: Vec<u32>,
     checks: Vec<Check>,
+}
+
+/// A scope of a workload's graph as ScopeStats records it, with the name the file gives it.
+///
+/// The interpreter opens each scope at the site `workload:<word>`, `word` being the index of the
+/// scope's opcode in the compiled program; every expansion of one `scope = "..."` entry (inside
+/// a repeat) shares its site, as every pass through one `PTO2_SCOPE` shares its `__LINE__`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ScopeName {
+    /// The site, as the scope records carry it (`workload:17`).
+    pub site: String,
+    /// The scope's label in the file (`scope = "diamond"`).
+    pub name: String,
+    /// Where the file opens the scope: `diamond.toml:30` (the file's basename and line).
+    pub at: String,
 }
 
 /// A run of a workload that did not verify.
@@ -415,7 +431,23 @@ impl Workload {
                 "nothing to verify: set verify = \"host-reference\" or add an [[expect]]",
             ));
         }
-        let program = compile::emit(&ir, tensors.len() as u32);
+        let (program, words) = compile::emit(&ir, tensors.len() as u32);
+        let scopes = words
+            .into_iter()
+            .map(|s| ScopeName {
+                site: format!("{}:{}", ferry_runtime::device::workload::SITE_FILE, s.word),
+                name: s.name,
+                at: match lines.at(s.at, "") {
+                    WorkloadError::At { file, line, .. } => {
+                        let base = std::path::Path::new(&file)
+                            .file_name()
+                            .map_or_else(|| file.clone(), |b| b.to_string_lossy().into_owned());
+                        format!("{base}:{line}")
+                    }
+                    _ => String::new(),
+                },
+            })
+            .collect();
         let description = meta.description.clone();
         let wl = Workload {
             name,
@@ -424,6 +456,7 @@ impl Workload {
             tensors,
             ir,
             program,
+            scopes,
             scratch_bytes,
             host_reference,
             outputs,
@@ -464,6 +497,12 @@ impl Workload {
             WorkloadError::At { file, line, col, .. } => Some(format!("{file}:{line}:{col}")),
             _ => None,
         }
+    }
+
+    /// The scopes of the graph, in program order (one per `scope = "..."` entry, whatever its
+    /// repeat count): the host-side table that names the scope records of a run.
+    pub fn scopes(&self) -> &[ScopeName] {
+        &self.scopes
     }
 
     /// The workload's name (the DFX case name).

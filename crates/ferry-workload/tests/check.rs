@@ -281,3 +281,36 @@ fn hostile_nesting_is_refused_before_deserializing() {
     );
     refuse(&inline, "body = [", "nested brackets and braces");
 }
+
+/// Each `scope = "..."` entry is one site, named by its label, however often a repeat expands it;
+/// the site is the index of the scope's opcode in the program (what the device records carry).
+#[test]
+fn scopes_are_named_by_site() {
+    let tail = r#"[[graph]]
+repeat = 4
+var = "g"
+  [[graph.body]]
+  scope = "outer"
+  scratch = [{ name = "s", len = 32 }]
+    [[graph.body.body]]
+    kernel = "copy"
+    args = [{ tensor = "x", role = "input", offset = "g * 32", len = 32 }, { tensor = "s", role = "output" }]
+    [[graph.body.body]]
+    scope = "inner"
+      [[graph.body.body.body]]
+      kernel = "copy"
+      args = [{ tensor = "s", role = "input" }, { tensor = "y", role = "output", offset = "g * 32", len = 32 }]
+"#;
+    let head = HEAD.replacen("name = \"t\"\n", "name = \"t\"\nscratch_bytes = 256\n", 1);
+    let text = format!("{head}{tail}");
+    let w = parse(&text).unwrap_or_else(|e| panic!("{e}"));
+    let s = w.scopes();
+    let names: Vec<(&str, String)> = s.iter().map(|s| (s.name.as_str(), s.at.clone())).collect();
+    let at = |label: &str| format!("w.toml:{}", line_of(&text, label));
+    assert_eq!(names, [("outer", at("scope = \"outer\"")), ("inner", at("scope = \"inner\""))]);
+    for sc in s {
+        let word: usize = sc.site.strip_prefix("workload:").unwrap().parse().unwrap();
+        assert_eq!(w.program()[word], ferry_runtime::device::workload::OP_SCOPE, "{sc:?}");
+    }
+    assert_ne!(s[0].site, s[1].site);
+}

@@ -4,6 +4,7 @@
 use super::{fail, print_next_steps, profiled, Place, RunArgs};
 use anyhow::Context;
 use clap::{Args, Subcommand};
+use ferry_profile::ScopeLabel;
 use ferry_profile::SUMMARY_FILE;
 use ferry_runtime::host::profile::{run_summary, workload_summary};
 use ferry_runtime::host::KernelRegistry;
@@ -101,7 +102,12 @@ pub(super) fn run(a: &RunArgs, file: &Path) -> anyhow::Result<()> {
         }
     )?;
     runner.register_callable(0, wl.callable(variant))?;
-    let at = Place { run_dir: run_dir.as_mut(), sub: None, case: wl.name() };
+    let scope_names = wl
+        .scopes()
+        .iter()
+        .map(|s| (s.site.clone(), ScopeLabel { name: s.name.clone(), at: s.at.clone() }))
+        .collect();
+    let at = Place { run_dir: run_dir.as_mut(), sub: None, case: wl.name(), scope_names };
     let ran = profiled(&mut runner, &dfx, a, at, args.scratch_bytes, |runner| {
         if a.repeat > 1 {
             let rep = runner

@@ -20,6 +20,10 @@ pub const UUID_RUN_INFO: u64 = 50;
 pub const UUID_ANCHORS: u64 = 51;
 /// Uuid of the `loss accounting` (totals) slice track.
 pub const UUID_LOSS_TOTALS: u64 = 52;
+/// Uuid of the `scopes` slice track (one slice per scope, named by its site's name).
+pub const UUID_SCOPE_SLICES: u64 = 70;
+/// Name of the [`UUID_SCOPE_SLICES`] track.
+pub const SCOPE_SLICES_TRACK: &str = "scopes";
 
 /// Uuid of counter `k` (0: `pmu_total_cycles`, then the named counters in slot order) of core
 /// `c`'s PMU.
@@ -261,6 +265,43 @@ impl Planner {
             };
             values.entry(uuid_scope(0, 4)).or_default().push((at, depth));
         }
+        // One slice per scope, begin to end, named by its site's name (the workload's label)
+        // or its `file:line`: begins and ends pair per (ring, site), as `ferry scopes` pairs them.
+        let mut open: BTreeMap<(i32, &str), Vec<(u64, i32)>> = BTreeMap::new();
+        let mut labels: BTreeMap<&str, Arc<str>> = BTreeMap::new();
+        let mut slices = Vec::new();
+        let last = times.last().map_or(0, |&t| ns(t));
+        for (r, &t) in sc.records.iter().zip(&times) {
+            let key = (r.ring, r.site.as_str());
+            match r.phase {
+                ScopePhase::Begin => open.entry(key).or_default().push((ns(t), r.depth)),
+                ScopePhase::End => {
+                    let Some((b, depth)) = open.get_mut(&key).and_then(Vec::pop) else { continue };
+                    slices.push((b, ns(t), depth, key));
+                }
+            }
+        }
+        // A scope left open closes at the last record.
+        for (key, v) in &open {
+            slices.extend(v.iter().map(|&(b, depth)| (b, last, depth, *key)));
+        }
+        let slices: Vec<_> = slices
+            .into_iter()
+            .map(|(b, e, depth, (ring, site))| {
+                let name = labels.entry(site).or_insert_with(|| sc.label(site).into()).clone();
+                let mut s = slice(name, "scope", b, e);
+                s.args = [("depth", u64::try_from(depth).unwrap_or(0))].into();
+                s.args.push(("ring", u64::try_from(ring).unwrap_or(0)));
+                s
+            })
+            .collect();
+        self.track(
+            UUID_SCOPE_SLICES,
+            Some(UUID_SCOPES),
+            SCOPE_SLICES_TRACK.into(),
+            TrackKind::Child,
+        );
+        self.place(UUID_SCOPE_SLICES, SCOPE_SLICES_TRACK, slices);
         for (u, v) in values {
             let (ring, m) = (((u >> 8) & 0xff) as u32, (u & 0xff) as usize);
             let name = if m >= 3 {

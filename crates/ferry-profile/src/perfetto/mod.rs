@@ -20,6 +20,7 @@
 //! | `DFX lanes` (4) | `loss <lane>` per lane | one slice spanning the run with the lane's produced / collected / dropped / stall counts |
 //! | `PMU` (6) | one counter track per core and counter, `core<N> <counter>` | the task's value from its start to its end (0 between tasks) |
 //! | `Scope occupancy` (7) | `ring<R> task window`, `ring<R> heap bytes`, `ring<R> dep pool`, `tensormap`, `scope depth` | occupancy (head − tail) at each scope record |
+//! | `Scope occupancy` (7) | `scopes` (a slice track) | one slice per scope, begin to end, named by its site's name (a workload's `scope = "…"` label, from `scope_stats/scope_names.json`) or its `file:line`; `depth` and `ring` annotations |
 //! | `AICPU` (2) | `shared queue<K> depth` | the shared ready-queue depths every scheduler thread saw at each phase's start and end |
 //!
 //! Scope records carry queue positions, not times: a record whose task-window head is `N` was
@@ -46,7 +47,8 @@ pub(crate) use encode::write_plan_ticked;
 pub use encode::{encode_plan, encode_plan_with, write_plan, write_trace, EncodeOptions};
 pub use extra::{
     scope_record_times, uuid_lane_loss, uuid_pmu, uuid_queue_depth, uuid_scope, SCOPE_METRICS,
-    UUID_ANCHORS, UUID_LOSS_TOTALS, UUID_PMU, UUID_RUN, UUID_RUN_INFO, UUID_SCOPES,
+    SCOPE_SLICES_TRACK, UUID_ANCHORS, UUID_LOSS_TOTALS, UUID_PMU, UUID_RUN, UUID_RUN_INFO,
+    UUID_SCOPES, UUID_SCOPE_SLICES,
 };
 
 /// Trusted packet sequence id of every packet.

@@ -100,6 +100,8 @@ table{border-collapse:collapse;font-size:12px}td,th{border:1px solid #ccc;paddin
 pub struct ScopeUsage {
     /// `file:line`.
     pub site: String,
+    /// What the site is called ([`ScopeStats::names`]); the site itself when unnamed.
+    pub name: String,
     /// Ring.
     pub ring: i32,
     /// Depth.
@@ -182,6 +184,7 @@ pub fn scope_usage(s: &ScopeStats) -> (Vec<ScopeUsage>, usize) {
                 let frac = |peak: i64, cap: Option<i64>| cap.map(|c| peak as f64 / c as f64);
                 out.push(ScopeUsage {
                     site: r.site.clone(),
+                    name: s.label(&r.site).to_string(),
                     ring: r.ring,
                     depth: r.depth,
                     task_window: tw,
@@ -227,18 +230,18 @@ pub fn scopes_html(s: &ScopeStats) -> String {
     }
     let _ = writeln!(
         svg,
-        "<text x=\"4\" y=\"12\" font-weight=\"bold\">scope (site #n, in closing order)</text>"
+        "<text x=\"4\" y=\"12\" font-weight=\"bold\">scope (name #n, in closing order)</text>"
     );
     let mut nth: BTreeMap<&str, usize> = BTreeMap::new();
     let mut y = row_h;
     for u in &usage {
-        let n = nth.entry(u.site.as_str()).or_insert(0);
+        let n = nth.entry(u.name.as_str()).or_insert(0);
         *n += 1;
         let _ = write!(
             svg,
             "<text x=\"4\" y=\"{}\">{} #{} (depth {}, ring {})</text>",
             y + 12.0,
-            html_escape(&u.site),
+            html_escape(&u.name),
             n,
             u.depth,
             u.ring
@@ -259,7 +262,7 @@ pub fn scopes_html(s: &ScopeStats) -> String {
                 (r.min(1.0) * bar_w).max(1.0),
                 row_h - 4.0,
                 fill,
-                html_escape(&u.site),
+                html_escape(&u.name),
                 r * 100.0,
                 x + bar_w + 4.0,
                 y + 12.0,
@@ -271,7 +274,7 @@ pub fn scopes_html(s: &ScopeStats) -> String {
     }
     svg.push_str("</svg>\n");
     let mut table = String::from(
-        "<table><tr><th>site</th><th>ring</th><th>depth</th><th>task window hw/real/alloc</th>\
+        "<table><tr><th>scope</th><th>site</th><th>ring</th><th>depth</th><th>task window hw/real/alloc</th>\
 <th>heap MiB hw/real/alloc</th><th>dep pool hw/real/alloc</th><th>tensormap</th><th>risk</th></tr>\n",
     );
     let mib = |b: i64| b as f64 / (1024.0 * 1024.0);
@@ -279,8 +282,9 @@ pub fn scopes_html(s: &ScopeStats) -> String {
         let w = u.worst();
         let _ = writeln!(
             table,
-            "<tr class=\"{}\"><td>{}</td><td>{}</td><td>{}</td><td>{}/{}/{}</td><td>{:.3}/{:.3}/{:.3}</td><td>{}/{}/{}</td><td>{}</td><td>{:.1}% {}</td></tr>",
+            "<tr class=\"{}\"><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}/{}/{}</td><td>{:.3}/{:.3}/{:.3}</td><td>{}/{}/{}</td><td>{}</td><td>{:.1}% {}</td></tr>",
             risk_class(w),
+            html_escape(&u.name),
             html_escape(&u.site),
             u.ring,
             u.depth,

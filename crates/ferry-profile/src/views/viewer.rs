@@ -29,9 +29,9 @@ use crate::views::{format_payload, format_scalar};
 pub struct ViewRow {
     /// Label.
     pub label: String,
-    /// Group (`AICore`, `AICPU`, `Scheduler view`, `DFX lanes`).
+    /// Group (`AICore`, `AICPU`, `Scheduler view`, `DFX lanes`, `Scopes`).
     pub group: String,
-    /// `core`, `aicpu`, `orch`, `sched`, `stall` or `overlap`.
+    /// `core`, `aicpu`, `orch`, `sched`, `stall`, `scope` or `overlap`.
     pub kind: &'static str,
     /// Slices on the row.
     pub slices: usize,
@@ -119,6 +119,9 @@ fn js_list<'a>(it: impl IntoIterator<Item = &'a str>) -> String {
     format!("[{}]", v.join(","))
 }
 
+/// The groups of rows, in page order.
+const GROUPS: [&str; 5] = ["AICore", "AICPU", "Scheduler view", "DFX lanes", "Scopes"];
+
 /// The group and kind of plan track `uuid` (`None`: not a row of the page).
 fn row_kind(
     uuid: u64,
@@ -141,6 +144,7 @@ fn row_kind(
                 "orch"
             }
             "AICPU" => "aicpu",
+            "Scope occupancy" => "scope",
             _ => return None,
         }
     };
@@ -149,6 +153,7 @@ fn row_kind(
         "AICPU" => "AICPU",
         "Scheduler view" => "Scheduler view",
         "DFX lanes" => "DFX lanes",
+        "Scope occupancy" => "Scopes",
         _ => return None,
     };
     Some((g, k))
@@ -203,16 +208,14 @@ pub fn view_data(run: &RunModel) -> ViewData {
     let mut st = Stream::default();
     let mut t1 = t0;
     let none = Vec::new();
-    // Rows by group (AICore, AICPU, Scheduler view, DFX lanes), in plan order within a group:
-    // a stall row under an idle (folded) AICPU thread still joins the AICPU group.
+    // Rows by group (`GROUPS`), in plan order within a group: a stall row under an idle (folded) AICPU thread still joins the AICPU group.
     let mut order: Vec<(usize, &perfetto::PlanTrack, &'static str, &'static str)> = p
         .tracks
         .iter()
         .filter(|t| !t.name.starts_with("loss "))
         .filter_map(|t| {
             let (g, k) = row_kind(t.uuid, &t.kind, root(t.uuid), &t.name)?;
-            let rank =
-                ["AICore", "AICPU", "Scheduler view", "DFX lanes"].iter().position(|&x| x == g);
+            let rank = GROUPS.iter().position(|&x| x == g);
             Some((rank.unwrap_or(4), t, g, k))
         })
         .collect();

@@ -25,7 +25,7 @@
 //! published (`publish_arena_acks`, docs/design/dfx-backpressure.md); on timeout the argument record is dropped and
 //! counted.
 use super::ops::DeviceOps;
-use super::task::{ResolvedTask, Role};
+use super::task::{ResolvedTask, Role, ScopeSite};
 use ferry_abi::dep_gen::{self, DepGenHead, DepGenTensor};
 use ferry_abi::records::{
     AicoreTaskRecord, AicpuTaskRecord, OrchPhaseRecord, PmuRecord, SchedPhaseRecord,
@@ -433,13 +433,14 @@ impl ThreadDfx {
         }
     }
 
-    /// ScopeStats: a scope begins (`end == false`) or ends.
-    pub fn scope(&mut self, end: bool, s: ScopeSnapshot) {
+    /// ScopeStats: a scope opened at `site` begins (`end == false`) or ends.
+    pub fn scope(&mut self, end: bool, s: ScopeSnapshot, site: &ScopeSite) {
         let Some(w) = self.scope.as_mut() else { return };
-        let mut r = ScopeStatsRecord {
+        let r = ScopeStatsRecord {
             heap_start: 0,
             heap_end: s.heap,
-            site_line: s.depth as i32,
+            site_file_basename: *site.file_bytes(),
+            site_line: site.line.min(i32::MAX as u32) as i32,
             task_start: s.task_tail.min(i32::MAX as u64) as i32,
             task_end: s.task_head.min(i32::MAX as u64) as i32,
             dep_pool_start: 0,
@@ -450,7 +451,6 @@ impl ThreadDfx {
             phase: if end { SCOPE_PHASE_END } else { SCOPE_PHASE_BEGIN },
             ..Default::default()
         };
-        r.set_site_file("orchestration");
         w.record(0, r);
     }
 

@@ -20,7 +20,7 @@
 use super::orch::DeviceOrchestrator;
 use super::program::AicpuProgram;
 use super::services::ServicesOps;
-use super::task::{Orchestrate, Role, Task, TaskId, TensorId, TensorInfo, View};
+use super::task::{Orchestrate, Role, ScopeSite, Task, TaskId, TensorId, TensorInfo, View};
 use crate::error::{DeviceFault, SubmitError};
 use ferry_abi::services::{
     ExecContext, OrchContext, STATUS_NO_SERVICES, STATUS_OK, STATUS_PANIC, STATUS_RUNTIME_BASE,
@@ -31,8 +31,8 @@ use std::mem::size_of;
 use std::sync::{Arc, OnceLock};
 
 /// Version of [`OrchApi`] (2: `report_error`, so an object's own refusal reaches the host
-/// typed).
-pub const ORCH_API_VERSION: u32 = 2;
+/// typed; 3: `scope_begin_at`, so ScopeStats records the site an object names).
+pub const ORCH_API_VERSION: u32 = 3;
 /// Exec hook status: the runtime image could not be used (`STATUS_RUNTIME_BASE + 1`).
 pub const STATUS_BAD_IMAGE: i32 = STATUS_RUNTIME_BASE + 1;
 
@@ -138,6 +138,11 @@ pub struct OrchApi {
     /// Records a runtime error the object itself raised (e.g. the workload interpreter
     /// refusing its program), so the run fails with it instead of a bare status.
     pub report_error: unsafe extern "C" fn(user: *mut c_void, err: *const ErrorDesc) -> i32,
+    /// Opens a scope at a site: `file` (`file_len` bytes of UTF-8, at most 31 are kept) and
+    /// `line`, what ScopeStats records for it. A null or non-UTF-8 `file` opens it as
+    /// `scope_begin` does.
+    pub scope_begin_at:
+        unsafe extern "C" fn(user: *mut c_void, file: *const u8, file_len: usize, line: u32),
 }
 
 /// A tensor's address and length crossing the table.
@@ -279,6 +284,31 @@ unsafe extern "C" fn s_scope_begin(user: *mut c_void) {
     };
 }
 
+unsafe extern "C" fn s_scope_begin_at(
+    user: *mut c_void,
+    file: *const u8,
+    file_len: usize,
+    line: u32,
+) {
+    let site = if file.is_null() {
+        None
+    } else {
+        // SAFETY: non-null; the caller passes `file_len` readable bytes (table contract).
+        let b = unsafe { std::slice::from_raw_parts(file, file_len) };
+        std::str::from_utf8(b).ok().map(|f| ScopeSite::new(f, line))
+    };
+    // SAFETY: called through the table `serve` built, with its `user`.
+    unsafe {
+        with_server(user, |s| {
+            match site {
+                Some(site) => s.orch.scope_begin_at(site),
+                None => s.orch.scope_begin(),
+            }
+            Ok(())
+        })
+    };
+}
+
 unsafe extern "C" fn s_scope_end(user: *mut c_void) -> i32 {
     // SAFETY: called through the table `serve` built, with its `user`.
     unsafe { with_server(user, |s| s.orch.scope_end()) }
@@ -344,6 +374,7 @@ pub fn serve<R>(
         alloc_scratch: s_alloc_scratch,
         last_error: s_last_error,
         report_error: s_report_error,
+        scope_begin_at: s_scope_begin_at,
     };
     let r = f(&api);
     (r, server.last)
@@ -456,6 +487,12 @@ impl Orchestrate for ApiOrchestrator<'_> {
     fn scope_begin(&mut self) {
         // SAFETY: the table's functions take its own `user`.
         unsafe { (self.api.scope_begin)(self.api.user) }
+    }
+
+    fn scope_begin_at(&mut self, site: ScopeSite) {
+        let f = site.file();
+        // SAFETY: the table's functions take its own `user`; `f` is `f.len()` readable bytes.
+        unsafe { (self.api.scope_begin_at)(self.api.user, f.as_ptr(), f.len(), site.line) }
     }
 
     fn scope_end(&mut self) -> Result<(), SubmitError> {

@@ -3,10 +3,16 @@
 use super::image::{TaskRecord, MAX_TASK_SCALARS, MAX_TASK_TENSORS, TASK_DUMP_SHIFT};
 use super::ops::DeviceOps;
 use super::sched::RunState;
-use super::task::{resolve, Orchestrate, ResolvedTask, Role, TaskId, TensorId, TensorInfo};
+use super::task::{
+    resolve, Orchestrate, ResolvedTask, Role, ScopeSite, TaskId, TensorId, TensorInfo,
+};
 use super::tensor_map::TensorMap;
 use crate::error::SubmitError;
 use std::sync::atomic::Ordering;
+
+/// File of a scope opened without a site ([`Orchestrate::scope_begin`]); its line is the
+/// scope's depth.
+pub const DEFAULT_SCOPE_FILE: &str = "orchestration";
 
 /// [`Orchestrate`] on the AICPU: submissions go straight into the run's task ring.
 pub struct DeviceOrchestrator<'a> {
@@ -19,7 +25,8 @@ pub struct DeviceOrchestrator<'a> {
     scalars: Vec<u64>,
     map: TensorMap,
     next: u64,
-    scopes: Vec<(u64, usize)>,
+    /// Open scopes: the scratch used and tensor count at their begin, and their site.
+    scopes: Vec<(u64, usize, ScopeSite)>,
     scratch_used: u64,
     deps: Vec<u64>,
     dfx: Option<super::dfx::ThreadDfx>,
@@ -167,23 +174,29 @@ impl Orchestrate for DeviceOrchestrator<'_> {
     }
 
     fn scope_begin(&mut self) {
-        self.scopes.push((self.scratch_used, self.tensors.len()));
+        // Without a site, the scope is named by its depth (1 for the outermost).
+        let depth = self.scopes.len() as u32 + 1;
+        self.scope_begin_at(ScopeSite::new(DEFAULT_SCOPE_FILE, depth));
+    }
+
+    fn scope_begin_at(&mut self, site: ScopeSite) {
+        self.scopes.push((self.scratch_used, self.tensors.len(), site));
         if self.dfx.is_some() {
             let s = self.scope_snapshot();
             if let Some(d) = self.dfx.as_mut() {
-                d.scope(false, s);
+                d.scope(false, s, &site);
             }
         }
     }
 
     fn scope_end(&mut self) -> Result<(), SubmitError> {
-        if self.dfx.is_some() && !self.scopes.is_empty() {
+        if let (true, Some(&(_, _, site))) = (self.dfx.is_some(), self.scopes.last()) {
             let s = self.scope_snapshot();
             if let Some(d) = self.dfx.as_mut() {
-                d.scope(true, s);
+                d.scope(true, s, &site);
             }
         }
-        let (used, n) = self.scopes.pop().ok_or(SubmitError::ScopeUnderflow)?;
+        let (used, n, _) = self.scopes.pop().ok_or(SubmitError::ScopeUnderflow)?;
         self.scratch_used = used;
         self.tensors.truncate(n);
         self.valid.truncate(n);

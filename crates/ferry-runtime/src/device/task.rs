@@ -254,6 +254,42 @@ pub struct TensorInfo {
     pub len: u64,
 }
 
+/// Where a scope was opened, as ScopeStats records it: a source file (basename, at most 31
+/// bytes are kept) and a line. The original runtime's `PTO2_SCOPE` records its own `__FILE__`
+/// and `__LINE__`; an interpreter records the position of the scope in what it runs (the
+/// workload interpreter: [`super::workload::SITE_FILE`] and the scope's word in the program),
+/// so a host-side table can name the scope after the fact.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ScopeSite {
+    file: [u8; 32],
+    /// The line (or position) inside `file`.
+    pub line: u32,
+}
+
+impl ScopeSite {
+    /// The site `file:line`; `file` is truncated to 31 bytes at a char boundary.
+    pub fn new(file: &str, line: u32) -> ScopeSite {
+        let mut n = file.len().min(31);
+        while !file.is_char_boundary(n) {
+            n -= 1;
+        }
+        let mut f = [0; 32];
+        f[..n].copy_from_slice(&file.as_bytes()[..n]);
+        ScopeSite { file: f, line }
+    }
+
+    /// The file, NUL-padded to 32 bytes (the ScopeStats record's `site_file_basename`).
+    pub fn file_bytes(&self) -> &[u8; 32] {
+        &self.file
+    }
+
+    /// The file as text (`""` when it is not UTF-8).
+    pub fn file(&self) -> &str {
+        let n = self.file.iter().position(|&b| b == 0).unwrap_or(self.file.len());
+        core::str::from_utf8(&self.file[..n]).unwrap_or("")
+    }
+}
+
 /// What an orchestration function can do. Object safe; implemented by the device orchestrator
 /// (`crate::device::orch::DeviceOrchestrator`) and the host graph builder
 /// (`crate::host::graph::GraphBuilder`).
@@ -285,6 +321,14 @@ pub trait Orchestrate {
     /// Opens a scope: scratch tensors allocated from here on are released at the matching
     /// [`scope_end`](Self::scope_end).
     fn scope_begin(&mut self);
+
+    /// [`scope_begin`](Self::scope_begin) at a known site: ScopeStats records `site` instead
+    /// of the orchestrator's default (`orchestration:<depth>`). Implementations that record
+    /// nothing per scope open it as `scope_begin` does.
+    fn scope_begin_at(&mut self, site: ScopeSite) {
+        let _ = site;
+        self.scope_begin();
+    }
 
     /// Closes the innermost scope and releases its scratch tensors. Their memory is reused by
     /// later allocations; the tensor map orders the reuse after every earlier access.

@@ -19,7 +19,7 @@
 //! |---|---|---|
 //! | [`OP_TASK`] | `op kernel n_args n_scalars` `blocks:expr` | `n_args` × (`tensor role offset:expr len:expr`), `n_scalars` × (`kind value`) |
 //! | [`OP_REPEAT`] | `op var body_words` `count:expr` | the body (`body_words` words), run `count` times with `var` = 0, 1, … |
-//! | [`OP_SCOPE`] | `op n_scratch body_words` | `n_scratch` × (`slot len:expr`), then the body inside `scope_begin`/`scope_end` |
+//! | [`OP_SCOPE`] | `op n_scratch body_words` | `n_scratch` × (`slot len:expr`), then the body inside `scope_begin_at`/`scope_end` (the site: [`SITE_FILE`] and the index of the `op` word) |
 //!
 //! An expression is `n` then `n` words of reverse-Polish code ([`E_CONST`] lo hi, [`E_VAR`]
 //! slot, and the binary operators); `n = 0` as a length means "to the end of the tensor". A
@@ -30,7 +30,7 @@
 //! total is known from the program alone.
 use super::ffi::ARG_DUMP;
 use super::image::{MAX_TASK_SCALARS, MAX_TASK_TENSORS};
-use super::task::{Orchestrate, Role, Task, TensorId, View};
+use super::task::{Orchestrate, Role, ScopeSite, Task, TensorId, View};
 use crate::error::SubmitError;
 
 /// First header word.
@@ -51,6 +51,11 @@ pub const MAX_SLOTS: u32 = 16;
 pub const MAX_EXPR_WORDS: u32 = 64;
 /// Deepest expression stack.
 pub const MAX_STACK: usize = 16;
+
+/// The file of the sites of the scopes a program opens
+/// ([`Orchestrate::scope_begin_at`]): ScopeStats records each scope as `workload:<word>`, `word`
+/// being the index of its [`OP_SCOPE`] word in the program.
+pub const SITE_FILE: &str = "workload";
 
 /// Opcode: one task.
 pub const OP_TASK: u32 = 1;
@@ -514,7 +519,9 @@ pub fn run_words(o: &mut dyn Orchestrate, program: &[u32]) -> Result<(), SubmitE
                     *vars.get_mut(var).ok_or(bad(i + 1, ProgramFault::UnboundVar))? = Some(0);
                     (next, fr)
                 } else {
-                    o.scope_begin();
+                    // The site is the scope's word in the program: what a host-side table
+                    // (the workload's scope names) is keyed by.
+                    o.scope_begin_at(ScopeSite::new(SITE_FILE, i as u32));
                     let mut j = i + 3;
                     let mut slots = 0u32;
                     for _ in 0..w.at(i + 1, end)? {
@@ -604,6 +611,9 @@ impl Orchestrate for WithDeviceWords<'_> {
     }
     fn scope_begin(&mut self) {
         self.inner.scope_begin();
+    }
+    fn scope_begin_at(&mut self, site: ScopeSite) {
+        self.inner.scope_begin_at(site);
     }
     fn scope_end(&mut self) -> Result<(), SubmitError> {
         self.inner.scope_end()

@@ -67,8 +67,8 @@ use std::path::{Path, PathBuf};
 
 use ferry_profile::{
     ClockAnchors, ExampleSummary, HostOrchestration, ManifestError, OutDir, OutputError, RunDir,
-    RunDirError, RunModel, RunSummary, SummaryRun, WorkloadSummary, WriteOptions, WriteReport,
-    Written, ANCHOR_POST, ANCHOR_PRE,
+    RunDirError, RunModel, RunSummary, ScopeNames, SummaryRun, WorkloadSummary, WriteOptions,
+    WriteReport, Written, ANCHOR_POST, ANCHOR_PRE,
 };
 
 use super::dfx::{sample_clock_anchors, DfxChip, DfxError, DfxOptions, DfxSession};
@@ -206,6 +206,9 @@ pub struct ProfileTarget<'a> {
     pub case: String,
     /// Files, traces, progress.
     pub write: WriteOptions<'a>,
+    /// What the run's scope sites are called (a workload's scope labels): written beside the
+    /// scope records and used to label them; empty for none.
+    pub scope_names: ScopeNames,
 }
 
 impl<'a> ProfileTarget<'a> {
@@ -221,7 +224,18 @@ impl<'a> ProfileTarget<'a> {
         write: WriteOptions<'a>,
     ) -> Result<ProfileTarget<'a>, ProfileError> {
         let dir = sub.map_or_else(|| rd.path().to_path_buf(), |s| rd.path().join(s));
-        Ok(ProfileTarget { out: rd.begun()?, dir, case: case.to_string(), write })
+        Ok(ProfileTarget {
+            out: rd.begun()?,
+            dir,
+            case: case.to_string(),
+            write,
+            scope_names: ScopeNames::new(),
+        })
+    }
+
+    /// This target, with the run's scope sites called `names` (a workload's scope labels).
+    pub fn with_scope_names(self, names: ScopeNames) -> ProfileTarget<'a> {
+        ProfileTarget { scope_names: names, ..self }
     }
 }
 
@@ -350,8 +364,11 @@ pub fn run_profiled<T, E>(
     });
     let profile = (|| {
         let case = target.as_ref().map_or("run", |t| t.case.as_str()).to_string();
-        let model = profiler.finish(runner, &case)?;
+        let mut model = profiler.finish(runner, &case)?;
         let Some(t) = target else { return Ok(None) };
+        if let Some(s) = model.scopes.as_mut() {
+            s.names = t.scope_names;
+        }
         let report = write_profile(t.out, &t.dir, &model, &t.write)?;
         Ok(Some(WrittenProfile { model, report, dir: t.dir }))
     })();
