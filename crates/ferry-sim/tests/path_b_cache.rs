@@ -244,3 +244,150 @@ fn path_b_cache_bad_addresses_are_refused_and_stores_reach_memory() {
     assert_eq!(u64::from_le_bytes(task), 0xabc, "the store reached memory");
     assert_eq!(rig.chip.device().aicpu_os().cache_stats().writebacks, 0, "no civac, no write-back");
 }
+
+/// The line fills of the cached launch now running (what a late AICore start waits for): they
+/// count while the launch's threads run, read 0 before, and start over at 0 once its last
+/// thread has left, so the next launch counts its own.
+#[test]
+fn path_b_cache_launch_line_fills_count_per_launch_and_reset_when_it_ends() {
+    let bound = ferry_watchdog::bound("the cached AICPU thread");
+    let rig = rig("launch-fills", |_| {});
+    let dev = rig.chip.device().clone();
+    let lines = dev.malloc(4 * 64).unwrap();
+    dev.copy_htod(&[0u8; 4 * 64], lines).unwrap();
+    let os = dev.aicpu_os();
+    assert_eq!(os.launch_line_fills(), 0, "no cached launch runs");
+    for touched in [3u64, 1] {
+        let svc = services(&rig.chip);
+        let (filled_tx, filled_rx) = mpsc::sync_channel::<()>(1);
+        let (go_tx, go_rx) = mpsc::sync_channel::<()>(1);
+        let go_rx = std::sync::Mutex::new(go_rx);
+        let done = os
+            .launch_on_cluster(
+                &rig.chip,
+                Cluster::Custom,
+                1,
+                Arc::new(move |_| {
+                    for i in 0..touched {
+                        load(&svc, lines.0 + 64 * i, MEM_LOAD_PLAIN);
+                    }
+                    filled_tx.send(()).map_err(|e| e.to_string())?;
+                    go_rx.lock().unwrap().recv().map_err(|e| e.to_string())
+                }),
+            )
+            .unwrap();
+        bound.waiting_for("the cached thread to fill its lines");
+        filled_rx.recv().unwrap();
+        assert_eq!(os.launch_line_fills(), touched, "the running launch's fills");
+        go_tx.send(()).unwrap();
+        bound.waiting_for("the cached launch to end");
+        done.wait().unwrap();
+        assert_eq!(os.launch_line_fills(), 0, "reset once the launch's last thread left");
+    }
+    let st = stats(&rig);
+    assert_eq!(st.line_fills, 4, "the device's total keeps counting");
+    assert!(!st.is_idle(), "the model did work: {st:?}");
+}
+
+/// Outside a launch (a host thread calling the services) every access is checked against live
+/// memory: a word of a freed allocation is refused, never read through a pointer kept from an
+/// earlier access.
+#[test]
+fn path_b_cache_outside_a_launch_a_freed_word_is_refused() {
+    let _bound = ferry_watchdog::bound("the simulated chip's threads");
+    let rig = rig("outside", |_| {});
+    let svc = services(&rig.chip);
+    let dev = rig.chip.device().clone();
+    let buf = dev.malloc(64).unwrap();
+    let mut v = 0;
+    assert_eq!((svc.mem_load)(svc.ctx, buf.0, 4, MEM_LOAD_PLAIN, &mut v), STATUS_OK);
+    dev.free(buf).unwrap();
+    let refused = (svc.mem_load)(svc.ctx, buf.0, 4, MEM_LOAD_PLAIN, &mut v);
+    assert_eq!(refused, STATUS_BAD_ADDRESS, "a freed word is refused");
+    assert!(stats(&rig).is_idle(), "a host thread's access does no cache work");
+}
+
+/// A service access moves exactly its width: a 4-byte load reads one word and a 4-byte store
+/// leaves the next word alone; 8-byte accesses move both.
+#[test]
+fn path_b_cache_loads_and_stores_move_exactly_their_width() {
+    let _bound = ferry_watchdog::bound("the simulated chip's threads");
+    let rig = rig("width", |_| {});
+    let svc = services(&rig.chip);
+    let dev = rig.chip.device().clone();
+    let buf = dev.malloc(64).unwrap();
+    dev.copy_htod(&0x2222_2222_1111_1111u64.to_le_bytes(), buf).unwrap();
+    let mut v = 0;
+    assert_eq!((svc.mem_load)(svc.ctx, buf.0, 4, MEM_LOAD_PLAIN, &mut v), STATUS_OK);
+    assert_eq!(v, 0x1111_1111);
+    assert_eq!((svc.mem_load)(svc.ctx, buf.0, 8, MEM_LOAD_PLAIN, &mut v), STATUS_OK);
+    assert_eq!(v, 0x2222_2222_1111_1111);
+    assert_eq!((svc.mem_store)(svc.ctx, buf.0, 4, 0x3333_3333, MEM_STORE_PLAIN), STATUS_OK);
+    let mut back = [0u8; 8];
+    dev.copy_dtoh(buf, &mut back).unwrap();
+    assert_eq!(u64::from_le_bytes(back), 0x2222_2222_3333_3333, "the next word is untouched");
+    assert_eq!((svc.mem_store)(svc.ctx, buf.0, 8, 0x5555_5555_4444_4444, 0), STATUS_OK);
+    dev.copy_dtoh(buf, &mut back).unwrap();
+    assert_eq!(u64::from_le_bytes(back), 0x5555_5555_4444_4444);
+}
+
+/// Runs `body` on one AICPU thread of the cached cluster (with fix A's invalidate) and waits.
+fn run_cached(rig: &Rig, body: impl Fn(&DeviceServices) + Send + Sync + 'static) {
+    let svc = services(&rig.chip);
+    let done = rig
+        .chip
+        .device()
+        .aicpu_os()
+        .launch_on_cluster(
+            &rig.chip,
+            Cluster::Custom,
+            1,
+            Arc::new(move |_| {
+                body(&svc);
+                Ok(())
+            }),
+        )
+        .unwrap();
+    done.wait().unwrap();
+}
+
+/// A thread's line cache holds `LINES_PER_THREAD` lines and evicts the oldest fill first; an
+/// invalidated line leaves the eviction order too, so the next eviction still takes the oldest
+/// line that is cached.
+#[test]
+fn path_b_cache_lines_are_evicted_oldest_first_at_capacity_and_after_an_invalidate() {
+    let _bound = ferry_watchdog::bound("the cached AICPU thread");
+    let rig = rig("evict", |b| {
+        b.path_b_fixes(PathBFixes { el0_cache_maintenance: true, ..PathBFixes::NONE });
+    });
+    const N: u64 = ferry_sim::cache::LINES_PER_THREAD as u64;
+    let dev = rig.chip.device().clone();
+    let base = dev.malloc((N + 2) * 64).unwrap();
+    dev.copy_htod(&vec![0u8; ((N + 2) * 64) as usize], base).unwrap();
+    let at = move |i: u64| base.0 + 64 * i;
+    run_cached(&rig, move |svc| {
+        for i in 0..N {
+            load(svc, at(i), MEM_LOAD_PLAIN); // full: N fills
+        }
+        load(svc, at(0), MEM_LOAD_PLAIN); // hit: every line fits
+        load(svc, at(N), MEM_LOAD_PLAIN); // fill, evicting line 0 (the oldest)
+        load(svc, at(1), MEM_LOAD_PLAIN); // hit
+        load(svc, at(0), MEM_LOAD_PLAIN); // fill, evicting line 1
+    });
+    let st = stats(&rig);
+    assert_eq!((st.line_fills, st.hits), (N + 2, 2), "{st:?}");
+
+    run_cached(&rig, move |svc| {
+        for i in 0..N {
+            load(svc, at(i), MEM_LOAD_PLAIN); // full again
+        }
+        assert_eq!((svc.cache_op)(svc.ctx, at(5), CACHE_OP_IVAC), STATUS_OK); // one free slot
+        load(svc, at(N), MEM_LOAD_PLAIN); // fill into the free slot: nothing evicted
+        load(svc, at(N + 1), MEM_LOAD_PLAIN); // fill, evicting line 0
+        load(svc, at(1), MEM_LOAD_PLAIN); // hit
+        load(svc, at(0), MEM_LOAD_PLAIN); // fill
+    });
+    let st2 = stats(&rig);
+    let (fills, hits) = (st2.line_fills - st.line_fills, st2.hits - st.hits);
+    assert_eq!((fills, hits, st2.invalidations), (N + 3, 1, 1), "{st2:?}");
+}
