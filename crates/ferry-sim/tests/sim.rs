@@ -1,6 +1,6 @@
 //! Behaviour of the simulated chip, one test per capability.
 use ferry_sim::clock::VirtualClock;
-use ferry_sim::cores::{Chip, CoreConfig};
+use ferry_sim::cores::{Chip, CoreConfig, CoreType};
 use ferry_sim::cost::CostModel;
 use ferry_sim::fault::FaultPoint;
 use ferry_sim::memory::MemoryError;
@@ -596,4 +596,63 @@ fn a_dropped_stream_returns_its_queue_memory() {
         drop(s);
         assert_eq!(d.memory().used(), base);
     }
+}
+
+/// The chip takes every shape up to the arch's limits and nothing past them; a launch takes
+/// every count from 1 to its threads or cores; cores are AICs first, then AIVs, each with its
+/// own register window and handshake slot.
+#[test]
+fn chip_shapes_and_launch_counts_are_accepted_exactly_up_to_their_limits() {
+    let _bound = ferry_watchdog::bound("the simulated chip's threads");
+    let p = PlatformBuilder::new(Arch::A2a3).hbm_bytes(64 << 20).build().unwrap();
+    let d = p.device(0).unwrap().clone();
+    let a = d.arch();
+    let shape = |aicpu_threads, aic, aiv| CoreConfig { aicpu_threads, aic, aiv };
+    for bad in [
+        shape(0, 1, 0),
+        shape(a.max_aicpu_threads + 1, 1, 0),
+        shape(1, 0, 0),
+        shape(1, a.aic_per_die + 1, 0),
+        shape(1, 0, a.aiv_per_die + 1),
+    ] {
+        assert!(Chip::new(d.clone(), bad).is_err(), "{bad:?}");
+    }
+    drop(Chip::new(d.clone(), shape(a.max_aicpu_threads, a.aic_per_die, a.aiv_per_die)).unwrap());
+    let chip = Chip::new(d, shape(2, 2, 1)).unwrap();
+    let types: Vec<_> = (0..3).map(|i| chip.core_type(i)).collect();
+    assert_eq!(types, [CoreType::Aic, CoreType::Aic, CoreType::Aiv]);
+    let windows: Vec<u64> = (0..3).map(|i| chip.window(i).base().0).collect();
+    assert_eq!(chip.reg_bases(), windows, "the regs table is the windows, by core index");
+    for i in 0..3u32 {
+        let step = u64::from(i) * ferry_sim::cores::HANDSHAKE_BYTES;
+        assert_eq!(chip.handshake(i).0, chip.handshake(0).0 + step, "slot {i}");
+    }
+    for n in [0, 4] {
+        assert!(chip.launch_aicore(n, Arc::new(|_| Ok(()))).is_err(), "{n} cores");
+    }
+    for n in [0, 3] {
+        assert!(chip.launch_aicpu(n, Arc::new(|_| Ok(()))).is_err(), "{n} threads");
+    }
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let s = seen.clone();
+    let entry = Arc::new(move |c: ferry_sim::cores::CoreCtx| {
+        s.lock().unwrap().push((c.index, c.core_type, c.handshake.0, c.window.base().0));
+        Ok(())
+    });
+    chip.launch_aicore(3, entry).unwrap().wait().unwrap();
+    let mut seen = seen.lock().unwrap().clone();
+    seen.sort_by_key(|s| s.0);
+    let want: Vec<_> =
+        (0..3).map(|i| (i, types[i as usize], chip.handshake(i).0, windows[i as usize])).collect();
+    assert_eq!(seen, want, "each core gets its own index, type, slot and window");
+    let threads = Arc::new(Mutex::new(Vec::new()));
+    let t = threads.clone();
+    let entry = Arc::new(move |c: ferry_sim::cores::AicpuCtx| {
+        t.lock().unwrap().push((c.thread, c.threads));
+        Ok(())
+    });
+    chip.launch_aicpu(2, entry).unwrap().wait().unwrap();
+    let mut threads = threads.lock().unwrap().clone();
+    threads.sort();
+    assert_eq!(threads, [(0, 2), (1, 2)]);
 }
