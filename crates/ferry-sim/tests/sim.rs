@@ -656,3 +656,23 @@ fn chip_shapes_and_launch_counts_are_accepted_exactly_up_to_their_limits() {
     threads.sort();
     assert_eq!(threads, [(0, 2), (1, 2)]);
 }
+
+/// A register wait returns the value that satisfied its predicate, or `None` when the timeout
+/// passed first; each side's write is what the other side's wait reads.
+#[test]
+fn register_waits_return_the_satisfying_value_or_none() {
+    let _bound = ferry_watchdog::bound("the simulated chip's threads");
+    let p = platform(Arch::A2a3, 1);
+    let chip =
+        Chip::new(p.device(0).unwrap().clone(), CoreConfig { aicpu_threads: 1, aic: 1, aiv: 0 })
+            .unwrap();
+    let w = chip.window(0);
+    w.core_write(8, 7);
+    assert_eq!(w.aicpu_wait(8, |v| v == 7, None), Some(7));
+    let never = Some(Duration::from_millis(1));
+    assert_eq!(w.aicpu_wait(8, |v| v == 9, never), None, "never satisfied");
+    w.aicpu_write(12, 5);
+    assert_eq!(w.core_wait(12, |v| v == 5, None), Some(5));
+    assert_eq!(w.core_wait(12, |v| v > 5, never), None, "never satisfied");
+    assert_eq!((w.read(8), w.read(12)), (7, 5));
+}
