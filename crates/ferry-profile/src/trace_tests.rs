@@ -213,14 +213,20 @@ fn perfetto_trace_has_exactly_the_tracks_and_slices_the_records_imply() {
             .count();
         assert_eq!(stalled_rows, run.loss.lanes.iter().filter(|l| !l.stalls.is_empty()).count());
 
-        // PMU: per core and counter, each task's value from its start to its end.
+        // PMU: per core and counter, each task's value from its start to its end. A counter
+        // holds its value until its next sample (only changes are written): its value at a
+        // time is its last sample at or before it.
+        let at = |v: &[(u64, i64)], ts: u64| v.iter().rev().find(|c| c.0 <= ts).map(|c| c.1);
         let pmu = run.pmu.as_ref().unwrap();
         for r in &pmu.rows {
             let t = sw.aicore_tasks.iter().find(|t| t.task_token_raw == r.task_id).unwrap();
             let total = &d.counters[&perfetto::uuid_pmu(r.core_id, 0)];
-            assert!(total.contains(&(m.cycles_to_ns(t.start), r.pmu_total_cycles as i64)));
+            assert_eq!(at(total, m.cycles_to_ns(t.start)), Some(r.pmu_total_cycles as i64));
             let first = &d.counters[&perfetto::uuid_pmu(r.core_id, 1)];
-            assert!(first.contains(&(m.cycles_to_ns(t.start), r.counters[0] as i64)));
+            assert_eq!(at(first, m.cycles_to_ns(t.start)), Some(r.counters[0] as i64));
+        }
+        for v in d.counters.values() {
+            assert!(v.windows(2).all(|w| w[0].1 != w[1].1), "a repeated counter value: {v:?}");
         }
         let pmu_track = &d.tracks[&perfetto::uuid_pmu(pmu.rows[0].core_id, 1)];
         assert_eq!(pmu_track.parent_uuid, Some(perfetto::UUID_PMU));
@@ -236,12 +242,13 @@ fn perfetto_trace_has_exactly_the_tracks_and_slices_the_records_imply() {
         let sc = run.scopes.as_ref().unwrap();
         let ring = sc.records[0].ring as u32;
         let tw: Vec<i64> = d.counters[&perfetto::uuid_scope(ring, 0)].iter().map(|c| c.1).collect();
-        let want: Vec<i64> = sc
+        let mut want: Vec<i64> = sc
             .records
             .iter()
             .filter(|r| r.ring as u32 == ring)
             .map(|r| r.task_window_end - r.task_window_start)
             .collect();
+        want.dedup();
         assert_eq!(tw, want);
         let times = perfetto::scope_record_times(&run, &run.tasks());
         assert_eq!(times.len(), sc.records.len());

@@ -89,6 +89,25 @@ pub fn scope_record_times(run: &RunModel, tasks: &[JoinedTask]) -> Vec<u64> {
         .collect()
 }
 
+/// The values of one counter track as they are planned: a sample is kept only where the value
+/// changes (a counter holds its value until the next sample, so a repeated value adds nothing:
+/// the storm's shared queues sit at one depth for all their ~350,000 samples).
+pub(super) struct Series<'a> {
+    counters: &'a mut Vec<(u64, u64, i64)>,
+    track: u64,
+    last: Option<i64>,
+}
+
+impl Series<'_> {
+    /// Value `v` from `ts` on.
+    pub(super) fn push(&mut self, ts: u64, v: i64) {
+        if self.last != Some(v) {
+            self.counters.push((self.track, ts, v));
+            self.last = Some(v);
+        }
+    }
+}
+
 impl Planner {
     /// A counter track.
     fn counter(&mut self, uuid: u64, parent: u64, name: String, unit: CounterUnit) {
@@ -96,6 +115,11 @@ impl Planner {
         if let Some(t) = self.plan.tracks.last_mut() {
             t.unit = unit;
         }
+    }
+
+    /// The values of counter track `track`, in time order (see [`Series`]).
+    pub(super) fn series(&mut self, track: u64) -> Series<'_> {
+        Series { counters: &mut self.plan.counters, track, last: None }
     }
 
     /// The run summary, clock anchors and loss accounting slices.
@@ -211,6 +235,7 @@ impl Planner {
                 let unit =
                     if name.ends_with("_bytes") { CounterUnit::Bytes } else { CounterUnit::Count };
                 self.counter(u, UUID_PMU, format!("core{c} {name}"), unit);
+                let mut out = self.series(u);
                 for (j, &(t, r)) in list.iter().enumerate() {
                     let row = &pmu.rows[r];
                     let v = if k == 0 {
@@ -219,11 +244,11 @@ impl Planner {
                         row.counters.get(k - 1).copied().unwrap_or(0)
                     };
                     let v = i64::try_from(v).unwrap_or(i64::MAX);
-                    self.plan.counters.push((u, ns(t.start), v));
+                    out.push(ns(t.start), v);
                     // Back to 0 after the task, unless the next task starts by then.
                     let next = list.get(j + 1).map(|n| n.0.start);
                     if next.is_none_or(|n| n > t.end) {
-                        self.plan.counters.push((u, ns(t.end.max(t.start)), 0));
+                        out.push(ns(t.end.max(t.start)), 0);
                     }
                 }
             }
@@ -312,7 +337,10 @@ impl Planner {
             let name = if m == 4 { "scope depth".to_string() } else { name };
             let unit = if m == 1 { CounterUnit::Bytes } else { CounterUnit::Count };
             self.counter(u, UUID_SCOPES, name, unit);
-            self.plan.counters.extend(v.into_iter().map(|(t, x)| (u, t, x)));
+            let mut out = self.series(u);
+            for (t, x) in v {
+                out.push(t, x);
+            }
         }
     }
 
@@ -335,7 +363,10 @@ impl Planner {
             let u = uuid_queue_depth(k as u32);
             let name = format!("shared queue{k} depth");
             self.counter(u, UUID_AICPU, name, CounterUnit::Count);
-            self.plan.counters.extend(samples.iter().map(|s| (u, s.0, i64::from(s.2[k]))));
+            let mut out = self.series(u);
+            for s in &samples {
+                out.push(s.0, i64::from(s.2[k]));
+            }
         }
     }
 }

@@ -126,13 +126,16 @@ pub struct PlanSlice {
 }
 
 /// The tracks, slices and counter values a run implies; shared by the Perfetto and Chrome writers.
+///
+/// A counter track holds its value until its next sample, so only the samples where a value
+/// changes are planned (the first sample of a track always is).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct TracePlan {
     /// Every track, parents before children.
     pub tracks: Vec<PlanTrack>,
     /// Every slice, in track order then start order.
     pub slices: Vec<PlanSlice>,
-    /// Counter values `(track, ts_ns, value)`.
+    /// Counter values `(track, ts_ns, value)`, where a track's value changes.
     pub counters: Vec<(u64, u64, i64)>,
 }
 
@@ -400,17 +403,18 @@ pub fn plan(run: &RunModel) -> TracePlan {
             let cu = uuid_lane_counter(i);
             p.track(cu, Some(UUID_LANES), format!("stall {} (ns)", l.lane), TrackKind::Counter);
             let mut acc = 0u64;
-            p.plan.counters.push((cu, 0, 0));
+            let mut out = p.series(cu);
+            out.push(0, 0);
             // Counter values must come in time order on their track.
             let mut stalls = l.stalls.clone();
             stalls.sort_unstable();
             for s in &stalls {
-                p.plan.counters.push((cu, ns(s[0]), ns(acc) as i64));
+                out.push(ns(s[0]), ns(acc) as i64);
                 acc = acc.saturating_add(s[1].saturating_sub(s[0]));
-                p.plan.counters.push((cu, ns(s[1]), ns(acc) as i64));
+                out.push(ns(s[1]), ns(acc) as i64);
             }
             if l.stalls.is_empty() && l.stall_cycles > 0 {
-                p.plan.counters.push((cu, ns(run_end), ns(l.stall_cycles) as i64));
+                out.push(ns(run_end), ns(l.stall_cycles) as i64);
             }
             if !l.stalls.is_empty() {
                 let parent = uuid_thread(l.thread);
