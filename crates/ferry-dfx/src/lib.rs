@@ -104,7 +104,7 @@ pub use host::{
     select_by_deficit, CollectSink, CollectedBuffer, DfxEngine, DfxTransport, DrainStats,
     EngineConfig, EngineReport, HaltedEngine, HaltedProfiler, HostDied, HostProfiler,
     LaneReconcile, LaneSnapshot, NoHooks, PollPolicy, RegionKey, ReplenishHooks, ReplenishStats,
-    RunReport, RunningEngine, StallIntervals, IDLE_BACKSTOP,
+    RunEnd, RunEnds, RunReport, RunningEngine, StallIntervals, IDLE_BACKSTOP,
 };
 
 /// A fixed-size record a lane writes into its buffers.

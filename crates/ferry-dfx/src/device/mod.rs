@@ -49,18 +49,31 @@ const OFF_MAX_STALL: usize = core::mem::offset_of!(LaneState, max_stall_cycles);
 
 /// Gate waits a lane's stall log keeps (the most recent ones; older waits are overwritten).
 pub const STALL_RING: usize = 15;
-/// Bytes of one lane's stall log.
-pub const STALL_LOG_STRIDE: usize = 16 + 16 * STALL_RING;
+/// Run ends a lane's log keeps (the most recent ones; older ends are overwritten): one session
+/// attributes the records of at most this many runs.
+pub const RUN_RING: usize = 256;
+/// Bytes of one run-end entry: `[produced, dropped, stall_cycles, stall_waits, seq]: [u64; 5]`.
+pub const RUN_END_BYTES: usize = 40;
+/// Offset of the run-end entries in a lane's log.
+pub const RUN_LOG_OFFSET: usize = 16 + 16 * STALL_RING;
+/// Bytes of one lane's log (gate waits, then run ends).
+pub const STALL_LOG_STRIDE: usize = RUN_LOG_OFFSET + RUN_END_BYTES * RUN_RING;
 
 /// Bytes of the stall logs of `lanes` lanes.
 ///
 /// # Layout
 /// The logs follow the ABI region (at `DfxLayout::region_size()`), one per lane, in lane order,
 /// [`STALL_LOG_STRIDE`] bytes each: `waits: u64` @0 (free-running number of gate waits that
-/// waited), `_reserved` @8..16, then [`STALL_RING`] entries `[start, end]: [u64; 2]` in device
-/// cycles; wait `n` (from 0) is entry `n % STALL_RING` @`16 + 16 * (n % STALL_RING)`. Written only
-/// by the lane's writer, on the gate path (never on the record path); the host reads them after
-/// the writers finished. A region without room for them has no stall log (totals only).
+/// waited), `runs: u64` @8 (free-running number of run ends: writers of the lane that finished),
+/// then [`STALL_RING`] entries `[start, end]: [u64; 2]` in device cycles; wait `n` (from 0) is
+/// entry `n % STALL_RING` @`16 + 16 * (n % STALL_RING)`; then [`RUN_RING`] run-end entries from
+/// [`RUN_LOG_OFFSET`]: run end `n` is entry `n % RUN_RING` @`RUN_LOG_OFFSET + RUN_END_BYTES *
+/// (n % RUN_RING)`, the lane's counters as its writer left them when the run ended
+/// (`[produced, dropped, stall_cycles, stall_waits, seq]`, `seq` the sequence number its next
+/// buffer will carry: every buffer of the run has a smaller one, since the end-of-run flush
+/// publishes the last). Written only by the lane's writer, on the gate path and at its flush
+/// (never on the record path); the host reads them after the writers finished. A region without
+/// room for them has no stall log (totals only).
 pub const fn stall_log_size(lanes: u32) -> usize {
     lanes as usize * STALL_LOG_STRIDE
 }

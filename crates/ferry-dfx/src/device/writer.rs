@@ -8,7 +8,7 @@ use ferry_abi::dfx::{self, DfxLayout, GATE_NONE, GATE_POP, GATE_PUSH};
 use super::{
     Claims, DeviceRegion, GateTimeout, HostNotify, RegionBells, NAP_MAX, NAP_MIN, OFF_CUR_PTR,
     OFF_CUR_SEQ, OFF_DROPPED, OFF_GATE, OFF_MAX_STALL, OFF_STALL, OFF_SWITCHES, OFF_TIMEOUTS,
-    OFF_TOTAL, STALL_LOG_STRIDE, STALL_RING,
+    OFF_TOTAL, RUN_END_BYTES, RUN_LOG_OFFSET, RUN_RING, STALL_LOG_STRIDE, STALL_RING,
 };
 use crate::clock::CycleClock;
 use crate::config::BuildError;
@@ -92,6 +92,7 @@ impl DeviceRegion {
                     bad_slots: 0,
                     stall_log_off,
                     stall_waits: stall_log_off.map_or(0, |o| v.load_u64(o, Ordering::Relaxed)),
+                    run_ends: stall_log_off.map_or(0, |o| v.load_u64(o + 8, Ordering::Relaxed)),
                     run_items: 0,
                     items_dropped: 0,
                 }
@@ -120,7 +121,9 @@ impl DeviceRegion {
             }
         }
         for i in 0..w.lanes.len() {
-            w.try_pop_free(i);
+            if !w.resume(i) {
+                w.try_pop_free(i);
+            }
         }
         Ok(w)
     }
@@ -160,6 +163,8 @@ struct LaneCursor {
     stall_log_off: Option<usize>,
     /// Gate waits that waited (logged or not).
     stall_waits: u64,
+    /// Runs this lane's writers finished (logged or not).
+    run_ends: u64,
     /// Items ([`DeviceWriter::record_run`]) in the current buffer.
     run_items: u64,
     /// Items of runs dropped, at the write or with their buffer.
@@ -615,6 +620,30 @@ impl<R: Record> DeviceWriter<R> {
         true
     }
 
+    /// Startup: takes up the buffer the lane's previous writer still held at its end (the
+    /// lane's current pointer: a buffer it claimed but never wrote, or one whose publication ran
+    /// out of budget, its records accounted dropped), so a session over several runs loses no
+    /// buffer of the pool between runs. `false` when there is none.
+    fn resume(&mut self, lane: usize) -> bool {
+        let lay = self.layout;
+        let l = &mut self.lanes[lane];
+        // Relaxed: device-owned word, last written by the lane's previous writer (handed over
+        // through the claim in `writer`).
+        let ptr = self.view.load_u64(l.state_off + OFF_CUR_PTR, Ordering::Relaxed);
+        let off = ptr.wrapping_sub(self.device_addr);
+        if ptr == 0 || usize::try_from(off).ok().and_then(|o| lay.buffer_index_at(o)).is_none() {
+            return false;
+        }
+        let buf_off = off as usize;
+        l.buf_addr = ptr;
+        l.records_off = buf_off + lay.records_offset();
+        l.count = 0;
+        l.capacity = lay.records_per_buffer;
+        // Relaxed: as in `claim`.
+        self.view.store_u32(buf_off + lay.count_offset(), 0, Ordering::Relaxed);
+        true
+    }
+
     /// Startup claim: no waiting at all (the host threads may not run yet).
     fn try_pop_free(&mut self, lane: usize) -> bool {
         let tail_off = self.layout.free_tail_offset(self.lanes[lane].lane);
@@ -672,11 +701,14 @@ impl<R: Record> DeviceWriter<R> {
         self.pop_free(lane);
     }
 
-    /// End-of-run flush: publishes every non-empty current buffer (push gate with budget); a
-    /// buffer that cannot be published is accounted dropped. Writes the final counters.
+    /// Flush: publishes every non-empty current buffer (push gate with budget); a buffer that
+    /// cannot be published is accounted dropped. Writes the counters. At the run's end
+    /// ([`finish`](Self::finish), or dropping the writer) the lanes' run ends are logged too; a
+    /// flush within the run (sealing a buffer early) logs none.
     pub fn flush(&mut self) {
         for lane in 0..self.lanes.len() {
             let l = &self.lanes[lane];
+            let seq_before = l.seq;
             if l.capacity > 0 && l.count > 0 {
                 match self.enqueue_ready(lane) {
                     Ok(()) => {
@@ -692,17 +724,45 @@ impl<R: Record> DeviceWriter<R> {
                 }
                 let l = &mut self.lanes[lane];
                 l.total += u64::from(l.count);
+                // A buffer that could not be published is still the device's: it stays the
+                // lane's current one for the next writer (`resume`).
+                let kept = if l.seq == seq_before { l.buf_addr } else { 0 };
                 l.capacity = 0;
                 l.count = 0;
                 l.run_items = 0;
                 l.buf_addr = 0;
                 let (st, seq) = (l.state_off, l.seq);
                 // Relaxed: end-of-run words read after the writer finished.
-                self.view.store_u64(st + OFF_CUR_PTR, 0, Ordering::Relaxed);
+                self.view.store_u64(st + OFF_CUR_PTR, kept, Ordering::Relaxed);
                 self.view.store_u32(st + OFF_CUR_SEQ, seq, Ordering::Relaxed);
             }
             self.store_counters(lane);
         }
+    }
+
+    /// Appends every lane's counters to its run-end log (when the region has one): the writer's
+    /// run ends (its last flush is done), so the host can tell each run's records and counts
+    /// apart in a session that spans several runs. Once per writer.
+    fn log_run_ends(&mut self) {
+        for lane in 0..self.lanes.len() {
+            self.log_run_end(lane);
+        }
+    }
+
+    fn log_run_end(&mut self, lane: usize) {
+        let l = &mut self.lanes[lane];
+        let Some(log) = l.stall_log_off else { return };
+        let e = log + RUN_LOG_OFFSET + RUN_END_BYTES * (l.run_ends % RUN_RING as u64) as usize;
+        let words =
+            [l.total + u64::from(l.count), l.dropped, l.stall, l.stall_waits, u64::from(l.seq)];
+        for (i, w) in words.into_iter().enumerate() {
+            // Relaxed: device-owned log words; the host reads them after the writer finished
+            // (ordered by the join / stream sync), as it reads the counters.
+            self.view.store_u64(e + 8 * i, w, Ordering::Relaxed);
+        }
+        l.run_ends += 1;
+        // Relaxed: as above.
+        self.view.store_u64(log + 8, l.run_ends, Ordering::Relaxed);
     }
 
     /// Counters of every lane as the device counts them.
@@ -740,6 +800,7 @@ impl<R: Record> DeviceWriter<R> {
     /// Flushes and returns the final counters.
     pub fn finish(mut self) -> Vec<LaneStats> {
         self.flush();
+        self.log_run_ends();
         self.finished = true;
         self.stats()
     }
@@ -749,6 +810,7 @@ impl<R: Record> Drop for DeviceWriter<R> {
     fn drop(&mut self) {
         if !self.finished {
             self.flush();
+            self.log_run_ends();
         }
         if let Some(b) = &self.bells {
             for l in self.lanes.iter() {

@@ -685,6 +685,7 @@ impl EngineReport {
             drain,
             replenish: r.replenish,
             retired_buffers: r.retired,
+            run_ends: (0..r.ctx.lanes.len() as u32).map(|l| r.ctx.read_run_ends(l)).collect(),
         }
     }
 }

@@ -76,7 +76,8 @@ pub use profiler::{HaltedProfiler, HostProfiler};
 pub use region::DfxTransport;
 pub use replenish::select_by_deficit;
 pub use report::{
-    DrainStats, LaneReconcile, LaneSnapshot, ReplenishStats, RunReport, StallIntervals,
+    DrainStats, LaneReconcile, LaneSnapshot, ReplenishStats, RunEnd, RunEnds, RunReport,
+    StallIntervals,
 };
 
 /// How long a host thread waits for a host-internal wake-up before it looks again (a backstop:

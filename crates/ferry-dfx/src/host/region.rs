@@ -8,11 +8,12 @@ use ferry_abi::dfx::{self, DfxLayout, LaneState};
 
 use super::drain::RegionDrain;
 use super::replenish::RegionRecycle;
-use super::report::{LaneSnapshot, StallIntervals};
+use super::report::{LaneSnapshot, RunEnd, RunEnds, StallIntervals};
 use crate::clock::CycleClock;
 use crate::config::{BuildError, DfxConfig, LaneSpec};
 use crate::device::{
-    policy_word, stall_log_size, DeviceRegion, LaneBells, RegionBells, STALL_LOG_STRIDE, STALL_RING,
+    policy_word, stall_log_size, DeviceRegion, LaneBells, RegionBells, RUN_END_BYTES,
+    RUN_LOG_OFFSET, RUN_RING, STALL_LOG_STRIDE, STALL_RING,
 };
 use crate::mem::{DeviceMemory, MemError, ShmRegion, MAX_NARROW_WRITE};
 use crate::spsc::{self, Consumer, Producer};
@@ -150,6 +151,36 @@ impl HostCtx {
             }
         }
         Ok(out)
+    }
+}
+
+impl HostCtx {
+    /// The run-end log of lane `lane`, read after its writer finished (after
+    /// [`read_stalls`](Self::read_stalls), which pulls the whole log).
+    pub(crate) fn read_run_ends(&self, lane: u32) -> RunEnds {
+        let Some(base) = self.stall_log else {
+            return RunEnds::default();
+        };
+        let off = base + lane as usize * STALL_LOG_STRIDE;
+        let h = &self.host;
+        // Relaxed: post-run reads of the lane's log (the writers' join orders them before `stop`).
+        let r = Ordering::Relaxed;
+        let total = h.load_u64(off + 8, r);
+        let ring = RUN_RING as u64;
+        let ends = (total.saturating_sub(ring)..total)
+            .map(|n| {
+                let e = off + RUN_LOG_OFFSET + RUN_END_BYTES * (n % ring) as usize;
+                let w = |i: usize| h.load_u64(e + 8 * i, r);
+                RunEnd {
+                    produced: w(0),
+                    dropped: w(1),
+                    stall_cycles: w(2),
+                    stall_waits: w(3),
+                    seq: w(4) as u32,
+                }
+            })
+            .collect();
+        RunEnds { total, ends }
     }
 }
 

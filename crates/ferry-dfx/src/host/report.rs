@@ -119,6 +119,33 @@ impl StallIntervals {
     }
 }
 
+/// A lane's counters at the end of one run, as its writer logged them at its end-of-run flush
+/// (cumulative over the session: run k's own counts are the differences to run k-1's end).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RunEnd {
+    /// Records produced up to this run's end.
+    pub produced: u64,
+    /// Records dropped up to this run's end.
+    pub dropped: u64,
+    /// Device cycles spent at gates up to this run's end.
+    pub stall_cycles: u64,
+    /// Gate waits up to this run's end.
+    pub stall_waits: u64,
+    /// The sequence number of the lane's next buffer: every buffer the lane published up to this
+    /// run's end has a smaller one.
+    pub seq: u32,
+}
+
+/// The run ends of one lane, oldest first: the device keeps the last
+/// [`RUN_RING`](crate::device::RUN_RING); [`RunEnds::total`] counts all of them.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RunEnds {
+    /// Run ends logged or overwritten (writers of the lane that finished).
+    pub total: u64,
+    /// The logged ends, oldest first.
+    pub ends: Vec<RunEnd>,
+}
+
 /// The reconcile line of one lane: produced = collected + dropped.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct LaneReconcile {
@@ -166,6 +193,8 @@ pub struct RunReport<S> {
     pub replenish: ReplenishStats,
     /// Buffers taken out of circulation (invalid entries, failed pushes).
     pub retired_buffers: usize,
+    /// One per lane: the lane's counters at the end of each run (empty without a stall log).
+    pub run_ends: Vec<RunEnds>,
 }
 
 impl<S> RunReport<S> {
