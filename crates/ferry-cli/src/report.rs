@@ -9,7 +9,8 @@ use ferry_profile::Needs;
 
 #[derive(Debug, Args)]
 pub(crate) struct ReportArgs {
-    /// Output directory of a run.
+    /// Output directory of a run (of a session over several runs, `ferry run --repeat N`:
+    /// every run's report after the runs' table).
     dir: PathBuf,
     /// Print the report as one JSON object (schema: docs/reports.md).
     #[arg(long)]
@@ -26,7 +27,54 @@ pub(crate) fn build(dir: &std::path::Path) -> anyhow::Result<Report> {
     Ok(analysis::report_opened(&r))
 }
 
+/// The report of a session over several runs (`ferry run --repeat N` with DFX): the runs'
+/// table from `runs.json`, then each run's report.
+fn session(a: &ReportArgs, runs: &ferry_profile::SessionRuns) -> anyhow::Result<String> {
+    let mut reports = Vec::with_capacity(runs.runs.len());
+    for r in &runs.runs {
+        let mut rep = build(&a.dir.join(&r.dir))?;
+        if let Some(n) = a.top {
+            rep.kernels.truncate(n);
+        }
+        reports.push(rep);
+    }
+    if a.json {
+        let v = serde_json::json!({ "runs": runs.runs, "reports": reports });
+        return Ok(format!("{}\n", serde_json::to_string_pretty(&v)?));
+    }
+    let mut s = format!(
+        "ferry report: {} runs of one DFX session in {} ({})\n",
+        runs.runs.len(),
+        a.dir.display(),
+        ferry_profile::RUNS_FILE
+    );
+    s.push_str("  run       blocks  device cycles                produced  collected  dropped  reconcile\n");
+    for r in &runs.runs {
+        let span = r.device_cycles.map_or_else(|| "-".to_string(), |[a, b]| format!("{a}..{b}"));
+        s.push_str(&format!(
+            "  {:<8} {:>7}  {:<27} {:>9} {:>10} {:>8}  {}\n",
+            r.dir,
+            r.blocks.map_or_else(|| "-".to_string(), |b| b.to_string()),
+            span,
+            r.produced,
+            r.collected,
+            r.dropped,
+            if r.reconciles { "ok" } else { "FAILS" }
+        ));
+    }
+    for (r, rep) in runs.runs.iter().zip(&reports) {
+        s.push_str(&format!("\n== {} ==\n", r.dir));
+        s.push_str(&rep.text(a.top));
+    }
+    Ok(s)
+}
+
 pub(crate) fn execute(a: &ReportArgs) -> anyhow::Result<String> {
+    if !a.dir.join(ferry_profile::SWIMLANE_FILE).exists() {
+        if let Some(runs) = ferry_profile::read_runs(&a.dir)? {
+            return session(a, &runs);
+        }
+    }
     let mut r = build(&a.dir)?;
     if a.json {
         if let Some(n) = a.top {

@@ -64,7 +64,10 @@ pub(crate) struct RunArgs {
     #[arg(long, requires = "out")]
     force: bool,
     /// Launch each example's graph this many times back to back through the launch pipeline
-    /// (run k+1 prepared while run k executes), verifying every run; prints runs/s.
+    /// (run k+1 prepared while run k executes), verifying every run; prints runs/s. With DFX,
+    /// one session collects every run (at most 256): each run's files go to `run-NNN/` in the
+    /// profile's directory, labelled with the run and with its own loss accounting, listed in
+    /// `runs.json`.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
     repeat: u32,
     #[command(flatten)]
@@ -224,8 +227,14 @@ impl RunArgs {
         if self.dfx.chrome_json && dfx.swimlane == 0 {
             bail!("--chrome-json is a trace of the swimlane: it needs --swimlane");
         }
-        if dfx.any() && self.repeat > 1 {
-            bail!("--repeat runs without DFX collection (one session per run is not supported)");
+        // A workload's repeats are followed by one more run (its output is checked).
+        let runs = self.repeat as usize + usize::from(self.workload.is_some() && self.repeat > 1);
+        if dfx.any() && runs > ferry_dfx::device::RUN_RING {
+            bail!(
+                "--repeat {} with DFX: one session tells at most {} runs apart",
+                self.repeat,
+                ferry_dfx::device::RUN_RING
+            );
         }
         Ok((cfg, variant, dfx))
     }
@@ -351,6 +360,8 @@ pub(super) struct Place<'a> {
 pub(super) struct ProfileDir {
     dir: PathBuf,
     perfetto: bool,
+    /// A session over several runs: the runs' directories (each run's files and trace).
+    runs: Vec<PathBuf>,
 }
 
 /// What one profiled run gave: the run's result and where its profile went (none with DFX off).
@@ -387,7 +398,8 @@ pub(super) fn profiled<T>(
     let profile = match profile {
         Some(p) => {
             print_profile(&p, traces, chrome)?;
-            let dir = ProfileDir { dir: p.dir.clone(), perfetto: traces };
+            let runs = p.runs.iter().map(|r| r.dir.clone()).collect();
+            let dir = ProfileDir { dir: p.dir.clone(), perfetto: traces, runs };
             // Freeing a storm's model (hundreds of thousands of rows) takes tens of
             // milliseconds; nothing waits for it.
             std::thread::spawn(move || drop(p));
@@ -424,6 +436,19 @@ pub(super) fn print_next_steps(profiles: &[ProfileDir]) -> anyhow::Result<()> {
     crate::stdout::outln!("next:")?;
     for p in profiles {
         let d = p.dir.display();
+        if let (Some(first), Some(last)) = (p.runs.first(), p.runs.last()) {
+            let (f, l) = (first.display(), last.display());
+            if p.perfetto {
+                crate::stdout::outln!(
+                    "  open {} (… {}) at https://ui.perfetto.dev (Open trace file): one trace per run",
+                    first.join(output::PERFETTO_FILE).display(),
+                    last.join(output::PERFETTO_FILE).display()
+                )?;
+            }
+            crate::stdout::outln!("  ferry view {f}      # one HTML page of a run (… {l})")?;
+            crate::stdout::outln!("  ferry report {d}    # the runs, then each run's report")?;
+            continue;
+        }
         if p.perfetto {
             crate::stdout::outln!(
                 "  open {} at https://ui.perfetto.dev (Open trace file)",
@@ -531,6 +556,9 @@ fn print_summary(done: &[Done]) -> anyhow::Result<()> {
 
 /// The lines about a profile just written: files, records, loss, rates, and the traces.
 fn print_profile(p: &WrittenProfile, traces: bool, chrome: bool) -> anyhow::Result<()> {
+    if !p.runs.is_empty() {
+        return print_session(p, traces);
+    }
     let (report, model, dir) = (&p.report, &p.model, &p.dir);
     let (produced, collected, dropped) = model.loss.totals();
     let files = report.files.len() - usize::from(traces) - usize::from(chrome);
@@ -557,6 +585,40 @@ fn print_profile(p: &WrittenProfile, traces: bool, chrome: bool) -> anyhow::Resu
     if traces {
         print!("{}", crate::trace::summary(dir, report));
     }
+    Ok(())
+}
+
+/// The lines about a session over several runs: one per run (its directory, records and loss
+/// accounting, which reconciles per run), then the write's rate.
+fn print_session(p: &WrittenProfile, traces: bool) -> anyhow::Result<()> {
+    crate::stdout::outln!(
+        "dfx: {} runs in one session, each in a directory of {} with its own files{} (runs listed in {})",
+        p.runs.len(),
+        p.dir.display(),
+        if traces { " and trace" } else { "" },
+        output::RUNS_FILE
+    )?;
+    for r in &p.runs {
+        let (produced, collected, dropped) = r.model.loss.totals();
+        let name = r.dir.file_name().map_or_else(String::new, |n| n.to_string_lossy().into_owned());
+        crate::stdout::outln!(
+            "dfx: {name}: {} records; {produced} produced, {collected} collected, {dropped} dropped{}",
+            r.report.records,
+            if r.model.loss.reconciles() { "" } else { " (does NOT reconcile)" }
+        )?;
+    }
+    let report = &p.report;
+    crate::stdout::outln!(
+        "dfx: wrote {:.1} MB in {:.3} s ({:.0} records/s){}",
+        report.bytes as f64 / 1e6,
+        (report.files_elapsed + report.traces_elapsed).as_secs_f64(),
+        report.records_per_sec(),
+        if traces {
+            format!(", traces in {:.3} s", report.traces_elapsed.as_secs_f64())
+        } else {
+            String::new()
+        }
+    )?;
     Ok(())
 }
 

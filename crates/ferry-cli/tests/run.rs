@@ -204,14 +204,18 @@ fn run_repeat_launches_the_graph_n_times_and_prints_runs_per_second() {
     assert_eq!(run["repeat"], 6, "{summary}");
     assert!(run["runs_per_s"].as_f64().unwrap() > 0.0, "{summary}");
     let _ = std::fs::remove_dir_all(&dir);
-    // Zero repetitions and DFX with repeats are refused with a message.
+    // Zero repetitions, and more repetitions with DFX than one session tells apart, are
+    // refused with a message (tests/repeat_dfx.rs runs the repetitions DFX collects).
     let zero = ferry().args(["run", "--small", "--repeat", "0"]).output().unwrap();
     assert!(!zero.status.success());
+    let dir = std::env::temp_dir().join(format!("ferry-run-repeat-dfx-{}", std::process::id()));
     let dfx = ferry()
-        .args(["run", "--small", "--example", "vector", "--repeat", "2", "--swimlane", "--out"])
-        .arg(std::env::temp_dir().join(format!("ferry-run-repeat-dfx-{}", std::process::id())))
+        .args(["run", "--small", "--example", "vector", "--repeat", "257", "--swimlane", "--out"])
+        .arg(&dir)
         .output()
         .unwrap();
     assert!(!dfx.status.success());
-    assert!(String::from_utf8_lossy(&dfx.stderr).contains("--repeat runs without DFX"));
+    let err = String::from_utf8_lossy(&dfx.stderr);
+    assert!(err.contains("one session tells at most 256 runs apart"), "{err}");
+    assert!(!dir.exists(), "refused before the directory was claimed");
 }

@@ -115,7 +115,7 @@ impl<R: Copy> LaneRecords<R> {
                     let m = out.entry(lane as u32).or_default();
                     let part = m.parts.len();
                     m.order.extend(l.bufs.iter().map(|&(seq, span)| (seq, part, span)));
-                    m.parts.push(l.log);
+                    m.parts.push(std::sync::Arc::new(l.log));
                 }
             }
         }
@@ -133,7 +133,8 @@ impl<R: Copy> LaneRecords<R> {
 /// One lane's collected records after [`LaneRecords::merge`]: its buffers in sequence order.
 #[derive(Debug)]
 pub struct LaneLog<R> {
-    parts: Vec<ChunkLog<R>>,
+    /// Shared by the logs [`split_runs`](Self::split_runs) makes of one lane.
+    parts: Vec<std::sync::Arc<ChunkLog<R>>>,
     /// `(seq, part, span)` per buffer, in sequence order.
     order: Vec<(u32, usize, Span)>,
 }
@@ -158,6 +159,33 @@ impl<R: Copy> LaneLog<R> {
     /// Whether the lane holds no record.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+
+    /// The lane's buffers split by run: `ends[k]` is run k's end sequence number (every buffer
+    /// of runs `0..=k` has a smaller one, [`ferry_dfx::RunEnd::seq`]), so run k holds the buffers
+    /// with `ends[k-1] <= seq < ends[k]`. Nothing is copied. `Err` with the sequence number of a
+    /// buffer past the last end (no run it could belong to).
+    ///
+    /// # Examples
+    /// ```
+    /// use ferry_profile::collect::LaneRecords;
+    /// let mut a = LaneRecords::<u64>::default();
+    /// a.push(0, 0, &[1, 2]);
+    /// a.push(0, 1, &[3]);
+    /// a.push(0, 2, &[4]);
+    /// let lane = LaneRecords::merge([a]).remove(&0).unwrap();
+    /// let runs = lane.split_runs(&[2, 2, 3]).unwrap();
+    /// let v: Vec<Vec<u64>> = runs.iter().map(|l| l.to_vec()).collect();
+    /// assert_eq!(v, [vec![1, 2, 3], vec![], vec![4]]);
+    /// ```
+    pub fn split_runs(&self, ends: &[u32]) -> Result<Vec<LaneLog<R>>, u32> {
+        let mut out: Vec<LaneLog<R>> =
+            ends.iter().map(|_| LaneLog { parts: self.parts.clone(), order: Vec::new() }).collect();
+        for &(seq, part, span) in &self.order {
+            let k = ends.iter().position(|&e| seq < e).ok_or(seq)?;
+            out[k].order.push((seq, part, span));
+        }
+        Ok(out)
     }
 
     /// Every record of the lane, buffer after buffer, in one `Vec`.

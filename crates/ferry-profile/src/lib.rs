@@ -79,6 +79,7 @@ mod open;
 pub mod perfetto;
 mod pmu;
 mod run_dir;
+mod runs;
 pub mod sample;
 mod scope_names;
 mod scopes;
@@ -115,7 +116,7 @@ pub use manifest::{
 };
 pub use model::{
     AicoreTask, AicpuTask, CoreType, JoinedTask, LaneLoss, LossAccounting, LossPolicy, OrchPhase,
-    RunMeta, RunModel, SchedPhase, Subsystem, Swimlane, MAX_FILE_THREADS,
+    RunLabel, RunMeta, RunModel, SchedPhase, Subsystem, Swimlane, MAX_FILE_THREADS,
 };
 pub use name_map::{
     is_name_map_file, name_map_file, read_name_map, write_name_map, NameMap, DEFAULT_CASE,
@@ -130,6 +131,7 @@ pub use run_dir::{
     run_dir_names, writing_run_dirs, ExampleSummary, RunDir, RunDirError, RunSummary, SummaryRun,
     WorkloadSummary, SCOPES_HTML, SUMMARY_FILE, VIEW_FILE,
 };
+pub use runs::{read_runs, session_runs, write_runs, SessionRun, SessionRuns, RUNS_FILE};
 pub use scope_names::{
     read_scope_names, write_scope_names, ScopeLabel, ScopeNames, MAX_SCOPE_NAMES_BYTES,
     SCOPE_NAMES_FILE, SCOPE_NAMES_VERSION,

@@ -88,6 +88,27 @@ pub struct RunMeta {
     pub clock_anchors: Option<super::host_time::ClockAnchors>,
     /// The host orchestrator of a host-built run (`None`: device-orchestrated).
     pub host_orchestration: Option<super::host_time::HostOrchestration>,
+    /// Which run of a session over several runs this is (`None`: the session's only run).
+    pub run: Option<RunLabel>,
+}
+
+/// Run `index` of the `runs` runs one DFX session collected (`ferry run --repeat N`): every file
+/// of a run's profile carries it (`chip_swimlane_records.json` in `metadata.run`, the others in
+/// their `dfx` loss-accounting object), and the session's `runs.json` lists them all.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunLabel {
+    /// The run, from 0, in launch order.
+    pub index: u32,
+    /// Runs in the session.
+    pub runs: u32,
+}
+
+impl RunLabel {
+    /// The directory of run `index` inside its session's profile directory: `run-000`, … (zero
+    /// padded to three digits, so the directories sort in launch order).
+    pub fn dir_name(index: u32) -> String {
+        format!("run-{index:03}")
+    }
 }
 
 impl Default for RunMeta {
@@ -108,6 +129,7 @@ impl RunMeta {
             case: None,
             clock_anchors: None,
             host_orchestration: None,
+            run: None,
         }
     }
 
@@ -371,6 +393,10 @@ pub struct LossAccounting {
     pub budget_cycles: u64,
     /// Every lane of every subsystem.
     pub lanes: Vec<LaneLoss>,
+    /// The run of a session over several runs these lines count (`None`: the session's only
+    /// run); every file's loss-accounting object carries it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run: Option<RunLabel>,
 }
 
 impl LossAccounting {
@@ -380,6 +406,7 @@ impl LossAccounting {
             policy: self.policy,
             budget_cycles: self.budget_cycles,
             lanes: self.lanes.iter().filter(|l| l.subsystem == Some(s)).cloned().collect(),
+            run: self.run,
         }
     }
 
@@ -388,6 +415,7 @@ impl LossAccounting {
         if self.lanes.is_empty() {
             self.policy = other.policy;
             self.budget_cycles = other.budget_cycles;
+            self.run = other.run;
         }
         for l in other.lanes {
             if !self.lanes.contains(&l) {

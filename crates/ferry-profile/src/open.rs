@@ -149,10 +149,10 @@ pub enum OpenError {
         hint: String,
     },
     /// The directory holds no file of the analysis, but its subdirectories (a run of several
-    /// examples) do.
+    /// examples, or of several runs) do.
     #[error(
         "{} holds no {file}, but {} do (a run of several examples writes each one's files in \
-         DIR/<example>/): pass one of them",
+         DIR/<example>/, a repeated run each run's in DIR/run-NNN/): pass one of them",
         dir.display(),
         subdirs.join(", ")
     )]

@@ -339,7 +339,7 @@ pub fn sample_run(policy: LossPolicy) -> RunModel {
             l.dropped = 1;
         }
     }
-    run.loss = LossAccounting { policy, budget_cycles: budget, lanes };
+    run.loss = LossAccounting { policy, budget_cycles: budget, lanes, run: None };
     run
 }
 
@@ -609,6 +609,11 @@ pub fn scaled_run(tasks: u32) -> RunModel {
     run.deps = Some(g);
     run.args = Some(a);
     run.scopes = Some(scopes);
-    run.loss = LossAccounting { policy: LossPolicy::Block, budget_cycles: 50_000_000 * 30, lanes };
+    run.loss = LossAccounting {
+        policy: LossPolicy::Block,
+        budget_cycles: 50_000_000 * 30,
+        lanes,
+        run: None,
+    };
     run
 }

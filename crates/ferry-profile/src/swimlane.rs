@@ -25,7 +25,8 @@ use super::host_time::{
 };
 use super::jsonw::Json;
 use super::model::{
-    AicoreTask, AicpuTask, CoreType, LossAccounting, OrchPhase, RunMeta, SchedPhase, Swimlane,
+    AicoreTask, AicpuTask, CoreType, LossAccounting, OrchPhase, RunLabel, RunMeta, SchedPhase,
+    Swimlane,
 };
 #[cfg(test)]
 use super::stream::TickSeq;
@@ -63,6 +64,8 @@ struct Metadata {
     host_capture: Option<HostCapture>,
     #[serde(default)]
     clock_anchors: Option<ClockAnchors>,
+    #[serde(default)]
+    run: Option<RunLabel>,
 }
 
 /// [`Metadata`] borrowed from the model (same fields, same order; integer map keys serialize as
@@ -89,6 +92,8 @@ struct MetadataOut<'a> {
     host_capture: Option<HostCapture>,
     #[serde(skip_serializing_if = "Option::is_none")]
     clock_anchors: Option<&'a ClockAnchors>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    run: Option<RunLabel>,
 }
 
 #[derive(Deserialize)]
@@ -194,6 +199,7 @@ impl Serialize for FileOut<'_, '_> {
                 host_orchestration_origin_ns: host.map(|h| h.origin_ns),
                 host_capture: host.map(HostCapture::of),
                 clock_anchors: meta.clock_anchors.as_ref(),
+                run: meta.run,
             },
         )?;
         st.serialize_field(
@@ -325,6 +331,7 @@ pub(crate) fn write_swimlane_ticked<W: Write>(
         host_orchestration_origin_ns: host.map(|h| h.origin_ns),
         host_capture: host.map(HostCapture::of),
         clock_anchors: meta.clock_anchors.as_ref(),
+        run: meta.run,
     })
     .map_err(&json)?;
     j.raw(b",\"aicore_tasks\":");
@@ -454,6 +461,7 @@ pub fn read_swimlane<R: Read>(r: R) -> Result<SwimlaneParts, OutputError> {
     }
     meta.case = f.metadata.case;
     meta.clock_anchors = f.metadata.clock_anchors;
+    meta.run = f.metadata.run;
     let host_phases = !f.host_orchestrator_phases.is_empty();
     match f.metadata.orchestrator_source.as_deref() {
         Some("host") => {

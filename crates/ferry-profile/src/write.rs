@@ -150,6 +150,22 @@ pub struct WriteReport {
 }
 
 impl WriteReport {
+    /// Adds `other`'s files, bytes, records and times to this report (the runs of a session
+    /// written one after the other); the traces' sizes add up too.
+    pub fn add(&mut self, other: &WriteReport) {
+        self.files.extend(other.files.iter().cloned());
+        self.bytes += other.bytes;
+        self.records += other.records;
+        self.files_elapsed += other.files_elapsed;
+        self.traces_elapsed += other.traces_elapsed;
+        if let Some(t) = other.trace {
+            let s = self.trace.get_or_insert_with(TraceStats::default);
+            s.tracks += t.tracks;
+            s.slices += t.slices;
+            s.counters += t.counters;
+        }
+    }
+
     /// The paths written, in the order of [`WriteReport::files`].
     pub fn paths(&self) -> impl Iterator<Item = &Path> + '_ {
         self.files.iter().map(|f| f.path.as_path())

@@ -1,8 +1,8 @@
 //! `run_profiled`: one DFX session over several runs, and a failed run's profile (the
 //! closure's own verdict, and a kernel that faults on its core).
 use ferry_profile::{
-    open_run, Manifest, Needs, OutDir, RunOutcome, WriteOptions, DEPS_FILE, PERFETTO_FILE,
-    PMU_FILE, SWIMLANE_FILE,
+    open_run, Manifest, Needs, OutDir, RunLabel, RunOutcome, WriteOptions, DEPS_FILE,
+    PERFETTO_FILE, PMU_FILE, RUNS_FILE, SWIMLANE_FILE,
 };
 use ferry_runtime::device::kernels::K_ADD;
 use ferry_runtime::device::task::{Orchestrate, Task, TensorId, View};
@@ -21,7 +21,7 @@ fn one_session_spans_every_run_the_closure_launches_and_a_failure_keeps_the_prof
     let run = Example::Vector.build(Size::Small);
     runner.register_callable(0, run.callable.clone()).unwrap();
     let dfx = DfxOptions { swimlane: 1, ..DfxOptions::default() };
-    let mut rows = Vec::new();
+    let mut rows: Vec<Vec<usize>> = Vec::new();
     for launches in [1u32, 3] {
         let mut out = OutDir::claim(&dir, &[]).unwrap();
         out.begin("t", &["test".into()], "a2a3", &[]).unwrap();
@@ -46,11 +46,29 @@ fn one_session_spans_every_run_the_closure_launches_and_a_failure_keeps_the_prof
         assert_eq!(done.run.unwrap_err(), format!("{launches} launches"));
         let p = done.profile.unwrap().expect("DFX on");
         assert!(p.report.files.iter().any(|f| f.path.ends_with(SWIMLANE_FILE)));
-        rows.push(p.model.swimlane.unwrap().aicore_tasks.len());
+        // One launch: one profile in the directory; three: one per run, each labelled, in
+        // `run-NNN/`, with `runs.json` beside them.
+        let models: Vec<_> = if p.runs.is_empty() {
+            vec![p.model]
+        } else {
+            assert!(p.report.files.iter().any(|f| f.path.ends_with(RUNS_FILE)));
+            p.runs
+                .into_iter()
+                .enumerate()
+                .map(|(k, r)| {
+                    assert_eq!(r.dir, dir.join(RunLabel::dir_name(k as u32)));
+                    assert_eq!(r.model.meta.run, Some(RunLabel { index: k as u32, runs: 3 }));
+                    assert!(r.model.loss.reconciles());
+                    r.model
+                })
+                .collect()
+        };
+        assert_eq!(models.len() as u32, launches);
+        rows.push(models.iter().map(|m| m.swimlane.as_ref().unwrap().aicore_tasks.len()).collect());
         out.commit().unwrap();
     }
-    // Three launches in one session: three times the rows of one.
-    assert_eq!(rows[1], 3 * rows[0], "{rows:?}");
+    // Three launches in one session: three runs, each with the rows of one.
+    assert_eq!(rows[1], [rows[0][0]; 3], "{rows:?}");
     runner.finalize().unwrap();
     std::fs::remove_dir_all(&dir).unwrap();
 }

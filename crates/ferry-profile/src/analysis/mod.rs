@@ -115,6 +115,9 @@ pub struct RunSummary {
     pub wall_cycles: u64,
     /// `wall_cycles` in nanoseconds.
     pub wall_ns: u64,
+    /// Which run of a session over several runs this is (absent for a session's only run).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run: Option<crate::RunLabel>,
 }
 
 /// One kernel's time, summed over its tasks.
@@ -281,6 +284,7 @@ pub fn report(run: &RunModel) -> Report {
         last_cycle: last,
         wall_cycles: wall,
         wall_ns: m.cycles_to_ns(wall),
+        run: m.run,
     };
 
     let stats = kernel_stats(run);

@@ -38,8 +38,9 @@ impl Report {
         };
         let _ = writeln!(
             s,
-            "ferry report: arch {}, clock {} Hz, chip swimlane level {}, {}{blocks} on {}, wall \
-             {:.3} us",
+            "ferry report: {}arch {}, clock {} Hz, chip swimlane level {}, {}{blocks} on {}, \
+             wall {:.3} us",
+            r.run.map_or_else(String::new, |l| format!("run {} of {}, ", l.index, l.runs)),
             r.arch,
             hz,
             r.swimlane_level,

@@ -126,12 +126,21 @@ impl Planner {
     pub(super) fn run_tracks(&mut self, run: &RunModel, (t0, t1): (u64, u64)) {
         let m = &run.meta;
         let ns = |c: u64| m.cycles_to_ns(c);
-        self.track(UUID_RUN, None, "Run".into(), TrackKind::Process { pid: 5 });
+        // A run of a session over several (`--repeat N`) names itself in the process, the
+        // track and the slice, and carries its index as annotations.
+        let (process, label) = match m.run {
+            Some(r) => (
+                format!("Run {} of {}", r.index, r.runs),
+                format!("run {} of {}: ", r.index, r.runs),
+            ),
+            None => ("Run".to_string(), String::new()),
+        };
+        self.track(UUID_RUN, None, process, TrackKind::Process { pid: 5 });
         self.track(UUID_RUN_INFO, Some(UUID_RUN), "run".into(), TrackKind::Child);
         let l = &run.loss;
         let mut s = slice(
             format!(
-                "{} run, {} Hz, {} cores, policy {:?}",
+                "{label}{} run, {} Hz, {} cores, policy {:?}",
                 m.arch,
                 m.clock_freq_hz,
                 m.num_cores(),
@@ -145,6 +154,10 @@ impl Planner {
         s.args = [("clock_freq_hz", m.clock_freq_hz), ("cores", m.num_cores() as u64)].into();
         s.args.push(("budget_cycles", l.budget_cycles));
         s.args.push(("policy_drop", u64::from(l.policy == LossPolicy::Drop)));
+        if let Some(r) = m.run {
+            s.args.push(("run_index", r.index.into()));
+            s.args.push(("runs", r.runs.into()));
+        }
         self.place(UUID_RUN_INFO, "run", [s]);
 
         if let Some(a) = m.clock_anchors.as_ref().filter(|a| !a.samples.is_empty()) {

@@ -166,7 +166,8 @@ pub fn report(run: &RunModel) -> String {
     let level = run.swimlane.as_ref().map_or(0, |sw| sw.level);
     let _ = writeln!(
         s,
-        "ferry report: arch {}, clock {} Hz, chip swimlane level {level}, {} on {}",
+        "ferry report: {}arch {}, clock {} Hz, chip swimlane level {level}, {} on {}",
+        m.run.map_or_else(String::new, |r| format!("run {} of {}, ", r.index, r.runs)),
         m.arch,
         m.clock_freq_hz,
         tasks_and_blocks(&tasks),

@@ -67,8 +67,8 @@ use std::path::{Path, PathBuf};
 
 use ferry_profile::{
     ClockAnchors, ExampleSummary, HostOrchestration, ManifestError, OutDir, OutputError, RunDir,
-    RunDirError, RunModel, RunSummary, ScopeNames, SummaryRun, WorkloadSummary, WriteOptions,
-    WriteReport, Written, ANCHOR_POST, ANCHOR_PRE,
+    RunDirError, RunLabel, RunModel, RunSummary, ScopeNames, SummaryRun, WorkloadSummary,
+    WriteOptions, WriteReport, Written, WrittenFile, ANCHOR_POST, ANCHOR_PRE,
 };
 
 use super::dfx::{sample_clock_anchors, DfxChip, DfxError, DfxOptions, DfxSession};
@@ -145,25 +145,35 @@ impl Profiler {
     }
 
     /// Ends the session after the runs: samples the anchors after them, detaches from
-    /// `runner`, stops collection and builds the model, named `case` (the name map's name).
+    /// `runner`, stops collection and builds one model per run the session spanned
+    /// ([`DfxSession::finish_runs`]: one, unlabelled, for a single run; several, each labelled
+    /// with its run, when the closure launched several), each named `case` (the name map's
+    /// name) and carrying the session's clock anchors.
     ///
     /// # Errors
     /// [`ProfileError::Runner`] (detaching), [`ProfileError::Dfx`] (records that do not decode,
-    /// a DepGen graph that disagrees with the runtime's, a dead host thread).
+    /// a DepGen graph that disagrees with the runtime's, a dead host thread, records that
+    /// cannot be told apart by run).
     pub fn finish(
         mut self,
         runner: &mut DeviceRunner,
         case: &str,
-    ) -> Result<RunModel, ProfileError> {
+    ) -> Result<Vec<RunModel>, ProfileError> {
         sample_clock_anchors(runner.device(), ANCHOR_POST, &mut self.anchors);
         runner.attach_dfx_session(None)?;
         let t0 = std::time::Instant::now();
-        let mut model = self.session.finish()?;
+        let mut models = self.session.finish_runs()?;
         tracing::debug!(ms = t0.elapsed().as_secs_f64() * 1e3, "phase: dfx model");
-        model.meta.case = Some(case.to_string());
-        model.meta.clock_anchors = Some(self.anchors);
-        model.meta.host_orchestration = self.host;
-        Ok(model)
+        let last = models.len().saturating_sub(1);
+        for (k, model) in models.iter_mut().enumerate() {
+            model.meta.case = Some(case.to_string());
+            model.meta.clock_anchors = Some(self.anchors.clone());
+            // The host orchestration noted is the last run's.
+            if k == last {
+                model.meta.host_orchestration = self.host.take();
+            }
+        }
+        Ok(models)
     }
 }
 
@@ -320,12 +330,17 @@ pub fn workload_summary(name: &str, file: &Path, out: &RunOutput, checksum: f64)
 /// A profile written by [`run_profiled`].
 #[derive(Debug)]
 pub struct WrittenProfile {
-    /// The model the files were written from.
+    /// The model the files were written from (the first run's when the session spanned
+    /// several: each run's is in [`runs`](Self::runs)).
     pub model: RunModel,
-    /// What was written.
+    /// What was written (every run's files, and `runs.json`, when the session spanned several).
     pub report: WriteReport,
-    /// Where.
+    /// Where: the profile's directory (each run's is a directory in it when the session spanned
+    /// several).
     pub dir: PathBuf,
+    /// When the session spanned several runs, each run's profile, in launch order, written to
+    /// `dir/run-000`, `dir/run-001`, … (empty for a single run).
+    pub runs: Vec<WrittenProfile>,
 }
 
 /// What [`run_profiled`] gives back: the run's result and, independently, the profile's.
@@ -335,6 +350,47 @@ pub struct ProfiledRun<T, E> {
     pub run: Result<T, E>,
     /// The profile: `Ok(None)` with DFX off (or without a target: nothing is written).
     pub profile: Result<Option<WrittenProfile>, ProfileError>,
+}
+
+/// Writes the models of a session into `t`: one run's files into `t.dir`; several runs' each
+/// into `t.dir/run-NNN` ([`RunLabel::dir_name`]) with `runs.json` beside them.
+fn write_session(
+    t: ProfileTarget<'_>,
+    mut models: Vec<RunModel>,
+) -> Result<WrittenProfile, ProfileError> {
+    if models.len() == 1 {
+        let model = models.remove(0);
+        let report = write_profile(t.out, &t.dir, &model, &t.write)?;
+        return Ok(WrittenProfile { model, report, dir: t.dir, runs: Vec::new() });
+    }
+    let mut runs = Vec::with_capacity(models.len());
+    let mut total = WriteReport::default();
+    let session = ferry_profile::session_runs(&models);
+    for (k, model) in models.into_iter().enumerate() {
+        let index = model.meta.run.map_or(k as u32, |r| r.index);
+        let dir = t.dir.join(RunLabel::dir_name(index));
+        let report = write_profile(t.out, &dir, &model, &t.write)?;
+        total.add(&report);
+        runs.push(WrittenProfile { model, report, dir, runs: Vec::new() });
+    }
+    let w = ferry_profile::write_runs(&t.dir, &session)?;
+    let path = t.dir.join(ferry_profile::RUNS_FILE);
+    let rel = t.out.relative(&path).ok_or_else(|| ProfileError::Outside {
+        file: path.clone(),
+        dir: t.out.path().to_path_buf(),
+    })?;
+    t.out.record(&rel, w);
+    let records = session.runs.len() as u64;
+    total.files.push(WrittenFile {
+        path,
+        bytes: w.bytes,
+        xxh3: w.xxh3,
+        records,
+        elapsed: std::time::Duration::ZERO,
+    });
+    total.bytes += w.bytes;
+    let model = runs[0].model.clone();
+    Ok(WrittenProfile { model, report: total, dir: t.dir, runs })
 }
 
 /// Runs `run` on `runner` inside one DFX session for `opts` and writes the profile to `target`
@@ -364,13 +420,14 @@ pub fn run_profiled<T, E>(
     });
     let profile = (|| {
         let case = target.as_ref().map_or("run", |t| t.case.as_str()).to_string();
-        let mut model = profiler.finish(runner, &case)?;
+        let mut models = profiler.finish(runner, &case)?;
         let Some(t) = target else { return Ok(None) };
-        if let Some(s) = model.scopes.as_mut() {
-            s.names = t.scope_names;
+        for m in &mut models {
+            if let Some(s) = m.scopes.as_mut() {
+                s.names = t.scope_names.clone();
+            }
         }
-        let report = write_profile(t.out, &t.dir, &model, &t.write)?;
-        Ok(Some(WrittenProfile { model, report, dir: t.dir }))
+        Ok(Some(write_session(t, models)?))
     })();
     Ok(ProfiledRun { run: result, profile })
 }

@@ -44,7 +44,7 @@ use ferry_abi::records::{
 };
 use ferry_dfx::{DfxEngine, EngineConfig, Policy, RegionKey, RunningEngine};
 use ferry_profile::collect::LaneRecords;
-use ferry_profile::{CoreType, LossAccounting, RunMeta, RunModel, Subsystem, Swimlane};
+use ferry_profile::{CoreType, LossAccounting, RunLabel, RunMeta, RunModel, Subsystem};
 use ferry_sim::clock::DeviceClock;
 use ferry_sim::{Arch, Device};
 
@@ -60,6 +60,7 @@ mod layout;
 mod memory;
 mod model;
 mod replay;
+mod runs;
 mod sinks;
 mod thread_cpu;
 
@@ -72,7 +73,7 @@ pub use thread_cpu::{RoleCpu, ThreadCpu, ThreadRole};
 use layout::Layout;
 pub use layout::{Capacity, DfxRegion};
 use memory::SimAlloc;
-use model::{args_dump, beside, loss_lines, rows, take, Beside};
+use model::{loss_lines, take, Taken};
 use sinks::{ArgsAcks, ArgsSink};
 
 /// Host threads a session runs, whatever subsystems are on: one drain shard, one collector
@@ -532,12 +533,33 @@ impl DfxSession {
     }
 
     /// Stops the engine (after the run's AICPU threads returned), reconciles, builds and checks
-    /// the model.
+    /// the model: one model of everything the session collected, however many runs it spanned
+    /// (see [`finish_runs`](Self::finish_runs) for one model per run).
     ///
     /// # Errors
     /// [`DfxError::Collect`] for records that do not decode, [`DfxError::Deps`] when the DepGen
     /// graph disagrees with the runtime's dependencies.
     pub fn finish(self) -> Result<RunModel, DfxError> {
+        let mut models = self.finish_as(false)?;
+        Ok(models.remove(0))
+    }
+
+    /// Stops the engine as [`finish`](Self::finish) does and builds one model per run the
+    /// session spanned, in launch order: each lane's writer logs its counters and next buffer
+    /// sequence number at every run's end ([`ferry_dfx::RunEnd`]), which tells each run's
+    /// buffers apart and gives each run its own loss lines (produced, collected and dropped
+    /// reconcile per run). Each model is labelled ([`ferry_profile::RunLabel`]) when there are
+    /// several; one model, unlabelled, for a session of one run (or none).
+    ///
+    /// # Errors
+    /// As [`finish`](Self::finish); [`DfxError::Collect`] when the lanes disagree on the number
+    /// of runs, a buffer belongs to no run, or the session spanned more runs than the run-end
+    /// log keeps ([`ferry_dfx::device::RUN_RING`]).
+    pub fn finish_runs(self) -> Result<Vec<RunModel>, DfxError> {
+        self.finish_as(true)
+    }
+
+    fn finish_as(self, per_run: bool) -> Result<Vec<RunModel>, DfxError> {
         let t0 = std::time::Instant::now();
         let ms = |t: std::time::Instant| t.elapsed().as_secs_f64() * 1e3;
         let c = self.chip;
@@ -563,6 +585,7 @@ impl DfxSession {
             policy: self.opts.policy.into(),
             budget_cycles: budget,
             lanes: Vec::new(),
+            run: None,
         };
         use Subsystem::ChipSwimlane;
         let mut report = match self.engine {
@@ -573,30 +596,22 @@ impl DfxSession {
         tracing::debug!(ms = ms(t0), "dfx finish: engine stopped");
         let s = self.subs;
         // Every region's report first (no copying: each lane's buffers stay where the collector
-        // put them), the loss lines in the subsystems' order.
-        let aicore =
-            s.aicore.map(|sub| take(&mut report, sub, ChipSwimlane, "aicore", &mut m.loss));
-        let aicpu = s.aicpu.map(|sub| take(&mut report, sub, ChipSwimlane, "aicpu", &mut m.loss));
-        let sched = s.sched.map(|sub| take(&mut report, sub, ChipSwimlane, "sched", &mut m.loss));
-        let orch = s.orch.map(|sub| take(&mut report, sub, ChipSwimlane, "orch", &mut m.loss));
-        let pmu = s.pmu.map(|sub| take(&mut report, sub, Subsystem::Pmu, "pmu", &mut m.loss));
-        let scope = s.scope.map(|sub| {
-            let before = m.loss.lanes.len();
-            let lanes = take(&mut report, sub, Subsystem::ScopeStats, "scope", &mut m.loss);
-            let lines = &m.loss.lanes[before..];
-            let produced = lines.iter().map(|l| l.produced).sum::<u64>();
-            (lanes, produced, lines.iter().map(|l| l.dropped).sum::<u64>())
-        });
-        let dep_gen = s.dep_gen.map(|sub| {
-            let before = m.loss.lanes.len();
-            let lanes = take(&mut report, sub, Subsystem::DepGen, "dep_gen", &mut m.loss);
-            (lanes, m.loss.lanes[before..].iter().all(|l| l.dropped == 0))
-        });
-        let args = s.args.map(|sub| {
-            let r = report.take(sub.key);
-            m.loss.lanes.extend(loss_lines(&r, &sub.ids, Subsystem::ArgsDump, "args"));
-            r.sinks
-        });
+        // put them).
+        let r = &mut report;
+        let taken = runs::Regions {
+            aicore: s.aicore.map(|sub| take(r, sub, ChipSwimlane, "aicore")),
+            aicpu: s.aicpu.map(|sub| take(r, sub, ChipSwimlane, "aicpu")),
+            sched: s.sched.map(|sub| take(r, sub, ChipSwimlane, "sched")),
+            orch: s.orch.map(|sub| take(r, sub, ChipSwimlane, "orch")),
+            pmu: s.pmu.map(|sub| take(r, sub, Subsystem::Pmu, "pmu")),
+            scope: s.scope.map(|sub| take(r, sub, Subsystem::ScopeStats, "scope")),
+            dep_gen: s.dep_gen.map(|sub| take(r, sub, Subsystem::DepGen, "dep_gen")),
+            args: s.args.map(|sub| {
+                let r = report.take(sub.key);
+                let loss = loss_lines(&r, &sub.ids, Subsystem::ArgsDump, "args");
+                Taken { loss, ends: r.run_ends, lanes: ArgsSink::merge(r.sinks) }
+            }),
+        };
         let arena_drops: u64 = self
             .device
             .arenas
@@ -604,53 +619,23 @@ impl DfxSession {
             // Relaxed: device counters read after the run (the join orders them).
             .map(|a| a.dropped().load(Ordering::Relaxed))
             .sum();
-        let level = self.opts.dump_args;
-        if self.opts.swimlane > 0 {
-            m.swimlane = Some(Swimlane::new(self.opts.swimlane));
+        let runs = if per_run { taken.runs()? } else { 1 };
+        let (opts, chip) = (&self.opts, &c);
+        if runs <= 1 {
+            return Ok(vec![runs::build(m, taken, chip, opts, arena_drops, t0)?]);
         }
-        // Three conversions on the machine's CPUs, all started at once: DepGen's graph (a
-        // tensor-map replay over every submit, the dearest) and the dumped arguments' index each
-        // on a thread of its own, the swimlane, PMU and ScopeStats rows on this one, which then
-        // checks the DepGen graph against the swimlane once both are ready. (The index used to
-        // wait for the rows, which left a core idle at the phase's end on 2 cores: the all-five
-        // storm's model phase 42.1 -> 37.2 ms, medians of 10 interleaved runs.) Each falls back
-        // to this thread when no thread can be had.
-        let thread = |name: &str| std::thread::Builder::new().name(name.into());
-        std::thread::scope(|sc| -> Result<(), DfxError> {
-            let graph = dep_gen.map(|(lanes, lossless)| {
-                beside(sc, thread("ferry-dfx-deps"), move || {
-                    let r = model::dep_gen(lanes, lossless).and_then(|g| {
-                        // Here, where the graph is in this CPU's cache.
-                        deps::check_graph(&g, lossless)?;
-                        Ok(g)
-                    });
-                    tracing::debug!(ms = ms(t0), "dfx finish: DepGen graph");
-                    r
-                })
-            });
-            let dumped = args.map(|sinks| {
-                beside(sc, thread("ferry-dfx-args"), move || {
-                    let r = args_dump(sinks, level, arena_drops);
-                    tracing::debug!(ms = ms(t0), "dfx finish: ArgsDump chains indexed");
-                    r
-                })
-            });
-            let rows = rows(&mut m, (aicore, aicpu, sched, orch), pmu, scope, &c, &self.opts);
-            tracing::debug!(ms = ms(t0), "dfx finish: swimlane, PMU and ScopeStats rows");
-            let deps = graph.map(Beside::join).transpose();
-            let checked = match (&rows, deps) {
-                (Ok(()), Ok(Some(g))) => {
-                    deps::check_timing(&g, m.swimlane.as_ref()).map(|()| Some(g))
-                }
-                (_, deps) => deps.map(|_| None),
-            };
-            tracing::debug!(ms = ms(t0), "dfx finish: DepGen check");
-            let dumped = dumped.map(Beside::join).transpose();
-            rows?;
-            m.deps = checked?;
-            m.args = dumped?;
-            Ok(())
-        })?;
-        Ok(m)
+        let parts = taken.split(runs)?;
+        let mut models = Vec::with_capacity(runs);
+        for (k, part) in parts.into_iter().enumerate() {
+            let mut mk = m.clone();
+            let label = RunLabel { index: k as u32, runs: runs as u32 };
+            mk.meta.run = Some(label);
+            mk.loss.run = Some(label);
+            // The arena gate's drops are counted per session, not per run: the session's total
+            // goes with its first run (docs/dfx.md).
+            let drops = if k == 0 { arena_drops } else { 0 };
+            models.push(runs::build(mk, part, chip, opts, drops, t0)?);
+        }
+        Ok(models)
     }
 }

@@ -13,11 +13,13 @@ use ferry_abi::records::{
 use ferry_dfx::{Record, RunReport};
 use ferry_profile::collect::{self, DepGenLog, LaneLog, LaneRecords};
 use ferry_profile::{
-    ArgBin, ArgsDump, ChainArgs, DepsGraph, LaneLoss, LossAccounting, PmuTable, RunModel,
-    ScopeStats, Subsystem, Swimlane,
+    ArgBin, ArgsDump, ChainArgs, DepsGraph, LaneLoss, PmuTable, RunModel, ScopeStats, Subsystem,
+    Swimlane,
 };
 
 use super::deps;
+use super::sinks::ArgsLane;
+#[cfg(test)]
 use super::sinks::ArgsSink;
 use super::{DfxChip, DfxError, DfxOptions, LaneIds, Sub};
 use crate::device::sched::cluster_of;
@@ -178,14 +180,14 @@ pub(super) fn dep_gen(
 /// (`dropped`: the device's count, in arguments, of those the arena gate gave up on and of those
 /// whose chain the writer lost; the lanes' transport lines count words).
 pub(super) fn args_dump(
-    sinks: Vec<ArgsSink>,
+    lanes: Vec<ArgsLane>,
     level: u32,
     dropped: u64,
 ) -> Result<ArgsDump, DfxError> {
     let mut d = ArgsDump { level, ..ArgsDump::default() };
-    d.bin.reserve(sinks.iter().flat_map(|k| &k.lanes).map(|l| l.bin.len()).sum());
+    d.bin.reserve(lanes.iter().map(|l| l.bin.len()).sum());
     let mut kept = ChainArgs::default();
-    for lane in ArgsSink::merge(sinks) {
+    for lane in lanes {
         if let Some(e) = lane.bad {
             return Err(bad("args dump", &e));
         }
@@ -226,11 +228,18 @@ pub(super) fn take<R: Record>(
     sub: Sub<R, LaneRecords<R>>,
     subsystem: Subsystem,
     name: &str,
-    loss: &mut LossAccounting,
-) -> BTreeMap<u32, LaneLog<R>> {
+) -> Taken<BTreeMap<u32, LaneLog<R>>> {
     let r = report.take(sub.key);
-    loss.lanes.extend(loss_lines(&r, &sub.ids, subsystem, name));
-    LaneRecords::merge(r.sinks)
+    let loss = loss_lines(&r, &sub.ids, subsystem, name);
+    Taken { loss, ends: r.run_ends, lanes: LaneRecords::merge(r.sinks) }
+}
+
+/// One region taken off a stopped engine: its lanes' records, loss lines and run ends (each
+/// by lane).
+pub(super) struct Taken<L> {
+    pub(super) lanes: L,
+    pub(super) loss: Vec<LaneLoss>,
+    pub(super) ends: Vec<ferry_dfx::RunEnds>,
 }
 
 pub(super) fn loss_lines<S>(
@@ -311,7 +320,7 @@ mod tests {
         let mut good = sink();
         good.on_buffer_collected(&buffer(&words[..n]));
         assert_eq!(consumed[0].load(Ordering::Relaxed), 1, "one payload copied and counted");
-        let d = args_dump(vec![good], 3, 2).unwrap();
+        let d = args_dump(ArgsSink::merge(vec![good]), 3, 2).unwrap();
         assert_eq!(d.args.len(), 2);
         let (a0, a1) = (d.args.get(0).unwrap(), d.args.get(1).unwrap());
         assert_eq!((a0.bin_size, a0.bin_offset, a0.numel, d.bin.len()), (64, Some(0), 16, 64));
@@ -325,7 +334,7 @@ mod tests {
         let both: Vec<u64> = words[..n].iter().chain(&corrupt[..n]).copied().collect();
         bad.on_buffer_collected(&buffer(&both));
         assert_eq!(consumed[0].load(Ordering::Relaxed), 2, "the first chain's payload");
-        let e = args_dump(vec![bad], 3, 0).unwrap_err();
+        let e = args_dump(ArgsSink::merge(vec![bad]), 3, 0).unwrap_err();
         assert!(e.to_string().contains("args dump"), "{e}");
     }
 
@@ -418,7 +427,7 @@ mod tests {
         collect(&mut sink, 2, &tensor(3, 64, 64));
         assert_eq!(consumed[0].load(Ordering::Relaxed), 2, "both payloads, nothing for task 2");
         assert_eq!(sink.lanes[0].walked, [true, false, true]);
-        let d = args_dump(vec![sink], 3, 0).unwrap();
+        let d = args_dump(ArgsSink::merge(vec![sink]), 3, 0).unwrap();
         let bins: Vec<_> =
             (0..3).map(|i| d.args.get(i).map(|a| (a.task_id, a.bin_offset, a.bin_size))).collect();
         assert_eq!(bins, [Some((1, Some(0), 64)), Some((2, None, 0)), Some((3, Some(64), 64))]);

@@ -22,6 +22,10 @@ pub(super) struct ArgsLane {
     pub(super) words: ChunkLog<u64>,
     /// Each collected buffer's words in `words`, in collection order.
     pub(super) buffers: Vec<Span>,
+    /// Each collected buffer's sequence number.
+    pub(super) seqs: Vec<u32>,
+    /// Each collected buffer's first argument in `payloads`.
+    pub(super) first_payload: Vec<usize>,
     /// Per collected buffer, whether its chains were walked for payloads (`payloads` has an
     /// entry for each of its arguments); a buffer that could name no payload was not (its
     /// arguments have none).
@@ -41,6 +45,46 @@ pub(super) struct ArgsLane {
 /// is live (the device reuses the arena once they are acknowledged), counting the payloads
 /// consumed per thread for the acknowledgement (once per buffer). Turning records into model
 /// rows waits for the end of the run.
+impl ArgsLane {
+    /// The lane's buffers split by run, as [`ferry_profile::collect::LaneLog::split_runs`]: run
+    /// k's buffers with their words, their arguments' payload places and the bytes of those
+    /// payloads (each run's `bin` holds only its own, the places rebased onto it). `Err` with the
+    /// sequence number of a buffer past the last end.
+    pub(super) fn split_runs(&self, ends: &[u32]) -> Result<Vec<ArgsLane>, u32> {
+        let mut out: Vec<ArgsLane> = ends.iter().map(|_| ArgsLane::default()).collect();
+        let payloads: Vec<ArgBin> = self.payloads.iter().copied().collect();
+        let bin: Vec<u8> = self.bin.iter().copied().collect();
+        let mut places: Vec<Vec<ArgBin>> = ends.iter().map(|_| Vec::new()).collect();
+        for (i, &span) in self.buffers.iter().enumerate() {
+            let seq = self.seqs[i];
+            let k = ends.iter().position(|&e| seq < e).ok_or(seq)?;
+            let o = &mut out[k];
+            let words = self.words.get(span);
+            o.buffers.push(o.words.append_whole(words));
+            o.seqs.push(seq);
+            o.first_payload.push(places[k].len());
+            o.walked.push(self.walked[i]);
+            let end = self.first_payload.get(i + 1).copied().unwrap_or(payloads.len());
+            places[k].extend_from_slice(&payloads[self.first_payload[i]..end]);
+        }
+        for (o, places) in out.iter_mut().zip(places) {
+            for p in places {
+                o.payloads.push(match p {
+                    ArgBin::At { offset, size } => {
+                        let at = o.bin.len() as u64;
+                        let (from, to) = (offset as usize, (offset + size) as usize);
+                        o.bin.extend_from_slice(bin.get(from..to).unwrap_or_default());
+                        ArgBin::At { offset: at, size }
+                    }
+                    other => other,
+                });
+            }
+            o.bad = self.bad;
+        }
+        Ok(out)
+    }
+}
+
 pub(super) struct ArgsSink {
     arenas: Vec<Arc<ArgsArena>>,
     consumed: Arc<Vec<AtomicU64>>,
@@ -76,6 +120,8 @@ impl CollectSink<u64> for ArgsSink {
         let (Some(out), arena) = (self.lanes.get_mut(t), self.arenas.get(t)) else { return };
         let span = out.words.append_whole(b.records);
         out.buffers.push(span);
+        out.seqs.push(b.seq);
+        out.first_payload.push(out.payloads.len());
         let mut copied = 0u64;
         // Relaxed: the device cursor as an overwrite high-water mark, read once per
         // buffer (the device stores it after every payload; a read per payload would pull its

@@ -1,0 +1,140 @@
+//! `runs.json`: the runs of one DFX session over several runs (`ferry run --repeat N`), ferry's
+//! own file beside the runs' directories.
+//!
+//! Each run's profile is a directory of its own, `run-000/`, `run-001/`, … (in launch order),
+//! holding the original runtime's files for that run alone, each labelled with the run
+//! ([`RunLabel`]: `metadata.run` in `chip_swimlane_records.json`, `run` in every file's `dfx`
+//! loss-accounting object). `runs.json` lists them: per run its directory, the device cycles its
+//! records span and its loss totals, which reconcile per run (produced = collected + dropped on
+//! every lane).
+//!
+//! # Examples
+//! ```
+//! use ferry_profile::{read_runs, session_runs, write_runs, CoreType, LaneLoss, RunLabel, RunMeta,
+//!                     RunModel};
+//! let mut m = RunModel::new(RunMeta::new("a2a3", 50_000_000, vec![CoreType::Aic]));
+//! m.loss.lanes.push(LaneLoss { produced: 5, collected: 5, ..LaneLoss::default() });
+//! let runs: Vec<RunModel> = (0..2)
+//!     .map(|index| {
+//!         let mut r = m.clone();
+//!         r.meta.run = Some(RunLabel { index, runs: 2 });
+//!         r
+//!     })
+//!     .collect();
+//! let s = session_runs(&runs);
+//! assert_eq!(s.runs[1].dir, "run-001");
+//! assert!(s.runs.iter().all(|r| r.reconciles && r.collected == 5));
+//! let dir = std::env::temp_dir().join(format!("ferry-runs-doc-{}", std::process::id()));
+//! std::fs::create_dir_all(&dir).unwrap();
+//! write_runs(&dir, &s).unwrap();
+//! assert_eq!(read_runs(&dir).unwrap(), Some(s));
+//! # std::fs::remove_dir_all(&dir).unwrap();
+//! ```
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use super::atomic::Written;
+use super::model::{RunLabel, RunModel};
+use super::OutputError;
+
+/// File name inside a session's profile directory.
+pub const RUNS_FILE: &str = "runs.json";
+
+/// What `runs.json` holds.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionRuns {
+    /// One entry per run, in launch order.
+    pub runs: Vec<SessionRun>,
+}
+
+/// One run of a session.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionRun {
+    /// The run, from 0.
+    pub index: u32,
+    /// Its directory, relative to the session's.
+    pub dir: String,
+    /// Tasks its swimlane records (AICore blocks), when the swimlane was on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub blocks: Option<u64>,
+    /// The device cycles its AICore records span, `[first start, last end]`, when the swimlane
+    /// was on: the runs' spans are disjoint and in launch order (the chip runs one at a time).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device_cycles: Option<[u64; 2]>,
+    /// Records its lanes produced (DepGen's and ArgsDump's in 8-byte words).
+    pub produced: u64,
+    /// Records the host collected of its buffers.
+    pub collected: u64,
+    /// Records its lanes dropped.
+    pub dropped: u64,
+    /// Whether produced = collected + dropped on every lane of the run.
+    pub reconciles: bool,
+}
+
+/// The entries of `runs`, each a run's model (labelled; an unlabelled one counts as the run
+/// of its position).
+pub fn session_runs(runs: &[RunModel]) -> SessionRuns {
+    let runs = runs
+        .iter()
+        .enumerate()
+        .map(|(k, m)| {
+            let index = m.meta.run.map_or(k as u32, |r| r.index);
+            let (produced, collected, dropped) = m.loss.totals();
+            let sw = m.swimlane.as_ref();
+            let span = sw.and_then(|s| {
+                let first = s.aicore_tasks.iter().map(|t| t.start).min()?;
+                let last = s.aicore_tasks.iter().map(|t| t.end).max()?;
+                Some([first, last])
+            });
+            SessionRun {
+                index,
+                dir: RunLabel::dir_name(index),
+                blocks: sw.map(|s| s.aicore_tasks.len() as u64),
+                device_cycles: span,
+                produced,
+                collected,
+                dropped,
+                reconciles: m.loss.reconciles(),
+            }
+        })
+        .collect();
+    SessionRuns { runs }
+}
+
+/// Writes `runs.json` into `dir`.
+///
+/// # Errors
+/// [`OutputError::Json`], [`OutputError::Io`].
+pub fn write_runs(dir: &Path, runs: &SessionRuns) -> Result<Written, OutputError> {
+    let bytes = serde_json::to_vec_pretty(runs).map_err(OutputError::json(RUNS_FILE))?;
+    super::write_bytes_atomic(&dir.join(RUNS_FILE), &bytes)
+}
+
+/// Reads `dir`'s `runs.json`; `None` when there is none (a profile of one run).
+///
+/// # Errors
+/// [`OutputError::Io`], [`OutputError::Json`] for a file that is not the format, and
+/// [`OutputError::Format`] for a run directory that is not `run-NNN` (a path that could leave
+/// the session's directory).
+pub fn read_runs(dir: &Path) -> Result<Option<SessionRuns>, OutputError> {
+    let path = dir.join(RUNS_FILE);
+    let bytes = match std::fs::read(&path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(OutputError::io(RUNS_FILE)(e)),
+    };
+    let runs: SessionRuns = serde_json::from_slice(&bytes).map_err(OutputError::json(RUNS_FILE))?;
+    if let Some(r) = runs.runs.iter().find(|r| r.dir != RunLabel::dir_name(r.index)) {
+        return Err(OutputError::Format {
+            file: RUNS_FILE.into(),
+            what: format!(
+                "run {} names directory {:?}, not {:?}",
+                r.index,
+                r.dir,
+                RunLabel::dir_name(r.index)
+            ),
+        });
+    }
+    Ok(Some(runs))
+}
