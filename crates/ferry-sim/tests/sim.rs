@@ -487,16 +487,22 @@ fn chip_rejects_bad_shapes_and_busy_cores() {
     assert!(chip.launch_aicore(3, Arc::new(|_| Ok(()))).is_err());
     let (tx, rx) = mpsc::channel::<()>();
     let rx = Arc::new(Mutex::new(rx));
+    let (running_tx, running_rx) = mpsc::channel::<()>();
+    let running_tx = Arc::new(Mutex::new(running_tx));
     let busy = chip
         .launch_aicore(
             1,
             Arc::new(move |_| {
+                running_tx.lock().unwrap().send(()).unwrap();
                 let _ = rx.lock().unwrap().recv();
                 Ok(())
             }),
         )
         .unwrap();
+    // Busy while its job runs (not only while it is queued): refused at once, in the launch.
+    running_rx.recv().unwrap();
     let second = chip.launch_aicore(1, Arc::new(|_| Ok(()))).unwrap();
+    assert!(second.is_done(), "a launch on a running core is refused, not queued");
     assert!(second.wait().is_err(), "core 0 is still busy");
     tx.send(()).unwrap();
     busy.wait().unwrap();
