@@ -65,13 +65,15 @@ pub(crate) fn print(series: &[LaunchSeriesReport]) -> anyhow::Result<()> {
         )?;
         crate::stdout::outln!(
             "  chip idle between runs (device clock): serial {:.1} % of wall, pipelined {:.1} %; \
-             pipelined {:.0} runs/s = {:.2} of device-bound ({:.0} runs/s; chip busy {:.1} %)",
+             pipelined {:.0} runs/s = {:.2} of device-bound (each round against its own; {:.0} \
+             runs/s; chip busy {:.1} %, mean run {:.2}x the median)",
             100.0 * s.serial_idle_fraction,
             100.0 * s.pipelined_idle_fraction,
             s.pipelined_runs_per_s,
             s.pipelined_of_device_bound(),
             s.pipelined_device_bound_runs_per_s,
-            100.0 * s.pipelined_busy_fraction
+            100.0 * s.pipelined_busy_fraction,
+            s.pipelined_exec_mean_over_median
         )?;
         let p = &s.serial_phases;
         crate::stdout::outln!(

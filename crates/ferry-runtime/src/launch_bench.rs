@@ -111,6 +111,14 @@ pub struct LaunchSeriesReport {
     /// 1 / the *mean* device execution: below the device-bound rate by as much as slow runs
     /// pull the mean above the median.
     pub pipelined_busy_fraction: f64,
+    /// Every pipelined round's runs/s over that round's own device-bound rate, in order: both
+    /// from the same runs, so a round the machine slowed down counts against its own bound and
+    /// not against another round's.
+    pub pipelined_of_device_bound_rounds: Vec<f64>,
+    /// The pipelined series: the mean device execution of a run over the median (median of the
+    /// rounds): how far slow runs pull runs/s below the device-bound rate when the chip never
+    /// idles.
+    pub pipelined_exec_mean_over_median: f64,
     /// Descriptor bytes copied per identical run (pipelined series, warm slots).
     pub unchanged_bytes_per_run: u64,
     /// Descriptor bytes copied per run when the graph's prefix changes every run.
@@ -132,10 +140,11 @@ impl LaunchSeriesReport {
         self.pipelined_runs_per_s / self.serial_runs_per_s
     }
 
-    /// `pipelined_runs_per_s / pipelined_device_bound_runs_per_s`: how close the pipeline
-    /// comes to a chip that never waits.
+    /// How close the pipeline comes to a chip that never waits: the median over the pipelined
+    /// rounds of each round's runs/s over its own device-bound rate
+    /// ([`pipelined_of_device_bound_rounds`](Self::pipelined_of_device_bound_rounds)).
     pub fn pipelined_of_device_bound(&self) -> f64 {
-        self.pipelined_runs_per_s / self.pipelined_device_bound_runs_per_s
+        median(&self.pipelined_of_device_bound_rounds)
     }
 
     /// One JSON object.
@@ -143,6 +152,7 @@ impl LaunchSeriesReport {
         let list = |v: &[f64]| v.iter().map(|x| format!("{x:.0}")).collect::<Vec<_>>().join(",");
         let fractions =
             |v: &[f64]| v.iter().map(|x| format!("{x:.4}")).collect::<Vec<_>>().join(",");
+        let ratios = |v: &[f64]| v.iter().map(|x| format!("{x:.3}")).collect::<Vec<_>>().join(",");
         let p = &self.serial_phases;
         format!(
             concat!(
@@ -154,7 +164,8 @@ impl LaunchSeriesReport {
                 "\"serial_idle_rounds\":[{}],\"pipelined_idle_rounds\":[{}],",
                 "\"serial_device_bound_runs_per_s\":{:.0},",
                 "\"pipelined_device_bound_runs_per_s\":{:.0},",
-                "\"pipelined_of_device_bound\":{:.3},\"pipelined_busy_fraction\":{:.4},",
+                "\"pipelined_of_device_bound\":{:.3},\"pipelined_of_device_bound_rounds\":[{}],",
+                "\"pipelined_busy_fraction\":{:.4},\"pipelined_exec_mean_over_median\":{:.3},",
                 "\"unchanged_bytes_per_run\":{},\"changed_bytes_per_run\":{},",
                 "\"metadata_bytes_per_run\":{},\"unchanged_forks_per_run\":{:.2},",
                 "\"suffix_bytes_per_run\":{},",
@@ -185,7 +196,9 @@ impl LaunchSeriesReport {
             self.serial_device_bound_runs_per_s,
             self.pipelined_device_bound_runs_per_s,
             self.pipelined_of_device_bound(),
+            ratios(&self.pipelined_of_device_bound_rounds),
             self.pipelined_busy_fraction,
+            self.pipelined_exec_mean_over_median,
             self.unchanged_bytes_per_run,
             self.changed_bytes_per_run,
             self.metadata_bytes_per_run,
@@ -260,15 +273,20 @@ struct Series {
     device_bound_runs_per_s: f64,
     /// The runs' device execution summed over the wall time.
     busy_fraction: f64,
+    /// The mean device execution of a run over the median.
+    mean_over_median: f64,
 }
 
 /// The chip's idle time between consecutive runs (device clock) over `wall`, 1 / the median
-/// device execution of a run, and the runs' device execution summed over `wall`.
-fn device_figures(spans: &[DeviceSpan], wall: Duration) -> (f64, f64, f64) {
+/// device execution of a run, the runs' device execution summed over `wall`, and the mean
+/// device execution over the median.
+fn device_figures(spans: &[DeviceSpan], wall: Duration) -> (f64, f64, f64, f64) {
     let wall = wall.as_secs_f64().max(1e-9);
     let idle: f64 = spans.windows(2).map(|w| w[0].idle_before(&w[1]).as_secs_f64()).sum();
     let exec: Vec<f64> = spans.iter().map(|s| s.execution().as_secs_f64()).collect();
-    (idle / wall, 1.0 / median(&exec).max(1e-12), exec.iter().sum::<f64>() / wall)
+    let (sum, med) = (exec.iter().sum::<f64>(), median(&exec).max(1e-12));
+    let mean = sum / exec.len().max(1) as f64;
+    (idle / wall, 1.0 / med, sum / wall, mean / med)
 }
 
 /// One series of `runs` identical runs.
@@ -287,13 +305,14 @@ fn series(r: &mut DeviceRunner, ex: &ExampleRun, runs: u32) -> Result<Series, Se
     let spans = spans.ok_or_else(|| {
         SeriesError::Config("the launch series needs the device-program path's spans".into())
     })?;
-    let (idle_fraction, device_bound_runs_per_s, busy_fraction) =
+    let (idle_fraction, device_bound_runs_per_s, busy_fraction, mean_over_median) =
         device_figures(&spans, rep.elapsed);
     Ok(Series {
         runs_per_s: rep.runs_per_s(),
         idle_fraction,
         device_bound_runs_per_s,
         busy_fraction,
+        mean_over_median,
     })
 }
 
@@ -401,6 +420,10 @@ pub fn run(cfg: &LaunchSeriesConfig) -> Result<LaunchSeriesReport, SeriesError> 
             s.device_bound_runs_per_s
         })),
         pipelined_busy_fraction: median(&pick(&pipelined_series, |s| s.busy_fraction)),
+        pipelined_of_device_bound_rounds: pick(&pipelined_series, |s| {
+            s.runs_per_s / s.device_bound_runs_per_s.max(1e-12)
+        }),
+        pipelined_exec_mean_over_median: median(&pick(&pipelined_series, |s| s.mean_over_median)),
         unchanged_bytes_per_run: unchanged_descriptor / runs,
         changed_bytes_per_run: changed_bytes,
         metadata_bytes_per_run: metadata_bytes / runs,
@@ -437,9 +460,11 @@ mod tests {
         let span = |start_cycles, end_cycles| DeviceSpan { start_cycles, end_cycles, hz };
         // Runs of 100, 100, 200 us; gaps of 50 us, then none (overlapping stamps count 0).
         let spans = [span(0, 100), span(150, 250), span(240, 440)];
-        let (idle, bound, busy) = device_figures(&spans, Duration::from_micros(500));
+        let (idle, bound, busy, mean_over_median) =
+            device_figures(&spans, Duration::from_micros(500));
         assert!((idle - 50.0 / 500.0).abs() < 1e-9, "{idle}");
         assert!((busy - 400.0 / 500.0).abs() < 1e-9, "{busy}");
         assert!((bound - 1e6 / 100.0).abs() < 1e-6, "median execution 100 us: {bound}");
+        assert!((mean_over_median - (400.0 / 3.0) / 100.0).abs() < 1e-9, "{mean_over_median}");
     }
 }
