@@ -120,6 +120,8 @@ pub fn order_after_loads() {
     unsafe {
         core::arch::x86_64::_mm_lfence()
     };
+    // SeqCst: the strongest compiler-only fence; elsewhere it at least keeps the compiler from
+    // moving the caller's later loads above its earlier ones.
     #[cfg(not(target_arch = "x86_64"))]
     core::sync::atomic::compiler_fence(core::sync::atomic::Ordering::SeqCst);
 }
