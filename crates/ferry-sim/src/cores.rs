@@ -325,6 +325,8 @@ struct ChipInner {
     regs_block: DevicePtr,
     handshakes: DevicePtr,
     threads: Mutex<Vec<std::thread::JoinHandle<()>>>,
+    /// Core starts now held back waiting for the cached launch's line fills.
+    held_for_line_fills: AtomicU32,
 }
 
 impl Drop for ChipInner {
@@ -421,6 +423,7 @@ impl Chip {
             regs_block,
             handshakes,
             threads: Mutex::new(threads),
+            held_for_line_fills: AtomicU32::new(0),
         })))
     }
 
@@ -460,6 +463,13 @@ impl Chip {
     /// The bell that core-side register writes ring (AICPU threads park on it).
     pub fn aicpu_bell(&self) -> &Doorbell {
         &self.0.aicpu_bell
+    }
+
+    /// Core starts now held back until the cached AICPU launch has filled its lines
+    /// ([`crate::aicpu_os::OsConfig::aicore_start_after_line_fills`]): the state a test waits
+    /// for to know a core is held, rather than assuming it has not run yet.
+    pub fn starts_held_for_line_fills(&self) -> u32 {
+        self.0.held_for_line_fills.load(Ordering::Relaxed)
     }
 
     /// Device addresses of every register window, by core index (the `regs` table).
@@ -505,9 +515,7 @@ impl Chip {
                 if !latency.is_zero() {
                     std::thread::sleep(latency);
                 }
-                if after_fills > 0 {
-                    wait_for_line_fills(&ctx.device, after_fills);
-                }
+                wait_for_line_fills(&chip, after_fills);
                 let _chip = CoreChip::enter(chip);
                 e(ctx)
             };
@@ -574,19 +582,36 @@ pub(crate) fn with_core_chip<R>(f: impl FnOnce(&Chip) -> Option<R>) -> Option<R>
     CORE_CHIP.with(|c| c.borrow().as_ref().and_then(f))
 }
 
+/// How long (device time) a core start waits for line fills that never come before it gives up.
+const LINE_FILLS_GIVE_UP_SECS: u64 = 60;
+
+/// [`LINE_FILLS_GIVE_UP_SECS`] in cycles of a clock of `hz`.
+fn line_fills_give_up_cycles(hz: u64) -> u64 {
+    hz.saturating_mul(LINE_FILLS_GIVE_UP_SECS)
+}
+
 /// Holds a core's start until the cached AICPU threads of the launch now running have filled
-/// `lines` lines (see [`crate::aicpu_os::OsConfig::aicore_start_after_line_fills`]). The cache
-/// model rings no bell, so this polls; it gives up after a minute (a misconfigured count), and
-/// the run then goes on unordered, which the test that asked for the order reports.
-fn wait_for_line_fills(device: &Device, lines: u64) {
-    let t0 = std::time::Instant::now();
+/// `lines` lines (see [`crate::aicpu_os::OsConfig::aicore_start_after_line_fills`]; 0 holds
+/// nothing). The cache model rings no bell, so this polls; it gives up after a minute of device
+/// time (a misconfigured count), and the run then goes on unordered, which the test that asked
+/// for the order reports.
+fn wait_for_line_fills(chip: &Chip, lines: u64) {
+    if lines == 0 {
+        return;
+    }
+    let device = &chip.0.device;
+    let clock = device.clock();
+    let deadline = clock.deadline_after(line_fills_give_up_cycles(clock.hz()));
+    let held = &chip.0.held_for_line_fills;
+    held.fetch_add(1, Ordering::Relaxed);
     while device.aicpu_os().launch_line_fills() < lines {
-        if t0.elapsed() > Duration::from_secs(60) {
+        if deadline.is_expired() {
             tracing::warn!(lines, "the cache model never filled the lines a core start waits for");
-            return;
+            break;
         }
         std::thread::sleep(Duration::from_micros(100));
     }
+    held.fetch_sub(1, Ordering::Relaxed);
 }
 
 fn catch(f: impl FnOnce() -> Result<(), String>) -> Result<(), String> {
@@ -603,4 +628,13 @@ fn spawn(
         .stack_size(256 << 10)
         .spawn(f)
         .map_err(|e| DeviceError::Resource(format!("spawning a chip thread: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_held_start_gives_up_after_sixty_seconds_of_cycles() {
+        assert_eq!(super::line_fills_give_up_cycles(1_000_000), 60_000_000);
+        assert_eq!(super::line_fills_give_up_cycles(u64::MAX), u64::MAX, "saturates");
+    }
 }

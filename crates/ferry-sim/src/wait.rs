@@ -156,6 +156,13 @@ impl Doorbell {
         }
     }
 
+    /// Waiters registered on the bell now (from registration to the end of their park): the
+    /// state a test waits for to know a thread is parked here, rather than assuming it is.
+    pub fn waiters(&self) -> usize {
+        // Relaxed: a snapshot for observation; no memory is published through it.
+        self.waiters.load(Ordering::Relaxed)
+    }
+
     /// Wakes every parked waiter so it re-checks its condition.
     ///
     /// Call it after the state change the waiters look for (a store to an atomic, or a mutex

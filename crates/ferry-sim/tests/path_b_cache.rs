@@ -14,7 +14,6 @@ use ferry_sim::profile::{DeviceProfile, PathBFixes};
 use ferry_sim::{Arch, DevicePtr, PlatformBuilder};
 use std::sync::mpsc;
 use std::sync::Arc;
-use std::time::Duration;
 
 const DONE: u64 = 4;
 const TASK: u64 = 8;
@@ -99,11 +98,11 @@ fn poll_after_report<T: Send + 'static>(
             }),
         )
         .unwrap();
-    loaded_rx.recv_timeout(Duration::from_secs(10)).unwrap();
+    loaded_rx.recv().unwrap();
     report(rig, 1, 5);
     go_tx.send(()).unwrap();
-    let out = out_rx.recv_timeout(Duration::from_secs(10)).unwrap();
-    done.wait_timeout(Duration::from_secs(10)).unwrap();
+    let out = out_rx.recv().unwrap();
+    done.wait().unwrap();
     out
 }
 
@@ -238,7 +237,7 @@ fn path_b_cache_bad_addresses_are_refused_and_stores_reach_memory() {
             }),
         )
         .unwrap();
-    done.wait_timeout(Duration::from_secs(10)).unwrap();
+    done.wait().unwrap();
     let mut task = [0u8; 8];
     rig.chip.device().copy_dtoh(rig.slot.add(TASK), &mut task).unwrap();
     assert_eq!(u64::from_le_bytes(task), 0xabc, "the store reached memory");
