@@ -15,7 +15,6 @@ use ferry_runtime::host::{DeviceRunner, RunArgs, RunnerConfig, TensorInit};
 use ferry_runtime::{DeviceFault, SubmitError};
 use ferry_sim::Arch;
 use std::sync::Arc;
-use std::time::Duration;
 
 /// An orchestration object's entry running the storm through the table.
 unsafe extern "C" fn storm_entry(ctx: *const OrchContext) -> i32 {
@@ -90,8 +89,8 @@ fn run_through_hook(arch: Arch, n: u64, entry: OrchEntryFn) -> (RunResult, Vec<f
             }),
         )
         .unwrap();
-    aicpu.wait_timeout(Duration::from_secs(60)).unwrap();
-    cores.wait_timeout(Duration::from_secs(60)).unwrap();
+    aicpu.wait().unwrap();
+    cores.wait().unwrap();
 
     let hdr = read_header(&*ops, kargs.runtime_args).unwrap();
     let mut b = vec![0u8; std::mem::size_of::<RunResult>()];
