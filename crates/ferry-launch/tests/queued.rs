@@ -100,6 +100,46 @@ fn run_k_plus_1_is_queued_before_run_k_completes_and_each_retires_on_its_own_bou
     assert_eq!(r.dev.pinned_stats().live_bytes, 0);
 }
 
+/// Run k+1's first operations (its start record, the copies into regions run k may still read)
+/// wait for run k's AICore entry, not only for its AICPU entry ahead of them on the AICPU
+/// stream: with run k's AICore entry held, the AICPU stream ends up blocked on run k's AICore
+/// boundary and run k+1 has not started; the test waits for that state, or fails at once if
+/// run k+1 starts first (which it can only do with the wait missing).
+#[test]
+fn run_k_plus_1_waits_for_run_ks_aicore_entry_before_its_first_operation() {
+    let bound = ferry_watchdog::bound("run k+1 queued behind run k's held AICore entry");
+    let mut r = rig();
+    let (tx, rx) = mpsc::channel::<()>();
+    let k0 = EntryKernels::new(
+        move |_, _| {
+            let _ = rx.recv();
+            Ok(())
+        },
+        |_, _| Ok(()),
+    );
+    launch(&mut r, 0, 1, k0).unwrap();
+    let ev0 = r.slots[0].run_events().expect("launched");
+    launch(&mut r, 1, 2, EntryKernels::noop()).unwrap();
+    let ev1 = r.slots[1].run_events().expect("launched");
+    bound.waiting_for("the AICPU stream to block on run k's AICore boundary");
+    while !(ev0.aicpu_done.query() && r.streams.aicpu.blocked_on_event()) {
+        assert!(!ev1.started(), "run k+1 started while run k's AICore entry still ran");
+        std::thread::yield_now();
+    }
+    assert!(!ev1.started(), "run k+1 waits for run k's AICore entry");
+    assert!(!ev0.aicore_done.query(), "run k's AICore entry is still held");
+    tx.send(()).unwrap();
+    bound.waiting_for("both runs to retire");
+    let done0 = r.slots[0].finish_run(T).unwrap();
+    let done1 = r.slots[1].finish_run(T).unwrap();
+    let (_, e0) = done0.span_cycles.unwrap();
+    let (s1, _) = done1.span_cycles.unwrap();
+    assert!(e0 <= s1, "run k+1 started at {s1}, before run k ended at {e0}");
+    for s in &mut r.slots {
+        s.teardown().unwrap();
+    }
+}
+
 /// A failure of run k (its AICPU or its AICore entry) while run k+1 is queued: run k retires
 /// with its own error, run k+1 with the same error marked inherited, nothing stays allocated,
 /// and the next run on the pair is clean.

@@ -63,6 +63,9 @@ fn run_k_plus_1_is_queued_before_run_k_completes() {
         gate.send(()).unwrap();
         let out0 = r.finalize_run(k).unwrap();
         let out1 = r.finalize_run(k1).unwrap();
+        // Device clock: run k started only once the caller's event was reached.
+        let (gate_at, start_at) = (ev.timestamp_cycles(), e0.started.timestamp_cycles());
+        assert!(gate_at.unwrap() <= start_at.unwrap(), "{what}: {gate_at:?} then {start_at:?}");
         ex.verify(&out0).unwrap();
         ex.verify(&out1).unwrap();
         let (d0, d1) = (out0.stats.device.unwrap(), out1.stats.device.unwrap());
@@ -120,6 +123,9 @@ fn a_gather_chains_into_a_run_without_a_host_wait() {
         assert!(!ev.started(), "the run waits for the gather on the device");
         gate.send(()).unwrap();
         ex.verify(&r.finalize_run(run).unwrap()).unwrap();
+        // Device clock: the run started only once the gather's event was reached.
+        let (gathered_at, start_at) = (gathered.timestamp_cycles(), ev.started.timestamp_cycles());
+        assert!(gathered_at.unwrap() <= start_at.unwrap(), "{gathered_at:?} then {start_at:?}");
         caller.synchronize().unwrap();
         dev.free(pool).unwrap();
         dev.free(input).unwrap();
