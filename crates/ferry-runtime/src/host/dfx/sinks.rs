@@ -206,3 +206,73 @@ impl ReplenishHooks for ArgsAcks {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A lane of four collected buffers (sequence 0 to 3), the second not walked, with payloads
+    /// copied, overwritten and absent.
+    fn lane() -> ArgsLane {
+        let mut l = ArgsLane::default();
+        let buffers: [&[u64]; 4] = [&[10], &[11, 12], &[13], &[14]];
+        let payloads: [&[ArgBin]; 4] = [
+            &[ArgBin::At { offset: 0, size: 3 }, ArgBin::None],
+            &[],
+            &[ArgBin::At { offset: 3, size: 2 }],
+            &[ArgBin::Overwritten, ArgBin::At { offset: 5, size: 1 }],
+        ];
+        for (seq, (words, places)) in buffers.iter().zip(payloads).enumerate() {
+            l.buffers.push(l.words.append_whole(words));
+            l.seqs.push(seq as u32);
+            l.first_payload.push(l.payloads.len());
+            l.walked.push(seq != 1);
+            for &p in places {
+                l.payloads.push(p);
+            }
+        }
+        l.bin.extend_from_slice(&[1, 2, 3, 4, 5, 6]);
+        l
+    }
+
+    fn words(l: &ArgsLane) -> Vec<Vec<u64>> {
+        l.buffers.iter().map(|&s| l.words.get(s).to_vec()).collect()
+    }
+
+    /// Each run gets exactly its own buffers (by sequence number against the run ends), their
+    /// payload places rebased onto a `bin` holding only that run's payload bytes.
+    #[test]
+    fn split_runs_gives_each_run_its_buffers_and_its_own_payload_bytes() {
+        let runs = lane().split_runs(&[2, 4]).unwrap();
+        assert_eq!(runs.len(), 2);
+        let (a, b) = (&runs[0], &runs[1]);
+        assert_eq!(words(a), vec![vec![10], vec![11, 12]]);
+        assert_eq!((a.seqs.clone(), a.first_payload.clone()), (vec![0, 1], vec![0, 2]));
+        assert_eq!(a.walked, vec![true, false]);
+        assert_eq!(a.payloads.to_vec(), vec![ArgBin::At { offset: 0, size: 3 }, ArgBin::None]);
+        assert_eq!(a.bin.to_vec(), vec![1, 2, 3]);
+        assert_eq!(words(b), vec![vec![13], vec![14]]);
+        assert_eq!((b.seqs.clone(), b.first_payload.clone()), (vec![2, 3], vec![0, 1]));
+        assert_eq!(b.walked, vec![true, true]);
+        assert_eq!(
+            b.payloads.to_vec(),
+            vec![
+                ArgBin::At { offset: 0, size: 2 },
+                ArgBin::Overwritten,
+                ArgBin::At { offset: 2, size: 1 }
+            ]
+        );
+        assert_eq!(b.bin.to_vec(), vec![4, 5, 6]);
+    }
+
+    /// A buffer numbered at or past the last run's end is refused with its sequence number; a
+    /// run with no buffer comes out empty.
+    #[test]
+    fn split_runs_refuses_a_buffer_past_the_last_end_and_keeps_empty_runs() {
+        assert_eq!(lane().split_runs(&[2, 3]).err(), Some(3));
+        let runs = lane().split_runs(&[0, 4]).unwrap();
+        assert!(runs[0].buffers.is_empty() && runs[0].bin.is_empty());
+        assert_eq!(runs[1].seqs, vec![0, 1, 2, 3]);
+        assert_eq!(runs[1].bin.to_vec(), vec![1, 2, 3, 4, 5, 6]);
+    }
+}
