@@ -386,10 +386,15 @@ fn device_reset_uploads_again() {
     drop(before);
     let os = loader.os();
     assert_eq!(os.stats().kfc_launches, 1);
+    let loads = os.stats().object_loads;
+    assert!(loads > 0, "the dispatcher and the program were loaded");
+    assert_eq!(os.stats().resets, 0);
     os.reset().unwrap();
+    assert_eq!(os.stats().resets, 1);
     assert!(files(&os.process_dir()).is_empty(), "the reset device forgot every file");
     let after = loader.load(&ORCHESTRATED).unwrap();
     assert_eq!(os.stats().kfc_launches, 2, "bootstrapped again after the reset");
+    assert_eq!(os.stats().object_loads, 2 * loads, "every object loaded again after the reset");
     exec_probe(&after, &KernelArgs::new(3, 4), 1);
 }
 
