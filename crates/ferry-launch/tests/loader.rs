@@ -220,6 +220,22 @@ fn latch_quirk_is_detected_and_refused() {
     // works.
     assert_eq!(first.report().unwrap().init_calls, 1);
     exec_probe(&first, &KernelArgs::new(5, 6), 1);
+    // With the latch holding a resident program, a name found nowhere resolves to it; a
+    // custom-scheduler (user-defined) entry is looked up in its own directory only.
+    let entry = |user_defined: bool| ferry_sim::aicpu_os::OpEntry {
+        op_type: "probe".into(),
+        function_name: "ferry_aicpu_exec".into(),
+        kernel_so: "never_saved.so".into(),
+        user_defined,
+    };
+    let os = loader.os();
+    assert!(os.binary_load(&[entry(false)]).is_ok(), "resolved to the resident program");
+    match os.binary_load(&[entry(true)]) {
+        Err(ferry_sim::aicpu_os::OsError::NotFound { basename, .. }) => {
+            assert_eq!(basename, "never_saved.so");
+        }
+        other => panic!("a user-defined entry took the latched program: {other:?}"),
+    }
 }
 
 #[test]
