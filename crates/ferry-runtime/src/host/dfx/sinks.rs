@@ -265,6 +265,85 @@ mod tests {
         assert_eq!(b.bin.to_vec(), vec![4, 5, 6]);
     }
 
+    /// An arena of `size` payload bytes in memory the test owns, whose payload byte at physical
+    /// offset `p` reads `p as u8`.
+    fn patterned_arena(size: u64) -> Arc<ArgsArena> {
+        let total = ArgsArena::HEADER_BYTES + size;
+        let words: Box<[AtomicU64]> = (0..total / 8)
+            .map(|i| {
+                let at = (i * 8).wrapping_sub(ArgsArena::HEADER_BYTES);
+                let bytes: [u8; 8] = std::array::from_fn(|b| (at + b as u64) as u8);
+                AtomicU64::new(if i * 8 < ArgsArena::HEADER_BYTES {
+                    0
+                } else {
+                    u64::from_le_bytes(bytes)
+                })
+            })
+            .collect();
+        let base = std::ptr::NonNull::from(&words[0]).cast::<u8>();
+        // SAFETY: `words` is 8-aligned, `total` bytes long, owned by the arena from here on, and
+        // only read through it.
+        Arc::new(unsafe { ArgsArena::from_raw_parts(base, total, Arc::new(words)) })
+    }
+
+    /// One chain of tensor arguments naming the payloads `(offset, bytes)` (0 bytes: none).
+    fn chain(payloads: &[(u64, u64)]) -> Vec<u64> {
+        use ferry_abi::args_dump::{ArgBody, ArgsChainHead, ChainArg};
+        let mut out = vec![0u64; 64];
+        let head = ArgsChainHead { task_id: 7, stage: 0, func_count: 1, func_ids: [3, 0, 0] };
+        let mut len = args_dump::start(&mut out, &head).unwrap();
+        for (i, &(payload_offset, payload_size)) in payloads.iter().enumerate() {
+            let a = ChainArg {
+                role: 0,
+                dtype: 0,
+                flags: 0,
+                arg_index: i as u16,
+                truncated: false,
+                contiguous: true,
+                body: ArgBody::Tensor {
+                    payload_offset,
+                    payload_size,
+                    dims: &[(4, 1)],
+                    start_offset: 0,
+                },
+            };
+            len = args_dump::push_arg(&mut out, len, &a).unwrap();
+        }
+        out.truncate(len);
+        out
+    }
+
+    /// The collector copies a payload the device's cursor has not lapped, up to the arena's
+    /// whole size; one the cursor lapped (its offset a full arena behind the cursor) or larger
+    /// than the arena is overwritten; an argument without a payload has none. Every payload
+    /// counts once for the acknowledgement, copied or overwritten.
+    #[test]
+    fn a_payload_is_copied_unless_lapped_or_larger_than_the_arena() {
+        let arena = patterned_arena(256);
+        let consumed = Arc::new(vec![AtomicU64::new(0)]);
+        let mut sink = ArgsSink::new(vec![arena.clone()], consumed.clone());
+        // The cursor has written 1024 bytes: offsets below 768 were overwritten by its last lap.
+        arena.write_offset().store(1024, Ordering::Relaxed);
+        let words = chain(&[(800, 16), (100, 16), (768, 256), (768, 260), (0, 0)]);
+        let b = CollectedBuffer { lane: 0, kind: 0, seq: 0, queue: 0, shard: 0, records: &words };
+        sink.on_buffer_collected(&b);
+        let lane = &sink.lanes[0];
+        assert_eq!(
+            lane.payloads.to_vec(),
+            vec![
+                ArgBin::At { offset: 0, size: 16 },
+                ArgBin::Overwritten,
+                ArgBin::At { offset: 16, size: 256 },
+                ArgBin::Overwritten,
+                ArgBin::None,
+            ]
+        );
+        let expected: Vec<u8> = (32..48).chain(0..=255).collect();
+        assert_eq!(lane.bin.to_vec(), expected, "offset 800 is physical 32; 768 is 0");
+        assert_eq!(consumed[0].load(Ordering::Relaxed), 4);
+        assert_eq!(lane.walked, vec![true]);
+    }
+
     /// A buffer numbered at or past the last run's end is refused with its sequence number; a
     /// run with no buffer comes out empty.
     #[test]
