@@ -465,7 +465,8 @@ impl ThreadDfx {
                 // transport lines count words.
                 a.dropped().fetch_add(w.items_dropped(0), Ordering::Relaxed);
             }
-            // Relaxed: read by the host after the run.
+            // Relaxed: the header's count of payload records, a statistic nothing pairs with
+            // (the host reads `write_offset`, `completed` and `dropped` only).
             a.published().store(self.payloads, Ordering::Relaxed);
         }
         // Dropping the writers flushes them.

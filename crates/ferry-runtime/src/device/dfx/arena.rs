@@ -101,7 +101,8 @@ impl ArgsArena {
         self.counter(0)
     }
 
-    /// Payload-bearing records published so far (device-written).
+    /// Payload-bearing records published so far (device-written; a statistic of the header
+    /// layout that no protocol step reads).
     pub fn published(&self) -> &AtomicU64 {
         self.counter(1)
     }
@@ -438,7 +439,8 @@ impl ThreadDfx {
         let arena = self.arena.as_deref()?;
         if full || crosses {
             let target = self.payloads;
-            // Relaxed: a statistic for the host; the acks below are what pair.
+            // Relaxed: the header's count of payload records, a statistic nothing pairs with;
+            // the acks below are what pair.
             arena.published().store(target, Ordering::Relaxed);
             let budget = self.args.as_ref().map_or(0, |_| self.budget_cycles());
             let start = ops.clock_cycles();
