@@ -128,10 +128,20 @@ fn run_k_plus_1_waits_for_run_ks_aicore_entry_before_its_first_operation() {
     }
     assert!(!ev1.started(), "run k+1 waits for run k's AICore entry");
     assert!(!ev0.aicore_done.query(), "run k's AICore entry is still held");
+    assert!(!ev0.completed(), "one of run k's two boundaries is not a completed run");
+    assert_eq!(ev0.span_cycles(), None);
     tx.send(()).unwrap();
     bound.waiting_for("both runs to retire");
     let done0 = r.slots[0].finish_run(T).unwrap();
+    assert_eq!(r.streams.tail().map(|t| t.run), r.slots[1].run(), "run k+1 is still the tail");
     let done1 = r.slots[1].finish_run(T).unwrap();
+    assert!(r.streams.tail().is_none(), "the tail retired with run k+1");
+    // The span is the start record's timestamp to the later completion boundary's.
+    let ts = |e: &ferry_sim::Event| e.timestamp_cycles().unwrap();
+    let end0 = ts(&ev0.aicpu_done).max(ts(&ev0.aicore_done));
+    assert!(ev0.completed());
+    assert_eq!(ev0.span_cycles(), Some((ts(&ev0.started), end0)));
+    assert_eq!(done0.span_cycles, ev0.span_cycles());
     let (_, e0) = done0.span_cycles.unwrap();
     let (s1, _) = done1.span_cycles.unwrap();
     assert!(e0 <= s1, "run k+1 started at {s1}, before run k ended at {e0}");

@@ -736,8 +736,50 @@ fn a_run_published_on_one_stream_pair_cannot_launch_on_another() {
         r.slot.launch(&other, EntryKernels::noop()),
         Err(LaunchError::StreamMismatch { run })
     );
+    // A pair that shares one of the two streams is another pair too.
+    let (mut same_aicpu, mut same_aicore) = (r.streams.clone(), r.streams.clone());
+    same_aicpu.aicore = other.aicore.clone();
+    same_aicore.aicpu = other.aicpu.clone();
+    for half in [&same_aicpu, &same_aicore] {
+        assert_eq!(
+            r.slot.launch(half, EntryKernels::noop()),
+            Err(LaunchError::StreamMismatch { run })
+        );
+    }
     r.slot.launch(&r.streams, EntryKernels::noop()).unwrap();
     r.slot.finish_run(T).unwrap();
+}
+
+/// What the descriptor and the slot report about themselves: the image as given and edited,
+/// the slot's number, its destination's capacity once prepared, the last publication's report,
+/// whether it was moved from, and a run id as text.
+#[test]
+fn descriptor_and_slot_accessors_report_their_state() {
+    let _bound = ferry_watchdog::bound("the launch transaction's run on the simulated chip");
+    let mut d = desc(1, 64);
+    assert_eq!(d.image().len(), 80);
+    assert!(d.image()[..64].iter().all(|&b| b == 1) && d.image()[64..].iter().all(|&b| b == 0xee));
+    d.image_mut()[0] = 9;
+    assert_eq!((d.image()[0], d.route_prefix()[0]), (9, 9));
+    assert_eq!(ferry_launch::transaction::RunId(7).to_string(), "run 7");
+
+    let mut r = rig(Arch::A2a3);
+    assert_eq!(r.slot.slot(), 0);
+    assert_eq!(LaunchStaging::new(&r.dev, 3).slot(), 3);
+    assert!(!r.slot.is_moved_from());
+    assert_eq!(r.slot.destination_capacity(), 0, "no destination before a preparation");
+    r.slot.prepare_runtime_args(&d, args()).unwrap();
+    assert_eq!(r.slot.destination_capacity(), 64, "the descriptor's device extent");
+    assert_eq!(r.slot.last_publish(), None);
+    let report = r.slot.publish_for_launch(&r.streams).unwrap();
+    assert!(report.descriptor_copied && report.bytes_copied >= 64, "{report:?}");
+    assert_eq!(r.slot.last_publish(), Some(&report));
+    let mut moved = r.slot.take();
+    assert!(r.slot.is_moved_from() && !moved.is_moved_from());
+    assert_eq!(moved.last_publish(), Some(&report), "the move hands the report over");
+    moved.launch(&r.streams, EntryKernels::noop()).unwrap();
+    moved.finish_run(T).unwrap();
+    moved.teardown().unwrap();
 }
 
 #[test]
