@@ -18,6 +18,7 @@
 #   MUTANTS_JOBS       mutants built and tested at once (default 1: each already uses 2 cores)
 #   MUTANTS_TARGET_DIR cargo's target directory for the mutated builds (default:
 #                      target/mutants, kept between runs so dependencies build once)
+#   CARGO_PROFILE_DEV_DEBUG  debug information in the mutated builds (default 0: none)
 #   FERRY_TEST_BOUND_SECS  the tests' liveness bound (default here 120 instead of 300, so a
 #                      mutant that hangs a test fails in two minutes, naming the test)
 #
@@ -27,18 +28,25 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# module | package whose tests run | files mutated | cargo test target selection
+# ferry-runtime's tests that run a chip with DFX, ArgsDump or the Path B handshake readback (its
+# other targets, the dependency-graph matrix among them, never reach the sinks or the arena).
+RUNTIME_DFX_TESTS="--lib --test=dfx --test=dfx_capacity --test=dump_marks --test=kernels \
+--test=path_b --test=pipeline --test=profile --test=repeat --test=runtime --test=scheduler_dfx"
+
+# module | packages whose tests run (the first holds the files) | files mutated | cargo test
+# target selection (a target named in any of the packages). The AICPU OS's object loading and
+# latch run only under real device programs: ferry-launch's loader tests drive them.
 MODULES=(
   "dfx-writer|ferry-dfx|crates/ferry-dfx/src/device/writer.rs crates/ferry-dfx/src/device/mod.rs|--lib --test=transport --test=stress"
   "dfx-drain|ferry-dfx|crates/ferry-dfx/src/host/drain.rs|--lib --test=transport --test=stress"
   "dfx-replenish|ferry-dfx|crates/ferry-dfx/src/host/replenish.rs|--lib --test=transport --test=stress"
   "dfx-region|ferry-dfx|crates/ferry-dfx/src/host/region.rs|--lib --test=transport --test=stress"
   "copy-pool|ferry-copy|crates/ferry-copy/src/hbm/pool.rs crates/ferry-copy/src/hbm/prewarm.rs|--tests"
-  "sim-latch|ferry-sim|crates/ferry-sim/src/aicpu_os/mod.rs crates/ferry-sim/src/aicpu_os/launch.rs|--tests"
+  "sim-latch|ferry-sim ferry-launch|crates/ferry-sim/src/aicpu_os/mod.rs crates/ferry-sim/src/aicpu_os/launch.rs|--lib --test=sim --test=path_b_cache --test=chip --test=loader"
   "sim-cache|ferry-sim|crates/ferry-sim/src/cache.rs|--tests"
   "sim-handshake|ferry-sim|crates/ferry-sim/src/cores.rs|--tests"
-  "runtime-sinks|ferry-runtime|crates/ferry-runtime/src/host/dfx/sinks.rs crates/ferry-runtime/src/host/handshake.rs|--tests"
-  "runtime-arena|ferry-runtime|crates/ferry-runtime/src/device/dfx/arena.rs|--tests"
+  "runtime-sinks|ferry-runtime|crates/ferry-runtime/src/host/dfx/sinks.rs crates/ferry-runtime/src/host/handshake.rs|$RUNTIME_DFX_TESTS"
+  "runtime-arena|ferry-runtime|crates/ferry-runtime/src/device/dfx/arena.rs|$RUNTIME_DFX_TESTS"
   "launch-transaction|ferry-launch|crates/ferry-launch/src/transaction/mod.rs crates/ferry-launch/src/transaction/staging.rs|--tests"
 )
 
@@ -70,6 +78,9 @@ timeout_s="${MUTANTS_TIMEOUT:-300}"
 jobs="${MUTANTS_JOBS:-1}"
 export FERRY_TEST_BOUND_SECS="${FERRY_TEST_BOUND_SECS:-120}"
 export CARGO_TARGET_DIR="${MUTANTS_TARGET_DIR:-$PWD/target/mutants}"
+# Mutated builds need no debugger information; leaving it out shortens every mutant's compile
+# and link (CARGO_PROFILE_DEV_DEBUG overrides).
+export CARGO_PROFILE_DEV_DEBUG="${CARGO_PROFILE_DEV_DEBUG:-0}"
 mkdir -p "$out"
 
 known=" "
@@ -80,11 +91,13 @@ done
 
 failed=0
 for m in "${MODULES[@]}"; do
-  IFS='|' read -r name pkg files targets <<<"$m"
+  IFS='|' read -r name pkgs files targets <<<"$m"
   if [ ${#wanted[@]} -gt 0 ]; then
     case " ${wanted[*]} " in *" $name "*) ;; *) continue ;; esac
   fi
-  args=(--package "$pkg" --test-workspace=false --test-package "$pkg")
+  pkg=${pkgs%% *}
+  args=(--package "$pkg" --test-workspace=false)
+  for p in $pkgs; do args+=(--test-package "$p"); done
   for f in $files; do args+=(--file "$f"); done
   for t in $targets; do args+=(--cargo-arg="$t"); done
   if [ "$list" = 1 ]; then
@@ -98,7 +111,7 @@ for m in "${MODULES[@]}"; do
     re=$(sed 's/[][\\.^$*+?(){}|\/]/\\&/g; s/^/^/; s/$/$/' "$prev" | paste -sd'|')
     args+=(--re "$re")
   fi
-  echo "== $name: $files (tests: $pkg $targets)"
+  echo "== $name: $files (tests: $pkgs $targets)"
   start=$(date +%s)
   rc=0
   cargo mutants "${args[@]}" "${shard[@]}" "${iterate[@]}" --baseline=skip --timeout "$timeout_s" \
