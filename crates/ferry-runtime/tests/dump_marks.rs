@@ -116,3 +116,40 @@ fn dump_marks_the_last_tensor_and_nothing_without_one() {
     let marks: Vec<bool> = t.args().map(|a| a.dump).collect();
     assert_eq!(marks, [false, true], "dump() before any tensor marks nothing");
 }
+
+/// An empty tensor in a stage whose other tensor carries a payload (the general path, which
+/// copies payloads one by one): it is dumped with its metadata and no payload,
+/// and only the payload that exists is copied.
+#[test]
+fn an_empty_tensor_beside_a_payload_is_dumped_without_one() {
+    let _bound = ferry_watchdog::bound("the simulated chip's run");
+    fn add_empty(o: &mut dyn Orchestrate) -> Result<(), SubmitError> {
+        o.submit(&Task::new(K_ADD).input(TensorId(0)).input(TensorId(1)).output(TensorId(2)))?;
+        Ok(())
+    }
+    let cfg = RunnerConfig::small(Arch::A2a3);
+    let mut r = DeviceRunner::new(cfg).unwrap();
+    r.register_callable(1, Callable::new("add-empty", Variant::HostBuiltGraph, add_empty)).unwrap();
+    let x: Vec<f32> = (0..N).map(|i| i as f32).collect();
+    let args = RunArgs {
+        tensors: vec![TensorInit::Data(x), TensorInit::Zeros(0), TensorInit::Zeros(0)],
+        scalars: vec![],
+        scratch_bytes: 0,
+    };
+    let opts = DfxOptions { dump_args: 2, ..DfxOptions::default() };
+    let s = DfxSession::start_on(&opts, DfxChip::of(&cfg, 0), r.device()).unwrap();
+    r.attach_dfx_session(Some(&s)).unwrap();
+    r.run(1, args).unwrap();
+    r.attach_dfx_session(None).unwrap();
+    let d = s.finish().unwrap().args.expect("an args dump");
+    assert_eq!((d.dropped_records, d.dropped_overwrite), (0, 0));
+    let before: Vec<(u32, u64, Option<u64>, u64, bool)> = d
+        .args
+        .iter()
+        .filter(|a| a.stage == "before_dispatch")
+        .map(|a| (a.arg_index, a.numel, a.bin_offset, a.bin_size, a.overwritten))
+        .collect();
+    let x = (0, N as u64, Some(0), 4 * N as u64, false);
+    assert_eq!(before, [x, (1, 0, None, 0, false)], "x with its payload, y without");
+    assert_eq!(d.bin.len(), 4 * N, "only x's bytes were copied");
+}

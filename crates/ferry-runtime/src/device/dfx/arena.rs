@@ -272,7 +272,7 @@ impl ThreadDfx {
                 continue;
             }
             let mut at = (0, 0, false);
-            if payload && bytes > 0 {
+            if payload {
                 match self.copy_payload(ops, addr, bytes) {
                     Some(p) => at = p,
                     None => continue,
@@ -413,7 +413,8 @@ impl ThreadDfx {
         }
     }
 
-    /// The arena gate and the copy; `None` when the gate gave up (record dropped).
+    /// The arena gate and the copy; `None` when the gate gave up (record dropped). An empty
+    /// tensor has no payload: `(0, 0, false)`, with no gate and nothing copied.
     #[inline(never)]
     fn copy_payload(
         &mut self,
@@ -421,6 +422,9 @@ impl ThreadDfx {
         addr: u64,
         bytes: u64,
     ) -> Option<(u64, u64, bool)> {
+        if bytes == 0 {
+            return Some((0, 0, false));
+        }
         let size = self.arena.as_deref()?.size();
         let (len, truncated) = if bytes > size { ((size / 2) & !3, true) } else { (bytes, false) };
         // Relaxed: this thread is the only writer of its cursor.
