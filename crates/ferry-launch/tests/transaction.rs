@@ -500,6 +500,14 @@ fn pinned_capacity_grows_only_without_a_live_predecessor() {
         r.slot.prepare_runtime_args(&desc(2, 256), args()),
         Err(PrepareError::PredecessorLive { predecessor: first, required: 256 })
     );
+    // Metadata that outgrows the source alone (the destination still fits) is refused too.
+    let m = sentinel(&r.dev, 32, 0);
+    r.slot.stage_launch_metadata(vec![MetadataRegion::new(m, vec![1; 32])]).unwrap();
+    assert_eq!(
+        r.slot.prepare_runtime_args(&desc(2, 64), args()),
+        Err(PrepareError::PredecessorLive { predecessor: first, required: 96 })
+    );
+    r.slot.stage_launch_metadata(Vec::new()).unwrap();
     assert_eq!(r.slot.source_capacity(), 64);
     assert_eq!(r.slot.run(), Some(first), "the refused preparation changed nothing");
     r.slot.finish_run(T).unwrap();
