@@ -753,3 +753,20 @@ fn every_host_write_covers_only_host_owned_words() {
     assert_eq!(pops, 75, "pushes {pushes}");
     assert!(pushes >= 3 * 23, "pushes {pushes}");
 }
+
+/// A record the caller could not encode is counted produced and dropped, each time by the
+/// number given, beside the records written.
+#[test]
+fn an_accounted_drop_counts_its_records_produced_and_dropped() {
+    let _bound = ferry_watchdog::bound("the DFX device writer");
+    let c = cfg(1, 4, 8, Policy::Block, 8);
+    let t =
+        DfxTransport::<[u64; 2]>::new(c.clone(), svm(&c), Arc::new(VirtualClock::new())).unwrap();
+    let mut w = t.device_region().writer::<[u64; 2]>(0, &[0]).unwrap();
+    w.record(0, [0, 1]);
+    w.record(0, [0, 2]);
+    w.account_dropped(0, 3);
+    w.account_dropped(0, 4);
+    let st = w.stats()[0];
+    assert_eq!((st.produced, st.dropped), (9, 7), "{st:?}");
+}

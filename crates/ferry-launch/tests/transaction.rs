@@ -290,6 +290,33 @@ fn failed_descriptor_copy_is_partial_unpublished_and_withdraws_the_payload() {
     assert!(r.slot.queue_run_entry(&r.streams, None).unwrap().descriptor_copied);
 }
 
+/// A descriptor copy that fails after the metadata went out: the counters keep the metadata's
+/// copy and its bytes, and no descriptor copy.
+#[test]
+fn failed_descriptor_copy_after_the_metadata_counts_what_was_copied() {
+    let _bound = ferry_watchdog::bound("the launch transaction's run on the simulated chip");
+    let mut r = rig(Arch::A2a3);
+    let m = sentinel(&r.dev, 32, 0);
+    r.slot.stage_launch_metadata(vec![MetadataRegion::new(m, vec![1; 32])]).unwrap();
+    r.slot.prepare_runtime_args(&desc(5, 64), args()).unwrap();
+    // Copy #1 is the metadata region, #2 the descriptor.
+    r.dev.faults().fail_nth(FaultPoint::Copy, 2);
+    let err = r.slot.queue_run_entry(&r.streams, None).unwrap_err();
+    assert!(matches!(err, PublishError::Copy { target: CopyTarget::Descriptor, .. }), "{err}");
+    let st = r.slot.stats();
+    assert_eq!((st.metadata_copies, st.descriptor_copies, st.bytes_copied), (1, 0, 32));
+    assert_eq!(r.slot.finish_run(T).unwrap().path, RetirePath::Discharged);
+    // A clean publication afterwards adds its own: metadata and descriptor, 32 + 64 bytes.
+    r.slot.stage_launch_metadata(vec![MetadataRegion::new(m, vec![2; 32])]).unwrap();
+    r.slot.prepare_runtime_args(&desc(6, 64), args()).unwrap();
+    let rep = r.slot.queue_run_entry(&r.streams, None).unwrap();
+    assert_eq!(rep.bytes_copied, 96);
+    let st = r.slot.stats();
+    assert_eq!((st.metadata_copies, st.descriptor_copies, st.bytes_copied), (2, 1, 128));
+    r.slot.launch(&r.streams, EntryKernels::noop()).unwrap();
+    r.slot.finish_run(T).unwrap();
+}
+
 #[test]
 fn failed_fork_record_is_partial_and_keeps_its_execution_owner() {
     let _bound = ferry_watchdog::bound("the launch transaction's run on the simulated chip");
@@ -780,7 +807,7 @@ fn descriptor_and_slot_accessors_report_their_state() {
     assert_eq!(r.slot.destination_capacity(), 64, "the descriptor's device extent");
     assert_eq!(r.slot.last_publish(), None);
     let report = r.slot.publish_for_launch(&r.streams).unwrap();
-    assert!(report.descriptor_copied && report.bytes_copied >= 64, "{report:?}");
+    assert!(report.descriptor_copied && report.bytes_copied == 64, "{report:?}");
     assert_eq!(r.slot.last_publish(), Some(&report));
     let mut moved = r.slot.take();
     assert!(r.slot.is_moved_from() && !moved.is_moved_from());

@@ -153,3 +153,43 @@ fn an_empty_tensor_beside_a_payload_is_dumped_without_one() {
     assert_eq!(before, [x, (1, 0, None, 0, false)], "x with its payload, y without");
     assert_eq!(d.bin.len(), 4 * N, "only x's bytes were copied");
 }
+
+/// Level 3 with nothing marked: every stage has no payload to copy, so each is encoded in one
+/// pass; it still keeps exactly the arguments its stage dumps (inputs before dispatch, the
+/// output after completion).
+#[test]
+fn a_stage_without_payloads_dumps_exactly_its_own_arguments() {
+    let _bound = ferry_watchdog::bound("the simulated chip's run");
+    fn add(o: &mut dyn Orchestrate) -> Result<(), SubmitError> {
+        o.submit(&Task::new(K_ADD).input(TensorId(0)).input(TensorId(1)).output(TensorId(2)))?;
+        Ok(())
+    }
+    let cfg = RunnerConfig::small(Arch::A2a3);
+    let mut r = DeviceRunner::new(cfg).unwrap();
+    r.register_callable(1, Callable::new("add", Variant::HostBuiltGraph, add)).unwrap();
+    let args = RunArgs {
+        tensors: vec![TensorInit::Zeros(N), TensorInit::Zeros(N), TensorInit::Zeros(N)],
+        scalars: vec![],
+        scratch_bytes: 0,
+    };
+    let opts = DfxOptions { dump_args: 3, ..DfxOptions::default() };
+    let s = DfxSession::start_on(&opts, DfxChip::of(&cfg, 0), r.device()).unwrap();
+    r.attach_dfx_session(Some(&s)).unwrap();
+    r.run(1, args).unwrap();
+    r.attach_dfx_session(None).unwrap();
+    let d = s.finish().unwrap().args.expect("an args dump");
+    let mut rows: Vec<Row> = d
+        .args
+        .iter()
+        .map(|a| (a.task_id, a.stage.to_string(), a.arg_index, a.kind.to_string(), false))
+        .collect();
+    rows.sort();
+    let (b, a) = ("before_dispatch", "after_completion");
+    let want = [
+        row(0, a, 2, "tensor", false),
+        row(0, b, 0, "tensor", false),
+        row(0, b, 1, "tensor", false),
+    ];
+    assert_eq!(rows, want);
+    assert!(d.bin.is_empty(), "no payload at all");
+}
