@@ -764,15 +764,24 @@ fn every_host_write_covers_only_host_owned_words() {
 /// number given, beside the records written.
 #[test]
 fn an_accounted_drop_counts_its_records_produced_and_dropped() {
-    let _bound = ferry_watchdog::bound("the DFX device writer");
+    let _bound = ferry_watchdog::bound("the DFX transport's host threads and the device writer");
     let c = cfg(1, 4, 8, Policy::Block, 8);
     let t =
         DfxTransport::<[u64; 2]>::new(c.clone(), svm(&c), Arc::new(VirtualClock::new())).unwrap();
-    let mut w = t.device_region().writer::<[u64; 2]>(0, &[0]).unwrap();
+    let device = t.device_region();
+    let host = t.start(|_| |_b: &CollectedBuffer<'_, [u64; 2]>| {});
+    let mut w = device.writer::<[u64; 2]>(0, &[0]).unwrap();
     w.record(0, [0, 1]);
     w.record(0, [0, 2]);
     w.account_dropped(0, 3);
     w.account_dropped(0, 4);
     let st = w.stats()[0];
     assert_eq!((st.produced, st.dropped), (9, 7), "{st:?}");
+    // The lane's words in device memory say the same mid-buffer: the two records still in the
+    // current buffer count as produced.
+    let snap = host.lane_snapshot(0).unwrap();
+    assert_eq!((snap.produced, snap.dropped), (9, 7), "{snap:?}");
+    w.finish();
+    let report = host.stop();
+    assert!(report.is_reconciled(), "{:?}", report.lanes);
 }
