@@ -150,6 +150,34 @@ fn run_k_plus_1_waits_for_run_ks_aicore_entry_before_its_first_operation() {
     }
 }
 
+/// A run that fails on its own while queued behind a clean run: its failure is its own, not
+/// inherited, and the clean run before it retires clean.
+#[test]
+fn a_failure_of_run_k_plus_1_behind_a_clean_run_k_is_its_own() {
+    let _bound = ferry_watchdog::bound("a clean run and a failing run queued behind it");
+    for aicore_fails in [false, true] {
+        let mut r = rig();
+        let (k0, gate0) = gated(Ok(()));
+        launch(&mut r, 0, 1, k0).unwrap();
+        let k1 = if aicore_fails {
+            EntryKernels::new(|_, _| Err("core fault".into()), |_, _| Ok(()))
+        } else {
+            EntryKernels::new(|_, _| Ok(()), |_, _| Err("aicpu fault".into()))
+        };
+        launch(&mut r, 1, 2, k1).unwrap();
+        gate0.send(()).unwrap();
+        let done0 = r.slots[0].finish_run(T).unwrap();
+        assert_eq!((done0.run_error, done0.inherited), (None, false));
+        let done1 = r.slots[1].finish_run(T).unwrap();
+        let own = done1.run_error.clone().expect("run k+1 failed");
+        assert!(matches!(own, DeviceError::Kernel { .. }), "{own}");
+        assert!(!done1.inherited, "aicore fails: {aicore_fails}: its own failure");
+        for s in &mut r.slots {
+            s.teardown().unwrap();
+        }
+    }
+}
+
 /// A failure of run k (its AICPU or its AICore entry) while run k+1 is queued: run k retires
 /// with its own error, run k+1 with the same error marked inherited, nothing stays allocated,
 /// and the next run on the pair is clean.
