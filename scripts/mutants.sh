@@ -107,8 +107,10 @@ for m in "${MODULES[@]}"; do
   if [ "$missed" = 1 ]; then
     prev="$out/$name/mutants.out/missed.txt"
     if [ ! -s "$prev" ]; then echo "== $name: no survivors in $prev"; continue; fi
-    # Each survivor's full name (file:line:col: description), as one anchored alternation.
-    re=$(sed 's/[][\\.^$*+?(){}|\/]/\\&/g; s/^/^/; s/$/$/' "$prev" | paste -sd'|')
+    # Each survivor's name (file:line:col: description) as one anchored alternation, with any
+    # line and column: a test or a fix added since may have moved the code. (A description
+    # that occurs twice in one function re-runs both.)
+    re=$(sed 's/[][\\.^$*+?(){}|\/]/\\&/g; s/^/^/; s/$/$/; s/:[0-9][0-9]*:[0-9][0-9]*: /:[0-9]+:[0-9]+: /' "$prev" | paste -sd'|')
     args+=(--re "$re")
   fi
   echo "== $name: $files (tests: $pkgs $targets)"
