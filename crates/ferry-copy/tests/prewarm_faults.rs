@@ -44,14 +44,15 @@ fn settles(d: &Device, base: &Holdings) -> Result<(), Holdings> {
     }
 }
 
-/// Prewarm on another thread, bounded: a hang fails the test instead of stalling it.
+/// Prewarm on another thread; the calling test's liveness bound turns a hang into a failure
+/// that names the test.
 fn prewarm_bounded(e: &Arc<HbmCopyEngine>, label: &str) -> ferry_copy::hbm::PrewarmReport {
     let (tx, rx) = mpsc::channel();
     let e2 = e.clone();
     let t = std::thread::spawn(move || {
         let _ = tx.send(e2.prewarm(STREAMS));
     });
-    let r = rx.recv_timeout(Duration::from_secs(30)).unwrap_or_else(|_| panic!("{label}: hung"));
+    let r = rx.recv().unwrap_or_else(|_| panic!("{label}: the prewarm thread panicked"));
     t.join().unwrap();
     r
 }

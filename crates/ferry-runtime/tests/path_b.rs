@@ -7,7 +7,7 @@ use ferry_runtime::host::{
 };
 use ferry_runtime::{RunError, RunnerError};
 use ferry_sim::Arch;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// A short handshake deadline: the hang shows in well under a second.
 const SHORT: Duration = Duration::from_millis(300);
@@ -58,9 +58,9 @@ fn path_b_hang_reproduces_as_a_typed_timeout_naming_the_stale_handshake() {
     let ex = Example::Vector.build(Size::Small);
     r.register_callable(0, ex.callable.clone()).unwrap();
     for attempt in 0..2 {
-        let t0 = Instant::now();
+        // The run ends at its handshake budget (`waited_ms` below); the test's liveness bound
+        // catches one that never ends.
         let err = r.run(0, ex.args.clone()).unwrap_err();
-        assert!(t0.elapsed() < Duration::from_secs(10), "bounded: {:?}", t0.elapsed());
         let RunError::HandshakeTimeout { waited_ms, stale } = &err else {
             panic!("run {attempt}: expected the handshake timeout, got {err:?}");
         };
