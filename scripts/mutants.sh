@@ -6,7 +6,7 @@
 #   scripts/mutants.sh                      # every module, one after another
 #   scripts/mutants.sh dfx-drain copy-pool  # just these modules
 #   scripts/mutants.sh --list               # the modules and their mutant counts; runs nothing
-#   scripts/mutants.sh --shard 1/4 dfx-writer  # one chunk of a module (for several machines)
+#   scripts/mutants.sh --shard 0/4 dfx-writer  # the first quarter of a module (shards 0..3)
 #   scripts/mutants.sh --iterate dfx-drain  # only the mutants not caught by the last run
 #   scripts/mutants.sh --missed dfx-drain   # only the last run's survivors (after new tests)
 #
