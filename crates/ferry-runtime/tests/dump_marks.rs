@@ -193,3 +193,43 @@ fn a_stage_without_payloads_dumps_exactly_its_own_arguments() {
     assert_eq!(rows, want);
     assert!(d.bin.is_empty(), "no payload at all");
 }
+
+/// A stage with nothing to dump writes no chain at all: at level 1, a task whose only marked
+/// tensor is an input dumps one chain before dispatch (its header and the input: 7 words on
+/// the ArgsDump lanes) and nothing after completion.
+#[test]
+fn a_stage_with_nothing_to_dump_writes_no_chain() {
+    let _bound = ferry_watchdog::bound("the simulated chip's run");
+    fn add_marked_input(o: &mut dyn Orchestrate) -> Result<(), SubmitError> {
+        let t = Task::new(K_ADD).input(TensorId(0)).dump().input(TensorId(1)).output(TensorId(2));
+        o.submit(&t)?;
+        Ok(())
+    }
+    let cfg = RunnerConfig::small(Arch::A2a3);
+    let mut r = DeviceRunner::new(cfg).unwrap();
+    let callable = Callable::new("add-marked-input", Variant::HostBuiltGraph, add_marked_input);
+    r.register_callable(1, callable).unwrap();
+    let args = RunArgs {
+        tensors: vec![TensorInit::Zeros(N), TensorInit::Zeros(N), TensorInit::Zeros(N)],
+        scalars: vec![],
+        scratch_bytes: 0,
+    };
+    let opts = DfxOptions { dump_args: 1, ..DfxOptions::default() };
+    let s = DfxSession::start_on(&opts, DfxChip::of(&cfg, 0), r.device()).unwrap();
+    r.attach_dfx_session(Some(&s)).unwrap();
+    r.run(1, args).unwrap();
+    r.attach_dfx_session(None).unwrap();
+    let m = s.finish().unwrap();
+    let words: u64 = m
+        .loss
+        .lanes
+        .iter()
+        .filter(|l| l.subsystem == Some(ferry_profile::Subsystem::ArgsDump))
+        .map(|l| l.produced)
+        .sum();
+    let d = m.args.expect("an args dump");
+    let rows: Vec<(String, u32)> =
+        d.args.iter().map(|a| (a.stage.to_string(), a.arg_index)).collect();
+    assert_eq!(rows, [("before_dispatch".to_string(), 0)]);
+    assert_eq!(words, 7, "one chain: a 3-word header and the 4-word input");
+}
