@@ -773,3 +773,16 @@ fn an_accounted_drop_counts_its_records_produced_and_dropped() {
     let report = host.stop();
     assert!(report.is_reconciled(), "{:?}", report.lanes);
 }
+
+/// A lane's log is packed as documented: the run-end entries follow the header and the ring
+/// of gate waits directly, and a log is exactly its entries long, so the logs of many lanes
+/// cost their entries and nothing more.
+#[test]
+fn a_lanes_log_is_packed_as_documented() {
+    use ferry_dfx::device::{
+        RUN_END_BYTES, RUN_LOG_OFFSET, RUN_RING, STALL_LOG_STRIDE, STALL_RING,
+    };
+    assert_eq!(RUN_LOG_OFFSET, 16 + 16 * STALL_RING);
+    assert_eq!(STALL_LOG_STRIDE, RUN_LOG_OFFSET + RUN_END_BYTES * RUN_RING);
+    assert_eq!(STALL_LOG_STRIDE, 10_496, "256 bytes of header and waits, 256 run ends of 40");
+}
