@@ -643,6 +643,21 @@ fn dispatcher_exports_follow_their_contracts() {
     };
     let syms = ["StaticTileFwkBackendKernelServer", "DynTileFwkBackendKernelServer"];
     let bin = os.binary_load(&syms.map(entry)).unwrap();
+    // The loaded object: its file, the fingerprint of its bytes, and a missing export named
+    // with the object's file name.
+    let obj = bin.object(syms[1]).expect("the entry's object");
+    assert_eq!(obj.path(), os.process_dir().join(&name));
+    let bytes = std::fs::read(obj.path()).unwrap();
+    assert_eq!(obj.fingerprint(), ferry_abi::services::fingerprint(&bytes));
+    assert!(bin.object("no-such-op").is_none());
+    let missing =
+        os.binary_load(&[OpEntry { function_name: "NoSuchExport".into(), ..entry("probe") }]);
+    match missing.unwrap().function("probe") {
+        Err(OsError::MissingSymbol { object, symbol }) => {
+            assert_eq!((object.as_str(), symbol.as_str()), (name.as_str(), "NoSuchExport"));
+        }
+        other => panic!("expected a missing symbol, got {other:?}"),
+    }
     let run = |sym: &str, blob: &BootstrapBlob| {
         os.launch_cpu_kernel(&chip, &bin.function(sym).unwrap(), 1, blob.as_bytes()).unwrap().wait()
     };
