@@ -175,6 +175,11 @@ fn attach_rejects_a_foreign_region() {
     let r = ferry_dfx::mem::ShmRegion::zeroed(4096);
     let e = ferry_dfx::DeviceRegion::attach(r, 0, Arc::new(VirtualClock::new())).unwrap_err();
     assert_eq!(e, BuildError::BadHeader);
+    // A view shorter than the header itself is refused before it is read.
+    let r = ferry_dfx::mem::ShmRegion::zeroed(32);
+    let e = ferry_dfx::DeviceRegion::attach(r, 0, Arc::new(VirtualClock::new())).unwrap_err();
+    assert_eq!(e, BuildError::RegionTooSmall { need: 64, have: 32 });
+    assert_eq!(ferry_dfx::device::GateTimeout.to_string(), "gate wait ran out of budget");
 }
 
 #[derive(Default)]

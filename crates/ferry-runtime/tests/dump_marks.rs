@@ -233,3 +233,46 @@ fn a_stage_with_nothing_to_dump_writes_no_chain() {
     assert_eq!(rows, [("before_dispatch".to_string(), 0)]);
     assert_eq!(words, 7, "one chain: a 3-word header and the 4-word input");
 }
+
+/// A stage longer than one chain can hold (ArgsDump buffers of one record, 16 words) continues
+/// in a fresh chain with the same header: every argument is dumped, none dropped.
+#[test]
+fn a_stage_longer_than_a_chain_continues_in_a_fresh_one() {
+    let _bound = ferry_watchdog::bound("the simulated chip's run");
+    fn add_with_scalars(o: &mut dyn Orchestrate) -> Result<(), SubmitError> {
+        let t = Task::new(K_ADD).input(TensorId(0)).input(TensorId(1)).output(TensorId(2));
+        o.submit(&t.scalar_f32(1.0).scalar_f32(2.0).scalar_f32(3.0))?;
+        Ok(())
+    }
+    let cfg = RunnerConfig::small(Arch::A2a3);
+    let mut r = DeviceRunner::new(cfg).unwrap();
+    let callable = Callable::new("add-with-scalars", Variant::HostBuiltGraph, add_with_scalars);
+    r.register_callable(1, callable).unwrap();
+    let args = RunArgs {
+        tensors: vec![TensorInit::Zeros(N), TensorInit::Zeros(N), TensorInit::Zeros(N)],
+        scalars: vec![],
+        scratch_bytes: 0,
+    };
+    // Level 2: x and y carry payloads, so the stage takes the general path; its header (3
+    // words), x and y (4 each) and three scalars (2 each) are 17 words, one more than a chain.
+    let opts = DfxOptions { dump_args: 2, records_per_buffer: Some(1), ..DfxOptions::default() };
+    let s = DfxSession::start_on(&opts, DfxChip::of(&cfg, 0), r.device()).unwrap();
+    r.attach_dfx_session(Some(&s)).unwrap();
+    r.run(1, args).unwrap();
+    r.attach_dfx_session(None).unwrap();
+    let d = s.finish().unwrap().args.expect("an args dump");
+    assert_eq!((d.dropped_records, d.dropped_overwrite), (0, 0));
+    let mut before: Vec<(u32, String)> = d
+        .args
+        .iter()
+        .filter(|a| a.stage == "before_dispatch")
+        .map(|a| (a.arg_index, a.kind.to_string()))
+        .collect();
+    before.sort();
+    let want: Vec<(u32, String)> =
+        [(0, "tensor"), (1, "tensor"), (3, "scalar"), (4, "scalar"), (5, "scalar")]
+            .iter()
+            .map(|&(i, k)| (i, k.to_string()))
+            .collect();
+    assert_eq!(before, want);
+}

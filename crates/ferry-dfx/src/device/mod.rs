@@ -59,6 +59,12 @@ pub const RUN_LOG_OFFSET: usize = 16 + 16 * STALL_RING;
 /// Bytes of one lane's log (gate waits, then run ends).
 pub const STALL_LOG_STRIDE: usize = RUN_LOG_OFFSET + RUN_END_BYTES * RUN_RING;
 
+/// Offset in a lane's log of gate wait `n` (counted from 0): entry `n % STALL_RING`, after the
+/// log's two counters. The writer logs through it and the host reads through it.
+pub fn stall_entry_offset(n: u64) -> usize {
+    16 + 16 * (n % STALL_RING as u64) as usize
+}
+
 /// Bytes of the stall logs of `lanes` lanes.
 ///
 /// # Layout

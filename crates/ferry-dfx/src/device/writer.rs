@@ -6,9 +6,10 @@ use crate::sync::Backoff;
 use ferry_abi::dfx::{self, DfxLayout, GATE_NONE, GATE_POP, GATE_PUSH};
 
 use super::{
-    Claims, DeviceRegion, GateTimeout, HostNotify, RegionBells, NAP_MAX, NAP_MIN, OFF_CUR_PTR,
-    OFF_CUR_SEQ, OFF_DROPPED, OFF_GATE, OFF_MAX_STALL, OFF_STALL, OFF_SWITCHES, OFF_TIMEOUTS,
-    OFF_TOTAL, RUN_END_BYTES, RUN_LOG_OFFSET, RUN_RING, STALL_LOG_STRIDE, STALL_RING,
+    stall_entry_offset, Claims, DeviceRegion, GateTimeout, HostNotify, RegionBells, NAP_MAX,
+    NAP_MIN, OFF_CUR_PTR, OFF_CUR_SEQ, OFF_DROPPED, OFF_GATE, OFF_MAX_STALL, OFF_STALL,
+    OFF_SWITCHES, OFF_TIMEOUTS, OFF_TOTAL, RUN_END_BYTES, RUN_LOG_OFFSET, RUN_RING,
+    STALL_LOG_STRIDE,
 };
 use crate::clock::CycleClock;
 use crate::config::BuildError;
@@ -446,7 +447,7 @@ impl<R: Record> DeviceWriter<R> {
             l.stall += waited;
             l.max_stall = l.max_stall.max(waited);
             if let Some(log) = l.stall_log_off {
-                let e = log + 16 + 16 * (l.stall_waits % STALL_RING as u64) as usize;
+                let e = log + stall_entry_offset(l.stall_waits);
                 // Relaxed: device-owned log words; the host reads them after the writer finished
                 // (ordered by the join / stream sync), as it reads the counters. A wait shorter
                 // than one device tick is counted but logs an empty interval the host skips.

@@ -12,8 +12,8 @@ use super::report::{LaneSnapshot, RunEnd, RunEnds, StallIntervals};
 use crate::clock::CycleClock;
 use crate::config::{BuildError, DfxConfig, LaneSpec};
 use crate::device::{
-    policy_word, stall_log_size, DeviceRegion, LaneBells, RegionBells, RUN_END_BYTES,
-    RUN_LOG_OFFSET, RUN_RING, STALL_LOG_STRIDE, STALL_RING,
+    policy_word, stall_entry_offset, stall_log_size, DeviceRegion, LaneBells, RegionBells,
+    RUN_END_BYTES, RUN_LOG_OFFSET, RUN_RING, STALL_LOG_STRIDE, STALL_RING,
 };
 use crate::mem::{DeviceMemory, MemError, ShmRegion, MAX_NARROW_WRITE};
 use crate::spsc::{self, Consumer, Producer};
@@ -143,7 +143,7 @@ impl HostCtx {
         out.total = total;
         let ring = STALL_RING as u64;
         for n in total.saturating_sub(ring)..total {
-            let e = off + 16 + 16 * (n % ring) as usize;
+            let e = off + stall_entry_offset(n);
             let w = [h.load_u64(e, r), h.load_u64(e + 8, r)];
             // A torn or foreign entry (a halted writer) is skipped rather than reported backwards.
             if w[0] < w[1] {
