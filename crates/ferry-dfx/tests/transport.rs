@@ -182,6 +182,34 @@ fn attach_rejects_a_foreign_region() {
     assert_eq!(ferry_dfx::device::GateTimeout.to_string(), "gate wait ran out of budget");
 }
 
+/// A view holding a valid header attaches when it is at least as long as the layout the
+/// header names, and is refused, naming both lengths, when it is shorter (the bare header
+/// included).
+#[test]
+fn attach_needs_the_whole_layout_the_header_names() {
+    let _bound = ferry_watchdog::bound("the DFX device region");
+    let c = cfg(1, 2, 4, Policy::Block, 4);
+    let mem = svm(&c);
+    let _t = DfxTransport::<[u64; 2]>::new(c.clone(), mem.clone(), Arc::new(VirtualClock::new()))
+        .unwrap();
+    let src = mem.device_view();
+    let with_header = |len: usize| {
+        let r = ferry_dfx::mem::ShmRegion::zeroed(len);
+        for o in (0..64).step_by(8) {
+            r.store_u64(o, src.load_u64(o, Ordering::Relaxed), Ordering::Relaxed);
+        }
+        r
+    };
+    let attach = |len: usize| {
+        ferry_dfx::DeviceRegion::attach(with_header(len), 0x1000, Arc::new(VirtualClock::new()))
+    };
+    let need = c.layout().region_size();
+    assert!(attach(need).is_ok());
+    for have in [need - 8, 64] {
+        assert_eq!(attach(have).unwrap_err(), BuildError::RegionTooSmall { need, have });
+    }
+}
+
 #[derive(Default)]
 struct AckProbe {
     calls: Arc<AtomicU64>,

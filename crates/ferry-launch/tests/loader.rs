@@ -502,7 +502,9 @@ fn register_callable_loads_reloads_and_unloads_orchestration() {
     let loader = Loader::new(&chip).unwrap();
     let prog = loader.load(&ORCHESTRATED).unwrap();
     let used_before = chip.device().memory().used();
+    let loads_before = loader.os().stats().object_loads;
     prog.register_callable(3, ORCH_VECTOR.bytes, None).unwrap();
+    assert_eq!(loader.os().stats().object_loads, loads_before + 1, "the orchestration object");
     let r = prog.report().unwrap();
     assert_eq!((r.register_calls, r.last_callable_id, r.callables_loaded), (1, 3, 1));
     assert_eq!(r.last_orch_name().unwrap(), "vector");
@@ -642,7 +644,9 @@ fn dispatcher_exports_follow_their_contracts() {
         user_defined: false,
     };
     let syms = ["StaticTileFwkBackendKernelServer", "DynTileFwkBackendKernelServer"];
+    let before = os.stats();
     let bin = os.binary_load(&syms.map(entry)).unwrap();
+    assert_eq!(bin.function(syms[1]).unwrap().symbol(), syms[1]);
     // The loaded object: its file, the fingerprint of its bytes, and a missing export named
     // with the object's file name.
     let obj = bin.object(syms[1]).expect("the entry's object");
@@ -673,4 +677,7 @@ fn dispatcher_exports_follow_their_contracts() {
         Err(OsError::Entry { code: STATUS_INVALID_ARGUMENT, .. })
     ));
     assert_eq!(os.stats().so_saves, 0, "neither server writes");
+    let after = os.stats();
+    assert_eq!(after.binary_loads - before.binary_loads, 2, "this binary and the missing one");
+    assert_eq!(after.cpu_launches - before.cpu_launches, 3, "three launches, failed ones too");
 }

@@ -114,11 +114,6 @@ impl CpuLaunch {
         self.result(r)
     }
 
-    /// Whether every thread returned.
-    pub fn is_done(&self) -> bool {
-        self.completion.is_done()
-    }
-
     fn result(&self, r: Result<(), DeviceError>) -> Result<(), OsError> {
         // Relaxed: the completion's Acquire (inside `wait`) already ordered the threads' stores.
         let code = self.status.load(Ordering::Relaxed);
