@@ -821,48 +821,64 @@ fn a_lanes_log_is_packed_as_documented() {
 }
 
 /// Non-SVM, a drain shard refreshes the device-written tails of its own ready queues only: with
-/// four queues over two shards (shard `q % 2`: queues 0 and 2, 1 and 3, never adjacent), no
-/// read from the device covers the tail of a queue another shard serves.
+/// four queues over two shards (shard `q % 2`: queues 0 and 2, 1 and 3, never adjacent) no read
+/// from the device covers the tail of a queue another shard serves, and with one shard serving
+/// all four (adjacent) each refresh on the drain thread is one read of exactly the four tails.
+/// Every entry popped
+/// carries its lane's kind, and no read or write fails.
 #[test]
 fn a_drain_shard_reads_only_its_own_queues_tails() {
     let bound = ferry_watchdog::bound("the transport to start");
     let queues = 4;
-    let mut b = DfxBuilder::new(&A5);
-    b.ready_queues(queues).shards(2).ready_depth(4).records_per_buffer(8);
-    for q in 0..queues {
-        b.lane(q, 0, 2);
-    }
-    let c = b.build::<[u64; 2]>().unwrap();
-    let l = c.layout();
-    let tails: Vec<(u32, usize)> = (0..queues).map(|q| (q, l.tail_offset(q))).collect();
-    let spy = Arc::new(SpyMemory::new(MirroredMemory::new(c.region_size(), 0x7000_0000)));
-    let t = DfxTransport::<[u64; 2]>::new(c, spy.clone(), Arc::new(VirtualClock::new())).unwrap();
-    let device = t.device_region();
-    let host = t.start(|_| |_b: &CollectedBuffer<'_, [u64; 2]>| {});
-    bound.waiting_for("the writers of four two-buffer lanes to publish 100 records each");
-    for st in write_lanes(&device, queues, 100) {
-        assert_eq!(st.dropped, 0);
-    }
-    bound.waiting_for("the transport to collect every buffer and stop");
-    let report = host.stop();
-    assert!(report.is_reconciled(), "{:?}", report.lanes);
-    let mut tail_reads = 0;
-    for r in spy.ops().into_iter().filter(|o| o.kind == MemOpKind::Read) {
-        let covered: Vec<u32> = tails
-            .iter()
-            .filter(|&&(_, off)| r.off < off + 4 && off < r.off + r.len)
-            .map(|&(q, _)| q)
-            .collect();
-        if let Some(&first) = covered.first() {
-            tail_reads += 1;
-            assert!(
-                covered.iter().all(|q| q % 2 == first % 2),
-                "a read of {}+{} (by {}) covers the tails of queues {covered:?}",
-                r.off,
-                r.len,
-                r.thread
-            );
+    for shards in [2, 1] {
+        let mut b = DfxBuilder::new(&A5);
+        b.ready_queues(queues).shards(shards).ready_depth(4).records_per_buffer(8);
+        for q in 0..queues {
+            b.lane(q, 3, 2);
         }
+        let c = b.build::<[u64; 2]>().unwrap();
+        let l = c.layout();
+        let tails: Vec<(u32, usize)> = (0..queues).map(|q| (q, l.tail_offset(q))).collect();
+        let all = (l.tail_offset(0), l.tail_offset(queues - 1) + 4 - l.tail_offset(0));
+        let spy = Arc::new(SpyMemory::new(MirroredMemory::new(c.region_size(), 0x7000_0000)));
+        let t =
+            DfxTransport::<[u64; 2]>::new(c, spy.clone(), Arc::new(VirtualClock::new())).unwrap();
+        let device = t.device_region();
+        let kinds = Arc::new(Mutex::new(Vec::new()));
+        let k2 = kinds.clone();
+        let host = t.start(move |_| {
+            let kinds = k2.clone();
+            move |b: &CollectedBuffer<'_, [u64; 2]>| kinds.lock().unwrap().push(b.kind)
+        });
+        bound.waiting_for("the writers of four two-buffer lanes to publish 100 records each");
+        for st in write_lanes(&device, queues, 100) {
+            assert_eq!(st.dropped, 0);
+        }
+        bound.waiting_for("the transport to collect every buffer and stop");
+        let report = host.stop();
+        assert!(report.is_reconciled(), "{:?}", report.lanes);
+        assert_eq!(report.drain.mem_errors, 0, "{:?}", report.drain);
+        let kinds = kinds.lock().unwrap();
+        assert!(!kinds.is_empty() && kinds.iter().all(|&k| k == 3), "{kinds:?}");
+        let (mut tail_reads, mut whole) = (0, 0);
+        for r in spy.ops().into_iter().filter(|o| o.kind == MemOpKind::Read) {
+            let covered: Vec<u32> = tails
+                .iter()
+                .filter(|&&(_, off)| r.off < off + 4 && off < r.off + r.len)
+                .map(|&(q, _)| q)
+                .collect();
+            let Some(&first) = covered.first() else { continue };
+            tail_reads += 1;
+            whole += usize::from((r.off, r.len) == all);
+            let what = format!("{shards} shards: a read of {}+{} by {}", r.off, r.len, r.thread);
+            if shards == 1 && r.thread.starts_with("ferry-dfx-drain-") {
+                assert_eq!((r.off, r.len), all, "{what}: one read of exactly the four tails");
+            } else {
+                let one_shard = covered.iter().all(|q| q % 2 == first % 2);
+                assert!(one_shard, "{what} covers the tails of queues {covered:?}");
+            }
+        }
+        assert!(tail_reads > 0, "{shards} shards: the shards pulled their tails");
+        assert!(shards == 2 || whole > 0, "one shard refreshes all four tails in one read");
     }
-    assert!(tail_reads > 0, "the shards pulled their tails");
 }
