@@ -882,3 +882,23 @@ fn a_drain_shard_reads_only_its_own_queues_tails() {
         assert!(shards == 2 || whole > 0, "one shard refreshes all four tails in one read");
     }
 }
+
+/// A region taken with another clock times its writers' gates on that clock: the region's own
+/// clock stands still (a wait timed on it would never run out, and the test's liveness bound
+/// would fail it), the one given ticks, and the pop gate's budget runs out on it.
+#[test]
+fn a_region_with_another_clock_times_its_gates_on_it() {
+    let _bound = ferry_watchdog::bound("a gate wait timed on the region's second clock");
+    let mut c = cfg(1, 1, 4, Policy::Block, 8);
+    c.block_budget_cycles = 40;
+    let still = Arc::new(VirtualClock::new());
+    let t = DfxTransport::<[u64; 2]>::new(c.clone(), svm(&c), still.clone()).unwrap();
+    let ticking = Arc::new(VirtualClock::ticking(1));
+    let device = t.device_region().with_clock(ticking.clone());
+    let mut w = device.writer::<[u64; 2]>(0, &[0]).unwrap();
+    for i in 0..4 {
+        w.record(0, [0, i]); // the fourth fills the only buffer: published, then the pop gate
+    }
+    assert_eq!(w.stats()[0].gate_timeouts, 1);
+    assert!(ticking.peek() >= 40, "the gate's budget ran out on the second clock");
+}
