@@ -276,3 +276,33 @@ fn a_stage_longer_than_a_chain_continues_in_a_fresh_one() {
             .collect();
     assert_eq!(before, want);
 }
+
+/// A payload larger than the thread's arena is cut to half the arena (whole words) and marked
+/// truncated; one that fits exactly is copied whole.
+#[test]
+fn a_payload_larger_than_the_arena_is_truncated_to_half_of_it() {
+    let _bound = ferry_watchdog::bound("the simulated chip's run");
+    fn add(o: &mut dyn Orchestrate) -> Result<(), SubmitError> {
+        o.submit(&Task::new(K_ADD).input(TensorId(0)).input(TensorId(1)).output(TensorId(2)))?;
+        Ok(())
+    }
+    for (arena_bytes, bin, truncated) in [(4 * N as u64, 4 * N as u64, false), (200, 100, true)] {
+        let cfg = RunnerConfig::small(Arch::A2a3);
+        let mut r = DeviceRunner::new(cfg).unwrap();
+        r.register_callable(1, Callable::new("add", Variant::HostBuiltGraph, add)).unwrap();
+        let args = RunArgs {
+            tensors: vec![TensorInit::Zeros(N), TensorInit::Zeros(N), TensorInit::Zeros(N)],
+            scalars: vec![],
+            scratch_bytes: 0,
+        };
+        let opts = DfxOptions { dump_args: 2, arena_bytes, ..DfxOptions::default() };
+        let s = DfxSession::start_on(&opts, DfxChip::of(&cfg, 0), r.device()).unwrap();
+        r.attach_dfx_session(Some(&s)).unwrap();
+        r.run(1, args).unwrap();
+        r.attach_dfx_session(None).unwrap();
+        let d = s.finish().unwrap().args.expect("an args dump");
+        let x = d.args.iter().find(|a| a.stage == "before_dispatch" && a.arg_index == 0).unwrap();
+        let what = format!("arena of {arena_bytes} bytes");
+        assert_eq!((x.bin_size, x.truncated, x.overwritten), (bin, truncated, false), "{what}");
+    }
+}
