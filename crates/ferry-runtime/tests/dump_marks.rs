@@ -306,3 +306,83 @@ fn a_payload_larger_than_the_arena_is_truncated_to_half_of_it() {
         assert_eq!((x.bin_size, x.truncated, x.overwritten), (bin, truncated, false), "{what}");
     }
 }
+
+/// Payloads that wrap a small arena: when the cursor reaches the arena's end exactly, or a
+/// payload would cross it, the thread seals its chain, waits for the host to acknowledge what
+/// it copied, and writes on from the arena's start. Every payload arrives whole, none
+/// overwritten or dropped, with the bytes its tensor held at that stage.
+#[test]
+fn payloads_that_wrap_a_small_arena_all_arrive_whole() {
+    let _bound = ferry_watchdog::bound("the simulated chip's run");
+    const M: usize = 16; // 64-byte tensors
+    fn two_adds(o: &mut dyn Orchestrate) -> Result<(), SubmitError> {
+        let (x, y, s, t) = (TensorId(0), TensorId(1), TensorId(2), TensorId(3));
+        o.submit(&Task::new(K_ADD).input(x).input(y).output(s))?;
+        o.submit(&Task::new(K_ADD).input(s).input(y).output(t))?;
+        Ok(())
+    }
+    let x: Vec<f32> = (0..M).map(|i| i as f32).collect();
+    let y: Vec<f32> = (0..M).map(|i| 100.0 + i as f32).collect();
+    let s: Vec<f32> = x.iter().zip(&y).map(|(a, b)| a + b).collect();
+    let t: Vec<f32> = s.iter().zip(&y).map(|(a, b)| a + b).collect();
+    let bytes = |v: &[f32]| v.iter().flat_map(|f| f.to_le_bytes()).collect::<Vec<u8>>();
+    // (task, stage, argument) -> the tensor's bytes at that stage.
+    let (b, a) = ("before_dispatch", "after_completion");
+    let want = [
+        ((0, b, 0), bytes(&x)),
+        ((0, b, 1), bytes(&y)),
+        ((0, a, 2), bytes(&s)),
+        ((1, b, 0), bytes(&s)),
+        ((1, b, 1), bytes(&y)),
+        ((1, a, 2), bytes(&t)),
+    ];
+    // 256 bytes: the fourth payload ends exactly at the arena's end, so the fifth finds the
+    // cursor at a lap's start and seals the chain it belongs to half-way (task 1's stage before
+    // dispatch becomes two chains: 3 more words on the ArgsDump lanes, 39 in all); 200 bytes:
+    // the fourth would cross the end, and seals before its chain holds anything (36 words:
+    // four stages of a 3-word header and 4 words per argument). A seal anywhere else would
+    // split another chain.
+    for (arena_bytes, words) in [(256, 39), (200, 36)] {
+        let cfg = RunnerConfig::small(Arch::A2a3);
+        let mut r = DeviceRunner::new(cfg).unwrap();
+        r.register_callable(1, Callable::new("two-adds", Variant::HostBuiltGraph, two_adds))
+            .unwrap();
+        let args = RunArgs {
+            tensors: vec![
+                TensorInit::Data(x.clone()),
+                TensorInit::Data(y.clone()),
+                TensorInit::Zeros(M),
+                TensorInit::Zeros(M),
+            ],
+            scalars: vec![],
+            scratch_bytes: 0,
+        };
+        let opts = DfxOptions { dump_args: 2, arena_bytes, ..DfxOptions::default() };
+        let session = DfxSession::start_on(&opts, DfxChip::of(&cfg, 0), r.device()).unwrap();
+        r.attach_dfx_session(Some(&session)).unwrap();
+        r.run(1, args).unwrap();
+        r.attach_dfx_session(None).unwrap();
+        let m = session.finish().unwrap();
+        let lane_words: u64 = m
+            .loss
+            .lanes
+            .iter()
+            .filter(|l| l.subsystem == Some(ferry_profile::Subsystem::ArgsDump))
+            .map(|l| l.produced)
+            .sum();
+        let d = m.args.expect("an args dump");
+        let what = format!("arena of {arena_bytes} bytes");
+        assert_eq!(lane_words, words, "{what}: chains sealed only where they must be");
+        assert_eq!((d.dropped_records, d.dropped_overwrite), (0, 0), "{what}");
+        for ((task, stage, index), data) in &want {
+            let arg = d
+                .args
+                .iter()
+                .find(|g| g.task_id == *task && g.stage == *stage && g.arg_index == *index)
+                .unwrap_or_else(|| panic!("{what}: task {task} {stage} argument {index}"));
+            assert!(!arg.overwritten && !arg.truncated, "{what}: {arg:?}");
+            let got = d.payload(&arg).unwrap_or_else(|| panic!("{what}: no payload {arg:?}"));
+            assert_eq!(got, &data[..], "{what}: task {task} {stage} argument {index}");
+        }
+    }
+}
