@@ -1,43 +1,21 @@
 //! Device-engine and host-rule tests through the public API.
 #![cfg(not(ferry_loom))]
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
+use common::{cfg, svm, CountingClock};
 use ferry_abi::arch::{A2A3, A5};
 use ferry_abi::dfx::{BufferCountPlacement, GATE_NONE};
-use ferry_dfx::clock::{CycleClock, VirtualClock};
+use ferry_dfx::clock::VirtualClock;
 use ferry_dfx::mem::{DeviceMemory, MemOpKind, MirroredMemory, SpyMemory, SvmMemory};
 use ferry_dfx::{
-    BuildError, CollectedBuffer, DeviceRegion, DfxBuilder, DfxConfig, DfxTransport, LaneStats,
-    Policy, ReplenishHooks,
+    BuildError, CollectedBuffer, DeviceRegion, DfxBuilder, DfxTransport, LaneStats, Policy,
+    ReplenishHooks,
 };
-
-/// A clock that counts how often it is read (and advances by one per read).
-#[derive(Debug, Default)]
-struct CountingClock {
-    reads: AtomicU64,
-}
-
-impl CycleClock for CountingClock {
-    fn now_cycles(&self) -> u64 {
-        self.reads.fetch_add(1, Ordering::Relaxed)
-    }
-}
-
-fn cfg(lanes: u32, buffers: u32, records: u32, policy: Policy, depth: u32) -> DfxConfig {
-    let mut b = DfxBuilder::new(&A2A3);
-    b.ready_queues(lanes).ready_depth(depth).records_per_buffer(records).policy(policy);
-    for l in 0..lanes {
-        b.lane(l, 0, buffers);
-    }
-    b.build::<[u64; 2]>().unwrap()
-}
-
-fn svm(c: &DfxConfig) -> Arc<dyn DeviceMemory> {
-    Arc::new(SvmMemory::new(c.region_size(), 0x2000_0000_0000))
-}
 
 /// One writer thread per lane `q < lanes` (lane `q` on ready queue `q`) writes records
 /// `[q, 0..n]` and finishes; returns each writer's lane stats, by lane.
@@ -56,100 +34,6 @@ fn write_lanes(device: &DeviceRegion, lanes: u32, n: u64) -> Vec<LaneStats> {
             .collect();
         writers.into_iter().map(|w| w.join().unwrap()).collect()
     })
-}
-
-#[test]
-fn fast_path_never_reads_the_clock() {
-    let _bound =
-        ferry_watchdog::bound("the DFX transport's host threads and the device writer threads");
-    // Room everywhere: 4 buffers in the free queue, ready depth 8 (capacity 7).
-    let c = cfg(1, 4, 8, Policy::Block, 8);
-    let clock = Arc::new(CountingClock::default());
-    let t = DfxTransport::<[u64; 2]>::new(c.clone(), svm(&c), clock.clone()).unwrap();
-    let mut w = t.device_region().writer::<[u64; 2]>(0, &[0]).unwrap();
-    for i in 0..24 {
-        w.record(0, [0, i]); // three buffer switches, each finding space and a free buffer
-    }
-    assert_eq!(w.stats()[0].switches, 3);
-    assert_eq!(clock.reads.load(Ordering::Relaxed), 0);
-}
-
-#[test]
-fn push_gate_times_out_without_publishing_and_accounts_the_buffer() {
-    let _bound =
-        ferry_watchdog::bound("the DFX transport's host threads and the device writer threads");
-    // Ready depth 2: capacity 1. Nobody drains.
-    let c = cfg(1, 4, 4, Policy::Block, 2);
-    let clock = Arc::new(VirtualClock::ticking(1));
-    let mut c2 = c.clone();
-    c2.block_budget_cycles = 50;
-    let t = DfxTransport::<[u64; 2]>::new(c2, svm(&c), clock.clone()).unwrap();
-    let mut w = t.device_region().writer::<[u64; 2]>(0, &[0]).unwrap();
-    for i in 0..4 {
-        w.record(0, [0, i]); // first buffer: published, queue now full
-    }
-    for i in 4..8 {
-        w.record(0, [0, i]); // second buffer: push gate times out on the 8th record
-    }
-    let s = w.stats()[0];
-    assert_eq!(s.switches, 1, "the second buffer was not published");
-    assert_eq!(s.gate_timeouts, 1);
-    assert_eq!(s.dropped, 4, "exactly the records the lane still owned");
-    assert!(s.max_stall_cycles >= 50, "the one budget ran out: {s:?}");
-    assert!(w.has_buffer(0), "the buffer stays the lane's and is overwritten");
-    // Degraded: the next gate checks once and does not wait again.
-    let before = clock.peek();
-    for i in 8..12 {
-        w.record(0, [0, i]);
-    }
-    let s = w.stats()[0];
-    assert_eq!(s.dropped, 8);
-    assert_eq!(s.gate_timeouts, 1, "no second budget was spent");
-    assert!(clock.peek() - before < 5, "degraded gate did not wait");
-}
-
-#[test]
-fn pop_gate_budget_is_taken_once() {
-    let _bound =
-        ferry_watchdog::bound("the DFX transport's host threads and the device writer threads");
-    // One buffer, nobody drains: the switch publishes it, then the pop gate waits one budget.
-    let mut c = cfg(1, 1, 4, Policy::Block, 8);
-    c.block_budget_cycles = 40;
-    let clock = Arc::new(VirtualClock::ticking(1));
-    let t = DfxTransport::<[u64; 2]>::new(c.clone(), svm(&c), clock.clone()).unwrap();
-    let mut w = t.device_region().writer::<[u64; 2]>(0, &[0]).unwrap();
-    for i in 0..4 {
-        w.record(0, [0, i]);
-    }
-    let s = w.stats()[0];
-    assert_eq!(s.switches, 1);
-    assert_eq!(s.gate_timeouts, 1);
-    assert_eq!(s.dropped, 0, "nothing was owned while waiting for a replacement");
-    // The clock advanced by one per poll: the wait ended as soon as 40 cycles had passed,
-    // however many iterations that took.
-    assert!((40..=42).contains(&s.max_stall_cycles), "{s:?}");
-    assert!(!w.has_buffer(0));
-    w.record(0, [0, 4]);
-    assert_eq!(w.stats()[0].dropped, 1, "a buffer-less lane drops and counts");
-}
-
-#[test]
-fn drop_policy_bounds_every_wait() {
-    let _bound =
-        ferry_watchdog::bound("the DFX transport's host threads and the device writer threads");
-    let mut c = cfg(1, 1, 4, Policy::Drop, 2);
-    c.drop_wait_cycles = 7;
-    let clock = Arc::new(VirtualClock::ticking(1));
-    let t = DfxTransport::<[u64; 2]>::new(c.clone(), svm(&c), clock).unwrap();
-    assert_eq!(t.device_region().budget_cycles(), 7);
-    let mut w = t.device_region().writer::<[u64; 2]>(0, &[0]).unwrap();
-    for i in 0..100 {
-        w.record(0, [0, i]);
-    }
-    let s = w.stats()[0];
-    assert!(s.max_stall_cycles <= 7 + 2, "{s:?}");
-    assert_eq!(s.produced, 100);
-    assert_eq!(s.dropped, 96);
 }
 
 #[test]
@@ -403,38 +287,6 @@ fn idle_profiler_parks_and_lane_snapshot_reads_state() {
     assert!(report.drain.parks >= 3, "an idle drain shard sleeps: {:?}", report.drain);
     assert!(report.drain.parks <= most, "sleeps grow to the live cap: {:?} > {most}", report.drain);
     assert!(report.is_reconciled());
-}
-
-#[test]
-fn a_gate_wait_is_logged_as_one_interval_and_reaches_the_reconcile() {
-    let _bound =
-        ferry_watchdog::bound("the DFX transport's host threads and the device writer threads");
-    // One buffer, nobody drains: the first switch publishes it, then the pop gate waits out its
-    // budget on a clock that ticks once per read.
-    let mut c = cfg(1, 1, 4, Policy::Block, 8);
-    c.block_budget_cycles = 40;
-    let clock = Arc::new(VirtualClock::ticking(1));
-    let t = DfxTransport::<[u64; 2]>::new(c.clone(), svm(&c), clock.clone()).unwrap();
-    let mut w = t.device_region().writer::<[u64; 2]>(0, &[0]).unwrap();
-    w.record(0, [0, 0]);
-    let before = clock.peek();
-    for i in 1..4 {
-        w.record(0, [0, i]);
-    }
-    let after = clock.peek();
-    let s = w.stats()[0];
-    assert_eq!((s.gate_timeouts, s.stall_waits), (1, 1));
-    // Degraded gates check without waiting: no further interval.
-    w.record(0, [0, 4]);
-    assert_eq!(w.stats()[0].stall_waits, 1);
-    drop(w);
-    let report = t.start(|_| |_b: &CollectedBuffer<'_, [u64; 2]>| {}).stop();
-    let l = &report.lanes[0];
-    assert_eq!(l.stalls.total, 1);
-    let [[start, end]] = l.stalls.as_slice() else { panic!("{:?}", l.stalls) };
-    assert!(before <= *start && start < end && *end <= after, "{before} {start} {end} {after}");
-    assert_eq!(end - start, l.stall_cycles);
-    assert_eq!(l.stall_cycles, s.stall_cycles);
 }
 
 #[test]

@@ -725,16 +725,22 @@ impl<R: Record> DeviceWriter<R> {
                 }
                 let l = &mut self.lanes[lane];
                 l.total += u64::from(l.count);
-                // A buffer that could not be published is still the device's: it stays the
-                // lane's current one for the next writer (`resume`).
-                let kept = if l.seq == seq_before { l.buf_addr } else { 0 };
-                l.capacity = 0;
                 l.count = 0;
                 l.run_items = 0;
+                if l.seq == seq_before {
+                    // Not published: the buffer is still the device's. It stays the lane's
+                    // current one, overwritten from slot 0 by this writer's next records (a
+                    // flush within the run) or taken up by the next writer (`resume`): its
+                    // current pointer keeps naming it. Letting go of it here would take it out
+                    // of circulation for good once the lane claimed another.
+                    self.store_counters(lane);
+                    continue;
+                }
+                l.capacity = 0;
                 l.buf_addr = 0;
                 let (st, seq) = (l.state_off, l.seq);
                 // Relaxed: end-of-run words read after the writer finished.
-                self.view.store_u64(st + OFF_CUR_PTR, kept, Ordering::Relaxed);
+                self.view.store_u64(st + OFF_CUR_PTR, 0, Ordering::Relaxed);
                 self.view.store_u32(st + OFF_CUR_SEQ, seq, Ordering::Relaxed);
             }
             self.store_counters(lane);
