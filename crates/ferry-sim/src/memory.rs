@@ -26,7 +26,7 @@ use crate::counters::Counters;
 use crate::sync::{fence, lock, Arc, Mutex, Ordering};
 use memmap2::MmapMut;
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU64 as StdAtomicU64, AtomicU8};
+use std::sync::atomic::{AtomicU16, AtomicU32, AtomicU64 as StdAtomicU64, AtomicU8};
 
 /// First address of device 0's HBM.
 pub const DEVICE_ADDR_BASE: u64 = 0x4000_0000_0000_0000;
@@ -494,8 +494,10 @@ impl DeviceMemory {
     }
 }
 
-/// Copies `len` bytes with relaxed atomic accesses (8 bytes at a time where both sides are
-/// aligned), so a copy that races with atomic accesses of the other side is not a data race.
+/// Copies `len` bytes with relaxed atomic accesses, each naturally aligned word in one access
+/// (see [`copy_unit`]), so a copy that races with atomic accesses of the other side is not a
+/// data race, and a reader polling an aligned word on the other side sees its old or its new
+/// value, never a mix of their bytes, as with a DMA of an aligned word.
 ///
 /// # Safety
 /// - `src` is valid for reads and `dst` for writes of `len` bytes;
@@ -506,23 +508,48 @@ pub(crate) unsafe fn atomic_copy(src: *const u8, dst: *const u8, len: u64) {
     while i < len {
         // SAFETY: `i < len`, so both pointers stay inside the ranges the caller vouched for.
         let (s, d) = unsafe { (src.add(i), dst.add(i)) };
-        if (s as usize) % 8 == 0 && (d as usize) % 8 == 0 && len - i >= 8 {
-            // SAFETY: 8 aligned bytes inside both ranges; all concurrent accesses are atomic.
-            let (sa, da) = unsafe {
-                (StdAtomicU64::from_ptr(s as *mut u64), StdAtomicU64::from_ptr(d as *mut u64))
-            };
-            // Relaxed: ordering comes from the fences around the whole copy.
-            da.store(sa.load(Ordering::Relaxed), Ordering::Relaxed);
-            i += 8;
-        } else {
-            // SAFETY: one byte inside both ranges; all concurrent accesses are atomic.
-            let (sa, da) =
-                unsafe { (AtomicU8::from_ptr(s as *mut u8), AtomicU8::from_ptr(d as *mut u8)) };
-            // Relaxed: ordering comes from the fences around the whole copy.
-            da.store(sa.load(Ordering::Relaxed), Ordering::Relaxed);
-            i += 1;
+        let unit = copy_unit(s as usize, d as usize, len - i);
+        // Relaxed (every width): ordering comes from the fences around the whole copy.
+        match unit {
+            8 => {
+                // SAFETY: 8 bytes at `s` and `d`, 8-aligned on both sides and inside both ranges
+                // (`copy_unit`); all concurrent accesses are atomic.
+                let (sa, da) = unsafe {
+                    (StdAtomicU64::from_ptr(s as *mut u64), StdAtomicU64::from_ptr(d as *mut u64))
+                };
+                da.store(sa.load(Ordering::Relaxed), Ordering::Relaxed);
+            }
+            4 => {
+                // SAFETY: as above, 4 bytes, 4-aligned.
+                let (sa, da) = unsafe {
+                    (AtomicU32::from_ptr(s as *mut u32), AtomicU32::from_ptr(d as *mut u32))
+                };
+                da.store(sa.load(Ordering::Relaxed), Ordering::Relaxed);
+            }
+            2 => {
+                // SAFETY: as above, 2 bytes, 2-aligned.
+                let (sa, da) = unsafe {
+                    (AtomicU16::from_ptr(s as *mut u16), AtomicU16::from_ptr(d as *mut u16))
+                };
+                da.store(sa.load(Ordering::Relaxed), Ordering::Relaxed);
+            }
+            _ => {
+                // SAFETY: as above, one byte.
+                let (sa, da) =
+                    unsafe { (AtomicU8::from_ptr(s as *mut u8), AtomicU8::from_ptr(d as *mut u8)) };
+                da.store(sa.load(Ordering::Relaxed), Ordering::Relaxed);
+            }
         }
+        i += unit;
     }
+}
+
+/// The bytes [`atomic_copy`] moves in one access at source address `s` and destination `d`
+/// with `left` bytes to go: the widest of 8, 4, 2 and 1 to which both addresses are aligned and
+/// which fits in `left`. Copying a 4-byte word byte by byte would let a reader of it on the
+/// other side see a mix of its old and new bytes (0xff to 0x100 read as 0 or 0x1ff).
+pub(crate) fn copy_unit(s: usize, d: usize, left: usize) -> usize {
+    [8, 4, 2].into_iter().find(|&w| s % w == 0 && d % w == 0 && left >= w).unwrap_or(1)
 }
 
 /// One registered host range.
@@ -587,6 +614,39 @@ mod tests {
 
     fn mem(svm: bool) -> DeviceMemory {
         DeviceMemory::new(1, 1 << 20, svm, Arc::default()).unwrap()
+    }
+
+    /// Every naturally aligned word of a range moves in one access: a queue index (4 bytes at a
+    /// 4-aligned offset) whole, even next to an 8-aligned neighbour; a misaligned side or the
+    /// range's end narrows the unit.
+    #[test]
+    fn a_range_copy_moves_each_aligned_word_in_one_access() {
+        assert_eq!(copy_unit(0x1000, 0x2000, 64), 8);
+        assert_eq!(copy_unit(0x1000, 0x2000, 4), 4, "a lone 4-byte index at an 8-aligned offset");
+        assert_eq!(copy_unit(0x1004, 0x2004, 4), 4);
+        assert_eq!(copy_unit(0x1004, 0x2004, 12), 4, "up to the next 8-aligned word");
+        assert_eq!(copy_unit(0x1008, 0x2008, 7), 4);
+        assert_eq!(copy_unit(0x1000, 0x2004, 16), 4, "the less aligned side decides");
+        assert_eq!(copy_unit(0x1002, 0x2002, 8), 2);
+        assert_eq!(copy_unit(0x1000, 0x2000, 3), 2);
+        assert_eq!(copy_unit(0x1001, 0x2000, 8), 1);
+        assert_eq!(copy_unit(0x1000, 0x2000, 1), 1);
+        // And the copy moves the bytes themselves, at every alignment and length.
+        let src: Vec<u8> = (0..64u8).collect();
+        for off in 0..8 {
+            for len in 0..24 {
+                let dst = [0u64; 8];
+                let d = dst.as_ptr().cast::<u8>();
+                // SAFETY: `off + len <= 32` bytes of both the 64-byte `src` and `dst`; no other
+                // thread touches them.
+                unsafe { atomic_copy(src.as_ptr().add(off), d.add(off), len as u64) };
+                // SAFETY: as above.
+                let got = unsafe { core::slice::from_raw_parts(d, 64) };
+                let mut want = [0u8; 64];
+                want[off..off + len].copy_from_slice(&src[off..off + len]);
+                assert_eq!(got, want, "offset {off}, {len} bytes");
+            }
+        }
     }
 
     #[test]
