@@ -52,6 +52,8 @@
 
 mod collect;
 mod drain;
+#[cfg(all(test, not(ferry_loom)))]
+mod drain_tests;
 mod engine;
 mod poll;
 mod profiler;
