@@ -1,9 +1,10 @@
 //! Unit tests of a drain shard's error paths, stepped by hand: a device memory that fails chosen
-//! operations on demand, and the exact counters ([`DrainStats`]) each path leaves.
+//! operations on demand, forged or corrupt ready-queue words, and the exact counters
+//! ([`DrainStats`]) each path leaves.
 use std::sync::Mutex;
 
 use ferry_abi::arch::A2A3;
-use ferry_abi::dfx::DfxLayout;
+use ferry_abi::dfx::{self, DfxLayout, ReadyEntry};
 
 use super::*;
 use crate::clock::VirtualClock;
@@ -166,12 +167,32 @@ impl Rig {
         self.mem.device_view().load_u32(off, Ordering::Relaxed)
     }
 
+    fn set_device_u32(&self, off: usize, v: u32) {
+        // Release: as the device publishes a ready-queue tail.
+        self.mem.device_view().store_u32(off, v, Ordering::Release);
+    }
+
     /// The buffer the published entry `i` of ready queue `q` names.
     fn buffer_of_entry(&self, q: u32, i: u32) -> u32 {
         // Relaxed: the test is the only thread running.
         let ptr =
             self.mem.device_view().load_u64(self.layout.entry_offset(q, i) + 8, Ordering::Relaxed);
         self.layout.buffer_index_at((ptr - ADDR) as usize).expect("a buffer's address")
+    }
+
+    /// Publishes `e` at the tail of ready queue `q`, as a device thread would (entry, then tail).
+    fn forge(&self, q: u32, e: ReadyEntry) {
+        let l = &self.layout;
+        let d = self.mem.device_view();
+        let tail = self.device_u32(l.tail_offset(q));
+        let off = l.entry_offset(q, tail);
+        // Relaxed: published by the tail's Release store below.
+        let r = Ordering::Relaxed;
+        d.store_u32(off, e.index, r);
+        d.store_u32(off + 4, e.kind, r);
+        d.store_u64(off + 8, e.buffer_ptr, r);
+        d.store_u32(off + 16, e.buffer_seq, r);
+        self.set_device_u32(l.tail_offset(q), dfx::rq_next(tail, l.ready_depth));
     }
 }
 
@@ -181,6 +202,24 @@ fn one_lane() -> DfxConfig {
     DfxBuilder::new(&A2A3)
         .ready_queues(1)
         .lane(0, 0, 2)
+        .records_per_buffer(2)
+        .policy(Policy::Drop)
+        .drop_wait_cycles(2)
+        .build::<u64>()
+        .unwrap()
+}
+
+/// Two ready queues on one shard: lane 0 (kind 0) on queue 0, lane 1 (kind 1) on queue 1, two
+/// buffers each filling their free queues, and one buffer in the host reserve that the device
+/// is never given.
+fn two_lanes() -> DfxConfig {
+    DfxBuilder::new(&A2A3)
+        .ready_queues(2)
+        .shards(1)
+        .lane(0, 0, 2)
+        .lane(1, 1, 2)
+        .free_slots(2)
+        .reserve_buffers(1)
         .records_per_buffer(2)
         .policy(Policy::Drop)
         .drop_wait_cycles(2)
@@ -277,5 +316,91 @@ fn a_failed_count_read_counts_one_memory_error_and_hands_the_buffer_on_empty() {
         r.collect_and_tick();
         assert_eq!(r.seen(), [(0, 0, 0, vec![])], "svm {svm}");
         assert_eq!(r.stats(), want, "svm {svm}: the collector's read did not fail");
+    }
+}
+
+/// Forged ready entries (a lane out of range, a lane that publishes on another queue, a kind not
+/// the lane's, an address that is no buffer's start) are popped, counted invalid exactly once
+/// and handed to no collector; they name a reserve buffer the device was never given (or none),
+/// so nothing is retired, and the real entries around them (lane 1's of kind 1 among them) are
+/// collected once each.
+#[test]
+fn forged_ready_entries_are_counted_invalid_once_and_handed_on_never() {
+    let _bound = ferry_watchdog::bound("the stepped writers' gates on the virtual clock");
+    let cfg = two_lanes();
+    let l = cfg.layout();
+    let reserve = ADDR + l.buffer_offset(4) as u64;
+    let entry =
+        |index, kind, buffer_ptr| ReadyEntry { index, kind, buffer_ptr, ..ReadyEntry::default() };
+    let forged = [
+        ("a lane out of range", 0, entry(9, 0, reserve)),
+        ("the lane of another queue", 1, entry(0, 0, reserve)),
+        ("a kind not the lane's", 0, entry(0, 1, reserve)),
+        ("an address inside a buffer", 0, entry(0, 0, reserve + 8)),
+    ];
+    for svm in [true, false] {
+        for (what, q, e) in forged {
+            let what = format!("{what} (svm {svm})");
+            let mut r = Rig::new(&cfg, svm);
+            let mut w0 = r.device.writer::<u64>(0, &[0]).unwrap();
+            let mut w1 = r.device.writer::<u64>(1, &[1]).unwrap();
+            w0.record(0, 1);
+            w0.record(0, 2);
+            w1.record(0, 10);
+            w1.record(0, 11);
+            r.forge(q, e);
+            assert!(r.sweep(), "{what}");
+            // Each real entry's lane finds nothing recycled for its top-up: listed once each.
+            let want = DrainStats {
+                entries: 3,
+                invalid_entries: 1,
+                short_sites: 2,
+                ..DrainStats::default()
+            };
+            assert_eq!(r.stats(), want, "{what}");
+            assert!(r.drain().retired.is_empty(), "{what}");
+            assert_eq!(r.collect_and_tick(), 2, "{what}: the two real buffers come back");
+            assert_eq!(r.seen(), [(0, 0, 0, vec![1, 2]), (1, 1, 0, vec![10, 11])], "{what}");
+            // The next sweep pops nothing again; its retry gives each lane its buffer back.
+            assert!(!r.sweep(), "{what}");
+            let want = DrainStats { free_pushes: 2, retries_refilled: 2, ..want };
+            assert_eq!(r.stats(), want, "{what}: counted once");
+        }
+    }
+}
+
+/// Corrupt words of a ready queue: a tail outside the queue is counted invalid once per look
+/// and leaves the queue alone (the other queue is served meanwhile); once repaired, an entry of
+/// a kind not its lane's is counted invalid and its buffer, which the device held, is retired
+/// rather than handed on.
+#[test]
+fn corrupt_ready_queue_words_are_counted_invalid_and_keep_their_buffers_out() {
+    let _bound = ferry_watchdog::bound("the stepped writers' gates on the virtual clock");
+    let cfg = two_lanes();
+    let l = cfg.layout();
+    for svm in [true, false] {
+        let mut r = Rig::new(&cfg, svm);
+        let mut w0 = r.device.writer::<u64>(0, &[0]).unwrap();
+        let mut w1 = r.device.writer::<u64>(1, &[1]).unwrap();
+        w0.record(0, 1);
+        w0.record(0, 2);
+        w1.record(0, 10);
+        w1.record(0, 11);
+        let b0 = r.buffer_of_entry(0, 0);
+        r.set_device_u32(l.tail_offset(0), l.ready_depth);
+        assert!(r.sweep(), "svm {svm}: queue 1 is served");
+        let want =
+            DrainStats { entries: 1, invalid_entries: 1, short_sites: 1, ..DrainStats::default() };
+        assert_eq!(r.stats(), want, "svm {svm}");
+        assert_eq!(r.device_u32(l.head_offset(0)), 0, "svm {svm}");
+        // Repaired tail, corrupt kind.
+        r.set_device_u32(l.entry_offset(0, 0) + 4, 1);
+        r.set_device_u32(l.tail_offset(0), 1);
+        assert!(r.sweep(), "svm {svm}");
+        let want = DrainStats { entries: 2, invalid_entries: 2, ..want };
+        assert_eq!(r.stats(), want, "svm {svm}");
+        assert_eq!(r.drain().retired, [b0], "svm {svm}");
+        r.collect_and_tick();
+        assert_eq!(r.seen(), [(1, 1, 0, vec![10, 11])], "svm {svm}");
     }
 }
