@@ -1,6 +1,6 @@
-//! Unit tests of a drain shard's error paths, stepped by hand: a device memory that fails chosen
-//! operations on demand, forged or corrupt ready-queue words, and the exact counters
-//! ([`DrainStats`]) each path leaves.
+//! Unit tests of a drain shard's error paths and retry list, stepped by hand: a device memory
+//! that fails chosen operations on demand, forged or corrupt ready-queue words, and the exact
+//! counters ([`DrainStats`]) each path leaves.
 use std::sync::Mutex;
 
 use ferry_abi::arch::A2A3;
@@ -402,5 +402,76 @@ fn corrupt_ready_queue_words_are_counted_invalid_and_keep_their_buffers_out() {
         assert_eq!(r.drain().retired, [b0], "svm {svm}");
         r.collect_and_tick();
         assert_eq!(r.seen(), [(1, 1, 0, vec![10, 11])], "svm {svm}");
+    }
+}
+
+/// A starved lane's retries, stepped one failure at a time, each counted exactly: the top-up
+/// after the pop cannot read the free queue's head (listed, one memory error); a retry that
+/// cannot read it either, and one whose push fails (the buffer retired), refill nothing and
+/// keep the lane listed; a retry that pushes a buffer counts one refill and one push. The lane
+/// then records into that buffer, and every record is collected once.
+#[test]
+fn a_starved_lanes_retries_count_exactly_what_they_refill_and_every_failure() {
+    let _bound = ferry_watchdog::bound("the stepped writer's gates on the virtual clock");
+    let cfg = one_lane();
+    let l = cfg.layout();
+    for svm in [true, false] {
+        let mut r = Rig::new(&cfg, svm);
+        let stats = |entries, short_sites, free_pushes, retries_refilled, mem_errors| DrainStats {
+            entries,
+            short_sites,
+            free_pushes,
+            retries_refilled,
+            mem_errors,
+            ..DrainStats::default()
+        };
+        let mut w = r.device.writer::<u64>(0, &[0]).unwrap();
+        w.record(0, 1);
+        w.record(0, 2);
+        let b0 = r.buffer_of_entry(0, 0);
+        r.mem.fail_next(Op::Read, l.free_head_offset(0), 4, 1);
+        assert!(r.sweep(), "svm {svm}");
+        assert_eq!(r.stats(), stats(1, 1, 0, 0, 1), "svm {svm}: the top-up failed");
+        assert_eq!(r.parts.retry_list(0), &[0], "svm {svm}");
+        assert_eq!(r.collect_and_tick(), 1, "svm {svm}: the buffer is recycled");
+        // A retry with a recycled buffer that cannot read the head.
+        r.mem.fail_next(Op::Read, l.free_head_offset(0), 4, 1);
+        assert!(!r.sweep(), "svm {svm}");
+        assert_eq!(r.mem.armed(), 0, "svm {svm}");
+        assert_eq!(r.stats(), stats(1, 1, 0, 0, 2), "svm {svm}: no refill");
+        assert_eq!(r.parts.retry_list(0), &[0], "svm {svm}");
+        // A retry whose push fails at the tail write: the buffer is retired.
+        r.mem.fail_next(Op::Write, l.free_tail_offset(0), 4, 1);
+        assert!(!r.sweep(), "svm {svm}");
+        assert_eq!(r.mem.armed(), 0, "svm {svm}");
+        assert_eq!(r.stats(), stats(1, 1, 0, 0, 3), "svm {svm}: no refill");
+        assert_eq!(r.drain().retired, [b0], "svm {svm}");
+        assert_eq!(r.parts.retry_list(0), &[0], "svm {svm}");
+        assert_eq!(r.parts.free_len(0), 0, "svm {svm}: the tail was rolled back");
+        // The lane's second buffer: published, popped (the lane is listed already, nothing is
+        // recycled), recycled, then a retry refills the lane with it.
+        w.record(0, 3);
+        w.record(0, 4);
+        assert!(!w.has_buffer(0), "svm {svm}");
+        assert!(r.sweep(), "svm {svm}");
+        assert_eq!(r.stats(), stats(2, 2, 0, 0, 3), "svm {svm}");
+        assert_eq!(r.collect_and_tick(), 1, "svm {svm}");
+        assert!(!r.sweep(), "svm {svm}");
+        assert_eq!(r.stats(), stats(2, 2, 1, 1, 3), "svm {svm}: one refill of one buffer");
+        assert_eq!(r.parts.free_len(0), 1, "svm {svm}");
+        // Still short of its two-buffer quota (one retired): listed at the back.
+        assert_eq!(r.parts.retry_list(0), &[0], "svm {svm}");
+        w.record(0, 5);
+        w.record(0, 6);
+        assert!(r.sweep(), "svm {svm}");
+        assert_eq!(r.stats(), stats(3, 3, 1, 1, 3), "svm {svm}");
+        r.collect_and_tick();
+        let seen = [(0, 0, 0, vec![1, 2]), (0, 0, 1, vec![3, 4]), (0, 0, 2, vec![5, 6])];
+        assert_eq!(r.seen(), seen, "svm {svm}");
+        let lane = w.finish()[0];
+        assert_eq!((lane.produced, lane.dropped), (6, 0), "svm {svm}");
+        let report = r.parts.report();
+        assert_eq!(report.retired_buffers, 1, "svm {svm}");
+        assert!(report.is_reconciled(), "svm {svm}: {:?}", report.lanes);
     }
 }
