@@ -550,6 +550,13 @@ pub const fn fq_is_full(head: u32, tail: u32, slots: u32) -> bool {
     fq_len(head, tail) >= slots
 }
 
+/// Whether a free queue of `slots` slots can be at `head` and `tail`: it never holds more than
+/// `slots` entries, so a tail further ahead (a corrupt or torn read of the host's word) names no
+/// entry the device may claim.
+pub const fn fq_indices_valid(head: u32, tail: u32, slots: u32) -> bool {
+    fq_len(head, tail) <= slots
+}
+
 /// Slot that counter `counter` uses (`slots` is a power of two).
 pub const fn fq_slot(counter: u32, slots: u32) -> u32 {
     counter & (slots - 1)

@@ -9,6 +9,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use common::{cfg, svm, CountingClock};
+use ferry_abi::dfx::fq_slot;
 use ferry_dfx::clock::VirtualClock;
 use ferry_dfx::{CollectedBuffer, DfxTransport, Policy};
 
@@ -176,4 +177,48 @@ fn a_flush_that_gives_up_keeps_the_buffer_for_the_lanes_next_records() {
     assert!(next.has_buffer(0), "the next writer took up the kept buffer");
     next.record(0, [0, 8]);
     assert_eq!(next.stats()[0].dropped, 4);
+}
+
+/// A free-queue tail that names more entries than the queue has slots (a corrupt or torn read of
+/// the host's word) shows the writer an empty queue: it claims none of the slots behind it,
+/// which hold buffers other lanes or the host own now. Its gate waits as for an empty queue
+/// and, once the word is whole again, claims exactly the entry it names.
+#[test]
+fn a_free_queue_tail_past_the_queues_slots_names_no_buffer() {
+    let _bound =
+        ferry_watchdog::bound("the DFX transport's host threads and the device writer threads");
+    // One lane, one buffer, nobody drains: the first switch publishes it and the lane's free
+    // queue is empty, its head at 1.
+    let mut c = cfg(1, 1, 4, Policy::Block, 8);
+    c.block_budget_cycles = 40;
+    let mem = svm(&c);
+    let t =
+        DfxTransport::<[u64; 2]>::new(c.clone(), mem.clone(), Arc::new(VirtualClock::ticking(1)))
+            .unwrap();
+    let layout = c.layout();
+    let mut w = t.device_region().writer::<[u64; 2]>(0, &[0]).unwrap();
+    for i in 0..4 {
+        w.record(0, [0, i]);
+    }
+    let s = w.stats()[0];
+    assert_eq!((s.switches, s.gate_timeouts), (1, 1));
+    // The tail word reads as if it had torn from 0xff to 0x100: 0x1ff, far past one slot.
+    let host = mem.host_view();
+    host.store_u32(layout.free_tail_offset(0), 0x1ff, Ordering::Release);
+    w.record(0, [0, 4]);
+    let s = w.stats()[0];
+    assert!(!w.has_buffer(0), "no slot was claimed");
+    assert_eq!((s.dropped, s.bad_slots), (1, 0), "the record is dropped as with an empty queue");
+    // Whole again and one ahead of the head: the writer claims that entry (the buffer the
+    // host pushed into slot 1, here the lane's own one again).
+    let buf = host.load_u64(layout.free_slot_offset(0, 0), Ordering::Relaxed);
+    host.store_u64(
+        layout.free_slot_offset(0, fq_slot(1, layout.free_slots)),
+        buf,
+        Ordering::Relaxed,
+    );
+    host.store_u32(layout.free_tail_offset(0), 2, Ordering::Release);
+    w.record(0, [0, 5]);
+    assert!(w.has_buffer(0));
+    assert_eq!(w.stats()[0].dropped, 1);
 }

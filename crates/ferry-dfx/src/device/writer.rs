@@ -231,6 +231,21 @@ impl<R: Record> core::fmt::Debug for DeviceWriter<R> {
     }
 }
 
+/// The free-queue tail the host last published for a lane whose head is `head`, or `head` (an
+/// empty queue) when the word names more than `slots` entries: a corrupt tail must not make the
+/// writer claim slots the host never filled (each holding a buffer some other lane or the host
+/// owns now).
+fn free_tail(view: &ShmRegion, tail_off: usize, head: u32, slots: u32) -> u32 {
+    // Acquire: pairs with the drain shard's Release store of the free-queue tail in `top_up`,
+    // making the slot pointers it wrote visible.
+    let tail = view.load_u32(tail_off, Ordering::Acquire);
+    if dfx::fq_indices_valid(head, tail, slots) {
+        tail
+    } else {
+        head
+    }
+}
+
 /// Waits until `ready()` or until `budget` cycles past `start` on `clock`; returns (ready,
 /// start, cycles waited). The caller takes `start` once, before it shows the lane as waiting
 /// (so whoever sees the gate state knows the budget already runs), and it is never re-armed.
@@ -557,9 +572,7 @@ impl<R: Record> DeviceWriter<R> {
         if l.fq_head != l.fq_cached_tail {
             return Ok(());
         }
-        // Acquire: pairs with the drain shard's Release store of the free-queue tail in `top_up`,
-        // making the slot pointer it wrote visible.
-        l.fq_cached_tail = self.view.load_u32(tail_off, Ordering::Acquire);
+        l.fq_cached_tail = free_tail(&self.view, tail_off, l.fq_head, self.layout.free_slots);
         if l.fq_head != l.fq_cached_tail {
             l.degraded = false;
             return Ok(());
@@ -574,11 +587,11 @@ impl<R: Record> DeviceWriter<R> {
         // Relaxed: diagnostics; nothing pairs.
         self.view.store_u32(state, GATE_POP, Ordering::Relaxed);
         let view = &self.view;
+        let slots = self.layout.free_slots;
         let l = &mut self.lanes[lane];
         let (ok, start, waited) =
             gate_wait(&*self.clock, start, budget, self.parker.as_ref(), || {
-                // Acquire: as above.
-                l.fq_cached_tail = view.load_u32(tail_off, Ordering::Acquire);
+                l.fq_cached_tail = free_tail(view, tail_off, l.fq_head, slots);
                 l.fq_head != l.fq_cached_tail
             });
         // Relaxed: as above.
@@ -652,8 +665,7 @@ impl<R: Record> DeviceWriter<R> {
         if l.capacity > 0 {
             return true;
         }
-        // Acquire: pairs with the host's Release store of the free-queue tail.
-        l.fq_cached_tail = self.view.load_u32(tail_off, Ordering::Acquire);
+        l.fq_cached_tail = free_tail(&self.view, tail_off, l.fq_head, self.layout.free_slots);
         l.fq_head != l.fq_cached_tail && self.claim(lane)
     }
 
