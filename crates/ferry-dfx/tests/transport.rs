@@ -754,3 +754,40 @@ fn a_region_with_another_clock_times_its_gates_on_it() {
     assert_eq!(w.stats()[0].gate_timeouts, 1);
     assert!(ticking.peek() >= 40, "the gate's budget ran out on the second clock");
 }
+
+/// The wake-up hints reach exactly the regions configured for them: the transport's own region
+/// offers the host's doorbell only with `doorbell_hint`, and a region given a notify hook calls
+/// it once per publish, with the publishing queue.
+#[test]
+fn the_wake_up_hints_reach_only_the_regions_that_asked_for_them() {
+    let _bound =
+        ferry_watchdog::bound("the DFX transport's host threads and the device writer threads");
+    // Nobody drains: a gate that finds no free buffer gives up after 10 reads of the clock.
+    let mut c = cfg(2, 2, 4, Policy::Block, 4);
+    c.block_budget_cycles = 10;
+    let plain =
+        DfxTransport::<[u64; 2]>::new(c.clone(), svm(&c), Arc::new(VirtualClock::ticking(1)))
+            .unwrap();
+    assert!(plain.device_region().host_doorbell().is_none());
+    c.doorbell_hint = true;
+    let hinted =
+        DfxTransport::<[u64; 2]>::new(c.clone(), svm(&c), Arc::new(VirtualClock::new())).unwrap();
+    assert!(hinted.device_region().host_doorbell().is_some());
+    // A notify hook on the plain region: one call per published buffer, naming its queue.
+    let calls = Arc::new(Mutex::new(Vec::new()));
+    let seen = calls.clone();
+    let region = plain
+        .device_region()
+        .with_host_notify(Arc::new(move |q: u32| seen.lock().unwrap().push(q)));
+    let mut w = region.writer::<[u64; 2]>(1, &[1]).unwrap();
+    for i in 0..8 {
+        w.record(0, [1, i]);
+    }
+    assert_eq!(*calls.lock().unwrap(), [1, 1], "two buffers published on queue 1");
+    // The transport's own region has no hook: its writers publish without calling one.
+    let mut w0 = plain.device_region().writer::<[u64; 2]>(0, &[0]).unwrap();
+    for i in 0..4 {
+        w0.record(0, [0, i]);
+    }
+    assert_eq!(calls.lock().unwrap().len(), 2);
+}

@@ -287,12 +287,6 @@ impl DeviceRegion {
         Some(std::sync::Arc::new(move |q: u32| bells.ring_drain(q)))
     }
 
-    /// Whether writers of this region ring the host after a publish (the optional doorbell
-    /// hint, or an OS notify hook).
-    pub fn rings_host(&self) -> bool {
-        self.bells.is_some() || self.notify.is_some()
-    }
-
     /// The same region with another device clock (e.g. one clock per AICPU thread in tests).
     pub fn with_clock(&self, clock: std::sync::Arc<dyn CycleClock>) -> DeviceRegion {
         DeviceRegion { clock, ..self.clone() }
