@@ -556,14 +556,16 @@ fn engine_threads_take_their_nice_value() {
     }
 }
 
-/// The host writes only words it owns: every `write_range_to_device` of a non-SVM run after the
-/// region's initialisation (startup seeding, every free-queue push, every ready-queue pop, the stop) lies inside one host-owned
-/// field of the layout (a free-queue slot, a free-queue tail, a ready-queue head), checked by a
-/// spy on every write range against that map. A wider write, or one that reaches a neighbouring
-/// device-owned word (a tail, a free-queue head, lane state, a record), would roll that word back
-/// to the host's stale copy.
+/// The host writes only words it owns and reads only words it does not: every
+/// `write_range_to_device` of a non-SVM run after the region's initialisation (startup seeding,
+/// every free-queue push, every ready-queue pop, the stop) lies inside one host-owned field of the
+/// layout (a free-queue slot, a free-queue tail, a ready-queue head), and no read from the
+/// device touches one, checked by a spy on every range against that map. A wider write, or one
+/// that reaches a neighbouring device-owned word (a tail, a free-queue head, lane state, a
+/// record), would roll that word back to the host's stale copy; a read of a host-owned word
+/// would roll the host's copy back to the device's.
 #[test]
-fn every_host_write_covers_only_host_owned_words() {
+fn every_host_write_covers_only_host_owned_words_and_every_read_none() {
     let bound = ferry_watchdog::bound("the transport to start");
     let (lanes, queues) = (3, 2);
     let mut b = DfxBuilder::new(&A5);
@@ -631,6 +633,19 @@ fn every_host_write_covers_only_host_owned_words() {
     // each); how many more (startup seeding, refills after the last record) depends on timing.
     assert_eq!(pops, 75, "pushes {pushes}");
     assert!(pushes >= 3 * 23, "pushes {pushes}");
+    // The other direction: a pull that covered a host-owned word (a free-queue tail or slot, a
+    // ready queue's head) would roll the host's copy back to the device's older one, e.g. undo
+    // a push a drain shard made meanwhile. The end-of-run reads of every lane's state included.
+    let reads: Vec<_> =
+        spy.ops().into_iter().skip(init).filter(|o| o.kind == MemOpKind::Read).collect();
+    assert!(reads.len() >= 75, "{} reads", reads.len());
+    for r in &reads {
+        if let Some((_, _, name)) =
+            owned.iter().find(|(off, len, _)| r.off < off + len && *off < r.off + r.len)
+        {
+            panic!("host read {}+{} (by {}) covers {name}", r.off, r.len, r.thread);
+        }
+    }
 }
 
 /// A record the caller could not encode is counted produced and dropped, each time by the
