@@ -407,6 +407,9 @@ pub(crate) fn startup_replenish(
 /// indices and lane counters. Record buffers are not cleared: the device writes a buffer's
 /// records and count before it publishes the buffer, and the host reads nothing else of it.
 fn clear_control_words(ctx: &HostCtx) -> Result<(), MemError> {
+    // Both ranges below are whole narrow writes long: the buffers start 64-aligned and a lane's
+    // log is a multiple of 64 bytes, so no write is cut short at a range's end.
+    const _: () = assert!(MAX_NARROW_WRITE == 64 && STALL_LOG_STRIDE % MAX_NARROW_WRITE == 0);
     // Under loom every region is a fresh model allocation of zeroed words, and each model atomic
     // spends the model's bounded branch budget: this single-threaded init step (checked by the
     // dirty-memory transport test) is left out of the models.

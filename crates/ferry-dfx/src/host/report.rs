@@ -90,8 +90,9 @@ pub struct LaneSnapshot {
 /// in device cycles, `start < end`).
 ///
 /// The device keeps the last [`STALL_RING`] waits; [`StallIntervals::total`] counts all of them,
-/// so `total - as_slice().len()` waits were overwritten (their cycles are still in the lane's
-/// `stall_cycles`).
+/// so [`overwritten`](StallIntervals::overwritten) of them the ring no longer holds (their
+/// cycles are still in the lane's `stall_cycles`). A kept wait shorter than one device tick has
+/// an empty interval and is left out of [`as_slice`](StallIntervals::as_slice).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct StallIntervals {
     ring: [[u64; 2]; STALL_RING],
@@ -106,9 +107,9 @@ impl StallIntervals {
         &self.ring[..self.len]
     }
 
-    /// Waits the ring no longer holds.
+    /// Waits the ring no longer holds: all but the last [`STALL_RING`].
     pub fn overwritten(&self) -> u64 {
-        self.total - self.len as u64
+        self.total.saturating_sub(STALL_RING as u64)
     }
 
     pub(crate) fn push(&mut self, w: [u64; 2]) {
