@@ -37,10 +37,10 @@ RUNTIME_DFX_TESTS="--lib --test=dfx --test=dfx_capacity --test=dump_marks --test
 # target selection (a target named in any of the packages). The AICPU OS's object loading and
 # latch run only under real device programs: ferry-launch's loader tests drive them.
 MODULES=(
-  "dfx-writer|ferry-dfx|crates/ferry-dfx/src/device/writer.rs crates/ferry-dfx/src/device/mod.rs|--lib --test=transport --test=gates --test=reconcile --test=stress"
-  "dfx-drain|ferry-dfx|crates/ferry-dfx/src/host/drain.rs|--lib --test=transport --test=gates --test=reconcile --test=stress"
-  "dfx-replenish|ferry-dfx|crates/ferry-dfx/src/host/replenish.rs|--lib --test=transport --test=gates --test=reconcile --test=stress"
-  "dfx-region|ferry-dfx|crates/ferry-dfx/src/host/region.rs|--lib --test=transport --test=gates --test=reconcile --test=stress"
+  "dfx-writer|ferry-dfx|crates/ferry-dfx/src/device/writer.rs crates/ferry-dfx/src/device/mod.rs|--lib --test=transport --test=gates --test=reconcile --test=writers --test=stress"
+  "dfx-drain|ferry-dfx|crates/ferry-dfx/src/host/drain.rs|--lib --test=transport --test=gates --test=reconcile --test=writers --test=stress"
+  "dfx-replenish|ferry-dfx|crates/ferry-dfx/src/host/replenish.rs|--lib --test=transport --test=gates --test=reconcile --test=writers --test=stress"
+  "dfx-region|ferry-dfx|crates/ferry-dfx/src/host/region.rs|--lib --test=transport --test=gates --test=reconcile --test=writers --test=stress"
   "copy-pool|ferry-copy|crates/ferry-copy/src/hbm/pool.rs crates/ferry-copy/src/hbm/prewarm.rs|--tests"
   "sim-latch|ferry-sim ferry-launch|crates/ferry-sim/src/aicpu_os/mod.rs crates/ferry-sim/src/aicpu_os/launch.rs|--lib --test=sim --test=path_b_cache --test=chip --test=halt --test=loader"
   "sim-cache|ferry-sim|crates/ferry-sim/src/cache.rs|--tests"
