@@ -105,3 +105,21 @@ fn a_lanes_next_writer_carries_on_its_counters() {
     let next = d.writer::<[u64; 2]>(0, &[0]).unwrap();
     assert_eq!(next.stats()[0], first, "the next writer starts from the lane's counters");
 }
+
+/// A run that exactly fills the rest of a buffer goes into it (the buffer is published full);
+/// only a run longer than the room left starts a fresh buffer.
+#[test]
+fn a_run_that_exactly_fills_a_buffer_goes_into_it() {
+    let c = cfg(1, 3, 4, Policy::Block, 8);
+    let t =
+        DfxTransport::<[u64; 2]>::new(c.clone(), svm(&c), Arc::new(VirtualClock::new())).unwrap();
+    let mut w = t.device_region().writer::<[u64; 2]>(0, &[0]).unwrap();
+    assert!(w.record_slice(0, &[[0, 0], [0, 1]]));
+    assert!(w.record_slice(0, &[[0, 2], [0, 3]]), "fills the buffer");
+    assert_eq!(w.stats()[0].switches, 1, "published full");
+    assert!(w.record_slice(0, &[[0, 4], [0, 5]]));
+    assert_eq!(w.stats()[0].switches, 1, "the third run is in the fresh buffer");
+    assert!(w.record_slice(0, &[[0, 6], [0, 7], [0, 8]]), "no room: a fresh buffer");
+    let s = w.stats()[0];
+    assert_eq!((s.switches, s.produced, s.dropped), (2, 9, 0));
+}

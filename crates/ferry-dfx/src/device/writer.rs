@@ -321,11 +321,7 @@ impl<R: Record> DeviceWriter<R> {
         // aligned; [3] the lane owns the buffer: it claimed it from its free queue and has not
         // published it yet.
         unsafe { self.view.write_pod_unchecked(off, rec) };
-        // A line a few records on: its read-for-ownership overlaps the work until it is written
-        // instead of stalling that write. Past the buffer's end it is a line of the next buffer
-        // in memory (a hint, harmless; the view keeps it inside the region), which saves the
-        // hot path a bounds test.
-        self.view.prefetch_write(off + PREFETCH_BYTES);
+        self.prefetch_ahead(off);
         if c + 1 == cap {
             self.switch_buffer(lane);
         }
@@ -365,7 +361,8 @@ impl<R: Record> DeviceWriter<R> {
             l.items_dropped += items;
             return false;
         }
-        if l.capacity > 0 && l.count + n > l.capacity && l.count > 0 {
+        // (An empty buffer always has room: `n ≤ rpb` above.)
+        if l.capacity > 0 && l.count + n > l.capacity {
             // Not enough room left: publish what the buffer holds, start the run in a fresh one.
             self.switch_buffer(lane);
         }
@@ -387,16 +384,34 @@ impl<R: Record> DeviceWriter<R> {
         // current buffer; [2] `off` is aligned for `R` as in `record`; [3] the lane owns the
         // buffer until it publishes it.
         unsafe { self.view.write_slice_unchecked(off, recs) };
-        let (next, end) =
-            (off + size_of_val(recs), l.records_off + l.capacity as usize * size_of::<R>());
-        for ahead in (next..end.min(next + PREFETCH_BYTES)).step_by(64) {
-            // The lines the next run starts in (see `PREFETCH_BYTES`).
-            self.view.prefetch_write(ahead);
-        }
+        self.prefetch_after_run(lane, off, recs.len());
         if full {
             self.switch_buffer(lane);
         }
         true
+    }
+
+    /// Hints the line a few records past the record at `off`: its read-for-ownership overlaps
+    /// the work until it is written instead of stalling that write. Past the buffer's end it is
+    /// a line of the next buffer in memory (harmless; the view keeps it inside the region), which
+    /// saves the hot path a bounds test. A hint only: nothing a run writes or publishes depends
+    /// on it.
+    #[inline(always)]
+    fn prefetch_ahead(&self, off: usize) {
+        self.view.prefetch_write(off + PREFETCH_BYTES);
+    }
+
+    /// Hints the lines local lane `lane`'s next run starts in, after a run of `n` records at
+    /// `off`: up to [`PREFETCH_BYTES`] on, within the current buffer. A hint only, as
+    /// [`prefetch_ahead`](Self::prefetch_ahead).
+    #[inline(always)]
+    fn prefetch_after_run(&self, lane: usize, off: usize, n: usize) {
+        let l = &self.lanes[lane];
+        let next = off + n * size_of::<R>();
+        let end = l.records_off + l.capacity as usize * size_of::<R>();
+        for ahead in (next..end.min(next + PREFETCH_BYTES)).step_by(64) {
+            self.view.prefetch_write(ahead);
+        }
     }
 
     /// Counts `n` records of local lane `lane` as produced and dropped without writing them (a
