@@ -123,3 +123,25 @@ fn a_run_that_exactly_fills_a_buffer_goes_into_it() {
     let s = w.stats()[0];
     assert_eq!((s.switches, s.produced, s.dropped), (2, 9, 0));
 }
+
+/// A run on a lane that cannot get a buffer is refused whole and accounted: its records
+/// produced and dropped, its items dropped, and nothing written.
+#[test]
+fn a_run_without_a_buffer_is_refused_and_accounted_whole() {
+    let _bound = ferry_watchdog::bound("the device writer's gate waits");
+    // One buffer, nobody drains: the first run fills and publishes it, and the pop gate waits
+    // out the budget.
+    let mut c = cfg(1, 1, 4, Policy::Block, 8);
+    c.block_budget_cycles = 40;
+    let t = DfxTransport::<[u64; 2]>::new(c.clone(), svm(&c), Arc::new(VirtualClock::ticking(1)))
+        .unwrap();
+    let mut w = t.device_region().writer::<[u64; 2]>(0, &[0]).unwrap();
+    assert!(w.record_run(0, &[[0, 0], [0, 1], [0, 2], [0, 3]], 2));
+    assert!(!w.has_buffer(0));
+    assert!(!w.record_run(0, &[[0, 4], [0, 5], [0, 6]], 5), "no buffer: refused");
+    let s = w.stats()[0];
+    assert_eq!((s.produced, s.dropped, s.switches, s.gate_timeouts), (7, 3, 1, 1));
+    assert_eq!(w.items_dropped(0), 5);
+    assert!(!w.record_run(0, &[[0, 7]], 1));
+    assert_eq!((w.stats()[0].produced, w.stats()[0].dropped, w.items_dropped(0)), (8, 4, 6));
+}
