@@ -1,14 +1,15 @@
-//! What the host reads back of each lane (its reconcile line, gate waits and run ends) and
-//! what its startup replenish pushes, through the public API.
+//! What the host reads back of each lane (its reconcile line, gate waits and run ends, over
+//! several runs of a session) and what its startup replenish pushes, through the public API.
 #![cfg(not(ferry_loom))]
 
 mod common;
 
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
-use common::{cfg, svm};
+use common::{cfg, svm, CountingClock};
 use ferry_abi::arch::A2A3;
+use ferry_abi::dfx::BufferCountPlacement;
 use ferry_dfx::clock::VirtualClock;
 use ferry_dfx::{CollectedBuffer, DfxBuilder, DfxTransport, Policy};
 
@@ -79,4 +80,108 @@ fn the_startup_replenish_counts_exactly_the_buffers_it_pushed() {
     assert_eq!(t.replenish_free_queues(), Ok(3));
     assert_eq!((tail(0), tail(1)), (4, 4));
     assert_eq!(t.replenish_free_queues(), Ok(0), "every free queue is full");
+}
+
+/// Each writer's end-of-run flush logs the lane's counters and next buffer sequence number, so
+/// a session over several runs tells each run's buffers and counts apart: every buffer of run
+/// k has a sequence number below run k's end and at or above run k-1's.
+#[test]
+fn every_run_end_logs_the_lanes_counters_and_next_sequence_number() {
+    let _bound =
+        ferry_watchdog::bound("the DFX transport's host threads and the device writer threads");
+    let c = cfg(1, 2, 4, Policy::Block, 4);
+    let t =
+        DfxTransport::<[u64; 2]>::new(c.clone(), svm(&c), Arc::new(VirtualClock::new())).unwrap();
+    let device = t.device_region();
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let sink = seen.clone();
+    let running = t.start(move |_| {
+        let sink = sink.clone();
+        move |b: &CollectedBuffer<'_, [u64; 2]>| {
+            sink.lock().unwrap().push((b.seq, b.records.iter().map(|r| r[1]).collect::<Vec<_>>()))
+        }
+    });
+    // Three runs of 6, 3 and 0 records, each through a writer of its own (as each run's AICPU
+    // thread builds one).
+    let mut next = 0u64;
+    for n in [6u64, 3, 0] {
+        let mut w = device.writer::<[u64; 2]>(0, &[0]).unwrap();
+        for _ in 0..n {
+            w.record(0, [0, next]);
+            next += 1;
+        }
+        w.finish();
+    }
+    let report = running.stop();
+    let log = &report.run_ends[0];
+    assert_eq!(log.total, 3);
+    let ends: Vec<(u64, u64, u32)> =
+        log.ends.iter().map(|e| (e.produced, e.dropped, e.seq)).collect();
+    // Run 0: a full buffer and a flushed one of 2 (seqs 0, 1); run 1: one of 3 (seq 2); run 2:
+    // nothing.
+    assert_eq!(ends, [(6, 0, 2), (9, 0, 3), (9, 0, 3)]);
+    let mut seen = seen.lock().unwrap().clone();
+    seen.sort();
+    let run_of = |seq: u32| log.ends.iter().position(|e| seq < e.seq).unwrap();
+    let mut per_run = [Vec::new(), Vec::new(), Vec::new()];
+    for (seq, recs) in seen {
+        per_run[run_of(seq)].extend(recs);
+    }
+    assert_eq!(per_run, [(0..6).collect::<Vec<u64>>(), (6..9).collect(), vec![]]);
+}
+
+/// A writer that ends holding a buffer it never wrote (it claimed a replacement after its last
+/// publish) hands it to the lane's next writer: a session over several runs loses no buffer of a
+/// one-buffer pool, so the next run writes without waiting at a gate.
+#[test]
+fn the_next_runs_writer_takes_up_the_buffer_the_last_one_held_empty() {
+    let _bound =
+        ferry_watchdog::bound("the DFX transport's host threads and the device writer threads");
+    // Both places of a buffer's count: the taken-up buffer's records and count go where the
+    // host reads them.
+    for placement in [BufferCountPlacement::AfterRecords, BufferCountPlacement::FirstPadded64] {
+        let mut b = DfxBuilder::new(&A2A3);
+        b.ready_queues(1).ready_depth(4).records_per_buffer(4).policy(Policy::Drop);
+        // A gate gives up after this many clock reads: far longer than the host takes to return
+        // a buffer, far shorter than the test's bound.
+        b.drop_wait_cycles(5_000_000);
+        b.lane(0, 0, 1);
+        let c = b.placement(placement).build::<[u64; 2]>().unwrap();
+        let clock = Arc::new(CountingClock::default());
+        let t = DfxTransport::<[u64; 2]>::new(c.clone(), svm(&c), clock.clone()).unwrap();
+        let device = t.device_region();
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let sink = seen.clone();
+        let running = t.start(move |_| {
+            let sink = sink.clone();
+            move |b: &CollectedBuffer<'_, [u64; 2]>| {
+                sink.lock().unwrap().push((b.seq, b.records.iter().map(|r| r[1]).collect()));
+            }
+        });
+        // Run 0 fills its one buffer exactly: it publishes it and claims it back, empty.
+        let mut w = device.writer::<[u64; 2]>(0, &[0]).unwrap();
+        for i in 0..4 {
+            w.record(0, [0, i]);
+        }
+        assert!(w.has_buffer(0), "run 0 ends holding its (empty) buffer");
+        w.finish();
+        let reads = clock.reads.load(Ordering::Relaxed);
+        // Run 1 starts with that buffer: no gate wait (no clock read), nothing dropped.
+        let mut w = device.writer::<[u64; 2]>(0, &[0]).unwrap();
+        assert!(w.has_buffer(0), "run 1 took up the held buffer");
+        for i in 4..7 {
+            w.record(0, [0, i]);
+        }
+        assert_eq!(clock.reads.load(Ordering::Relaxed), reads, "run 1 waited at a gate");
+        let s = w.finish()[0];
+        assert_eq!((s.produced, s.dropped), (7, 0));
+        let report = running.stop();
+        assert_eq!(report.lanes[0].collected, 7);
+        let ends: Vec<(u64, u32)> =
+            report.run_ends[0].ends.iter().map(|e| (e.produced, e.seq)).collect();
+        assert_eq!(ends, [(4, 1), (7, 2)]);
+        let mut seen: Vec<(u32, Vec<u64>)> = seen.lock().unwrap().clone();
+        seen.sort();
+        assert_eq!(seen, [(0, vec![0, 1, 2, 3]), (1, vec![4, 5, 6])], "{placement:?}");
+    }
 }

@@ -5,12 +5,16 @@
 
 mod common;
 
+use std::mem::offset_of;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use common::{cfg, svm};
 use ferry_abi::arch::A2A3;
+use ferry_abi::dfx::{fq_slot, DfxLayout, LaneState};
 use ferry_dfx::clock::VirtualClock;
-use ferry_dfx::{BuildError, DfxBuilder, DfxTransport, Policy, Record};
+use ferry_dfx::mem::DeviceMemory;
+use ferry_dfx::{BuildError, CollectedBuffer, DfxBuilder, DfxTransport, Policy, Record};
 
 /// 64 bytes at the largest alignment a record may have.
 #[derive(Clone, Copy)]
@@ -144,4 +148,119 @@ fn a_run_without_a_buffer_is_refused_and_accounted_whole() {
     assert_eq!(w.items_dropped(0), 5);
     assert!(!w.record_run(0, &[[0, 7]], 1));
     assert_eq!((w.stats()[0].produced, w.stats()[0].dropped, w.items_dropped(0)), (8, 4, 6));
+}
+
+/// What the device reads of one lane's free queue and state, written as the host (or a stray
+/// write) would: the tests below put words there by hand.
+struct LaneWords {
+    mem: Arc<dyn DeviceMemory>,
+    layout: DfxLayout,
+}
+
+impl LaneWords {
+    fn free_head(&self, lane: u32) -> u32 {
+        self.mem.device_view().load_u32(self.layout.free_head_offset(lane), Ordering::Acquire)
+    }
+
+    /// Pushes `ptr` into `lane`'s free queue (slot, then tail), as a drain shard does.
+    fn push_free(&self, lane: u32, ptr: u64) {
+        let v = self.mem.device_view();
+        let tail = v.load_u32(self.layout.free_tail_offset(lane), Ordering::Relaxed);
+        let slot = self.layout.free_slot_offset(lane, fq_slot(tail, self.layout.free_slots));
+        v.store_u64(slot, ptr, Ordering::Relaxed);
+        v.store_u32(self.layout.free_tail_offset(lane), tail + 1, Ordering::Release);
+    }
+
+    fn set_current_buffer(&self, lane: u32, ptr: u64) {
+        let off = self.layout.lane_offset(lane) + offset_of!(LaneState, current_buf_ptr);
+        self.mem.device_view().store_u64(off, ptr, Ordering::Relaxed);
+    }
+}
+
+/// One lane of `buffers` buffers of four records, nobody draining, gates that give up after 40
+/// reads of a clock that ticks once per read.
+fn lone_lane(buffers: u32) -> (DfxTransport<[u64; 2]>, LaneWords) {
+    let mut c = cfg(1, buffers, 4, Policy::Block, 8);
+    c.block_budget_cycles = 40;
+    let mem = svm(&c);
+    let t =
+        DfxTransport::<[u64; 2]>::new(c.clone(), mem.clone(), Arc::new(VirtualClock::ticking(1)))
+            .unwrap();
+    (t, LaneWords { mem, layout: c.layout() })
+}
+
+/// A free slot that holds no buffer of the region (null, or an address outside its buffers)
+/// gives the writer nothing: it counts each such slot and drops the record it was for.
+#[test]
+fn a_free_slot_without_a_buffer_is_counted_and_claims_nothing() {
+    let _bound = ferry_watchdog::bound("the device writer's gate waits");
+    let (t, words) = lone_lane(1);
+    let mut w = t.device_region().writer::<[u64; 2]>(0, &[0]).unwrap();
+    for i in 0..4 {
+        w.record(0, [0, i]); // publishes the lane's one buffer; the pop gate gives up
+    }
+    assert!(!w.has_buffer(0));
+    words.push_free(0, 0);
+    w.record(0, [0, 4]);
+    let s = w.stats()[0];
+    assert_eq!((s.bad_slots, s.dropped), (1, 1), "a null slot");
+    assert!(!w.has_buffer(0));
+    words.push_free(0, words.mem.device_addr() + 8); // inside the region's header
+    w.record(0, [0, 5]);
+    let s = w.stats()[0];
+    assert_eq!((s.bad_slots, s.dropped), (2, 2), "a foreign slot");
+    assert_eq!(words.free_head(0), 3, "both slots were taken off the queue");
+}
+
+/// A lane's next writer takes up the buffer the last one held only when the lane's current
+/// pointer names a buffer of the region: a foreign pointer left there is ignored.
+#[test]
+fn a_foreign_current_pointer_is_not_taken_up() {
+    let _bound = ferry_watchdog::bound("the device writer's gate waits");
+    let (t, words) = lone_lane(1);
+    let d = t.device_region();
+    let mut w = d.writer::<[u64; 2]>(0, &[0]).unwrap();
+    for i in 0..4 {
+        w.record(0, [0, i]); // publishes the lane's one buffer; the pop gate gives up
+    }
+    w.finish();
+    words.set_current_buffer(0, words.mem.device_addr() + 8);
+    let w = d.writer::<[u64; 2]>(0, &[0]).unwrap();
+    assert!(!w.has_buffer(0), "nothing to take up, nothing in the free queue");
+}
+
+/// A writer that took up the buffer its lane's last writer held claims no other at its start:
+/// the free queue's head does not move, and the buffer still in the queue stays there.
+#[test]
+fn a_writer_that_took_up_a_held_buffer_claims_no_second_one() {
+    let _bound = ferry_watchdog::bound("the device writer's gate waits");
+    let (t, words) = lone_lane(2);
+    let d = t.device_region();
+    let w = d.writer::<[u64; 2]>(0, &[0]).unwrap();
+    assert!(w.has_buffer(0));
+    assert_eq!(words.free_head(0), 1, "the first writer claimed one of the two");
+    w.finish(); // holds it, empty
+    let w = d.writer::<[u64; 2]>(0, &[0]).unwrap();
+    assert!(w.has_buffer(0));
+    assert_eq!(words.free_head(0), 1, "the held buffer was taken up, no second one claimed");
+}
+
+/// The sequence number of a lane's next buffer survives its writer when the writer's last
+/// switch found no replacement: the next writer's first buffer carries the next number, so
+/// each run's buffers stay apart.
+#[test]
+fn a_switch_without_a_replacement_leaves_the_next_sequence_number_for_the_next_writer() {
+    let _bound =
+        ferry_watchdog::bound("the DFX transport's host threads and the device writer threads");
+    let (t, _) = lone_lane(1);
+    let d = t.device_region();
+    let mut w = d.writer::<[u64; 2]>(0, &[0]).unwrap();
+    for i in 0..4 {
+        w.record(0, [0, i]); // buffer seq 0 published; the pop gate gives up
+    }
+    w.finish();
+    d.writer::<[u64; 2]>(0, &[0]).unwrap().finish();
+    let report = t.start(|_| |_b: &CollectedBuffer<'_, [u64; 2]>| {}).stop();
+    let seqs: Vec<u32> = report.run_ends[0].ends.iter().map(|e| e.seq).collect();
+    assert_eq!(seqs, [1, 1], "run 1 starts at seq 1 and publishes nothing");
 }

@@ -641,9 +641,9 @@ impl<R: Record> DeviceWriter<R> {
         l.records_off = buf_off + lay.records_offset();
         l.count = 0;
         l.capacity = lay.records_per_buffer;
-        // Relaxed: device-owned words; the count is re-stored before publication and the
-        // current pointer is diagnostics / end-of-run state, read after the writer finished.
-        self.view.store_u32(buf_off + lay.count_offset(), 0, Ordering::Relaxed);
+        // The buffer's count word is left as it is: `enqueue_ready` stores it before the buffer
+        // is published, and nobody reads it before. Relaxed: the current pointer is diagnostics /
+        // end-of-run state, read after the writer finished.
         self.view.store_u64(l.state_off + OFF_CUR_PTR, ptr, Ordering::Relaxed);
         self.view.store_u32(l.state_off + OFF_CUR_SEQ, l.seq, Ordering::Relaxed);
         true
@@ -668,18 +668,15 @@ impl<R: Record> DeviceWriter<R> {
         l.records_off = buf_off + lay.records_offset();
         l.count = 0;
         l.capacity = lay.records_per_buffer;
-        // Relaxed: as in `claim`.
-        self.view.store_u32(buf_off + lay.count_offset(), 0, Ordering::Relaxed);
+        // (Its count word, as in `claim`, is stored at publication.)
         true
     }
 
-    /// Startup claim: no waiting at all (the host threads may not run yet).
+    /// Startup claim of a lane that took up no held buffer (`resume`): no waiting at all (the
+    /// host threads may not run yet).
     fn try_pop_free(&mut self, lane: usize) -> bool {
         let tail_off = self.layout.free_tail_offset(self.lanes[lane].lane);
         let l = &mut self.lanes[lane];
-        if l.capacity > 0 {
-            return true;
-        }
         l.fq_cached_tail = free_tail(&self.view, tail_off, l.fq_head, self.layout.free_slots);
         l.fq_head != l.fq_cached_tail && self.claim(lane)
     }
@@ -737,7 +734,8 @@ impl<R: Record> DeviceWriter<R> {
         for lane in 0..self.lanes.len() {
             let l = &self.lanes[lane];
             let seq_before = l.seq;
-            if l.capacity > 0 && l.count > 0 {
+            if l.count > 0 {
+                // (A lane with records holds a buffer.)
                 match self.enqueue_ready(lane) {
                     Ok(()) => {
                         let l = &mut self.lanes[lane];
