@@ -82,6 +82,8 @@ fn a_writer_refused_over_its_lanes_releases_the_queue_and_lanes_it_claimed() {
         DfxTransport::<[u64; 2]>::new(c.clone(), svm(&c), Arc::new(VirtualClock::new())).unwrap();
     let d = t.device_region();
     // Queue 2 holds lanes 1 and 2.
+    let lanes: Vec<Vec<u32>> = (0..3).map(|q| d.lanes_of_queue(q)).collect();
+    assert_eq!(lanes, [vec![0], vec![], vec![1, 2]]);
     assert_eq!(d.writer::<[u64; 2]>(2, &[1, 2, 1]).unwrap_err(), BuildError::AlreadyClaimed);
     let w = d.writer::<[u64; 2]>(2, &[2, 1]).expect("queue 2 and both lanes were released");
     assert_eq!((w.queue(), w.lane_count(), w.lane_id(0), w.lane_id(1)), (2, 2, 2, 1));
