@@ -645,7 +645,8 @@ impl<R: Record> DeviceWriter<R> {
         // is published, and nobody reads it before. Relaxed: the current pointer is diagnostics /
         // end-of-run state, read after the writer finished.
         self.view.store_u64(l.state_off + OFF_CUR_PTR, ptr, Ordering::Relaxed);
-        self.view.store_u32(l.state_off + OFF_CUR_SEQ, l.seq, Ordering::Relaxed);
+        // (The lane's sequence word already holds `seq`: it is stored where `seq` changes, at a
+        // publication.)
         true
     }
 
@@ -785,8 +786,9 @@ impl<R: Record> DeviceWriter<R> {
         let l = &mut self.lanes[lane];
         let Some(log) = l.stall_log_off else { return };
         let e = log + RUN_LOG_OFFSET + RUN_END_BYTES * (l.run_ends % RUN_RING as u64) as usize;
-        let words =
-            [l.total + u64::from(l.count), l.dropped, l.stall, l.stall_waits, u64::from(l.seq)];
+        // After the run's last flush: the lane holds no record, so `total` counts them all.
+        debug_assert_eq!(l.count, 0, "run end logged before the flush");
+        let words = [l.total, l.dropped, l.stall, l.stall_waits, u64::from(l.seq)];
         for (i, w) in words.into_iter().enumerate() {
             // Relaxed: device-owned log words; the host reads them after the writer finished
             // (ordered by the join / stream sync), as it reads the counters.
