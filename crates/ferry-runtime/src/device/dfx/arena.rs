@@ -144,10 +144,12 @@ impl ArgsArena {
         out(src);
     }
 
-    /// Hints that the payload bytes from physical offset `phys` on will be written soon
-    /// ([`ferry_dfx::mem::prefetch_write`] of each line of [`PREFETCH_BYTES`], stopping at the
-    /// arena's end).
-    fn prefetch_write(&self, phys: u64) {
+    /// Hints that the payload bytes after a payload of `len` bytes at cursor `wo` will be
+    /// written soon ([`ferry_dfx::mem::prefetch_write`] of each line of [`PREFETCH_BYTES`] from
+    /// the cursor's physical offset, stopping at the arena's end). A hint only: nothing written
+    /// or published depends on it.
+    fn prefetch_write(&self, wo: u64, len: u64) {
+        let phys = wrap(wo + len, self.size);
         let end = (phys + PREFETCH_BYTES).min(self.size);
         let base = self.base.as_ptr().wrapping_add(Self::HEADER_BYTES as usize);
         for p in (phys..end).step_by(64) {
@@ -475,7 +477,7 @@ impl ThreadDfx {
         arena.write_offset().store(wo + len, Ordering::Relaxed);
         // The next payload's lines: each lap's bytes are fresh to this thread (last written a lap
         // ago, or zeroed at the session's start on another CPU).
-        arena.prefetch_write(wrap(wo + len, size));
+        arena.prefetch_write(wo, len);
         Some((wo, len, truncated))
     }
 
