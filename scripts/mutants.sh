@@ -42,7 +42,7 @@ MODULES=(
   "dfx-replenish|ferry-dfx|crates/ferry-dfx/src/host/replenish.rs|--lib --test=transport --test=gates --test=reconcile --test=writers --test=stress"
   "dfx-region|ferry-dfx|crates/ferry-dfx/src/host/region.rs|--lib --test=transport --test=gates --test=reconcile --test=writers --test=stress"
   "copy-pool|ferry-copy|crates/ferry-copy/src/hbm/pool.rs crates/ferry-copy/src/hbm/prewarm.rs|--tests"
-  "sim-latch|ferry-sim ferry-launch|crates/ferry-sim/src/aicpu_os/mod.rs crates/ferry-sim/src/aicpu_os/launch.rs|--lib --test=sim --test=path_b_cache --test=chip --test=halt --test=loader"
+  "sim-latch|ferry-sim ferry-launch|crates/ferry-sim/src/aicpu_os/mod.rs crates/ferry-sim/src/aicpu_os/launch.rs|--lib --test=sim --test=path_b_cache --test=chip --test=halt --test=halt_wait --test=loader"
   "sim-cache|ferry-sim|crates/ferry-sim/src/cache.rs|--tests"
   "sim-handshake|ferry-sim|crates/ferry-sim/src/cores.rs|--tests"
   "runtime-sinks|ferry-runtime|crates/ferry-runtime/src/host/dfx/sinks.rs crates/ferry-runtime/src/host/handshake.rs|$RUNTIME_DFX_TESTS"

@@ -26,6 +26,7 @@ use std::io;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{RwLock, RwLockReadGuard};
 
 /// The user's device root (see the [module docs](self)); not created.
 pub fn user_root() -> PathBuf {
@@ -141,25 +142,49 @@ pub fn sweep_stale(root: &Path) -> usize {
 /// Set once [`remove_own`] starts: no device directory or file is created from then on.
 static HALTED: AtomicBool = AtomicBool::new(false);
 
+/// Held (shared) by every creation of a device directory or file, from its [`halted`] check to
+/// its end; [`remove_own`] takes it exclusively after setting [`HALTED`], so it removes only
+/// once every creation that found the process running has finished, and none starts after.
+static CREATING: RwLock<()> = RwLock::new(());
+
 /// Whether this process has stopped creating device directories and files ([`remove_own`]
 /// ran): a device about to create one returns an error instead.
 pub fn halted() -> bool {
-    // Acquire: pairs with the Release store in `remove_own`; a creator that sees `false` may
-    // still create, and `remove_own`'s retries remove what it made.
+    // Acquire: pairs with the Release store in `remove_own`.
     HALTED.load(Ordering::Acquire)
 }
 
-/// Times [`remove_own`] looks again for a directory of this process, 1 ms apart.
+/// Permission to create device directories and files while it lives: `None` once this process
+/// is removing its own ([`remove_own`]). Hold it from the check to the end of the creation (a
+/// directory, a file written and renamed), so the removal cannot miss what it makes. Not
+/// re-entrant: a thread holding one must not ask for another (the halt may be waiting).
+pub fn begin_create() -> Option<CreateGuard> {
+    let guard = CREATING.read().unwrap_or_else(|p| p.into_inner());
+    if halted() {
+        return None;
+    }
+    Some(CreateGuard { _held: guard })
+}
+
+/// A creation of device directories or files in progress ([`begin_create`]).
+#[derive(Debug)]
+pub struct CreateGuard {
+    _held: RwLockReadGuard<'static, ()>,
+}
+
+/// Times [`remove_own`] looks again for a directory of this process, 1 ms apart, when one
+/// could not be removed (a file system error).
 pub const REMOVE_TRIES: u32 = 20;
 
 /// Removes this process's device directories in `root` (best effort): for a process about to
 /// exit without running its destructors (stopped by a signal). First stops this process from
-/// creating any ([`halted`]); a device thread that was already creating one (a loaded program's
-/// image being saved) may still finish, so the removal is retried until none is left (at most
-/// [`REMOVE_TRIES`] times, 1 ms apart).
+/// creating any ([`halted`]) and waits for every creation already past its check
+/// ([`begin_create`]) to finish, however long the scheduler keeps it off the CPU; then removes
+/// them (retried at most [`REMOVE_TRIES`] times, 1 ms apart, while one resists removal).
 pub fn remove_own(root: &Path) {
     // Release: pairs with the Acquire load in `halted`.
     HALTED.store(true, Ordering::Release);
+    drop(CREATING.write().unwrap_or_else(|p| p.into_inner()));
     remove_mine(root);
 }
 

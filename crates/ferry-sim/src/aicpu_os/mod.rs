@@ -610,8 +610,8 @@ impl AicpuOs {
         crate::device_root::ensure_private(root)
             .map_err(|e| OsError::Io { path: root.clone(), source: e })?;
         let mut map = lock(sessions());
+        let _creating = halted_check(&dirs[0])?;
         for d in &dirs {
-            halted_check(d)?;
             std::fs::create_dir_all(d).map_err(|e| OsError::Io { path: d.clone(), source: e })?;
         }
         for d in &dirs {
@@ -766,15 +766,13 @@ fn check_name(name: &str) -> Result<(), OsError> {
 }
 
 /// Refuses to create anything under `dir` once the process is removing its device directories
-/// to exit ([`crate::device_root::halted`]).
-fn halted_check(dir: &Path) -> Result<(), OsError> {
-    if crate::device_root::halted() {
-        return Err(OsError::Io {
-            path: dir.into(),
-            source: std::io::Error::other("the process is exiting: its device files are removed"),
-        });
-    }
-    Ok(())
+/// to exit ([`crate::device_root::halted`]); otherwise the permission to create, held until the
+/// creation is done ([`crate::device_root::begin_create`]).
+fn halted_check(dir: &Path) -> Result<crate::device_root::CreateGuard, OsError> {
+    crate::device_root::begin_create().ok_or_else(|| OsError::Io {
+        path: dir.into(),
+        source: std::io::Error::other("the process is exiting: its device files are removed"),
+    })
 }
 
 /// Writes `bytes` as `dir/name` through a temp file and a rename (an already-loaded image keeps
@@ -782,7 +780,7 @@ fn halted_check(dir: &Path) -> Result<(), OsError> {
 pub(crate) fn write_atomic(dir: &Path, name: &str, bytes: &[u8]) -> Result<PathBuf, OsError> {
     use std::io::Write;
     check_name(name)?;
-    halted_check(dir)?;
+    let _creating = halted_check(dir)?;
     std::fs::create_dir_all(dir).map_err(|e| OsError::Io { path: dir.into(), source: e })?;
     static SEQ: AtomicU64 = AtomicU64::new(0);
     // Relaxed: only uniqueness of the temp name matters.
