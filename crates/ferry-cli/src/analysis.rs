@@ -2,10 +2,9 @@
 //! [`ferry_profile::open_run`] (only the files a command needs, checked against the run's
 //! manifest; see the README's "Analysis commands") with its warnings on stderr, and recording
 //! the files a command writes into a run's directory in its manifest.
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use anyhow::Context;
 use ferry_profile::{self as output, Needs, OpenedRun, Written};
 
 /// Opens `dir` for a command that needs `needs`; prints the warnings to stderr.
@@ -34,22 +33,47 @@ pub(crate) fn skipped_inputs() -> usize {
     SKIPPED.load(Ordering::Relaxed)
 }
 
-/// Writes `bytes` to `path` atomically and, when `path` lies in the run's directory, records it
-/// in the run's manifest (so the next `ferry run` into the directory removes it).
+/// Writes `bytes` as `rel` in the run's directory (a command's default output, e.g.
+/// `scope_stats/scope_stats.html`): through the directory's handle, so a link planted in the
+/// run's directory (`scope_stats -> /elsewhere`) is refused, never written through; then
+/// records it in the run's manifest. Returns the path written.
 ///
 /// # Errors
-/// The write, or the manifest update (another ferry writing the directory).
+/// The directory refused (another user's, writable by everyone, a link), the write, or the
+/// manifest update (the file is removed again then).
+pub(crate) fn write_in_run(run: &OpenedRun, rel: &str, bytes: &[u8]) -> anyhow::Result<PathBuf> {
+    let dir = ferry_fs::Dir::open_writable(run.dir(), false)?;
+    let w = output::write_bytes_in(&dir, rel, bytes)?;
+    let path = dir.join(rel);
+    record(run, &path, w)?;
+    Ok(path)
+}
+
+/// Writes `bytes` to `path` (a path the user chose: `-o FILE`) atomically, its directory
+/// checked as every output directory is, and, when `path` lies in the run's directory,
+/// records it in the run's manifest.
+///
+/// # Errors
+/// The write, or the manifest update (another ferry writing the directory; the file is removed
+/// again then).
 pub(crate) fn write_output(run: &OpenedRun, path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
     let w = output::write_bytes_atomic(path, bytes)?;
     record(run, path, w)
 }
 
 /// Records `path` (already written) in the run's manifest, when it lies in the run's directory.
+/// A file that cannot be recorded is removed again: a file under one of ferry's names that no
+/// manifest lists would make the next `ferry run --out DIR` refuse the directory.
 ///
 /// # Errors
 /// The manifest update.
 pub(crate) fn record(run: &OpenedRun, path: &Path, w: Written) -> anyhow::Result<()> {
-    run.record_output(path, w)
-        .with_context(|| format!("recording {} in the run's manifest", path.display()))?;
+    if let Err(e) = run.record_output(path, w) {
+        if let Ok((dir, name)) = output::parent_dir(path) {
+            let _ = dir.remove_file(&name);
+        }
+        return Err(anyhow::Error::new(e)
+            .context(format!("recording {} in the run's manifest", path.display())));
+    }
     Ok(())
 }

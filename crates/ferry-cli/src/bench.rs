@@ -76,8 +76,10 @@ fn all(a: &BenchArgs) -> anyhow::Result<()> {
     }
     let text = serde_json::to_string_pretty(&v)?;
     match &a.out {
-        Some(p) => std::fs::write(p, text + "\n")
-            .map_err(|e| anyhow::anyhow!("writing {}: {e}", p.display())),
+        Some(p) => {
+            ferry_profile::write_bytes_atomic(p, (text + "\n").as_bytes())?;
+            Ok(())
+        }
         None => Ok(crate::stdout::outln!("{text}")?),
     }
 }

@@ -86,9 +86,10 @@ pub(crate) struct FiguresArgs {
 pub(crate) fn run(a: &FiguresArgs) -> anyhow::Result<()> {
     let mut runs = Vec::new();
     for f in &a.files {
-        let text =
-            std::fs::read_to_string(f).with_context(|| format!("reading {}", f.display()))?;
-        let v: Value = serde_json::from_str(&text)
+        // A regular file of at most 16 MiB (a bench output is a few KiB): a FIFO or a device
+        // is refused before any read.
+        let bytes = ferry_fs::read_input(f, 16 << 20)?;
+        let v: Value = serde_json::from_slice(&bytes)
             .with_context(|| format!("{}: not a `ferry bench all --json` output", f.display()))?;
         if v.get("areas").and_then(Value::as_object).is_none() {
             bail!(
@@ -105,11 +106,11 @@ pub(crate) fn run(a: &FiguresArgs) -> anyhow::Result<()> {
     }
 }
 
+/// Writes `path` through an unpredictable temp file beside it (`O_EXCL|O_NOFOLLOW`) and a
+/// rename, its directory checked as every output directory is.
 fn write_atomically(path: &Path, text: &str) -> anyhow::Result<()> {
-    let tmp = path.with_extension("md.tmp");
-    std::fs::write(&tmp, text).with_context(|| format!("writing {}", tmp.display()))?;
-    std::fs::rename(&tmp, path)
-        .with_context(|| format!("renaming {} to {}", tmp.display(), path.display()))
+    ferry_profile::write_bytes_atomic(path, text.as_bytes())?;
+    Ok(())
 }
 
 /// How a figure's number is printed.

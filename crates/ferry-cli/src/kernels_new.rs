@@ -90,13 +90,16 @@ fn check_name(name: &str) -> anyhow::Result<()> {
 pub(crate) fn scaffold(name: &str, abi: &Path) -> anyhow::Result<Vec<(&'static str, String)>> {
     check_name(name)?;
     let manifest = abi.join("Cargo.toml");
-    let text = std::fs::read_to_string(&manifest).with_context(|| {
-        format!(
-            "{} is not a ferry-kernel-abi crate directory (pass --kernel-abi DIR: the \
+    let text = ferry_fs::read_input(&manifest, 1 << 20)
+        .map_err(anyhow::Error::new)
+        .and_then(|b| Ok(String::from_utf8(b)?))
+        .with_context(|| {
+            format!(
+                "{} is not a ferry-kernel-abi crate directory (pass --kernel-abi DIR: the \
              crates/ferry-kernel-abi directory of a ferry checkout)",
-            abi.display()
-        )
-    })?;
+                abi.display()
+            )
+        })?;
     if !text.lines().any(|l| l.trim() == "name = \"ferry-kernel-abi\"") {
         bail!("{} is not the ferry-kernel-abi crate's manifest", manifest.display());
     }
@@ -163,22 +166,29 @@ errors; `docs/workloads.md` the workload format.
 }
 
 /// Writes `files` under `dir`, which must not exist or be empty (nothing of the user's is
-/// overwritten).
+/// overwritten). The directory is opened once and checked as every output directory is
+/// (another user's, or writable by everyone without the sticky bit, is refused); each file is
+/// created new (`O_EXCL|O_NOFOLLOW`) through its handle, so nothing planted there is written
+/// through.
 fn write_new(dir: &Path, files: &[(&str, String)]) -> anyhow::Result<()> {
-    if let Ok(mut entries) = std::fs::read_dir(dir) {
-        if entries.next().is_some() {
-            bail!("{} exists and is not empty; nothing was written", dir.display());
-        }
-    } else if dir.exists() {
-        bail!("{} exists and is not a directory; nothing was written", dir.display());
+    match std::fs::symlink_metadata(dir) {
+        Ok(m) if m.is_dir() => {}
+        Ok(m) if m.file_type().is_symlink() && dir.is_dir() => {}
+        Ok(_) => bail!("{} exists and is not a directory; nothing was written", dir.display()),
+        Err(_) => {}
+    }
+    let handle = ferry_fs::Dir::open_writable(dir, true)?;
+    if !handle.entries()?.is_empty() {
+        bail!("{} exists and is not empty; nothing was written", dir.display());
     }
     for (rel, text) in files {
-        let path = dir.join(rel);
-        if let Some(parent) = path.parent() {
-            std::fs::create_dir_all(parent)
-                .with_context(|| format!("creating {}", parent.display()))?;
-        }
-        std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?;
+        let (d, name) = match rel.rsplit_once('/') {
+            Some((sub, name)) => (handle.create_sub(sub)?, name),
+            None => (handle.clone(), *rel),
+        };
+        let mut f = d.create_new(name)?;
+        std::io::Write::write_all(&mut f, text.as_bytes())
+            .with_context(|| format!("writing {}", d.join(name).display()))?;
     }
     Ok(())
 }

@@ -24,8 +24,18 @@ pub(crate) struct ScopesArgs {
 pub(crate) fn execute(a: &ScopesArgs) -> anyhow::Result<String> {
     let r = crate::analysis::open(&a.dir, &Needs::SCOPES)?;
     let s = r.run.scopes.as_ref().expect("open_run: a required file is read or an error");
-    let out = a.out.clone().unwrap_or_else(|| a.dir.join(SCOPES_DIR).join(SCOPES_HTML));
-    crate::analysis::write_output(&r, &out, views::scopes_html(s).as_bytes())?;
+    let page = views::scopes_html(s);
+    let out = match &a.out {
+        Some(p) => {
+            crate::analysis::write_output(&r, p, page.as_bytes())?;
+            p.clone()
+        }
+        None => crate::analysis::write_in_run(
+            &r,
+            &format!("{SCOPES_DIR}/{SCOPES_HTML}"),
+            page.as_bytes(),
+        )?,
+    };
     let (usage, unmatched) = views::scope_usage(s);
     let worst = usage.iter().map(|u| u.worst()).fold(0.0, f64::max);
     if a.json {

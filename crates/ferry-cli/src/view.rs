@@ -23,9 +23,14 @@ pub(crate) struct ViewArgs {
 
 pub(crate) fn execute(a: &ViewArgs) -> anyhow::Result<String> {
     let r = crate::analysis::open(&a.dir, &Needs::TRACE)?;
-    let out = a.out.clone().unwrap_or_else(|| a.dir.join(VIEW_FILE));
     let page = views::swimlane_html_of(&r.run, r.failure());
-    crate::analysis::write_output(&r, &out, page.as_bytes())?;
+    let out = match &a.out {
+        Some(p) => {
+            crate::analysis::write_output(&r, p, page.as_bytes())?;
+            p.clone()
+        }
+        None => crate::analysis::write_in_run(&r, VIEW_FILE, page.as_bytes())?,
+    };
     if a.json {
         let tasks = r.run.tasks();
         let distinct: std::collections::HashSet<u64> = tasks.iter().map(|t| t.task_id).collect();

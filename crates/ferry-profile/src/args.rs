@@ -14,6 +14,7 @@ use std::borrow::Cow;
 use serde::{Deserialize, Serialize};
 
 use super::arg_rows::{ArgRows, ExportKey};
+use super::args_bin::ArgsBin;
 use super::jsonw::Json;
 use super::model::LossAccounting;
 use super::stream::{InlineList, Ticker};
@@ -36,7 +37,7 @@ pub struct ArgsDump {
     /// Argument metadata: rows, or a run's chains decoded when read ([`ArgRows`]).
     pub args: ArgRows,
     /// `args.bin`: the payloads, addressed by [`DumpedArg::bin_offset`].
-    pub bin: Vec<u8>,
+    pub bin: ArgsBin,
     /// Argument records dropped on the device (arena gate or lane loss).
     pub dropped_records: u64,
     /// Payloads the host found overwritten in the arena.
@@ -92,18 +93,17 @@ pub struct DumpedArg {
 }
 
 impl ArgsDump {
-    /// The payload bytes of `arg` in `args.bin` (`None` without payload or out of range).
-    pub fn payload(&self, arg: &DumpedArg) -> Option<&[u8]> {
-        let off = usize::try_from(arg.bin_offset?).ok()?;
-        let end = off.checked_add(usize::try_from(arg.bin_size).ok()?)?;
-        self.bin.get(off..end)
+    /// The payload bytes of `arg` in `args.bin` (`None` without payload, out of range, or
+    /// when the payload file could not be read).
+    pub fn payload(&self, arg: &DumpedArg) -> Option<Cow<'_, [u8]>> {
+        self.bin.read(arg.bin_offset?, arg.bin_size).ok().flatten()
     }
 
     /// Appends `arg` with `payload` (stored at the end of `args.bin`).
     pub fn push(&mut self, mut arg: DumpedArg, payload: Option<&[u8]>) {
         match payload {
             Some(p) => {
-                arg.bin_offset = Some(self.bin.len() as u64);
+                arg.bin_offset = Some(self.bin.len());
                 arg.bin_size = p.len() as u64;
                 self.bin.extend_from_slice(p);
             }
@@ -333,7 +333,7 @@ pub(crate) fn write_args_json_ticked<W: Write>(
 /// missing.
 pub fn read_args<R: Read>(
     r: R,
-    bin: Option<Vec<u8>>,
+    bin: Option<ArgsBin>,
 ) -> Result<(ArgsDump, LossAccounting), OutputError> {
     let f: FileIn = serde_json::from_reader(r).map_err(OutputError::json(ARGS_FILE))?;
     let bin = match (&f.bin_file, bin) {
@@ -344,9 +344,9 @@ pub fn read_args<R: Read>(
                 what: format!("bin_file {name:?} is missing"),
             })
         }
-        (None, _) => Vec::new(),
+        (None, _) => ArgsBin::default(),
     };
-    let len = bin.len() as u64;
+    let len = bin.len();
     let (mut d, loss) = from_file(f, Some(len))?;
     d.bin = bin;
     Ok((d, loss))
@@ -396,7 +396,7 @@ fn from_file(f: FileIn, bin_len: Option<u64>) -> Result<(ArgsDump, LossAccountin
         run_dir: f.run_dir,
         level: f.dump_args_level,
         args: f.args.into(),
-        bin: Vec::new(),
+        bin: ArgsBin::default(),
         dropped_records: f.dropped_records,
         dropped_overwrite: f.dropped_overwrite,
     };
@@ -606,7 +606,7 @@ mod tests {
                 run_dir,
                 level: 3,
                 args: args.into(),
-                bin: if bin { vec![1, 2, 3] } else { Vec::new() },
+                bin: if bin { vec![1, 2, 3] } else { Vec::new() }.into(),
                 dropped_records: dropped,
                 dropped_overwrite: dropped / 3,
             };
@@ -636,9 +636,15 @@ mod tests {
         assert_eq!(v["bin_file"], "args.bin");
         assert!(v["args"][1]["bin_offset"].is_null());
         let (back, _) = read_args(&out[..], Some(d.bin.clone())).unwrap();
-        assert_eq!(back.payload(&back.args.get(2).unwrap()), Some(&[1u8, 2, 3, 4, 5, 6, 7, 8][..]));
+        assert_eq!(
+            back.payload(&back.args.get(2).unwrap()).as_deref(),
+            Some(&[1u8, 2, 3, 4, 5, 6, 7, 8][..])
+        );
         // A truncated args.bin is caught.
-        assert!(matches!(read_args(&out[..], Some(vec![0; 4])), Err(OutputError::Format { .. })));
+        assert!(matches!(
+            read_args(&out[..], Some(vec![0; 4].into())),
+            Err(OutputError::Format { .. })
+        ));
         assert!(matches!(read_args(&out[..], None), Err(OutputError::Format { .. })));
     }
 }

@@ -7,17 +7,23 @@
 //! hashes (XXH3-64) the bytes that reach the file, so callers learn the size and content hash
 //! they wrote (for a run's manifest) without reading it back.
 //!
-//! Temp files are named `.<name>.tmp.<pid>.<n>`: unique per process and per write, in the
-//! target's directory (so the rename stays within one filesystem), and recognisable
-//! ([`temp_owner`]) so a later run can remove what a killed one left behind.
+//! Everything goes through a [`Dir`] handle (`ferry-fs`): the target's directory is opened once
+//! (checked for writing: owned by this user or root, not writable by every user without the
+//! sticky bit), each directory below it is entered without following a link, and the temp file
+//! is created with `O_CREAT|O_EXCL|O_NOFOLLOW` and renamed relative to the handle, so a link
+//! another user planted under a temp name, a target name or a subdirectory name is never
+//! written through. Temp files are named `.<name>.tmp.<pid>.<16 hex digits>`, the digits
+//! unpredictable: in the target's directory (so the rename stays within one filesystem), and
+//! recognisable ([`temp_owner`]) so a later run can remove what a killed one left behind.
 
-use std::fs::{self, File};
+use std::fs::File;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Mutex;
 use std::time::Instant;
 
+use ferry_fs::{Dir, FsError};
 use xxhash_rust::xxh3::Xxh3;
 
 use super::sink::FileSink;
@@ -27,7 +33,7 @@ use super::sink::{WRITEBACK_CHUNK_BYTES, WRITE_BUFFER_BYTES};
 /// This process's temp files being written, and whether writing was halted.
 struct Temps {
     halted: bool,
-    live: Vec<PathBuf>,
+    live: Vec<(Dir, String)>,
 }
 
 fn temps() -> std::sync::MutexGuard<'static, Temps> {
@@ -43,54 +49,45 @@ fn temps() -> std::sync::MutexGuard<'static, Temps> {
 pub fn halt_writes() {
     let mut t = temps();
     t.halted = true;
-    for p in t.live.drain(..) {
-        let _ = fs::remove_file(p);
+    for (d, name) in t.live.drain(..) {
+        let _ = d.remove_file(&name);
     }
 }
 
-/// Creates the temp file `tmp` and lists it, unless writing was halted (atomically with
-/// [`halt_writes`]: a temp is either listed, and removed by a halt, or never made).
-fn create_temp(tmp: &Path) -> io::Result<File> {
+/// Creates a temp file for `name` in `dir` and lists it, unless writing was halted (atomically
+/// with [`halt_writes`]: a temp is either listed, and removed by a halt, or never made).
+fn create_temp(dir: &Dir, name: &str) -> io::Result<(File, String)> {
     let mut t = temps();
     if t.halted {
         return Err(io::Error::new(io::ErrorKind::Interrupted, "writing was halted (a signal)"));
     }
-    let f = File::create(tmp)?;
-    t.live.push(tmp.to_path_buf());
-    Ok(f)
+    let (f, tmp) = dir.create_temp(name)?;
+    t.live.push((dir.clone(), tmp.clone()));
+    Ok((f, tmp))
 }
 
-fn unlist_temp(tmp: &Path) {
+fn unlist_temp(dir: &Dir, tmp: &str) {
     let mut t = temps();
-    if let Some(i) = t.live.iter().position(|p| p == tmp) {
+    if let Some(i) = t.live.iter().position(|(d, n)| n == tmp && d.path() == dir.path()) {
         t.live.swap_remove(i);
     }
 }
 
 /// Removes the temp file unless disarmed (covers errors and panics inside the write closure).
 struct TempGuard {
-    path: Option<PathBuf>,
+    dir: Dir,
+    tmp: Option<String>,
 }
 
 impl Drop for TempGuard {
     fn drop(&mut self) {
-        if let Some(p) = self.path.take() {
+        if let Some(t) = self.tmp.take() {
             // Best effort: the temp name is ours alone, and a leftover is harmless to readers (it
             // never has the target's name).
-            let _ = fs::remove_file(&p);
-            unlist_temp(&p);
+            let _ = self.dir.remove_file(&t);
+            unlist_temp(&self.dir, &t);
         }
     }
-}
-
-/// The temp path used while writing `path` (`.<name>.tmp.<pid>.<n>` beside it, `n` counting
-/// this process's writes, so two writes of one path never share a temp file).
-pub(crate) fn temp_path(path: &Path) -> PathBuf {
-    static NEXT: AtomicU64 = AtomicU64::new(0);
-    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    // Relaxed: only uniqueness matters (an RMW), nothing is ordered by it.
-    let n = NEXT.fetch_add(1, Ordering::Relaxed);
-    path.with_file_name(format!(".{name}.tmp.{}.{n}", std::process::id()))
 }
 
 /// The process that made temp file `file_name` (a name [`write_atomic`] gives its temp files),
@@ -100,6 +97,7 @@ pub(crate) fn temp_path(path: &Path) -> PathBuf {
 /// ```
 /// use ferry_profile::temp_owner;
 /// assert_eq!(temp_owner(".deps.json.tmp.4242.7"), Some(4242));
+/// assert_eq!(temp_owner(".deps.json.tmp.4242.9f3a00c2d1e8b7a6"), Some(4242));
 /// assert_eq!(temp_owner("deps.json"), None);
 /// assert_eq!(temp_owner(".deps.json.tmp.x.7"), None);
 /// ```
@@ -110,7 +108,7 @@ pub fn temp_owner(file_name: &str) -> Option<u32> {
     let ok = head.ends_with(".tmp")
         && head.len() > ".tmp".len()
         && !n.is_empty()
-        && n.bytes().all(|b| b.is_ascii_digit());
+        && n.bytes().all(|b| b.is_ascii_hexdigit());
     if !ok {
         return None;
     }
@@ -151,16 +149,35 @@ impl Write for AtomicWriter {
     }
 }
 
+/// Opens the directory that holds `path` for writing, creating it where missing, and returns
+/// it with `path`'s file name.
+///
+/// # Errors
+/// As [`Dir::open_writable`]; a path without a file name.
+pub fn parent_dir(path: &Path) -> Result<(Dir, String), FsError> {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let name = path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .ok_or_else(|| FsError::BadName { dir: dir.clone(), name: path.display().to_string() })?;
+    Ok((Dir::open_writable(&dir, true)?, name.to_string()))
+}
+
 /// Writes `path` atomically: `write` fills a temp file beside it, which is flushed, fsynced and
-/// renamed over `path`, then the directory is fsynced. Creates missing parent directories.
-/// Returns the size and content hash of the new `path`.
+/// renamed over `path`, then the directory is fsynced. Creates missing parent directories; the
+/// directory is opened for writing as [`Dir::open_writable`] checks it. Returns the size and
+/// content hash of the new `path`.
 ///
 /// If `write` fails (or panics), the temp file is removed and `path` keeps its previous content
 /// (or stays absent): a reader never sees a half-written file.
 ///
 /// # Errors
 ///
-/// Any I/O error of the steps above, or the error `write` returned.
+/// Any I/O error of the steps above (a refused directory as [`FsError`] inside the
+/// [`io::Error`]), or the error `write` returned.
 ///
 /// # Examples
 /// ```
@@ -181,10 +198,23 @@ pub fn write_atomic<F>(path: &Path, write: F) -> io::Result<Written>
 where
     F: FnOnce(&mut AtomicWriter) -> io::Result<()>,
 {
-    let (written, staged) = write_staged(path, write)?;
-    let dir = staged.dir.clone();
+    let (dir, name) = parent_dir(path)?;
+    write_atomic_in(&dir, &name, write)
+}
+
+/// [`write_atomic`] of `rel` (`/`-separated) below the directory handle `dir`: the
+/// directories on the way are created where missing and entered without following a link.
+///
+/// # Errors
+/// As [`write_atomic`].
+pub fn write_atomic_in<F>(dir: &Dir, rel: &str, write: F) -> io::Result<Written>
+where
+    F: FnOnce(&mut AtomicWriter) -> io::Result<()>,
+{
+    let (written, staged) = write_staged(dir, rel, write)?;
+    let d = staged.dir.clone();
     staged.commit()?;
-    sync_dir(&dir);
+    d.sync();
     Ok(written)
 }
 
@@ -192,54 +222,53 @@ where
 /// the target. Dropped uncommitted, it removes the temp file (the target keeps its content).
 pub(crate) struct Staged {
     file: File,
-    tmp: PathBuf,
-    path: PathBuf,
-    dir: PathBuf,
+    dir: Dir,
+    tmp: String,
+    name: String,
     guard: TempGuard,
 }
 
 impl Staged {
     /// fsync, then rename over the target. The directory's fsync is the caller's
-    /// ([`sync_dir`]), so that several renames into one directory share one.
+    /// ([`Dir::sync`]), so that several renames into one directory share one.
     fn commit(mut self) -> io::Result<()> {
         self.file.sync_all()?;
-        fs::rename(&self.tmp, &self.path)?;
-        self.guard.path = None;
-        unlist_temp(&self.tmp);
+        self.dir.rename(&self.tmp, &self.name)?;
+        self.guard.tmp = None;
+        unlist_temp(&self.dir, &self.tmp);
         Ok(())
     }
-}
 
-/// Makes the renames into `dir` durable. Opening a directory read-only and fsyncing it is the
-/// POSIX way; where the platform refuses, the data is still complete, only the renames'
-/// durability is weaker, so that failure is not reported.
-fn sync_dir(dir: &Path) {
-    if let Ok(d) = File::open(dir) {
-        let _ = d.sync_all();
+    fn path(&self) -> PathBuf {
+        self.dir.join(&self.name)
     }
 }
 
-/// The first half of [`write_atomic`]: `write` fills a temp file beside `path`, which is flushed
+/// The directory of `rel` below `dir` (created where missing, entered without following a
+/// link) and `rel`'s file name.
+fn dir_of<'a>(dir: &Dir, rel: &'a str) -> Result<(Dir, &'a str), FsError> {
+    match rel.rsplit_once('/') {
+        Some((sub, name)) => Ok((dir.create_sub(sub)?, name)),
+        None => Ok((dir.clone(), rel)),
+    }
+}
+
+/// The first half of [`write_atomic`]: `write` fills a temp file beside `rel`, which is flushed
 /// (its writeback started) but neither fsynced nor renamed.
-fn write_staged<F>(path: &Path, write: F) -> io::Result<(Written, Staged)>
+fn write_staged<F>(dir: &Dir, rel: &str, write: F) -> io::Result<(Written, Staged)>
 where
     F: FnOnce(&mut AtomicWriter) -> io::Result<()>,
 {
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
-    fs::create_dir_all(&dir)?;
-    let tmp = temp_path(path);
-    let file = create_temp(&tmp)?;
-    let guard = TempGuard { path: Some(tmp.clone()) };
+    let (d, name) = dir_of(dir, rel)?;
+    let (file, tmp) = create_temp(&d, name)?;
+    let guard = TempGuard { dir: d.clone(), tmp: Some(tmp.clone()) };
     let mut w = AtomicWriter { inner: FileSink::new(file, super::sink::direct_io()) };
     write(&mut w)?;
     // The rest goes out, and the writeback of what went through the cache starts now, while
     // the file waits to commit.
     let f = w.inner.finish()?;
     let written = Written { bytes: f.bytes, xxh3: f.xxh3 };
-    Ok((written, Staged { file: f.file, tmp, path: path.to_path_buf(), dir, guard }))
+    Ok((written, Staged { file: f.file, dir: d, tmp, name: name.to_string(), guard }))
 }
 
 /// When a [`Committer`] finished one file.
@@ -277,17 +306,17 @@ impl Committer {
         let failed = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
         let flag = failed.clone();
         let run = move || {
-            let (mut done, mut err, mut dirs) = (Vec::new(), None, Vec::<PathBuf>::new());
+            let (mut done, mut err, mut dirs) = (Vec::new(), None, Vec::<Dir>::new());
             for s in rx {
                 if err.is_some() {
                     // Dropping it removes its temp file.
                     continue;
                 }
-                let (path, dir) = (s.path.clone(), s.dir.clone());
+                let (path, dir) = (s.path(), s.dir.clone());
                 match s.commit() {
                     Ok(()) => {
                         done.push(Committed { path, at: Instant::now() });
-                        if !dirs.contains(&dir) {
+                        if !dirs.iter().any(|d| d.path() == dir.path()) {
                             dirs.push(dir);
                         }
                     }
@@ -299,23 +328,24 @@ impl Committer {
                 }
             }
             for d in &dirs {
-                sync_dir(d);
+                d.sync();
             }
             (done, err)
         };
         (Committer { tx, failed }, run)
     }
 
-    /// Writes `path`'s temp file with `write` and hands it over for its fsync and rename.
+    /// Writes the temp file of `rel` below `dir` with `write` and hands it over for its fsync
+    /// and rename.
     ///
     /// # Errors
     /// Any I/O error of writing the temp file, or the error `write` returned (the temp file is
     /// then removed); [`io::ErrorKind::Other`] when the committer's thread has ended.
-    pub(crate) fn write<F>(&self, path: &Path, write: F) -> io::Result<Written>
+    pub(crate) fn write<F>(&self, dir: &Dir, rel: &str, write: F) -> io::Result<Written>
     where
         F: FnOnce(&mut AtomicWriter) -> io::Result<()>,
     {
-        let (written, staged) = write_staged(path, write)?;
+        let (written, staged) = write_staged(dir, rel, write)?;
         self.tx.send(staged).map_err(|_| io::Error::other("the commit thread ended"))?;
         Ok(written)
     }
@@ -327,17 +357,16 @@ impl Committer {
     }
 }
 
-/// The XXH3-64 hash and size of the file at `path`, read in bounded chunks (what
-/// [`write_atomic`] reported when it wrote an unchanged file).
+/// The XXH3-64 hash and size of what `r` reads, in bounded chunks (what [`write_atomic`]
+/// reported when it wrote an unchanged file).
 ///
 /// # Errors
-/// Opening or reading the file.
-pub fn hash_file(path: &Path) -> io::Result<Written> {
-    let mut f = File::open(path)?;
+/// Reading.
+pub fn hash_reader(mut r: impl io::Read) -> io::Result<Written> {
     let mut buf = vec![0u8; 1 << 16];
     let (mut hash, mut bytes) = (Xxh3::new(), 0u64);
     loop {
-        let n = match io::Read::read(&mut f, &mut buf) {
+        let n = match r.read(&mut buf) {
             Ok(0) => break,
             Ok(n) => n,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
@@ -349,9 +378,18 @@ pub fn hash_file(path: &Path) -> io::Result<Written> {
     Ok(Written { bytes, xxh3: hash.digest() })
 }
 
+/// The XXH3-64 hash and size of the regular file at `path` ([`hash_reader`]).
+///
+/// # Errors
+/// Opening (a FIFO or device is refused) or reading the file.
+pub fn hash_file(path: &Path) -> io::Result<Written> {
+    hash_reader(ferry_fs::open_input(path, u64::MAX)?)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::fs;
 
     fn tmpdir(tag: &str) -> PathBuf {
         let d = std::env::temp_dir().join(format!("ferry-atomic-{tag}-{}", std::process::id()));
@@ -402,17 +440,18 @@ mod tests {
         fs::write(d.join("after"), b"old").unwrap();
         let (commit, run) = Committer::new();
         let t = std::thread::spawn(run);
+        let dir = Dir::open_writable(&d, false).unwrap();
         for name in ["one", "two"] {
-            commit.write(&d.join(name), |w| w.write_all(name.as_bytes())).unwrap();
+            commit.write(&dir, name, |w| w.write_all(name.as_bytes())).unwrap();
         }
-        commit.write(&d.join("blocked"), |w| w.write_all(b"new")).unwrap();
+        commit.write(&dir, "blocked", |w| w.write_all(b"new")).unwrap();
         // The committer reports the failed rename to the writers; a committer that never does
         // keeps this loop going until the liveness bound fails the test.
         bound.waiting_for("the committer to report the failed rename");
         while !commit.failed() {
             std::thread::sleep(std::time::Duration::from_millis(1));
         }
-        let n = commit.write(&d.join("after"), |w| w.write_all(b"new")).unwrap();
+        let n = commit.write(&dir, "after", |w| w.write_all(b"new")).unwrap();
         assert_eq!(n.bytes, 3);
         drop(commit);
         let (done, err) = t.join().unwrap();

@@ -739,7 +739,7 @@ mod tests {
         let mut d = super::super::ArgsDump::default();
         d.push_record(&rec(64 + 8, 4), &arena, 100).unwrap();
         d.push_record(&rec(8, 4), &arena, 100).unwrap(); // 8 < 100 - 64: overwritten
-        assert_eq!(d.payload(&d.args.get(0).unwrap()), Some(&[8u8, 9, 10, 11][..]));
+        assert_eq!(d.payload(&d.args.get(0).unwrap()).as_deref(), Some(&[8u8, 9, 10, 11][..]));
         let a1 = d.args.get(1).unwrap();
         assert!(a1.overwritten && a1.bin_offset.is_none());
         assert_eq!(d.dropped_overwrite, 1);

@@ -63,6 +63,7 @@
 pub mod analysis;
 mod arg_rows;
 mod args;
+mod args_bin;
 mod atomic;
 pub mod chrome;
 pub mod chunks;
@@ -72,6 +73,7 @@ mod deps;
 mod host_time;
 mod id_table;
 mod jsonw;
+mod limits;
 mod manifest;
 mod model;
 mod name_map;
@@ -89,8 +91,9 @@ mod swimlane;
 pub mod views;
 mod write;
 
-use std::fs::File;
 use std::io::{self, BufReader, Write};
+
+use ferry_fs::Dir;
 use std::path::{Path, PathBuf};
 
 pub use arg_rows::{ArgBin, ArgRows, ChainArgs, ChainArgsError};
@@ -98,7 +101,11 @@ pub use args::{
     read_args, read_args_meta, validate_arg, write_args_json, ArgsDump, DumpedArg, ARGS_BIN_FILE,
     ARGS_DIR, ARGS_FILE, ARG_ROLES, ARG_STAGES, DTYPE_UNKNOWN,
 };
-pub use atomic::{halt_writes, hash_file, temp_owner, write_atomic, AtomicWriter, Written};
+pub use args_bin::ArgsBin;
+pub use atomic::{
+    halt_writes, hash_file, hash_reader, parent_dir, temp_owner, write_atomic, write_atomic_in,
+    AtomicWriter, Written,
+};
 pub use dep_tasks::DepTasks;
 pub use deps::{
     read_deps, tensor_id, write_deps, DepArg, DepEdge, DepTask, DepTensor, DepsGraph, EdgeGeometry,
@@ -110,6 +117,10 @@ pub use host_time::{
     DEVICE_TIMESTAMP_UNIT, HOST_CLOCK_DOMAIN,
 };
 pub use id_table::IdTable;
+pub use limits::{
+    read_limit, MAX_LINE_BYTES, MAX_PAYLOAD_FILE_BYTES, MAX_RECORDS_FILE_BYTES,
+    MAX_SMALL_FILE_BYTES,
+};
 pub use manifest::{
     remove_own_temps, Manifest, ManifestEntry, ManifestError, OutDir, RunOutcome, LOCK_FILE,
     MANIFEST_FILE, MANIFEST_FORMAT, MANIFEST_MAX_BYTES,
@@ -131,7 +142,9 @@ pub use run_dir::{
     run_dir_names, writing_run_dirs, ExampleSummary, RunDir, RunDirError, RunSummary, SummaryRun,
     WorkloadSummary, SCOPES_HTML, SUMMARY_FILE, VIEW_FILE,
 };
-pub use runs::{read_runs, session_runs, write_runs, SessionRun, SessionRuns, RUNS_FILE};
+pub use runs::{
+    read_runs, session_runs, write_runs, write_runs_in, SessionRun, SessionRuns, RUNS_FILE,
+};
 pub use scope_names::{
     read_scope_names, write_scope_names, ScopeLabel, ScopeNames, MAX_SCOPE_NAMES_BYTES,
     SCOPE_NAMES_FILE, SCOPE_NAMES_VERSION,
@@ -144,8 +157,8 @@ pub use sink::{direct_io, set_direct_io, WRITE_BUFFER_BYTES};
 pub use stream::{IdHasher, IdMap, IdSet};
 pub use swimlane::{read_swimlane, write_swimlane, SwimlaneParts, GRAPH_LOAD_KEY, SWIMLANE_FILE};
 pub use write::{
-    write_all, TraceStats, WriteOptions, WritePhase, WriteProgress, WriteReport, WrittenFile,
-    CHROME_FILE, PERFETTO_FILE,
+    write_all, write_all_in, TraceStats, WriteOptions, WritePhase, WriteProgress, WriteReport,
+    WrittenFile, CHROME_FILE, PERFETTO_FILE,
 };
 
 /// Why an output file could not be written or read.
@@ -177,12 +190,38 @@ pub enum OutputError {
         /// What is wrong, and where.
         what: String,
     },
+    /// The file was refused before it was read (a link, not a regular file, over its limit).
+    #[error(transparent)]
+    Fs(#[from] ferry_fs::FsError),
     /// The directory holds no output file of a run.
     #[error("{0}: no DFX output files found")]
     Empty(PathBuf),
 }
 
 impl OutputError {
+    /// A refused or unreadable file, named by its path.
+    pub(crate) fn fs(e: ferry_fs::FsError) -> OutputError {
+        OutputError::Fs(e)
+    }
+
+    /// This error with its file named by its path in `dir` (`run-002/deps.json`, not
+    /// `deps.json`), for a reader that knows where the file was.
+    pub fn located(self, dir: &Path) -> OutputError {
+        let at = |file: String| {
+            if Path::new(&file).is_absolute() || file.contains('/') {
+                file
+            } else {
+                dir.join(file).display().to_string()
+            }
+        };
+        match self {
+            OutputError::Io { file, source } => OutputError::Io { file: at(file), source },
+            OutputError::Json { file, source } => OutputError::Json { file: at(file), source },
+            OutputError::Format { file, what } => OutputError::Format { file: at(file), what },
+            e => e,
+        }
+    }
+
     pub(crate) fn io(file: &str) -> impl Fn(io::Error) -> OutputError + '_ {
         move |source| OutputError::Io { file: file.to_string(), source }
     }
@@ -255,23 +294,30 @@ pub fn write_run(dir: &Path, run: &RunModel) -> Result<Vec<PathBuf>, OutputError
     Ok(write_all(dir, run, &opts)?.files.into_iter().map(|f| f.path).collect())
 }
 
-fn open(path: &Path) -> Result<Option<BufReader<File>>, OutputError> {
-    match File::open(path) {
+/// Opens the profile file `rel` below `dir` for reading, at most [`read_limit`] bytes, without
+/// following a link; `None` when it is not there.
+pub(crate) fn open_in(
+    dir: &Dir,
+    rel: &str,
+) -> Result<Option<BufReader<ferry_fs::Input>>, OutputError> {
+    match dir.open_file(rel, read_limit(rel)) {
         Ok(f) => Ok(Some(BufReader::new(f))),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
-        Err(source) => Err(OutputError::Io { file: path.display().to_string(), source }),
+        Err(e) if e.is_not_found() => Ok(None),
+        Err(e) => Err(OutputError::fs(e)),
     }
 }
 
-/// Reads every output file present in `dir` back into a [`RunModel`].
+/// Reads every output file present in `dir` back into a [`RunModel`] (each opened through the
+/// directory's handle, without following a link, and read no further than [`read_limit`]).
 ///
 /// # Errors
 ///
 /// [`OutputError::Empty`] when no file is present; the first file's error otherwise.
 pub fn read_run(dir: &Path) -> Result<RunModel, OutputError> {
+    let dir = Dir::open(dir).map_err(OutputError::fs)?;
     let mut run = RunModel::default();
     let mut any = false;
-    if let Some(r) = open(&dir.join(SWIMLANE_FILE))? {
+    if let Some(r) = open_in(&dir, SWIMLANE_FILE)? {
         let (meta, kernels, sw, loss) = read_swimlane(r)?;
         run.meta = meta;
         run.kernels = kernels;
@@ -279,9 +325,9 @@ pub fn read_run(dir: &Path) -> Result<RunModel, OutputError> {
         run.loss.merge(loss);
         any = true;
     }
-    if let Some(r) = open(&dir.join(PMU_FILE))? {
+    if let Some(r) = open_in(&dir, PMU_FILE)? {
         run.pmu = Some(read_pmu(r)?);
-        if let Some(r) = open(&dir.join(PMU_LOSS_FILE))? {
+        if let Some(r) = open_in(&dir, PMU_LOSS_FILE)? {
             let loss: LossAccounting =
                 serde_json::from_reader(r).map_err(OutputError::json(PMU_LOSS_FILE))?;
             model::check_loss(&loss, PMU_LOSS_FILE)?;
@@ -289,36 +335,48 @@ pub fn read_run(dir: &Path) -> Result<RunModel, OutputError> {
         }
         any = true;
     }
-    if let Some(r) = open(&dir.join(DEPS_FILE))? {
+    if let Some(r) = open_in(&dir, DEPS_FILE)? {
         let (g, loss) = read_deps(r)?;
         run.deps = Some(g);
         run.loss.merge(loss);
         any = true;
     }
-    if let Some(r) = open(&dir.join(ARGS_DIR).join(ARGS_FILE))? {
-        let bin_path = dir.join(ARGS_DIR).join(ARGS_BIN_FILE);
-        let bin = match std::fs::read(&bin_path) {
-            Ok(b) => Some(b),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => None,
-            Err(source) => {
-                return Err(OutputError::Io { file: bin_path.display().to_string(), source })
+    if let Some(r) = open_in(&dir, &format!("{ARGS_DIR}/{ARGS_FILE}"))? {
+        let bin_rel = format!("{ARGS_DIR}/{ARGS_BIN_FILE}");
+        let bin = match dir.open_file(&bin_rel, read_limit(&bin_rel)) {
+            Ok(f) => {
+                let len = f.len();
+                Some(ArgsBin::from_file(f.into_file(), len))
             }
+            Err(e) if e.is_not_found() => None,
+            Err(e) => return Err(OutputError::fs(e)),
         };
         let (a, loss) = read_args(r, bin)?;
         run.args = Some(a);
         run.loss.merge(loss);
         any = true;
     }
-    if let Some(r) = open(&dir.join(SCOPES_DIR).join(SCOPES_FILE))? {
+    if let Some(r) = open_in(&dir, &format!("{SCOPES_DIR}/{SCOPES_FILE}"))? {
         let (s, loss) = read_scopes(r)?;
         run.scopes = Some(s);
         run.loss.merge(loss);
         any = true;
     }
     if !any {
-        return Err(OutputError::Empty(dir.to_path_buf()));
+        return Err(OutputError::Empty(dir.path().to_path_buf()));
     }
     Ok(run)
+}
+
+/// Writes `bytes` as `rel` below the directory handle `dir` atomically; returns its size and
+/// hash.
+///
+/// # Errors
+///
+/// [`OutputError::Io`] naming the path.
+pub fn write_bytes_in(dir: &Dir, rel: &str, bytes: &[u8]) -> Result<Written, OutputError> {
+    write_atomic_in(dir, rel, |w| w.write_all(bytes))
+        .map_err(|source| OutputError::Io { file: dir.join(rel).display().to_string(), source })
 }
 
 /// Writes `bytes` to `path` atomically (for traces and views); returns its size and hash.

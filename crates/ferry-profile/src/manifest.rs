@@ -37,13 +37,13 @@
 //! # std::fs::remove_dir_all(&dir).unwrap();
 //! ```
 
-use std::fs::{self, File, OpenOptions};
-use std::io::{self, Read};
+use std::io;
 use std::path::{Path, PathBuf};
 
+use ferry_fs::{Dir, FsError, Kind};
 use serde::{Deserialize, Serialize};
 
-use super::atomic::{hash_file, temp_owner, write_atomic, Written};
+use super::atomic::{hash_reader, temp_owner, write_atomic_in, Written};
 
 /// File name of a run's manifest inside its output directory.
 pub const MANIFEST_FILE: &str = "ferry-manifest.json";
@@ -70,6 +70,10 @@ pub enum ManifestError {
     /// The output path exists and is not a directory.
     #[error("{} is not a directory", .0.display())]
     NotADirectory(PathBuf),
+    /// The directory, or something in it, was refused (a link, another user's directory, a
+    /// file that is not a regular file or is over its limit).
+    #[error(transparent)]
+    Fs(#[from] FsError),
     /// Another process holds the directory's lock.
     #[error("another ferry process is writing {}", .0.display())]
     Busy(PathBuf),
@@ -227,19 +231,26 @@ impl Manifest {
     /// [`MANIFEST_MAX_BYTES`], of another format, or naming a path outside the directory, twice,
     /// or without (or, incomplete, with) its size and hash.
     pub fn read(dir: &Path) -> Result<Option<Manifest>, ManifestError> {
+        Manifest::read_in(&Dir::open(dir)?)
+    }
+
+    /// [`Manifest::read`] through the directory handle `dir` (the manifest is opened without
+    /// following a link, and must be a regular file of at most [`MANIFEST_MAX_BYTES`]).
+    ///
+    /// # Errors
+    /// As [`Manifest::read`]; [`ManifestError::Fs`] for a link or a file that is not a regular
+    /// file.
+    pub fn read_in(dir: &Dir) -> Result<Option<Manifest>, ManifestError> {
         let path = dir.join(MANIFEST_FILE);
-        let f = match File::open(&path) {
-            Ok(f) => f,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(io_err(&path)(e)),
-        };
         let malformed = |reason: String| ManifestError::Malformed { path: path.clone(), reason };
-        let mut text = Vec::new();
-        // One byte over the cap tells an oversized file from one exactly at it.
-        f.take(MANIFEST_MAX_BYTES + 1).read_to_end(&mut text).map_err(io_err(&path))?;
-        if text.len() as u64 > MANIFEST_MAX_BYTES {
-            return Err(malformed(format!("over {MANIFEST_MAX_BYTES} bytes")));
-        }
+        let text = match dir.read(MANIFEST_FILE, MANIFEST_MAX_BYTES) {
+            Ok(t) => t,
+            Err(e) if e.is_not_found() => return Ok(None),
+            Err(FsError::TooLarge { .. }) => {
+                return Err(malformed(format!("over {MANIFEST_MAX_BYTES} bytes")))
+            }
+            Err(e) => return Err(e.into()),
+        };
         let m: Manifest = serde_json::from_slice(&text).map_err(|e| malformed(e.to_string()))?;
         if m.format != MANIFEST_FORMAT {
             return Err(malformed(format!(
@@ -272,9 +283,18 @@ impl Manifest {
     /// As [`Manifest::read`]; [`ManifestError::Missing`] without a manifest,
     /// [`ManifestError::Incomplete`] for a run that did not finish writing.
     pub fn verified(dir: &Path) -> Result<Manifest, ManifestError> {
-        match Manifest::read(dir)? {
-            None => Err(ManifestError::Missing(dir.to_path_buf())),
-            Some(m) if !m.complete => Err(ManifestError::Incomplete(dir.to_path_buf())),
+        Manifest::verified_in(&Dir::open(dir)?)
+    }
+
+    /// [`Manifest::verified`] through the directory handle `dir`.
+    ///
+    /// # Errors
+    /// As [`Manifest::verified`].
+    pub fn verified_in(dir: &Dir) -> Result<Manifest, ManifestError> {
+        let dir_path = dir.path();
+        match Manifest::read_in(dir)? {
+            None => Err(ManifestError::Missing(dir_path.to_path_buf())),
+            Some(m) if !m.complete => Err(ManifestError::Incomplete(dir_path.to_path_buf())),
             Some(m) => Ok(m),
         }
     }
@@ -290,21 +310,53 @@ impl Manifest {
     /// # Errors
     /// [`ManifestError::NotListed`], [`ManifestError::Changed`], or [`ManifestError::Io`].
     pub fn verify(&self, dir: &Path, rel: &str) -> Result<(), ManifestError> {
+        self.verify_in(&Dir::open(dir)?, rel)
+    }
+
+    /// [`Manifest::verify`] through the directory handle `dir`: the file is opened without
+    /// following a link, must be a regular file, and is read no further than the size the run
+    /// wrote.
+    ///
+    /// # Errors
+    /// As [`Manifest::verify`]; [`ManifestError::Fs`] for a link or a file that is not a
+    /// regular file.
+    pub fn verify_in(&self, dir: &Dir, rel: &str) -> Result<(), ManifestError> {
+        self.open_verified(dir, rel).map(drop)
+    }
+
+    /// Opens `rel` below `dir` for reading once it is verified: listed, a regular file of the
+    /// size the run wrote, and of the content hash it wrote (one pass over the file in bounded
+    /// chunks). The returned file reads from its start, at most that size.
+    ///
+    /// # Errors
+    /// As [`Manifest::verify_in`].
+    pub fn open_verified(&self, dir: &Dir, rel: &str) -> Result<ferry_fs::Input, ManifestError> {
         let e = self.entry(rel).ok_or_else(|| ManifestError::NotListed {
-            dir: dir.to_path_buf(),
+            dir: dir.path().to_path_buf(),
             file: rel.to_string(),
         })?;
         let path = dir.join(rel);
         let changed = |what: String| ManifestError::Changed { file: path.clone(), what };
-        let len = fs::metadata(&path).map_err(io_err(&path))?.len();
+        let wrote = e.bytes.unwrap_or(0);
+        let mut input = match dir.open_file(rel, wrote) {
+            Ok(i) => i,
+            Err(FsError::TooLarge { size, .. }) => {
+                let len = size.map_or("more".to_string(), |s| s.to_string());
+                return Err(changed(format!("{len} bytes, the run wrote {wrote}")));
+            }
+            Err(e) => return Err(e.into()),
+        };
+        let len = input.len();
         if Some(len) != e.bytes {
-            return Err(changed(format!("{len} bytes, the run wrote {}", e.bytes.unwrap_or(0))));
+            return Err(changed(format!("{len} bytes, the run wrote {wrote}")));
         }
-        let w = hash_file(&path).map_err(io_err(&path))?;
+        let w = hash_reader(&mut input).map_err(io_err(&path))?;
         if e.xxh3.as_deref() != Some(hex(w.xxh3).as_str()) || w.bytes != len {
             return Err(changed("its content hash differs".into()));
         }
-        Ok(())
+        // The same open file from its start: what was hashed is what the caller reads.
+        input.rewind().map_err(io_err(&path))?;
+        Ok(input)
     }
 
     /// Writes the manifest into `dir`, atomically.
@@ -312,9 +364,19 @@ impl Manifest {
     /// # Errors
     /// [`ManifestError::Io`].
     pub fn write(&self, dir: &Path) -> Result<Written, ManifestError> {
+        self.write_in(&Dir::open_writable(dir, false)?)
+    }
+
+    /// [`Manifest::write`] through the directory handle `dir`.
+    ///
+    /// # Errors
+    /// [`ManifestError::Io`].
+    pub fn write_in(&self, dir: &Dir) -> Result<Written, ManifestError> {
         let path = dir.join(MANIFEST_FILE);
-        write_atomic(&path, |w| serde_json::to_writer_pretty(w, self).map_err(io::Error::other))
-            .map_err(io_err(&path))
+        write_atomic_in(dir, MANIFEST_FILE, |w| {
+            serde_json::to_writer_pretty(w, self).map_err(io::Error::other)
+        })
+        .map_err(io_err(&path))
     }
 
     /// Adds (or replaces) `rel` in the complete manifest of `dir` under the directory's lock:
@@ -325,15 +387,23 @@ impl Manifest {
     /// [`ManifestError::Busy`] while a run writes the directory; as [`Manifest::verified`];
     /// [`ManifestError::Io`].
     pub fn add_file(dir: &Path, rel: &str, w: Written) -> Result<(), ManifestError> {
+        Manifest::add_file_in(&Dir::open_writable(dir, false)?, rel, w)
+    }
+
+    /// [`Manifest::add_file`] through the directory handle `dir`.
+    ///
+    /// # Errors
+    /// As [`Manifest::add_file`].
+    pub fn add_file_in(dir: &Dir, rel: &str, w: Written) -> Result<(), ManifestError> {
         let _lock = DirLock::take(dir)?;
-        let mut m = Manifest::verified(dir)?;
+        let mut m = Manifest::verified_in(dir)?;
         m.files.retain(|e| e.path != rel);
         m.files.push(ManifestEntry {
             path: rel.to_string(),
             bytes: Some(w.bytes),
             xxh3: Some(hex(w.xxh3)),
         });
-        m.write(dir)?;
+        m.write_in(dir)?;
         Ok(())
     }
 }
@@ -341,31 +411,17 @@ impl Manifest {
 /// An exclusive advisory lock (`flock`) on a directory's [`LOCK_FILE`], released on drop.
 #[derive(Debug)]
 struct DirLock {
-    _file: File,
+    _lock: ferry_fs::Lock,
 }
 
 impl DirLock {
-    fn take(dir: &Path) -> Result<DirLock, ManifestError> {
-        use std::os::unix::io::AsRawFd;
-        let path = dir.join(LOCK_FILE);
-        let file = OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&path)
-            .map_err(io_err(&path))?;
-        // SAFETY: `flock` takes a file descriptor, which `file` keeps open for the call, and has
-        // no memory-safety preconditions.
-        let r = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
-        if r != 0 {
-            let e = io::Error::last_os_error();
-            return Err(if e.kind() == io::ErrorKind::WouldBlock {
-                ManifestError::Busy(dir.to_path_buf())
-            } else {
-                io_err(&path)(e)
-            });
+    /// Takes the lock of `dir` (its [`LOCK_FILE`] opened without following a link, and a
+    /// regular file).
+    fn take(dir: &Dir) -> Result<DirLock, ManifestError> {
+        match dir.try_lock(LOCK_FILE)? {
+            Some(l) => Ok(DirLock { _lock: l }),
+            None => Err(ManifestError::Busy(dir.path().to_path_buf())),
         }
-        Ok(DirLock { _file: file })
     }
 }
 
@@ -374,7 +430,7 @@ impl DirLock {
 /// manifest.
 #[derive(Debug)]
 pub struct OutDir {
-    dir: PathBuf,
+    dir: Dir,
     _lock: DirLock,
     /// The manifest the directory had when claimed.
     earlier: Option<Manifest>,
@@ -392,32 +448,39 @@ impl OutDir {
     /// [`ManifestError::NotADirectory`], [`ManifestError::Busy`], [`ManifestError::Foreign`],
     /// a malformed manifest, or [`ManifestError::Io`] (not creatable, not writable).
     pub fn claim(dir: &Path, names: &[String]) -> Result<OutDir, ManifestError> {
-        match fs::metadata(dir) {
-            Ok(m) if !m.is_dir() => return Err(ManifestError::NotADirectory(dir.to_path_buf())),
-            Ok(_) => {}
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                fs::create_dir_all(dir).map_err(io_err(dir))?;
+        let handle = match Dir::open_writable(dir, true) {
+            Ok(d) => d,
+            Err(FsError::NotADirectory { .. }) => {
+                return Err(ManifestError::NotADirectory(dir.to_path_buf()))
             }
-            Err(e) => return Err(io_err(dir)(e)),
-        }
+            Err(e) => return Err(e.into()),
+        };
         // Creating the lock file proves the directory writable.
-        let lock = DirLock::take(dir)?;
-        let earlier = Manifest::read(dir)?;
-        remove_stale_temps(dir, 0)?;
+        let lock = DirLock::take(&handle)?;
+        let earlier = Manifest::read_in(&handle)?;
+        remove_stale_temps(&handle, 0)?;
         let listed = |rel: &str| earlier.as_ref().is_some_and(|m| m.entry(rel).is_some());
-        let foreign: Vec<String> = names
-            .iter()
-            .filter(|rel| !listed(rel) && fs::symlink_metadata(dir.join(rel)).is_ok())
-            .cloned()
-            .collect();
+        let mut foreign = Vec::new();
+        for rel in names {
+            // A link among the directories on the way (`args_dump -> /elsewhere`) is refused
+            // here, before the chip starts, naming it.
+            if handle.stat(rel)?.is_some() && !listed(rel) {
+                foreign.push(rel.clone());
+            }
+        }
         if !foreign.is_empty() {
             return Err(ManifestError::Foreign { dir: dir.to_path_buf(), files: foreign });
         }
-        Ok(OutDir { dir: dir.to_path_buf(), _lock: lock, earlier, manifest: None })
+        Ok(OutDir { dir: handle, _lock: lock, earlier, manifest: None })
     }
 
     /// The directory.
     pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// The directory's handle: everything the run writes goes through it.
+    pub fn dir(&self) -> &Dir {
         &self.dir
     }
 
@@ -457,22 +520,19 @@ impl OutDir {
             files: pending,
             outcome: None,
         };
-        m.write(&self.dir)?;
+        m.write_in(&self.dir)?;
         for rel in &earlier {
-            let p = self.dir.join(rel);
-            match fs::remove_file(&p) {
-                Ok(()) => {}
-                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-                Err(e) => return Err(io_err(&p)(e)),
-            }
+            // Through the handle, never through a link: a listed file below a directory that
+            // is now a link (`args_dump -> /elsewhere`) is refused, not removed there.
+            self.dir.remove_file(rel)?;
             // Its directories (`<example>/args_dump/`) go too once empty; one still holding
             // anything (another file, the user's) stays.
-            let mut parent = p.parent();
-            while let Some(d) = parent.filter(|d| *d != self.dir) {
-                if fs::remove_dir(d).is_err() {
+            let mut parent = rel.rsplit_once('/').map(|(d, _)| d);
+            while let Some(d) = parent {
+                if !self.dir.remove_dir(d).unwrap_or(false) {
                     break;
                 }
-                parent = d.parent();
+                parent = d.rsplit_once('/').map(|(d, _)| d);
             }
         }
         self.manifest = Some(Manifest { files: Vec::new(), ..m });
@@ -500,7 +560,7 @@ impl OutDir {
 
     /// The path of `file` (under the directory) relative to it, `/`-separated.
     pub fn relative(&self, file: &Path) -> Option<String> {
-        let rel = file.strip_prefix(&self.dir).ok()?;
+        let rel = file.strip_prefix(self.dir.path()).ok()?;
         let parts: Option<Vec<&str>> = rel.components().map(|c| c.as_os_str().to_str()).collect();
         Some(parts?.join("/"))
     }
@@ -526,7 +586,7 @@ impl OutDir {
     /// Before [`OutDir::begin`].
     pub fn commit_as(self, outcome: RunOutcome) -> Result<(), ManifestError> {
         let m = self.manifest.expect("OutDir::commit before begin");
-        Manifest { complete: true, outcome: Some(outcome), ..m }.write(&self.dir)?;
+        Manifest { complete: true, outcome: Some(outcome), ..m }.write_in(&self.dir)?;
         Ok(())
     }
 
@@ -544,7 +604,7 @@ impl OutDir {
     pub fn refuse_overwrite(self) -> Result<OutDir, ManifestError> {
         match self.earlier_run() {
             Some(m) => Err(ManifestError::Occupied {
-                dir: self.dir.clone(),
+                dir: self.dir.path().to_path_buf(),
                 run_id: m.run_id.clone(),
                 command: m.command.join(" "),
                 files: m.files.iter().map(|e| e.path.clone()).collect(),
@@ -554,42 +614,47 @@ impl OutDir {
     }
 }
 
-/// Removes the temp files ([`temp_owner`]) under `dir` (down to [`MAX_DEPTH`]) that another
-/// process made: called with the directory's lock held, so no live ferry process writes them.
-fn remove_stale_temps(dir: &Path, depth: usize) -> Result<(), ManifestError> {
+/// Removes the temp files ([`temp_owner`]) under `dir` (down to [`MAX_DEPTH`], never through
+/// a link) that another process made: called with the directory's lock held, so no live ferry
+/// process writes them.
+fn remove_stale_temps(dir: &Dir, depth: usize) -> Result<(), ManifestError> {
     let me = std::process::id();
-    for e in fs::read_dir(dir).map_err(io_err(dir))? {
-        let e = e.map_err(io_err(dir))?;
-        let ty = e.file_type().map_err(io_err(&e.path()))?;
-        let name = e.file_name();
-        if ty.is_dir() && depth + 1 < MAX_DEPTH {
-            remove_stale_temps(&e.path(), depth + 1)?;
-        } else if ty.is_file() && name.to_str().and_then(temp_owner).is_some_and(|pid| pid != me) {
-            match fs::remove_file(e.path()) {
-                Ok(()) => {}
-                Err(err) if err.kind() == io::ErrorKind::NotFound => {}
-                Err(err) => return Err(io_err(&e.path())(err)),
+    for e in dir.entries()? {
+        let Some(name) = e.name.to_str() else { continue };
+        match e.kind {
+            Kind::Dir if depth + 1 < MAX_DEPTH => remove_stale_temps(&dir.sub(name)?, depth + 1)?,
+            Kind::File if temp_owner(name).is_some_and(|pid| pid != me) => {
+                dir.remove_file(name)?;
             }
+            _ => {}
         }
     }
     Ok(())
 }
 
-/// Removes this process's temp files under `dir` (down to three levels): what a run stopped
-/// by a signal does before it exits. Best effort: errors are skipped.
+/// Removes this process's temp files under `dir` (down to three levels, never through a link):
+/// what a run stopped by a signal does before it exits. Best effort: errors are skipped.
 pub fn remove_own_temps(dir: &Path) {
-    fn walk(dir: &Path, depth: usize, me: u32) {
-        let Ok(rd) = fs::read_dir(dir) else { return };
-        for e in rd.flatten() {
-            let Ok(ty) = e.file_type() else { continue };
-            if ty.is_dir() && depth + 1 < MAX_DEPTH {
-                walk(&e.path(), depth + 1, me);
-            } else if ty.is_file() && e.file_name().to_str().and_then(temp_owner) == Some(me) {
-                let _ = fs::remove_file(e.path());
+    fn walk(dir: &Dir, depth: usize, me: u32) {
+        let Ok(entries) = dir.entries() else { return };
+        for e in entries {
+            let Some(name) = e.name.to_str() else { continue };
+            match e.kind {
+                Kind::Dir if depth + 1 < MAX_DEPTH => {
+                    if let Ok(d) = dir.sub(name) {
+                        walk(&d, depth + 1, me);
+                    }
+                }
+                Kind::File if temp_owner(name) == Some(me) => {
+                    let _ = dir.remove_file(name);
+                }
+                _ => {}
             }
         }
     }
-    walk(dir, 0, std::process::id());
+    if let Ok(d) = Dir::open(dir) {
+        walk(&d, 0, std::process::id());
+    }
 }
 
 #[cfg(test)]

@@ -21,15 +21,22 @@
 //!   warning; what cannot be read meaningfully (`clock_freq_hz` 0, a thread id beyond any chip,
 //!   payload sizes that disagree with the metadata) is a [`OutputError::Format`] of its reader.
 //!
-//! Every size a parser meets is capped by the file's length: JSON and CSV grow their vectors as
-//! they parse (never from a length the file states), and `args.bin` is read only when the
-//! analysis needs payloads, after its size has been checked.
+//! Every file is opened through the directory's handle without following a link, must be a
+//! regular file (a FIFO or a device is refused before any read), and is read no further than
+//! the size the manifest lists or, without one, [`read_limit`](super::read_limit); a manifest
+//! listing a size past that limit is refused too. Every size a parser meets is capped by the
+//! file's length: JSON and CSV grow their vectors as they parse (never from a length the file
+//! states), lines are bounded, and `args.bin` is read one payload at a time when the analysis
+//! needs payloads, after its size has been checked. Errors name the file by its path
+//! (`run-002/deps.json`).
 //!
 //! [`write_run`]: super::write_run
 
-use std::fs::{self, File};
-use std::io::{self, BufReader};
+use std::fs;
+use std::io::BufReader;
 use std::path::{Path, PathBuf};
+
+use ferry_fs::{Dir, FsError, Input, Kind};
 
 use super::args::{read_args, read_args_meta, ARGS_BIN_FILE, ARGS_DIR, ARGS_FILE};
 use super::deps::{read_deps, DEPS_FILE};
@@ -40,7 +47,7 @@ use super::pmu::{read_pmu, PMU_FILE, PMU_LOSS_FILE};
 use super::scope_names::{read_scope_names, SCOPE_NAMES_FILE};
 use super::scopes::{read_scopes, SCOPES_DIR, SCOPES_FILE};
 use super::swimlane::{read_swimlane, SWIMLANE_FILE};
-use super::{OutputError, Written};
+use super::{read_limit, ArgsBin, OutputError, Written};
 
 /// How much an analysis needs one file.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -132,6 +139,10 @@ impl Needs {
 /// Why a run's directory could not be opened for an analysis.
 #[derive(Debug, thiserror::Error)]
 pub enum OpenError {
+    /// The directory, or a file in it, was refused before it was read (a link, not a regular
+    /// file, over its limit).
+    #[error(transparent)]
+    Fs(#[from] FsError),
     /// The directory does not exist.
     #[error("{}: no such directory", .0.display())]
     NoDirectory(PathBuf),
@@ -270,98 +281,121 @@ fn dfx_files() -> [String; 5] {
 }
 
 struct Opener {
-    dir: PathBuf,
-    /// The manifest, where it lives and this directory's prefix under it.
-    trust: Option<(Manifest, PathBuf, String)>,
+    dir: Dir,
+    /// The manifest, the directory it lives in and this directory's prefix under it.
+    trust: Option<(Manifest, Dir, String)>,
     warnings: Vec<String>,
     /// Files that are there but could not be read (each also a warning).
     skipped: usize,
 }
 
 impl Opener {
-    /// The path of `rel` if the analysis may read it (see the module docs); `None` when it is
-    /// absent (or skipped with a warning).
-    fn source(&mut self, rel: &str, need: Need) -> Result<Option<PathBuf>, OpenError> {
+    /// `rel`, opened for reading if the analysis may read it (see the module docs); `None` when
+    /// it is absent (or skipped with a warning).
+    fn source(&mut self, rel: &str, need: Need) -> Result<Option<Input>, OpenError> {
         if need == Need::Skip {
             return Ok(None);
         }
         let path = self.dir.join(rel);
-        let exists = fs::symlink_metadata(&path).is_ok_and(|m| m.is_file());
+        let exists = match self.dir.stat(rel) {
+            Ok(m) => m.is_some(),
+            // A link among the directories on the way: refused like a file that is there.
+            Err(e) => return self.refuse(rel, need, OpenError::Fs(e)),
+        };
         let missing = || OpenError::MissingFile {
-            dir: self.dir.clone(),
+            dir: self.dir.path().to_path_buf(),
             file: rel.to_string(),
             hint: format!(" (written by `ferry run` with {})", option_for(file_name(rel))),
         };
         let Some((m, root, prefix)) = &self.trust else {
             return match (exists, need) {
-                (true, _) => Ok(Some(path)),
+                (true, _) => match self.dir.open_file(rel, read_limit(rel)) {
+                    Ok(f) => Ok(Some(f)),
+                    Err(e) => self.refuse(rel, need, OpenError::Fs(e)),
+                },
                 (false, Need::Required) => Err(missing()),
                 (false, _) => Ok(None),
             };
         };
         let full = format!("{prefix}{rel}");
-        let refusal = match (m.entry(&full).is_some(), exists) {
-            (false, false) => {
+        let refusal = match (m.entry(&full), exists) {
+            (None, false) => {
                 return if need == Need::Required { Err(missing()) } else { Ok(None) };
             }
-            (false, true) => ManifestError::NotListed { dir: root.clone(), file: full },
-            (true, false) => ManifestError::Changed {
+            (None, true) => ManifestError::NotListed { dir: root.path().to_path_buf(), file: full },
+            (Some(_), false) => ManifestError::Changed {
                 file: path.clone(),
                 what: "the manifest lists it but it is gone".into(),
             },
-            (true, true) => match m.verify(root, &full) {
-                Ok(()) => return Ok(Some(path)),
+            (Some(e), true) if e.bytes.is_some_and(|b| b > read_limit(rel)) => {
+                ManifestError::Fs(FsError::TooLarge { path, size: e.bytes, limit: read_limit(rel) })
+            }
+            (Some(_), true) => match m.open_verified(root, &full) {
+                Ok(f) => return Ok(Some(f)),
                 Err(e) => e,
             },
         };
+        let refusal = OpenError::Refused { source: refusal };
+        self.refuse(rel, need, refusal)
+    }
+
+    /// A file that is there but refused: an error when the analysis cannot do without it, else
+    /// a warning and nothing.
+    fn refuse<T>(&mut self, rel: &str, need: Need, e: OpenError) -> Result<Option<T>, OpenError> {
         if need.strict() {
-            return Err(OpenError::Refused { source: refusal });
+            return Err(e);
         }
         self.skipped += 1;
-        self.warnings.push(format!(
-            "skipped {rel}: {refusal} (rerun `ferry run --out DIR` to rewrite the directory, or \
-             remove {MANIFEST_FILE} to read its files unverified)"
-        ));
+        self.warnings.push(format!("skipped {rel}: {e}"));
         Ok(None)
     }
 
-    /// A parse failure of a file: an error when required, else a warning and nothing.
+    /// A parse failure of a file: an error when required, else a warning and nothing. The
+    /// error names the file by its path.
     fn failed<T>(&mut self, need: Need, e: OutputError) -> Result<Option<T>, OpenError> {
+        let e = e.located(self.dir.path());
         if need.strict() {
             return Err(e.into());
         }
         self.skipped += 1;
-        self.warnings.push(format!("skipped {}: {e}", self.dir.display()));
+        self.warnings.push(format!("skipped {e}"));
         Ok(None)
     }
 
     /// Whether `rel` is neither in the directory nor in its manifest.
     fn absent_and_unlisted(&self, rel: &str) -> bool {
-        let path = self.dir.join(rel);
         let listed = self
             .trust
             .as_ref()
             .is_some_and(|(m, _, prefix)| m.entry(&format!("{prefix}{rel}")).is_some());
-        fs::symlink_metadata(path).is_err() && !listed
+        matches!(self.dir.stat(rel), Ok(None)) && !listed
     }
 
     /// The size of `rel` when the analysis may rely on it: listed with that size (no hash: the
-    /// file is not read), or present in an unverified directory.
+    /// file is not read), or present in an unverified directory (a regular file; a link is
+    /// refused).
     fn size_of(&mut self, rel: &str) -> Result<Option<u64>, OpenError> {
         let path = self.dir.join(rel);
-        let Ok(meta) = fs::metadata(&path) else { return Ok(None) };
-        let Some((m, root, prefix)) = &self.trust else { return Ok(Some(meta.len())) };
+        let Some(meta) = self.dir.stat(rel)? else { return Ok(None) };
+        if meta.kind != Kind::File {
+            let e = match meta.kind {
+                Kind::Symlink => FsError::Symlink { path },
+                _ => FsError::NotAFile { path, kind: "not a regular file" },
+            };
+            return Err(e.into());
+        }
+        let Some((m, root, prefix)) = &self.trust else { return Ok(Some(meta.len)) };
         let full = format!("{prefix}{rel}");
         match m.entry(&full) {
-            Some(e) if e.bytes == Some(meta.len()) => Ok(Some(meta.len())),
+            Some(e) if e.bytes == Some(meta.len) => Ok(Some(meta.len)),
             Some(e) => Err(OpenError::Refused {
                 source: ManifestError::Changed {
                     file: path,
-                    what: format!("{} bytes, the run wrote {}", meta.len(), e.bytes.unwrap_or(0)),
+                    what: format!("{} bytes, the run wrote {}", meta.len, e.bytes.unwrap_or(0)),
                 },
             }),
             None => Err(OpenError::Refused {
-                source: ManifestError::NotListed { dir: root.clone(), file: full },
+                source: ManifestError::NotListed { dir: root.path().to_path_buf(), file: full },
             }),
         }
     }
@@ -371,15 +405,10 @@ fn file_name(rel: &str) -> &str {
     rel.rsplit('/').next().unwrap_or(rel)
 }
 
-fn open_file(path: &Path) -> Result<BufReader<File>, OpenError> {
-    File::open(path)
-        .map(BufReader::new)
-        .map_err(|source| OutputError::Io { file: path.display().to_string(), source }.into())
-}
-
 /// The manifest that covers `dir`: its own, or its parent's when that lists files under
-/// `<dir's name>/` (the `DIR/<example>/` of a run of several examples).
-fn find_manifest(dir: &Path) -> Result<Option<(Manifest, PathBuf, String)>, OpenError> {
+/// `<dir's name>/` (the `DIR/<example>/` of a run of several examples); with the directory it
+/// lives in and `dir`'s prefix under it.
+fn find_manifest(dir: &Dir) -> Result<Option<(Manifest, Dir, String)>, OpenError> {
     let complete = |m: Manifest, at: &Path| {
         if m.complete {
             Ok(m)
@@ -387,39 +416,44 @@ fn find_manifest(dir: &Path) -> Result<Option<(Manifest, PathBuf, String)>, Open
             Err(OpenError::Manifest(ManifestError::Incomplete(at.to_path_buf())))
         }
     };
-    if let Some(m) = Manifest::read(dir).map_err(OpenError::Manifest)? {
-        return Ok(Some((complete(m, dir)?, dir.to_path_buf(), String::new())));
+    if let Some(m) = Manifest::read_in(dir).map_err(OpenError::Manifest)? {
+        return Ok(Some((complete(m, dir.path())?, dir.clone(), String::new())));
     }
-    let abs = fs::canonicalize(dir)
-        .map_err(|source| OutputError::Io { file: dir.display().to_string(), source })?;
+    let abs = fs::canonicalize(dir.path())
+        .map_err(|source| OutputError::Io { file: dir.path().display().to_string(), source })?;
     let (Some(parent), Some(name)) = (abs.parent(), abs.file_name().and_then(|n| n.to_str()))
     else {
         return Ok(None);
     };
     let prefix = format!("{name}/");
-    match Manifest::read(parent).map_err(OpenError::Manifest)? {
+    let Ok(root) = Dir::open(parent) else { return Ok(None) };
+    match Manifest::read_in(&root).map_err(OpenError::Manifest)? {
         Some(m) if m.files.iter().any(|e| e.path.starts_with(&prefix)) => {
-            let root = dir.join("..");
-            Ok(Some((complete(m, parent)?, root, prefix)))
+            let at = root.path().to_path_buf();
+            Ok(Some((complete(m, &at)?, root, prefix)))
         }
         _ => Ok(None),
     }
 }
 
-/// Subdirectories of `dir` that hold `rel` (any DFX file when `rel` is `None`), sorted.
-fn subdirs_with(dir: &Path, rel: Option<&str>) -> Vec<String> {
-    let Ok(rd) = fs::read_dir(dir) else { return Vec::new() };
-    let mut v: Vec<String> = rd
-        .flatten()
-        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
-        .filter(|e| {
-            let p = e.path();
-            match rel {
-                Some(r) => p.join(r).is_file(),
-                None => dfx_files().iter().any(|f| p.join(f).is_file()),
-            }
+/// Whether `rel` below `dir` is a regular file (reached without following a link).
+fn is_file(dir: &Dir, rel: &str) -> bool {
+    matches!(dir.stat(rel), Ok(Some(m)) if m.kind == Kind::File)
+}
+
+/// Subdirectories of `dir` that hold `rel` (any DFX file when `rel` is `None`), sorted; links
+/// are not followed.
+fn subdirs_with(dir: &Dir, rel: Option<&str>) -> Vec<String> {
+    let Ok(entries) = dir.entries() else { return Vec::new() };
+    let mut v: Vec<String> = entries
+        .into_iter()
+        .filter(|e| e.kind == Kind::Dir)
+        .filter_map(|e| e.name.into_string().ok())
+        .filter(|name| match rel {
+            Some(r) => is_file(dir, &format!("{name}/{r}")),
+            None => dfx_files().iter().any(|f| is_file(dir, &format!("{name}/{f}"))),
         })
-        .map(|e| dir.join(e.file_name()).display().to_string())
+        .map(|name| dir.join(&name).display().to_string())
         .collect();
     v.sort();
     v
@@ -427,16 +461,18 @@ fn subdirs_with(dir: &Path, rel: Option<&str>) -> Vec<String> {
 
 /// The name map file of `dir`: `name_map_<case>.json` when it exists, else the first
 /// `name_map_*.json` by name.
-fn name_map_of(dir: &Path, case: Option<&str>) -> Option<String> {
+fn name_map_of(dir: &Dir, case: Option<&str>) -> Option<String> {
     if let Some(c) = case {
         let f = name_map_file(c);
-        if dir.join(&f).is_file() {
+        if is_file(dir, &f) {
             return Some(f);
         }
     }
-    let mut found: Vec<String> = fs::read_dir(dir)
+    let mut found: Vec<String> = dir
+        .entries()
         .ok()?
-        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .into_iter()
+        .filter_map(|e| e.name.into_string().ok())
         .filter(|n| is_name_map_file(n))
         .collect();
     found.sort();
@@ -450,18 +486,16 @@ fn name_map_of(dir: &Path, case: Option<&str>) -> Option<String> {
 /// [`OpenError`]: the directory is missing or not one, a required file is missing, refused by
 /// the manifest or broken, the manifest is malformed or incomplete, or nothing was read.
 pub fn open_run(dir: &Path, needs: &Needs) -> Result<OpenedRun, OpenError> {
-    match fs::metadata(dir) {
-        Ok(m) if m.is_dir() => {}
-        Ok(_) => return Err(OpenError::NotADirectory(dir.to_path_buf())),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => {
-            return Err(OpenError::NoDirectory(dir.to_path_buf()))
+    let handle = match Dir::open(dir) {
+        Ok(d) => d,
+        Err(FsError::NotADirectory { .. }) => {
+            return Err(OpenError::NotADirectory(dir.to_path_buf()))
         }
-        Err(source) => {
-            return Err(OutputError::Io { file: dir.display().to_string(), source }.into())
-        }
-    }
-    let trust = find_manifest(dir)?;
-    let mut o = Opener { dir: dir.to_path_buf(), trust, warnings: Vec::new(), skipped: 0 };
+        Err(e) if e.is_not_found() => return Err(OpenError::NoDirectory(dir.to_path_buf())),
+        Err(e) => return Err(e.into()),
+    };
+    let trust = find_manifest(&handle)?;
+    let mut o = Opener { dir: handle.clone(), trust, warnings: Vec::new(), skipped: 0 };
     if o.trust.is_none() {
         o.warnings.push(format!(
             "{} has no {MANIFEST_FILE} (not written by `ferry run`, or by a ferry before \
@@ -477,8 +511,8 @@ pub fn open_run(dir: &Path, needs: &Needs) -> Result<OpenedRun, OpenError> {
         (needs.scopes, format!("{SCOPES_DIR}/{SCOPES_FILE}")),
     ];
     for (need, rel) in &required {
-        if *need == Need::Required && !dir.join(rel).exists() {
-            let subdirs = subdirs_with(dir, Some(rel));
+        if *need == Need::Required && matches!(handle.stat(rel), Ok(None)) {
+            let subdirs = subdirs_with(&handle, Some(rel));
             if !subdirs.is_empty() {
                 return Err(OpenError::SeveralExamples {
                     dir: dir.to_path_buf(),
@@ -490,8 +524,8 @@ pub fn open_run(dir: &Path, needs: &Needs) -> Result<OpenedRun, OpenError> {
     }
     let mut run = RunModel::default();
     let mut any = false;
-    if let Some(p) = o.source(SWIMLANE_FILE, needs.swimlane)? {
-        match read_swimlane(open_file(&p)?) {
+    if let Some(f) = o.source(SWIMLANE_FILE, needs.swimlane)? {
+        match read_swimlane(BufReader::new(f)) {
             Ok((meta, kernels, sw, loss)) => {
                 run.meta = meta;
                 run.kernels = kernels;
@@ -505,22 +539,22 @@ pub fn open_run(dir: &Path, needs: &Needs) -> Result<OpenedRun, OpenError> {
     // The name map beside the records (the case's, else the first): its names label kernels,
     // over the metadata's, as the original tools label them.
     if run.swimlane.is_some() {
-        if let Some(rel) = name_map_of(dir, run.meta.case.as_deref()) {
-            if let Some(p) = o.source(&rel, Need::Optional)? {
-                match read_name_map(open_file(&p)?) {
+        if let Some(rel) = name_map_of(&handle, run.meta.case.as_deref()) {
+            if let Some(f) = o.source(&rel, Need::Optional)? {
+                match read_name_map(BufReader::new(f)) {
                     Ok(m) => run.kernels.extend(m.kernels()),
                     Err(e) => o.failed::<()>(Need::Optional, e).map(drop)?,
                 }
             }
         }
     }
-    if let Some(p) = o.source(PMU_FILE, needs.pmu)? {
-        match read_pmu(open_file(&p)?) {
+    if let Some(f) = o.source(PMU_FILE, needs.pmu)? {
+        match read_pmu(BufReader::new(f)) {
             Ok(t) => {
                 run.pmu = Some(t);
                 any = true;
-                if let Some(p) = o.source(PMU_LOSS_FILE, Need::Optional)? {
-                    let loss = serde_json::from_reader(open_file(&p)?)
+                if let Some(f) = o.source(PMU_LOSS_FILE, Need::Optional)? {
+                    let loss = serde_json::from_reader(BufReader::new(f))
                         .map_err(OutputError::json(PMU_LOSS_FILE))
                         .and_then(|l| super::model::check_loss(&l, PMU_LOSS_FILE).map(|()| l));
                     match loss {
@@ -532,8 +566,8 @@ pub fn open_run(dir: &Path, needs: &Needs) -> Result<OpenedRun, OpenError> {
             Err(e) => o.failed::<()>(needs.pmu, e).map(drop)?,
         }
     }
-    if let Some(p) = o.source(DEPS_FILE, needs.deps)? {
-        match read_deps(open_file(&p)?) {
+    if let Some(f) = o.source(DEPS_FILE, needs.deps)? {
+        match read_deps(BufReader::new(f)) {
             Ok((g, loss)) => {
                 run.deps = Some(g);
                 run.loss.merge(loss);
@@ -543,7 +577,8 @@ pub fn open_run(dir: &Path, needs: &Needs) -> Result<OpenedRun, OpenError> {
         }
     }
     let args_rel = format!("{ARGS_DIR}/{ARGS_FILE}");
-    if let Some(p) = o.source(&args_rel, needs.args)? {
+    if let Some(f) = o.source(&args_rel, needs.args)? {
+        let p = handle.join(&args_rel);
         let bin_rel = format!("{ARGS_DIR}/{ARGS_BIN_FILE}");
         let read = if needs.args_payloads {
             // A dump without payloads (level 3 with no marked tensor) writes no `args.bin` and
@@ -552,19 +587,17 @@ pub fn open_run(dir: &Path, needs: &Needs) -> Result<OpenedRun, OpenError> {
             let bin_need =
                 if o.absent_and_unlisted(&bin_rel) { Need::Optional } else { needs.args };
             match o.source(&bin_rel, bin_need)? {
-                Some(bp) => {
-                    let bin = fs::read(&bp).map_err(|source| OutputError::Io {
-                        file: bp.display().to_string(),
-                        source,
-                    })?;
-                    read_args(open_file(&p)?, Some(bin))
+                Some(b) => {
+                    // Read one payload at a time when asked, never copied whole.
+                    let len = b.len();
+                    read_args(BufReader::new(f), Some(ArgsBin::from_file(b.into_file(), len)))
                 }
-                None => read_args(open_file(&p)?, None),
+                None => read_args(BufReader::new(f), None),
             }
         } else {
             let len = o.size_of(&bin_rel);
             match len {
-                Ok(len) => read_args_meta(open_file(&p)?, len),
+                Ok(len) => read_args_meta(BufReader::new(f), len),
                 Err(e) if needs.args.strict() => return Err(e),
                 Err(e) => {
                     o.skipped += 1;
@@ -584,14 +617,14 @@ pub fn open_run(dir: &Path, needs: &Needs) -> Result<OpenedRun, OpenError> {
         }
     }
     let scopes_rel = format!("{SCOPES_DIR}/{SCOPES_FILE}");
-    if let Some(p) = o.source(&scopes_rel, needs.scopes)? {
-        match read_scopes(open_file(&p)?) {
+    if let Some(f) = o.source(&scopes_rel, needs.scopes)? {
+        match read_scopes(BufReader::new(f)) {
             Ok((mut s, loss)) => {
                 // The sites' names, when the run wrote them: a table that is there but broken
                 // is skipped with a warning (the records stand without it).
                 let names_rel = format!("{SCOPES_DIR}/{SCOPE_NAMES_FILE}");
-                if let Some(np) = o.source(&names_rel, Need::Optional)? {
-                    match read_scope_names(open_file(&np)?) {
+                if let Some(nf) = o.source(&names_rel, Need::Optional)? {
+                    match read_scope_names(BufReader::new(nf)) {
                         Ok(n) => s.names = n,
                         Err(e) => o.failed::<()>(Need::Optional, e).map(drop)?,
                     }
@@ -604,7 +637,7 @@ pub fn open_run(dir: &Path, needs: &Needs) -> Result<OpenedRun, OpenError> {
         }
     }
     if !any {
-        let subdirs = subdirs_with(dir, None);
+        let subdirs = subdirs_with(&handle, None);
         if !subdirs.is_empty() {
             return Err(OpenError::SeveralExamples {
                 dir: dir.to_path_buf(),
@@ -621,7 +654,7 @@ pub fn open_run(dir: &Path, needs: &Needs) -> Result<OpenedRun, OpenError> {
     }
     o.warnings.extend(inconsistencies(&run));
     let outcome = o.trust.as_ref().and_then(|(m, _, _)| m.outcome.clone());
-    let trust = o.trust.map(|(_, root, prefix)| (root, prefix));
+    let trust = o.trust.map(|(_, root, prefix)| (root.path().to_path_buf(), prefix));
     let skipped = o.skipped;
     Ok(OpenedRun { run, warnings: o.warnings, trust, dir: dir.to_path_buf(), outcome, skipped })
 }

@@ -232,9 +232,9 @@ pub fn read_pmu<R: BufRead>(r: R) -> Result<PmuTable, OutputError> {
         file: PMU_FILE.into(),
         what: format!("line {line}: {what}"),
     };
-    let mut lines = r.lines();
+    let mut lines = super::limits::BoundedLines::new(r, PMU_FILE);
     let header = match lines.next() {
-        Some(h) => h.map_err(OutputError::io(PMU_FILE))?,
+        Some(h) => h?,
         None => return Err(bad(1, "empty file".into())),
     };
     let cols: Vec<&str> = header.trim_end().split(',').collect();
@@ -249,7 +249,7 @@ pub fn read_pmu<R: BufRead>(r: R) -> Result<PmuTable, OutputError> {
     };
     for (i, line) in lines.enumerate() {
         let ln = i + 2;
-        let line = line.map_err(OutputError::io(PMU_FILE))?;
+        let line = line?;
         if line.trim().is_empty() {
             continue;
         }

@@ -6,7 +6,7 @@ use std::sync::{Mutex, OnceLock};
 use serde::{Deserialize, Serialize};
 
 use crate::{
-    write_bytes_atomic, ManifestError, OutDir, OutputError, RunOutcome, ARGS_BIN_FILE, ARGS_DIR,
+    write_bytes_in, ManifestError, OutDir, OutputError, RunOutcome, ARGS_BIN_FILE, ARGS_DIR,
     ARGS_FILE, CHROME_FILE, DEPS_FILE, PERFETTO_FILE, PMU_FILE, PMU_LOSS_FILE, SCOPES_DIR,
     SCOPES_FILE, SCOPE_NAMES_FILE, SWIMLANE_FILE,
 };
@@ -188,7 +188,7 @@ impl RunDir {
             .filter(|r| r == name && crate::manifest::valid_rel(r))
             .ok_or_else(outside)?;
         let out = self.begun()?;
-        let w = write_bytes_atomic(&path, bytes)?;
+        let w = write_bytes_in(out.dir(), &rel, bytes)?;
         out.record(&rel, w);
         Ok(())
     }

@@ -32,7 +32,12 @@
 //! ```
 use std::path::Path;
 
+use ferry_fs::Dir;
 use serde::{Deserialize, Serialize};
+
+use super::manifest::{Manifest, ManifestError};
+use super::open::OpenError;
+use super::read_limit;
 
 use super::atomic::Written;
 use super::model::{RunLabel, RunModel};
@@ -107,34 +112,77 @@ pub fn session_runs(runs: &[RunModel]) -> SessionRuns {
 /// # Errors
 /// [`OutputError::Json`], [`OutputError::Io`].
 pub fn write_runs(dir: &Path, runs: &SessionRuns) -> Result<Written, OutputError> {
+    write_runs_in(&Dir::open_writable(dir, true)?, runs)
+}
+
+/// [`write_runs`] through the directory handle `dir`.
+///
+/// # Errors
+/// As [`write_runs`].
+pub fn write_runs_in(dir: &Dir, runs: &SessionRuns) -> Result<Written, OutputError> {
     let bytes = serde_json::to_vec_pretty(runs).map_err(OutputError::json(RUNS_FILE))?;
-    super::write_bytes_atomic(&dir.join(RUNS_FILE), &bytes)
+    super::write_bytes_in(dir, RUNS_FILE, &bytes)
 }
 
 /// Reads `dir`'s `runs.json`; `None` when there is none (a profile of one run).
 ///
+/// The file is checked like every file of a profile: opened without following a link, a
+/// regular file of at most [`MAX_SMALL_FILE_BYTES`](super::MAX_SMALL_FILE_BYTES), and, when
+/// the directory has a manifest, listed in it with the size and content hash the run wrote (an
+/// edited count is refused, not shown).
+///
 /// # Errors
-/// [`OutputError::Io`], [`OutputError::Json`] for a file that is not the format, and
-/// [`OutputError::Format`] for a run directory that is not `run-NNN` (a path that could leave
-/// the session's directory).
-pub fn read_runs(dir: &Path) -> Result<Option<SessionRuns>, OutputError> {
-    let path = dir.join(RUNS_FILE);
-    let bytes = match std::fs::read(&path) {
-        Ok(b) => b,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(OutputError::io(RUNS_FILE)(e)),
+/// [`OpenError::Manifest`] (malformed, incomplete), [`OpenError::Refused`] (not listed,
+/// changed), [`OpenError::Fs`] (a link, a FIFO, over the limit), and [`OpenError::Output`]:
+/// [`OutputError::Json`] for a file that is not the format, [`OutputError::Format`] for a run
+/// directory that is not `run-NNN` (a path that could leave the session's directory) or a run
+/// listed twice.
+pub fn read_runs(dir: &Path) -> Result<Option<SessionRuns>, OpenError> {
+    let d = match Dir::open(dir) {
+        Ok(d) => d,
+        // No directory, no runs.json: the caller's reader says what is missing.
+        Err(e) if e.is_not_found() => return Ok(None),
+        Err(e) => return Err(e.into()),
     };
-    let runs: SessionRuns = serde_json::from_slice(&bytes).map_err(OutputError::json(RUNS_FILE))?;
+    let input = match Manifest::read_in(&d).map_err(OpenError::Manifest)? {
+        Some(m) if !m.complete => {
+            return Err(OpenError::Manifest(ManifestError::Incomplete(dir.to_path_buf())))
+        }
+        Some(m) => {
+            if m.entry(RUNS_FILE).is_none() {
+                if d.stat(RUNS_FILE)?.is_none() {
+                    return Ok(None);
+                }
+                return Err(OpenError::Refused {
+                    source: ManifestError::NotListed {
+                        dir: dir.to_path_buf(),
+                        file: RUNS_FILE.into(),
+                    },
+                });
+            }
+            m.open_verified(&d, RUNS_FILE).map_err(|source| OpenError::Refused { source })?
+        }
+        None => match d.open_file(RUNS_FILE, read_limit(RUNS_FILE)) {
+            Ok(f) => f,
+            Err(e) if e.is_not_found() => return Ok(None),
+            Err(e) => return Err(e.into()),
+        },
+    };
+    let located = |e: OutputError| OpenError::Output(e.located(dir));
+    let runs: SessionRuns = serde_json::from_reader(std::io::BufReader::new(input))
+        .map_err(|e| located(OutputError::json(RUNS_FILE)(e)))?;
+    let bad = |what: String| located(OutputError::Format { file: RUNS_FILE.into(), what });
     if let Some(r) = runs.runs.iter().find(|r| r.dir != RunLabel::dir_name(r.index)) {
-        return Err(OutputError::Format {
-            file: RUNS_FILE.into(),
-            what: format!(
-                "run {} names directory {:?}, not {:?}",
-                r.index,
-                r.dir,
-                RunLabel::dir_name(r.index)
-            ),
-        });
+        return Err(bad(format!(
+            "run {} names directory {:?}, not {:?}",
+            r.index,
+            r.dir,
+            RunLabel::dir_name(r.index)
+        )));
+    }
+    let mut seen = std::collections::HashSet::new();
+    if let Some(r) = runs.runs.iter().find(|r| !seen.insert(r.index)) {
+        return Err(bad(format!("run {} is listed twice", r.index)));
     }
     Ok(Some(runs))
 }

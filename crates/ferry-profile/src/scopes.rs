@@ -205,9 +205,9 @@ pub fn read_scopes<R: BufRead>(r: R) -> Result<(ScopeStats, LossAccounting), Out
         file: SCOPES_FILE.into(),
         what: format!("line {line}: {what}"),
     };
-    let mut lines = r.lines();
+    let mut lines = super::limits::BoundedLines::new(r, SCOPES_FILE);
     let first = match lines.next() {
-        Some(l) => l.map_err(OutputError::io(SCOPES_FILE))?,
+        Some(l) => l?,
         None => return Err(bad(1, "empty file".into())),
     };
     let h: Header = serde_json::from_str(&first).map_err(|e| bad(1, e.to_string()))?;
@@ -228,7 +228,7 @@ pub fn read_scopes<R: BufRead>(r: R) -> Result<(ScopeStats, LossAccounting), Out
         names: ScopeNames::new(),
     };
     for (i, l) in lines.enumerate() {
-        let l = l.map_err(OutputError::io(SCOPES_FILE))?;
+        let l = l?;
         if l.trim().is_empty() {
             continue;
         }

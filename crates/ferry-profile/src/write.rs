@@ -22,7 +22,7 @@
 //! ```
 
 use std::fmt;
-use std::io::{self, Write};
+use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -38,6 +38,7 @@ use super::scopes::{write_scopes_ticked, SCOPES_DIR, SCOPES_FILE};
 use super::stream::Ticker;
 use super::swimlane::{write_swimlane_ticked, SWIMLANE_FILE};
 use super::{chrome, perfetto, OutputError};
+use ferry_fs::Dir;
 
 /// File name of the Perfetto protobuf trace inside the output directory.
 pub const PERFETTO_FILE: &str = "trace.perfetto-trace";
@@ -196,12 +197,17 @@ impl WriteReport {
 
 /// Runs one file's writer through `commit` (the atomic write's fsync and rename follow on its
 /// thread), keeping the writer's own error.
-fn atomic_file<F>(commit: &Committer, path: &Path, write: F) -> Result<Written, OutputError>
+fn atomic_file<F>(
+    commit: &Committer,
+    dir: &Dir,
+    rel: &str,
+    write: F,
+) -> Result<Written, OutputError>
 where
     F: FnOnce(&mut AtomicWriter) -> Result<(), OutputError>,
 {
     let mut inner: Option<OutputError> = None;
-    let r = commit.write(path, |w| {
+    let r = commit.write(dir, rel, |w| {
         write(w).map_err(|e| {
             let io = io::Error::other(e.to_string());
             inner = Some(e);
@@ -211,25 +217,29 @@ where
     match (r, inner) {
         (Ok(n), _) => Ok(n),
         (Err(_), Some(e)) => Err(e),
-        (Err(source), None) => Err(OutputError::Io { file: path.display().to_string(), source }),
+        (Err(source), None) => {
+            Err(OutputError::Io { file: dir.join(rel).display().to_string(), source })
+        }
     }
 }
 
 /// Records the files one thread wrote.
 struct Files<'r, 't> {
+    dir: &'r Dir,
     report: &'r mut WriteReport,
     tick: &'r Ticker<'t>,
     commit: &'r Committer,
 }
 
 impl Files<'_, '_> {
-    fn write<F>(&mut self, path: PathBuf, name: &'static str, write: F) -> Result<(), OutputError>
+    fn write<F>(&mut self, rel: &str, name: &'static str, write: F) -> Result<(), OutputError>
     where
         F: FnOnce(&mut AtomicWriter, &Ticker<'_>) -> Result<(), OutputError>,
     {
         let (t0, before) = (Instant::now(), self.tick.done());
         self.tick.start_file(name);
-        let written = atomic_file(self.commit, &path, |w| write(w, self.tick))?;
+        let written = atomic_file(self.commit, self.dir, rel, |w| write(w, self.tick))?;
+        let path = self.dir.join(rel);
         self.report.bytes += written.bytes;
         self.report.files.push(WrittenFile {
             path,
@@ -276,58 +286,56 @@ impl FileJob {
         v
     }
 
-    fn write(self, dir: &Path, run: &RunModel, f: &mut Files<'_, '_>) -> Result<(), OutputError> {
+    fn write(self, run: &RunModel, f: &mut Files<'_, '_>) -> Result<(), OutputError> {
         let loss = |s| run.loss.of(s);
         match self {
             FileJob::Swimlane => {
                 let Some(sw) = &run.swimlane else { return Ok(()) };
                 let l = loss(Subsystem::ChipSwimlane);
-                f.write(dir.join(SWIMLANE_FILE), SWIMLANE_FILE, |w, t| {
+                f.write(SWIMLANE_FILE, SWIMLANE_FILE, |w, t| {
                     write_swimlane_ticked(w, &run.meta, &run.kernels, sw, &l, t)
                 })?;
                 // Beside the records, the names the original tools label kernels with.
                 let case = run.meta.case.as_deref().unwrap_or(DEFAULT_CASE);
                 let map = NameMap::of_run(run);
-                f.write(dir.join(name_map_file(case)), NAME_MAP_LABEL, |w, _| {
-                    write_name_map(w, &map)
-                })
+                f.write(&name_map_file(case), NAME_MAP_LABEL, |w, _| write_name_map(w, &map))
             }
             FileJob::Pmu => {
                 let Some(p) = &run.pmu else { return Ok(()) };
-                f.write(dir.join(PMU_FILE), PMU_FILE, |w, t| write_pmu_ticked(w, p, t))?;
+                f.write(PMU_FILE, PMU_FILE, |w, t| write_pmu_ticked(w, p, t))?;
                 let l = loss(Subsystem::Pmu);
-                f.write(dir.join(PMU_LOSS_FILE), PMU_LOSS_FILE, |w, _| {
+                f.write(PMU_LOSS_FILE, PMU_LOSS_FILE, |w, _| {
                     serde_json::to_writer_pretty(w, &l).map_err(OutputError::json(PMU_LOSS_FILE))
                 })
             }
             FileJob::Deps => {
                 let Some(g) = &run.deps else { return Ok(()) };
                 let l = loss(Subsystem::DepGen);
-                f.write(dir.join(DEPS_FILE), DEPS_FILE, |w, t| write_deps_ticked(w, g, &l, t))
+                f.write(DEPS_FILE, DEPS_FILE, |w, t| write_deps_ticked(w, g, &l, t))
             }
             FileJob::Args => {
                 let Some(a) = &run.args else { return Ok(()) };
                 // Payloads first: the metadata never names a bin that is not complete on disk.
                 if !a.bin.is_empty() {
-                    f.write(dir.join(ARGS_DIR).join(ARGS_BIN_FILE), ARGS_BIN_FILE, |w, _| {
-                        w.write_all(&a.bin).map_err(OutputError::io(ARGS_BIN_FILE))
+                    f.write(&format!("{ARGS_DIR}/{ARGS_BIN_FILE}"), ARGS_BIN_FILE, |w, _| {
+                        a.bin.write_to(w).map_err(OutputError::io(ARGS_BIN_FILE))
                     })?;
                 }
                 let l = loss(Subsystem::ArgsDump);
-                f.write(dir.join(ARGS_DIR).join(ARGS_FILE), ARGS_FILE, |w, t| {
+                f.write(&format!("{ARGS_DIR}/{ARGS_FILE}"), ARGS_FILE, |w, t| {
                     write_args_json_ticked(w, a, &l, t)
                 })
             }
             FileJob::Scopes => {
                 let Some(s) = &run.scopes else { return Ok(()) };
                 let l = loss(Subsystem::ScopeStats);
-                f.write(dir.join(SCOPES_DIR).join(SCOPES_FILE), SCOPES_FILE, |w, t| {
+                f.write(&format!("{SCOPES_DIR}/{SCOPES_FILE}"), SCOPES_FILE, |w, t| {
                     write_scopes_ticked(w, s, &l, t)
                 })?;
                 if s.names.is_empty() {
                     return Ok(());
                 }
-                f.write(dir.join(SCOPES_DIR).join(SCOPE_NAMES_FILE), SCOPE_NAMES_FILE, |w, _| {
+                f.write(&format!("{SCOPES_DIR}/{SCOPE_NAMES_FILE}"), SCOPE_NAMES_FILE, |w, _| {
                     write_scope_names(w, &s.names)
                 })
             }
@@ -358,7 +366,7 @@ impl JobQueue {
     /// `cb`.
     fn work(
         &self,
-        dir: &Path,
+        dir: &Dir,
         run: &RunModel,
         total: u64,
         commit: &Committer,
@@ -373,7 +381,7 @@ impl JobQueue {
                 break;
             };
             let mut report = WriteReport::default();
-            let r = job.write(dir, run, &mut Files { report: &mut report, tick: &tick, commit });
+            let r = job.write(run, &mut Files { dir, report: &mut report, tick: &tick, commit });
             out.bytes += report.bytes;
             out.files.extend(report.files.into_iter().map(|f| (job, f)));
             out.ended = Some(Instant::now());
@@ -449,6 +457,20 @@ impl Relay<'_> {
 /// it keep their previous content.
 pub fn write_all(
     dir: &Path,
+    run: &RunModel,
+    opts: &WriteOptions<'_>,
+) -> Result<WriteReport, OutputError> {
+    let handle = ferry_fs::Dir::open_writable(dir, true)?;
+    write_all_in(&handle, run, opts)
+}
+
+/// [`write_all`] into the directory handle `dir` (every file and subdirectory below it is
+/// reached through the handle, without following a link).
+///
+/// # Errors
+/// As [`write_all`].
+pub fn write_all_in(
+    dir: &Dir,
     run: &RunModel,
     opts: &WriteOptions<'_>,
 ) -> Result<WriteReport, OutputError> {
@@ -583,7 +605,7 @@ struct TracePart {
 /// Plans the trace from `run` and writes [`PERFETTO_FILE`] (and, with `chrome`,
 /// [`CHROME_FILE`]), reporting its progress to `cb`.
 fn write_traces(
-    dir: &Path,
+    dir: &Dir,
     run: &RunModel,
     chrome: bool,
     commit: &Committer,
@@ -594,13 +616,13 @@ fn write_traces(
     let items = (plan.tracks.len() + plan.slices.len() + plan.counters.len()) as u64;
     let tick = Ticker::new(cb, WritePhase::Traces, if chrome { 2 } else { 1 } * items);
     let mut report = WriteReport::default();
-    let mut files = Files { report: &mut report, tick: &tick, commit };
-    files.write(dir.join(PERFETTO_FILE), PERFETTO_FILE, |w, t| {
+    let mut files = Files { dir, report: &mut report, tick: &tick, commit };
+    files.write(PERFETTO_FILE, PERFETTO_FILE, |w, t| {
         perfetto::write_plan_ticked(w, &plan, perfetto::EncodeOptions { intern_names: true }, t)
             .map_err(OutputError::io(PERFETTO_FILE))
     })?;
     if chrome {
-        files.write(dir.join(CHROME_FILE), CHROME_FILE, |w, t| {
+        files.write(CHROME_FILE, CHROME_FILE, |w, t| {
             chrome::write_plan_ticked(w, &plan, t).map_err(OutputError::io(CHROME_FILE))
         })?;
     }
@@ -632,14 +654,15 @@ mod tests {
         let _bound = ferry_watchdog::bound("the writer threads");
         let dir = std::env::temp_dir().join(format!("ferry-write-queue-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
+        let handle = Dir::open_writable(&dir, true).unwrap();
         let run = super::super::sample::scaled_run(500);
         let q = queue(FileJob::for_run(&run));
         assert_eq!(q.jobs.len(), 5);
         let (commit, commit_loop) = Committer::new();
         let committer = std::thread::spawn(commit_loop);
         let (a, b) = std::thread::scope(|s| {
-            let a = s.spawn(|| q.work(&dir, &run, 0, &commit, None).unwrap());
-            let b = q.work(&dir, &run, 0, &commit, None).unwrap();
+            let a = s.spawn(|| q.work(&handle, &run, 0, &commit, None).unwrap());
+            let b = q.work(&handle, &run, 0, &commit, None).unwrap();
             (a.join().unwrap(), b)
         });
         let mut jobs: Vec<FileJob> = a.files.iter().chain(&b.files).map(|(j, _)| *j).collect();
@@ -655,7 +678,7 @@ mod tests {
         assert_eq!(q.done.load(Ordering::Relaxed), run.record_count());
         let stopped = queue(FileJob::for_run(&run));
         stopped.failed.store(true, Ordering::Relaxed);
-        let none = stopped.work(&dir, &run, 0, &commit, None).unwrap();
+        let none = stopped.work(&handle, &run, 0, &commit, None).unwrap();
         drop(commit);
         let (committed, err) = committer.join().unwrap();
         assert!(err.is_none());

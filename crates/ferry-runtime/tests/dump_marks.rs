@@ -61,7 +61,7 @@ fn dumped(level: u32, variant: Variant, full_path: bool) -> (Vec<Row>, usize) {
         })
         .collect();
     rows.sort();
-    (rows, d.bin.len())
+    (rows, d.bin.len() as usize)
 }
 
 fn row(task: u64, stage: &str, index: u32, kind: &str, payload: bool) -> Row {
@@ -151,7 +151,7 @@ fn an_empty_tensor_beside_a_payload_is_dumped_without_one() {
         .collect();
     let x = (0, N as u64, Some(0), 4 * N as u64, false);
     assert_eq!(before, [x, (1, 0, None, 0, false)], "x with its payload, y without");
-    assert_eq!(d.bin.len(), 4 * N, "only x's bytes were copied");
+    assert_eq!(d.bin.len() as usize, 4 * N, "only x's bytes were copied");
 }
 
 /// Level 3 with nothing marked: every stage has no payload to copy, so each is encoded in one

@@ -30,10 +30,21 @@ use std::sync::{RwLock, RwLockReadGuard};
 
 /// The user's device root (see the [module docs](self)); not created.
 pub fn user_root() -> PathBuf {
-    match std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from) {
-        Some(d) if d.is_absolute() && d.is_dir() => d.join("ferry"),
-        _ => std::env::temp_dir().join(format!("ferry-{}", euid())),
+    root_for(std::env::var_os("XDG_RUNTIME_DIR"), std::env::var_os("TMPDIR"), euid())
+}
+
+/// The device root for the environment's `XDG_RUNTIME_DIR` and `TMPDIR` and user `uid`: a
+/// variable counts only when it names an absolute path to an existing directory (a relative
+/// `TMPDIR` would put the root in the working directory, a missing one would be created),
+/// else `/tmp`.
+fn root_for(xdg: Option<std::ffi::OsString>, tmp: Option<std::ffi::OsString>, uid: u32) -> PathBuf {
+    let usable = |v: Option<std::ffi::OsString>| {
+        v.map(PathBuf::from).filter(|d| d.is_absolute() && d.is_dir())
+    };
+    if let Some(d) = usable(xdg) {
+        return d.join("ferry");
     }
+    usable(tmp).unwrap_or_else(|| PathBuf::from("/tmp")).join(format!("ferry-{uid}"))
 }
 
 fn euid() -> u32 {
@@ -210,6 +221,18 @@ fn remove_mine(root: &Path) {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn only_an_absolute_existing_directory_is_a_root() {
+        use super::root_for;
+        use std::path::PathBuf;
+        let os = |s: &str| Some(std::ffi::OsString::from(s));
+        assert_eq!(root_for(None, os("/nonexistent-ferry"), 7), PathBuf::from("/tmp/ferry-7"));
+        assert_eq!(root_for(None, os("relative/tmp"), 7), PathBuf::from("/tmp/ferry-7"));
+        assert_eq!(root_for(os("relative"), os("/"), 7), PathBuf::from("/ferry-7"));
+        assert_eq!(root_for(os("/"), None, 7), PathBuf::from("/ferry"));
+        assert_eq!(root_for(None, None, 7), PathBuf::from("/tmp/ferry-7"));
+    }
+
     use super::*;
 
     #[test]

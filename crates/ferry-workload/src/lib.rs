@@ -54,6 +54,14 @@ use ferry_runtime::host::{Callable, RunArgs, RunOutput, TensorInit, Variant};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+/// Why `ferry_fs` refused a file, without its path (the caller's message names it).
+fn fs_reason(e: &ferry_fs::FsError) -> String {
+    match e {
+        ferry_fs::FsError::NotAFile { kind, .. } => format!("it is {kind}, not a regular file"),
+        e => e.to_string(),
+    }
+}
+
 /// Largest workload file read.
 pub const MAX_FILE_BYTES: u64 = 4 << 20;
 
@@ -218,14 +226,22 @@ impl Workload {
     ) -> Result<Workload, WorkloadError> {
         let file = path.display().to_string();
         let io = |m: String| WorkloadError::Io { file: file.clone(), message: m };
-        let meta = std::fs::metadata(path).map_err(|e| io(e.to_string()))?;
-        if meta.len() > MAX_FILE_BYTES {
-            return Err(io(format!(
-                "{} bytes, more than the {MAX_FILE_BYTES}-byte limit",
-                meta.len()
-            )));
-        }
-        let text = std::fs::read_to_string(path).map_err(|e| io(e.to_string()))?;
+        // A regular file (a FIFO or a device is refused before any read) of at most
+        // MAX_FILE_BYTES, a bound the read itself enforces.
+        let bytes = match ferry_fs::read_input(path, MAX_FILE_BYTES) {
+            Ok(b) => b,
+            Err(ferry_fs::FsError::TooLarge { size: Some(len), .. }) => {
+                return Err(io(format!("{len} bytes, more than the {MAX_FILE_BYTES}-byte limit")))
+            }
+            Err(ferry_fs::FsError::TooLarge { size: None, .. }) => {
+                return Err(io(format!("grew past the {MAX_FILE_BYTES}-byte limit while read")))
+            }
+            Err(ferry_fs::FsError::Io { source, .. }) => return Err(io(source.to_string())),
+            Err(e) => return Err(io(fs_reason(&e))),
+        };
+        let text = String::from_utf8(bytes).map_err(|e| {
+            io(format!("not UTF-8 text (byte {} is not valid UTF-8)", e.utf8_error().valid_up_to()))
+        })?;
         let base = path.parent().unwrap_or(Path::new("."));
         Workload::parse(&text, &file, base, catalog, small)
     }
@@ -334,9 +350,17 @@ impl Workload {
             let init = compile::init_plan(&lines, d.init.as_ref(), base)?;
             if let InitPlan::File(p) = &init {
                 let iat = d.init.as_ref().map_or(at, |i| i.span().start);
-                let len = std::fs::metadata(p)
-                    .map_err(|e| lines.at(iat, format!("init file {}: {e}", p.display())))?
-                    .len();
+                let len = match ferry_fs::open_input(p, u64::MAX) {
+                    Ok(f) => f.len(),
+                    Err(ferry_fs::FsError::Io { source, .. }) => {
+                        return Err(lines.at(iat, format!("init file {}: {source}", p.display())))
+                    }
+                    Err(e) => {
+                        return Err(
+                            lines.at(iat, format!("init file {}: {}", p.display(), fs_reason(&e)))
+                        )
+                    }
+                };
                 if len != elems * 4 {
                     return Err(lines.at(iat, format!(
                         "init file {} has {len} bytes, tensor `{n}` needs {} ({elems} little-endian f32)", p.display(), elems * 4
@@ -561,17 +585,21 @@ impl Workload {
                             file: p.display().to_string(),
                             message: m,
                         };
-                        // At most one byte past the checked size is read, whatever the file
+                        // A regular file, read no further than the checked size, whatever it
                         // grew to since the check.
-                        let mut b = Vec::with_capacity(n * 4);
-                        std::fs::File::open(p)
-                            .and_then(|f| {
-                                std::io::Read::read_to_end(
-                                    &mut std::io::Read::take(f, n as u64 * 4 + 1),
-                                    &mut b,
-                                )
-                            })
-                            .map_err(|e| io(e.to_string()))?;
+                        let b = match ferry_fs::read_input(p, n as u64 * 4) {
+                            Ok(b) => b,
+                            Err(ferry_fs::FsError::TooLarge { .. }) => {
+                                return Err(io(format!(
+                                    "tensor `{name}`: more than the {} bytes expected",
+                                    n * 4
+                                )))
+                            }
+                            Err(ferry_fs::FsError::Io { source, .. }) => {
+                                return Err(io(source.to_string()))
+                            }
+                            Err(e) => return Err(io(fs_reason(&e))),
+                        };
                         if b.len() != n * 4 {
                             return Err(io(format!(
                                 "tensor `{name}`: {} bytes, {} expected",

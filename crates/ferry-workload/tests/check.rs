@@ -314,3 +314,31 @@ var = "g"
     }
     assert_ne!(s[0].site, s[1].site);
 }
+
+#[test]
+fn a_value_of_the_wrong_form_names_the_forms_accepted() {
+    refuse(
+        "[[graph]]\nrepeat = 1.5\nkernel = \"add\"\n",
+        "repeat = 1.5",
+        "expected an integer or a constant expression in quotes",
+    );
+    refuse(
+        "[[graph]]\nkernel = \"scale\"\nargs = [{ tensor = \"x\", role = \"input\" }, \
+         { tensor = \"y\", role = \"output\" }]\nscalars = [{ f32 = true }]\n",
+        "scalars",
+        "expected a number (e.g. 0.5) or the name of a parameter in quotes",
+    );
+    let text = HEAD.replace("init = { iota = { start = 0.0, step = 1.0 } }", "init = 7");
+    let e = parse(&text).expect_err("must be refused");
+    assert!(e.message().contains("\"zeros\" or a table with one of constant"), "{e}");
+    assert!(!e.to_string().contains("untagged"), "{e}");
+}
+
+#[test]
+fn a_long_value_is_echoed_cut() {
+    let name = "k".repeat(5_000);
+    let text = format!("{HEAD}[[graph]]\nkernel = \"{name}\"\n");
+    let e = parse(&text).expect_err("must be refused");
+    assert!(e.message().chars().count() < 400, "{e}");
+    assert!(e.message().contains('…'), "{e}");
+}

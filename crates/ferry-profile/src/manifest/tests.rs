@@ -1,5 +1,7 @@
 //! The output-directory rules, each on a real directory.
 use super::*;
+use crate::write_atomic;
+use std::fs::{self, File};
 use std::io::Write;
 
 fn tmpdir(tag: &str) -> PathBuf {
@@ -114,7 +116,10 @@ fn a_file_is_not_a_directory_and_an_unwritable_directory_is_refused() {
     fs::write(&f, b"").unwrap();
     assert!(matches!(OutDir::claim(&f, &[]).unwrap_err(), ManifestError::NotADirectory(_)));
     // Below a file: not creatable.
-    assert!(matches!(OutDir::claim(&f.join("sub"), &[]).unwrap_err(), ManifestError::Io { .. }));
+    assert!(matches!(
+        OutDir::claim(&f.join("sub"), &[]).unwrap_err(),
+        ManifestError::Fs(FsError::Io { .. })
+    ));
     fs::remove_dir_all(&d).unwrap();
 }
 

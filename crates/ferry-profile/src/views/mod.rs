@@ -18,7 +18,8 @@ use ferry_abi::records::DType;
 use super::args::{ArgsDump, DumpedArg};
 use super::deps::DepEdge;
 use super::model::{JoinedTask, LaneLoss, RunModel};
-use super::{write_bytes_atomic, OutputError};
+use super::{write_atomic_in, OutputError};
+use std::io::Write as _;
 
 mod html;
 mod viewer;
@@ -481,7 +482,7 @@ pub fn dump_list(d: &ArgsDump, f: &DumpFilter) -> String {
             let _ = write!(s, " value {}", format_scalar(&a.dtype, v));
         }
         if let Some(p) = d.payload(&a) {
-            let _ = write!(s, " bytes {} = [{}]", p.len(), format_payload(&a.dtype, p, 8));
+            let _ = write!(s, " bytes {} = [{}]", p.len(), format_payload(&a.dtype, &p, 8));
         }
         if a.truncated {
             let _ = write!(s, " TRUNCATED");
@@ -496,11 +497,21 @@ pub fn dump_list(d: &ArgsDump, f: &DumpFilter) -> String {
 
 /// Exports each argument that passes `f` into `out`: `<task>_<stage>_arg<i>_<role>.txt` (all
 /// values as text) and, for tensors with payload, `.bin` (the raw bytes). Returns the paths.
+/// `out` is opened (created where missing) and checked as every output directory is
+/// ([`ferry_fs::Dir::open_writable`]); each file is written atomically through its handle.
 ///
 /// # Errors
 ///
-/// [`OutputError::Io`] when a file cannot be written.
+/// [`OutputError::Io`] when the directory is refused or a file cannot be written or a payload
+/// read.
 pub fn dump_export(d: &ArgsDump, f: &DumpFilter, out: &Path) -> Result<Vec<PathBuf>, OutputError> {
+    let dir = ferry_fs::Dir::open_writable(out, true)?;
+    let write = |name: &str, bytes: &[u8]| {
+        write_atomic_in(&dir, name, |w| w.write_all(bytes)).map_err(|source| OutputError::Io {
+            file: dir.join(name).display().to_string(),
+            source,
+        })
+    };
     let mut paths = Vec::new();
     for a in d.args.iter().filter(|a| f.matches(a)) {
         let stem =
@@ -513,14 +524,14 @@ pub fn dump_export(d: &ArgsDump, f: &DumpFilter, out: &Path) -> Result<Vec<PathB
             let _ = writeln!(text, "value {}", format_scalar(&a.dtype, v));
         }
         if let Some(p) = d.payload(&a) {
-            let _ = writeln!(text, "values {}", format_payload(&a.dtype, p, usize::MAX));
-            let bin = out.join(format!("{stem}.bin"));
-            write_bytes_atomic(&bin, p)?;
-            paths.push(bin);
+            let _ = writeln!(text, "values {}", format_payload(&a.dtype, &p, usize::MAX));
+            let bin = format!("{stem}.bin");
+            write(&bin, &p)?;
+            paths.push(out.join(bin));
         }
-        let txt = out.join(format!("{stem}.txt"));
-        write_bytes_atomic(&txt, text.as_bytes())?;
-        paths.push(txt);
+        let txt = format!("{stem}.txt");
+        write(&txt, text.as_bytes())?;
+        paths.push(out.join(txt));
     }
     Ok(paths)
 }

@@ -296,7 +296,7 @@ pub fn view_data(run: &RunModel) -> ViewData {
             let Some(&n) = task_no.get(&x.task_id) else { continue };
             let value = match (x.value, d.payload(&x)) {
                 (Some(v), _) => Some(format_scalar(&x.dtype, v)),
-                (None, Some(b)) => Some(format!("[{}]", format_payload(&x.dtype, b, 8))),
+                (None, Some(b)) => Some(format!("[{}]", format_payload(&x.dtype, &b, 8))),
                 (None, None) => None,
             };
             let mut value = value.unwrap_or_default();

@@ -85,7 +85,11 @@ pub enum KernelLoadError {
         #[source]
         source: std::io::Error,
     },
-    /// The file is larger than [`MAX_KERNEL_LIBRARY_BYTES`] (checked before it is read).
+    /// The file was refused before it was read (a FIFO, a device, a directory).
+    #[error("kernel library: {0}")]
+    File(#[source] ferry_fs::FsError),
+    /// The file is larger than [`MAX_KERNEL_LIBRARY_BYTES`] (checked before it is read, and
+    /// by the read).
     #[error("kernel library {path} is {bytes} bytes, more than the {MAX_KERNEL_LIBRARY_BYTES} ferry loads")]
     TooLarge {
         /// The file.

@@ -192,7 +192,8 @@ pub fn write_profile(
     opts: &WriteOptions<'_>,
 ) -> Result<WriteReport, ProfileError> {
     let t0 = std::time::Instant::now();
-    let report = ferry_profile::write_all(dir, model, opts)?;
+    let handle = sub_dir(out, dir)?;
+    let report = ferry_profile::write_all_in(&handle, model, opts)?;
     tracing::debug!(ms = t0.elapsed().as_secs_f64() * 1e3, "phase: dfx write");
     for f in &report.files {
         let rel = out.relative(&f.path).ok_or_else(|| ProfileError::Outside {
@@ -202,6 +203,18 @@ pub fn write_profile(
         out.record(&rel, Written { bytes: f.bytes, xxh3: f.xxh3 });
     }
     Ok(report)
+}
+
+/// The handle of `dir`, which lies in (or is) `out`'s directory: reached from `out`'s handle,
+/// created where missing, without following a link.
+fn sub_dir(out: &OutDir, dir: &Path) -> Result<ferry_fs::Dir, ProfileError> {
+    let outside =
+        || ProfileError::Outside { file: dir.to_path_buf(), dir: out.path().to_path_buf() };
+    if dir == out.path() {
+        return Ok(out.dir().clone());
+    }
+    let rel = out.relative(dir).ok_or_else(outside)?;
+    out.dir().create_sub(&rel).map_err(|e| ProfileError::Write(e.into()))
 }
 
 /// Where [`run_profiled`] writes: the claimed output directory (already
@@ -373,7 +386,7 @@ fn write_session(
         total.add(&report);
         runs.push(WrittenProfile { model, report, dir, runs: Vec::new() });
     }
-    let w = ferry_profile::write_runs(&t.dir, &session)?;
+    let w = ferry_profile::write_runs_in(&sub_dir(t.out, &t.dir)?, &session)?;
     let path = t.dir.join(ferry_profile::RUNS_FILE);
     let rel = t.out.relative(&path).ok_or_else(|| ProfileError::Outside {
         file: path.clone(),

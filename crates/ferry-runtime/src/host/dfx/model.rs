@@ -191,7 +191,7 @@ pub(super) fn args_dump(
         if let Some(e) = lane.bad {
             return Err(bad("args dump", &e));
         }
-        let base = d.bin.len() as u64;
+        let base = d.bin.len();
         let mut payloads = lane.payloads.iter();
         let mut overwritten = 0u64;
         let walked = lane.walked;

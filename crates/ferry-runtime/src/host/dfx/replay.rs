@@ -122,7 +122,7 @@ fn validate<'a>(d: &ArgsDump, task: u64, args: &[&'a DumpedArg]) -> Result<Slots
     let invalid = |what: String| ReplayError::Invalid { task, what };
     let mut tensors = 0u32;
     for a in args {
-        ferry_profile::validate_arg(a, d.bin.len() as u64)
+        ferry_profile::validate_arg(a, d.bin.len())
             .map_err(|e| invalid(format!("arg {}: {e}", a.arg_index)))?;
         match &*a.kind {
             "tensor" if a.arg_index >= MAX_TENSORS => {
@@ -238,7 +238,7 @@ pub fn replay_task(d: &ArgsDump, task: u64) -> Result<Vec<ReplayArg>, ReplayErro
         let words: Box<[u32]> = match before {
             Some(a) => {
                 let p = payload(a, "input", i)?;
-                floats(p).into_iter().map(f32::to_bits).collect()
+                floats(&p).into_iter().map(f32::to_bits).collect()
             }
             // An output only: as large as its dumped payload (checked against numel above).
             None => {
@@ -276,7 +276,7 @@ pub fn replay_task(d: &ArgsDump, task: u64) -> Result<Vec<ReplayArg>, ReplayErro
         let s = &slices[i];
         out.push(ReplayArg {
             index: a.arg_index,
-            dumped: floats(p),
+            dumped: floats(&p),
             replayed: (0..s.len()).map(|k| s.get(k)).collect(),
         });
     }

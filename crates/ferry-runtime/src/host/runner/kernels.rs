@@ -64,18 +64,25 @@ impl DeviceRunner {
         Ok(added)
     }
 
-    /// [`load_kernels`](Self::load_kernels) from a file, checked against
-    /// [`MAX_KERNEL_LIBRARY_BYTES`] before it is read.
+    /// [`load_kernels`](Self::load_kernels) from a file: a regular file (a FIFO or a device is
+    /// refused before any read) of at most [`MAX_KERNEL_LIBRARY_BYTES`], a bound the read
+    /// itself enforces.
     ///
     /// # Errors
-    /// [`KernelLoadError::Io`], [`KernelLoadError::TooLarge`], and those of `load_kernels`.
+    /// [`KernelLoadError::Io`], [`KernelLoadError::File`], [`KernelLoadError::TooLarge`], and
+    /// those of `load_kernels`.
     pub fn load_kernels_file(&mut self, path: &Path) -> Result<Vec<KernelInfo>, KernelLoadError> {
-        let io = |source| KernelLoadError::Io { path: path.into(), source };
-        let bytes = std::fs::metadata(path).map_err(io)?.len();
-        if bytes > MAX_KERNEL_LIBRARY_BYTES {
-            return Err(KernelLoadError::TooLarge { path: path.into(), bytes });
-        }
-        let data = std::fs::read(path).map_err(io)?;
+        let data = match ferry_fs::read_input(path, MAX_KERNEL_LIBRARY_BYTES) {
+            Ok(d) => d,
+            Err(ferry_fs::FsError::TooLarge { size, .. }) => {
+                let bytes = size.unwrap_or(MAX_KERNEL_LIBRARY_BYTES + 1);
+                return Err(KernelLoadError::TooLarge { path: path.into(), bytes });
+            }
+            Err(ferry_fs::FsError::Io { source, .. }) => {
+                return Err(KernelLoadError::Io { path: path.into(), source })
+            }
+            Err(e) => return Err(KernelLoadError::File(e)),
+        };
         let name = path.file_name().map(|n| n.to_string_lossy().into_owned());
         self.load_kernels(name.as_deref().unwrap_or("kernel library"), &data)
     }
