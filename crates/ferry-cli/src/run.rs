@@ -70,10 +70,39 @@ pub(crate) struct RunArgs {
     /// `runs.json`.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
     repeat: u32,
+    /// The longest one kernel may run (one block on one core, device time) before ferry
+    /// declares its core hung: the run then fails naming the task, the kernel and the core,
+    /// with its profile written and marked failed. `90s`, `500ms`, `2m`, `1h`, or seconds.
+    #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = parse_duration)]
+    timeout: Duration,
     #[command(flatten)]
     dfx: DfxArgs,
     #[command(flatten)]
     device: crate::device_opts::DeviceOpts,
+}
+
+/// A duration: a number with `ms`, `s`, `m` or `h`, or a bare number of seconds; from 1 ms to
+/// a day.
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    let t = s.trim();
+    let (num, unit) = match t.find(|c: char| !c.is_ascii_digit() && c != '.') {
+        Some(i) => (&t[..i], &t[i..]),
+        None => (t, "s"),
+    };
+    let v: f64 = num.parse().map_err(|_| {
+        format!("`{s}` is not a duration (a number with ms, s, m or h: 500ms, 90s, 2m)")
+    })?;
+    let secs = match unit {
+        "ms" => v / 1e3,
+        "s" => v,
+        "m" => v * 60.0,
+        "h" => v * 3600.0,
+        u => return Err(format!("`{u}` is not a unit of time (ms, s, m or h)")),
+    };
+    if !(0.001..=86_400.0).contains(&secs) {
+        return Err(format!("`{s}` is outside 1ms..=24h"));
+    }
+    Ok(Duration::from_secs_f64(secs))
 }
 
 /// DFX collection of `ferry run` (needs `--out`).
@@ -215,6 +244,10 @@ impl RunArgs {
         cfg.aicpu_threads = self.aicpu_threads.unwrap_or(cfg.aicpu_threads);
         cfg.aic = self.aic;
         cfg.aiv = self.aiv;
+        cfg.kernel_budget = self.timeout;
+        // The host waits for a run's device side at least a minute past the kernel budget, so
+        // the device's own report of a hung kernel arrives first.
+        cfg.timeout = cfg.timeout.max(self.timeout + Duration::from_secs(60));
         self.device.apply(&mut cfg);
         let variant = match self.variant {
             VariantArg::Device => Variant::DeviceOrchestrated,
@@ -699,5 +732,20 @@ mod tests {
         assert_eq!((bar.position(), bar.length()), (5, Some(7)));
         slow.finish();
         assert!(slow.bar.borrow().is_none());
+    }
+
+    #[test]
+    fn durations_take_a_unit_and_stay_between_a_millisecond_and_a_day() {
+        let d = |s| parse_duration(s).unwrap();
+        assert_eq!(d("90s"), Duration::from_secs(90));
+        assert_eq!(d("500ms"), Duration::from_millis(500));
+        assert_eq!(d("2m"), Duration::from_secs(120));
+        assert_eq!(d("1h"), Duration::from_secs(3600));
+        assert_eq!(d("1.5s"), Duration::from_millis(1500));
+        assert_eq!(d("7"), Duration::from_secs(7), "a bare number is seconds");
+        for bad in ["", "s", "10x", "0ms", "0.5ms", "25h", "-1s", "1e3s"] {
+            assert!(parse_duration(bad).is_err(), "{bad:?}");
+        }
+        assert!(parse_duration("10x").unwrap_err().contains("unit of time"));
     }
 }

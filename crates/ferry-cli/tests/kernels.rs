@@ -214,3 +214,73 @@ scalars = [{ f32 = 2.0 }]
     assert!(String::from_utf8_lossy(&o.stdout).contains("the run failed"), "{}", text(&o));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A kernel that never returns (`hang` of the faulty-kernels fixture): `ferry run --timeout`
+/// fails the run with an error naming the task's workload line, the kernel, its library, the
+/// core and the budget; the profile of all five subsystems is complete and marked failed, and
+/// every analysis command reads it.
+#[test]
+fn a_kernel_that_never_returns_fails_within_its_budget_with_a_readable_profile() {
+    let _bound = ferry_watchdog::bound("the ferry process");
+    let lib = template::faulty_lib();
+    let dir = std::env::temp_dir().join(format!("ferry-cli-hang-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let wl = dir.join("hang.toml");
+    std::fs::write(
+        &wl,
+        "[workload]\nname = \"hang\"\nverify = \"host-reference\"\noutputs = [\"x\"]\n\
+         [[tensor]]\nname = \"x\"\nshape = [16]\n\
+         [[graph]]\nkernel = \"hang\"\nargs = [{ tensor = \"x\", role = \"inout\" }]\n",
+    )
+    .unwrap();
+    let out = dir.join("out");
+    let (lib, wl, out_s) = (lib.to_str().unwrap(), wl.to_str().unwrap(), out.to_str().unwrap());
+    for variant in ["device", "host"] {
+        let _ = std::fs::remove_dir_all(&out);
+        let o = ferry(&[
+            "run",
+            "--small",
+            "--variant",
+            variant,
+            "--kernels",
+            lib,
+            "--workload",
+            wl,
+            "--timeout",
+            "300ms",
+            "--swimlane",
+            "4",
+            "--pmu",
+            "2",
+            "--dep-gen",
+            "--dump-args",
+            "3",
+            "--scope-stats",
+            "--out",
+            out_s,
+        ]);
+        let t = text(&o);
+        assert_eq!(o.status.code(), Some(1), "{t}");
+        for want in [
+            "hang.toml:8:1: task 0: kernel `hang` (library `faulty-kernels`, id 256)",
+            "did not return within its budget of 300 ms on core ",
+        ] {
+            assert!(t.contains(want), "{variant}: {want:?} missing: {t}");
+        }
+        assert!(!t.contains("panicked"), "{t}");
+        let m = ferry_profile::Manifest::verified(&out).unwrap();
+        let why = m.outcome.as_ref().and_then(|o| o.failure()).unwrap_or_default().to_string();
+        assert!(why.contains("did not return within its budget"), "{variant}: {why}");
+        for cmd in ["report", "deps", "scopes", "trace"] {
+            let o = ferry(&[cmd, out_s]);
+            assert!(o.status.success(), "{variant}: ferry {cmd}: {}", text(&o));
+            assert!(
+                text(&o).contains("failed"),
+                "{variant}: ferry {cmd} says nothing: {}",
+                text(&o)
+            );
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

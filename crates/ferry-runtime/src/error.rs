@@ -210,6 +210,17 @@ pub enum KernelFault {
         /// The argument index.
         index: u32,
     },
+    /// The kernel did not return within the run's kernel budget: its core is taken out of
+    /// service (it stays busy for the rest of the process) and the run fails.
+    #[error("kernel {kernel}: {}", self.detail())]
+    Hung {
+        /// The kernel id.
+        kernel: u32,
+        /// The core (worker index) it ran on.
+        core: u32,
+        /// The budget it exceeded, in milliseconds of device time.
+        budget_ms: u64,
+    },
 }
 
 /// Why a run failed on the device, as reported through the image.
@@ -322,6 +333,10 @@ impl KernelFault {
             KernelFault::BadAddress { index, .. } => {
                 format!("tensor {index} is not inside live device memory")
             }
+            KernelFault::Hung { core, budget_ms, .. } => format!(
+                "did not return within its budget of {budget_ms} ms on core {core} (the core \
+                 stays busy: the runner cannot launch again; --timeout sets the budget)"
+            ),
         }
     }
 
@@ -337,6 +352,9 @@ impl KernelFault {
             KernelFault::MissingTensor { kernel, index } => (7, [kernel.into(), index.into(), 0]),
             KernelFault::MissingScalar { kernel, index } => (8, [kernel.into(), index.into(), 0]),
             KernelFault::BadAddress { kernel, index } => (9, [kernel.into(), index.into(), 0]),
+            KernelFault::Hung { kernel, core, budget_ms } => {
+                (10, [kernel.into(), core.into(), budget_ms])
+            }
         }
     }
 
@@ -352,6 +370,7 @@ impl KernelFault {
             7 => KernelFault::MissingTensor { kernel: d[0] as u32, index: d[1] as u32 },
             8 => KernelFault::MissingScalar { kernel: d[0] as u32, index: d[1] as u32 },
             9 => KernelFault::BadAddress { kernel: d[0] as u32, index: d[1] as u32 },
+            10 => KernelFault::Hung { kernel: d[0] as u32, core: d[1] as u32, budget_ms: d[2] },
             _ => return None,
         })
     }
@@ -495,6 +514,13 @@ pub enum RunError {
     /// The simulated driver failed.
     #[error(transparent)]
     Device(#[from] DeviceError),
+    /// A core of this runner is hung (a kernel of an earlier run never returned within its
+    /// budget): the runner cannot launch again. Drop it and make a new one.
+    #[error(
+        "a core of this runner is hung since an earlier run ({0}): it cannot launch again; \
+         make a new runner"
+    )]
+    Hung(DeviceFault),
     /// The run did not finish within the runner's timeout; the cores were reaped.
     #[error("run did not finish within {ms} ms")]
     Timeout {

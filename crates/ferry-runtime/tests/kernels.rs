@@ -396,3 +396,63 @@ fn host_references_run_over_aliasing_views_of_f32_bits() {
         })
     );
 }
+
+/// One task of the `hang` kernel (never returns) on tensor 0.
+fn hang_once(o: &mut dyn Orchestrate) -> Result<(), SubmitError> {
+    let hang = o.scalar(0)? as u32;
+    o.submit(&Task::new(hang).inout(TensorId(0)))?;
+    Ok(())
+}
+
+/// A kernel that never returns fails its run within the kernel budget with a typed fault naming
+/// the task, the kernel and the core; the runner then refuses to launch again, and dropping it
+/// does not wait for the hung core. On both launch paths, and in process on both variants (a
+/// device-orchestrated graph on the full path needs an orchestration object, not a host
+/// function).
+#[test]
+fn a_kernel_that_never_returns_fails_the_run_and_hangs_only_its_runner() {
+    use ferry_runtime::host::LaunchPath;
+    let _bound = ferry_watchdog::bound("a run whose kernel never returns");
+    let budget = std::time::Duration::from_millis(200);
+    let full = LaunchPath::default();
+    let direct = LaunchPath::InProcess;
+    let host = Variant::HostBuiltGraph;
+    for (path, variant) in [(full, host), (direct, host), (direct, Variant::DeviceOrchestrated)] {
+        let what = format!("{path:?} {variant:?}");
+        let mut cfg = RunnerConfig::small(Arch::A2a3);
+        cfg.path = path;
+        cfg.kernel_budget = budget;
+        let mut r = DeviceRunner::new(cfg).unwrap();
+        let hang = r.load_kernels_file(template::faulty_lib()).unwrap()[0].id;
+        r.register_callable(0, Callable::new("hang", variant, hang_once)).unwrap();
+        let a = RunArgs {
+            tensors: vec![TensorInit::Zeros(16)],
+            scalars: vec![u64::from(hang)],
+            scratch_bytes: 0,
+        };
+        let cores = cfg.aic..cfg.aic + cfg.aiv;
+        let fault = match r.run(0, a.clone()) {
+            Err(RunError::Fault(f @ DeviceFault::Kernel { task: 0, kernel, fault })) => {
+                assert_eq!(kernel, hang, "{what}");
+                match fault {
+                    KernelFault::Hung { kernel: k, core, budget_ms } => {
+                        assert_eq!((k, budget_ms), (hang, 200), "{what}");
+                        // The kernel is an AIV kernel: its core is an AIV worker.
+                        assert!(cores.contains(&core), "{what}: core {core}");
+                    }
+                    other => panic!("{what}: expected a hung kernel, got {other:?}"),
+                }
+                f
+            }
+            other => panic!("{what}: expected the hung kernel's fault, got {other:?}"),
+        };
+        assert_eq!(r.hung(), Some(&fault), "{what}");
+        match r.prepare(0, a) {
+            Err(RunError::Hung(f)) => assert_eq!(f, fault, "{what}"),
+            other => panic!("{what}: a hung runner prepared a run: {other:?}"),
+        }
+        // Neither finalize nor drop waits for the hung core (the bound above fails the
+        // test if one did).
+        r.finalize().unwrap();
+    }
+}

@@ -159,7 +159,10 @@ pub struct RuntimeHeader {
     pub kernel_table: u64,
     /// Entries of the kernel table.
     pub kernel_table_count: u32,
-    _reserved2: u32,
+    /// How long one kernel execution (a block on a core) may run, in milliseconds of device
+    /// time, before its scheduler declares the core hung and fails the run (0:
+    /// [`super::sched::DEFAULT_KERNEL_BUDGET`]).
+    pub kernel_budget_ms: u32,
     /// Offset of the loaded-kernel counts (in the per-run suffix): `u64` ×
     /// `kernel_table_count`, finished tasks per loaded kernel (the built-ins' are in
     /// [`RunResult::kernel_counts`]).
@@ -178,6 +181,7 @@ const _: () = {
     assert!(offset_of!(RuntimeHeader, handshake_seen_off) == 168);
     assert!(offset_of!(RuntimeHeader, kernel_table) == 176);
     assert!(offset_of!(RuntimeHeader, kernel_table_count) == 184);
+    assert!(offset_of!(RuntimeHeader, kernel_budget_ms) == 188);
     assert!(offset_of!(RuntimeHeader, custom_count_off) == 192);
     assert!(offset_of!(RuntimeHeader, _reserved) == 200);
 };

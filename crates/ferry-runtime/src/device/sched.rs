@@ -44,6 +44,11 @@ pub const PAYLOAD_PAIR_BYTES: u64 = 2 * std::mem::size_of::<DispatchPayload>() a
 /// How long a scheduler waits for a core's handshake report or exit acknowledgement (the sim
 /// deadline).
 pub const CORE_DEADLINE: Duration = Duration::from_secs(10);
+/// How long one kernel execution may run (device time) when the image names no budget.
+pub const DEFAULT_KERNEL_BUDGET: Duration = Duration::from_secs(60);
+/// How often a scheduler whose cores are all busy looks at the device clock for a kernel past
+/// its budget.
+pub const BUDGET_POLL: Duration = Duration::from_millis(50);
 
 const FREE: u64 = u64::MAX;
 

@@ -62,6 +62,12 @@ pub struct RunnerConfig {
     pub task_window: u32,
     /// How long `wait` waits before reaping the cores.
     pub timeout: Duration,
+    /// How long one kernel execution (one block on one core) may run, in device time, before
+    /// its scheduler declares the core hung: the run fails with
+    /// [`KernelFault::Hung`](crate::KernelFault::Hung) naming the task, the kernel and the
+    /// core, the core is taken out of service and the runner cannot launch again (default
+    /// [`DEFAULT_KERNEL_BUDGET`](crate::device::sched::DEFAULT_KERNEL_BUDGET), 60 s).
+    pub kernel_budget: Duration,
     /// [`LaunchPath::InProcess`] only: run the device half through the simulated AICPU OS's
     /// services table ([`super::OsServicesOps`], what a device program gets) instead of calling
     /// the chip directly ([`SimOps`](super::SimOps)). The full path always uses the table.
@@ -107,6 +113,7 @@ impl RunnerConfig {
             hbm_bytes: 1 << 30,
             task_window: 4096,
             timeout: Duration::from_secs(120),
+            kernel_budget: crate::device::sched::DEFAULT_KERNEL_BUDGET,
             via_services: false,
             path: LaunchPath::default(),
             profile: DeviceProfile::default(),

@@ -118,6 +118,9 @@ pub struct LaunchedRun {
     stream_error: Option<String>,
     /// That failure was a run's ahead of this one (full path).
     inherited: bool,
+    /// A kernel of the run outran its budget: a core is hung, the run's AICore launch never
+    /// completes.
+    hung: bool,
     /// The run's span on the device clock (full path), taken at retirement.
     device: Option<super::DeviceSpan>,
     /// The run's scheduler diagnostics (a5 host-built graph), taken from its successful
@@ -208,6 +211,9 @@ pub struct DeviceRunner {
     kernels: Arc<super::KernelRegistry>,
     /// The loaded kernels' spec table in device memory (`NULL` when none) and its entries.
     kernel_table: (DevicePtr, u32),
+    /// The fault that took a core out of service (a kernel past its budget): the runner cannot
+    /// launch again, and its drop leaves the hung core's launch, memory and streams alone.
+    hung: Option<DeviceFault>,
 }
 
 fn load_err(e: ferry_launch::loader::LoadError) -> RunnerError {
@@ -378,6 +384,7 @@ impl DeviceRunner {
             root: None,
             last_handshake: Vec::new(),
             kernels: Arc::new(super::KernelRegistry::new()),
+            hung: None,
             kernel_table: (DevicePtr::NULL, 0),
         })
     }
@@ -483,6 +490,9 @@ impl DeviceRunner {
     /// workload ([`RunError::Fault`], [`RunError::Cycle`]) for host-built graphs, or a device
     /// error. Nothing stays allocated on error.
     pub fn prepare(&mut self, id: u32, args: RunArgs) -> Result<PreparedRun, RunError> {
+        if let Some(f) = self.hung {
+            return Err(RunError::Hung(f));
+        }
         let callable = self.callables.get(&id).ok_or(RunError::NotRegistered { id })?.clone();
         let (slot, claim) = self.pool.take().ok_or(RunError::Busy)?;
         self.prepare_inner(id, &callable, args, (slot, claim))
@@ -638,6 +648,11 @@ impl DeviceRunner {
     /// # Errors
     /// [`RunnerError::Busy`] while a run is in flight; a device error freeing memory.
     pub fn finalize(mut self) -> Result<(), RunnerError> {
+        if self.hung.is_some() {
+            // A hung core keeps its launch, its run's memory and the streams: the drop leaves
+            // them alone (see `Drop`).
+            return Ok(());
+        }
         if self.is_busy() {
             return Err(RunnerError::Busy);
         }
@@ -662,6 +677,19 @@ impl DeviceRunner {
 
 impl Drop for DeviceRunner {
     fn drop(&mut self) {
+        if self.hung.is_some() {
+            // A core still runs a kernel that never returned: it holds the chip (and so the
+            // device memory it may still touch) through its entry, and its launch never
+            // completes. Waiting for the launch slots or the entry closures would wait for
+            // ever; the streams and the loader stay alive with it. Only the device root goes.
+            if let Some(full) = self.full.take() {
+                std::mem::forget(full);
+            }
+            if let Some(root) = self.root.take() {
+                let _ = std::fs::remove_dir_all(root);
+            }
+            return;
+        }
         if !self.regs_table.is_null() {
             let _ = self.device.free(self.regs_table);
         }

@@ -1,6 +1,9 @@
-//! Builds the template kernel library (`examples/kernel-template`) with cargo, once per test
-//! binary, offline, into `target/tmp/kernel-template` (shared by every test binary that uses
-//! it, so the suite builds the tiny crate once), bounded to 300 s.
+//! Builds the kernel libraries the tests load with cargo, once per test binary each, offline,
+//! into `target/tmp/<name>` (shared by every test binary that uses it, so the suite builds each
+//! tiny crate once), bounded to 300 s: the template (`examples/kernel-template`) and the
+//! misbehaving kernels (`crates/ferry-runtime/tests/fixtures/faulty-kernels`).
+#![allow(dead_code)]
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
@@ -10,35 +13,53 @@ use std::time::{Duration, Instant};
 pub(crate) fn template_lib() -> &'static Path {
     static LIB: OnceLock<PathBuf> = OnceLock::new();
     LIB.get_or_init(|| {
-        // Both users live in `crates/<crate>/`.
-        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-        let manifest = root.join("examples/kernel-template/Cargo.toml");
-        let target = Path::new(env!("CARGO_TARGET_TMPDIR")).join("kernel-template");
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let mut child = Command::new(cargo)
-            .args(["build", "--release", "--offline", "--quiet", "--manifest-path"])
-            .arg(&manifest)
-            .arg("--target-dir")
-            .arg(&target)
-            // The outer build's flags (e.g. loom's cfg) are not the template's.
-            .env_remove("RUSTFLAGS")
-            .env_remove("CARGO_ENCODED_RUSTFLAGS")
-            .spawn()
-            .expect("spawn cargo");
-        let deadline = Instant::now() + Duration::from_secs(300);
-        let status = loop {
-            if let Some(s) = child.try_wait().expect("wait for cargo") {
-                break s;
-            }
-            if Instant::now() > deadline {
-                let _ = child.kill();
-                panic!("building the kernel template took more than 300 s");
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        };
-        assert!(status.success(), "cargo build of the kernel template failed: {status}");
-        let so = target.join("release/libferry_kernel_template.so");
-        assert!(so.is_file(), "{} missing", so.display());
-        so
+        build("examples/kernel-template", "kernel-template", "libferry_kernel_template.so")
     })
+}
+
+/// Builds the faulty kernels (`hang`: a kernel that never returns) once per test binary and
+/// returns their shared object.
+pub(crate) fn faulty_lib() -> &'static Path {
+    static LIB: OnceLock<PathBuf> = OnceLock::new();
+    LIB.get_or_init(|| {
+        build(
+            "crates/ferry-runtime/tests/fixtures/faulty-kernels",
+            "faulty-kernels",
+            "libferry_faulty_kernels.so",
+        )
+    })
+}
+
+/// Builds the crate at `dir` (relative to the repository) into `target/tmp/<target>`.
+fn build(dir: &str, target: &str, so: &str) -> PathBuf {
+    // Both users live in `crates/<crate>/`.
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let manifest = root.join(dir).join("Cargo.toml");
+    let target = Path::new(env!("CARGO_TARGET_TMPDIR")).join(target);
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let mut child = Command::new(cargo)
+        .args(["build", "--release", "--offline", "--quiet", "--manifest-path"])
+        .arg(&manifest)
+        .arg("--target-dir")
+        .arg(&target)
+        // The outer build's flags (e.g. loom's cfg) are not the library's.
+        .env_remove("RUSTFLAGS")
+        .env_remove("CARGO_ENCODED_RUSTFLAGS")
+        .spawn()
+        .expect("spawn cargo");
+    let deadline = Instant::now() + Duration::from_secs(300);
+    let status = loop {
+        if let Some(s) = child.try_wait().expect("wait for cargo") {
+            break s;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("building {dir} took more than 300 s");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert!(status.success(), "cargo build of {dir} failed: {status}");
+    let so = target.join("release").join(so);
+    assert!(so.is_file(), "{} missing", so.display());
+    so
 }

@@ -6,7 +6,10 @@ use super::super::image::{
 use super::super::kernels::CoreKind;
 use super::super::ops::DeviceOps;
 use super::super::task::ResolvedTask;
-use super::{cluster_of, lock, RunState, CORE_DEADLINE, PAYLOAD_PAIR_BYTES};
+use super::{
+    cluster_of, lock, RunState, BUDGET_POLL, CORE_DEADLINE, DEFAULT_KERNEL_BUDGET,
+    PAYLOAD_PAIR_BYTES,
+};
 use crate::error::{DeviceFault, KernelFault};
 use ferry_abi::arch::Arch;
 use ferry_abi::handshake::HandshakeLayout;
@@ -24,6 +27,51 @@ struct CoreState {
     payload_off: usize,
     running: Option<(u64, u32)>,
     next_id: u32,
+    /// When the scheduler, about to wait, first saw the dispatch in flight still running
+    /// (device cycles): what its kernel budget counts from. Stamped only before a wait, so the
+    /// dispatch path reads no clock for it.
+    since: Option<u64>,
+    /// Its kernel outran the budget: out of service for the rest of the launch (never
+    /// dispatched to, never waited for).
+    hung: bool,
+}
+
+/// The kernel budget of the run, in device cycles of a `hz` clock (at least 1).
+fn budget_cycles(ms: u32, hz: u64) -> (u64, u64) {
+    let ms = match ms {
+        0 => DEFAULT_KERNEL_BUDGET.as_millis() as u64,
+        ms => u64::from(ms),
+    };
+    let cycles = u128::from(ms) * u128::from(hz) / 1000;
+    (ms, u64::try_from(cycles).unwrap_or(u64::MAX).max(1))
+}
+
+/// Stamps each running core's first sight and takes out of service those whose kernel has run
+/// for `budget` cycles or more at `now`: each fails the run with [`KernelFault::Hung`] naming
+/// its task, kernel and core. Returns the cores taken out, and the earliest cycle at which a
+/// running core's budget runs out.
+fn expire_hung(
+    cores: &mut [CoreState],
+    kernels: &[u32],
+    now: u64,
+    (budget_ms, budget): (u64, u64),
+) -> (Vec<DeviceFault>, Option<u64>) {
+    let (mut hung, mut earliest) = (Vec::new(), None::<u64>);
+    for (c, &kernel) in cores.iter_mut().zip(kernels) {
+        let Some((seq, _)) = c.running else { continue };
+        let since = *c.since.get_or_insert(now);
+        let end = since.saturating_add(budget);
+        if now >= end {
+            c.running = None;
+            c.since = None;
+            c.hung = true;
+            let fault = KernelFault::Hung { kernel, core: c.index, budget_ms };
+            hung.push(DeviceFault::Kernel { task: seq, kernel, fault });
+        } else {
+            earliest = Some(earliest.map_or(end, |e| e.min(end)));
+        }
+    }
+    (hung, earliest)
 }
 
 /// Scheduler thread `sched` of `scheds`: handshake with its cores, dispatch until the run
@@ -53,6 +101,10 @@ pub fn scheduler(ops: &dyn DeviceOps, run: &RunState, sched: u32, scheds: u32) {
     // imply `timed`).
     let timed = dfx.as_ref().is_some_and(|d| d.timed());
     let phases = dfx.as_ref().is_some_and(|d| d.phases_on());
+    let hz = ops.clock_hz().max(1);
+    let budget = budget_cycles(hdr.kernel_budget_ms, hz);
+    // Each core's kernel id in flight, beside `tasks` for `expire_hung`.
+    let mut kernels: Vec<u32> = vec![0; cores.len()];
     loop {
         let mut progress = false;
         // First every FIN of this sweep is seen, then they are completed. With DFX on, one clock
@@ -71,6 +123,7 @@ pub fn scheduler(ops: &dyn DeviceOps, run: &RunState, sched: u32, scheds: u32) {
         for &k in &fins {
             let c = &mut cores[k];
             let Some((seq, id)) = c.running.take() else { continue };
+            c.since = None;
             progress = true;
             let st: PayloadStatus =
                 run.image.read_record(c.payload_off + (id as usize & 1) * 256 + PAYLOAD_CORE_LINE);
@@ -102,7 +155,9 @@ pub fn scheduler(ops: &dyn DeviceOps, run: &RunState, sched: u32, scheds: u32) {
         let mut dispatch_start = None;
         let mut dispatched_n = 0u32;
         if !run.is_aborted() {
-            for (c, task) in cores.iter_mut().zip(&mut tasks).filter(|(c, _)| c.running.is_none()) {
+            let free =
+                |(c, _): &(&mut CoreState, &mut ResolvedTask)| c.running.is_none() && !c.hung;
+            for (c, task) in cores.iter_mut().zip(&mut tasks).filter(free) {
                 // A core takes work of its kind (`queue_for` already folded both kinds into one
                 // queue when the chip has no cores of one kind).
                 let w = run.pop(c.queue);
@@ -137,6 +192,27 @@ pub fn scheduler(ops: &dyn DeviceOps, run: &RunState, sched: u32, scheds: u32) {
         if progress {
             continue;
         }
+        // About to wait: a kernel past its budget takes its core out of service and fails the
+        // run; otherwise the wait ends by the earliest budget's end (in slices, so a clock that
+        // jumps, as a virtual one does, is seen within one).
+        let busy = cores.iter().any(|c| c.running.is_some());
+        let mut timeout = None;
+        if busy {
+            for (k, t) in kernels.iter_mut().zip(&tasks) {
+                *k = t.kernel;
+            }
+            let now = ops.clock_cycles();
+            let (hung, earliest) = expire_hung(&mut cores, &kernels, now, budget);
+            if !hung.is_empty() {
+                for f in hung {
+                    run.fail(ops, f);
+                }
+                continue;
+            }
+            let left = earliest.map_or(0, |e| e.saturating_sub(now));
+            let left = Duration::from_nanos(left.saturating_mul(1_000_000_000 / hz));
+            timeout = Some(left.clamp(Duration::from_micros(100), BUDGET_POLL));
+        }
         ops.aicpu_wait(
             &mut || {
                 cores.iter().any(|c| {
@@ -146,13 +222,17 @@ pub fn scheduler(ops: &dyn DeviceOps, run: &RunState, sched: u32, scheds: u32) {
                     || (cores.iter().all(|c| c.running.is_none())
                         && (run.is_finished() || run.is_aborted()))
             },
-            None,
+            timeout,
         );
     }
     if let Some(d) = dfx {
         d.finish();
     }
-    let up: Vec<u64> = cores.iter().map(|c| c.base).collect();
+    // A hung core gets its exit signal (taken if its kernel ever returns) but is not waited for.
+    for c in cores.iter().filter(|c| c.hung) {
+        ops.reg_write_aicpu(c.base, dmb, AICORE_EXIT_SIGNAL);
+    }
+    let up: Vec<u64> = cores.iter().filter(|c| !c.hung).map(|c| c.base).collect();
     shutdown(ops, &up, dmb, cond, layout.fast_path_enable);
 }
 
@@ -170,6 +250,7 @@ fn dispatch(
     let id = c.next_id;
     c.next_id = if id >= MAX_TASK_ID { 1 } else { id + 1 };
     c.running = Some((seq, id));
+    c.since = None;
     *task = lock(&run.slot(seq).inner).task;
     let mut a = DispatchArgs::default();
     a.task = seq;
@@ -290,6 +371,8 @@ fn handshake(
                 payload_off: (hdr.payload_off + u64::from(i) * PAYLOAD_PAIR_BYTES) as usize,
                 running: None,
                 next_id: 1,
+                since: None,
+                hung: false,
             });
         }
         if reported.iter().all(Option::is_some) {
@@ -361,4 +444,63 @@ fn shutdown(ops: &dyn DeviceOps, bases: &[u64], dmb: u32, cond: u32, fast_path: 
 /// Whether a `DATA_MAIN_BASE` value is a dispatch.
 pub fn is_dispatch(v: u32) -> bool {
     v != 0 && is_task_id(v)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn core(index: u32, running: Option<(u64, u32)>) -> CoreState {
+        CoreState {
+            index,
+            base: 0,
+            queue: 1,
+            payload_off: 0,
+            running,
+            next_id: 1,
+            since: None,
+            hung: false,
+        }
+    }
+
+    /// The budget counts from the first wait that sees a dispatch running, a core is taken out
+    /// at exactly the budget (not a cycle before), and the fault names its task, kernel and
+    /// core; idle cores are left alone, and the earliest end is the next deadline to wake for.
+    #[test]
+    fn a_core_past_its_kernel_budget_is_taken_out_naming_task_kernel_and_core() {
+        let budget = (5, 100); // 5 ms, 100 cycles
+        let mut cores = vec![core(3, Some((7, 1))), core(4, None), core(5, Some((9, 2)))];
+        let kernels = [256, 0, 257];
+        let (hung, earliest) = expire_hung(&mut cores, &kernels, 1_000, budget);
+        assert!(hung.is_empty());
+        assert_eq!(earliest, Some(1_100));
+        assert_eq!(
+            (cores[0].since, cores[1].since, cores[2].since),
+            (Some(1_000), None, Some(1_000))
+        );
+        // A dispatch seen later counts from then.
+        cores[2].since = Some(1_050);
+        let (hung, earliest) = expire_hung(&mut cores, &kernels, 1_099, budget);
+        assert!(hung.is_empty(), "a cycle before the budget");
+        assert_eq!(earliest, Some(1_100));
+        let (hung, earliest) = expire_hung(&mut cores, &kernels, 1_100, budget);
+        let fault = KernelFault::Hung { kernel: 256, core: 3, budget_ms: 5 };
+        assert_eq!(hung, [DeviceFault::Kernel { task: 7, kernel: 256, fault }]);
+        assert_eq!(earliest, Some(1_150));
+        assert!(cores[0].hung && cores[0].running.is_none() && cores[0].since.is_none());
+        assert!(!cores[2].hung && cores[2].running.is_some());
+        // A hung core is never expired again; the clock past both budgets takes the second.
+        let (hung, earliest) = expire_hung(&mut cores, &kernels, 5_000, budget);
+        assert_eq!(hung.len(), 1);
+        assert!(matches!(hung[0], DeviceFault::Kernel { task: 9, kernel: 257, .. }));
+        assert_eq!(earliest, None);
+    }
+
+    #[test]
+    fn the_budget_in_cycles_follows_the_clock_and_defaults_to_a_minute() {
+        assert_eq!(budget_cycles(2_000, 50_000_000), (2_000, 100_000_000));
+        assert_eq!(budget_cycles(0, 1_000), (60_000, 60_000));
+        assert_eq!(budget_cycles(1, 1), (1, 1), "at least one cycle");
+        assert_eq!(budget_cycles(u32::MAX, u64::MAX), (u64::from(u32::MAX), u64::MAX));
+    }
 }

@@ -3,7 +3,7 @@ use super::{DeviceRunner, LaunchedRun, PreparedRun};
 use crate::device::aicore::aicore_execute;
 use crate::device::image::{from_bytes, RunResult, RESULT_FAILED, RESULT_OK};
 use crate::device::kernels::KERNELS;
-use crate::error::{DeviceFault, RunError};
+use crate::error::{DeviceFault, KernelFault, RunError};
 use crate::host::slots::{launch_error, lock, reap, Executing, Sides, Signals, AICORE, AICPU};
 use crate::host::RunOutput;
 use crate::host::RunStats;
@@ -39,6 +39,9 @@ impl DeviceRunner {
     /// # Errors
     /// A launch failure; the run is released and the runner stays usable.
     pub fn launch(&mut self, p: PreparedRun) -> Result<LaunchedRun, RunError> {
+        if let Some(f) = self.hung {
+            return Err(RunError::Hung(f));
+        }
         let cores = self.cfg.aic + self.cfg.aiv;
         if self.full.is_some() {
             return self.launch_full(p, cores, None);
@@ -88,6 +91,7 @@ impl DeviceRunner {
             finished: None,
             stream_error: None,
             inherited: false,
+            hung: false,
             device: None,
             scheduler: None,
         })
@@ -231,6 +235,7 @@ impl DeviceRunner {
             finished: None,
             stream_error: None,
             inherited: false,
+            hung: false,
             device: None,
             scheduler,
         })
@@ -277,6 +282,20 @@ impl DeviceRunner {
     /// # Errors
     /// [`RunError::Timeout`] when the device did not finish in time.
     pub fn wait(&mut self, run: &mut LaunchedRun) -> Result<Duration, RunError> {
+        if run.hung {
+            return Ok(run.finished.unwrap_or_default());
+        }
+        if run.finished.is_none() && run.sides.wait(AICPU, self.cfg.timeout) {
+            if let Some(f) = self.hung_core(run)? {
+                // The AICPU side ended the run because a kernel outran its budget: that core's
+                // launch never completes. The run is over; the runner is hung.
+                let wall = run.started.elapsed();
+                run.finished = Some(wall);
+                run.hung = true;
+                self.hung.get_or_insert(f);
+                return Ok(wall);
+            }
+        }
         if !run.settle(self.cfg.timeout) {
             return Err(RunError::Timeout { ms: self.cfg.timeout.as_millis() as u64 });
         }
@@ -303,6 +322,23 @@ impl DeviceRunner {
             }
         }
         Ok(run.finished.unwrap_or_default())
+    }
+
+    /// The fault of `run` when its AICPU side ended it because a kernel outran its budget
+    /// ([`KernelFault::Hung`](crate::KernelFault::Hung)): read from its result in device memory.
+    ///
+    /// # Errors
+    /// A device read failure.
+    fn hung_core(&self, run: &LaunchedRun) -> Result<Option<DeviceFault>, RunError> {
+        let Some(p) = &run.prepared else { return Ok(None) };
+        let mut rb = vec![0u8; std::mem::size_of::<RunResult>()];
+        self.device.copy_dtoh(p.image.add(p.result_off), &mut rb)?;
+        let r: RunResult = from_bytes(&rb).unwrap_or_default();
+        if r.status != RESULT_FAILED {
+            return Ok(None);
+        }
+        Ok(DeviceFault::decode(r.error_code, r.error_task, r.error_detail)
+            .filter(|f| matches!(f, DeviceFault::Kernel { fault: KernelFault::Hung { .. }, .. })))
     }
 
     /// Finishes a run: waits for it, reads its result, copies the runner-owned tensors back and
@@ -332,6 +368,13 @@ impl DeviceRunner {
             }
         };
         let p = run.prepared.take().ok_or(RunError::Busy)?;
+        if run.hung {
+            // The hung kernel may still touch the run's memory: keep it (and its slot) for the
+            // rest of the process.
+            std::mem::forget(p);
+            let f = self.hung.ok_or(RunError::Busy)?;
+            return Err(RunError::Fault(f));
+        }
         if run.inherited {
             // A run ahead of this one failed and its failure was on the streams when this run's
             // work ran: whatever this run's result says, it is not trusted.

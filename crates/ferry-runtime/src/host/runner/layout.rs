@@ -97,6 +97,7 @@ impl DeviceRunner {
         h.handshake_layout = hl.id;
         h.handshake_timeout_ms =
             cfg.handshake_timeout.as_millis().clamp(1, u128::from(u32::MAX)) as u32;
+        h.kernel_budget_ms = cfg.kernel_budget.as_millis().clamp(1, u128::from(u32::MAX)) as u32;
 
         let mut img = vec![0u8; h.image_bytes as usize];
         let mut put = |o: u64, b: &[u8]| img[o as usize..o as usize + b.len()].copy_from_slice(b);

@@ -29,7 +29,9 @@ impl DeviceRunner {
         &mut self,
         session: Option<&crate::host::dfx::DfxSession>,
     ) -> Result<(), RunnerError> {
-        if self.is_busy() {
+        // A hung run holds its launch slot for good; its session may still be detached (and
+        // collected) but no new one attached.
+        if self.is_busy() && (self.hung.is_none() || session.is_some()) {
             return Err(RunnerError::Busy);
         }
         if let Some(s) = session {
@@ -139,5 +141,12 @@ impl DeviceRunner {
     /// Whether a run is prepared or in flight on this runner (any launch slot held).
     pub fn is_busy(&self) -> bool {
         self.pool.is_busy()
+    }
+
+    /// The fault that took one of this runner's cores out of service (a kernel that never
+    /// returned within [`RunnerConfig::kernel_budget`](crate::host::RunnerConfig)), if any:
+    /// such a runner cannot launch again.
+    pub fn hung(&self) -> Option<&crate::DeviceFault> {
+        self.hung.as_ref()
     }
 }
