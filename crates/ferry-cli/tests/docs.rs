@@ -275,3 +275,79 @@ fn the_figures_page_is_what_its_json_renders() {
          cargo run -p ferry-cli -- figures docs/figures/*.json -o docs/figures.md"
     );
 }
+
+/// Every `.rs` file under `dir`.
+fn rust_files(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    files(dir, &[".rs"], &mut out);
+    out
+}
+
+/// The rule table (`docs/design/rules.md`) and the rule-breaking changes (`scripts/rules/`)
+/// agree: every rule has a patch that names the rule and at least one test, every test a patch
+/// names exists (a `fn` of that name in the named package's target) and is listed in the
+/// rule's row, every patch belongs to a rule of the table, and the CI subset names rules.
+#[test]
+fn every_rule_has_a_breaking_patch_and_a_test_that_exists() {
+    let r = root();
+    let table = std::fs::read_to_string(r.join("docs/design/rules.md")).expect("rules.md");
+    let mut rows: Vec<(String, String)> = Vec::new();
+    for line in table.lines() {
+        let Some(rest) = line.strip_prefix("| `") else { continue };
+        let Some((id, row)) = rest.split_once("` |") else { continue };
+        if id.chars().all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '-') {
+            rows.push((id.to_string(), row.to_string()));
+        }
+    }
+    assert!(!rows.is_empty(), "docs/design/rules.md lists no rule");
+    let mut ids: Vec<&str> = rows.iter().map(|(id, _)| id.as_str()).collect();
+    ids.sort_unstable();
+    let n = ids.len();
+    ids.dedup();
+    assert_eq!(ids.len(), n, "a rule ID is listed twice");
+    for (id, row) in &rows {
+        let patch = r.join(format!("scripts/rules/{id}.patch"));
+        let text = std::fs::read_to_string(&patch)
+            .unwrap_or_else(|_| panic!("rule {id} has no scripts/rules/{id}.patch"));
+        let header: Vec<&str> = text.lines().take_while(|l| !l.starts_with("diff --git")).collect();
+        let field = |f: &str| -> Vec<String> {
+            header.iter().filter_map(|l| l.strip_prefix(f)).map(|v| v.trim().to_string()).collect()
+        };
+        assert_eq!(field("Rule:"), [id.clone()], "{id}.patch names another rule");
+        assert_eq!(field("Breaks:").len(), 1, "{id}.patch has no one-line Breaks:");
+        assert!(text.contains("\ndiff --git "), "{id}.patch changes nothing");
+        let tests = field("Test:");
+        assert!(!tests.is_empty(), "{id}.patch names no test");
+        for t in &tests {
+            let parts: Vec<&str> = t.split_whitespace().collect();
+            let [pkg, target, name] = parts[..] else {
+                panic!("{id}.patch: `Test: {t}` is not `<package> <lib|target> <test>`")
+            };
+            let dir = r.join("crates").join(pkg);
+            let sources = match target {
+                "lib" => rust_files(&dir.join("src")),
+                t => {
+                    let main = dir.join("tests").join(format!("{t}.rs"));
+                    assert!(main.is_file(), "{id}.patch: {pkg} has no test target {t}");
+                    rust_files(&dir.join("tests"))
+                }
+            };
+            let short = name.rsplit("::").next().unwrap_or(name);
+            let def = format!("fn {short}(");
+            let found =
+                sources.iter().any(|f| std::fs::read_to_string(f).is_ok_and(|s| s.contains(&def)));
+            assert!(found, "{id}.patch: no test `{short}` in {pkg} {target}");
+            assert!(row.contains(short), "{id}: the table's row does not list its test {short}");
+        }
+    }
+    for e in std::fs::read_dir(r.join("scripts/rules")).unwrap() {
+        let name = e.unwrap().file_name().to_string_lossy().into_owned();
+        if let Some(id) = name.strip_suffix(".patch") {
+            assert!(ids.contains(&id), "scripts/rules/{name} belongs to no rule of the table");
+        }
+    }
+    let ci = std::fs::read_to_string(r.join("scripts/rules/ci.txt")).expect("scripts/rules/ci.txt");
+    for id in ci.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#')) {
+        assert!(ids.contains(&id), "scripts/rules/ci.txt names {id}, which the table lacks");
+    }
+}
