@@ -313,7 +313,7 @@ fn every_rule_has_a_breaking_patch_and_a_test_that_exists() {
         let field = |f: &str| -> Vec<String> {
             header.iter().filter_map(|l| l.strip_prefix(f)).map(|v| v.trim().to_string()).collect()
         };
-        assert_eq!(field("Rule:"), [id.clone()], "{id}.patch names another rule");
+        assert_eq!(field("Rule:"), std::slice::from_ref(id), "{id}.patch names another rule");
         assert_eq!(field("Breaks:").len(), 1, "{id}.patch has no one-line Breaks:");
         assert!(text.contains("\ndiff --git "), "{id}.patch changes nothing");
         let tests = field("Test:");
