@@ -35,11 +35,13 @@ scratch="${RULES_SCRATCH:-$root/target/rules}"
 src="$scratch/src"
 
 list=0
+subset=0
 wanted=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --list) list=1 ;;
-    --ci) mapfile -t ci < <(grep -v '^\s*#' scripts/rules/ci.txt | grep -v '^\s*$'); wanted+=("${ci[@]}") ;;
+    --ci) subset=1; mapfile -t ci < <(grep -v '^\s*#' scripts/rules/ci.txt | grep -v '^\s*$' || true)
+          wanted+=("${ci[@]}") ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     -*) echo "rules.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
     *) wanted+=("$1") ;;
@@ -48,7 +50,10 @@ while [ $# -gt 0 ]; do
 done
 
 patches=()
-if [ ${#wanted[@]} -eq 0 ]; then
+if [ "$subset" = 1 ] && [ ${#wanted[@]} -eq 0 ]; then
+  echo "rules.sh: scripts/rules/ci.txt names no rule"
+  exit 0
+elif [ ${#wanted[@]} -eq 0 ]; then
   for p in scripts/rules/*.patch; do patches+=("$p"); done
 else
   for id in "${wanted[@]}"; do
