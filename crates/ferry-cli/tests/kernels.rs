@@ -284,3 +284,39 @@ fn a_kernel_that_never_returns_fails_within_its_budget_with_a_readable_profile()
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A kernel that writes 4 KiB past its output (`overrun` of the faulty-kernels fixture): the run
+/// fails naming the task's workload line, the kernel and the argument, not the runtime image.
+#[test]
+fn a_write_past_an_output_is_the_kernels_fault() {
+    let _bound = ferry_watchdog::bound("the ferry process");
+    let lib = template::faulty_lib();
+    let dir = std::env::temp_dir().join(format!("ferry-cli-overrun-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let wl = dir.join("overrun.toml");
+    std::fs::write(
+        &wl,
+        "[workload]\nname = \"overrun\"\nverify = \"host-reference\"\noutputs = [\"x\"]\n\
+         [[tensor]]\nname = \"x\"\nshape = [16]\n\
+         [[graph]]\nkernel = \"overrun\"\nargs = [{ tensor = \"x\", role = \"inout\" }]\n",
+    )
+    .unwrap();
+    let o = ferry(&[
+        "run",
+        "--small",
+        "--kernels",
+        lib.to_str().unwrap(),
+        "--workload",
+        wl.to_str().unwrap(),
+    ]);
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(1), "{t}");
+    assert!(
+        t.contains("overrun.toml:8:1: task 0: kernel `overrun` (library `faulty-kernels`"),
+        "{t}"
+    );
+    assert!(t.contains("wrote past the end of tensor argument 0"), "{t}");
+    assert!(!t.contains("malformed"), "{t}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -213,6 +213,15 @@ impl DeviceTensor<'_> {
         self.len == 0
     }
 
+    /// The first element's address in device memory, for a kernel that works on raw memory
+    /// (vectorised code, a C or C++ routine): `len()` elements from here are the tensor.
+    /// Writing outside them is a kernel bug: ferry reports a write just past the end of an
+    /// output tensor's allocation as the kernel's `OutOfBounds` fault, naming the kernel and
+    /// its task.
+    pub fn as_mut_ptr(&self) -> *mut f32 {
+        self.ptr
+    }
+
     /// Element `i`.
     ///
     /// # Panics

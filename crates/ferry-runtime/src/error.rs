@@ -210,6 +210,16 @@ pub enum KernelFault {
         /// The argument index.
         index: u32,
     },
+    /// A loaded kernel wrote past the end of the allocation that holds its output tensor
+    /// argument `index` (the guard band after each run tensor's allocation no longer holds its
+    /// fill).
+    #[error("kernel {kernel}: {}", self.detail())]
+    OutOfBounds {
+        /// The kernel id.
+        kernel: u32,
+        /// The tensor argument.
+        index: u32,
+    },
     /// The kernel did not return within the run's kernel budget: its core is taken out of
     /// service (it stays busy for the rest of the process) and the run fails.
     #[error("kernel {kernel}: {}", self.detail())]
@@ -333,6 +343,10 @@ impl KernelFault {
             KernelFault::BadAddress { index, .. } => {
                 format!("tensor {index} is not inside live device memory")
             }
+            KernelFault::OutOfBounds { index, .. } => format!(
+                "wrote past the end of tensor argument {index} (into the guard band after its \
+                 allocation)"
+            ),
             KernelFault::Hung { core, budget_ms, .. } => format!(
                 "did not return within its budget of {budget_ms} ms on core {core} (the core \
                  stays busy: the runner cannot launch again; --timeout sets the budget)"
@@ -355,6 +369,7 @@ impl KernelFault {
             KernelFault::Hung { kernel, core, budget_ms } => {
                 (10, [kernel.into(), core.into(), budget_ms])
             }
+            KernelFault::OutOfBounds { kernel, index } => (11, [kernel.into(), index.into(), 0]),
         }
     }
 
@@ -371,6 +386,7 @@ impl KernelFault {
             8 => KernelFault::MissingScalar { kernel: d[0] as u32, index: d[1] as u32 },
             9 => KernelFault::BadAddress { kernel: d[0] as u32, index: d[1] as u32 },
             10 => KernelFault::Hung { kernel: d[0] as u32, core: d[1] as u32, budget_ms: d[2] },
+            11 => KernelFault::OutOfBounds { kernel: d[0] as u32, index: d[1] as u32 },
             _ => return None,
         })
     }

@@ -456,3 +456,47 @@ fn a_kernel_that_never_returns_fails_the_run_and_hangs_only_its_runner() {
         r.finalize().unwrap();
     }
 }
+
+/// A loaded kernel that writes 4 KiB past the end of its output fails its task with
+/// `KernelFault::OutOfBounds` naming the kernel, the task and the tensor argument (not a
+/// corrupt runtime image), and the runner goes on to run the template's kernels correctly.
+#[test]
+fn a_write_past_an_output_names_the_kernel_and_task_and_the_runner_goes_on() {
+    use ferry_runtime::host::LaunchPath;
+    let _bound = ferry_watchdog::bound("the simulated chip's run");
+    fn overrun_second(o: &mut dyn Orchestrate) -> Result<(), SubmitError> {
+        let (copy, overrun) = (o.scalar(0)? as u32, o.scalar(1)? as u32);
+        o.submit(&Task::new(copy).input(TensorId(1)).output(TensorId(0)))?;
+        o.submit(&Task::new(overrun).inout(TensorId(0)))?;
+        Ok(())
+    }
+    for path in [LaunchPath::default(), LaunchPath::InProcess] {
+        let mut cfg = RunnerConfig::small(Arch::A2a3);
+        cfg.path = path;
+        let mut r = DeviceRunner::new(cfg).unwrap();
+        let overrun = r.load_kernels_file(template::faulty_lib()).unwrap()[1].id;
+        r.load_kernels_file(template_lib()).unwrap();
+        let copy = ferry_runtime::device::kernels::K_COPY;
+        let callable = Callable::new("overrun", Variant::HostBuiltGraph, overrun_second);
+        r.register_callable(0, callable).unwrap();
+        let a = RunArgs {
+            tensors: vec![TensorInit::Zeros(64), TensorInit::Data(vec![1.0; 64])],
+            scalars: vec![u64::from(copy), u64::from(overrun)],
+            scratch_bytes: 0,
+        };
+        match r.run(0, a) {
+            Err(RunError::Fault(DeviceFault::Kernel { task: 1, kernel, fault })) => {
+                assert_eq!(kernel, overrun, "{path:?}");
+                assert_eq!(
+                    fault,
+                    KernelFault::OutOfBounds { kernel: overrun, index: 0 },
+                    "{path:?}"
+                );
+                assert!(fault.detail().contains("past the end of tensor argument 0"), "{path:?}");
+            }
+            other => panic!("{path:?}: expected the overrun's fault, got {other:?}"),
+        }
+        // The runtime image was not touched: the next run on the runner is right.
+        run_custom(&mut r, 1, Variant::HostBuiltGraph);
+    }
+}

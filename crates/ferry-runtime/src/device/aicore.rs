@@ -1,8 +1,8 @@
 //! The AICore executor: handshake, then run dispatched kernels until told to exit.
 use super::custom::CustomDispatch;
 use super::image::{
-    DispatchArgs, F32Slice, ImageView, PayloadStatus, TranslateCache, PAYLOAD_CORE_LINE,
-    PAYLOAD_FAULT, PAYLOAD_OK,
+    DispatchArgs, F32Slice, ImageView, PayloadStatus, RuntimeHeader, TensorRecord, TranslateCache,
+    GUARD_CHECK_BYTES, GUARD_FILL, PAYLOAD_CORE_LINE, PAYLOAD_FAULT, PAYLOAD_OK,
 };
 use super::kernels::{self, KernelCall};
 use super::ops::DeviceOps;
@@ -18,7 +18,7 @@ use ferry_abi::launch::AicoreLaunchArgs;
 use ferry_abi::regs::{
     cond_ack, cond_fin, RegLayout, AICORE_EXIT_SIGNAL, AICPU_IDLE, COND_EXITED, COND_IDLE,
 };
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU8, Ordering};
 
 /// The AICore entry: worker `block_idx` with physical core id `physical_core_id` of the launch
 /// whose arguments are `args` (the AICore projection of `KernelArgs`).
@@ -99,6 +99,7 @@ pub fn aicore_execute(
     // observed (Acquire) in step 2.
     let timed = image.u32_at(flags_off).load(Ordering::Relaxed) & super::dfx::DFX_SWIMLANE != 0;
     let now = || if timed { ops.clock_cycles() } else { 0 };
+    let guards = guard_table(&image, &hdr);
     loop {
         let v = ops
             .core_wait(base, dmb, &mut |v| v != last && v != AICPU_IDLE && v != 0, None)
@@ -122,6 +123,11 @@ pub fn aicore_execute(
             run_kernel(ops, &a, &mut tensors, &mut cache, custom)
         }))
         .unwrap_or(Err(KernelFault::Panicked { kernel: a.kernel_id }));
+        // A loaded kernel is the user's code: what it wrote past its outputs is its fault.
+        let ran = match ran {
+            Ok(()) if is_custom_kernel(a.kernel_id) => check_guards(ops, &a, &guards),
+            r => r,
+        };
         let end = now();
         let st = match ran {
             Ok(()) => PayloadStatus::new(PAYLOAD_OK, 0, [0; 3]),
@@ -133,6 +139,60 @@ pub fn aicore_execute(
         image.write_record(entry + PAYLOAD_CORE_LINE, &st.with_times(received, start, end));
         ops.reg_write_core(base, cond, cond_fin(v));
     }
+}
+
+/// The image's guard table: `(address, bytes)` of each guarded allocation, sorted by address
+/// (empty when the table does not fit the image).
+fn guard_table(image: &ImageView, hdr: &RuntimeHeader) -> Vec<(u64, u64)> {
+    let (off, n) = (hdr.guard_off as usize, hdr.guard_count as usize);
+    let fits = n.checked_mul(16).and_then(|b| off.checked_add(b)).is_some_and(|e| e <= image.len());
+    if !fits {
+        return Vec::new();
+    }
+    (0..n)
+        .map(|i| {
+            let r: TensorRecord = image.read_record(off + 16 * i);
+            (r.addr, r.bytes)
+        })
+        .collect()
+}
+
+/// After a loaded kernel ran: the first output or inout tensor argument of `a` lying in a
+/// guarded allocation whose guard band no longer holds [`GUARD_FILL`] is a write past the end
+/// of that allocation, the kernel's [`KernelFault::OutOfBounds`].
+fn check_guards(
+    ops: &dyn DeviceOps,
+    a: &DispatchArgs,
+    guards: &[(u64, u64)],
+) -> Result<(), KernelFault> {
+    let nt = (a.n_tensors as usize).min(a.tensors.len()).min(16);
+    for (i, t) in a.tensors[..nt].iter().enumerate() {
+        // Two role bits per tensor: 2 output, 3 inout (`task::Role`).
+        if (a.roles >> (2 * i)) & 2 == 0 {
+            continue;
+        }
+        let k = guards.partition_point(|&(addr, _)| addr <= t.addr);
+        let Some(&(start, bytes)) = k.checked_sub(1).and_then(|k| guards.get(k)) else {
+            continue;
+        };
+        let end = start.saturating_add(bytes);
+        if t.addr.saturating_add(t.bytes) > end {
+            continue;
+        }
+        let Ok(p) = ops.translate(end, GUARD_CHECK_BYTES) else { continue };
+        let intact = (0..GUARD_CHECK_BYTES as usize).all(|b| {
+            // SAFETY: `translate` vouched for GUARD_CHECK_BYTES bytes at `p`; another core's
+            // kernel may write them concurrently, so they are read as atomics.
+            let byte = unsafe { &*(p.add(b) as *const AtomicU8) };
+            // Relaxed: this core's own kernel wrote (or not) before this load on this thread;
+            // another core's concurrent write is that core's fault, found by its own check.
+            byte.load(Ordering::Relaxed) == GUARD_FILL
+        });
+        if !intact {
+            return Err(KernelFault::OutOfBounds { kernel: a.kernel_id, index: i as u32 });
+        }
+    }
+    Ok(())
 }
 
 fn run_kernel(

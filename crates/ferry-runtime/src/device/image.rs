@@ -167,8 +167,24 @@ pub struct RuntimeHeader {
     /// `kernel_table_count`, finished tasks per loaded kernel (the built-ins' are in
     /// [`RunResult::kernel_counts`]).
     pub custom_count_off: u64,
-    _reserved: [u64; 7],
+    /// Offset of the guard table (in the per-run suffix): a [`TensorRecord`] per guarded
+    /// allocation (its address and size), sorted by address. [`GUARD_BYTES`] of
+    /// [`GUARD_FILL`] follow each such allocation in device memory; a core checks them after a
+    /// loaded kernel wrote an output inside it.
+    pub guard_off: u64,
+    /// Entries of the guard table.
+    pub guard_count: u32,
+    _reserved3: u32,
+    _reserved: [u64; 5],
 }
+
+/// Bytes of guard band after each run tensor's allocation (and the scratch arena's).
+pub const GUARD_BYTES: u64 = 4096;
+/// What a guard band holds until something writes past its allocation.
+pub const GUARD_FILL: u8 = 0xa5;
+/// How much of a guard band a core checks after a loaded kernel ran: a kernel that writes past
+/// the end of its output writes here first.
+pub const GUARD_CHECK_BYTES: u64 = 64;
 
 const _: () = {
     assert!(size_of::<RuntimeHeader>() == 256);
@@ -183,7 +199,9 @@ const _: () = {
     assert!(offset_of!(RuntimeHeader, kernel_table_count) == 184);
     assert!(offset_of!(RuntimeHeader, kernel_budget_ms) == 188);
     assert!(offset_of!(RuntimeHeader, custom_count_off) == 192);
-    assert!(offset_of!(RuntimeHeader, _reserved) == 200);
+    assert!(offset_of!(RuntimeHeader, guard_off) == 200);
+    assert!(offset_of!(RuntimeHeader, guard_count) == 208);
+    assert!(offset_of!(RuntimeHeader, _reserved) == 216);
 };
 // SAFETY: repr(C), u32/u64 fields tiling 0..256 without padding (offsets asserted above).
 unsafe impl Record for RuntimeHeader {}

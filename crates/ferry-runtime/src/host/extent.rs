@@ -109,9 +109,12 @@ pub fn descriptor_extent(
         infos.push(TensorInfo { addr: next, len: bytes / 4 });
         next += bytes.max(4).div_ceil(64) * 64;
     }
+    // The guard table lists each tensor the run allocates itself and its scratch arena.
+    let owned = args.tensors.iter().filter(|t| !matches!(t, TensorInit::Device { .. })).count();
     let mut counts = ImageCounts {
         tensors: infos.len() as u64,
         scalars: args.scalars.len() as u64,
+        guards: owned as u64 + u64::from(args.scratch_bytes > 0),
         ..ImageCounts::default()
     };
     if callable.variant == Variant::HostBuiltGraph {

@@ -14,7 +14,7 @@ use super::graph::GraphBuilder;
 use super::handshake::{CoreHandshake, HandshakeRegion};
 use super::sim_ops::SimOps;
 use super::slots::{launch_error, lock, Claim, Executing, FullPath, Sides, SlotPool};
-use crate::device::image::RuntimeHeader;
+use crate::device::image::{RuntimeHeader, GUARD_BYTES, GUARD_FILL};
 use crate::device::ops::DeviceOps;
 use crate::device::program::AicpuProgram;
 use crate::device::task::TensorInfo;
@@ -26,6 +26,7 @@ use ferry_launch::transaction::RunId;
 use ferry_launch::{LaunchDescriptor, LaunchStaging, MetadataRegion, RunStreams};
 use ferry_sim::cores::{Chip, CoreConfig};
 use ferry_sim::{Arch, Device, DevicePtr, Platform, PlatformBuilder};
+use layout::RunMemory;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -508,20 +509,30 @@ impl DeviceRunner {
         let dev = &self.device.clone();
         let mut allocs = Allocs { device: dev.clone(), ptrs: Vec::new() };
         let mut tensors = Vec::with_capacity(args.tensors.len());
+        // The run's own allocations, each followed by a guard band (see `device::image`): a
+        // loaded kernel that writes past its output is caught there, naming it, instead of
+        // corrupting whatever comes next.
+        let mut guards: Vec<(u64, u64)> = Vec::new();
+        const BAND: [u8; GUARD_BYTES as usize] = [GUARD_FILL; GUARD_BYTES as usize];
+        let mut guarded = |bytes: &[u8], len: u64| -> Result<DevicePtr, RunError> {
+            let len = len.max(4);
+            let p = dev.malloc(len + GUARD_BYTES)?;
+            allocs.ptrs.push(p);
+            dev.copy_htod(bytes, p)?;
+            dev.copy_htod(&BAND, p.add(len))?;
+            guards.push((p.0, len));
+            Ok(p)
+        };
         for (i, t) in args.tensors.iter().enumerate() {
             match t {
                 TensorInit::Data(v) => {
                     let bytes: Vec<u8> = v.iter().flat_map(|x| x.to_le_bytes()).collect();
-                    let p = dev.malloc(bytes.len().max(4) as u64)?;
-                    allocs.ptrs.push(p);
-                    dev.copy_htod(&bytes, p)?;
+                    let p = guarded(&bytes, bytes.len() as u64)?;
                     tensors.push((p, bytes.len() as u64, true));
                 }
                 TensorInit::Zeros(n) => {
                     let bytes = vec![0u8; n * 4];
-                    let p = dev.malloc(bytes.len().max(4) as u64)?;
-                    allocs.ptrs.push(p);
-                    dev.copy_htod(&bytes, p)?;
+                    let p = guarded(&bytes, bytes.len() as u64)?;
                     tensors.push((p, bytes.len() as u64, true));
                 }
                 TensorInit::Device { addr, bytes } => {
@@ -535,8 +546,8 @@ impl DeviceRunner {
             }
         }
         let scratch = if args.scratch_bytes > 0 {
-            let p = dev.malloc(args.scratch_bytes)?;
-            allocs.ptrs.push(p);
+            // The arena's own bytes are whatever the allocator hands out, as before.
+            let p = guarded(&[], args.scratch_bytes)?;
             (p.0, args.scratch_bytes)
         } else {
             (0, 0)
@@ -569,8 +580,14 @@ impl DeviceRunner {
                 Some(g)
             }
         };
-        let (image_bytes, hdr) =
-            self.layout(id, callable.variant, &infos, &args.scalars, graph.as_ref(), scratch);
+        let (image_bytes, hdr) = self.layout(
+            id,
+            callable.variant,
+            &infos,
+            &args.scalars,
+            graph.as_ref(),
+            RunMemory { scratch, guards: &guards },
+        );
         let (image, kargs) = if let Some(full) = &mut self.full {
             // Full path: the runtime image is the launch descriptor. prepare_runtime_args
             // reserves the slot-owned device destination and the pinned source and snapshots

@@ -12,6 +12,15 @@ use ferry_abi::handshake::{core_type_for_index, Handshake};
 use ferry_abi::launch::AbiRecord;
 use ferry_abi::regs::RegLayout;
 
+/// What a run allocated for itself, as its image records it.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct RunMemory<'a> {
+    /// The scratch arena: address and bytes (`(0, 0)` for none).
+    pub(crate) scratch: (u64, u64),
+    /// The guarded allocations: address and bytes of each (the guard table's entries).
+    pub(crate) guards: &'a [(u64, u64)],
+}
+
 /// How many of each variable-size part a runtime image holds.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct ImageCounts {
@@ -21,6 +30,8 @@ pub(crate) struct ImageCounts {
     pub(crate) graph_preds: u64,
     /// Loaded kernels (one count each).
     pub(crate) custom_kernels: u64,
+    /// Guarded allocations (the run's own tensors and its scratch arena).
+    pub(crate) guards: u64,
 }
 
 /// A header with the image's region offsets and total size for a chip of `cfg` (everything
@@ -46,6 +57,7 @@ pub(crate) fn image_offsets(cfg: &RunnerConfig, n: ImageCounts) -> RuntimeHeader
     h.handshake_seen_off = take(w * 4);
     h.graph_task_off = take(n.graph_tasks * 160);
     h.graph_pred_off = take(n.graph_preds * 4);
+    h.guard_off = take(n.guards * 16);
     h.image_bytes = off;
     h
 }
@@ -58,8 +70,9 @@ impl DeviceRunner {
         tensors: &[TensorInfo],
         scalars: &[u64],
         graph: Option<&HostGraph>,
-        scratch: (u64, u64),
+        run_memory: RunMemory<'_>,
     ) -> (Vec<u8>, RuntimeHeader) {
+        let RunMemory { scratch, guards } = run_memory;
         self.epoch += 1;
         let cfg = &self.cfg;
         let w = u64::from(cfg.aic + cfg.aiv);
@@ -73,8 +86,10 @@ impl DeviceRunner {
                 graph_tasks: recs.len() as u64,
                 graph_preds: preds.len() as u64,
                 custom_kernels: u64::from(self.kernel_table.1),
+                guards: guards.len() as u64,
             },
         );
+        h.guard_count = guards.len() as u32;
         h.variant = match variant {
             Variant::DeviceOrchestrated => VARIANT_DEVICE_ORCH,
             Variant::HostBuiltGraph => VARIANT_HOST_GRAPH,
@@ -121,6 +136,11 @@ impl DeviceRunner {
         }
         for (i, p) in preds.iter().enumerate() {
             put(h.graph_pred_off + 4 * i as u64, &p.to_le_bytes());
+        }
+        let mut sorted = guards.to_vec();
+        sorted.sort_unstable();
+        for (i, &(addr, bytes)) in sorted.iter().enumerate() {
+            put(h.guard_off + 16 * i as u64, as_bytes(&TensorRecord { addr, bytes }));
         }
         (img, h)
     }
