@@ -463,14 +463,15 @@ fn readers(file: &str) -> Vec<(Vec<&'static str>, bool)> {
     let bin = file.ends_with("args.bin");
     let scopes = file.starts_with("scope_stats/");
     let manifest = file == "ferry-manifest.json";
-    let any = !bin || manifest;
+    // `report`, `trace` and `view` check args.bin's size without reading it.
+    let traced = swim || pmu || deps || args || bin || scopes || manifest;
     vec![
-        (vec!["report"], any),
+        (vec!["report"], true),
         (vec!["deps"], deps || swim || manifest),
         (vec!["dump", "list"], args || bin || manifest),
         (vec!["scopes"], scopes || manifest),
-        (vec!["trace"], swim || pmu || deps || args || scopes || manifest),
-        (vec!["view", "-o", "/dev/null/x"], swim || pmu || deps || args || scopes || manifest),
+        (vec!["trace"], traced),
+        (vec!["view", "-o", "/dev/null/x"], traced),
     ]
 }
 

@@ -384,6 +384,10 @@ impl Opener {
             };
             return Err(e.into());
         }
+        let limit = read_limit(rel);
+        if meta.len > limit {
+            return Err(FsError::TooLarge { path, size: Some(meta.len), limit }.into());
+        }
         let Some((m, root, prefix)) = &self.trust else { return Ok(Some(meta.len)) };
         let full = format!("{prefix}{rel}");
         match m.entry(&full) {
