@@ -1,29 +1,19 @@
-//! `ferry run --kernels LIB.so`: custom kernel libraries loaded into the runner before its runs.
-use anyhow::Context;
-use ferry_runtime::host::DeviceRunner;
-use std::path::PathBuf;
+//! `ferry run --kernels LIB.so`: what a custom kernel library added, printed as it loads.
+use ferry_runtime::host::KernelInfo;
+use std::path::Path;
 
-/// Loads each library through the runner's AICPU-OS loader (the built-in kernel library's
-/// path) and prints what it added. A refused library stops the command with the loader's typed
-/// error; nothing of it was added.
+/// Prints the kernels the library at `path` added: `kernels: <library> from <path>: <name (id)>…`.
 ///
 /// # Errors
-/// The first library that does not load, with its path.
-pub(crate) fn load(runner: &mut DeviceRunner, libs: &[PathBuf]) -> anyhow::Result<()> {
-    for path in libs {
-        let added = runner
-            .load_kernels_file(path)
-            .with_context(|| format!("loading kernel library {}", path.display()))?;
-        let names: Vec<String> =
-            added.iter().map(|k| format!("{} (id {})", k.name, k.id)).collect();
-        let library = added.first().and_then(|k| k.library.clone()).unwrap_or_default();
-        crate::stdout::outln!(
-            "{:<16} {} from {}: {}",
-            "kernels:",
-            library,
-            path.display(),
-            names.join(", ")
-        )?;
-    }
-    Ok(())
+/// Writing stdout.
+pub(crate) fn print_loaded(path: &Path, added: &[KernelInfo]) -> anyhow::Result<()> {
+    let names: Vec<String> = added.iter().map(|k| format!("{} (id {})", k.name, k.id)).collect();
+    let library = added.first().and_then(|k| k.library.clone()).unwrap_or_default();
+    crate::stdout::outln!(
+        "{:<16} {} from {}: {}",
+        "kernels:",
+        library,
+        path.display(),
+        names.join(", ")
+    )
 }

@@ -23,7 +23,6 @@ mod dump;
 mod figures;
 mod info;
 mod info_extents;
-mod kernel_fault;
 mod kernels;
 mod kernels_new;
 mod outdir;

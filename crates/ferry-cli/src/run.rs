@@ -1,23 +1,19 @@
-//! `ferry run`: the main job. Runs example workloads end to end on a simulated chip, verifies
-//! them against host references, and prints a summary.
-use anyhow::{bail, Context};
+//! `ferry run`: the main job. Runs example workloads (or a workload file) end to end on a
+//! simulated chip, verifies them against host references, and prints a summary: the arguments
+//! become a [`ferry_job::Job`], whose run this module prints through an observer.
+use anyhow::bail;
 use clap::{Args, ValueEnum};
 use ferry_dfx::Policy;
-use ferry_profile::{
-    self as output, HostOrchestration, RunDir, WriteOptions, WritePhase, WriteProgress,
-    WriteReport, SUMMARY_FILE,
-};
-use ferry_runtime::examples::{Example, ExampleRun, Size};
+use ferry_job::{CaseOutcome, GraphReady, Job, JobError, JobStart, Observer, ProfileLocation};
+use ferry_profile::{self as output, WritePhase, WriteProgress, WriteReport, SUMMARY_FILE};
+use ferry_runtime::examples::Example;
 use ferry_runtime::host::dfx::DfxOptions;
-use ferry_runtime::host::profile::{
-    claim_run_dir, example_summary, run_profiled, run_summary, ProfileTarget, ProfiledRun,
-    WrittenProfile,
-};
-use ferry_runtime::host::{DeviceRunner, RunOutput, RunnerConfig, Variant};
+use ferry_runtime::host::profile::WrittenProfile;
+use ferry_runtime::host::{KernelInfo, RepeatReport, RunnerConfig, Variant};
 use ferry_sim::Arch;
 use indicatif::{ProgressBar, ProgressStyle};
 use std::cell::RefCell;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 pub(crate) mod workload;
@@ -213,29 +209,7 @@ enum VariantArg {
     Host,
 }
 
-struct Done {
-    example: Example,
-    run: ExampleRun,
-    out: RunOutput,
-    checksum: f64,
-    /// `--repeat N` (N > 1): the repetition's figures.
-    repeat: Option<ferry_runtime::host::RepeatReport>,
-}
-
 impl RunArgs {
-    /// Claims `--out DIR` for a run on `cfg` before the chip starts (refusing a complete
-    /// earlier run there unless `--force`); `None` without `--out`.
-    pub(super) fn claim(&self, cfg: &RunnerConfig) -> anyhow::Result<Option<RunDir>> {
-        let command: Vec<String> = std::env::args().collect();
-        self.out
-            .as_deref()
-            .map(|d| {
-                claim_run_dir(d, cfg, &command, self.force)
-                    .with_context(|| format!("--out {}", d.display()))
-            })
-            .transpose()
-    }
-
     /// What every `ferry run` (examples or a workload) derives from its flags: the runner's
     /// configuration, the variant and the DFX options, refusing DFX without `--out` and DFX with
     /// `--repeat` before anything starts.
@@ -277,192 +251,224 @@ pub(crate) fn run(a: &RunArgs) -> anyhow::Result<()> {
     if let Some(file) = &a.workload {
         return workload::run(a, file);
     }
-    let (cfg, variant, dfx) = a.setup()?;
     let examples: Vec<Example> = match a.example {
         ExampleArg::All => Example::ALL.to_vec(),
         ExampleArg::Vector => vec![Example::Vector],
         ExampleArg::PagedAttention => vec![Example::PagedAttention],
         ExampleArg::Storm => vec![Example::Storm],
     };
-    let size = if a.small { Size::Small } else { Size::Full };
-    // Before the chip starts: a directory the run cannot own must not cost the run.
-    let mut run_dir = a.claim(&cfg)?;
-    let several = examples.len() > 1;
-    let mut runner = DeviceRunner::new(cfg).context("starting the simulated chip")?;
-    if a.device.method() == ferry_runtime::host::LoadMethod::Preinstalled {
-        crate::device_opts::install_preinstalled(&runner)?;
+    let printer = Printer::new(a.dfx.traces());
+    let done = a.job(Job::examples(&examples))?.run_observed(&printer);
+    let done = printer.outcome(done)?;
+    print_summary(&done.cases)?;
+    if let Some(d) = &done.out {
+        crate::stdout::outln!("wrote {}", d.join(SUMMARY_FILE).display())?;
     }
-    crate::stdout::outln!(
-        "ferry run: simulated {} chip, {} AICPU threads (1 orchestrator + {} schedulers), {} AIC + {} AIV, {} graphs",
-        a.arch.name(),
-        cfg.aicpu_threads,
-        cfg.aicpu_threads - 1,
-        cfg.aic,
-        cfg.aiv,
-        match variant {
-            Variant::DeviceOrchestrated => "device-orchestrated",
-            Variant::HostBuiltGraph => "host-built",
+    let profiles = printer.profiles.borrow().clone();
+    print_next_steps(&profiles)
+}
+
+impl RunArgs {
+    /// The job these arguments describe, for the graph `job` names (checked as
+    /// [`RunArgs::setup`] checks them).
+    pub(super) fn job(&self, job: Job) -> anyhow::Result<Job> {
+        let (cfg, variant, dfx) = self.setup()?;
+        Ok(job
+            .config(cfg)
+            .variant(variant)
+            .small(self.small)
+            .kernels(self.kernels.iter().cloned())
+            .dfx(dfx)
+            .chrome_trace(self.dfx.traces().1)
+            .repeat(self.repeat)
+            .force(self.force)
+            .command(std::env::args().collect())
+            .maybe_out(self.out.as_deref()))
+    }
+}
+
+/// [`Job::out`] when there is a directory.
+trait MaybeOut {
+    fn maybe_out(self, dir: Option<&Path>) -> Self;
+}
+
+impl MaybeOut for Job {
+    fn maybe_out(self, dir: Option<&Path>) -> Job {
+        match dir {
+            Some(d) => self.out(d),
+            None => self,
         }
-    )?;
-    crate::stdout::outln!("{:<16} {}", "path:", cfg.path)?;
-    crate::stdout::outln!(
-        "{:<16} {}",
-        "device:",
-        crate::device_opts::describe(cfg.profile, cfg.fixes, cfg.handshake_layout)
-    )?;
-    crate::kernels::load(&mut runner, &a.kernels)?;
-    let mut done = Vec::new();
-    let mut profiles = Vec::new();
-    for (id, ex) in examples.into_iter().enumerate() {
-        let run = ex.build(size).with_variant(variant);
-        runner.register_callable(id as u32, run.callable.clone())?;
-        let at = Place {
-            run_dir: run_dir.as_mut(),
-            sub: several.then(|| ex.name()),
-            case: ex.name(),
-            scope_names: Default::default(),
-        };
-        let ran = profiled(&mut runner, &dfx, a, at, run.args.scratch_bytes, |r| {
-            if a.repeat > 1 {
-                let (out, rep) = repeat_one(r, id as u32, &run, a.repeat)?;
-                Ok(((out, Some(rep)), None))
-            } else {
-                let (out, host) = run_one(r, id as u32, &run)?;
-                Ok(((out, None), host))
+    }
+}
+
+/// What `ferry run` prints while its job runs: the chip, the kernel libraries, progress bars
+/// for long runs and long writes, each profile as it is written, and a failed run's kept
+/// profile. Printing errors (a closed pipe) are kept for after the job.
+pub(super) struct Printer {
+    /// `(perfetto, chrome)`: the traces the profiles carry.
+    traces: (bool, bool),
+    run_bar: RefCell<Option<ProgressBar>>,
+    write_bar: RefCell<Option<WriteBar>>,
+    /// Every profile written so far.
+    pub(super) profiles: RefCell<Vec<ProfileLocation>>,
+    error: RefCell<Option<anyhow::Error>>,
+}
+
+impl Printer {
+    pub(super) fn new(traces: (bool, bool)) -> Printer {
+        Printer {
+            traces,
+            run_bar: RefCell::new(None),
+            write_bar: RefCell::new(None),
+            profiles: RefCell::new(Vec::new()),
+            error: RefCell::new(None),
+        }
+    }
+
+    /// Keeps the first printing error.
+    fn keep(&self, r: anyhow::Result<()>) {
+        if let Err(e) = r {
+            self.error.borrow_mut().get_or_insert(e);
+        }
+    }
+
+    /// The job's result, with a printing error first (a closed pipe ends the command quietly)
+    /// and `--out`'s refusal named as the option.
+    pub(super) fn outcome(
+        &self,
+        done: Result<ferry_job::JobOutcome, JobError>,
+    ) -> anyhow::Result<ferry_job::JobOutcome> {
+        if let Some(e) = self.error.borrow_mut().take() {
+            return Err(e);
+        }
+        done.map_err(|e| match e {
+            JobError::OutDir { dir, source } => {
+                anyhow::Error::new(source).context(format!("--out {}", dir.display()))
             }
-        })?;
-        profiles.extend(ran.profile);
-        let verified = ran.run.with_context(|| format!("example `{}`", ex.name())).and_then(
-            |(out, repeat)| {
-                let c = run.verify(&out).map_err(|e| {
-                    anyhow::anyhow!("example `{}` produced a wrong result: {e}", ex.name())
-                })?;
-                Ok((out, repeat, c))
-            },
-        );
-        let (out, repeat, checksum) = match verified {
-            Ok(v) => v,
-            Err(e) => return fail(run_dir, &profiles, e),
-        };
-        if let Some(rep) = &repeat {
+            e => e.into(),
+        })
+    }
+}
+
+impl Observer for Printer {
+    fn chip_started(&self, s: &JobStart<'_>) {
+        if s.cases.is_empty() {
+            // A workload: its line comes once it is checked (`graph_ready`).
+            return;
+        }
+        let c = s.config;
+        self.keep((|| {
             crate::stdout::outln!(
-                "{:<16} {} runs back to back through {} launch slots: {:.0} runs/s, every run verified",
-                ex.name(),
-                rep.runs,
-                rep.slots,
-                rep.runs_per_s()
+                "ferry run: simulated {} chip, {} AICPU threads (1 orchestrator + {} schedulers), {} AIC + {} AIV, {} graphs",
+                c.arch.name(),
+                c.aicpu_threads,
+                c.aicpu_threads - 1,
+                c.aic,
+                c.aiv,
+                variant_name(s.variant)
             )?;
-        }
-        done.push(Done { example: ex, run, out, checksum, repeat });
+            crate::stdout::outln!("{:<16} {}", "path:", c.path)?;
+            crate::stdout::outln!(
+                "{:<16} {}",
+                "device:",
+                crate::device_opts::describe(c.profile, c.fixes, c.handshake_layout)
+            )
+        })());
     }
-    print_summary(&done)?;
-    if let Some(rd) = run_dir {
-        let mut summary = run_summary(&cfg, variant);
-        summary.runs = done
-            .iter()
-            .map(|d| example_summary(d.example, &d.out, d.checksum, d.repeat.as_ref()))
-            .collect();
-        let outputs: Vec<(&str, &[f32])> = done
-            .iter()
-            .filter_map(|d| {
-                let t = d.out.tensors.get(d.run.output_tensor())?.as_deref()?;
-                Some((d.example.name(), t))
-            })
-            .collect();
-        let written = rd.path().join(SUMMARY_FILE);
-        rd.finish(&summary, &outputs)?;
-        crate::stdout::outln!("wrote {}", written.display())?;
+
+    fn kernels_loaded(&self, path: &Path, added: &[KernelInfo]) {
+        self.keep(crate::kernels::print_loaded(path, added));
     }
-    print_next_steps(&profiles)?;
-    runner.finalize()?;
-    Ok(())
-}
 
-/// Where a profile goes: the claimed run directory (none without `--out`), the subdirectory
-/// of this case when several run, and the case's name.
-pub(super) struct Place<'a> {
-    pub(super) run_dir: Option<&'a mut RunDir>,
-    pub(super) sub: Option<&'a str>,
-    pub(super) case: &'a str,
-    /// What the run's scope sites are called (a workload's scope labels; empty for examples).
-    pub(super) scope_names: ferry_profile::ScopeNames,
-}
+    fn graph_ready(&self, g: &GraphReady<'_>) {
+        let c = g.config;
+        self.keep(crate::stdout::outln!(
+            "ferry run: {} `{}` ({}), {} tasks, simulated {} chip, {} AICPU threads, {} AIC + {} AIV, {}",
+            g.kind,
+            g.name,
+            g.file.map_or_else(|| "in memory".to_string(), |f| f.display().to_string()),
+            g.tasks,
+            c.arch.name(),
+            c.aicpu_threads,
+            c.aic,
+            c.aiv,
+            variant_name(g.variant)
+        ));
+    }
 
-/// Where a profile went, for the lines after the run.
-#[derive(Clone, Debug)]
-pub(super) struct ProfileDir {
-    dir: PathBuf,
-    perfetto: bool,
-    /// A session over several runs: the runs' directories (each run's files and trace).
-    runs: Vec<PathBuf>,
-}
+    fn run_progress(&self, case: &str, done: u64, total: u64) {
+        let mut bar = self.run_bar.borrow_mut();
+        let b = bar.get_or_insert_with(|| {
+            let b = ProgressBar::new(total);
+            b.set_style(
+                ProgressStyle::with_template(
+                    "{prefix:>16} [{bar:40}] {pos}/{len} tasks ({percent}%) eta {eta}",
+                )
+                .unwrap_or_else(|_| ProgressStyle::default_bar())
+                .progress_chars("=> "),
+            );
+            b.set_prefix(case.to_string());
+            b
+        });
+        b.set_position(done);
+    }
 
-/// What one profiled run gave: the run's result and where its profile went (none with DFX off).
-pub(super) struct Ran<T> {
-    pub(super) run: anyhow::Result<T>,
-    pub(super) profile: Option<ProfileDir>,
-}
-
-/// Runs `body` through [`run_profiled`]: with DFX on, one session over it whose files go to
-/// `at`, printed as they are written. The run's error comes back in [`Ran::run`] with the
-/// profile written all the same; an error of the profile itself ends the command.
-pub(super) fn profiled<T>(
-    runner: &mut DeviceRunner,
-    dfx: &DfxOptions,
-    a: &RunArgs,
-    at: Place<'_>,
-    scratch_bytes: u64,
-    body: impl FnOnce(&mut DeviceRunner) -> anyhow::Result<(T, Option<HostOrchestration>)>,
-) -> anyhow::Result<Ran<T>> {
-    let (traces, chrome) = a.dfx.traces();
-    let bar = WriteBar::new(at.case);
-    let progress = |p: WriteProgress| bar.update(p);
-    let write = WriteOptions { files: true, traces, chrome, progress: Some(&progress) };
-    let target = match at.run_dir {
-        Some(rd) if dfx.any() => Some(
-            ProfileTarget::in_run_dir(rd, at.sub, at.case, write)?.with_scope_names(at.scope_names),
-        ),
-        _ => None,
-    };
-    let ProfiledRun { run, profile } = run_profiled(runner, dfx, scratch_bytes, target, body)
-        .context("starting DFX collection")?;
-    bar.finish();
-    let profile = profile.with_context(|| format!("DFX of `{}`", at.case))?;
-    let profile = match profile {
-        Some(p) => {
-            print_profile(&p, traces, chrome)?;
-            let runs = p.runs.iter().map(|r| r.dir.clone()).collect();
-            let dir = ProfileDir { dir: p.dir.clone(), perfetto: traces, runs };
-            // Freeing a storm's model (hundreds of thousands of rows) takes tens of
-            // milliseconds; nothing waits for it.
-            std::thread::spawn(move || drop(p));
-            Some(dir)
+    fn run_ended(&self, _case: &str) {
+        if let Some(b) = self.run_bar.borrow_mut().take() {
+            b.finish_and_clear();
         }
-        None => None,
-    };
-    Ok(Ran { run, profile })
-}
+    }
 
-/// A run that failed: [`RunDir::fail`] commits a profile already collected with the failure in
-/// its manifest, so the analysis commands read it and say the run failed; then the error ends
-/// the command. Without a profile nothing is committed (the directory keeps what it held).
-pub(super) fn fail(
-    run_dir: Option<RunDir>,
-    profiles: &[ProfileDir],
-    e: anyhow::Error,
-) -> anyhow::Result<()> {
-    if let Some(rd) = run_dir {
-        if rd.fail(&format!("{e:#}"))? {
+    fn repeated(&self, case: &str, rep: &RepeatReport) {
+        self.keep(crate::stdout::outln!(
+            "{:<16} {} runs back to back through {} launch slots in {:.1} ms: {:.0} runs/s, every run verified",
+            case,
+            rep.runs,
+            rep.slots,
+            rep.elapsed.as_secs_f64() * 1e3,
+            rep.runs_per_s()
+        ));
+    }
+
+    fn write_progress(&self, case: &str, p: WriteProgress) {
+        self.write_bar.borrow_mut().get_or_insert_with(|| WriteBar::new(case)).update(p);
+    }
+
+    fn write_ended(&self, _case: &str) {
+        if let Some(b) = self.write_bar.borrow_mut().take() {
+            b.finish();
+        }
+    }
+
+    fn profile_written(&self, _case: &str, p: &WrittenProfile) {
+        let (traces, chrome) = self.traces;
+        self.keep(print_profile(p, traces, chrome));
+        self.profiles.borrow_mut().push(ProfileLocation {
+            dir: p.dir.clone(),
+            runs: p.runs.iter().map(|r| r.dir.clone()).collect(),
+            perfetto: traces,
+            chrome,
+        });
+    }
+
+    fn failed_run_kept(&self, _dir: &Path) {
+        self.keep((|| {
             crate::stdout::outln!("the run failed; its profile is complete and readable")?;
-            print_next_steps(profiles)?;
-        }
+            print_next_steps(&self.profiles.borrow())
+        })());
     }
-    Err(e)
+}
+
+fn variant_name(v: Variant) -> &'static str {
+    match v {
+        Variant::DeviceOrchestrated => "device-orchestrated",
+        Variant::HostBuiltGraph => "host-built",
+    }
 }
 
 /// What to do with the profiles just written: the Perfetto trace at ui.perfetto.dev, the
 /// swimlane page, the report.
-pub(super) fn print_next_steps(profiles: &[ProfileDir]) -> anyhow::Result<()> {
+pub(super) fn print_next_steps(profiles: &[ProfileLocation]) -> anyhow::Result<()> {
     if profiles.is_empty() {
         return Ok(());
     }
@@ -494,62 +500,7 @@ pub(super) fn print_next_steps(profiles: &[ProfileDir]) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// prepare → launch → (progress bar after a second) → finalize; with the host orchestrator's
-/// record of a host-built run.
-fn run_one(
-    r: &mut DeviceRunner,
-    id: u32,
-    run: &ExampleRun,
-) -> anyhow::Result<(RunOutput, Option<HostOrchestration>)> {
-    let p = r.prepare(id, run.args.clone())?;
-    let host = p.host_orchestration().cloned();
-    let mut l = r.launch(p)?;
-    // Most runs finish within the first second: wait for them without a bar.
-    if !r.wait_timeout(&mut l, Duration::from_secs(1))? {
-        let b = ProgressBar::new(run.tasks);
-        b.set_style(
-            ProgressStyle::with_template(
-                "{prefix:>16} [{bar:40}] {pos}/{len} tasks ({percent}%) eta {eta}",
-            )
-            .unwrap_or_else(|_| ProgressStyle::default_bar())
-            .progress_chars("=> "),
-        );
-        b.set_prefix(run.example.name());
-        let (start, limit) = (std::time::Instant::now(), r.config().timeout);
-        while !r.wait_timeout(&mut l, Duration::from_millis(50))? && start.elapsed() < limit {
-            b.set_position(r.progress(&l)?.0);
-        }
-        b.finish_and_clear();
-    }
-    Ok((r.finalize_run(l)?, host))
-}
-
-/// `--repeat N`: the graph N times through the pipeline, every run verified; the last run's
-/// output for the summary.
-fn repeat_one(
-    r: &mut DeviceRunner,
-    id: u32,
-    run: &ExampleRun,
-    n: u32,
-) -> anyhow::Result<(RunOutput, ferry_runtime::host::RepeatReport)> {
-    let mut last = None;
-    let rep = r.repeat(
-        id,
-        n,
-        |_| run.args.clone(),
-        |k, out| {
-            run.verify(out)?;
-            if k + 1 == n {
-                last = Some(out.clone());
-            }
-            Ok::<(), ferry_runtime::examples::VerifyError>(())
-        },
-    )?;
-    let out = last.context("the last run's output")?;
-    Ok((out, rep))
-}
-
-fn print_summary(done: &[Done]) -> anyhow::Result<()> {
+fn print_summary(done: &[CaseOutcome]) -> anyhow::Result<()> {
     crate::stdout::outln!(
         "{:<16} {:>8} {:>11} {:>12} {:>9}  verified",
         "example",
@@ -560,12 +511,12 @@ fn print_summary(done: &[Done]) -> anyhow::Result<()> {
     )?;
     let (mut tasks, mut wall) = (0u64, Duration::ZERO);
     for d in done {
-        let s = &d.out.stats;
+        let s = &d.output.stats;
         tasks += s.tasks;
         wall += s.wall;
         crate::stdout::outln!(
             "{:<16} {:>8} {:>8.1} ms {:>12.0} {:>9.0}  ok (checksum {:.4})",
-            d.example.name(),
+            d.name,
             s.tasks,
             s.wall.as_secs_f64() * 1e3,
             s.tasks as f64 / s.wall.as_secs_f64(),

@@ -88,7 +88,7 @@ fn a_workload_runs_the_template_librarys_kernels() {
     let o = ferry(&["run", "--small", "--repeat", "3", "--kernels", lib, "--workload", wl]);
     let t = text(&o);
     assert!(o.status.success(), "{t}");
-    assert!(t.contains("3 runs through"), "{t}");
+    assert!(t.contains("3 runs back to back through 2 launch slots"), "{t}");
     assert!(t.contains("every run verified"), "{t}");
 }
 
