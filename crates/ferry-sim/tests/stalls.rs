@@ -246,15 +246,17 @@ fn the_first_null_stream_copy_in_each_direction_pays_its_queue_once() {
 }
 
 #[test]
-fn the_null_streams_queue_is_its_own_besides_the_pooled_streams_max() {
+fn pooled_streams_share_at_most_max_hw_queues_besides_the_null_streams_own() {
     let _bound = ferry_watchdog::bound("the simulated chip's threads");
     let p = PlatformBuilder::new(Arch::A2a3).hbm_bytes(64 << 20).max_hw_queues(2).build().unwrap();
     let d = p.device(0).unwrap();
     d.copy_htod(&[0; 8], d.malloc(8).unwrap()).unwrap();
     assert_eq!(d.compute_queues(), 1, "the null stream's queue");
-    let streams: Vec<_> = (0..3).map(|_| d.create_stream().unwrap()).collect();
-    assert_eq!(d.compute_queue_users(), [2, 1], "three pooled streams on the 2 pooled queues");
+    let mut streams: Vec<_> = (0..3).map(|_| d.create_stream().unwrap()).collect();
+    assert_eq!(d.compute_queue_users(), [2, 1], "three pooled streams on 2 pooled queues");
     assert_eq!(d.compute_queues(), 3, "2 pooled + the null stream's");
+    streams.extend((0..2).map(|_| d.create_stream().unwrap()));
+    assert_eq!(d.compute_queue_users(), [3, 2], "more streams share, the least-used first");
     assert_eq!(d.counters().compute_queues_created, 3);
     drop(streams);
 }
