@@ -213,6 +213,35 @@ mod tests {
     }
 
     #[test]
+    fn the_streams_knob_is_n_unset_is_the_default_and_zero_is_zero() {
+        for (v, want) in [("3", 3), ("64", 64), ("0", 0), (" 0 ", 0)] {
+            let (k, errors) = CopyKnobs::from_source(&one(PREWARM_STREAMS_VAR, v)[..]);
+            assert_eq!((k.prewarm_streams, errors.len()), (want, 0), "{v:?}");
+        }
+        let (k, errors) = CopyKnobs::from_source(&[][..]);
+        assert_eq!((k.prewarm_streams, k.gather_kernel, errors.len()), (8, true, 0), "unset");
+        assert_eq!(DEFAULT_PREWARM_STREAMS, 8);
+    }
+
+    #[test]
+    fn the_kernel_knob_turns_the_engines_gather_kernel_off() {
+        use crate::HbmConfig;
+        for (v, on) in [("0", false), ("off", false), ("OFF", false), ("1", true), ("on", true)] {
+            let (k, errors) = CopyKnobs::from_source(&one(GATHER_KERNEL_VAR, v)[..]);
+            assert!(errors.is_empty(), "{v:?}");
+            assert_eq!(HbmConfig::from_knobs(&k).gather_kernel, on, "{v:?}");
+        }
+        let (k, _) = CopyKnobs::from_source(&[][..]);
+        assert!(HbmConfig::from_knobs(&k).gather_kernel, "unset: on");
+        let k = CopyKnobs { prewarm_streams: 3, gather_kernel: false };
+        assert_eq!(
+            HbmConfig::from_knobs(&k),
+            HbmConfig { gather_kernel: false, ..HbmConfig::default() },
+            "the kernel knob is the only one the engine's configuration takes"
+        );
+    }
+
+    #[test]
     fn garbage_falls_back_to_defaults_and_is_reported() {
         let src = [(PREWARM_STREAMS_VAR, "lots"), (GATHER_KERNEL_VAR, "maybe")];
         let (k, errors) = CopyKnobs::from_source(&src[..]);

@@ -6,7 +6,10 @@
 //! nearly full GPU stalls for seconds), and it first waits for the process-wide [`DriverLock`]
 //! that host registration holds for `bytes / registration_bytes_per_sec`. The first launch of a
 //! kernel on a device costs a code-object load. Costs are real sleeps, scaled to milliseconds so
-//! a demo shows the effect without taking minutes; tests assert counters, never these times.
+//! a demo shows the effect without taking minutes; tests assert counters and what the model
+//! charged ([`Charges`], the durations it computed, exactly), never the times the sleeps took.
+//! [`QueueCreationHold`] stops every queue creation inside its stall, so a test can look at what
+//! waits behind one.
 //!
 //! # Examples
 //! ```
@@ -18,7 +21,7 @@
 //! assert!(full > empty * 10);
 //! assert_eq!(CostModel::default().queue_creation_cost(1 << 30, 1 << 30), Duration::ZERO);
 //! ```
-use crate::sync::{lock, AtomicU32, Mutex, MutexGuard, Ordering};
+use crate::sync::{lock, Arc, AtomicU32, AtomicU64, Condvar, Mutex, MutexGuard, Ordering};
 use std::time::Duration;
 
 /// Parameters of the cost model. `CostModel::default()` is off: every cost is zero.
@@ -130,5 +133,133 @@ impl DriverLock {
     pub fn waiting(&self) -> u32 {
         // Relaxed: as in `acquire`.
         self.waiting.load(Ordering::Relaxed)
+    }
+}
+
+/// What the cost model charged one device, by kind: the durations it computed (and then slept),
+/// summed exactly, whatever the sleeps took on a busy host. All zero with the model off.
+///
+/// # Examples
+/// ```
+/// use ferry_sim::cost::CostModel;
+/// use ferry_sim::{Arch, PlatformBuilder};
+/// use std::time::Duration;
+/// let cost = CostModel {
+///     queue_base: Duration::from_micros(10),
+///     queue_pressure_max: Duration::from_micros(100),
+///     code_object_load: Duration::from_micros(10),
+///     null_stream_init: Duration::from_micros(10),
+///     ..CostModel::stalls()
+/// };
+/// let p = PlatformBuilder::new(Arch::A2a3).hbm_bytes(16 << 20).cost_model(cost).build()?;
+/// let d = p.device(0)?;
+/// let s = d.create_stream()?;
+/// s.launch("k", Box::new(|_| Ok(())))?;
+/// s.synchronize()?;
+/// let c = d.charges();
+/// assert_eq!(c.queue_creation, cost.queue_base, "one queue on an empty device");
+/// assert_eq!(c.code_object_load, cost.code_object_load);
+/// assert_eq!(c.null_stream_init, Duration::ZERO);
+/// # Ok::<(), ferry_sim::DeviceError>(())
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Charges {
+    /// Hardware-queue creations (compute and copy-engine queues): base plus pressure, summed.
+    pub queue_creation: Duration,
+    /// Code-object loads (first launch of a kernel on the device).
+    pub code_object_load: Duration,
+    /// First null-stream copies, one per direction.
+    pub null_stream_init: Duration,
+}
+
+/// What a stall is charged for.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Charge {
+    QueueCreation,
+    CodeObjectLoad,
+    NullStreamInit,
+}
+
+/// A device's running [`Charges`], in nanoseconds.
+#[derive(Debug, Default)]
+pub(crate) struct ChargeLedger {
+    ns: [AtomicU64; 3],
+}
+
+impl ChargeLedger {
+    /// Adds `d` to what `kind` was charged.
+    pub(crate) fn charge(&self, kind: Charge, d: Duration) {
+        let ns = d.as_nanos().min(u64::MAX as u128) as u64;
+        // Relaxed: a statistic; readers synchronise through the operation that charged it (a
+        // stream synchronize, a join), not through the sum.
+        self.ns[kind as usize].fetch_add(ns, Ordering::Relaxed);
+    }
+
+    pub(crate) fn snapshot(&self) -> Charges {
+        // Relaxed: as in `charge`.
+        let get = |k: Charge| Duration::from_nanos(self.ns[k as usize].load(Ordering::Relaxed));
+        Charges {
+            queue_creation: get(Charge::QueueCreation),
+            code_object_load: get(Charge::CodeObjectLoad),
+            null_stream_init: get(Charge::NullStreamInit),
+        }
+    }
+}
+
+/// Where queue creations stop while a [`QueueCreationHold`] lives (a hook for tests; a
+/// creation passes it with one uncontended lock, and only with the cost model on).
+#[derive(Debug, Default)]
+pub(crate) struct QueueCreationGate {
+    state: Mutex<GateState>,
+    cv: Condvar,
+}
+
+#[derive(Debug, Default)]
+struct GateState {
+    held: bool,
+    stopped: u32,
+}
+
+impl QueueCreationGate {
+    /// Stops here while the gate is held (counted in [`stopped`](Self::stopped)).
+    pub(crate) fn pass(&self) {
+        let mut s = lock(&self.state);
+        if !s.held {
+            return;
+        }
+        s.stopped += 1;
+        while s.held {
+            s = match self.cv.wait(s) {
+                Ok(g) => g,
+                Err(p) => p.into_inner(),
+            };
+        }
+        s.stopped -= 1;
+    }
+
+    /// Queue creations stopped at the gate now.
+    pub(crate) fn stopped(&self) -> u32 {
+        lock(&self.state).stopped
+    }
+
+    pub(crate) fn hold(self: &Arc<Self>) -> QueueCreationHold {
+        lock(&self.state).held = true;
+        QueueCreationHold(self.clone())
+    }
+}
+
+/// While this lives, every queue creation of its platform stops inside its stall, holding what
+/// the stall holds (the driver lock, a device's copy-engine allocator), until it is dropped: a
+/// test looks at what waits behind a stalled creation through state instead of racing a sleep.
+/// Only creations that stall stop, so only with the cost model on. From
+/// [`Platform::hold_queue_creations`](crate::Platform::hold_queue_creations).
+#[derive(Debug)]
+#[must_use = "queue creations go on as soon as the hold is dropped"]
+pub struct QueueCreationHold(Arc<QueueCreationGate>);
+
+impl Drop for QueueCreationHold {
+    fn drop(&mut self) {
+        lock(&self.0.state).held = false;
+        self.0.cv.notify_all();
     }
 }

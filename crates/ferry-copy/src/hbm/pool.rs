@@ -313,6 +313,21 @@ mod tests {
     }
 
     #[test]
+    fn a_pool_never_capped_creates_a_slot_for_every_holder_and_never_waits() {
+        let _bound = ferry_watchdog::bound("the pooled streams' workers");
+        let (p, pool) = pool();
+        assert_eq!(pool.stats(), PoolStats::default(), "nothing exists before the first acquire");
+        assert_eq!(p.device(0).unwrap().counters().streams_created, 0);
+        // More holders at once than the default prewarm would allow.
+        let n = crate::env::DEFAULT_PREWARM_STREAMS + 1;
+        let held: Vec<_> = (0..n).map(|_| pool.acquire().unwrap()).collect();
+        assert_eq!(p.device(0).unwrap().counters().streams_created, n as u64);
+        drop(held);
+        let s = pool.stats();
+        assert_eq!((s.created, s.idle, s.cap, s.waits, s.peak), (n, n, 0, 0, n), "{s:?}");
+    }
+
+    #[test]
     fn prewarm_takes_the_idle_slots_first_and_creates_only_the_rest() {
         let _bound = ferry_watchdog::bound("the pooled streams' workers");
         let (p, pool) = pool();

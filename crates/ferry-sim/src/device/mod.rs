@@ -1,7 +1,7 @@
 //! Platforms, devices, the current device, host registration and copy engines: the
 //! [`Platform`] and its builder in `platform.rs`, the [`Device`] here.
 use crate::clock::{DeviceClock, VirtualClock};
-use crate::cost::{CostModel, DriverLock};
+use crate::cost::{Charge, ChargeLedger, Charges, CostModel, DriverLock, QueueCreationGate};
 use crate::counters::{Counter, CounterSnapshot, Counters};
 use crate::error::DeviceError;
 use crate::fault::{FaultInjector, FaultPoint};
@@ -10,7 +10,7 @@ use crate::memory::{
 };
 use crate::profile::{DeviceProfile, PathBFixes};
 use crate::stream::{Stream, StreamKind};
-use crate::sync::{lock, Arc, AtomicU64, Condvar, Mutex, Ordering};
+use crate::sync::{lock, Arc, AtomicU32, AtomicU64, Condvar, Mutex, Ordering};
 use ferry_abi::arch::{Arch, ArchProfile};
 use std::cell::Cell;
 use std::collections::HashSet;
@@ -57,6 +57,8 @@ pub(crate) struct DeviceInner {
     epoch: std::time::Instant,
     code_objects: Mutex<HashSet<String>>,
     null_init: Mutex<[bool; 2]>,
+    /// What the cost model charged this device.
+    charges: ChargeLedger,
     pub(crate) aicpu_os: crate::aicpu_os::OsState,
 }
 
@@ -151,6 +153,11 @@ impl Device {
     /// The cost model of the platform.
     pub fn cost_model(&self) -> &CostModel {
         &self.0.shared.cost
+    }
+
+    /// What the cost model charged this device so far, by kind (all zero with the model off).
+    pub fn charges(&self) -> Charges {
+        self.0.charges.snapshot()
     }
 
     /// Code objects loaded on this device, one per kernel name launched so far.
@@ -317,7 +324,11 @@ impl Device {
             None
         };
         if cost.enabled {
-            CostModel::sleep(cost.queue_creation_cost(self.0.memory.used(), self.0.memory.size()));
+            let stall = cost.queue_creation_cost(self.0.memory.used(), self.0.memory.size());
+            self.0.charges.charge(Charge::QueueCreation, stall);
+            // A test's `QueueCreationHold` stops the creation here, inside its stall.
+            self.0.shared.queue_gate.pass();
+            CostModel::sleep(stall);
         }
         let ctx = self.0.memory.alloc(self.0.queue_context_bytes, 0)?;
         self.0.counters.bump(counter);
@@ -449,6 +460,7 @@ impl Device {
             self.0.counters.bump(Counter::CodeObjectLoads);
             let c = &self.0.shared.cost;
             if c.enabled {
+                self.0.charges.charge(Charge::CodeObjectLoad, c.code_object_load);
                 CostModel::sleep(c.code_object_load);
             }
         }
@@ -474,6 +486,7 @@ impl Device {
             });
             let c = &self.0.shared.cost;
             if c.enabled {
+                self.0.charges.charge(Charge::NullStreamInit, c.null_stream_init);
                 CostModel::sleep(c.null_stream_init);
             }
         }
@@ -486,6 +499,8 @@ impl Device {
 pub(crate) struct CopyEngines {
     state: Mutex<Vec<EngineState>>,
     cv: Condvar,
+    /// Copies blocked on the engine allocator now (see [`Device::copy_engine_waiting`]).
+    waiting: AtomicU32,
 }
 
 /// The pooled streams' hardware compute queues of one device.
@@ -506,12 +521,33 @@ struct EngineState {
 
 impl CopyEngines {
     fn new(n: u32) -> Self {
-        Self { state: Mutex::new(vec![EngineState::default(); n as usize]), cv: Condvar::new() }
+        Self {
+            state: Mutex::new(vec![EngineState::default(); n as usize]),
+            cv: Condvar::new(),
+            waiting: AtomicU32::new(0),
+        }
     }
 
     /// Engines whose queue exists.
     pub(crate) fn queues(&self) -> usize {
         lock(&self.state).iter().filter(|e| e.queue_created).count()
+    }
+
+    /// Locks the engine list, counting the wait when another copy holds it (an engine's queue
+    /// being created holds it for the whole creation).
+    fn lock_counted(&self) -> crate::sync::MutexGuard<'_, Vec<EngineState>> {
+        match self.state.try_lock() {
+            Ok(g) => g,
+            Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => {
+                // Relaxed: a count tests order themselves on; the mutex orders the data.
+                self.waiting.fetch_add(1, Ordering::Relaxed);
+                let g = lock(&self.state);
+                // Relaxed: as above.
+                self.waiting.fetch_sub(1, Ordering::Relaxed);
+                g
+            }
+        }
     }
 }
 
@@ -519,6 +555,19 @@ impl Device {
     /// Number of copy engines whose queue has been created.
     pub fn copy_engine_queues(&self) -> usize {
         self.0.engines.queues()
+    }
+
+    /// The engines whose queue has been created, in engine order.
+    pub fn copy_engines_with_queues(&self) -> Vec<usize> {
+        let st = lock(&self.0.engines.state);
+        st.iter().enumerate().filter(|(_, e)| e.queue_created).map(|(i, _)| i).collect()
+    }
+
+    /// Copies blocked now on this device's copy-engine allocator, which a copy holds while it
+    /// picks an engine and, on an engine's first copy, while that engine's queue is created.
+    pub fn copy_engine_waiting(&self) -> u32 {
+        // Relaxed: as in `CopyEngines::lock_counted`.
+        self.0.engines.waiting.load(Ordering::Relaxed)
     }
 
     /// Number of copy engines this device has.
@@ -531,7 +580,7 @@ impl Device {
     pub(crate) fn with_copy_engine<R>(&self, f: impl FnOnce() -> R) -> Result<R, DeviceError> {
         let e = &self.0.engines;
         let (idx, create) = {
-            let mut st = lock(&e.state);
+            let mut st = e.lock_counted();
             loop {
                 if let Some(i) = st.iter().position(|s| !s.busy) {
                     st[i].busy = true;

@@ -179,6 +179,7 @@ impl PlatformBuilder {
             registry: HostRegistry::default(),
             driver: DriverLock::default(),
             cost: self.cost,
+            queue_gate: Arc::default(),
         });
         let profile = self.arch.profile();
         let devices = (0..self.devices)
@@ -212,6 +213,7 @@ impl PlatformBuilder {
                     epoch: std::time::Instant::now(),
                     code_objects: Mutex::new(HashSet::new()),
                     null_init: Mutex::new([false; 2]),
+                    charges: ChargeLedger::default(),
                     aicpu_os: crate::aicpu_os::OsState::new(self.aicpu_os.clone(), ordinal),
                 })))
             })
@@ -227,6 +229,8 @@ pub(crate) struct PlatformShared {
     pub(crate) registry: HostRegistry,
     pub(crate) driver: DriverLock,
     pub(crate) cost: CostModel,
+    /// Where queue creations stop while a test holds them ([`Platform::hold_queue_creations`]).
+    pub(crate) queue_gate: Arc<QueueCreationGate>,
 }
 
 #[derive(Debug)]
@@ -331,6 +335,21 @@ impl Platform {
     /// Threads blocked on the driver lock now ([`hold_driver_lock`](Self::hold_driver_lock)).
     pub fn driver_lock_waiting(&self) -> u32 {
         self.0.shared.driver.waiting()
+    }
+
+    /// A hook for tests: until the returned guard is dropped, every queue creation on this
+    /// platform's devices stops inside its stall, holding what it holds there (the driver lock,
+    /// and for a copy engine's queue that device's copy-engine allocator), and is counted in
+    /// [`queue_creations_held`](Self::queue_creations_held). Only stalled creations stop, so
+    /// only with the cost model on. A test then sees what waits behind a stalled creation
+    /// through the waiters' counts, without timing a sleep.
+    pub fn hold_queue_creations(&self) -> crate::cost::QueueCreationHold {
+        self.0.shared.queue_gate.hold()
+    }
+
+    /// Queue creations stopped now by [`hold_queue_creations`](Self::hold_queue_creations).
+    pub fn queue_creations_held(&self) -> u32 {
+        self.0.shared.queue_gate.stopped()
     }
 
     /// Bytes of host memory registered.
