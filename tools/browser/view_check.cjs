@@ -1,13 +1,14 @@
 // Drives headless Chromium over a `ferry view` page and prints what it observed as JSON.
 //
-//   node view_check.cjs PAGE.html [--search TEXT] [--rounds N]
+//   node view_check.cjs PAGE.html [--search TEXT] [--queries A,B,...] [--rounds N]
 //
 // Loads the page (file://, no network), waits for window.ferryView.ready and then, through real
 // input events: zooms with the wheel, pans by dragging, zooms and pans with keys, searches by
 // typing into the search box, goes to the first hit (Enter) and clicks on it. After each step it
 // records the page's own state (visible range, rectangles drawn, search hits, selection) and a
 // digest of the canvas pixels. With --rounds N it only loads the page N times (a fresh tab each)
-// and reports the first-frame times. Chromium: $FERRY_CHROMIUM or /usr/bin/chromium.
+// and reports the first-frame times. With --queries it also types each query in turn and records
+// the tasks it finds and the task Enter selects. Chromium: $FERRY_CHROMIUM or /usr/bin/chromium.
 'use strict';
 const fs = require('fs');
 const os = require('os');
@@ -18,9 +19,10 @@ const FLAGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', 
   '--disable-background-networking', '--disable-component-update', '--disable-sync'];
 
 function parseArgs(argv) {
-  const a = { page: null, search: null, rounds: 0 };
+  const a = { page: null, search: null, rounds: 0, queries: [] };
   for (let i = 0; i < argv.length; i++) {
     if (argv[i] === '--search') a.search = argv[++i];
+    else if (argv[i] === '--queries') a.queries = argv[++i].split(',');
     else if (argv[i] === '--rounds') a.rounds = Number(argv[++i]);
     else a.page = argv[i];
   }
@@ -55,7 +57,25 @@ async function state(page) {
       if (g[i + 3] && x !== 0xffffff) ink++;
       h = Math.imul(h ^ x, 16777619) >>> 0;
     }
-    res({ visible: v.visible, span: v.span, rects: v.rects, hitRects: v.hitRects, frames: v.frames,
+    // The least busy row that ran anything: how dark its darkest timeline pixel is, as shown
+    // over the page's white (255 minus its smallest channel after compositing its alpha; a
+    // palette colour drawn solid is at least 137, white is 0).
+    let leastBusy = null;
+    if (v.busy && v.rowBand) {
+      let best = -1;
+      v.busy.forEach((b, i) => { if (b > 0 && (best < 0 || b < v.busy[best])) best = i; });
+      const band = best >= 0 && v.rowBand(v.rows[best]);
+      if (band && band.y >= 0 && band.y + band.h <= c.height) {
+        const px = c.getContext('2d').getImageData(band.x, band.y, band.w, band.h).data;
+        let maxInk = 0;
+        for (let i = 0; i < px.length; i += 4) {
+          const ink = Math.round((255 - Math.min(px[i], px[i + 1], px[i + 2])) * px[i + 3] / 255);
+          if (ink > maxInk) maxInk = ink;
+        }
+        leastBusy = { row: v.rows[best], busy: band.busy, maxInk };
+      }
+    }
+    res({ visible: v.visible, span: v.span, rects: v.rects, hitRects: v.hitRects, frames: v.frames, leastBusy,
       searchHits: v.searchHits, searchSlices: v.searchSlices, query: v.query,
       selected: v.selected && { task: v.selected.task, name: v.selected.name, row: v.selected.rowLabel,
         args: v.selected.args, pmu: v.selected.pmu, preds: v.selected.preds, succs: v.selected.succs },
@@ -91,8 +111,10 @@ async function main() {
     out.wallMs = l.wallMs;
     const info = await page.evaluate(() => {
       const v = window.ferryView;
+      const rep = document.getElementById('fv-report');
       return { firstFrameMs: v.firstFrameMs, error: v.error, rows: v.rows, folded: v.folded,
-        series: v.series, tasks: v.tasks, slices: v.slices };
+        series: v.series, tasks: v.tasks, slices: v.slices, busy: v.busy,
+        report: rep ? rep.textContent : null };
     });
     Object.assign(out, info);
     if (info.error) return;
@@ -129,6 +151,15 @@ async function main() {
       out.click.details = await page.locator('#fv-details').innerText();
       await page.locator('#fv-search').fill('');
       out.searchCleared = await state(page);
+    }
+    out.queries = [];
+    for (const q of a.queries) {
+      await page.locator('#fv-search').fill(q);
+      const found = await state(page);
+      await page.locator('#fv-search').press('Enter');
+      const hit = await state(page);
+      out.queries.push({ query: q, searchHits: found.searchHits, selected: hit.selected && hit.selected.task });
+      await page.locator('#fv-search').fill('');
     }
   } finally {
     await ctx.close();

@@ -39,12 +39,17 @@ fn page_of(dir: &Path, example: &str, small: bool) -> (std::path::PathBuf, Strin
 }
 
 fn drive(page: &Path, search: &str) -> Value {
-    let out = Command::new("node")
-        .arg(tools().join("browser/view_check.cjs"))
-        .arg(page)
-        .args(["--search", search])
-        .output()
-        .unwrap();
+    drive_with(page, search, &[])
+}
+
+/// [`drive`], then each of `queries` typed into the search box in turn.
+fn drive_with(page: &Path, search: &str, queries: &[&str]) -> Value {
+    let mut cmd = Command::new("node");
+    cmd.arg(tools().join("browser/view_check.cjs")).arg(page).args(["--search", search]);
+    if !queries.is_empty() {
+        cmd.args(["--queries", &queries.join(",")]);
+    }
+    let out = cmd.output().unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success(),
@@ -193,11 +198,45 @@ fn storm_page_is_compact_stays_bounded_and_finds_a_task_by_id() {
     }
     let d = scratch("view-storm");
     let (page, _) = page_of(&d, "storm", false);
-    let task = "0x0000000000001234";
-    let v = drive(&page, task);
-    check_interaction(&v, Some(task));
+    // A task id in every form a user meets names that one task, shown as every command shows it.
+    let v = drive_with(&page, "0x0000000000001234", &["0x40", "40", "0x0000000000000040"]);
+    check_interaction(&v, Some("0x1234"));
     assert_eq!(v["tasks"], 50_000);
     assert_eq!(v["search"]["searchHits"], 1, "a task id names one task");
+    // The page's report is `ferry report`'s, once.
+    let run_dir = page.parent().unwrap().to_str().unwrap();
+    let report = String::from_utf8_lossy(&ferry_ok(&["report", run_dir]).stdout).into_owned();
+    assert_eq!(v["report"].as_str().unwrap().trim_end(), report.trim_end());
+    for q in v["queries"].as_array().unwrap() {
+        assert_eq!(
+            (q["searchHits"].as_u64(), q["selected"].as_str()),
+            (Some(1), Some("0x40")),
+            "{q}"
+        );
+    }
+    // Busy means busy: every drawn row carries its busy fraction, the storm's cores are far
+    // from busy, and the least busy row is never drawn solid where the view shows a good part
+    // of the run (a palette colour drawn solid is at least 137 dark; a pixel a short slice
+    // covers among idle time is faint). Zoomed into a burst, a pixel the core was busy for all
+    // of is solid, as it should be.
+    let busy: Vec<f64> =
+        v["busy"].as_array().unwrap().iter().map(|b| b.as_f64().unwrap()).collect();
+    assert_eq!(busy.len(), v["rows"].as_array().unwrap().len());
+    let span = v["initial"]["span"].as_f64().unwrap();
+    for step in ["initial", "wheelZoom", "keyZoomOut", "reset"] {
+        if width(&v[step]) < 0.4 * span {
+            continue;
+        }
+        let lb = &v[step]["leastBusy"];
+        let (b, ink) = (lb["busy"].as_f64().unwrap(), lb["maxInk"].as_u64().unwrap());
+        assert!(b < 0.05, "{step}: the least busy row is {b} busy: {lb}");
+        assert!(
+            ink < 110,
+            "{step}: a row {:.2} % busy is drawn solid (ink {ink}): {lb}",
+            b * 100.0
+        );
+        assert!(ink > 0, "{step}: the least busy row is not drawn at all: {lb}");
+    }
     let bytes = v["bytes"].as_u64().unwrap();
     assert!(bytes <= 8 << 20, "the storm's page is {bytes} bytes (at most 8 MiB)");
     // Level of detail: the whole run draws far fewer rectangles than it has slices.

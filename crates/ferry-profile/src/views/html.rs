@@ -74,8 +74,7 @@ pub fn swimlane_html_of(run: &RunModel, failure: Option<&str>) -> String {
 <div id=\"fv-legend\"></div></div>\
 <div id=\"fv-scroll\"><div id=\"fv-spacer\"></div><canvas id=\"fv-canvas\"></canvas></div>\
 <p id=\"fv-folded\"></p><div id=\"fv-details\"></div>\
-<h3>Loss accounting</h3><p id=\"fv-loss-sum\"></p><div id=\"fv-loss\"></div>\
-<h3>Report</h3><pre>{report}</pre>\
+<h3>Report</h3><pre id=\"fv-report\">{report}</pre>\
 <script id=\"ferry-data\" type=\"application/json\">{json}</script><script>{js}</script></body></html>\n",
         css = VIEW_CSS,
         report = html_escape(&report(run)),

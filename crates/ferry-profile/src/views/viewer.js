@@ -46,7 +46,16 @@
       for (let i = 0; i < n; i++) {
         t += u(); S[i] = t; E[i] = t + u(); N[i] = u(); Tk[i] = u() - 1;
       }
-      R.push({ label: r.label, group: r.group, kind: r.kind, S, E, N, T: Tk });
+      // Busy time: each slice's duration summed (C, for the busy time inside any span) and the
+      // union of the slices over the run (the row's busy fraction).
+      const C = new Float64Array(n + 1);
+      let union = 0, reach = -Infinity;
+      for (let i = 0; i < n; i++) {
+        C[i + 1] = C[i] + (E[i] - S[i]);
+        if (E[i] > reach) { union += E[i] - Math.max(S[i], reach); reach = E[i]; }
+      }
+      const busy = D.span > 0 ? union / D.span : 0;
+      R.push({ label: r.label, group: r.group, kind: r.kind, S, E, N, T: Tk, C, busy });
       V.slices += n;
     }
     T = D.tasks;
@@ -84,6 +93,7 @@
       for (let i = 0; i < n; i++) { tt += u(); vv += z(); t[i] = tt; v[i] = vv; if (vv > max) max = vv; }
       series.push({ name: s.name, group: s.group, unit: s.unit, t, v, max });
     }
+    V.busy = R.map((r) => r.busy);
     // Each task's first slice (rows in page order: AICore first).
     firstRow = new Int32Array(T).fill(-1); firstIdx = new Int32Array(T);
     R.forEach((r, ri) => {
@@ -95,7 +105,27 @@
   }
 
   // ---- helpers ----
-  const hex = (i) => '0x' + idHi[i].toString(16).padStart(8, '0') + idLo[i].toString(16).padStart(8, '0');
+  // A task id as every ferry command prints it: `0x40`, not `0x0000000000000040`.
+  const hex = (i) => '0x' + (idHi[i] ? idHi[i].toString(16) + idLo[i].toString(16).padStart(8, '0')
+    : idLo[i].toString(16));
+  // The id a query names, as [hi, lo] (`0x40`, `40` and `0x0000000000000040` all name 0x40:
+  // ids are hex everywhere); null for a query that is not a hex number.
+  function idOf(q) {
+    const h = q.replace(/^0x/, '').replace(/^0+(?=.)/, '');
+    if (!/^[0-9a-f]{1,16}$/.test(h)) return null;
+    const p16 = h.padStart(16, '0');
+    return [parseInt(p16.slice(0, 8), 16), parseInt(p16.slice(8), 16)];
+  }
+  // The busy time of row r between times a and b (each slice's overlap with [a, b), summed).
+  function busyIn(r, a, b) {
+    const i0 = lowerBound(r.E, a), i1 = lowerBound(r.S, b);
+    if (i1 <= i0) return 0;
+    let t = r.C[i1] - r.C[i0];
+    if (r.S[i0] < a) t -= a - r.S[i0];
+    if (r.E[i1 - 1] > b) t -= r.E[i1 - 1] - b;
+    return Math.max(0, t);
+  }
+  function pct(f) { return f >= 0.1 ? (100 * f).toFixed(0) + ' %' : f >= 0.001 ? (100 * f).toFixed(1) + ' %' : f > 0 ? '<0.1 %' : '0 %'; }
   function lowerBound(a, x, lo, hi) {
     lo = lo || 0; hi = hi === undefined ? a.length : hi;
     while (lo < hi) { const m = (lo + hi) >>> 1; if (a[m] < x) lo = m + 1; else hi = m; }
@@ -178,7 +208,10 @@
       const r = R[L.ref];
       if (r.kind === 'stall') { ctx.fillStyle = '#fde7e7'; ctx.fillRect(0, y, W, ROW); }
       ctx.fillStyle = r.kind === 'stall' ? STALL : '#222';
-      ctx.fillText((r.kind === 'stall' ? '⚠ ' : '') + r.label, 4, y + ROW / 2, LABEL - 8);
+      ctx.fillText((r.kind === 'stall' ? '⚠ ' : '') + r.label, 4, y + ROW / 2, LABEL - 52);
+      ctx.fillStyle = '#777'; ctx.textAlign = 'right';
+      ctx.fillText(pct(r.busy), LABEL - 6, y + ROW / 2);
+      ctx.textAlign = 'left';
       const S = r.S, E = r.E, N = r.N, n = S.length;
       // Level of detail: slices that fall in a pixel already covered merge into the covering
       // rectangle, and the scan jumps past them (ends are sorted on a row).
@@ -189,13 +222,13 @@
         if (cx1 >= 0 && px0 < cx1) {
           if (px1 > cx1) cx1 = px1;
         } else {
-          if (cx1 >= 0) { ctx.fillStyle = cc; ctx.fillRect(LABEL + cx0, y + 2, cx1 - cx0, ROW - 4); rects++; }
+          if (cx1 >= 0) { fillBusy(r, cx0, cx1, cc, y, t0, k); rects++; }
           cx0 = px0; cx1 = px1; cc = searching ? DIM : colour(r, N[i]);
         }
         // Slices ending inside the covered pixels add nothing: skip them.
         i = lowerBound(E, t0 + cx1 / k, i + 1);
       }
-      if (cx1 >= 0) { ctx.fillStyle = cc; ctx.fillRect(LABEL + cx0, y + 2, cx1 - cx0, ROW - 4); rects++; }
+      if (cx1 >= 0) { fillBusy(r, cx0, cx1, cc, y, t0, k); rects++; }
       if (searching && r.hits.length) hitRects += drawHits(r, y, t0, t1, k, PW);
       const sel = V.selected;
       if (sel && sel.row === L.ref) {
@@ -206,6 +239,17 @@
     drawAxis(t0, t1, k, PW);
     V.rects = rects; V.hitRects = hitRects; V.frames++;
     $('fv-range').textContent = fmt(t0) + ' – ' + fmt(t1) + ' of ' + fmt(D.span) + ' · ' + rects + ' rectangles';
+  }
+  // Fills pixels [cx0, cx1) of row r in colour c, as opaque as the row is busy there: a pixel
+  // holding one short slice among idle time is drawn faint, never solid (the least visible
+  // shade is still seen).
+  function fillBusy(r, cx0, cx1, c, y, t0, k) {
+    const a = t0 + cx0 / k, b = t0 + cx1 / k;
+    const f = Math.min(1, busyIn(r, a, b) / Math.max(b - a, 1e-9));
+    ctx.globalAlpha = f >= 0.98 ? 1 : Math.max(0.12, f);
+    ctx.fillStyle = c;
+    ctx.fillRect(LABEL + cx0, y + 2, cx1 - cx0, ROW - 4);
+    ctx.globalAlpha = 1;
   }
   function drawHits(r, y, t0, t1, k, PW) {
     // The search hits of a row over the dimmed row, in their own colours, merged per pixel.
@@ -284,13 +328,15 @@
     q = q.trim().toLowerCase();
     hitOrder = []; hitCursor = -1;
     if (!q) { hits = null; V.searchHits = 0; V.searchSlices = 0; $('fv-hits').textContent = ''; request(); return; }
-    const idq = q.replace(/^0x/, '');
-    const nameHit = D.strings.map((s) => s.toLowerCase().includes(q));
+    // A hex number names exactly one task id (as every command prints ids); any text also
+    // finds the kernels whose names contain it. `0x…` is an id only.
+    const id = idOf(q);
+    const nameHit = D.strings.map((s) => !q.startsWith('0x') && s.toLowerCase().includes(q));
     hits = new Uint8Array(T);
     let tasks = 0;
     for (let i = 0; i < T; i++) {
       const kn = kernel[i] >= 0 && nameHit[kernel[i]];
-      if (kn || hex(i).slice(2).includes(idq) || hex(i).replace(/^0x0*/, '') === idq) { hits[i] = 1; tasks++; }
+      if (kn || (id && idHi[i] === id[0] && idLo[i] === id[1])) { hits[i] = 1; tasks++; }
     }
     let slices = 0;
     R.forEach((r, ri) => {
@@ -372,7 +418,11 @@
     if (list.length > 200) d.appendChild(el('span', ' … ' + (list.length - 200) + ' more'));
     return d;
   }
-  function taskByHex(h) { for (let i = 0; i < T; i++) if (hex(i) === h) return i; return -1; }
+  function taskByHex(h) {
+    const id = idOf(h);
+    for (let i = 0; id && i < T; i++) if (idHi[i] === id[0] && idLo[i] === id[1]) return i;
+    return -1;
+  }
   function showDetails(s) {
     const d = $('fv-details');
     d.replaceChildren();
@@ -472,15 +522,6 @@
     }
   }
 
-  function lossTable() {
-    if (!D.loss.length) return;
-    const bad = D.loss.filter((l) => !l[6]).length, stalled = D.loss.filter((l) => l[5] > 0);
-    $('fv-loss-sum').textContent = D.loss.length + ' lanes, ' + (bad ? bad + ' do NOT reconcile' : 'all reconcile') +
-      ', ' + stalled.length + ' stalled';
-    $('fv-loss').appendChild(table(['lane', 'thread', 'produced', 'collected', 'dropped', 'stall', 'reconciles'],
-      D.loss.map((l) => [l[0], l[1], l[2], l[3], l[4], fmt(l[5]), l[6] ? 'yes' : 'NO'])));
-  }
-
   // Where the selected slice is drawn, relative to the canvas (for scripts that click it).
   V.positionOfSelected = function () {
     const s = V.selected;
@@ -488,6 +529,14 @@
     const r = R[s.row], { start, end } = V.visible, k = (W - LABEL) / (end - start);
     const a = Math.max(start, r.S[s.index]), b = Math.min(end, r.E[s.index]);
     return { x: LABEL + ((a + b) / 2 - start) * k, y: r.y - scroller.scrollTop + ROW / 2 };
+  };
+
+  // Where row `label` is drawn (canvas pixels, timeline part only), for scripts that sample it.
+  V.rowBand = function (label) {
+    const r = R.find((x) => x.label === label);
+    if (!r) return null;
+    return { x: LABEL * dpr, y: (r.y - scroller.scrollTop + 2) * dpr, w: (W - LABEL) * dpr,
+      h: (ROW - 4) * dpr, busy: r.busy };
   };
 
   async function main() {
@@ -501,7 +550,6 @@
     V.ready = true;
     legend();
     $('fv-folded').textContent = D.folded.length ? 'Idle rows folded: ' + D.folded.join(', ') : '';
-    lossTable();
   }
   main().catch((e) => { V.error = String(e && e.stack || e); $('fv-range').textContent = 'error: ' + e; });
 })();

@@ -1,7 +1,7 @@
 //! The data of the interactive `ferry view` page: the rows, slices, tasks, PMU counters,
 //! arguments, dependency edges and counter series of a run, in one compact encoding.
 //!
-//! Small, readable parts (row labels, names, the loss table, the report) go into a JSON header;
+//! Small, readable parts (row labels, names) go into a JSON header;
 //! the bulk goes into one byte stream of LEB128 varints (times as deltas from the previous slice
 //! of the row), compressed with raw DEFLATE and embedded as base64, which the page inflates with
 //! the browser's own `DecompressionStream`. The stream's layout, in order:
@@ -164,7 +164,6 @@ pub fn view_data(run: &RunModel) -> ViewData {
     let p = perfetto::plan(run);
     let tasks = run.tasks();
     let m = &run.meta;
-    let ns = |c: u64| m.cycles_to_ns(c);
     let mut strings = Strings::default();
 
     // Task table: distinct task ids, in first-start order.
@@ -413,27 +412,7 @@ pub fn view_data(run: &RunModel) -> ViewData {
             js_str(group)
         );
     }
-    j.push_str("],\"loss\":[");
-    for (i, l) in run.loss.lanes.iter().enumerate() {
-        let sep = if i == 0 { "" } else { "," };
-        let _ = write!(
-            j,
-            "{sep}[{},{},{},{},{},{},{}]",
-            js_str(&l.lane),
-            l.thread,
-            l.produced,
-            l.collected,
-            l.dropped,
-            ns(l.stall_cycles),
-            l.reconciles()
-        );
-    }
-    let _ = write!(
-        j,
-        "],\"report\":{},\"rawBytes\":{raw_bytes},\"data\":\"{}\"}}",
-        js_str(&super::report(run)),
-        base64(&packed)
-    );
+    let _ = write!(j, "],\"rawBytes\":{raw_bytes},\"data\":\"{}\"}}", base64(&packed));
     let slices = rows.iter().map(|r| r.slices).sum();
     ViewData { json: j, rows, folded, tasks: task_ids.len(), slices, raw_bytes, packed_bytes }
 }
