@@ -25,6 +25,14 @@ pub(crate) fn execute(a: &DiffArgs) -> anyhow::Result<String> {
     let ra = crate::report::build(&a.a).with_context(|| format!("run A ({})", a.a.display()))?;
     let rb = crate::report::build(&a.b).with_context(|| format!("run B ({})", a.b.display()))?;
     let mut d = analysis::diff(&ra, &rb);
+    // What else set the runs apart, from their summaries: threads, cores, variant, path.
+    if let (Some(sa), Some(sb)) = (summary_of(&a.a), summary_of(&a.b)) {
+        d.add_setup("aicpu_threads", &sa.aicpu_threads.to_string(), &sb.aicpu_threads.to_string());
+        d.add_setup("aic", &sa.aic.to_string(), &sb.aic.to_string());
+        d.add_setup("aiv", &sa.aiv.to_string(), &sb.aiv.to_string());
+        d.add_setup("variant", &sa.variant, &sb.variant);
+        d.add_setup("path", &sa.path, &sb.path);
+    }
     if a.json {
         if let Some(n) = a.top {
             d.kernels.truncate(n);
@@ -32,6 +40,16 @@ pub(crate) fn execute(a: &DiffArgs) -> anyhow::Result<String> {
         return Ok(format!("{}\n", serde_json::to_string_pretty(&d)?));
     }
     Ok(d.text(a.top))
+}
+
+/// The run summary (`summary.json`) of the run in `dir`, or of the run whose example
+/// subdirectory `dir` is; `None` when there is none that reads (a failed run writes none).
+fn summary_of(dir: &std::path::Path) -> Option<ferry_profile::RunSummary> {
+    let limit = ferry_profile::MAX_SMALL_FILE_BYTES;
+    [dir.to_path_buf(), dir.join("..")].iter().find_map(|d| {
+        let bytes = ferry_fs::read_input(&d.join(ferry_profile::SUMMARY_FILE), limit).ok()?;
+        serde_json::from_slice(&bytes).ok()
+    })
 }
 
 pub(crate) fn run(a: &DiffArgs) -> anyhow::Result<()> {
@@ -59,5 +77,30 @@ mod tests {
         })
         .unwrap_err();
         assert!(format!("{e:#}").starts_with("run B ("), "{e:#}");
+    }
+
+    #[test]
+    fn a_changed_setup_is_said_first() {
+        let da = sample_dir("diff-setup-a", false);
+        let db = sample_dir("diff-setup-b", false);
+        let summary = |threads: u32| {
+            let mut s = ferry_profile::RunSummary::new("a2a3", threads, 1, 2, "device", "direct");
+            s.runs.clear();
+            serde_json::to_vec(&s).unwrap()
+        };
+        std::fs::write(da.path.join(ferry_profile::SUMMARY_FILE), summary(3)).unwrap();
+        std::fs::write(db.path.join(ferry_profile::SUMMARY_FILE), summary(2)).unwrap();
+        let t =
+            execute(&DiffArgs { a: da.path.clone(), b: db.path.clone(), json: false, top: None })
+                .unwrap();
+        let lines: Vec<&str> = t.lines().collect();
+        assert!(lines[1].contains("set up differently"), "{t}");
+        assert_eq!(lines[2].trim(), "aicpu_threads: 3 -> 2", "{t}");
+        let v: analysis::Diff = serde_json::from_str(
+            &execute(&DiffArgs { a: da.path.clone(), b: db.path.clone(), json: true, top: None })
+                .unwrap(),
+        )
+        .unwrap();
+        assert_eq!(v.setup.len(), 1, "{v:?}");
     }
 }

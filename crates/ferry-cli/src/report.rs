@@ -15,9 +15,41 @@ pub(crate) struct ReportArgs {
     /// Print the report as one JSON object (schema: docs/reports.md).
     #[arg(long)]
     json: bool,
-    /// Show only the N kernels with the most device time (text and JSON).
+    /// Show only the first N kernels of the order (text, JSON and CSV).
     #[arg(long, value_name = "N")]
     top: Option<usize>,
+    /// Print the per-kernel table as CSV (a header, then one line per kernel; times in us).
+    #[arg(long, conflicts_with = "json")]
+    csv: bool,
+    /// Order the kernels by total device time, average exec, average latency, tasks or name.
+    #[arg(long, value_enum, default_value_t = SortArg::Total)]
+    sort: SortArg,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum SortArg {
+    /// Total device time, the most first.
+    Total,
+    /// Average exec per block, the longest first.
+    Exec,
+    /// Average latency (dispatch to finish) per block, the longest first.
+    Latency,
+    /// Tasks, the most first.
+    Tasks,
+    /// Name, alphabetically.
+    Name,
+}
+
+impl SortArg {
+    fn key(self) -> analysis::KernelSort {
+        match self {
+            SortArg::Total => analysis::KernelSort::Total,
+            SortArg::Exec => analysis::KernelSort::Exec,
+            SortArg::Latency => analysis::KernelSort::Latency,
+            SortArg::Tasks => analysis::KernelSort::Tasks,
+            SortArg::Name => analysis::KernelSort::Name,
+        }
+    }
 }
 
 /// The report of the run in `dir`: every file present is read, and one that is present but
@@ -33,6 +65,7 @@ fn session(a: &ReportArgs, runs: &ferry_profile::SessionRuns) -> anyhow::Result<
     let mut reports = Vec::with_capacity(runs.runs.len());
     for r in &runs.runs {
         let mut rep = build(&a.dir.join(&r.dir))?;
+        rep.sort_kernels(a.sort.key());
         if let Some(n) = a.top {
             rep.kernels.truncate(n);
         }
@@ -76,6 +109,10 @@ pub(crate) fn execute(a: &ReportArgs) -> anyhow::Result<String> {
         }
     }
     let mut r = build(&a.dir)?;
+    r.sort_kernels(a.sort.key());
+    if a.csv {
+        return Ok(r.kernels_csv(a.top));
+    }
     if a.json {
         if let Some(n) = a.top {
             r.kernels.truncate(n);
@@ -95,7 +132,7 @@ mod tests {
     use crate::testdir::sample_dir;
 
     fn args(d: &std::path::Path, json: bool, top: Option<usize>) -> ReportArgs {
-        ReportArgs { dir: d.to_path_buf(), json, top }
+        ReportArgs { dir: d.to_path_buf(), json, top, csv: false, sort: SortArg::Total }
     }
 
     #[test]
@@ -135,5 +172,40 @@ mod tests {
         let cp = &v["critical_path"]["static_by_count"]["tasks"];
         assert_eq!(cp[0]["task_id"], "0x100000003", "{v}");
         assert_eq!(v["format"], analysis::REPORT_FORMAT);
+    }
+
+    #[test]
+    fn csv_has_a_header_and_a_line_per_kernel_in_the_chosen_order() {
+        let d = sample_dir("report-csv", false);
+        let a = |sort, top| ReportArgs { dir: d.path.clone(), json: false, top, csv: true, sort };
+        let csv = execute(&a(SortArg::Total, None)).unwrap();
+        let lines: Vec<&str> = csv.lines().collect();
+        assert!(lines[0].starts_with("kernel,func_id,tasks,blocks,total_us,"), "{csv}");
+        let names: Vec<&str> = lines[1..].iter().map(|l| l.split(',').next().unwrap()).collect();
+        assert_eq!(names, ["relu", "add", "matmul"], "{csv}");
+        assert!(lines.iter().all(|l| l.split(',').count() == 13), "{csv}");
+        let by_name = execute(&a(SortArg::Name, Some(2))).unwrap();
+        let names: Vec<&str> =
+            by_name.lines().skip(1).map(|l| l.split(',').next().unwrap()).collect();
+        assert_eq!(names, ["add", "matmul"], "{by_name}");
+        let by_tasks = execute(&a(SortArg::Tasks, Some(1))).unwrap();
+        assert!(by_tasks.lines().nth(1).unwrap().starts_with("relu,"), "{by_tasks}");
+    }
+
+    #[test]
+    fn the_report_opens_with_a_verdict_and_folds_quiet_lanes() {
+        let d = sample_dir("report-verdict", false);
+        let r = execute(&args(&d.path, false, None)).unwrap();
+        let v = r.lines().nth(1).unwrap();
+        assert!(v.starts_with("verdict: cores "), "{r}");
+        for part in ["critical path: compute ", "loss: none (", "1 lane stalled for 39.600 us"] {
+            assert!(v.contains(part), "{part}: {v}");
+        }
+        // The stalled lane has its row; the lanes that lost and waited for nothing are one line.
+        assert!(
+            r.contains("aicpu_task/core1") && r.contains("13 other lanes: every record"),
+            "{r}"
+        );
+        assert!(!r.contains("aicore_task/core0 "), "{r}");
     }
 }

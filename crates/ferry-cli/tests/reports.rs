@@ -236,3 +236,29 @@ fn a_truncated_input_fails_report_and_diff() {
     assert!(err.contains("chip_swimlane_records.json"), "{err}");
     std::fs::remove_dir_all(&d).unwrap();
 }
+
+/// Two runs on different chips: `ferry diff` says how they were set up differently before it
+/// compares what they measured (an a2a3 at 50 MHz against an a5 at 1 GHz, and 3 against 2 AICPU
+/// threads); a run against itself says nothing of the kind.
+#[test]
+fn diff_states_setup_differences_first() {
+    let _bound = ferry_watchdog::bound("the ferry processes");
+    let d = tmp("setup");
+    let (a, b) = (d.join("a2a3"), d.join("a5"));
+    let small = ["run", "--small", "--example", "vector", "--swimlane", "1", "--out"];
+    ok(&[&small[..], &[a.to_str().unwrap(), "--aicpu-threads", "3"]].concat());
+    ok(&[&small[..], &[b.to_str().unwrap(), "--arch", "a5", "--aicpu-threads", "2"]].concat());
+    let t = ok(&["diff", a.to_str().unwrap(), b.to_str().unwrap()]);
+    let lines: Vec<&str> = t.lines().collect();
+    assert!(lines[1].contains("set up differently"), "{t}");
+    let setup: Vec<&str> =
+        lines[2..].iter().take_while(|l| l.starts_with("    ")).map(|l| l.trim()).collect();
+    for want in ["arch: a2a3 -> a5", "clock_hz: 50000000 -> 1000000000", "aicpu_threads: 3 -> 2"] {
+        assert!(setup.contains(&want), "{want} missing: {t}");
+    }
+    let v = ok_json(&["diff", a.to_str().unwrap(), b.to_str().unwrap(), "--json"]);
+    assert!(v["setup"].as_array().unwrap().iter().any(|c| c["what"] == "arch"), "{v}");
+    let same = ok(&["diff", a.to_str().unwrap(), a.to_str().unwrap()]);
+    assert!(!same.contains("set up differently"), "{same}");
+    let _ = std::fs::remove_dir_all(&d);
+}

@@ -92,11 +92,28 @@ pub struct LossDiff {
     pub reconciles: [bool; 2],
 }
 
+/// One way the two runs were set up differently (compared before anything they measured, which
+/// such a difference explains).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SetupChange {
+    /// What differs (`arch`, `clock_hz`, `cores`, `aicpu_threads`, `command`, …).
+    pub what: String,
+    /// Run A's.
+    pub a: String,
+    /// Run B's.
+    pub b: String,
+}
+
 /// Run B compared with run A.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Diff {
     /// [`REPORT_FORMAT`].
     pub format: u32,
+    /// How the runs' setups differ (empty when they match, as far as their profiles tell):
+    /// the arch, clock, cores and swimlane level from the reports, and what the caller adds
+    /// from the runs' own records ([`Diff::add_setup`]).
+    #[serde(default)]
+    pub setup: Vec<SetupChange>,
     /// How each run ended, A then B ([`Report::outcome`]).
     #[serde(default)]
     pub outcome: [Option<RunOutcome>; 2],
@@ -119,6 +136,13 @@ pub struct Diff {
 }
 
 impl Diff {
+    /// Notes that `what` was `a` in run A and `b` in run B, when they differ.
+    pub fn add_setup(&mut self, what: &str, a: &str, b: &str) {
+        if a != b && !self.setup.iter().any(|c| c.what == what) {
+            self.setup.push(SetupChange { what: what.into(), a: a.into(), b: b.into() });
+        }
+    }
+
     /// Whether every delta is zero (a run against itself).
     pub fn is_zero(&self) -> bool {
         let cp = &self.critical_path;
@@ -229,8 +253,20 @@ pub fn diff(a: &Report, b: &Report) -> Diff {
         dropped: Pair::new(a.loss.dropped, b.loss.dropped),
         reconciles: [a.loss.reconciles, b.loss.reconciles],
     };
+    let mut setup = Vec::new();
+    for (what, x, y) in [
+        ("arch", a.run.arch.clone(), b.run.arch.clone()),
+        ("clock_hz", a.run.clock_hz.to_string(), b.run.clock_hz.to_string()),
+        ("cores", a.run.cores.to_string(), b.run.cores.to_string()),
+        ("swimlane_level", a.run.swimlane_level.to_string(), b.run.swimlane_level.to_string()),
+    ] {
+        if x != y {
+            setup.push(SetupChange { what: what.into(), a: x, b: y });
+        }
+    }
     Diff {
         format: REPORT_FORMAT,
+        setup,
         outcome: [a.outcome.clone(), b.outcome.clone()],
         wall_ns: Pair::new(a.run.wall_ns, b.run.wall_ns),
         tasks: Pair::new(a.run.tasks, b.run.tasks),

@@ -41,19 +41,20 @@ mod listing;
 #[cfg(test)]
 mod tests;
 mod text;
+pub use text::KernelSort;
 
 pub use critical::{
     critical_paths, observed_path, static_path, CriticalPaths, ObservedPath, ObservedStep,
     PathTask, StaticPath, WaitKind, Weight,
 };
-pub use diff::{diff, CriticalPathDiff, Diff, KernelDelta, LossDiff, Pair, StallDiff};
+pub use diff::{diff, CriticalPathDiff, Diff, KernelDelta, LossDiff, Pair, SetupChange, StallDiff};
 pub use listing::{
     deps_listing, dump_listing, DepsListing, DepsTask, DumpListing, DumpedArgRow, HbViolation,
     TaskEdge,
 };
 
 /// Version of the [`Report`] and [`Diff`] JSON layouts.
-pub const REPORT_FORMAT: u32 = 1;
+pub const REPORT_FORMAT: u32 = 2;
 
 /// A task id as ferry prints it: `0x` and its hex digits (`0x13`, `0x100000003`).
 pub fn task_hex(id: u64) -> String {

@@ -8,8 +8,52 @@ use super::diff::{Diff, Pair};
 use super::Report;
 use crate::RunOutcome;
 
-/// Tasks of a path the text shows (the first ones and the last two); `--json` has them all.
+/// Tasks of a static path the text shows (the first ones and the last two); `--json` has them
+/// all.
 const PATH_SHOWN: usize = 24;
+/// Tasks of the observed path the text lists one per line (the first ones and the last two);
+/// `--json` has them all.
+const OBSERVED_SHOWN: usize = 6;
+/// Cores per line of the per-core table.
+const CORES_PER_LINE: usize = 3;
+
+/// `ns` in the unit that reads best: `ns`, `us`, `ms` or `s`, three decimals.
+pub(crate) fn duration(ns: f64) -> String {
+    let a = ns.abs();
+    if a >= 1e9 {
+        format!("{:.3} s", ns / 1e9)
+    } else if a >= 1e6 {
+        format!("{:.3} ms", ns / 1e6)
+    } else if a >= 1e3 {
+        format!("{:.3} us", ns / 1e3)
+    } else {
+        format!("{ns:.0} ns")
+    }
+}
+
+/// `part` over `whole` as a percentage, one decimal (0 when `whole` is 0).
+fn share(part: u64, whole: u64) -> f64 {
+    if whole == 0 {
+        0.0
+    } else {
+        part as f64 * 100.0 / whole as f64
+    }
+}
+
+/// What [`Report::sort_kernels`] orders by.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KernelSort {
+    /// Total device time (the default order).
+    Total,
+    /// Average exec per block.
+    Exec,
+    /// Average latency (dispatch to finish) per block.
+    Latency,
+    /// Tasks.
+    Tasks,
+    /// Name, alphabetically.
+    Name,
+}
 
 fn us(hz: u64, cycles: u64) -> f64 {
     if hz == 0 {
@@ -39,18 +83,19 @@ impl Report {
         let _ = writeln!(
             s,
             "ferry report: {}arch {}, clock {} Hz, chip swimlane level {}, {}{blocks} on {}, \
-             wall {:.3} us",
+             wall {}",
             r.run.map_or_else(String::new, |l| format!("run {} of {}, ", l.index, l.runs)),
             r.arch,
             hz,
             r.swimlane_level,
             plural(r.tasks, "task", "tasks"),
             plural(u64::from(r.cores), "core", "cores"),
-            us(r.wall_cycles),
+            duration(r.wall_ns as f64),
         );
         if let Some(e) = self.outcome.as_ref().and_then(RunOutcome::failure) {
             let _ = writeln!(s, "the run failed (its profile is complete): {e}");
         }
+        let _ = writeln!(s, "{}", self.verdict());
 
         let shown = top.unwrap_or(usize::MAX).min(self.kernels.len());
         let _ = writeln!(
@@ -103,17 +148,24 @@ impl Report {
         let _ = writeln!(s, "\nPer core (busy = time with a block running, over the wall time):");
         let idle: Vec<String> =
             self.cores.iter().filter(|c| c.blocks == 0).map(|c| c.core.to_string()).collect();
-        for c in self.cores.iter().filter(|c| c.blocks > 0) {
-            let _ = writeln!(
-                s,
-                "  core{:<4} {} thread {:>2}: {:>6} blocks, busy {:>12.3} us, {:>5.1}%",
-                c.core,
-                c.core_type.name(),
-                c.thread,
-                c.blocks,
-                us(c.busy_cycles),
-                c.utilisation * 100.0
-            );
+        let busy: Vec<String> = self
+            .cores
+            .iter()
+            .filter(|c| c.blocks > 0)
+            .map(|c| {
+                format!(
+                    "core{:<3} {} t{:<2} {:>7} blk {:>12} {:>5.1}%",
+                    c.core,
+                    c.core_type.name(),
+                    c.thread,
+                    c.blocks,
+                    duration(us(c.busy_cycles) * 1e3),
+                    c.utilisation * 100.0
+                )
+            })
+            .collect();
+        for line in busy.chunks(CORES_PER_LINE) {
+            let _ = writeln!(s, "  {}", line.join("   "));
         }
         if !idle.is_empty() {
             let _ = writeln!(
@@ -163,14 +215,12 @@ impl Report {
         let st = &self.stalls;
         let _ = writeln!(
             s,
-            "\nStalled lanes (policy {:?}, budget {} cycles = {:.3} us per wait):",
+            "\nStalled lanes (policy {:?}, budget {} cycles = {} per wait): {}",
             st.policy,
             st.budget_cycles,
-            us(st.budget_cycles)
+            duration(us(st.budget_cycles) * 1e3),
+            if st.lanes.is_empty() { "none" } else { "" }
         );
-        if st.lanes.is_empty() {
-            let _ = writeln!(s, "  none");
-        }
         for ln in &st.lanes {
             let _ = writeln!(
                 s,
@@ -198,12 +248,18 @@ impl Report {
             "\nLoss accounting (transport records per lane; dep_gen and args lanes count 8-byte \
              words):"
         );
-        let _ = writeln!(
-            s,
-            "  {:<24} {:>6} {:>10} {:>10} {:>8} {:>12}  reconcile",
-            "lane", "thread", "produced", "collected", "dropped", "stall_us"
-        );
-        for ln in &l.lanes {
+        // A lane that lost nothing, waited for nothing and reconciles says nothing: the lanes
+        // like it are counted in one line (`--json` lists every lane).
+        let quiet =
+            |ln: &&super::LossLane| ln.dropped == 0 && ln.stall_cycles == 0 && ln.reconciles;
+        if l.lanes.iter().any(|ln| !quiet(&ln)) {
+            let _ = writeln!(
+                s,
+                "  {:<24} {:>6} {:>10} {:>10} {:>8} {:>12}  reconcile",
+                "lane", "thread", "produced", "collected", "dropped", "stall_us"
+            );
+        }
+        for ln in l.lanes.iter().filter(|ln| !quiet(ln)) {
             let _ = writeln!(
                 s,
                 "  {:<24} {:>6} {:>10} {:>10} {:>8} {:>12.3}  {}",
@@ -216,24 +272,157 @@ impl Report {
                 if ln.reconciles { "ok" } else { "MISMATCH" }
             );
         }
-        let _ = writeln!(
-            s,
-            "  total: produced {}, collected {}, dropped {}; reconcile {}",
-            l.produced,
-            l.collected,
-            l.dropped,
-            if l.reconciles { "ok" } else { "MISMATCH" }
-        );
-        if let Some([records, overwrite]) = l.args_dropped {
+        let (n, recs) = l
+            .lanes
+            .iter()
+            .filter(quiet)
+            .fold((0u64, 0u64), |(n, r), ln| (n + 1, r.saturating_add(ln.produced)));
+        if n > 0 {
+            let which = if n == l.lanes.len() as u64 {
+                format!("all {}", plural(n, "lane", "lanes"))
+            } else {
+                plural(n, "other lane", "other lanes")
+            };
             let _ = writeln!(
                 s,
-                "  args_dump: dropped_records {records}, dropped_overwrite {overwrite}"
+                "  {which}: every record collected ({recs} in all), none dropped, no stall{}",
+                if n == l.lanes.len() as u64 && l.reconciles { "; reconcile ok" } else { "" }
             );
         }
+        if n != l.lanes.len() as u64 || !l.reconciles {
+            let _ = writeln!(
+                s,
+                "  total: produced {}, collected {}, dropped {}; reconcile {}",
+                l.produced,
+                l.collected,
+                l.dropped,
+                if l.reconciles { "ok" } else { "MISMATCH" }
+            );
+        }
+        let mut extra = Vec::new();
+        if let Some([records, overwrite]) = l.args_dropped {
+            extra.push(format!(
+                "args_dump: dropped_records {records}, dropped_overwrite {overwrite}"
+            ));
+        }
         if let Some(d) = l.scopes_dropped {
-            let _ = writeln!(s, "  scope_stats: dropped {d}");
+            extra.push(format!("scope_stats: dropped {d}"));
+        }
+        if !extra.is_empty() {
+            let _ = writeln!(s, "  {}", extra.join("; "));
         }
         s
+    }
+
+    /// The per-kernel table as CSV (a header, then one line per kernel of at most `top`): every
+    /// column of the text's table, times in microseconds, plus the kernel's function id.
+    pub fn kernels_csv(&self, top: Option<usize>) -> String {
+        let hz = self.run.clock_hz;
+        let avg = |sum: u64, n: u64| if n == 0 { 0.0 } else { us(hz, sum) / n as f64 };
+        let mut s = String::from(
+            "kernel,func_id,tasks,blocks,total_us,share,exec_us,latency_us,head_us,\
+             head_prop_us,head_setup_us,tail_us,exec_pct\n",
+        );
+        let shown = top.unwrap_or(usize::MAX).min(self.kernels.len());
+        for k in &self.kernels[..shown] {
+            let n = k.with_aicpu;
+            let quoted = if k.kernel.contains([',', '"', '\n']) {
+                format!("\"{}\"", k.kernel.replace('"', "\"\""))
+            } else {
+                k.kernel.clone()
+            };
+            let _ = writeln!(
+                s,
+                "{quoted},{},{},{},{:.3},{:.4},{:.3},{:.3},{:.3},{:.3},{:.3},{:.3},{}",
+                k.func_id.map_or_else(String::new, |f| f.to_string()),
+                k.tasks,
+                k.blocks,
+                us(hz, k.exec_cycles),
+                k.exec_share,
+                avg(k.exec_cycles, k.blocks),
+                avg(k.latency_cycles, n),
+                avg(k.head_propagation_cycles.saturating_add(k.head_setup_cycles), n),
+                avg(k.head_propagation_cycles, n),
+                avg(k.head_setup_cycles, n),
+                avg(k.tail_cycles, n),
+                k.exec_pct.map_or_else(String::new, |p| format!("{p:.1}"))
+            );
+        }
+        s
+    }
+
+    /// Sorts the kernels by `key` (the most first; by name: alphabetical).
+    pub fn sort_kernels(&mut self, key: KernelSort) {
+        let hz = self.run.clock_hz;
+        let per = |sum: u64, n: u64| if n == 0 { 0.0 } else { us(hz, sum) / n as f64 };
+        match key {
+            KernelSort::Total => self.kernels.sort_by_key(|k| std::cmp::Reverse(k.exec_cycles)),
+            KernelSort::Tasks => self.kernels.sort_by_key(|k| std::cmp::Reverse(k.tasks)),
+            KernelSort::Exec => self.kernels.sort_by(|a, b| {
+                per(b.exec_cycles, b.blocks).total_cmp(&per(a.exec_cycles, a.blocks))
+            }),
+            KernelSort::Latency => self.kernels.sort_by(|a, b| {
+                per(b.latency_cycles, b.with_aicpu).total_cmp(&per(a.latency_cycles, a.with_aicpu))
+            }),
+            KernelSort::Name => self.kernels.sort_by(|a, b| a.kernel.cmp(&b.kernel)),
+        }
+    }
+
+    /// One line that answers first: how busy the cores were, where the critical path's time
+    /// went (shares of the makespan), what was lost and whether any lane stalled.
+    pub fn verdict(&self) -> String {
+        let mut parts = Vec::new();
+        if !self.cores.is_empty() {
+            let ran = self.cores.iter().filter(|c| c.blocks > 0).count();
+            let busy = self.cores.iter().fold(0u64, |a, c| a.saturating_add(c.busy_cycles));
+            let whole = self.run.wall_cycles.saturating_mul(self.cores.len() as u64);
+            parts.push(format!(
+                "cores {:.1} % busy ({ran} of {} ran blocks)",
+                share(busy, whole),
+                self.cores.len()
+            ));
+        }
+        if let Some(o) = &self.critical_path.observed {
+            let m = o.makespan_cycles;
+            let stall = o
+                .data_wait_cycles
+                .saturating_add(o.core_wait_cycles)
+                .saturating_add(o.front_gap_cycles);
+            parts.push(format!(
+                "critical path: compute {:.1} %, stall {:.1} % (data wait {:.1} %, core wait \
+                 {:.1} %, front gap {:.1} %)",
+                share(o.compute_cycles, m),
+                share(stall, m),
+                share(o.data_wait_cycles, m),
+                share(o.core_wait_cycles, m),
+                share(o.front_gap_cycles, m)
+            ));
+        }
+        let l = &self.loss;
+        let lossy = l.lanes.iter().filter(|ln| ln.dropped > 0).count() as u64;
+        parts.push(match (l.dropped, l.reconciles) {
+            (0, true) => format!("loss: none ({} records, every one collected)", l.produced),
+            (d, true) => format!(
+                "loss: {d} of {} records dropped on {}",
+                l.produced,
+                plural(lossy, "lane", "lanes")
+            ),
+            (d, false) => format!(
+                "loss: {d} of {} records dropped, and the accounting does NOT reconcile",
+                l.produced
+            ),
+        });
+        let st = &self.stalls;
+        parts.push(if st.lanes.is_empty() {
+            "no lane stalled".into()
+        } else {
+            format!(
+                "{} stalled for {}",
+                plural(st.lanes.len() as u64, "lane", "lanes"),
+                duration(us(self.run.clock_hz, st.total_stall_cycles) * 1e3)
+            )
+        });
+        format!("verdict: {}", parts.join("; "))
     }
 
     fn critical_path_text(&self, s: &mut String) {
@@ -269,23 +458,24 @@ impl Report {
             let _ = writeln!(s, "  {what}: {}", chain(p));
         }
         if let Some(o) = &cp.observed {
+            let d = |c: u64| duration(us(hz, c) * 1e3);
             let _ = writeln!(
                 s,
-                "  observed: makespan {:.3} us = compute {:.3} + data wait {:.3} + core wait {:.3} \
-                 + front gap {:.3}, {}:",
-                us(hz, o.makespan_cycles),
-                us(hz, o.compute_cycles),
-                us(hz, o.data_wait_cycles),
-                us(hz, o.core_wait_cycles),
-                us(hz, o.front_gap_cycles),
+                "  observed: makespan {} = compute {} + data wait {} + core wait {} + front gap \
+                 {}, {}:",
+                d(o.makespan_cycles),
+                d(o.compute_cycles),
+                d(o.data_wait_cycles),
+                d(o.core_wait_cycles),
+                d(o.front_gap_cycles),
                 plural(o.tasks.len() as u64, "task", "tasks")
             );
             let n = o.tasks.len();
             for (i, t) in o.tasks.iter().enumerate() {
-                if n > PATH_SHOWN && i == PATH_SHOWN - 2 {
-                    let _ = writeln!(s, "    ... ({} more)", n - PATH_SHOWN);
+                if n > OBSERVED_SHOWN && i == OBSERVED_SHOWN - 2 {
+                    let _ = writeln!(s, "    ... ({} more)", n - OBSERVED_SHOWN);
                 }
-                if n > PATH_SHOWN && (PATH_SHOWN - 2..n - 2).contains(&i) {
+                if n > OBSERVED_SHOWN && (OBSERVED_SHOWN - 2..n - 2).contains(&i) {
                     continue;
                 }
                 let why = match t.wait {
@@ -328,6 +518,15 @@ impl Diff {
     pub fn text(&self, top: Option<usize>) -> String {
         let mut s = String::new();
         let _ = writeln!(s, "ferry diff (B against A; + is B slower or larger):");
+        if !self.setup.is_empty() {
+            let _ = writeln!(
+                s,
+                "  the runs were set up differently (what follows compares them anyway):"
+            );
+            for c in &self.setup {
+                let _ = writeln!(s, "    {}: {} -> {}", c.what, c.a, c.b);
+            }
+        }
         for (run, o) in ["A", "B"].iter().zip(&self.outcome) {
             if let Some(e) = o.as_ref().and_then(RunOutcome::failure) {
                 let _ = writeln!(s, "  run {run} failed (its profile is complete): {e}");
