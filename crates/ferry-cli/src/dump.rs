@@ -17,8 +17,8 @@ pub(crate) struct DumpArgs {
 /// Which arguments: every filter is optional and they combine.
 #[derive(Debug, Args)]
 struct Filter {
-    /// Only this task (decimal or 0x hex).
-    #[arg(long, value_parser = parse_u64, value_name = "ID")]
+    /// Only this task: its id in hex, as every command prints it (`0x40` or `40`).
+    #[arg(long, value_parser = parse_id, value_name = "ID")]
     task: Option<u64>,
     /// Only this role (INPUT, OUTPUT, INOUT, SCALAR; any case).
     #[arg(long, value_parser = parse_role)]
@@ -26,9 +26,9 @@ struct Filter {
     /// Only this stage (before_dispatch, after_completion).
     #[arg(long, value_parser = parse_stage)]
     stage: Option<String>,
-    /// Only tasks of this kernel function id.
-    #[arg(long)]
-    func: Option<i32>,
+    /// Only tasks of this kernel: its name (`add_scalar`) or function id (a decimal number).
+    #[arg(long, value_name = "KERNEL")]
+    func: Option<String>,
     /// Only this argument index.
     #[arg(long)]
     arg: Option<u32>,
@@ -62,8 +62,8 @@ enum DumpAction {
     Replay {
         /// Output directory of a run (holds args_dump/).
         dir: PathBuf,
-        /// The task to replay (decimal or 0x hex).
-        #[arg(long, value_parser = parse_u64, value_name = "ID")]
+        /// The task to replay: its id in hex, as every command prints it (`0x40` or `40`).
+        #[arg(long, value_parser = parse_id, value_name = "ID")]
         task: u64,
     },
 }
@@ -84,12 +84,11 @@ fn parse_stage(s: &str) -> Result<String, String> {
     one_of(s, &ARG_STAGES)
 }
 
-fn parse_u64(s: &str) -> Result<u64, String> {
-    match s.strip_prefix("0x") {
-        Some(h) => u64::from_str_radix(h, 16),
-        None => s.parse(),
-    }
-    .map_err(|e| format!("`{s}`: {e}"))
+/// A task id: hex, with or without `0x` (ferry prints ids as `0x40`; `40` is the same task).
+fn parse_id(s: &str) -> Result<u64, String> {
+    let h = s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")).unwrap_or(s);
+    u64::from_str_radix(h, 16)
+        .map_err(|e| format!("`{s}` is not a task id (hex, as ferry prints ids: 0x40): {e}"))
 }
 
 pub(crate) fn execute(a: &DumpArgs) -> anyhow::Result<String> {
@@ -97,26 +96,56 @@ pub(crate) fn execute(a: &DumpArgs) -> anyhow::Result<String> {
         DumpAction::List { dir, .. } | DumpAction::Export { dir, .. } => dir,
         DumpAction::Replay { dir, .. } => dir,
     };
-    let r = crate::analysis::open(dir, &Needs::DUMP)?;
+    let by_name = match &a.action {
+        DumpAction::List { filter: f, .. } | DumpAction::Export { filter: f, .. } => {
+            f.func.as_deref().is_some_and(|k| k.parse::<i32>().is_err())
+        }
+        DumpAction::Replay { .. } => false,
+    };
+    // A kernel named by name needs the names: the swimlane's name map, read when there.
+    let needs = if by_name {
+        Needs { swimlane: ferry_profile::Need::Optional, ..Needs::DUMP }
+    } else {
+        Needs::DUMP
+    };
+    let r = crate::analysis::open(dir, &needs)?;
     let dump = r.run.args.as_ref().expect("open_run: a required file is read or an error");
-    let filter = |f: &Filter| DumpFilter {
-        task: f.task,
-        role: f.role.clone(),
-        stage: f.stage.clone(),
-        func: f.func,
-        arg_index: f.arg,
+    let func = |k: &Option<String>| -> anyhow::Result<Option<i32>> {
+        let Some(k) = k else { return Ok(None) };
+        if let Ok(id) = k.parse() {
+            return Ok(Some(id));
+        }
+        match r.run.kernels.iter().find(|(_, n)| n.as_str() == k) {
+            Some((&id, _)) => Ok(Some(id)),
+            None => {
+                let known: Vec<&str> = r.run.kernels.values().map(String::as_str).collect();
+                bail!(
+                    "no kernel named `{k}` in this run (its kernels: {})",
+                    if known.is_empty() { "none named".to_string() } else { known.join(", ") }
+                )
+            }
+        }
+    };
+    let filter = |f: &Filter| -> anyhow::Result<DumpFilter> {
+        Ok(DumpFilter {
+            task: f.task,
+            role: f.role.clone(),
+            stage: f.stage.clone(),
+            func: func(&f.func)?,
+            arg_index: f.arg,
+        })
     };
     match &a.action {
         DumpAction::List { filter: f, json: true, .. } => {
             let l = analysis::DumpListing {
                 outcome: r.outcome.clone(),
-                ..analysis::dump_listing(dump, &filter(f))
+                ..analysis::dump_listing(dump, &filter(f)?)
             };
             Ok(format!("{}\n", serde_json::to_string_pretty(&l)?))
         }
-        DumpAction::List { filter: f, .. } => Ok(views::dump_list(dump, &filter(f))),
+        DumpAction::List { filter: f, .. } => Ok(views::dump_list(dump, &filter(f)?)),
         DumpAction::Export { out, filter: f, .. } => {
-            let paths = views::dump_export(dump, &filter(f), out)?;
+            let paths = views::dump_export(dump, &filter(f)?, out)?;
             Ok(format!(
                 "exported {} into {}\n",
                 views::plural(paths.len() as u64, "file", "files"),
@@ -178,6 +207,16 @@ mod tests {
         assert!(out.contains("1 of 3 args") && out.contains("[2 4 6 8]"), "{out}");
         let task2 = execute(&parse(&["list", dir, "--task", "0x100000002"])).unwrap();
         assert!(task2.contains("value 42"), "{task2}");
+        // Ids are hex with or without 0x, as every command prints them.
+        assert_eq!(execute(&parse(&["list", dir, "--task", "100000002"])).unwrap(), task2);
+        let e = Cli::try_parse_from(["dump", "list", dir, "--task", "0xzz"]).unwrap_err();
+        assert!(e.to_string().contains("not a task id"), "{e}");
+        // A kernel by name or by decimal id selects the same arguments.
+        let by_name = execute(&parse(&["list", dir, "--func", "add"])).unwrap();
+        assert_eq!(execute(&parse(&["list", dir, "--func", "8"])).unwrap(), by_name);
+        assert!(by_name.contains("1 of 3 args") && by_name.contains("value 42"), "{by_name}");
+        let e = execute(&parse(&["list", dir, "--func", "conv"])).unwrap_err().to_string();
+        assert!(e.contains("no kernel named `conv`") && e.contains("matmul"), "{e}");
         let x = d.path.join("export");
         let msg = execute(&parse(&[
             "export",

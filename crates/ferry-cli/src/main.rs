@@ -45,7 +45,13 @@ use clap::{Parser, Subcommand};
 #[command(name = "ferry", version, about, long_about = None)]
 struct Cli {
     /// Log filter (tracing env-filter syntax), e.g. `info` or `ferry_sim=debug`.
-    #[arg(long, global = true, env = "FERRY_LOG", default_value = "warn")]
+    #[arg(
+        long,
+        global = true,
+        env = "FERRY_LOG",
+        default_value = "warn",
+        help_heading = "Global options"
+    )]
     log: String,
     /// Write output files past 1 MiB with direct I/O (full 1 MiB blocks straight to the disk,
     /// not through the page cache; the filesystem's refusal falls back to the cache). `off`
@@ -53,6 +59,7 @@ struct Cli {
     #[arg(
         long,
         global = true,
+        help_heading = "Global options",
         env = "FERRY_DIRECT_IO",
         default_value = "on",
         value_name = "on|off",

@@ -22,58 +22,63 @@ pub(crate) mod workload;
 pub(crate) struct RunArgs {
     /// Custom kernel libraries to load before the runs (cdylibs built against
     /// ferry-kernel-abi, e.g. examples/kernel-template); repeatable, or comma-separated.
-    #[arg(long = "kernels", value_name = "LIB.so", value_delimiter = ',')]
+    #[arg(
+        help_heading = "What to run",
+        long = "kernels",
+        value_name = "LIB.so",
+        value_delimiter = ','
+    )]
     kernels: Vec<PathBuf>,
     /// Which example to run: all three by default.
-    #[arg(long, value_enum, default_value_t = ExampleArg::All, conflicts_with = "workload")]
+    #[arg(help_heading = "What to run", long, value_enum, default_value_t = ExampleArg::All, conflicts_with = "workload")]
     example: ExampleArg,
     /// Run a workload file instead of the examples (TOML; format in docs/workloads.md).
-    #[arg(long, value_name = "FILE")]
+    #[arg(help_heading = "What to run", long, value_name = "FILE")]
     workload: Option<PathBuf>,
     /// Chip generation: a2a3 (50 MHz, SVM, up to 4 AICPU threads) or a5 (1 GHz, non-SVM, up to
     /// 5 AICPU threads).
-    #[arg(long, default_value = "a2a3", value_parser = crate::info::arch_parser())]
+    #[arg(help_heading = "Chip", long, default_value = "a2a3", value_parser = crate::info::arch_parser())]
     arch: Arch,
     /// Where the graph is built: on the AICPU (device) or on the host (host).
-    #[arg(long, value_enum, default_value_t = VariantArg::Device)]
+    #[arg(help_heading = "Chip", long, value_enum, default_value_t = VariantArg::Device)]
     variant: VariantArg,
     /// AICPU threads (1 orchestrator + the rest schedulers); default: all the arch allows.
-    #[arg(long)]
+    #[arg(help_heading = "Chip", long)]
     aicpu_threads: Option<u32>,
     /// AIC (cube) workers.
-    #[arg(long, default_value_t = 8)]
+    #[arg(help_heading = "Chip", long, default_value_t = 8)]
     aic: u32,
     /// AIV (vector) workers.
-    #[arg(long, default_value_t = 16)]
+    #[arg(help_heading = "Chip", long, default_value_t = 16)]
     aiv: u32,
     /// Test-sized workloads instead of the full ones.
-    #[arg(long)]
+    #[arg(help_heading = "What to run", long)]
     small: bool,
     /// Where this command writes its output: a directory for `summary.json` and the output
     /// tensors (`<example>.f32`, little-endian); with DFX on, also the DFX files (in
     /// `<example>/` when several examples run). A directory holding a complete earlier run is
     /// refused unless `--force`.
-    #[arg(short, long, value_name = "DIR")]
+    #[arg(help_heading = "Output", short, long, value_name = "DIR")]
     out: Option<PathBuf>,
     /// Replace the complete earlier run in `--out DIR` (without it, such a directory is refused
     /// and left as it is).
-    #[arg(long, requires = "out")]
+    #[arg(help_heading = "Output", long, requires = "out")]
     force: bool,
     /// Launch each example's graph this many times back to back through the launch pipeline
     /// (run k+1 prepared while run k executes), verifying every run; prints runs/s. With DFX,
     /// one session collects every run (at most 256): each run's files go to `run-NNN/` in the
     /// profile's directory, labelled with the run and with its own loss accounting, listed in
     /// `runs.json`.
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(help_heading = "What to run", long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
     repeat: u32,
     /// The longest one kernel may run (one block on one core, device time) before ferry
     /// declares its core hung: the run then fails naming the task, the kernel and the core,
     /// with its profile written and marked failed. `90s`, `500ms`, `2m`, `1h`, or seconds.
-    #[arg(long, value_name = "DURATION", default_value = "60s", value_parser = parse_duration)]
+    #[arg(help_heading = "Chip", long, value_name = "DURATION", default_value = "60s", value_parser = parse_duration)]
     timeout: Duration,
-    #[command(flatten)]
+    #[command(flatten, next_help_heading = "DFX collection (needs --out)")]
     dfx: DfxArgs,
-    #[command(flatten)]
+    #[command(flatten, next_help_heading = "Device and launch path")]
     device: crate::device_opts::DeviceOpts,
 }
 
@@ -566,6 +571,11 @@ fn print_profile(p: &WrittenProfile, traces: bool, chrome: bool) -> anyhow::Resu
             String::new()
         }
     )?;
+    if model.scopes.as_ref().is_some_and(|sc| sc.records.is_empty()) {
+        crate::stdout::outln!(
+            "dfx: scope_stats recorded no scope: the graph opened none (nothing to plot)"
+        )?;
+    }
     if traces {
         print!("{}", crate::trace::summary(dir, report));
     }

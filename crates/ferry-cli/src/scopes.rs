@@ -24,6 +24,20 @@ pub(crate) struct ScopesArgs {
 pub(crate) fn execute(a: &ScopesArgs) -> anyhow::Result<String> {
     let r = crate::analysis::open(&a.dir, &Needs::SCOPES)?;
     let s = r.run.scopes.as_ref().expect("open_run: a required file is read or an error");
+    if s.records.is_empty() {
+        // Nothing to plot: said in one line, no empty page written.
+        let why = "ScopeStats recorded no scope: the run's graph opened none (a workload's \
+                   `scope` bodies and the examples' scoped chunks open scopes; the storm opens \
+                   none), so there is nothing to plot and no page was written";
+        if a.json {
+            let v = serde_json::json!({
+                "written": null, "scopes": [], "unmatched_records": 0, "worst": 0.0,
+                "risk": null, "note": why, "outcome": r.outcome,
+            });
+            return Ok(format!("{}\n", serde_json::to_string_pretty(&v)?));
+        }
+        return Ok(format!("{}: {why}\n", a.dir.display()));
+    }
     let page = views::scopes_html(s);
     let out = match &a.out {
         Some(p) => {
@@ -93,5 +107,21 @@ mod tests {
             (Some(0), Some("danger"))
         );
         assert!(v["written"].as_str().unwrap().ends_with(SCOPES_HTML), "{v}");
+    }
+
+    #[test]
+    fn a_run_that_opened_no_scope_says_so_and_writes_no_page() {
+        let d = sample_dir("scopes-none", false);
+        let f = d.path.join("scope_stats").join(ferry_profile::SCOPES_FILE);
+        // The header line alone: the subsystem was on, the graph opened no scope.
+        let text = std::fs::read_to_string(&f).unwrap();
+        std::fs::write(&f, format!("{}\n", text.lines().next().unwrap())).unwrap();
+        let _ = std::fs::remove_file(d.path.join(ferry_profile::MANIFEST_FILE));
+        let msg = execute(&ScopesArgs { dir: d.path.clone(), out: None, json: false }).unwrap();
+        assert!(msg.contains("recorded no scope") && msg.contains("no page was written"), "{msg}");
+        assert!(!d.path.join("scope_stats").join(SCOPES_HTML).exists());
+        let j = execute(&ScopesArgs { dir: d.path.clone(), out: None, json: true }).unwrap();
+        let v: serde_json::Value = serde_json::from_str(&j).unwrap();
+        assert!(v["written"].is_null() && v["note"].as_str().is_some(), "{v}");
     }
 }
