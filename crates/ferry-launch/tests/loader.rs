@@ -238,6 +238,65 @@ fn latch_quirk_is_detected_and_refused() {
     }
 }
 
+/// The identity check compares both halves of the identity: another build of a runtime of the
+/// same name (same name, other build id) and another runtime that happens to share a build id
+/// are both refused while the latch keeps the first program resident.
+#[test]
+fn resident_check_compares_the_name_and_the_build_id() {
+    let _bound = ferry_watchdog::bound("the simulated chip");
+    let root = Root::new("resident-identity");
+    let chip = chip(&root.0);
+    let loader = Loader::new(&chip).unwrap();
+    let first = loader.load(&ORCHESTRATED).unwrap();
+    let rebuilt =
+        ProgramImage { name: ORCHESTRATED.name, build_id: HBG.build_id, bytes: HBG.bytes };
+    let same_build =
+        ProgramImage { name: "other-runtime", build_id: ORCHESTRATED.build_id, ..rebuilt };
+    for shipped in [rebuilt, same_build] {
+        match loader.load_image(shipped) {
+            Err(LoadError::ResidentMismatch { shipped: s, resident }) => {
+                assert_eq!((s.name.as_str(), s.build_id), (shipped.name, shipped.build_id));
+                assert_eq!(resident.name, ORCHESTRATED.name);
+                assert_eq!(resident.build_id, ORCHESTRATED.build_id);
+            }
+            other => panic!(
+                "{} {:#x}: expected a resident mismatch, got {other:?}",
+                shipped.name, shipped.build_id
+            ),
+        }
+    }
+    assert_eq!(
+        first.report().unwrap().init_calls,
+        1,
+        "the resident program was not re-initialised"
+    );
+}
+
+/// Path A uploads again for every loader (every runner), even when this process's directory
+/// already holds the program's file from an earlier loader: each loader bootstraps once, and
+/// only its own bootstrap lets it skip the next upload of the same image.
+#[test]
+fn path_a_each_loader_bootstraps_again() {
+    let _bound = ferry_watchdog::bound("the simulated chip");
+    let root = Root::new("reupload");
+    let chip = chip(&root.0);
+    let first = Loader::new(&chip).unwrap();
+    let a = first.load(&ORCHESTRATED).unwrap();
+    let os = first.os().clone();
+    assert_eq!(os.stats().kfc_launches, 1);
+    let inner = os.process_dir().join(format!("inner_{:016x}_0.so", ORCHESTRATED.fingerprint));
+    assert!(inner.is_file());
+    let second = Loader::new(&chip).unwrap();
+    let b = second.load(&ORCHESTRATED).unwrap();
+    assert_eq!(os.stats().kfc_launches, 2, "the second loader bootstrapped again");
+    // On the vendor device the second SaveSoFile is the latch's silent no-op.
+    assert_eq!((os.stats().so_saves, os.stats().so_save_noops), (1, 1));
+    let _again = second.load(&ORCHESTRATED).unwrap();
+    assert_eq!(os.stats().kfc_launches, 2, "a loader's own bootstrap is not repeated");
+    exec_probe(&a, &KernelArgs::new(1, 0), 1);
+    exec_probe(&b, &KernelArgs::new(2, 0), 1);
+}
+
 #[test]
 fn two_runtimes_in_one_process_without_the_quirk() {
     let _bound = ferry_watchdog::bound("the simulated chip");
