@@ -382,6 +382,21 @@ fn files_analysis_writes_into_a_run_belong_to_it_and_go_with_it() {
     let ex = d.join("vector");
     ok(&cli(&["view"], &ex));
     Manifest::verified(&d).unwrap().verify(&d, "vector/swimlane.html").unwrap();
+    // A session of several examples: DIR/<example>/run-NNN/ is covered by DIR's manifest, read
+    // verified (no warning), and a file changed after the run is refused.
+    ok(&run(&["--swimlane", "1", "--repeat", "2"]));
+    for sub in ["vector", "vector/run-001"] {
+        let o = cli(&["report"], &d.join(sub));
+        ok(&o);
+        assert!(!text(&o.stderr).contains("unverified"), "{sub}: {}", text(&o.stderr));
+    }
+    let f = d.join("vector/run-001/chip_swimlane_records.json");
+    let mut bytes = std::fs::read(&f).unwrap();
+    let last = bytes.len() - 2;
+    bytes[last] = b' ';
+    std::fs::write(&f, bytes).unwrap();
+    let e = fails(&cli(&["report"], &d.join("vector/run-001")));
+    assert!(e.contains("changed since the run") || e.contains("refused"), "{e}");
     std::fs::remove_dir_all(&d).unwrap();
 }
 

@@ -7,8 +7,9 @@
 //!   missing or broken is an error ([`OpenError`]); an [`Need::Optional`] one that is broken is
 //!   skipped with a warning ([`OpenedRun::warnings`]), so one truncated `pmu.csv` does not stop
 //!   `ferry deps`; a [`Need::Skip`] file is never opened (`ferry deps` never reads `args.bin`).
-//! - **The manifest decides.** With a manifest (in the directory, or in its parent for the
-//!   `DIR/<example>/` of a run of several examples) only the files it lists are read, and only
+//! - **The manifest decides.** With a manifest (in the directory, or up to two levels above it
+//!   for the `DIR/<example>/` of a run of several examples and its `run-NNN/` directories of a
+//!   session over several runs) only the files it lists are read, and only
 //!   while their size and XXH3-64 are what the run wrote: a required file it does not list, or one
 //!   that changed, is refused ([`OpenError::Refused`], naming the file and what to do); an optional
 //!   one is skipped with a warning. A manifest of a run that did not finish is an error.
@@ -409,10 +410,11 @@ fn file_name(rel: &str) -> &str {
     rel.rsplit('/').next().unwrap_or(rel)
 }
 
-/// The manifest that covers `dir`: its own, or its parent's when that lists files under
-/// `<dir's name>/` (the `DIR/<example>/` of a run of several examples); with the directory it
+/// The manifest that covers `dir`: its own, or that of the nearest directory above it (at most
+/// two levels up) that lists files under `dir` — the `DIR/<example>/` of a run of several
+/// examples, the `DIR/<example>/run-NNN/` of a session over several runs; with the directory it
 /// lives in and `dir`'s prefix under it.
-fn find_manifest(dir: &Dir) -> Result<Option<(Manifest, Dir, String)>, OpenError> {
+pub(crate) fn find_manifest(dir: &Dir) -> Result<Option<(Manifest, Dir, String)>, OpenError> {
     let complete = |m: Manifest, at: &Path| {
         if m.complete {
             Ok(m)
@@ -425,19 +427,27 @@ fn find_manifest(dir: &Dir) -> Result<Option<(Manifest, Dir, String)>, OpenError
     }
     let abs = fs::canonicalize(dir.path())
         .map_err(|source| OutputError::Io { file: dir.path().display().to_string(), source })?;
-    let (Some(parent), Some(name)) = (abs.parent(), abs.file_name().and_then(|n| n.to_str()))
-    else {
-        return Ok(None);
-    };
-    let prefix = format!("{name}/");
-    let Ok(root) = Dir::open(parent) else { return Ok(None) };
-    match Manifest::read_in(&root).map_err(OpenError::Manifest)? {
-        Some(m) if m.files.iter().any(|e| e.path.starts_with(&prefix)) => {
-            let at = root.path().to_path_buf();
-            Ok(Some((complete(m, &at)?, root, prefix)))
+    let mut prefix = String::new();
+    let mut at = abs.as_path();
+    for _ in 0..2 {
+        let (Some(parent), Some(name)) = (at.parent(), at.file_name().and_then(|n| n.to_str()))
+        else {
+            return Ok(None);
+        };
+        prefix = format!("{name}/{prefix}");
+        at = parent;
+        let Ok(root) = Dir::open(parent) else { return Ok(None) };
+        match Manifest::read_in(&root).map_err(OpenError::Manifest)? {
+            Some(m) if m.files.iter().any(|e| e.path.starts_with(&prefix)) => {
+                let at = root.path().to_path_buf();
+                return Ok(Some((complete(m, &at)?, root, prefix)));
+            }
+            // A manifest that lists nothing under `dir` covers another run: stop here.
+            Some(_) => return Ok(None),
+            None => {}
         }
-        _ => Ok(None),
     }
+    Ok(None)
 }
 
 /// Whether `rel` below `dir` is a regular file (reached without following a link).

@@ -35,7 +35,7 @@ use std::path::Path;
 use ferry_fs::Dir;
 use serde::{Deserialize, Serialize};
 
-use super::manifest::{Manifest, ManifestError};
+use super::manifest::ManifestError;
 use super::open::OpenError;
 use super::read_limit;
 
@@ -144,23 +144,20 @@ pub fn read_runs(dir: &Path) -> Result<Option<SessionRuns>, OpenError> {
         Err(e) if e.is_not_found() => return Ok(None),
         Err(e) => return Err(e.into()),
     };
-    let input = match Manifest::read_in(&d).map_err(OpenError::Manifest)? {
-        Some(m) if !m.complete => {
-            return Err(OpenError::Manifest(ManifestError::Incomplete(dir.to_path_buf())))
-        }
-        Some(m) => {
-            if m.entry(RUNS_FILE).is_none() {
+    // The manifest that covers the session: its own, or the run's above it (a session of
+    // one example of several).
+    let input = match super::open::find_manifest(&d)? {
+        Some((m, root, prefix)) => {
+            let full = format!("{prefix}{RUNS_FILE}");
+            if m.entry(&full).is_none() {
                 if d.stat(RUNS_FILE)?.is_none() {
                     return Ok(None);
                 }
                 return Err(OpenError::Refused {
-                    source: ManifestError::NotListed {
-                        dir: dir.to_path_buf(),
-                        file: RUNS_FILE.into(),
-                    },
+                    source: ManifestError::NotListed { dir: dir.to_path_buf(), file: full },
                 });
             }
-            m.open_verified(&d, RUNS_FILE).map_err(|source| OpenError::Refused { source })?
+            m.open_verified(&root, &full).map_err(|source| OpenError::Refused { source })?
         }
         None => match d.open_file(RUNS_FILE, read_limit(RUNS_FILE)) {
             Ok(f) => f,
