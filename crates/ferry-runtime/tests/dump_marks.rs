@@ -1,11 +1,25 @@
 //! ArgsDump levels against `dump(...)` marks (docs/dfx.md): 1 (partial) dumps only
 //! marked arguments, 2 (full) every argument with its payload, 3 (hybrid) every argument's
 //! metadata and only the marked tensors' payloads — on both orchestration variants (the
-//! host-built graph carries the marks in its task records) and both launch paths.
+//! host-built graph carries the marks in its task records) and both launch paths. Then the
+//! device's arena gate on a chip the test plays itself, and the device's silence towards the
+//! host.
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use ferry_abi::arch::A2A3;
+use ferry_abi::args_dump;
+use ferry_abi::dfx::DfxLayout;
+use ferry_dfx::clock::VirtualClock;
+use ferry_dfx::mem::{DeviceMemory, SvmMemory};
+use ferry_dfx::{DfxBuilder, DfxTransport};
+use ferry_runtime::device::dfx::{ArgsArena, DfxDevice, DfxRegions};
 use ferry_runtime::device::kernels::{K_ADD, K_ADD_SCALAR};
+use ferry_runtime::device::ops::TranslateError;
+use ferry_runtime::device::task::ResolvedTask;
 use ferry_runtime::host::dfx::{DfxChip, DfxOptions, DfxSession};
 use ferry_runtime::host::{Callable, DeviceRunner, RunArgs, RunnerConfig, TensorInit, Variant};
-use ferry_runtime::{Orchestrate, SubmitError, Task, TensorId};
+use ferry_runtime::{DeviceOps, Orchestrate, Role, SubmitError, Task, TensorId};
 use ferry_sim::Arch;
 
 const N: usize = 64;
@@ -388,4 +402,270 @@ fn payloads_that_wrap_a_small_arena_all_arrive_whole() {
             assert_eq!(got, &data[..], "{what}: task {task} {stage} argument {index}");
         }
     }
+}
+
+/// The device by default rings no host bell: the host polls its ready queues, as on hardware,
+/// and a run with ArgsDump on the loaded AICPU program makes no `notify_host` call. Only the
+/// doorbell hint, when asked for, makes the device ring.
+#[test]
+fn the_device_rings_the_host_only_when_the_hint_is_asked_for() {
+    let _bound = ferry_watchdog::bound("the simulated chip's run");
+    for hint in [false, true] {
+        let cfg = RunnerConfig::small(Arch::A2a3);
+        let mut r = DeviceRunner::new(cfg).unwrap();
+        r.register_callable(1, Callable::new("marked-add", Variant::HostBuiltGraph, marked_add))
+            .unwrap();
+        let args = RunArgs {
+            tensors: vec![TensorInit::Zeros(N), TensorInit::Zeros(N), TensorInit::Zeros(N)],
+            scalars: vec![],
+            scratch_bytes: 0,
+        };
+        let opts = DfxOptions { dump_args: 2, doorbell_hint: hint, ..DfxOptions::default() };
+        let s = DfxSession::start_on(&opts, DfxChip::of(&cfg, 0), r.device()).unwrap();
+        r.attach_dfx_session(Some(&s)).unwrap();
+        r.run(1, args).unwrap();
+        r.attach_dfx_session(None).unwrap();
+        let d = s.finish().unwrap().args.expect("an args dump");
+        assert_eq!(d.args.len(), 6, "hint {hint}: the dump is whole");
+        let rings = r.device().aicpu_os().host_notifications();
+        assert_eq!(rings > 0, hint, "hint {hint}: the device rang the host {rings} times");
+    }
+}
+
+/// Device address of the tensors an [`ArenaChip`] holds.
+const TENSORS: u64 = 0x7_0000_0000;
+
+/// What the test's host does at each pass of an AICPU wait.
+type HostStep = Box<dyn FnMut() + Send>;
+
+/// The chip as the ArgsDump of a scheduler thread sees it, played by the test: tensor memory,
+/// a clock that advances one cycle per read, and the host's step (its collector copying
+/// payloads and its acknowledgement) run at each pass of an AICPU wait, i.e. of the arena
+/// gate's loop. Nothing runs on another thread: every interleaving is the test's.
+struct ArenaChip {
+    tensors: Box<[AtomicU64]>,
+    now: AtomicU64,
+    waits: AtomicU64,
+    host: Mutex<HostStep>,
+}
+
+impl ArenaChip {
+    /// `words` words of tensor memory, word `i` holding `i + 1`.
+    fn new(words: u64) -> ArenaChip {
+        ArenaChip {
+            tensors: (0..words).map(|i| AtomicU64::new(i + 1)).collect(),
+            now: AtomicU64::new(0),
+            waits: AtomicU64::new(0),
+            host: Mutex::new(Box::new(|| {})),
+        }
+    }
+
+    fn on_wait(&self, f: impl FnMut() + Send + 'static) {
+        *self.host.lock().unwrap() = Box::new(f);
+    }
+
+    fn waits(&self) -> u64 {
+        // Relaxed: a counter of this thread's own waits.
+        self.waits.load(Ordering::Relaxed)
+    }
+}
+
+// SAFETY: `translate` hands out pointers into `tensors` only, bounds-checked, 8-byte aligned
+// for an aligned address, valid as long as the chip (which each test keeps past every use);
+// nothing writes them while a thread dumps. No register, core or other device memory exists.
+unsafe impl DeviceOps for ArenaChip {
+    fn translate(&self, addr: u64, len: u64) -> Result<*mut u8, TranslateError> {
+        let bytes = 8 * self.tensors.len() as u64;
+        match addr.checked_sub(TENSORS) {
+            Some(off) if off.checked_add(len).is_some_and(|end| end <= bytes) => {
+                Ok(self.tensors.as_ptr().cast::<u8>().wrapping_add(off as usize).cast_mut())
+            }
+            _ => Err(TranslateError { addr, len, reason: "not a tensor of the test".into() }),
+        }
+    }
+    fn reg_read(&self, _: u64, _: u32) -> u32 {
+        0
+    }
+    fn reg_write_aicpu(&self, _: u64, _: u32, _: u32) {}
+    fn reg_write_core(&self, _: u64, _: u32, _: u32) {}
+    fn core_wait(
+        &self,
+        _: u64,
+        _: u32,
+        _: &mut dyn FnMut(u32) -> bool,
+        _: Option<std::time::Duration>,
+    ) -> Option<u32> {
+        None
+    }
+    fn aicpu_wait(&self, cond: &mut dyn FnMut() -> bool, _: Option<std::time::Duration>) -> bool {
+        // Relaxed: as in `waits`.
+        self.waits.fetch_add(1, Ordering::Relaxed);
+        (self.host.lock().unwrap())();
+        cond()
+    }
+    fn notify_aicpu(&self) {}
+    fn clock_cycles(&self) -> u64 {
+        // Relaxed: one thread reads this clock.
+        self.now.fetch_add(1, Ordering::Relaxed)
+    }
+    fn clock_hz(&self) -> u64 {
+        A2A3.clock_hz
+    }
+}
+
+/// ArgsDump of `threads` scheduler threads at level 2 (every tensor with its payload): one
+/// lane of four 64-word buffers per thread, an arena of `arena` bytes each, and gates
+/// (the arena gate's included) that give up after 200 cycles.
+struct ArgsOnChip {
+    dev: Arc<DfxDevice>,
+    mem: Arc<dyn DeviceMemory>,
+    layout: DfxLayout,
+}
+
+impl ArgsOnChip {
+    fn new(threads: u32, arena: u64) -> ArgsOnChip {
+        let mut b = DfxBuilder::new(&A2A3);
+        b.ready_queues(threads).ready_depth(8).records_per_buffer(64).block_budget_cycles(200);
+        for t in 0..threads {
+            b.lane(t, 0, 4);
+        }
+        let c = b.build::<u64>().unwrap();
+        let mem: Arc<dyn DeviceMemory> = Arc::new(SvmMemory::new(c.region_size(), 0x10_0000));
+        let clock = Arc::new(VirtualClock::ticking(1));
+        let t = DfxTransport::<u64>::new(c.clone(), mem.clone(), clock).unwrap();
+        let dev = DfxDevice {
+            args_level: 2,
+            threads,
+            regions: DfxRegions { args: Some(t.device_region()), ..DfxRegions::default() },
+            arenas: (0..threads).map(|_| Arc::new(ArgsArena::new(arena))).collect(),
+            ..DfxDevice::default()
+        };
+        ArgsOnChip { dev: Arc::new(dev), mem, layout: c.layout() }
+    }
+
+    /// Payloads the chains of the buffers published on thread `t`'s ready queue name (what
+    /// its host could have copied by now), and how many buffers that is.
+    fn published(&self, t: u32) -> (u64, u32) {
+        let v = self.mem.host_view();
+        let l = &self.layout;
+        // Acquire: pairs with the writer's Release store of the tail.
+        let tail = v.load_u32(l.tail_offset(t), Ordering::Acquire);
+        let mut payloads = 0;
+        for i in 0..tail {
+            let e = l.entry_offset(t, i);
+            // Relaxed (entry, count and words): published by the tail's Release store.
+            let off = (v.load_u64(e + 8, Ordering::Relaxed) - self.mem.device_addr()) as usize;
+            let count = v.load_u32(off + l.count_offset(), Ordering::Relaxed) as usize;
+            let words: Vec<u64> =
+                (0..count).map(|w| v.load_u64(off + 8 * w, Ordering::Relaxed)).collect();
+            for chain in args_dump::chains(&words) {
+                let sizes = chain.unwrap().payloads().flatten().filter(|&(_, n)| n > 0);
+                payloads += sizes.count() as u64;
+            }
+        }
+        (payloads, tail)
+    }
+}
+
+/// A task of `n` input tensors of `bytes` bytes each, one after the other in the chip's tensor
+/// memory.
+fn inputs(n: u32, bytes: u64) -> ResolvedTask {
+    let mut t = ResolvedTask { kernel: K_ADD, n_tensors: n, ..ResolvedTask::EMPTY };
+    for i in 0..n as usize {
+        t.tensors[i] = (TENSORS + i as u64 * bytes, bytes, Role::Input);
+    }
+    t
+}
+
+/// What the host saw at each pass of an arena gate's wait: payloads named by the published
+/// buffers, buffers published, the acknowledgement it had published.
+type Passes = Arc<Mutex<Vec<(u64, u32, u64)>>>;
+
+/// The host of thread `t`: at each pass of a wait it acknowledges one more of the payloads
+/// the published buffers name (a collector that copies one payload per step), never one it
+/// could not have seen.
+fn acknowledge_one_per_pass(chip: &ArenaChip, dump: &Arc<ArgsOnChip>, t: u32) -> Passes {
+    let passes: Passes = Arc::default();
+    let (seen, dump) = (passes.clone(), dump.clone());
+    chip.on_wait(move || {
+        let (named, buffers) = dump.published(t);
+        let acks = dump.dev.arenas[t as usize].completed();
+        // Relaxed: this step is the counter's only writer.
+        let done = acks.load(Ordering::Relaxed);
+        seen.lock().unwrap().push((named, buffers, done));
+        if done < named {
+            // Release: as the ack hook's, after the copy it counts.
+            acks.store(done + 1, Ordering::Release);
+        }
+    });
+    passes
+}
+
+/// Before a payload write that wraps the arena the thread seals and publishes its metadata
+/// buffer (with the chain it was building, whose payload is already in the arena), notes the
+/// payloads it has published and waits until its acknowledgement reaches that count. Three
+/// 64-byte payloads per stage in a 256-byte arena: the second stage's second payload finds the
+/// cursor at the arena's end; by then four payloads are published, in one buffer, and the
+/// gate passes only when the host has acknowledged the fourth.
+#[test]
+fn an_arena_wrap_seals_publishes_and_waits_for_every_payload_it_published() {
+    let _bound = ferry_watchdog::bound("the arena gate");
+    let dump = Arc::new(ArgsOnChip::new(1, 256));
+    let chip = ArenaChip::new(3 * 8);
+    let passes = acknowledge_one_per_pass(&chip, &dump, 0);
+    let arena = dump.dev.arenas[0].clone();
+    let mut thread = dump.dev.thread(0, &[]);
+    let task = inputs(3, 64);
+    thread.on_dispatch(&chip, 0, 0, 0, &task, 0);
+    assert_eq!(chip.waits(), 0, "three payloads fit the arena");
+    thread.on_dispatch(&chip, 0, 1, 0, &task, 0);
+    // Relaxed (arena counters): this thread wrote them, or the host step on it.
+    let (dropped, acked) = (arena.dropped().load(Ordering::Relaxed), arena.completed());
+    assert_eq!(dropped, 0, "the gate did not give up");
+    let passes = passes.lock().unwrap().clone();
+    let first = &passes[..passes.len().min(5)];
+    let Some(&(named, buffers, _)) = first.first() else { panic!("the gate did not wait") };
+    assert_eq!((named, buffers), (4, 1), "sealed and published before waiting: {first:?}");
+    assert_eq!(arena.published().load(Ordering::Relaxed), 4, "the count it waited for");
+    assert_eq!(acked.load(Ordering::Relaxed), 4, "the gate passed at the fourth ack");
+    assert_eq!(passes.len(), 4, "one pass per acknowledgement: {first:?}");
+    // The fifth payload (the second tensor, words 9 to 16) went to the arena's start.
+    let mut got = Vec::new();
+    // SAFETY: nothing writes the arena while this thread reads it (the dump is done).
+    unsafe { arena.read_into(0, 64, |b| got.extend_from_slice(b)) };
+    let want: Vec<u8> = (9..=16u64).flat_map(u64::to_le_bytes).collect();
+    assert_eq!(got, want);
+    thread.finish();
+}
+
+/// A thread's arena gate waits for its own acknowledgement counter only: it passes as soon as
+/// its own count reaches what it published while another thread's count lags (0: that
+/// thread's host has acknowledged nothing), and it does not pass early while another
+/// thread's count runs far ahead.
+#[test]
+fn a_thread_waits_for_its_own_acknowledgement_only() {
+    let _bound = ferry_watchdog::bound("the arena gate");
+    let dump = Arc::new(ArgsOnChip::new(2, 256));
+    let chip = ArenaChip::new(3 * 8);
+    let passes = acknowledge_one_per_pass(&chip, &dump, 1);
+    let (other, own) = (dump.dev.arenas[0].clone(), dump.dev.arenas[1].clone());
+    let mut first = dump.dev.thread(0, &[]);
+    let task = inputs(3, 64);
+    first.on_dispatch(&chip, 0, 0, 0, &task, 0); // three payloads nobody acknowledges
+    let mut thread = dump.dev.thread(1, &[]);
+    // Lap 1 (thread 0 acknowledged nothing): the wrap waits for four acknowledgements.
+    thread.on_dispatch(&chip, 0, 1, 0, &task, 0);
+    thread.on_dispatch(&chip, 0, 2, 0, &task, 0);
+    let last = || passes.lock().unwrap().last().copied();
+    // Relaxed (arena counters): written on this thread, or by the host step on it.
+    assert_eq!(own.dropped().load(Ordering::Relaxed), 0, "gave up; last pass {:?}", last());
+    assert_eq!(own.completed().load(Ordering::Relaxed), 4);
+    assert_eq!(other.completed().load(Ordering::Relaxed), 0);
+    // Lap 2 (thread 0's count far ahead): the next wrap still waits for its own eighth.
+    other.completed().store(1_000, Ordering::Relaxed);
+    thread.on_dispatch(&chip, 0, 3, 0, &task, 0);
+    assert_eq!(own.dropped().load(Ordering::Relaxed), 0);
+    assert_eq!(own.completed().load(Ordering::Relaxed), 8, "last pass {:?}", last());
+    thread.finish();
+    first.finish();
 }
