@@ -102,8 +102,9 @@ impl fmt::Display for RunFailure {
 
 impl std::error::Error for RunFailure {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        // The message already holds the error's own text: a cause chain of one.
-        None
+        // The message already holds the error's own text: the chain goes on with its cause
+        // (a launch failure's step, the driver's error), typed.
+        self.error.source()
     }
 }
 
@@ -183,6 +184,7 @@ pub enum JobError {
         /// The case.
         case: String,
         /// The failure.
+        #[source]
         failure: Box<RunFailure>,
         /// Its profile, written complete and marked failed (DFX on, with an output directory).
         profile: Option<PathBuf>,

@@ -623,13 +623,16 @@ impl Job {
     }
 }
 
-/// `e` and its sources, `: `-joined (what a failed run's manifest records).
+/// `e` and its sources, `: `-joined, each cause once (what a failed run's manifest records).
 fn error_chain(e: &dyn std::error::Error) -> String {
     let mut s = e.to_string();
     let mut cur = e.source();
     while let Some(c) = cur {
-        s.push_str(": ");
-        s.push_str(&c.to_string());
+        let m = c.to_string();
+        if !m.is_empty() && !s.contains(&m) {
+            s.push_str(": ");
+            s.push_str(&m);
+        }
         cur = c.source();
     }
     s

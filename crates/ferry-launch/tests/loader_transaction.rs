@@ -24,7 +24,9 @@ fn a_published_run_execs_the_loaded_program_with_its_kernel_args() {
     let desc = LaunchDescriptor::new(vec![3u8; 4096], 1024).unwrap();
     let regs = chip.window(0).base().0;
     slot.prepare_runtime_args(&desc, KernelArgs::new(0, regs)).unwrap();
-    slot.launch(&streams, EntryKernels::new(|_, _| Ok(()), program.aicpu_entry(2))).unwrap();
+    let exec = program.aicpu_entry(2);
+    let aicpu = move |d: &_, a| exec(d, a).map_err(|e| e.to_string());
+    slot.launch(&streams, EntryKernels::new(|_, _| Ok(()), aicpu)).unwrap();
     slot.finish_run(Duration::from_secs(30)).unwrap();
 
     let report = program.report().unwrap();

@@ -35,6 +35,12 @@ pub enum BenchError {
     /// A run produced wrong results.
     #[error(transparent)]
     Verify(#[from] crate::examples::VerifyError),
+    /// The direct kernel call's tensor is not in device memory.
+    #[error("the direct call's tensor")]
+    Translate(#[from] crate::device::ops::TranslateError),
+    /// The direct kernel call refused its arguments.
+    #[error("the direct kernel call")]
+    Kernel(#[from] crate::KernelFault),
     /// The contention bench could not start its busy loops.
     #[error("{0}")]
     Contention(String),
@@ -165,16 +171,14 @@ pub fn run(cfg: &BenchConfig) -> Result<Report, BenchError> {
     let t0 = Instant::now();
     for k in 0..cfg.tasks {
         let addr = buf.0 + (k % STORM_LANES) * STORM_LANE_LEN * 4;
-        let t = F32Slice::new(r.ops(), addr, STORM_LANE_LEN * 4)
-            .map_err(|e| RunError::InvalidArgs(e.to_string()))?;
+        let t = F32Slice::new(r.ops(), addr, STORM_LANE_LEN * 4)?;
         execute(&KernelCall {
             kernel: K_ADD_SCALAR,
             tensors: &[t],
             scalars: &scalars,
             block_idx: 0,
             block_dim: 1,
-        })
-        .map_err(|e| RunError::InvalidArgs(e.to_string()))?;
+        })?;
     }
     let baseline_ns_per_task = t0.elapsed().as_nanos() as f64 / cfg.tasks as f64;
     let _ = r.device().free(buf);

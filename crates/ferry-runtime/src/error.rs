@@ -6,13 +6,24 @@
 //! | [`KernelFault`] | a kernel on an AICore that refused its arguments |
 //! | [`DeviceFault`] | a failed run, as the AICPU reports it back through the image |
 //! | [`RunError`] | the host `DeviceRunner`'s per-run calls |
-//! | [`RunnerError`] | the host `DeviceRunner`'s init and callable registration |
+//! | [`LaunchFailure`] | a run's launch: a step of the launch transaction, the AICPU program, the streams |
+//! | [`RunnerError`] | the host `DeviceRunner`'s init, callable registration and teardown |
+//! | [`ConfigError`] | a `RunnerConfig` the runner cannot use |
+//!
+//! Every error keeps its cause as a typed [`source`](std::error::Error::source): a caller
+//! matches a launch-ABI mismatch (`LaunchFailure::Program` holding
+//! `ferry_launch::loader::LoadError::AbiMismatch`) or a kernel fault
+//! (`RunError::Fault(DeviceFault::Kernel { .. })`) without reading a message.
 //!
 //! [`DeviceFault`] crosses the device → host boundary as a code and five words
 //! ([`DeviceFault::encode`] / [`DeviceFault::decode`]), so it holds no strings.
 use ferry_abi::services::STATUS_RUNTIME_BASE;
 #[cfg(feature = "host")]
-use ferry_sim::DeviceError;
+mod host;
+#[cfg(feature = "host")]
+pub(crate) use host::error_chain;
+#[cfg(feature = "host")]
+pub use host::{ConfigError, LaunchFailure, RunError, RunnerError};
 
 /// A task or orchestration call the runtime refused.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
@@ -500,136 +511,6 @@ impl DeviceFault {
         };
         Some(DeviceFault::Submit(s))
     }
-}
-
-/// Errors of a run on the host `DeviceRunner`.
-#[cfg(feature = "host")]
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum RunError {
-    /// The run failed on the device (or while the host built its graph).
-    #[error(transparent)]
-    Fault(#[from] DeviceFault),
-    /// The host-built graph has a dependency cycle through these tasks.
-    #[error("workload has a dependency cycle through tasks {tasks:?}")]
-    Cycle {
-        /// Tasks on or behind the cycle (never ready).
-        tasks: Vec<u64>,
-    },
-    /// No callable is registered under this id.
-    #[error("callable {id} is not registered")]
-    NotRegistered {
-        /// Callable id.
-        id: u32,
-    },
-    /// Another run is prepared or in flight on this runner.
-    #[error("another run is in flight on this runner")]
-    Busy,
-    /// An argument of the run is unusable before anything reaches the device.
-    #[error("invalid run arguments: {0}")]
-    InvalidArgs(String),
-    /// The simulated driver failed.
-    #[error(transparent)]
-    Device(#[from] DeviceError),
-    /// A core of this runner is hung (a kernel of an earlier run never returned within its
-    /// budget): the runner cannot launch again. Drop it and make a new one.
-    #[error(
-        "a core of this runner is hung since an earlier run ({0}): it cannot launch again; \
-         make a new runner"
-    )]
-    Hung(DeviceFault),
-    /// The run did not finish within the runner's timeout; the cores were reaped.
-    #[error("run did not finish within {ms} ms")]
-    Timeout {
-        /// The timeout.
-        ms: u64,
-    },
-    /// The launch transaction (`ferry-launch`: prepare, publish, launch, retire) or the loaded
-    /// AICPU program's entry failed; the message is the transaction's or loader's typed error.
-    #[error("launch failed: {0}")]
-    Launch(String),
-    /// A run queued ahead of this one on the runner's streams failed, and its failure was on
-    /// the streams when this run's work ran: this run's results are not trusted. The message
-    /// is that failure; the failing run reports its own error.
-    #[error("a run queued ahead of this one failed: {0}")]
-    AfterFailedRun(String),
-    /// The run's scheduler diagnostics cannot be exported: its publication did not succeed, so
-    /// the resident scheduler state is not its own.
-    #[error("scheduler diagnostics: {0}")]
-    SchedulerDiagnostics(#[from] ferry_launch::transaction::DiagnosticsError),
-    /// The run's startup handshake timed out (on a real device: the stream timeout, CANN
-    /// 507018). `stale` lists the cores whose report device memory holds but the AICPU never
-    /// saw (read back with the readback that diagnoses the Path B hang (docs/design/launch.md)): a stale cache line on an AICPU cluster
-    /// outside AICore's snoop domain (the Path B hang, docs/design/launch.md). Empty when no core reported at all.
-    #[error("run timed out after {waited_ms} ms in the startup handshake{}", stale_summary(stale))]
-    HandshakeTimeout {
-        /// How long the schedulers waited (device time).
-        waited_ms: u32,
-        /// The cores whose handshake is stale, in order.
-        stale: Vec<crate::host::CoreHandshake>,
-    },
-    /// The device returned a result the host cannot decode.
-    #[error("device result is unreadable (status {status}, code {code:#x})")]
-    BadResult {
-        /// Status word.
-        status: u32,
-        /// Error code word.
-        code: u32,
-    },
-}
-
-#[cfg(feature = "host")]
-fn stale_summary(stale: &[crate::host::CoreHandshake]) -> String {
-    let Some(first) = stale.first() else {
-        return ": no core's report reached device memory".into();
-    };
-    format!(
-        ": stale handshake on {} core(s) — core {}'s aicore_done is {} in device memory but the \
-         AICPU still sees {} (a stale cache line: the AICPU cluster is outside AICore's snoop \
-         domain: the path b hang; use path a, or a device with fix a + split handshake lines, \
-         b or c)",
-        stale.len(),
-        first.core,
-        first.memory_done,
-        first.aicpu_saw
-    )
-}
-
-#[cfg(feature = "host")]
-impl From<SubmitError> for RunError {
-    fn from(e: SubmitError) -> RunError {
-        RunError::Fault(DeviceFault::Submit(e))
-    }
-}
-
-#[cfg(feature = "host")]
-/// Errors of `DeviceRunner` init, configuration and callable registration.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum RunnerError {
-    /// The configuration is unusable.
-    #[error("invalid runner configuration: {0}")]
-    Config(String),
-    /// The callable id is outside the ABI's range or already taken.
-    #[error("callable id {id} is invalid or already registered")]
-    CallableId {
-        /// Callable id.
-        id: u32,
-    },
-    /// No callable is registered under this id.
-    #[error("callable {id} is not registered")]
-    NotRegistered {
-        /// Callable id.
-        id: u32,
-    },
-    /// A run is in flight; registration changes must wait for it.
-    #[error("a run is in flight on this runner")]
-    Busy,
-    /// Loading the AICPU program or running its init / register-callable entry failed; the
-    /// message is the loader's typed error (`ferry_launch::loader::LoadError`).
-    #[error("device program: {0}")]
-    Load(String),
-    /// The simulated driver failed.
-    #[error(transparent)]
-    Device(#[from] DeviceError),
 }
 
 #[cfg(test)]

@@ -54,8 +54,8 @@ pub mod launch_bench;
 
 pub use device::ops::DeviceOps;
 pub use device::task::{Orchestrate, Role, ScopeSite, Task, TaskId, TensorId, View};
-pub use error::{DeviceFault, KernelFault, SubmitError};
 #[cfg(feature = "host")]
-pub use error::{RunError, RunnerError};
+pub use error::{ConfigError, LaunchFailure, RunError, RunnerError};
+pub use error::{DeviceFault, KernelFault, SubmitError};
 #[cfg(feature = "host")]
 pub use host::{Callable, DeviceRunner, RunArgs, RunOutput, RunnerConfig, TensorInit, Variant};

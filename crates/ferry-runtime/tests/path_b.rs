@@ -1,6 +1,7 @@
 //! Path B on the vendor-faithful device (the hang of docs/design/launch.md): the handshake hang through the
 //! real loader, its diagnosis, the fixes, the Path A latch, and that coherent clusters pay
 //! nothing for the cache model. Every test is named `path_b_*` (`cargo test -- path_b`).
+use ferry_launch::loader::LoadError;
 use ferry_runtime::examples::{Example, Size};
 use ferry_runtime::host::{
     DeviceProfile, DeviceRunner, HandshakeLayout, LoadMethod, PathBFixes, RunnerConfig, Variant,
@@ -185,7 +186,8 @@ fn path_b_second_runtime_under_path_a_is_refused_by_default_and_works_elsewhere(
     run_example(&mut r, 0, Example::Vector, Variant::DeviceOrchestrated).unwrap();
     let hbg = Example::Vector.build(Size::Small).with_variant(Variant::HostBuiltGraph);
     let err = r.register_callable(1, hbg.callable.clone()).unwrap_err();
-    assert!(matches!(&err, RunnerError::Load(m) if m.contains("latch")), "{err}");
+    let latched = matches!(&err, RunnerError::Program(e) if matches!(**e, LoadError::ResidentMismatch { .. }));
+    assert!(latched, "{err:?}");
     // The first runtime still runs.
     run_example(&mut r, 0, Example::Vector, Variant::DeviceOrchestrated).unwrap();
     drop(r);

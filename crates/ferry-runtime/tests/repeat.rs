@@ -117,7 +117,14 @@ fn a_failed_run_is_reported_with_its_index() {
         )
         .unwrap_err();
     assert!(
-        matches!(err, RepeatError::Run { run: 2, runs: 5, source: RunError::InvalidArgs(_) }),
+        matches!(
+            err,
+            RepeatError::Run {
+                run: 2,
+                runs: 5,
+                source: RunError::MisalignedTensor { tensor: 0, addr: 3, bytes: 4 }
+            }
+        ),
         "{err:?}"
     );
     assert!(!r.is_busy());

@@ -183,15 +183,16 @@ fn callable_registration_rules() {
     // Registers a callable of each variant: both runtimes, so the relaxed device.
     let mut r = relaxed_runner(Arch::A2a3);
     let ex = Example::Vector.build(Size::Small);
-    assert_eq!(
+    assert!(matches!(
         r.register_callable(64, ex.callable.clone()),
         Err(RunnerError::CallableId { id: 64 })
-    );
+    ));
     r.register_callable(1, ex.callable.clone()).unwrap();
-    assert_eq!(r.register_callable(1, ex.callable.clone()), Err(RunnerError::CallableId { id: 1 }));
+    let again = r.register_callable(1, ex.callable.clone());
+    assert!(matches!(again, Err(RunnerError::CallableId { id: 1 })));
     assert!(matches!(r.run(2, ex.args.clone()), Err(RunError::NotRegistered { id: 2 })));
     let p = r.prepare(1, ex.args.clone()).unwrap();
-    assert_eq!(r.register_callable(5, ex.callable.clone()), Err(RunnerError::Busy));
+    assert!(matches!(r.register_callable(5, ex.callable.clone()), Err(RunnerError::Busy)));
     // Two launch slots (the default): a second run may be prepared, a third waits.
     let q = r.prepare(1, ex.args.clone()).unwrap();
     assert!(matches!(r.prepare(1, ex.args.clone()), Err(RunError::Busy)));
@@ -208,13 +209,16 @@ fn callable_registration_rules() {
     assert!(!r.is_busy());
     ex.verify(&r.run(1, ex.args.clone()).unwrap()).unwrap();
     r.unregister_callable(1).unwrap();
-    assert_eq!(r.unregister_callable(1), Err(RunnerError::NotRegistered { id: 1 }));
+    assert!(matches!(r.unregister_callable(1), Err(RunnerError::NotRegistered { id: 1 })));
     assert!(matches!(r.run(1, ex.args.clone()), Err(RunError::NotRegistered { id: 1 })));
     // On the full path a device-orchestrated callable needs an orchestration object: the AICPU
     // program cannot call a host function.
     let plain = Callable::new("plain", Variant::DeviceOrchestrated, unknown_kernel);
     let err = r.register_callable(3, plain.clone()).unwrap_err();
-    assert!(matches!(&err, RunnerError::Config(m) if m.contains("orchestration object")), "{err}");
+    assert!(
+        matches!(&err, RunnerError::NoOrchestrationObject { callable } if callable == "plain"),
+        "{err}"
+    );
     r.register_callable(3, plain.with_variant(Variant::HostBuiltGraph)).unwrap();
     r.finalize().unwrap();
 }
@@ -230,7 +234,9 @@ fn load_methods_and_loader_bad_input_leave_the_runner_usable() {
     let mut m1 = DeviceRunner::new(cfg).unwrap();
     let ex = Example::Vector.build(Size::Small);
     let err = m1.register_callable(0, ex.callable.clone()).unwrap_err();
-    assert!(matches!(&err, RunnerError::Load(m) if m.contains("preinstalled")), "{err}");
+    let not_preinstalled =
+        matches!(&err, RunnerError::Program(e) if matches!(**e, LoadError::NotPreinstalled { .. }));
+    assert!(not_preinstalled, "{err:?}");
     assert!(DeviceRunner::new(
         RunnerConfig::small(Arch::A5).with_method(LoadMethod::CustomScheduler)
     )
@@ -328,7 +334,7 @@ fn expect_refused(orch: ferry_runtime::device::task::OrchFn, args: RunArgs, want
             let mut r = runner_for(arch, v);
             r.register_callable(0, Callable::new("bad", v, orch)).unwrap();
             let err = r.run(0, args.clone()).unwrap_err();
-            assert_eq!(err, RunError::Fault(want), "{arch:?} {v:?}: {err}");
+            assert!(matches!(&err, RunError::Fault(f) if *f == want), "{arch:?} {v:?}: {err}");
             let msg = err.to_string();
             assert!(msg.starts_with(|c: char| c.is_lowercase()), "{msg}");
             // The same variant, so the same runtime (one per runner on the vendor device).
@@ -402,10 +408,10 @@ fn panicking_orchestration_is_reported() {
         let mut r = in_process(arch);
         r.register_callable(0, Callable::new("panics", Variant::DeviceOrchestrated, panics))
             .unwrap();
-        assert_eq!(
+        assert!(matches!(
             r.run(0, two_tensor_args()),
             Err(RunError::Fault(DeviceFault::OrchestrationPanicked))
-        );
+        ));
         let good = Example::Vector.build(Size::Small);
         r.register_callable(1, good.callable.clone()).unwrap();
         good.verify(&r.run(1, good.args.clone()).unwrap()).unwrap();
@@ -440,15 +446,12 @@ fn tensor_outside_device_memory_is_refused() {
                     scratch_bytes: 0,
                 };
                 let err = r.run(id, args).unwrap_err();
-                assert_eq!(
-                    err,
-                    RunError::Fault(DeviceFault::Submit(SubmitError::TensorOutsideDeviceMemory {
-                        task: 0,
-                        addr: addr.0,
-                        bytes: 256
-                    })),
-                    "{arch:?} {v:?}"
-                );
+                let want = DeviceFault::Submit(SubmitError::TensorOutsideDeviceMemory {
+                    task: 0,
+                    addr: addr.0,
+                    bytes: 256,
+                });
+                assert!(matches!(&err, RunError::Fault(f) if *f == want), "{arch:?} {v:?}");
                 assert!(err.to_string().contains("outside device memory"), "{err}");
             }
         }
@@ -476,13 +479,13 @@ fn cyclic_and_malformed_prebuilt_workloads_are_refused() {
     // A dependency on a task that does not exist.
     let dangling = vec![PrebuiltTask { task: copy(0, 1), deps: vec![9] }];
     r.register_callable(1, Callable::prebuilt("dangling", dangling)).unwrap();
-    assert_eq!(
+    assert!(matches!(
         r.run(1, two_tensor_args()),
         Err(RunError::Fault(DeviceFault::Submit(SubmitError::UnknownDependency {
             task: 0,
             after: 9
         })))
-    );
+    ));
     // A forward (acyclic) explicit dependency is fine: the graph is reordered.
     let forward = vec![
         PrebuiltTask {
@@ -519,14 +522,14 @@ fn kernel_fault_on_a_core_is_reported_with_its_task() {
         let mut r = in_process(arch);
         r.register_callable(0, Callable::new("shape", Variant::DeviceOrchestrated, bad_shape))
             .unwrap();
-        assert_eq!(
+        assert!(matches!(
             r.run(0, two_tensor_args()),
             Err(RunError::Fault(DeviceFault::Kernel {
                 task: 0,
                 kernel: K_ADD,
                 fault: KernelFault::Shape { kernel: K_ADD, expected: 64, got: 8 }
             }))
-        );
+        ));
         let good = Example::PagedAttention.build(Size::Small);
         r.register_callable(1, good.callable.clone()).unwrap();
         good.verify(&r.run(1, good.args.clone()).unwrap()).unwrap();
@@ -548,7 +551,7 @@ fn misaligned_device_tensor_is_refused_before_launch() {
         scalars: vec![],
         scratch_bytes: 0,
     };
-    assert!(matches!(r.run(0, args), Err(RunError::InvalidArgs(_))));
+    assert!(matches!(r.run(0, args), Err(RunError::MisalignedTensor { tensor: 1, bytes: 16, .. })));
 }
 
 /// A core that reports a physical core id past the arch's bound fails the handshake with a typed

@@ -1,13 +1,14 @@
 //! The a5 host-built graph's scheduler DFX export goes through the launch transaction's
 //! `scheduler_diagnostics` (docs/design/launch.md): a run's scheduler records are labelled with the run only
 //! when its own launch metadata (the resident scheduler state) was published.
-use ferry_launch::transaction::DiagnosticsError;
+use ferry_launch::transaction::{CopyTarget, DiagnosticsError, PublishError};
 use ferry_runtime::examples::{Example, Size};
 use ferry_runtime::host::dfx::{DfxChip, DfxOptions, DfxSession};
 use ferry_runtime::host::{DeviceRunner, RunnerConfig, Variant};
-use ferry_runtime::RunError;
+use ferry_runtime::{LaunchFailure, RunError};
 use ferry_sim::fault::FaultPoint;
 use ferry_sim::Arch;
+use ferry_sim::DeviceError;
 use std::time::Duration;
 
 fn sched_records(s: DfxSession) -> usize {
@@ -56,10 +57,15 @@ fn a_failed_metadata_publication_labels_no_scheduler_records_with_its_run() {
     let err = r.launch(p).unwrap_err();
     r.device().faults().clear();
     r.attach_dfx_session(None).unwrap();
-    assert!(
-        matches!(&err, RunError::Launch(m) if m.contains("Metadata(0)") && m.contains("injected fault")),
-        "{err}"
+    // The typed cause: the publication's metadata copy, failed by the injected fault.
+    let copy = matches!(
+        &err,
+        RunError::Launch(LaunchFailure::Publish(PublishError::Copy {
+            target: CopyTarget::Metadata(0),
+            error: DeviceError::Injected(_),
+        }))
     );
+    assert!(copy, "{err:?}");
     // Nothing is exported for B, and in particular not A's diagnostics.
     let after = r.scheduler_diagnostics(0);
     assert!(

@@ -125,16 +125,17 @@ impl AicpuProgram {
     /// The exec entry as the AICPU body of a launch transaction
     /// ([`EntryKernels::new`](crate::EntryKernels::new)): when the AICPU stream reaches it, it
     /// launches exec on `threads` AICPU threads with the run's `KernelArgs` by value and waits
-    /// for them; a non-zero status becomes the body's error message.
+    /// for them. A non-zero status is a typed [`LoadError`] (as [`exec`](Self::exec)'s); the
+    /// caller keeps it and hands the stream its message.
     pub fn aicpu_entry(
         &self,
         threads: u32,
-    ) -> impl FnOnce(&ferry_sim::Device, KernelArgs) -> Result<(), String> + Send + 'static {
+    ) -> impl FnOnce(&ferry_sim::Device, KernelArgs) -> Result<(), LoadError> + Send + 'static {
         let (os, chip, exec) = (self.os.clone(), self.chip.clone(), self.exec.clone());
         move |_device, args| {
             os.launch_cpu_kernel(&chip, &exec, threads, args.as_bytes())
                 .and_then(|l| l.wait())
-                .map_err(|e| e.to_string())
+                .map_err(entry_error)
         }
     }
 

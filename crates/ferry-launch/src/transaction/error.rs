@@ -37,7 +37,7 @@ pub enum StageError {
 
 /// Why [`prepare_runtime_args`](super::LaunchStaging::prepare_runtime_args) refused. The
 /// snapshot, destination and source are unchanged unless a variant says otherwise.
-#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum PrepareError {
     /// The helper was moved from.
     #[error("the staging helper was moved from")]
@@ -125,7 +125,7 @@ pub enum CopyTarget {
 
 /// Why [`publish_for_launch`](super::LaunchStaging::publish_for_launch) or
 /// [`queue_run_entry`](super::LaunchStaging::queue_run_entry) failed or refused.
-#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum PublishError {
     /// The helper was moved from.
     #[error("the staging helper was moved from")]
@@ -204,7 +204,7 @@ pub enum PublishError {
 }
 
 /// Why [`launch`](super::LaunchStaging::launch) refused or failed.
-#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum LaunchError {
     /// The helper was moved from.
     #[error("the staging helper was moved from")]
@@ -265,7 +265,7 @@ pub enum LaunchError {
 }
 
 /// Why [`finish_run`](super::LaunchStaging::finish_run) failed.
-#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum FinishError {
     /// The helper was moved from.
     #[error("the staging helper was moved from")]
@@ -286,7 +286,7 @@ pub enum FinishError {
 }
 
 /// Why [`teardown`](super::LaunchStaging::teardown) did not release everything.
-#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum TeardownError {
     /// A run still owns an execution; finish it (or abandon the slot).
     #[error("{run} still owns an execution")]

@@ -13,12 +13,12 @@ pub use super::config::{
 use super::graph::GraphBuilder;
 use super::handshake::{CoreHandshake, HandshakeRegion};
 use super::sim_ops::SimOps;
-use super::slots::{launch_error, lock, Claim, Executing, FullPath, Sides, SlotPool};
+use super::slots::{lock, Claim, Executing, FullPath, Sides, SlotPool};
 use crate::device::image::{RuntimeHeader, GUARD_BYTES, GUARD_FILL};
 use crate::device::ops::DeviceOps;
 use crate::device::program::AicpuProgram;
 use crate::device::task::TensorInfo;
-use crate::error::{DeviceFault, RunError, RunnerError};
+use crate::error::{ConfigError, DeviceFault, LaunchFailure, RunError, RunnerError};
 use ferry_abi::launch::{InitArgs, KernelArgs, RegisterCallableArgs, MAX_CALLABLES};
 use ferry_abi::regs::RegLayout;
 use ferry_launch::loader::LoaderBuilder;
@@ -116,7 +116,7 @@ pub struct LaunchedRun {
     chip: Chip,
     finished: Option<Duration>,
     /// The launch transaction's report of a failed stream (full path), taken at retirement.
-    stream_error: Option<String>,
+    stream_error: Option<ferry_sim::DeviceError>,
     /// That failure was a run's ahead of this one (full path).
     inherited: bool,
     /// A kernel of the run outran its budget: a core is hung, the run's AICore launch never
@@ -217,10 +217,6 @@ pub struct DeviceRunner {
     hung: Option<DeviceFault>,
 }
 
-fn load_err(e: ferry_launch::loader::LoadError) -> RunnerError {
-    RunnerError::Load(e.to_string())
-}
-
 /// A device root private to one runner's platform, in the user's device root
 /// ([`ferry_sim::device_root`]): the simulated AICPU OS keys loaded objects by path, so two
 /// platforms in one process must not share a root. Made private first, and cleared of the
@@ -232,7 +228,7 @@ fn private_root() -> Result<std::path::PathBuf, RunnerError> {
     let n = SEQ.fetch_add(1, Ordering::Relaxed);
     let base = device_root::user_root();
     device_root::ensure_private(&base)
-        .map_err(|e| RunnerError::Config(format!("device root {}: {e}", base.display())))?;
+        .map_err(|e| ConfigError::DeviceRoot { path: base.clone(), reason: e.to_string() })?;
     let swept = device_root::sweep_stale(&base);
     if swept > 0 {
         tracing::info!(swept, root = %base.display(), "removed device directories of killed runs");
@@ -292,30 +288,34 @@ impl DeviceRunner {
     pub fn init(device: Device, cfg: RunnerConfig) -> Result<DeviceRunner, RunnerError> {
         let max = cfg.arch.profile().max_aicpu_threads;
         if !(2..=max).contains(&cfg.aicpu_threads) {
-            return Err(RunnerError::Config(format!(
-                "{} AICPU threads: a run on {} takes 2..={max} (one orchestrator and at least one \
-                 scheduler, on the chip's {max} AICPU threads)",
-                cfg.aicpu_threads,
-                cfg.arch.name()
-            )));
+            return Err(ConfigError::AicpuThreads {
+                threads: cfg.aicpu_threads,
+                arch: cfg.arch,
+                max,
+            }
+            .into());
         }
         if cfg.task_window == 0 {
-            return Err(RunnerError::Config("task window of 0".into()));
+            return Err(ConfigError::ZeroTaskWindow.into());
         }
         if !(1..=MAX_LAUNCH_SLOTS).contains(&cfg.launch_slots) {
-            return Err(RunnerError::Config(format!(
-                "{} launch slots: a runner takes 1..={MAX_LAUNCH_SLOTS}",
-                cfg.launch_slots
-            )));
+            return Err(ConfigError::LaunchSlots {
+                slots: cfg.launch_slots,
+                max: MAX_LAUNCH_SLOTS,
+            }
+            .into());
         }
         if device.arch().arch != cfg.arch {
-            return Err(RunnerError::Config("device arch differs from the configured arch".into()));
+            return Err(ConfigError::ArchMismatch {
+                device: device.arch().arch,
+                configured: cfg.arch,
+            }
+            .into());
         }
         let chip = Chip::new(
             device.clone(),
             CoreConfig { aicpu_threads: cfg.aicpu_threads, aic: cfg.aic, aiv: cfg.aiv },
-        )
-        .map_err(|e| RunnerError::Config(e.to_string()))?;
+        )?;
         let layout = RegLayout::of(cfg.arch);
         let bases = chip.reg_bases();
         let mut table = vec![0u64; layout.max_physical_cores as usize];
@@ -335,8 +335,7 @@ impl DeviceRunner {
                     let loader = LoaderBuilder::new(&chip)
                         .method(method)
                         .init_args(InitArgs::new(device.ordinal()))
-                        .build()
-                        .map_err(load_err)?;
+                        .build()?;
                     // Each runtime's program is loaded on its variant's first callable: a
                     // runner binds only the runtimes it runs, and with the vendor's Path A latch
                     // a process can bind one (the loader refuses a second with
@@ -360,9 +359,10 @@ impl DeviceRunner {
             }
         };
         let device_ops: Arc<dyn DeviceOps> = if cfg.via_services || full.is_some() {
-            Arc::new(super::OsServicesOps::new(&chip).ok_or_else(|| {
-                RunnerError::Config("the AICPU OS's services table has another ABI version".into())
-            })?)
+            Arc::new(
+                super::OsServicesOps::new(&chip)
+                    .ok_or(RunnerError::Config(ConfigError::ServicesAbi))?,
+            )
         } else {
             ops.clone()
         };
@@ -429,20 +429,17 @@ impl DeviceRunner {
             // Full path: through the loaded program's register-callable entry. The
             // device-orchestrated program (re)loads the callable's orchestration object from
             // the bytes shipped with the call; the host-built-graph one only records the call.
-            let program = full.program(callable.variant).map_err(load_err)?;
+            let program = full.program(callable.variant)?;
             let object: &[u8] = match (callable.variant, &callable.source, callable.object) {
                 (Variant::DeviceOrchestrated, _, Some(o)) => o.bytes,
                 (Variant::DeviceOrchestrated, _, None) => {
-                    return Err(RunnerError::Config(format!(
-                        "device-orchestrated callable `{}` has no orchestration object (the \
-                         AICPU program cannot call a host function; use the host-built-graph \
-                         variant or the in-process path)",
-                        callable.name
-                    )))
+                    return Err(RunnerError::NoOrchestrationObject {
+                        callable: callable.name.clone(),
+                    })
                 }
                 (Variant::HostBuiltGraph, _, _) => &[],
             };
-            program.register_callable(id, object, None).map_err(load_err)?;
+            program.register_callable(id, object, None)?;
         } else if let (Variant::DeviceOrchestrated, Source::Orch(f)) =
             (callable.variant, &callable.source)
         {
@@ -451,10 +448,8 @@ impl DeviceRunner {
                 RegisterCallableArgs::new(id, 0, 0).map_err(|_| RunnerError::CallableId { id })?;
             // Names longer than the ABI field are cut: the name is only the lookup key here.
             let name: String = callable.name.chars().take(63).collect();
-            rca.set_device_orch_func_name(&name).map_err(|e| RunnerError::Config(e.to_string()))?;
-            self.program
-                .register_callable(&rca, &|n| (n == name).then_some(f))
-                .map_err(|e| RunnerError::Config(e.to_string()))?;
+            rca.set_device_orch_func_name(&name).map_err(RunnerError::CallableName)?;
+            self.program.register_callable(&rca, &|n| (n == name).then_some(f))?;
         }
         self.callables.insert(id, callable);
         Ok(())
@@ -472,9 +467,7 @@ impl DeviceRunner {
         if let Some(full) = &mut self.full {
             if callable.variant == Variant::DeviceOrchestrated {
                 // An empty object unloads the callable's orchestration object on the device.
-                full.program(callable.variant)
-                    .and_then(|p| p.register_callable(id, &[], None))
-                    .map_err(load_err)?;
+                full.program(callable.variant).and_then(|p| p.register_callable(id, &[], None))?;
             }
         }
         self.program.unregister_callable(id);
@@ -487,7 +480,7 @@ impl DeviceRunner {
     /// executes.
     ///
     /// # Errors
-    /// [`RunError::Busy`] when every launch slot is held, [`RunError::NotRegistered`], [`RunError::InvalidArgs`], a refused
+    /// [`RunError::Busy`] when every launch slot is held, [`RunError::NotRegistered`], [`RunError::MisalignedTensor`], a refused
     /// workload ([`RunError::Fault`], [`RunError::Cycle`]) for host-built graphs, or a device
     /// error. Nothing stays allocated on error.
     pub fn prepare(&mut self, id: u32, args: RunArgs) -> Result<PreparedRun, RunError> {
@@ -537,9 +530,11 @@ impl DeviceRunner {
                 }
                 TensorInit::Device { addr, bytes } => {
                     if addr.0 % 4 != 0 || bytes % 4 != 0 {
-                        return Err(RunError::InvalidArgs(format!(
-                            "tensor {i}: device range {addr}+{bytes} is not whole aligned f32"
-                        )));
+                        return Err(RunError::MisalignedTensor {
+                            tensor: i,
+                            addr: addr.0,
+                            bytes: *bytes,
+                        });
                     }
                     tensors.push((*addr, *bytes, false));
                 }
@@ -602,24 +597,20 @@ impl DeviceRunner {
                 } else {
                     Vec::new() // also clears an abandoned, unpublished batch
                 };
-            let launch = |e: &dyn std::error::Error| launch_error(e);
-            staging.stage_launch_metadata(metadata).map_err(|e| launch(&e))?;
+            staging.stage_launch_metadata(metadata)?;
             // The header is the cached launch-route prefix; the per-run suffix (run block,
             // device-written regions, tensors, scalars, host-built graph) is uploaded
             // synchronously by prepare_runtime_args, so an identical graph publishes nothing.
             let mut image_bytes = image_bytes;
             let suffix = image_bytes.split_off(ROUTE_PREFIX_BYTES);
-            let desc = LaunchDescriptor::new(image_bytes, ROUTE_PREFIX_BYTES)
-                .map_err(|e| launch(&e))?
-                .with_run_suffix(suffix);
+            let desc =
+                LaunchDescriptor::new(image_bytes, ROUTE_PREFIX_BYTES)?.with_run_suffix(suffix);
             let mut kargs = KernelArgs::new(0, self.regs_table.0);
             if let Some(p) = &self.dfx_profiling {
                 p.apply(&mut kargs);
             }
-            staging.prepare_runtime_args(&desc, kargs).map_err(|e| launch(&e))?;
-            let kargs = staging
-                .payload()
-                .ok_or_else(|| RunError::Launch("no payload after prepare".into()))?;
+            staging.prepare_runtime_args(&desc, kargs)?;
+            let kargs = staging.payload().ok_or(LaunchFailure::NoPayload)?;
             (DevicePtr(kargs.runtime_args), kargs)
         } else {
             let image = dev.malloc(hdr.image_bytes)?;
@@ -680,7 +671,7 @@ impl DeviceRunner {
         self.executing = None;
         if let Some(full) = &mut self.full {
             // Normal retirement of the launch slots: frees their pinned sources and destinations.
-            full.retire_all(self.cfg.timeout).map_err(|e| RunnerError::Load(e.to_string()))?;
+            full.retire_all(self.cfg.timeout).map_err(RunnerError::Retire)?;
         }
         self.device.free(self.regs_table)?;
         self.regs_table = DevicePtr::NULL;

@@ -10,12 +10,13 @@
 //! while run k executes, so the chip starts run k+1 without a round trip through the host.
 //! (In process, a launch first settles and retires the run still executing, [`Executing`].)
 use super::runner::Variant;
-use crate::error::RunError;
+use crate::error::LaunchFailure;
 use ferry_abi::regs::{RegLayout, AICORE_EXIT_SIGNAL};
 use ferry_launch::loader::{AicpuProgram as LoadedProgram, Loader};
 use ferry_launch::transaction::{Retired, RunId, StagingStats};
 use ferry_launch::{LaunchStaging, RunStreams, TransactionState};
 use ferry_sim::cores::{Chip, Completion};
+use ferry_sim::DeviceError;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
@@ -91,14 +92,14 @@ impl Drop for Claim {
 /// set by the entry body when the stream runs it to its end.
 #[derive(Default)]
 pub(super) struct Signals {
-    done: Mutex<[Option<Result<(), String>>; 2]>,
+    done: Mutex<[Option<Result<(), LaunchFailure>>; 2]>,
     cv: Condvar,
     /// Why the AICore entry could not start the cores, if it could not: the root cause of a run
     /// whose AICPU side then reports that no core answered its handshake.
-    pub(super) cores_not_started: Mutex<Option<String>>,
+    pub(super) cores_not_started: Mutex<Option<DeviceError>>,
     /// What the run's streams reported when its launch slot retired it, when that happened
     /// before the run's own `wait`.
-    pub(super) stream_error: Mutex<Option<String>>,
+    pub(super) stream_error: Mutex<Option<DeviceError>>,
     /// The AICore entry has tried to start the cores (after resetting their register
     /// windows): from now on an EXIT written into the windows reaches this run's cores.
     cores_started: Mutex<bool>,
@@ -108,7 +109,7 @@ pub(super) const AICORE: usize = 0;
 pub(super) const AICPU: usize = 1;
 
 impl Signals {
-    pub(super) fn set(&self, side: usize, r: Result<(), String>) {
+    pub(super) fn set(&self, side: usize, r: Result<(), LaunchFailure>) {
         lock(&self.done)[side] = Some(r);
         self.cv.notify_all();
     }
@@ -137,7 +138,7 @@ impl Signals {
         }
     }
 
-    fn get(&self, side: usize) -> Option<Result<(), String>> {
+    fn get(&self, side: usize) -> Option<Result<(), LaunchFailure>> {
         lock(&self.done)[side].clone()
     }
 
@@ -179,7 +180,7 @@ impl Sides {
             Sides::Direct { aicore, aicpu } => {
                 let c = [aicore, aicpu][side];
                 match c.wait_timeout(timeout) {
-                    Err(ferry_sim::DeviceError::Timeout { .. }) => c.is_done(),
+                    Err(DeviceError::Timeout { .. }) => c.is_done(),
                     // Finished, or failed (which is finished too).
                     _ => true,
                 }
@@ -207,7 +208,7 @@ impl Sides {
     }
 
     /// The AICPU side's failure, if it failed (full path).
-    pub(super) fn aicpu_error(&self) -> Option<String> {
+    pub(super) fn aicpu_error(&self) -> Option<LaunchFailure> {
         match self {
             Sides::Direct { .. } => None,
             Sides::Streams(s) => s.get(AICPU).and_then(Result::err),
@@ -260,11 +261,11 @@ impl FullPath {
         &mut self,
         slot: usize,
         timeout: Duration,
-    ) -> Result<Option<Retired>, RunError> {
+    ) -> Result<Option<Retired>, LaunchFailure> {
         let staging = &mut self.slots[slot];
         let mut retired = None;
         if staging.execution_owner().is_some() {
-            retired = Some(staging.finish_run(timeout).map_err(|e| launch_error(&e))?);
+            retired = Some(staging.finish_run(timeout)?);
         }
         if matches!(staging.state(), TransactionState::Prepared | TransactionState::Partial) {
             staging.release_run_view();
@@ -274,10 +275,10 @@ impl FullPath {
 
     /// Retires every slot and tears their staging down (normal retirement: frees the pinned
     /// sources and destinations). Stops at the first failure.
-    pub(super) fn retire_all(&mut self, timeout: Duration) -> Result<(), RunError> {
+    pub(super) fn retire_all(&mut self, timeout: Duration) -> Result<(), LaunchFailure> {
         for slot in 0..self.slots.len() {
             self.settle_slot(slot, timeout)?;
-            self.slots[slot].teardown().map_err(|e| launch_error(&e))?;
+            self.slots[slot].teardown()?;
         }
         Ok(())
     }
@@ -299,20 +300,4 @@ impl FullPath {
             }
         })
     }
-}
-
-/// [`RunError::Launch`] with the whole cause chain of a launch-transaction or loader error, so
-/// the message names the root cause (an injected fault, a device error), not only the step.
-pub(super) fn launch_error(e: &dyn std::error::Error) -> RunError {
-    let mut msg = e.to_string();
-    let mut cause = e.source();
-    while let Some(c) = cause {
-        let c_msg = c.to_string();
-        if !msg.contains(&c_msg) {
-            msg.push_str(": ");
-            msg.push_str(&c_msg);
-        }
-        cause = c.source();
-    }
-    RunError::Launch(msg)
 }

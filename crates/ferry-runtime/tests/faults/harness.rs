@@ -127,19 +127,28 @@ pub(crate) fn staged_run(
     }
 }
 
-/// Whether `e` reports exactly the injected fault `f`, through its typed path:
-/// - a host call of the runner: [`RunError::Device`] with [`DeviceError::Injected`];
-/// - the launch transaction or the loaded program's entry: [`RunError::Launch`], whose message
-///   is the transaction's typed error (it names the fault and its occurrence);
-/// - the DFX session's transports or memory: [`DfxError::Setup`] naming the fault.
+/// Whether `e` reports exactly the injected fault `f`, through its typed path: a
+/// [`DeviceError::Injected`] holding `f` somewhere in its chain of typed sources (a host call
+/// of the runner, a step of the launch transaction, the loaded program, the DFX session's
+/// transports or memory), or — for a fault hit by the run's work on its streams, which carry a
+/// failed body's message as a driver's stream error does — a stream error naming it.
 pub(crate) fn carries(e: &Failure, f: InjectedFault) -> bool {
-    let named = |m: &str| m.contains(&f.to_string());
-    match e {
-        Failure::Run(RunError::Device(DeviceError::Injected(g))) => *g == f,
-        Failure::Run(RunError::Launch(m)) => named(m),
-        Failure::Dfx(DfxError::Setup(m)) => named(m),
-        _ => false,
+    let top: &(dyn std::error::Error + 'static) = match e {
+        // Transparent: the driver's error is the run's, with no layer of its own.
+        Failure::Run(RunError::Device(d)) => d,
+        Failure::Run(e) => e,
+        Failure::Dfx(e) => e,
+    };
+    let mut cause = Some(top);
+    while let Some(c) = cause {
+        match c.downcast_ref::<DeviceError>() {
+            Some(DeviceError::Injected(g)) => return *g == f,
+            Some(DeviceError::Kernel { message, .. }) => return message.contains(&f.to_string()),
+            _ => {}
+        }
+        cause = c.source();
     }
+    false
 }
 
 /// What a run holds on the host and the device while nothing runs.

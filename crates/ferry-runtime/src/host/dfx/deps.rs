@@ -7,7 +7,7 @@ use ferry_profile::{
     DepEdge, DepTasks, DepTensor, DepsGraph, EdgeSource, IdMap, IdSet, IdTable, Swimlane,
 };
 
-use super::DfxError;
+use super::{DepsCheckError, DfxError};
 use crate::device::tensor_map::TensorMap;
 
 /// The DepGen graph of `log`'s submits (in submission order): tasks with their tensor
@@ -99,14 +99,11 @@ pub(super) fn check_graph(g: &DepsGraph, lossless: bool) -> Result<(), DfxError>
     let recorded = IdTable::first(|| g.tasks.task_ids().map(|id| (id, ())));
     for e in &g.edges {
         if e.pred >= e.succ || (lossless && recorded.get(e.pred).is_none()) {
-            return Err(DfxError::Deps(format!(
-                "edge {} -> {} is not a forward edge",
-                e.pred, e.succ
-            )));
+            return Err(DepsCheckError::NotForward { pred: e.pred, succ: e.succ }.into());
         }
     }
     if let Some((pred, succ)) = repeated_edge(&g.edges) {
-        return Err(DfxError::Deps(format!("edge {pred} -> {succ} repeats")));
+        return Err(DepsCheckError::Repeated { pred, succ }.into());
     }
     Ok(())
 }
@@ -123,10 +120,13 @@ pub(super) fn check_timing(g: &DepsGraph, sw: Option<&Swimlane>) -> Result<(), D
     for e in &g.edges {
         if let (Some(p), Some(s)) = (spans.get(e.pred), spans.get(e.succ)) {
             if p.1 > s.0 {
-                return Err(DfxError::Deps(format!(
-                    "task {} started at {} before its predecessor {} ended at {}",
-                    e.succ, s.0, e.pred, p.1
-                )));
+                return Err(DepsCheckError::StartedEarly {
+                    succ: e.succ,
+                    start: s.0,
+                    pred: e.pred,
+                    end: p.1,
+                }
+                .into());
             }
         }
     }
@@ -220,7 +220,11 @@ mod tests {
             check_deps(&g, true, Some(&sw)).unwrap();
             sw.aicore_tasks[2].start = 49;
             let e = check_deps(&g, true, Some(&sw)).unwrap_err();
-            assert!(e.to_string().contains(&format!("task {b} started at 49")), "{e}");
+            assert!(
+                matches!(e, DfxError::Deps(DepsCheckError::StartedEarly { succ, start: 49, pred, end: 50 })
+                    if succ == b && pred == a),
+                "{e:?}"
+            );
             // A task with no recorded block is not checked.
             sw.aicore_tasks.truncate(2);
             check_deps(&g, true, Some(&sw)).unwrap();

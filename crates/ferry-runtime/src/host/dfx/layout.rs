@@ -119,15 +119,14 @@ impl Layout {
         for &q in queues {
             b.lane(q, kind_of(region), bufs);
         }
-        let cfg = b.build::<R>().map_err(|e| DfxError::Setup(e.to_string()))?;
+        let cfg = b.build::<R>()?;
         let mem: Arc<dyn DeviceMemory> = match &self.device {
             Some(d) => Arc::new(SimDeviceMemory::new(d, cfg.region_size())?),
             None => host_memory(self.profile, cfg.region_size(), region as u64),
         };
         let at = (mem.device_addr(), cfg.region_size() as u64);
         self.at.insert(region, at);
-        let t = DfxTransport::new(cfg, mem, self.clock.clone())
-            .map_err(|e| DfxError::Setup(e.to_string()))?;
+        let t = DfxTransport::new(cfg, mem, self.clock.clone())?;
         // With the doorbell hint, a loaded AICPU program (which cannot reach the drain threads'
         // parkers) rings them through the AICPU OS (`notify_host`), keyed by the region's address.
         if let (Some(d), Some(bell)) = (&self.device, t.device_region().host_doorbell()) {
@@ -166,7 +165,7 @@ impl Layout {
     ) -> Result<Sub<R, S>, DfxError> {
         let queues: Vec<u32> = ids.iter().map(|i| i.0).collect();
         let t = self.build::<R>(region, &queues)?;
-        let key = self.engine.add(t, sink).map_err(|e| DfxError::Setup(e.to_string()))?;
+        let key = self.engine.add(t, sink)?;
         Ok(Sub { key, ids })
     }
 }

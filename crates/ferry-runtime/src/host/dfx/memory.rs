@@ -34,15 +34,14 @@ pub(super) struct SimAlloc {
 
 impl SimAlloc {
     pub(super) fn new(device: &Device, len: u64) -> Result<Arc<SimAlloc>, DfxError> {
-        let setup = |e: &dyn std::fmt::Display| DfxError::Setup(e.to_string());
         // Not cleared, as a device allocator hands memory out: whoever reads a word before the
         // device writes it initialises it first (a transport its control words, the ArgsDump
         // arena its counters; the directory is copied in whole). Clearing tens of MiB per
         // session would also cost the session start.
-        let ptr = device.malloc(len.max(64)).map_err(|e| setup(&e))?;
+        let ptr = device.malloc(len.max(64))?;
         let mem = device.memory();
-        let host = mem.host_ptr(ptr, len).map_err(|e| setup(&e));
-        let dev = mem.device_ptr(ptr, len).map_err(|e| setup(&e));
+        let host = mem.host_ptr(ptr, len).map_err(DfxError::from);
+        let dev = mem.device_ptr(ptr, len).map_err(DfxError::from);
         let (host, dev) = match (host, dev) {
             (Ok(h), Ok(d)) => (h, d),
             (Err(e), _) | (_, Err(e)) => {

@@ -56,6 +56,7 @@ use crate::device::sched::cluster_of;
 mod anchors;
 mod cost;
 mod deps;
+mod error;
 mod layout;
 mod memory;
 mod model;
@@ -66,6 +67,7 @@ mod thread_cpu;
 
 pub use anchors::sample_clock_anchors;
 pub use cost::{cost_configs, storm_model, subsystem_costs, CostRow};
+pub use error::{CollectError, DepsCheckError, DfxError};
 pub use memory::{SimCycleClock, SimDeviceMemory};
 pub use replay::{replay_task, ReplayArg, ReplayError};
 pub use thread_cpu::{RoleCpu, ThreadCpu, ThreadRole};
@@ -156,24 +158,6 @@ impl DfxOptions {
             ..DfxOptions::default()
         }
     }
-}
-
-/// Why DFX collection failed.
-#[derive(Debug, thiserror::Error)]
-pub enum DfxError {
-    /// A transport could not be configured.
-    #[error("dfx transport setup: {0}")]
-    Setup(String),
-    /// Collected records could not be turned into the model.
-    #[error("dfx collection: {0}")]
-    Collect(String),
-    /// `deps.json` disagrees with the runtime's dependencies; it is not written.
-    #[error("deps.json check failed: {0}")]
-    Deps(String),
-    /// A host thread of the session's engine died: the run's records cannot be reconciled
-    /// (no model; the session's device memory is freed all the same).
-    #[error(transparent)]
-    HostDied(#[from] ferry_dfx::HostDied),
 }
 
 /// Geometry of the chip a session collects from.
@@ -407,14 +391,11 @@ impl DfxSession {
             let consumed: Arc<Vec<AtomicU64>> =
                 Arc::new((0..scheds).map(|_| AtomicU64::new(0)).collect());
             let (a2, c2) = (arenas.clone(), consumed.clone());
-            let key = lay
-                .engine
-                .add_with_hooks(
-                    t,
-                    move |_| ArgsSink::new(a2.clone(), c2.clone()),
-                    ArgsAcks { arenas: arenas.clone(), consumed },
-                )
-                .map_err(|e| DfxError::Setup(e.to_string()))?;
+            let key = lay.engine.add_with_hooks(
+                t,
+                move |_| ArgsSink::new(a2.clone(), c2.clone()),
+                ArgsAcks { arenas: arenas.clone(), consumed },
+            )?;
             s.args = Some(Sub { key, ids: per_sched.clone() });
         }
         let mut dirs = Vec::new();
@@ -425,7 +406,7 @@ impl DfxSession {
                     let dir = DfxDirectory { level, threads, aic: chip.aic, flags, entries };
                     let bytes = dir.encode();
                     let m = SimAlloc::new(d, bytes.len() as u64)?;
-                    d.copy_htod(&bytes, m.ptr).map_err(|e| DfxError::Setup(e.to_string()))?;
+                    d.copy_htod(&bytes, m.ptr)?;
                     let addr = m.ptr.0;
                     dirs.push(m);
                     Ok(addr)

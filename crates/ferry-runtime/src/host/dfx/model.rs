@@ -21,14 +21,15 @@ use super::deps;
 use super::sinks::ArgsLane;
 #[cfg(test)]
 use super::sinks::ArgsSink;
-use super::{DfxChip, DfxError, DfxOptions, LaneIds, Sub};
+use super::{CollectError, DfxChip, DfxError, DfxOptions, LaneIds, Sub};
 use crate::device::sched::cluster_of;
+use ferry_abi::records::RecordDecodeError;
 
 pub(super) type Lanes<R> = Option<BTreeMap<u32, LaneLog<R>>>;
 
-/// A collection error: `what` did not convert, and why.
-pub(super) fn bad(what: &str, e: &dyn std::fmt::Display) -> DfxError {
-    DfxError::Collect(format!("{what}: {e}"))
+/// A subsystem's records that do not decode.
+fn records(subsystem: &'static str) -> impl Fn(RecordDecodeError) -> DfxError {
+    move |source| CollectError::Records { subsystem, source }.into()
 }
 
 /// Work started beside this thread by [`beside`]: on a thread of the scope, or already done.
@@ -105,7 +106,7 @@ pub(super) fn rows(
     }
     for (t, recs) in sched.into_iter().flatten() {
         for b in recs.buffers() {
-            collect::add_sched_records(sw(m), t, b).map_err(|e| bad("scheduler phase", &e))?;
+            collect::add_sched_records(sw(m), t, b).map_err(records("scheduler phase"))?;
         }
     }
     for recs in orch.into_iter().flat_map(BTreeMap::into_values) {
@@ -118,7 +119,7 @@ pub(super) fn rows(
         for (core, recs) in lanes {
             let thread = cluster_of(core, c.aic) % scheds;
             for b in recs.buffers() {
-                collect::add_pmu_records(&mut t, thread, core, b).map_err(|e| bad("pmu", &e))?;
+                collect::add_pmu_records(&mut t, thread, core, b).map_err(records("pmu"))?;
             }
         }
         // By task id, stably; by key-index pairs, so each ~130-byte row moves once, not once per
@@ -141,7 +142,7 @@ pub(super) fn rows(
         };
         for recs in lanes.into_values() {
             for b in recs.buffers() {
-                collect::add_scope_records(&mut st, b).map_err(|e| bad("scope stats", &e))?;
+                collect::add_scope_records(&mut st, b).map_err(records("scope stats"))?;
             }
         }
         m.scopes = Some(st);
@@ -163,13 +164,10 @@ pub(super) fn dep_gen(
     }
     log.finish();
     if let Some(e) = log.error {
-        return Err(bad("dep_gen", &e));
+        return Err(CollectError::DepGen(e).into());
     }
     if lossless && log.incomplete > 0 {
-        return Err(DfxError::Collect(format!(
-            "dep_gen: {} submits incomplete in a lossless collection",
-            log.incomplete
-        )));
+        return Err(CollectError::IncompleteSubmits { incomplete: log.incomplete }.into());
     }
     Ok(deps::deps_graph(log))
 }
@@ -189,7 +187,7 @@ pub(super) fn args_dump(
     let mut kept = ChainArgs::default();
     for lane in lanes {
         if let Some(e) = lane.bad {
-            return Err(bad("args dump", &e));
+            return Err(CollectError::ArgsChain(e).into());
         }
         let base = d.bin.len();
         let mut payloads = lane.payloads.iter();
@@ -210,7 +208,7 @@ pub(super) fn args_dump(
                 ArgBin::None => ArgBin::None,
             }
         })
-        .map_err(|e| bad("args dump", &e))?;
+        .map_err(|e| DfxError::from(CollectError::Args(e)))?;
         d.dropped_overwrite += overwritten;
         for c in lane.bin.chunks() {
             d.bin.extend_from_slice(c);
@@ -335,7 +333,7 @@ mod tests {
         bad.on_buffer_collected(&buffer(&both));
         assert_eq!(consumed[0].load(Ordering::Relaxed), 2, "the first chain's payload");
         let e = args_dump(ArgsSink::merge(vec![bad]), 3, 0).unwrap_err();
-        assert!(e.to_string().contains("args dump"), "{e}");
+        assert!(matches!(e, DfxError::Collect(CollectError::ArgsChain(_))), "{e:?}");
     }
 
     #[test]

@@ -13,7 +13,7 @@ use ferry_profile::{LaneLoss, RunModel, Swimlane};
 
 use super::model::{self, args_dump, beside, rows, Beside, Taken};
 use super::sinks::ArgsLane;
-use super::{deps, DfxChip, DfxError, DfxOptions};
+use super::{deps, CollectError, DfxChip, DfxError, DfxOptions};
 use ferry_abi::records::{
     AicoreTaskRecord, AicpuTaskRecord, OrchPhaseRecord, PmuRecord, SchedPhaseRecord,
     ScopeStatsRecord,
@@ -31,10 +31,6 @@ pub(super) struct Regions {
     pub(super) scope: Option<Taken<Logs<ScopeStatsRecord>>>,
     pub(super) dep_gen: Option<Taken<Logs<u64>>>,
     pub(super) args: Option<Taken<Vec<ArgsLane>>>,
-}
-
-fn collect_err(what: String) -> DfxError {
-    DfxError::Collect(what)
 }
 
 impl Regions {
@@ -62,17 +58,11 @@ impl Regions {
         let mut totals = self.ends().map(|e| e.total);
         let Some(first) = totals.next() else { return Ok(0) };
         if let Some(other) = totals.find(|&t| t != first) {
-            return Err(collect_err(format!(
-                "the DFX lanes logged different numbers of run ends ({first} and {other}): the \
-                 records cannot be told apart by run"
-            )));
+            return Err(CollectError::RunEndsDisagree { first, other }.into());
         }
         if first > ferry_dfx::device::RUN_RING as u64 {
-            return Err(collect_err(format!(
-                "{first} runs in one DFX session: its run-end log keeps the last {}, so the \
-                 earlier runs' records cannot be told apart",
-                ferry_dfx::device::RUN_RING
-            )));
+            let kept = ferry_dfx::device::RUN_RING as u64;
+            return Err(CollectError::TooManyRuns { runs: first, kept }.into());
         }
         Ok(first as usize)
     }
@@ -192,10 +182,7 @@ fn split_taken<L: Lanes>(
     for (lane, (line, ends)) in t.loss.iter().zip(&t.ends).enumerate() {
         let seqs: Vec<u32> = ends.ends.iter().map(|e| e.seq).collect();
         let parts = split_lane(&t.lanes, lane as u32, &seqs).map_err(|seq| {
-            collect_err(format!(
-                "{}: buffer {seq} was published after the lane's last run ended",
-                line.lane
-            ))
+            DfxError::from(CollectError::AfterLastRun { lane: line.lane.clone(), seq })
         })?;
         let mut collected = 0;
         let mut prev = RunEnd::default();
@@ -210,10 +197,12 @@ fn split_taken<L: Lanes>(
             prev = *end;
         }
         if collected != line.collected {
-            return Err(collect_err(format!(
-                "{}: the runs' buffers hold {collected} records, the lane collected {}",
-                line.lane, line.collected
-            )));
+            return Err(CollectError::RunRecords {
+                lane: line.lane.clone(),
+                in_runs: collected,
+                collected: line.collected,
+            }
+            .into());
         }
     }
     Ok(out)

@@ -3,8 +3,8 @@ use super::{DeviceRunner, LaunchedRun, PreparedRun};
 use crate::device::aicore::aicore_execute;
 use crate::device::image::{from_bytes, RunResult, RESULT_FAILED, RESULT_OK};
 use crate::device::kernels::KERNELS;
-use crate::error::{DeviceFault, KernelFault, RunError};
-use crate::host::slots::{launch_error, lock, reap, Executing, Sides, Signals, AICORE, AICPU};
+use crate::error::{error_chain, DeviceFault, KernelFault, LaunchFailure, RunError};
+use crate::host::slots::{lock, reap, Executing, Sides, Signals, AICORE, AICPU};
 use crate::host::RunOutput;
 use crate::host::RunStats;
 use ferry_abi::launch::{AicoreLaunchArgs, KernelArgs};
@@ -104,7 +104,7 @@ impl DeviceRunner {
     /// caller's stream stays the caller's. Full path only.
     ///
     /// # Errors
-    /// [`RunError::InvalidArgs`] in process (its launch cannot wait on a stream event); as
+    /// [`RunError::DependencyNeedsStreams`] in process (its launch cannot wait on a stream event); as
     /// [`launch`](Self::launch) otherwise.
     pub fn launch_after(
         &mut self,
@@ -112,9 +112,7 @@ impl DeviceRunner {
         dependency: &ferry_sim::Event,
     ) -> Result<LaunchedRun, RunError> {
         if self.full.is_none() {
-            return Err(RunError::InvalidArgs(
-                "a caller dependency needs the device-program launch path (stream-ordered)".into(),
-            ));
+            return Err(RunError::DependencyNeedsStreams);
         }
         let cores = self.cfg.aic + self.cfg.aiv;
         self.launch_full(p, cores, Some(dependency))
@@ -135,9 +133,7 @@ impl DeviceRunner {
         dependency: Option<&ferry_sim::Event>,
     ) -> Result<LaunchedRun, RunError> {
         let Some(full) = self.full.as_mut() else { unreachable!("called on the full path") };
-        let launch = |e: &dyn std::error::Error| launch_error(e);
-        let aicpu_entry =
-            full.program(p.variant).map_err(|e| launch(&e))?.aicpu_entry(self.cfg.aicpu_threads);
+        let aicpu_entry = full.program(p.variant)?.aicpu_entry(self.cfg.aicpu_threads);
         let signals = Arc::new(Signals::default());
         let (chip, ops, sig) = (self.chip.clone(), self.device_ops.clone(), signals.clone());
         let kernels = self.kernels.clone();
@@ -153,24 +149,25 @@ impl DeviceRunner {
                         .map_err(|e| e.to_string())
                 }),
             );
+            // The stream gets the message, as a driver's stream error; the run keeps the
+            // typed error.
             let r = match launched {
                 Ok(c) => {
                     sig.set_cores_started();
-                    c.wait().map_err(|e| e.to_string())
+                    c.wait().map_err(LaunchFailure::Stream)
                 }
                 Err(e) => {
-                    let m = format!("the AICore entry could not start the cores: {e}");
-                    *lock(&sig.cores_not_started) = Some(m.clone());
+                    *lock(&sig.cores_not_started) = Some(e.clone());
                     sig.set_cores_started();
-                    Err(m)
+                    Err(LaunchFailure::CoresNotStarted(e))
                 }
             };
             sig.set(AICORE, r.clone());
-            r
+            r.map_err(|e| error_chain(&e))
         };
         let (chip, sig, timeout) = (self.chip.clone(), signals.clone(), self.cfg.timeout);
         let aicpu = move |d: &Device, args: KernelArgs| {
-            let r = aicpu_entry(d, args);
+            let r = aicpu_entry(d, args).map_err(LaunchFailure::from);
             if r.is_err() {
                 // The exec entry refused the run before its schedulers could shut the cores
                 // down: release them, once the AICore entry reset their windows and started
@@ -179,7 +176,7 @@ impl DeviceRunner {
                 reap(&chip);
             }
             sig.set(AICPU, r.clone());
-            r
+            r.map_err(|e| error_chain(&e))
         };
         let staging = &mut full.slots[p.slot];
         let published = staging.queue_run_entry(&full.streams, dependency);
@@ -190,7 +187,7 @@ impl DeviceRunner {
         // Whether this run's AICore entry was queued without its AICPU entry.
         let mut cores_orphaned = false;
         let launched = published
-            .map_err(|e| launch(&e))
+            .map_err(RunError::from)
             .and_then(|_| {
                 if p.scheduler_metadata {
                     scheduler = Some(staging.scheduler_diagnostics()?);
@@ -206,7 +203,7 @@ impl DeviceRunner {
                             ..
                         }
                     );
-                    launch(&e)
+                    RunError::from(e)
                 })
             });
         if let Err(e) = launched {
@@ -309,7 +306,7 @@ impl DeviceRunner {
             if run.run_id.is_some() && full.slots[run.slot].execution_owner() == run.run_id {
                 if let Some(retired) = full.settle_slot(run.slot, self.cfg.timeout)? {
                     if let Some(e) = retired.run_error {
-                        run.stream_error.get_or_insert(e.to_string());
+                        run.stream_error.get_or_insert(e);
                     }
                     run.inherited |= retired.inherited;
                     let hz = self.device.clock().hz();
@@ -378,14 +375,13 @@ impl DeviceRunner {
         if run.inherited {
             // A run ahead of this one failed and its failure was on the streams when this run's
             // work ran: whatever this run's result says, it is not trusted.
-            let cause = run.stream_error.take().unwrap_or_default();
-            return Err(RunError::AfterFailedRun(cause));
+            return Err(RunError::AfterFailedRun(run.stream_error.take()));
         }
         if let Sides::Streams(s) = &run.sides {
             // The AICPU side then failed its handshake with cores that never started: report
             // the cause, not the symptom.
             if let Some(e) = lock(&s.cores_not_started).take() {
-                return Err(RunError::Launch(e));
+                return Err(LaunchFailure::CoresNotStarted(e).into());
             }
         }
         let mut rb = vec![0u8; std::mem::size_of::<RunResult>()];
@@ -396,8 +392,9 @@ impl DeviceRunner {
             match &run.sides {
                 Sides::Direct { aicpu, .. } => aicpu.wait_timeout(Duration::ZERO)?,
                 Sides::Streams(_) => {
-                    if let Some(e) = run.sides.aicpu_error().or(run.stream_error.take()) {
-                        return Err(RunError::Launch(e));
+                    let stream = || run.stream_error.take().map(LaunchFailure::Stream);
+                    if let Some(e) = run.sides.aicpu_error().or_else(stream) {
+                        return Err(e.into());
                     }
                 }
             }

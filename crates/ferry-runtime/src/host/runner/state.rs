@@ -23,7 +23,7 @@ impl DeviceRunner {
     /// its writers from them. In process the session's device half is attached directly.
     ///
     /// # Errors
-    /// [`RunnerError::Busy`] while a run is prepared or in flight; [`RunnerError::Load`] on the
+    /// [`RunnerError::Busy`] while a run is prepared or in flight; [`RunnerError::DfxNotOnDevice`] on the
     /// full path for a session kept in host memory.
     pub fn attach_dfx_session(
         &mut self,
@@ -45,13 +45,7 @@ impl DeviceRunner {
         }
         self.dfx_profiling = match session {
             None => None,
-            Some(s) => Some(s.profiling().ok_or_else(|| {
-                RunnerError::Load(
-                    "a DFX session in host memory cannot reach a loaded AICPU program; start it \
-                     with DfxSession::start_on(runner.device())"
-                        .into(),
-                )
-            })?),
+            Some(s) => Some(s.profiling().ok_or(RunnerError::DfxNotOnDevice)?),
         };
         Ok(())
     }
@@ -99,7 +93,7 @@ impl DeviceRunner {
         if let (Some(full), Some(run)) = (&mut self.full, ex.run) {
             if full.slots[ex.slot].execution_owner() == Some(run) {
                 let e = full.settle_slot(ex.slot, self.cfg.timeout)?;
-                let e = e.and_then(|r| r.run_error).map(|e| e.to_string());
+                let e = e.and_then(|r| r.run_error);
                 if let (Some(e), Sides::Streams(s)) = (e, &ex.sides) {
                     *lock(&s.stream_error) = Some(e);
                 }
