@@ -631,3 +631,48 @@ fn every_tick_publishes_each_regions_arena_acks_once_busy_or_idle() {
     assert_eq!(st, [4, 4]);
     drop(w);
 }
+
+/// Origin wins deficit ties on every shard, end to end: as in
+/// [`origin_wins_ties_end_to_end_a_lane_gets_its_buffer_back_from_its_own_shard`], but the lane
+/// that publishes is lane 1, on shard 1, whose shard is not the first a scan would look at: its
+/// buffer, collected by shard 1, goes back to shard 1's recycled lane every round, and lane 1
+/// loses nothing.
+#[test]
+fn origin_wins_ties_end_to_end_on_a_shard_other_than_the_first() {
+    let _bound = ferry_watchdog::bound("the stepped writer's gates on the virtual clock");
+    let cfg = DfxBuilder::new(&A2A3)
+        .ready_queues(2)
+        .shards(2)
+        .lane(0, 0, 1)
+        .lane(1, 0, 1)
+        .warm_target(0, 1)
+        .records_per_buffer(2)
+        .policy(Policy::Drop)
+        .drop_wait_cycles(2)
+        .build::<u64>()
+        .unwrap();
+    let mem = Arc::new(SvmMemory::new(cfg.region_size(), 0x2000_0000));
+    let t = DfxTransport::<u64>::new(cfg, mem, Arc::new(VirtualClock::ticking(1))).unwrap();
+    let device = t.device_region();
+    let mut parts = t.into_parts(|_| sink());
+    let mut w = device.writer::<u64>(1, &[1]).unwrap();
+    for round in 0..3u64 {
+        w.record(0, 2 * round);
+        w.record(0, 2 * round + 1);
+        assert!(!w.has_buffer(0), "round {round}");
+        assert!(parts.engine.drains[1].sweep(), "round {round}: shard 1 pops lane 1's entry");
+        parts.engine.collectors[1].drain_all();
+        assert_eq!(parts.engine.replenisher.tick(), 1, "round {round}: one buffer routed");
+        let r = &parts.engine.replenisher.regions[0];
+        assert_eq!((r.recycled[0][0].len(), r.recycled[1][0].len()), (0, 1), "round {round}");
+        assert!(!parts.engine.drains[1].sweep(), "round {round}");
+        assert_eq!(parts.free_len(1), 1, "round {round}: lane 1's buffer came back to it");
+    }
+    let stats = w.finish();
+    parts.engine.step();
+    let report = parts.report();
+    assert_eq!((stats[0].produced, stats[0].dropped), (6, 0));
+    assert_eq!(report.lanes[1].collected, 6);
+    assert_eq!(report.replenish.rebalanced, 0, "{:?}", report.replenish);
+    assert!(report.is_reconciled(), "{:?}", report.lanes);
+}
