@@ -185,3 +185,36 @@ fn the_next_runs_writer_takes_up_the_buffer_the_last_one_held_empty() {
         assert_eq!(seen, [(0, vec![0, 1, 2, 3]), (1, vec![4, 5, 6])], "{placement:?}");
     }
 }
+
+/// A gate wait shows in the row of the lane that waited, and only there: two lanes of one thread
+/// (one ready queue, so lane and queue numbers differ for lane 1), lane 1 with one buffer
+/// waiting out its pop gate after its switch, lane 0 never waiting. Lane 1's row carries the wait
+/// (its interval, as long as the budget at least, and its count); lane 0's carries none.
+#[test]
+fn a_stall_shows_in_its_own_lanes_row_only() {
+    let _bound =
+        ferry_watchdog::bound("the DFX transport's host threads and the device writer threads");
+    let mut b = DfxBuilder::new(&A2A3);
+    b.ready_queues(1).ready_depth(8).records_per_buffer(4).policy(Policy::Block);
+    b.block_budget_cycles(40).lane(0, 0, 2).lane(0, 0, 1);
+    let c = b.build::<[u64; 2]>().unwrap();
+    // Nobody drains while the writer runs, on a clock that ticks once per read.
+    let t = DfxTransport::<[u64; 2]>::new(c.clone(), svm(&c), Arc::new(VirtualClock::ticking(1)))
+        .unwrap();
+    let device = t.device_region();
+    let mut w = device.writer::<[u64; 2]>(0, &[0, 1]).unwrap();
+    w.record(0, [0, 0]);
+    for i in 0..4 {
+        w.record(1, [1, i]);
+    }
+    let s = w.finish();
+    assert_eq!((s[0].stall_waits, s[1].stall_waits, s[1].gate_timeouts), (0, 1, 1));
+    let report = t.start(|_| |_b: &CollectedBuffer<'_, [u64; 2]>| {}).stop();
+    assert!(report.is_reconciled(), "{:?}", report.lanes);
+    let (l0, l1) = (&report.lanes[0], &report.lanes[1]);
+    assert_eq!((l0.stalls.total, l0.stalls.as_slice(), l0.stall_cycles), (0, &[][..], 0));
+    assert_eq!((l1.stalls.total, l1.stalls.as_slice().len()), (1, 1), "{:?}", l1.stalls);
+    let [start, end] = l1.stalls.as_slice()[0];
+    assert!(end - start >= 40, "a wait of the whole budget: {:?}", l1.stalls);
+    assert_eq!(l1.stall_cycles, s[1].stall_cycles);
+}

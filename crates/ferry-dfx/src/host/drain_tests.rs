@@ -36,14 +36,35 @@ struct Fault {
 /// [`fail_next`](Self::fail_next) makes the next `n` operations of one kind that overlap a byte
 /// range fail with [`MemError::Failed`] (copying nothing); every other call goes to the wrapped
 /// memory unchanged.
+///
+/// It also plays a device that claims a buffer right after a host read:
+/// [`claim_after_next_read`](Self::claim_after_next_read).
 struct FaultyMemory {
     inner: Arc<dyn DeviceMemory>,
     faults: Mutex<Vec<Fault>>,
+    claims: Mutex<Vec<usize>>,
 }
 
 impl FaultyMemory {
     fn new(inner: Arc<dyn DeviceMemory>) -> Self {
-        Self { inner, faults: Mutex::new(Vec::new()) }
+        Self { inner, faults: Mutex::new(Vec::new()), claims: Mutex::new(Vec::new()) }
+    }
+
+    /// Right after the next host read that covers the free-queue head word at `head_off`, the
+    /// device claims a buffer: the word advances by one in the device's memory (the host's copy
+    /// keeps what it just read).
+    fn claim_after_next_read(&self, head_off: usize) {
+        self.claims.lock().unwrap().push(head_off);
+    }
+
+    fn claim_if_armed(&self, off: usize, len: usize) {
+        let mut claims = self.claims.lock().unwrap();
+        if let Some(i) = claims.iter().position(|&h| off <= h && h + 4 <= off + len) {
+            let h = claims.remove(i);
+            let d = self.inner.device_view();
+            // Release: as the device's claim publishes its new head.
+            d.store_u32(h, d.load_u32(h, Ordering::Relaxed) + 1, Ordering::Release);
+        }
     }
 
     /// Fails the next `n` operations `op` that overlap `[off, off + len)`.
@@ -90,7 +111,9 @@ impl DeviceMemory for FaultyMemory {
     }
     fn read_range_from_device(&self, off: usize, len: usize) -> Result<(), MemError> {
         self.check(Op::Read, off, len)?;
-        self.inner.read_range_from_device(off, len)
+        self.inner.read_range_from_device(off, len)?;
+        self.claim_if_armed(off, len);
+        Ok(())
     }
     unsafe fn read_owned_from_device(&self, off: usize, len: usize) -> Result<(), MemError> {
         self.check(Op::Read, off, len)?;
@@ -474,4 +497,112 @@ fn a_starved_lanes_retries_count_exactly_what_they_refill_and_every_failure() {
         assert_eq!(report.retired_buffers, 1, "svm {svm}");
         assert!(report.is_reconciled(), "svm {svm}: {:?}", report.lanes);
     }
+}
+
+/// One ready queue, one two-buffer lane whose free queue has two slots: both buffers fill it,
+/// so a host that counted from a stale head would take the queue for full.
+fn two_slot_lane() -> DfxConfig {
+    DfxBuilder::new(&A2A3)
+        .ready_queues(1)
+        .lane(0, 0, 2)
+        .free_slots(2)
+        .records_per_buffer(2)
+        .policy(Policy::Drop)
+        .drop_wait_cycles(2)
+        .build::<u64>()
+        .unwrap()
+}
+
+/// On a non-SVM device the host reads each device-written word through a range read before it
+/// uses it: the free queue's head, which the device advanced by claiming both its buffers
+/// (while the host's copy still says 0), is read before the top-up, so the lane is seen short
+/// and listed rather than full, and the retry pushes its buffer behind the device's head, where
+/// the lane's next switch finds it.
+#[test]
+fn the_host_reads_the_device_written_head_before_it_tops_a_lane_up() {
+    let _bound = ferry_watchdog::bound("the stepped writer's gates on the virtual clock");
+    let cfg = two_slot_lane();
+    let l = cfg.layout();
+    let mut r = Rig::new(&cfg, false);
+    let mut w = r.device.writer::<u64>(0, &[0]).unwrap();
+    w.record(0, 1);
+    w.record(0, 2); // publishes the first buffer and claims the second: the device's head is 2
+    assert_eq!(r.device_u32(l.free_head_offset(0)), 2);
+    assert!(r.sweep());
+    assert_eq!(r.parts.retry_list(0), &[0], "the lane is short, not full");
+    assert_eq!(r.collect_and_tick(), 1);
+    assert!(!r.sweep());
+    assert_eq!(r.device_u32(l.free_tail_offset(0)), 3, "the retry pushed the buffer");
+    w.record(0, 3);
+    w.record(0, 4);
+    assert!(w.has_buffer(0), "the lane's switch found it");
+    assert!(r.sweep());
+    r.collect_and_tick();
+    assert_eq!(r.seen(), [(0, 0, 0, vec![1, 2]), (0, 0, 1, vec![3, 4])]);
+}
+
+/// On a non-SVM device a push writes only the words the host owns (the slot, then the tail),
+/// each in a narrow range write, and never the device-owned head beside the tail: a device
+/// that claims a buffer between the host's read of the head and its push keeps its claim (the
+/// head it wrote is not rolled back to the host's copy).
+#[test]
+fn a_host_push_never_rolls_back_the_head_the_device_wrote() {
+    let _bound = ferry_watchdog::bound("the stepped writer's gates on the virtual clock");
+    // Five buffers: four fill the free queue, one is recycled.
+    let cfg = DfxBuilder::new(&A2A3)
+        .ready_queues(1)
+        .lane(0, 0, 5)
+        .records_per_buffer(2)
+        .policy(Policy::Drop)
+        .drop_wait_cycles(2)
+        .build::<u64>()
+        .unwrap();
+    let l = cfg.layout();
+    let mut r = Rig::new(&cfg, false);
+    let mut w = r.device.writer::<u64>(0, &[0]).unwrap();
+    w.record(0, 1);
+    w.record(0, 2); // publishes the first buffer and claims the second: head 2, tail 4
+    let head = l.free_head_offset(0);
+    assert_eq!((r.device_u32(head), r.device_u32(l.free_tail_offset(0))), (2, 4));
+    r.mem.claim_after_next_read(head);
+    assert!(r.sweep());
+    assert_eq!(r.stats().free_pushes, 1, "the recycled buffer was pushed");
+    assert_eq!(r.device_u32(l.free_tail_offset(0)), 5);
+    assert_eq!(r.device_u32(head), 3, "the device's claim was rolled back");
+    drop(w);
+}
+
+/// An invalid entry's buffer is retired once and never handed on: after an entry of a wrong
+/// kind retired the buffer the device held, a later entry naming that buffer again, valid or
+/// not, finds it the host's: a valid one counts as a duplicate and reaches no collector, an
+/// invalid one counts invalid, and neither retires it a second time.
+#[test]
+fn an_invalid_entrys_buffer_is_retired_once_and_never_handed_on() {
+    let _bound = ferry_watchdog::bound("the stepped writer's gates on the virtual clock");
+    let cfg = two_lanes();
+    let l = cfg.layout();
+    let mut r = Rig::new(&cfg, true);
+    let mut w = r.device.writer::<u64>(0, &[0]).unwrap();
+    w.record(0, 1);
+    w.record(0, 2);
+    let b0 = r.buffer_of_entry(0, 0);
+    r.set_device_u32(l.entry_offset(0, 0) + 4, 1); // a kind not the lane's
+    assert!(r.sweep());
+    let want = DrainStats { entries: 1, invalid_entries: 1, ..DrainStats::default() };
+    assert_eq!(r.stats(), want);
+    assert_eq!(r.drain().retired, [b0]);
+    let ptr = ADDR + l.buffer_offset(b0) as u64;
+    let entry = |kind| ReadyEntry { index: 0, kind, buffer_ptr: ptr, ..ReadyEntry::default() };
+    r.forge(0, entry(0));
+    assert!(r.sweep());
+    let want = DrainStats { entries: 2, duplicate_entries: 1, ..want };
+    assert_eq!(r.stats(), want, "a valid entry naming the retired buffer is a duplicate");
+    r.forge(0, entry(1));
+    assert!(r.sweep());
+    let want = DrainStats { entries: 3, invalid_entries: 2, ..want };
+    assert_eq!(r.stats(), want);
+    assert_eq!(r.drain().retired, [b0], "retired once");
+    r.collect_and_tick();
+    assert_eq!(r.seen(), [], "handed on never");
+    drop(w);
 }

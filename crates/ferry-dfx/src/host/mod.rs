@@ -57,6 +57,8 @@ mod drain_tests;
 mod engine;
 mod poll;
 mod profiler;
+#[cfg(all(test, not(ferry_loom)))]
+mod refill_tests;
 mod region;
 mod replenish;
 mod report;

@@ -545,3 +545,134 @@ fn a_done_buffer_goes_to_the_largest_deficit_and_counts_as_rebalanced() {
     assert_eq!((st.routed, st.rebalanced), (1, 1), "{st:?}");
     drop(w);
 }
+
+/// A lane whose records are not all accounted for (collected or dropped) is reported, whatever
+/// it still holds: lane 0 published a buffer the host has not drained (produced 2, collected 0)
+/// and holds its next one, so the report is not reconciled and names lane 0; lane 1, which wrote
+/// nothing and holds a buffer too, reconciles.
+#[test]
+fn a_lane_that_does_not_reconcile_is_reported_whatever_it_holds() {
+    let _bound = ferry_watchdog::bound("the stepped writers' gates on the virtual clock");
+    let cfg = DfxBuilder::new(&A2A3)
+        .ready_queues(2)
+        .lane(0, 0, 2)
+        .lane(1, 0, 2)
+        .records_per_buffer(2)
+        .policy(Policy::Drop)
+        .drop_wait_cycles(2)
+        .build::<u64>()
+        .unwrap();
+    let mem = Arc::new(SvmMemory::new(cfg.region_size(), 0x6000_0000));
+    let t = DfxTransport::<u64>::new(cfg, mem, Arc::new(VirtualClock::ticking(1))).unwrap();
+    let device = t.device_region();
+    let parts = t.into_parts(|_| sink());
+    let mut w0 = device.writer::<u64>(0, &[0]).unwrap();
+    let w1 = device.writer::<u64>(1, &[1]).unwrap();
+    w0.record(0, 1);
+    w0.record(0, 2);
+    assert!(w0.has_buffer(0) && w1.has_buffer(0));
+    let report = parts.report();
+    let (l0, l1) = (report.lanes[0], report.lanes[1]);
+    assert_eq!((l0.produced, l0.collected, l0.dropped, l0.holds_buffer), (2, 0, 0, true));
+    assert!(!l0.holds(), "{l0:?}");
+    assert!(l1.holds() && l1.holds_buffer, "{l1:?}");
+    assert!(!report.is_reconciled(), "lane 0 is short of 2 records: {:?}", report.lanes);
+    drop((w0, w1));
+}
+
+/// The replenish thread publishes every region's arena acknowledgements once per tick, busy or
+/// idle: two regions' hooks each run exactly once in a tick that found nothing to move and once
+/// in each tick that moved a buffer, so a replenish thread kept busy still acknowledges.
+#[test]
+fn every_tick_publishes_each_regions_arena_acks_once_busy_or_idle() {
+    let _bound = ferry_watchdog::bound("the stepped writer's gates on the virtual clock");
+    use std::sync::atomic::AtomicU64;
+    struct CountAcks(std::sync::Arc<AtomicU64>);
+    impl ReplenishHooks for CountAcks {
+        fn publish_arena_acks(&mut self) {
+            // Relaxed: read by the test on this same thread.
+            self.0.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+    let cfg = DfxBuilder::new(&A2A3)
+        .ready_queues(1)
+        .lane(0, 0, 2)
+        .records_per_buffer(2)
+        .policy(Policy::Drop)
+        .drop_wait_cycles(2)
+        .build::<u64>()
+        .unwrap();
+    let counts: Vec<std::sync::Arc<AtomicU64>> = (0..2).map(|_| Default::default()).collect();
+    let mut e = DfxEngine::new(EngineConfig::default());
+    let mut devices = Vec::new();
+    for (i, c) in counts.iter().enumerate() {
+        let mem = Arc::new(SvmMemory::new(cfg.region_size(), 0x7000_0000 + ((i as u64) << 28)));
+        let t =
+            DfxTransport::<u64>::new(cfg.clone(), mem, Arc::new(VirtualClock::ticking(1))).unwrap();
+        devices.push(t.device_region());
+        e.add_with_hooks(t, |_| sink(), CountAcks(c.clone())).unwrap();
+    }
+    let mut parts = e.into_parts();
+    // Relaxed: this thread's own counters.
+    let acks = || counts.iter().map(|c| c.load(Ordering::Relaxed)).collect::<Vec<_>>();
+    assert_eq!(acks(), [0, 0]);
+    assert_eq!(parts.replenisher.tick(), 0, "an idle tick");
+    assert_eq!(acks(), [1, 1]);
+    let mut w = devices[0].writer::<u64>(0, &[0]).unwrap();
+    for round in 0..3u64 {
+        w.record(0, 2 * round);
+        w.record(0, 2 * round + 1);
+        assert!(parts.drains[0].sweep(), "round {round}");
+        parts.collectors[0].drain_all();
+        assert_eq!(parts.replenisher.tick(), 1, "round {round}: a busy tick");
+        assert_eq!(acks(), [round + 2, round + 2], "round {round}");
+    }
+    let st: Vec<u64> = parts.replenisher.regions.iter().map(|r| r.stats.ack_ticks).collect();
+    assert_eq!(st, [4, 4]);
+    drop(w);
+}
+
+/// Origin wins deficit ties on every shard, end to end: as in
+/// [`origin_wins_ties_end_to_end_a_lane_gets_its_buffer_back_from_its_own_shard`], but the lane
+/// that publishes is lane 1, on shard 1, whose shard is not the first a scan would look at: its
+/// buffer, collected by shard 1, goes back to shard 1's recycled lane every round, and lane 1
+/// loses nothing.
+#[test]
+fn origin_wins_ties_end_to_end_on_a_shard_other_than_the_first() {
+    let _bound = ferry_watchdog::bound("the stepped writer's gates on the virtual clock");
+    let cfg = DfxBuilder::new(&A2A3)
+        .ready_queues(2)
+        .shards(2)
+        .lane(0, 0, 1)
+        .lane(1, 0, 1)
+        .warm_target(0, 1)
+        .records_per_buffer(2)
+        .policy(Policy::Drop)
+        .drop_wait_cycles(2)
+        .build::<u64>()
+        .unwrap();
+    let mem = Arc::new(SvmMemory::new(cfg.region_size(), 0x2000_0000));
+    let t = DfxTransport::<u64>::new(cfg, mem, Arc::new(VirtualClock::ticking(1))).unwrap();
+    let device = t.device_region();
+    let mut parts = t.into_parts(|_| sink());
+    let mut w = device.writer::<u64>(1, &[1]).unwrap();
+    for round in 0..3u64 {
+        w.record(0, 2 * round);
+        w.record(0, 2 * round + 1);
+        assert!(!w.has_buffer(0), "round {round}");
+        assert!(parts.engine.drains[1].sweep(), "round {round}: shard 1 pops lane 1's entry");
+        parts.engine.collectors[1].drain_all();
+        assert_eq!(parts.engine.replenisher.tick(), 1, "round {round}: one buffer routed");
+        let r = &parts.engine.replenisher.regions[0];
+        assert_eq!((r.recycled[0][0].len(), r.recycled[1][0].len()), (0, 1), "round {round}");
+        assert!(!parts.engine.drains[1].sweep(), "round {round}");
+        assert_eq!(parts.free_len(1), 1, "round {round}: lane 1's buffer came back to it");
+    }
+    let stats = w.finish();
+    parts.engine.step();
+    let report = parts.report();
+    assert_eq!((stats[0].produced, stats[0].dropped), (6, 0));
+    assert_eq!(report.lanes[1].collected, 6);
+    assert_eq!(report.replenish.rebalanced, 0, "{:?}", report.replenish);
+    assert!(report.is_reconciled(), "{:?}", report.lanes);
+}

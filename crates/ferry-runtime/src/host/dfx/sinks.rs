@@ -89,12 +89,23 @@ pub(super) struct ArgsSink {
     arenas: Vec<Arc<ArgsArena>>,
     consumed: Arc<Vec<AtomicU64>>,
     pub(super) lanes: Vec<ArgsLane>,
+    /// Test probe: at each payload copy, the thread's consumed count and its bin's length just
+    /// before the copy. A buffer's copies and its count happen in one call, so only a look from
+    /// inside the call tells which came first.
+    #[cfg(test)]
+    at_copy: Vec<(u64, usize)>,
 }
 
 impl ArgsSink {
     pub(super) fn new(arenas: Vec<Arc<ArgsArena>>, consumed: Arc<Vec<AtomicU64>>) -> Self {
         let lanes = (0..arenas.len()).map(|_| ArgsLane::default()).collect();
-        ArgsSink { arenas, consumed, lanes }
+        ArgsSink {
+            arenas,
+            consumed,
+            lanes,
+            #[cfg(test)]
+            at_copy: Vec::new(),
+        }
     }
 
     /// Joins the shards' sinks (lanes are disjoint between shards).
@@ -162,6 +173,12 @@ impl CollectSink<u64> for ArgsSink {
                         p = ArgBin::Overwritten;
                     } else {
                         let at = out.bin.len();
+                        #[cfg(test)]
+                        self.at_copy.push((
+                            // Relaxed: the probe's own look; this thread is the count's writer.
+                            self.consumed.get(t).map_or(0, |c| c.load(Ordering::Relaxed)),
+                            at,
+                        ));
                         // SAFETY: the chain was published after the device wrote its payload, and
                         // the device overwrites a lap only after this thread's payloads are all
                         // acknowledged, which the count below (after the copies) precedes.
@@ -342,6 +359,65 @@ mod tests {
         assert_eq!(lane.bin.to_vec(), expected, "offset 800 is physical 32; 768 is 0");
         assert_eq!(consumed[0].load(Ordering::Relaxed), 4);
         assert_eq!(lane.walked, vec![true]);
+    }
+
+    /// A payload counts as consumed, for the acknowledgement, only once its bytes are in the
+    /// thread's bin: while a buffer's payloads are copied the count stands at the payloads of the
+    /// buffers before it, and it rises by the buffer's payloads after the last copy. The
+    /// acknowledgement then publishes exactly that count, never more than the bin holds.
+    #[test]
+    fn a_payload_counts_consumed_only_once_its_bytes_are_in_the_bin() {
+        let arena = patterned_arena(256);
+        let consumed = Arc::new(vec![AtomicU64::new(0)]);
+        let mut sink = ArgsSink::new(vec![arena.clone()], consumed.clone());
+        let mut acks = ArgsAcks { arenas: vec![arena.clone()], consumed: consumed.clone() };
+        let collect = |s: &mut ArgsSink, seq: u32, words: &[u64]| {
+            let b = CollectedBuffer { lane: 0, kind: 0, seq, queue: 0, shard: 0, records: words };
+            s.on_buffer_collected(&b);
+        };
+        // Buffer 0: two payloads of 32 bytes (cursor 64).
+        arena.write_offset().store(64, Ordering::Relaxed);
+        collect(&mut sink, 0, &chain(&[(0, 32), (32, 32)]));
+        assert_eq!(sink.at_copy, [(0, 0), (0, 32)], "counted before its copy");
+        assert_eq!((consumed[0].load(Ordering::Relaxed), sink.lanes[0].bin.len()), (2, 64));
+        acks.publish_arena_acks();
+        assert_eq!(arena.completed().load(Ordering::Relaxed), 2);
+        // Buffer 1: one more (cursor 96).
+        arena.write_offset().store(96, Ordering::Relaxed);
+        collect(&mut sink, 1, &chain(&[(64, 32)]));
+        assert_eq!(sink.at_copy[2..], [(2, 64)], "counted before its copy");
+        assert_eq!((consumed[0].load(Ordering::Relaxed), sink.lanes[0].bin.len()), (3, 96));
+        acks.publish_arena_acks();
+        assert_eq!(arena.completed().load(Ordering::Relaxed), 3);
+    }
+
+    /// Each thread's acknowledgement is its own: thread 0's payloads are acknowledged to thread
+    /// 0's arena while thread 1 has consumed nothing, and thread 1's later payload moves thread
+    /// 1's acknowledgement alone.
+    #[test]
+    fn each_threads_acknowledgement_is_its_own() {
+        let arenas = vec![patterned_arena(256), patterned_arena(256)];
+        let consumed = Arc::new(vec![AtomicU64::new(0), AtomicU64::new(0)]);
+        let mut sink = ArgsSink::new(arenas.clone(), consumed.clone());
+        let mut acks = ArgsAcks { arenas: arenas.clone(), consumed };
+        let collect = |s: &mut ArgsSink, lane: u32, words: &[u64]| {
+            let b =
+                CollectedBuffer { lane, kind: 0, seq: 0, queue: lane, shard: 0, records: words };
+            s.on_buffer_collected(&b);
+        };
+        let completed = || -> Vec<u64> {
+            arenas.iter().map(|a| a.completed().load(Ordering::Relaxed)).collect()
+        };
+        acks.publish_arena_acks();
+        assert_eq!(completed(), vec![0, 0]);
+        arenas[0].write_offset().store(64, Ordering::Relaxed);
+        collect(&mut sink, 0, &chain(&[(0, 32), (32, 32)]));
+        acks.publish_arena_acks();
+        assert_eq!(completed(), vec![2, 0], "thread 0's two, whatever thread 1 consumed");
+        arenas[1].write_offset().store(32, Ordering::Relaxed);
+        collect(&mut sink, 1, &chain(&[(0, 32)]));
+        acks.publish_arena_acks();
+        assert_eq!(completed(), vec![2, 1], "thread 1's one, thread 0's unchanged");
     }
 
     /// A buffer numbered at or past the last run's end is refused with its sequence number; a
