@@ -62,17 +62,26 @@ async function state(page) {
     // palette colour drawn solid is at least 137, white is 0).
     let leastBusy = null;
     if (v.busy && v.rowBand) {
-      let best = -1;
-      v.busy.forEach((b, i) => { if (b > 0 && (best < 0 || b < v.busy[best])) best = i; });
+      // The AICore row whose busiest visible pixel is the least busy: its pixels must be drawn
+      // faint, each no more opaque than its busy fraction (a stall row's one long wait is
+      // rightly solid, and so is a burst that fills a pixel).
+      let best = -1, bestPeak = 2;
+      v.busy.forEach((b, i) => {
+        if (b <= 0 || (v.kinds && v.kinds[i] !== 'core')) return;
+        const band = v.rowBand(v.rows[i]);
+        if (band && band.y >= 0 && band.y + band.h <= c.height && band.peak < bestPeak) {
+          best = i; bestPeak = band.peak;
+        }
+      });
       const band = best >= 0 && v.rowBand(v.rows[best]);
-      if (band && band.y >= 0 && band.y + band.h <= c.height) {
+      if (band) {
         const px = c.getContext('2d').getImageData(band.x, band.y, band.w, band.h).data;
         let maxInk = 0;
         for (let i = 0; i < px.length; i += 4) {
           const ink = Math.round((255 - Math.min(px[i], px[i + 1], px[i + 2])) * px[i + 3] / 255);
           if (ink > maxInk) maxInk = ink;
         }
-        leastBusy = { row: v.rows[best], busy: band.busy, maxInk };
+        leastBusy = { row: v.rows[best], busy: band.busy, peak: band.peak, maxInk };
       }
     }
     res({ visible: v.visible, span: v.span, rects: v.rects, hitRects: v.hitRects, frames: v.frames, leastBusy,

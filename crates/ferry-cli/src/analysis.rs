@@ -23,6 +23,30 @@ pub(crate) fn open(dir: &Path, needs: &Needs) -> anyhow::Result<OpenedRun> {
     Ok(r)
 }
 
+/// A session over several runs in `dir` (`runs.json` and no run's own files), each run opened
+/// for `needs` (in launch order), read as one model spanning them
+/// ([`ferry_profile::session_model`]); `None` when `dir` holds no session.
+///
+/// # Errors
+/// As [`open`], for `runs.json` or any run.
+pub(crate) fn open_session(
+    dir: &Path,
+    needs: &Needs,
+) -> anyhow::Result<Option<(ferry_profile::SessionRuns, Vec<OpenedRun>)>> {
+    if dir.join(output::SWIMLANE_FILE).exists() {
+        return Ok(None);
+    }
+    let Some(runs) = output::read_runs(dir)? else { return Ok(None) };
+    let mut opened = Vec::with_capacity(runs.runs.len());
+    for r in &runs.runs {
+        opened.push(open(&dir.join(&r.dir), needs)?);
+    }
+    if opened.is_empty() {
+        anyhow::bail!("{}: runs.json lists no run", dir.display());
+    }
+    Ok(Some((runs, opened)))
+}
+
 /// Input files the analysis commands of this process could not read (see [`skipped_inputs`]).
 static SKIPPED: AtomicUsize = AtomicUsize::new(0);
 
@@ -42,7 +66,21 @@ pub(crate) fn skipped_inputs() -> usize {
 /// The directory refused (another user's, writable by everyone, a link), the write, or the
 /// manifest update (the file is removed again then).
 pub(crate) fn write_in_run(run: &OpenedRun, rel: &str, bytes: &[u8]) -> anyhow::Result<PathBuf> {
-    let dir = ferry_fs::Dir::open_writable(run.dir(), false)?;
+    write_in(run, run.dir(), rel, bytes)
+}
+
+/// [`write_in_run`] into `dir`, a directory the run's manifest covers (a session's, whose runs
+/// are its subdirectories).
+///
+/// # Errors
+/// As [`write_in_run`].
+pub(crate) fn write_in(
+    run: &OpenedRun,
+    dir: &Path,
+    rel: &str,
+    bytes: &[u8],
+) -> anyhow::Result<PathBuf> {
+    let dir = ferry_fs::Dir::open_writable(dir, false)?;
     let w = output::write_bytes_in(&dir, rel, bytes)?;
     let path = dir.join(rel);
     record(run, &path, w)?;

@@ -1,6 +1,8 @@
-//! `ferry diff A B`: run B compared with run A — wall time, tasks, per-kernel time (the biggest
-//! regression first), critical paths, stalls and loss — as text or `--json` (the model of
-//! [`ferry_profile::analysis::Diff`]; schema in docs/reports.md).
+//! `ferry diff A B`: run B compared with run A — setup differences first, then wall time,
+//! tasks, per-kernel time (the biggest regression first), critical paths, stalls and loss — as
+//! text or `--json` (the model of [`ferry_profile::analysis::Diff`]); two sessions over several
+//! runs (`ferry run --repeat N`) compare their steady states, per kernel with the runs' spread
+//! ([`ferry_profile::analysis::SessionDiff`]). Schemas in docs/reports.md.
 use std::path::PathBuf;
 
 use anyhow::Context;
@@ -9,9 +11,9 @@ use ferry_profile::analysis;
 
 #[derive(Debug, Args)]
 pub(crate) struct DiffArgs {
-    /// Output directory of the baseline run (A).
+    /// Output directory of the baseline run or session (A).
     a: PathBuf,
-    /// Output directory of the run compared with it (B).
+    /// Output directory of the run or session compared with it (B).
     b: PathBuf,
     /// Print the comparison as one JSON object (schema: docs/reports.md).
     #[arg(long)]
@@ -19,20 +21,81 @@ pub(crate) struct DiffArgs {
     /// Show only the first N kernels (the biggest regressions).
     #[arg(long, value_name = "N")]
     top: Option<usize>,
+    /// Sessions only: set each session's first K runs apart as warm-up runs (default: what
+    /// `ferry run --warmup` recorded).
+    #[arg(long, value_name = "K")]
+    warmup: Option<u32>,
 }
 
-pub(crate) fn execute(a: &DiffArgs) -> anyhow::Result<String> {
-    let ra = crate::report::build(&a.a).with_context(|| format!("run A ({})", a.a.display()))?;
-    let rb = crate::report::build(&a.b).with_context(|| format!("run B ({})", a.b.display()))?;
-    let mut d = analysis::diff(&ra, &rb);
-    // What else set the runs apart, from their summaries: threads, cores, variant, path.
-    if let (Some(sa), Some(sb)) = (summary_of(&a.a), summary_of(&a.b)) {
+/// The session in `dir`, when it holds one (`runs.json` and no run's own files).
+fn session_in(dir: &std::path::Path) -> anyhow::Result<Option<ferry_profile::SessionRuns>> {
+    if dir.join(ferry_profile::SWIMLANE_FILE).exists() {
+        return Ok(None);
+    }
+    Ok(ferry_profile::read_runs(dir)?)
+}
+
+/// A run's report as a session of one run, or a session's.
+fn as_session(
+    dir: &std::path::Path,
+    warmup: Option<u32>,
+) -> anyhow::Result<analysis::SessionReport> {
+    match session_in(dir)? {
+        Some(runs) => crate::report::session_of(dir, &runs, warmup),
+        None => {
+            let r = crate::report::build(dir)?;
+            Ok(analysis::session_report(&ferry_profile::SessionRuns::default(), vec![r], 0))
+        }
+    }
+}
+
+/// What else set the runs apart, from their summaries: threads, cores, variant, path.
+fn add_summaries(d: &mut analysis::Diff, a: &std::path::Path, b: &std::path::Path) {
+    if let (Some(sa), Some(sb)) = (summary_of(a), summary_of(b)) {
         d.add_setup("aicpu_threads", &sa.aicpu_threads.to_string(), &sb.aicpu_threads.to_string());
         d.add_setup("aic", &sa.aic.to_string(), &sb.aic.to_string());
         d.add_setup("aiv", &sa.aiv.to_string(), &sb.aiv.to_string());
         d.add_setup("variant", &sa.variant, &sb.variant);
         d.add_setup("path", &sa.path, &sb.path);
     }
+}
+
+/// Two sessions (or a session and a run): their steady states compared, setup first.
+fn sessions(a: &DiffArgs) -> anyhow::Result<String> {
+    let sa =
+        as_session(&a.a, a.warmup).with_context(|| format!("session A ({})", a.a.display()))?;
+    let sb =
+        as_session(&a.b, a.warmup).with_context(|| format!("session B ({})", a.b.display()))?;
+    // The setup: the first steady runs' reports compared, and the runs' summaries.
+    let first = |s: &analysis::SessionReport| {
+        s.reports.get(s.warmup as usize).or(s.reports.last()).cloned()
+    };
+    let setup = match (first(&sa), first(&sb)) {
+        (Some(ra), Some(rb)) => {
+            let mut d = analysis::diff(&ra, &rb);
+            add_summaries(&mut d, &a.a, &a.b);
+            d.setup
+        }
+        _ => Vec::new(),
+    };
+    let mut d = analysis::session_diff(&sa, &sb, setup);
+    if a.json {
+        if let Some(n) = a.top {
+            d.kernels.truncate(n);
+        }
+        return Ok(format!("{}\n", serde_json::to_string_pretty(&d)?));
+    }
+    Ok(d.text(a.top))
+}
+
+pub(crate) fn execute(a: &DiffArgs) -> anyhow::Result<String> {
+    if session_in(&a.a)?.is_some() || session_in(&a.b)?.is_some() {
+        return sessions(a);
+    }
+    let ra = crate::report::build(&a.a).with_context(|| format!("run A ({})", a.a.display()))?;
+    let rb = crate::report::build(&a.b).with_context(|| format!("run B ({})", a.b.display()))?;
+    let mut d = analysis::diff(&ra, &rb);
+    add_summaries(&mut d, &a.a, &a.b);
     if a.json {
         if let Some(n) = a.top {
             d.kernels.truncate(n);
@@ -64,7 +127,8 @@ mod tests {
     #[test]
     fn a_run_against_itself_has_no_delta_and_a_missing_run_is_named() {
         let d = sample_dir("diff-self", false);
-        let args = |json| DiffArgs { a: d.path.clone(), b: d.path.clone(), json, top: None };
+        let args =
+            |json| DiffArgs { a: d.path.clone(), b: d.path.clone(), json, top: None, warmup: None };
         let t = execute(&args(false)).unwrap();
         assert!(t.contains("no kernel regressed") && t.contains("(+0.000 us)"), "{t}");
         let v: analysis::Diff = serde_json::from_str(&execute(&args(true)).unwrap()).unwrap();
@@ -74,6 +138,7 @@ mod tests {
             b: d.path.join("nope"),
             json: false,
             top: None,
+            warmup: None,
         })
         .unwrap_err();
         assert!(format!("{e:#}").starts_with("run B ("), "{e:#}");
@@ -90,15 +155,26 @@ mod tests {
         };
         std::fs::write(da.path.join(ferry_profile::SUMMARY_FILE), summary(3)).unwrap();
         std::fs::write(db.path.join(ferry_profile::SUMMARY_FILE), summary(2)).unwrap();
-        let t =
-            execute(&DiffArgs { a: da.path.clone(), b: db.path.clone(), json: false, top: None })
-                .unwrap();
+        let t = execute(&DiffArgs {
+            a: da.path.clone(),
+            b: db.path.clone(),
+            json: false,
+            top: None,
+            warmup: None,
+        })
+        .unwrap();
         let lines: Vec<&str> = t.lines().collect();
         assert!(lines[1].contains("set up differently"), "{t}");
         assert_eq!(lines[2].trim(), "aicpu_threads: 3 -> 2", "{t}");
         let v: analysis::Diff = serde_json::from_str(
-            &execute(&DiffArgs { a: da.path.clone(), b: db.path.clone(), json: true, top: None })
-                .unwrap(),
+            &execute(&DiffArgs {
+                a: da.path.clone(),
+                b: db.path.clone(),
+                json: true,
+                top: None,
+                warmup: None,
+            })
+            .unwrap(),
         )
         .unwrap();
         assert_eq!(v.setup.len(), 1, "{v:?}");

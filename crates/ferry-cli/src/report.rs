@@ -9,8 +9,8 @@ use ferry_profile::Needs;
 
 #[derive(Debug, Args)]
 pub(crate) struct ReportArgs {
-    /// Output directory of a run (of a session over several runs, `ferry run --repeat N`:
-    /// every run's report after the runs' table).
+    /// Output directory of a run (or of a session over several runs, `ferry run --repeat N`:
+    /// the runs with their wall times, then one table per kernel over the steady runs).
     dir: PathBuf,
     /// Print the report as one JSON object (schema: docs/reports.md).
     #[arg(long)]
@@ -24,6 +24,10 @@ pub(crate) struct ReportArgs {
     /// Order the kernels by total device time, average exec, average latency, tasks or name.
     #[arg(long, value_enum, default_value_t = SortArg::Total)]
     sort: SortArg,
+    /// In a session, set the first K runs apart as warm-up runs (default: what `ferry run
+    /// --warmup` recorded, else none).
+    #[arg(long, value_name = "K")]
+    warmup: Option<u32>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -59,47 +63,64 @@ pub(crate) fn build(dir: &std::path::Path) -> anyhow::Result<Report> {
     Ok(analysis::report_opened(&r))
 }
 
-/// The report of a session over several runs (`ferry run --repeat N` with DFX): the runs'
-/// table from `runs.json`, then each run's report.
-fn session(a: &ReportArgs, runs: &ferry_profile::SessionRuns) -> anyhow::Result<String> {
+/// The session of the directory `dir` (`ferry run --repeat N` with DFX): its runs' reports,
+/// read as one, warm-up runs set apart (`warmup`, else what the run recorded).
+pub(crate) fn session_of(
+    dir: &std::path::Path,
+    runs: &ferry_profile::SessionRuns,
+    warmup: Option<u32>,
+) -> anyhow::Result<analysis::SessionReport> {
     let mut reports = Vec::with_capacity(runs.runs.len());
     for r in &runs.runs {
-        let mut rep = build(&a.dir.join(&r.dir))?;
+        reports.push(build(&dir.join(&r.dir))?);
+    }
+    Ok(analysis::session_report(runs, reports, warmup.unwrap_or(runs.warmup)))
+}
+
+/// The report of a session over several runs: the runs' table, then one table per kernel over
+/// the steady runs.
+fn session(a: &ReportArgs, runs: &ferry_profile::SessionRuns) -> anyhow::Result<String> {
+    let mut s = session_of(&a.dir, runs, a.warmup)?;
+    for rep in &mut s.reports {
         rep.sort_kernels(a.sort.key());
-        if let Some(n) = a.top {
-            rep.kernels.truncate(n);
-        }
-        reports.push(rep);
+    }
+    if a.csv {
+        return Ok(session_csv(&s, a.top));
     }
     if a.json {
-        let v = serde_json::json!({ "runs": runs.runs, "reports": reports });
-        return Ok(format!("{}\n", serde_json::to_string_pretty(&v)?));
+        if let Some(n) = a.top {
+            for rep in &mut s.reports {
+                rep.kernels.truncate(n);
+            }
+            if let Some(st) = &mut s.steady {
+                st.kernels.truncate(n);
+            }
+        }
+        return Ok(format!("{}\n", serde_json::to_string_pretty(&s)?));
     }
-    let mut s = format!(
-        "ferry report: {} runs of one DFX session in {} ({})\n",
-        runs.runs.len(),
-        a.dir.display(),
-        ferry_profile::RUNS_FILE
+    Ok(s.text(&a.dir.display().to_string(), a.top))
+}
+
+/// The steady state's per-kernel table as CSV (times in us).
+fn session_csv(s: &analysis::SessionReport, top: Option<usize>) -> String {
+    let mut out = String::from(
+        "kernel,tasks_per_run,blocks_per_run,mean_us,min_us,max_us,share,exec_per_block_us\n",
     );
-    s.push_str("  run       blocks  device cycles                produced  collected  dropped  reconcile\n");
-    for r in &runs.runs {
-        let span = r.device_cycles.map_or_else(|| "-".to_string(), |[a, b]| format!("{a}..{b}"));
-        s.push_str(&format!(
-            "  {:<8} {:>7}  {:<27} {:>9} {:>10} {:>8}  {}\n",
-            r.dir,
-            r.blocks.map_or_else(|| "-".to_string(), |b| b.to_string()),
-            span,
-            r.produced,
-            r.collected,
-            r.dropped,
-            if r.reconciles { "ok" } else { "FAILS" }
-        ));
+    let us = |ns: u64| ns as f64 / 1e3;
+    for k in s.steady.iter().flat_map(|st| st.kernels.iter()).take(top.unwrap_or(usize::MAX)) {
+        out += &format!(
+            "{},{},{},{:.3},{:.3},{:.3},{:.4},{:.3}\n",
+            k.kernel,
+            k.tasks,
+            k.blocks,
+            us(k.exec_ns.mean),
+            us(k.exec_ns.min),
+            us(k.exec_ns.max),
+            k.share,
+            us(k.exec_per_block_ns)
+        );
     }
-    for (r, rep) in runs.runs.iter().zip(&reports) {
-        s.push_str(&format!("\n== {} ==\n", r.dir));
-        s.push_str(&rep.text(a.top));
-    }
-    Ok(s)
+    out
 }
 
 pub(crate) fn execute(a: &ReportArgs) -> anyhow::Result<String> {
@@ -132,7 +153,14 @@ mod tests {
     use crate::testdir::sample_dir;
 
     fn args(d: &std::path::Path, json: bool, top: Option<usize>) -> ReportArgs {
-        ReportArgs { dir: d.to_path_buf(), json, top, csv: false, sort: SortArg::Total }
+        ReportArgs {
+            dir: d.to_path_buf(),
+            json,
+            top,
+            csv: false,
+            sort: SortArg::Total,
+            warmup: None,
+        }
     }
 
     #[test]
@@ -177,7 +205,14 @@ mod tests {
     #[test]
     fn csv_has_a_header_and_a_line_per_kernel_in_the_chosen_order() {
         let d = sample_dir("report-csv", false);
-        let a = |sort, top| ReportArgs { dir: d.path.clone(), json: false, top, csv: true, sort };
+        let a = |sort, top| ReportArgs {
+            dir: d.path.clone(),
+            json: false,
+            top,
+            csv: true,
+            sort,
+            warmup: None,
+        };
         let csv = execute(&a(SortArg::Total, None)).unwrap();
         let lines: Vec<&str> = csv.lines().collect();
         assert!(lines[0].starts_with("kernel,func_id,tasks,blocks,total_us,"), "{csv}");

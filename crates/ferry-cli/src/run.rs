@@ -71,6 +71,11 @@ pub(crate) struct RunArgs {
     /// `runs.json`.
     #[arg(help_heading = "What to run", long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
     repeat: u32,
+    /// Of the `--repeat` runs, the first K are warm-up runs: run and verified like the others,
+    /// recorded in the session's `runs.json`, and set apart by `ferry report` and `ferry diff`,
+    /// whose tables cover the steady runs after them. Below `--repeat`.
+    #[arg(help_heading = "What to run", long, value_name = "K", default_value_t = 0)]
+    warmup: u32,
     /// The longest one kernel may run (one block on one core, device time) before ferry
     /// declares its core hung: the run then fails naming the task, the kernel and the core,
     /// with its profile written and marked failed. `90s`, `500ms`, `2m`, `1h`, or seconds.
@@ -286,6 +291,7 @@ impl RunArgs {
             .dfx(dfx)
             .chrome_trace(self.dfx.traces().1)
             .repeat(self.repeat)
+            .warmup(self.warmup)
             .force(self.force)
             .command(std::env::args().collect())
             .maybe_out(self.out.as_deref()))
@@ -482,15 +488,19 @@ pub(super) fn print_next_steps(profiles: &[ProfileLocation]) -> anyhow::Result<(
         let d = p.dir.display();
         if let (Some(first), Some(last)) = (p.runs.first(), p.runs.last()) {
             let (f, l) = (first.display(), last.display());
+            crate::stdout::outln!(
+                "  ferry report {d}    # the runs with their wall times, then the kernels over them"
+            )?;
+            crate::stdout::outln!("  ferry view {d}      # one page spanning the runs")?;
+            crate::stdout::outln!("  ferry trace {d}     # one Perfetto trace spanning the runs")?;
             if p.perfetto {
                 crate::stdout::outln!(
-                    "  open {} (… {}) at https://ui.perfetto.dev (Open trace file): one trace per run",
+                    "  open {} (… {}) at https://ui.perfetto.dev (Open trace file): a run's own trace",
                     first.join(output::PERFETTO_FILE).display(),
                     last.join(output::PERFETTO_FILE).display()
                 )?;
             }
-            crate::stdout::outln!("  ferry view {f}      # one HTML page of a run (… {l})")?;
-            crate::stdout::outln!("  ferry report {d}    # the runs, then each run's report")?;
+            crate::stdout::outln!("  ferry report {f}      # a run's full report (… {l})")?;
             continue;
         }
         if p.perfetto {

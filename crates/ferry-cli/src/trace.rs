@@ -9,7 +9,9 @@ use ferry_profile::{
 
 #[derive(Debug, Args)]
 pub(crate) struct TraceArgs {
-    /// Output directory of a run (holds chip_swimlane_records.json and friends).
+    /// Output directory of a run (holds chip_swimlane_records.json and friends), or of a
+    /// session over several runs (`ferry run --repeat N`: one trace spanning the runs, with a
+    /// track of the runs and the gaps between them).
     dir: PathBuf,
     /// Where this command writes its output: the directory for the traces (default: DIR).
     #[arg(short, long, value_name = "DIR")]
@@ -26,11 +28,18 @@ pub(crate) struct TraceArgs {
 
 /// Writes the traces; returns what to print.
 pub(crate) fn execute(a: &TraceArgs) -> anyhow::Result<String> {
-    let r = crate::analysis::open(&a.dir, &Needs::TRACE)?;
+    let (r, session) = match crate::analysis::open_session(&a.dir, &Needs::TRACE)? {
+        Some((runs, opened)) => {
+            let models: Vec<_> = opened.iter().map(|r| r.run.clone()).collect();
+            let first = opened.into_iter().next().expect("open_session: at least one run");
+            (first, Some(output::session_model(models, runs.warmup)))
+        }
+        None => (crate::analysis::open(&a.dir, &Needs::TRACE)?, None),
+    };
     let out = a.out.clone().unwrap_or_else(|| a.dir.clone());
     // Traces only: the run's own files (perhaps the original runtime's) stay as they are.
     let opts = WriteOptions { files: false, traces: true, chrome: a.chrome_json, progress: None };
-    let report = output::write_all(&out, &r.run, &opts)?;
+    let report = output::write_all(&out, session.as_ref().unwrap_or(&r.run), &opts)?;
     for f in &report.files {
         crate::analysis::record(&r, &f.path, Written { bytes: f.bytes, xxh3: f.xxh3 })?;
     }

@@ -10,7 +10,8 @@ pub(crate) use ferry_profile::VIEW_FILE;
 
 #[derive(Debug, Args)]
 pub(crate) struct ViewArgs {
-    /// Output directory of a run.
+    /// Output directory of a run, or of a session over several runs (`ferry run --repeat N`:
+    /// one page spanning the runs, with a row of the runs and the gaps between them).
     dir: PathBuf,
     /// Where this command writes its output: the page (default: DIR/swimlane.html).
     #[arg(short, long, value_name = "FILE")]
@@ -21,7 +22,55 @@ pub(crate) struct ViewArgs {
     json: bool,
 }
 
+/// A session's page: its runs read as one model, the session's report under it.
+fn session(
+    a: &ViewArgs,
+    runs: &ferry_profile::SessionRuns,
+    opened: Vec<ferry_profile::OpenedRun>,
+) -> anyhow::Result<String> {
+    let report = crate::report::session_of(&a.dir, runs, None)?;
+    let text = report.text(&a.dir.display().to_string(), None);
+    let mut models = Vec::with_capacity(opened.len());
+    let mut first = None;
+    for r in opened {
+        models.push(r.run.clone());
+        first.get_or_insert(r);
+    }
+    let first = first.expect("open_session: at least one run");
+    let model = ferry_profile::session_model(models, report.warmup);
+    let failed: Vec<String> = report
+        .runs
+        .iter()
+        .filter_map(|r| Some(format!("{}: {}", r.dir, r.outcome.as_ref()?.failure()?)))
+        .collect();
+    let failure = (!failed.is_empty()).then(|| failed.join("; "));
+    let page = views::swimlane_html_reporting(&model, failure.as_deref(), &text);
+    let out = match &a.out {
+        Some(p) => {
+            crate::analysis::write_output(&first, p, page.as_bytes())?;
+            p.clone()
+        }
+        None => crate::analysis::write_in(&first, &a.dir, VIEW_FILE, page.as_bytes())?,
+    };
+    if a.json {
+        let tasks = model.tasks();
+        let v = serde_json::json!({
+            "written": out.display().to_string(),
+            "bytes": page.len(),
+            "runs": model.meta.session.len(),
+            "warmup": report.warmup,
+            "blocks": tasks.len(),
+            "cores": model.meta.num_cores(),
+        });
+        return Ok(format!("{}\n", serde_json::to_string_pretty(&v)?));
+    }
+    Ok(format!("{}\n", out.display()))
+}
+
 pub(crate) fn execute(a: &ViewArgs) -> anyhow::Result<String> {
+    if let Some((runs, opened)) = crate::analysis::open_session(&a.dir, &Needs::TRACE)? {
+        return session(a, &runs, opened);
+    }
     let r = crate::analysis::open(&a.dir, &Needs::TRACE)?;
     let page = views::swimlane_html_of(&r.run, r.failure());
     let out = match &a.out {

@@ -6,7 +6,7 @@ mod common;
 
 use std::path::Path;
 
-use common::{ferry, ferry_ok, need, runs, scratch, tools};
+use common::{ferry_ok, need, runs, scratch, tools};
 use serde_json::Value;
 
 fn json(p: &Path) -> Value {
@@ -145,15 +145,90 @@ fn a_repeated_run_with_all_five_subsystems_writes_each_run_labelled_and_reconcil
             assert!(c.status.success(), "run {k}: {}", String::from_utf8_lossy(&c.stdout));
         }
     }
-    // The session's report: the runs' table, then each run's report.
+    // The session's report: the runs with their wall times, then the kernels over the runs.
     let rep = String::from_utf8_lossy(&ferry_ok(&["report", out_s]).stdout).into_owned();
-    assert!(rep.starts_with("ferry report: 3 runs of one DFX session"), "{rep}");
+    assert!(rep.starts_with("ferry report: a session of 3 runs"), "{rep}");
     for k in 0..N {
-        assert!(rep.contains(&format!("== run-{k:03} ==\nferry report: run {k} of 3")), "{rep}");
+        assert!(rep.contains(&format!("\n  run-{k:03} ")), "{rep}");
     }
-    // A view of the session names its runs.
-    let v = ferry().args(["view", out_s]).output().unwrap();
-    assert!(!v.status.success());
-    assert!(String::from_utf8_lossy(&v.stderr).contains("run-000"), "{v:?}");
+    assert!(rep.contains("Per kernel over runs 0–2"), "{rep}");
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+fn text(o: &std::process::Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+/// A session of `--repeat 5 --warmup 1` on `arch` into `dir`.
+fn session(dir: &Path, arch: &str) {
+    ferry_ok(&[
+        "run",
+        "--small",
+        "--example",
+        "vector",
+        "--arch",
+        arch,
+        "--repeat",
+        "5",
+        "--warmup",
+        "1",
+        "--swimlane",
+        "1",
+        "--out",
+        dir.to_str().unwrap(),
+    ]);
+}
+
+#[test]
+fn a_session_reads_as_one_profile_warm_up_set_apart() {
+    let _bound = ferry_watchdog::bound("the ferry processes");
+    let d = scratch("session-one");
+    let (a, b) = (d.join("a2a3"), d.join("a5"));
+    session(&a, "a2a3");
+    session(&b, "a5");
+    let a_s = a.to_str().unwrap();
+    assert_eq!(json(&a.join("runs.json"))["warmup"], 1);
+
+    // One aggregate table over runs 1–4 and a runs table with wall times and gaps.
+    let rep = text(&ferry_ok(&["report", a_s]));
+    assert!(rep.starts_with("ferry report: a session of 5 runs"), "{rep}");
+    assert!(rep.contains("run 0 a warm-up run set apart"), "{rep}");
+    assert!(rep.lines().nth(1).unwrap().starts_with("verdict: steady state over runs 1–4: wall "));
+    assert!(rep.contains("Per kernel over runs 1–4"), "{rep}");
+    let rows: Vec<&str> = rep.lines().filter(|l| l.starts_with("  run-0")).collect();
+    assert_eq!(rows.len(), 5, "{rep}");
+    assert!(rows[0].ends_with("warm-up") && !rows[1].ends_with("warm-up"), "{rep}");
+    assert!(rows.iter().all(|r| r.contains(" ms ") || r.contains(" us ")), "wall times: {rep}");
+    let v: Value = serde_json::from_str(&text(&ferry_ok(&["report", a_s, "--json"]))).unwrap();
+    assert_eq!((v["warmup"].as_u64(), v["steady"]["runs"].as_u64()), (Some(1), Some(4)), "{v}");
+    assert_eq!(v["runs"].as_array().unwrap().len(), 5);
+    assert_eq!(v["reports"].as_array().unwrap().len(), 5);
+    // `--warmup` on the report overrides what the run recorded.
+    let none = text(&ferry_ok(&["report", a_s, "--warmup", "0"]));
+    assert!(none.contains("Per kernel over runs 0–4"), "{none}");
+
+    // Two sessions compare: the setup first, then the steady states with their spread.
+    let diff = text(&ferry_ok(&["diff", a_s, b.to_str().unwrap()]));
+    let lines: Vec<&str> = diff.lines().collect();
+    assert!(lines[0].starts_with("ferry diff: steady states compared"), "{diff}");
+    assert_eq!(lines[1], "set up differently (this explains what follows):", "{diff}");
+    assert_eq!(lines[2].trim(), "arch: a2a3 -> a5", "{diff}");
+    assert!(diff.contains("wall per run: "), "{diff}");
+    let j: Value =
+        serde_json::from_str(&text(&ferry_ok(&["diff", a_s, b.to_str().unwrap(), "--json"])))
+            .unwrap();
+    assert_eq!(j["runs"], serde_json::json!([4, 4]), "{j}");
+
+    // One page and one trace spanning the runs, with a row of the runs and their gaps.
+    let page = a.join("swimlane.html");
+    assert_eq!(text(&ferry_ok(&["view", a_s])).trim(), page.to_str().unwrap());
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(html.contains("\"label\":\"runs\""), "the page has the runs row");
+    assert!(html.contains("steady state over runs 1–4"), "the page's report is the session's");
+    ferry_ok(&["trace", a_s]);
+    let pb = std::fs::read(a.join("trace.perfetto-trace")).unwrap();
+    for name in ["run-000 (warm-up)", "gap before run-001", "run-004"] {
+        assert!(pb.windows(name.len()).any(|w| w == name.as_bytes()), "{name} in the trace");
+    }
     let _ = std::fs::remove_dir_all(&d);
 }

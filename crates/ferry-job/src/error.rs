@@ -126,6 +126,17 @@ pub enum JobError {
         /// Runs one session tells apart.
         max: usize,
     },
+    /// More warm-up runs than leave a run of the steady state.
+    #[error(
+        "{warmup} warm-up runs of {repeat}: the warm-up runs must leave at least one run \
+         (--warmup below --repeat)"
+    )]
+    WarmupNotBelowRepeat {
+        /// Warm-up runs asked for.
+        warmup: u32,
+        /// Runs.
+        repeat: u32,
+    },
     /// A repeat count of zero.
     #[error("a job runs its graph at least once (repeat 0)")]
     NoRuns,

@@ -64,6 +64,7 @@ pub struct Job {
     out: Option<PathBuf>,
     force: bool,
     repeat: u32,
+    warmup: u32,
     command: Vec<String>,
 }
 
@@ -82,6 +83,7 @@ impl std::fmt::Debug for Job {
             .field("dfx", &self.dfx)
             .field("out", &self.out)
             .field("repeat", &self.repeat)
+            .field("warmup", &self.warmup)
             .finish_non_exhaustive()
     }
 }
@@ -99,6 +101,7 @@ impl Job {
             out: None,
             force: false,
             repeat: 1,
+            warmup: 0,
             command: std::env::args().collect(),
         }
     }
@@ -212,6 +215,14 @@ impl Job {
         self
     }
 
+    /// The first `k` runs of a repetition are warm-up runs: every run is collected and checked,
+    /// and the profile's `runs.json` records them so `ferry report` and `ferry diff` set them
+    /// apart from the steady state (default 0). Below [`repeat`](Self::repeat).
+    pub fn warmup(mut self, k: u32) -> Job {
+        self.warmup = k;
+        self
+    }
+
     /// The command line recorded in the run's manifest (default: this process's arguments).
     pub fn command(mut self, command: Vec<String>) -> Job {
         self.command = command;
@@ -302,6 +313,12 @@ impl Job {
         }
         if self.chrome && self.dfx.swimlane == 0 {
             return Err(JobError::ChromeNeedsSwimlane);
+        }
+        if self.warmup > 0 && self.warmup >= self.repeat {
+            return Err(JobError::WarmupNotBelowRepeat {
+                warmup: self.warmup,
+                repeat: self.repeat,
+            });
         }
         // A workload's repeats are followed by one more run (its output is checked).
         let extra = matches!(self.source, Source::Workload(_)) && self.repeat > 1;
@@ -401,7 +418,8 @@ impl Job {
             Some(rd) if self.dfx.any() => Some(
                 ProfileTarget::in_run_dir(rd, sub, &case.name, write)
                     .map_err(|e| JobError::DfxStart(Box::new(e)))?
-                    .with_scope_names(case.scope_names()),
+                    .with_scope_names(case.scope_names())
+                    .with_warmup(self.warmup),
             ),
             _ => None,
         };

@@ -127,7 +127,7 @@ pub use manifest::{
 };
 pub use model::{
     AicoreTask, AicpuTask, CoreType, JoinedTask, LaneLoss, LossAccounting, LossPolicy, OrchPhase,
-    RunLabel, RunMeta, RunModel, SchedPhase, Subsystem, Swimlane, MAX_FILE_THREADS,
+    RunLabel, RunMeta, RunModel, RunSpan, SchedPhase, Subsystem, Swimlane, MAX_FILE_THREADS,
 };
 pub use name_map::{
     is_name_map_file, name_map_file, read_name_map, write_name_map, NameMap, DEFAULT_CASE,
@@ -143,7 +143,8 @@ pub use run_dir::{
     WorkloadSummary, SCOPES_HTML, SUMMARY_FILE, VIEW_FILE,
 };
 pub use runs::{
-    read_runs, session_runs, write_runs, write_runs_in, SessionRun, SessionRuns, RUNS_FILE,
+    read_runs, session_model, session_runs, write_runs, write_runs_in, SessionRun, SessionRuns,
+    RUNS_FILE, SESSION_REG_BITS,
 };
 pub use scope_names::{
     read_scope_names, write_scope_names, ScopeLabel, ScopeNames, MAX_SCOPE_NAMES_BYTES,

@@ -90,6 +90,22 @@ pub struct RunMeta {
     pub host_orchestration: Option<super::host_time::HostOrchestration>,
     /// Which run of a session over several runs this is (`None`: the session's only run).
     pub run: Option<RunLabel>,
+    /// The runs this model spans, when it is a whole session read as one
+    /// ([`session_model`](crate::session_model)); empty for a model of one run.
+    pub session: Vec<RunSpan>,
+}
+
+/// One run of a session read as one model: its index and the device cycles its tasks span.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunSpan {
+    /// The run, from 0.
+    pub index: u32,
+    /// Whether the session set it apart as a warm-up run.
+    pub warmup: bool,
+    /// Its first task's first timestamp (dispatch when known, else start), in device cycles.
+    pub first: u64,
+    /// Its last task's last timestamp (finish when known, else end), in device cycles.
+    pub last: u64,
 }
 
 /// Run `index` of the `runs` runs one DFX session collected (`ferry run --repeat N`): every file
@@ -130,6 +146,7 @@ impl RunMeta {
             clock_anchors: None,
             host_orchestration: None,
             run: None,
+            session: Vec::new(),
         }
     }
 

@@ -51,6 +51,14 @@ pub const RUNS_FILE: &str = "runs.json";
 pub struct SessionRuns {
     /// One entry per run, in launch order.
     pub runs: Vec<SessionRun>,
+    /// The first `warmup` runs are warm-up runs (`ferry run --warmup K`): readers set them
+    /// apart from the steady state. Absent (0) when none was named.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub warmup: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 /// One run of a session.
@@ -104,7 +112,7 @@ pub fn session_runs(runs: &[RunModel]) -> SessionRuns {
             }
         })
         .collect();
-    SessionRuns { runs }
+    SessionRuns { runs, warmup: 0 }
 }
 
 /// Writes `runs.json` into `dir`.
@@ -182,4 +190,104 @@ pub fn read_runs(dir: &Path) -> Result<Option<SessionRuns>, OpenError> {
         return Err(bad(format!("run {} is listed twice", r.index)));
     }
     Ok(Some(runs))
+}
+
+/// Bits of a session model's per-core dispatch counter that hold the run's own counter; the run
+/// index sits above them ([`session_model`]).
+pub const SESSION_REG_BITS: u32 = 24;
+
+/// The runs of a session (each run's model, in launch order, `warmup` of them warm-up runs) read
+/// as one model spanning them: for `ferry view` and `ferry trace` of a session, one timeline with
+/// the runs and the gaps between them on the device clock they share.
+///
+/// The swimlane's and the PMU's records are concatenated; the loss lines are summed per lane;
+/// [`RunMeta::session`] lists each run's span. A run's per-core dispatch counters restart at 1,
+/// so each run's are tagged with its index above [`SESSION_REG_BITS`] bits (an AICore record
+/// still joins its own run's AICPU record). The dependency graph, the argument dump and the
+/// scope records stay with each run (task ids repeat across runs): the merged model has none.
+///
+/// # Examples
+/// ```
+/// use ferry_profile::{session_model, LossPolicy};
+/// use ferry_profile::sample::sample_run;
+/// let runs = vec![sample_run(LossPolicy::Block), sample_run(LossPolicy::Block)];
+/// let one = runs[0].tasks().len();
+/// let m = session_model(runs, 1);
+/// assert_eq!(m.meta.session.len(), 2);
+/// assert!(m.meta.session[0].warmup && !m.meta.session[1].warmup);
+/// assert_eq!(m.tasks().len(), 2 * one);
+/// assert!(m.deps.is_none());
+/// ```
+pub fn session_model(runs: Vec<RunModel>, warmup: u32) -> RunModel {
+    let mut it = runs.into_iter().enumerate();
+    let Some((_, first)) = it.next() else { return RunModel::new(super::RunMeta::default()) };
+    let mut m = RunModel::new(super::RunMeta { run: None, ..first.meta.clone() });
+    m.loss = super::LossAccounting { run: None, ..first.loss.clone() };
+    m.loss.lanes.clear();
+    let add = |m: &mut RunModel, k: usize, r: RunModel| {
+        let index = r.meta.run.map_or(k as u32, |l| l.index);
+        let tag = |reg: u32| (index << SESSION_REG_BITS) | (reg & ((1 << SESSION_REG_BITS) - 1));
+        let tasks = r.tasks();
+        let first = tasks.iter().map(|t| t.dispatch.unwrap_or(t.start)).min();
+        let last = tasks.iter().map(|t| t.finish.unwrap_or(t.end)).max();
+        if let (Some(first), Some(last)) = (first, last) {
+            m.meta.session.push(super::model::RunSpan {
+                index,
+                warmup: index < warmup,
+                first,
+                last,
+            });
+        }
+        if let Some(sw) = r.swimlane {
+            let into = m.swimlane.get_or_insert_with(|| super::Swimlane::new(sw.level));
+            into.aicore_tasks.extend(
+                sw.aicore_tasks
+                    .into_iter()
+                    .map(|t| super::AicoreTask { reg_task_id: tag(t.reg_task_id), ..t }),
+            );
+            into.aicpu_tasks.extend(
+                sw.aicpu_tasks
+                    .into_iter()
+                    .map(|t| super::AicpuTask { reg_task_id: tag(t.reg_task_id), ..t }),
+            );
+            let sched = &mut into.sched_phases;
+            sched.resize_with(sched.len().max(sw.sched_phases.len()), Vec::new);
+            for (d, s) in sched.iter_mut().zip(sw.sched_phases) {
+                d.extend(s);
+            }
+            into.orch_phases
+                .resize_with(into.orch_phases.len().max(sw.orch_phases.len()), Vec::new);
+            for (d, s) in into.orch_phases.iter_mut().zip(sw.orch_phases) {
+                d.extend(s);
+            }
+        }
+        if let Some(p) = r.pmu {
+            match &mut m.pmu {
+                Some(into) if into.counter_names == p.counter_names => into.rows.extend(p.rows),
+                Some(_) => {}
+                None => m.pmu = Some(p),
+            }
+        }
+        for l in r.loss.lanes {
+            match m.loss.lanes.iter_mut().find(|x| x.lane == l.lane && x.subsystem == l.subsystem) {
+                Some(x) => {
+                    x.produced += l.produced;
+                    x.collected += l.collected;
+                    x.dropped += l.dropped;
+                    x.stall_cycles += l.stall_cycles;
+                    x.stall_waits += l.stall_waits;
+                    x.stalls.extend(l.stalls);
+                }
+                None => m.loss.lanes.push(l),
+            }
+        }
+        for (id, name) in r.kernels {
+            m.kernels.entry(id).or_insert(name);
+        }
+    };
+    add(&mut m, 0, first);
+    for (k, r) in it {
+        add(&mut m, k, r);
+    }
+    m
 }

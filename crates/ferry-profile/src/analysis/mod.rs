@@ -38,6 +38,7 @@ use super::{OpenedRun, RunOutcome};
 mod critical;
 mod diff;
 mod listing;
+mod session;
 #[cfg(test)]
 mod tests;
 mod text;
@@ -52,9 +53,13 @@ pub use listing::{
     deps_listing, dump_listing, DepsListing, DepsTask, DumpListing, DumpedArgRow, HbViolation,
     TaskEdge,
 };
+pub use session::{
+    session_diff, session_report, KernelSpread, KernelSpreadDelta, SessionDiff, SessionReport,
+    SessionRunRow, Spread, SpreadPair, SteadyState, WARMUP_HINT_RATIO,
+};
 
 /// Version of the [`Report`] and [`Diff`] JSON layouts.
-pub const REPORT_FORMAT: u32 = 2;
+pub const REPORT_FORMAT: u32 = 3;
 
 /// A task id as ferry prints it: `0x` and its hex digits (`0x13`, `0x100000003`).
 pub fn task_hex(id: u64) -> String {

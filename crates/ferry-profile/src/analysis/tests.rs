@@ -292,3 +292,87 @@ fn a_failed_runs_outcome_is_in_the_report_and_the_diff() {
     assert!(t.contains(&format!("run B failed (its profile is complete): {error}")), "{t}");
     assert!(!t.contains("run A failed"), "{t}");
 }
+
+/// A session of runs of one task of kernel 1 each, `(start, end)` per run, at 1 GHz.
+fn session_of(spans: &[(u64, u64)], warmup: u32) -> SessionReport {
+    let reports: Vec<Report> =
+        spans.iter().map(|&(s, e)| report(&run_of(1, &[(1, 0, 1, s, e)], &[]))).collect();
+    session_report(&crate::SessionRuns::default(), reports, warmup)
+}
+
+#[test]
+fn a_session_sets_warm_up_runs_apart_and_spreads_the_steady_ones() {
+    let spans = [(0, 300), (1000, 1100), (1300, 1420)];
+    let s = session_of(&spans, 1);
+    assert_eq!(s.runs.iter().map(|r| r.warmup).collect::<Vec<_>>(), [true, false, false]);
+    assert_eq!(s.runs.iter().map(|r| r.wall_ns).collect::<Vec<_>>(), [300, 100, 120]);
+    assert_eq!(s.runs.iter().map(|r| r.gap_ns).collect::<Vec<_>>(), [None, Some(700), Some(200)]);
+    let st = s.steady.as_ref().unwrap();
+    assert_eq!((st.first, st.last, st.runs), (1, 2, 2));
+    assert_eq!(st.wall_ns, Spread { mean: 110, min: 100, max: 120 });
+    assert_eq!(st.gap_ns, Some(Spread { mean: 450, min: 200, max: 700 }));
+    assert_eq!(st.kernels.len(), 1);
+    assert_eq!(st.kernels[0].exec_ns, Spread { mean: 110, min: 100, max: 120 });
+    assert_eq!((st.kernels[0].tasks, st.kernels[0].exec_per_block_ns), (1, 110));
+    assert_eq!(s.warmup_hint, None, "a warm-up run is set apart: no hint");
+    let t = s.text("D", None);
+    assert!(t.contains("steady state over runs 1–2"), "{t}");
+    assert!(t.contains("warm-up"), "{t}");
+    // Nothing set apart: the slow first run is pointed out (300 over the others' median 120).
+    let none = session_of(&spans, 0);
+    assert_eq!(none.warmup_hint, Some(2.5));
+    assert_eq!(none.steady.as_ref().unwrap().wall_ns.max, 300);
+    assert!(none.text("D", None).contains("hint: run-000 took 2.5x"), "{}", none.text("D", None));
+    // Every run a warm-up run: no steady state, said so.
+    let all = session_of(&spans, 9);
+    assert_eq!((all.warmup, all.steady.is_none()), (3, true));
+    assert!(all.text("D", None).contains("no steady state"));
+}
+
+#[test]
+fn a_session_diff_names_a_regression_only_beyond_the_runs_spread() {
+    let a = session_of(&[(0, 100), (200, 320)], 0);
+    let slower = session_of(&[(0, 200), (300, 510)], 0);
+    let d = session_diff(&a, &slower, Vec::new());
+    assert_eq!(d.regression.as_deref(), Some("k1"));
+    assert!(d.kernels[0].exec_ns.beyond_spread && d.wall_ns.beyond_spread);
+    assert_eq!(d.kernels[0].exec_ns.delta_ns, 205 - 110);
+    // Within A's spread (100..120): no regression, though the mean grew.
+    let noisy = session_of(&[(0, 110), (200, 315)], 0);
+    let d = session_diff(&a, &noisy, Vec::new());
+    assert!(d.kernels[0].exec_ns.delta_ns > 0 && !d.kernels[0].exec_ns.beyond_spread);
+    assert_eq!(d.regression, None);
+    assert!(d.text(None).contains("within the runs' spread"), "{}", d.text(None));
+    // A setup difference comes first.
+    let setup = vec![SetupChange { what: "arch".into(), a: "a2a3".into(), b: "a5".into() }];
+    let t = session_diff(&a, &noisy, setup).text(None);
+    assert_eq!(t.lines().nth(1), Some("set up differently (this explains what follows):"), "{t}");
+}
+
+#[test]
+fn a_session_read_as_one_model_keeps_each_runs_joins_and_spans() {
+    let runs: Vec<RunModel> = [(0u64, 300u64), (1000, 1100)]
+        .iter()
+        .map(|&(s, e)| run_of(1, &[(1, 0, 1, s, e)], &[]))
+        .collect();
+    let m = crate::session_model(runs, 1);
+    let spans: Vec<(u32, bool, u64, u64)> =
+        m.meta.session.iter().map(|r| (r.index, r.warmup, r.first, r.last)).collect();
+    assert_eq!(spans, [(0, true, 0, 300), (1, false, 1000, 1100)]);
+    // Both runs' blocks use the per-core counter 1: each still joins its own run's dispatch.
+    let t = m.tasks();
+    assert_eq!(
+        t.iter().map(|t| (t.dispatch, t.finish)).collect::<Vec<_>>(),
+        [(Some(0), Some(300)), (Some(1000), Some(1100))]
+    );
+    // The trace's runs track: each run and the gap between them.
+    let p = crate::perfetto::plan(&m);
+    let mut names: Vec<&str> = p
+        .slices
+        .iter()
+        .filter(|s| s.track == crate::perfetto::UUID_SESSION_RUNS)
+        .map(|s| s.name.as_ref())
+        .collect();
+    names.sort_unstable();
+    assert_eq!(names, ["gap before run-001", "run-000 (warm-up)", "run-001"]);
+}

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use super::{slice, CounterUnit, Planner, TrackKind, UUID_AICPU, UUID_LANES};
-use crate::model::{JoinedTask, LossPolicy, RunModel};
+use crate::model::{JoinedTask, LossPolicy, RunLabel, RunModel};
 use crate::scopes::ScopePhase;
 
 /// Uuid of the run process track (run summary, clock anchors, loss totals).
@@ -20,6 +20,8 @@ pub const UUID_RUN_INFO: u64 = 50;
 pub const UUID_ANCHORS: u64 = 51;
 /// Uuid of the `loss accounting` (totals) slice track.
 pub const UUID_LOSS_TOTALS: u64 = 52;
+/// The runs of a session read as one, and the gaps between them.
+pub const UUID_SESSION_RUNS: u64 = 53;
 /// Uuid of the `scopes` slice track (one slice per scope, named by its site's name).
 pub const UUID_SCOPE_SLICES: u64 = 70;
 /// Name of the [`UUID_SCOPE_SLICES`] track.
@@ -159,6 +161,36 @@ impl Planner {
             s.args.push(("runs", r.runs.into()));
         }
         self.place(UUID_RUN_INFO, "run", [s]);
+
+        // A session read as one: each run, and the device time the launch pipeline left the
+        // chip idle between two runs.
+        if !m.session.is_empty() {
+            self.track(UUID_SESSION_RUNS, Some(UUID_RUN), "runs".into(), TrackKind::Child);
+            let mut slices = Vec::new();
+            let mut prev: Option<u64> = None;
+            for r in &m.session {
+                if let Some(end) = prev.filter(|&e| e < r.first) {
+                    let mut g = slice(
+                        format!("gap before {}", RunLabel::dir_name(r.index)).into(),
+                        "session",
+                        ns(end),
+                        ns(r.first),
+                    );
+                    g.args = [("run_index", r.index.into())].into();
+                    slices.push(g);
+                }
+                let name = if r.warmup {
+                    format!("{} (warm-up)", RunLabel::dir_name(r.index))
+                } else {
+                    RunLabel::dir_name(r.index)
+                };
+                let mut s = slice(name.into(), "session", ns(r.first), ns(r.last));
+                s.args = [("run_index", r.index.into()), ("warmup", u64::from(r.warmup))].into();
+                slices.push(s);
+                prev = Some(r.last);
+            }
+            self.place(UUID_SESSION_RUNS, "session", slices);
+        }
 
         if let Some(a) = m.clock_anchors.as_ref().filter(|a| !a.samples.is_empty()) {
             self.track(UUID_ANCHORS, Some(UUID_RUN), "clock anchors".into(), TrackKind::Child);

@@ -48,7 +48,7 @@ pub use encode::{encode_plan, encode_plan_with, write_plan, write_trace, EncodeO
 pub use extra::{
     scope_record_times, uuid_lane_loss, uuid_pmu, uuid_queue_depth, uuid_scope, SCOPE_METRICS,
     SCOPE_SLICES_TRACK, UUID_ANCHORS, UUID_LOSS_TOTALS, UUID_PMU, UUID_RUN, UUID_RUN_INFO,
-    UUID_SCOPES, UUID_SCOPE_SLICES,
+    UUID_SCOPES, UUID_SCOPE_SLICES, UUID_SESSION_RUNS,
 };
 
 /// Trusted packet sequence id of every packet.
@@ -332,7 +332,15 @@ pub fn plan(run: &RunModel) -> TracePlan {
                 let mut s = slice(kernel(t.func_id), "aicore", ns(t.start), ns(t.end));
                 s.flows_out = std::mem::take(&mut flows_out[i]);
                 s.flows_in = std::mem::take(&mut flows_in[i]);
-                s.args = [("task_id", t.task_id), ("reg_task_id", t.reg_task_id.into())].into();
+                s.args = if meta.session.is_empty() {
+                    [("task_id", t.task_id), ("reg_task_id", t.reg_task_id.into())].into()
+                } else {
+                    // A session read as one: the run sits above the run's own counter.
+                    let own = t.reg_task_id & ((1 << crate::SESSION_REG_BITS) - 1);
+                    let run = t.reg_task_id >> crate::SESSION_REG_BITS;
+                    [("task_id", t.task_id), ("run", run.into()), ("reg_task_id", own.into())]
+                        .into()
+                };
                 s
             });
             p.thread((uuid_core(c), UUID_AICORE, 1), format!("core{c} ({})", ty.name()), slices);

@@ -58,6 +58,12 @@ pub fn swimlane_html(run: &RunModel) -> String {
 /// [`swimlane_html`] of a run that failed with `failure` (from its manifest's outcome): the
 /// page's bar says so, in red, before anything else.
 pub fn swimlane_html_of(run: &RunModel, failure: Option<&str>) -> String {
+    swimlane_html_reporting(run, failure, &report(run))
+}
+
+/// [`swimlane_html_of`] with `report_text` as the page's report (a session's report for a
+/// session read as one model, [`session_model`](crate::session_model)).
+pub fn swimlane_html_reporting(run: &RunModel, failure: Option<&str>, report_text: &str) -> String {
     let data = super::viewer::view_data(run);
     let title = html_escape(&format!("ferry view ({})", run.meta.arch));
     let failed = failure.map_or_else(String::new, |e| {
@@ -77,7 +83,7 @@ pub fn swimlane_html_of(run: &RunModel, failure: Option<&str>) -> String {
 <h3>Report</h3><pre id=\"fv-report\">{report}</pre>\
 <script id=\"ferry-data\" type=\"application/json\">{json}</script><script>{js}</script></body></html>\n",
         css = VIEW_CSS,
-        report = html_escape(&report(run)),
+        report = html_escape(report_text),
         json = data.json,
         js = VIEW_JS,
     )

@@ -24,7 +24,8 @@ use std::io::Write as _;
 mod html;
 mod viewer;
 pub use html::{
-    html_escape, risk_class, scope_usage, scopes_html, swimlane_html, swimlane_html_of, ScopeUsage,
+    html_escape, risk_class, scope_usage, scopes_html, swimlane_html, swimlane_html_of,
+    swimlane_html_reporting, ScopeUsage,
 };
 pub use viewer::{base64, view_data, ViewData, ViewRow};
 

@@ -94,6 +94,7 @@
       series.push({ name: s.name, group: s.group, unit: s.unit, t, v, max });
     }
     V.busy = R.map((r) => r.busy);
+    V.kinds = R.map((r) => r.kind);
     // Each task's first slice (rows in page order: AICore first).
     firstRow = new Int32Array(T).fill(-1); firstIdx = new Int32Array(T);
     R.forEach((r, ri) => {
@@ -531,12 +532,20 @@
     return { x: LABEL + ((a + b) / 2 - start) * k, y: r.y - scroller.scrollTop + ROW / 2 };
   };
 
-  // Where row `label` is drawn (canvas pixels, timeline part only), for scripts that sample it.
+  // Where row `label` is drawn (canvas pixels, timeline part only), for scripts that sample it,
+  // with its busy fraction and `peak`: the busiest pixel column's busy fraction in the visible
+  // range (no pixel of the row may be drawn more opaque than that).
   V.rowBand = function (label) {
     const r = R.find((x) => x.label === label);
     if (!r) return null;
-    return { x: LABEL * dpr, y: (r.y - scroller.scrollTop + 2) * dpr, w: (W - LABEL) * dpr,
-      h: (ROW - 4) * dpr, busy: r.busy };
+    const { start, end } = V.visible, PW = W - LABEL, w = (end - start) / PW;
+    let peak = 0;
+    for (let px = 0; px < PW; px++) {
+      const a = start + px * w;
+      peak = Math.max(peak, busyIn(r, a, a + w) / Math.max(w, 1e-9));
+    }
+    return { x: LABEL * dpr, y: (r.y - scroller.scrollTop + 2) * dpr, w: PW * dpr,
+      h: (ROW - 4) * dpr, busy: r.busy, peak: Math.min(1, peak) };
   };
 
   async function main() {

@@ -120,7 +120,7 @@ fn js_list<'a>(it: impl IntoIterator<Item = &'a str>) -> String {
 }
 
 /// The groups of rows, in page order.
-const GROUPS: [&str; 5] = ["AICore", "AICPU", "Scheduler view", "DFX lanes", "Scopes"];
+const GROUPS: [&str; 6] = ["Runs", "AICore", "AICPU", "Scheduler view", "DFX lanes", "Scopes"];
 
 /// The group and kind of plan track `uuid` (`None`: not a row of the page).
 fn row_kind(
@@ -131,6 +131,10 @@ fn row_kind(
 ) -> Option<(&'static str, &'static str)> {
     if matches!(kind, TrackKind::Process { .. } | TrackKind::Counter) {
         return None;
+    }
+    // A session read as one: its runs and the gaps between them, above the cores.
+    if uuid == perfetto::UUID_SESSION_RUNS {
+        return Some(("Runs", "run"));
     }
     let k = if name.ends_with(" stall") {
         "stall"

@@ -232,6 +232,9 @@ pub struct ProfileTarget<'a> {
     /// What the run's scope sites are called (a workload's scope labels): written beside the
     /// scope records and used to label them; empty for none.
     pub scope_names: ScopeNames,
+    /// Runs of a session over several runs that are warm-up runs (the first ones), recorded in
+    /// `runs.json` for the readers to set apart.
+    pub warmup: u32,
 }
 
 impl<'a> ProfileTarget<'a> {
@@ -253,12 +256,18 @@ impl<'a> ProfileTarget<'a> {
             case: case.to_string(),
             write,
             scope_names: ScopeNames::new(),
+            warmup: 0,
         })
     }
 
     /// This target, with the run's scope sites called `names` (a workload's scope labels).
     pub fn with_scope_names(self, names: ScopeNames) -> ProfileTarget<'a> {
         ProfileTarget { scope_names: names, ..self }
+    }
+
+    /// This target, with the session's first `warmup` runs recorded as warm-up runs.
+    pub fn with_warmup(self, warmup: u32) -> ProfileTarget<'a> {
+        ProfileTarget { warmup, ..self }
     }
 }
 
@@ -378,7 +387,8 @@ fn write_session(
     }
     let mut runs = Vec::with_capacity(models.len());
     let mut total = WriteReport::default();
-    let session = ferry_profile::session_runs(&models);
+    let mut session = ferry_profile::session_runs(&models);
+    session.warmup = t.warmup;
     for (k, model) in models.into_iter().enumerate() {
         let index = model.meta.run.map_or(k as u32, |r| r.index);
         let dir = t.dir.join(RunLabel::dir_name(index));
