@@ -85,15 +85,15 @@ fn all(a: &BenchArgs) -> anyhow::Result<()> {
 }
 
 fn sim(a: &BenchArgs) -> anyhow::Result<()> {
-    let mut cfg = ferry_sim::bench::SimBenchConfig::default();
-    let mut contention = ferry_runtime::contention_bench::ContentionConfig::default();
+    let mut cfg = ferry_bench::sim::SimBenchConfig::default();
+    let mut contention = ferry_bench::contention::ContentionConfig::default();
     if a.quick {
         cfg.idle_window = std::time::Duration::from_millis(200);
         cfg.round_trips = 2_000;
         contention.rounds = 2;
         contention.tasks = 10_000;
     }
-    let r = ferry_sim::bench::run(&cfg)?;
+    let r = ferry_bench::sim::run(&cfg)?;
     // indicatif draws to stderr and hides itself where stderr is not a terminal.
     let bar = indicatif::ProgressBar::new(u64::from(contention.rounds));
     bar.set_style(
@@ -103,8 +103,7 @@ fn sim(a: &BenchArgs) -> anyhow::Result<()> {
         .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
         .progress_chars("=> "),
     );
-    let c =
-        ferry_runtime::contention_bench::run_with(&contention, |i| bar.set_position(u64::from(i)))?;
+    let c = ferry_bench::contention::run_with(&contention, |i| bar.set_position(u64::from(i)))?;
     bar.finish_and_clear();
     if a.json {
         let sim = r.to_json();
@@ -152,11 +151,11 @@ fn sim(a: &BenchArgs) -> anyhow::Result<()> {
 }
 
 fn launch(a: &BenchArgs) -> anyhow::Result<()> {
-    let mut cfg = ferry_launch::bench::LaunchBenchConfig::default();
+    let mut cfg = ferry_bench::launch::LaunchBenchConfig::default();
     if a.quick {
         cfg.iterations = 200;
     }
-    let r = ferry_launch::bench::run(&cfg)?;
+    let r = ferry_bench::launch::run(&cfg)?;
     let series = crate::bench_launch::runtime_series(a.quick)?;
     if a.json {
         crate::stdout::outln!("{}", crate::bench_launch::json(&r.to_json(), &series))?;
@@ -187,7 +186,7 @@ fn launch(a: &BenchArgs) -> anyhow::Result<()> {
 }
 
 fn copy(a: &BenchArgs) -> anyhow::Result<()> {
-    use ferry_copy::{bench, emulator};
+    use ferry_bench::{copy as bench, copy_server as emulator};
     if a.emulate_server {
         let mut cfg = match (a.full, a.quick) {
             (true, _) => emulator::EmulatorConfig::full(),
@@ -289,11 +288,11 @@ fn copy(a: &BenchArgs) -> anyhow::Result<()> {
 }
 
 fn runtime(a: &BenchArgs) -> anyhow::Result<()> {
-    let mut cfg = ferry_runtime::bench::BenchConfig::default();
+    let mut cfg = ferry_bench::runtime::BenchConfig::default();
     if a.quick {
         cfg.tasks = 5_000;
     }
-    let r = ferry_runtime::bench::run(&cfg)?;
+    let r = ferry_bench::runtime::run(&cfg)?;
     if a.json {
         crate::stdout::outln!("{}", r.to_json())?;
     } else {

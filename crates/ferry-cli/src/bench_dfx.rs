@@ -3,7 +3,7 @@
 //! Every figure comes from medians of interleaved rounds in this one run (the 2-core machines
 //! these run on swing 2–3x between single runs):
 //!
-//! * the transport (`ferry_dfx::bench`): writer hot path, buffer switch, and the drain as a ratio
+//! * the transport (`ferry_bench::dfx::transport`): writer hot path, buffer switch, and the drain as a ratio
 //!   of a streaming memcpy of the same working set, on both arches, polling and with the doorbell
 //!   hint;
 //! * the all-five storm: (a) in-run throughput as a ratio of DFX off (and each subsystem's), on
@@ -123,12 +123,13 @@ struct DfxCpu {
     cpu_ratio: f64,
 }
 
-fn dfx_cpu_split(rows: &[ferry_runtime::host::dfx::CostRow]) -> Option<DfxCpu> {
+fn dfx_cpu_split(rows: &[ferry_bench::dfx::costs::CostRow]) -> Option<DfxCpu> {
     let of = |name: &str| rows.iter().find(|r| r.config == name);
     let (off, all) = (of("off")?, of("all")?);
     let (o, a) = (off.cpu?, all.cpu?);
     let n = all.records.max(1) as f64;
-    let total = |c: &ferry_runtime::host::dfx::RoleCpu| c.aicpu_ns + c.aicore_ns + c.dfx_host_ns;
+    let total =
+        |c: &ferry_bench::dfx::thread_cpu::RoleCpu| c.aicpu_ns + c.aicore_ns + c.dfx_host_ns;
     Some(DfxCpu {
         records: all.records,
         aicpu_ns_per_record: (a.aicpu_ns - o.aicpu_ns) / n,
@@ -140,11 +141,11 @@ fn dfx_cpu_split(rows: &[ferry_runtime::host::dfx::CostRow]) -> Option<DfxCpu> {
 
 pub(crate) fn run(quick: bool, as_json: bool) -> anyhow::Result<()> {
     let cfg = if quick {
-        ferry_dfx::bench::BenchConfig::quick()
+        ferry_bench::dfx::transport::BenchConfig::quick()
     } else {
-        ferry_dfx::bench::BenchConfig::default()
+        ferry_bench::dfx::transport::BenchConfig::default()
     };
-    let transport = ferry_dfx::bench::run(&cfg);
+    let transport = ferry_bench::dfx::transport::run(&cfg);
     let arch = Arch::A2a3;
     let (size, rounds, tasks) =
         if quick { (Size::Small, 1, 5_000) } else { (Size::Full, 7, 50_000) };
@@ -152,7 +153,7 @@ pub(crate) fn run(quick: bool, as_json: bool) -> anyhow::Result<()> {
     // single storm run swings 72-140 ms here), so they get more rounds than the write phases.
     let (in_run_rounds, in_run_pairs) = if quick { (1, 0) } else { (IN_RUN_ROUNDS, IN_RUN_PAIRS) };
     let anyhow_err = |e: Box<dyn std::error::Error + Send + Sync>| anyhow::anyhow!("{e}");
-    let rows = ferry_runtime::host::dfx::subsystem_costs(arch, size, in_run_rounds, in_run_pairs)
+    let rows = ferry_bench::dfx::costs::subsystem_costs(arch, size, in_run_rounds, in_run_pairs)
         .map_err(anyhow_err)?;
     let ratio_of = |name: &str| rows.iter().find(|r| r.config == name).map_or(0.0, |r| r.ratio);
     let tps_of = |name: &str| rows.iter().find(|r| r.config == name).map_or(0.0, |r| r.tasks_per_s);
@@ -164,8 +165,8 @@ pub(crate) fn run(quick: bool, as_json: bool) -> anyhow::Result<()> {
         command(quick, if quick { 1 } else { 6 }, &scratch.join("run"))?;
 
     // The write phase and the trace phase, from models of the all-five storm at both sizes.
-    let big = ferry_runtime::host::dfx::storm_model(arch, size).map_err(anyhow_err)?;
-    let small = ferry_runtime::host::dfx::storm_model(arch, Size::Small).map_err(anyhow_err)?;
+    let big = ferry_bench::dfx::costs::storm_model(arch, size).map_err(anyhow_err)?;
+    let small = ferry_bench::dfx::costs::storm_model(arch, Size::Small).map_err(anyhow_err)?;
     let files_only = WriteOptions { files: true, traces: false, chrome: false, progress: None };
     // The trace phase with both encoders, the Chrome JSON's too.
     let traces_only = WriteOptions { files: false, traces: true, chrome: true, progress: None };

@@ -1,8 +1,8 @@
 //! `ferry bench launch`'s runtime series: back-to-back vector runs on the runtime's real
-//! descriptor, one launch slot against two (`ferry_runtime::launch_bench`).
+//! descriptor, one launch slot against two (`ferry_bench::launch_series`).
+use ferry_bench::launch_series::{self as launch_bench, LaunchSeriesConfig, LaunchSeriesReport};
 use ferry_runtime::examples::Size;
 use ferry_runtime::host::{RunnerConfig, Variant};
-use ferry_runtime::launch_bench::{self, LaunchSeriesConfig, LaunchSeriesReport};
 use ferry_sim::Arch;
 
 /// The series `ferry bench launch` measures: the vector example on a2a3 host-built (the 1.5x

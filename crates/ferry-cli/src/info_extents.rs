@@ -1,7 +1,7 @@
 //! `ferry info`'s descriptor extents: the runtime's real descriptor per arch x variant (the
 //! vector example on the `ferry run` chip), next to the original runtime's figures, and the launch-slot
 //! capacity that follows (`ferry_runtime::host::extent`).
-use ferry_launch::bench::{A2A3_HBG_EXTENT, A2A3_TMR_EXTENT, A5_HBG_EXTENT, A5_TMR_EXTENT};
+use ferry_bench::launch::{A2A3_HBG_EXTENT, A2A3_TMR_EXTENT, A5_HBG_EXTENT, A5_TMR_EXTENT};
 use ferry_runtime::examples::{Example, Size};
 use ferry_runtime::host::{descriptor_extent, DescriptorExtent, RunnerConfig, Variant};
 use ferry_sim::Arch;
