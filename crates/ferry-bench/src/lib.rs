@@ -1,4 +1,5 @@
-//! ferry's measurements: what `ferry bench <area>` runs and the reports it prints.
+//! ferry's measurements: what `ferry bench <area>` runs, the reports it prints, and the figures
+//! page (`docs/figures.md`) rendered from them.
 //!
 //! The libraries measured (`ferry-sim`, `ferry-launch`, `ferry-runtime`, `ferry-copy`,
 //! `ferry-dfx`, `ferry-profile`) keep no bench code of their own: every harness here drives them
@@ -13,7 +14,10 @@
 //! | [`launch`] / [`launch_series`] | `launch` | the launch transaction's host cost; back-to-back runs, one slot against two |
 //! | [`copy`] / [`copy_server`] | `copy` | gather throughput and planning cost; the server emulator without and with Prewarm |
 //! | [`runtime`] | `runtime` | storm throughput and per-task dispatch overhead against direct kernel calls |
-//! | [`dfx`] | `dfx` | the transport, each subsystem's in-run cost |
+//! | [`dfx`] | `dfx` | the transport, each subsystem's in-run cost, the whole command, the write and trace phases |
+//! | [`view`] | `view` | the storm's `ferry view` page: size and first frame in headless Chromium |
+//! | [`all`] / [`figures`] | `all` | every area in a process of its own; the figures page from such runs |
+//! | [`extents`] | (`ferry info`) | the runtime's launch descriptor per arch and variant, beside the original runtime's |
 //!
 //! The criterion benches (`cargo bench -p ferry-bench`) time the same harnesses: `sim`,
 //! `launch`, `launch_series`, `copy` and `dfx`.
@@ -36,14 +40,18 @@
     clippy::missing_safety_doc
 )]
 
+pub mod all;
 pub mod contention;
 pub mod copy;
 pub mod copy_server;
 pub mod dfx;
+pub mod extents;
+pub mod figures;
 pub mod launch;
 pub mod launch_series;
 pub mod runtime;
 pub mod sim;
+pub mod view;
 
 /// A `ferry bench` area's report: what it prints with `--json` and without.
 pub trait AreaReport {
