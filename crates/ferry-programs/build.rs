@@ -83,13 +83,8 @@ const PROGRAMS: &[(&str, &str, &str, &str, &str, &str)] = &[
 /// ferry-runtime's sources compiled only with its `host` feature (`src/lib.rs` gates them),
 /// which the device programs build without. Listing a file here that the device half does
 /// compile would leave its changes out of the build id: keep it to what `lib.rs` gates.
-const RUNTIME_HOST_ONLY: [&str; 5] = [
-    "crates/ferry-runtime/src/host",
-    "crates/ferry-runtime/src/bench.rs",
-    "crates/ferry-runtime/src/contention_bench.rs",
-    "crates/ferry-runtime/src/examples.rs",
-    "crates/ferry-runtime/src/launch_bench.rs",
-];
+const RUNTIME_HOST_ONLY: [&str; 2] =
+    ["crates/ferry-runtime/src/host", "crates/ferry-runtime/src/examples.rs"];
 
 fn sources(dir: &Path, out: &mut Vec<PathBuf>) {
     let Ok(rd) = std::fs::read_dir(dir) else { return };

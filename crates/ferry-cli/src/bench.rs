@@ -1,5 +1,10 @@
-//! `ferry bench <area> [--json]`: figures of one area, as ratios against a same-run baseline.
+//! `ferry bench <area> [--json]` and `ferry figures`: their arguments and what they print; the
+//! measurements, their reports and the figures page are `ferry_bench`'s.
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
 use clap::{Args, ValueEnum};
+use ferry_bench::{all, copy, copy_server, dfx, figures, launch, runtime, sim, view, AreaReport};
 
 #[derive(Debug, Args)]
 pub(crate) struct BenchArgs {
@@ -20,7 +25,7 @@ pub(crate) struct BenchArgs {
     full: bool,
     /// all: write the JSON object here instead of standard output.
     #[arg(short = 'o', long = "out", value_name = "FILE")]
-    out: Option<std::path::PathBuf>,
+    out: Option<PathBuf>,
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -55,274 +60,74 @@ pub(crate) fn run(a: &BenchArgs) -> anyhow::Result<()> {
             "-o/--out is only for `ferry bench all`; the other areas print to standard output"
         );
     }
-    match a.area {
-        Area::All => all(a)?,
-        Area::Launch => launch(a)?,
-        Area::Copy => copy(a)?,
-        Area::Runtime => runtime(a)?,
-        Area::Dfx => dfx(a)?,
-        Area::Sim => sim(a)?,
-        Area::View => crate::bench_view::run(a.json, a.quick)?,
-    }
-    Ok(())
+    let exe = || std::env::current_exe().context("locating the ferry binary");
+    let r: Box<dyn AreaReport> = match a.area {
+        Area::All => return bench_all(a, &exe()?),
+        Area::Sim => {
+            let cfg = sim::SimAreaConfig::new(a.quick);
+            // indicatif draws to stderr and hides itself where stderr is not a terminal.
+            let bar = indicatif::ProgressBar::new(u64::from(cfg.contention.rounds));
+            bar.set_style(
+                indicatif::ProgressStyle::with_template(
+                    "contention rounds [{bar:30}] {pos}/{len} (each: alone, 1 busy loop, 1 per CPU)",
+                )
+                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
+                .progress_chars("=> "),
+            );
+            let r = sim::measure(&cfg, |i| bar.set_position(u64::from(i)))?;
+            bar.finish_and_clear();
+            Box::new(r)
+        }
+        Area::Launch => Box::new(launch::measure(a.quick)?),
+        Area::Copy if a.emulate_server => {
+            Box::new(copy_server::run(&copy_server::config(a.quick, a.full))?)
+        }
+        Area::Copy => Box::new(copy::run(&copy::config(a.quick, a.full))?),
+        Area::Runtime => Box::new(runtime::measure(a.quick)?),
+        Area::Dfx => Box::new(dfx::measure(&exe()?, a.quick)?),
+        Area::View => {
+            let tools = view::tools_dir(Path::new(env!("CARGO_MANIFEST_DIR")));
+            Box::new(view::measure(&exe()?, &tools, a.quick)?)
+        }
+    };
+    Ok(crate::stdout::outln!("{}", if a.json { r.to_json() } else { r.to_text() })?)
 }
 
-fn all(a: &BenchArgs) -> anyhow::Result<()> {
-    let v = crate::figures::bench_all(a.quick)?;
+fn bench_all(a: &BenchArgs, exe: &Path) -> anyhow::Result<()> {
+    let v = all::bench_all(exe, a.quick, |line| eprintln!("{line}"))?;
     if !a.json {
-        let page = crate::figures::render_one(&v);
-        crate::stdout::outln!("{}", page.trim_end())?;
-        return Ok(());
+        return Ok(crate::stdout::outln!("{}", figures::render_one(&v).trim_end())?);
     }
     let text = serde_json::to_string_pretty(&v)?;
     match &a.out {
-        Some(p) => {
-            ferry_profile::write_bytes_atomic(p, (text + "\n").as_bytes())?;
-            Ok(())
-        }
+        Some(p) => Ok(ferry_profile::write_bytes_atomic(p, (text + "\n").as_bytes()).map(drop)?),
         None => Ok(crate::stdout::outln!("{text}")?),
     }
 }
 
-fn sim(a: &BenchArgs) -> anyhow::Result<()> {
-    let mut cfg = ferry_sim::bench::SimBenchConfig::default();
-    let mut contention = ferry_runtime::contention_bench::ContentionConfig::default();
-    if a.quick {
-        cfg.idle_window = std::time::Duration::from_millis(200);
-        cfg.round_trips = 2_000;
-        contention.rounds = 2;
-        contention.tasks = 10_000;
-    }
-    let r = ferry_sim::bench::run(&cfg)?;
-    // indicatif draws to stderr and hides itself where stderr is not a terminal.
-    let bar = indicatif::ProgressBar::new(u64::from(contention.rounds));
-    bar.set_style(
-        indicatif::ProgressStyle::with_template(
-            "contention rounds [{bar:30}] {pos}/{len} (each: alone, 1 busy loop, 1 per CPU)",
-        )
-        .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
-        .progress_chars("=> "),
-    );
-    let c =
-        ferry_runtime::contention_bench::run_with(&contention, |i| bar.set_position(u64::from(i)))?;
-    bar.finish_and_clear();
-    if a.json {
-        let sim = r.to_json();
-        let sim = sim.strip_suffix('}').unwrap_or(&sim);
-        crate::stdout::outln!("{sim},\"contention\":{}}}", c.to_json())?;
-        return Ok(());
-    }
-    crate::stdout::outln!(
-        "simulated a2a3 chip: {} AICPU + {} AICore threads",
-        r.aicpu_threads,
-        r.aicore_threads
-    )?;
-    crate::stdout::outln!(
-        "  idle, threads parked:          {:.3}% of one core",
-        r.idle_parked_cpu * 100.0
-    )?;
-    crate::stdout::outln!(
-        "  idle, cores awaiting dispatch: {:.3}% of one core (goal < 2%)",
-        r.idle_waiting_cpu * 100.0
-    )?;
-    crate::stdout::outln!(
-        "  handshake round trip: {:.0} ns (mpsc ping-pong baseline {:.0} ns, ratio {:.2})",
-        r.handshake_rtt_ns,
-        r.baseline_rtt_ns,
-        r.handshake_rtt_ns / r.baseline_rtt_ns
-    )?;
-    crate::stdout::outln!(
-        "storm of {} tasks beside busy loops (sh -c 'while :; do :; done', nice 0), {} CPUs, medians of {} interleaved rounds:",
-        c.tasks,
-        c.cpus,
-        c.rounds
-    )?;
-    for b in [&c.alone, &c.beside_one, &c.beside_all] {
-        crate::stdout::outln!(
-            "  {} busy loop(s): {:>8.1} ms wall ({:.2}x alone), {:>6.1} ms CPU, {} long yields",
-            b.loops,
-            b.wall_s * 1e3,
-            b.wall_ratio,
-            b.cpu_s * 1e3,
-            b.long_yields
-        )?;
-    }
-    crate::stdout::outln!("  alone: {:.0} tasks/s", c.alone_tasks_per_s())?;
-    Ok(())
+/// `ferry figures`: render the figures page from `ferry bench all --json` outputs.
+#[derive(Debug, Args)]
+pub(crate) struct FiguresArgs {
+    /// `ferry bench all --json` outputs, one per invocation (at least two for a figure to count
+    /// as reproduced).
+    #[arg(required = true)]
+    files: Vec<PathBuf>,
+    /// Write the page here instead of standard output.
+    #[arg(short = 'o', long = "out", value_name = "FILE")]
+    out: Option<PathBuf>,
 }
 
-fn launch(a: &BenchArgs) -> anyhow::Result<()> {
-    let mut cfg = ferry_launch::bench::LaunchBenchConfig::default();
-    if a.quick {
-        cfg.iterations = 200;
+pub(crate) fn figures(a: &FiguresArgs) -> anyhow::Result<()> {
+    let mut runs = Vec::new();
+    for f in &a.files {
+        // A regular file of at most 16 MiB (a bench output is a few KiB): a FIFO or a device
+        // is refused before any read.
+        runs.push(figures::invocation(f, &ferry_fs::read_input(f, 16 << 20)?)?);
     }
-    let r = ferry_launch::bench::run(&cfg)?;
-    let series = crate::bench_launch::runtime_series(a.quick)?;
-    if a.json {
-        crate::stdout::outln!("{}", crate::bench_launch::json(&r.to_json(), &series))?;
-    } else {
-        crate::stdout::outln!(
-            "launch transaction ({:?}, {}-byte descriptor prefix, {} runs per series)",
-            cfg.arch,
-            cfg.descriptor_bytes,
-            cfg.iterations
-        )?;
-        crate::stdout::outln!(
-            "  changed prefix:   {:>8.0} ns per prepare+publish+launch, {} bytes copied",
-            r.changed_ns_per_run,
-            r.changed_bytes_per_run
-        )?;
-        crate::stdout::outln!(
-            "  unchanged prefix: {:>8.0} ns per prepare+publish+launch, {} bytes copied",
-            r.unchanged_ns_per_run,
-            r.unchanged_bytes_per_run
-        )?;
-        crate::stdout::outln!(
-            "  time ratio changed/unchanged: {:.2}",
-            r.changed_ns_per_run / r.unchanged_ns_per_run
-        )?;
-        crate::bench_launch::print(&series)?;
+    let page = figures::render(&runs);
+    match &a.out {
+        // Through an unpredictable temp file beside it and a rename, its directory checked.
+        Some(p) => Ok(ferry_profile::write_bytes_atomic(p, page.as_bytes()).map(drop)?),
+        None => Ok(crate::stdout::outln!("{}", page.trim_end())?),
     }
-    Ok(())
-}
-
-fn copy(a: &BenchArgs) -> anyhow::Result<()> {
-    use ferry_copy::{bench, emulator};
-    if a.emulate_server {
-        let mut cfg = match (a.full, a.quick) {
-            (true, _) => emulator::EmulatorConfig::full(),
-            (false, true) => emulator::EmulatorConfig { calls: 2, rounds: 1, ..Default::default() },
-            (false, false) => emulator::EmulatorConfig::default(),
-        };
-        // The "with prewarm" leg uses the server's knob, as the server would: a bad value is
-        // logged and the default kept; 0 would turn the leg into a second lazy run, so it keeps
-        // the default too and says so.
-        match ferry_copy::env::CopyKnobs::from_env().prewarm_streams {
-            0 => tracing::warn!(
-                "UMBP_HBM_GATHER_PREWARM_STREAMS=0 disables prewarm; the emulator's prewarm leg keeps {}",
-                cfg.prewarm_streams
-            ),
-            n => cfg.prewarm_streams = n,
-        }
-        let r = emulator::run(&cfg)?;
-        if a.json {
-            crate::stdout::outln!("{}", r.to_json())?;
-            return Ok(());
-        }
-        crate::stdout::outln!(
-            "server emulator: {} devices, {} threads x {} calls, {} ranges of {} B, stall cost model {}, {} interleaved rounds (medians)",
-            cfg.devices,
-            cfg.threads,
-            cfg.calls,
-            cfg.ranges,
-            cfg.page_bytes,
-            if cfg.cost.enabled { "on (docs/design/copy-pool.md / 1000)" } else { "off" },
-            r.rounds.len()
-        )?;
-        crate::stdout::outln!("  {:<34} {:>14} {:>14}", "", "without", "with prewarm")?;
-        let (w, p) = (&r.without_prewarm, &r.with_prewarm);
-        let ms = |d: std::time::Duration| format!("{:.1} ms", d.as_secs_f64() * 1e3);
-        let rows = [
-            ("max call", ms(w.max_call), ms(p.max_call)),
-            ("p99 call", ms(w.p99_call), ms(p.p99_call)),
-            ("mean call", ms(w.mean_call), ms(p.mean_call)),
-            (
-                "queues created after start",
-                w.queues_created_after_start.to_string(),
-                p.queues_created_after_start.to_string(),
-            ),
-            (
-                "streams created after start",
-                w.streams_created_after_start.to_string(),
-                p.streams_created_after_start.to_string(),
-            ),
-            (
-                "MiB/s",
-                format!("{:.0}", w.bytes_per_sec() / (1u64 << 20) as f64),
-                format!("{:.0}", p.bytes_per_sec() / (1u64 << 20) as f64),
-            ),
-            ("prewarm", ms(w.prewarm), ms(p.prewarm)),
-            ("failed items", w.failed_items.to_string(), p.failed_items.to_string()),
-            ("bytes verified", format!("{:?}", w.verified), format!("{:?}", p.verified)),
-        ];
-        for (name, x, y) in rows {
-            crate::stdout::outln!("  {name:<34} {x:>14} {y:>14}")?;
-        }
-        crate::stdout::outln!(
-            "  freeze ratio (max call with / without): {:.3} (docs/design/copy-pool.md: 5 s / 342 s = 0.015)",
-            r.freeze_ratio()
-        )?;
-        return Ok(());
-    }
-    let cfg = match (a.full, a.quick) {
-        (true, _) => bench::BenchConfig::full(),
-        (false, true) => bench::BenchConfig::quick(),
-        (false, false) => bench::BenchConfig::default(),
-    };
-    let r = bench::run(&cfg)?;
-    if a.json {
-        crate::stdout::outln!("{}", r.to_json())?;
-        return Ok(());
-    }
-    crate::stdout::outln!(
-        "host-to-device, medians of {} interleaved rounds (simulated device; compare the columns)",
-        cfg.repeats
-    )?;
-    for row in &r.rows {
-        let ms = |d: std::time::Duration| d.as_secs_f64() * 1e3;
-        crate::stdout::outln!(
-            "  {:>5} x {:>4} KiB: engine ({}) {:>8.2} ms, per-fragment {:>8.2} ms, contiguous {:>8.2} ms",
-            row.fragments,
-            row.fragment_bytes >> 10,
-            row.engine_path,
-            ms(row.engine),
-            ms(row.per_fragment),
-            ms(row.contiguous)
-        )?;
-    }
-    crate::stdout::outln!(
-        "  planning: {:.1} ns per item ({} scattered items)",
-        r.plan_ns_per_item,
-        r.plan_items
-    )?;
-    Ok(())
-}
-
-fn runtime(a: &BenchArgs) -> anyhow::Result<()> {
-    let mut cfg = ferry_runtime::bench::BenchConfig::default();
-    if a.quick {
-        cfg.tasks = 5_000;
-    }
-    let r = ferry_runtime::bench::run(&cfg)?;
-    if a.json {
-        crate::stdout::outln!("{}", r.to_json())?;
-    } else {
-        crate::stdout::outln!(
-            "task runtime on a simulated {} chip: {} AICPU threads, {} cores, storm of {} tasks",
-            r.arch,
-            r.aicpu_threads,
-            r.cores,
-            r.tasks
-        )?;
-        crate::stdout::outln!(
-            "  device-orchestrated: {:.0} tasks/s ({:.0} ns/task)",
-            r.tasks_per_s(),
-            r.ns_per_task()
-        )?;
-        crate::stdout::outln!(
-            "  host-built graph:    {:.0} tasks/s (prepare {:.1} ms)",
-            r.tasks as f64 / r.host_graph_wall_s,
-            r.host_graph_prepare_s * 1e3
-        )?;
-        crate::stdout::outln!(
-            "  direct kernel call baseline {:.0} ns/task; dispatch overhead {:.0} ns/task",
-            r.baseline_ns_per_task,
-            r.dispatch_overhead_ns()
-        )?;
-    }
-    Ok(())
-}
-
-fn dfx(a: &BenchArgs) -> anyhow::Result<()> {
-    crate::bench_dfx::run(a.quick, a.json)
 }

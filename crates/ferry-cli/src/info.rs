@@ -83,7 +83,7 @@ pub(crate) fn run(a: &InfoArgs) -> anyhow::Result<()> {
             serde_json::json!({
                 "arch_profiles": profiles,
                 "devices": devices,
-                "descriptor_extents": crate::info_extents::json()?,
+                "descriptor_extents": ferry_bench::extents::measure()?.json(),
             })
         )?;
         return Ok(());
@@ -123,7 +123,7 @@ pub(crate) fn run(a: &InfoArgs) -> anyhow::Result<()> {
          simulates by default (each one a host thread on this machine: `--aic N --aiv N` \
          choose others)"
     )?;
-    crate::info_extents::print()?;
+    crate::stdout::outln!("{}", ferry_bench::extents::measure()?.to_text())?;
     crate::stdout::outln!("simulated devices ({})", a.arch.name())?;
     for d in platform.devices() {
         let c = CoreConfig::default_for(d.arch());

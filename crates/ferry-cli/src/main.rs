@@ -11,18 +11,13 @@
 
 mod analysis;
 mod bench;
-mod bench_dfx;
-mod bench_launch;
-mod bench_view;
 mod cli_reference;
 mod deps;
 mod device_opts;
 mod diagnose;
 mod diff;
 mod dump;
-mod figures;
 mod info;
-mod info_extents;
 mod kernels;
 mod kernels_new;
 mod outdir;
@@ -104,7 +99,7 @@ enum Command {
     /// Custom kernel libraries: `new NAME` scaffolds one (load it with `ferry run --kernels`).
     Kernels(kernels_new::KernelsArgs),
     /// Render the figures page (`docs/figures.md`) from `ferry bench all --json` outputs.
-    Figures(figures::FiguresArgs),
+    Figures(bench::FiguresArgs),
     /// Print the command-line reference (`docs/cli.md`) as markdown.
     #[command(hide = true)]
     CliReference,
@@ -197,7 +192,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Diagnose(a) => diagnose::run(&a),
         Command::Workload(a) => run::workload::workload_command(&a),
         Command::Kernels(a) => kernels_new::run(&a),
-        Command::Figures(a) => figures::run(&a),
+        Command::Figures(a) => bench::figures(&a),
         Command::CliReference => {
             use clap::CommandFactory;
             Ok(stdout::outln!("{}", cli_reference::render(&mut Cli::command()).trim_end())?)

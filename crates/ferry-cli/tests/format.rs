@@ -244,7 +244,7 @@ fn info_and_help_explain_themselves() {
     let e = &v["descriptor_extents"][0];
     assert_eq!(
         (e["arch"].as_str(), e["variant"].as_str(), e["original_cpp_extent"].as_u64()),
-        (Some("a2a3"), Some("device"), Some(ferry_launch::bench::A2A3_TMR_EXTENT as u64))
+        (Some("a2a3"), Some("device"), Some(ferry_bench::launch::A2A3_TMR_EXTENT as u64))
     );
     assert!(info.contains("original C++"), "{info}");
     for cmd in ["run", "info"] {

@@ -18,7 +18,6 @@
 //! | [`LocalCopyEngine`] | host ↔ host: threads above a floor, non-temporal stores |
 //! | [`HbmCopyEngine`] | any device side: gather kernel or null-stream copies; stream pool; prewarm |
 //! | [`env::CopyKnobs`] | `UMBP_HBM_GATHER_PREWARM_STREAMS`, `UMBP_DRAM_GATHER_KERNEL` |
-//! | [`bench`](mod@bench) / [`emulator`](mod@emulator) | gather throughput and the server emulator (`ferry bench copy`) |
 //!
 //! # Example
 //! ```
@@ -77,9 +76,7 @@
     clippy::missing_safety_doc
 )]
 
-pub mod bench;
 pub mod composite;
-pub mod emulator;
 pub mod engine;
 pub mod env;
 pub mod hbm;

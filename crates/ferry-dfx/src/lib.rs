@@ -18,7 +18,6 @@
 //! | [`HostProfiler`] | host | an engine serving a single region ([`DfxTransport::start`]) |
 //! | [`CollectSink`] | host | the subsystem's `on_buffer_collected` |
 //! | [`RunReport`] / [`LaneReconcile`] | host | per-lane produced = collected + dropped |
-//! | [`bench`](mod@bench) | both | the `ferry bench dfx` measurements |
 //!
 //! # Example
 //! ```
@@ -86,7 +85,6 @@
     clippy::missing_safety_doc
 )]
 
-pub mod bench;
 pub mod clock;
 mod config;
 pub mod device;

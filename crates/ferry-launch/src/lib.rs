@@ -14,7 +14,6 @@
 //! | [`RunStreams`] | the runner-owned AICPU and AICore streams a run is published and launched on |
 //! | [`TransactionState`] | `NotStarted` / `Prepared` / `Published` / `Partial` |
 //! | [`EntryKernels`] | the AICore and AICPU entry bodies a launch submits |
-//! | [`bench`](mod@bench) | `prepare + publish + launch` host time with a changed and an unchanged prefix |
 //!
 //! # Example
 //! ```
@@ -64,7 +63,6 @@
 pub mod loader;
 pub mod transaction;
 
-pub use transaction::bench;
 pub use transaction::{
     EntryKernels, LaunchDescriptor, LaunchStaging, MetadataRegion, RunStreams, TransactionState,
 };

@@ -15,8 +15,12 @@
 //! The crate is split so the device half can move into the AICPU shared object unchanged:
 //! [`device`] talks to the chip only through [`device::ops::DeviceOps`]; `host` implements that
 //! trait for `ferry_sim::cores::Chip` and owns the run lifecycle. The `host` feature (default)
-//! gates the host half, the examples and the bench; without it the crate depends on
-//! `ferry-abi` only, which is what a device program links (`default-features = false`).
+//! gates the host half and the examples, and with them everything only the host needs: the
+//! simulated chip, the loader and launch transaction, the device programs, and `ferry-profile`
+//! (the run model the DFX collectors fill). Without it the crate depends on `ferry-abi`, the DFX
+//! transport's device writers (`ferry-dfx`), `thiserror` and `tracing` only: that is what a
+//! device program links (`default-features = false`). The measurements of the runtime are
+//! `ferry-bench`'s.
 //!
 //! # Example
 //! ```
@@ -39,18 +43,12 @@
     clippy::missing_safety_doc
 )]
 
-#[cfg(feature = "host")]
-pub mod bench;
-#[cfg(feature = "host")]
-pub mod contention_bench;
 pub mod device;
 pub mod error;
 #[cfg(feature = "host")]
 pub mod examples;
 #[cfg(feature = "host")]
 pub mod host;
-#[cfg(feature = "host")]
-pub mod launch_bench;
 
 pub use device::ops::DeviceOps;
 pub use device::task::{Orchestrate, Role, ScopeSite, Task, TaskId, TensorId, View};

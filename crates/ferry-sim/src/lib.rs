@@ -49,7 +49,6 @@
 )]
 
 pub mod aicpu_os;
-pub mod bench;
 pub mod cache;
 pub mod clock;
 pub mod cores;

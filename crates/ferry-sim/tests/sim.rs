@@ -431,6 +431,21 @@ fn synchronize_timeout_bounds_the_wait() {
     s.synchronize().unwrap();
 }
 
+/// The AICore side of the dispatch protocol: wait for a new `DATA_MAIN_BASE` (0xA0), answer
+/// `FIN(id)` in `COND` (0x4C8), stop on `EXIT` (0x7FFF_FFF0).
+fn echo_core(ctx: ferry_sim::cores::CoreCtx) -> Result<(), String> {
+    let mut last = 0;
+    loop {
+        let v = ctx.window.core_wait(0xA0, |v| v != last, None).unwrap_or(last);
+        if v == 0x7FFF_FFF0 {
+            ctx.window.core_write(0x4C8, (1 << 31) | 0x7FFF_FFFE);
+            return Ok(());
+        }
+        last = v;
+        ctx.window.core_write(0x4C8, (1 << 31) | v);
+    }
+}
+
 #[test]
 fn handshake_dispatch_round_trip_on_every_core() {
     let _bound = ferry_watchdog::bound("the simulated chip's threads");
@@ -439,7 +454,7 @@ fn handshake_dispatch_round_trip_on_every_core() {
         Chip::new(p.device(0).unwrap().clone(), CoreConfig { aicpu_threads: 4, aic: 2, aiv: 4 })
             .unwrap();
     let n = chip.config().cores();
-    let cores = chip.launch_aicore(n, Arc::new(ferry_sim::bench::echo_core)).unwrap();
+    let cores = chip.launch_aicore(n, Arc::new(echo_core)).unwrap();
     // Four AICPU threads each dispatch 50 tasks to the cores they own.
     let aicpu = chip
         .launch_aicpu(

@@ -52,7 +52,6 @@ use ferry_abi::launch::{AicoreLaunchArgs, KernelArgs};
 use ferry_sim::{Device, DeviceError, DevicePtr, Event, Stream};
 use std::sync::{Arc, Mutex};
 
-pub mod bench;
 mod error;
 mod staging;
 

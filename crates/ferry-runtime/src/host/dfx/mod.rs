@@ -54,7 +54,6 @@ use crate::device::dfx::{
 use crate::device::sched::cluster_of;
 
 mod anchors;
-mod cost;
 mod deps;
 mod error;
 mod layout;
@@ -63,14 +62,11 @@ mod model;
 mod replay;
 mod runs;
 mod sinks;
-mod thread_cpu;
 
 pub use anchors::sample_clock_anchors;
-pub use cost::{cost_configs, storm_model, subsystem_costs, CostRow};
 pub use error::{CollectError, DepsCheckError, DfxError};
 pub use memory::{SimCycleClock, SimDeviceMemory};
 pub use replay::{replay_task, ReplayArg, ReplayError};
-pub use thread_cpu::{RoleCpu, ThreadCpu, ThreadRole};
 
 use layout::Layout;
 pub use layout::{Capacity, DfxRegion};

@@ -5,7 +5,7 @@
 // criterion_group! expands to an undocumented `pub fn`.
 #![allow(missing_docs)]
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use ferry_runtime::launch_bench::{series_runner, LaunchSeriesConfig};
+use ferry_bench::launch_series::{series_runner, LaunchSeriesConfig};
 
 fn runtime_series(c: &mut Criterion) {
     let cfg = LaunchSeriesConfig::default();

@@ -3,14 +3,14 @@
 //! per lane with a shrunk pool, and ArgsDump's chains (a storm task's arguments encoded and read
 //! back) next to the fixed 128-byte records they replace.
 //!
-//! The same measurements are available as one report through `ferry_dfx::bench::run` (what
-//! `ferry bench dfx --json` prints).
+//! The same measurements are available as one report through `ferry_bench::dfx::transport::run`
+//! (the `transport` of what `ferry bench dfx --json` prints).
 
 use std::time::Duration;
 
 use criterion::{criterion_main, Criterion, Throughput};
 use ferry_abi::arch::Arch;
-use ferry_dfx::bench;
+use ferry_bench::dfx::transport as bench;
 
 fn writer(c: &mut Criterion) {
     let mut g = c.benchmark_group("writer");

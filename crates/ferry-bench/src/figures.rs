@@ -1,117 +1,11 @@
-//! Figures that a reader can regenerate: `ferry bench all` runs every bench area, each in a
-//! process of its own, and writes one JSON object with the date, the machine and the build;
-//! `ferry figures FILE...` renders `docs/figures.md` from one or more such objects (one per
-//! invocation), giving each headline figure as the range over the invocations.
-//!
-//! ```text
-//! ferry bench all --json -o docs/figures/1.json
-//! ferry bench all --json -o docs/figures/2.json
-//! ferry figures docs/figures/1.json docs/figures/2.json -o docs/figures.md
-//! ```
+//! The figures page (`docs/figures.md`): `ferry figures FILE...` renders it from one or more
+//! `ferry bench all --json` outputs ([`crate::all`], one per invocation), giving each headline
+//! figure as the range over the invocations.
 
 use std::fmt::Write as _;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::path::Path;
 
-use anyhow::{bail, Context};
-use clap::Args;
-use serde_json::{json, Value};
-
-/// The areas `ferry bench all` runs, in order, as `ferry bench` arguments.
-pub(crate) const AREAS: &[(&str, &[&str])] = &[
-    ("sim", &["sim"]),
-    ("launch", &["launch"]),
-    ("copy", &["copy"]),
-    ("copy_server", &["copy", "--emulate-server"]),
-    ("runtime", &["runtime"]),
-    ("dfx", &["dfx"]),
-];
-
-/// Runs every area of [`AREAS`] through this binary (`ferry bench <area> --json`), each in its own
-/// process so no process-wide state (pools, the yield gate) carries from one to the next, and
-/// returns one object: `{"date", "machine", "build", "areas": {name: area's JSON}}`.
-pub(crate) fn bench_all(quick: bool) -> anyhow::Result<Value> {
-    let exe = std::env::current_exe().context("locating the ferry binary")?;
-    let load_before = loadavg();
-    let mut areas = serde_json::Map::new();
-    for (i, (name, args)) in AREAS.iter().enumerate() {
-        eprintln!("bench all: [{}/{}] ferry bench {} --json", i + 1, AREAS.len(), args.join(" "));
-        let mut cmd = Command::new(&exe);
-        cmd.arg("bench").args(*args).arg("--json").stdin(Stdio::null()).stderr(Stdio::inherit());
-        if quick {
-            cmd.arg("--quick");
-        }
-        let out =
-            cmd.output().with_context(|| format!("starting `ferry bench {}`", args.join(" ")))?;
-        if !out.status.success() {
-            bail!("`ferry bench {} --json` failed ({})", args.join(" "), out.status);
-        }
-        let v: Value = serde_json::from_slice(&out.stdout).with_context(|| {
-            format!("`ferry bench {} --json` printed no JSON object", args.join(" "))
-        })?;
-        areas.insert((*name).to_string(), v);
-    }
-    Ok(json!({
-        "date": utc_now(),
-        "quick": quick,
-        "machine": {
-            "cpus": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
-            "cpu_model": cpu_model(),
-            "memory_gib": mem_gib(),
-            "kernel": read_trim("/proc/sys/kernel/osrelease"),
-            "loadavg_before": load_before,
-            "loadavg_after": loadavg(),
-        },
-        "build": {
-            "version": env!("CARGO_PKG_VERSION"),
-            "profile": if cfg!(debug_assertions) { "debug" } else { "release" },
-            "commit": git_commit(),
-        },
-        "areas": Value::Object(areas),
-    }))
-}
-
-/// `ferry figures`: render the figures page from `ferry bench all --json` outputs.
-#[derive(Debug, Args)]
-pub(crate) struct FiguresArgs {
-    /// `ferry bench all --json` outputs, one per invocation (at least two for a figure to count
-    /// as reproduced).
-    #[arg(required = true)]
-    files: Vec<PathBuf>,
-    /// Write the page here instead of standard output.
-    #[arg(short = 'o', long = "out", value_name = "FILE")]
-    out: Option<PathBuf>,
-}
-
-pub(crate) fn run(a: &FiguresArgs) -> anyhow::Result<()> {
-    let mut runs = Vec::new();
-    for f in &a.files {
-        // A regular file of at most 16 MiB (a bench output is a few KiB): a FIFO or a device
-        // is refused before any read.
-        let bytes = ferry_fs::read_input(f, 16 << 20)?;
-        let v: Value = serde_json::from_slice(&bytes)
-            .with_context(|| format!("{}: not a `ferry bench all --json` output", f.display()))?;
-        if v.get("areas").and_then(Value::as_object).is_none() {
-            bail!(
-                "{}: no \"areas\" object (is it a `ferry bench all --json` output?)",
-                f.display()
-            );
-        }
-        runs.push((f.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(), v));
-    }
-    let page = render(&runs);
-    match &a.out {
-        Some(p) => write_atomically(p, &page),
-        None => Ok(crate::stdout::outln!("{}", page.trim_end())?),
-    }
-}
-
-/// Writes `path` through an unpredictable temp file beside it (`O_EXCL|O_NOFOLLOW`) and a
-/// rename, its directory checked as every output directory is.
-fn write_atomically(path: &Path, text: &str) -> anyhow::Result<()> {
-    ferry_profile::write_bytes_atomic(path, text.as_bytes())?;
-    Ok(())
-}
+use serde_json::Value;
 
 /// How a figure's number is printed.
 #[derive(Clone, Copy)]
@@ -390,15 +284,52 @@ const FIGURES: &[Figure] = &[
     },
 ];
 
+/// Why a file is not a `ferry bench all --json` output.
+#[derive(Debug, thiserror::Error)]
+pub enum FiguresError {
+    /// The file is not JSON.
+    #[error("{file}: not a `ferry bench all --json` output")]
+    NotJson {
+        /// The file, as given.
+        file: String,
+        /// What the JSON reader found.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// The file is JSON without an `"areas"` object.
+    #[error("{file}: no \"areas\" object (is it a `ferry bench all --json` output?)")]
+    NoAreas {
+        /// The file, as given.
+        file: String,
+    },
+}
+
+/// One invocation of `ferry bench all --json` read back from `file` (its `bytes`), named by
+/// the file's name, as [`render`] takes it.
+///
+/// # Errors
+/// [`FiguresError`] when the bytes are not JSON or hold no `"areas"` object.
+pub fn invocation(file: &Path, bytes: &[u8]) -> Result<(String, Value), FiguresError> {
+    let shown = || file.display().to_string();
+    let v: Value = serde_json::from_slice(bytes)
+        .map_err(|source| FiguresError::NotJson { file: shown(), source })?;
+    if v.get("areas").and_then(Value::as_object).is_none() {
+        return Err(FiguresError::NoAreas { file: shown() });
+    }
+    let name = file.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    Ok((name, v))
+}
+
 /// The headline table of one `bench all` object (what `ferry bench all` prints without `--json`).
-pub(crate) fn render_one(v: &Value) -> String {
+pub fn render_one(v: &Value) -> String {
     let page = render(&[("this run".to_string(), v.clone())]);
     page.split_once("## Headline figures")
         .map_or(page.clone(), |(_, t)| format!("## Headline figures{t}"))
 }
 
-/// The page: how the figures were made, each invocation's machine, then one row per figure.
-fn render(runs: &[(String, Value)]) -> String {
+/// The page: how the figures were made, each invocation's machine (`(file name, bench all
+/// object)`, see [`invocation`]), then one row per figure.
+pub fn render(runs: &[(String, Value)]) -> String {
     let mut s = String::from(
         "# Figures\n\n\
          Every headline figure of ferry, as measured by `ferry bench all --json` (each bench area in a\n\
@@ -495,75 +426,9 @@ fn met(target: &str, vals: &[Option<f64>]) -> String {
     format!("{ok}/{}", vals.len())
 }
 
-fn read_trim(p: &str) -> Option<String> {
-    std::fs::read_to_string(p).ok().map(|s| s.trim().to_string())
-}
-
-fn loadavg() -> Vec<f64> {
-    read_trim("/proc/loadavg")
-        .map(|s| s.split_whitespace().take(3).filter_map(|x| x.parse().ok()).collect())
-        .unwrap_or_default()
-}
-
-fn cpu_model() -> Option<String> {
-    let info = std::fs::read_to_string("/proc/cpuinfo").ok()?;
-    info.lines()
-        .find(|l| l.starts_with("model name"))
-        .and_then(|l| l.split(':').nth(1))
-        .map(|m| m.trim().to_string())
-}
-
-fn mem_gib() -> Option<f64> {
-    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
-    let kb: f64 = info
-        .lines()
-        .find(|l| l.starts_with("MemTotal:"))?
-        .split_whitespace()
-        .nth(1)?
-        .parse()
-        .ok()?;
-    Some((kb / (1024.0 * 1024.0) * 10.0).round() / 10.0)
-}
-
-fn git_commit() -> Option<String> {
-    let out =
-        Command::new("git").args(["rev-parse", "HEAD"]).stderr(Stdio::null()).output().ok()?;
-    out.status.success().then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
-}
-
-/// Now as `YYYY-MM-DD HH:MM`, UTC (days to civil date: Howard Hinnant's algorithm).
-fn utc_now() -> String {
-    let secs = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
-    civil(secs)
-}
-
-fn civil(secs: u64) -> String {
-    let days = (secs / 86_400) as i64;
-    let rem = secs % 86_400;
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!("{y:04}-{m:02}-{d:02} {:02}:{:02}", rem / 3600, rem % 3600 / 60)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn civil_dates() {
-        assert_eq!(civil(0), "1970-01-01 00:00");
-        assert_eq!(civil(951_782_400), "2000-02-29 00:00");
-        assert_eq!(civil(1_796_545_800), "2026-12-06 08:30");
-    }
 
     #[test]
     fn numbers_print_as_their_figures_say() {
@@ -575,7 +440,7 @@ mod tests {
     #[test]
     fn a_figure_is_the_range_over_invocations_and_a_missing_one_is_a_dash() {
         let run = |x: f64| {
-            json!({"date": "d", "machine": {"cpus": 2}, "build": {"profile": "release"},
+            serde_json::json!({"date": "d", "machine": {"cpus": 2}, "build": {"profile": "release"},
                                   "areas": {"sim": {"contention": {"beside_one": {"wall_vs_alone": x}}}}})
         };
         let page = render(&[("1.json".into(), run(1.5)), ("2.json".into(), run(1.84))]);

@@ -2,7 +2,10 @@
 //! subsystem on, from medians of interleaved rounds.
 
 use super::thread_cpu::{RoleCpu, ThreadCpu};
-use super::{DfxChip, DfxOptions, DfxSession};
+use ferry_profile::RunModel;
+use ferry_runtime::examples::{Example, Size};
+use ferry_runtime::host::dfx::{DfxChip, DfxOptions, DfxSession};
+use ferry_runtime::host::{DeviceRunner, RunnerConfig};
 use ferry_sim::Arch;
 
 /// One row of [`subsystem_costs`]: a DFX configuration and the storm's throughput with it.
@@ -64,14 +67,13 @@ pub fn cost_configs() -> Vec<(String, DfxOptions)> {
 /// A run or a collection that failed.
 pub fn subsystem_costs(
     arch: Arch,
-    size: crate::examples::Size,
+    size: Size,
     repeats: u32,
     pairs: u32,
 ) -> Result<Vec<CostRow>, Box<dyn std::error::Error + Send + Sync>> {
-    use crate::host::{DeviceRunner, RunnerConfig};
     let cfg = RunnerConfig::default_for(arch);
     let mut r = DeviceRunner::new(cfg)?;
-    let run = crate::examples::Example::Storm.build(size);
+    let run = Example::Storm.build(size);
     r.register_callable(1, run.callable.clone())?;
     let chip = DfxChip::of(&cfg, run.args.scratch_bytes);
     // Warm-up.
@@ -160,12 +162,11 @@ pub fn subsystem_costs(
 /// A run or a collection that failed.
 pub fn storm_model(
     arch: Arch,
-    size: crate::examples::Size,
-) -> Result<ferry_profile::RunModel, Box<dyn std::error::Error + Send + Sync>> {
-    use crate::host::{DeviceRunner, RunnerConfig};
+    size: Size,
+) -> Result<RunModel, Box<dyn std::error::Error + Send + Sync>> {
     let cfg = RunnerConfig::default_for(arch);
     let mut r = DeviceRunner::new(cfg)?;
-    let run = crate::examples::Example::Storm.build(size);
+    let run = Example::Storm.build(size);
     r.register_callable(1, run.callable.clone())?;
     let chip = DfxChip::of(&cfg, run.args.scratch_bytes);
     let s = DfxSession::start_on(&DfxOptions::all(), chip, r.device())?;

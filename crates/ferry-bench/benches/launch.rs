@@ -4,7 +4,7 @@
 // criterion_group! expands to an undocumented `pub fn`.
 #![allow(missing_docs)]
 use criterion::{criterion_group, criterion_main, Criterion};
-use ferry_launch::bench::{LaunchBench, LaunchBenchConfig};
+use ferry_bench::launch::{LaunchBench, LaunchBenchConfig};
 use std::time::Duration;
 
 fn launch(c: &mut Criterion) {

@@ -1,10 +1,10 @@
-//! Prints `ferry_dfx::bench::run` as JSON with the hot-path figures of each arch (the drain
-//! figures cover both arches in every report; `--quick` for a smoke run).
+//! Prints `ferry_bench::dfx::transport::run` as JSON with the hot-path figures of each arch (the
+//! drain figures cover both arches in every report; `--quick` for a smoke run).
 //!
-//! `cargo run -p ferry-dfx --release --example bench_dfx`
+//! `cargo run -p ferry-bench --release --example dfx_transport`
 
 use ferry_abi::arch::Arch;
-use ferry_dfx::bench::{run, BenchConfig};
+use ferry_bench::dfx::transport::{run, BenchConfig};
 
 fn main() {
     let quick = std::env::args().any(|a| a == "--quick");

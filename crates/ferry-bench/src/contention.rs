@@ -12,14 +12,14 @@
 //!
 //! # Examples
 //! ```no_run
-//! use ferry_runtime::contention_bench::{run, ContentionConfig};
+//! use ferry_bench::contention::{run, ContentionConfig};
 //! let r = run(&ContentionConfig { rounds: 3, ..ContentionConfig::default() })?;
 //! println!("2 loops: {:.2}x the storm alone", r.beside_all.wall_ratio);
-//! # Ok::<(), ferry_runtime::bench::BenchError>(())
+//! # Ok::<(), ferry_bench::runtime::BenchError>(())
 //! ```
-use crate::bench::BenchError;
-use crate::host::RunnerConfig;
-use crate::launch_bench::median;
+use crate::median;
+use crate::runtime::BenchError;
+use ferry_runtime::host::RunnerConfig;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
@@ -174,7 +174,7 @@ pub fn run_with(
     let cpus = cfg
         .cpus
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()) as u32);
-    let (mut r, ex) = crate::bench::warm_storm(cfg.runner, cfg.tasks)?;
+    let (mut r, ex) = crate::runtime::warm_storm(cfg.runner, cfg.tasks)?;
     let loops = [0, 1, cpus];
     let mut wall = [[0.0; MAX_ROUNDS]; 3];
     let mut cpu = [[0.0; MAX_ROUNDS]; 3];
@@ -190,9 +190,9 @@ pub fn run_with(
             if n > 0 {
                 std::thread::sleep(cfg.settle);
             }
-            let (c0, y0) = (ferry_sim::bench::process_cpu_time(), gate.long_yields());
+            let (c0, y0) = (crate::sim::process_cpu_time(), gate.long_yields());
             let out = r.run(0, ex.args.clone())?;
-            cpu[k][round] = (ferry_sim::bench::process_cpu_time() - c0).as_secs_f64();
+            cpu[k][round] = (crate::sim::process_cpu_time() - c0).as_secs_f64();
             long[k][round] = (gate.long_yields() - y0) as f64;
             drop(busy);
             ex.verify(&out)?;

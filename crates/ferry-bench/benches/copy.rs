@@ -5,7 +5,7 @@
 // criterion_group! expands to an undocumented `pub fn`.
 #![allow(missing_docs)]
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
-use ferry_copy::bench::{BenchConfig, GatherFixture, Path};
+use ferry_bench::copy::{BenchConfig, GatherFixture, Path};
 use ferry_copy::planner::plan_items;
 use ferry_copy::{Loc, TransferItem, TransferRef};
 use std::time::Duration;

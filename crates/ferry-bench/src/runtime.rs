@@ -1,11 +1,12 @@
 //! `ferry bench runtime`: task throughput and per-task dispatch overhead on the storm, against a
 //! baseline measured in the same run (the same kernel called directly in a host loop over the
 //! same device memory).
-use crate::device::image::F32Slice;
-use crate::device::kernels::{execute, KernelCall, K_ADD_SCALAR};
-use crate::error::{RunError, RunnerError};
-use crate::examples::{storm, STORM_LANES, STORM_LANE_LEN};
-use crate::host::{DeviceRunner, RunnerConfig, Variant};
+use ferry_runtime::device::image::F32Slice;
+use ferry_runtime::device::kernels::{execute, KernelCall, K_ADD_SCALAR};
+use ferry_runtime::error::{RunError, RunnerError};
+use ferry_runtime::examples::{storm, ExampleRun, VerifyError, STORM_LANES, STORM_LANE_LEN};
+use ferry_runtime::host::{DeviceRunner, RunnerConfig, Variant};
+use std::fmt::Write as _;
 use std::time::Instant;
 
 /// What to measure.
@@ -34,13 +35,13 @@ pub enum BenchError {
     Run(#[from] RunError),
     /// A run produced wrong results.
     #[error(transparent)]
-    Verify(#[from] crate::examples::VerifyError),
+    Verify(#[from] VerifyError),
     /// The direct kernel call's tensor is not in device memory.
     #[error("the direct call's tensor")]
-    Translate(#[from] crate::device::ops::TranslateError),
+    Translate(#[from] ferry_runtime::device::ops::TranslateError),
     /// The direct kernel call refused its arguments.
     #[error("the direct kernel call")]
-    Kernel(#[from] crate::KernelFault),
+    Kernel(#[from] ferry_runtime::KernelFault),
     /// The contention bench could not start its busy loops.
     #[error("{0}")]
     Contention(String),
@@ -111,6 +112,53 @@ impl Report {
     }
 }
 
+impl crate::AreaReport for Report {
+    fn to_json(&self) -> String {
+        Report::to_json(self)
+    }
+
+    fn to_text(&self) -> String {
+        let mut s = String::new();
+        let _ = writeln!(
+            s,
+            "task runtime on a simulated {} chip: {} AICPU threads, {} cores, storm of {} tasks",
+            self.arch, self.aicpu_threads, self.cores, self.tasks
+        );
+        let _ = writeln!(
+            s,
+            "  device-orchestrated: {:.0} tasks/s ({:.0} ns/task)",
+            self.tasks_per_s(),
+            self.ns_per_task()
+        );
+        let _ = writeln!(
+            s,
+            "  host-built graph:    {:.0} tasks/s (prepare {:.1} ms)",
+            self.tasks as f64 / self.host_graph_wall_s,
+            self.host_graph_prepare_s * 1e3
+        );
+        let _ = write!(
+            s,
+            "  direct kernel call baseline {:.0} ns/task; dispatch overhead {:.0} ns/task",
+            self.baseline_ns_per_task,
+            self.dispatch_overhead_ns()
+        );
+        s
+    }
+}
+
+/// `ferry bench runtime`: [`run`] with the default configuration, a 5,000-task storm with
+/// `quick`.
+///
+/// # Errors
+/// As [`run`].
+pub fn measure(quick: bool) -> Result<Report, BenchError> {
+    let mut cfg = BenchConfig::default();
+    if quick {
+        cfg.tasks = 5_000;
+    }
+    run(&cfg)
+}
+
 /// A runner on `runner`'s chip with the `tasks`-task storm registered as callable 0, after two
 /// verified warm-up runs of a smaller storm (first runs on a fresh chip pay for page faults and
 /// cold caches).
@@ -120,7 +168,7 @@ impl Report {
 pub(crate) fn warm_storm(
     runner: RunnerConfig,
     tasks: u64,
-) -> Result<(DeviceRunner, crate::examples::ExampleRun), BenchError> {
+) -> Result<(DeviceRunner, ExampleRun), BenchError> {
     let mut r = DeviceRunner::new(runner)?;
     let ex = storm(tasks);
     r.register_callable(0, ex.callable.clone())?;

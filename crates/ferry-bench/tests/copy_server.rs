@@ -1,6 +1,7 @@
-//! The server emulator and the bench at small size: counters and correctness, never times.
-use ferry_copy::bench::{self, BenchConfig};
-use ferry_copy::emulator::{self, EmulatorConfig};
+//! The copy server emulator and the gather bench at small size: counters and correctness, never
+//! times.
+use ferry_bench::copy::{self as bench, BenchConfig};
+use ferry_bench::copy_server::{self as emulator, EmulatorConfig};
 
 #[test]
 fn emulator_with_prewarm_creates_no_queue_after_start() {

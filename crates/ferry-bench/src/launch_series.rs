@@ -1,5 +1,5 @@
-//! The launch bench's runtime series (`ferry bench launch --json`, `cargo bench -p ferry-runtime
-//! --bench launch`): back-to-back runs of the vector example on the runtime's real descriptor,
+//! The launch bench's runtime series (`ferry bench launch`, `cargo bench -p ferry-bench --bench
+//! launch_series`): back-to-back runs of the vector example on the runtime's real descriptor,
 //! one launch slot (serial) against N slots (pipelined, [`DeviceRunner::repeat`]).
 //!
 //! Both series run the same graph with the same arguments on runners built alike but for their
@@ -19,18 +19,20 @@
 //!
 //! # Examples
 //! ```no_run
-//! use ferry_runtime::launch_bench::{run, LaunchSeriesConfig};
+//! use ferry_bench::launch_series::{run, LaunchSeriesConfig};
 //! let r = run(&LaunchSeriesConfig { runs: 20, rounds: 1, ..LaunchSeriesConfig::default() })?;
 //! assert_eq!(r.unchanged_bytes_per_run, 0);
 //! println!("{}", r.to_json());
-//! # Ok::<(), ferry_runtime::launch_bench::SeriesError>(())
+//! # Ok::<(), ferry_bench::launch_series::SeriesError>(())
 //! ```
-use crate::error::{RunError, RunnerError};
-use crate::examples::{Example, ExampleRun, Size, VerifyError};
-use crate::host::{
+use crate::median;
+use ferry_runtime::error::{RunError, RunnerError};
+use ferry_runtime::examples::{Example, ExampleRun, Size, VerifyError};
+use ferry_runtime::host::{
     DeviceRunner, DeviceSpan, RepeatError, RunnerConfig, Variant, ROUTE_PREFIX_BYTES,
 };
 use ferry_sim::Arch;
+use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 
 /// What to measure.
@@ -213,6 +215,86 @@ impl LaunchSeriesReport {
     }
 }
 
+impl LaunchSeriesReport {
+    /// The series as text lines (no final newline), as `ferry bench launch` prints them.
+    pub fn to_text(&self) -> String {
+        let (c, p) = (&self.config, &self.serial_phases);
+        let mut s = String::new();
+        let _ = writeln!(
+            s,
+            "runtime series: vector ({:?}) on {} {:?}, {} runs per series, medians of {} interleaved rounds",
+            c.size,
+            c.runner.arch.name(),
+            c.variant,
+            c.runs,
+            c.rounds
+        );
+        let _ = writeln!(
+            s,
+            "  serial (1 slot): {:>8.0} runs/s; pipelined ({} slots): {:>8.0} runs/s ({:.2}x)",
+            self.serial_runs_per_s,
+            c.pipelined_slots,
+            self.pipelined_runs_per_s,
+            self.speedup()
+        );
+        let _ = writeln!(
+            s,
+            "  descriptor bytes per run: unchanged {}, changed {}; metadata {}, suffix {} (synchronous at prepare)",
+            self.unchanged_bytes_per_run,
+            self.changed_bytes_per_run,
+            self.metadata_bytes_per_run,
+            self.suffix_bytes_per_run
+        );
+        let _ = writeln!(
+            s,
+            "  chip idle between runs (device clock): serial {:.1} % of wall, pipelined {:.1} %; \
+             pipelined {:.0} runs/s = {:.2} of device-bound (each round against its own; {:.0} \
+             runs/s; chip busy {:.1} %, mean run {:.2}x the median)",
+            100.0 * self.serial_idle_fraction,
+            100.0 * self.pipelined_idle_fraction,
+            self.pipelined_runs_per_s,
+            self.pipelined_of_device_bound(),
+            self.pipelined_device_bound_runs_per_s,
+            100.0 * self.pipelined_busy_fraction,
+            self.pipelined_exec_mean_over_median
+        );
+        let _ = write!(
+            s,
+            "  serial run: prepare {:.0} us, launch {:.0} us, finalize {:.0} us (device execution {:.0} us), check {:.0} us",
+            p.prepare_us,
+            p.launch_us,
+            p.finalize_us,
+            p.execute_us,
+            p.check_us
+        );
+        s
+    }
+}
+
+/// The series `ferry bench launch` measures: the vector example on a2a3 host-built (the 1.5x
+/// target) and device-orchestrated, and a5 host-built (which also stages launch metadata);
+/// 200 runs per series in 9 rounds, or 40 runs in one round with `quick`.
+pub fn legs(quick: bool) -> Vec<LaunchSeriesConfig> {
+    let legs = [
+        (Arch::A2a3, Variant::HostBuiltGraph),
+        (Arch::A2a3, Variant::DeviceOrchestrated),
+        (Arch::A5, Variant::HostBuiltGraph),
+    ];
+    legs.into_iter()
+        .map(|(arch, variant)| LaunchSeriesConfig {
+            runner: RunnerConfig::default_for(arch),
+            variant,
+            size: Size::Small,
+            runs: if quick { 40 } else { 200 },
+            // 9 rounds: on the 2-core VMs a serial round now and then runs in a mode ~1.7x
+            // faster than the rest (its host steps ~10x faster; the host thread's waits then
+            // find the CPU busy instead of idle), and the median must not land on it by chance.
+            rounds: if quick { 1 } else { 9 },
+            pipelined_slots: 2,
+        })
+        .collect()
+}
+
 /// Why the series failed.
 #[derive(Debug, thiserror::Error)]
 pub enum SeriesError {
@@ -231,16 +313,6 @@ pub enum SeriesError {
     /// A run outside the series produced a wrong result.
     #[error(transparent)]
     Verify(#[from] VerifyError),
-}
-
-pub(crate) fn median(v: &[f64]) -> f64 {
-    let mut s = v.to_vec();
-    s.sort_by(f64::total_cmp);
-    match s.len() {
-        0 => 0.0,
-        n if n % 2 == 1 => s[n / 2],
-        n => (s[n / 2 - 1] + s[n / 2]) / 2.0,
-    }
 }
 
 /// A runner with `slots` launch slots, `callables` registrations of the vector graph (ids

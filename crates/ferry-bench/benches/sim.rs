@@ -14,7 +14,7 @@ fn handshake(c: &mut Criterion) {
     let chip =
         Chip::new(p.device(0).unwrap().clone(), CoreConfig { aicpu_threads: 1, aic: 1, aiv: 0 })
             .unwrap();
-    let done = chip.launch_aicore(1, Arc::new(ferry_sim::bench::echo_core)).unwrap();
+    let done = chip.launch_aicore(1, Arc::new(ferry_bench::sim::echo_core)).unwrap();
     let w = chip.window(0).clone();
     let mut id = 0u32;
     c.bench_function("handshake_round_trip", |b| {

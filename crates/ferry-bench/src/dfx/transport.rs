@@ -1,5 +1,5 @@
-//! The `ferry bench dfx` measurements of the transport, as a library so the CLI and the
-//! criterion benches share them.
+//! The `ferry bench dfx` measurements of the transport, shared with the criterion benches
+//! (`cargo bench -p ferry-bench --bench dfx`).
 //!
 //! [`run`] measures, in one process and one run:
 //!
@@ -14,7 +14,7 @@
 //!
 //! # Examples
 //! ```
-//! use ferry_dfx::bench::{run, BenchConfig};
+//! use ferry_bench::dfx::transport::{run, BenchConfig};
 //! let report = run(&BenchConfig::quick());
 //! assert!(report.hot_path_ns_per_record > 0.0);
 //! assert_eq!(report.drain.len(), 4); // two arches, polling and doorbell
@@ -28,9 +28,11 @@ use std::time::{Duration, Instant};
 use ferry_abi::arch::Arch;
 use serde::Serialize;
 
-use crate::clock::SteadyClock;
-use crate::mem::{DeviceMemory, MirroredMemory, SvmMemory};
-use crate::{CollectSink, CollectedBuffer, DfxBuilder, DfxTransport, Policy};
+use ferry_dfx::clock::SteadyClock;
+use ferry_dfx::mem::{DeviceMemory, MirroredMemory, SvmMemory};
+use ferry_dfx::{
+    CollectSink, CollectedBuffer, DeviceWriter, DfxBuilder, DfxTransport, LaneStats, Policy,
+};
 
 /// The record the benches write: 32 bytes, the size of a ChipSwimlane AICPU task record.
 pub type BenchRecord = [u64; 4];
@@ -276,7 +278,7 @@ fn best_rate(n: u64, chunk: u64, mut step: impl FnMut(u64)) -> Duration {
 
 /// A transport with no host threads: `pool` buffers of `rpb` records pre-filled in the free
 /// queue, Drop policy with a zero bound so nothing ever waits. Returns a writer on it.
-fn hostless_writer(arch: Arch, rpb: u32, pool: u32) -> crate::DeviceWriter<BenchRecord> {
+fn hostless_writer(arch: Arch, rpb: u32, pool: u32) -> DeviceWriter<BenchRecord> {
     let p = arch.profile();
     let cfg = DfxBuilder::new(p)
         .ready_queues(1)
@@ -512,7 +514,7 @@ pub fn stall(arch: Arch, lanes: u32, buffers_per_lane: u32, delay: Duration) -> 
     let device = t.device_region();
     let host = t.start(move |_| CopySink { delay, ..CopySink::default() });
     let n = buffers_per_lane as u64 * 256;
-    let runs: Vec<(Vec<crate::LaneStats>, Duration)> = std::thread::scope(|s| {
+    let runs: Vec<(Vec<LaneStats>, Duration)> = std::thread::scope(|s| {
         let hs: Vec<_> = (0..queues)
             .map(|q| {
                 let device = device.clone();

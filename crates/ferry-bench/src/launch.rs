@@ -1,5 +1,6 @@
-//! Host cost of one run's launch transaction, shared by `cargo bench -p ferry-launch` and
-//! `ferry bench launch --json`.
+//! Host cost of one run's launch transaction, shared by `cargo bench -p ferry-bench --bench
+//! launch` and `ferry bench launch` ([`measure`]: this and the runtime series of
+//! [`crate::launch_series`]).
 //!
 //! Each measured run is `stage_launch_metadata` (when metadata is configured) +
 //! `prepare_runtime_args` + `queue_run_entry` + `launch` with no-op entries; the run's
@@ -10,20 +11,23 @@
 //!
 //! # Examples
 //! ```
-//! use ferry_launch::bench::{run, LaunchBenchConfig};
+//! use ferry_bench::launch::{run, LaunchBenchConfig};
 //! let r = run(&LaunchBenchConfig { iterations: 20, ..LaunchBenchConfig::default() })?;
 //! assert_eq!(r.changed_bytes_per_run, 43_264);
 //! assert_eq!(r.unchanged_bytes_per_run, 0);
 //! assert!(r.to_json().starts_with("{\"area\":\"launch\""));
-//! # Ok::<(), ferry_launch::bench::LaunchBenchError>(())
+//! # Ok::<(), ferry_bench::launch::LaunchBenchError>(())
 //! ```
-use super::{
-    EntryKernels, FinishError, LaunchDescriptor, LaunchError, LaunchStaging, MetadataRegion,
-    PrepareError, RunStreams, StageError,
-};
+use crate::launch_series::{self, LaunchSeriesReport, SeriesError};
 use ferry_abi::launch::KernelArgs;
+use ferry_launch::transaction::{FinishError, LaunchError, PrepareError, StageError};
+use ferry_launch::{EntryKernels, LaunchDescriptor, LaunchStaging, MetadataRegion, RunStreams};
 use ferry_sim::{Arch, DeviceError, PlatformBuilder};
+use std::fmt::Write as _;
 use std::time::{Duration, Instant};
+
+// The original runtime's descriptor extents (docs/design/launch.md): the launch bench's
+// descriptor size, and what `ferry info` sets beside ferry's own.
 
 /// A2/A3 TMR descriptor extent from docs/design/launch.md (bytes).
 pub const A2A3_TMR_EXTENT: usize = 43_264;
@@ -249,4 +253,79 @@ pub fn run(cfg: &LaunchBenchConfig) -> Result<LaunchBenchReport, LaunchBenchErro
         changed_forks_per_run: changed.forks as f64 / f64::from(n),
         unchanged_forks_per_run: unchanged.forks as f64 / f64::from(n),
     })
+}
+
+/// What `ferry bench launch` measures: the transaction's host cost, then the runtime series.
+#[derive(Clone, Debug)]
+pub struct LaunchArea {
+    /// The launch transaction alone ([`run`]).
+    pub transaction: LaunchBenchReport,
+    /// The runtime series ([`launch_series::legs`]).
+    pub series: Vec<LaunchSeriesReport>,
+}
+
+/// Why `ferry bench launch` failed.
+#[derive(Debug, thiserror::Error)]
+pub enum LaunchAreaError {
+    /// The transaction measurement failed.
+    #[error(transparent)]
+    Transaction(#[from] LaunchBenchError),
+    /// A runtime series failed.
+    #[error(transparent)]
+    Series(#[from] SeriesError),
+}
+
+/// `ferry bench launch`: [`run`] with the default configuration (200 runs per series with
+/// `quick`), then every leg of [`launch_series::legs`].
+///
+/// # Errors
+/// [`LaunchAreaError`] when either measurement fails.
+pub fn measure(quick: bool) -> Result<LaunchArea, LaunchAreaError> {
+    let mut cfg = LaunchBenchConfig::default();
+    if quick {
+        cfg.iterations = 200;
+    }
+    let transaction = run(&cfg)?;
+    let series =
+        launch_series::legs(quick).iter().map(launch_series::run).collect::<Result<Vec<_>, _>>()?;
+    Ok(LaunchArea { transaction, series })
+}
+
+impl crate::AreaReport for LaunchArea {
+    /// The transaction report's JSON object with the runtime series added as `"runtime": [...]`.
+    fn to_json(&self) -> String {
+        let list: Vec<String> = self.series.iter().map(LaunchSeriesReport::to_json).collect();
+        let transaction = self.transaction.to_json();
+        let body = transaction.strip_suffix('}').unwrap_or(&transaction);
+        format!("{body},\"runtime\":[{}]}}", list.join(","))
+    }
+
+    fn to_text(&self) -> String {
+        let (r, cfg) = (&self.transaction, &self.transaction.config);
+        let mut s = String::new();
+        let _ = writeln!(
+            s,
+            "launch transaction ({:?}, {}-byte descriptor prefix, {} runs per series)",
+            cfg.arch, cfg.descriptor_bytes, cfg.iterations
+        );
+        let _ = writeln!(
+            s,
+            "  changed prefix:   {:>8.0} ns per prepare+publish+launch, {} bytes copied",
+            r.changed_ns_per_run, r.changed_bytes_per_run
+        );
+        let _ = writeln!(
+            s,
+            "  unchanged prefix: {:>8.0} ns per prepare+publish+launch, {} bytes copied",
+            r.unchanged_ns_per_run, r.unchanged_bytes_per_run
+        );
+        let _ = write!(
+            s,
+            "  time ratio changed/unchanged: {:.2}",
+            r.changed_ns_per_run / r.unchanged_ns_per_run
+        );
+        for series in &self.series {
+            let _ = write!(s, "\n{}", series.to_text());
+        }
+        s
+    }
 }

@@ -1,5 +1,6 @@
-//! Measurements of the simulated chip itself, shared by `cargo bench -p ferry-sim` and
-//! `ferry bench sim --json`.
+//! Measurements of the simulated chip itself, shared by `cargo bench -p ferry-bench --bench sim`
+//! and `ferry bench sim` ([`measure`]: these and the storm beside busy loops,
+//! [`crate::contention`]).
 //!
 //! - **Idle cost**: CPU time the process uses per wall second while a chip sits idle, both with
 //!   its threads parked (nothing launched) and with every AICore entry launched and waiting on
@@ -7,9 +8,11 @@
 //! - **Handshake round trip**: an AICPU-side write of `DATA_MAIN_BASE` until the core's `FIN` in
 //!   `COND` is observed, against a baseline of a plain two-thread ping-pong over
 //!   `std::sync::mpsc` measured in the same run.
-use crate::cores::{Chip, CoreConfig, CoreCtx};
-use crate::error::DeviceError;
-use crate::{Arch, PlatformBuilder};
+use crate::contention::{self, ContentionConfig, ContentionReport};
+use crate::runtime::BenchError;
+use ferry_sim::cores::{Chip, CoreConfig, CoreCtx};
+use ferry_sim::{Arch, DeviceError, PlatformBuilder};
+use std::fmt::Write as _;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -166,4 +169,116 @@ pub fn run(cfg: &SimBenchConfig) -> Result<SimBenchReport, DeviceError> {
         handshake_rtt_ns,
         baseline_rtt_ns,
     })
+}
+
+/// What `ferry bench sim` measures: the idle chip and the handshake, then the storm beside busy
+/// loops.
+#[derive(Clone, Copy, Debug)]
+pub struct SimArea {
+    /// The chip's own figures.
+    pub chip: SimBenchReport,
+    /// The storm beside busy loops.
+    pub contention: ContentionReport,
+}
+
+/// Why `ferry bench sim` failed.
+#[derive(Debug, thiserror::Error)]
+pub enum SimAreaError {
+    /// The chip measurements failed.
+    #[error(transparent)]
+    Device(#[from] DeviceError),
+    /// The storm beside busy loops failed.
+    #[error(transparent)]
+    Contention(#[from] BenchError),
+}
+
+/// What `ferry bench sim` measures with.
+#[derive(Clone, Copy, Debug)]
+pub struct SimAreaConfig {
+    /// The chip's own figures.
+    pub chip: SimBenchConfig,
+    /// The storm beside busy loops.
+    pub contention: ContentionConfig,
+}
+
+impl SimAreaConfig {
+    /// The defaults, or shorter windows and fewer rounds with `quick` (smoke runs).
+    pub fn new(quick: bool) -> Self {
+        let mut cfg = SimAreaConfig {
+            chip: SimBenchConfig::default(),
+            contention: ContentionConfig::default(),
+        };
+        if quick {
+            cfg.chip.idle_window = Duration::from_millis(200);
+            cfg.chip.round_trips = 2_000;
+            cfg.contention.rounds = 2;
+            cfg.contention.tasks = 10_000;
+        }
+        cfg
+    }
+}
+
+/// `ferry bench sim`: [`run`], then the storm beside busy loops ([`contention::run_with`],
+/// `progress(round)` before each round).
+///
+/// # Errors
+/// [`SimAreaError`] when either measurement fails.
+pub fn measure(cfg: &SimAreaConfig, progress: impl FnMut(u32)) -> Result<SimArea, SimAreaError> {
+    let chip = run(&cfg.chip)?;
+    let contention = contention::run_with(&cfg.contention, progress)?;
+    Ok(SimArea { chip, contention })
+}
+
+impl crate::AreaReport for SimArea {
+    /// One JSON object: the chip's figures with the storm's under `"contention"`.
+    fn to_json(&self) -> String {
+        let sim = self.chip.to_json();
+        let sim = sim.strip_suffix('}').unwrap_or(&sim);
+        format!("{sim},\"contention\":{}}}", self.contention.to_json())
+    }
+
+    fn to_text(&self) -> String {
+        let (r, c) = (&self.chip, &self.contention);
+        let mut s = String::new();
+        let _ = writeln!(
+            s,
+            "simulated a2a3 chip: {} AICPU + {} AICore threads",
+            r.aicpu_threads, r.aicore_threads
+        );
+        let _ = writeln!(
+            s,
+            "  idle, threads parked:          {:.3}% of one core",
+            r.idle_parked_cpu * 100.0
+        );
+        let _ = writeln!(
+            s,
+            "  idle, cores awaiting dispatch: {:.3}% of one core (goal < 2%)",
+            r.idle_waiting_cpu * 100.0
+        );
+        let _ = writeln!(
+            s,
+            "  handshake round trip: {:.0} ns (mpsc ping-pong baseline {:.0} ns, ratio {:.2})",
+            r.handshake_rtt_ns,
+            r.baseline_rtt_ns,
+            r.handshake_rtt_ns / r.baseline_rtt_ns
+        );
+        let _ = writeln!(
+            s,
+            "storm of {} tasks beside busy loops (sh -c 'while :; do :; done', nice 0), {} CPUs, medians of {} interleaved rounds:",
+            c.tasks, c.cpus, c.rounds
+        );
+        for b in [&c.alone, &c.beside_one, &c.beside_all] {
+            let _ = writeln!(
+                s,
+                "  {} busy loop(s): {:>8.1} ms wall ({:.2}x alone), {:>6.1} ms CPU, {} long yields",
+                b.loops,
+                b.wall_s * 1e3,
+                b.wall_ratio,
+                b.cpu_s * 1e3,
+                b.long_yields
+            );
+        }
+        let _ = write!(s, "  alone: {:.0} tasks/s", c.alone_tasks_per_s());
+        s
+    }
 }

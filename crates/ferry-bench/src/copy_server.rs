@@ -1,5 +1,6 @@
-//! The server emulator of the copy-pool design's "Verification", on the simulated chip with the stall cost
-//! model on, run without and with Prewarm in interleaved rounds.
+//! The server emulator of the copy-pool design's "Verification" (`ferry bench copy
+//! --emulate-server`), on the simulated chip with the stall cost model on, run without and with
+//! Prewarm in interleaved rounds.
 //!
 //! One run, in a serving process's order:
 //! 1. **server start**: a platform of `devices` devices, a composite of [`LocalCopyEngine`] and
@@ -38,14 +39,14 @@
 //! queues, streams and code objects created after start, bytes/s, and whether every byte
 //! round-tripped; and the freeze ratio. [`EmulatorConfig::full`] uses the real server's 8192-range
 //! batches and 4 devices.
-use crate::bench::BenchError;
-use crate::engine::transfer_detailed;
-use crate::hbm::{HbmConfig, HbmCopyEngine};
-use crate::local::LocalCopyEngine;
-use crate::types::{TransferItem, TransferRef};
-use crate::CompositeTransferEngine;
+use crate::copy::BenchError;
+use ferry_copy::{
+    transfer_detailed, CompositeTransferEngine, HbmConfig, HbmCopyEngine, LocalCopyEngine,
+    TransferItem, TransferRef,
+};
 use ferry_sim::cost::CostModel;
 use ferry_sim::{Arch, DevicePtr, Platform, PlatformBuilder};
+use std::fmt::Write as _;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -109,7 +110,7 @@ impl Default for EmulatorConfig {
             fallback_fragment_bytes: 256 << 10,
             pool_regions: 8,
             registration_bytes_per_sec: cost.registration_bytes_per_sec,
-            prewarm_streams: crate::env::DEFAULT_PREWARM_STREAMS,
+            prewarm_streams: ferry_copy::env::DEFAULT_PREWARM_STREAMS,
             cost,
             verify: true,
             eviction: None,
@@ -333,6 +334,85 @@ impl EmulatorReport {
     }
 }
 
+/// `ferry bench copy --emulate-server`'s configuration: [`EmulatorConfig::full`] with `full`,
+/// else 2 calls in 1 round with `quick`, else the default; the "with prewarm" leg takes its
+/// streams from the server's knob (`UMBP_HBM_GATHER_PREWARM_STREAMS`), as the server would: a
+/// bad value is logged and the default kept, and 0 (which would turn the leg into a second lazy
+/// run) keeps the default too and says so.
+pub fn config(quick: bool, full: bool) -> EmulatorConfig {
+    let mut cfg = match (full, quick) {
+        (true, _) => EmulatorConfig::full(),
+        (false, true) => EmulatorConfig { calls: 2, rounds: 1, ..Default::default() },
+        (false, false) => EmulatorConfig::default(),
+    };
+    match ferry_copy::env::CopyKnobs::from_env().prewarm_streams {
+        0 => tracing::warn!(
+            "UMBP_HBM_GATHER_PREWARM_STREAMS=0 disables prewarm; the emulator's prewarm leg keeps {}",
+            cfg.prewarm_streams
+        ),
+        n => cfg.prewarm_streams = n,
+    }
+    cfg
+}
+
+impl crate::AreaReport for EmulatorReport {
+    fn to_json(&self) -> String {
+        EmulatorReport::to_json(self)
+    }
+
+    /// Both legs side by side, as `ferry bench copy --emulate-server` prints them.
+    fn to_text(&self) -> String {
+        let cfg = &self.config;
+        let mut s = String::new();
+        let _ = writeln!(
+            s,
+            "server emulator: {} devices, {} threads x {} calls, {} ranges of {} B, stall cost model {}, {} interleaved rounds (medians)",
+            cfg.devices,
+            cfg.threads,
+            cfg.calls,
+            cfg.ranges,
+            cfg.page_bytes,
+            if cfg.cost.enabled { "on (docs/design/copy-pool.md / 1000)" } else { "off" },
+            self.rounds.len()
+        );
+        let _ = writeln!(s, "  {:<34} {:>14} {:>14}", "", "without", "with prewarm");
+        let (w, p) = (&self.without_prewarm, &self.with_prewarm);
+        let ms = |d: Duration| format!("{:.1} ms", d.as_secs_f64() * 1e3);
+        let rows = [
+            ("max call", ms(w.max_call), ms(p.max_call)),
+            ("p99 call", ms(w.p99_call), ms(p.p99_call)),
+            ("mean call", ms(w.mean_call), ms(p.mean_call)),
+            (
+                "queues created after start",
+                w.queues_created_after_start.to_string(),
+                p.queues_created_after_start.to_string(),
+            ),
+            (
+                "streams created after start",
+                w.streams_created_after_start.to_string(),
+                p.streams_created_after_start.to_string(),
+            ),
+            (
+                "MiB/s",
+                format!("{:.0}", w.bytes_per_sec() / (1u64 << 20) as f64),
+                format!("{:.0}", p.bytes_per_sec() / (1u64 << 20) as f64),
+            ),
+            ("prewarm", ms(w.prewarm), ms(p.prewarm)),
+            ("failed items", w.failed_items.to_string(), p.failed_items.to_string()),
+            ("bytes verified", format!("{:?}", w.verified), format!("{:?}", p.verified)),
+        ];
+        for (name, x, y) in rows {
+            let _ = writeln!(s, "  {name:<34} {x:>14} {y:>14}");
+        }
+        let _ = write!(
+            s,
+            "  freeze ratio (max call with / without): {:.3} (docs/design/copy-pool.md: 5 s / 342 s = 0.015)",
+            self.freeze_ratio()
+        );
+        s
+    }
+}
+
 /// Runs the emulator without and with Prewarm.
 ///
 /// # Errors
@@ -340,11 +420,11 @@ impl EmulatorReport {
 ///
 /// # Examples
 /// ```
-/// use ferry_copy::emulator::{run, EmulatorConfig};
+/// use ferry_bench::copy_server::{run, EmulatorConfig};
 /// let r = run(&EmulatorConfig { threads: 2, calls: 2, ranges: 16, ..EmulatorConfig::small() })?;
 /// assert_eq!(r.with_prewarm.queues_created_after_start, 0);
 /// assert!(r.without_prewarm.queues_created_after_start > 0);
-/// # Ok::<(), ferry_copy::bench::BenchError>(())
+/// # Ok::<(), ferry_bench::copy::BenchError>(())
 /// ```
 pub fn run(cfg: &EmulatorConfig) -> Result<EmulatorReport, BenchError> {
     if cfg.threads == 0 || cfg.devices == 0 || cfg.ranges < 2 || cfg.page_bytes == 0 {

@@ -1,5 +1,5 @@
-//! Gather throughput and planning cost, shared by `cargo bench -p ferry-copy` and
-//! `ferry bench copy --json`.
+//! Gather throughput and planning cost, shared by `cargo bench -p ferry-bench --bench copy` and
+//! `ferry bench copy`.
 //!
 //! For each fragment size, one run moves `count` fragments host → device three ways, on the
 //! same platform and buffers:
@@ -16,11 +16,10 @@
 //! Defaults are scaled for a 2-core, 24 GiB machine: 8192 × 4 KiB (32 MiB), 1024 × 64 KiB
 //! (64 MiB), 256 × 256 KiB (64 MiB). [`BenchConfig::full`] is the issue's full size (8192
 //! fragments of each size; 2 GiB host + 2 GiB device memory for 256 KiB).
-use crate::engine::transfer_detailed;
-use crate::hbm::{HbmConfig, HbmCopyEngine};
-use crate::planner::plan_items;
-use crate::types::{TransferItem, TransferRef};
+use ferry_copy::planner::plan_items;
+use ferry_copy::{transfer_detailed, HbmConfig, HbmCopyEngine, Loc, TransferItem, TransferRef};
 use ferry_sim::{Arch, DeviceError, MemoryError, PlatformBuilder};
+use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 
 /// Errors of the bench and the emulator.
@@ -114,6 +113,8 @@ impl GatherRow {
 pub struct BenchReport {
     /// One row per fragment size.
     pub rows: Vec<GatherRow>,
+    /// Interleaved rounds behind each row's medians.
+    pub repeats: u32,
     /// Items planned per measurement.
     pub plan_items: usize,
     /// Planning cost, nanoseconds per item (scattered, non-coalescing items).
@@ -158,6 +159,50 @@ impl BenchReport {
     }
 }
 
+impl crate::AreaReport for BenchReport {
+    fn to_json(&self) -> String {
+        BenchReport::to_json(self)
+    }
+
+    fn to_text(&self) -> String {
+        let mut s = String::new();
+        let _ = writeln!(
+            s,
+            "host-to-device, medians of {} interleaved rounds (simulated device; compare the columns)",
+            self.repeats
+        );
+        for row in &self.rows {
+            let ms = |d: Duration| d.as_secs_f64() * 1e3;
+            let _ = writeln!(
+                s,
+                "  {:>5} x {:>4} KiB: engine ({}) {:>8.2} ms, per-fragment {:>8.2} ms, contiguous {:>8.2} ms",
+                row.fragments,
+                row.fragment_bytes >> 10,
+                row.engine_path,
+                ms(row.engine),
+                ms(row.per_fragment),
+                ms(row.contiguous)
+            );
+        }
+        let _ = write!(
+            s,
+            "  planning: {:.1} ns per item ({} scattered items)",
+            self.plan_ns_per_item, self.plan_items
+        );
+        s
+    }
+}
+
+/// `ferry bench copy`'s configuration: [`BenchConfig::full`] with `full`, else
+/// [`BenchConfig::quick`] with `quick`, else the default.
+pub fn config(quick: bool, full: bool) -> BenchConfig {
+    match (full, quick) {
+        (true, _) => BenchConfig::full(),
+        (false, true) => BenchConfig::quick(),
+        (false, false) => BenchConfig::default(),
+    }
+}
+
 /// Runs every measurement of `cfg`.
 ///
 /// # Errors
@@ -165,11 +210,11 @@ impl BenchReport {
 ///
 /// # Examples
 /// ```
-/// use ferry_copy::bench::{run, BenchConfig};
+/// use ferry_bench::copy::{run, BenchConfig};
 /// let r = run(&BenchConfig { shapes: vec![(4096, 16)], repeats: 1, plan_items: 64 })?;
 /// assert_eq!(r.rows[0].engine_path, "gather");
 /// assert!(r.to_json().contains("\"area\":\"copy\""));
-/// # Ok::<(), ferry_copy::bench::BenchError>(())
+/// # Ok::<(), ferry_bench::copy::BenchError>(())
 /// ```
 pub fn run(cfg: &BenchConfig) -> Result<BenchReport, BenchError> {
     let mut rows = Vec::new();
@@ -205,6 +250,7 @@ pub fn run(cfg: &BenchConfig) -> Result<BenchReport, BenchError> {
     }
     Ok(BenchReport {
         rows,
+        repeats: cfg.repeats,
         plan_items: cfg.plan_items,
         plan_ns_per_item: plan_ns_per_item(cfg.plan_items),
     })
@@ -214,10 +260,8 @@ pub fn run(cfg: &BenchConfig) -> Result<BenchReport, BenchError> {
 pub fn plan_ns_per_item(n: usize) -> f64 {
     let n = n.max(1) as u64;
     // Planning never dereferences endpoints; fixed fake addresses suffice.
-    let src =
-        TransferRef { addr: 0x1000_0000, size: 8 * n * 4096, loc: crate::Loc::Cpu, device: None };
-    let dst =
-        TransferRef { addr: 0x9000_0000, size: n * 4096, loc: crate::Loc::Device, device: Some(0) };
+    let src = TransferRef { addr: 0x1000_0000, size: 8 * n * 4096, loc: Loc::Cpu, device: None };
+    let dst = TransferRef { addr: 0x9000_0000, size: n * 4096, loc: Loc::Device, device: Some(0) };
     let items = permuted_items(src, dst, 4096, n);
     let mut best = f64::INFINITY;
     for _ in 0..5 {
