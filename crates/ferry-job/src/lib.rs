@@ -39,6 +39,7 @@
 mod error;
 mod job;
 mod observer;
+pub mod scaffold;
 
 use std::path::Path;
 
