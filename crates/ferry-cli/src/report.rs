@@ -85,7 +85,7 @@ fn session(a: &ReportArgs, runs: &ferry_profile::SessionRuns) -> anyhow::Result<
         rep.sort_kernels(a.sort.key());
     }
     if a.csv {
-        return Ok(session_csv(&s, a.top));
+        return Ok(s.kernels_csv(a.top));
     }
     if a.json {
         if let Some(n) = a.top {
@@ -99,28 +99,6 @@ fn session(a: &ReportArgs, runs: &ferry_profile::SessionRuns) -> anyhow::Result<
         return Ok(format!("{}\n", serde_json::to_string_pretty(&s)?));
     }
     Ok(s.text(&a.dir.display().to_string(), a.top))
-}
-
-/// The steady state's per-kernel table as CSV (times in us).
-fn session_csv(s: &analysis::SessionReport, top: Option<usize>) -> String {
-    let mut out = String::from(
-        "kernel,tasks_per_run,blocks_per_run,mean_us,min_us,max_us,share,exec_per_block_us\n",
-    );
-    let us = |ns: u64| ns as f64 / 1e3;
-    for k in s.steady.iter().flat_map(|st| st.kernels.iter()).take(top.unwrap_or(usize::MAX)) {
-        out += &format!(
-            "{},{},{},{:.3},{:.3},{:.3},{:.4},{:.3}\n",
-            k.kernel,
-            k.tasks,
-            k.blocks,
-            us(k.exec_ns.mean),
-            us(k.exec_ns.min),
-            us(k.exec_ns.max),
-            k.share,
-            us(k.exec_per_block_ns)
-        );
-    }
-    out
 }
 
 pub(crate) fn execute(a: &ReportArgs) -> anyhow::Result<String> {

@@ -5,7 +5,7 @@ use anyhow::bail;
 use clap::{Args, ValueEnum};
 use ferry_dfx::Policy;
 use ferry_job::{CaseOutcome, GraphReady, Job, JobError, JobStart, Observer, ProfileLocation};
-use ferry_profile::{self as output, WritePhase, WriteProgress, WriteReport, SUMMARY_FILE};
+use ferry_profile::{self as output, WritePhase, WriteProgress, SUMMARY_FILE};
 use ferry_runtime::examples::Example;
 use ferry_runtime::host::dfx::DfxOptions;
 use ferry_runtime::host::profile::WrittenProfile;
@@ -571,7 +571,7 @@ fn print_profile(p: &WrittenProfile, traces: bool, chrome: bool) -> anyhow::Resu
     )?;
     crate::stdout::outln!(
         "dfx: wrote {:.1} MB of files in {:.3} s ({:.0} records/s, {:.1} bytes/record){}",
-        (report.bytes - trace_bytes(report)) as f64 / 1e6,
+        (report.bytes - report.trace_bytes()) as f64 / 1e6,
         report.files_elapsed.as_secs_f64(),
         report.records_per_sec(),
         report.bytes_per_record(),
@@ -624,12 +624,6 @@ fn print_session(p: &WrittenProfile, traces: bool) -> anyhow::Result<()> {
         }
     )?;
     Ok(())
-}
-
-/// Bytes of the two traces in `r`.
-fn trace_bytes(r: &WriteReport) -> u64 {
-    let traces = [output::PERFETTO_FILE, output::CHROME_FILE];
-    r.files.iter().filter(|f| traces.iter().any(|t| f.path.ends_with(t))).map(|f| f.bytes).sum()
 }
 
 /// The write phase's progress bar: hidden for the first second (most writes are done by then),

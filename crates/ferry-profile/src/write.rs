@@ -167,6 +167,14 @@ impl WriteReport {
         }
     }
 
+    /// Bytes of the two traces (Perfetto and Chrome JSON) among the files written; the rest of
+    /// [`WriteReport::bytes`] is the subsystems' files.
+    pub fn trace_bytes(&self) -> u64 {
+        let traces = [crate::PERFETTO_FILE, crate::CHROME_FILE];
+        let is_trace = |f: &&WrittenFile| traces.iter().any(|t| f.path.ends_with(t));
+        self.files.iter().filter(is_trace).map(|f| f.bytes).sum()
+    }
+
     /// The paths written, in the order of [`WriteReport::files`].
     pub fn paths(&self) -> impl Iterator<Item = &Path> + '_ {
         self.files.iter().map(|f| f.path.as_path())
@@ -686,5 +694,24 @@ mod tests {
         assert!(none.files.is_empty() && none.ended.is_none());
         assert_eq!(stopped.next.load(Ordering::Relaxed), 0, "no job taken");
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// Only the Perfetto and Chrome files count as trace bytes.
+    #[test]
+    fn trace_bytes_count_only_the_two_traces() {
+        let file = |name: &str, bytes| WrittenFile {
+            path: PathBuf::from("d").join(name),
+            bytes,
+            xxh3: 0,
+            records: 0,
+            elapsed: Duration::ZERO,
+        };
+        let r = WriteReport {
+            files: vec![file("swimlane.bin", 7), file(PERFETTO_FILE, 100), file(CHROME_FILE, 20)],
+            bytes: 127,
+            ..WriteReport::default()
+        };
+        assert_eq!(r.trace_bytes(), 120);
+        assert_eq!(WriteReport::default().trace_bytes(), 0);
     }
 }

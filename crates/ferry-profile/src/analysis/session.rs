@@ -266,6 +266,30 @@ impl SessionReport {
         })
     }
 
+    /// The steady state's per-kernel table as CSV: a header, then one line per kernel (times in
+    /// microseconds); `top` kernels at most.
+    pub fn kernels_csv(&self, top: Option<usize>) -> String {
+        let mut out = String::from(
+            "kernel,tasks_per_run,blocks_per_run,mean_us,min_us,max_us,share,exec_per_block_us\n",
+        );
+        let us = |ns: u64| ns as f64 / 1e3;
+        let kernels = self.steady.iter().flat_map(|st| st.kernels.iter());
+        for k in kernels.take(top.unwrap_or(usize::MAX)) {
+            out += &format!(
+                "{},{},{},{:.3},{:.3},{:.3},{:.4},{:.3}\n",
+                k.kernel,
+                k.tasks,
+                k.blocks,
+                us(k.exec_ns.mean),
+                us(k.exec_ns.min),
+                us(k.exec_ns.max),
+                k.share,
+                us(k.exec_per_block_ns)
+            );
+        }
+        out
+    }
+
     /// The report as text: a verdict over the steady runs, the runs' table with wall times and
     /// gaps, one table per kernel over the steady runs; `top` kernels at most.
     pub fn text(&self, dir: &str, top: Option<usize>) -> String {
