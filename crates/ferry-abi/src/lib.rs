@@ -8,7 +8,7 @@
 //! | [`arch`] | the `a2a3` and `a5` arch profiles (threads, cores, clock, SVM, DFX budget) |
 //! | [`dfx`] | DFX transport region: ready queues, free queues, lane states, buffer geometry |
 //! | [`kernel_lib`] | the custom kernel-library ABI: the exported descriptor and kernel table, device and host call records, their checks (`ferry-kernel-abi`'s, re-exported, as are the services table, the status codes and [`records::DType`]) |
-//! | [`launch`] | launch payloads (`KernelArgs`, `AicoreLaunchArgs`, `InitArgs`, `RegisterCallableArgs`, bootstrap blob, `DeviceArgs`) and their [`launch::AbiRecord`] byte images |
+//! | [`launch`] | launch payloads (`KernelArgs`, `AicoreLaunchArgs`, `InitArgs`, `RegisterCallableArgs`, bootstrap blob, `BootstrapArgs`) and their [`launch::AbiRecord`] byte images |
 //! | [`records`] | DFX subsystem records (ChipSwimlane, PMU, ScopeStats, ArgsDump) and the decoder of device-written buffers |
 //! | [`dep_gen`] | DepGen's variable-length per-submit chains: encoder and checked parser |
 //! | [`args_dump`] | ArgsDump's variable-length chains (one per task and stage): encoder and checked parser |

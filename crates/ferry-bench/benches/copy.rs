@@ -1,11 +1,11 @@
 //! Criterion benches of the copy path: gather throughput for 4 KiB, 64 KiB and 256 KiB
 //! fragments against one contiguous copy of the same bytes (and against one null-stream copy
-//! per fragment), and planning cost per item. Sizes are [`BenchConfig::default`]'s scaled-down
+//! per fragment), and planning cost per item. Sizes are [`CopyBenchConfig::default`]'s scaled-down
 //! shapes; `ferry bench copy --full` runs the 8192 fragments of each size.
 // criterion_group! expands to an undocumented `pub fn`.
 #![allow(missing_docs)]
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
-use ferry_bench::copy::{BenchConfig, GatherFixture, Path};
+use ferry_bench::copy::{CopyBenchConfig, GatherFixture, Path};
 use ferry_copy::planner::plan_items;
 use ferry_copy::{Loc, TransferItem, TransferRef};
 use std::time::Duration;
@@ -15,7 +15,7 @@ fn gather(c: &mut Criterion) {
     g.sample_size(10)
         .warm_up_time(Duration::from_millis(300))
         .measurement_time(Duration::from_secs(2));
-    for (frag, count) in BenchConfig::default().shapes {
+    for (frag, count) in CopyBenchConfig::default().shapes {
         let mut f = GatherFixture::new(frag, count).expect("fixture");
         g.throughput(Throughput::Bytes(frag * count));
         let label = format!("{}x{}KiB", count, frag >> 10);

@@ -4,13 +4,14 @@
 //! `cargo run -p ferry-bench --release --example dfx_transport`
 
 use ferry_abi::arch::Arch;
-use ferry_bench::dfx::transport::{run, BenchConfig};
+use ferry_bench::dfx::transport::{run, TransportBenchConfig};
 
 fn main() {
     let quick = std::env::args().any(|a| a == "--quick");
     for arch in Arch::ALL {
-        let base = if quick { BenchConfig::quick() } else { BenchConfig::default() };
-        let report = run(&BenchConfig { arch, ..base });
+        let base =
+            if quick { TransportBenchConfig::quick() } else { TransportBenchConfig::default() };
+        let report = run(&TransportBenchConfig { arch, ..base });
         println!("{}", report.to_json());
     }
 }

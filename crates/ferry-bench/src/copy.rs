@@ -14,7 +14,7 @@
 //! simulator on this host; the ratios between the three paths are the point.
 //!
 //! Defaults are scaled for a 2-core, 24 GiB machine: 8192 × 4 KiB (32 MiB), 1024 × 64 KiB
-//! (64 MiB), 256 × 256 KiB (64 MiB). [`BenchConfig::full`] is the issue's full size (8192
+//! (64 MiB), 256 × 256 KiB (64 MiB). [`CopyBenchConfig::full`] is the issue's full size (8192
 //! fragments of each size; 2 GiB host + 2 GiB device memory for 256 KiB).
 use ferry_copy::planner::plan_items;
 use ferry_copy::{transfer_detailed, HbmConfig, HbmCopyEngine, Loc, TransferItem, TransferRef};
@@ -41,7 +41,7 @@ pub enum BenchError {
 
 /// What to measure.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct BenchConfig {
+pub struct CopyBenchConfig {
     /// `(fragment bytes, fragment count)` per row.
     pub shapes: Vec<(u64, u64)>,
     /// Interleaved timed rounds per path (the median is reported).
@@ -50,7 +50,7 @@ pub struct BenchConfig {
     pub plan_items: usize,
 }
 
-impl Default for BenchConfig {
+impl Default for CopyBenchConfig {
     /// Scaled-down sizes (see the module docs).
     fn default() -> Self {
         Self {
@@ -61,7 +61,7 @@ impl Default for BenchConfig {
     }
 }
 
-impl BenchConfig {
+impl CopyBenchConfig {
     /// The issue's full size: 8192 fragments of 4 KiB, 64 KiB and 256 KiB.
     pub fn full() -> Self {
         Self {
@@ -193,13 +193,13 @@ impl crate::AreaReport for BenchReport {
     }
 }
 
-/// `ferry bench copy`'s configuration: [`BenchConfig::full`] with `full`, else
-/// [`BenchConfig::quick`] with `quick`, else the default.
-pub fn config(quick: bool, full: bool) -> BenchConfig {
+/// `ferry bench copy`'s configuration: [`CopyBenchConfig::full`] with `full`, else
+/// [`CopyBenchConfig::quick`] with `quick`, else the default.
+pub fn config(quick: bool, full: bool) -> CopyBenchConfig {
     match (full, quick) {
-        (true, _) => BenchConfig::full(),
-        (false, true) => BenchConfig::quick(),
-        (false, false) => BenchConfig::default(),
+        (true, _) => CopyBenchConfig::full(),
+        (false, true) => CopyBenchConfig::quick(),
+        (false, false) => CopyBenchConfig::default(),
     }
 }
 
@@ -210,13 +210,13 @@ pub fn config(quick: bool, full: bool) -> BenchConfig {
 ///
 /// # Examples
 /// ```
-/// use ferry_bench::copy::{run, BenchConfig};
-/// let r = run(&BenchConfig { shapes: vec![(4096, 16)], repeats: 1, plan_items: 64 })?;
+/// use ferry_bench::copy::{run, CopyBenchConfig};
+/// let r = run(&CopyBenchConfig { shapes: vec![(4096, 16)], repeats: 1, plan_items: 64 })?;
 /// assert_eq!(r.rows[0].engine_path, "gather");
 /// assert!(r.to_json().contains("\"area\":\"copy\""));
 /// # Ok::<(), ferry_bench::copy::BenchError>(())
 /// ```
-pub fn run(cfg: &BenchConfig) -> Result<BenchReport, BenchError> {
+pub fn run(cfg: &CopyBenchConfig) -> Result<BenchReport, BenchError> {
     let mut rows = Vec::new();
     for &(frag, count) in &cfg.shapes {
         let mut f = GatherFixture::new(frag, count)?;

@@ -159,7 +159,7 @@ impl EmulatorConfig {
 
 /// Results of one run.
 #[derive(Clone, Debug, Default, PartialEq)]
-pub struct RunReport {
+pub struct ServerRunReport {
     /// Streams per device prewarmed (0 = no prewarm).
     pub prewarm_streams: usize,
     /// Time the prewarm took.
@@ -203,7 +203,7 @@ pub struct RunReport {
     pub verified: Option<bool>,
 }
 
-impl RunReport {
+impl ServerRunReport {
     /// Serving throughput.
     pub fn bytes_per_sec(&self) -> f64 {
         self.bytes as f64 / self.wall.as_secs_f64().max(1e-9)
@@ -253,11 +253,11 @@ pub struct EmulatorReport {
     /// Without Prewarm (lazy, uncapped pool): per-round medians of the latencies and times,
     /// the most any round created or waited for the counters, `verified` only if every round
     /// verified.
-    pub without_prewarm: RunReport,
+    pub without_prewarm: ServerRunReport,
     /// With `Prewarm(prewarm_streams)`, summarised as `without_prewarm`.
-    pub with_prewarm: RunReport,
+    pub with_prewarm: ServerRunReport,
     /// Every round's pair (without, with), in the order they ran.
-    pub rounds: Vec<(RunReport, RunReport)>,
+    pub rounds: Vec<(ServerRunReport, ServerRunReport)>,
 }
 
 impl EmulatorReport {
@@ -275,11 +275,11 @@ fn median(mut v: Vec<Duration>) -> Duration {
 }
 
 /// One leg's rounds summarised (see [`EmulatorReport::without_prewarm`]).
-fn summarise(runs: &[&RunReport]) -> RunReport {
-    let med = |f: fn(&RunReport) -> Duration| median(runs.iter().map(|r| f(r)).collect());
-    let most = |f: fn(&RunReport) -> u64| runs.iter().map(|r| f(r)).max().unwrap_or(0);
+fn summarise(runs: &[&ServerRunReport]) -> ServerRunReport {
+    let med = |f: fn(&ServerRunReport) -> Duration| median(runs.iter().map(|r| f(r)).collect());
+    let most = |f: fn(&ServerRunReport) -> u64| runs.iter().map(|r| f(r)).max().unwrap_or(0);
     let first = runs.first().map(|r| (*r).clone()).unwrap_or_default();
-    RunReport {
+    ServerRunReport {
         prewarm: med(|r| r.prewarm),
         registration: med(|r| r.registration),
         max_call: med(|r| r.max_call),
@@ -458,7 +458,7 @@ struct Shared {
     kv: Vec<TransferRef>,
 }
 
-fn run_once(cfg: &EmulatorConfig, prewarm: usize) -> Result<RunReport, BenchError> {
+fn run_once(cfg: &EmulatorConfig, prewarm: usize) -> Result<ServerRunReport, BenchError> {
     let mut cost = cfg.cost;
     cost.registration_bytes_per_sec = cfg.registration_bytes_per_sec;
     let platform = PlatformBuilder::new(Arch::A2a3)
@@ -573,7 +573,7 @@ fn run_once(cfg: &EmulatorConfig, prewarm: usize) -> Result<RunReport, BenchErro
     lat.sort_unstable();
     let st = hbm.stats();
     let pool_waits = (0..cfg.devices).filter_map(|d| hbm.pool_stats(d)).map(|p| p.waits).sum();
-    Ok(RunReport {
+    Ok(ServerRunReport {
         prewarm_streams: prewarm,
         prewarm: prewarm_time,
         registration: registered,

@@ -27,7 +27,7 @@
 //! ```
 use crate::median;
 use ferry_runtime::error::{RunError, RunnerError};
-use ferry_runtime::examples::{Example, ExampleRun, Size, VerifyError};
+use ferry_runtime::examples::{Example, ExampleRun, ExampleVerifyError, Size};
 use ferry_runtime::host::{
     DeviceRunner, DeviceSpan, RepeatError, RunnerConfig, Variant, ROUTE_PREFIX_BYTES,
 };
@@ -309,10 +309,10 @@ pub enum SeriesError {
     Run(#[from] RunError),
     /// A run failed or produced a wrong result inside a series.
     #[error(transparent)]
-    Repeat(#[from] RepeatError<VerifyError>),
+    Repeat(#[from] RepeatError<ExampleVerifyError>),
     /// A run outside the series produced a wrong result.
     #[error(transparent)]
-    Verify(#[from] VerifyError),
+    Verify(#[from] ExampleVerifyError),
 }
 
 /// A runner with `slots` launch slots, `callables` registrations of the vector graph (ids

@@ -4,23 +4,26 @@
 use ferry_runtime::device::image::F32Slice;
 use ferry_runtime::device::kernels::{execute, KernelCall, K_ADD_SCALAR};
 use ferry_runtime::error::{RunError, RunnerError};
-use ferry_runtime::examples::{storm, ExampleRun, VerifyError, STORM_LANES, STORM_LANE_LEN};
+use ferry_runtime::examples::{storm, ExampleRun, ExampleVerifyError, STORM_LANES, STORM_LANE_LEN};
 use ferry_runtime::host::{DeviceRunner, RunnerConfig, Variant};
 use std::fmt::Write as _;
 use std::time::Instant;
 
 /// What to measure.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct BenchConfig {
+pub struct RuntimeBenchConfig {
     /// The chip.
     pub runner: RunnerConfig,
     /// Storm tasks per run.
     pub tasks: u64,
 }
 
-impl Default for BenchConfig {
+impl Default for RuntimeBenchConfig {
     fn default() -> Self {
-        BenchConfig { runner: RunnerConfig::default_for(ferry_sim::Arch::A2a3), tasks: 50_000 }
+        RuntimeBenchConfig {
+            runner: RunnerConfig::default_for(ferry_sim::Arch::A2a3),
+            tasks: 50_000,
+        }
     }
 }
 
@@ -35,7 +38,7 @@ pub enum BenchError {
     Run(#[from] RunError),
     /// A run produced wrong results.
     #[error(transparent)]
-    Verify(#[from] VerifyError),
+    Verify(#[from] ExampleVerifyError),
     /// The direct kernel call's tensor is not in device memory.
     #[error("the direct call's tensor")]
     Translate(#[from] ferry_runtime::device::ops::TranslateError),
@@ -49,7 +52,7 @@ pub enum BenchError {
 
 /// Results.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Report {
+pub struct RuntimeBenchReport {
     /// Arch name.
     pub arch: &'static str,
     /// AICPU threads (1 orchestrator + schedulers).
@@ -68,7 +71,7 @@ pub struct Report {
     pub baseline_ns_per_task: f64,
 }
 
-impl Report {
+impl RuntimeBenchReport {
     /// Device-orchestrated tasks per second.
     pub fn tasks_per_s(&self) -> f64 {
         self.tasks as f64 / self.device_orch_wall_s
@@ -112,9 +115,9 @@ impl Report {
     }
 }
 
-impl crate::AreaReport for Report {
+impl crate::AreaReport for RuntimeBenchReport {
     fn to_json(&self) -> String {
-        Report::to_json(self)
+        RuntimeBenchReport::to_json(self)
     }
 
     fn to_text(&self) -> String {
@@ -151,8 +154,8 @@ impl crate::AreaReport for Report {
 ///
 /// # Errors
 /// As [`run`].
-pub fn measure(quick: bool) -> Result<Report, BenchError> {
-    let mut cfg = BenchConfig::default();
+pub fn measure(quick: bool) -> Result<RuntimeBenchReport, BenchError> {
+    let mut cfg = RuntimeBenchConfig::default();
     if quick {
         cfg.tasks = 5_000;
     }
@@ -184,7 +187,7 @@ pub(crate) fn warm_storm(
 ///
 /// # Errors
 /// [`BenchError`] when a run fails or its result is wrong.
-pub fn run(cfg: &BenchConfig) -> Result<Report, BenchError> {
+pub fn run(cfg: &RuntimeBenchConfig) -> Result<RuntimeBenchReport, BenchError> {
     // One runner (device) per runtime: on the default vendor device, Path A binds one runtime
     // per process and device (the latch), as the original's one-runtime-per-worker model.
     // The host-built runner is made after the device-orchestrated measurement, so only one
@@ -230,7 +233,7 @@ pub fn run(cfg: &BenchConfig) -> Result<Report, BenchError> {
     }
     let baseline_ns_per_task = t0.elapsed().as_nanos() as f64 / cfg.tasks as f64;
     let _ = r.device().free(buf);
-    Ok(Report {
+    Ok(RuntimeBenchReport {
         arch: cfg.runner.arch.name(),
         aicpu_threads: cfg.runner.aicpu_threads,
         cores: cfg.runner.aic + cfg.runner.aiv,

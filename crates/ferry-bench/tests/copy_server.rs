@@ -1,6 +1,6 @@
 //! The copy server emulator and the gather bench at small size: counters and correctness, never
 //! times.
-use ferry_bench::copy::{self as bench, BenchConfig};
+use ferry_bench::copy::{self as bench, CopyBenchConfig};
 use ferry_bench::copy_server::{self as emulator, EmulatorConfig};
 
 #[test]
@@ -66,7 +66,7 @@ fn emulator_rejects_an_empty_configuration() {
 #[test]
 fn bench_runs_every_path_at_small_size() {
     let _bound = ferry_watchdog::bound("the copy engines' threads");
-    let r = bench::run(&BenchConfig::quick()).unwrap();
+    let r = bench::run(&CopyBenchConfig::quick()).unwrap();
     let paths: Vec<_> = r.rows.iter().map(|r| r.engine_path).collect();
     assert_eq!(paths, ["gather", "gather", "copy-engine"]);
     assert!(r.plan_ns_per_item > 0.0);

@@ -16,7 +16,7 @@ fn parse(json: &str) -> Value {
 
 #[test]
 fn the_runtime_report_prints_its_rates_and_the_overhead_over_the_baseline() {
-    let r = ferry_bench::runtime::Report {
+    let r = ferry_bench::runtime::RuntimeBenchReport {
         arch: "a2a3",
         aicpu_threads: 4,
         cores: 24,

@@ -107,7 +107,7 @@ pub(crate) fn execute(a: &DiffArgs) -> anyhow::Result<String> {
 
 /// The run summary (`summary.json`) of the run in `dir`, or of the run whose example
 /// subdirectory `dir` is; `None` when there is none that reads (a failed run writes none).
-fn summary_of(dir: &std::path::Path) -> Option<ferry_profile::RunSummary> {
+fn summary_of(dir: &std::path::Path) -> Option<ferry_profile::SummaryJson> {
     let limit = ferry_profile::MAX_SMALL_FILE_BYTES;
     [dir.to_path_buf(), dir.join("..")].iter().find_map(|d| {
         let bytes = ferry_fs::read_input(&d.join(ferry_profile::SUMMARY_FILE), limit).ok()?;
@@ -149,7 +149,7 @@ mod tests {
         let da = sample_dir("diff-setup-a", false);
         let db = sample_dir("diff-setup-b", false);
         let summary = |threads: u32| {
-            let mut s = ferry_profile::RunSummary::new("a2a3", threads, 1, 2, "device", "direct");
+            let mut s = ferry_profile::SummaryJson::new("a2a3", threads, 1, 2, "device", "direct");
             s.runs.clear();
             serde_json::to_vec(&s).unwrap()
         };

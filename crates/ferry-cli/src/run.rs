@@ -9,7 +9,7 @@ use ferry_profile::{self as output, WritePhase, WriteProgress, SUMMARY_FILE};
 use ferry_runtime::examples::Example;
 use ferry_runtime::host::dfx::DfxOptions;
 use ferry_runtime::host::profile::WrittenProfile;
-use ferry_runtime::host::{KernelInfo, RepeatReport, RunnerConfig, Variant};
+use ferry_runtime::host::{RegisteredKernel, RepeatReport, RunnerConfig, Variant};
 use ferry_sim::Arch;
 use indicatif::{ProgressBar, ProgressStyle};
 use std::cell::RefCell;
@@ -387,7 +387,7 @@ impl Observer for Printer {
         })());
     }
 
-    fn kernels_loaded(&self, path: &Path, added: &[KernelInfo]) {
+    fn kernels_loaded(&self, path: &Path, added: &[RegisteredKernel]) {
         self.keep(crate::kernels::print_loaded(path, added));
     }
 

@@ -351,3 +351,76 @@ fn every_rule_has_a_breaking_patch_and_a_test_that_exists() {
         assert!(ids.contains(&id), "scripts/rules/ci.txt names {id}, which the table lacks");
     }
 }
+
+/// The public types (`pub struct|enum|trait|union|type Name` at the start of a line) each
+/// source text defines, with the crate (`crates/<name>`, `device/<name>`, `examples/<name>`)
+/// it belongs to. Aliases of a type of the same name (`pub type X = other::X;`) are
+/// re-exports, not definitions.
+fn public_types(sources: &[(String, String)]) -> std::collections::BTreeMap<String, Vec<String>> {
+    let mut by_name: std::collections::BTreeMap<String, Vec<String>> = Default::default();
+    for (krate, text) in sources {
+        for line in text.lines() {
+            let l = line.trim_start();
+            let Some(rest) = ["pub struct ", "pub enum ", "pub trait ", "pub union ", "pub type "]
+                .iter()
+                .find_map(|k| l.strip_prefix(k))
+            else {
+                continue;
+            };
+            let name: String =
+                rest.chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_').collect();
+            if name.is_empty() || l.starts_with("pub type ") && l.contains(&format!("::{name};")) {
+                continue;
+            }
+            let crates = by_name.entry(name).or_default();
+            if !crates.contains(krate) {
+                crates.push(krate.clone());
+            }
+        }
+    }
+    by_name.retain(|_, c| c.len() > 1);
+    by_name
+}
+
+/// Names still defined in two crates, each with the crates; emptied as they are renamed.
+const DUPLICATES_LEFT: &[&str] =
+    &["AicpuEntry", "AicpuProgram", "CoreType", "DeviceMemory", "KernelFn", "VirtualClock"];
+
+/// No public type name is defined in two crates of the workspace (re-exports aside): a reader
+/// who meets `RunSummary` knows which one it is. Tests, benches and test fixtures are left out.
+#[test]
+fn no_public_type_name_is_defined_in_two_crates() {
+    let r = root();
+    let mut sources = Vec::new();
+    for top in ["crates", "device", "examples"] {
+        for p in rust_files(&r.join(top)) {
+            let rel = p.strip_prefix(&r).unwrap();
+            let parts: Vec<_> = rel.components().map(|c| c.as_os_str().to_string_lossy()).collect();
+            if parts.iter().any(|c| matches!(&**c, "tests" | "benches" | "fixtures"))
+                || parts.last().is_some_and(|f| f == "tests.rs")
+            {
+                continue;
+            }
+            let text = std::fs::read_to_string(&p).unwrap();
+            sources.push((format!("{}/{}", parts[0], parts[1]), text));
+        }
+    }
+    assert!(sources.len() > 100, "found only {} source files", sources.len());
+    let dups = public_types(&sources);
+    let names: Vec<&str> = dups.keys().map(String::as_str).collect();
+    assert_eq!(names, DUPLICATES_LEFT, "public type names defined in two crates: {dups:#?}");
+}
+
+/// The scan finds a name defined in two crates, and not an alias re-exporting it.
+#[test]
+fn the_duplicate_scan_tells_a_definition_from_a_re_export() {
+    let src = |c: &str, t: &str| (c.to_string(), t.to_string());
+    let dups = public_types(&[
+        src("crates/a", "pub struct Clock {\n}\npub enum Only {}\n"),
+        src("crates/b", "  pub struct Clock(u64);\npub type Only = crate::a::Only;\n"),
+        src("crates/b", "pub(crate) struct Hidden;\npub trait Clock {}\n"),
+        src("crates/c", "pub type Hidden = u32;\n"),
+    ]);
+    assert_eq!(dups.len(), 1, "{dups:?}");
+    assert_eq!(dups["Clock"], ["crates/a", "crates/b"]);
+}

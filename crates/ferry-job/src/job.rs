@@ -3,7 +3,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use ferry_profile::{RunDir, RunSummary, ScopeLabel, ScopeNames, WriteOptions, WriteProgress};
+use ferry_profile::{RunDir, ScopeLabel, ScopeNames, SummaryJson, WriteOptions, WriteProgress};
 use ferry_runtime::examples::{Example, ExampleRun, Size};
 use ferry_runtime::host::dfx::DfxOptions;
 use ferry_runtime::host::profile::{
@@ -600,7 +600,7 @@ impl Job {
         rd: RunDir,
         cases: &[Case],
         done: &[CaseOutcome],
-    ) -> Result<RunSummary, JobError> {
+    ) -> Result<SummaryJson, JobError> {
         let mut summary = run_summary(&self.config, self.variant);
         let mut outputs: Vec<(String, &[f32])> = Vec::new();
         for (case, d) in cases.iter().zip(done) {
@@ -797,7 +797,7 @@ pub struct JobOutcome {
     /// The run's directory, when it had one.
     pub out: Option<PathBuf>,
     /// The summary written there.
-    pub summary: Option<RunSummary>,
+    pub summary: Option<SummaryJson>,
     /// The runner configuration it ran with.
     pub config: RunnerConfig,
     /// Where its graphs were built.

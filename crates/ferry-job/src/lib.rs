@@ -91,7 +91,7 @@ pub struct CheckedWorkload {
     /// The workload, checked and compiled.
     pub workload: ferry_workload::Workload,
     /// Each library's path and kernels, in order.
-    pub loaded: Vec<(std::path::PathBuf, Vec<ferry_runtime::host::KernelInfo>)>,
+    pub loaded: Vec<(std::path::PathBuf, Vec<ferry_runtime::host::RegisteredKernel>)>,
 }
 
 /// Installs both AICPU programs into `runner`'s preinstalled directory: method 1's out-of-band

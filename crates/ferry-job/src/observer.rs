@@ -3,7 +3,7 @@ use std::path::Path;
 
 use ferry_profile::WriteProgress;
 use ferry_runtime::host::profile::WrittenProfile;
-use ferry_runtime::host::{KernelInfo, RepeatReport, RunnerConfig, Variant};
+use ferry_runtime::host::{RegisteredKernel, RepeatReport, RunnerConfig, Variant};
 
 use crate::CaseKind;
 
@@ -44,7 +44,7 @@ pub trait Observer {
     fn chip_started(&self, _start: &JobStart<'_>) {}
 
     /// A kernel library loaded from `path`, adding `kernels`.
-    fn kernels_loaded(&self, _path: &Path, _kernels: &[KernelInfo]) {}
+    fn kernels_loaded(&self, _path: &Path, _kernels: &[RegisteredKernel]) {}
 
     /// A workload (or in-memory graph) is checked against the loaded kernels and ready.
     fn graph_ready(&self, _graph: &GraphReady<'_>) {}

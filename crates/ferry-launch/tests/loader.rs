@@ -2,9 +2,9 @@
 //! two runtimes in one process, teardown, device reset, bad inputs, and the exec ABI.
 use ferry_abi::launch::{AbiRecord, KernelArgs, RegisterCallableArgs, KERNEL_ARGS_ABI_VERSION};
 use ferry_abi::services::{
-    KernelCall, KERNEL_ADD, KERNEL_ADD_SCALAR, KERNEL_ATTN_MERGE, KERNEL_ATTN_PARTIAL, KERNEL_COPY,
-    KERNEL_COUNT, KERNEL_MUL, KERNEL_SCALE, STATUS_ABI_SIZE_MISMATCH, STATUS_ABI_VERSION_MISMATCH,
-    STATUS_BAD_ADDRESS, STATUS_MISSING_SYMBOL, STATUS_OK,
+    AicpuKernelCall, KERNEL_ADD, KERNEL_ADD_SCALAR, KERNEL_ATTN_MERGE, KERNEL_ATTN_PARTIAL,
+    KERNEL_COPY, KERNEL_COUNT, KERNEL_MUL, KERNEL_SCALE, STATUS_ABI_SIZE_MISMATCH,
+    STATUS_ABI_VERSION_MISMATCH, STATUS_BAD_ADDRESS, STATUS_MISSING_SYMBOL, STATUS_OK,
 };
 use ferry_launch::loader::{
     AicpuProgram, LoadError, LoadMethod, Loader, LoaderBuilder, ProgramImage,
@@ -621,7 +621,7 @@ fn kernel_library_runs_elementwise_kernels_over_device_memory() {
         let k = lib.kernel(id).unwrap();
         // Split over 3 blocks, as 3 cores would run it.
         for blk in 0..3 {
-            let c = KernelCall {
+            let c = AicpuKernelCall {
                 a: pa.0,
                 b: pb.0,
                 out: out.0,
@@ -649,14 +649,14 @@ fn kernel_library_runs_elementwise_kernels_over_device_memory() {
     }
     // A range outside device memory is a status, not a wild access.
     let k = lib.kernel(KERNEL_COPY).unwrap();
-    let bad = KernelCall { a: pa.0, out: out.0, len: n * 2, ..KernelCall::default() };
+    let bad = AicpuKernelCall { a: pa.0, out: out.0, len: n * 2, ..AicpuKernelCall::default() };
     assert_eq!(k.call(&bad), STATUS_BAD_ADDRESS);
 }
 
 #[test]
 fn dispatcher_exports_follow_their_contracts() {
     let _bound = ferry_watchdog::bound("the simulated chip");
-    use ferry_abi::launch::{BootstrapBlob, DeviceArgs};
+    use ferry_abi::launch::{BootstrapArgs, BootstrapBlob};
     use ferry_abi::services::{STATUS_INVALID_ARGUMENT, STATUS_UNSUPPORTED};
     use ferry_programs::DISPATCHER;
     use ferry_sim::aicpu_os::{OpEntry, OsError};
@@ -666,18 +666,18 @@ fn dispatcher_exports_follow_their_contracts() {
     let os = dev.aicpu_os();
     let _session = os.open_session().unwrap();
 
-    // A bootstrap whose DeviceArgs pointer is null is rejected by the init export.
+    // A bootstrap whose BootstrapArgs pointer is null is rejected by the init export.
     let upload = |b: &[u8]| {
         let p = dev.malloc(b.len() as u64).unwrap();
         dev.copy_htod(b, p).unwrap();
         p
     };
     let disp = upload(DISPATCHER.bytes);
-    let mut dargs = DeviceArgs::zeroed();
+    let mut dargs = BootstrapArgs::zeroed();
     dargs.aicpu_so_bin = disp.0;
     dargs.aicpu_so_len = DISPATCHER.bytes.len() as u64;
     let dargs_ptr = upload(dargs.as_bytes());
-    // No inner program in the DeviceArgs: invalid argument, nothing saved.
+    // No inner program in the BootstrapArgs: invalid argument, nothing saved.
     match os.launch_kfc(&chip, BootstrapBlob::new(dargs_ptr.0).as_bytes()) {
         Err(OsError::Entry { symbol, code }) => {
             assert_eq!(symbol, "DynTileFwkBackendKernelServerInit");

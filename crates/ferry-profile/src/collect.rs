@@ -609,7 +609,7 @@ impl super::ArgsDump {
         r: &ArgsDumpRecord,
         arena: &[u8],
         high_water: u64,
-    ) -> Result<(), CollectError> {
+    ) -> Result<(), IngestError> {
         let mut arg = DumpedArg::from_record(r)?;
         if r.kind == abi::ARG_KIND_TENSOR && r.payload_size > 0 {
             match arena_payload(arena, r.payload_offset, r.payload_size, high_water) {
@@ -631,7 +631,7 @@ impl super::ArgsDump {
 
 /// Why collected records could not be added to the model.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum CollectError {
+pub enum IngestError {
     /// A record failed validation.
     #[error("invalid record: {0}")]
     Record(#[from] RecordDecodeError),
@@ -745,7 +745,7 @@ mod tests {
         assert_eq!(d.dropped_overwrite, 1);
         assert!(matches!(
             d.push_record(&rec(62, 4), &arena, 66),
-            Err(CollectError::Arena(ArenaError::OutOfRange { .. }))
+            Err(IngestError::Arena(ArenaError::OutOfRange { .. }))
         ));
     }
 

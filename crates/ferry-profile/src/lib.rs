@@ -139,7 +139,7 @@ pub use pmu::{
     PMU_LOSS_FILE,
 };
 pub use run_dir::{
-    run_dir_names, writing_run_dirs, ExampleSummary, RunDir, RunDirError, RunSummary, SummaryRun,
+    run_dir_names, writing_run_dirs, ExampleSummary, RunDir, RunDirError, SummaryJson, SummaryRun,
     WorkloadSummary, SCOPES_HTML, SUMMARY_FILE, VIEW_FILE,
 };
 pub use runs::{

@@ -11,7 +11,7 @@ use crate::{
     SCOPES_FILE, SCOPE_NAMES_FILE, SWIMLANE_FILE,
 };
 
-/// File name of the run summary ([`RunSummary`]) in a run's directory.
+/// File name of the run summary ([`SummaryJson`]) in a run's directory.
 pub const SUMMARY_FILE: &str = "summary.json";
 /// Default file name of the `ferry view` page in a run's directory.
 pub const VIEW_FILE: &str = "swimlane.html";
@@ -103,12 +103,12 @@ pub fn writing_run_dirs() -> Vec<PathBuf> {
 ///
 /// # Examples
 /// ```
-/// use ferry_profile::{run_dir_names, Manifest, RunDir, RunOutcome, RunSummary, SUMMARY_FILE};
+/// use ferry_profile::{run_dir_names, Manifest, RunDir, RunOutcome, SummaryJson, SUMMARY_FILE};
 /// let dir = std::env::temp_dir().join(format!("ferry-run-dir-doc-{}", std::process::id()));
 /// # let _ = std::fs::remove_dir_all(&dir);
 /// let names = run_dir_names(&["vector"]);
 /// let rd = RunDir::claim(&dir, "a2a3", &["ferry".into(), "run".into()], &names, false).unwrap();
-/// let summary = RunSummary::new("a2a3", 4, 8, 16, "device", "direct");
+/// let summary = SummaryJson::new("a2a3", 4, 8, 16, "device", "direct");
 /// rd.finish(&summary, &[("vector", &[1.0, 2.0][..])]).unwrap();
 /// let m = Manifest::verified(&dir).unwrap();
 /// assert_eq!(m.outcome, Some(RunOutcome::Ok));
@@ -210,7 +210,7 @@ impl RunDir {
     /// A write, or the manifest.
     pub fn finish(
         mut self,
-        summary: &RunSummary,
+        summary: &SummaryJson,
         outputs: &[(&str, &[f32])],
     ) -> Result<(), RunDirError> {
         self.write(SUMMARY_FILE, serde_json::to_string_pretty(summary)?.as_bytes())?;
@@ -264,7 +264,7 @@ fn release(dir: &Path) {
 /// [`SUMMARY_FILE`]: the run's configuration and, per graph run, its figures. Keys are written
 /// in alphabetical order (the order this file has always had).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct RunSummary {
+pub struct SummaryJson {
     /// AIC (cube) workers.
     pub aic: u32,
     /// AICPU threads (1 orchestrator + the rest schedulers).
@@ -281,7 +281,7 @@ pub struct RunSummary {
     pub variant: String,
 }
 
-impl RunSummary {
+impl SummaryJson {
     /// A summary without runs.
     pub fn new(
         arch: &str,
@@ -290,8 +290,8 @@ impl RunSummary {
         aiv: u32,
         variant: &str,
         path: &str,
-    ) -> RunSummary {
-        RunSummary {
+    ) -> SummaryJson {
+        SummaryJson {
             aic,
             aicpu_threads,
             aiv,
@@ -303,7 +303,7 @@ impl RunSummary {
     }
 }
 
-/// One graph run of a [`RunSummary`]: a built-in example's or a workload file's.
+/// One graph run of a [`SummaryJson`]: a built-in example's or a workload file's.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(untagged)]
 pub enum SummaryRun {

@@ -90,7 +90,7 @@ pub struct ExampleRun {
 
 /// A verification failure.
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
-pub enum VerifyError {
+pub enum ExampleVerifyError {
     /// An element differs from the host reference.
     #[error("tensor {tensor}[{index}] = {got}, host reference {want}")]
     Mismatch {
@@ -136,10 +136,10 @@ impl ExampleRun {
     /// Checks a run's output against the host reference; returns a checksum of the output.
     ///
     /// # Errors
-    /// [`VerifyError`] naming the first difference.
-    pub fn verify(&self, out: &RunOutput) -> Result<f64, VerifyError> {
+    /// [`ExampleVerifyError`] naming the first difference.
+    pub fn verify(&self, out: &RunOutput) -> Result<f64, ExampleVerifyError> {
         if out.stats.tasks != self.tasks {
-            return Err(VerifyError::TaskCount { got: out.stats.tasks, want: self.tasks });
+            return Err(ExampleVerifyError::TaskCount { got: out.stats.tasks, want: self.tasks });
         }
         let (tensor, values, tol) = match &self.expect {
             Expect::Exact { tensor, values } => (*tensor, values, 0.0),
@@ -149,7 +149,7 @@ impl ExampleRun {
             .tensors
             .get(tensor)
             .and_then(|t| t.as_ref())
-            .ok_or(VerifyError::Missing { tensor })?;
+            .ok_or(ExampleVerifyError::Missing { tensor })?;
         for (index, (&g, &w)) in got.iter().zip(values).enumerate() {
             let ok = if tol == 0.0 {
                 g.to_bits() == w.to_bits()
@@ -157,11 +157,11 @@ impl ExampleRun {
                 (g - w).abs() <= tol * (1.0 + w.abs())
             };
             if !ok {
-                return Err(VerifyError::Mismatch { tensor, index, got: g, want: w });
+                return Err(ExampleVerifyError::Mismatch { tensor, index, got: g, want: w });
             }
         }
         if got.len() != values.len() {
-            return Err(VerifyError::Missing { tensor });
+            return Err(ExampleVerifyError::Missing { tensor });
         }
         Ok(got.iter().map(|&v| f64::from(v)).sum())
     }

@@ -1,6 +1,6 @@
 //! `DeviceRunner::repeat` (`ferry run --repeat N`): the same graph N times back to back through
 //! the launch pipeline, each run's outputs checked in launch order.
-use ferry_runtime::examples::{Example, VerifyError};
+use ferry_runtime::examples::{Example, ExampleVerifyError};
 use ferry_runtime::host::{DeviceRunner, RepeatError, RunnerConfig, TensorInit, Variant};
 use ferry_runtime::RunError;
 use ferry_sim::Arch;
@@ -82,7 +82,7 @@ fn a_wrong_output_in_run_k_is_reported_as_run_k() {
                 RepeatError::Check {
                     run: 3,
                     runs: 6,
-                    source: VerifyError::Mismatch { index: 17, .. }
+                    source: ExampleVerifyError::Mismatch { index: 17, .. }
                 }
             ),
             "{slots} slots: {err:?}"

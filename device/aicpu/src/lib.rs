@@ -103,7 +103,7 @@ struct State {
 }
 
 /// One AICPU program's state. A variant crate holds exactly one, in a `static`.
-pub struct Program {
+pub struct ProgramState {
     name: &'static str,
     build_id: u64,
     orchestration: Orchestration,
@@ -112,15 +112,15 @@ pub struct Program {
     state: Mutex<State>,
 }
 
-impl Program {
+impl ProgramState {
     /// A program named `name` with `build_id`, calling `hook` from exec.
     pub const fn new(
         name: &'static str,
         build_id: u64,
         orchestration: Orchestration,
         hook: ExecHook,
-    ) -> Program {
-        Program {
+    ) -> ProgramState {
+        ProgramState {
             name,
             build_id,
             orchestration,
@@ -395,8 +395,8 @@ macro_rules! aicpu_program {
         /// This program's build id (given by the build that embedded it; 0 otherwise).
         pub const BUILD_ID: u64 = $crate::parse_build_id(option_env!($env));
 
-        static PROGRAM: $crate::Program =
-            $crate::Program::new($name, BUILD_ID, $crate::Orchestration::$orch, $hook);
+        static PROGRAM: $crate::ProgramState =
+            $crate::ProgramState::new($name, BUILD_ID, $crate::Orchestration::$orch, $hook);
 
         /// Stores the OS services table. Called by the OS before any other entry.
         ///
@@ -466,7 +466,7 @@ mod tests {
 
     #[test]
     fn exec_checks_the_stamp_and_init() {
-        let p = Program::new("t", 1, Orchestration::Device, noop_exec);
+        let p = ProgramState::new("t", 1, Orchestration::Device, noop_exec);
         let good = KernelArgs::new(1, 2);
         assert_eq!(p.exec(&good.as_bytes()[..104]), STATUS_ABI_SIZE_MISMATCH);
         let mut old = good;

@@ -1,5 +1,5 @@
 //! The Path A bootstrap dispatcher: a shared object the AICPU OS loads from the bytes in
-//! `DeviceArgs` and calls once, so that the inner (AICPU) program gets written where the OS
+//! `BootstrapArgs` and calls once, so that the inner (AICPU) program gets written where the OS
 //! can load it.
 //!
 //! # The three exports
@@ -12,14 +12,14 @@
 //! | export (role in docs/design/launch.md) | contract |
 //! |---|---|
 //! | `StaticTileFwkBackendKernelServer` | the static-graph server. ferry ships no statically registered programs, so it touches nothing and returns `STATUS_UNSUPPORTED`. |
-//! | `DynTileFwkBackendKernelServerInit` | the bootstrap. Reads `device_args_ptr` at blob offset 40 as a [`DeviceArgs`] in device memory; rejects a null pointer or an empty inner program (`STATUS_INVALID_ARGUMENT`) and an untranslatable range (`STATUS_BAD_ADDRESS`); fingerprints the inner bytes with the same [`fingerprint`] as the host; hands them to the OS's `SaveSoFile` as `inner_<fp:016x>_<device_id>.so` (a temp file then a rename, in this process's device directory). It never skips an existing file: a stale or corrupt file could share the name, and a rename is cheap. |
-//! | `DynTileFwkBackendKernelServer` | the dynamic per-launch server. ferry's per-task launches go straight to the inner program, so this is a probe: it re-reads the `DeviceArgs` and returns `STATUS_OK` when they still describe a readable inner program; it writes nothing. |
+//! | `DynTileFwkBackendKernelServerInit` | the bootstrap. Reads `device_args_ptr` at blob offset 40 as a [`BootstrapArgs`] in device memory; rejects a null pointer or an empty inner program (`STATUS_INVALID_ARGUMENT`) and an untranslatable range (`STATUS_BAD_ADDRESS`); fingerprints the inner bytes with the same [`fingerprint`] as the host; hands them to the OS's `SaveSoFile` as `inner_<fp:016x>_<device_id>.so` (a temp file then a rename, in this process's device directory). It never skips an existing file: a stale or corrupt file could share the name, and a rename is cheap. |
+//! | `DynTileFwkBackendKernelServer` | the dynamic per-launch server. ferry's per-task launches go straight to the inner program, so this is a probe: it re-reads the `BootstrapArgs` and returns `STATUS_OK` when they still describe a readable inner program; it writes nothing. |
 //!
 //! The dispatcher keeps no state besides the services table, and frees nothing it did not
 //! allocate.
 #![deny(unsafe_op_in_unsafe_fn)]
 
-use ferry_abi::launch::{AbiRecord, BootstrapBlob, DeviceArgs};
+use ferry_abi::launch::{AbiRecord, BootstrapArgs, BootstrapBlob};
 use ferry_abi::services::{
     fingerprint, inner_so_name, DeviceServices, STATUS_ABI_SIZE_MISMATCH, STATUS_BAD_ADDRESS,
     STATUS_INVALID_ARGUMENT, STATUS_NO_SERVICES, STATUS_OK, STATUS_PANIC, STATUS_UNSUPPORTED,
@@ -50,19 +50,20 @@ unsafe fn payload<'a>(blob: *const u8, len: u64) -> &'a [u8] {
     unsafe { core::slice::from_raw_parts(blob, len as usize) }
 }
 
-/// Reads the `DeviceArgs` and the inner program bytes the blob points at.
-fn inner_program(svc: &DeviceServices, blob: &[u8]) -> Result<(DeviceArgs, &'static [u8]), i32> {
+/// Reads the `BootstrapArgs` and the inner program bytes the blob points at.
+fn inner_program(svc: &DeviceServices, blob: &[u8]) -> Result<(BootstrapArgs, &'static [u8]), i32> {
     let b = BootstrapBlob::from_bytes(blob).map_err(|_| STATUS_ABI_SIZE_MISMATCH)?;
     if b.device_args_ptr == 0 {
         return Err(STATUS_INVALID_ARGUMENT);
     }
-    let p = (svc.translate)(svc.ctx, b.device_args_ptr, DeviceArgs::SIZE as u64);
+    let p = (svc.translate)(svc.ctx, b.device_args_ptr, BootstrapArgs::SIZE as u64);
     if p.is_null() {
         return Err(STATUS_BAD_ADDRESS);
     }
-    // SAFETY: `translate` checked `DeviceArgs::SIZE` readable bytes at `p`.
-    let d = DeviceArgs::from_bytes(unsafe { core::slice::from_raw_parts(p, DeviceArgs::SIZE) })
-        .map_err(|_| STATUS_ABI_SIZE_MISMATCH)?;
+    // SAFETY: `translate` checked `BootstrapArgs::SIZE` readable bytes at `p`.
+    let d =
+        BootstrapArgs::from_bytes(unsafe { core::slice::from_raw_parts(p, BootstrapArgs::SIZE) })
+            .map_err(|_| STATUS_ABI_SIZE_MISMATCH)?;
     if d.inner_so_bin == 0 || d.inner_so_len == 0 {
         return Err(STATUS_INVALID_ARGUMENT);
     }

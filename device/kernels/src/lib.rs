@@ -13,15 +13,16 @@
 //! export (including any at or above `KERNEL_COUNT`) looks up as `None`: an unknown kernel.
 //!
 //! Every kernel has the [`KernelFn`] signature: it receives the OS services table and a
-//! [`KernelCall`] of device addresses, translates each operand range through the table
+//! [`AicpuKernelCall`] of device addresses, translates each operand range through the table
 //! (bounds-checked: a bad address is `STATUS_BAD_ADDRESS`, never a wild access), and handles the
 //! element range of its block. Operands may alias (in-place kernels), so elements are accessed
 //! through raw pointers, never through overlapping slices.
 #![deny(unsafe_op_in_unsafe_fn)]
 
 use ferry_abi::services::{
-    DeviceServices, KernelCall, KernelFn, KERNEL_ADD, KERNEL_ADD_SCALAR, KERNEL_COPY, KERNEL_MUL,
-    KERNEL_SCALE, STATUS_BAD_ADDRESS, STATUS_INVALID_ARGUMENT, STATUS_NO_SERVICES, STATUS_OK,
+    AicpuKernelCall, DeviceServices, KernelFn, KERNEL_ADD, KERNEL_ADD_SCALAR, KERNEL_COPY,
+    KERNEL_MUL, KERNEL_SCALE, STATUS_BAD_ADDRESS, STATUS_INVALID_ARGUMENT, STATUS_NO_SERVICES,
+    STATUS_OK,
 };
 
 /// Stores nothing: kernels receive the table with every call. Present so the OS's uniform
@@ -59,7 +60,7 @@ pub unsafe extern "C" fn ferry_kernel_lookup(id: u32) -> Option<KernelFn> {
 /// `services` and `call` are null or valid (the `KernelFn` contract).
 unsafe fn elementwise(
     services: *const DeviceServices,
-    call: *const KernelCall,
+    call: *const AicpuKernelCall,
     uses_b: bool,
     op: impl Fn(f32, f32, f32) -> f32,
 ) -> i32 {
@@ -94,7 +95,7 @@ unsafe fn elementwise(
 ///
 /// # Safety
 /// The `KernelFn` contract: `services` and `call` are null or valid for the call.
-pub unsafe extern "C" fn add(services: *const DeviceServices, call: *const KernelCall) -> i32 {
+pub unsafe extern "C" fn add(services: *const DeviceServices, call: *const AicpuKernelCall) -> i32 {
     // SAFETY: forwarded contract.
     unsafe { elementwise(services, call, true, |x, y, _| x + y) }
 }
@@ -103,7 +104,7 @@ pub unsafe extern "C" fn add(services: *const DeviceServices, call: *const Kerne
 ///
 /// # Safety
 /// As [`add`].
-pub unsafe extern "C" fn mul(services: *const DeviceServices, call: *const KernelCall) -> i32 {
+pub unsafe extern "C" fn mul(services: *const DeviceServices, call: *const AicpuKernelCall) -> i32 {
     // SAFETY: forwarded contract.
     unsafe { elementwise(services, call, true, |x, y, _| x * y) }
 }
@@ -112,7 +113,10 @@ pub unsafe extern "C" fn mul(services: *const DeviceServices, call: *const Kerne
 ///
 /// # Safety
 /// As [`add`].
-pub unsafe extern "C" fn scale(services: *const DeviceServices, call: *const KernelCall) -> i32 {
+pub unsafe extern "C" fn scale(
+    services: *const DeviceServices,
+    call: *const AicpuKernelCall,
+) -> i32 {
     // SAFETY: forwarded contract.
     unsafe { elementwise(services, call, false, |x, _, s| x * s) }
 }
@@ -121,7 +125,10 @@ pub unsafe extern "C" fn scale(services: *const DeviceServices, call: *const Ker
 ///
 /// # Safety
 /// As [`add`].
-pub unsafe extern "C" fn copy(services: *const DeviceServices, call: *const KernelCall) -> i32 {
+pub unsafe extern "C" fn copy(
+    services: *const DeviceServices,
+    call: *const AicpuKernelCall,
+) -> i32 {
     // SAFETY: forwarded contract.
     unsafe { elementwise(services, call, false, |x, _, _| x) }
 }
@@ -132,7 +139,7 @@ pub unsafe extern "C" fn copy(services: *const DeviceServices, call: *const Kern
 /// As [`add`].
 pub unsafe extern "C" fn add_scalar(
     services: *const DeviceServices,
-    call: *const KernelCall,
+    call: *const AicpuKernelCall,
 ) -> i32 {
     // SAFETY: forwarded contract.
     unsafe { elementwise(services, call, false, |x, _, s| x + s) }

@@ -1,5 +1,5 @@
 //! The bootstrap ABI of Path A, private to the loader: the [`BootstrapBlob`] and the
-//! [`DeviceArgs`] the device-side loader and the bootstrap dispatcher read.
+//! [`BootstrapArgs`] the device-side loader and the bootstrap dispatcher read.
 
 use super::*;
 
@@ -27,7 +27,7 @@ pub const BOOTSTRAP_NAME_CAPACITY: usize = 32;
 /// The launch blob of the bootstrap dispatcher launch (Path A only).
 ///
 /// Private to the loader: the host builds it, the device-side loader reads the names, and the
-/// dispatcher follows `device_args_ptr` to a [`DeviceArgs`]. The dispatcher's own view of the
+/// dispatcher follows `device_args_ptr` to a [`BootstrapArgs`]. The dispatcher's own view of the
 /// blob names +48 `runtime_args` and +56 `regs` but never reads them; here they are reserved.
 ///
 /// # Layout
@@ -35,7 +35,7 @@ pub const BOOTSTRAP_NAME_CAPACITY: usize = 32;
 /// | offset | size | field |
 /// |---:|---:|---|
 /// | 0 | 40 | `_reserved0` [u64; 5], zero |
-/// | 40 | 8 | `device_args_ptr` u64: device address of the [`DeviceArgs`] |
+/// | 40 | 8 | `device_args_ptr` u64: device address of the [`BootstrapArgs`] |
 /// | 48 | 160 | `_reserved1` [u64; 20], zero |
 /// | 208 | 32 | `kernel_name`, NUL-terminated: [`BOOTSTRAP_KERNEL_NAME`] |
 /// | 240 | 32 | `so_name`, NUL-terminated: [`BOOTSTRAP_SO_NAME`] |
@@ -57,7 +57,7 @@ pub const BOOTSTRAP_NAME_CAPACITY: usize = 32;
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
 pub struct BootstrapBlob {
     _reserved0: [u64; 5],
-    /// Device address of the [`DeviceArgs`].
+    /// Device address of the [`BootstrapArgs`].
     pub device_args_ptr: u64,
     _reserved1: [u64; 20],
     /// Kernel name field; see [`BootstrapBlob::kernel_name`].
@@ -164,15 +164,15 @@ impl fmt::Debug for BootstrapBlob {
 /// # Examples
 ///
 /// ```
-/// use ferry_abi::launch::{AbiRecord, DeviceArgs};
-/// let mut d = DeviceArgs::zeroed();
+/// use ferry_abi::launch::{AbiRecord, BootstrapArgs};
+/// let mut d = BootstrapArgs::zeroed();
 /// d.inner_so_bin = 0x9000;
 /// d.inner_so_len = 4096;
 /// assert_eq!(&d.as_bytes()[120..128], &0x9000u64.to_le_bytes());
 /// ```
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub struct DeviceArgs {
+pub struct BootstrapArgs {
     _reserved0: [u64; 12],
     /// Device address of the dispatcher program bytes.
     pub aicpu_so_bin: u64,
@@ -187,7 +187,7 @@ pub struct DeviceArgs {
     _reserved1: [u64; 3],
 }
 
-abi_record!(DeviceArgs, size 160, align 8, [
+abi_record!(BootstrapArgs, size 160, align 8, [
     _reserved0 @ 0,
     aicpu_so_bin @ 96,
     aicpu_so_len @ 104,
@@ -197,10 +197,10 @@ abi_record!(DeviceArgs, size 160, align 8, [
     _reserved1 @ 136,
 ]);
 
-impl DeviceArgs {
+impl BootstrapArgs {
     /// All zero.
-    pub const fn zeroed() -> DeviceArgs {
-        DeviceArgs {
+    pub const fn zeroed() -> BootstrapArgs {
+        BootstrapArgs {
             _reserved0: [0; 12],
             aicpu_so_bin: 0,
             aicpu_so_len: 0,

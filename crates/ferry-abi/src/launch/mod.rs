@@ -4,7 +4,7 @@
 //!
 //! | channel | records | who reads them |
 //! |---|---|---|
-//! | bootstrap (Path A only, private to the loader) | [`BootstrapBlob`] → [`DeviceArgs`] | the device-side loader and the bootstrap dispatcher |
+//! | bootstrap (Path A only, private to the loader) | [`BootstrapBlob`] → [`BootstrapArgs`] | the device-side loader and the bootstrap dispatcher |
 //! | per device, once | [`InitArgs`] | the AICPU program's init entry |
 //! | per callable | [`RegisterCallableArgs`] | the AICPU program's register-callable entry |
 //! | per run, by value | [`KernelArgs`] (AICPU), [`AicoreLaunchArgs`] (AICore) | the AICPU exec entry, the AICore entry |
@@ -182,9 +182,9 @@ pub trait AbiRecord: sealed::Sealed + Copy + 'static {
     /// # Examples
     ///
     /// ```
-    /// use ferry_abi::launch::{AbiRecord, DeviceArgs};
-    /// assert!(DeviceArgs::from_bytes(&[0u8; 160]).is_ok());
-    /// assert!(DeviceArgs::from_bytes(&[0u8; 136]).is_err());
+    /// use ferry_abi::launch::{AbiRecord, BootstrapArgs};
+    /// assert!(BootstrapArgs::from_bytes(&[0u8; 160]).is_ok());
+    /// assert!(BootstrapArgs::from_bytes(&[0u8; 136]).is_err());
     /// ```
     fn from_bytes(bytes: &[u8]) -> Result<Self, DecodeError> {
         if bytes.len() != size_of::<Self>() {

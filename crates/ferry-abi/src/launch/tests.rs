@@ -51,7 +51,7 @@ fn every_record_round_trips_and_rejects_wrong_lengths() {
     round_trip(rca);
     round_trip(RegisterCallableArgs::default());
     round_trip(BootstrapBlob::new(0xdead_beef));
-    let mut d = DeviceArgs::zeroed();
+    let mut d = BootstrapArgs::zeroed();
     d.aicpu_so_bin = 1;
     d.inner_so_len = 2;
     round_trip(d);
@@ -275,8 +275,8 @@ fn bootstrap_blob_layout_and_names() {
 
 #[test]
 fn device_args_layout() {
-    let mut d = DeviceArgs::default();
-    assert_eq!(d, DeviceArgs::zeroed());
+    let mut d = BootstrapArgs::default();
+    assert_eq!(d, BootstrapArgs::zeroed());
     d.aicpu_so_bin = 0xA;
     d.aicpu_so_len = 0xB;
     d.device_id = 0xC;

@@ -15,7 +15,7 @@
 //! | [`ProgramReport`] | what an AICPU program's query entry writes to device memory: its identity (name + build id) and what it has seen |
 //! | [`ExecContext`] / [`ExecHook`] | what the AICPU program's exec entry hands the task runtime on each launched thread |
 //! | [`OrchContext`] / [`OrchEntryFn`] | the entry of an orchestration object, as the AICPU program calls it |
-//! | [`KernelCall`] / [`KernelFn`] | the signature of the kernel library's AICore kernels |
+//! | [`AicpuKernelCall`] / [`KernelFn`] | the signature of the kernel library's AICore kernels |
 //! | [`fingerprint`] | the 64-bit identity of program bytes both host and dispatcher compute |
 //! | `STATUS_*` | the `i32` codes every entry returns (0 = ok) |
 //!

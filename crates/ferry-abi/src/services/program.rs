@@ -291,7 +291,7 @@ pub const KERNEL_COUNT: u32 = 7;
 /// | 44 | 4 | `reserved` |
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub struct KernelCall {
+pub struct AicpuKernelCall {
     /// Device address of input `a`.
     pub a: u64,
     /// Device address of input `b` (0 when unused).
@@ -310,12 +310,12 @@ pub struct KernelCall {
     pub reserved: u32,
 }
 
-abi_record!(KernelCall, size 48, align 8, [
+abi_record!(AicpuKernelCall, size 48, align 8, [
     a @ 0, b @ 8, out @ 16, len @ 24, scalar_bits @ 32, block_idx @ 36, block_dim @ 40,
     reserved @ 44,
 ]);
 
-impl KernelCall {
+impl AicpuKernelCall {
     /// The element range `[start, end)` this block handles.
     pub fn block_range(&self) -> (u64, u64) {
         let dim = u64::from(self.block_dim.max(1));
@@ -327,4 +327,4 @@ impl KernelCall {
 
 /// A kernel of the kernel library. Returns a `STATUS_*`.
 pub type KernelFn =
-    unsafe extern "C" fn(services: *const DeviceServices, call: *const KernelCall) -> i32;
+    unsafe extern "C" fn(services: *const DeviceServices, call: *const AicpuKernelCall) -> i32;

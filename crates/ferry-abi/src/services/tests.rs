@@ -59,7 +59,7 @@ fn names_and_records() {
     assert_eq!(ProgramReport::from_bytes(r.as_bytes()), Ok(r));
     assert_eq!(r.last_exec_args(), None);
     assert!(ProgramReport::new(&"x".repeat(48), 0).is_err());
-    let k = KernelCall { len: 10, block_idx: 2, block_dim: 3, ..Default::default() };
+    let k = AicpuKernelCall { len: 10, block_idx: 2, block_dim: 3, ..Default::default() };
     assert_eq!(k.block_range(), (8, 10));
-    assert_eq!(KernelCall { len: 5, ..Default::default() }.block_range(), (0, 5));
+    assert_eq!(AicpuKernelCall { len: 5, ..Default::default() }.block_range(), (0, 5));
 }

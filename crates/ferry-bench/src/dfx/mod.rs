@@ -206,8 +206,11 @@ pub struct DfxArea {
 /// # Errors
 /// [`DfxAreaError`] when a run, a command or a write fails.
 pub fn measure(exe: &Path, quick: bool) -> Result<DfxArea, DfxAreaError> {
-    let cfg =
-        if quick { transport::BenchConfig::quick() } else { transport::BenchConfig::default() };
+    let cfg = if quick {
+        transport::TransportBenchConfig::quick()
+    } else {
+        transport::TransportBenchConfig::default()
+    };
     let transport = transport::run(&cfg);
     let arch = Arch::A2a3;
     let (size, rounds, tasks) =

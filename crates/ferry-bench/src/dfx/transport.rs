@@ -14,8 +14,8 @@
 //!
 //! # Examples
 //! ```
-//! use ferry_bench::dfx::transport::{run, BenchConfig};
-//! let report = run(&BenchConfig::quick());
+//! use ferry_bench::dfx::transport::{run, TransportBenchConfig};
+//! let report = run(&TransportBenchConfig::quick());
 //! assert!(report.hot_path_ns_per_record > 0.0);
 //! assert_eq!(report.drain.len(), 4); // two arches, polling and doorbell
 //! assert!(report.to_json().starts_with('{'));
@@ -39,7 +39,7 @@ pub type BenchRecord = [u64; 4];
 
 /// What to measure.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct BenchConfig {
+pub struct TransportBenchConfig {
     /// Arch of the hot-path, switch and stall measurements.
     pub arch: Arch,
     /// Records written for the hot-path measurement.
@@ -62,7 +62,7 @@ pub struct BenchConfig {
     pub stall_collector_delay: Duration,
 }
 
-impl Default for BenchConfig {
+impl Default for TransportBenchConfig {
     /// The drain moves 256 MiB per configuration and round through 8 × 1 MiB buffers (the size
     /// class of the busiest default lanes), 5 rounds.
     fn default() -> Self {
@@ -81,7 +81,7 @@ impl Default for BenchConfig {
     }
 }
 
-impl BenchConfig {
+impl TransportBenchConfig {
     /// A configuration that runs in well under a second (tests, smoke runs).
     pub fn quick() -> Self {
         Self {
@@ -453,7 +453,7 @@ fn median(mut v: Vec<f64>) -> f64 {
 
 /// The drain figures: every round runs the memcpy, then each (arch, doorbell) drain, so each
 /// median sees the same machine conditions.
-fn drain_figures(cfg: &BenchConfig) -> Vec<DrainFigures> {
+fn drain_figures(cfg: &TransportBenchConfig) -> Vec<DrainFigures> {
     let rec = size_of::<BenchRecord>() as u64;
     let bytes = (cfg.drain_bytes / rec).max(1) * rec;
     let buf = cfg.drain_records_per_buffer as usize * rec as usize;
@@ -553,7 +553,7 @@ pub fn stall(arch: Arch, lanes: u32, buffers_per_lane: u32, delay: Duration) -> 
 }
 
 /// Runs every measurement once (the drain in interleaved rounds) and reports them together.
-pub fn run(cfg: &BenchConfig) -> BenchReport {
+pub fn run(cfg: &TransportBenchConfig) -> BenchReport {
     let rec = size_of::<BenchRecord>() as u64;
     let hot = hot_path(cfg.arch, cfg.hot_path_records);
     let sw = switches(cfg.arch, cfg.switches);

@@ -16,7 +16,7 @@
 //!    segment inside the buffer): a truncated or non-ELF image never reaches the device.
 //! 2. Unless this loader already bootstrapped and verified the same image since the device's
 //!    last reset:
-//!    the dispatcher bytes, the program bytes and a [`DeviceArgs`] pointing at both are uploaded;
+//!    the dispatcher bytes, the program bytes and a [`BootstrapArgs`] pointing at both are uploaded;
 //!    a [`BootstrapBlob`] with `device_args_ptr` at offset 40 is launched on the device's AICPU
 //!    ([`AicpuOs::launch_kfc`]); the dispatcher writes `inner_<fp>_<dev>.so` through the OS's
 //!    `SaveSoFile` (temp file + rename). The three device buffers are freed on return, on every
@@ -56,7 +56,7 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 use ferry_abi::launch::{
-    AbiRecord, BootstrapBlob, DeviceArgs, InitArgs, KernelArgs, RegisterCallableArgs,
+    AbiRecord, BootstrapArgs, BootstrapBlob, InitArgs, KernelArgs, RegisterCallableArgs,
 };
 use ferry_abi::services::{
     inner_so_name, status_name, ProgramReport, QueryArgs, EXPORT_AICPU_EXEC, EXPORT_AICPU_INIT,
@@ -500,7 +500,7 @@ impl Loader {
         let mut bufs = DeviceBuffers { device: device.clone(), ptrs: Vec::new() };
         let disp = bufs.upload(self.dispatcher.bytes)?;
         let inner = bufs.upload(image.bytes)?;
-        let mut dargs = DeviceArgs::zeroed();
+        let mut dargs = BootstrapArgs::zeroed();
         dargs.aicpu_so_bin = disp.0;
         dargs.aicpu_so_len = self.dispatcher.bytes.len() as u64;
         dargs.device_id = u64::from(device.ordinal());

@@ -72,7 +72,7 @@ pub struct Report {
     /// [`REPORT_FORMAT`].
     pub format: u32,
     /// The run as a whole.
-    pub run: RunSummary,
+    pub run: RunOverview,
     /// How the run ended, from its manifest (`None`: not recorded — no manifest, or one from
     /// before outcomes were recorded). A failed run's profile is complete; its figures are
     /// those of the run that failed.
@@ -98,7 +98,7 @@ pub struct Report {
 
 /// The run as a whole.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct RunSummary {
+pub struct RunOverview {
     /// Arch name.
     pub arch: String,
     /// Device clock in Hz (the unit of every `*_cycles`).
@@ -278,7 +278,7 @@ pub fn report(run: &RunModel) -> Report {
     let first = tasks.iter().map(|t| t.dispatch.unwrap_or(t.start).min(t.start)).min().unwrap_or(0);
     let last = tasks.iter().map(|t| t.finish.unwrap_or(t.end).max(t.end)).max().unwrap_or(0);
     let wall = last.saturating_sub(first);
-    let summary = RunSummary {
+    let summary = RunOverview {
         arch: m.arch.clone(),
         clock_hz: m.clock_freq_hz,
         swimlane_level: level,

@@ -4,7 +4,7 @@
 //! steady state.
 //!
 //! A run's wall time is its device time from its first dispatch to its last finish
-//! ([`RunSummary::wall_ns`](super::RunSummary::wall_ns)); the gap before it is the device time
+//! ([`RunOverview::wall_ns`](super::RunOverview::wall_ns)); the gap before it is the device time
 //! from the end of the run before it to its first dispatch: the time the launch pipeline left
 //! the chip idle between runs. Runs of one session share one device clock, so gaps are exact.
 //!

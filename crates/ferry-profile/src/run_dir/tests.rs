@@ -35,7 +35,7 @@ fn example(name: &str) -> SummaryRun {
 /// by hand (alphabetical), `null` for a single run's runs/s, per-kernel counts by name.
 #[test]
 fn the_summary_keeps_its_layout() {
-    let mut s = RunSummary::new("a5", 5, 8, 16, "host", "direct");
+    let mut s = SummaryJson::new("a5", 5, 8, 16, "host", "direct");
     s.runs.push(example("vector"));
     s.runs.push(SummaryRun::Workload(WorkloadSummary {
         checksum: 2.0,
@@ -75,7 +75,7 @@ fn the_summary_keeps_its_layout() {
     });
     let text = serde_json::to_string_pretty(&s).unwrap();
     assert_eq!(text, serde_json::to_string_pretty(&by_hand).unwrap());
-    assert_eq!(serde_json::from_str::<RunSummary>(&text).unwrap(), s);
+    assert_eq!(serde_json::from_str::<SummaryJson>(&text).unwrap(), s);
 }
 
 #[test]
@@ -84,7 +84,7 @@ fn a_finished_run_writes_its_summary_and_tensors_and_commits_ok() {
     let rd = claim(&d, false).unwrap();
     assert!(writing_run_dirs().contains(&d), "a claim is being written");
     assert!(!rd.is_begun() && !d.join(crate::MANIFEST_FILE).exists(), "nothing before a write");
-    let mut s = RunSummary::new("a2a3", 4, 8, 16, "device", "direct");
+    let mut s = SummaryJson::new("a2a3", 4, 8, 16, "device", "direct");
     s.runs.push(example("vector"));
     rd.finish(&s, &[("vector", &[1.0, -2.5][..])]).unwrap();
     assert!(!writing_run_dirs().contains(&d), "a committed run is no longer written");
@@ -98,7 +98,7 @@ fn a_finished_run_writes_its_summary_and_tensors_and_commits_ok() {
     }
     let bytes = std::fs::read(d.join("vector.f32")).unwrap();
     assert_eq!(bytes, [1.0f32.to_le_bytes(), (-2.5f32).to_le_bytes()].concat());
-    let back: RunSummary =
+    let back: SummaryJson =
         serde_json::from_slice(&std::fs::read(d.join(SUMMARY_FILE)).unwrap()).unwrap();
     assert_eq!(back, s);
     std::fs::remove_dir_all(&d).unwrap();
@@ -108,7 +108,7 @@ fn a_finished_run_writes_its_summary_and_tensors_and_commits_ok() {
 #[test]
 fn a_complete_run_is_replaced_only_with_force() {
     let d = tmpdir("force");
-    let s = RunSummary::new("a2a3", 4, 8, 16, "device", "direct");
+    let s = SummaryJson::new("a2a3", 4, 8, 16, "device", "direct");
     claim(&d, false).unwrap().finish(&s, &[("vector", &[1.0][..])]).unwrap();
     let before = Manifest::verified(&d).unwrap();
     match claim(&d, false).unwrap_err() {
@@ -132,7 +132,7 @@ fn a_complete_run_is_replaced_only_with_force() {
 #[test]
 fn a_failed_run_is_committed_only_when_it_wrote_something() {
     let d = tmpdir("fail");
-    let s = RunSummary::new("a2a3", 4, 8, 16, "device", "direct");
+    let s = SummaryJson::new("a2a3", 4, 8, 16, "device", "direct");
     claim(&d, false).unwrap().finish(&s, &[]).unwrap();
     let before = Manifest::verified(&d).unwrap();
     assert!(!claim(&d, true).unwrap().fail("kernel faulted").unwrap());

@@ -28,7 +28,7 @@ pub const MAX_KERNEL_LIBRARY_BYTES: u64 = 256 << 20;
 
 /// What a workload (or any caller naming kernels) needs to know about one kernel.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct KernelInfo {
+pub struct RegisteredKernel {
     /// The id tasks carry.
     pub id: u32,
     /// The name.
@@ -137,7 +137,7 @@ pub enum HostRefError {
 
 #[derive(Clone, Debug)]
 struct Loaded {
-    info: KernelInfo,
+    info: RegisteredKernel,
     lib: usize,
     entry: usize,
 }
@@ -150,9 +150,9 @@ pub struct KernelRegistry {
     by_name: HashMap<String, u32>,
 }
 
-fn builtin_info(id: u32) -> Option<KernelInfo> {
+fn builtin_info(id: u32) -> Option<RegisteredKernel> {
     let s = KERNELS.get(id as usize)?;
-    Some(KernelInfo {
+    Some(RegisteredKernel {
         id: s.id,
         name: s.name.into(),
         core: s.core,
@@ -174,7 +174,10 @@ impl KernelRegistry {
     ///
     /// # Errors
     /// [`KernelLoadError::DuplicateName`], [`KernelLoadError::TooMany`].
-    pub fn add(&mut self, lib: CustomKernelLibrary) -> Result<Vec<KernelInfo>, KernelLoadError> {
+    pub fn add(
+        &mut self,
+        lib: CustomKernelLibrary,
+    ) -> Result<Vec<RegisteredKernel>, KernelLoadError> {
         let library = lib.name().to_owned();
         let (loaded, adding) = (self.loaded.len() as u32, lib.entries().len() as u32);
         if loaded + adding > MAX_CUSTOM_KERNELS {
@@ -191,7 +194,7 @@ impl KernelRegistry {
                 };
                 return Err(KernelLoadError::DuplicateName { library, name, existing });
             }
-            infos.push(KernelInfo {
+            infos.push(RegisteredKernel {
                 id: CUSTOM_KERNEL_BASE + loaded + i as u32,
                 name,
                 core: if e.core == CORE_AIC { CoreKind::Aic } else { CoreKind::Aiv },
@@ -211,7 +214,7 @@ impl KernelRegistry {
     }
 
     /// Kernel `id` (built-in or loaded).
-    pub fn info(&self, id: u32) -> Option<KernelInfo> {
+    pub fn info(&self, id: u32) -> Option<RegisteredKernel> {
         if is_custom_kernel(id) {
             return self.loaded.get((id - CUSTOM_KERNEL_BASE) as usize).map(|l| l.info.clone());
         }
@@ -219,7 +222,7 @@ impl KernelRegistry {
     }
 
     /// Every kernel: built-ins first, then loaded ones in id order.
-    pub fn kernels(&self) -> Vec<KernelInfo> {
+    pub fn kernels(&self) -> Vec<RegisteredKernel> {
         (0..KERNELS.len() as u32)
             .filter_map(builtin_info)
             .chain(self.loaded.iter().map(|l| l.info.clone()))
@@ -337,7 +340,7 @@ impl KernelRegistry {
 impl KernelRegistry {
     /// The kernel called `name` (built-in or loaded), if any. Workload files resolve names
     /// through this (`ferry_workload::KernelCatalog` is implemented over it).
-    pub fn lookup(&self, name: &str) -> Option<KernelInfo> {
+    pub fn lookup(&self, name: &str) -> Option<RegisteredKernel> {
         self.by_name.get(name).and_then(|&id| self.info(id))
     }
 }

@@ -36,7 +36,7 @@ pub use ferry_launch::loader::LoadMethod;
 pub use ferry_sim::profile::{DeviceProfile, PathBFixes};
 pub use handshake::CoreHandshake;
 pub use kernel_registry::{
-    HostRefError, KernelInfo, KernelLoadError, KernelRegistry, MAX_KERNEL_LIBRARY_BYTES,
+    HostRefError, KernelLoadError, KernelRegistry, RegisteredKernel, MAX_KERNEL_LIBRARY_BYTES,
 };
 pub use repeat::{RepeatError, RepeatReport};
 pub use runner::{

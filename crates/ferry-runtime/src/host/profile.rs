@@ -11,7 +11,7 @@
 //!
 //! The run's directory is a [`RunDir`]: claimed with [`claim_run_dir`] before the chip starts,
 //! a profile written into it through [`ProfileTarget::in_run_dir`], and at the end
-//! [`RunDir::finish`] (the [`RunSummary`] of [`run_summary`], [`example_summary`] or
+//! [`RunDir::finish`] (the [`SummaryJson`] of [`run_summary`], [`example_summary`] or
 //! [`workload_summary`], and the output tensors) or [`RunDir::fail`].
 //!
 //! The steps are also available one by one ([`Profiler::start`], [`Profiler::finish`],
@@ -67,7 +67,7 @@ use std::path::{Path, PathBuf};
 
 use ferry_profile::{
     ClockAnchors, ExampleSummary, HostOrchestration, ManifestError, OutDir, OutputError, RunDir,
-    RunDirError, RunLabel, RunModel, RunSummary, ScopeNames, SummaryRun, WorkloadSummary,
+    RunDirError, RunLabel, RunModel, ScopeNames, SummaryJson, SummaryRun, WorkloadSummary,
     WriteOptions, WriteReport, Written, WrittenFile, ANCHOR_POST, ANCHOR_PRE,
 };
 
@@ -293,13 +293,13 @@ pub fn claim_run_dir(
     RunDir::claim(dir, cfg.arch.name(), command, &run_dir_names(), force)
 }
 
-/// The [`RunSummary`] of runs on `cfg` built as `variant` (`device` or `host`), without runs.
-pub fn run_summary(cfg: &RunnerConfig, variant: Variant) -> RunSummary {
+/// The [`SummaryJson`] of runs on `cfg` built as `variant` (`device` or `host`), without runs.
+pub fn run_summary(cfg: &RunnerConfig, variant: Variant) -> SummaryJson {
     let variant = match variant {
         Variant::DeviceOrchestrated => "device",
         Variant::HostBuiltGraph => "host",
     };
-    RunSummary::new(
+    SummaryJson::new(
         cfg.arch.name(),
         cfg.aicpu_threads,
         cfg.aic,

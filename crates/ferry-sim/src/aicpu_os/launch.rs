@@ -180,7 +180,7 @@ impl Kernel {
     /// The kernel reads and writes device memory only through the addresses in `call`, which it
     /// translates (bounds-checked) through the services table; a bad address is a status, never
     /// a wild access.
-    pub fn call(&self, call: &KernelCall) -> i32 {
+    pub fn call(&self, call: &AicpuKernelCall) -> i32 {
         // SAFETY: `f` follows the `KernelFn` contract and `_object` keeps its code loaded;
         // `services` is the live table `_os` keeps alive; `call` is a valid reference for the
         // duration of the call.
@@ -194,7 +194,7 @@ impl Kernel {
 
 impl AicpuOs {
     /// Path A, device side: runs the bootstrap that `rtAicpuKernelLaunchExWithArgs(KFC, …)`
-    /// starts. On AICPU thread 0: decodes the [`BootstrapBlob`], reads the [`DeviceArgs`] at
+    /// starts. On AICPU thread 0: decodes the [`BootstrapBlob`], reads the [`BootstrapArgs`] at
     /// `device_args_ptr`, saves the dispatcher bytes as `dispatcher_<fp>_<dev>.so` in the
     /// process directory, loads it, resolves its three exports and calls
     /// `DynTileFwkBackendKernelServerInit` with the blob, which saves the inner program.
@@ -235,8 +235,8 @@ impl AicpuOs {
 
     fn bootstrap_on_device(&self, blob: &[u8]) -> Result<(), OsError> {
         let b = BootstrapBlob::from_bytes(blob)?;
-        let dargs_bytes = self.read_device(b.device_args_ptr, DeviceArgs::SIZE as u64)?;
-        let dargs = DeviceArgs::from_bytes(&dargs_bytes)?;
+        let dargs_bytes = self.read_device(b.device_args_ptr, BootstrapArgs::SIZE as u64)?;
+        let dargs = BootstrapArgs::from_bytes(&dargs_bytes)?;
         let disp = self.read_device(dargs.aicpu_so_bin, dargs.aicpu_so_len)?;
         let name = format!("dispatcher_{:016x}_{}.so", fingerprint(&disp), dargs.device_id);
         let path = write_atomic(&self.process_dir(), &name, &disp)?;

@@ -9,7 +9,7 @@
 //!
 //! | operation | hardware equivalent |
 //! |---|---|
-//! | [`AicpuOs::launch_kfc`] | `rtAicpuKernelLaunchExWithArgs(KERNEL_TYPE_AICPU_KFC, …)`: `libaicpu_extend_kernels` saves and loads the dispatcher from the bytes in `DeviceArgs` and calls its init export |
+//! | [`AicpuOs::launch_kfc`] | `rtAicpuKernelLaunchExWithArgs(KERNEL_TYPE_AICPU_KFC, …)`: `libaicpu_extend_kernels` saves and loads the dispatcher from the bytes in `BootstrapArgs` and calls its init export |
 //! | `SaveSoFile` (a service) | the OS library writing the inner program into the per-process directory (temp file + rename), with the optional "first saved SO wins" latch |
 //! | [`AicpuOs::binary_load`] → [`Binary::function`] → [`AicpuOs::launch_cpu_kernel`] | `rtsBinaryLoadFromFile` → `rtsFuncGetByName` → `rtsLaunchCpuKernel` |
 //! | [`AicpuOs::install_preinstalled`] | Method 1: an operator unpacking a tarball into the root-owned preinstall directory |
@@ -72,12 +72,12 @@ use crate::memory::DevicePtr;
 use crate::profile::{DeviceProfile, PathBFixes};
 use crate::sync::{lock, Arc, Mutex, Ordering};
 use ferry_abi::launch::{
-    AbiRecord, BootstrapBlob, DecodeError, DeviceArgs, BOOTSTRAP_KERNEL_NAME, BOOTSTRAP_SO_NAME,
+    AbiRecord, BootstrapArgs, BootstrapBlob, DecodeError, BOOTSTRAP_KERNEL_NAME, BOOTSTRAP_SO_NAME,
     DISPATCHER_EXPORT_INIT, DISPATCHER_EXPORT_RUN, DISPATCHER_EXPORT_STATIC,
 };
 use ferry_abi::services::{
-    fingerprint, status_name, CondFn, CpuKernelFn, DeviceServices, KernelCall, KernelFn, RegPredFn,
-    SetServicesFn, EXPORT_KERNEL_LOOKUP, EXPORT_SET_SERVICES, SERVICES_ABI_VERSION,
+    fingerprint, status_name, AicpuKernelCall, CondFn, CpuKernelFn, DeviceServices, KernelFn,
+    RegPredFn, SetServicesFn, EXPORT_KERNEL_LOOKUP, EXPORT_SET_SERVICES, SERVICES_ABI_VERSION,
     STATUS_BAD_ADDRESS, STATUS_BAD_NAME, STATUS_INVALID_ARGUMENT, STATUS_IO, STATUS_OK,
     STATUS_PANIC, WAIT_FOREVER, WAIT_SATISFIED,
 };

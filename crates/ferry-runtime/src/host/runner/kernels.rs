@@ -1,5 +1,5 @@
 //! [`DeviceRunner::load_kernels`]: custom kernel libraries on a runner.
-use super::super::{KernelInfo, KernelLoadError, KernelRegistry, MAX_KERNEL_LIBRARY_BYTES};
+use super::super::{KernelLoadError, KernelRegistry, RegisteredKernel, MAX_KERNEL_LIBRARY_BYTES};
 use super::DeviceRunner;
 use crate::device::image::as_bytes;
 use std::path::Path;
@@ -35,7 +35,7 @@ impl DeviceRunner {
         &mut self,
         name: &str,
         bytes: &[u8],
-    ) -> Result<Vec<KernelInfo>, KernelLoadError> {
+    ) -> Result<Vec<RegisteredKernel>, KernelLoadError> {
         if self.is_busy() {
             return Err(KernelLoadError::Busy);
         }
@@ -71,7 +71,10 @@ impl DeviceRunner {
     /// # Errors
     /// [`KernelLoadError::Io`], [`KernelLoadError::File`], [`KernelLoadError::TooLarge`], and
     /// those of `load_kernels`.
-    pub fn load_kernels_file(&mut self, path: &Path) -> Result<Vec<KernelInfo>, KernelLoadError> {
+    pub fn load_kernels_file(
+        &mut self,
+        path: &Path,
+    ) -> Result<Vec<RegisteredKernel>, KernelLoadError> {
         let data = match ferry_fs::read_input(path, MAX_KERNEL_LIBRARY_BYTES) {
             Ok(d) => d,
             Err(ferry_fs::FsError::TooLarge { size, .. }) => {
