@@ -80,6 +80,8 @@ mod name_map;
 mod open;
 pub mod perfetto;
 mod pmu;
+pub mod recorder;
+mod recorder_read;
 mod run_dir;
 mod runs;
 pub mod sample;

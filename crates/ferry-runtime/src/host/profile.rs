@@ -71,6 +71,9 @@ use ferry_profile::{
     WriteOptions, WriteReport, Written, WrittenFile, ANCHOR_POST, ANCHOR_PRE,
 };
 
+use ferry_profile::recorder::{FsyncPolicy, Recorder, RecorderError, RECORD_FILE};
+use std::sync::Arc;
+
 use super::dfx::{sample_clock_anchors, DfxChip, DfxError, DfxOptions, DfxSession};
 use super::{DeviceRunner, RepeatReport, RunOutput, RunnerConfig, Variant};
 use crate::error::RunnerError;
@@ -94,6 +97,9 @@ pub enum ProfileError {
     /// Starting to write the run's directory failed.
     #[error(transparent)]
     RunDir(#[from] RunDirError),
+    /// Writing the native profile failed.
+    #[error(transparent)]
+    Recorder(#[from] RecorderError),
     /// A written file lies outside the claimed directory.
     #[error("{} is outside the output directory {}", file.display(), dir.display())]
     Outside {
@@ -125,11 +131,28 @@ impl Profiler {
         opts: &DfxOptions,
         scratch_bytes: u64,
     ) -> Result<Option<Profiler>, ProfileError> {
+        Self::start_recorded(runner, opts, scratch_bytes, None)
+    }
+
+    /// [`start`](Self::start), with every collected buffer also sealed into `rec` (the native
+    /// profile, written while the run runs) when there is one.
+    ///
+    /// # Errors
+    /// As [`start`](Self::start).
+    pub fn start_recorded(
+        runner: &mut DeviceRunner,
+        opts: &DfxOptions,
+        scratch_bytes: u64,
+        rec: Option<Arc<Recorder>>,
+    ) -> Result<Option<Profiler>, ProfileError> {
         if !opts.any() {
             return Ok(None);
         }
         let chip = DfxChip::of(runner.config(), scratch_bytes);
-        let session = DfxSession::start_on(opts, chip, runner.device())?;
+        let session = match rec {
+            Some(rec) => DfxSession::start_recorded(opts, chip, runner.device(), rec)?,
+            None => DfxSession::start_on(opts, chip, runner.device())?,
+        };
         runner.attach_dfx_session(Some(&session))?;
         let mut anchors = ClockAnchors::new_sim();
         sample_clock_anchors(runner.device(), ANCHOR_PRE, &mut anchors);
@@ -235,6 +258,8 @@ pub struct ProfileTarget<'a> {
     /// Runs of a session over several runs that are warm-up runs (the first ones), recorded in
     /// `runs.json` for the readers to set apart.
     pub warmup: u32,
+    /// When the native profile ([`RECORD_FILE`], written while the run runs) is synced.
+    pub fsync: FsyncPolicy,
 }
 
 impl<'a> ProfileTarget<'a> {
@@ -257,6 +282,7 @@ impl<'a> ProfileTarget<'a> {
             write,
             scope_names: ScopeNames::new(),
             warmup: 0,
+            fsync: FsyncPolicy::default(),
         })
     }
 
@@ -416,6 +442,20 @@ fn write_session(
     Ok(WrittenProfile { model, report: total, dir: t.dir, runs })
 }
 
+/// Creates the native profile of `t` ([`RECORD_FILE`] in its directory, through the claimed
+/// directory's handle) and its path relative to the claimed directory.
+fn open_recorder(t: &mut ProfileTarget<'_>) -> Result<(Arc<Recorder>, String), ProfileError> {
+    let path = t.dir.join(RECORD_FILE);
+    let outside = || ProfileError::Outside { file: path.clone(), dir: t.out.path().to_path_buf() };
+    let rel = t.out.relative(&path).ok_or_else(outside)?;
+    let handle = sub_dir(t.out, &t.dir)?;
+    // Listed before it exists: a run killed while writing it leaves a file the next run
+    // removes.
+    t.out.plan(&rel)?;
+    let rec = Recorder::create(&handle, RECORD_FILE, t.fsync)?;
+    Ok((Arc::new(rec), rel))
+}
+
 /// Runs `run` on `runner` inside one DFX session for `opts` and writes the profile to `target`
 /// (see the [module docs](self)). `run` returns its result and, for a host-built run, the host
 /// orchestration to put in the swimlane file; it may launch any number of runs. The profile is
@@ -427,10 +467,16 @@ pub fn run_profiled<T, E>(
     runner: &mut DeviceRunner,
     opts: &DfxOptions,
     scratch_bytes: u64,
-    target: Option<ProfileTarget<'_>>,
+    mut target: Option<ProfileTarget<'_>>,
     run: impl FnOnce(&mut DeviceRunner) -> Result<(T, Option<HostOrchestration>), E>,
 ) -> Result<ProfiledRun<T, E>, ProfileError> {
-    let profiler = Profiler::start(runner, opts, scratch_bytes)?;
+    // The native profile is written while the run runs: created before the chip starts.
+    let rec = match &mut target {
+        Some(t) if opts.any() => Some(open_recorder(t)?),
+        _ => None,
+    };
+    let profiler =
+        Profiler::start_recorded(runner, opts, scratch_bytes, rec.as_ref().map(|r| r.0.clone()))?;
     let t0 = std::time::Instant::now();
     let result = run(runner);
     tracing::debug!(ms = t0.elapsed().as_secs_f64() * 1e3, "phase: run");
@@ -443,8 +489,14 @@ pub fn run_profiled<T, E>(
     });
     let profile = (|| {
         let case = target.as_ref().map_or("run", |t| t.case.as_str()).to_string();
-        let mut models = profiler.finish(runner, &case)?;
-        let Some(t) = target else { return Ok(None) };
+        let models = profiler.finish(runner, &case);
+        let Some(t) = target else { return models.map(|_| None) };
+        // Every buffer is sealed once the session stopped: the file is listed with its size
+        // and hash whatever became of the model.
+        if let Some((rec, rel)) = &rec {
+            t.out.record(rel, rec.finish()?);
+        }
+        let mut models = models?;
         for m in &mut models {
             if let Some(s) = m.scopes.as_mut() {
                 s.names = t.scope_names.clone();

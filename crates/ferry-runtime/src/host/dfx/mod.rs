@@ -286,7 +286,7 @@ impl DfxSession {
         chip: DfxChip,
         clock: &DeviceClock,
     ) -> Result<DfxSession, DfxError> {
-        Self::start_in(opts, chip, None, clock)
+        Self::start_in(opts, chip, None, clock, None)
     }
 
     /// Builds and starts the transports of every enabled subsystem with each transport region,
@@ -302,7 +302,21 @@ impl DfxSession {
         chip: DfxChip,
         device: &Device,
     ) -> Result<DfxSession, DfxError> {
-        Self::start_in(opts, chip, Some(device.clone()), device.clock())
+        Self::start_in(opts, chip, Some(device.clone()), device.clock(), None)
+    }
+
+    /// [`start_on`](Self::start_on), with every collected buffer also sealed into `rec`, the
+    /// native profile written while the run runs ([`ferry_profile::recorder`]).
+    ///
+    /// # Errors
+    /// As [`start_on`](Self::start_on).
+    pub fn start_recorded(
+        opts: &DfxOptions,
+        chip: DfxChip,
+        device: &Device,
+        rec: Arc<ferry_profile::recorder::Recorder>,
+    ) -> Result<DfxSession, DfxError> {
+        Self::start_in(opts, chip, Some(device.clone()), device.clock(), Some(rec))
     }
 
     fn start_in(
@@ -310,6 +324,7 @@ impl DfxSession {
         chip: DfxChip,
         device: Option<Device>,
         clock: &DeviceClock,
+        rec: Option<Arc<ferry_profile::recorder::Recorder>>,
     ) -> Result<DfxSession, DfxError> {
         let threads = chip.threads.max(2);
         let scheds = threads - 1;
@@ -331,6 +346,7 @@ impl DfxSession {
             }),
             at: BTreeMap::new(),
             regions: DfxRegions::default(),
+            rec,
         };
         let core_thread: Vec<u32> = (0..w).map(|i| cluster_of(i, chip.aic) % scheds).collect();
         let per_core: LaneIds =
@@ -386,10 +402,14 @@ impl DfxSession {
             let t = lay.build::<u64>(DfxRegion::Args, &queues)?;
             let consumed: Arc<Vec<AtomicU64>> =
                 Arc::new((0..scheds).map(|_| AtomicU64::new(0)).collect());
-            let (a2, c2) = (arenas.clone(), consumed.clone());
+            let (a2, c2, rec) = (arenas.clone(), consumed.clone(), lay.rec.clone());
             let key = lay.engine.add_with_hooks(
                 t,
-                move |_| ArgsSink::new(a2.clone(), c2.clone()),
+                move |_| {
+                    let mut s = ArgsSink::new(a2.clone(), c2.clone());
+                    s.rec = rec.clone();
+                    s
+                },
                 ArgsAcks { arenas: arenas.clone(), consumed },
             )?;
             s.args = Some(Sub { key, ids: per_sched.clone() });
