@@ -72,6 +72,7 @@ mod dep_tasks;
 mod deps;
 mod host_time;
 mod id_table;
+mod interrupted;
 mod jsonw;
 mod limits;
 mod manifest;
@@ -119,6 +120,9 @@ pub use host_time::{
     DEVICE_TIMESTAMP_UNIT, HOST_CLOCK_DOMAIN,
 };
 pub use id_table::IdTable;
+pub use interrupted::{
+    open_interrupted, InterruptedError, InterruptedOutcome, InterruptedReport, StreamCount,
+};
 pub use limits::{
     read_limit, MAX_LINE_BYTES, MAX_PAYLOAD_FILE_BYTES, MAX_RECORDS_FILE_BYTES,
     MAX_SMALL_FILE_BYTES,
