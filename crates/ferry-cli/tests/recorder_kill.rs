@@ -81,6 +81,12 @@ fn a_killed_run_keeps_every_sealed_chunk_and_the_next_run_works() {
         let text_report = ferry().arg("report").arg(&dir).output().unwrap();
         assert!(String::from_utf8_lossy(&text_report.stdout).contains("run interrupted"));
     }
+    // A killed run has no original formats to export: refused, nothing written.
+    let out_dir = dir.with_extension("export");
+    let e = ferry().arg("export").arg(&dir).arg("-o").arg(&out_dir).output().unwrap();
+    assert!(!e.status.success() && text(&e).contains("did not finish"), "{}", text(&e));
+    assert!(!out_dir.join("deps.json").exists());
+    let _ = std::fs::remove_dir_all(&out_dir);
     // The next run into the directory of a killed one needs no --force, and finishes.
     let out = run(&dir, None);
     assert!(out.status.success(), "{}", text(&out));

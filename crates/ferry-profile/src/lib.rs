@@ -19,6 +19,7 @@
 //! | `scope_stats/scope_stats.jsonl` | [`write_scopes`] / [`read_scopes`] | [`RunModel::scopes`] |
 //! | [`PERFETTO_FILE`] (`trace.perfetto-trace`) | [`perfetto::write_plan`] (decode in tests: `ferry-perfetto-proto`) | all |
 //! | [`CHROME_FILE`] (`trace.chrome.json`, only with [`WriteOptions::chrome`]) | [`chrome::write_plan`] | all |
+//! | [`recorder::RECORD_FILE`] (`profile.ferry`, written while the run runs) | [`recorder::Recorder`] / [`recorder::read_recording`] | the collected buffers, as sealed chunks |
 //!
 //! Every file is written with [`write_atomic`] (temp file, fsync, rename), so an aborted write
 //! never leaves a half-written file, and every file carries the loss accounting of its

@@ -86,11 +86,14 @@ pub enum Stream {
     Scope = 7,
     /// ArgsDump chain words (8 bytes each), per scheduler thread.
     Args = 8,
+    /// Bytes the records are read with (one byte per record): the session's end, sealed when
+    /// it stops (the lane says which).
+    Meta = 9,
 }
 
 impl Stream {
     /// Every stream, in id order.
-    pub const ALL: [Stream; 8] = [
+    pub const ALL: [Stream; 9] = [
         Stream::Aicore,
         Stream::Aicpu,
         Stream::Sched,
@@ -99,6 +102,7 @@ impl Stream {
         Stream::DepGen,
         Stream::Scope,
         Stream::Args,
+        Stream::Meta,
     ];
 
     /// The stream of id `id`.
@@ -116,6 +120,7 @@ impl Stream {
             Stream::Pmu => PmuRecord::BYTES,
             Stream::DepGen | Stream::Args => u64::BYTES,
             Stream::Scope => ScopeStatsRecord::BYTES,
+            Stream::Meta => u8::BYTES,
         }
     }
 
@@ -130,6 +135,7 @@ impl Stream {
             Stream::DepGen => "dep_gen",
             Stream::Scope => "scope",
             Stream::Args => "args",
+            Stream::Meta => "meta",
         }
     }
 }
@@ -174,6 +180,16 @@ impl Packed for u64 {
     }
     fn unpack(b: &[u8]) -> Self {
         Fields(b).u64()
+    }
+}
+
+impl Packed for u8 {
+    const BYTES: usize = 1;
+    fn pack(&self, out: &mut Vec<u8>) {
+        out.push(*self);
+    }
+    fn unpack(b: &[u8]) -> Self {
+        b[0]
     }
 }
 

@@ -63,9 +63,9 @@ impl Recording {
         self.chunks.iter().filter(|c| c.stream == stream).map(|c| u64::from(c.records)).sum()
     }
 
-    /// Records of every stream.
+    /// Records of every device record stream (the [`Stream::Meta`] bytes left out).
     pub fn total(&self) -> u64 {
-        self.chunks.iter().map(|c| u64::from(c.records)).sum()
+        self.chunks.iter().filter(|c| c.stream != Stream::Meta).map(|c| u64::from(c.records)).sum()
     }
 
     /// Records of `stream` per lane.
@@ -75,6 +75,17 @@ impl Recording {
             *m.entry(c.lane).or_insert(0) += u64::from(c.records);
         }
         m
+    }
+
+    /// The records of chunk `c` (one of [`chunks`](Self::chunks)).
+    ///
+    /// # Panics
+    /// When `R` is not `c`'s record type (its size differs).
+    pub fn chunk_records<R: Packed>(&self, c: &ChunkInfo) -> Vec<R> {
+        assert_eq!(R::BYTES, c.stream.record_bytes(), "record type of {:?}", c.stream);
+        let at = c.offset as usize;
+        let payload = &self.data[at..at + c.records as usize * R::BYTES];
+        payload.chunks_exact(R::BYTES).map(R::unpack).collect()
     }
 
     /// Every record of `stream` as `(lane, seq, record)`, in file order.

@@ -71,7 +71,9 @@ use ferry_profile::{
     WriteOptions, WriteReport, Written, WrittenFile, ANCHOR_POST, ANCHOR_PRE,
 };
 
-use ferry_profile::recorder::{FsyncPolicy, Recorder, RecorderError, RECORD_FILE};
+use ferry_profile::recorder::{
+    FsyncPolicy, Recorder, RecorderError, Recording, Stream, RECORD_FILE,
+};
 use std::sync::Arc;
 
 use super::dfx::{sample_clock_anchors, DfxChip, DfxError, DfxOptions, DfxSession};
@@ -442,6 +444,57 @@ fn write_session(
     Ok(WrittenProfile { model, report: total, dir: t.dir, runs })
 }
 
+/// Lane of the [`Stream::Meta`] chunk holding a profile's end: what its models take beside the
+/// session's ([`super::dfx::META_SESSION`]).
+pub const META_PROFILE: u32 = 1;
+
+/// A profile's end in its native profile.
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+struct ProfileEnd {
+    case: String,
+    clock_anchors: Option<ClockAnchors>,
+    scope_names: ScopeNames,
+    warmup: u32,
+    host_orchestration: bool,
+}
+
+/// Writes the original formats of the profile `rec` recorded (a finished run's native profile)
+/// into `t`, as the run wrote them: the session's models rebuilt from the native profile alone
+/// ([`super::dfx::models_from_recording`]), with the run's case, clock anchors, scope names and
+/// warm-up runs.
+///
+/// # Errors
+/// [`ProfileError::Dfx`] when `rec` holds no session or profile end (the run did not finish), or
+/// what it does not hold (a host-built run's host orchestration, copied ArgsDump payloads);
+/// writing the files.
+pub fn export_recording(
+    rec: &Recording,
+    t: ProfileTarget<'_>,
+) -> Result<WrittenProfile, ProfileError> {
+    let native =
+        |why: &str| ProfileError::Dfx(super::dfx::CollectError::Native(why.to_string()).into());
+    let chunk = rec
+        .chunks
+        .iter()
+        .find(|c| c.stream == Stream::Meta && c.lane == META_PROFILE)
+        .ok_or_else(|| native("it holds no profile end (the run did not finish)"))?;
+    let end: ProfileEnd = serde_json::from_slice(&rec.chunk_records::<u8>(chunk))
+        .map_err(|e| native(&format!("its profile end: {e}")))?;
+    if end.host_orchestration {
+        return Err(native("a host-built run's host orchestration is not in it"));
+    }
+    let mut models = super::dfx::models_from_recording(rec)?;
+    for m in &mut models {
+        m.meta.case = Some(end.case.clone());
+        m.meta.clock_anchors = end.clock_anchors.clone();
+        if let Some(s) = m.scopes.as_mut() {
+            s.names = end.scope_names.clone();
+        }
+    }
+    let t = ProfileTarget { case: end.case, scope_names: end.scope_names, warmup: end.warmup, ..t };
+    write_session(t, models)
+}
+
 /// Creates the native profile of `t` ([`RECORD_FILE`] in its directory, through the claimed
 /// directory's handle) and its path relative to the claimed directory.
 fn open_recorder(t: &mut ProfileTarget<'_>) -> Result<(Arc<Recorder>, String), ProfileError> {
@@ -494,6 +547,19 @@ pub fn run_profiled<T, E>(
         // Every buffer is sealed once the session stopped: the file is listed with its size
         // and hash whatever became of the model.
         if let Some((rec, rel)) = &rec {
+            if let Ok(models) = &models {
+                let end = ProfileEnd {
+                    case: case.clone(),
+                    clock_anchors: models.first().and_then(|m| m.meta.clock_anchors.clone()),
+                    scope_names: t.scope_names.clone(),
+                    warmup: t.warmup,
+                    host_orchestration: models.iter().any(|m| m.meta.host_orchestration.is_some()),
+                };
+                // Serializing plain data cannot fail; a profile without its end is not exported.
+                if let Ok(json) = serde_json::to_vec(&end) {
+                    rec.append(Stream::Meta, META_PROFILE, 0, &json);
+                }
+            }
             t.out.record(rel, rec.finish()?);
         }
         let mut models = models?;
