@@ -17,6 +17,7 @@ mod device_opts;
 mod diagnose;
 mod diff;
 mod dump;
+mod export;
 mod info;
 mod kernels;
 mod kernels_new;
@@ -91,6 +92,9 @@ enum Command {
     Dump(dump::DumpArgs),
     /// Write a self-contained HTML plot of a run's scope occupancy.
     Scopes(scopes::ScopesArgs),
+    /// Write the original runtime's files of a finished run from its native profile
+    /// (`profile.ferry`) into another output directory.
+    Export(export::ExportArgs),
     /// Read device state back and explain it (`handshake`: the readback that diagnoses the Path B hang (docs/design/launch.md)).
     Diagnose(diagnose::DiagnoseArgs),
     /// Workload files: `check FILE` validates one (line-numbered errors); run one with
@@ -189,6 +193,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Deps(a) => deps::run(&a),
         Command::Dump(a) => dump::run(&a),
         Command::Scopes(a) => scopes::run(&a),
+        Command::Export(a) => export::run(&a),
         Command::Diagnose(a) => diagnose::run(&a),
         Command::Workload(a) => run::workload::workload_command(&a),
         Command::Kernels(a) => kernels_new::run(&a),

@@ -102,6 +102,17 @@ fn session(a: &ReportArgs, runs: &ferry_profile::SessionRuns) -> anyhow::Result<
 }
 
 pub(crate) fn execute(a: &ReportArgs) -> anyhow::Result<String> {
+    // A run that never finished: what its native profile sealed before the end.
+    if let Some(i) = ferry_profile::open_interrupted(&a.dir)? {
+        eprintln!(
+            "ferry: the run in {} was interrupted: reporting the chunks it sealed",
+            a.dir.display()
+        );
+        if a.json {
+            return Ok(format!("{}\n", serde_json::to_string_pretty(&i)?));
+        }
+        return Ok(i.text());
+    }
     if !a.dir.join(ferry_profile::SWIMLANE_FILE).exists() {
         if let Some(runs) = ferry_profile::read_runs(&a.dir)? {
             return session(a, &runs);

@@ -34,6 +34,7 @@ use super::args::DumpedArg;
 use super::chunks::{ChunkLog, Span};
 use super::model::{AicoreTask, AicpuTask, LaneLoss, OrchPhase, SchedPhase, Subsystem, Swimlane};
 use super::pmu::{PmuRow, PmuTable};
+use super::recorder::{Packed, Recorder, Stream};
 use super::scopes::{ScopeRow, ScopeStats};
 use super::stream::InlineList;
 use ferry_dfx::{CollectSink, CollectedBuffer, LaneReconcile, Record};
@@ -56,6 +57,9 @@ use ferry_dfx::{CollectSink, CollectedBuffer, LaneReconcile, Record};
 pub struct LaneRecords<R> {
     /// By lane.
     lanes: Vec<Lane<R>>,
+    /// Where each collected buffer is also sealed as a chunk of the native profile, with its
+    /// stream ([`LaneRecords::recorded`]).
+    rec: Option<(std::sync::Arc<Recorder>, Stream)>,
 }
 
 /// One lane's records, and `(seq, where the buffer went)` per buffer.
@@ -73,12 +77,27 @@ impl<R> Default for Lane<R> {
 
 impl<R> Default for LaneRecords<R> {
     fn default() -> Self {
-        Self { lanes: Vec::new() }
+        Self { lanes: Vec::new(), rec: None }
     }
 }
 
-impl<R: Record> CollectSink<R> for LaneRecords<R> {
+impl<R: Packed> LaneRecords<R> {
+    /// A sink that also seals every collected buffer into `rec` as a chunk of `stream` (the
+    /// native profile, written while the run runs).
+    ///
+    /// # Panics
+    /// When `R` is not `stream`'s record type.
+    pub fn recorded(rec: std::sync::Arc<Recorder>, stream: Stream) -> Self {
+        assert_eq!(R::BYTES, stream.record_bytes(), "record type of {stream:?}");
+        Self { lanes: Vec::new(), rec: Some((rec, stream)) }
+    }
+}
+
+impl<R: Record + Packed> CollectSink<R> for LaneRecords<R> {
     fn on_buffer_collected(&mut self, b: &CollectedBuffer<'_, R>) {
+        if let Some((rec, stream)) = &self.rec {
+            rec.append(*stream, b.lane, b.seq, b.records);
+        }
         self.push(b.lane, b.seq, b.records);
     }
 }

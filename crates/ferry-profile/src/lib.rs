@@ -19,6 +19,7 @@
 //! | `scope_stats/scope_stats.jsonl` | [`write_scopes`] / [`read_scopes`] | [`RunModel::scopes`] |
 //! | [`PERFETTO_FILE`] (`trace.perfetto-trace`) | [`perfetto::write_plan`] (decode in tests: `ferry-perfetto-proto`) | all |
 //! | [`CHROME_FILE`] (`trace.chrome.json`, only with [`WriteOptions::chrome`]) | [`chrome::write_plan`] | all |
+//! | [`recorder::RECORD_FILE`] (`profile.ferry`, written while the run runs) | [`recorder::Recorder`] / [`recorder::read_recording`] | the collected buffers, as sealed chunks |
 //!
 //! Every file is written with [`write_atomic`] (temp file, fsync, rename), so an aborted write
 //! never leaves a half-written file, and every file carries the loss accounting of its
@@ -72,6 +73,7 @@ mod dep_tasks;
 mod deps;
 mod host_time;
 mod id_table;
+mod interrupted;
 mod jsonw;
 mod limits;
 mod manifest;
@@ -80,6 +82,8 @@ mod name_map;
 mod open;
 pub mod perfetto;
 mod pmu;
+pub mod recorder;
+mod recorder_read;
 mod run_dir;
 mod runs;
 pub mod sample;
@@ -117,6 +121,9 @@ pub use host_time::{
     DEVICE_TIMESTAMP_UNIT, HOST_CLOCK_DOMAIN,
 };
 pub use id_table::IdTable;
+pub use interrupted::{
+    open_interrupted, InterruptedError, InterruptedOutcome, InterruptedReport, StreamCount,
+};
 pub use limits::{
     read_limit, MAX_LINE_BYTES, MAX_PAYLOAD_FILE_BYTES, MAX_RECORDS_FILE_BYTES,
     MAX_SMALL_FILE_BYTES,

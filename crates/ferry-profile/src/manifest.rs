@@ -434,6 +434,9 @@ pub struct OutDir {
     _lock: DirLock,
     /// The manifest the directory had when claimed.
     earlier: Option<Manifest>,
+    /// What the incomplete manifest on disk lists (the earlier run's files and the planned
+    /// ones), once [`OutDir::begin`] ran.
+    pending: Vec<ManifestEntry>,
     /// This run's manifest, once [`OutDir::begin`] ran.
     manifest: Option<Manifest>,
 }
@@ -471,7 +474,7 @@ impl OutDir {
         if !foreign.is_empty() {
             return Err(ManifestError::Foreign { dir: dir.to_path_buf(), files: foreign });
         }
-        Ok(OutDir { dir: handle, _lock: lock, earlier, manifest: None })
+        Ok(OutDir { dir: handle, _lock: lock, earlier, pending: Vec::new(), manifest: None })
     }
 
     /// The directory.
@@ -521,6 +524,7 @@ impl OutDir {
             outcome: None,
         };
         m.write_in(&self.dir)?;
+        self.pending = m.files.clone();
         for rel in &earlier {
             // Through the handle, never through a link: a listed file below a directory that
             // is now a link (`args_dump -> /elsewhere`) is refused, not removed there.
@@ -536,6 +540,25 @@ impl OutDir {
             }
         }
         self.manifest = Some(Manifest { files: Vec::new(), ..m });
+        Ok(())
+    }
+
+    /// Lists `rel` in the incomplete manifest on disk before the run creates it (a file written
+    /// while the run runs, such as the native profile): if the run never finishes, the next run
+    /// into the directory removes it with the rest. Nothing is written when it is listed already.
+    ///
+    /// # Errors
+    /// [`ManifestError::Io`] writing the manifest.
+    ///
+    /// # Panics
+    /// Before [`OutDir::begin`].
+    pub fn plan(&mut self, rel: &str) -> Result<(), ManifestError> {
+        let m = self.manifest.as_ref().expect("OutDir::plan before begin");
+        if self.pending.iter().any(|e| e.path == rel) {
+            return Ok(());
+        }
+        self.pending.push(ManifestEntry { path: rel.to_string(), bytes: None, xxh3: None });
+        Manifest { files: self.pending.clone(), ..m.clone() }.write_in(&self.dir)?;
         Ok(())
     }
 

@@ -36,6 +36,7 @@ pub fn run_dir_names(cases: &[&str]) -> Vec<String> {
         PERFETTO_FILE.into(),
         CHROME_FILE.into(),
         VIEW_FILE.into(),
+        crate::recorder::RECORD_FILE.into(),
     ];
     let mut v = vec![SUMMARY_FILE.to_string()];
     v.extend(cases.iter().map(|c| format!("{c}.f32")));

@@ -201,10 +201,11 @@ pub const SESSION_REG_BITS: u32 = 24;
 /// the runs and the gaps between them on the device clock they share.
 ///
 /// The swimlane's and the PMU's records are concatenated; the loss lines are summed per lane;
-/// [`RunMeta::session`](crate::RunMeta::session) lists each run's span. A run's per-core dispatch counters restart at 1,
-/// so each run's are tagged with its index above [`SESSION_REG_BITS`] bits (an AICore record
-/// still joins its own run's AICPU record). The dependency graph, the argument dump and the
-/// scope records stay with each run (task ids repeat across runs): the merged model has none.
+/// [`RunMeta::session`](crate::RunMeta::session) lists each run's span. A run's per-core dispatch
+/// counters restart at 1, so each run's are tagged with its index above [`SESSION_REG_BITS`] bits
+/// (an AICore record still joins its own run's AICPU record). The dependency graph, the argument
+/// dump and the scope records stay with each run (task ids repeat across runs): the merged model
+/// has none.
 ///
 /// # Examples
 /// ```

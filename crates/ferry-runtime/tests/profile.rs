@@ -32,6 +32,7 @@ fn one_session_spans_every_run_the_closure_launches_and_a_failure_keeps_the_prof
             write: WriteOptions::default(),
             scope_names: Default::default(),
             warmup: 0,
+            fsync: Default::default(),
         };
         let done = run_profiled(&mut runner, &dfx, run.args.scratch_bytes, Some(target), |r| {
             for _ in 0..launches {

@@ -50,9 +50,14 @@ pub fn cost_configs() -> Vec<(String, DfxOptions)> {
     v.push(("dump_args=2".into(), DfxOptions { dump_args: 2, ..base }));
     v.push(("scope_stats".into(), DfxOptions { scope_stats: true, ..base }));
     v.push(("all".into(), DfxOptions::all()));
+    // All five with the native profile written while the run runs, as `ferry run --out` does.
+    v.push((ALL_RECORDED.into(), DfxOptions::all()));
     v.push(("all_dump_args=2".into(), DfxOptions { dump_args: 2, ..DfxOptions::all() }));
     v
 }
+
+/// The configuration of all five subsystems with the native profile recorded.
+pub const ALL_RECORDED: &str = "all_recorded";
 
 /// What each DFX subsystem costs the storm example: tasks/s on a default-sized chip, on the full
 /// path `ferry run` takes (the loaded AICPU program, regions in device memory), with DFX off and
@@ -85,14 +90,27 @@ pub fn subsystem_costs(
     let mut counts = vec![(0u64, 0u64, 0u64); configs.len()];
     let mut cpu: Vec<Vec<RoleCpu>> = vec![Vec::new(); configs.len()];
     let all = configs.iter().position(|(name, _)| name == "all");
+    let recorded = configs.iter().position(|(name, _)| name == ALL_RECORDED);
+    let headline: Vec<usize> = [Some(0), all, recorded].into_iter().flatten().collect();
     let rounds = (0..repeats.max(1))
         .map(|_| (0..configs.len()).collect::<Vec<_>>())
-        .chain(all.into_iter().flat_map(|a| (0..pairs).map(move |_| vec![0, a])));
+        .chain((0..pairs).map(move |_| headline.clone()));
+    // Where the recorded configuration's native profile goes (a new file each run).
+    let scratch = std::env::temp_dir().join(format!("ferry-bench-rec-{}", std::process::id()));
+    let scratch_dir = ferry_fs::Dir::open_writable(&scratch, true)?;
     for round in rounds {
         for k in round {
-            let opts = &configs[k].1;
-            let s =
-                if opts.any() { Some(DfxSession::start_on(opts, chip, r.device())?) } else { None };
+            let (name, opts) = (&configs[k].0, &configs[k].1);
+            let s = if name == ALL_RECORDED {
+                use ferry_profile::recorder::{FsyncPolicy, Recorder, RECORD_FILE};
+                scratch_dir.remove_file(RECORD_FILE)?;
+                let rec = Recorder::create(&scratch_dir, RECORD_FILE, FsyncPolicy::Never)?;
+                Some(DfxSession::start_recorded(opts, chip, r.device(), std::sync::Arc::new(rec))?)
+            } else if opts.any() {
+                Some(DfxSession::start_on(opts, chip, r.device())?)
+            } else {
+                None
+            };
             r.attach_dfx_session(s.as_ref())?;
             let before = ThreadCpu::snapshot();
             let out = r.run(1, run.args.clone());
@@ -110,6 +128,7 @@ pub fn subsystem_costs(
             }
         }
     }
+    let _ = std::fs::remove_dir_all(&scratch);
     let median = |v: &mut Vec<f64>| {
         v.sort_by(f64::total_cmp);
         v[v.len() / 2]

@@ -32,6 +32,7 @@ const TARGET_IN_RUN: f64 = 0.85;
 const TARGET_COMMAND: f64 = 3.0;
 const TARGET_WRITE_RECORDS_PER_S: f64 = 1e6;
 const TARGET_TRACE_RATIO: f64 = 12.0;
+const TARGET_NATIVE_BYTES_PER_RECORD: f64 = 48.0;
 
 /// Interleaved rounds of the in-run measurement (every configuration once per round).
 const IN_RUN_ROUNDS: u32 = 11;
@@ -67,16 +68,22 @@ fn median(mut v: Vec<f64>) -> f64 {
     v.get(v.len() / 2).copied().unwrap_or(0.0)
 }
 
+/// The command with DFX off, all five, all five with `--chrome-json` (median seconds), and the
+/// median of the rounds' own all-five / off ratios.
+type CommandTimes = (f64, f64, f64, f64);
+
 /// (b): the storm command with DFX off, with all five on (`--out` a scratch directory), and with
 /// all five and `--chrome-json`, interleaved (in an order rotated each round), `rounds` times;
-/// returns the three medians in seconds and the median of the rounds' own all-five / off ratios.
+/// returns the three medians in seconds and the median of the rounds' own all-five / off ratios,
+/// and what the last all-five run's native profile holds.
 fn command(
     exe: &Path,
     small: bool,
     rounds: u32,
     scratch: &Path,
-) -> Result<(f64, f64, f64, f64), DfxAreaError> {
-    let run = |dfx: bool, chrome: bool| -> Result<f64, DfxAreaError> {
+) -> Result<(CommandTimes, NativeProfile), DfxAreaError> {
+    let mut native = NativeProfile::default();
+    let mut run = |dfx: bool, chrome: bool| -> Result<f64, DfxAreaError> {
         let mut c = Command::new(exe);
         c.args(["run", "--example", "storm"]);
         if small {
@@ -95,6 +102,9 @@ fn command(
         if !out.status.success() {
             return Err(DfxAreaError::Command(String::from_utf8_lossy(&out.stderr).into_owned()));
         }
+        if dfx {
+            native = NativeProfile::of(scratch)?;
+        }
         Ok(s)
     };
     let (mut off, mut all, mut chrome) = (Vec::new(), Vec::new(), Vec::new());
@@ -112,7 +122,34 @@ fn command(
     }
     let _ = std::fs::remove_dir_all(scratch);
     let paired = median(all.iter().zip(&off).map(|(a, o)| a / o.max(1e-9)).collect());
-    Ok((median(off), median(all), median(chrome), paired))
+    Ok(((median(off), median(all), median(chrome), paired), native))
+}
+
+/// What an all-five storm command's native profile (`profile.ferry`, written while it ran)
+/// holds.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct NativeProfile {
+    /// Bytes of the file.
+    pub bytes: u64,
+    /// Sealed chunks.
+    pub chunks: u64,
+    /// Transport records in them (DepGen and ArgsDump: 8-byte words).
+    pub transport_records: u64,
+}
+
+impl NativeProfile {
+    fn of(dir: &Path) -> Result<NativeProfile, DfxAreaError> {
+        use ferry_profile::recorder::{read_recording, RECORD_FILE};
+        let handle = ferry_fs::Dir::open(dir)
+            .map_err(|e| DfxAreaError::Command(format!("{}: {e}", dir.display())))?;
+        let r = read_recording(&handle, RECORD_FILE, output::MAX_RECORDS_FILE_BYTES)
+            .map_err(|e| DfxAreaError::Command(format!("{}: {e}", dir.display())))?;
+        Ok(NativeProfile {
+            bytes: r.bytes,
+            chunks: r.chunks.len() as u64,
+            transport_records: r.total(),
+        })
+    }
 }
 
 /// The medians of `rounds` writes of `model` into `dir` with `opts`: (files phase, traces phase,
@@ -187,6 +224,8 @@ pub struct DfxArea {
     /// The command with DFX off, all five, all five with `--chrome-json` (median seconds), and
     /// the median of the rounds' own all-five / off ratios.
     pub command: (f64, f64, f64, f64),
+    /// The last all-five command's native profile.
+    pub native: NativeProfile,
     /// The last write of the all-five storm's files.
     pub wrote: output::WriteReport,
     /// Median seconds of the files phase.
@@ -222,7 +261,7 @@ pub fn measure(exe: &Path, quick: bool) -> Result<DfxArea, DfxAreaError> {
         .map_err(DfxAreaError::Run)?;
 
     let scratch = std::env::temp_dir().join(format!("ferry-bench-dfx-{}", std::process::id()));
-    let command = command(exe, quick, if quick { 1 } else { 6 }, &scratch.join("run"))?;
+    let (command, native) = command(exe, quick, if quick { 1 } else { 6 }, &scratch.join("run"))?;
 
     // The write phase and the trace phase, from models of the all-five storm at both sizes.
     let big = costs::storm_model(arch, size).map_err(DfxAreaError::Run)?;
@@ -258,6 +297,7 @@ pub fn measure(exe: &Path, quick: bool) -> Result<DfxArea, DfxAreaError> {
         device_clock: ferry_sim::clock::DeviceClock::real(arch.profile()).source_name(),
         rows,
         command,
+        native,
         wrote,
         files_s: files_s.as_secs_f64(),
         whole_s: median(whole_s),

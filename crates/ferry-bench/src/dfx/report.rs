@@ -7,8 +7,8 @@ use serde_json::{json, Value};
 use crate::AreaReport;
 
 use super::{
-    dfx_cpu_split, DfxArea, TARGET_COMMAND, TARGET_IN_RUN, TARGET_TRACE_RATIO,
-    TARGET_WRITE_RECORDS_PER_S,
+    dfx_cpu_split, DfxArea, TARGET_COMMAND, TARGET_IN_RUN, TARGET_NATIVE_BYTES_PER_RECORD,
+    TARGET_TRACE_RATIO, TARGET_WRITE_RECORDS_PER_S,
 };
 
 impl DfxArea {
@@ -29,6 +29,14 @@ impl DfxArea {
     /// Records per second of the files phase.
     fn records_per_s(&self) -> f64 {
         self.wrote.records as f64 / self.files_s.max(1e-9)
+    }
+
+    /// Bytes of the native profile per record of the original formats (0 without records).
+    fn native_bytes_per_record(&self) -> f64 {
+        if self.wrote.records == 0 {
+            return 0.0;
+        }
+        self.native.bytes as f64 / self.wrote.records as f64
     }
 
     /// The report as one JSON value.
@@ -98,6 +106,11 @@ impl DfxArea {
                     "ratio": self.ratio_of("all"),
                     "ratio_paired": self.paired_of("all"),
                     "target": TARGET_IN_RUN,
+                    "with_native_profile": {
+                        "ratio": self.ratio_of(super::costs::ALL_RECORDED),
+                        "ratio_paired": self.paired_of(super::costs::ALL_RECORDED),
+                        "note": "all five with the native profile (profile.ferry) sealed by the collector while the run runs, as ferry run --out writes it",
+                    },
                     "with_every_payload": {
                         "ratio": self.ratio_of("all_dump_args=2"),
                         "ratio_paired": self.paired_of("all_dump_args=2"),
@@ -120,6 +133,14 @@ impl DfxArea {
                     "target": TARGET_COMMAND,
                     "all_with_chrome_json_s": cmd_chrome,
                     "with_chrome_json_ratio": cmd_chrome / cmd_off.max(1e-9),
+                },
+                "native_profile": {
+                    "bytes": self.native.bytes,
+                    "chunks": self.native.chunks,
+                    "transport_records": self.native.transport_records,
+                    "bytes_per_record": self.native_bytes_per_record(),
+                    "target": TARGET_NATIVE_BYTES_PER_RECORD,
+                    "note": "profile.ferry of the last all-five command, over the records the original formats hold (write_phase.records); DepGen and ArgsDump transport records are 8-byte words",
                 },
                 "write_phase": {
                     "records": wrote.records,
@@ -180,9 +201,12 @@ impl AreaReport for DfxArea {
         let _ = writeln!(
             s,
             "  in run:      {:.2} of DFX off (target >= {TARGET_IN_RUN}); median of the rounds' own \
-             ratios {:.2}; with every payload (--dump-args 2) {:.2}",
+             ratios {:.2}; recording the native profile {:.2} (rounds' own {:.2}); with every \
+             payload (--dump-args 2) {:.2}",
             self.ratio_of("all"),
             self.paired_of("all"),
+            self.ratio_of(super::costs::ALL_RECORDED),
+            self.paired_of(super::costs::ALL_RECORDED),
             self.ratio_of("all_dump_args=2")
         );
         let (cmd_off, cmd_all, cmd_chrome, cmd_paired) = self.command;
@@ -196,6 +220,15 @@ impl AreaReport for DfxArea {
             cmd_paired,
             cmd_chrome,
             cmd_chrome / cmd_off.max(1e-9)
+        );
+        let _ = writeln!(
+            s,
+            "  native:      {} bytes, {} chunks, {:.1} bytes/record (target <= {TARGET_NATIVE_BYTES_PER_RECORD}; \
+             the original formats {:.1})",
+            self.native.bytes,
+            self.native.chunks,
+            self.native_bytes_per_record(),
+            self.wrote.bytes_per_record()
         );
         let wrote = &self.wrote;
         let _ = writeln!(

@@ -273,3 +273,24 @@ fn a_failed_runs_outcome_is_kept_and_old_manifests_read_as_before() {
     assert_eq!(Manifest::verified(&d).unwrap().outcome, None);
     fs::remove_dir_all(&d).unwrap();
 }
+
+/// A file listed with `plan` while the run writes it (the native profile) is removed by the
+/// next run when this one never finished; one the run did not plan would be refused as foreign.
+#[test]
+fn a_planned_file_of_a_killed_run_is_removed_by_the_next() {
+    let d = tmpdir("plan");
+    let mut out = OutDir::claim(&d, &[]).unwrap();
+    out.begin("killed", &names(&["ferry", "run"]), "a2a3", &[]).unwrap();
+    out.plan("live.bin").unwrap();
+    out.plan("live.bin").unwrap();
+    fs::write(d.join("live.bin"), b"sealed chunks").unwrap();
+    let m = Manifest::read(&d).unwrap().unwrap();
+    assert!(!m.complete);
+    assert_eq!(m.files.iter().filter(|e| e.path == "live.bin").count(), 1);
+    drop(out); // killed: never committed
+    let mut next = OutDir::claim(&d, &names(&["live.bin"])).unwrap();
+    next.begin("next", &names(&["ferry", "run"]), "a2a3", &[]).unwrap();
+    assert!(!d.join("live.bin").exists());
+    next.commit().unwrap();
+    fs::remove_dir_all(&d).unwrap();
+}

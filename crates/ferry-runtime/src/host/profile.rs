@@ -71,6 +71,11 @@ use ferry_profile::{
     WriteOptions, WriteReport, Written, WrittenFile, ANCHOR_POST, ANCHOR_PRE,
 };
 
+use ferry_profile::recorder::{
+    FsyncPolicy, Recorder, RecorderError, Recording, Stream, RECORD_FILE,
+};
+use std::sync::Arc;
+
 use super::dfx::{sample_clock_anchors, DfxChip, DfxError, DfxOptions, DfxSession};
 use super::{DeviceRunner, RepeatReport, RunOutput, RunnerConfig, Variant};
 use crate::error::RunnerError;
@@ -94,6 +99,9 @@ pub enum ProfileError {
     /// Starting to write the run's directory failed.
     #[error(transparent)]
     RunDir(#[from] RunDirError),
+    /// Writing the native profile failed.
+    #[error(transparent)]
+    Recorder(#[from] RecorderError),
     /// A written file lies outside the claimed directory.
     #[error("{} is outside the output directory {}", file.display(), dir.display())]
     Outside {
@@ -125,11 +133,28 @@ impl Profiler {
         opts: &DfxOptions,
         scratch_bytes: u64,
     ) -> Result<Option<Profiler>, ProfileError> {
+        Self::start_recorded(runner, opts, scratch_bytes, None)
+    }
+
+    /// [`start`](Self::start), with every collected buffer also sealed into `rec` (the native
+    /// profile, written while the run runs) when there is one.
+    ///
+    /// # Errors
+    /// As [`start`](Self::start).
+    pub fn start_recorded(
+        runner: &mut DeviceRunner,
+        opts: &DfxOptions,
+        scratch_bytes: u64,
+        rec: Option<Arc<Recorder>>,
+    ) -> Result<Option<Profiler>, ProfileError> {
         if !opts.any() {
             return Ok(None);
         }
         let chip = DfxChip::of(runner.config(), scratch_bytes);
-        let session = DfxSession::start_on(opts, chip, runner.device())?;
+        let session = match rec {
+            Some(rec) => DfxSession::start_recorded(opts, chip, runner.device(), rec)?,
+            None => DfxSession::start_on(opts, chip, runner.device())?,
+        };
         runner.attach_dfx_session(Some(&session))?;
         let mut anchors = ClockAnchors::new_sim();
         sample_clock_anchors(runner.device(), ANCHOR_PRE, &mut anchors);
@@ -235,6 +260,8 @@ pub struct ProfileTarget<'a> {
     /// Runs of a session over several runs that are warm-up runs (the first ones), recorded in
     /// `runs.json` for the readers to set apart.
     pub warmup: u32,
+    /// When the native profile ([`RECORD_FILE`], written while the run runs) is synced.
+    pub fsync: FsyncPolicy,
 }
 
 impl<'a> ProfileTarget<'a> {
@@ -257,6 +284,7 @@ impl<'a> ProfileTarget<'a> {
             write,
             scope_names: ScopeNames::new(),
             warmup: 0,
+            fsync: FsyncPolicy::default(),
         })
     }
 
@@ -416,6 +444,71 @@ fn write_session(
     Ok(WrittenProfile { model, report: total, dir: t.dir, runs })
 }
 
+/// Lane of the [`Stream::Meta`] chunk holding a profile's end: what its models take beside the
+/// session's ([`super::dfx::META_SESSION`]).
+pub const META_PROFILE: u32 = 1;
+
+/// A profile's end in its native profile.
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+struct ProfileEnd {
+    case: String,
+    clock_anchors: Option<ClockAnchors>,
+    scope_names: ScopeNames,
+    warmup: u32,
+    host_orchestration: bool,
+}
+
+/// Writes the original formats of the profile `rec` recorded (a finished run's native profile)
+/// into `t`, as the run wrote them: the session's models rebuilt from the native profile alone
+/// ([`super::dfx::models_from_recording`]), with the run's case, clock anchors, scope names and
+/// warm-up runs.
+///
+/// # Errors
+/// [`ProfileError::Dfx`] when `rec` holds no session or profile end (the run did not finish), or
+/// what it does not hold (a host-built run's host orchestration, copied ArgsDump payloads);
+/// writing the files.
+pub fn export_recording(
+    rec: &Recording,
+    t: ProfileTarget<'_>,
+) -> Result<WrittenProfile, ProfileError> {
+    let native =
+        |why: &str| ProfileError::Dfx(super::dfx::CollectError::Native(why.to_string()).into());
+    let chunk = rec
+        .chunks
+        .iter()
+        .find(|c| c.stream == Stream::Meta && c.lane == META_PROFILE)
+        .ok_or_else(|| native("it holds no profile end (the run did not finish)"))?;
+    let end: ProfileEnd = serde_json::from_slice(&rec.chunk_records::<u8>(chunk))
+        .map_err(|e| native(&format!("its profile end: {e}")))?;
+    if end.host_orchestration {
+        return Err(native("a host-built run's host orchestration is not in it"));
+    }
+    let mut models = super::dfx::models_from_recording(rec)?;
+    for m in &mut models {
+        m.meta.case = Some(end.case.clone());
+        m.meta.clock_anchors = end.clock_anchors.clone();
+        if let Some(s) = m.scopes.as_mut() {
+            s.names = end.scope_names.clone();
+        }
+    }
+    let t = ProfileTarget { case: end.case, scope_names: end.scope_names, warmup: end.warmup, ..t };
+    write_session(t, models)
+}
+
+/// Creates the native profile of `t` ([`RECORD_FILE`] in its directory, through the claimed
+/// directory's handle) and its path relative to the claimed directory.
+fn open_recorder(t: &mut ProfileTarget<'_>) -> Result<(Arc<Recorder>, String), ProfileError> {
+    let path = t.dir.join(RECORD_FILE);
+    let outside = || ProfileError::Outside { file: path.clone(), dir: t.out.path().to_path_buf() };
+    let rel = t.out.relative(&path).ok_or_else(outside)?;
+    let handle = sub_dir(t.out, &t.dir)?;
+    // Listed before it exists: a run killed while writing it leaves a file the next run
+    // removes.
+    t.out.plan(&rel)?;
+    let rec = Recorder::create(&handle, RECORD_FILE, t.fsync)?;
+    Ok((Arc::new(rec), rel))
+}
+
 /// Runs `run` on `runner` inside one DFX session for `opts` and writes the profile to `target`
 /// (see the [module docs](self)). `run` returns its result and, for a host-built run, the host
 /// orchestration to put in the swimlane file; it may launch any number of runs. The profile is
@@ -427,10 +520,16 @@ pub fn run_profiled<T, E>(
     runner: &mut DeviceRunner,
     opts: &DfxOptions,
     scratch_bytes: u64,
-    target: Option<ProfileTarget<'_>>,
+    mut target: Option<ProfileTarget<'_>>,
     run: impl FnOnce(&mut DeviceRunner) -> Result<(T, Option<HostOrchestration>), E>,
 ) -> Result<ProfiledRun<T, E>, ProfileError> {
-    let profiler = Profiler::start(runner, opts, scratch_bytes)?;
+    // The native profile is written while the run runs: created before the chip starts.
+    let rec = match &mut target {
+        Some(t) if opts.any() => Some(open_recorder(t)?),
+        _ => None,
+    };
+    let profiler =
+        Profiler::start_recorded(runner, opts, scratch_bytes, rec.as_ref().map(|r| r.0.clone()))?;
     let t0 = std::time::Instant::now();
     let result = run(runner);
     tracing::debug!(ms = t0.elapsed().as_secs_f64() * 1e3, "phase: run");
@@ -443,8 +542,27 @@ pub fn run_profiled<T, E>(
     });
     let profile = (|| {
         let case = target.as_ref().map_or("run", |t| t.case.as_str()).to_string();
-        let mut models = profiler.finish(runner, &case)?;
-        let Some(t) = target else { return Ok(None) };
+        let models = profiler.finish(runner, &case);
+        let Some(t) = target else { return models.map(|_| None) };
+        // Every buffer is sealed once the session stopped: the file is listed with its size
+        // and hash whatever became of the model.
+        if let Some((rec, rel)) = &rec {
+            if let Ok(models) = &models {
+                let end = ProfileEnd {
+                    case: case.clone(),
+                    clock_anchors: models.first().and_then(|m| m.meta.clock_anchors.clone()),
+                    scope_names: t.scope_names.clone(),
+                    warmup: t.warmup,
+                    host_orchestration: models.iter().any(|m| m.meta.host_orchestration.is_some()),
+                };
+                // Serializing plain data cannot fail; a profile without its end is not exported.
+                if let Ok(json) = serde_json::to_vec(&end) {
+                    rec.append(Stream::Meta, META_PROFILE, 0, &json);
+                }
+            }
+            t.out.record(rel, rec.finish()?);
+        }
+        let mut models = models?;
         for m in &mut models {
             if let Some(s) = m.scopes.as_mut() {
                 s.names = t.scope_names.clone();

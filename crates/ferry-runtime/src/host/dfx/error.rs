@@ -35,6 +35,9 @@ pub enum DfxError {
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum CollectError {
+    /// A native profile that cannot be rebuilt into models (what it lacks).
+    #[error("the native profile cannot be rebuilt: {0}")]
+    Native(String),
     /// A subsystem's device-written records do not decode.
     #[error("{subsystem} records")]
     Records {

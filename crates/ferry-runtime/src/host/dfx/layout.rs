@@ -9,6 +9,7 @@ use ferry_abi::records as abi;
 use ferry_dfx::mem::DeviceMemory;
 use ferry_dfx::{CollectSink, DfxBuilder, DfxEngine, DfxTransport, Record};
 use ferry_profile::collect::LaneRecords;
+use ferry_profile::recorder::{Recorder, Stream};
 use ferry_sim::Device;
 
 use super::memory::{host_memory, SimCycleClock, SimDeviceMemory};
@@ -89,6 +90,8 @@ pub(super) struct Layout {
     /// Device address and bytes of each region.
     pub(super) at: BTreeMap<DfxRegion, (u64, u64)>,
     pub(super) regions: DfxRegions,
+    /// The native profile every region's sink also seals its buffers into, when recording.
+    pub(super) rec: Option<Arc<Recorder>>,
 }
 
 impl Layout {
@@ -149,12 +152,16 @@ impl Layout {
     }
 
     /// A region whose records are kept raw per lane while the run is live.
-    pub(super) fn raw<R: Record>(
+    pub(super) fn raw<R: Record + ferry_profile::recorder::Packed>(
         &mut self,
         region: DfxRegion,
         ids: LaneIds,
     ) -> Result<Sub<R, LaneRecords<R>>, DfxError> {
-        self.sub(region, ids, |_| LaneRecords::default())
+        let rec = self.rec.clone();
+        self.sub(region, ids, move |_| match &rec {
+            Some(rec) => LaneRecords::recorded(rec.clone(), stream_of(region)),
+            None => LaneRecords::default(),
+        })
     }
 
     pub(super) fn sub<R: Record, S: CollectSink<R>>(
@@ -167,6 +174,20 @@ impl Layout {
         let t = self.build::<R>(region, &queues)?;
         let key = self.engine.add(t, sink)?;
         Ok(Sub { key, ids })
+    }
+}
+
+/// The native profile's stream of a region's records.
+pub(super) fn stream_of(region: DfxRegion) -> Stream {
+    match region {
+        DfxRegion::Aicore => Stream::Aicore,
+        DfxRegion::Aicpu => Stream::Aicpu,
+        DfxRegion::Sched => Stream::Sched,
+        DfxRegion::Orch => Stream::Orch,
+        DfxRegion::Pmu => Stream::Pmu,
+        DfxRegion::DepGen => Stream::DepGen,
+        DfxRegion::Scope => Stream::Scope,
+        DfxRegion::Args => Stream::Args,
     }
 }
 

@@ -59,6 +59,7 @@ mod error;
 mod layout;
 mod memory;
 mod model;
+mod native;
 mod replay;
 mod runs;
 mod sinks;
@@ -66,6 +67,7 @@ mod sinks;
 pub use anchors::sample_clock_anchors;
 pub use error::{CollectError, DepsCheckError, DfxError};
 pub use memory::{SimCycleClock, SimDeviceMemory};
+pub use native::{models_from_recording, META_SESSION};
 pub use replay::{replay_task, ReplayArg, ReplayError};
 
 use layout::Layout;
@@ -227,6 +229,8 @@ pub struct DfxSession {
     /// Loaded kernels' `(id, name)`, noted by the runners the session is attached to, so the
     /// files name them as they name the built-ins.
     loaded_kernels: std::sync::Mutex<Vec<(u32, String)>>,
+    /// The native profile the session's sinks seal into, when recording: its end goes there too.
+    rec: Option<Arc<ferry_profile::recorder::Recorder>>,
 }
 
 /// The session's host: serving, or halted (a dead or wedged host) until `finish` plays the
@@ -286,7 +290,7 @@ impl DfxSession {
         chip: DfxChip,
         clock: &DeviceClock,
     ) -> Result<DfxSession, DfxError> {
-        Self::start_in(opts, chip, None, clock)
+        Self::start_in(opts, chip, None, clock, None)
     }
 
     /// Builds and starts the transports of every enabled subsystem with each transport region,
@@ -302,7 +306,21 @@ impl DfxSession {
         chip: DfxChip,
         device: &Device,
     ) -> Result<DfxSession, DfxError> {
-        Self::start_in(opts, chip, Some(device.clone()), device.clock())
+        Self::start_in(opts, chip, Some(device.clone()), device.clock(), None)
+    }
+
+    /// [`start_on`](Self::start_on), with every collected buffer also sealed into `rec`, the
+    /// native profile written while the run runs ([`ferry_profile::recorder`]).
+    ///
+    /// # Errors
+    /// As [`start_on`](Self::start_on).
+    pub fn start_recorded(
+        opts: &DfxOptions,
+        chip: DfxChip,
+        device: &Device,
+        rec: Arc<ferry_profile::recorder::Recorder>,
+    ) -> Result<DfxSession, DfxError> {
+        Self::start_in(opts, chip, Some(device.clone()), device.clock(), Some(rec))
     }
 
     fn start_in(
@@ -310,6 +328,7 @@ impl DfxSession {
         chip: DfxChip,
         device: Option<Device>,
         clock: &DeviceClock,
+        rec: Option<Arc<ferry_profile::recorder::Recorder>>,
     ) -> Result<DfxSession, DfxError> {
         let threads = chip.threads.max(2);
         let scheds = threads - 1;
@@ -331,6 +350,7 @@ impl DfxSession {
             }),
             at: BTreeMap::new(),
             regions: DfxRegions::default(),
+            rec: rec.clone(),
         };
         let core_thread: Vec<u32> = (0..w).map(|i| cluster_of(i, chip.aic) % scheds).collect();
         let per_core: LaneIds =
@@ -386,10 +406,14 @@ impl DfxSession {
             let t = lay.build::<u64>(DfxRegion::Args, &queues)?;
             let consumed: Arc<Vec<AtomicU64>> =
                 Arc::new((0..scheds).map(|_| AtomicU64::new(0)).collect());
-            let (a2, c2) = (arenas.clone(), consumed.clone());
+            let (a2, c2, rec) = (arenas.clone(), consumed.clone(), lay.rec.clone());
             let key = lay.engine.add_with_hooks(
                 t,
-                move |_| ArgsSink::new(a2.clone(), c2.clone()),
+                move |_| {
+                    let mut s = ArgsSink::new(a2.clone(), c2.clone());
+                    s.rec = rec.clone();
+                    s
+                },
                 ArgsAcks { arenas: arenas.clone(), consumed },
             )?;
             s.args = Some(Sub { key, ids: per_sched.clone() });
@@ -460,6 +484,7 @@ impl DfxSession {
             engine: Some(Engine::Running(engine)),
             subs: s,
             loaded_kernels: std::sync::Mutex::new(Vec::new()),
+            rec,
         })
     }
 
@@ -540,30 +565,19 @@ impl DfxSession {
         let t0 = std::time::Instant::now();
         let ms = |t: std::time::Instant| t.elapsed().as_secs_f64() * 1e3;
         let c = self.chip;
-        let w = c.aic + c.aiv;
-        let core_types =
-            (0..w).map(|i| if i < c.aic { CoreType::Aic } else { CoreType::Aiv }).collect();
-        let mut meta = RunMeta::new(c.arch.name(), c.arch.profile().clock_hz, core_types);
-        let scheds = c.threads.max(2) - 1;
-        meta.core_to_thread = (0..w).map(|i| (cluster_of(i, c.aic) % scheds) as i32).collect();
-        let mut m = RunModel::new(meta);
-        m.kernels = crate::device::kernels::KERNELS
-            .iter()
-            .map(|k| (k.id as i32, k.name.to_string()))
-            .collect();
         let loaded =
             std::mem::take(&mut *self.loaded_kernels.lock().unwrap_or_else(|p| p.into_inner()));
-        m.kernels.extend(loaded.into_iter().map(|(id, name)| (id as i32, name)));
+        let kernels = crate::device::kernels::KERNELS
+            .iter()
+            .map(|k| (k.id as i32, k.name.to_string()))
+            .chain(loaded.into_iter().map(|(id, name)| (id as i32, name)))
+            .collect::<Vec<_>>();
         let budget = match self.opts.policy {
             Policy::Block => c.arch.profile().dfx_backpressure_budget_cycles,
             Policy::Drop => self.opts.drop_wait_cycles.unwrap_or(c.arch.profile().clock_hz / 1000),
         };
-        m.loss = LossAccounting {
-            policy: self.opts.policy.into(),
-            budget_cycles: budget,
-            lanes: Vec::new(),
-            run: None,
-        };
+        let policy = self.opts.policy.into();
+        let m = base_model(&c, kernels.iter().cloned(), policy, budget);
         use Subsystem::ChipSwimlane;
         let mut report = match self.engine {
             Some(Engine::Running(e)) => e.try_stop()?,
@@ -596,8 +610,58 @@ impl DfxSession {
             // Relaxed: device counters read after the run (the join orders them).
             .map(|a| a.dropped().load(Ordering::Relaxed))
             .sum();
+        if let Some(rec) = &self.rec {
+            // The session's end beside its records: what a model rebuilt from the native
+            // profile alone takes (`models_from_recording`).
+            let end = native::SessionEnd::of(
+                &taken,
+                &c,
+                &self.opts,
+                kernels,
+                policy,
+                budget,
+                arena_drops,
+                per_run,
+            );
+            let json = serde_json::to_vec(&end).map_err(|e| CollectError::Native(e.to_string()))?;
+            rec.append(ferry_profile::recorder::Stream::Meta, META_SESSION, 0, &json);
+        }
+        build_models(m, taken, &c, &self.opts, arena_drops, per_run)
+    }
+}
+
+/// The model a session's records go into: the chip's metadata, the kernels' names, the loss
+/// accounting's policy and budget.
+fn base_model(
+    c: &DfxChip,
+    kernels: impl Iterator<Item = (i32, String)>,
+    policy: ferry_profile::LossPolicy,
+    budget: u64,
+) -> RunModel {
+    let w = c.aic + c.aiv;
+    let core_types =
+        (0..w).map(|i| if i < c.aic { CoreType::Aic } else { CoreType::Aiv }).collect();
+    let mut meta = RunMeta::new(c.arch.name(), c.arch.profile().clock_hz, core_types);
+    let scheds = c.threads.max(2) - 1;
+    meta.core_to_thread = (0..w).map(|i| (cluster_of(i, c.aic) % scheds) as i32).collect();
+    let mut m = RunModel::new(meta);
+    m.kernels = kernels.collect();
+    m.loss = LossAccounting { policy, budget_cycles: budget, lanes: Vec::new(), run: None };
+    m
+}
+
+/// The models of a stopped session's regions: one, or one per run (`per_run`).
+fn build_models(
+    m: RunModel,
+    taken: runs::Regions,
+    chip: &DfxChip,
+    opts: &DfxOptions,
+    arena_drops: u64,
+    per_run: bool,
+) -> Result<Vec<RunModel>, DfxError> {
+    let t0 = std::time::Instant::now();
+    {
         let runs = if per_run { taken.runs()? } else { 1 };
-        let (opts, chip) = (&self.opts, &c);
         if runs <= 1 {
             return Ok(vec![runs::build(m, taken, chip, opts, arena_drops, t0)?]);
         }

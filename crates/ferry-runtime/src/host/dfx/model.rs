@@ -221,7 +221,7 @@ pub(super) fn args_dump(
 
 /// Takes one region's report off the engine: its loss lines go into `loss`, its shards' records
 /// are merged per lane.
-pub(super) fn take<R: Record>(
+pub(super) fn take<R: Record + ferry_profile::recorder::Packed>(
     report: &mut ferry_dfx::EngineReport,
     sub: Sub<R, LaneRecords<R>>,
     subsystem: Subsystem,

@@ -86,6 +86,8 @@ impl ArgsLane {
 }
 
 pub(super) struct ArgsSink {
+    /// The native profile each buffer's chain words are also sealed into, when recording.
+    pub(super) rec: Option<Arc<ferry_profile::recorder::Recorder>>,
     arenas: Vec<Arc<ArgsArena>>,
     consumed: Arc<Vec<AtomicU64>>,
     pub(super) lanes: Vec<ArgsLane>,
@@ -100,6 +102,7 @@ impl ArgsSink {
     pub(super) fn new(arenas: Vec<Arc<ArgsArena>>, consumed: Arc<Vec<AtomicU64>>) -> Self {
         let lanes = (0..arenas.len()).map(|_| ArgsLane::default()).collect();
         ArgsSink {
+            rec: None,
             arenas,
             consumed,
             lanes,
@@ -128,6 +131,9 @@ impl ArgsSink {
 impl CollectSink<u64> for ArgsSink {
     fn on_buffer_collected(&mut self, b: &CollectedBuffer<'_, u64>) {
         let t = b.lane as usize;
+        if let Some(rec) = &self.rec {
+            rec.append(ferry_profile::recorder::Stream::Args, b.lane, b.seq, b.records);
+        }
         let (Some(out), arena) = (self.lanes.get_mut(t), self.arenas.get(t)) else { return };
         let span = out.words.append_whole(b.records);
         out.buffers.push(span);

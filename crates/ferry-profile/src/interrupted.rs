@@ -1,0 +1,175 @@
+//! A run that never finished, read from its native profile: what `ferry report` says of a
+//! directory whose manifest never completed (a run killed, or one whose process ended in a
+//! kernel), by the recovery rule of [`crate::recorder`].
+use std::path::{Path, PathBuf};
+
+use ferry_fs::Dir;
+use serde::Serialize;
+
+use crate::recorder::{read_recording, Recording, RecordingError, Stream, RECORD_FILE};
+use crate::{Manifest, ManifestError, MAX_RECORDS_FILE_BYTES};
+
+/// Why an interrupted run's directory could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum InterruptedError {
+    /// The directory or its manifest.
+    #[error(transparent)]
+    Manifest(#[from] ManifestError),
+    /// The native profile.
+    #[error(transparent)]
+    Recording(#[from] RecordingError),
+}
+
+/// How an interrupted run ended, as the report's `outcome` says it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct InterruptedOutcome {
+    /// Always `"interrupted"`.
+    pub status: &'static str,
+}
+
+/// One stream's records in an interrupted run's native profile.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct StreamCount {
+    /// The stream ([`Stream::name`]).
+    pub stream: &'static str,
+    /// Lanes with records.
+    pub lanes: usize,
+    /// Records (8-byte words for `dep_gen` and `args`).
+    pub records: u64,
+}
+
+/// What the native profile of an interrupted run holds: every chunk sealed before the run
+/// ended (`ferry report DIR` and its `--json`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct InterruptedReport {
+    /// `{"status": "interrupted"}`.
+    pub outcome: InterruptedOutcome,
+    /// The run's directory.
+    pub dir: PathBuf,
+    /// The native profile's path.
+    pub native_profile: PathBuf,
+    /// Sealed chunks recovered.
+    pub sealed_chunks: u64,
+    /// Records in them.
+    pub records: u64,
+    /// Bytes after the last sealed chunk (a chunk torn by the end), ignored.
+    pub torn_bytes: u64,
+    /// Per stream that has records, in stream order.
+    pub streams: Vec<StreamCount>,
+}
+
+impl InterruptedReport {
+    /// The report of `rec`, the native profile `file` of the run in `dir`.
+    pub fn of(dir: &Path, file: PathBuf, rec: &Recording) -> InterruptedReport {
+        let streams = Stream::ALL
+            .into_iter()
+            .filter(|&s| rec.count(s) > 0)
+            .map(|s| StreamCount {
+                stream: s.name(),
+                lanes: rec.per_lane(s).len(),
+                records: rec.count(s),
+            })
+            .collect();
+        InterruptedReport {
+            outcome: InterruptedOutcome { status: "interrupted" },
+            dir: dir.to_path_buf(),
+            native_profile: file,
+            sealed_chunks: rec.chunks.len() as u64,
+            records: rec.total(),
+            torn_bytes: rec.torn_bytes,
+            streams,
+        }
+    }
+
+    /// The report as text.
+    pub fn text(&self) -> String {
+        let mut s = format!(
+            "run interrupted: the run writing {} never finished (its manifest is incomplete)\n\
+             {} holds {} sealed chunks, {} records; {} torn bytes after them ignored\n\n",
+            self.dir.display(),
+            self.native_profile.display(),
+            self.sealed_chunks,
+            self.records,
+            self.torn_bytes
+        );
+        s.push_str(&format!("{:<10} {:>6} {:>12}\n", "stream", "lanes", "records"));
+        for c in &self.streams {
+            s.push_str(&format!("{:<10} {:>6} {:>12}\n", c.stream, c.lanes, c.records));
+        }
+        s
+    }
+}
+
+/// The native profile of the run in `dir` when that run never finished: `dir`'s manifest is
+/// incomplete and the directory holds [`RECORD_FILE`]. `None` otherwise (a finished run, a
+/// directory without a manifest or without a native profile: the usual readers apply). The
+/// file is opened through the directory's handle without following a link, and read no further
+/// than [`MAX_RECORDS_FILE_BYTES`].
+///
+/// # Errors
+/// [`InterruptedError::Manifest`] when the native profile's place cannot be looked at,
+/// [`InterruptedError::Recording`] for a native profile that cannot be read.
+pub fn open_interrupted(dir: &Path) -> Result<Option<InterruptedReport>, InterruptedError> {
+    // A directory or manifest that cannot be read is the usual readers' to refuse, in their
+    // words: only the native profile of an unfinished run is read here.
+    let Ok(handle) = Dir::open(dir) else { return Ok(None) };
+    let Ok(Some(m)) = Manifest::read_in(&handle) else { return Ok(None) };
+    if m.complete || handle.stat(RECORD_FILE).map_err(ManifestError::from)?.is_none() {
+        return Ok(None);
+    }
+    let rec = read_recording(&handle, RECORD_FILE, MAX_RECORDS_FILE_BYTES)?;
+    Ok(Some(InterruptedReport::of(dir, handle.join(RECORD_FILE), &rec)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::recorder::{FsyncPolicy, Recorder};
+    use crate::OutDir;
+
+    fn tmpdir(tag: &str) -> PathBuf {
+        let d =
+            std::env::temp_dir().join(format!("ferry-interrupted-{tag}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        d
+    }
+
+    /// A run whose manifest never completed reads as interrupted with what it sealed; the
+    /// same directory once committed does not.
+    #[test]
+    fn an_unfinished_run_with_a_native_profile_is_interrupted() {
+        let d = tmpdir("unfinished");
+        let mut out = OutDir::claim(&d, &[]).unwrap();
+        out.begin("r", &["ferry".into()], "a2a3", &[RECORD_FILE.into()]).unwrap();
+        let rec = Recorder::create(out.dir(), RECORD_FILE, FsyncPolicy::Never).unwrap();
+        rec.append(Stream::DepGen, 0, 0, &[1u64, 2, 3]);
+        rec.append(Stream::Args, 2, 0, &[4u64]);
+        let r = open_interrupted(&d).unwrap().expect("interrupted");
+        assert_eq!((r.sealed_chunks, r.records, r.torn_bytes), (2, 4, 0));
+        assert_eq!(r.outcome.status, "interrupted");
+        let names: Vec<_> = r.streams.iter().map(|s| (s.stream, s.records)).collect();
+        assert_eq!(names, [("dep_gen", 3), ("args", 1)]);
+        assert!(r.text().contains("run interrupted"), "{}", r.text());
+        out.record(RECORD_FILE, rec.finish().unwrap());
+        out.commit().unwrap();
+        assert!(open_interrupted(&d).unwrap().is_none());
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    /// Without a manifest, or without the native profile, the usual readers apply; a link
+    /// planted under the native profile's name is refused, not followed.
+    #[test]
+    fn other_directories_are_not_interrupted_runs() {
+        let d = tmpdir("other");
+        assert!(open_interrupted(&d).unwrap().is_none(), "no directory: the usual readers say so");
+        std::fs::create_dir_all(&d).unwrap();
+        assert!(open_interrupted(&d).unwrap().is_none());
+        let mut out = OutDir::claim(&d, &[]).unwrap();
+        out.begin("r", &["ferry".into()], "a2a3", &[]).unwrap();
+        assert!(open_interrupted(&d).unwrap().is_none());
+        std::os::unix::fs::symlink("/etc/passwd", d.join(RECORD_FILE)).unwrap();
+        let e = open_interrupted(&d).unwrap_err();
+        assert!(e.to_string().contains("native profile"), "{e}");
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+}

@@ -1,0 +1,572 @@
+//! The native profile: a flight recorder written while the run runs.
+//!
+//! Every buffer a DFX collector hands its sink is also appended, as one *chunk* of fixed-size
+//! binary records, to [`RECORD_FILE`] in the run's directory. A chunk is sealed when it is
+//! whole on the file: a 32-byte header (its length, what it holds, and the XXH3-64 of header and
+//! payload) followed by the payload. After a crash the file holds every sealed chunk; a reader
+//! ([`read_recording`]) recovers them and ignores a torn tail.
+//!
+//! # Layout (little-endian)
+//!
+//! | bytes | what |
+//! |---|---|
+//! | 16 | file header: `FERRYREC`, format [`RECORD_FORMAT`] (u32), 0 (u32) |
+//! | 32 | chunk header: `FRCK` (u32), payload bytes (u32), [`Stream`] (u16), record bytes (u16), lane (u32), buffer sequence number (u32), records (u32), XXH3-64 of the header's first 24 bytes and the payload (u64) |
+//! | payload | `records` × the stream's [`Stream::record_bytes`] |
+//!
+//! Each record keeps the device record's fields and drops its padding ([`Packed`]).
+//!
+//! # The recovery rule
+//!
+//! A reader takes the longest prefix of chunks that are whole and whose checksum, stream, sizes
+//! and magic are right; the rest of the file is the torn tail, ignored and counted
+//! ([`Recording::torn_bytes`]). A chunk is appended with one write after the one before it was
+//! whole, so a crash can only tear the last one.
+//!
+//! # Writing
+//!
+//! A [`Recorder`] is created through the run directory's handle ([`ferry_fs::Dir::create_new`]:
+//! `O_CREAT|O_EXCL|O_NOFOLLOW`, never through a link) and shared by every collector sink. A
+//! failed write stops the recording (the run goes on); [`Recorder::finish`] reports it.
+use std::fs::File;
+use std::io::Write;
+use std::sync::Mutex;
+
+use ferry_abi::records::{
+    AicoreTaskRecord, AicpuTaskRecord, OrchPhaseRecord, PmuRecord, SchedPhaseRecord,
+    ScopeStatsRecord, PMU_MAX_COUNTERS,
+};
+use ferry_fs::{Dir, FsError};
+use xxhash_rust::xxh3::Xxh3;
+
+use super::Written;
+
+pub use super::recorder_read::{
+    read_recording, read_recording_bytes, ChunkInfo, Recording, RecordingError,
+};
+
+/// File name of the native profile in a run's directory.
+pub const RECORD_FILE: &str = "profile.ferry";
+/// Format version in the file header.
+pub const RECORD_FORMAT: u32 = 1;
+/// The file header's magic.
+pub(crate) const FILE_MAGIC: &[u8; 8] = b"FERRYREC";
+/// Bytes of the file header.
+pub const FILE_HEADER_BYTES: usize = 16;
+/// A chunk header's magic (`FRCK`).
+pub(crate) const CHUNK_MAGIC: u32 = u32::from_le_bytes(*b"FRCK");
+/// Bytes of a chunk header.
+pub const CHUNK_HEADER_BYTES: usize = 32;
+/// The most payload bytes one chunk holds (a reader refuses more before it allocates).
+pub const MAX_CHUNK_PAYLOAD: u32 = 16 << 20;
+
+/// Environment variable of the crash test hook: with `N`, the recorder seals `N` chunks, writes
+/// half of the next one and sends its own process SIGKILL, after printing how many chunks and
+/// records it sealed (`ferry: recorder: killed after N sealed chunks, R records`). For tests of
+/// the recovery rule; never set it otherwise.
+pub const KILL_AFTER_CHUNK_ENV: &str = "FERRY_TEST_KILL_AFTER_CHUNK";
+
+/// What a chunk holds: the record type of one DFX region.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[repr(u16)]
+pub enum Stream {
+    /// ChipSwimlane AICore task records, per core.
+    Aicore = 1,
+    /// ChipSwimlane AICPU dispatch/finish records, per core.
+    Aicpu = 2,
+    /// ChipSwimlane scheduler phases, per scheduler thread.
+    Sched = 3,
+    /// ChipSwimlane orchestrator submit envelopes.
+    Orch = 4,
+    /// PMU rows, per core.
+    Pmu = 5,
+    /// DepGen chain words (8 bytes each).
+    DepGen = 6,
+    /// ScopeStats records.
+    Scope = 7,
+    /// ArgsDump chain words (8 bytes each), per scheduler thread.
+    Args = 8,
+    /// Bytes the records are read with (one byte per record): the session's end, sealed when
+    /// it stops (the lane says which).
+    Meta = 9,
+}
+
+impl Stream {
+    /// Every stream, in id order.
+    pub const ALL: [Stream; 9] = [
+        Stream::Aicore,
+        Stream::Aicpu,
+        Stream::Sched,
+        Stream::Orch,
+        Stream::Pmu,
+        Stream::DepGen,
+        Stream::Scope,
+        Stream::Args,
+        Stream::Meta,
+    ];
+
+    /// The stream of id `id`.
+    pub fn from_id(id: u16) -> Option<Stream> {
+        Stream::ALL.into_iter().find(|s| *s as u16 == id)
+    }
+
+    /// Bytes of one record of this stream on disk.
+    pub fn record_bytes(self) -> usize {
+        match self {
+            Stream::Aicore => AicoreTaskRecord::BYTES,
+            Stream::Aicpu => AicpuTaskRecord::BYTES,
+            Stream::Sched => SchedPhaseRecord::BYTES,
+            Stream::Orch => OrchPhaseRecord::BYTES,
+            Stream::Pmu => PmuRecord::BYTES,
+            Stream::DepGen | Stream::Args => u64::BYTES,
+            Stream::Scope => ScopeStatsRecord::BYTES,
+            Stream::Meta => u8::BYTES,
+        }
+    }
+
+    /// The stream's name (`ferry report`'s lines).
+    pub fn name(self) -> &'static str {
+        match self {
+            Stream::Aicore => "aicore",
+            Stream::Aicpu => "aicpu",
+            Stream::Sched => "sched",
+            Stream::Orch => "orch",
+            Stream::Pmu => "pmu",
+            Stream::DepGen => "dep_gen",
+            Stream::Scope => "scope",
+            Stream::Args => "args",
+            Stream::Meta => "meta",
+        }
+    }
+}
+
+/// A device record as the native profile stores it: its fields, little-endian, without padding.
+pub trait Packed: Copy {
+    /// Bytes on disk.
+    const BYTES: usize;
+    /// Appends the record's [`BYTES`](Self::BYTES) bytes to `out`.
+    fn pack(&self, out: &mut Vec<u8>);
+    /// The record of `b` (exactly [`BYTES`](Self::BYTES) bytes).
+    fn unpack(b: &[u8]) -> Self;
+}
+
+/// Little-endian field reader over one packed record.
+struct Fields<'a>(&'a [u8]);
+
+impl Fields<'_> {
+    fn take<const N: usize>(&mut self) -> [u8; N] {
+        let (a, rest) = self.0.split_at(N);
+        self.0 = rest;
+        a.try_into().unwrap_or([0; N])
+    }
+    fn u64(&mut self) -> u64 {
+        u64::from_le_bytes(self.take())
+    }
+    fn u32(&mut self) -> u32 {
+        u32::from_le_bytes(self.take())
+    }
+    fn i32(&mut self) -> i32 {
+        i32::from_le_bytes(self.take())
+    }
+    fn i16(&mut self) -> i16 {
+        i16::from_le_bytes(self.take())
+    }
+}
+
+impl Packed for u64 {
+    const BYTES: usize = 8;
+    fn pack(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.to_le_bytes());
+    }
+    fn unpack(b: &[u8]) -> Self {
+        Fields(b).u64()
+    }
+}
+
+impl Packed for u8 {
+    const BYTES: usize = 1;
+    fn pack(&self, out: &mut Vec<u8>) {
+        out.push(*self);
+    }
+    fn unpack(b: &[u8]) -> Self {
+        b[0]
+    }
+}
+
+impl Packed for AicoreTaskRecord {
+    const BYTES: usize = 32;
+    fn pack(&self, o: &mut Vec<u8>) {
+        o.extend_from_slice(&self.start_time.to_le_bytes());
+        o.extend_from_slice(&self.end_time.to_le_bytes());
+        o.extend_from_slice(&self.task_token_raw.to_le_bytes());
+        o.extend_from_slice(&self.reg_task_id.to_le_bytes());
+        o.extend_from_slice(&self.receive_to_start_cycles.to_le_bytes());
+    }
+    fn unpack(b: &[u8]) -> Self {
+        let mut f = Fields(b);
+        AicoreTaskRecord {
+            start_time: f.u64(),
+            end_time: f.u64(),
+            task_token_raw: f.u64(),
+            reg_task_id: f.u32(),
+            receive_to_start_cycles: f.u32(),
+        }
+    }
+}
+
+impl Packed for AicpuTaskRecord {
+    const BYTES: usize = 20;
+    fn pack(&self, o: &mut Vec<u8>) {
+        o.extend_from_slice(&self.dispatch_time.to_le_bytes());
+        o.extend_from_slice(&self.finish_time.to_le_bytes());
+        o.extend_from_slice(&self.reg_task_id.to_le_bytes());
+    }
+    fn unpack(b: &[u8]) -> Self {
+        let mut f = Fields(b);
+        AicpuTaskRecord {
+            dispatch_time: f.u64(),
+            finish_time: f.u64(),
+            reg_task_id: f.u32(),
+            _pad: [0; 3],
+        }
+    }
+}
+
+impl Packed for SchedPhaseRecord {
+    const BYTES: usize = 48;
+    fn pack(&self, o: &mut Vec<u8>) {
+        o.extend_from_slice(&self.start.to_le_bytes());
+        o.extend_from_slice(&self.end.to_le_bytes());
+        for v in [self.loop_iter, self.kind, self.tasks_processed] {
+            o.extend_from_slice(&v.to_le_bytes());
+        }
+        for v in self.phase_data {
+            o.extend_from_slice(&v.to_le_bytes());
+        }
+        for v in self.shared_depth_at_start.iter().chain(&self.shared_depth_at_end) {
+            o.extend_from_slice(&v.to_le_bytes());
+        }
+    }
+    fn unpack(b: &[u8]) -> Self {
+        let mut f = Fields(b);
+        SchedPhaseRecord {
+            start: f.u64(),
+            end: f.u64(),
+            loop_iter: f.u32(),
+            kind: f.u32(),
+            tasks_processed: f.u32(),
+            phase_data: [f.u32(), f.u32()],
+            shared_depth_at_start: [f.i16(), f.i16(), f.i16()],
+            shared_depth_at_end: [f.i16(), f.i16(), f.i16()],
+            ..SchedPhaseRecord::default()
+        }
+    }
+}
+
+impl Packed for OrchPhaseRecord {
+    const BYTES: usize = 28;
+    fn pack(&self, o: &mut Vec<u8>) {
+        o.extend_from_slice(&self.start.to_le_bytes());
+        o.extend_from_slice(&self.end.to_le_bytes());
+        o.extend_from_slice(&self.task_id.to_le_bytes());
+        o.extend_from_slice(&self.submit_idx.to_le_bytes());
+    }
+    fn unpack(b: &[u8]) -> Self {
+        let mut f = Fields(b);
+        OrchPhaseRecord {
+            start: f.u64(),
+            end: f.u64(),
+            task_id: f.u64(),
+            submit_idx: f.u32(),
+            ..OrchPhaseRecord::default()
+        }
+    }
+}
+
+impl Packed for PmuRecord {
+    const BYTES: usize = 24 + 4 * PMU_MAX_COUNTERS;
+    fn pack(&self, o: &mut Vec<u8>) {
+        o.extend_from_slice(&self.task_id.to_le_bytes());
+        o.extend_from_slice(&self.func_id.to_le_bytes());
+        o.extend_from_slice(&self.core_type.to_le_bytes());
+        o.extend_from_slice(&self.pmu_total_cycles.to_le_bytes());
+        for v in self.counters {
+            o.extend_from_slice(&v.to_le_bytes());
+        }
+    }
+    fn unpack(b: &[u8]) -> Self {
+        let mut f = Fields(b);
+        let mut r = PmuRecord {
+            task_id: f.u64(),
+            func_id: f.u32(),
+            core_type: f.i32(),
+            pmu_total_cycles: f.u64(),
+            ..PmuRecord::default()
+        };
+        for c in &mut r.counters {
+            *c = f.u32();
+        }
+        r
+    }
+}
+
+impl Packed for ScopeStatsRecord {
+    const BYTES: usize = 80;
+    fn pack(&self, o: &mut Vec<u8>) {
+        o.extend_from_slice(&self.site_file_basename);
+        o.extend_from_slice(&self.heap_start.to_le_bytes());
+        o.extend_from_slice(&self.heap_end.to_le_bytes());
+        for v in [
+            self.site_line,
+            self.task_start,
+            self.task_end,
+            self.dep_pool_start,
+            self.dep_pool_end,
+            self.tensormap_used,
+        ] {
+            o.extend_from_slice(&v.to_le_bytes());
+        }
+        for v in [self.depth, self.ring_id, self.phase, 0] {
+            o.extend_from_slice(&v.to_le_bytes());
+        }
+    }
+    fn unpack(b: &[u8]) -> Self {
+        let mut f = Fields(b);
+        ScopeStatsRecord {
+            site_file_basename: f.take(),
+            heap_start: f.u64(),
+            heap_end: f.u64(),
+            site_line: f.i32(),
+            task_start: f.i32(),
+            task_end: f.i32(),
+            dep_pool_start: f.i32(),
+            dep_pool_end: f.i32(),
+            tensormap_used: f.i32(),
+            depth: f.i16(),
+            ring_id: f.i16(),
+            phase: f.i16(),
+            ..ScopeStatsRecord::default()
+        }
+    }
+}
+
+/// When the recorder forces sealed chunks to the disk (`fsync`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum FsyncPolicy {
+    /// Never while the run runs (the page cache survives a killed process; only a machine's
+    /// crash loses the unsynced chunks): the default.
+    #[default]
+    Never,
+    /// After every `n`-th sealed chunk (1: every chunk).
+    Every(u32),
+}
+
+/// Why the native profile could not be written.
+#[derive(Debug, thiserror::Error)]
+pub enum RecorderError {
+    /// Creating the file.
+    #[error("creating the native profile")]
+    Create(#[source] FsError),
+    /// Writing or syncing it.
+    #[error("writing the native profile {path}")]
+    Write {
+        /// The file.
+        path: String,
+        /// The error.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// Counts of what a [`Recorder`] sealed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Sealed {
+    /// Chunks.
+    pub chunks: u64,
+    /// Records (words for the DepGen and ArgsDump streams).
+    pub records: u64,
+    /// Bytes of the file, its header included.
+    pub bytes: u64,
+    /// `fsync`s the policy made.
+    pub syncs: u64,
+}
+
+/// The native profile's writer, shared by every collector sink of a session.
+#[derive(Debug)]
+pub struct Recorder {
+    state: Mutex<State>,
+    path: String,
+}
+
+struct State {
+    file: File,
+    /// XXH3-64 of the whole file so far (for the manifest).
+    hash: Xxh3,
+    sealed: Sealed,
+    policy: FsyncPolicy,
+    since_sync: u32,
+    scratch: Vec<u8>,
+    error: Option<std::io::Error>,
+    kill_after: Option<u64>,
+}
+
+impl Recorder {
+    /// Creates `rel` (one component) in `dir` (`O_CREAT|O_EXCL|O_NOFOLLOW`: an existing file or
+    /// link under that name is an error) and writes the file header.
+    ///
+    /// # Errors
+    /// [`RecorderError::Create`], or [`RecorderError::Write`] for the header.
+    pub fn create(dir: &Dir, rel: &str, policy: FsyncPolicy) -> Result<Recorder, RecorderError> {
+        let mut file = dir.create_new(rel).map_err(RecorderError::Create)?;
+        let path = dir.join(rel).display().to_string();
+        let mut head = Vec::with_capacity(FILE_HEADER_BYTES);
+        head.extend_from_slice(FILE_MAGIC);
+        head.extend_from_slice(&RECORD_FORMAT.to_le_bytes());
+        head.extend_from_slice(&0u32.to_le_bytes());
+        file.write_all(&head)
+            .map_err(|source| RecorderError::Write { path: path.clone(), source })?;
+        let mut hash = Xxh3::new();
+        hash.update(&head);
+        let kill_after = std::env::var(KILL_AFTER_CHUNK_ENV).ok().and_then(|v| v.parse().ok());
+        let sealed = Sealed { bytes: head.len() as u64, ..Sealed::default() };
+        let state = State {
+            file,
+            hash,
+            sealed,
+            policy,
+            since_sync: 0,
+            scratch: Vec::new(),
+            error: None,
+            kill_after,
+        };
+        Ok(Recorder { state: Mutex::new(state), path })
+    }
+
+    /// Seals `records`, buffer `seq` of `lane` of `stream`, as one chunk at the file's end. An
+    /// empty buffer writes nothing; after a failed write nothing more is written.
+    ///
+    /// # Panics
+    /// When `R`'s size is not `stream`'s record size.
+    pub fn append<R: Packed>(&self, stream: Stream, lane: u32, seq: u32, records: &[R]) {
+        assert_eq!(R::BYTES, stream.record_bytes(), "record type of {stream:?}");
+        if records.is_empty() {
+            return;
+        }
+        let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        if s.error.is_some() {
+            return;
+        }
+        // One chunk per collected buffer; a buffer above the chunk limit (none of the default
+        // pools comes near) is split.
+        let per_chunk = (MAX_CHUNK_PAYLOAD as usize / R::BYTES).max(1);
+        for part in records.chunks(per_chunk) {
+            let mut buf = std::mem::take(&mut s.scratch);
+            encode_chunk(&mut buf, stream, lane, seq, part);
+            let r = s.seal(&buf, part.len() as u64);
+            s.scratch = buf;
+            if let Err(e) = r {
+                s.error = Some(e);
+                return;
+            }
+        }
+    }
+
+    /// What was sealed so far.
+    pub fn sealed(&self) -> Sealed {
+        self.state.lock().unwrap_or_else(|p| p.into_inner()).sealed
+    }
+
+    /// Ends the recording: syncs the file and returns its size and hash for the manifest.
+    ///
+    /// # Errors
+    /// The first failed write, or the sync.
+    pub fn finish(&self) -> Result<Written, RecorderError> {
+        let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let err = |source| RecorderError::Write { path: self.path.clone(), source };
+        if let Some(e) = s.error.take() {
+            return Err(err(e));
+        }
+        s.file.sync_all().map_err(err)?;
+        Ok(Written { bytes: s.sealed.bytes, xxh3: s.hash.digest() })
+    }
+}
+
+impl std::fmt::Debug for State {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("State").field("sealed", &self.sealed).finish_non_exhaustive()
+    }
+}
+
+impl State {
+    /// Appends one encoded chunk (`buf`, holding `records`) and syncs it per the policy.
+    fn seal(&mut self, buf: &[u8], records: u64) -> std::io::Result<()> {
+        if self.kill_after.is_some_and(|n| self.sealed.chunks >= n) {
+            self.kill(buf);
+        }
+        self.file.write_all(buf)?;
+        self.hash.update(buf);
+        self.sealed.chunks += 1;
+        self.sealed.records += records;
+        self.sealed.bytes += buf.len() as u64;
+        if let FsyncPolicy::Every(n) = self.policy {
+            self.since_sync += 1;
+            if self.since_sync >= n.max(1) {
+                self.since_sync = 0;
+                self.file.sync_data()?;
+                self.sealed.syncs += 1;
+            }
+        }
+        Ok(())
+    }
+
+    /// The crash test hook ([`KILL_AFTER_CHUNK_ENV`]): half of `next` goes to the file (a torn
+    /// tail), then the process is killed.
+    fn kill(&mut self, next: &[u8]) -> ! {
+        let _ = self.file.write_all(&next[..next.len() / 2]);
+        eprintln!(
+            "ferry: recorder: killed after {} sealed chunks, {} records",
+            self.sealed.chunks, self.sealed.records
+        );
+        // SAFETY: `raise` has no memory-safety preconditions; SIGKILL ends the process here.
+        unsafe { libc::raise(libc::SIGKILL) };
+        std::process::abort()
+    }
+}
+
+/// Encodes one chunk of `records` into `buf` (cleared first).
+pub(crate) fn encode_chunk<R: Packed>(
+    buf: &mut Vec<u8>,
+    stream: Stream,
+    lane: u32,
+    seq: u32,
+    records: &[R],
+) {
+    buf.clear();
+    let payload = (records.len() * R::BYTES) as u32;
+    buf.reserve(CHUNK_HEADER_BYTES + payload as usize);
+    buf.extend_from_slice(&CHUNK_MAGIC.to_le_bytes());
+    buf.extend_from_slice(&payload.to_le_bytes());
+    buf.extend_from_slice(&(stream as u16).to_le_bytes());
+    buf.extend_from_slice(&(R::BYTES as u16).to_le_bytes());
+    buf.extend_from_slice(&lane.to_le_bytes());
+    buf.extend_from_slice(&seq.to_le_bytes());
+    buf.extend_from_slice(&(records.len() as u32).to_le_bytes());
+    buf.extend_from_slice(&[0; 8]);
+    for r in records {
+        r.pack(buf);
+    }
+    let sum = chunk_sum(&buf[..24], &buf[CHUNK_HEADER_BYTES..]);
+    buf[24..32].copy_from_slice(&sum.to_le_bytes());
+}
+
+/// A chunk's checksum: XXH3-64 of its header's first 24 bytes, then its payload.
+pub(crate) fn chunk_sum(head: &[u8], payload: &[u8]) -> u64 {
+    let mut h = Xxh3::new();
+    h.update(head);
+    h.update(payload);
+    h.digest()
+}
+
+#[cfg(test)]
+#[path = "recorder_tests.rs"]
+mod tests;
