@@ -13,7 +13,8 @@
 //! | [`KERNEL_LIB_ABI_VERSION`] | the version the library records; ferry refuses a library of another version |
 //! | the raw records ([`KernelLibraryDesc`], [`KernelEntry`], [`DeviceCall`], [`HostCall`]) and the loader's checks | [`kernel_lib`], re-exported at the root |
 //! | [`DeviceServices`], `STATUS_*` | [`services`]: the AICPU OS's services table every loaded program receives, and the status codes its entries return |
-//! | [`DType`] | the scalar and element types, by code |
+//! | [`DType`] | the scalar and element types, by code, and their conversions (f16 and bf16 round to nearest, ties to even) |
+//! | [`layout`] | typed N-d views: the shape and operand words a view kernel reads its arguments' dtypes, shapes and strides from |
 //!
 //! The crate depends on nothing but `core` and `std`, so it builds on its own, outside ferry's
 //! checkout. Without its default `std` feature it is `no_std` and holds only the records,
@@ -81,11 +82,12 @@ extern crate std;
 
 mod dtype;
 pub mod kernel_lib;
+pub mod layout;
 #[cfg(feature = "std")]
 mod library;
 pub mod services;
 
-pub use dtype::DType;
+pub use dtype::{bf16_to_f32, f16_to_f32, f32_to_bf16, f32_to_f16, DType};
 pub use kernel_lib::{
     c_name, DeviceCall, DeviceKernelFn, HostCall, HostKernelFn, HostTensor, KernelEntry,
     KernelErrorRecord, KernelLibraryDesc, TensorArg, CORE_AIC, CORE_AIV, KERNEL_ERR_BAD_ADDRESS,
