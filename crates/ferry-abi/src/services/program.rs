@@ -274,8 +274,14 @@ pub const KERNEL_ADD_SCALAR: u32 = 4;
 pub const KERNEL_ATTN_PARTIAL: u32 = 5;
 /// Kernel id: merge of paged attention's partial states.
 pub const KERNEL_ATTN_MERGE: u32 = 6;
+/// Kernel id: `out = a + b` over typed N-d views (`ferry_kernel_abi::layout`), any dtype.
+pub const KERNEL_ADD_ND: u32 = 7;
+/// Kernel id: `out = a * b` over typed N-d views, any dtype.
+pub const KERNEL_MUL_ND: u32 = 8;
+/// Kernel id: `out = x` converted to `out`'s dtype, over typed N-d views.
+pub const KERNEL_CAST_ND: u32 = 9;
 /// Number of kernel ids (`0..KERNEL_COUNT`).
-pub const KERNEL_COUNT: u32 = 7;
+pub const KERNEL_COUNT: u32 = 10;
 
 /// Arguments of one elementwise kernel call, over device addresses.
 ///

@@ -35,6 +35,7 @@ pub mod sched;
 pub mod services;
 pub mod task;
 pub mod tensor_map;
+pub mod view_kernels;
 pub mod workload;
 
 /// `x % n` (`n > 0`): a mask when `n` is a power of two (the task window and the ArgsDump arenas
