@@ -528,6 +528,11 @@ impl Workload {
         self.tensors.iter().map(|t| t.name.as_str())
     }
 
+    /// Tensor element counts, by `TensorId`.
+    pub fn tensor_elems(&self) -> impl Iterator<Item = u64> + '_ {
+        self.tensors.iter().map(|t| t.elems)
+    }
+
     /// Tensor dtypes, by `TensorId`.
     pub fn tensor_dtypes(&self) -> impl Iterator<Item = DType> + '_ {
         self.tensors.iter().map(|t| t.dtype)
