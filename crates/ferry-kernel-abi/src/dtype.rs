@@ -294,7 +294,7 @@ mod tests {
     /// edges and the rounding ties.
     #[test]
     fn f32_narrows_like_the_half_crate() {
-        let mut check = |x: u32| {
+        let check = |x: u32| {
             let v = f32::from_bits(x);
             let (g16, w16) = (f32_to_f16(v), half::f16::from_f32(v).to_bits());
             let (gb, wb) = (f32_to_bf16(v), half::bf16::from_f32(v).to_bits());

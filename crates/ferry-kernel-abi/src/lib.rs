@@ -9,6 +9,7 @@
 //! |---|---|
 //! | [`kernel_library!`] | declares the library: name, and per kernel its name, core kind, tensor-count range, scalar dtypes, most SPMD blocks, device entry and host reference |
 //! | [`DeviceArgs`] / [`DeviceTensor`] | what a device entry sees: its block, scalars, and bounds-checked views of its tensors in device memory |
+//! | [`DeviceView`] / [`host_view`] | a view kernel's tensors as typed N-d views, by element, on the device and in its host reference |
 //! | [`KernelError`] | what a kernel returns when its arguments do not fit; it becomes a typed fault of the run |
 //! | [`KERNEL_LIB_ABI_VERSION`] | the version the library records; ferry refuses a library of another version |
 //! | the raw records ([`KernelLibraryDesc`], [`KernelEntry`], [`DeviceCall`], [`HostCall`]) and the loader's checks | [`kernel_lib`], re-exported at the root |
@@ -86,14 +87,16 @@ pub mod layout;
 #[cfg(feature = "std")]
 mod library;
 pub mod services;
+#[cfg(feature = "std")]
+mod view;
 
 pub use dtype::{bf16_to_f32, f16_to_f32, f32_to_bf16, f32_to_f16, DType};
 pub use kernel_lib::{
     c_name, DeviceCall, DeviceKernelFn, HostCall, HostKernelFn, HostTensor, KernelEntry,
     KernelErrorRecord, KernelLibraryDesc, TensorArg, CORE_AIC, CORE_AIV, KERNEL_ERR_BAD_ADDRESS,
     KERNEL_ERR_MISSING_SCALAR, KERNEL_ERR_MISSING_TENSOR, KERNEL_ERR_NONE, KERNEL_ERR_PANIC,
-    KERNEL_ERR_SHAPE, KERNEL_LIB_ABI_VERSION, KERNEL_LIB_MAGIC, MAX_CALL_SCALARS, MAX_CALL_TENSORS,
-    NAME_BYTES,
+    KERNEL_ERR_SHAPE, KERNEL_ERR_VIEW, KERNEL_LIB_ABI_VERSION, KERNEL_LIB_MAGIC, MAX_CALL_SCALARS,
+    MAX_CALL_TENSORS, NAME_BYTES, SCALAR_VIEW_OPERAND, SCALAR_VIEW_SHAPE,
 };
 #[cfg(feature = "std")]
 pub use library::*;
@@ -101,3 +104,5 @@ pub use services::{
     DeviceServices, STATUS_BAD_ADDRESS, STATUS_INVALID_ARGUMENT, STATUS_OK, STATUS_PANIC,
     STATUS_RUNTIME_BASE,
 };
+#[cfg(feature = "std")]
+pub use view::{host_view, DeviceView, HostView};

@@ -108,8 +108,7 @@ impl KernelCatalog for BuiltinKernels {
 impl KernelCatalog for ferry_runtime::host::KernelRegistry {
     fn lookup(&self, name: &str) -> Option<KernelInfo> {
         let k = ferry_runtime::host::KernelRegistry::lookup(self, name)?;
-        // A built-in view kernel (a loaded kernel is never one).
-        let views = kernels::spec(k.id).is_some_and(|s| s.views);
+        let views = k.views;
         Some(KernelInfo {
             id: k.id,
             name: k.name,

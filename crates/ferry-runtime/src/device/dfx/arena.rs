@@ -242,8 +242,7 @@ fn tensor_arg<'a>(
 /// The dtype of tensor argument `i` of `task` (`bytes` bytes) and its one dimension, in elements
 /// of that dtype: a view kernel's operand word names the dtype (its argument is dumped as the
 /// contiguous range its view spans); every other kernel's tensors are f32.
-fn arg_dims(task: &ResolvedTask, i: usize, bytes: u64) -> (DType, [(u32, u32); 1]) {
-    let views = super::super::kernels::spec(task.kernel).is_some_and(|s| s.views);
+fn arg_dims(views: bool, task: &ResolvedTask, i: usize, bytes: u64) -> (DType, [(u32, u32); 1]) {
     let dtype = match task.scalars.get(1 + i) {
         Some(&w) if views && 1 + i < task.n_scalars as usize => {
             DType::from_u8((w & 0xf) as u8).unwrap_or(DType::UInt8)
@@ -290,7 +289,7 @@ impl ThreadDfx {
                     None => continue,
                 }
             }
-            self.chain_push(&tensor_arg(role, i, at, &arg_dims(task, i, bytes)));
+            self.chain_push(&tensor_arg(role, i, at, &arg_dims(self.views(task), task, i, bytes)));
         }
         if before && !level.marked_only {
             for (k, &v) in task.scalars[..task.n_scalars as usize].iter().enumerate() {
@@ -298,6 +297,12 @@ impl ThreadDfx {
             }
         }
         self.chain_emit();
+    }
+
+    /// Whether `task`'s kernel is a view kernel (built-in or loaded).
+    fn views(&self, task: &ResolvedTask) -> bool {
+        super::super::kernels::spec(task.kernel).is_some_and(|s| s.views)
+            || self.custom.is_view(task.kernel)
     }
 
     /// Scalar `k` of `task` (value bits `v`), typed by the kernel's signature: an f32 scalar
@@ -343,7 +348,7 @@ impl ThreadDfx {
                 continue;
             }
             fits = !(payload && bytes > 0);
-            let dims = arg_dims(task, i, bytes);
+            let dims = arg_dims(self.views(task), task, i, bytes);
             let arg = tensor_arg(role, i, (0, 0, false), &dims);
             match out.get_mut(len..).map(|o| args_dump::put_arg(o, &arg)) {
                 Some(Ok(n)) if fits => (len, args) = (len + n, args + 1),
