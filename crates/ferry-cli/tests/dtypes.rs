@@ -1,7 +1,7 @@
 //! `ferry run --workload examples/workloads/dtypes.toml`: int8, int32 and bf16 tensors through
 //! N-d views run and verify on both variants; the output tensors are written in their dtypes;
-//! the args dump records each argument's dtype and `ferry dump replay` reproduces every task;
-//! `ferry workload check` names the line of a view out of range.
+//! the args dump records each argument's dtype and `ferry dump replay` reproduces every task, in
+//! every dtype; `ferry workload check` names the line of a view out of range.
 use serde_json::Value;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -96,6 +96,82 @@ fn the_dtypes_workload_runs_verifies_dumps_and_replays_every_dtype() {
         assert_eq!(seen.len(), 4, "every dtype's output replayed: {seen:?}");
     }
     let _ = std::fs::remove_dir_all(&root);
+}
+
+/// Every dtype: an f32 iota cast to each of the nine others, then each added to itself in its
+/// own dtype; every task's dump replays, and the dump names all ten dtypes.
+#[test]
+fn args_dump_and_replay_round_trip_every_dtype() {
+    let _bound = ferry_watchdog::bound("the every-dtype workload through the CLI");
+    let d = tmp("every");
+    std::fs::create_dir_all(&d).unwrap();
+    let names = ["f16", "bf16", "int8", "int16", "int32", "int64", "uint8", "uint32", "uint64"];
+    let mut w = String::from(
+        "[workload]\nname = \"every\"\nverify = \"host-reference\"\n\
+         [[tensor]]\nname = \"src\"\nshape = [16]\ninit = { iota = { start = -3.0, step = 1.25 } }\n",
+    );
+    for n in names {
+        for t in ["c", "s"] {
+            w += &format!("[[tensor]]\nname = \"{t}_{n}\"\ndtype = \"{n}\"\nshape = [16]\n");
+        }
+    }
+    for n in names {
+        w += &format!(
+            "[[graph]]\nkernel = \"cast_nd\"\nargs = [{{ tensor = \"src\", role = \"input\" }}, \
+             {{ tensor = \"c_{n}\", role = \"output\" }}]\n\
+             [[graph]]\nkernel = \"add_nd\"\nargs = [{{ tensor = \"c_{n}\", role = \"input\", shape = [4, 4] }}, \
+             {{ tensor = \"c_{n}\", role = \"input\", shape = [4, 4] }}, \
+             {{ tensor = \"s_{n}\", role = \"output\", shape = [4, 4] }}]\n"
+        );
+    }
+    let f = d.join("every.toml");
+    std::fs::write(&f, w).unwrap();
+    let out = d.join("out");
+    let o = ferry()
+        .args(["run", "--workload"])
+        .arg(&f)
+        .args(["--dump-args", "2", "--out"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    // uint8 saturates the negative values to 0, int8 keeps them: -3 + -3 = -6.
+    assert_eq!(std::fs::read(out.join("s_int8.int8")).unwrap()[0], (-6i8) as u8);
+    assert_eq!(std::fs::read(out.join("s_uint8.uint8")).unwrap()[..3], [0, 0, 0]);
+    let dump: Value =
+        serde_json::from_slice(&std::fs::read(out.join("args_dump/args_dump.json")).unwrap())
+            .unwrap();
+    let dtypes: BTreeSet<&str> = dump["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|a| a["kind"] == "tensor")
+        .map(|a| a["dtype"].as_str().unwrap())
+        .collect();
+    assert_eq!(dtypes.len(), 10, "{dtypes:?}");
+    let mut replayed = BTreeSet::new();
+    for t in 0..18u64 {
+        let r = ferry()
+            .args(["dump", "replay"])
+            .arg(&out)
+            .args(["--task", &format!("{t:#x}")])
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&r.stdout).into_owned();
+        assert!(
+            r.status.success() && text.contains("all 1 outputs reproduced"),
+            "task {t}: {text}"
+        );
+        let dt = text.split_whitespace().skip_while(|w| *w != "16").nth(1).unwrap().to_string();
+        replayed.insert(dt);
+    }
+    assert_eq!(replayed.len(), 9, "each non-f32 dtype's outputs replayed: {replayed:?}");
+    let _ = std::fs::remove_dir_all(&d);
 }
 
 #[test]

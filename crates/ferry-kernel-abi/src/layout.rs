@@ -12,7 +12,7 @@
 //!
 //! Each argument's range starts at its view's first element; element `(i0, …, in-1)` of
 //! argument `k` lies at byte `size(dtype_k) · Σ i_d · stride_k,d` of the range, so the range
-//! must hold [`extent`] elements: a kernel checks that ([`Layout::check_fits`]) before it
+//! must hold [`extent`] elements: a kernel checks that ([`ViewLayout::check_fits`]) before it
 //! touches one.
 //!
 //! # Encoding
@@ -24,11 +24,11 @@
 //! and a contiguous one-dimensional operand word is `16 | dtype`.
 //!
 //! ```
-//! use ferry_kernel_abi::layout::{self, Layout};
+//! use ferry_kernel_abi::layout::{self, ViewLayout};
 //! use ferry_kernel_abi::DType;
 //! let shape = layout::encode_shape(&[3, 4]).unwrap();
 //! let op = layout::encode_operand(DType::Int8, &[8, 1]).unwrap();
-//! let l = Layout::decode(shape, &[op]).unwrap();
+//! let l = ViewLayout::decode(shape, &[op]).unwrap();
 //! assert_eq!(l.numel(), 12);
 //! assert_eq!(l.operand(0).dtype, DType::Int8);
 //! assert_eq!(layout::extent(l.shape(), &l.operand(0).strides[..2]), Some(2 * 8 + 3 + 1));
@@ -47,7 +47,7 @@ pub const MAX_OPERANDS: usize = crate::kernel_lib::MAX_CALL_SCALARS - 1;
 
 /// Why a view cannot be encoded, or words do not decode to one.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum LayoutError {
+pub enum ViewLayoutError {
     /// No dimensions, or more than [`MAX_VIEW_DIMS`].
     Dims {
         /// Dimensions given.
@@ -101,7 +101,7 @@ pub enum LayoutError {
     },
 }
 
-impl core::fmt::Display for LayoutError {
+impl core::fmt::Display for ViewLayoutError {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         match *self {
             Self::Dims { ndims } => {
@@ -128,7 +128,7 @@ impl core::fmt::Display for LayoutError {
     }
 }
 
-impl core::error::Error for LayoutError {}
+impl core::error::Error for ViewLayoutError {}
 
 fn field_max(bits: u32) -> u64 {
     (1u64 << bits) - 1
@@ -137,17 +137,17 @@ fn field_max(bits: u32) -> u64 {
 /// The shape word of `dims` (outermost first).
 ///
 /// # Errors
-/// [`LayoutError::Dims`], [`LayoutError::DimTooLarge`].
-pub fn encode_shape(dims: &[u64]) -> Result<u64, LayoutError> {
+/// [`ViewLayoutError::Dims`], [`ViewLayoutError::DimTooLarge`].
+pub fn encode_shape(dims: &[u64]) -> Result<u64, ViewLayoutError> {
     let n = dims.len();
     if n == 0 || n > MAX_VIEW_DIMS {
-        return Err(LayoutError::Dims { ndims: n });
+        return Err(ViewLayoutError::Dims { ndims: n });
     }
     let bits = SHAPE_BITS[n - 1];
     let mut w = (n - 1) as u64;
     for (i, &d) in dims.iter().enumerate() {
         if d > field_max(bits) {
-            return Err(LayoutError::DimTooLarge { dim: i, value: d, max: field_max(bits) });
+            return Err(ViewLayoutError::DimTooLarge { dim: i, value: d, max: field_max(bits) });
         }
         w |= d << (2 + bits * i as u32);
     }
@@ -157,17 +157,17 @@ pub fn encode_shape(dims: &[u64]) -> Result<u64, LayoutError> {
 /// The operand word of a view of `dtype` with `strides` (elements, outermost first).
 ///
 /// # Errors
-/// [`LayoutError::Dims`], [`LayoutError::StrideTooLarge`].
-pub fn encode_operand(dtype: DType, strides: &[u64]) -> Result<u64, LayoutError> {
+/// [`ViewLayoutError::Dims`], [`ViewLayoutError::StrideTooLarge`].
+pub fn encode_operand(dtype: DType, strides: &[u64]) -> Result<u64, ViewLayoutError> {
     let n = strides.len();
     if n == 0 || n > MAX_VIEW_DIMS {
-        return Err(LayoutError::Dims { ndims: n });
+        return Err(ViewLayoutError::Dims { ndims: n });
     }
     let bits = STRIDE_BITS[n - 1];
     let mut w = dtype as u64;
     for (i, &s) in strides.iter().enumerate() {
         if s > field_max(bits) {
-            return Err(LayoutError::StrideTooLarge { dim: i, value: s, max: field_max(bits) });
+            return Err(ViewLayoutError::StrideTooLarge { dim: i, value: s, max: field_max(bits) });
         }
         w |= s << (4 + bits * i as u32);
     }
@@ -186,9 +186,9 @@ pub fn extent(shape: &[u64], strides: &[u64]) -> Option<u64> {
         .try_fold(1u64, |acc, (&d, &s)| acc.checked_add((d - 1).checked_mul(s)?))
 }
 
-/// One operand of a decoded [`Layout`].
+/// One operand of a decoded [`ViewLayout`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Operand {
+pub struct OperandLayout {
     /// Its element type.
     pub dtype: DType,
     /// Its strides in elements (the first `ndims` used).
@@ -197,23 +197,23 @@ pub struct Operand {
 
 /// A decoded shape word and operand words: what a view kernel reads from its scalars.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Layout {
+pub struct ViewLayout {
     ndims: usize,
     dims: [u64; MAX_VIEW_DIMS],
-    operands: [Operand; MAX_OPERANDS],
+    operands: [OperandLayout; MAX_OPERANDS],
     n_operands: usize,
 }
 
-impl Layout {
+impl ViewLayout {
     /// Decodes the shape word and one operand word per tensor argument.
     ///
     /// # Errors
-    /// [`LayoutError::Operands`] for more than [`MAX_OPERANDS`], [`LayoutError::Dtype`] for an
+    /// [`ViewLayoutError::Operands`] for more than [`MAX_OPERANDS`], [`ViewLayoutError::Dtype`] for an
     /// unknown dtype code. (The fields are narrow enough that the element count never
     /// overflows: at most 2^62.)
-    pub fn decode(shape: u64, operands: &[u64]) -> Result<Layout, LayoutError> {
+    pub fn decode(shape: u64, operands: &[u64]) -> Result<ViewLayout, ViewLayoutError> {
         if operands.len() > MAX_OPERANDS {
-            return Err(LayoutError::Operands { operands: operands.len() });
+            return Err(ViewLayoutError::Operands { operands: operands.len() });
         }
         let ndims = (shape & 3) as usize + 1;
         let (sb, tb) = (SHAPE_BITS[ndims - 1], STRIDE_BITS[ndims - 1]);
@@ -221,16 +221,16 @@ impl Layout {
         for (i, d) in dims[..ndims].iter_mut().enumerate() {
             *d = (shape >> (2 + sb * i as u32)) & field_max(sb);
         }
-        let empty = Operand { dtype: DType::Float32, strides: [0; MAX_VIEW_DIMS] };
+        let empty = OperandLayout { dtype: DType::Float32, strides: [0; MAX_VIEW_DIMS] };
         let mut out = [empty; MAX_OPERANDS];
         for (o, &w) in out.iter_mut().zip(operands) {
             let code = (w & 0xf) as u8;
-            o.dtype = DType::from_u8(code).ok_or(LayoutError::Dtype { code })?;
+            o.dtype = DType::from_u8(code).ok_or(ViewLayoutError::Dtype { code })?;
             for (i, s) in o.strides[..ndims].iter_mut().enumerate() {
                 *s = (w >> (4 + tb * i as u32)) & field_max(tb);
             }
         }
-        Ok(Layout { ndims, dims, operands: out, n_operands: operands.len() })
+        Ok(ViewLayout { ndims, dims, operands: out, n_operands: operands.len() })
     }
 
     /// The shape, outermost first.
@@ -243,8 +243,8 @@ impl Layout {
         self.shape().iter().product()
     }
 
-    /// Operand `i` (zeros and f32 past the decoded ones).
-    pub fn operand(&self, i: usize) -> Operand {
+    /// OperandLayout `i` (zeros and f32 past the decoded ones).
+    pub fn operand(&self, i: usize) -> OperandLayout {
         self.operands.get(i).copied().unwrap_or(self.operands[0])
     }
 
@@ -256,27 +256,27 @@ impl Layout {
     /// Bytes operand `i`'s view spans from its first element to the end of its last.
     ///
     /// # Errors
-    /// [`LayoutError::Overflow`].
-    pub fn span_bytes(&self, i: usize) -> Result<u64, LayoutError> {
+    /// [`ViewLayoutError::Overflow`].
+    pub fn span_bytes(&self, i: usize) -> Result<u64, ViewLayoutError> {
         let o = self.operand(i);
         extent(self.shape(), &o.strides[..self.ndims])
             .and_then(|e| e.checked_mul(o.dtype.size() as u64))
-            .ok_or(LayoutError::Overflow)
+            .ok_or(ViewLayoutError::Overflow)
     }
 
     /// Checks that every operand's range (`ranges[i]` bytes) holds its view.
     ///
     /// # Errors
-    /// [`LayoutError::Range`] for the first that does not, [`LayoutError::Operands`] when the
+    /// [`ViewLayoutError::Range`] for the first that does not, [`ViewLayoutError::Operands`] when the
     /// counts differ.
-    pub fn check_fits(&self, ranges: &[u64]) -> Result<(), LayoutError> {
+    pub fn check_fits(&self, ranges: &[u64]) -> Result<(), ViewLayoutError> {
         if ranges.len() != self.n_operands {
-            return Err(LayoutError::Operands { operands: ranges.len() });
+            return Err(ViewLayoutError::Operands { operands: ranges.len() });
         }
         for (i, &have) in ranges.iter().enumerate() {
             let need = self.span_bytes(i)?;
             if need > have {
-                return Err(LayoutError::Range { operand: i, need, have });
+                return Err(ViewLayoutError::Range { operand: i, need, have });
             }
         }
         Ok(())
@@ -310,25 +310,25 @@ mod tests {
             let shape = encode_shape(&dims[..n]).unwrap();
             let a = encode_operand(DType::BFloat16, &strides[..n]).unwrap();
             let b = encode_operand(DType::UInt8, &[1; 4][..n]).unwrap();
-            let l = Layout::decode(shape, &[a, b]).unwrap();
+            let l = ViewLayout::decode(shape, &[a, b]).unwrap();
             assert_eq!(l.shape(), &dims[..n]);
             assert_eq!(&l.operand(0).strides[..n], &strides[..n]);
             assert_eq!((l.operand(0).dtype, l.operand(1).dtype), (DType::BFloat16, DType::UInt8));
             assert_eq!(
                 encode_shape(&[dmax + 1; 4][..n]),
-                Err(LayoutError::DimTooLarge { dim: 0, value: dmax + 1, max: dmax })
+                Err(ViewLayoutError::DimTooLarge { dim: 0, value: dmax + 1, max: dmax })
             );
             assert_eq!(
                 encode_operand(DType::Int8, &[smax + 1; 4][..n]),
-                Err(LayoutError::StrideTooLarge { dim: 0, value: smax + 1, max: smax })
+                Err(ViewLayoutError::StrideTooLarge { dim: 0, value: smax + 1, max: smax })
             );
             assert_eq!(
-                Layout::decode(encode_shape(&[dmax; 4][..n]).unwrap(), &[]).unwrap().shape()[0],
+                ViewLayout::decode(encode_shape(&[dmax; 4][..n]).unwrap(), &[]).unwrap().shape()[0],
                 dmax
             );
         }
-        assert_eq!(encode_shape(&[]), Err(LayoutError::Dims { ndims: 0 }));
-        assert_eq!(encode_shape(&[1; 5]), Err(LayoutError::Dims { ndims: 5 }));
+        assert_eq!(encode_shape(&[]), Err(ViewLayoutError::Dims { ndims: 0 }));
+        assert_eq!(encode_shape(&[1; 5]), Err(ViewLayoutError::Dims { ndims: 5 }));
         // The documented one-dimensional forms.
         assert_eq!(encode_shape(&[1000]), Ok(4000));
         assert_eq!(encode_operand(DType::Int32, &[1]), Ok(16 | DType::Int32 as u64));
@@ -336,12 +336,12 @@ mod tests {
 
     #[test]
     fn decode_refuses_what_is_not_a_view() {
-        assert_eq!(Layout::decode(4, &[0xf]), Err(LayoutError::Dtype { code: 15 }));
-        assert_eq!(Layout::decode(4, &[0; 4]), Err(LayoutError::Operands { operands: 4 }));
+        assert_eq!(ViewLayout::decode(4, &[0xf]), Err(ViewLayoutError::Dtype { code: 15 }));
+        assert_eq!(ViewLayout::decode(4, &[0; 4]), Err(ViewLayoutError::Operands { operands: 4 }));
         // The fields are narrow enough that no shape word's element count overflows.
         for n in 1..=MAX_VIEW_DIMS {
             let max = [field_max(SHAPE_BITS[n - 1]); 4];
-            let l = Layout::decode(encode_shape(&max[..n]).unwrap(), &[]).unwrap();
+            let l = ViewLayout::decode(encode_shape(&max[..n]).unwrap(), &[]).unwrap();
             assert_eq!(l.shape(), &max[..n]);
             assert!(l.shape().iter().try_fold(1u64, |p, &d| p.checked_mul(d)).is_some());
         }
@@ -353,21 +353,21 @@ mod tests {
         let shape = encode_shape(&[3, 4]).unwrap();
         let op = encode_operand(DType::Int8, &[8, 1]).unwrap();
         let wide = encode_operand(DType::Int32, &[4, 1]).unwrap();
-        let l = Layout::decode(shape, &[op, wide]).unwrap();
+        let l = ViewLayout::decode(shape, &[op, wide]).unwrap();
         assert_eq!((l.span_bytes(0), l.span_bytes(1)), (Ok(20), Ok(48)));
         assert_eq!(l.check_fits(&[20, 48]), Ok(()));
         assert_eq!(
             l.check_fits(&[19, 48]),
-            Err(LayoutError::Range { operand: 0, need: 20, have: 19 })
+            Err(ViewLayoutError::Range { operand: 0, need: 20, have: 19 })
         );
-        assert_eq!(l.check_fits(&[20]), Err(LayoutError::Operands { operands: 1 }));
+        assert_eq!(l.check_fits(&[20]), Err(ViewLayoutError::Operands { operands: 1 }));
         let offs: [u64; 12] = core::array::from_fn(|k| l.element(0, k as u64));
         assert_eq!(offs, [0, 1, 2, 3, 8, 9, 10, 11, 16, 17, 18, 19]);
         assert_eq!(l.element(1, 5), 5);
         assert_eq!(extent(&[0, 4], &[8, 1]), Some(0));
         assert_eq!(extent(&[u64::MAX, 2], &[2, 1]), None);
         // A transposed view: strides (1, 3) over a 3x4 (rows of 3) buffer.
-        let t = Layout::decode(
+        let t = ViewLayout::decode(
             encode_shape(&[4, 3]).unwrap(),
             &[encode_operand(DType::Float32, &[1, 4]).unwrap()],
         )

@@ -13,19 +13,19 @@
 //! v.set(1, -1.0);
 //! assert_eq!(t[0].to_bits(), 0x0000_ff01);
 //! ```
-use crate::layout::Layout;
+use crate::layout::ViewLayout;
 use crate::library::{DeviceArgs, KernelError};
 use crate::DType;
 use std::marker::PhantomData;
 use std::vec::Vec;
 
 /// The layout of tensor `index` from a view kernel's scalars, checked against `have` bytes.
-fn layout(scalars: &[u64], index: usize, have: u64) -> Result<(DType, Layout), KernelError> {
+fn layout(scalars: &[u64], index: usize, have: u64) -> Result<(DType, ViewLayout), KernelError> {
     let shape = *scalars.first().ok_or(KernelError::MissingScalar { index: 0 })?;
     let op = *scalars.get(1 + index).ok_or(KernelError::MissingScalar { index: 1 + index })?;
     let code = (op & 0xf) as u8;
     let dtype = DType::from_u8(code).ok_or(KernelError::View { index, need: 0, have: 0, code })?;
-    let l = Layout::decode(shape, &[op]).map_err(|_| KernelError::View {
+    let l = ViewLayout::decode(shape, &[op]).map_err(|_| KernelError::View {
         index,
         need: u64::MAX,
         have,
@@ -43,7 +43,7 @@ fn layout(scalars: &[u64], index: usize, have: u64) -> Result<(DType, Layout), K
 pub struct DeviceView<'a> {
     ptr: *mut u8,
     dtype: DType,
-    layout: Layout,
+    layout: ViewLayout,
     _life: PhantomData<&'a ()>,
 }
 
@@ -132,7 +132,7 @@ impl DeviceView<'_> {
 pub struct HostView<'b> {
     words: &'b mut [f32],
     dtype: DType,
-    layout: Layout,
+    layout: ViewLayout,
 }
 
 /// Tensor `index` of a view kernel's host reference (`t`, its host buffer) as its view, from

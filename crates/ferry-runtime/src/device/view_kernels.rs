@@ -20,7 +20,7 @@
 use super::image::F32Slice;
 use super::kernels::{block_range, K_ADD_ND, K_CAST_ND, K_MUL_ND};
 use crate::error::KernelFault;
-use ferry_abi::layout::{Layout, LayoutError};
+use ferry_abi::layout::{ViewLayout, ViewLayoutError};
 use ferry_abi::records::DType;
 
 /// The layout the scalars give `tensors`, checked against their ranges.
@@ -32,7 +32,7 @@ pub(crate) fn layout(
     kernel: u32,
     tensors: &[F32Slice],
     scalars: &[u64],
-) -> Result<Layout, KernelFault> {
+) -> Result<ViewLayout, KernelFault> {
     let n = tensors.len();
     let words = scalars.get(..1 + n).ok_or(KernelFault::ArgCount { kernel })?;
     let view = |operand: usize, need: u64, have: u64, code: u8| KernelFault::View {
@@ -48,10 +48,11 @@ pub(crate) fn layout(
             return Err(view(i, 0, 0, code));
         }
     }
-    let l = Layout::decode(words[0], &words[1..]).map_err(|_| KernelFault::ArgCount { kernel })?;
+    let l =
+        ViewLayout::decode(words[0], &words[1..]).map_err(|_| KernelFault::ArgCount { kernel })?;
     let ranges: Vec<u64> = tensors.iter().map(|t| t.len() as u64 * 4).collect();
     l.check_fits(&ranges).map_err(|e| match e {
-        LayoutError::Range { operand, need, have } => view(operand, need, have, 0),
+        ViewLayoutError::Range { operand, need, have } => view(operand, need, have, 0),
         _ => view(0, u64::MAX, 0, 0),
     })?;
     // The output holds every element of the view once: its range has room for them all.
