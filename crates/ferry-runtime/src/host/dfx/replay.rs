@@ -251,6 +251,28 @@ pub fn replay_task(d: &ArgsDump, task: u64) -> Result<Vec<ReplayArg>, ReplayErro
         .map(|a| (a.arg_index, a.value.unwrap_or(0)))
         .collect();
     scalars.sort_unstable();
+    // Each tensor in the dtype the kernel reads it as: an f32 kernel's are FLOAT32, a view
+    // kernel's what its operand word (scalar `1 + i`) names.
+    let views = crate::device::kernels::spec(kernel as u32).is_some_and(|s| s.views);
+    for (i, a) in
+        slots.iter().enumerate().flat_map(|(i, s)| s.iter().flatten().map(move |a| (i, a)))
+    {
+        let want = match scalars.get(1 + i) {
+            _ if !views => Some(DType::Float32),
+            Some(&(_, w)) => DType::from_u8((w & 0xf) as u8),
+            None => None,
+        };
+        if want.is_none_or(|w| w.name() != a.dtype) {
+            return Err(ReplayError::Invalid {
+                task,
+                what: format!(
+                    "arg {i} is {}, the kernel reads it as {}",
+                    a.dtype,
+                    want.map_or("an unknown dtype", |w| w.name())
+                ),
+            });
+        }
+    }
     // A dumped argument's payload, or why there is none (`what`: input or output `i`).
     let payload = |a, what: &str, i: usize| {
         d.payload(a).ok_or_else(|| missing(&format!("no payload for {what} {i}{NO_PAYLOAD}")))
@@ -378,6 +400,32 @@ mod replay_tests {
             Some(&bytes(&[1.0, -2.0])),
         );
         assert!(!replay_task(&wrong, 9).unwrap()[0].matches());
+        // An f32 kernel's output dumped as another dtype is inconsistent metadata.
+        let mut int8 = ArgsDump::default();
+        int8.push(
+            tensor(abi::ARG_STAGE_BEFORE_DISPATCH, abi::ARG_ROLE_INPUT, 0),
+            Some(&bytes(&[1.0, 2.0])),
+        );
+        let mut r = ArgsDumpRecord {
+            task_id: 9,
+            role: abi::ARG_ROLE_OUTPUT,
+            stage: abi::ARG_STAGE_AFTER_COMPLETION,
+            ndims: 1,
+            arg_index: 1,
+            dtype: DType::Int8 as u8,
+            is_contiguous: 1,
+            kind: abi::ARG_KIND_TENSOR,
+            func_count: 1,
+            ..Default::default()
+        };
+        (r.func_ids[0], r.shapes[0], r.strides[0]) = (crate::device::kernels::K_COPY as u16, 8, 1);
+        int8.push(DumpedArg::from_record(&r).unwrap(), Some(&bytes(&[1.0, 2.0])));
+        match replay_task(&int8, 9) {
+            Err(ReplayError::Invalid { what, .. }) => {
+                assert_eq!(what, "arg 1 is INT8, the kernel reads it as FLOAT32")
+            }
+            r => panic!("{r:?}"),
+        }
         // An input without its payload (metadata-only dump) cannot be replayed.
         let mut meta = ArgsDump::default();
         meta.push(tensor(abi::ARG_STAGE_BEFORE_DISPATCH, abi::ARG_ROLE_INPUT, 0), None);
