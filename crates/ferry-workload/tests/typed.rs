@@ -122,6 +122,28 @@ fn the_example_runs_and_verifies_on_the_chip() {
     }
 }
 
+/// The bf16 layer kernels (rmsnorm, rope, softmax) on the chip, against their host reference
+/// within bf16's tolerance, on both variants; each softmax row sums to 1.
+#[test]
+fn the_bf16_layer_example_runs_and_verifies_on_the_chip() {
+    let _bound = ferry_watchdog::bound("the bf16 layer workload on the simulated chip");
+    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/workloads/bf16-layer.toml");
+    let wl = Workload::load(&p, &BuiltinKernels, false).unwrap();
+    assert_eq!(wl.tasks(), 10);
+    for (id, variant) in [(0, Variant::DeviceOrchestrated), (1, Variant::HostBuiltGraph)] {
+        let mut runner = DeviceRunner::new(RunnerConfig::small(Arch::A5)).unwrap();
+        runner.register_callable(id, wl.callable(variant)).unwrap();
+        let out = runner.run(id, wl.run_args().unwrap()).unwrap();
+        let sum = wl.verify(&out, &BuiltinKernels).unwrap_or_else(|e| panic!("{variant:?}: {e}"));
+        assert!((sum - 16.0).abs() < 0.01, "{sum}");
+        let p = out.tensors[5].as_ref().unwrap();
+        for row in p.chunks(64) {
+            let s: f32 = row.iter().sum();
+            assert!((s - 1.0).abs() < 1e-3 && row.iter().all(|&v| v > 0.0), "{s}");
+        }
+    }
+}
+
 #[track_caller]
 fn refuse(graph: &str, needle: &str, reason: &str) {
     let text = format!("{HEAD}{graph}");

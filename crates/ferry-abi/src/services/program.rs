@@ -280,8 +280,14 @@ pub const KERNEL_ADD_ND: u32 = 7;
 pub const KERNEL_MUL_ND: u32 = 8;
 /// Kernel id: `out = x` converted to `out`'s dtype, over typed N-d views.
 pub const KERNEL_CAST_ND: u32 = 9;
+/// Kernel id: RMS normalisation of each row of a typed view, times a weight.
+pub const KERNEL_RMSNORM_ND: u32 = 10;
+/// Kernel id: softmax of each row of a typed view.
+pub const KERNEL_SOFTMAX_ND: u32 = 11;
+/// Kernel id: rotary position embedding of each row of a typed view.
+pub const KERNEL_ROPE_ND: u32 = 12;
 /// Number of kernel ids (`0..KERNEL_COUNT`).
-pub const KERNEL_COUNT: u32 = 10;
+pub const KERNEL_COUNT: u32 = 13;
 
 /// Arguments of one elementwise kernel call, over device addresses.
 ///

@@ -12,13 +12,17 @@
 //! | 7 | `add_nd` | AIV | `a`, `b` → `out`, typed N-d views | shape word, 3 operand words | SPMD |
 //! | 8 | `mul_nd` | AIV | `a`, `b` → `out`, typed N-d views | shape word, 3 operand words | SPMD |
 //! | 9 | `cast_nd` | AIV | `x` → `out`, typed N-d views | shape word, 2 operand words | SPMD |
+//! | 10 | `rmsnorm_nd` | AIV | `x`, `g` → `out`, per row | shape word, 3 operand words | SPMD over rows |
+//! | 11 | `softmax_nd` | AIV | `x` → `out`, per row | shape word, 2 operand words | SPMD over rows |
+//! | 12 | `rope_nd` | AIV | `x`, `cs` → `out`, per row | shape word, 3 operand words | SPMD over rows |
 //!
 //! SPMD kernels split their output into `block_dim` contiguous chunks; block `b` computes chunk
 //! `b`. `attn_partial` is one page of paged attention: scores `s_i = scale · q·k_i`, then the
 //! partial softmax state `[m, l, o]` with `m = max s_i`, `l = Σ e^(s_i − m)`,
 //! `o = Σ e^(s_i − m) v_i`. `attn_merge` combines `P` partial states into `o / l` over the
-//! common maximum. Ids 7-9 are *view kernels* ([`super::view_kernels`]): their scalars describe
-//! each tensor argument as a typed N-d view (`ferry_abi::layout`), in any dtype.
+//! common maximum. Ids 7-12 are *view kernels* ([`super::view_kernels`], and the row kernels
+//! of [`super::row_kernels`]): their scalars describe each tensor argument as a typed N-d view
+//! (`ferry_abi::layout`), in any dtype.
 //!
 //! # Where AICore kernels come from
 //!
@@ -59,6 +63,12 @@ pub const K_ADD_ND: u32 = ferry_abi::services::KERNEL_ADD_ND;
 pub const K_MUL_ND: u32 = ferry_abi::services::KERNEL_MUL_ND;
 /// Kernel id of `cast_nd`.
 pub const K_CAST_ND: u32 = ferry_abi::services::KERNEL_CAST_ND;
+/// Kernel id of `rmsnorm_nd`.
+pub const K_RMSNORM_ND: u32 = ferry_abi::services::KERNEL_RMSNORM_ND;
+/// Kernel id of `softmax_nd`.
+pub const K_SOFTMAX_ND: u32 = ferry_abi::services::KERNEL_SOFTMAX_ND;
+/// Kernel id of `rope_nd`.
+pub const K_ROPE_ND: u32 = ferry_abi::services::KERNEL_ROPE_ND;
 /// Number of kernels (ids are `0..KERNEL_COUNT`).
 pub const KERNEL_COUNT: u32 = ferry_abi::services::KERNEL_COUNT;
 
@@ -214,6 +224,39 @@ pub const KERNELS: [KernelSpec; KERNEL_COUNT as usize] = [
         inputs_cover_output: false,
         views: true,
     },
+    KernelSpec {
+        id: K_RMSNORM_ND,
+        name: "rmsnorm_nd",
+        core: CoreKind::Aiv,
+        tensors: (3, 3),
+        scalars: 4,
+        scalar_dtypes: &[DType::UInt64; 4],
+        max_blocks: SPMD,
+        inputs_cover_output: false,
+        views: true,
+    },
+    KernelSpec {
+        id: K_SOFTMAX_ND,
+        name: "softmax_nd",
+        core: CoreKind::Aiv,
+        tensors: (2, 2),
+        scalars: 3,
+        scalar_dtypes: &[DType::UInt64; 3],
+        max_blocks: SPMD,
+        inputs_cover_output: false,
+        views: true,
+    },
+    KernelSpec {
+        id: K_ROPE_ND,
+        name: "rope_nd",
+        core: CoreKind::Aiv,
+        tensors: (3, 3),
+        scalars: 4,
+        scalar_dtypes: &[DType::UInt64; 4],
+        max_blocks: SPMD,
+        inputs_cover_output: false,
+        views: true,
+    },
 ];
 
 /// The dtype of scalar `index` of kernel `id` (`UINT64` for an unknown kernel or index: the raw
@@ -273,6 +316,9 @@ pub fn execute(call: &KernelCall<'_>) -> Result<(), KernelFault> {
         return Err(KernelFault::ArgCount { kernel: k });
     }
     let t = call.tensors;
+    if matches!(k, K_RMSNORM_ND | K_SOFTMAX_ND | K_ROPE_ND) {
+        return super::row_kernels::execute(k, t, call.scalars, call.block_idx, call.block_dim);
+    }
     if s.views {
         return super::view_kernels::execute(k, t, call.scalars, call.block_idx, call.block_dim);
     }

@@ -31,6 +31,7 @@ pub mod ops;
 pub mod orch;
 pub mod orchestrations;
 pub mod program;
+pub mod row_kernels;
 pub mod sched;
 pub mod services;
 pub mod task;
