@@ -644,7 +644,7 @@ fn kernel_library_runs_elementwise_kernels_over_device_memory() {
     assert_eq!(call(KERNEL_ADD_SCALAR, 2.0), want(&|i| a[i] + 2.0));
     // One numbering with the task runtime: ids 0..KERNEL_COUNT; the attention and view kernels
     // run only in the runtime's AICore executor, and ids past the table are unknown.
-    assert_eq!((KERNEL_ADD, KERNEL_ADD_SCALAR, KERNEL_COUNT), (0, 4, 13));
+    assert_eq!((KERNEL_ADD, KERNEL_ADD_SCALAR, KERNEL_COUNT), (0, 4, 14));
     for id in [
         KERNEL_ATTN_PARTIAL,
         KERNEL_ATTN_MERGE,

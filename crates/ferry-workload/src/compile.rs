@@ -342,7 +342,8 @@ impl<'a> Ctx<'a> {
             });
         }
         let layout_scalars = if kernel.views {
-            crate::views::lower(self, &label, &mut args, args_in, self.run_types)?
+            let reduce = ferry_runtime::device::kernels::reduce_axis(kernel.id);
+            crate::views::lower(self, &label, &mut args, args_in, self.run_types, reduce)?
         } else {
             for (a, d) in args.iter().zip(args_in) {
                 let dt = match a.tensor {

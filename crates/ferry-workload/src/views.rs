@@ -106,6 +106,7 @@ pub(crate) fn lower(
     args: &mut [ArgNode],
     decls: &[Spanned<ArgDecl>],
     run_types: &[(DType, u64)],
+    reduce: Option<usize>,
 ) -> Result<Vec<ScalarNode>, WorkloadError> {
     let mut words = Vec::with_capacity(args.len());
     let mut shape_word = None;
@@ -124,6 +125,9 @@ pub(crate) fn lower(
         let size = dtype.size() as u64;
         let form = match (&decl.shape, &decl.strides) {
             (None, Some(_)) => return Err(err("`strides` needs a `shape`".into())),
+            (None, None) if reduce.is_some() => {
+                return Err(err("this kernel's views need `shape` ([M, K, N])".into()))
+            }
             (None, None) => {
                 if a.len.is_none() && elems.is_none() {
                     return Err(err("a scratch tensor's view needs `len` or `shape`".into()));
@@ -158,7 +162,20 @@ pub(crate) fn lower(
                         shape.len()
                     )));
                 }
-                if a.role.writes() && self_overlaps(&shape, &strides) {
+                if let Some(ax) = reduce {
+                    if shape.len() != 3 || (a.role.writes() && strides.get(ax) != Some(&0)) {
+                        return Err(err(format!(
+                            "shape {shape:?}, strides {strides:?}: this kernel's views are [M, K, N], its output's stride on K is 0"
+                        )));
+                    }
+                }
+                let (mut os, mut ot) = (shape.clone(), strides.clone());
+                if let Some(ax) = reduce.filter(|_| a.role.writes()) {
+                    // The output is written once per (m, n): the reduced dimension aside.
+                    os.remove(ax);
+                    ot.remove(ax);
+                }
+                if a.role.writes() && self_overlaps(&os, &ot) {
                     return Err(err(format!(
                         "an output view reaches an element twice (shape {shape:?}, strides {strides:?})"
                     )));

@@ -122,21 +122,21 @@ fn the_example_runs_and_verifies_on_the_chip() {
     }
 }
 
-/// The bf16 layer kernels (rmsnorm, rope, softmax) on the chip, against their host reference
-/// within bf16's tolerance, on both variants; each softmax row sums to 1.
+/// The bf16 layer kernels (matmul, rmsnorm, rope, softmax) on the chip, against their host
+/// reference within bf16's tolerance, on both variants; each softmax row sums to 1.
 #[test]
 fn the_bf16_layer_example_runs_and_verifies_on_the_chip() {
     let _bound = ferry_watchdog::bound("the bf16 layer workload on the simulated chip");
     let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/workloads/bf16-layer.toml");
     let wl = Workload::load(&p, &BuiltinKernels, false).unwrap();
-    assert_eq!(wl.tasks(), 10);
+    assert_eq!(wl.tasks(), 11);
     for (id, variant) in [(0, Variant::DeviceOrchestrated), (1, Variant::HostBuiltGraph)] {
         let mut runner = DeviceRunner::new(RunnerConfig::small(Arch::A5)).unwrap();
         runner.register_callable(id, wl.callable(variant)).unwrap();
         let out = runner.run(id, wl.run_args().unwrap()).unwrap();
         let sum = wl.verify(&out, &BuiltinKernels).unwrap_or_else(|e| panic!("{variant:?}: {e}"));
         assert!((sum - 16.0).abs() < 0.01, "{sum}");
-        let p = out.tensors[5].as_ref().unwrap();
+        let p = out.tensors[7].as_ref().unwrap();
         for row in p.chunks(64) {
             let s: f32 = row.iter().sum();
             assert!((s - 1.0).abs() < 1e-3 && row.iter().all(|&v| v > 0.0), "{s}");
@@ -243,6 +243,25 @@ fn malformed_views() {
         "40000",
         "stride 0 is 40000, a view of this rank holds at most 32767",
     );
+}
+
+#[test]
+fn a_matmul_output_must_sum_over_k() {
+    let mm = |out: &str| {
+        one(
+            "matmul_nd",
+            &format!(
+                "{{ tensor = \"a\", role = \"input\", shape = [3, 8, 4], strides = [8, 1, 0] }},\n\
+                 {{ tensor = \"h\", role = \"input\", shape = [3, 8, 4], strides = [0, 0, 1] }},\n\
+                 {{ tensor = \"of\", role = \"output\", shape = [3, 8, 4], strides = {out} }},"
+            ),
+        )
+    };
+    parse(&format!("{HEAD}{}", mm("[4, 0, 1]"))).unwrap();
+    refuse(&mm("[4, 1, 1]"), "role = \"output\"", "its output's stride on K is 0");
+    refuse(&mm("[1, 0, 1]"), "role = \"output\"", "an output view reaches an element twice");
+    let flat = one("matmul_nd", "{ tensor = \"a\", role = \"input\", len = 12 },\n{ tensor = \"b\", role = \"input\", len = 12 },\n{ tensor = \"of\", role = \"output\", len = 12 },");
+    refuse(&flat, "len = 12 },", "need `shape` ([M, K, N])");
 }
 
 #[test]

@@ -286,8 +286,10 @@ pub const KERNEL_RMSNORM_ND: u32 = 10;
 pub const KERNEL_SOFTMAX_ND: u32 = 11;
 /// Kernel id: rotary position embedding of each row of a typed view.
 pub const KERNEL_ROPE_ND: u32 = 12;
+/// Kernel id: matrix product over typed views of shape `[M, K, N]` (f32 accumulation), on AIC.
+pub const KERNEL_MATMUL_ND: u32 = 13;
 /// Number of kernel ids (`0..KERNEL_COUNT`).
-pub const KERNEL_COUNT: u32 = 13;
+pub const KERNEL_COUNT: u32 = 14;
 
 /// Arguments of one elementwise kernel call, over device addresses.
 ///

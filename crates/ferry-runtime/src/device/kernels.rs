@@ -15,6 +15,7 @@
 //! | 10 | `rmsnorm_nd` | AIV | `x`, `g` → `out`, per row | shape word, 3 operand words | SPMD over rows |
 //! | 11 | `softmax_nd` | AIV | `x` → `out`, per row | shape word, 2 operand words | SPMD over rows |
 //! | 12 | `rope_nd` | AIV | `x`, `cs` → `out`, per row | shape word, 3 operand words | SPMD over rows |
+//! | 13 | `matmul_nd` | AIC | `a`, `b` → `out`, views of shape `[M, K, N]` | shape word, 3 operand words | SPMD over the `M·N` outputs |
 //!
 //! SPMD kernels split their output into `block_dim` contiguous chunks; block `b` computes chunk
 //! `b`. `attn_partial` is one page of paged attention: scores `s_i = scale · q·k_i`, then the
@@ -69,6 +70,8 @@ pub const K_RMSNORM_ND: u32 = ferry_abi::services::KERNEL_RMSNORM_ND;
 pub const K_SOFTMAX_ND: u32 = ferry_abi::services::KERNEL_SOFTMAX_ND;
 /// Kernel id of `rope_nd`.
 pub const K_ROPE_ND: u32 = ferry_abi::services::KERNEL_ROPE_ND;
+/// Kernel id of `matmul_nd`.
+pub const K_MATMUL_ND: u32 = ferry_abi::services::KERNEL_MATMUL_ND;
 /// Number of kernels (ids are `0..KERNEL_COUNT`).
 pub const KERNEL_COUNT: u32 = ferry_abi::services::KERNEL_COUNT;
 
@@ -257,7 +260,24 @@ pub const KERNELS: [KernelSpec; KERNEL_COUNT as usize] = [
         inputs_cover_output: false,
         views: true,
     },
+    KernelSpec {
+        id: K_MATMUL_ND,
+        name: "matmul_nd",
+        core: CoreKind::Aic,
+        tensors: (3, 3),
+        scalars: 4,
+        scalar_dtypes: &[DType::UInt64; 4],
+        max_blocks: SPMD,
+        inputs_cover_output: false,
+        views: true,
+    },
 ];
+
+/// The dimension of its views' shape that view kernel `id` sums over (its output's stride on
+/// it is 0): `matmul_nd`'s `K`, dimension 1 of `[M, K, N]`. `None` for every other kernel.
+pub fn reduce_axis(id: u32) -> Option<usize> {
+    (id == K_MATMUL_ND).then_some(1)
+}
 
 /// The dtype of scalar `index` of kernel `id` (`UINT64` for an unknown kernel or index: the raw
 /// bits).
@@ -316,7 +336,7 @@ pub fn execute(call: &KernelCall<'_>) -> Result<(), KernelFault> {
         return Err(KernelFault::ArgCount { kernel: k });
     }
     let t = call.tensors;
-    if matches!(k, K_RMSNORM_ND | K_SOFTMAX_ND | K_ROPE_ND) {
+    if matches!(k, K_RMSNORM_ND | K_SOFTMAX_ND | K_ROPE_ND | K_MATMUL_ND) {
         return super::row_kernels::execute(k, t, call.scalars, call.block_idx, call.block_dim);
     }
     if s.views {

@@ -7,6 +7,10 @@
 //! | 11 | `softmax_nd` | `x` → `out` | `out_j = e^(x_j − max x) / Σ_k e^(x_k − max x)` |
 //! | 12 | `rope_nd` | `x`, `cs` → `out` | for each pair `(2i, 2i+1)`: `c = cs_2i`, `s = cs_2i+1`; `out_2i = x_2i c − x_2i+1 s`, `out_2i+1 = x_2i s + x_2i+1 c` |
 //!
+//! and `matmul_nd` (13, AIC): `out[m, n] = Σ_k a[m, k] · b[k, n]` over views of shape
+//! `[M, K, N]` (`a` with stride 0 on `N`, `b` on `M`, `out` on `K`), products accumulated in
+//! f32, each output rounded to its dtype once; SPMD blocks split the `M·N` outputs.
+//!
 //! Their scalars are view kernels' layout words (`ferry_abi::layout`, as in
 //! [`super::view_kernels`]): every operand has the view's shape, the rows are its elements in
 //! row-major order `D` at a time, and an operand broadcast over the rows has stride 0 on them
@@ -14,7 +18,7 @@
 //! f32 and each result rounded to the output's dtype (to nearest, ties to even, for bf16 and
 //! f16). SPMD blocks split the rows. `rope_nd` needs an even `D` ([`KernelFault::Shape`]).
 use super::image::F32Slice;
-use super::kernels::{block_range, K_RMSNORM_ND, K_ROPE_ND, K_SOFTMAX_ND};
+use super::kernels::{block_range, K_MATMUL_ND, K_RMSNORM_ND, K_ROPE_ND, K_SOFTMAX_ND};
 use crate::error::KernelFault;
 
 /// `rmsnorm_nd`'s epsilon.
@@ -32,6 +36,24 @@ pub(crate) fn execute(
     block_dim: u32,
 ) -> Result<(), KernelFault> {
     let l = super::view_kernels::layout(kernel, t, scalars)?;
+    if kernel == K_MATMUL_ND {
+        // `layout` checked the shape has three dimensions.
+        let (m, k, n) = (l.shape()[0] as usize, l.shape()[1] as usize, l.shape()[2] as usize);
+        for o in block_range(m * n, block_idx, block_dim) {
+            let (i, j) = (o / n, o % n);
+            let at = |kk: usize| ((i * k + kk) * n + j) as u64;
+            let mut acc = 0.0f32;
+            for kk in 0..k {
+                let (a, b) = (l.operand(0), l.operand(1));
+                let x = a.dtype.to_f32(t[0].load_elem(a.dtype, l.element(0, at(kk))));
+                let y = b.dtype.to_f32(t[1].load_elem(b.dtype, l.element(1, at(kk))));
+                acc += x * y;
+            }
+            let c = l.operand(2);
+            t[2].store_elem(c.dtype, l.element(2, at(0)), c.dtype.from_f32(acc));
+        }
+        return Ok(());
+    }
     let d = *l.shape().last().unwrap_or(&1) as usize;
     let numel = usize::try_from(l.numel()).map_err(|_| KernelFault::ArgCount { kernel })?;
     if d == 0 || numel == 0 {
@@ -188,6 +210,32 @@ mod tests {
         close(&values(&out, 32), &want);
         // Row 0 turns by angle 0: unchanged.
         assert_eq!(values(&out, 8), values(&x, 8));
+    }
+
+    #[test]
+    fn matmul_matches_an_f64_reference_within_bf16_tolerance() {
+        // [3, 8] @ [8, 4] -> [3, 4], b stored transposed ([4, 8]) to read it through strides.
+        let (m, k, n) = (3u64, 8u64, 4u64);
+        let a = bf16s(24, input);
+        let bt = bf16s(32, |i| input(i + 5) / 2.0);
+        let out = bf16s(12, |_| 0.0);
+        let op = |s: &[u64]| encode_operand(BF, s).unwrap();
+        let t = [F32Slice::from_cells(&a), F32Slice::from_cells(&bt), F32Slice::from_cells(&out)];
+        let s = [encode_shape(&[m, k, n]).unwrap(), op(&[k, 1, 0]), op(&[0, 1, k]), op(&[n, 0, 1])];
+        for b in 0..5 {
+            execute(K_MATMUL_ND, &t, &s, b, 5).unwrap();
+        }
+        let (av, bv) = (values(&a, 24), values(&bt, 32));
+        let want: Vec<f64> = (0..12)
+            .map(|o| (0..8).map(|kk| av[o / 4 * 8 + kk] * bv[o % 4 * 8 + kk]).sum())
+            .collect();
+        close(&values(&out, 12), &want);
+        // An output view of another rank, or without room for M·N elements, is refused.
+        let flat = [encode_shape(&[12]).unwrap(), op(&[1]), op(&[1]), op(&[1])];
+        assert_eq!(
+            execute(K_MATMUL_ND, &t, &flat, 0, 1),
+            Err(KernelFault::ArgCount { kernel: K_MATMUL_ND })
+        );
     }
 
     #[test]

@@ -55,9 +55,17 @@ pub(crate) fn layout(
         ViewLayoutError::Range { operand, need, have } => view(operand, need, have, 0),
         _ => view(0, u64::MAX, 0, 0),
     })?;
-    // The output holds every element of the view once: its range has room for them all.
+    // The output holds every element of the view once (every one but the reduced dimension's,
+    // for a kernel that sums over it): its range has room for them all.
     let out = n - 1;
-    let need = l.numel().saturating_mul(l.operand(out).dtype.size() as u64);
+    let elems = match super::kernels::reduce_axis(kernel) {
+        Some(ax) => match l.shape().get(ax) {
+            Some(&d) if l.shape().len() == 3 => l.numel() / d.max(1),
+            _ => return Err(KernelFault::ArgCount { kernel }),
+        },
+        None => l.numel(),
+    };
+    let need = elems.saturating_mul(l.operand(out).dtype.size() as u64);
     if need > ranges[out] {
         return Err(view(out, need, ranges[out], 0));
     }
