@@ -623,16 +623,7 @@ impl Job {
                 }
                 Check::Workload { wl, file, .. } => {
                     summary.runs.push(workload_summary(wl.name(), file, &d.output, d.checksum));
-                    // Each tensor in its dtype: `<name>.<dtype>`, its elements packed.
-                    let typed = wl.tensor_names().zip(wl.tensor_dtypes()).zip(wl.tensor_elems());
-                    for (i, ((name, dtype), elems)) in typed.enumerate() {
-                        if let Some(t) = d.output.tensors.get(i).and_then(|t| t.as_deref()) {
-                            let mut bytes: Vec<u8> =
-                                t.iter().flat_map(|x| x.to_le_bytes()).collect();
-                            bytes.truncate((elems * dtype.size() as u64) as usize);
-                            outputs.push((format!("{name}.{}", dtype.short_name()), bytes));
-                        }
-                    }
+                    outputs.extend(wl.output_files(&d.output));
                 }
                 Check::Graph(_) => {
                     for (i, t) in d.output.tensors.iter().enumerate() {

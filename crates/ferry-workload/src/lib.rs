@@ -528,9 +528,19 @@ impl Workload {
         self.tensors.iter().map(|t| t.name.as_str())
     }
 
-    /// Tensor element counts, by `TensorId`.
-    pub fn tensor_elems(&self) -> impl Iterator<Item = u64> + '_ {
-        self.tensors.iter().map(|t| t.elems)
+    /// A run's tensors as the files `--out DIR` holds: `(<name>.<dtype>, bytes)` per returned
+    /// tensor, its elements packed little-endian in its dtype (`acc.int32`, `y.bf16`, `x.f32`).
+    pub fn output_files(&self, out: &ferry_runtime::host::RunOutput) -> Vec<(String, Vec<u8>)> {
+        self.tensors
+            .iter()
+            .zip(&out.tensors)
+            .filter_map(|(t, words)| {
+                let mut bytes: Vec<u8> =
+                    words.as_deref()?.iter().flat_map(|x| x.to_le_bytes()).collect();
+                bytes.truncate((t.elems * t.dtype.size() as u64) as usize);
+                Some((format!("{}.{}", t.name, t.dtype.short_name()), bytes))
+            })
+            .collect()
     }
 
     /// Tensor dtypes, by `TensorId`.
