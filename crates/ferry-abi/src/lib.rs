@@ -38,6 +38,7 @@ pub mod dep_gen;
 pub mod dfx;
 pub mod handshake;
 pub use ferry_kernel_abi::kernel_lib;
+pub use ferry_kernel_abi::layout;
 pub mod launch;
 pub mod records;
 pub mod regs;

@@ -163,11 +163,12 @@ fn replay(dump: &output::ArgsDump, task: u64) -> anyhow::Result<String> {
     for a in &args {
         let same = a.matches();
         bad += usize::from(!same);
-        let diff = a.dumped.iter().zip(&a.replayed).filter(|(x, y)| x.to_bits() != y.to_bits());
+        let diff = a.dumped.iter().zip(&a.replayed).filter(|(x, y)| x != y);
         s += &format!(
-            "task {task:#x} arg {}: {} elements, {}\n",
+            "task {task:#x} arg {}: {} {} elements, {}\n",
             a.index,
             a.dumped.len(),
+            a.dtype.name(),
             if same { "reproduced".to_string() } else { format!("{} differ", diff.count()) }
         );
     }

@@ -55,7 +55,8 @@ pub(crate) struct RunArgs {
     #[arg(help_heading = "What to run", long)]
     small: bool,
     /// Where this command writes its output: a directory for `summary.json` and the output
-    /// tensors (`<example>.f32`, little-endian); with DFX on, also the DFX files (in
+    /// tensors (`<example>.f32`, little-endian; a workload's `<tensor>.<dtype>`, its elements
+    /// packed little-endian: `acc.int32`, `y.bf16`); with DFX on, also the DFX files (in
     /// `<example>/` when several examples run). A directory holding a complete earlier run is
     /// refused unless `--force`.
     #[arg(help_heading = "Output", short, long, value_name = "DIR")]

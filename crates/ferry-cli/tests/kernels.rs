@@ -24,9 +24,9 @@ fn run_loads_kernel_libraries_and_refuses_bad_ones() {
     std::fs::write(&truncated, &good[..good.len() / 2]).unwrap();
     let mut v2 = good.clone();
     let magic = u64::from_le_bytes(*b"FRYKERNL").to_le_bytes();
-    let at = v2.windows(12).position(|w| w[..8] == magic && w[8..] == 2u32.to_le_bytes()).unwrap();
-    v2[at + 8..at + 12].copy_from_slice(&3u32.to_le_bytes());
-    let wrong_abi = dir.join("abi3.so");
+    let at = v2.windows(12).position(|w| w[..8] == magic && w[8..] == 3u32.to_le_bytes()).unwrap();
+    v2[at + 8..at + 12].copy_from_slice(&4u32.to_le_bytes());
+    let wrong_abi = dir.join("abi4.so");
     std::fs::write(&wrong_abi, &v2).unwrap();
     let run = ["run", "--small", "--aic", "2", "--aiv", "4", "--example", "vector", "--kernels"];
 
@@ -35,7 +35,7 @@ fn run_loads_kernel_libraries_and_refuses_bad_ones() {
     assert!(text(&o).contains("truncated"), "{}", text(&o));
     let o = ferry(&[&run[..], &[wrong_abi.to_str().unwrap()]].concat());
     assert!(!o.status.success(), "{}", text(&o));
-    assert!(text(&o).contains("kernel abi version 3, this ferry loads version 2"), "{}", text(&o));
+    assert!(text(&o).contains("kernel abi version 4, this ferry loads version 3"), "{}", text(&o));
     let o = ferry(&[&run[..], &[&format!("{},{}", lib.display(), lib.display())]].concat());
     assert!(!o.status.success(), "{}", text(&o));
     assert!(
@@ -65,7 +65,7 @@ fn a_workload_runs_the_template_librarys_kernels() {
 
     let o = ferry(&["workload", "check", wl]);
     assert!(!o.status.success(), "{}", text(&o));
-    assert!(text(&o).contains("workload.toml:40:12: unknown kernel `saxpy`"), "{}", text(&o));
+    assert!(text(&o).contains("workload.toml:52:12: unknown kernel `saxpy`"), "{}", text(&o));
     assert!(text(&o).contains("--kernels LIB.so"), "{}", text(&o));
     let o = ferry(&["workload", "check", "--kernels", lib, wl]);
     assert!(o.status.success(), "{}", text(&o));
@@ -81,9 +81,38 @@ fn a_workload_runs_the_template_librarys_kernels() {
             let expected: f64 = (0..8192).map(|i| f64::from((2 * i + 1).min(1001))).sum();
             assert!(t.contains(&format!("ok (checksum {expected:.4})")), "{arch} {variant}: {t}");
             // Loaded kernels are counted by name, like built-ins.
-            assert!(t.contains("per kernel: saxpy 8, clamp 8"), "{arch} {variant}: {t}");
+            assert!(t.contains("per kernel: saxpy 8, clamp 8, relu_nd 8"), "{arch} {variant}: {t}");
         }
     }
+
+    // The view kernel `relu_nd` reads and writes bf16: the args dump records its arguments so.
+    let d = std::env::temp_dir().join(format!("ferry-cli-relu-nd-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    let o = ferry(&[
+        "run",
+        "--small",
+        "--kernels",
+        lib,
+        "--workload",
+        wl,
+        "--dump-args",
+        "2",
+        "--out",
+        d.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", text(&o));
+    let dump = std::fs::read_to_string(d.join("args_dump/args_dump.json")).unwrap();
+    let dump: serde_json::Value = serde_json::from_str(&dump).unwrap();
+    let relu: Vec<&serde_json::Value> = dump["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|a| a["func_id"][0] == 258 && a["kind"] == "tensor")
+        .collect();
+    assert_eq!(relu.len(), 16, "8 tasks, an input and an output each");
+    assert!(relu.iter().all(|a| a["dtype"] == "BFLOAT16" && a["numel"] == 1024), "{relu:?}");
+    assert_eq!(std::fs::metadata(d.join("r.bf16")).unwrap().len(), 2 * 8192);
+    let _ = std::fs::remove_dir_all(&d);
 
     let o = ferry(&["run", "--small", "--repeat", "3", "--kernels", lib, "--workload", wl]);
     let t = text(&o);

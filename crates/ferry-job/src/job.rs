@@ -602,7 +602,10 @@ impl Job {
         done: &[CaseOutcome],
     ) -> Result<SummaryJson, JobError> {
         let mut summary = run_summary(&self.config, self.variant);
-        let mut outputs: Vec<(String, &[f32])> = Vec::new();
+        let mut outputs: Vec<(String, Vec<u8>)> = Vec::new();
+        let f32_file = |name: &str, t: &[f32]| {
+            (format!("{name}.f32"), t.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>())
+        };
         for (case, d) in cases.iter().zip(done) {
             match &case.check {
                 Check::Example(run) => {
@@ -615,28 +618,23 @@ impl Job {
                     if let Some(t) =
                         d.output.tensors.get(run.output_tensor()).and_then(|t| t.as_deref())
                     {
-                        outputs.push((case.name.clone(), t));
+                        outputs.push(f32_file(&case.name, t));
                     }
                 }
                 Check::Workload { wl, file, .. } => {
                     summary.runs.push(workload_summary(wl.name(), file, &d.output, d.checksum));
-                    for (i, name) in wl.tensor_names().enumerate() {
-                        if let Some(t) = d.output.tensors.get(i).and_then(|t| t.as_deref()) {
-                            outputs.push((name.to_string(), t));
-                        }
-                    }
+                    outputs.extend(wl.output_files(&d.output));
                 }
                 Check::Graph(_) => {
                     for (i, t) in d.output.tensors.iter().enumerate() {
                         if let Some(t) = t.as_deref() {
-                            outputs.push((format!("{}-{i}", case.name), t));
+                            outputs.push(f32_file(&format!("{}-{i}", case.name), t));
                         }
                     }
                 }
             }
         }
-        let outputs: Vec<(&str, &[f32])> = outputs.iter().map(|(n, t)| (n.as_str(), *t)).collect();
-        rd.finish(&summary, &outputs).map_err(JobError::RunDir)?;
+        rd.finish_files(&summary, &outputs).map_err(JobError::RunDir)?;
         Ok(summary)
     }
 }

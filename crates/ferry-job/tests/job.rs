@@ -95,10 +95,10 @@ fn a_kernel_library_of_another_abi_version_is_a_typed_load_error() {
     let magic = u64::from_le_bytes(*b"FRYKERNL").to_le_bytes();
     let at = bytes
         .windows(12)
-        .position(|w| w[..8] == magic && w[8..] == 2u32.to_le_bytes())
+        .position(|w| w[..8] == magic && w[8..] == 3u32.to_le_bytes())
         .expect("the descriptor's magic and version");
-    bytes[at + 8..at + 12].copy_from_slice(&3u32.to_le_bytes());
-    let lib = d.join("abi3.so");
+    bytes[at + 8..at + 12].copy_from_slice(&4u32.to_le_bytes());
+    let lib = d.join("abi4.so");
     std::fs::write(&lib, &bytes).unwrap();
     let e = Job::example(Example::Vector).small(true).kernels([&lib]).run().unwrap_err();
     match &e {
@@ -107,7 +107,7 @@ fn a_kernel_library_of_another_abi_version_is_a_typed_load_error() {
             source: KernelLoadError::Load(LoadError::KernelAbiVersion { found, expected, .. }),
         } => {
             assert_eq!(path, &lib);
-            assert_eq!((*found, *expected), (3, 2));
+            assert_eq!((*found, *expected), (4, 3));
         }
         other => panic!("expected the ABI mismatch, got {other:?}"),
     }

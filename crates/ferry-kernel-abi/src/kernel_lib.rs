@@ -38,8 +38,15 @@
 use crate::dtype::DType;
 use crate::services::DeviceServices;
 
-/// Version of this ABI; a loader refuses a library built against another.
-pub const KERNEL_LIB_ABI_VERSION: u32 = 2;
+/// Version of this ABI; a loader refuses a library built against another. Version 3 added
+/// the view-kernel scalar codes ([`SCALAR_VIEW_SHAPE`], [`SCALAR_VIEW_OPERAND`]).
+pub const KERNEL_LIB_ABI_VERSION: u32 = 3;
+/// [`KernelEntry::scalar_dtypes`] code of a view kernel's scalar 0: the shape word of its
+/// tensors' views (`crate::layout`), which a workload fills in.
+pub const SCALAR_VIEW_SHAPE: u8 = 0x80;
+/// [`KernelEntry::scalar_dtypes`] code of a view kernel's scalars `1..=n`: the operand word
+/// (dtype and strides) of tensor argument `i - 1`.
+pub const SCALAR_VIEW_OPERAND: u8 = 0x81;
 /// [`KernelLibraryDesc::magic`]: `"FRYKERNL"`.
 pub const KERNEL_LIB_MAGIC: u64 = u64::from_le_bytes(*b"FRYKERNL");
 /// The library's one required export: `extern "C" fn() -> *const KernelLibraryDesc`.
@@ -86,6 +93,10 @@ pub const KERNEL_ERR_BAD_ADDRESS: u32 = 3;
 pub const KERNEL_ERR_SHAPE: u32 = 4;
 /// [`KernelErrorRecord::kind`]: the kernel panicked (its message went to the device log).
 pub const KERNEL_ERR_PANIC: u32 = 5;
+/// [`KernelErrorRecord::kind`]: tensor `index`'s view does not fit its range (`expected` bytes
+/// the view spans, `got` in the range), or (`expected` and `got` 0) its operand word names
+/// an unknown dtype, whose code is `index >> 16`.
+pub const KERNEL_ERR_VIEW: u32 = 6;
 
 /// Why a device entry refused its block, in numbers (the typed error crosses the device → host
 /// boundary as a fault code and words, never as a string). The AICore executor passes a zeroed
@@ -227,7 +238,14 @@ impl KernelEntry {
         name_str(&self.name)
     }
 
-    /// The scalar dtypes (valid after [`validate_entries`]).
+    /// Whether the entry declares a view kernel: its scalars are a shape word and one operand
+    /// word per tensor ([`SCALAR_VIEW_SHAPE`], [`SCALAR_VIEW_OPERAND`]).
+    pub fn is_view_kernel(&self) -> bool {
+        self.scalar_count > 0 && self.scalar_dtypes[0] == SCALAR_VIEW_SHAPE
+    }
+
+    /// The scalar dtypes (valid after [`validate_entries`]; a view kernel's layout words read
+    /// as `UINT64`).
     pub fn dtypes(&self) -> impl Iterator<Item = DType> + '_ {
         let n = (self.scalar_count as usize).min(MAX_CALL_SCALARS);
         self.scalar_dtypes[..n].iter().map(|&c| DType::from_u8(c).unwrap_or(DType::UInt64))
@@ -383,8 +401,12 @@ pub enum EntryProblem {
     Tensors,
     /// More than [`MAX_CALL_SCALARS`] scalars.
     Scalars,
-    /// A scalar dtype code that is not a `DType`.
+    /// A scalar dtype code that is neither a `DType` nor a view code.
     Dtype,
+    /// View codes that do not declare a view kernel: a view kernel's scalars are exactly
+    /// [`SCALAR_VIEW_SHAPE`] then one [`SCALAR_VIEW_OPERAND`] per tensor, and it takes a fixed
+    /// number of tensors, at most `crate::layout::MAX_OPERANDS`.
+    Views,
     /// `max_blocks` is 0.
     MaxBlocks,
     /// No device entry.
@@ -401,6 +423,10 @@ impl core::fmt::Display for EntryProblem {
             EntryProblem::Tensors => "its tensor count range is empty or outside 1..=6",
             EntryProblem::Scalars => "it takes more than 4 scalars",
             EntryProblem::Dtype => "a scalar dtype code is unknown",
+            EntryProblem::Views => {
+                "its view scalar codes are not a shape word then one operand word per tensor \
+                 of a fixed count of at most 3"
+            }
             EntryProblem::MaxBlocks => "its max_blocks is 0",
             EntryProblem::NoDevice => "it has no device entry",
             EntryProblem::NoHost => "it has no host reference",
@@ -493,8 +519,22 @@ pub fn validate_entries(entries: &[KernelEntry]) -> Result<(), KernelTableError>
         if e.scalar_count as usize > MAX_CALL_SCALARS {
             return bad(EntryProblem::Scalars);
         }
-        if e.scalar_dtypes[..e.scalar_count as usize].iter().any(|&c| DType::from_u8(c).is_none()) {
+        let codes = &e.scalar_dtypes[..e.scalar_count as usize];
+        let view = |c: u8| c == SCALAR_VIEW_SHAPE || c == SCALAR_VIEW_OPERAND;
+        if codes.iter().any(|&c| DType::from_u8(c).is_none() && !view(c)) {
             return bad(EntryProblem::Dtype);
+        }
+        if codes.iter().any(|&c| view(c)) {
+            let n = e.max_tensors as usize;
+            let shaped = codes.first() == Some(&SCALAR_VIEW_SHAPE)
+                && codes[1..].iter().all(|&c| c == SCALAR_VIEW_OPERAND);
+            if !shaped
+                || e.min_tensors != e.max_tensors
+                || n > crate::layout::MAX_OPERANDS
+                || codes.len() != 1 + n
+            {
+                return bad(EntryProblem::Views);
+            }
         }
         if e.max_blocks == 0 {
             return bad(EntryProblem::MaxBlocks);
@@ -598,6 +638,29 @@ mod tests {
             validate_entries(&[e]),
             Err(KernelTableError::Entry { index: 0, problem: EntryProblem::NoHost })
         );
+        // A view kernel: a shape word, then an operand word per tensor of a fixed count.
+        let mut v = good("v");
+        (v.min_tensors, v.max_tensors, v.scalar_count) = (2, 2, 3);
+        v.scalar_dtypes = [SCALAR_VIEW_SHAPE, SCALAR_VIEW_OPERAND, SCALAR_VIEW_OPERAND, 0];
+        assert_eq!(validate_entries(&[v]), Ok(()));
+        assert!(v.is_view_kernel() && !good("a").is_view_kernel());
+        assert!(v.dtypes().all(|d| d == DType::UInt64));
+        type Bad = fn(&mut KernelEntry);
+        let views: [Bad; 5] = [
+            |e| e.min_tensors = 1,
+            |e| e.scalar_count = 2,
+            |e| e.scalar_dtypes[0] = SCALAR_VIEW_OPERAND,
+            |e| e.scalar_dtypes[2] = DType::Float32 as u8,
+            |e| (e.min_tensors, e.max_tensors, e.scalar_count) = (4, 4, 4),
+        ];
+        for f in views {
+            let mut e = v;
+            f(&mut e);
+            assert_eq!(
+                validate_entries(&[e]),
+                Err(KernelTableError::Entry { index: 0, problem: EntryProblem::Views })
+            );
+        }
         // A dtype code past `scalar_count` is not looked at.
         let mut e = good("k");
         e.scalar_dtypes[3] = 200;

@@ -9,11 +9,13 @@
 //! |---|---|
 //! | [`kernel_library!`] | declares the library: name, and per kernel its name, core kind, tensor-count range, scalar dtypes, most SPMD blocks, device entry and host reference |
 //! | [`DeviceArgs`] / [`DeviceTensor`] | what a device entry sees: its block, scalars, and bounds-checked views of its tensors in device memory |
+//! | [`DeviceView`] / [`host_view`] | a view kernel's tensors as typed N-d views, by element, on the device and in its host reference |
 //! | [`KernelError`] | what a kernel returns when its arguments do not fit; it becomes a typed fault of the run |
 //! | [`KERNEL_LIB_ABI_VERSION`] | the version the library records; ferry refuses a library of another version |
 //! | the raw records ([`KernelLibraryDesc`], [`KernelEntry`], [`DeviceCall`], [`HostCall`]) and the loader's checks | [`kernel_lib`], re-exported at the root |
 //! | [`DeviceServices`], `STATUS_*` | [`services`]: the AICPU OS's services table every loaded program receives, and the status codes its entries return |
-//! | [`DType`] | the scalar and element types, by code |
+//! | [`DType`] | the scalar and element types, by code, and their conversions (f16 and bf16 round to nearest, ties to even) |
+//! | [`layout`] | typed N-d views: the shape and operand words a view kernel reads its arguments' dtypes, shapes and strides from |
 //!
 //! The crate depends on nothing but `core` and `std`, so it builds on its own, outside ferry's
 //! checkout. Without its default `std` feature it is `no_std` and holds only the records,
@@ -81,17 +83,20 @@ extern crate std;
 
 mod dtype;
 pub mod kernel_lib;
+pub mod layout;
 #[cfg(feature = "std")]
 mod library;
 pub mod services;
+#[cfg(feature = "std")]
+mod view;
 
-pub use dtype::DType;
+pub use dtype::{bf16_to_f32, f16_to_f32, f32_to_bf16, f32_to_f16, DType};
 pub use kernel_lib::{
     c_name, DeviceCall, DeviceKernelFn, HostCall, HostKernelFn, HostTensor, KernelEntry,
     KernelErrorRecord, KernelLibraryDesc, TensorArg, CORE_AIC, CORE_AIV, KERNEL_ERR_BAD_ADDRESS,
     KERNEL_ERR_MISSING_SCALAR, KERNEL_ERR_MISSING_TENSOR, KERNEL_ERR_NONE, KERNEL_ERR_PANIC,
-    KERNEL_ERR_SHAPE, KERNEL_LIB_ABI_VERSION, KERNEL_LIB_MAGIC, MAX_CALL_SCALARS, MAX_CALL_TENSORS,
-    NAME_BYTES,
+    KERNEL_ERR_SHAPE, KERNEL_ERR_VIEW, KERNEL_LIB_ABI_VERSION, KERNEL_LIB_MAGIC, MAX_CALL_SCALARS,
+    MAX_CALL_TENSORS, NAME_BYTES, SCALAR_VIEW_OPERAND, SCALAR_VIEW_SHAPE,
 };
 #[cfg(feature = "std")]
 pub use library::*;
@@ -99,3 +104,5 @@ pub use services::{
     DeviceServices, STATUS_BAD_ADDRESS, STATUS_INVALID_ARGUMENT, STATUS_OK, STATUS_PANIC,
     STATUS_RUNTIME_BASE,
 };
+#[cfg(feature = "std")]
+pub use view::{host_view, DeviceView, HostView};

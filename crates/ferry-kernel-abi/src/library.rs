@@ -5,12 +5,13 @@
 use crate::kernel_lib::{
     DeviceCall, HostCall, KernelErrorRecord, KernelLibraryDesc, CORE_AIC, CORE_AIV,
     KERNEL_ERR_BAD_ADDRESS, KERNEL_ERR_MISSING_SCALAR, KERNEL_ERR_MISSING_TENSOR, KERNEL_ERR_PANIC,
-    KERNEL_ERR_SHAPE, MAX_CALL_SCALARS, MAX_CALL_TENSORS,
+    KERNEL_ERR_SHAPE, KERNEL_ERR_VIEW, MAX_CALL_SCALARS, MAX_CALL_TENSORS,
 };
 use crate::services::{
     DeviceServices, STATUS_BAD_ADDRESS, STATUS_INVALID_ARGUMENT, STATUS_OK, STATUS_PANIC,
     STATUS_RUNTIME_BASE,
 };
+#[cfg(doc)]
 use crate::DType;
 use std::boxed::Box;
 use std::format;
@@ -59,6 +60,18 @@ pub enum KernelError {
     },
     /// A kernel-defined failure; the code must be at least [`STATUS_RUNTIME_BASE`].
     Failed(i32),
+    /// Tensor `index`'s view ([`DeviceArgs::view`]) spans `need` bytes, its range has `have`;
+    /// or (`need` and `have` 0) its operand word names the unknown dtype code `code`.
+    View {
+        /// The tensor argument.
+        index: usize,
+        /// Bytes the view spans.
+        need: u64,
+        /// Bytes the range has.
+        have: u64,
+        /// The unknown dtype code, when that is what is wrong.
+        code: u8,
+    },
 }
 
 impl KernelError {
@@ -89,6 +102,12 @@ impl KernelError {
                 got: got as u64,
             },
             KernelError::Failed(_) => KernelErrorRecord::default(),
+            KernelError::View { index, need, have, code } => KernelErrorRecord {
+                kind: KERNEL_ERR_VIEW,
+                index: (index.min(0xffff) as u32) | u32::from(code) << 16,
+                expected: need,
+                got: have,
+            },
         }
     }
 }
@@ -105,6 +124,12 @@ impl std::fmt::Display for KernelError {
                 write!(f, "a tensor has {got} elements, the kernel needs {expected}")
             }
             KernelError::Failed(c) => write!(f, "kernel-defined failure {c}"),
+            KernelError::View { index, need: 0, have: 0, code } => {
+                write!(f, "the view of tensor {index} names dtype code {code}, which is unknown")
+            }
+            KernelError::View { index, need, have, .. } => {
+                write!(f, "the view of tensor {index} spans {need} bytes, its range has {have}")
+            }
         }
     }
 }
@@ -197,8 +222,8 @@ impl<'a> DeviceArgs<'a> {
 /// views of one tensor), so elements are read and written one at a time, never through slices.
 #[derive(Debug)]
 pub struct DeviceTensor<'a> {
-    ptr: *mut f32,
-    len: usize,
+    pub(crate) ptr: *mut f32,
+    pub(crate) len: usize,
     _life: PhantomData<&'a ()>,
 }
 
@@ -381,15 +406,48 @@ pub unsafe fn __host_trampoline(call: *const HostCall, f: HostKernel) -> i32 {
 /// # Panics
 /// At compile time, for more than [`MAX_CALL_SCALARS`] scalars.
 #[doc(hidden)]
-pub const fn __dtypes(d: &[DType]) -> [u8; MAX_CALL_SCALARS] {
+pub const fn __dtypes(d: &[u8]) -> [u8; MAX_CALL_SCALARS] {
     assert!(d.len() <= MAX_CALL_SCALARS, "a kernel takes at most 4 scalars");
     let mut out = [0u8; MAX_CALL_SCALARS];
     let mut i = 0;
     while i < d.len() {
-        out[i] = d[i] as u8;
+        out[i] = d[i];
         i += 1;
     }
     out
+}
+
+/// The scalar codes [`kernel_library!`](crate::kernel_library)'s `scalars:` names: every
+/// [`DType`] variant, and a view kernel's `ViewShape` and `ViewOperand`.
+#[doc(hidden)]
+#[allow(non_upper_case_globals)]
+pub mod __scalar {
+    use crate::kernel_lib::{SCALAR_VIEW_OPERAND, SCALAR_VIEW_SHAPE};
+    use crate::DType;
+    /// f32.
+    pub const Float32: u8 = DType::Float32 as u8;
+    /// f16.
+    pub const Float16: u8 = DType::Float16 as u8;
+    /// bf16.
+    pub const BFloat16: u8 = DType::BFloat16 as u8;
+    /// int8.
+    pub const Int8: u8 = DType::Int8 as u8;
+    /// int16.
+    pub const Int16: u8 = DType::Int16 as u8;
+    /// int32.
+    pub const Int32: u8 = DType::Int32 as u8;
+    /// int64.
+    pub const Int64: u8 = DType::Int64 as u8;
+    /// uint8.
+    pub const UInt8: u8 = DType::UInt8 as u8;
+    /// uint32.
+    pub const UInt32: u8 = DType::UInt32 as u8;
+    /// uint64.
+    pub const UInt64: u8 = DType::UInt64 as u8;
+    /// A view kernel's shape word.
+    pub const ViewShape: u8 = SCALAR_VIEW_SHAPE;
+    /// A view kernel's operand word.
+    pub const ViewOperand: u8 = SCALAR_VIEW_OPERAND;
 }
 
 /// A pointer to a library's kernel table, for its static descriptor.
@@ -413,7 +471,9 @@ unsafe impl Sync for __Table {}
 /// }
 /// ```
 ///
-/// `core` is `Aic` or `Aiv`; `scalars` lists a [`DType`] variant per scalar; `device` is a
+/// `core` is `Aic` or `Aiv`; `scalars` lists a [`DType`] variant per scalar, or for a view
+/// kernel `[ViewShape, ViewOperand, …]` (one `ViewOperand` per tensor: a workload fills them in
+/// from its views, and [`DeviceArgs::view`] reads them); `device` is a
 /// [`DeviceKernel`], `host` a [`HostKernel`]. Names take 1..=31 bytes (checked at compile time).
 #[macro_export]
 macro_rules! kernel_library {
@@ -435,8 +495,8 @@ macro_rules! kernel_library {
             core: $crate::Core::$core as u32,
             min_tensors: $min,
             max_tensors: $max,
-            scalar_count: <[$crate::DType]>::len(&[$($crate::DType::$dt),*]) as u32,
-            scalar_dtypes: $crate::__dtypes(&[$($crate::DType::$dt),*]),
+            scalar_count: <[u8]>::len(&[$($crate::__scalar::$dt),*]) as u32,
+            scalar_dtypes: $crate::__dtypes(&[$($crate::__scalar::$dt),*]),
             max_blocks: $blocks,
             device: Some({
                 unsafe extern "C" fn device(

@@ -2,9 +2,10 @@
 //! two runtimes in one process, teardown, device reset, bad inputs, and the exec ABI.
 use ferry_abi::launch::{AbiRecord, KernelArgs, RegisterCallableArgs, KERNEL_ARGS_ABI_VERSION};
 use ferry_abi::services::{
-    AicpuKernelCall, KERNEL_ADD, KERNEL_ADD_SCALAR, KERNEL_ATTN_MERGE, KERNEL_ATTN_PARTIAL,
-    KERNEL_COPY, KERNEL_COUNT, KERNEL_MUL, KERNEL_SCALE, STATUS_ABI_SIZE_MISMATCH,
-    STATUS_ABI_VERSION_MISMATCH, STATUS_BAD_ADDRESS, STATUS_MISSING_SYMBOL, STATUS_OK,
+    AicpuKernelCall, KERNEL_ADD, KERNEL_ADD_ND, KERNEL_ADD_SCALAR, KERNEL_ATTN_MERGE,
+    KERNEL_ATTN_PARTIAL, KERNEL_CAST_ND, KERNEL_COPY, KERNEL_COUNT, KERNEL_MUL, KERNEL_SCALE,
+    STATUS_ABI_SIZE_MISMATCH, STATUS_ABI_VERSION_MISMATCH, STATUS_BAD_ADDRESS,
+    STATUS_MISSING_SYMBOL, STATUS_OK,
 };
 use ferry_launch::loader::{
     AicpuProgram, LoadError, LoadMethod, Loader, LoaderBuilder, ProgramImage,
@@ -641,10 +642,17 @@ fn kernel_library_runs_elementwise_kernels_over_device_memory() {
     assert_eq!(call(KERNEL_SCALE, 0.5), want(&|i| a[i] * 0.5));
     assert_eq!(call(KERNEL_COPY, 0.0), a);
     assert_eq!(call(KERNEL_ADD_SCALAR, 2.0), want(&|i| a[i] + 2.0));
-    // One numbering with the task runtime: ids 0..KERNEL_COUNT; the attention kernels run only
-    // in the runtime's AICore executor, and ids past the table are unknown.
-    assert_eq!((KERNEL_ADD, KERNEL_ADD_SCALAR, KERNEL_COUNT), (0, 4, 7));
-    for id in [KERNEL_ATTN_PARTIAL, KERNEL_ATTN_MERGE, KERNEL_COUNT, u32::MAX] {
+    // One numbering with the task runtime: ids 0..KERNEL_COUNT; the attention and view kernels
+    // run only in the runtime's AICore executor, and ids past the table are unknown.
+    assert_eq!((KERNEL_ADD, KERNEL_ADD_SCALAR, KERNEL_COUNT), (0, 4, 14));
+    for id in [
+        KERNEL_ATTN_PARTIAL,
+        KERNEL_ATTN_MERGE,
+        KERNEL_ADD_ND,
+        KERNEL_CAST_ND,
+        KERNEL_COUNT,
+        u32::MAX,
+    ] {
         assert!(lib.kernel(id).is_none(), "kernel {id}");
     }
     // A range outside device memory is a status, not a wild access.

@@ -210,13 +210,33 @@ impl RunDir {
     /// # Errors
     /// A write, or the manifest.
     pub fn finish(
-        mut self,
+        self,
         summary: &SummaryJson,
         outputs: &[(&str, &[f32])],
     ) -> Result<(), RunDirError> {
+        let files: Vec<(String, Vec<u8>)> = outputs
+            .iter()
+            .map(|(name, v)| {
+                (format!("{name}.f32"), v.iter().flat_map(|x| x.to_le_bytes()).collect())
+            })
+            .collect();
+        self.finish_files(summary, &files)
+    }
+
+    /// A run that finished and verified, as [`finish`](Self::finish), with each output tensor
+    /// given as `(file name, bytes)`: a workload's tensor of another dtype is
+    /// `<name>.<dtype>` (`acc.int32`, `y.bf16`), its elements packed little-endian.
+    ///
+    /// # Errors
+    /// A write, or the manifest.
+    pub fn finish_files(
+        mut self,
+        summary: &SummaryJson,
+        files: &[(String, Vec<u8>)],
+    ) -> Result<(), RunDirError> {
         self.write(SUMMARY_FILE, serde_json::to_string_pretty(summary)?.as_bytes())?;
-        for (name, values) in outputs {
-            self.write_f32(name, values)?;
+        for (name, bytes) in files {
+            self.write(name, bytes)?;
         }
         self.commit(RunOutcome::Ok)
     }

@@ -242,6 +242,22 @@ pub enum KernelFault {
         /// The budget it exceeded, in milliseconds of device time.
         budget_ms: u64,
     },
+    /// A view kernel's layout scalars (`ferry_kernel_abi::layout`) describe a view that tensor
+    /// argument `operand`'s range does not hold (`need` bytes, `have` in the range), or name an
+    /// unknown dtype (`need` and `have` are 0 then, and `code` is the dtype code).
+    #[error("kernel {kernel}: {}", self.detail())]
+    View {
+        /// The kernel id.
+        kernel: u32,
+        /// The tensor argument.
+        operand: u32,
+        /// Bytes the view spans.
+        need: u64,
+        /// Bytes its range has.
+        have: u64,
+        /// The unknown dtype code, when that is what is wrong.
+        code: u8,
+    },
 }
 
 /// Why a run failed on the device, as reported through the image.
@@ -362,6 +378,12 @@ impl KernelFault {
                 "did not return within its budget of {budget_ms} ms on core {core} (the core \
                  stays busy: the runner cannot launch again; --timeout sets the budget)"
             ),
+            KernelFault::View { operand, need: 0, have: 0, code, .. } => {
+                format!("the view of tensor {operand} names dtype code {code}, which is unknown")
+            }
+            KernelFault::View { operand, need, have, .. } => {
+                format!("the view of tensor {operand} spans {need} bytes, its range has {have}")
+            }
         }
     }
 
@@ -381,6 +403,10 @@ impl KernelFault {
                 (10, [kernel.into(), core.into(), budget_ms])
             }
             KernelFault::OutOfBounds { kernel, index } => (11, [kernel.into(), index.into(), 0]),
+            KernelFault::View { kernel, operand, need, have, code } => (
+                12,
+                [u64::from(kernel) | u64::from(operand) << 32 | u64::from(code) << 56, need, have],
+            ),
         }
     }
 
@@ -398,6 +424,13 @@ impl KernelFault {
             9 => KernelFault::BadAddress { kernel: d[0] as u32, index: d[1] as u32 },
             10 => KernelFault::Hung { kernel: d[0] as u32, core: d[1] as u32, budget_ms: d[2] },
             11 => KernelFault::OutOfBounds { kernel: d[0] as u32, index: d[1] as u32 },
+            12 => KernelFault::View {
+                kernel: d[0] as u32,
+                operand: (d[0] >> 32) as u32 & 0x00ff_ffff,
+                need: d[1],
+                have: d[2],
+                code: (d[0] >> 56) as u8,
+            },
             _ => return None,
         })
     }
@@ -580,6 +613,16 @@ mod tests {
                 task: 3,
                 kernel: 257,
                 fault: KernelFault::BadAddress { kernel: 257, index: 0 },
+            },
+            DeviceFault::Kernel {
+                task: 3,
+                kernel: 7,
+                fault: KernelFault::View { kernel: 7, operand: 2, need: 20, have: 16, code: 0 },
+            },
+            DeviceFault::Kernel {
+                task: 3,
+                kernel: 9,
+                fault: KernelFault::View { kernel: 9, operand: 1, need: 0, have: 0, code: 15 },
             },
             DeviceFault::Handshake { core: 3, physical: 200, bound: 75 },
             DeviceFault::HandshakeTimeout { core: 4, waited_ms: 250 },

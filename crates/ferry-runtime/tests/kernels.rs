@@ -89,9 +89,19 @@ fn loaded(cfg: RunnerConfig) -> DeviceRunner {
     let mut r = DeviceRunner::new(cfg).unwrap();
     let infos = r.load_kernels_file(template_lib()).unwrap();
     let names: Vec<_> = infos.iter().map(|k| (k.id, k.name.as_str())).collect();
-    assert_eq!(names, [(CUSTOM_KERNEL_BASE, "saxpy"), (CUSTOM_KERNEL_BASE + 1, "clamp")]);
+    assert_eq!(
+        names,
+        [
+            (CUSTOM_KERNEL_BASE, "saxpy"),
+            (CUSTOM_KERNEL_BASE + 1, "clamp"),
+            (CUSTOM_KERNEL_BASE + 2, "relu_nd")
+        ]
+    );
     assert_eq!(infos[1].tensors, (1, 2));
     assert_eq!(infos[1].scalar_dtypes.len(), 2);
+    // `relu_nd` declares a view kernel: its three scalars are layout words.
+    assert_eq!(infos.iter().map(|k| k.views).collect::<Vec<_>>(), [false, false, true]);
+    assert_eq!(infos[2].scalar_dtypes, [ferry_abi::records::DType::UInt64; 3]);
     assert_eq!(r.kernels().lookup("saxpy").unwrap().library.as_deref(), Some("kernel-template"));
     r
 }
@@ -208,7 +218,7 @@ fn bad_libraries_give_typed_errors_and_the_runner_works_afterwards() {
     counted.extend_from_slice(&64u32.to_le_bytes());
     counted.extend_from_slice(&72u32.to_le_bytes());
     let mut over = counted.clone();
-    counted.extend_from_slice(&2u32.to_le_bytes());
+    counted.extend_from_slice(&3u32.to_le_bytes());
     over.extend_from_slice(&65u32.to_le_bytes());
     match r.load_kernels("over.so", &patched(&good, &counted, &over)) {
         Err(KernelLoadError::Load(LoadError::KernelTable { error, .. })) => {
@@ -333,8 +343,10 @@ fn the_aicpu_reads_the_kernel_table_bounded_and_checked() {
     let dev = r.device();
     let p = dev.malloc(bytes.len() as u64).unwrap();
     dev.copy_htod(&bytes, p).unwrap();
-    let t = CustomKernels::read(ops, p.0, 2, bad).unwrap();
+    let t = CustomKernels::read(ops, p.0, 3, bad).unwrap();
     assert_eq!(t.records(), &recs[..]);
+    // The view flag travels with the table: ArgsDump reads `relu_nd`'s dtypes from its words.
+    assert!(t.is_view(CUSTOM_KERNEL_BASE + 2) && !t.is_view(CUSTOM_KERNEL_BASE + 1));
     let s = t.shape(CUSTOM_KERNEL_BASE + 1).unwrap();
     assert_eq!((s.tensors, s.scalars, s.max_blocks), ((1, 2), 2, 65536));
     assert_eq!(CustomKernels::read(ops, 0, 0, bad).unwrap(), CustomKernels::none());
@@ -342,14 +354,14 @@ fn the_aicpu_reads_the_kernel_table_bounded_and_checked() {
     // the count is checked first).
     assert_eq!(CustomKernels::read(ops, 0, MAX_CUSTOM_KERNELS + 1, bad), Err(bad));
     // A table longer than its allocation, or outside device memory.
-    assert_eq!(CustomKernels::read(ops, p.0, 3, bad), Err(bad));
+    assert_eq!(CustomKernels::read(ops, p.0, recs.len() as u32 + 1, bad), Err(bad));
     assert_eq!(CustomKernels::read(ops, 0x10, 1, bad), Err(bad));
     // A record out of place.
     let mut swapped = recs.clone();
     swapped.swap(0, 1);
     let bytes: Vec<u8> = swapped.iter().flat_map(|x| as_bytes(x).to_vec()).collect();
     dev.copy_htod(&bytes, p).unwrap();
-    assert_eq!(CustomKernels::read(ops, p.0, 2, bad), Err(bad));
+    assert_eq!(CustomKernels::read(ops, p.0, 3, bad), Err(bad));
     dev.free(p).unwrap();
 }
 
@@ -364,7 +376,7 @@ fn libraries_load_between_runs_only() {
     assert!(matches!(r.load_kernels("t.so", &good), Err(KernelLoadError::Busy)));
     assert_eq!(r.kernels().loaded_count(), 0);
     r.release(p);
-    assert_eq!(r.load_kernels("t.so", &good).unwrap().len(), 2);
+    assert_eq!(r.load_kernels("t.so", &good).unwrap().len(), 3);
     ex.verify(&r.run(0, ex.args.clone()).unwrap()).unwrap();
 }
 

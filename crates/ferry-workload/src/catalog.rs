@@ -34,6 +34,9 @@ pub struct KernelInfo {
     /// Every tensor argument before the last must have at least as many elements as the last
     /// (the kernel table's `inputs_cover_output`; `false` when the table does not say).
     pub inputs_cover_output: bool,
+    /// A view kernel: its tensors may have any dtype and N-d views, and its scalars are the
+    /// layout words the workload fills in (`ferry_abi::layout`), not written in the file.
+    pub views: bool,
 }
 
 /// Kernels by name, with their host implementations.
@@ -77,9 +80,10 @@ impl KernelCatalog for BuiltinKernels {
             id: k.id,
             name: k.name.to_string(),
             tensors: k.tensors,
-            scalars: scalar_types(k.scalar_dtypes),
+            scalars: if k.views { Vec::new() } else { scalar_types(k.scalar_dtypes) },
             max_blocks: k.max_blocks,
             inputs_cover_output: k.inputs_cover_output,
+            views: k.views,
         })
     }
 
@@ -104,14 +108,16 @@ impl KernelCatalog for BuiltinKernels {
 impl KernelCatalog for ferry_runtime::host::KernelRegistry {
     fn lookup(&self, name: &str) -> Option<KernelInfo> {
         let k = ferry_runtime::host::KernelRegistry::lookup(self, name)?;
+        let views = k.views;
         Some(KernelInfo {
             id: k.id,
             name: k.name,
             tensors: k.tensors,
-            scalars: scalar_types(&k.scalar_dtypes),
+            scalars: if views { Vec::new() } else { scalar_types(&k.scalar_dtypes) },
             max_blocks: k.max_blocks,
             // A loaded kernel's table entry declares no length relation.
             inputs_cover_output: kernels::spec(k.id).is_some_and(|s| s.inputs_cover_output),
+            views,
         })
     }
 

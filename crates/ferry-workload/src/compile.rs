@@ -5,6 +5,7 @@ use crate::catalog::{KernelCatalog, KernelInfo, ScalarType};
 use crate::error::{Lines, WorkloadError};
 use crate::expr::{self, Expr};
 use crate::schema::{self, Item, Num};
+use ferry_abi::records::DType;
 use ferry_runtime::device::ffi::arg_role_word;
 use ferry_runtime::device::workload as w;
 use ferry_runtime::Role;
@@ -37,6 +38,8 @@ pub(crate) struct ArgNode {
     pub(crate) offset: Expr,
     pub(crate) len: Option<Expr>,
     pub(crate) at: usize,
+    /// A view kernel's argument: its element view (`offset` and `len` above are then words).
+    pub(crate) elem: Option<crate::views::ElemView>,
 }
 
 #[derive(Debug)]
@@ -87,6 +90,8 @@ pub(crate) struct Ctx<'a> {
     pub(crate) fparams: &'a BTreeMap<String, f64>,
     pub(crate) tensors: &'a BTreeMap<String, u32>,
     pub(crate) catalog: &'a dyn KernelCatalog,
+    /// Each run tensor's dtype and elements, by id.
+    pub(crate) run_types: &'a [(DType, u64)],
     vars: Vec<(String, u32)>,
     scratch: Vec<(String, u32)>,
     max_var: u32,
@@ -100,6 +105,7 @@ impl<'a> Ctx<'a> {
         fparams: &'a BTreeMap<String, f64>,
         tensors: &'a BTreeMap<String, u32>,
         catalog: &'a dyn KernelCatalog,
+        run_types: &'a [(DType, u64)],
     ) -> Ctx<'a> {
         Ctx {
             lines,
@@ -107,6 +113,7 @@ impl<'a> Ctx<'a> {
             fparams,
             tensors,
             catalog,
+            run_types,
             vars: vec![],
             scratch: vec![],
             max_var: 0,
@@ -331,8 +338,34 @@ impl<'a> Ctx<'a> {
                 offset,
                 len,
                 at: a.span().start,
+                elem: None,
             });
         }
+        let layout_scalars = if kernel.views {
+            let reduce = ferry_runtime::device::kernels::reduce_axis(kernel.id);
+            crate::views::lower(self, &label, &mut args, args_in, self.run_types, reduce)?
+        } else {
+            for (a, d) in args.iter().zip(args_in) {
+                let dt = match a.tensor {
+                    TRef::Run(i) => self.run_types[i as usize].0,
+                    TRef::Scratch(_) => DType::Float32,
+                };
+                let at = d.span().start;
+                if dt != DType::Float32 {
+                    return Err(self.err(at, format!(
+                        "task '{label}': kernel `{}` takes f32 tensors, `{}` is {} (a view kernel such as add_nd or cast_nd takes any dtype)",
+                        kernel.name, a.name, dt.short_name()
+                    )));
+                }
+                if d.get_ref().shape.is_some() || d.get_ref().strides.is_some() {
+                    return Err(self.err(at, format!(
+                        "task '{label}': kernel `{}` takes flat views (`offset`, `len`); `shape` and `strides` need a view kernel such as add_nd",
+                        kernel.name
+                    )));
+                }
+            }
+            Vec::new()
+        };
         let sc_in = i.scalars.as_deref().unwrap_or(&[]);
         if sc_in.len() != kernel.scalars.len() {
             return Err(self.err(
@@ -383,6 +416,7 @@ impl<'a> Ctx<'a> {
             };
             scalars.push(v);
         }
+        scalars.extend(layout_scalars);
         let blocks = match &i.blocks {
             Some(b) => self.expr(b, "blocks")?,
             None => Expr::Const(1),
@@ -408,7 +442,7 @@ impl<'a> Ctx<'a> {
     }
 }
 
-fn stack_need(e: &Expr) -> usize {
+pub(crate) fn stack_need(e: &Expr) -> usize {
     match e {
         Expr::Const(_) | Expr::Var(_) => 1,
         Expr::Bin(_, a, b) => stack_need(a).max(1 + stack_need(b)),

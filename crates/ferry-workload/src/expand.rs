@@ -28,7 +28,10 @@ pub(crate) trait Visit {
 
 pub(crate) struct Walk<'a> {
     pub(crate) lines: &'a Lines,
+    /// Each run tensor's words on the device.
     pub(crate) run_sizes: &'a [u64],
+    /// Each run tensor's elements (of its dtype).
+    pub(crate) run_elems: &'a [u64],
     pub(crate) scratch_bytes: u64,
     vars: Vec<u64>,
     scratch: Vec<u64>,
@@ -44,12 +47,14 @@ impl<'a> Walk<'a> {
     pub(crate) fn new(
         lines: &'a Lines,
         run_sizes: &'a [u64],
+        run_elems: &'a [u64],
         scratch_bytes: u64,
         ir: &Ir,
     ) -> Walk<'a> {
         Walk {
             lines,
             run_sizes,
+            run_elems,
             scratch_bytes,
             vars: vec![0; ir.vars as usize],
             scratch: vec![0; ir.scratch_slots as usize],
@@ -125,11 +130,25 @@ impl<'a> Walk<'a> {
             ));
         }
         let mut views = Vec::with_capacity(t.args.len());
+        let mut first_shape: Option<Vec<u64>> = None;
         for a in &t.args {
             let size = match a.tensor {
                 TRef::Run(i) => self.run_sizes[i as usize],
                 TRef::Scratch(s) => self.scratch[s as usize],
             };
+            if let Some(ev) = &a.elem {
+                let shape = self.elem_view(seq, label, a, ev)?;
+                match &first_shape {
+                    None => first_shape = Some(shape),
+                    Some(s0) if *s0 != shape => {
+                        return Err(self.lines.at(a.at, format!(
+                            "task {seq} ('{label}'): the view of `{}` has shape {shape:?}, the first argument's is {s0:?} (a view kernel's arguments share one shape)",
+                            a.name
+                        )))
+                    }
+                    Some(_) => {}
+                }
+            }
             let off = self.eval(&a.offset, a.at, "offset")?;
             let len = match &a.len {
                 Some(l) => self.eval(l, a.at, "len")?,
@@ -171,6 +190,48 @@ impl<'a> Walk<'a> {
         v.task(&c).map_err(|m| self.lines.at(t.at, format!("task {seq} ('{label}'): {m}")))?;
         self.seq += 1;
         Ok(())
+    }
+}
+
+impl Walk<'_> {
+    /// Checks a view kernel's argument `a` in elements (its start on a word, its extent inside
+    /// the tensor); returns its shape.
+    fn elem_view(
+        &self,
+        seq: u64,
+        label: &str,
+        a: &crate::compile::ArgNode,
+        ev: &crate::views::ElemView,
+    ) -> Result<Vec<u64>, WorkloadError> {
+        let elems = match a.tensor {
+            TRef::Run(i) => self.run_elems[i as usize],
+            TRef::Scratch(s) => self.scratch[s as usize],
+        };
+        let off = self.eval(&ev.offset, a.at, "offset")?;
+        let len = match &ev.form {
+            crate::views::Form::Flat(Some(l)) => Some(self.eval(l, a.at, "len")?),
+            _ => None,
+        };
+        let (shape, extent) = ev.shape_extent(off, len, elems);
+        let size = ev.dtype.size() as u64;
+        let role = match a.role {
+            ferry_runtime::Role::Input => "input",
+            ferry_runtime::Role::Output => "output",
+            ferry_runtime::Role::InOut => "inout",
+        };
+        if off.checked_mul(size).is_none_or(|b| b % 4 != 0) {
+            return Err(self.lines.at(a.at, format!(
+                "task {seq} ('{label}'): {role} view of `{}` starts at element {off}, not on a 32-bit word ({} elements: the offset is a multiple of {})",
+                a.name, ev.dtype.short_name(), 4 / size.min(4)
+            )));
+        }
+        if off.checked_add(extent).is_none_or(|e| e > elems) {
+            return Err(self.lines.at(a.at, format!(
+                "task {seq} ('{label}'): {role} view of `{}` out of range: offset {off} + extent {extent} (shape {shape:?}) > {elems} elements",
+                a.name
+            )));
+        }
+        Ok(shape)
     }
 }
 

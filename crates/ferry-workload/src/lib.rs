@@ -42,15 +42,20 @@ mod error;
 mod expand;
 mod expr;
 mod schema;
+mod typed;
+mod verify;
+mod views;
 
 pub use catalog::{BuiltinKernels, KernelCatalog, KernelInfo, ScalarType};
 pub use compile::{MAX_TASKS, MAX_TENSORS, MAX_TENSOR_ELEMENTS, MAX_TOTAL_ELEMENTS};
 pub use error::WorkloadError;
 pub use expr::{MAX_EXPR_CHARS, MAX_NESTING};
+pub use verify::VerifyError;
 
 use compile::{Ctx, InitPlan, Ir};
 use error::Lines;
-use ferry_runtime::host::{Callable, RunArgs, RunOutput, TensorInit, Variant};
+use ferry_abi::records::DType;
+use ferry_runtime::host::{Callable, RunArgs, TensorInit, Variant};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -69,7 +74,23 @@ pub const MAX_FILE_BYTES: u64 = 4 << 20;
 #[derive(Clone, Debug, PartialEq)]
 enum Check {
     Checksum { tensor: u32, want: f64, tol: f64, at: usize },
-    Values { tensor: u32, want: Vec<f32>, tol: f64, at: usize },
+    Values { tensor: u32, want: Vec<f64>, tol: f64, at: usize },
+}
+
+/// One `[[tensor]]`: its name, elements, dtype and initial contents.
+#[derive(Debug)]
+struct TensorDef {
+    name: String,
+    elems: u64,
+    dtype: DType,
+    init: InitPlan,
+}
+
+impl TensorDef {
+    /// Words it occupies on the device.
+    fn words(&self) -> u64 {
+        typed::words_for(self.dtype, self.elems)
+    }
 }
 
 /// A checked, compiled workload.
@@ -78,7 +99,7 @@ pub struct Workload {
     name: String,
     description: Option<String>,
     lines: Lines,
-    tensors: Vec<(String, u64, InitPlan)>,
+    tensors: Vec<TensorDef>,
     ir: Ir,
     program: Vec<u32>,
     scopes: Vec<ScopeName>,
@@ -101,53 +122,6 @@ pub struct ScopeName {
     pub name: String,
     /// Where the file opens the scope: `diamond.toml:30` (the file's basename and line).
     pub at: String,
-}
-
-/// A run of a workload that did not verify.
-#[derive(Clone, Debug, PartialEq, thiserror::Error)]
-pub enum VerifyError {
-    /// The wrong number of tasks ran.
-    #[error("{got} tasks ran, {want} expected")]
-    TaskCount {
-        /// Tasks that ran.
-        got: u64,
-        /// Tasks the workload has.
-        want: u64,
-    },
-    /// An output tensor was not returned.
-    #[error("tensor `{0}` was not returned")]
-    Missing(String),
-    /// An element differs from the host reference or the expected values.
-    #[error("tensor `{tensor}`[{index}] = {got}, expected {want} (tolerance {tol})")]
-    Mismatch {
-        /// Tensor.
-        tensor: String,
-        /// Element.
-        index: usize,
-        /// What the run produced.
-        got: f32,
-        /// What was expected.
-        want: f32,
-        /// Relative tolerance.
-        tol: f64,
-    },
-    /// A checksum differs.
-    #[error("{at}: checksum of `{tensor}` = {got}, expected {want} (tolerance {tol})")]
-    Checksum {
-        /// Where the expectation is (`file:line`).
-        at: String,
-        /// Tensor.
-        tensor: String,
-        /// Sum of the run's elements.
-        got: f64,
-        /// Expected.
-        want: f64,
-        /// Relative tolerance.
-        tol: f64,
-    },
-    /// The host reference itself failed.
-    #[error(transparent)]
-    Reference(#[from] WorkloadError),
 }
 
 /// Deterministic values in `[-1, 1)`: the built-in examples' generator (a workload's
@@ -204,14 +178,6 @@ fn prescan(text: &str, lines: &Lines) -> Result<(), WorkloadError> {
         }
     }
     Ok(())
-}
-
-fn close(g: f64, w: f64, tol: f64) -> bool {
-    if tol == 0.0 {
-        g == w
-    } else {
-        (g - w).abs() <= tol * (1.0 + w.abs())
-    }
 }
 
 impl Workload {
@@ -310,7 +276,7 @@ impl Workload {
             }
         }
         let tnames = BTreeMap::new();
-        let ctx0 = Ctx::new(&lines, &params, &fparams, &tnames, catalog);
+        let ctx0 = Ctx::new(&lines, &params, &fparams, &tnames, catalog, &[]);
         let mut tensors = Vec::new();
         let mut names = BTreeMap::new();
         let mut total_elems = 0u64;
@@ -324,14 +290,20 @@ impl Workload {
             if !compile::is_ident(n) || names.contains_key(n) {
                 return Err(lines.at(at, format!("tensor name `{n}` is not a fresh identifier")));
             }
-            if let Some(dt) = &d.dtype {
-                if dt.get_ref() != "f32" {
-                    return Err(lines.at(
+            let dtype = match &d.dtype {
+                None => DType::Float32,
+                Some(dt) => DType::from_short_name(dt.get_ref()).ok_or_else(|| {
+                    let names: Vec<&str> = DType::ALL.iter().map(|d| d.short_name()).collect();
+                    lines.at(
                         dt.span().start,
-                        format!("dtype `{}` is not supported (the kernels are f32)", dt.get_ref()),
-                    ));
-                }
-            }
+                        format!(
+                            "dtype `{}` is not supported (one of {})",
+                            dt.get_ref(),
+                            names.join(", ")
+                        ),
+                    )
+                })?,
+            };
             let mut elems = 1u64;
             for dim in d.shape.get_ref() {
                 let v = ctx0.constant(dim, "shape")?;
@@ -361,9 +333,10 @@ impl Workload {
                         )
                     }
                 };
-                if len != elems * 4 {
+                let want = elems * dtype.size() as u64;
+                if len != want {
                     return Err(lines.at(iat, format!(
-                        "init file {} has {len} bytes, tensor `{n}` needs {} ({elems} little-endian f32)", p.display(), elems * 4
+                        "init file {} has {len} bytes, tensor `{n}` needs {want} ({elems} little-endian {})", p.display(), dtype.short_name()
                     )));
                 }
             }
@@ -375,7 +348,7 @@ impl Workload {
                 ));
             }
             names.insert(n.clone(), tensors.len() as u32);
-            tensors.push((n.clone(), elems, init));
+            tensors.push(TensorDef { name: n.clone(), elems, dtype, init });
         }
         let scratch_bytes = match &meta.scratch_bytes {
             Some(s) => {
@@ -390,7 +363,8 @@ impl Workload {
             }
             None => 0,
         };
-        let mut ctx = Ctx::new(&lines, &params, &fparams, &names, catalog);
+        let run_types: Vec<(DType, u64)> = tensors.iter().map(|t| (t.dtype, t.elems)).collect();
+        let mut ctx = Ctx::new(&lines, &params, &fparams, &names, catalog, &run_types);
         let mut total = 0;
         let nodes = ctx.body(&f.graph, 1, 0, &mut total)?;
         let (vars, scratch_slots) = ctx.slots();
@@ -430,13 +404,13 @@ impl Workload {
             match (&d.checksum, &d.values) {
                 (Some(c), None) => checks.push(Check::Checksum { tensor, want: *c, tol, at }),
                 (None, Some(v)) => {
-                    if v.len() as u64 != tensors[tensor as usize].1 {
+                    if v.len() as u64 != tensors[tensor as usize].elems {
                         return Err(lines.at(
                             at,
                             format!(
                                 "{} expected values for {} elements",
                                 v.len(),
-                                tensors[tensor as usize].1
+                                tensors[tensor as usize].elems
                             ),
                         ));
                     }
@@ -486,8 +460,8 @@ impl Workload {
             outputs,
             checks,
         };
-        let sizes: Vec<u64> = wl.tensors.iter().map(|t| t.1).collect();
-        expand::Walk::new(&wl.lines, &sizes, wl.scratch_bytes, &wl.ir)
+        let (sizes, elems) = wl.sizes();
+        expand::Walk::new(&wl.lines, &sizes, &elems, wl.scratch_bytes, &wl.ir)
             .run(&wl.ir, &mut expand::NoVisit)?;
         Ok(wl)
     }
@@ -514,8 +488,8 @@ impl Workload {
             }
         }
         let mut f = Find { want: seq, seen: 0, at: None };
-        let sizes: Vec<u64> = self.tensors.iter().map(|t| t.1).collect();
-        let _ = expand::Walk::new(&self.lines, &sizes, self.scratch_bytes, &self.ir)
+        let (sizes, elems) = self.sizes();
+        let _ = expand::Walk::new(&self.lines, &sizes, &elems, self.scratch_bytes, &self.ir)
             .run(&self.ir, &mut f);
         match self.lines.at(f.at?, "") {
             WorkloadError::At { file, line, col, .. } => Some(format!("{file}:{line}:{col}")),
@@ -551,7 +525,32 @@ impl Workload {
 
     /// Tensor names, by `TensorId`.
     pub fn tensor_names(&self) -> impl Iterator<Item = &str> {
-        self.tensors.iter().map(|t| t.0.as_str())
+        self.tensors.iter().map(|t| t.name.as_str())
+    }
+
+    /// A run's tensors as the files `--out DIR` holds: `(<name>.<dtype>, bytes)` per returned
+    /// tensor, its elements packed little-endian in its dtype (`acc.int32`, `y.bf16`, `x.f32`).
+    pub fn output_files(&self, out: &ferry_runtime::host::RunOutput) -> Vec<(String, Vec<u8>)> {
+        self.tensors
+            .iter()
+            .zip(&out.tensors)
+            .filter_map(|(t, words)| {
+                let mut bytes: Vec<u8> =
+                    words.as_deref()?.iter().flat_map(|x| x.to_le_bytes()).collect();
+                bytes.truncate((t.elems * t.dtype.size() as u64) as usize);
+                Some((format!("{}.{}", t.name, t.dtype.short_name()), bytes))
+            })
+            .collect()
+    }
+
+    /// Tensor dtypes, by `TensorId`.
+    pub fn tensor_dtypes(&self) -> impl Iterator<Item = DType> + '_ {
+        self.tensors.iter().map(|t| t.dtype)
+    }
+
+    /// Each run tensor's words on the device and its elements.
+    fn sizes(&self) -> (Vec<u64>, Vec<u64>) {
+        self.tensors.iter().map(|t| (t.words(), t.elems)).unzip()
     }
 
     /// The primary output (the first of `outputs`), whose checksum a run reports.
@@ -566,33 +565,47 @@ impl Workload {
             .with_object(&ferry_programs::ORCH_WORKLOAD)
     }
 
-    /// The tensors' initial values (files are read here; their sizes were checked at load).
+    /// The tensors' initial contents as the words the device holds (each tensor's elements
+    /// packed little-endian in its dtype; files are read here, their sizes were checked at load).
     ///
     /// # Errors
     /// A file that cannot be read or changed size since the check.
-    pub fn initial_values(&self) -> Result<Vec<Vec<f32>>, WorkloadError> {
+    pub fn initial_words(&self) -> Result<Vec<Vec<u32>>, WorkloadError> {
         self.tensors
             .iter()
-            .map(|(name, n, init)| {
-                let n = *n as usize;
-                Ok(match init {
-                    InitPlan::Zeros => vec![0.0; n],
-                    InitPlan::Constant(c) => vec![*c; n],
-                    InitPlan::Iota(s, d) => (0..n).map(|i| (s + d * i as f64) as f32).collect(),
-                    InitPlan::Random(seed) => random(n, *seed),
+            .map(|t| {
+                let (n, d) = (t.elems as usize, t.dtype);
+                let from = |v: f64| typed::from_value(d, v);
+                Ok(match &t.init {
+                    InitPlan::Zeros => typed::pack(d, n, std::iter::repeat(0)),
+                    InitPlan::Constant(c) => {
+                        typed::pack(d, n, std::iter::repeat(from(f64::from(*c))))
+                    }
+                    InitPlan::Iota(s, step) => {
+                        typed::pack(d, n, (0..n).map(|i| from(s + step * i as f64)))
+                    }
+                    InitPlan::Random(seed) => {
+                        let r = random(n, *seed).into_iter().map(f64::from);
+                        match d {
+                            _ if d.is_float() => typed::pack(d, n, r.map(from)),
+                            _ if d.is_signed_int() => typed::pack(d, n, r.map(|x| from(x * 64.0))),
+                            _ => typed::pack(d, n, r.map(|x| from((x + 1.0) * 64.0))),
+                        }
+                    }
                     InitPlan::File(p) => {
+                        let bytes = (t.elems * d.size() as u64) as usize;
                         let io = |m: String| WorkloadError::Io {
                             file: p.display().to_string(),
                             message: m,
                         };
                         // A regular file, read no further than the checked size, whatever it
                         // grew to since the check.
-                        let b = match ferry_fs::read_input(p, n as u64 * 4) {
+                        let b = match ferry_fs::read_input(p, bytes as u64) {
                             Ok(b) => b,
                             Err(ferry_fs::FsError::TooLarge { .. }) => {
                                 return Err(io(format!(
-                                    "tensor `{name}`: more than the {} bytes expected",
-                                    n * 4
+                                    "tensor `{}`: more than the {bytes} bytes expected",
+                                    t.name
                                 )))
                             }
                             Err(ferry_fs::FsError::Io { source, .. }) => {
@@ -600,15 +613,18 @@ impl Workload {
                             }
                             Err(e) => return Err(io(fs_reason(&e))),
                         };
-                        if b.len() != n * 4 {
+                        if b.len() != bytes {
                             return Err(io(format!(
-                                "tensor `{name}`: {} bytes, {} expected",
-                                b.len(),
-                                n * 4
+                                "tensor `{}`: {} bytes, {bytes} expected",
+                                t.name,
+                                b.len()
                             )));
                         }
-                        b.chunks_exact(4)
-                            .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                        let mut padded = b;
+                        padded.resize(padded.len().div_ceil(4) * 4, 0);
+                        padded
+                            .chunks_exact(4)
+                            .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
                             .collect()
                     }
                 })
@@ -619,110 +635,19 @@ impl Workload {
     /// The run's arguments: the tensors, then the program tensor; scalar 0 names it.
     ///
     /// # Errors
-    /// As [`initial_values`](Self::initial_values).
+    /// As [`initial_words`](Self::initial_words).
     pub fn run_args(&self) -> Result<RunArgs, WorkloadError> {
-        let mut tensors: Vec<TensorInit> =
-            self.initial_values()?.into_iter().map(TensorInit::Data).collect();
+        let mut tensors: Vec<TensorInit> = self
+            .initial_words()?
+            .into_iter()
+            .map(|w| TensorInit::Data(w.into_iter().map(f32::from_bits).collect()))
+            .collect();
         tensors.push(TensorInit::Data(self.program.iter().map(|&w| f32::from_bits(w)).collect()));
         Ok(RunArgs {
             tensors,
             scalars: vec![self.tensors.len() as u64],
             scratch_bytes: self.scratch_bytes,
         })
-    }
-
-    /// The host reference: every tensor after the graph ran on the host with the kernels' host
-    /// implementations.
-    ///
-    /// # Errors
-    /// A kernel refusal, with the task's line.
-    pub fn host_reference(
-        &self,
-        catalog: &dyn KernelCatalog,
-    ) -> Result<Vec<Vec<f32>>, WorkloadError> {
-        use std::sync::atomic::{AtomicU32, Ordering};
-        let run = self
-            .initial_values()?
-            .into_iter()
-            .map(|v| v.into_iter().map(|x| AtomicU32::new(x.to_bits())).collect())
-            .collect();
-        let mut h = expand::HostRef {
-            catalog,
-            run,
-            scratch: (0..self.ir.scratch_slots).map(|_| Vec::new()).collect(),
-        };
-        let sizes: Vec<u64> = self.tensors.iter().map(|t| t.1).collect();
-        expand::Walk::new(&self.lines, &sizes, self.scratch_bytes, &self.ir)
-            .run(&self.ir, &mut h)?;
-        // Relaxed: this thread wrote every cell.
-        Ok(h.run
-            .into_iter()
-            .map(|v| v.into_iter().map(|c| f32::from_bits(c.load(Ordering::Relaxed))).collect())
-            .collect())
-    }
-
-    /// Checks a run's output (task count, `[[expect]]`s, the host reference); returns the
-    /// checksum (sum of elements) of the primary output.
-    ///
-    /// # Errors
-    /// [`VerifyError`] naming the first difference.
-    pub fn verify(&self, out: &RunOutput, catalog: &dyn KernelCatalog) -> Result<f64, VerifyError> {
-        if out.stats.tasks != self.tasks() {
-            return Err(VerifyError::TaskCount { got: out.stats.tasks, want: self.tasks() });
-        }
-        let get = |t: u32| -> Result<&Vec<f32>, VerifyError> {
-            let name = &self.tensors[t as usize].0;
-            out.tensors
-                .get(t as usize)
-                .and_then(|x| x.as_ref())
-                .filter(|v| v.len() as u64 == self.tensors[t as usize].1)
-                .ok_or_else(|| VerifyError::Missing(name.clone()))
-        };
-        let sum = |v: &[f32]| v.iter().map(|&x| f64::from(x)).sum::<f64>();
-        let mismatch = |t: u32, got: &[f32], want: &[f32], tol: f64| -> Result<(), VerifyError> {
-            match got.iter().zip(want).position(|(&g, &w)| {
-                !(close(f64::from(g), f64::from(w), tol) || (g.is_nan() && w.is_nan()))
-            }) {
-                Some(i) => Err(VerifyError::Mismatch {
-                    tensor: self.tensors[t as usize].0.clone(),
-                    index: i,
-                    got: got[i],
-                    want: want[i],
-                    tol,
-                }),
-                None => Ok(()),
-            }
-        };
-        for c in &self.checks {
-            match c {
-                Check::Checksum { tensor, want, tol, at } => {
-                    let got = sum(get(*tensor)?);
-                    if !close(got, *want, *tol) {
-                        let line = self.lines.at(*at, "").line().unwrap_or(0);
-                        return Err(VerifyError::Checksum {
-                            at: format!("{}:{line}", self.lines.file),
-                            tensor: self.tensors[*tensor as usize].0.clone(),
-                            got,
-                            want: *want,
-                            tol: *tol,
-                        });
-                    }
-                }
-                Check::Values { tensor, want, tol, .. } => {
-                    mismatch(*tensor, get(*tensor)?, want, *tol)?
-                }
-            }
-        }
-        if let Some(tol) = self.host_reference {
-            let reference = self.host_reference(catalog)?;
-            for &t in &self.outputs {
-                mismatch(t, get(t)?, &reference[t as usize], tol)?;
-            }
-        }
-        match self.primary_output() {
-            Some(t) => Ok(sum(get(t as u32)?)),
-            None => Ok(0.0),
-        }
     }
 
     /// The file the workload was read from (as errors name it).

@@ -153,6 +153,10 @@ pub(crate) struct ArgDecl {
     pub(crate) offset: Option<Spanned<Num>>,
     #[serde(default)]
     pub(crate) len: Option<Spanned<Num>>,
+    #[serde(default)]
+    pub(crate) shape: Option<Spanned<Vec<Spanned<Num>>>>,
+    #[serde(default)]
+    pub(crate) strides: Option<Spanned<Vec<Spanned<Num>>>>,
 }
 
 /// A scalar: `{ f32 = 0.5 }` or `{ u64 = "d" }`.
@@ -181,7 +185,7 @@ pub(crate) struct Expect {
     #[serde(default)]
     pub(crate) checksum: Option<f64>,
     #[serde(default)]
-    pub(crate) values: Option<Vec<f32>>,
+    pub(crate) values: Option<Vec<f64>>,
     #[serde(default)]
     pub(crate) tolerance: Option<f64>,
 }

@@ -53,7 +53,7 @@ var = "i"
 fn the_base_is_valid_and_expands_to_its_tasks() {
     let wl = parse(&format!("{HEAD}{GOOD}")).unwrap();
     assert_eq!(wl.tasks(), 4);
-    let want: Vec<f32> = (0..128).map(|i| 2.0 * i as f32).collect();
+    let want: Vec<f64> = (0..128).map(|i| 2.0 * i as f64).collect();
     assert_eq!(wl.host_reference(&BuiltinKernels).unwrap()[1], want);
 }
 
@@ -245,10 +245,18 @@ fn nothing_to_verify() {
 
 #[test]
 fn unsupported_dtype() {
+    let text = HEAD.replace("shape = [128]", "dtype = \"f64\"\nshape = [128]") + GOOD;
+    let e = parse(&text).unwrap_err();
+    assert_eq!(e.line(), Some(line_of(&text, "f64")), "{e}");
+    assert!(e.message().contains("dtype `f64` is not supported (one of f32, f16, bf16"), "{e}");
+}
+
+#[test]
+fn a_typed_tensor_given_to_an_f32_kernel() {
     let text = HEAD.replace("shape = [128]", "dtype = \"f16\"\nshape = [128]") + GOOD;
     let e = parse(&text).unwrap_err();
-    assert_eq!(e.line(), Some(line_of(&text, "f16")), "{e}");
-    assert!(e.message().contains("dtype `f16` is not supported"), "{e}");
+    assert_eq!(e.line(), Some(line_of(&text, "tensor = \"y\"")), "{e}");
+    assert!(e.message().contains("kernel `add` takes f32 tensors, `y` is f16"), "{e}");
 }
 
 #[test]

@@ -1,12 +1,17 @@
-//! A ferry custom kernel library: two kernels, each a device entry (one SPMD block, over device
-//! memory) and a host reference (the whole task, over host buffers) that ferry verifies the
-//! device against.
+//! A ferry custom kernel library: three kernels, each a device entry (one SPMD block, over
+//! device memory) and a host reference (the whole task, over host buffers) that ferry verifies
+//! the device against.
 //!
 //! | kernel | tensors | scalars | computes |
 //! |---|---|---|---|
 //! | `saxpy` | `x`, `y` → `out` | `a` (f32) | `out[i] = a * x[i] + y[i]` |
 //! | `clamp` | `x` → `out`, or one inout | `lo`, `hi` (f32) | `out[i] = min(max(x[i], lo), hi)` |
-use ferry_kernel_abi::{f32_scalar, kernel_library, DeviceArgs, KernelError};
+//! | `relu_nd` | `x` → `out`, typed N-d views of any dtype | the views' layout words | `out = max(x, 0)` |
+//!
+//! `relu_nd` is a view kernel: its scalars are a shape word and one operand word per tensor,
+//! which a workload fills in from its views (`shape`, `strides`, any dtype); it reads and
+//! writes its tensors by element through `DeviceArgs::view` and `host_view`.
+use ferry_kernel_abi::{f32_scalar, host_view, kernel_library, DeviceArgs, KernelError};
 
 /// `out = a * x + y`, this block's share of the elements.
 fn saxpy(k: &DeviceArgs<'_>) -> Result<(), KernelError> {
@@ -59,6 +64,25 @@ fn clamp_ref(t: &mut [&mut [f32]], s: &[u64]) -> Result<(), KernelError> {
     Ok(())
 }
 
+/// `out = max(x, 0)` over this block's share of the view's elements, in each tensor's dtype.
+fn relu_nd(k: &DeviceArgs<'_>) -> Result<(), KernelError> {
+    let (x, out) = (k.view(0)?, k.view(1)?);
+    for i in k.block_range(out.numel()) {
+        out.set(i, x.get(i).max(0.0));
+    }
+    Ok(())
+}
+
+/// Host reference of `relu_nd`.
+fn relu_nd_ref(t: &mut [&mut [f32]], s: &[u64]) -> Result<(), KernelError> {
+    let [x, out] = t else { return Err(KernelError::MissingTensor { index: 1 }) };
+    let (x, mut out) = (host_view(x, s, 0)?, host_view(out, s, 1)?);
+    for i in 0..out.numel() {
+        out.set(i, x.get(i).max(0.0));
+    }
+    Ok(())
+}
+
 kernel_library! {
     name: "kernel-template",
     kernels: [
@@ -69,6 +93,11 @@ kernel_library! {
         {
             name: "clamp", core: Aiv, tensors: 1..=2, scalars: [Float32, Float32],
             max_blocks: 65536, device: clamp, host: clamp_ref,
+        },
+        {
+            name: "relu_nd", core: Aiv, tensors: 2..=2,
+            scalars: [ViewShape, ViewOperand, ViewOperand],
+            max_blocks: 65536, device: relu_nd, host: relu_nd_ref,
         },
     ],
 }

@@ -274,8 +274,22 @@ pub const KERNEL_ADD_SCALAR: u32 = 4;
 pub const KERNEL_ATTN_PARTIAL: u32 = 5;
 /// Kernel id: merge of paged attention's partial states.
 pub const KERNEL_ATTN_MERGE: u32 = 6;
+/// Kernel id: `out = a + b` over typed N-d views (`ferry_kernel_abi::layout`), any dtype.
+pub const KERNEL_ADD_ND: u32 = 7;
+/// Kernel id: `out = a * b` over typed N-d views, any dtype.
+pub const KERNEL_MUL_ND: u32 = 8;
+/// Kernel id: `out = x` converted to `out`'s dtype, over typed N-d views.
+pub const KERNEL_CAST_ND: u32 = 9;
+/// Kernel id: RMS normalisation of each row of a typed view, times a weight.
+pub const KERNEL_RMSNORM_ND: u32 = 10;
+/// Kernel id: softmax of each row of a typed view.
+pub const KERNEL_SOFTMAX_ND: u32 = 11;
+/// Kernel id: rotary position embedding of each row of a typed view.
+pub const KERNEL_ROPE_ND: u32 = 12;
+/// Kernel id: matrix product over typed views of shape `[M, K, N]` (f32 accumulation), on AIC.
+pub const KERNEL_MATMUL_ND: u32 = 13;
 /// Number of kernel ids (`0..KERNEL_COUNT`).
-pub const KERNEL_COUNT: u32 = 7;
+pub const KERNEL_COUNT: u32 = 14;
 
 /// Arguments of one elementwise kernel call, over device addresses.
 ///

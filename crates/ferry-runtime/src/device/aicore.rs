@@ -13,6 +13,7 @@ use ferry_abi::handshake::{aicore_done_value, HandshakeLayout, CORE_TYPE_AIC, CO
 use ferry_abi::kernel_lib::{
     is_custom_kernel, DeviceCall, KernelErrorRecord, TensorArg, KERNEL_ERR_BAD_ADDRESS,
     KERNEL_ERR_MISSING_SCALAR, KERNEL_ERR_MISSING_TENSOR, KERNEL_ERR_PANIC, KERNEL_ERR_SHAPE,
+    KERNEL_ERR_VIEW,
 };
 use ferry_abi::launch::AicoreLaunchArgs;
 use ferry_abi::regs::{
@@ -256,6 +257,13 @@ fn loaded_fault(kernel: u32, status: i32, e: &KernelErrorRecord) -> KernelFault 
         KERNEL_ERR_BAD_ADDRESS => KernelFault::BadAddress { kernel, index: e.index },
         KERNEL_ERR_SHAPE => KernelFault::Shape { kernel, expected: e.expected, got: e.got },
         KERNEL_ERR_PANIC => KernelFault::Panicked { kernel },
+        KERNEL_ERR_VIEW => KernelFault::View {
+            kernel,
+            operand: e.index & 0xffff,
+            need: e.expected,
+            have: e.got,
+            code: (e.index >> 16) as u8,
+        },
         _ => KernelFault::Status { kernel, status },
     }
 }

@@ -24,8 +24,8 @@ use std::mem::size_of;
 ///
 /// # Layout
 /// 32 bytes: `id`, `core` ([`CORE_AIC`] / `CORE_AIV`), `min_tensors`, `max_tensors`,
-/// `scalar_count`, `max_blocks`, `scalar_dtypes` (one `DType` code per byte), `_reserved`
-/// (u32 each).
+/// `scalar_count`, `max_blocks`, `scalar_dtypes` (one `DType` code per byte), `flags`
+/// (u32 each; bit 0 [`SPEC_VIEW`]).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct KernelSpecRecord {
@@ -43,9 +43,13 @@ pub struct KernelSpecRecord {
     pub max_blocks: u32,
     /// Scalar dtype codes, little-endian bytes.
     pub scalar_dtypes: u32,
-    /// Zero.
-    pub _reserved: u32,
+    /// [`SPEC_VIEW`] for a view kernel; other bits zero.
+    pub flags: u32,
 }
+
+/// [`KernelSpecRecord::flags`]: a view kernel (its scalars are the layout words of its
+/// tensors' views, `ferry_abi::layout`).
+pub const SPEC_VIEW: u32 = 1;
 const _: () = assert!(size_of::<KernelSpecRecord>() == 32);
 // SAFETY: repr(C), eight u32 fields tiling 0..32 without padding.
 unsafe impl Record for KernelSpecRecord {}
@@ -136,6 +140,15 @@ impl CustomKernels {
             return None;
         }
         ferry_abi::records::DType::from_u8(r.scalar_dtypes.to_le_bytes()[index])
+    }
+
+    /// Whether loaded kernel `id` is a view kernel.
+    pub fn is_view(&self, id: u32) -> bool {
+        is_custom_kernel(id)
+            && self
+                .recs
+                .get((id - CUSTOM_KERNEL_BASE) as usize)
+                .is_some_and(|r| r.flags & SPEC_VIEW != 0)
     }
 
     /// The shape of loaded kernel `id`.

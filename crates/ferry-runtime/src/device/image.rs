@@ -41,19 +41,20 @@
 //! malformed run can produce wrong numbers but never a data race; ordering comes from the
 //! register Release/Acquire pairs of the dispatch protocol.
 use super::ops::{DeviceOps, TranslateError};
+use ferry_abi::records::DType;
 use std::mem::{offset_of, size_of};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 /// `RuntimeHeader::magic`: "FRRT".
 pub const IMAGE_MAGIC: u32 = u32::from_le_bytes(*b"FRRT");
 /// `RuntimeHeader::version` of this layout.
-pub const IMAGE_VERSION: u32 = 3;
+pub const IMAGE_VERSION: u32 = 4;
 /// Most tensor arguments one task carries.
 pub const MAX_TASK_TENSORS: usize = 6;
 /// Most scalar arguments one task carries.
 pub const MAX_TASK_SCALARS: usize = 4;
 /// Entries in [`RunResult::kernel_counts`].
-pub const KERNEL_COUNT_SLOTS: usize = 8;
+pub const KERNEL_COUNT_SLOTS: usize = 16;
 
 /// `RuntimeHeader::variant`: the graph is built on the AICPU by the orchestration function.
 pub const VARIANT_DEVICE_ORCH: u32 = 0;
@@ -412,7 +413,7 @@ impl PayloadStatus {
 /// What the AICPU reports back to the host: live progress and the final status.
 ///
 /// # Layout
-/// 128 bytes, align 64. `tasks_completed` (8) and `tasks_submitted` (16) are updated live with
+/// 192 bytes, align 64. `tasks_completed` (8) and `tasks_submitted` (16) are updated live with
 /// relaxed atomics (the host reads them for progress); the rest is written once by the last
 /// AICPU thread out, before the launch completes.
 #[repr(C, align(64))]
@@ -434,12 +435,12 @@ pub struct RunResult {
     pub kernel_counts: [u64; KERNEL_COUNT_SLOTS],
 }
 const _: () = {
-    assert!(size_of::<RunResult>() == 128);
+    assert!(size_of::<RunResult>() == 192);
     assert!(offset_of!(RunResult, tasks_completed) == 8);
     assert!(offset_of!(RunResult, tasks_submitted) == 16);
     assert!(offset_of!(RunResult, kernel_counts) == 64);
 };
-// SAFETY: repr(C), u32/u64 fields tiling 0..128 without padding (offsets asserted above).
+// SAFETY: repr(C), u32/u64 fields tiling 0..192 without padding (offsets asserted above).
 unsafe impl Record for RunResult {}
 
 /// Rounds `n` up to a multiple of 64.
@@ -681,6 +682,58 @@ impl F32Slice {
     pub fn set(&self, i: usize, v: f32) {
         // Relaxed: published by the core's FIN Release (see the type doc).
         self.cell(i).store(v.to_bits(), Ordering::Relaxed);
+    }
+
+    /// The bits of the `dtype` element `at` elements into the range (zero-extended): the range
+    /// read as a packed little-endian array of `dtype`.
+    ///
+    /// # Panics
+    /// When the element lies past the range.
+    #[track_caller]
+    pub fn load_elem(&self, dtype: DType, at: u64) -> u64 {
+        let (word, shift, size) = self.locate(dtype, at);
+        // Relaxed: as `get`.
+        let w = u64::from(self.cell(word).load(Ordering::Relaxed));
+        match size {
+            8 => w | u64::from(self.cell(word + 1).load(Ordering::Relaxed)) << 32,
+            4 => w,
+            n => (w >> shift) & ((1 << (8 * n)) - 1),
+        }
+    }
+
+    /// Stores the `dtype` element `at` elements into the range (the low bytes of `bits`). An
+    /// element narrower than a word changes only its own bytes, so blocks writing neighbouring
+    /// elements of one word never undo each other's writes.
+    ///
+    /// # Panics
+    /// When the element lies past the range.
+    #[track_caller]
+    pub fn store_elem(&self, dtype: DType, at: u64, bits: u64) {
+        let (word, shift, size) = self.locate(dtype, at);
+        let cell = self.cell(word);
+        // Relaxed throughout: as `set`.
+        match size {
+            8 => {
+                cell.store(bits as u32, Ordering::Relaxed);
+                self.cell(word + 1).store((bits >> 32) as u32, Ordering::Relaxed);
+            }
+            4 => cell.store(bits as u32, Ordering::Relaxed),
+            n => {
+                let mask = ((1u32 << (8 * n)) - 1) << shift;
+                cell.fetch_and(!mask, Ordering::Relaxed);
+                cell.fetch_or(((bits as u32) << shift) & mask, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// The word, bit shift and size of element `at` of `dtype`.
+    #[track_caller]
+    fn locate(&self, dtype: DType, at: u64) -> (usize, u32, usize) {
+        let size = dtype.size();
+        let byte = at.checked_mul(size as u64).and_then(|b| usize::try_from(b).ok());
+        let byte = byte.unwrap_or(usize::MAX);
+        assert!(byte / 4 < self.len, "element {at} of {dtype:?} past {} words", self.len);
+        (byte / 4, (byte % 4 * 8) as u32, size)
     }
 }
 

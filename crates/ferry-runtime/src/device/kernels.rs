@@ -9,12 +9,21 @@
 //! | 4 | `add_scalar` | AIV | `x` → `out` (or one inout) | `s` (f32 bits) | SPMD |
 //! | 5 | `attn_partial` | AIC | `q` (D), `k` (S·D), `v` (S·D) → `part` (D+2) | `D`, `S`, `scale` (f32 bits) | 1 |
 //! | 6 | `attn_merge` | AIV | `parts` (P·(D+2)) → `out` (D) | `D`, `P` | 1 |
+//! | 7 | `add_nd` | AIV | `a`, `b` → `out`, typed N-d views | shape word, 3 operand words | SPMD |
+//! | 8 | `mul_nd` | AIV | `a`, `b` → `out`, typed N-d views | shape word, 3 operand words | SPMD |
+//! | 9 | `cast_nd` | AIV | `x` → `out`, typed N-d views | shape word, 2 operand words | SPMD |
+//! | 10 | `rmsnorm_nd` | AIV | `x`, `g` → `out`, per row | shape word, 3 operand words | SPMD over rows |
+//! | 11 | `softmax_nd` | AIV | `x` → `out`, per row | shape word, 2 operand words | SPMD over rows |
+//! | 12 | `rope_nd` | AIV | `x`, `cs` → `out`, per row | shape word, 3 operand words | SPMD over rows |
+//! | 13 | `matmul_nd` | AIC | `a`, `b` → `out`, views of shape `[M, K, N]` | shape word, 3 operand words | SPMD over the `M·N` outputs |
 //!
 //! SPMD kernels split their output into `block_dim` contiguous chunks; block `b` computes chunk
 //! `b`. `attn_partial` is one page of paged attention: scores `s_i = scale · q·k_i`, then the
 //! partial softmax state `[m, l, o]` with `m = max s_i`, `l = Σ e^(s_i − m)`,
 //! `o = Σ e^(s_i − m) v_i`. `attn_merge` combines `P` partial states into `o / l` over the
-//! common maximum.
+//! common maximum. Ids 7-12 are *view kernels* ([`super::view_kernels`], and the row kernels
+//! of [`super::row_kernels`]): their scalars describe each tensor argument as a typed N-d view
+//! (`ferry_abi::layout`), in any dtype.
 //!
 //! # Where AICore kernels come from
 //!
@@ -49,6 +58,20 @@ pub const K_ADD_SCALAR: u32 = ferry_abi::services::KERNEL_ADD_SCALAR;
 pub const K_ATTN_PARTIAL: u32 = ferry_abi::services::KERNEL_ATTN_PARTIAL;
 /// Kernel id of `attn_merge`.
 pub const K_ATTN_MERGE: u32 = ferry_abi::services::KERNEL_ATTN_MERGE;
+/// Kernel id of `add_nd`.
+pub const K_ADD_ND: u32 = ferry_abi::services::KERNEL_ADD_ND;
+/// Kernel id of `mul_nd`.
+pub const K_MUL_ND: u32 = ferry_abi::services::KERNEL_MUL_ND;
+/// Kernel id of `cast_nd`.
+pub const K_CAST_ND: u32 = ferry_abi::services::KERNEL_CAST_ND;
+/// Kernel id of `rmsnorm_nd`.
+pub const K_RMSNORM_ND: u32 = ferry_abi::services::KERNEL_RMSNORM_ND;
+/// Kernel id of `softmax_nd`.
+pub const K_SOFTMAX_ND: u32 = ferry_abi::services::KERNEL_SOFTMAX_ND;
+/// Kernel id of `rope_nd`.
+pub const K_ROPE_ND: u32 = ferry_abi::services::KERNEL_ROPE_ND;
+/// Kernel id of `matmul_nd`.
+pub const K_MATMUL_ND: u32 = ferry_abi::services::KERNEL_MATMUL_ND;
 /// Number of kernels (ids are `0..KERNEL_COUNT`).
 pub const KERNEL_COUNT: u32 = ferry_abi::services::KERNEL_COUNT;
 
@@ -84,6 +107,10 @@ pub struct KernelSpec {
     /// output): what [`execute`] refuses with [`KernelFault::Shape`] otherwise, and what
     /// `ferry workload check` checks before a run.
     pub inputs_cover_output: bool,
+    /// A view kernel: scalar 0 is the shape word and scalar `1 + i` the operand word of tensor
+    /// argument `i` (`ferry_abi::layout`), which a workload fills in from its views; its tensors
+    /// may have any dtype.
+    pub views: bool,
 }
 
 const SPMD: u32 = 1 << 16;
@@ -99,6 +126,7 @@ pub const KERNELS: [KernelSpec; KERNEL_COUNT as usize] = [
         scalar_dtypes: &[],
         max_blocks: SPMD,
         inputs_cover_output: true,
+        views: false,
     },
     KernelSpec {
         id: K_MUL,
@@ -109,6 +137,7 @@ pub const KERNELS: [KernelSpec; KERNEL_COUNT as usize] = [
         scalar_dtypes: &[],
         max_blocks: SPMD,
         inputs_cover_output: true,
+        views: false,
     },
     KernelSpec {
         id: K_SCALE,
@@ -119,6 +148,7 @@ pub const KERNELS: [KernelSpec; KERNEL_COUNT as usize] = [
         scalar_dtypes: &[DType::Float32],
         max_blocks: SPMD,
         inputs_cover_output: true,
+        views: false,
     },
     KernelSpec {
         id: K_COPY,
@@ -129,6 +159,7 @@ pub const KERNELS: [KernelSpec; KERNEL_COUNT as usize] = [
         scalar_dtypes: &[],
         max_blocks: SPMD,
         inputs_cover_output: true,
+        views: false,
     },
     KernelSpec {
         id: K_ADD_SCALAR,
@@ -139,6 +170,7 @@ pub const KERNELS: [KernelSpec; KERNEL_COUNT as usize] = [
         scalar_dtypes: &[DType::Float32],
         max_blocks: SPMD,
         inputs_cover_output: true,
+        views: false,
     },
     KernelSpec {
         id: K_ATTN_PARTIAL,
@@ -149,6 +181,7 @@ pub const KERNELS: [KernelSpec; KERNEL_COUNT as usize] = [
         scalar_dtypes: &[DType::UInt64, DType::UInt64, DType::Float32],
         max_blocks: 1,
         inputs_cover_output: false,
+        views: false,
     },
     KernelSpec {
         id: K_ATTN_MERGE,
@@ -159,8 +192,92 @@ pub const KERNELS: [KernelSpec; KERNEL_COUNT as usize] = [
         scalar_dtypes: &[DType::UInt64, DType::UInt64],
         max_blocks: 1,
         inputs_cover_output: false,
+        views: false,
+    },
+    KernelSpec {
+        id: K_ADD_ND,
+        name: "add_nd",
+        core: CoreKind::Aiv,
+        tensors: (3, 3),
+        scalars: 4,
+        scalar_dtypes: &[DType::UInt64; 4],
+        max_blocks: SPMD,
+        inputs_cover_output: false,
+        views: true,
+    },
+    KernelSpec {
+        id: K_MUL_ND,
+        name: "mul_nd",
+        core: CoreKind::Aiv,
+        tensors: (3, 3),
+        scalars: 4,
+        scalar_dtypes: &[DType::UInt64; 4],
+        max_blocks: SPMD,
+        inputs_cover_output: false,
+        views: true,
+    },
+    KernelSpec {
+        id: K_CAST_ND,
+        name: "cast_nd",
+        core: CoreKind::Aiv,
+        tensors: (2, 2),
+        scalars: 3,
+        scalar_dtypes: &[DType::UInt64; 3],
+        max_blocks: SPMD,
+        inputs_cover_output: false,
+        views: true,
+    },
+    KernelSpec {
+        id: K_RMSNORM_ND,
+        name: "rmsnorm_nd",
+        core: CoreKind::Aiv,
+        tensors: (3, 3),
+        scalars: 4,
+        scalar_dtypes: &[DType::UInt64; 4],
+        max_blocks: SPMD,
+        inputs_cover_output: false,
+        views: true,
+    },
+    KernelSpec {
+        id: K_SOFTMAX_ND,
+        name: "softmax_nd",
+        core: CoreKind::Aiv,
+        tensors: (2, 2),
+        scalars: 3,
+        scalar_dtypes: &[DType::UInt64; 3],
+        max_blocks: SPMD,
+        inputs_cover_output: false,
+        views: true,
+    },
+    KernelSpec {
+        id: K_ROPE_ND,
+        name: "rope_nd",
+        core: CoreKind::Aiv,
+        tensors: (3, 3),
+        scalars: 4,
+        scalar_dtypes: &[DType::UInt64; 4],
+        max_blocks: SPMD,
+        inputs_cover_output: false,
+        views: true,
+    },
+    KernelSpec {
+        id: K_MATMUL_ND,
+        name: "matmul_nd",
+        core: CoreKind::Aic,
+        tensors: (3, 3),
+        scalars: 4,
+        scalar_dtypes: &[DType::UInt64; 4],
+        max_blocks: SPMD,
+        inputs_cover_output: false,
+        views: true,
     },
 ];
+
+/// The dimension of its views' shape that view kernel `id` sums over (its output's stride on
+/// it is 0): `matmul_nd`'s `K`, dimension 1 of `[M, K, N]`. `None` for every other kernel.
+pub fn reduce_axis(id: u32) -> Option<usize> {
+    (id == K_MATMUL_ND).then_some(1)
+}
 
 /// The dtype of scalar `index` of kernel `id` (`UINT64` for an unknown kernel or index: the raw
 /// bits).
@@ -219,6 +336,12 @@ pub fn execute(call: &KernelCall<'_>) -> Result<(), KernelFault> {
         return Err(KernelFault::ArgCount { kernel: k });
     }
     let t = call.tensors;
+    if matches!(k, K_RMSNORM_ND | K_SOFTMAX_ND | K_ROPE_ND | K_MATMUL_ND) {
+        return super::row_kernels::execute(k, t, call.scalars, call.block_idx, call.block_dim);
+    }
+    if s.views {
+        return super::view_kernels::execute(k, t, call.scalars, call.block_idx, call.block_dim);
+    }
     match k {
         K_ADD | K_MUL => {
             let out = &t[2];

@@ -31,10 +31,12 @@ pub mod ops;
 pub mod orch;
 pub mod orchestrations;
 pub mod program;
+pub mod row_kernels;
 pub mod sched;
 pub mod services;
 pub mod task;
 pub mod tensor_map;
+pub mod view_kernels;
 pub mod workload;
 
 /// `x % n` (`n > 0`): a mask when `n` is a power of two (the task window and the ArgsDump arenas

@@ -43,6 +43,9 @@ pub struct RegisteredKernel {
     pub max_blocks: u32,
     /// The library it was loaded from (`None` for a built-in).
     pub library: Option<String>,
+    /// A view kernel: its scalars are the layout words of its tensors' views
+    /// (`ferry_abi::layout`), which a workload fills in.
+    pub views: bool,
 }
 
 /// Why a kernel library was not added. Nothing of it was added then, and the runner is as it
@@ -160,6 +163,7 @@ fn builtin_info(id: u32) -> Option<RegisteredKernel> {
         scalar_dtypes: s.scalar_dtypes.to_vec(),
         max_blocks: s.max_blocks,
         library: None,
+        views: s.views,
     })
 }
 
@@ -202,6 +206,7 @@ impl KernelRegistry {
                 scalar_dtypes: e.dtypes().collect(),
                 max_blocks: e.max_blocks,
                 library: Some(library.clone()),
+                views: e.is_view_kernel(),
             });
         }
         let lib_index = self.libs.len();
@@ -252,7 +257,7 @@ impl KernelRegistry {
                     scalar_count: k.scalar_dtypes.len() as u32,
                     max_blocks: k.max_blocks,
                     scalar_dtypes: u32::from_le_bytes(dtypes),
-                    _reserved: 0,
+                    flags: if k.views { crate::device::custom::SPEC_VIEW } else { 0 },
                 }
             })
             .collect()

@@ -218,18 +218,19 @@ fn dumped_at(role: Role, before: bool) -> bool {
     }
 }
 
-/// Tensor argument `index` of `bytes` bytes (one f32 dimension, contiguous) with its payload's
-/// place in the arena (`payload_size` 0: metadata only). `dims` holds its one dimension.
+/// Tensor argument `index` of `bytes` bytes (one dimension of `dims.0` elements, contiguous)
+/// with its payload's place in the arena (`payload_size` 0: metadata only).
 fn tensor_arg<'a>(
     role: Role,
     index: usize,
     payload: (u64, u64, bool),
-    dims: &'a [(u32, u32); 1],
+    dims: &'a (DType, [(u32, u32); 1]),
 ) -> ChainArg<'a> {
     let (payload_offset, payload_size, truncated) = payload;
+    let (dtype, dims) = (dims.0, &dims.1);
     ChainArg {
         role: role_code(role),
-        dtype: DType::Float32 as u8,
+        dtype: dtype as u8,
         flags: 0,
         arg_index: index as u16,
         truncated,
@@ -238,9 +239,17 @@ fn tensor_arg<'a>(
     }
 }
 
-/// The one dimension of a tensor of `bytes` bytes, in f32 elements.
-fn f32_dims(bytes: u64) -> [(u32, u32); 1] {
-    [((bytes / 4).min(u64::from(u32::MAX)) as u32, 1)]
+/// The dtype of tensor argument `i` of `task` (`bytes` bytes) and its one dimension, in elements
+/// of that dtype: a view kernel's operand word names the dtype (its argument is dumped as the
+/// contiguous range its view spans); every other kernel's tensors are f32.
+fn arg_dims(views: bool, task: &ResolvedTask, i: usize, bytes: u64) -> (DType, [(u32, u32); 1]) {
+    let dtype = match task.scalars.get(1 + i) {
+        Some(&w) if views && 1 + i < task.n_scalars as usize => {
+            DType::from_u8((w & 0xf) as u8).unwrap_or(DType::UInt8)
+        }
+        _ => DType::Float32,
+    };
+    (dtype, [((bytes / dtype.size() as u64).min(u64::from(u32::MAX)) as u32, 1)])
 }
 
 impl ThreadDfx {
@@ -280,7 +289,7 @@ impl ThreadDfx {
                     None => continue,
                 }
             }
-            self.chain_push(&tensor_arg(role, i, at, &f32_dims(bytes)));
+            self.chain_push(&tensor_arg(role, i, at, &arg_dims(self.views(task), task, i, bytes)));
         }
         if before && !level.marked_only {
             for (k, &v) in task.scalars[..task.n_scalars as usize].iter().enumerate() {
@@ -288,6 +297,12 @@ impl ThreadDfx {
             }
         }
         self.chain_emit();
+    }
+
+    /// Whether `task`'s kernel is a view kernel (built-in or loaded).
+    fn views(&self, task: &ResolvedTask) -> bool {
+        super::super::kernels::spec(task.kernel).is_some_and(|s| s.views)
+            || self.custom.is_view(task.kernel)
     }
 
     /// Scalar `k` of `task` (value bits `v`), typed by the kernel's signature: an f32 scalar
@@ -333,7 +348,7 @@ impl ThreadDfx {
                 continue;
             }
             fits = !(payload && bytes > 0);
-            let dims = f32_dims(bytes);
+            let dims = arg_dims(self.views(task), task, i, bytes);
             let arg = tensor_arg(role, i, (0, 0, false), &dims);
             match out.get_mut(len..).map(|o| args_dump::put_arg(o, &arg)) {
                 Some(Ok(n)) if fits => (len, args) = (len + n, args + 1),

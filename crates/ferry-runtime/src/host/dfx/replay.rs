@@ -2,6 +2,7 @@
 //! dumped outputs (`ferry dump DIR replay --task N`).
 
 use crate::device::ops::{DeviceOps, TranslateError};
+use ferry_abi::records::DType;
 use ferry_profile::{ArgsDump, DumpedArg};
 
 /// Host memory a replayed kernel runs on: buffer `i` lives at device address `(i + 1) << 32`.
@@ -53,17 +54,18 @@ unsafe impl DeviceOps for HostBuffers {
 pub struct ReplayArg {
     /// Argument index.
     pub index: u32,
-    /// Elements the dump holds after completion.
-    pub dumped: Vec<f32>,
-    /// Elements the replay computed.
-    pub replayed: Vec<f32>,
+    /// Its dtype, as the dump records it.
+    pub dtype: DType,
+    /// Elements the dump holds after completion (each element's bits, zero-extended).
+    pub dumped: Vec<u64>,
+    /// Elements the replay computed (each element's bits, zero-extended).
+    pub replayed: Vec<u64>,
 }
 
 impl ReplayArg {
     /// Whether the replay reproduced the dumped output bit for bit.
     pub fn matches(&self) -> bool {
-        self.dumped.len() == self.replayed.len()
-            && self.dumped.iter().zip(&self.replayed).all(|(a, b)| a.to_bits() == b.to_bits())
+        self.dumped == self.replayed
     }
 }
 
@@ -83,7 +85,7 @@ pub enum ReplayError {
         what: String,
     },
     /// The dump's metadata for the task is inconsistent, or describes what a replay cannot
-    /// reproduce (a dtype other than FLOAT32, a strided view, a truncated payload).
+    /// reproduce (an unknown dtype, a strided view, a truncated payload).
     #[error("task {task}: {what}")]
     Invalid {
         /// Task id.
@@ -101,8 +103,26 @@ pub enum ReplayError {
     },
 }
 
-fn floats(b: &[u8]) -> Vec<f32> {
-    b.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect()
+/// `b` as little-endian words, the last one zero-padded.
+fn words(b: &[u8]) -> Box<[u32]> {
+    b.chunks(4)
+        .map(|c| {
+            let mut w = [0u8; 4];
+            w[..c.len()].copy_from_slice(c);
+            u32::from_le_bytes(w)
+        })
+        .collect()
+}
+
+/// `b` as little-endian `dtype` elements, each zero-extended to 64 bits.
+fn elements(b: &[u8], dtype: DType) -> Vec<u64> {
+    b.chunks_exact(dtype.size())
+        .map(|c| {
+            let mut w = [0u8; 8];
+            w[..c.len()].copy_from_slice(c);
+            u64::from_le_bytes(w)
+        })
+        .collect()
 }
 
 /// The most tensor arguments a task has ([`MAX_TASK_TENSORS`]) and scalars after them.
@@ -139,9 +159,9 @@ fn validate<'a>(d: &ArgsDump, task: u64, args: &[&'a DumpedArg]) -> Result<Slots
     for a in args {
         match &*a.kind {
             "tensor" => {
-                if a.dtype != "FLOAT32" {
+                if DType::from_name(&a.dtype).is_none() {
                     return Err(invalid(format!(
-                        "arg {} is {}: the replay runs FLOAT32 kernels only",
+                        "arg {} is {}: the replay needs a known dtype",
                         a.arg_index, a.dtype
                     )));
                 }
@@ -202,8 +222,10 @@ fn validate<'a>(d: &ArgsDump, task: u64, args: &[&'a DumpedArg]) -> Result<Slots
 /// Before anything is allocated the task's records are checked: every argument as
 /// [`ferry_profile::validate_arg`] does (closed sets, `numel` × dtype size = payload size,
 /// payloads inside `args.bin`), tensor indices below the runtime's tensor count and each present,
-/// scalars after the tensors, one record per index and stage, FLOAT32 whole buffers with whole
-/// payloads. Buffers are sized by payloads found in `args.bin`.
+/// scalars after the tensors, one record per index and stage, whole contiguous buffers of a known
+/// dtype with whole payloads. Buffers are sized by payloads found in `args.bin`. A view kernel's
+/// arguments are dumped as the contiguous ranges their views span, in their dtypes, and its
+/// scalars carry the views, so its replay runs every dtype.
 ///
 /// # Errors
 /// [`ReplayError::Missing`] when the dump lacks the task or a payload, [`ReplayError::Invalid`]
@@ -229,6 +251,28 @@ pub fn replay_task(d: &ArgsDump, task: u64) -> Result<Vec<ReplayArg>, ReplayErro
         .map(|a| (a.arg_index, a.value.unwrap_or(0)))
         .collect();
     scalars.sort_unstable();
+    // Each tensor in the dtype the kernel reads it as: an f32 kernel's are FLOAT32, a view
+    // kernel's what its operand word (scalar `1 + i`) names.
+    let views = crate::device::kernels::spec(kernel as u32).is_some_and(|s| s.views);
+    for (i, a) in
+        slots.iter().enumerate().flat_map(|(i, s)| s.iter().flatten().map(move |a| (i, a)))
+    {
+        let want = match scalars.get(1 + i) {
+            _ if !views => Some(DType::Float32),
+            Some(&(_, w)) => DType::from_u8((w & 0xf) as u8),
+            None => None,
+        };
+        if want.is_none_or(|w| w.name() != a.dtype) {
+            return Err(ReplayError::Invalid {
+                task,
+                what: format!(
+                    "arg {i} is {}, the kernel reads it as {}",
+                    a.dtype,
+                    want.map_or("an unknown dtype", |w| w.name())
+                ),
+            });
+        }
+    }
     // A dumped argument's payload, or why there is none (`what`: input or output `i`).
     let payload = |a, what: &str, i: usize| {
         d.payload(a).ok_or_else(|| missing(&format!("no payload for {what} {i}{NO_PAYLOAD}")))
@@ -236,15 +280,12 @@ pub fn replay_task(d: &ArgsDump, task: u64) -> Result<Vec<ReplayArg>, ReplayErro
     let mut bufs: Vec<Box<[u32]>> = Vec::with_capacity(tensor_count);
     for (i, [before, after]) in slots.iter().enumerate() {
         let words: Box<[u32]> = match before {
-            Some(a) => {
-                let p = payload(a, "input", i)?;
-                floats(&p).into_iter().map(f32::to_bits).collect()
-            }
+            Some(a) => words(&payload(a, "input", i)?),
             // An output only: as large as its dumped payload (checked against numel above).
             None => {
                 let a = after.expect("validate: every index has a record");
                 let p = payload(a, "output", i)?;
-                vec![0u32; p.len() / 4].into()
+                vec![0u32; p.len().div_ceil(4)].into()
             }
         };
         bufs.push(words);
@@ -274,10 +315,14 @@ pub fn replay_task(d: &ArgsDump, task: u64) -> Result<Vec<ReplayArg>, ReplayErro
         let Some(a) = after else { continue };
         let p = payload(a, "output", i)?;
         let s = &slices[i];
+        // A known dtype: `validate` checked it.
+        let dtype = DType::from_name(&a.dtype).unwrap_or(DType::UInt8);
+        let dumped = elements(&p, dtype);
         out.push(ReplayArg {
             index: a.arg_index,
-            dumped: floats(&p),
-            replayed: (0..s.len()).map(|k| s.get(k)).collect(),
+            dtype,
+            replayed: (0..dumped.len() as u64).map(|k| s.load_elem(dtype, k)).collect(),
+            dumped,
         });
     }
     Ok(out)
@@ -343,10 +388,115 @@ mod replay_tests {
         );
         let r = replay_task(&bad, 9).unwrap();
         assert!(!r[0].matches());
-        assert_eq!(r[0].replayed, vec![1.0, 2.0]);
+        assert_eq!(r[0].replayed, [1.0f32, 2.0].map(|x| u64::from(x.to_bits())));
+        // An output element in another dtype than the dump says differs too.
+        let mut wrong = ArgsDump::default();
+        wrong.push(
+            tensor(abi::ARG_STAGE_BEFORE_DISPATCH, abi::ARG_ROLE_INPUT, 0),
+            Some(&bytes(&[1.0, 2.0])),
+        );
+        wrong.push(
+            tensor(abi::ARG_STAGE_AFTER_COMPLETION, abi::ARG_ROLE_OUTPUT, 1),
+            Some(&bytes(&[1.0, -2.0])),
+        );
+        assert!(!replay_task(&wrong, 9).unwrap()[0].matches());
+        // An f32 kernel's output dumped as another dtype is inconsistent metadata.
+        let mut int8 = ArgsDump::default();
+        int8.push(
+            tensor(abi::ARG_STAGE_BEFORE_DISPATCH, abi::ARG_ROLE_INPUT, 0),
+            Some(&bytes(&[1.0, 2.0])),
+        );
+        let mut r = ArgsDumpRecord {
+            task_id: 9,
+            role: abi::ARG_ROLE_OUTPUT,
+            stage: abi::ARG_STAGE_AFTER_COMPLETION,
+            ndims: 1,
+            arg_index: 1,
+            dtype: DType::Int8 as u8,
+            is_contiguous: 1,
+            kind: abi::ARG_KIND_TENSOR,
+            func_count: 1,
+            ..Default::default()
+        };
+        (r.func_ids[0], r.shapes[0], r.strides[0]) = (crate::device::kernels::K_COPY as u16, 8, 1);
+        int8.push(DumpedArg::from_record(&r).unwrap(), Some(&bytes(&[1.0, 2.0])));
+        match replay_task(&int8, 9) {
+            Err(ReplayError::Invalid { what, .. }) => {
+                assert_eq!(what, "arg 1 is INT8, the kernel reads it as FLOAT32")
+            }
+            r => panic!("{r:?}"),
+        }
         // An input without its payload (metadata-only dump) cannot be replayed.
         let mut meta = ArgsDump::default();
         meta.push(tensor(abi::ARG_STAGE_BEFORE_DISPATCH, abi::ARG_ROLE_INPUT, 0), None);
         assert!(matches!(replay_task(&meta, 9), Err(ReplayError::Missing { .. })));
+    }
+
+    /// A dumped record of a view kernel's task 5: tensor `index` of `dtype` and `numel`
+    /// elements at `stage`, or scalar `index` with `value`.
+    fn typed(stage: u8, role: u8, index: u32, dtype: DType, numel: u32) -> DumpedArg {
+        let mut r = ArgsDumpRecord {
+            task_id: 5,
+            role,
+            stage,
+            ndims: 1,
+            arg_index: index,
+            dtype: dtype as u8,
+            is_contiguous: 1,
+            kind: abi::ARG_KIND_TENSOR,
+            func_count: 1,
+            ..Default::default()
+        };
+        r.func_ids[0] = crate::device::kernels::K_CAST_ND as u16;
+        r.shapes[0] = numel;
+        r.strides[0] = 1;
+        DumpedArg::from_record(&r).unwrap()
+    }
+
+    fn scalar(index: u32, value: u64) -> DumpedArg {
+        let r = ArgsDumpRecord {
+            task_id: 5,
+            role: abi::ARG_ROLE_SCALAR,
+            stage: abi::ARG_STAGE_BEFORE_DISPATCH,
+            arg_index: index,
+            dtype: DType::UInt64 as u8,
+            kind: abi::ARG_KIND_SCALAR,
+            scalar_value: value,
+            func_count: 1,
+            func_ids: [crate::device::kernels::K_CAST_ND as u16, 0, 0],
+            ..Default::default()
+        };
+        DumpedArg::from_record(&r).unwrap()
+    }
+
+    /// A view kernel's task replays in its dtypes: int8 in, bf16 out, and a wrong element is
+    /// found.
+    #[test]
+    fn a_view_kernel_replays_in_its_dtypes() {
+        use ferry_abi::layout::{encode_operand, encode_shape};
+        let dump = |out: [u16; 4]| {
+            let mut d = ArgsDump::default();
+            let (before, after) = (abi::ARG_STAGE_BEFORE_DISPATCH, abi::ARG_STAGE_AFTER_COMPLETION);
+            d.push(
+                typed(before, abi::ARG_ROLE_INPUT, 0, DType::Int8, 4),
+                Some(&[1, 0xfe, 3, 0x80]),
+            );
+            let out: Vec<u8> = out.iter().flat_map(|h| h.to_le_bytes()).collect();
+            d.push(typed(after, abi::ARG_ROLE_OUTPUT, 1, DType::BFloat16, 4), Some(&out));
+            d.push(scalar(2, encode_shape(&[4]).unwrap()), None);
+            d.push(scalar(3, encode_operand(DType::Int8, &[1]).unwrap()), None);
+            d.push(scalar(4, encode_operand(DType::BFloat16, &[1]).unwrap()), None);
+            d
+        };
+        let bf = |v: f32| ferry_abi::records::DType::BFloat16.from_f32(v) as u16;
+        let good = [bf(1.0), bf(-2.0), bf(3.0), bf(-128.0)];
+        let r = replay_task(&dump(good), 5).unwrap();
+        assert_eq!((r.len(), r[0].dtype), (1, DType::BFloat16));
+        assert!(r[0].matches(), "{:?}", r[0]);
+        let mut bad = good;
+        bad[3] = bf(128.0);
+        let r = replay_task(&dump(bad), 5).unwrap();
+        assert!(!r[0].matches());
+        assert_eq!(r[0].replayed[3], u64::from(good[3]));
     }
 }
