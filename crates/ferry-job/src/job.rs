@@ -3,12 +3,14 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use ferry_profile::{RunDir, ScopeLabel, ScopeNames, SummaryJson, WriteOptions, WriteProgress};
+use ferry_profile::{
+    FailedTask, RunDir, ScopeLabel, ScopeNames, SummaryJson, WriteOptions, WriteProgress,
+};
 use ferry_runtime::examples::{Example, ExampleRun, Size};
 use ferry_runtime::host::dfx::DfxOptions;
 use ferry_runtime::host::profile::{
     claim_run_dir, example_summary, run_profiled, run_summary, workload_summary, ProfileTarget,
-    ProfiledRun,
+    ProfiledRun, RunFault,
 };
 use ferry_runtime::host::{
     Callable, DeviceRunner, KernelRegistry, LaunchPath, LoadMethod, RepeatError, RepeatReport,
@@ -585,7 +587,11 @@ impl Job {
         };
         if let Some(rd) = run_dir {
             let why = error_chain(&e);
-            if rd.fail(&why).map_err(JobError::RunDir)? {
+            let task = e.run_failure().and_then(|f| {
+                let k = f.kernel.as_ref()?;
+                Some(FailedTask { id: k.task, kernel: k.name.clone(), run: f.repeat.map(|r| r.0) })
+            });
+            if rd.fail_at(&why, task).map_err(JobError::RunDir)? {
                 if let Some(p) = &profile {
                     obs.failed_run_kept(&p.dir);
                 }
@@ -738,6 +744,15 @@ enum BodyError {
     Run(RunError, Option<(u32, u32)>),
     /// A repetition's run produced a wrong output.
     Check(String),
+}
+
+impl RunFault for BodyError {
+    fn device_fault(&self) -> Option<&DeviceFault> {
+        match self {
+            BodyError::Run(e, _) => e.device_fault(),
+            BodyError::Check(_) => None,
+        }
+    }
 }
 
 /// Why a case failed: after its profile was collected (with where it went), or before.

@@ -124,6 +124,10 @@ pub struct RunOverview {
     /// Which run of a session over several runs this is (absent for a session's only run).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub run: Option<crate::RunLabel>,
+    /// The subsystems that were on but recorded nothing (`PMU`, `ScopeStats`, …; empty when
+    /// each recorded something): said in one line, no empty table drawn.
+    #[serde(default)]
+    pub no_records: Vec<String>,
 }
 
 /// One kernel's time, summed over its tasks.
@@ -291,6 +295,7 @@ pub fn report(run: &RunModel) -> Report {
         wall_cycles: wall,
         wall_ns: m.cycles_to_ns(wall),
         run: m.run,
+        no_records: run.no_records().iter().map(|s| s.title().to_string()).collect(),
     };
 
     let stats = kernel_stats(run);

@@ -96,6 +96,10 @@ impl Report {
             let _ = writeln!(s, "the run failed (its profile is complete): {e}");
         }
         let _ = writeln!(s, "{}", self.verdict());
+        if !r.no_records.is_empty() {
+            // As `Subsystem::no_records_line` words it.
+            let _ = writeln!(s, "no records: {}", r.no_records.join(", "));
+        }
 
         let shown = top.unwrap_or(usize::MAX).min(self.kernels.len());
         let _ = writeln!(
@@ -176,7 +180,8 @@ impl Report {
             );
         }
 
-        if let Some(p) = &self.pmu {
+        // A PMU that recorded no row is said on the `no records` line, not drawn as a table.
+        if let Some(p) = self.pmu.as_ref().filter(|p| p.total.rows > 0) {
             let _ = writeln!(
                 s,
                 "\nPMU (event type {}, {}; sums per kernel):",
