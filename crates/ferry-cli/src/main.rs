@@ -17,6 +17,7 @@ mod device_opts;
 mod diagnose;
 mod diff;
 mod dump;
+mod ids;
 mod info;
 mod kernels;
 mod kernels_new;

@@ -50,8 +50,8 @@ pub use critical::{
 };
 pub use diff::{diff, CriticalPathDiff, Diff, KernelDelta, LossDiff, Pair, SetupChange, StallDiff};
 pub use listing::{
-    deps_listing, dump_listing, DepsListing, DepsTask, DumpListing, DumpedArgRow, HbViolation,
-    TaskEdge,
+    deps_listing, deps_listing_filtered, dump_listing, DepsListing, DepsTask, DumpListing,
+    DumpedArgRow, HbViolation, TaskEdge,
 };
 pub use session::{
     session_diff, session_report, KernelSpread, KernelSpreadDelta, SessionDiff, SessionReport,
