@@ -92,7 +92,7 @@ mod tests {
         for form in [format!("{id:#x}"), format!("{id:x}"), format!("{id:#018x}")] {
             let task = Some(crate::ids::parse_task_id(&form).unwrap());
             let l = listing(&DepsArgs { task, ..args(&d.path, true) });
-            assert_eq!(l.task_list, [pick.clone()], "{form}");
+            assert_eq!(l.task_list, std::slice::from_ref(pick), "{form}");
             assert_eq!((l.shown, l.tasks), (1, all.tasks));
             let t = execute(&DepsArgs { task, ..args(&d.path, false) }).unwrap();
             assert!(t.contains(&format!("tasks shown: 1 of {} (task {id:#x})", all.tasks)), "{t}");

@@ -60,7 +60,7 @@ fn failed_sample(id: u64) -> RunModel {
 fn the_trace_marks_the_failed_task_on_its_own_track() {
     let ok = sample_run(LossPolicy::Block);
     let tasks = ok.tasks();
-    let target = tasks[tasks.len() / 2].clone();
+    let target = tasks[tasks.len() / 2];
     let run = failed_sample(target.task_id);
     let (slices, tracks) = begins(&perfetto::write_trace(&run));
     let label = format!("failed: task {:#x} (add)", target.task_id);
