@@ -249,3 +249,18 @@ impl JobError {
         }
     }
 }
+
+/// `e` and its sources, `: `-joined, each cause once (what a failed run's manifest records).
+pub(crate) fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut cur = e.source();
+    while let Some(c) = cur {
+        let m = c.to_string();
+        if !m.is_empty() && !s.contains(&m) {
+            s.push_str(": ");
+            s.push_str(&m);
+        }
+        cur = c.source();
+    }
+    s
+}

@@ -20,7 +20,7 @@ use ferry_runtime::{DeviceFault, RunError};
 use ferry_sim::Arch;
 use ferry_workload::Workload;
 
-use crate::error::{CaseKind, FailedKernel, JobError, RunFailure};
+use crate::error::{error_chain, CaseKind, FailedKernel, JobError, RunFailure};
 use crate::observer::{GraphReady, JobStart, Observer, Quiet};
 
 /// Checks an in-memory graph's output; returns a checksum of it, or what is wrong.
@@ -645,21 +645,6 @@ impl Job {
         rd.finish(&summary, &outputs).map_err(JobError::RunDir)?;
         Ok(summary)
     }
-}
-
-/// `e` and its sources, `: `-joined, each cause once (what a failed run's manifest records).
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut cur = e.source();
-    while let Some(c) = cur {
-        let m = c.to_string();
-        if !m.is_empty() && !s.contains(&m) {
-            s.push_str(": ");
-            s.push_str(&m);
-        }
-        cur = c.source();
-    }
-    s
 }
 
 /// The kernel of a kernel fault, named from the runner's registry and (for a workload) the
