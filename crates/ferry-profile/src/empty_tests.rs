@@ -66,7 +66,12 @@ fn subsystems_that_recorded_nothing_are_named_in_one_line() {
     let report = analysis::report(&run);
     assert_eq!(report.run.no_records, ["PMU", "ScopeStats"]);
     let text = report.text(None);
+    // Said once, at the end of the verdict's line: the report grows by no line.
+    let verdict = text.lines().nth(1).unwrap();
+    assert!(verdict.starts_with("verdict: ") && verdict.ends_with(&format!("; {line}")), "{text}");
     assert_eq!(text.matches(line).count(), 1, "{text}");
+    let off = RunModel { pmu: None, scopes: None, ..with_idle_parts() };
+    assert_eq!(text.lines().count(), analysis::report(&off).text(None).lines().count());
     assert!(!text.contains("\nPMU ("), "an empty PMU table is drawn:\n{text}");
     let page = views::swimlane_html(&run);
     assert!(page.contains(&format!("<p id=\"fv-no-records\">{line}</p>")), "the page says it");

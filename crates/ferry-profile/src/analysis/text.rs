@@ -96,10 +96,6 @@ impl Report {
             let _ = writeln!(s, "the run failed (its profile is complete): {e}");
         }
         let _ = writeln!(s, "{}", self.verdict());
-        if !r.no_records.is_empty() {
-            // As `Subsystem::no_records_line` words it.
-            let _ = writeln!(s, "no records: {}", r.no_records.join(", "));
-        }
 
         let shown = top.unwrap_or(usize::MAX).min(self.kernels.len());
         let _ = writeln!(
@@ -427,6 +423,11 @@ impl Report {
                 duration(us(self.run.clock_hz, st.total_stall_cycles) * 1e3)
             )
         });
+        // The subsystems that recorded nothing, as `Subsystem::no_records_line` words it: said
+        // here, in the verdict's line, and drawn as no table.
+        if !self.run.no_records.is_empty() {
+            parts.push(format!("no records: {}", self.run.no_records.join(", ")));
+        }
         format!("verdict: {}", parts.join("; "))
     }
 
