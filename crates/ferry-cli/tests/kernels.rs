@@ -336,6 +336,15 @@ fn a_kernel_that_never_returns_fails_within_its_budget_with_a_readable_profile()
         let m = ferry_profile::Manifest::verified(&out).unwrap();
         let why = m.outcome.as_ref().and_then(|o| o.failure()).unwrap_or_default().to_string();
         assert!(why.contains("did not return within its budget"), "{variant}: {why}");
+        // The task is recorded and marked, though it left no slice: on the run's own track.
+        let task = m.outcome.as_ref().and_then(|o| o.failed_task()).expect("the task");
+        assert_eq!((task.id, task.kernel.as_str()), (0, "hang"), "{variant}");
+        let marked: Vec<_> = task_slices(&out.join("trace.perfetto-trace"))
+            .into_iter()
+            .filter(|s| s.1 == "failed: task 0x0 (hang)")
+            .collect();
+        assert_eq!(marked.len(), 1, "{variant}: {marked:?}");
+        assert_eq!(marked[0].0, "failed task", "{variant}: {marked:?}");
         for cmd in ["report", "deps", "scopes", "trace"] {
             let o = ferry(&[cmd, out_s]);
             assert!(o.status.success(), "{variant}: ferry {cmd}: {}", text(&o));

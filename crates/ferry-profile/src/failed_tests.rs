@@ -114,3 +114,27 @@ fn the_pages_data_names_the_failed_task_and_its_slices() {
     let clean: serde_json::Value = serde_json::from_str(&views::view_data(&ok).json).unwrap();
     assert!(clean["failed"].is_null());
 }
+
+#[test]
+fn a_failed_runs_report_names_the_tasks_that_never_ran() {
+    let mut run = sample_run(LossPolicy::Block);
+    let last = run.tasks().last().unwrap().task_id;
+    let sw = run.swimlane.as_mut().unwrap();
+    let regs: Vec<(u32, u32)> = sw
+        .aicore_tasks
+        .iter()
+        .filter(|t| t.task_token_raw == last)
+        .map(|t| (t.core, t.reg_task_id))
+        .collect();
+    sw.aicore_tasks.retain(|t| t.task_token_raw != last);
+    sw.aicpu_tasks.retain(|t| !regs.contains(&(t.core, t.reg_task_id)));
+    let r = analysis::report(&run);
+    assert_eq!((r.run.no_slice, r.run.no_slice_first.clone()), (1, vec![format!("{last:#x}")]));
+    let failed = RunOutcome::Failed { error: "boom".into(), task: None };
+    let text = analysis::Report { outcome: Some(failed), ..r.clone() }.text(None);
+    let line = format!("1 of 6 submitted tasks never ran: {last:#x}\n");
+    assert!(text.contains(&line), "{text}");
+    // A run that did not fail says nothing of the kind (a task may lack its slice for another
+    // reason: a record the swimlane dropped).
+    assert!(!r.text(None).contains("never ran"));
+}

@@ -94,6 +94,18 @@ impl Report {
         );
         if let Some(e) = self.outcome.as_ref().and_then(RunOutcome::failure) {
             let _ = writeln!(s, "the run failed (its profile is complete): {e}");
+            // What the failure left undone: the submitted tasks that never ran.
+            if r.no_slice > 0 {
+                let more = r.no_slice.saturating_sub(r.no_slice_first.len() as u64);
+                let tail = if more > 0 { format!(", … ({more} more)") } else { String::new() };
+                let _ = writeln!(
+                    s,
+                    "{} of {} submitted tasks never ran: {}{tail}",
+                    r.no_slice,
+                    r.submitted_tasks.unwrap_or(r.no_slice),
+                    r.no_slice_first.join(", ")
+                );
+            }
         }
         let _ = writeln!(s, "{}", self.verdict());
 
