@@ -275,7 +275,17 @@ scalars = [{ f32 = 2.0 }]
     let html = std::fs::read_to_string(&page).unwrap();
     assert!(html.contains("failed: task 0x1 (saxpy)</button>"), "the page names the task");
     let o = ferry(&["report", ds]);
-    assert!(String::from_utf8_lossy(&o.stdout).contains("the run failed"), "{}", text(&o));
+    let report = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(report.contains("the run failed"), "{}", text(&o));
+    // The page's report is `ferry report`'s, the failure included.
+    let escaped = report
+        .replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+        .replace('\'', "&#39;");
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(html.contains(&format!("<pre id=\"fv-report\">{escaped}</pre>")), "{report}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 

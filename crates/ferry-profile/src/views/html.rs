@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use super::{plural, report};
+use super::plural;
 use crate::model::RunModel;
 use crate::scopes::{ScopePhase, ScopeRow, ScopeStats};
 
@@ -58,7 +58,12 @@ pub fn swimlane_html(run: &RunModel) -> String {
 /// [`swimlane_html`] of a run that failed with `failure` (from its manifest's outcome): the
 /// page's bar says so, in red, before anything else.
 pub fn swimlane_html_of(run: &RunModel, failure: Option<&str>) -> String {
-    swimlane_html_reporting(run, failure, &report(run))
+    // The report under the canvas is `ferry report`'s, a failed run's error and the tasks it
+    // left undone included.
+    let outcome = failure
+        .map(|e| crate::RunOutcome::Failed { error: e.to_string(), task: run.meta.failed.clone() });
+    let text = crate::analysis::Report { outcome, ..crate::analysis::report(run) }.text(None);
+    swimlane_html_reporting(run, failure, &text)
 }
 
 /// [`swimlane_html_of`] with `report_text` as the page's report (a session's report for a
