@@ -1,6 +1,6 @@
 // Drives headless Chromium over a `ferry view` page and prints what it observed as JSON.
 //
-//   node view_check.cjs PAGE.html [--search TEXT] [--queries A,B,...] [--rounds N]
+//   node view_check.cjs PAGE.html [--search TEXT] [--queries A,B,...] [--rounds N] [--failed]
 //
 // Loads the page (file://, no network), waits for window.ferryView.ready and then, through real
 // input events: zooms with the wheel, pans by dragging, zooms and pans with keys, searches by
@@ -8,7 +8,8 @@
 // records the page's own state (visible range, rectangles drawn, search hits, selection) and a
 // digest of the canvas pixels. With --rounds N it only loads the page N times (a fresh tab each)
 // and reports the first-frame times. With --queries it also types each query in turn and records
-// the tasks it finds and the task Enter selects. Chromium: $FERRY_CHROMIUM or /usr/bin/chromium.
+// the tasks it finds and the task Enter selects. With --failed (a failed run's page) it also
+// clicks the bar's failed-task button and records what that selected and drew. Chromium: $FERRY_CHROMIUM or /usr/bin/chromium.
 'use strict';
 const fs = require('fs');
 const os = require('os');
@@ -19,11 +20,12 @@ const FLAGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', 
   '--disable-background-networking', '--disable-component-update', '--disable-sync'];
 
 function parseArgs(argv) {
-  const a = { page: null, search: null, rounds: 0, queries: [] };
+  const a = { page: null, search: null, rounds: 0, queries: [], failed: false };
   for (let i = 0; i < argv.length; i++) {
     if (argv[i] === '--search') a.search = argv[++i];
     else if (argv[i] === '--queries') a.queries = argv[++i].split(',');
     else if (argv[i] === '--rounds') a.rounds = Number(argv[++i]);
+    else if (argv[i] === '--failed') a.failed = true;
     else a.page = argv[i];
   }
   if (!a.page) throw new Error('usage: view_check.cjs PAGE.html [--search TEXT] [--rounds N]');
@@ -84,7 +86,15 @@ async function state(page) {
         leastBusy = { row: v.rows[best], busy: band.busy, peak: band.peak, maxInk };
       }
     }
-    res({ visible: v.visible, span: v.span, rects: v.rects, hitRects: v.hitRects, frames: v.frames, leastBusy,
+    // The failed task's marker: the colour drawn where the page says its first marker in view is.
+    let failedPixel = null;
+    const fp = v.positionOfFailed && v.positionOfFailed();
+    if (fp) {
+      const r = window.devicePixelRatio || 1;
+      const d = c.getContext('2d').getImageData(Math.round(fp.x * r), Math.round(fp.y * r), 1, 1).data;
+      failedPixel = { row: fp.row, rgb: [d[0], d[1], d[2]] };
+    }
+    res({ visible: v.visible, failedMarks: v.failedMarks, failedPixel, span: v.span, rects: v.rects, hitRects: v.hitRects, frames: v.frames, leastBusy,
       searchHits: v.searchHits, searchSlices: v.searchSlices, query: v.query,
       selected: v.selected && { task: v.selected.task, name: v.selected.name, row: v.selected.rowLabel,
         args: v.selected.args, pmu: v.selected.pmu, preds: v.selected.preds, succs: v.selected.succs },
@@ -121,7 +131,9 @@ async function main() {
     const info = await page.evaluate(() => {
       const v = window.ferryView;
       const rep = document.getElementById('fv-report');
+      const ft = document.getElementById('fv-failed-task');
       return { firstFrameMs: v.firstFrameMs, error: v.error, rows: v.rows, folded: v.folded,
+        failed: v.failed, failedBar: ft ? ft.textContent : null,
         series: v.series, tasks: v.tasks, slices: v.slices, busy: v.busy,
         report: rep ? rep.textContent : null };
     });
@@ -130,6 +142,11 @@ async function main() {
     const box = await page.locator('#fv-canvas').boundingBox();
     const cx = box.x + box.width * 0.6, cy = box.y + Math.min(box.height / 2, 60);
     out.initial = await state(page);
+    if (a.failed) {
+      await page.locator('#fv-failed-task').click();
+      out.failedClick = await state(page);
+      await page.keyboard.press('0');
+    }
     await page.mouse.move(cx, cy);
     await page.mouse.wheel(0, -600);
     out.wheelZoom = await state(page);

@@ -18,7 +18,7 @@ pub(crate) struct DumpArgs {
 #[derive(Debug, Args)]
 struct Filter {
     /// Only this task: its id in hex, as every command prints it (`0x40` or `40`).
-    #[arg(long, value_parser = parse_id, value_name = "ID")]
+    #[arg(long, value_parser = crate::ids::parse_task_id, value_name = "ID")]
     task: Option<u64>,
     /// Only this role (INPUT, OUTPUT, INOUT, SCALAR; any case).
     #[arg(long, value_parser = parse_role)]
@@ -27,7 +27,7 @@ struct Filter {
     #[arg(long, value_parser = parse_stage)]
     stage: Option<String>,
     /// Only tasks of this kernel: its name (`add_scalar`) or function id (a decimal number).
-    #[arg(long, value_name = "KERNEL")]
+    #[arg(long, visible_alias = "kernel", value_name = "KERNEL")]
     func: Option<String>,
     /// Only this argument index.
     #[arg(long)]
@@ -63,7 +63,7 @@ enum DumpAction {
         /// Output directory of a run (holds args_dump/).
         dir: PathBuf,
         /// The task to replay: its id in hex, as every command prints it (`0x40` or `40`).
-        #[arg(long, value_parser = parse_id, value_name = "ID")]
+        #[arg(long, value_parser = crate::ids::parse_task_id, value_name = "ID")]
         task: u64,
     },
 }
@@ -82,13 +82,6 @@ fn parse_role(s: &str) -> Result<String, String> {
 
 fn parse_stage(s: &str) -> Result<String, String> {
     one_of(s, &ARG_STAGES)
-}
-
-/// A task id: hex, with or without `0x` (ferry prints ids as `0x40`; `40` is the same task).
-fn parse_id(s: &str) -> Result<u64, String> {
-    let h = s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")).unwrap_or(s);
-    u64::from_str_radix(h, 16)
-        .map_err(|e| format!("`{s}` is not a task id (hex, as ferry prints ids: 0x40): {e}"))
 }
 
 pub(crate) fn execute(a: &DumpArgs) -> anyhow::Result<String> {

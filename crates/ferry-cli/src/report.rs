@@ -18,6 +18,9 @@ pub(crate) struct ReportArgs {
     /// Show only the first N kernels of the order (text, JSON and CSV).
     #[arg(long, value_name = "N")]
     top: Option<usize>,
+    /// Show only the kernel of this name in the per-kernel tables (text, JSON and CSV).
+    #[arg(long, value_name = "NAME")]
+    kernel: Option<String>,
     /// Print the per-kernel table as CSV (a header, then one line per kernel; times in us).
     #[arg(long, conflicts_with = "json")]
     csv: bool,
@@ -84,6 +87,16 @@ fn session(a: &ReportArgs, runs: &ferry_profile::SessionRuns) -> anyhow::Result<
     for rep in &mut s.reports {
         rep.sort_kernels(a.sort.key());
     }
+    if let Some(k) = &a.kernel {
+        let names = s.reports.iter().flat_map(|r| r.kernels.iter().map(|x| x.kernel.as_str()));
+        known_kernel(k, names)?;
+        for rep in &mut s.reports {
+            keep_kernel(rep, k);
+        }
+        if let Some(st) = &mut s.steady {
+            st.kernels.retain(|x| x.kernel == *k);
+        }
+    }
     if a.csv {
         return Ok(s.kernels_csv(a.top));
     }
@@ -120,6 +133,10 @@ pub(crate) fn execute(a: &ReportArgs) -> anyhow::Result<String> {
     }
     let mut r = build(&a.dir)?;
     r.sort_kernels(a.sort.key());
+    if let Some(k) = &a.kernel {
+        known_kernel(k, r.kernels.iter().map(|x| x.kernel.as_str()))?;
+        keep_kernel(&mut r, k);
+    }
     if a.csv {
         return Ok(r.kernels_csv(a.top));
     }
@@ -130,6 +147,25 @@ pub(crate) fn execute(a: &ReportArgs) -> anyhow::Result<String> {
         return Ok(format!("{}\n", serde_json::to_string_pretty(&r)?));
     }
     Ok(r.text(a.top))
+}
+
+/// Keeps kernel `k`'s rows in the per-kernel tables (time and PMU; the PMU's `all` line stays
+/// the run's).
+fn keep_kernel(r: &mut Report, k: &str) {
+    r.kernels.retain(|x| x.kernel == k);
+    if let Some(p) = &mut r.pmu {
+        p.kernels.retain(|x| x.kernel == k);
+    }
+}
+
+/// `--kernel NAME` of a kernel the run did not run is refused, naming those it ran.
+fn known_kernel<'a>(k: &str, names: impl Iterator<Item = &'a str>) -> anyhow::Result<()> {
+    let names: std::collections::BTreeSet<&str> = names.collect();
+    if !names.contains(k) {
+        let known: Vec<&str> = names.into_iter().collect();
+        anyhow::bail!("no kernel named `{k}` ran in this run (its kernels: {})", known.join(", "));
+    }
+    Ok(())
 }
 
 pub(crate) fn run(a: &ReportArgs) -> anyhow::Result<()> {
@@ -146,10 +182,28 @@ mod tests {
             dir: d.to_path_buf(),
             json,
             top,
+            kernel: None,
             csv: false,
             sort: SortArg::Total,
             warmup: None,
         }
+    }
+
+    #[test]
+    fn kernel_keeps_only_that_kernels_rows_and_refuses_a_name_that_did_not_run() {
+        let d = sample_dir("report-kernel", false);
+        let one =
+            |json, csv| ReportArgs { kernel: Some("add".into()), csv, ..args(&d.path, json, None) };
+        let r: Report = serde_json::from_str(&execute(&one(true, false)).unwrap()).unwrap();
+        assert_eq!(r.kernels.iter().map(|k| k.kernel.as_str()).collect::<Vec<_>>(), ["add"]);
+        let csv = execute(&one(false, true)).unwrap();
+        assert_eq!(csv.lines().count(), 2, "{csv}");
+        assert!(csv.lines().nth(1).unwrap().starts_with("add,"), "{csv}");
+        let t = execute(&one(false, false)).unwrap();
+        assert!(t.contains("\n  add ") && !t.contains("\n  relu "), "{t}");
+        let bad = ReportArgs { kernel: Some("nope".into()), ..args(&d.path, false, None) };
+        let e = execute(&bad).unwrap_err().to_string();
+        assert!(e.contains("no kernel named `nope`") && e.contains("relu"), "{e}");
     }
 
     #[test]
@@ -198,6 +252,7 @@ mod tests {
             dir: d.path.clone(),
             json: false,
             top,
+            kernel: None,
             csv: true,
             sort,
             warmup: None,

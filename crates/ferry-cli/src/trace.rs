@@ -43,8 +43,10 @@ pub(crate) fn execute(a: &TraceArgs) -> anyhow::Result<String> {
     for f in &report.files {
         crate::analysis::record(&r, &f.path, Written { bytes: f.bytes, xxh3: f.xxh3 })?;
     }
+    let model = session.as_ref().unwrap_or(&r.run);
+    let no_records: Vec<&str> = model.no_records().iter().map(|s| s.title()).collect();
     if a.json {
-        let t = report.trace.unwrap_or_default();
+        let t = report.trace.clone().unwrap_or_default();
         let files: Vec<serde_json::Value> = report
             .files
             .iter()
@@ -55,16 +57,23 @@ pub(crate) fn execute(a: &TraceArgs) -> anyhow::Result<String> {
             "tracks": t.tracks,
             "slices": t.slices,
             "counter_values": t.counters,
+            "empty_tracks": t.empty,
+            "no_records": no_records,
             "outcome": r.outcome,
         });
         return Ok(format!("{}\n", serde_json::to_string_pretty(&v)?));
     }
-    Ok(summary(&out, &report))
+    let mut s = summary(&out, &report);
+    let line = ferry_profile::Subsystem::no_records_line(&model.no_records());
+    if !line.is_empty() {
+        s += &format!("{line}\n");
+    }
+    Ok(s)
 }
 
 /// What `ferry trace` (and `ferry run` with the swimlane on) prints about the traces of `report`.
 pub(crate) fn summary(dir: &std::path::Path, report: &WriteReport) -> String {
-    let t = report.trace.unwrap_or_default();
+    let t = report.trace.clone().unwrap_or_default();
     let mut s = format!(
         "{}: {}, {}, {}\n",
         dir.join(PERFETTO_FILE).display(),
@@ -72,6 +81,17 @@ pub(crate) fn summary(dir: &std::path::Path, report: &WriteReport) -> String {
         ferry_profile::views::plural(t.slices as u64, "slice", "slices"),
         ferry_profile::views::plural(t.counters as u64, "counter value", "counter values"),
     );
+    // The tracks that held nothing are not in the trace: named in one line.
+    if !t.empty.is_empty() {
+        const SHOWN: usize = 6;
+        let more = t.empty.len().saturating_sub(SHOWN);
+        let tail = if more > 0 { format!(", … ({more} more)") } else { String::new() };
+        s += &format!(
+            "  not drawn, nothing recorded: {}: {}{tail}\n",
+            ferry_profile::views::plural(t.empty.len() as u64, "track", "tracks"),
+            t.empty[..t.empty.len().min(SHOWN)].join(", ")
+        );
+    }
     if report.paths().any(|p| p.ends_with(CHROME_FILE)) {
         s += &format!("{}: Chrome JSON\n", dir.join(CHROME_FILE).display());
     }

@@ -212,7 +212,9 @@ fn a_failed_run_keeps_a_profile_every_analysis_command_reads() {
     assert!(err.contains("wrong result") && err.lines().count() == 1, "{err}");
     let m = Manifest::verified(&d).unwrap();
     match &m.outcome {
-        Some(RunOutcome::Failed { error }) => assert!(error.contains("wrong result"), "{error}"),
+        Some(RunOutcome::Failed { error, .. }) => {
+            assert!(error.contains("wrong result"), "{error}")
+        }
         other => panic!("outcome {other:?}"),
     }
     assert!(out.contains("ferry report"), "{out}");

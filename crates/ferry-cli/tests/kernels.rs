@@ -3,6 +3,7 @@
 #[path = "../../ferry-runtime/tests/support/template.rs"]
 mod template;
 
+use std::collections::BTreeMap;
 use std::process::{Command, Output};
 
 fn ferry(args: &[&str]) -> Output {
@@ -11,6 +12,59 @@ fn ferry(args: &[&str]) -> Output {
 
 fn text(o: &Output) -> String {
     format!("{}\n{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
+}
+
+/// The slices of the Perfetto trace at `path` (decoded by the published schema) that carry a
+/// `task_id` annotation: (track name, slice name, start, annotations).
+fn task_slices(path: &std::path::Path) -> Vec<(String, String, u64, BTreeMap<String, u64>)> {
+    use ferry_perfetto_proto::protos::{track_event::Type, Trace};
+    use ferry_perfetto_proto::Message;
+    let trace = Trace::decode(&std::fs::read(path).unwrap()[..]).unwrap();
+    let (mut names, mut tracks, mut out) = (BTreeMap::new(), BTreeMap::new(), Vec::new());
+    for p in trace.packet {
+        for n in p.interned_data.iter().flat_map(|d| &d.event_names) {
+            names.insert(n.iid.unwrap(), n.name.clone().unwrap());
+        }
+        if let Some(td) = p.track_descriptor {
+            let name = td.name.or_else(|| td.thread.and_then(|t| t.thread_name));
+            tracks.insert(td.uuid.unwrap(), name.unwrap_or_default());
+            continue;
+        }
+        let ev = p.track_event.unwrap();
+        if Type::try_from(ev.r#type.unwrap()) != Ok(Type::SliceBegin) {
+            continue;
+        }
+        let args: BTreeMap<String, u64> = ev
+            .debug_annotations
+            .iter()
+            .filter_map(|a| Some((a.name.clone()?, a.uint_value?)))
+            .collect();
+        if args.contains_key("task_id") {
+            let name = ev.name.or_else(|| Some(names[&ev.name_iid?].clone())).unwrap();
+            out.push((tracks[&ev.track_uuid.unwrap()].clone(), name, p.timestamp.unwrap(), args));
+        }
+    }
+    out
+}
+
+/// Checks that the trace at `path` marks task 0x1 (`saxpy`) on its own core track, and no
+/// other task.
+fn assert_marks_task_1(path: &std::path::Path) {
+    let slices = task_slices(path);
+    let marker = "failed: task 0x1 (saxpy)";
+    let kernel: Vec<_> = slices
+        .iter()
+        .filter(|s| s.1 == "saxpy" && s.3["task_id"] == 1 && s.0.starts_with("core"))
+        .filter(|s| !s.0.ends_with("dispatch-finish"))
+        .collect();
+    assert!(!kernel.is_empty(), "task 0x1 has no kernel slice: {slices:?}");
+    for k in &kernel {
+        assert_eq!(k.3.get("failed"), Some(&1), "{k:?}");
+        let on_track = slices.iter().any(|m| m.1 == marker && m.0 == k.0 && m.2 == k.2);
+        assert!(on_track, "no `{marker}` on {} at {}: {slices:?}", k.0, k.2);
+    }
+    let flagged: Vec<_> = slices.iter().filter(|s| s.3.contains_key("failed")).collect();
+    assert!(flagged.iter().all(|s| s.3["task_id"] == 1), "{flagged:?}");
 }
 
 #[test]
@@ -179,7 +233,7 @@ scalars = [{ f32 = 2.0 }]
         let t = text(&o);
         assert!(!o.status.success(), "{variant}: {t}");
         let want = format!(
-            "short.toml:17:1: task 1: kernel `saxpy` (library `kernel-template`, id 256) failed on its core: {said}"
+            "short.toml:17:1: task 0x1: kernel `saxpy` (library `kernel-template`, id 256) failed on its core: {said}"
         );
         assert!(t.contains(&want), "{variant}: want `{want}` in {t}");
         assert!(!t.contains("returned status"), "{variant}: {t}");
@@ -216,10 +270,15 @@ scalars = [{ f32 = 2.0 }]
     assert_eq!(o.status.code(), Some(1), "{t}");
     assert!(t.contains("the run failed; its profile is complete"), "{t}");
     let m = ferry_profile::Manifest::verified(&out).unwrap();
-    let error = match m.outcome.clone() {
-        Some(ferry_profile::RunOutcome::Failed { error }) => error,
+    let (error, task) = match m.outcome.clone() {
+        Some(ferry_profile::RunOutcome::Failed { error, task }) => (error, task),
         other => panic!("outcome {other:?}"),
     };
+    // The manifest names the task that failed, in the tools' id form, and its kernel.
+    let task = task.expect("the failed task is recorded");
+    assert_eq!((task.id, task.kernel.as_str(), task.run), (1, "saxpy", None));
+    // The trace the run wrote marks it.
+    assert_marks_task_1(&out.join("trace.perfetto-trace"));
     assert!(error.contains("kernel `saxpy`") && error.contains("failed on its core"), "{error}");
     for e in &m.files {
         m.verify(&out, &e.path).unwrap();
@@ -238,9 +297,24 @@ scalars = [{ f32 = 2.0 }]
         let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
         assert_eq!(v["outcome"]["status"], "failed", "{args:?}: {v}");
         assert_eq!(v["outcome"]["error"], error.as_str(), "{args:?}: {v}");
+        assert_eq!(v["outcome"]["task"]["id"], "0x1", "{args:?}: {v}");
     }
+    // The trace `ferry trace` wrote from the files marks it too, and so does the page.
+    assert_marks_task_1(&out.join("trace.perfetto-trace"));
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(html.contains("failed: task 0x1 (saxpy)</button>"), "the page names the task");
     let o = ferry(&["report", ds]);
-    assert!(String::from_utf8_lossy(&o.stdout).contains("the run failed"), "{}", text(&o));
+    let report = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(report.contains("the run failed"), "{}", text(&o));
+    // The page's report is `ferry report`'s, the failure included.
+    let escaped = report
+        .replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+        .replace('\'', "&#39;");
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(html.contains(&format!("<pre id=\"fv-report\">{escaped}</pre>")), "{report}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -292,7 +366,7 @@ fn a_kernel_that_never_returns_fails_within_its_budget_with_a_readable_profile()
         let t = text(&o);
         assert_eq!(o.status.code(), Some(1), "{t}");
         for want in [
-            "hang.toml:8:1: task 0: kernel `hang` (library `faulty-kernels`, id 256)",
+            "hang.toml:8:1: task 0x0: kernel `hang` (library `faulty-kernels`, id 256)",
             "did not return within its budget of 300 ms on core ",
         ] {
             assert!(t.contains(want), "{variant}: {want:?} missing: {t}");
@@ -301,6 +375,15 @@ fn a_kernel_that_never_returns_fails_within_its_budget_with_a_readable_profile()
         let m = ferry_profile::Manifest::verified(&out).unwrap();
         let why = m.outcome.as_ref().and_then(|o| o.failure()).unwrap_or_default().to_string();
         assert!(why.contains("did not return within its budget"), "{variant}: {why}");
+        // The task is recorded and marked, though it left no slice: on the run's own track.
+        let task = m.outcome.as_ref().and_then(|o| o.failed_task()).expect("the task");
+        assert_eq!((task.id, task.kernel.as_str()), (0, "hang"), "{variant}");
+        let marked: Vec<_> = task_slices(&out.join("trace.perfetto-trace"))
+            .into_iter()
+            .filter(|s| s.1 == "failed: task 0x0 (hang)")
+            .collect();
+        assert_eq!(marked.len(), 1, "{variant}: {marked:?}");
+        assert_eq!(marked[0].0, "failed task", "{variant}: {marked:?}");
         for cmd in ["report", "deps", "scopes", "trace"] {
             let o = ferry(&[cmd, out_s]);
             assert!(o.status.success(), "{variant}: ferry {cmd}: {}", text(&o));
@@ -342,7 +425,7 @@ fn a_write_past_an_output_is_the_kernels_fault() {
     let t = text(&o);
     assert_eq!(o.status.code(), Some(1), "{t}");
     assert!(
-        t.contains("overrun.toml:8:1: task 0: kernel `overrun` (library `faulty-kernels`"),
+        t.contains("overrun.toml:8:1: task 0x0: kernel `overrun` (library `faulty-kernels`"),
         "{t}"
     );
     assert!(t.contains("wrote past the end of tensor argument 0"), "{t}");

@@ -124,7 +124,7 @@ fn a_scaffolded_library_builds_outside_the_workspace_and_runs() {
     assert!(!o.status.success(), "{t}");
     assert_eq!(
         t.matches(
-            "task 0: kernel `saxpy` (library `my-kernels`, id 256) failed on its core: panicked"
+            "task 0x0: kernel `saxpy` (library `my-kernels`, id 256) failed on its core: panicked"
         )
         .count(),
         1,

@@ -2,9 +2,12 @@
 //! `tools/browser/view_check.cjs` through `playwright-core`, over the page of a small run and of
 //! the 50,000-task storm with all five subsystems, and of a workload whose scopes have labels.
 //! Checks what the page drew (its own state and its canvas pixels) and that wheel zoom, drag pan,
-//! key zoom and pan, search and a click change what is drawn. Prints the storm page's size and
-//! first-frame time (a figure, not asserted).
+//! key zoom and pan, search and a click change what is drawn; on a failed run's page, that the
+//! task whose kernel failed is marked and named. Prints the storm page's size and first-frame
+//! time (a figure, not asserted).
 mod common;
+#[path = "../../ferry-runtime/tests/support/template.rs"]
+mod template;
 
 use std::path::Path;
 use std::process::Command;
@@ -39,15 +42,19 @@ fn page_of(dir: &Path, example: &str, small: bool) -> (std::path::PathBuf, Strin
 }
 
 fn drive(page: &Path, search: &str) -> Value {
-    drive_with(page, search, &[])
+    drive_with(page, search, &[], false)
 }
 
-/// [`drive`], then each of `queries` typed into the search box in turn.
-fn drive_with(page: &Path, search: &str, queries: &[&str]) -> Value {
+/// [`drive`], then each of `queries` typed into the search box in turn; with `failed`, first a
+/// click on the page's failed-task button.
+fn drive_with(page: &Path, search: &str, queries: &[&str], failed: bool) -> Value {
     let mut cmd = Command::new("node");
     cmd.arg(tools().join("browser/view_check.cjs")).arg(page).args(["--search", search]);
     if !queries.is_empty() {
         cmd.args(["--queries", &queries.join(",")]);
+    }
+    if failed {
+        cmd.arg("--failed");
     }
     let out = cmd.output().unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
@@ -133,6 +140,12 @@ fn small_runs_page_zooms_pans_searches_and_shows_a_task() {
     let (page, run) = page_of(&d, "vector", true);
     let v = drive(&page, "mul");
     check_interaction(&v, None);
+    // A run that did not fail marks nothing.
+    assert!(v["failed"].is_null() && v["failedBar"].is_null(), "{}", v["failed"]);
+    assert_eq!(
+        (v["initial"]["failedMarks"].as_u64(), &v["initial"]["failedPixel"]),
+        (Some(0), &Value::Null)
+    );
     // The kernel search finds exactly the mul tasks the run reports ("per kernel: …, mul N, …").
     let muls: u64 = run
         .split(['\n', ','])
@@ -199,7 +212,7 @@ fn storm_page_is_compact_stays_bounded_and_finds_a_task_by_id() {
     let d = scratch("view-storm");
     let (page, _) = page_of(&d, "storm", false);
     // A task id in every form a user meets names that one task, shown as every command shows it.
-    let v = drive_with(&page, "0x0000000000001234", &["0x40", "40", "0x0000000000000040"]);
+    let v = drive_with(&page, "0x0000000000001234", &["0x40", "40", "0x0000000000000040"], false);
     check_interaction(&v, Some("0x1234"));
     assert_eq!(v["tasks"], 50_000);
     assert_eq!(v["search"]["searchHits"], 1, "a task id names one task");
@@ -255,5 +268,63 @@ fn storm_page_is_compact_stays_bounded_and_finds_a_task_by_id() {
         rects,
         v["browser"].as_str().unwrap_or("chromium")
     );
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+/// A kernel fault (the template library's `saxpy` given an `x` shorter than its output, in the
+/// workload's second task): the page of the failed run's profile names the task in the bar as
+/// every command names it, draws a red marker on its slice at the whole run's zoom, and the
+/// bar's button goes to it.
+#[test]
+fn a_failed_runs_page_marks_the_task_whose_kernel_failed() {
+    let _bound = ferry_watchdog::bound("the ferry binary and the headless browser");
+    let test = "a_failed_runs_page_marks_the_task_whose_kernel_failed";
+    let missing = browser_missing();
+    if need(missing.is_none(), test, missing.as_deref().unwrap_or("")).is_none() {
+        return;
+    }
+    let lib = template::template_lib().to_str().unwrap();
+    let d = scratch("view-failed");
+    let wl = d.join("short.toml");
+    std::fs::write(
+        &wl,
+        "[workload]\nname = \"short\"\nverify = \"host-reference\"\n\
+         [[tensor]]\nname = \"x\"\nshape = [512]\n[[tensor]]\nname = \"y\"\nshape = [1024]\n\
+         [[tensor]]\nname = \"out\"\nshape = [1024]\n\
+         [[graph]]\nkernel = \"clamp\"\nargs = [{ tensor = \"out\", role = \"inout\" }]\n\
+         scalars = [{ f32 = 0.0 }, { f32 = 1.0 }]\n\
+         [[graph]]\nkernel = \"saxpy\"\nargs = [{ tensor = \"x\", role = \"input\" }, \
+         { tensor = \"y\", role = \"input\" }, { tensor = \"out\", role = \"output\" }]\n\
+         scalars = [{ f32 = 2.0 }]\n",
+    )
+    .unwrap();
+    let out = d.join("run");
+    let out_s = out.to_str().unwrap();
+    let o = common::ferry()
+        .args(["run", "--small", "--variant", "host", "--kernels", lib, "--workload"])
+        .args([wl.to_str().unwrap(), "--swimlane", "4", "--dep-gen", "--out", out_s])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", String::from_utf8_lossy(&o.stderr));
+    ferry_ok(&["view", out_s]);
+    let v = drive_with(&out.join("swimlane.html"), "0x1", &[], true);
+    assert_eq!(v["errors"], serde_json::json!([]), "page errors: {v:#}");
+    assert!(v["error"].is_null(), "{}", v["error"]);
+    assert_eq!(v["failed"]["label"], "task 0x1 (saxpy)", "{v:#}");
+    assert_eq!(v["failedBar"], "failed: task 0x1 (saxpy)");
+    // Drawn over the whole run: a marker in the marker's red where the page says it is.
+    let init = &v["initial"];
+    assert!(init["failedMarks"].as_u64().unwrap() >= 1, "{init}");
+    assert_eq!(init["failedPixel"]["rgb"], serde_json::json!([255, 0, 0]), "{init}");
+    assert!(init["failedPixel"]["row"].as_str().unwrap().starts_with("core"), "{init}");
+    // The button goes to the task: selected, zoomed to, still marked.
+    let click = &v["failedClick"];
+    assert_eq!(click["selected"]["task"], "0x1", "{click}");
+    assert_eq!(click["selected"]["name"], "saxpy", "{click}");
+    assert!(width(click) < width(init), "{click}");
+    assert_eq!(click["failedPixel"]["rgb"], serde_json::json!([255, 0, 0]), "{click}");
+    // The id the bar shows finds that one task.
+    assert_eq!(v["search"]["searchHits"], 1, "{}", v["search"]);
+    assert_eq!(v["firstHit"]["selected"]["task"], "0x1");
     let _ = std::fs::remove_dir_all(&d);
 }

@@ -33,7 +33,7 @@ impl fmt::Display for CaseKind {
 /// mean in the user's terms.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct FailedKernel {
-    /// Task sequence number in the run.
+    /// The task's id (its sequence number in the run; the `task_id` of its profile).
     pub task: u64,
     /// `file:line:col` of the task's graph entry, when the graph came from a workload file.
     pub at: Option<String>,
@@ -52,7 +52,8 @@ impl fmt::Display for FailedKernel {
         if let Some(at) = &self.at {
             write!(f, "{at}: ")?;
         }
-        write!(f, "task {}: kernel `{}`", self.task, self.name)?;
+        // The task's id as every ferry command prints and reads it.
+        write!(f, "task {:#x}: kernel `{}`", self.task, self.name)?;
         if let Some(l) = &self.library {
             write!(f, " (library `{l}`, id {})", self.id)?;
         }
@@ -247,4 +248,19 @@ impl JobError {
             _ => None,
         }
     }
+}
+
+/// `e` and its sources, `: `-joined, each cause once (what a failed run's manifest records).
+pub(crate) fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut cur = e.source();
+    while let Some(c) = cur {
+        let m = c.to_string();
+        if !m.is_empty() && !s.contains(&m) {
+            s.push_str(": ");
+            s.push_str(&m);
+        }
+        cur = c.source();
+    }
+    s
 }

@@ -3,12 +3,14 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use ferry_profile::{RunDir, ScopeLabel, ScopeNames, SummaryJson, WriteOptions, WriteProgress};
+use ferry_profile::{
+    FailedTask, RunDir, ScopeLabel, ScopeNames, SummaryJson, WriteOptions, WriteProgress,
+};
 use ferry_runtime::examples::{Example, ExampleRun, Size};
 use ferry_runtime::host::dfx::DfxOptions;
 use ferry_runtime::host::profile::{
     claim_run_dir, example_summary, run_profiled, run_summary, workload_summary, ProfileTarget,
-    ProfiledRun,
+    ProfiledRun, RunFault,
 };
 use ferry_runtime::host::{
     Callable, DeviceRunner, KernelRegistry, LaunchPath, LoadMethod, RepeatError, RepeatReport,
@@ -18,7 +20,7 @@ use ferry_runtime::{DeviceFault, RunError};
 use ferry_sim::Arch;
 use ferry_workload::Workload;
 
-use crate::error::{CaseKind, FailedKernel, JobError, RunFailure};
+use crate::error::{error_chain, CaseKind, FailedKernel, JobError, RunFailure};
 use crate::observer::{GraphReady, JobStart, Observer, Quiet};
 
 /// Checks an in-memory graph's output; returns a checksum of it, or what is wrong.
@@ -585,7 +587,11 @@ impl Job {
         };
         if let Some(rd) = run_dir {
             let why = error_chain(&e);
-            if rd.fail(&why).map_err(JobError::RunDir)? {
+            let task = e.run_failure().and_then(|f| {
+                let k = f.kernel.as_ref()?;
+                Some(FailedTask { id: k.task, kernel: k.name.clone(), run: f.repeat.map(|r| r.0) })
+            });
+            if rd.fail_at(&why, task).map_err(JobError::RunDir)? {
                 if let Some(p) = &profile {
                     obs.failed_run_kept(&p.dir);
                 }
@@ -637,21 +643,6 @@ impl Job {
         rd.finish_files(&summary, &outputs).map_err(JobError::RunDir)?;
         Ok(summary)
     }
-}
-
-/// `e` and its sources, `: `-joined, each cause once (what a failed run's manifest records).
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut cur = e.source();
-    while let Some(c) = cur {
-        let m = c.to_string();
-        if !m.is_empty() && !s.contains(&m) {
-            s.push_str(": ");
-            s.push_str(&m);
-        }
-        cur = c.source();
-    }
-    s
 }
 
 /// The kernel of a kernel fault, named from the runner's registry and (for a workload) the
@@ -736,6 +727,15 @@ enum BodyError {
     Run(RunError, Option<(u32, u32)>),
     /// A repetition's run produced a wrong output.
     Check(String),
+}
+
+impl RunFault for BodyError {
+    fn device_fault(&self) -> Option<&DeviceFault> {
+        match self {
+            BodyError::Run(e, _) => e.device_fault(),
+            BodyError::Check(_) => None,
+        }
+    }
 }
 
 /// Why a case failed: after its profile was collected (with where it went), or before.

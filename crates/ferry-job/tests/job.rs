@@ -80,7 +80,7 @@ fn a_kernel_fault_comes_back_typed_naming_kernel_library_task_and_line() {
     // The profile was committed, complete and marked failed with the same message.
     assert_eq!(profile.as_deref(), Some(out.as_path()));
     let m = Manifest::verified(&out).unwrap();
-    let Some(RunOutcome::Failed { error }) = m.outcome else { panic!("{:?}", m.outcome) };
+    let Some(RunOutcome::Failed { error, .. }) = m.outcome else { panic!("{:?}", m.outcome) };
     assert!(error.contains("wrote past the end of tensor argument 0"), "{error}");
     let p = Profile::open(&out).unwrap();
     assert!(p.failure().is_some());

@@ -383,12 +383,14 @@ pub(crate) fn write_plan_ticked<W: Write>(
     write_events(&mut w, plan, tick)
 }
 
-/// The Chrome JSON trace of `run`, in memory (tests and small runs; [`super::write_all`]
-/// streams it into its file).
+/// The Chrome JSON trace of `run`, without the tracks that hold nothing, in memory (tests and
+/// small runs; [`super::write_all`] streams it into its file).
 pub fn write_chrome_trace(run: &RunModel) -> Vec<u8> {
     let mut out = Vec::new();
+    let mut plan = plan(run);
+    plan.prune_empty();
     // Writing into a `Vec` cannot fail (string keys, finite numbers).
-    let _ = write_plan(&mut out, &plan(run));
+    let _ = write_plan(&mut out, &plan);
     out
 }
 

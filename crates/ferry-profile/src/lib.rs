@@ -71,6 +71,7 @@ pub mod chunks;
 pub mod collect;
 mod dep_tasks;
 mod deps;
+mod failed;
 mod host_time;
 mod id_table;
 mod interrupted;
@@ -115,6 +116,7 @@ pub use deps::{
     read_deps, tensor_id, write_deps, DepArg, DepEdge, DepTask, DepTensor, DepsGraph, EdgeGeometry,
     EdgeSource, DEPS_FILE,
 };
+pub use failed::FailedTask;
 pub use host_time::{
     host_clock_domain_id, host_now_ns, ClockAnchorSample, ClockAnchors, HostOrchPhase,
     HostOrchestration, ANCHOR_POST, ANCHOR_PRE, ANCHOR_PROVIDER_SIM, ANCHOR_SAMPLES_PER_POSITION,
@@ -397,6 +399,10 @@ pub fn write_bytes_atomic(path: &Path, bytes: &[u8]) -> Result<Written, OutputEr
         .map_err(|source| OutputError::Io { file: path.display().to_string(), source })
 }
 
+#[cfg(test)]
+mod empty_tests;
+#[cfg(test)]
+mod failed_tests;
 #[cfg(test)]
 mod stream_tests;
 #[cfg(test)]

@@ -44,6 +44,7 @@ use ferry_fs::{Dir, FsError, Kind};
 use serde::{Deserialize, Serialize};
 
 use super::atomic::{hash_reader, temp_owner, write_atomic_in, Written};
+use super::failed::FailedTask;
 
 /// File name of a run's manifest inside its output directory.
 pub const MANIFEST_FILE: &str = "ferry-manifest.json";
@@ -182,6 +183,10 @@ pub enum RunOutcome {
     Failed {
         /// Why, one line (the error's cause chain).
         error: String,
+        /// The task whose kernel failed on its core, when a kernel failed (absent for a wrong
+        /// result, a failed launch, a profile of before this was recorded).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        task: Option<FailedTask>,
     },
 }
 
@@ -190,7 +195,15 @@ impl RunOutcome {
     pub fn failure(&self) -> Option<&str> {
         match self {
             RunOutcome::Ok => None,
-            RunOutcome::Failed { error } => Some(error),
+            RunOutcome::Failed { error, .. } => Some(error),
+        }
+    }
+
+    /// The task whose kernel failed, when the run failed on one.
+    pub fn failed_task(&self) -> Option<&FailedTask> {
+        match self {
+            RunOutcome::Ok => None,
+            RunOutcome::Failed { task, .. } => task.as_ref(),
         }
     }
 }

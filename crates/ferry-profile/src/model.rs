@@ -93,6 +93,9 @@ pub struct RunMeta {
     /// The runs this model spans, when it is a whole session read as one
     /// ([`session_model`](crate::session_model)); empty for a model of one run.
     pub session: Vec<RunSpan>,
+    /// The task whose kernel failed on its core, in a failed run's profile (from its
+    /// manifest's outcome): the page, the trace and the report mark it.
+    pub failed: Option<super::FailedTask>,
 }
 
 /// One run of a session read as one model: its index and the device cycles its tasks span.
@@ -147,6 +150,7 @@ impl RunMeta {
             host_orchestration: None,
             run: None,
             session: Vec::new(),
+            failed: None,
         }
     }
 
@@ -349,6 +353,26 @@ impl Subsystem {
     pub const ALL: [Subsystem; 5] =
         [Self::ChipSwimlane, Self::Pmu, Self::DepGen, Self::ArgsDump, Self::ScopeStats];
 
+    /// Its name in ferry's words (`ChipSwimlane`, `PMU`, `DepGen`, `ArgsDump`, `ScopeStats`).
+    pub fn title(self) -> &'static str {
+        match self {
+            Self::ChipSwimlane => "ChipSwimlane",
+            Self::Pmu => "PMU",
+            Self::DepGen => "DepGen",
+            Self::ArgsDump => "ArgsDump",
+            Self::ScopeStats => "ScopeStats",
+        }
+    }
+
+    /// `no records: PMU, ScopeStats` for `list` (empty for none).
+    pub fn no_records_line(list: &[Subsystem]) -> String {
+        if list.is_empty() {
+            return String::new();
+        }
+        let names: Vec<&str> = list.iter().map(|s| s.title()).collect();
+        format!("no records: {}", names.join(", "))
+    }
+
     /// Snake-case name (`chip_swimlane`, …).
     pub fn name(self) -> &'static str {
         match self {
@@ -515,6 +539,25 @@ impl RunModel {
     /// An empty run with `meta`.
     pub fn new(meta: RunMeta) -> Self {
         Self { meta, ..Default::default() }
+    }
+
+    /// The subsystems that were on (their file is part of the profile) but recorded nothing:
+    /// what the report, the page and the trace say in one line (`no records: PMU, ScopeStats`)
+    /// instead of drawing empty rows and tables.
+    pub fn no_records(&self) -> Vec<Subsystem> {
+        let empty = [
+            self.swimlane.as_ref().map(|s| s.aicore_tasks.is_empty()),
+            self.pmu.as_ref().map(|p| p.rows.is_empty()),
+            self.deps.as_ref().map(|d| d.tasks.is_empty()),
+            self.args.as_ref().map(|a| a.args.is_empty()),
+            self.scopes.as_ref().map(|s| s.records.is_empty()),
+        ];
+        Subsystem::ALL
+            .into_iter()
+            .zip(empty)
+            .filter(|(_, e)| *e == Some(true))
+            .map(|p| p.0)
+            .collect()
     }
 
     /// The kernel of `task_id`: the first active `kernel_ids` entry of its first `deps.json`

@@ -668,6 +668,12 @@ pub fn open_run(dir: &Path, needs: &Needs) -> Result<OpenedRun, OpenError> {
     }
     o.warnings.extend(inconsistencies(&run));
     let outcome = o.trust.as_ref().and_then(|(m, _, _)| m.outcome.clone());
+    // The task a kernel fault names, on the run it failed in (a session's last).
+    run.meta.failed = outcome
+        .as_ref()
+        .and_then(RunOutcome::failed_task)
+        .filter(|f| f.run.is_none() || f.run == run.meta.run.map(|r| r.index))
+        .cloned();
     let trust = o.trust.map(|(_, root, prefix)| (root.path().to_path_buf(), prefix));
     let skipped = o.skipped;
     Ok(OpenedRun { run, warnings: o.warnings, trust, dir: dir.to_path_buf(), outcome, skipped })

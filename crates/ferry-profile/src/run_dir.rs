@@ -6,9 +6,9 @@ use std::sync::{Mutex, OnceLock};
 use serde::{Deserialize, Serialize};
 
 use crate::{
-    write_bytes_in, ManifestError, OutDir, OutputError, RunOutcome, ARGS_BIN_FILE, ARGS_DIR,
-    ARGS_FILE, CHROME_FILE, DEPS_FILE, PERFETTO_FILE, PMU_FILE, PMU_LOSS_FILE, SCOPES_DIR,
-    SCOPES_FILE, SCOPE_NAMES_FILE, SWIMLANE_FILE,
+    write_bytes_in, FailedTask, ManifestError, OutDir, OutputError, RunOutcome, ARGS_BIN_FILE,
+    ARGS_DIR, ARGS_FILE, CHROME_FILE, DEPS_FILE, PERFETTO_FILE, PMU_FILE, PMU_LOSS_FILE,
+    SCOPES_DIR, SCOPES_FILE, SCOPE_NAMES_FILE, SWIMLANE_FILE,
 };
 
 /// File name of the run summary ([`SummaryJson`]) in a run's directory.
@@ -248,11 +248,20 @@ impl RunDir {
     /// # Errors
     /// The manifest.
     pub fn fail(self, error: &str) -> Result<bool, RunDirError> {
+        self.fail_at(error, None)
+    }
+
+    /// [`RunDir::fail`] of a run whose kernel failed on its core in `task`: the manifest's
+    /// outcome names the task, so the page, the trace and the report mark it.
+    ///
+    /// # Errors
+    /// The manifest.
+    pub fn fail_at(self, error: &str, task: Option<FailedTask>) -> Result<bool, RunDirError> {
         if !self.out.is_begun() {
             self.released();
             return Ok(false);
         }
-        self.commit(RunOutcome::Failed { error: error.to_string() })?;
+        self.commit(RunOutcome::Failed { error: error.to_string(), task })?;
         Ok(true)
     }
 

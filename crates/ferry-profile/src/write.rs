@@ -121,7 +121,7 @@ pub struct WrittenFile {
 }
 
 /// Size of the trace [`write_all`] wrote.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct TraceStats {
     /// Tracks.
     pub tracks: usize,
@@ -129,6 +129,8 @@ pub struct TraceStats {
     pub slices: usize,
     /// Counter values.
     pub counters: usize,
+    /// The tracks that held nothing, not written ([`TracePlan::prune_empty`](crate::perfetto::TracePlan::prune_empty)).
+    pub empty: Vec<String>,
 }
 
 /// What [`write_all`] did.
@@ -159,7 +161,7 @@ impl WriteReport {
         self.records += other.records;
         self.files_elapsed += other.files_elapsed;
         self.traces_elapsed += other.traces_elapsed;
-        if let Some(t) = other.trace {
+        if let Some(t) = other.trace.clone() {
             let s = self.trace.get_or_insert_with(TraceStats::default);
             s.tracks += t.tracks;
             s.slices += t.slices;
@@ -620,7 +622,9 @@ fn write_traces(
     cb: Option<&dyn Fn(WriteProgress)>,
 ) -> Result<TracePart, OutputError> {
     let t0 = Instant::now();
-    let plan = perfetto::plan(run);
+    // Tracks that hold nothing are not drawn (the trace summary names them in one line).
+    let mut plan = perfetto::plan(run);
+    let empty = plan.prune_empty();
     let items = (plan.tracks.len() + plan.slices.len() + plan.counters.len()) as u64;
     let tick = Ticker::new(cb, WritePhase::Traces, if chrome { 2 } else { 1 } * items);
     let mut report = WriteReport::default();
@@ -639,6 +643,7 @@ fn write_traces(
         tracks: plan.tracks.len(),
         slices: plan.slices.len(),
         counters: plan.counters.len(),
+        empty,
     };
     Ok(TracePart { report, stats, started: t0, elapsed: t0.elapsed() })
 }

@@ -134,10 +134,17 @@ fn a_kernel_fault_completes_the_profile_and_marks_the_run_failed() {
         "{err:?}"
     );
     let profile = done.profile.unwrap().expect("DFX on");
-    assert!(rd.fail(&err.to_string()).unwrap(), "a written profile is committed");
+    // The model (and so the traces written from it) marks the task whose kernel failed, named.
+    let failed = profile.model.meta.failed.clone().expect("the failed task is marked");
+    assert_eq!(failed.id, 1, "{failed:?}");
+    assert!(!failed.kernel.starts_with("id "), "the kernel is named: {failed:?}");
+    assert!(
+        rd.fail_at(&err.to_string(), Some(failed.clone())).unwrap(),
+        "a written profile is committed"
+    );
 
     let m = Manifest::verified(&dir).unwrap();
-    assert_eq!(m.outcome, Some(RunOutcome::Failed { error: err.to_string() }));
+    assert_eq!(m.outcome, Some(RunOutcome::Failed { error: err.to_string(), task: Some(failed) }));
     let written: Vec<String> = profile
         .report
         .files

@@ -23,8 +23,11 @@ pub struct DepsListing {
     pub edges_by_source: BTreeMap<String, u64>,
     /// Edges whose producer ended after its consumer started, in the swimlane.
     pub hb_violations: Vec<HbViolation>,
-    /// Every task, in submission order.
+    /// Every task, in submission order (those `ferry deps --task/--kernel/--top` keep).
     pub task_list: Vec<DepsTask>,
+    /// Tasks in `task_list` (`tasks` unless filtered).
+    #[serde(default)]
+    pub shown: u64,
     /// How the run ended, from its manifest (`None`: not recorded); set by the caller that
     /// opened the run ([`OpenedRun::outcome`](crate::OpenedRun::outcome)).
     #[serde(default)]
@@ -76,6 +79,15 @@ fn source_name(s: super::super::EdgeSource) -> String {
 
 /// The listing of `run`'s `deps.json` (`None`: the run has none).
 pub fn deps_listing(run: &RunModel) -> Option<DepsListing> {
+    deps_listing_filtered(run, &crate::views::DepsFilter::default())
+}
+
+/// [`deps_listing`] whose `task_list` holds only the tasks `filter` keeps (the counts and the
+/// violations stay those of the whole graph; `shown` says how many are listed).
+pub fn deps_listing_filtered(
+    run: &RunModel,
+    filter: &crate::views::DepsFilter,
+) -> Option<DepsListing> {
     let g = run.deps.as_ref()?;
     let mut by_source: BTreeMap<String, u64> = BTreeMap::new();
     for e in &g.edges {
@@ -109,12 +121,18 @@ pub fn deps_listing(run: &RunModel) -> Option<DepsListing> {
             .push(TaskEdge { task_id: task_hex(e.pred), source: source_name(e.source) });
         from.entry(e.pred).or_default().push(task_hex(e.succ));
     }
-    let task_list = g
+    let task_list: Vec<DepsTask> = g
         .tasks
         .iter()
-        .map(|t| DepsTask {
+        .map(|t| {
+            let kernel = run.kernel_name(t.kernel_ids.iter().copied().find(|&k| k >= 0));
+            (t, kernel)
+        })
+        .filter(|(t, kernel)| filter.keeps(t.task_id, kernel))
+        .take(filter.top.unwrap_or(usize::MAX))
+        .map(|(t, kernel)| DepsTask {
             task_id: task_hex(t.task_id),
-            kernel: run.kernel_name(t.kernel_ids.iter().copied().find(|&k| k >= 0)),
+            kernel,
             blocks: t.block_num,
             args: t.args.len() as u64,
             preds: into.get(&t.task_id).cloned().unwrap_or_default(),
@@ -127,6 +145,7 @@ pub fn deps_listing(run: &RunModel) -> Option<DepsListing> {
         edges: g.edges.len() as u64,
         edges_by_source: by_source,
         hb_violations,
+        shown: task_list.len() as u64,
         task_list,
         outcome: None,
     })

@@ -50,8 +50,8 @@ pub use critical::{
 };
 pub use diff::{diff, CriticalPathDiff, Diff, KernelDelta, LossDiff, Pair, SetupChange, StallDiff};
 pub use listing::{
-    deps_listing, dump_listing, DepsListing, DepsTask, DumpListing, DumpedArgRow, HbViolation,
-    TaskEdge,
+    deps_listing, deps_listing_filtered, dump_listing, DepsListing, DepsTask, DumpListing,
+    DumpedArgRow, HbViolation, TaskEdge,
 };
 pub use session::{
     session_diff, session_report, KernelSpread, KernelSpreadDelta, SessionDiff, SessionReport,
@@ -124,7 +124,21 @@ pub struct RunOverview {
     /// Which run of a session over several runs this is (absent for a session's only run).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub run: Option<crate::RunLabel>,
+    /// The subsystems that were on but recorded nothing (`PMU`, `ScopeStats`, …; empty when
+    /// each recorded something): said in one line, no empty table drawn.
+    #[serde(default)]
+    pub no_records: Vec<String>,
+    /// Tasks of `deps.json` with no slice in the swimlane (0 without either file): in a failed
+    /// run, the tasks that never ran.
+    #[serde(default)]
+    pub no_slice: u64,
+    /// The first [`NO_SLICE_SHOWN`] of them, in submission order.
+    #[serde(default)]
+    pub no_slice_first: Vec<String>,
 }
+
+/// How many of the tasks with no slice a report names ([`RunOverview::no_slice_first`]).
+pub const NO_SLICE_SHOWN: usize = 8;
 
 /// One kernel's time, summed over its tasks.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -275,6 +289,12 @@ pub fn report(run: &RunModel) -> Report {
     let tasks = run.tasks();
     let level = run.swimlane.as_ref().map_or(0, |sw| sw.level);
     let distinct: std::collections::HashSet<u64> = tasks.iter().map(|t| t.task_id).collect();
+    let no_slice: Vec<u64> = match (&run.deps, &run.swimlane) {
+        (Some(g), Some(_)) => {
+            g.tasks.iter().map(|t| t.task_id).filter(|id| !distinct.contains(id)).collect()
+        }
+        _ => Vec::new(),
+    };
     let first = tasks.iter().map(|t| t.dispatch.unwrap_or(t.start).min(t.start)).min().unwrap_or(0);
     let last = tasks.iter().map(|t| t.finish.unwrap_or(t.end).max(t.end)).max().unwrap_or(0);
     let wall = last.saturating_sub(first);
@@ -291,6 +311,9 @@ pub fn report(run: &RunModel) -> Report {
         wall_cycles: wall,
         wall_ns: m.cycles_to_ns(wall),
         run: m.run,
+        no_records: run.no_records().iter().map(|s| s.title().to_string()).collect(),
+        no_slice: no_slice.len() as u64,
+        no_slice_first: no_slice.iter().take(NO_SLICE_SHOWN).map(|&id| task_hex(id)).collect(),
     };
 
     let stats = kernel_stats(run);

@@ -275,8 +275,10 @@ fn a_failed_runs_outcome_is_in_the_report_and_the_diff() {
     assert_eq!(ok.outcome, None);
     assert!(!ok.text(None).contains("failed"), "{}", ok.text(None));
     let error = "workload `chain` produced a wrong result: checksum 1 != 2".to_string();
-    let failed =
-        Report { outcome: Some(RunOutcome::Failed { error: error.clone() }), ..ok.clone() };
+    let failed = Report {
+        outcome: Some(RunOutcome::Failed { error: error.clone(), task: None }),
+        ..ok.clone()
+    };
     let t = failed.text(None);
     assert!(t.lines().nth(1).unwrap().starts_with("the run failed"), "{t}");
     assert!(t.contains(&error), "{t}");

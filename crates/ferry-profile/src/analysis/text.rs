@@ -94,6 +94,18 @@ impl Report {
         );
         if let Some(e) = self.outcome.as_ref().and_then(RunOutcome::failure) {
             let _ = writeln!(s, "the run failed (its profile is complete): {e}");
+            // What the failure left undone: the submitted tasks that never ran.
+            if r.no_slice > 0 {
+                let more = r.no_slice.saturating_sub(r.no_slice_first.len() as u64);
+                let tail = if more > 0 { format!(", … ({more} more)") } else { String::new() };
+                let _ = writeln!(
+                    s,
+                    "{} of {} submitted tasks never ran: {}{tail}",
+                    r.no_slice,
+                    r.submitted_tasks.unwrap_or(r.no_slice),
+                    r.no_slice_first.join(", ")
+                );
+            }
         }
         let _ = writeln!(s, "{}", self.verdict());
 
@@ -176,7 +188,8 @@ impl Report {
             );
         }
 
-        if let Some(p) = &self.pmu {
+        // A PMU that recorded no row is said on the `no records` line, not drawn as a table.
+        if let Some(p) = self.pmu.as_ref().filter(|p| p.total.rows > 0) {
             let _ = writeln!(
                 s,
                 "\nPMU (event type {}, {}; sums per kernel):",
@@ -422,6 +435,11 @@ impl Report {
                 duration(us(self.run.clock_hz, st.total_stall_cycles) * 1e3)
             )
         });
+        // The subsystems that recorded nothing, as `Subsystem::no_records_line` words it: said
+        // here, in the verdict's line, and drawn as no table.
+        if !self.run.no_records.is_empty() {
+            parts.push(format!("no records: {}", self.run.no_records.join(", ")));
+        }
         format!("verdict: {}", parts.join("; "))
     }
 

@@ -259,7 +259,7 @@ fn a_failed_runs_outcome_is_kept_and_old_manifests_read_as_before() {
     let d = tmpdir("outcome");
     let mut out = OutDir::claim(&d, &[]).unwrap();
     out.begin("r", &names(&["ferry"]), "a2a3", &[]).unwrap();
-    let failed = RunOutcome::Failed { error: "wrong result".into() };
+    let failed = RunOutcome::Failed { error: "wrong result".into(), task: None };
     out.commit_as(failed.clone()).unwrap();
     let m = Manifest::verified(&d).unwrap();
     assert_eq!(m.outcome, Some(failed));

@@ -304,10 +304,13 @@ pub(crate) fn write_plan_ticked<W: Write>(
     Ok(())
 }
 
-/// The Perfetto protobuf trace of `run`, with interned slice names, in memory (tests and small
+/// The Perfetto protobuf trace of `run`, with interned slice names and without the tracks that
+/// hold nothing ([`TracePlan::prune_empty`]), in memory (tests and small
 /// runs; [`write_all`](crate::write_all) streams it into its file).
 pub fn write_trace(run: &RunModel) -> Vec<u8> {
-    encode_plan_with(&plan(run), EncodeOptions { intern_names: true })
+    let mut plan = plan(run);
+    plan.prune_empty();
+    encode_plan_with(&plan, EncodeOptions { intern_names: true })
 }
 
 #[cfg(test)]

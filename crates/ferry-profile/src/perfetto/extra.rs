@@ -22,6 +22,8 @@ pub const UUID_ANCHORS: u64 = 51;
 pub const UUID_LOSS_TOTALS: u64 = 52;
 /// The runs of a session read as one, and the gaps between them.
 pub const UUID_SESSION_RUNS: u64 = 53;
+/// Uuid of the `failed task` slice track (the marker of a failed task that left no slice).
+pub const UUID_FAILED: u64 = 54;
 /// Uuid of the `scopes` slice track (one slice per scope, named by its site's name).
 pub const UUID_SCOPE_SLICES: u64 = 70;
 /// Name of the [`UUID_SCOPE_SLICES`] track.

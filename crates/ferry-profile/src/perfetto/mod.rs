@@ -31,6 +31,12 @@
 //! one `dfx backpressure stall` slice per wait, so the stall shows on the row that stalled. Slices
 //! that overlap on one track (an SPMD re-dispatch, a finish inflated by a stall) go to child tracks
 //! `… overlap <k>` of that track, because slices on one Perfetto track must nest.
+//!
+//! In a failed run's profile, the task whose kernel failed on its core
+//! ([`RunMeta::failed`](crate::RunMeta::failed)) is marked: each of its kernel slices carries a
+//! `failed = 1` annotation and opens with a zero-length `failed: task 0x40 (kernel)` slice on the
+//! same track (category [`FAILED_CATEGORY`]); a task that left no slice (its kernel never
+//! returned) has that marker on the `Run` process's [`FAILED_TRACK`] track, at the run's end.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
@@ -47,8 +53,8 @@ pub(crate) use encode::write_plan_ticked;
 pub use encode::{encode_plan, encode_plan_with, write_plan, write_trace, EncodeOptions};
 pub use extra::{
     scope_record_times, uuid_lane_loss, uuid_pmu, uuid_queue_depth, uuid_scope, SCOPE_METRICS,
-    SCOPE_SLICES_TRACK, UUID_ANCHORS, UUID_LOSS_TOTALS, UUID_PMU, UUID_RUN, UUID_RUN_INFO,
-    UUID_SCOPES, UUID_SCOPE_SLICES, UUID_SESSION_RUNS,
+    SCOPE_SLICES_TRACK, UUID_ANCHORS, UUID_FAILED, UUID_LOSS_TOTALS, UUID_PMU, UUID_RUN,
+    UUID_RUN_INFO, UUID_SCOPES, UUID_SCOPE_SLICES, UUID_SESSION_RUNS,
 };
 
 /// Trusted packet sequence id of every packet.
@@ -137,6 +143,46 @@ pub struct TracePlan {
     pub slices: Vec<PlanSlice>,
     /// Counter values `(track, ts_ns, value)`, where a track's value changes.
     pub counters: Vec<(u64, u64, i64)>,
+}
+
+impl TracePlan {
+    /// Drops the tracks that hold nothing: no slice, no counter value, no track below them that
+    /// holds one (an idle core's rows, an idle thread's, a PMU counter of a core that ran no
+    /// task). Returns their names, in plan order: what a trace says in one line instead of
+    /// drawing. The pages keep the full plan (they fold idle rows into one line themselves).
+    ///
+    /// # Examples
+    /// ```
+    /// use ferry_profile::{perfetto, sample::sample_run, LossPolicy};
+    /// let mut plan = perfetto::plan(&sample_run(LossPolicy::Block));
+    /// let before = plan.tracks.len();
+    /// let dropped = plan.prune_empty();
+    /// assert_eq!(plan.tracks.len() + dropped.len(), before);
+    /// ```
+    pub fn prune_empty(&mut self) -> Vec<String> {
+        let mut keep: BTreeSet<u64> = self.slices.iter().map(|s| s.track).collect();
+        keep.extend(self.counters.iter().map(|c| c.0));
+        let parent: HashMap<u64, u64> =
+            self.tracks.iter().filter_map(|t| Some((t.uuid, t.parent?))).collect();
+        for u in keep.clone() {
+            let mut u = u;
+            while let Some(&p) = parent.get(&u) {
+                if !keep.insert(p) {
+                    break;
+                }
+                u = p;
+            }
+        }
+        let mut dropped = Vec::new();
+        self.tracks.retain(|t| {
+            let k = keep.contains(&t.uuid);
+            if !k {
+                dropped.push(t.name.clone());
+            }
+            k
+        });
+        dropped
+    }
 }
 
 /// Assigns each interval `[start, end]` the lowest lane in which it overlaps no other interval.
@@ -323,12 +369,22 @@ pub fn plan(run: &RunModel) -> TracePlan {
         }
     }
 
+    // The task whose kernel failed on its core: its slices carry `failed = 1`, and a
+    // zero-length marker named after it opens each of them on the same track.
+    let failed = meta.failed.as_ref();
+    let marker: Arc<str> = failed.map_or_else(|| "".into(), |f| failed_marker_name(f).into());
     if run.swimlane.is_some() {
         p.track(UUID_AICORE, None, "AICore".into(), TrackKind::Process { pid: 1 });
         for (c, ty) in meta.core_types.iter().enumerate() {
             let c = c as u32;
-            let slices = on_core[c as usize].iter().map(|&i| {
+            let slices = on_core[c as usize].iter().flat_map(|&i| {
                 let t = &tasks[i];
+                let hit = failed.is_some_and(|f| f.id == t.task_id);
+                let mark = hit.then(|| {
+                    let mut m = slice(marker.clone(), FAILED_CATEGORY, ns(t.start), ns(t.start));
+                    m.args = [("task_id", t.task_id), ("failed", 1)].into();
+                    m
+                });
                 let mut s = slice(kernel(t.func_id), "aicore", ns(t.start), ns(t.end));
                 s.flows_out = std::mem::take(&mut flows_out[i]);
                 s.flows_in = std::mem::take(&mut flows_in[i]);
@@ -341,7 +397,10 @@ pub fn plan(run: &RunModel) -> TracePlan {
                     [("task_id", t.task_id), ("run", run.into()), ("reg_task_id", own.into())]
                         .into()
                 };
-                s
+                if hit {
+                    s.args.push(("failed", 1));
+                }
+                mark.into_iter().chain(std::iter::once(s))
             });
             p.thread((uuid_core(c), UUID_AICORE, 1), format!("core{c} ({})", ty.name()), slices);
         }
@@ -447,7 +506,25 @@ pub fn plan(run: &RunModel) -> TracePlan {
     p.pmu_tracks(run, &tasks);
     p.scope_tracks(run, &tasks);
     p.run_tracks(run, (t0, t1));
+    // A failed task that left no slice (its kernel never returned): the marker goes on the
+    // run's own `failed task` track, at the run's end.
+    if let Some(f) = failed.filter(|f| !tasks.iter().any(|t| t.task_id == f.id)) {
+        p.track(UUID_FAILED, Some(UUID_RUN), FAILED_TRACK.into(), TrackKind::Child);
+        let mut m = slice(marker, FAILED_CATEGORY, t1, t1);
+        m.args = [("task_id", f.id), ("failed", 1)].into();
+        p.place(UUID_FAILED, FAILED_TRACK, [m]);
+    }
     p.plan
+}
+
+/// Category of the failed task's markers ([`failed_marker_name`]).
+pub const FAILED_CATEGORY: &str = "failed";
+/// Name of the run's track that holds the marker of a failed task that left no slice.
+pub const FAILED_TRACK: &str = "failed task";
+
+/// The name of the marker on the failed task's track: `failed: task 0x40 (saxpy)`.
+pub fn failed_marker_name(f: &crate::FailedTask) -> String {
+    format!("failed: {}", f.label())
 }
 
 #[cfg(test)]

@@ -143,7 +143,10 @@ fn a_failed_run_is_committed_only_when_it_wrote_something() {
     rd.write("deps.json", b"{}").unwrap();
     assert!(rd.fail("task 3: wrong result").unwrap());
     let m = Manifest::verified(&d).unwrap();
-    assert_eq!(m.outcome, Some(RunOutcome::Failed { error: "task 3: wrong result".into() }));
+    assert_eq!(
+        m.outcome,
+        Some(RunOutcome::Failed { error: "task 3: wrong result".into(), task: None })
+    );
     let listed: Vec<&str> = m.files.iter().map(|e| e.path.as_str()).collect();
     assert_eq!(listed, ["deps.json"]);
     assert!(!d.join(SUMMARY_FILE).exists(), "the earlier run's summary is gone");

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use super::{plural, report};
+use super::plural;
 use crate::model::RunModel;
 use crate::scopes::{ScopePhase, ScopeRow, ScopeStats};
 
@@ -58,7 +58,12 @@ pub fn swimlane_html(run: &RunModel) -> String {
 /// [`swimlane_html`] of a run that failed with `failure` (from its manifest's outcome): the
 /// page's bar says so, in red, before anything else.
 pub fn swimlane_html_of(run: &RunModel, failure: Option<&str>) -> String {
-    swimlane_html_reporting(run, failure, &report(run))
+    // The report under the canvas is `ferry report`'s, a failed run's error and the tasks it
+    // left undone included.
+    let outcome = failure
+        .map(|e| crate::RunOutcome::Failed { error: e.to_string(), task: run.meta.failed.clone() });
+    let text = crate::analysis::Report { outcome, ..crate::analysis::report(run) }.text(None);
+    swimlane_html_reporting(run, failure, &text)
 }
 
 /// [`swimlane_html_of`] with `report_text` as the page's report (a session's report for a
@@ -66,12 +71,22 @@ pub fn swimlane_html_of(run: &RunModel, failure: Option<&str>) -> String {
 pub fn swimlane_html_reporting(run: &RunModel, failure: Option<&str>, report_text: &str) -> String {
     let data = super::viewer::view_data(run);
     let title = html_escape(&format!("ferry view ({})", run.meta.arch));
-    let failed = failure.map_or_else(String::new, |e| {
+    let mut failed = failure.map_or_else(String::new, |e| {
         format!(
             "<span id=\"fv-failed\">the run failed (its profile is complete): {}</span> ",
             html_escape(e)
         )
     });
+    // The task whose kernel failed, named as every command names it; a click goes to it.
+    if let Some(f) = &run.meta.failed {
+        let ran = run.tasks().iter().any(|t| t.task_id == f.id);
+        let note = if ran { "" } else { " (it never finished: no slice)" };
+        let _ = write!(
+            failed,
+            "<button id=\"fv-failed-task\" title=\"go to the failed task\">failed: {}{note}</button> ",
+            html_escape(&f.label())
+        );
+    }
     format!(
         "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>{title}</title><style>{css}</style></head>\
 <body><div id=\"fv-bar\"><b>{title}</b> {failed}<input id=\"fv-search\" placeholder=\"search kernel or task id (/)\" size=\"28\"> \
@@ -79,14 +94,25 @@ pub fn swimlane_html_reporting(run: &RunModel, failure: Option<&str>, report_tex
 <span class=\"fv-help\">wheel: zoom · shift+wheel / drag / arrows: pan · +/-: zoom · click: details</span>\
 <div id=\"fv-legend\"></div></div>\
 <div id=\"fv-scroll\"><div id=\"fv-spacer\"></div><canvas id=\"fv-canvas\"></canvas></div>\
-<p id=\"fv-folded\"></p><div id=\"fv-details\"></div>\
+<p id=\"fv-folded\"></p>{no_records}<div id=\"fv-details\"></div>\
 <h3>Report</h3><pre id=\"fv-report\">{report}</pre>\
 <script id=\"ferry-data\" type=\"application/json\">{json}</script><script>{js}</script></body></html>\n",
         css = VIEW_CSS,
+        no_records = no_records_line(run),
         report = html_escape(report_text),
         json = data.json,
         js = VIEW_JS,
     )
+}
+
+/// The page's one line for the subsystems that were on but recorded nothing (no rows drawn for
+/// them); empty when each recorded something.
+fn no_records_line(run: &RunModel) -> String {
+    let line = crate::Subsystem::no_records_line(&run.no_records());
+    if line.is_empty() {
+        return line;
+    }
+    format!("<p id=\"fv-no-records\">{}</p>", html_escape(&line))
 }
 
 const VIEW_JS: &str = include_str!("viewer.js");
@@ -98,7 +124,8 @@ const VIEW_CSS: &str = "body{font-family:sans-serif;margin:8px}\
 table{border-collapse:collapse;font-size:12px}td,th{border:1px solid #ccc;padding:2px 6px;text-align:right}\
 .fv-link{font-family:monospace;font-size:11px;margin:1px}#fv-details h3{margin:8px 0 2px}\
 #fv-details h4{margin:6px 0 2px}#fv-legend{font-size:11px;color:#333}#fv-folded{color:#666;font-size:12px}\
-#fv-bar #fv-failed{color:#c00;font-weight:bold}";
+#fv-bar #fv-failed{color:#c00;font-weight:bold}\
+#fv-no-records{color:#666;font-size:12px}#fv-failed-task{color:#f00;font-weight:bold;border:1px solid #f00;background:#fff}";
 
 /// Occupancy of one scope instance (begin/end paired by `(ring, site)`).
 #[derive(Clone, Debug, PartialEq)]

@@ -164,10 +164,55 @@ pub fn report(run: &RunModel) -> String {
     crate::analysis::report(run).text(None)
 }
 
+/// Which tasks `ferry deps` lists (every `None` keeps all; they combine).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct DepsFilter {
+    /// Only this task id.
+    pub task: Option<u64>,
+    /// Only tasks of the kernel of this name.
+    pub kernel: Option<String>,
+    /// At most this many tasks (the first in submission order).
+    pub top: Option<usize>,
+}
+
+impl DepsFilter {
+    /// Whether task `id` of kernel `kernel` passes the task and kernel filters.
+    pub fn keeps(&self, id: u64, kernel: &str) -> bool {
+        self.task.is_none_or(|t| t == id) && self.kernel.as_deref().is_none_or(|k| k == kernel)
+    }
+
+    /// Whether any filter is set.
+    pub fn any(&self) -> bool {
+        self.task.is_some() || self.kernel.is_some() || self.top.is_some()
+    }
+
+    /// `tasks shown: N of M (task 0x40, kernel add, top 5)`: the line a filtered listing opens
+    /// with.
+    pub fn shown_line(&self, shown: usize, of: usize) -> String {
+        let mut by = Vec::new();
+        if let Some(t) = self.task {
+            by.push(format!("task {t:#x}"));
+        }
+        if let Some(k) = &self.kernel {
+            by.push(format!("kernel {k}"));
+        }
+        if let Some(n) = self.top {
+            by.push(format!("top {n}"));
+        }
+        format!("tasks shown: {shown} of {of} ({})", by.join(", "))
+    }
+}
+
 /// The `ferry deps` text: counts per edge source, then one line per task with its kernel,
 /// predecessors and successors; flags happens-before violations seen in the swimlane (a
 /// producer that ended after its consumer started).
 pub fn deps_text(run: &RunModel) -> String {
+    deps_text_filtered(run, &DepsFilter::default())
+}
+
+/// [`deps_text`] listing only the tasks `filter` keeps, after a line that says how many of
+/// all (the counts and the violations stay those of the whole graph).
+pub fn deps_text_filtered(run: &RunModel, filter: &DepsFilter) -> String {
     let mut s = String::new();
     let Some(g) = &run.deps else {
         return "no deps.json in this run\n".to_string();
@@ -207,7 +252,14 @@ pub fn deps_text(run: &RunModel) -> String {
         into.entry(e.succ).or_default().push(e);
         from.entry(e.pred).or_default().push(e);
     }
-    for t in &g.tasks {
+    let kernel_of =
+        |t: &crate::DepTask| run.kernel_name(t.kernel_ids.iter().copied().find(|&k| k >= 0));
+    let kept = g.tasks.iter().filter(|t| filter.keeps(t.task_id, &kernel_of(t)));
+    let kept: Vec<_> = kept.take(filter.top.unwrap_or(usize::MAX)).collect();
+    if filter.any() {
+        let _ = writeln!(s, "{}", filter.shown_line(kept.len(), g.tasks.len()));
+    }
+    for t in kept {
         let none = Vec::new();
         let preds: Vec<String> = into
             .get(&t.task_id)
@@ -221,12 +273,11 @@ pub fn deps_text(run: &RunModel) -> String {
             .iter()
             .map(|e| format!("{:#x}", e.succ))
             .collect();
-        let k = t.kernel_ids.iter().copied().find(|&k| k >= 0);
         let _ = writeln!(
             s,
             "  task {:#x} kernel {} blocks {} args {} <- [{}] -> [{}]",
             t.task_id,
-            run.kernel_name(k),
+            kernel_of(&t),
             t.block_num,
             t.args.len(),
             preds.join(", "),

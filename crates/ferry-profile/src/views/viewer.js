@@ -10,12 +10,14 @@
     query: '', searchHits: 0, searchSlices: 0, selected: null,
     rows: D.rows.map((r) => r.label), folded: D.folded.slice(), series: D.series.map((s) => s.name),
     tasks: D.tasks, slices: 0,
+    // The task whose kernel failed (a failed run's profile): its label, and the markers drawn.
+    failed: D.failed ? { label: D.failed.label, ran: D.failed.task >= 0 } : null, failedMarks: 0,
   });
   const $ = (id) => document.getElementById(id);
   const ROW = 14, HEAD = 16, AXIS = 22, SERIES = 34, LABEL = 210;
   const PALETTE = ['#4e79a7', '#f28e2b', '#59a14f', '#b07aa1', '#76b7b2', '#edc948', '#9c755f',
     '#e15759', '#17becf', '#bcbd22', '#8c564b', '#7f7f7f'];
-  const STALL = '#d62728', ORCH = '#8fa3b8', DIM = '#d5d5d5';
+  const STALL = '#d62728', ORCH = '#8fa3b8', DIM = '#d5d5d5', FAILED = '#ff0000';
 
   // ---- decoding ----
   async function inflate(b64) {
@@ -55,7 +57,10 @@
         if (E[i] > reach) { union += E[i] - Math.max(S[i], reach); reach = E[i]; }
       }
       const busy = D.span > 0 ? union / D.span : 0;
-      R.push({ label: r.label, group: r.group, kind: r.kind, S, E, N, T: Tk, C, busy });
+      // The failed task's slices on the row, marked whatever the zoom.
+      const failed = [];
+      if (D.failed && D.failed.task >= 0) for (let i = 0; i < n; i++) if (Tk[i] === D.failed.task) failed.push(i);
+      R.push({ label: r.label, group: r.group, kind: r.kind, S, E, N, T: Tk, C, busy, failed });
       V.slices += n;
     }
     T = D.tasks;
@@ -194,7 +199,7 @@
     ctx.clearRect(0, 0, W, H);
     ctx.font = '11px sans-serif';
     ctx.textBaseline = 'middle';
-    let rects = 0, hitRects = 0;
+    let rects = 0, hitRects = 0, failedMarks = 0;
     const searching = hits !== null;
     for (const L of layout) {
       const y = L.y - top;
@@ -236,9 +241,18 @@
         const x0 = LABEL + Math.max(-2, (S[sel.index] - t0) * k), x1 = LABEL + Math.min(PW + 2, (E[sel.index] - t0) * k);
         ctx.strokeStyle = '#000'; ctx.lineWidth = 2; ctx.strokeRect(x0 - 1, y + 1, Math.max(2, x1 - x0) + 2, ROW - 2);
       }
+      for (const i of r.failed) {
+        const m = failedMark(r, i, y, t0, t1, k, PW);
+        if (m) {
+          failedMarks++;
+          ctx.strokeStyle = FAILED; ctx.lineWidth = 2; ctx.strokeRect(m.x0 - 1, y + 1, m.x1 - m.x0 + 2, ROW - 2);
+          ctx.fillStyle = FAILED; ctx.beginPath();
+          ctx.moveTo(m.xc - 6, y); ctx.lineTo(m.xc + 6, y); ctx.lineTo(m.xc, y + 8); ctx.closePath(); ctx.fill();
+        }
+      }
     }
     drawAxis(t0, t1, k, PW);
-    V.rects = rects; V.hitRects = hitRects; V.frames++;
+    V.rects = rects; V.hitRects = hitRects; V.failedMarks = failedMarks; V.frames++;
     $('fv-range').textContent = fmt(t0) + ' – ' + fmt(t1) + ' of ' + fmt(D.span) + ' · ' + rects + ' rectangles';
   }
   // Fills pixels [cx0, cx1) of row r in colour c, as opaque as the row is busy there: a pixel
@@ -251,6 +265,13 @@
     ctx.fillStyle = c;
     ctx.fillRect(LABEL + cx0, y + 2, cx1 - cx0, ROW - 4);
     ctx.globalAlpha = 1;
+  }
+  // Where the marker of failed slice i of row r goes (null: out of view): a red outline around
+  // it and a red triangle over its middle, at least a few pixels wide at any zoom.
+  function failedMark(r, i, y, t0, t1, k, PW) {
+    if (r.E[i] < t0 || r.S[i] > t1) return null;
+    const x0 = LABEL + Math.max(0, (r.S[i] - t0) * k), x1 = Math.max(x0 + 1, LABEL + Math.min(PW, (r.E[i] - t0) * k));
+    return { x0, x1, xc: (x0 + x1) / 2, y };
   }
   function drawHits(r, y, t0, t1, k, PW) {
     // The search hits of a row over the dimmed row, in their own colours, merged per pixel.
@@ -501,6 +522,10 @@
       if (f) { e.preventDefault(); f(); }
     });
     $('fv-reset').onclick = () => setRange(0, D.span);
+    const ft = $('fv-failed-task');
+    if (ft && D.failed && D.failed.task >= 0) {
+      ft.onclick = () => { const t = D.failed.task; if (firstRow[t] >= 0) reveal(firstRow[t], firstIdx[t]); };
+    }
   }
 
   // The kernels' colours (those on the AICore rows), in the bar.
@@ -530,6 +555,21 @@
     const r = R[s.row], { start, end } = V.visible, k = (W - LABEL) / (end - start);
     const a = Math.max(start, r.S[s.index]), b = Math.min(end, r.E[s.index]);
     return { x: LABEL + ((a + b) / 2 - start) * k, y: r.y - scroller.scrollTop + ROW / 2 };
+  };
+
+  // Where the first failed marker in view is drawn (CSS pixels relative to the canvas: a point
+  // inside its triangle), for scripts that sample it; null when none is in view.
+  V.positionOfFailed = function () {
+    const { start, end } = V.visible, PW = W - LABEL, k = PW / (end - start);
+    for (const r of R) {
+      const y = r.y - scroller.scrollTop;
+      if (y < AXIS || y > H - ROW) continue;
+      for (const i of r.failed) {
+        const m = failedMark(r, i, y, start, end, k, PW);
+        if (m) return { x: m.xc, y: y + 2, row: r.label };
+      }
+    }
+    return null;
   };
 
   // Where row `label` is drawn (canvas pixels, timeline part only), for scripts that sample it,

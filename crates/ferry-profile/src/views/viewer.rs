@@ -195,8 +195,11 @@ pub fn view_data(run: &RunModel) -> ViewData {
         }
         names.get(&u).copied().unwrap_or("")
     };
+    // The failed task's markers are the page's own drawing (from the header), not row slices.
     let mut by_track: HashMap<u64, Vec<usize>> = HashMap::new();
-    for (i, s) in p.slices.iter().enumerate() {
+    for (i, s) in
+        p.slices.iter().enumerate().filter(|(_, s)| s.category != perfetto::FAILED_CATEGORY)
+    {
         by_track.entry(s.track).or_default().push(i);
     }
     let t0 = p
@@ -416,7 +419,15 @@ pub fn view_data(run: &RunModel) -> ViewData {
             js_str(group)
         );
     }
-    let _ = write!(j, "],\"rawBytes\":{raw_bytes},\"data\":\"{}\"}}", base64(&packed));
+    // The task whose kernel failed: its label and its index in the task table (-1: no slice).
+    match &m.failed {
+        Some(f) => {
+            let n = task_no.get(&f.id).map_or(-1, |&n| n as i64);
+            let _ = write!(j, "],\"failed\":{{\"label\":{},\"task\":{n}}}", js_str(&f.label()));
+        }
+        None => j.push_str("],\"failed\":null"),
+    }
+    let _ = write!(j, ",\"rawBytes\":{raw_bytes},\"data\":\"{}\"}}", base64(&packed));
     let slices = rows.iter().map(|r| r.slices).sum();
     ViewData { json: j, rows, folded, tasks: task_ids.len(), slices, raw_bytes, packed_bytes }
 }

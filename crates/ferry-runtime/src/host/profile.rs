@@ -66,9 +66,9 @@
 use std::path::{Path, PathBuf};
 
 use ferry_profile::{
-    ClockAnchors, ExampleSummary, HostOrchestration, ManifestError, OutDir, OutputError, RunDir,
-    RunDirError, RunLabel, RunModel, ScopeNames, SummaryJson, SummaryRun, WorkloadSummary,
-    WriteOptions, WriteReport, Written, WrittenFile, ANCHOR_POST, ANCHOR_PRE,
+    ClockAnchors, ExampleSummary, FailedTask, HostOrchestration, ManifestError, OutDir,
+    OutputError, RunDir, RunDirError, RunLabel, RunModel, ScopeNames, SummaryJson, SummaryRun,
+    WorkloadSummary, WriteOptions, WriteReport, Written, WrittenFile, ANCHOR_POST, ANCHOR_PRE,
 };
 
 use ferry_profile::recorder::{
@@ -80,6 +80,7 @@ use super::dfx::{sample_clock_anchors, DfxChip, DfxError, DfxOptions, DfxSession
 use super::{DeviceRunner, RepeatReport, RunOutput, RunnerConfig, Variant};
 use crate::error::RunnerError;
 use crate::examples::Example;
+use crate::{DeviceFault, RunError};
 
 /// Why a profile could not be collected or written.
 #[derive(Debug, thiserror::Error)]
@@ -509,14 +510,47 @@ fn open_recorder(t: &mut ProfileTarget<'_>) -> Result<(Arc<Recorder>, String), P
     Ok((Arc::new(rec), rel))
 }
 
+/// What a failed run's error tells its profile: the device fault behind it, if any. A kernel
+/// that failed on its core ([`DeviceFault::Kernel`]) names the task the profile marks
+/// ([`RunMeta::failed`](ferry_profile::RunMeta::failed)).
+pub trait RunFault {
+    /// The device fault the run failed with (`None`: it failed otherwise, or not on the chip).
+    fn device_fault(&self) -> Option<&DeviceFault>;
+}
+
+impl RunFault for RunError {
+    fn device_fault(&self) -> Option<&DeviceFault> {
+        match self {
+            RunError::Fault(f) => Some(f),
+            _ => None,
+        }
+    }
+}
+
+/// A message says no fault (a caller's own verdict, a check that failed).
+impl RunFault for String {
+    fn device_fault(&self) -> Option<&DeviceFault> {
+        None
+    }
+}
+
+/// The task a kernel fault names, its kernel named from `runner`'s registry (`id N` when the
+/// registry does not know it).
+pub fn failed_task(fault: &DeviceFault, runner: &DeviceRunner) -> Option<FailedTask> {
+    let DeviceFault::Kernel { task, kernel, .. } = fault else { return None };
+    let name = runner.kernels().info(*kernel).map_or_else(|| format!("id {kernel}"), |k| k.name);
+    Some(FailedTask { id: *task, kernel: name, run: None })
+}
+
 /// Runs `run` on `runner` inside one DFX session for `opts` and writes the profile to `target`
 /// (see the [module docs](self)). `run` returns its result and, for a host-built run, the host
 /// orchestration to put in the swimlane file; it may launch any number of runs. The profile is
-/// collected and written whether or not `run` failed.
+/// collected and written whether or not `run` failed; a run whose kernel failed on its core
+/// ([`RunFault`]) has that task marked in the last run's model, and so in its traces.
 ///
 /// # Errors
 /// The session could not start (as [`Profiler::start`]); nothing ran.
-pub fn run_profiled<T, E>(
+pub fn run_profiled<T, E: RunFault>(
     runner: &mut DeviceRunner,
     opts: &DfxOptions,
     scratch_bytes: u64,
@@ -540,6 +574,8 @@ pub fn run_profiled<T, E>(
         profiler.note_host_orchestration(host);
         t
     });
+    let failed =
+        result.as_ref().err().and_then(E::device_fault).and_then(|f| failed_task(f, runner));
     let profile = (|| {
         let case = target.as_ref().map_or("run", |t| t.case.as_str()).to_string();
         let models = profiler.finish(runner, &case);
@@ -563,6 +599,10 @@ pub fn run_profiled<T, E>(
             t.out.record(rel, rec.finish()?);
         }
         let mut models = models?;
+        // The run that failed is the last the session spans.
+        if let (Some(m), Some(f)) = (models.last_mut(), failed) {
+            m.meta.failed = Some(FailedTask { run: m.meta.run.map(|r| r.index), ..f });
+        }
         for m in &mut models {
             if let Some(s) = m.scopes.as_mut() {
                 s.names = t.scope_names.clone();
