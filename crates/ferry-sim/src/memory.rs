@@ -37,49 +37,8 @@ pub const HOST_ALIAS_BASE: u64 = 0x2000_0000_0000_0000;
 /// Allocation granularity and default alignment of device memory.
 pub const DEVICE_ALIGN: u64 = 64;
 
-/// An address in some device's address space (HBM or a host alias). Never dereferenced on the
-/// host without translation.
-#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
-pub struct DevicePtr(pub u64);
-
-impl DevicePtr {
-    /// The null device address.
-    pub const NULL: DevicePtr = DevicePtr(0);
-
-    /// The raw address.
-    pub const fn addr(self) -> u64 {
-        self.0
-    }
-
-    /// This address plus `off` bytes.
-    ///
-    /// # Panics
-    /// On address overflow (a programming error: device ranges are far from `u64::MAX`).
-    #[track_caller]
-    pub const fn add(self, off: u64) -> DevicePtr {
-        match self.0.checked_add(off) {
-            Some(a) => DevicePtr(a),
-            None => panic!("device address overflow"),
-        }
-    }
-
-    /// Whether this is the null address.
-    pub const fn is_null(self) -> bool {
-        self.0 == 0
-    }
-}
-
-impl std::fmt::Debug for DevicePtr {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "DevicePtr({:#x})", self.0)
-    }
-}
-
-impl std::fmt::Display for DevicePtr {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{:#x}", self.0)
-    }
-}
+/// An address in some device's address space (HBM or a host alias): the seam's type.
+pub use ferry_backend::DevicePtr;
 
 /// What an address turned out to be.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

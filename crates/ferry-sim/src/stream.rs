@@ -75,17 +75,8 @@ enum Op {
     },
 }
 
-/// One segment of a blocking multi-segment copy: source, destination (host addresses for the
-/// host side, device addresses for the device side) and length.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Segment {
-    /// Source address.
-    pub src: u64,
-    /// Destination address.
-    pub dst: u64,
-    /// Bytes.
-    pub len: u64,
-}
+/// One segment of a blocking multi-segment copy: the seam's type.
+pub use ferry_backend::Segment;
 
 struct Shared {
     /// The device, held weakly: the null stream lives inside its device, so a strong handle here

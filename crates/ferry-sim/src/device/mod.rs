@@ -88,16 +88,8 @@ impl WeakDevice {
     }
 }
 
-/// Direction of a copy, from the pair of endpoints.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum CopyKind {
-    /// Host to device.
-    Htod,
-    /// Device to host.
-    Dtoh,
-    /// Device to device.
-    Dtod,
-}
+/// Direction of a copy: the seam's type.
+pub use ferry_backend::CopyKind;
 
 impl Device {
     /// This device's ordinal.
