@@ -28,7 +28,7 @@ use crate::device::{Device, HostRegistration, Platform};
 use crate::error::DeviceError;
 use crate::memory::DevicePtr;
 use crate::overlap::CopyRendezvous;
-use crate::stream::{KernelFn, Stream};
+use crate::stream::{Stream, StreamKernelFn};
 use ferry_backend::{
     Backend, BackendDevice, BackendError, BackendOp, BackendStream, CopyGroup, CopyKind,
     GatherFragment, HostMapping, QueueCounts, Segment, FRAGMENT_BYTES, GATHER_KERNEL,
@@ -208,7 +208,7 @@ impl CopyGroup for CopyRendezvous {
 /// It reads the descriptors from *device* memory and copies each fragment through
 /// device-side addresses (HBM, or the per-device alias of registered host memory), so a host
 /// pointer handed to it fails instead of working by accident.
-fn gather_kernel(staging: DevicePtr, count: usize) -> KernelFn {
+fn gather_kernel(staging: DevicePtr, count: usize) -> StreamKernelFn {
     Box::new(move |d: &Device| {
         if count == 0 {
             return Ok(());
