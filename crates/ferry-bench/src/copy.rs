@@ -31,6 +31,9 @@ pub enum BenchError {
     /// A registration or allocation failed.
     #[error(transparent)]
     Memory(#[from] MemoryError),
+    /// A gather region could not be registered through the backend seam.
+    #[error("registering the gather region")]
+    Backend(#[from] ferry_backend::BackendError),
     /// A transfer reported failures.
     #[error("transfer failed: {0}")]
     Transfer(String),
@@ -310,8 +313,8 @@ pub enum Path {
 /// by the criterion bench).
 pub struct GatherFixture {
     host: Vec<u8>,
-    engine: HbmCopyEngine,
-    no_kernel: HbmCopyEngine,
+    engine: HbmCopyEngine<ferry_sim::Platform>,
+    no_kernel: HbmCopyEngine<ferry_sim::Platform>,
     items: Vec<TransferItem>,
     whole: [TransferItem; 1],
     dev: ferry_sim::DevicePtr,

@@ -1,5 +1,8 @@
 //! ferry-copy: moving many small fragments between host and device memory (docs/design/copy-pool.md).
 //!
+//! The device engine reaches a device only through the [`ferry_backend`] seam, generic over
+//! its [`Backend`](ferry_backend::Backend) (ferry's simulated chip is the reference backend).
+//!
 //! Engines take *items* (one contiguous copy each, tagged by the caller), *plan* them (pure:
 //! bounds, overlap, grouping per endpoint pair, coalescing), *submit* the plans and *wait* on a
 //! handle that reports one failure per failed plan with the tags it covered. A composite routes
@@ -21,12 +24,15 @@
 //!
 //! # Example
 //! ```
+//! use ferry_backend::host::HostMemoryBackend;
+//! use ferry_backend::{Backend, BackendDevice};
 //! use ferry_copy::{transfer_detailed, CompositeTransferEngine, HbmConfig, HbmCopyEngine,
 //!                  LocalCopyEngine, TransferItem, TransferRef};
-//! use ferry_sim::{Arch, PlatformBuilder};
 //! use std::sync::Arc;
 //!
-//! let p = PlatformBuilder::new(Arch::A2a3).devices(2).hbm_bytes(64 << 20).build()?;
+//! // Any backend: ferry's simulated chip (ferry-sim's `Platform`), or here the seam's
+//! // host-memory backend.
+//! let p = HostMemoryBackend::new(2, 64 << 20)?;
 //! let hbm = Arc::new(HbmCopyEngine::new(p.clone(), HbmConfig::default()));
 //! let report = hbm.prewarm(3);               // before serving: 3 streams per device, capped
 //! assert_eq!(report.devices[1].cap, 3);
@@ -44,9 +50,9 @@
 //! let items: Vec<_> = (0..4u64)
 //!     .map(|i| TransferItem { src: host, src_offset: i * 4096, dst: dev, dst_offset: (3 - i) * 4096, size: 4096, tag: i })
 //!     .collect();
-//! let before = p.device(1)?.counters();
+//! let before = p.device(1)?.stats();
 //! assert!(transfer_detailed(&engines, &items).is_ok());
-//! let after = p.device(1)?.counters();
+//! let after = p.device(1)?.stats();
 //! assert_eq!(after.launches - before.launches, 1, "one gather kernel");
 //! assert_eq!(after.streams_created, before.streams_created, "no stream after prewarm");
 //! drop(engines);

@@ -1,4 +1,5 @@
 //! Endpoints, items, plans and failures: the vocabulary every transfer engine shares.
+use ferry_backend::DevicePtr;
 use std::fmt;
 
 /// Where an endpoint's bytes live.
@@ -13,13 +14,13 @@ pub enum Loc {
 /// One endpoint of a transfer: a contiguous buffer the items index into.
 ///
 /// `addr` is "addressable here": a host pointer for [`Loc::Cpu`], a device address
-/// ([`ferry_sim::DevicePtr`]) for [`Loc::Device`]. The engines derive everything else (copy
+/// ([`DevicePtr`]) for [`Loc::Device`]. The engines derive everything else (copy
 /// kind, device, whether a gather can reach it) from the pair of endpoints.
 ///
 /// # Examples
 /// ```
 /// use ferry_copy::{Loc, TransferRef};
-/// use ferry_sim::DevicePtr;
+/// use ferry_backend::DevicePtr;
 /// let d = TransferRef::device(1, DevicePtr(0x4000_0100_0000_0000), 4096);
 /// assert_eq!((d.loc, d.device, d.size), (Loc::Device, Some(1), 4096));
 /// assert!(d.has_host_ptr());
@@ -65,7 +66,7 @@ impl TransferRef {
 
     /// A device buffer of device `ordinal`. Safe: every device access is checked against live
     /// allocations by the device, so a wrong address fails instead of corrupting memory.
-    pub fn device(ordinal: u32, ptr: ferry_sim::DevicePtr, len: u64) -> Self {
+    pub fn device(ordinal: u32, ptr: DevicePtr, len: u64) -> Self {
         Self { addr: ptr.0, size: len, loc: Loc::Device, device: Some(ordinal) }
     }
 

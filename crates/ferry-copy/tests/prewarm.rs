@@ -10,7 +10,7 @@ use std::sync::{Arc, Barrier};
 /// registered host region into its own device buffer, all released at once.
 fn six_concurrent_gathers(
     p: &ferry_sim::Platform,
-    e: &Arc<HbmCopyEngine>,
+    e: &Arc<HbmCopyEngine<ferry_sim::Platform>>,
     threads: usize,
     rounds: usize,
 ) {
@@ -118,7 +118,11 @@ fn waiting_for_a_stream_cannot_deadlock() {
 }
 
 /// Mixed serving load on device 0: concurrent gathers plus every kind of fallback copy.
-fn serving_load(p: &ferry_sim::Platform, e: &Arc<HbmCopyEngine>, threads: usize) {
+fn serving_load(
+    p: &ferry_sim::Platform,
+    e: &Arc<HbmCopyEngine<ferry_sim::Platform>>,
+    threads: usize,
+) {
     let dev = p.device(0).unwrap();
     let mut unregistered = pattern((threads * 512 * KIB as usize).max(1), 9);
     let u = host_ref(&mut unregistered);
@@ -349,7 +353,7 @@ fn engines_and_handles_are_send_and_sync() {
     let _bound = ferry_watchdog::bound("the prewarm and copy threads");
     fn send_sync<T: Send + Sync>() {}
     fn send<T: Send + ?Sized>() {}
-    send_sync::<HbmCopyEngine>();
+    send_sync::<HbmCopyEngine<ferry_sim::Platform>>();
     send_sync::<ferry_copy::LocalCopyEngine>();
     send_sync::<ferry_copy::CompositeTransferEngine>();
     send_sync::<TransferRef>();
@@ -393,7 +397,7 @@ fn holdings(p: &ferry_sim::Platform) -> [u64; 7] {
 /// The copy-pool design's verification steps on device 0: the first null-stream copies in both directions,
 /// a first 8192-fragment gather, then 16 threads of gathers (64 and 8192 fragments, both
 /// directions) mixed with fallback copies in both directions. Every byte is checked.
-fn seed_serving_steps(p: &ferry_sim::Platform, e: &Arc<HbmCopyEngine>) {
+fn seed_serving_steps(p: &ferry_sim::Platform, e: &Arc<HbmCopyEngine<ferry_sim::Platform>>) {
     const THREADS: usize = 16;
     const BIG: u64 = 8192;
     const SMALL: u64 = 64;

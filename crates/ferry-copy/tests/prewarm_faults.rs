@@ -46,7 +46,10 @@ fn settles(d: &Device, base: &Holdings) -> Result<(), Holdings> {
 
 /// Prewarm on another thread; the calling test's liveness bound turns a hang into a failure
 /// that names the test.
-fn prewarm_bounded(e: &Arc<HbmCopyEngine>, label: &str) -> ferry_copy::hbm::PrewarmReport {
+fn prewarm_bounded(
+    e: &Arc<HbmCopyEngine<ferry_sim::Platform>>,
+    label: &str,
+) -> ferry_copy::hbm::PrewarmReport {
     let (tx, rx) = mpsc::channel();
     let e2 = e.clone();
     let t = std::thread::spawn(move || {
@@ -58,7 +61,7 @@ fn prewarm_bounded(e: &Arc<HbmCopyEngine>, label: &str) -> ferry_copy::hbm::Prew
 }
 
 /// One gather of 13 scattered 4 KiB fragments to device memory, verified.
-fn gather_verifies(p: &Platform, e: &HbmCopyEngine) -> Result<(), String> {
+fn gather_verifies(p: &Platform, e: &HbmCopyEngine<ferry_sim::Platform>) -> Result<(), String> {
     const N: u64 = 13;
     let mut host = pattern((2 * N * 4 * KIB) as usize, 9);
     register(e, &mut host);

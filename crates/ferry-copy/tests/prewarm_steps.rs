@@ -12,7 +12,7 @@ use ferry_sim::fault::FaultPoint;
 use ferry_sim::Platform;
 use std::sync::Arc;
 
-fn engine_with(p: &Platform, cfg: HbmConfig) -> Arc<HbmCopyEngine> {
+fn engine_with(p: &Platform, cfg: HbmConfig) -> Arc<HbmCopyEngine<ferry_sim::Platform>> {
     Arc::new(HbmCopyEngine::new(p.clone(), cfg))
 }
 
@@ -24,7 +24,7 @@ struct Host {
 }
 
 impl Host {
-    fn new(e: &HbmCopyEngine) -> Self {
+    fn new(e: &HbmCopyEngine<ferry_sim::Platform>) -> Self {
         let mut h = Host {
             registered: pattern(512 * KIB as usize, 4),
             loose: pattern(64 * KIB as usize, 8),
@@ -36,7 +36,7 @@ impl Host {
 
 /// One serving round on device 0, one batch at a time: a gather each way (`frags` fragments of
 /// 64 bytes) and a fallback copy each way. Every batch must succeed.
-fn serve(p: &Platform, e: &HbmCopyEngine, host: &mut Host, frags: u64) {
+fn serve(p: &Platform, e: &HbmCopyEngine<ferry_sim::Platform>, host: &mut Host, frags: u64) {
     let dev = p.device(0).unwrap();
     let buf = dev.malloc(frags * 64 + 8 * KIB).unwrap();
     let d = TransferRef::device(0, buf, frags * 64 + 8 * KIB);

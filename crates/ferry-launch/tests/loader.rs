@@ -8,7 +8,7 @@ use ferry_abi::services::{
     STATUS_MISSING_SYMBOL, STATUS_OK,
 };
 use ferry_launch::loader::{
-    AicpuProgram, LoadError, LoadMethod, Loader, LoaderBuilder, ProgramImage,
+    LoadError, LoadMethod, LoadedAicpuProgram, Loader, LoaderBuilder, ProgramImage,
 };
 use ferry_programs::{
     AICPU_DEVICE_ORCHESTRATED as ORCHESTRATED, AICPU_HOST_BUILT_GRAPH as HBG, KERNELS, ORCH_STORM,
@@ -26,7 +26,7 @@ const STATUS_BAD_IMAGE: i32 = ferry_abi::services::STATUS_RUNTIME_BASE + 1;
 
 /// Runs exec with `args` that are not a runtime image: the program receives them by value, its
 /// task runtime (the exec hook) refuses them with its typed status, and nothing else happens.
-fn exec_probe(prog: &AicpuProgram, args: &KernelArgs, threads: u32) {
+fn exec_probe(prog: &LoadedAicpuProgram, args: &KernelArgs, threads: u32) {
     match prog.exec(args, threads) {
         Err(LoadError::Entry { entry, status }) => {
             assert_eq!((entry.as_str(), status), ("ferry_aicpu_exec", STATUS_BAD_IMAGE));

@@ -461,7 +461,7 @@ impl crate::aicpu_os::AicpuOs {
         chip: &crate::cores::Chip,
         cluster: Cluster,
         threads: u32,
-        entry: crate::cores::AicpuEntry,
+        entry: crate::cores::AicpuThreadFn,
     ) -> Result<crate::cores::Completion, crate::error::DeviceError> {
         let (reach, device) = (self.reach(cluster), self.device().clone());
         chip.launch_aicpu(

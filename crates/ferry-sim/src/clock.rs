@@ -1,15 +1,15 @@
 //! The device sys counter: cycles at the arch frequency, from real time or from a virtual clock.
 //!
-//! A [`VirtualClock`] only moves when a test advances it, so a 30-second DFX budget is testable in
+//! A [`VirtualDeviceClock`] only moves when a test advances it, so a 30-second DFX budget is testable in
 //! microseconds: the test advances the clock past the budget and every waiter that watches it
 //! (through [`DeviceClock::bell`]) wakes and sees its deadline expired.
 //!
 //! # Examples
 //! ```
-//! use ferry_sim::clock::{DeviceClock, VirtualClock};
+//! use ferry_sim::clock::{DeviceClock, VirtualDeviceClock};
 //! use ferry_abi::arch::A2A3;
 //!
-//! let vclock = VirtualClock::new();
+//! let vclock = VirtualDeviceClock::new();
 //! let clock = DeviceClock::virtual_clock(&A2A3, vclock.clone());
 //! let deadline = clock.deadline_after(A2A3.dfx_backpressure_budget_cycles);
 //! assert!(!deadline.is_expired());
@@ -22,7 +22,7 @@ use ferry_abi::arch::ArchProfile;
 
 /// A hand-driven cycle counter shared by every device clock built on it.
 #[derive(Clone, Debug, Default)]
-pub struct VirtualClock(Arc<VirtualInner>);
+pub struct VirtualDeviceClock(Arc<VirtualInner>);
 
 #[derive(Debug, Default)]
 struct VirtualInner {
@@ -30,7 +30,7 @@ struct VirtualInner {
     bell: Doorbell,
 }
 
-impl VirtualClock {
+impl VirtualDeviceClock {
     /// A virtual clock at cycle 0.
     pub fn new() -> Self {
         Self::default()
@@ -84,7 +84,7 @@ enum Source {
         epoch: u64,
         mult: u64,
     },
-    Virtual(VirtualClock),
+    Virtual(VirtualDeviceClock),
 }
 
 /// Which host counter a real [`DeviceClock`] reads (`FERRY_DEVICE_CLOCK`).
@@ -286,7 +286,7 @@ impl DeviceClock {
     }
 
     /// A clock that reads `clock` and only moves when it is advanced.
-    pub fn virtual_clock(arch: &ArchProfile, clock: VirtualClock) -> Self {
+    pub fn virtual_clock(arch: &ArchProfile, clock: VirtualDeviceClock) -> Self {
         Self {
             hz: arch.clock_hz,
             ns_per_cycle: ns_per_cycle(arch.clock_hz),
@@ -382,7 +382,7 @@ mod tests {
     #[test]
     fn virtual_clock_only_moves_when_advanced() {
         let _bound = ferry_watchdog::bound("the other thread");
-        let v = VirtualClock::new();
+        let v = VirtualDeviceClock::new();
         let c = DeviceClock::virtual_clock(&A5, v.clone());
         assert!(c.is_virtual());
         assert_eq!(c.now_cycles(), 0);
@@ -515,7 +515,7 @@ mod tests {
     #[test]
     fn virtual_advance_wakes_a_deadline_waiter_without_real_waiting() {
         let _bound = ferry_watchdog::bound("the other thread");
-        let v = VirtualClock::new();
+        let v = VirtualDeviceClock::new();
         let c = DeviceClock::virtual_clock(&A2A3, v.clone());
         let d = c.deadline_after(A2A3.dfx_backpressure_budget_cycles);
         let c2 = c.clone();

@@ -65,7 +65,7 @@ impl CoreConfig {
 
 /// Whether a core is a cube or a vector core.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum CoreType {
+pub enum AicoreType {
     /// Cube core.
     Aic,
     /// Vector core.
@@ -174,7 +174,7 @@ pub struct CoreCtx {
     /// Core index (`block_idx`): AICs first, then AIVs.
     pub index: u32,
     /// Cube or vector.
-    pub core_type: CoreType,
+    pub core_type: AicoreType,
     /// The device.
     pub device: Device,
     /// This core's register window.
@@ -199,7 +199,7 @@ pub struct AicpuCtx {
 /// Entry of an AICore launch.
 pub type CoreEntry = Arc<dyn Fn(CoreCtx) -> Result<(), String> + Send + Sync>;
 /// Entry of an AICPU launch.
-pub type AicpuEntry = Arc<dyn Fn(AicpuCtx) -> Result<(), String> + Send + Sync>;
+pub type AicpuThreadFn = Arc<dyn Fn(AicpuCtx) -> Result<(), String> + Send + Sync>;
 
 /// An entry bound to its context, and the launch's completion it reports to.
 type Job = (Box<dyn FnOnce() -> Result<(), String> + Send>, Completion);
@@ -447,11 +447,11 @@ impl Chip {
     }
 
     /// Core `i`'s type (AICs first, then AIVs).
-    pub fn core_type(&self, i: u32) -> CoreType {
+    pub fn core_type(&self, i: u32) -> AicoreType {
         if i < self.0.config.aic {
-            CoreType::Aic
+            AicoreType::Aic
         } else {
-            CoreType::Aiv
+            AicoreType::Aiv
         }
     }
 
@@ -530,7 +530,11 @@ impl Chip {
     ///
     /// # Errors
     /// As [`launch_aicore`](Self::launch_aicore).
-    pub fn launch_aicpu(&self, threads: u32, entry: AicpuEntry) -> Result<Completion, DeviceError> {
+    pub fn launch_aicpu(
+        &self,
+        threads: u32,
+        entry: AicpuThreadFn,
+    ) -> Result<Completion, DeviceError> {
         if threads == 0 || threads > self.0.config.aicpu_threads {
             return Err(DeviceError::InvalidLaunch {
                 name: "aicpu".into(),

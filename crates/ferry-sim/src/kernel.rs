@@ -11,10 +11,14 @@
 //! creates one per block; the cache lives only while that block runs (a range freed by another
 //! thread while a kernel still uses it is a use-after-free on real hardware too).
 //!
-//! [`Device::run_blocks`] splits a launch's `n` independent work items into contiguous blocks
-//! run by up to [`PlatformBuilder::block_workers`](crate::PlatformBuilder::block_workers)
-//! threads: the stream's worker runs the first block itself, scoped helper threads run the rest,
-//! and the launch finishes when every block has.
+//! [`Device::run_blocks`] splits a launch's `n` independent work items into blocks of
+//! [`BLOCK_ITEMS`] that up to
+//! [`PlatformBuilder::block_workers`](crate::PlatformBuilder::block_workers) threads claim in
+//! turn from a shared cursor, as a GPU hands thread blocks to whichever multiprocessor frees up
+//! first: the stream's worker claims blocks itself, scoped helper threads claim the rest, and
+//! the launch finishes when every block has. A helper that starts late (on a machine whose
+//! CPUs are busy) claims fewer blocks, so the launch never waits for a thread that has not run
+//! to do a share fixed in advance.
 //!
 //! # Examples
 //! ```
@@ -37,11 +41,15 @@
 use crate::device::Device;
 use crate::error::DeviceError;
 use crate::memory::{classify, host_alias, AddrKind, DevicePtr, MemoryError};
+use crate::sync::{AtomicUsize, Ordering};
 use std::ops::Range;
 
 /// Work items below which [`Device::run_blocks`] keeps a launch on one thread: a helper
 /// thread costs tens of microseconds to start, more than a few hundred small copies.
 pub const MIN_ITEMS_PER_BLOCK: usize = 512;
+
+/// Work items of one block of [`Device::run_blocks`]: what a thread claims at a time.
+pub const BLOCK_ITEMS: usize = 128;
 
 /// A kernel's address translation with one cached range per kind (HBM allocation, host
 /// registration). Not `Send`: one per block.
@@ -60,14 +68,15 @@ impl Device {
         Translator { dev: self, hbm: None, host: None }
     }
 
-    /// Runs `f` over `0..items`, split into contiguous blocks run in parallel by up to
-    /// [`block_workers`](Device::block_workers) threads (the calling thread included); one
-    /// block when `items` is below [`MIN_ITEMS_PER_BLOCK`] per extra worker. Returns the first
-    /// block error.
+    /// Runs `f` over `0..items` in blocks of [`BLOCK_ITEMS`], claimed in turn by up to
+    /// [`block_workers`](Device::block_workers) threads (the calling thread included); on the
+    /// calling thread alone, as one block, when `items` is below [`MIN_ITEMS_PER_BLOCK`] per
+    /// extra worker. A thread stops claiming at its first error; the others go on. Returns the
+    /// first error.
     ///
     /// # Errors
-    /// The message of the first block that failed (every block still runs to its end or
-    /// its own error).
+    /// The message of a block that failed (the calling thread's first, else the first helper's
+    /// in spawn order).
     pub fn run_blocks<F>(&self, items: usize, f: F) -> Result<(), String>
     where
         F: Fn(Range<usize>) -> Result<(), String> + Sync,
@@ -76,29 +85,29 @@ impl Device {
         if workers == 1 {
             return f(0..items);
         }
-        let per = items.div_ceil(workers);
-        let blocks: Vec<Range<usize>> =
-            (0..workers).map(|w| w * per..((w + 1) * per).min(items)).collect();
+        let cursor = AtomicUsize::new(0);
+        let claim = || -> Result<(), String> {
+            loop {
+                // Relaxed: the cursor only hands out disjoint ranges; what a block wrote is
+                // published to the caller by the scope's join.
+                let start = cursor.fetch_add(BLOCK_ITEMS, Ordering::Relaxed);
+                if start >= items {
+                    return Ok(());
+                }
+                f(start..(start + BLOCK_ITEMS).min(items))?;
+            }
+        };
         std::thread::scope(|s| {
-            let f = &f;
-            let helpers: Vec<_> = blocks[1..]
-                .iter()
-                .map(|r| {
-                    let r = r.clone();
-                    let run = r.clone();
-                    std::thread::Builder::new()
-                        .name("sim-block".into())
-                        .spawn_scoped(s, move || f(run))
-                        .map_err(|e| (r, e))
+            let helpers: Vec<_> = (1..workers)
+                .map(|_| {
+                    std::thread::Builder::new().name("sim-block".into()).spawn_scoped(s, claim)
                 })
                 .collect();
-            let mut first = f(blocks[0].clone());
-            for h in helpers {
-                let res = match h {
-                    Ok(h) => h.join().unwrap_or_else(|_| Err("a kernel block panicked".into())),
-                    // No thread for this block: run it here rather than lose its items.
-                    Err((r, _)) => f(r),
-                };
+            // A helper that could not be spawned claims nothing: this thread's own loop runs
+            // until every block is claimed.
+            let mut first = claim();
+            for h in helpers.into_iter().flatten() {
+                let res = h.join().unwrap_or_else(|_| Err("a kernel block panicked".into()));
                 if first.is_ok() {
                     first = res;
                 }

@@ -49,6 +49,7 @@
 )]
 
 pub mod aicpu_os;
+pub mod backend;
 pub mod cache;
 pub mod clock;
 pub mod cores;

@@ -15,10 +15,10 @@
 //!
 //! # Access disciplines
 //!
-//! On an SVM arch (a2a3) the host and the device share one view of HBM: [`DeviceMemory::host_ptr`]
-//! and [`DeviceMemory::device_ptr`] return the same bytes, and
-//! [`read_range_from_device`](DeviceMemory::read_range_from_device) /
-//! [`write_range_to_device`](DeviceMemory::write_range_to_device) do nothing. On a non-SVM arch
+//! On an SVM arch (a2a3) the host and the device share one view of HBM: [`HbmMemory::host_ptr`]
+//! and [`HbmMemory::device_ptr`] return the same bytes, and
+//! [`read_range_from_device`](HbmMemory::read_range_from_device) /
+//! [`write_range_to_device`](HbmMemory::write_range_to_device) do nothing. On a non-SVM arch
 //! (a5) the host works on a mirror and must copy ranges explicitly; there is no call that writes
 //! a whole region back, so a bulk write-back (which would roll back device-owned words) is
 //! impossible by construction. The bytes moved each way are counted.
@@ -37,49 +37,8 @@ pub const HOST_ALIAS_BASE: u64 = 0x2000_0000_0000_0000;
 /// Allocation granularity and default alignment of device memory.
 pub const DEVICE_ALIGN: u64 = 64;
 
-/// An address in some device's address space (HBM or a host alias). Never dereferenced on the
-/// host without translation.
-#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
-pub struct DevicePtr(pub u64);
-
-impl DevicePtr {
-    /// The null device address.
-    pub const NULL: DevicePtr = DevicePtr(0);
-
-    /// The raw address.
-    pub const fn addr(self) -> u64 {
-        self.0
-    }
-
-    /// This address plus `off` bytes.
-    ///
-    /// # Panics
-    /// On address overflow (a programming error: device ranges are far from `u64::MAX`).
-    #[track_caller]
-    pub const fn add(self, off: u64) -> DevicePtr {
-        match self.0.checked_add(off) {
-            Some(a) => DevicePtr(a),
-            None => panic!("device address overflow"),
-        }
-    }
-
-    /// Whether this is the null address.
-    pub const fn is_null(self) -> bool {
-        self.0 == 0
-    }
-}
-
-impl std::fmt::Debug for DevicePtr {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "DevicePtr({:#x})", self.0)
-    }
-}
-
-impl std::fmt::Display for DevicePtr {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{:#x}", self.0)
-    }
-}
+/// An address in some device's address space (HBM or a host alias): the seam's type.
+pub use ferry_backend::DevicePtr;
 
 /// What an address turned out to be.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -257,7 +216,7 @@ impl Allocator {
 }
 
 /// One device's HBM, its host mirror (non-SVM only) and its allocator.
-pub struct DeviceMemory {
+pub struct HbmMemory {
     ordinal: u32,
     svm: bool,
     base: u64,
@@ -268,9 +227,9 @@ pub struct DeviceMemory {
     counters: Arc<Counters>,
 }
 
-impl std::fmt::Debug for DeviceMemory {
+impl std::fmt::Debug for HbmMemory {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("DeviceMemory")
+        f.debug_struct("HbmMemory")
             .field("ordinal", &self.ordinal)
             .field("svm", &self.svm)
             .field("size", &self.size)
@@ -279,7 +238,7 @@ impl std::fmt::Debug for DeviceMemory {
     }
 }
 
-impl DeviceMemory {
+impl HbmMemory {
     pub(crate) fn new(
         ordinal: u32,
         size: u64,
@@ -461,7 +420,7 @@ impl DeviceMemory {
     }
 }
 
-impl DeviceMemory {
+impl HbmMemory {
     /// Refreshes the host's view of `[ptr, ptr+len)` from the device with one bulk copy (a plain
     /// `memcpy`; no-op on SVM), for a range the host owns: a buffer the device published with a
     /// Release store the host has already observed with an Acquire load, and does not write
@@ -612,8 +571,8 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
-    fn mem(svm: bool) -> DeviceMemory {
-        DeviceMemory::new(1, 1 << 20, svm, Arc::default()).unwrap()
+    fn mem(svm: bool) -> HbmMemory {
+        HbmMemory::new(1, 1 << 20, svm, Arc::default()).unwrap()
     }
 
     /// Every naturally aligned word of a range moves in one access: a queue index (4 bytes at a
@@ -683,7 +642,7 @@ mod tests {
     #[test]
     fn svm_shares_one_view_and_range_calls_move_nothing() {
         let c = Arc::new(Counters::default());
-        let m = DeviceMemory::new(0, 1 << 16, true, c.clone()).unwrap();
+        let m = HbmMemory::new(0, 1 << 16, true, c.clone()).unwrap();
         let p = m.alloc(64, 0).unwrap();
         assert_eq!(m.host_ptr(p, 64).unwrap(), m.device_ptr(p, 64).unwrap());
         m.write_range_to_device(p, 64).unwrap();
@@ -695,7 +654,7 @@ mod tests {
     #[test]
     fn non_svm_needs_explicit_range_copies_and_counts_bytes() {
         let c = Arc::new(Counters::default());
-        let m = DeviceMemory::new(0, 1 << 16, false, c.clone()).unwrap();
+        let m = HbmMemory::new(0, 1 << 16, false, c.clone()).unwrap();
         let p = m.alloc(64, 0).unwrap();
         let (h, d) = (m.host_ptr(p, 64).unwrap(), m.device_ptr(p, 64).unwrap());
         assert_ne!(h, d);

@@ -48,7 +48,7 @@ pub enum StreamKind {
 
 /// A kernel body run by a stream's worker. It receives the device and reports failure as a
 /// message, which becomes [`DeviceError::Kernel`].
-pub type KernelFn = Box<dyn FnOnce(&Device) -> Result<(), String> + Send>;
+pub type StreamKernelFn = Box<dyn FnOnce(&Device) -> Result<(), String> + Send>;
 
 enum Op {
     /// `meet`: the copy keeps its engine until that rendezvous completes (see `overlap`).
@@ -61,7 +61,7 @@ enum Op {
     },
     Kernel {
         name: Arc<str>,
-        body: KernelFn,
+        body: StreamKernelFn,
     },
     Record(Event, u64),
     Wait(Event, u64),
@@ -75,17 +75,8 @@ enum Op {
     },
 }
 
-/// One segment of a blocking multi-segment copy: source, destination (host addresses for the
-/// host side, device addresses for the device side) and length.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Segment {
-    /// Source address.
-    pub src: u64,
-    /// Destination address.
-    pub dst: u64,
-    /// Bytes.
-    pub len: u64,
-}
+/// One segment of a blocking multi-segment copy: the seam's type.
+pub use ferry_backend::Segment;
 
 struct Shared {
     /// The device, held weakly: the null stream lives inside its device, so a strong handle here
@@ -322,7 +313,7 @@ impl Stream {
     ///
     /// # Errors
     /// An injected [`FaultPoint::Launch`] (nothing is enqueued, nothing loaded).
-    pub fn launch(&self, name: &str, body: KernelFn) -> Result<(), DeviceError> {
+    pub fn launch(&self, name: &str, body: StreamKernelFn) -> Result<(), DeviceError> {
         self.launch_inner(name, body, true)
     }
 
@@ -331,11 +322,16 @@ impl Stream {
     ///
     /// # Errors
     /// As [`launch`](Self::launch).
-    pub fn launch_uncounted(&self, name: &str, body: KernelFn) -> Result<(), DeviceError> {
+    pub fn launch_uncounted(&self, name: &str, body: StreamKernelFn) -> Result<(), DeviceError> {
         self.launch_inner(name, body, false)
     }
 
-    fn launch_inner(&self, name: &str, body: KernelFn, counted: bool) -> Result<(), DeviceError> {
+    fn launch_inner(
+        &self,
+        name: &str,
+        body: StreamKernelFn,
+        counted: bool,
+    ) -> Result<(), DeviceError> {
         self.check(FaultPoint::Launch)?.note_launch(name, counted);
         self.push(Op::Kernel { name: name.into(), body });
         Ok(())

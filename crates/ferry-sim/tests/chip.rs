@@ -5,7 +5,7 @@
 //! back. Each test waits for state the chip exposes, never for a thread to be slow.
 use ferry_abi::services::{DeviceServices, MEM_LOAD_PLAIN, STATUS_OK};
 use ferry_sim::cache::Cluster;
-use ferry_sim::clock::VirtualClock;
+use ferry_sim::clock::VirtualDeviceClock;
 use ferry_sim::cores::{Chip, CoreConfig, CoreCtx};
 use ferry_sim::{Arch, DeviceError, PlatformBuilder};
 use std::sync::mpsc;
@@ -60,7 +60,7 @@ fn a_core_start_waits_for_the_cached_launchs_line_fills() {
     let bound = ferry_watchdog::bound("the cached launch and the held core start");
     // A virtual clock that never moves: the minute a held start gives up after never passes.
     let rig = rig("fills", ONE_CORE, |b| {
-        b.aicore_start_after_line_fills(2).virtual_clock(VirtualClock::new());
+        b.aicore_start_after_line_fills(2).virtual_clock(VirtualDeviceClock::new());
     });
     let dev = rig.chip.device().clone();
     let lines = dev.malloc(4 * 64).unwrap();
@@ -126,7 +126,7 @@ fn a_core_start_waits_for_the_cached_launchs_line_fills() {
 #[test]
 fn a_held_core_start_gives_up_after_a_minute_of_device_time() {
     let bound = ferry_watchdog::bound("the held core start");
-    let clock = VirtualClock::new();
+    let clock = VirtualDeviceClock::new();
     let rig = rig("give-up", ONE_CORE, |b| {
         b.aicore_start_after_line_fills(5).virtual_clock(clock.clone());
     });

@@ -1,6 +1,6 @@
 //! Behaviour of the simulated chip, one test per capability.
-use ferry_sim::clock::VirtualClock;
-use ferry_sim::cores::{Chip, CoreConfig, CoreType};
+use ferry_sim::clock::VirtualDeviceClock;
+use ferry_sim::cores::{AicoreType, Chip, CoreConfig};
 use ferry_sim::cost::CostModel;
 use ferry_sim::fault::FaultPoint;
 use ferry_sim::memory::MemoryError;
@@ -98,7 +98,7 @@ fn a5_requires_explicit_range_copies_and_counts_bytes() {
 #[test]
 fn virtual_clock_drives_a_30s_budget_without_real_waiting() {
     let _bound = ferry_watchdog::bound("the simulated chip's threads");
-    let v = VirtualClock::new();
+    let v = VirtualDeviceClock::new();
     let p =
         PlatformBuilder::new(Arch::A5).hbm_bytes(1 << 20).virtual_clock(v.clone()).build().unwrap();
     let d = p.device(0).unwrap().clone();
@@ -641,7 +641,7 @@ fn chip_shapes_and_launch_counts_are_accepted_exactly_up_to_their_limits() {
     drop(Chip::new(d.clone(), shape(a.max_aicpu_threads, a.aic_per_die, a.aiv_per_die)).unwrap());
     let chip = Chip::new(d, shape(2, 2, 1)).unwrap();
     let types: Vec<_> = (0..3).map(|i| chip.core_type(i)).collect();
-    assert_eq!(types, [CoreType::Aic, CoreType::Aic, CoreType::Aiv]);
+    assert_eq!(types, [AicoreType::Aic, AicoreType::Aic, AicoreType::Aiv]);
     let windows: Vec<u64> = (0..3).map(|i| chip.window(i).base().0).collect();
     assert_eq!(chip.reg_bases(), windows, "the regs table is the windows, by core index");
     for i in 0..3u32 {

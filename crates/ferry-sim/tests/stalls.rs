@@ -191,7 +191,7 @@ fn the_first_launch_of_a_kernel_on_each_device_pays_one_code_object_load() {
     let p = platform(2, m);
     let (d0, d1) = (p.device(0).unwrap(), p.device(1).unwrap());
     let (s0, s1) = (d0.create_stream().unwrap(), d1.create_stream().unwrap());
-    let ok = || -> ferry_sim::stream::KernelFn { Box::new(|_| Ok(())) };
+    let ok = || -> ferry_sim::stream::StreamKernelFn { Box::new(|_| Ok(())) };
     let loads = |d: &Device| {
         (d.counters().code_object_loads, d.counters().launches, d.charges().code_object_load)
     };

@@ -26,9 +26,12 @@
 //! 4. `null_copy` (one per device) — held across the prewarm's null-stream warm-up copies, so
 //!    the stream's sticky error belongs to them. Fallback copies do not take it: each plan is
 //!    one blocking multi-segment copy whose result is its own
-//!    ([`ferry_sim::Stream::copy_segments_blocking`]).
+//!    ([`BackendStream::copy_segments_blocking`]).
 //!
-//! ferry-sim's internal locks rank below all of these.
+//! The backend's internal locks rank below all of these.
+//!
+//! The engine reaches the device only through the [`ferry_backend`] seam: it is generic over
+//! the [`Backend`], so each call to the device is a direct, inlinable call.
 pub mod gather;
 pub(crate) mod pool;
 mod prewarm;
@@ -38,12 +41,11 @@ use crate::planner::plan_items;
 use crate::types::{
     FailureCode, Loc, TransferFailure, TransferItem, TransferPlan, TransferPlanSet, TransferRef,
 };
-use ferry_sim::overlap::CopyRendezvous;
-use ferry_sim::stream::Segment;
-use ferry_sim::{
-    CopyKind, Device, DeviceError, DevicePtr, HostRegistration, MemoryError, Platform,
+use ferry_backend::{
+    Backend, BackendDevice, BackendError, BackendStream, CopyGroup, CopyKind, DevicePtr,
+    HostMapping, Segment,
 };
-use gather::{grid, GatherFragment, FRAGMENT_BYTES, GATHER_KERNEL};
+use gather::{grid, GatherFragment, FRAGMENT_BYTES};
 pub use pool::PoolStats;
 use pool::{DevicePool, SlotGuard};
 pub use prewarm::{DevicePrewarm, PrewarmReport};
@@ -187,28 +189,35 @@ impl HbmStats {
 }
 
 #[derive(Debug)]
-struct DeviceState {
-    pool: DevicePool,
+struct DeviceState<D: BackendDevice> {
+    pool: DevicePool<D>,
     null_copy: Mutex<()>,
 }
 
 /// The HBM copy engine: host↔device and device↔device copies, with the gather fast path and a
 /// per-device stream pool.
 ///
+/// Generic over the [`Backend`]: on ferry's simulated chip it is
+/// `HbmCopyEngine<Platform>` with ferry-sim's `Platform`; the example runs on the seam's host-memory backend.
+///
 /// # Examples
 /// ```
+/// use ferry_backend::host::HostMemoryBackend;
+/// use ferry_backend::{Backend, BackendDevice};
 /// use ferry_copy::{transfer, HbmConfig, HbmCopyEngine, TransferItem, TransferRef};
-/// use ferry_sim::{Arch, PlatformBuilder};
-/// let p = PlatformBuilder::new(Arch::A2a3).hbm_bytes(64 << 20).build()?;
-/// let e = HbmCopyEngine::new(p.clone(), HbmConfig::default());
+/// let b = HostMemoryBackend::new(1, 64 << 20)?;
+/// let e = HbmCopyEngine::new(b.clone(), HbmConfig::default());
 /// let mut host = vec![0u8; 8192];
-/// host.iter_mut().enumerate().for_each(|(i, b)| *b = i as u8);
+/// host.iter_mut().enumerate().for_each(|(i, v)| *v = i as u8);
 /// // SAFETY: `host` outlives the engine's use of it (the registration is dropped with `e`,
 /// // before `host`), and nothing else touches it during transfers.
 /// unsafe { e.add_host_gather_region(host.as_mut_ptr(), host.len())? };
-/// let dev = p.device(0)?.malloc(8192)?;
+/// let dev = b.device(0)?.malloc(8192)?;
+/// let mut out = vec![0u8; 8192];
 /// // SAFETY: as above.
-/// let h = unsafe { TransferRef::host(host.as_mut_ptr(), host.len()) };
+/// let (h, o) = unsafe {
+///     (TransferRef::host(host.as_mut_ptr(), 8192), TransferRef::host(out.as_mut_ptr(), 8192))
+/// };
 /// let d = TransferRef::device(0, dev, 8192);
 /// // Two scattered 4 KiB pages, swapped: one gather kernel.
 /// let items = [
@@ -217,23 +226,24 @@ struct DeviceState {
 /// ];
 /// assert!(transfer(&e, &items, &mut Vec::new()));
 /// assert_eq!(e.stats().gathers, 1);
-/// let mut out = vec![0u8; 8192];
-/// p.device(0)?.copy_dtoh(dev, &mut out)?;
+/// // And back in one piece (the output buffer is not registered: a null-stream copy).
+/// let back = [TransferItem { src: d, src_offset: 0, dst: o, dst_offset: 0, size: 8192, tag: 2 }];
+/// assert!(transfer(&e, &back, &mut Vec::new()));
 /// assert_eq!(&out[4096..], &host[..4096]);
 /// drop(e);
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
-pub struct HbmCopyEngine {
-    platform: Platform,
+pub struct HbmCopyEngine<B: Backend> {
+    platform: B,
     cfg: HbmConfig,
-    devices: Vec<DeviceState>,
-    regions: RwLock<Vec<HostRegistration>>,
+    devices: Vec<DeviceState<B::Device>>,
+    regions: RwLock<Vec<B::HostRegistration>>,
     latched: AtomicBool,
     prewarmed: Mutex<Option<usize>>,
     stats: Stats,
 }
 
-impl std::fmt::Debug for HbmCopyEngine {
+impl<B: Backend> std::fmt::Debug for HbmCopyEngine<B> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("HbmCopyEngine")
             .field("devices", &self.devices.len())
@@ -243,13 +253,12 @@ impl std::fmt::Debug for HbmCopyEngine {
     }
 }
 
-impl HbmCopyEngine {
+impl<B: Backend> HbmCopyEngine<B> {
     /// An engine over every device of `platform`. No stream exists until the first gather or
     /// [`prewarm`](Self::prewarm).
-    pub fn new(platform: Platform, cfg: HbmConfig) -> Self {
-        let devices = platform
-            .devices()
-            .iter()
+    pub fn new(platform: B, cfg: HbmConfig) -> Self {
+        let devices = (0..platform.device_count())
+            .filter_map(|o| platform.device(o).ok())
             .map(|d| DeviceState { pool: DevicePool::new(d.clone()), null_copy: Mutex::new(()) })
             .collect();
         Self {
@@ -263,8 +272,8 @@ impl HbmCopyEngine {
         }
     }
 
-    /// The platform this engine drives.
-    pub fn platform(&self) -> &Platform {
+    /// The backend this engine drives.
+    pub fn platform(&self) -> &B {
         &self.platform
     }
 
@@ -276,17 +285,18 @@ impl HbmCopyEngine {
     /// Registers `[ptr, ptr + len)` with every device and makes it a gather region.
     ///
     /// # Errors
-    /// When the range is null/empty or overlaps a registration.
+    /// When the range is null/empty or overlaps a registration
+    /// ([`BackendOp::RegisterHost`](ferry_backend::BackendOp::RegisterHost)).
     ///
     /// # Safety
-    /// As [`Platform::register_host`]: the range stays valid for reads and writes until the
+    /// As [`Backend::register_host`]: the range stays valid for reads and writes until the
     /// region is cleared or the engine dropped, and while a transfer runs the host does not
     /// access the bytes it writes.
     pub unsafe fn add_host_gather_region(
         &self,
         ptr: *mut u8,
         len: usize,
-    ) -> Result<(), MemoryError> {
+    ) -> Result<(), BackendError> {
         // SAFETY: delegated to the caller.
         let reg = unsafe { self.platform.register_host(ptr, len)? };
         self.adopt_host_registration(reg);
@@ -295,7 +305,7 @@ impl HbmCopyEngine {
 
     /// Makes a registration done elsewhere (e.g. on a background thread) a gather region. The
     /// engine keeps it until [`clear_host_gather_regions`](Self::clear_host_gather_regions).
-    pub fn adopt_host_registration(&self, reg: HostRegistration) {
+    pub fn adopt_host_registration(&self, reg: B::HostRegistration) {
         self.regions.write().unwrap_or_else(|p| p.into_inner()).push(reg);
     }
 
@@ -365,9 +375,9 @@ impl HbmCopyEngine {
         }
     }
     /// The per-device alias of `[host, host + len)` if a gather region covers it.
-    fn alias_of(regions: &[HostRegistration], dev: u32, host: u64, len: u64) -> Option<u64> {
+    fn alias_of(regions: &[B::HostRegistration], dev: u32, host: u64, len: u64) -> Option<u64> {
         let (h, l) = (usize::try_from(host).ok()?, usize::try_from(len).ok()?);
-        regions.iter().find_map(|r| r.alias(dev, h as *const u8, l).ok()).map(|p| p.0)
+        regions.iter().find_map(|r| r.alias(dev, h as *const u8, l)).map(|p| p.0)
     }
 
     /// Classifies the plans, gathers eligible buckets; returns which plans are done.
@@ -431,7 +441,7 @@ impl HbmCopyEngine {
     fn classify(
         &self,
         p: &TransferPlan,
-        regions: &[HostRegistration],
+        regions: &[B::HostRegistration],
     ) -> Result<(u32, Vec<GatherFragment>), GatherSkip> {
         let kind = Self::kind_for(&p.src, &p.dst).ok_or(GatherSkip::KindNotHtodOrDtoh)?;
         let (host, dev_side, host_offs, dev_offs) = match kind {
@@ -449,7 +459,7 @@ impl HbmCopyEngine {
         // One lookup per endpoint; per segment only when the endpoint outgrows its registration
         // or allocation.
         let host_base = Self::alias_of(regions, dev, host.addr, host.size);
-        let dev_whole = device.translate(DevicePtr(dev_side.addr), dev_side.size).is_ok();
+        let dev_whole = device.is_allocated(DevicePtr(dev_side.addr), dev_side.size);
         let mut frags = Vec::with_capacity(p.sizes.len());
         for i in 0..p.sizes.len() {
             let (len, ho, dof) = (p.sizes[i], host_offs[i], dev_offs[i]);
@@ -459,7 +469,7 @@ impl HbmCopyEngine {
                     .ok_or(GatherSkip::HostNotGatherable)?,
             };
             let d = dev_side.addr + dof;
-            if !dev_whole && device.translate(DevicePtr(d), len).is_err() {
+            if !dev_whole && !device.is_allocated(DevicePtr(d), len) {
                 return Err(GatherSkip::DeviceRangeInvalid);
             }
             frags.push(match kind {
@@ -475,7 +485,7 @@ impl HbmCopyEngine {
         let st = &self.devices[dev as usize];
         grid(frags.len() as u64, max).ok_or(GatherSkip::LaunchFailed)?;
         let mut g = st.pool.acquire().map_err(|e| {
-            tracing::debug!(device = dev, "gather: no stream: {e}");
+            tracing::debug!(device = dev, "gather: no stream: {}", chain(&e));
             GatherSkip::NoStream
         })?;
         let slot = g.slot();
@@ -494,8 +504,7 @@ impl HbmCopyEngine {
         if up.is_err() {
             return Err(GatherSkip::LaunchFailed);
         }
-        if slot.stream.launch(GATHER_KERNEL, gather::kernel(slot.staging.dev, frags.len())).is_err()
-        {
+        if slot.stream.launch_gather(slot.staging.dev, frags.len(), true).is_err() {
             // The upload may still be queued: drain it before the slot's staging is reused.
             if slot.stream.synchronize().is_err() {
                 g.discard();
@@ -507,7 +516,8 @@ impl HbmCopyEngine {
             self.latched.store(true, Ordering::Relaxed);
             tracing::warn!(
                 device = dev,
-                "gather kernel failed to synchronize, turning it off: {e}"
+                "gather kernel failed to synchronize, turning it off: {}",
+                chain(&e)
             );
             // Dropping the slot joins its stream worker, so the kernel is finished before the
             // fallback rewrites the same bytes.
@@ -534,10 +544,10 @@ impl HbmCopyEngine {
         };
         let ep = format!("hbm:dev{ord}");
         let device = self.platform.device(ord).map_err(|e| {
-            fail(FailureCode::NoSuchDevice, format!("set device {ord}: {e}"), ep.clone())
+            fail(FailureCode::NoSuchDevice, format!("set device {ord}: {}", chain(&e)), ep.clone())
         })?;
         self.platform.set_current_device(ord).map_err(|e| {
-            fail(FailureCode::NoSuchDevice, format!("set device {ord}: {e}"), ep.clone())
+            fail(FailureCode::NoSuchDevice, format!("set device {ord}: {}", chain(&e)), ep.clone())
         })?;
         let kind = Self::kind_for(&p.src, &p.dst).ok_or_else(|| {
             fail(FailureCode::InvalidAddress, "host-to-host pair".into(), ep.clone())
@@ -558,21 +568,24 @@ impl HbmCopyEngine {
             let d = self
                 .platform
                 .device(o)
-                .map_err(|e| fail(FailureCode::NoSuchDevice, e.to_string(), ep.clone()))?;
-            if d.translate(DevicePtr(r.addr), r.size).is_ok() {
+                .map_err(|e| fail(FailureCode::NoSuchDevice, chain(&e), ep.clone()))?;
+            if d.is_allocated(DevicePtr(r.addr), r.size) {
                 return Ok(());
             }
-            for (i, &o) in off.iter().enumerate() {
-                d.translate(DevicePtr(r.addr + o), p.sizes[i])
-                    .map_err(|e| fail(FailureCode::InvalidAddress, e.to_string(), ep.clone()))?;
+            for (i, &off) in off.iter().enumerate() {
+                let (at, len) = (DevicePtr(r.addr + off), p.sizes[i]);
+                if !d.is_allocated(at, len) {
+                    let what = format!("{at}+{len} is outside every allocation of device {o}");
+                    return Err(fail(FailureCode::InvalidAddress, what, ep.clone()));
+                }
             }
             Ok(())
         };
         check(&p.src, &p.src_offsets)?;
         check(&p.dst, &p.dst_offsets)?;
-        let s = device
-            .null_stream()
-            .map_err(|e| fail(FailureCode::CopyFailed, format!("null stream: {e}"), ep.clone()))?;
+        let s = device.null_stream().map_err(|e| {
+            fail(FailureCode::CopyFailed, format!("null stream: {}", chain(&e)), ep.clone())
+        })?;
         let segments: Vec<Segment> = (0..p.segments())
             .map(|i| Segment {
                 src: p.src.addr + p.src_offsets[i],
@@ -586,7 +599,7 @@ impl HbmCopyEngine {
         // SAFETY: the host sides are valid and unaliased for the transfer (`TransferRef::host`'s
         // contract) and in bounds (planner); the call returns only after the copies finished.
         unsafe { s.copy_segments_blocking(kind, &segments) }.map_err(|e| {
-            fail(FailureCode::CopyFailed, format!("null-stream copy: {e}"), ep.clone())
+            fail(FailureCode::CopyFailed, format!("null-stream copy: {}", chain(&e)), ep.clone())
         })?;
         bump(&self.stats.fallback_plans, 1);
         bump(&self.stats.fallback_segments, p.segments() as u64);
@@ -595,7 +608,7 @@ impl HbmCopyEngine {
     }
 }
 
-impl TransferEngine for HbmCopyEngine {
+impl<B: Backend> TransferEngine for HbmCopyEngine<B> {
     fn name(&self) -> &str {
         "hbm"
     }
@@ -626,4 +639,16 @@ impl TransferEngine for HbmCopyEngine {
         let _ = self.platform.set_current_device(saved);
         Some(Box::new(SettledHandle::new(failures)))
     }
+}
+
+/// An error and its causes on one line (`op: cause: cause`), for a failure's message.
+pub(crate) fn chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut cur = e.source();
+    while let Some(c) = cur {
+        s.push_str(": ");
+        s.push_str(&c.to_string());
+        cur = c.source();
+    }
+    s
 }

@@ -9,7 +9,7 @@
 //! Lock rank 2 (`DevicePool::state`): held only for list/count updates, never across a device
 //! call or another ferry-copy lock.
 use super::gather::{GatherFragment, FRAGMENT_BYTES, MIN_STAGING_FRAGMENTS};
-use ferry_sim::{Device, DeviceError, DevicePtr, Stream};
+use ferry_backend::{BackendDevice, BackendError, DevicePtr};
 use std::sync::{Condvar, Mutex, MutexGuard};
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -20,16 +20,16 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 /// Descriptor staging owned by one slot: pinned host descriptors plus a device buffer.
 #[derive(Debug)]
-pub(crate) struct Staging {
-    device: Device,
+pub(crate) struct Staging<D: BackendDevice> {
+    device: D,
     /// Host side; `host.len() == capacity`.
     pub(crate) host: Vec<GatherFragment>,
     /// Device side (`NULL` while capacity is 0).
     pub(crate) dev: DevicePtr,
 }
 
-impl Staging {
-    fn new(device: Device) -> Self {
+impl<D: BackendDevice> Staging<D> {
+    fn new(device: D) -> Self {
         Self { device, host: Vec::new(), dev: DevicePtr::NULL }
     }
 
@@ -39,7 +39,7 @@ impl Staging {
 
     /// Grows to at least `count` descriptors: max(2 × count, 256), or exactly `count` when
     /// `exact`. The new device buffer is allocated before the old one is freed.
-    pub(crate) fn ensure(&mut self, count: usize, exact: bool) -> Result<(), DeviceError> {
+    pub(crate) fn ensure(&mut self, count: usize, exact: bool) -> Result<(), BackendError> {
         if self.capacity() >= count {
             return Ok(());
         }
@@ -55,7 +55,7 @@ impl Staging {
     }
 }
 
-impl Drop for Staging {
+impl<D: BackendDevice> Drop for Staging<D> {
     fn drop(&mut self) {
         if !self.dev.is_null() {
             // A failed free is dropped on purpose: nothing to report to; the device is being torn down or the slot discarded.
@@ -67,14 +67,14 @@ impl Drop for Staging {
 /// One pooled stream and the staging it owns. Field order matters: the stream drops first (its
 /// worker drains and exits), so no queued kernel can read the staging after it is freed.
 #[derive(Debug)]
-pub(crate) struct Slot {
-    pub(crate) stream: Stream,
-    pub(crate) staging: Staging,
+pub(crate) struct Slot<D: BackendDevice> {
+    pub(crate) stream: D::Stream,
+    pub(crate) staging: Staging<D>,
 }
 
-#[derive(Debug, Default)]
-struct PoolState {
-    idle: Vec<Slot>,
+#[derive(Debug)]
+struct PoolState<D: BackendDevice> {
+    idle: Vec<Slot<D>>,
     created: usize,
     cap: usize,
     waits: u64,
@@ -97,15 +97,16 @@ pub struct PoolStats {
 }
 
 #[derive(Debug)]
-pub(crate) struct DevicePool {
-    device: Device,
-    state: Mutex<PoolState>,
+pub(crate) struct DevicePool<D: BackendDevice> {
+    device: D,
+    state: Mutex<PoolState<D>>,
     cv: Condvar,
 }
 
-impl DevicePool {
-    pub(crate) fn new(device: Device) -> Self {
-        Self { device, state: Mutex::new(PoolState::default()), cv: Condvar::new() }
+impl<D: BackendDevice> DevicePool<D> {
+    pub(crate) fn new(device: D) -> Self {
+        let state = PoolState { idle: Vec::new(), created: 0, cap: 0, waits: 0, peak: 0 };
+        Self { device, state: Mutex::new(state), cv: Condvar::new() }
     }
 
     pub(crate) fn stats(&self) -> PoolStats {
@@ -124,7 +125,7 @@ impl DevicePool {
         self.cv.notify_all();
     }
 
-    fn create(&self) -> Result<Slot, DeviceError> {
+    fn create(&self) -> Result<Slot<D>, BackendError> {
         match self.device.create_stream() {
             Ok(stream) => Ok(Slot { stream, staging: Staging::new(self.device.clone()) }),
             Err(e) => {
@@ -136,13 +137,13 @@ impl DevicePool {
         }
     }
 
-    fn reserve(s: &mut PoolState) {
+    fn reserve(s: &mut PoolState<D>) {
         s.created += 1;
         s.peak = s.peak.max(s.created);
     }
 
     /// Takes a slot, creating one if allowed, else waiting for a release.
-    pub(crate) fn acquire(&self) -> Result<SlotGuard<'_>, DeviceError> {
+    pub(crate) fn acquire(&self) -> Result<SlotGuard<'_, D>, BackendError> {
         let mut s = lock(&self.state);
         let mut waited = false;
         loop {
@@ -163,7 +164,10 @@ impl DevicePool {
     }
 
     /// Takes `n` slots for prewarm: idle ones first, the rest created (ignoring the cap).
-    pub(crate) fn take_for_prewarm(&self, n: usize) -> (Vec<SlotGuard<'_>>, Option<DeviceError>) {
+    pub(crate) fn take_for_prewarm(
+        &self,
+        n: usize,
+    ) -> (Vec<SlotGuard<'_, D>>, Option<BackendError>) {
         let mut out = Vec::with_capacity(n);
         let to_create = {
             let mut s = lock(&self.state);
@@ -193,7 +197,7 @@ impl DevicePool {
         (out, None)
     }
 
-    fn release(&self, slot: Slot) {
+    fn release(&self, slot: Slot<D>) {
         let mut s = lock(&self.state);
         if s.cap != 0 && s.created > s.cap {
             // Surplus from before the cap was set: shrink to the cap.
@@ -207,7 +211,7 @@ impl DevicePool {
         self.cv.notify_one();
     }
 
-    fn discard(&self, slot: Slot) {
+    fn discard(&self, slot: Slot<D>) {
         // Drop outside the lock: dropping the stream joins its worker.
         drop(slot);
         lock(&self.state).created -= 1;
@@ -217,13 +221,13 @@ impl DevicePool {
 
 /// A held slot; returns to the pool on drop.
 #[derive(Debug)]
-pub(crate) struct SlotGuard<'a> {
-    pool: &'a DevicePool,
-    slot: Option<Slot>,
+pub(crate) struct SlotGuard<'a, D: BackendDevice> {
+    pool: &'a DevicePool<D>,
+    slot: Option<Slot<D>>,
 }
 
-impl SlotGuard<'_> {
-    pub(crate) fn slot(&mut self) -> &mut Slot {
+impl<D: BackendDevice> SlotGuard<'_, D> {
+    pub(crate) fn slot(&mut self) -> &mut Slot<D> {
         // Invariant: `slot` is `Some` until `discard` consumes the guard or `drop` runs.
         self.slot.as_mut().expect("slot present until the guard is consumed")
     }
@@ -236,7 +240,7 @@ impl SlotGuard<'_> {
     }
 }
 
-impl Drop for SlotGuard<'_> {
+impl<D: BackendDevice> Drop for SlotGuard<'_, D> {
     fn drop(&mut self) {
         if let Some(s) = self.slot.take() {
             self.pool.release(s);
@@ -247,17 +251,21 @@ impl Drop for SlotGuard<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ferry_sim::{Arch, Platform, PlatformBuilder};
+    use ferry_backend::host::{HostMemoryBackend, HostMemoryDevice};
+    use ferry_backend::{Backend, BackendOp};
 
-    fn pool() -> (Platform, DevicePool) {
-        let p = PlatformBuilder::new(Arch::A2a3).hbm_bytes(16 << 20).build().unwrap();
+    fn pool() -> (HostMemoryBackend, DevicePool<HostMemoryDevice>) {
+        let p = HostMemoryBackend::new(1, 16 << 20).unwrap();
         let d = p.device(0).unwrap().clone();
         (p, DevicePool::new(d))
     }
 
     /// Runs `acquire` on another thread while `held` is held; returns whether that acquire had
     /// to wait for `held`'s release (it then counts one wait), or got a slot at once.
-    fn acquire_beside(pool: &DevicePool, held: SlotGuard<'_>) -> bool {
+    fn acquire_beside(
+        pool: &DevicePool<HostMemoryDevice>,
+        held: SlotGuard<'_, HostMemoryDevice>,
+    ) -> bool {
         std::thread::scope(|sc| {
             let t = sc.spawn(|| drop(pool.acquire().unwrap()));
             // Either the acquire returns, or it counts its wait and blocks until the release;
@@ -317,11 +325,11 @@ mod tests {
         let _bound = ferry_watchdog::bound("the pooled streams' workers");
         let (p, pool) = pool();
         assert_eq!(pool.stats(), PoolStats::default(), "nothing exists before the first acquire");
-        assert_eq!(p.device(0).unwrap().counters().streams_created, 0);
+        assert_eq!(p.device(0).unwrap().stats().streams_created, 0);
         // More holders at once than the default prewarm would allow.
         let n = crate::env::DEFAULT_PREWARM_STREAMS + 1;
         let held: Vec<_> = (0..n).map(|_| pool.acquire().unwrap()).collect();
-        assert_eq!(p.device(0).unwrap().counters().streams_created, n as u64);
+        assert_eq!(p.device(0).unwrap().stats().streams_created, n as u64);
         drop(held);
         let s = pool.stats();
         assert_eq!((s.created, s.idle, s.cap, s.waits, s.peak), (n, n, 0, 0, n), "{s:?}");
@@ -331,7 +339,7 @@ mod tests {
     fn prewarm_takes_the_idle_slots_first_and_creates_only_the_rest() {
         let _bound = ferry_watchdog::bound("the pooled streams' workers");
         let (p, pool) = pool();
-        let streams = || p.device(0).unwrap().counters().streams_created;
+        let streams = || p.device(0).unwrap().stats().streams_created;
         let held: Vec<_> = (0..3).map(|_| pool.acquire().unwrap()).collect();
         drop(held);
         let before = streams();
@@ -355,7 +363,7 @@ mod tests {
         let _bound = ferry_watchdog::bound("the pooled streams' workers");
         let (p, pool) = pool();
         // The second of four creations fails: one slot exists, three reservations are undone.
-        p.device(0).unwrap().faults().fail_nth(ferry_sim::fault::FaultPoint::StreamCreate, 2);
+        p.device(0).unwrap().fail_nth(BackendOp::CreateStream, 2);
         let (taken, err) = pool.take_for_prewarm(4);
         assert!(err.is_some());
         assert_eq!(taken.len(), 1);

@@ -3,6 +3,9 @@
 
 use super::*;
 
+/// The copy group of backend `B`'s streams.
+type Group<B> = <<<B as Backend>::Device as BackendDevice>::Stream as BackendStream>::CopyGroup;
+
 /// What one device's prewarm did.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct DevicePrewarm {
@@ -35,7 +38,7 @@ pub struct PrewarmReport {
     pub devices: Vec<DevicePrewarm>,
 }
 
-impl HbmCopyEngine {
+impl<B: Backend> HbmCopyEngine<B> {
     /// Prewarm (docs/design/copy-pool.md). For every device:
     /// - with the gather kernel on: create `n` pooled streams (their compute queues), size each
     ///   slot's staging to [`HbmConfig::prewarm_staging_fragments`], upload the whole staging on
@@ -43,7 +46,7 @@ impl HbmCopyEngine {
     ///   counted as a launch) so the kernel's code object loads;
     /// - with all `n` slots still held, run one null-stream copy each way (what the fallback
     ///   copies use). The `n` uploads and the first null-stream copy hold their copy engines at
-    ///   the same time ([`CopyRendezvous`]), so they take engines `0..=n` — exactly the engines
+    ///   the same time (a [`CopyGroup`]), so they take engines `0..=n` — exactly the engines
     ///   serving can reach (at most `n` gathers and one null-stream copy at once) — and create
     ///   only those engines' queues;
     /// - release the slots and cap the pool at `n` (kernel on only).
@@ -67,12 +70,12 @@ impl HbmCopyEngine {
             let mut r = DevicePrewarm { ordinal, ..Default::default() };
             match self.platform.set_current_device(ordinal) {
                 Ok(()) => self.prewarm_device(ordinal, st, n, &mut r),
-                Err(e) => r.errors.push(format!("set device {ordinal}: {e}")),
+                Err(e) => r.errors.push(format!("set device {ordinal}: {}", chain(&e))),
             }
             if let Ok(d) = self.platform.device(ordinal) {
-                let c = d.counters();
-                r.compute_queues = c.compute_queues_created;
-                r.sdma_queues = c.sdma_queues_created;
+                let c = d.queue_counts();
+                r.compute_queues = c.compute_queues;
+                r.sdma_queues = c.sdma_queues;
                 r.queue_memory_bytes = c.queue_memory_bytes;
             }
             for e in &r.errors {
@@ -85,20 +88,26 @@ impl HbmCopyEngine {
         report
     }
 
-    fn prewarm_device(&self, ordinal: u32, st: &DeviceState, n: usize, r: &mut DevicePrewarm) {
+    fn prewarm_device(
+        &self,
+        ordinal: u32,
+        st: &DeviceState<B::Device>,
+        n: usize,
+        r: &mut DevicePrewarm,
+    ) {
         let Ok(device) = self.platform.device(ordinal).cloned() else { return };
         let kernel = self.gather_enabled();
-        let mut slots: Vec<SlotGuard<'_>> = Vec::new();
+        let mut slots: Vec<SlotGuard<'_, B::Device>> = Vec::new();
         if kernel {
             let (s, err) = st.pool.take_for_prewarm(n);
             slots = s;
             if let Some(e) = err {
-                r.errors.push(format!("creating pooled streams: {e}"));
+                r.errors.push(format!("creating pooled streams: {}", chain(&e)));
             }
         }
         // Uploads of the n slots plus the null stream's first copy meet while holding engines.
         let parties = (slots.len() + 1).min(device.copy_engine_count());
-        let meet = Arc::new(CopyRendezvous::new(parties));
+        let meet = Arc::new(Group::<B>::with_parties(parties));
         let mut warmed = Vec::new();
         for (i, mut g) in slots.into_iter().enumerate() {
             let in_meet = i + 1 < parties;
@@ -108,14 +117,14 @@ impl HbmCopyEngine {
                     if in_meet {
                         meet.withdraw();
                     }
-                    r.errors.push(format!("warming slot {i}: {e}"));
+                    r.errors.push(format!("warming slot {i}: {}", chain(&e)));
                     g.discard();
                 }
             }
         }
         match self.warm_null_stream(&device, st, &meet) {
             Ok(()) => r.null_stream_warm = true,
-            Err(e) => r.errors.push(format!("warming the null stream: {e}")),
+            Err(e) => r.errors.push(format!("warming the null stream: {}", chain(&e))),
         }
         let mut ok = warmed.len();
         for mut g in warmed {
@@ -123,7 +132,7 @@ impl HbmCopyEngine {
                 Ok(()) => drop(g),
                 Err(e) => {
                     ok -= 1;
-                    r.errors.push(format!("synchronizing a warmed slot: {e}"));
+                    r.errors.push(format!("synchronizing a warmed slot: {}", chain(&e)));
                     g.discard();
                 }
             }
@@ -139,9 +148,9 @@ impl HbmCopyEngine {
     /// here: the caller synchronizes after the null-stream warm-up).
     fn warm_slot(
         &self,
-        g: &mut SlotGuard<'_>,
-        meet: Option<&Arc<CopyRendezvous>>,
-    ) -> Result<(), DeviceError> {
+        g: &mut SlotGuard<'_, B::Device>,
+        meet: Option<&Arc<Group<B>>>,
+    ) -> Result<(), BackendError> {
         let cap = self.cfg.prewarm_staging_fragments.max(1);
         let slot = g.slot();
         slot.staging.ensure(cap, true)?;
@@ -152,21 +161,19 @@ impl HbmCopyEngine {
         // meanwhile.
         unsafe {
             match meet {
-                Some(m) => {
-                    slot.stream.copy_htod_async_rendezvous(host, slot.staging.dev, bytes, m)?
-                }
+                Some(m) => slot.stream.copy_htod_async_grouped(host, slot.staging.dev, bytes, m)?,
                 None => slot.stream.copy_htod_async(host, slot.staging.dev, bytes)?,
             }
         }
-        slot.stream.launch_uncounted(GATHER_KERNEL, gather::kernel(slot.staging.dev, 0))
+        slot.stream.launch_gather(slot.staging.dev, 0, false)
     }
 
     fn warm_null_stream(
         &self,
-        device: &Device,
-        st: &DeviceState,
-        meet: &Arc<CopyRendezvous>,
-    ) -> Result<(), DeviceError> {
+        device: &B::Device,
+        st: &DeviceState<B::Device>,
+        meet: &Arc<Group<B>>,
+    ) -> Result<(), BackendError> {
         let _g = lock(&st.null_copy);
         let scratch = device.malloc(NULL_WARM_BYTES as u64).inspect_err(|_| meet.withdraw())?;
         let mut host = vec![0u8; NULL_WARM_BYTES];
@@ -175,7 +182,7 @@ impl HbmCopyEngine {
             // SAFETY: `host` lives until after both synchronizes below and is not touched
             // meanwhile.
             unsafe {
-                s.copy_htod_async_rendezvous(host.as_ptr(), scratch, NULL_WARM_BYTES as u64, meet)
+                s.copy_htod_async_grouped(host.as_ptr(), scratch, NULL_WARM_BYTES as u64, meet)
             }
             .inspect_err(|_| meet.withdraw())?;
             s.synchronize()?;

@@ -10,7 +10,7 @@ pub fn platform(devices: u32) -> Platform {
     PlatformBuilder::new(Arch::A2a3).devices(devices).hbm_bytes(256 << 20).build().unwrap()
 }
 
-pub fn engine(p: &Platform) -> Arc<HbmCopyEngine> {
+pub fn engine(p: &Platform) -> Arc<HbmCopyEngine<ferry_sim::Platform>> {
     Arc::new(HbmCopyEngine::new(p.clone(), HbmConfig::default()))
 }
 
@@ -29,7 +29,7 @@ pub fn host_ref(buf: &mut [u8]) -> TransferRef {
 }
 
 /// Registers `buf` as a gather region of `e`.
-pub fn register(e: &HbmCopyEngine, buf: &mut [u8]) {
+pub fn register(e: &HbmCopyEngine<ferry_sim::Platform>, buf: &mut [u8]) {
     // SAFETY: every test drops the engine (and with it the registration) or clears its regions
     // before `buf`, and does not touch `buf` while transfers run.
     unsafe { e.add_host_gather_region(buf.as_mut_ptr(), buf.len()).unwrap() };

@@ -74,7 +74,7 @@ use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 
 mod program;
-pub use program::AicpuProgram;
+pub use program::LoadedAicpuProgram;
 
 /// How long the loader waits for one of its own entry launches (init, register-callable,
 /// query) before giving up, as the original bounds its stream synchronisation (50 s).
@@ -384,7 +384,7 @@ impl Loader {
     /// # Errors
     /// [`LoadError::WrongKind`] for a program that is not an AICPU program; otherwise as
     /// [`load_image`](Self::load_image).
-    pub fn load(&self, program: &'static Program) -> Result<AicpuProgram, LoadError> {
+    pub fn load(&self, program: &'static Program) -> Result<LoadedAicpuProgram, LoadError> {
         if program.kind != ferry_programs::ProgramKind::Aicpu {
             return Err(LoadError::WrongKind {
                 program: program.name.into(),
@@ -401,7 +401,7 @@ impl Loader {
     /// [`LoadError::ResidentMismatch`], [`LoadError::AbiMismatch`],
     /// [`LoadError::NotPreinstalled`], or a device/OS failure. After any of them the loader and
     /// the device stay usable.
-    pub fn load_image(&self, image: ProgramImage<'_>) -> Result<AicpuProgram, LoadError> {
+    pub fn load_image(&self, image: ProgramImage<'_>) -> Result<LoadedAicpuProgram, LoadError> {
         let fp = ferry_abi::services::fingerprint(image.bytes);
         let dev = u64::from(self.chip.device().ordinal());
         let generation = self.os.generation();
@@ -450,7 +450,7 @@ impl Loader {
             .map(|e| binary.function(&e.op_type).map_err(|err| os_to_load(image.name, err)));
         let mut next = || f.next().expect("four entries");
         let (init, register, exec, query) = (next()?, next()?, next()?, next()?);
-        let program = AicpuProgram {
+        let program = LoadedAicpuProgram {
             chip: self.chip.clone(),
             os: self.os.clone(),
             _session: self.session.clone(),

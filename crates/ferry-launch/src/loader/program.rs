@@ -1,4 +1,4 @@
-//! A loaded [`AicpuProgram`]: its four entries (init, register-callable, exec, query), resolved
+//! A loaded [`LoadedAicpuProgram`]: its four entries (init, register-callable, exec, query), resolved
 //! and called through the AICPU OS.
 
 use super::*;
@@ -7,7 +7,7 @@ use super::*;
 ///
 /// Keeps the program's code loaded and the device session open.
 #[derive(Debug)]
-pub struct AicpuProgram {
+pub struct LoadedAicpuProgram {
     pub(super) chip: Chip,
     pub(super) os: AicpuOs,
     pub(super) _session: Arc<(OsSession, ChipAttachment)>,
@@ -19,7 +19,7 @@ pub struct AicpuProgram {
     pub(super) query: CpuFunction,
 }
 
-impl AicpuProgram {
+impl LoadedAicpuProgram {
     /// Who the program is (verified at load).
     pub fn identity(&self) -> &Identity {
         &self.shipped

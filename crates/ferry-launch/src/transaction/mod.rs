@@ -391,7 +391,7 @@ pub struct StagingStats {
 /// The AICore entry: gets the AICore projection of the launch payload by value.
 pub type AicoreEntry = Box<dyn FnOnce(&Device, AicoreLaunchArgs) -> Result<(), String> + Send>;
 /// The AICPU entry: gets the front-less [`KernelArgs`] by value.
-pub type AicpuEntry = Box<dyn FnOnce(&Device, KernelArgs) -> Result<(), String> + Send>;
+pub type AicpuExecFn = Box<dyn FnOnce(&Device, KernelArgs) -> Result<(), String> + Send>;
 
 /// The two entries a launch submits: AICore first, then AICPU.
 pub struct EntryKernels {
@@ -402,7 +402,7 @@ pub struct EntryKernels {
     /// Kernel name of the AICPU entry.
     pub aicpu_name: String,
     /// The AICPU entry body.
-    pub aicpu: AicpuEntry,
+    pub aicpu: AicpuExecFn,
 }
 
 impl EntryKernels {

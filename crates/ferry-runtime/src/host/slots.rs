@@ -12,7 +12,7 @@
 use super::runner::Variant;
 use crate::error::LaunchFailure;
 use ferry_abi::regs::{RegLayout, AICORE_EXIT_SIGNAL};
-use ferry_launch::loader::{AicpuProgram as LoadedProgram, Loader};
+use ferry_launch::loader::{LoadedAicpuProgram as LoadedProgram, Loader};
 use ferry_launch::transaction::{Retired, RunId, StagingStats};
 use ferry_launch::{LaunchStaging, RunStreams, TransactionState};
 use ferry_sim::cores::{Chip, Completion};

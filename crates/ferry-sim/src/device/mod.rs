@@ -1,12 +1,12 @@
 //! Platforms, devices, the current device, host registration and copy engines: the
 //! [`Platform`] and its builder in `platform.rs`, the [`Device`] here.
-use crate::clock::{DeviceClock, VirtualClock};
+use crate::clock::{DeviceClock, VirtualDeviceClock};
 use crate::cost::{Charge, ChargeLedger, Charges, CostModel, DriverLock, QueueCreationGate};
 use crate::counters::{Counter, CounterSnapshot, Counters};
 use crate::error::DeviceError;
 use crate::fault::{FaultInjector, FaultPoint};
 use crate::memory::{
-    classify, host_alias, AddrKind, DeviceMemory, DevicePtr, HostRegion, HostRegistry, MemoryError,
+    classify, host_alias, AddrKind, DevicePtr, HbmMemory, HostRegion, HostRegistry, MemoryError,
 };
 use crate::profile::{DeviceProfile, PathBFixes};
 use crate::stream::{Stream, StreamKind};
@@ -42,7 +42,7 @@ pub const MAX_DEVICES: u32 = 64;
 pub(crate) struct DeviceInner {
     pub(crate) ordinal: u32,
     pub(crate) arch: &'static ArchProfile,
-    pub(crate) memory: DeviceMemory,
+    pub(crate) memory: HbmMemory,
     pub(crate) clock: DeviceClock,
     pub(crate) counters: Arc<Counters>,
     pub(crate) faults: FaultInjector,
@@ -88,16 +88,8 @@ impl WeakDevice {
     }
 }
 
-/// Direction of a copy, from the pair of endpoints.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum CopyKind {
-    /// Host to device.
-    Htod,
-    /// Device to host.
-    Dtoh,
-    /// Device to device.
-    Dtod,
-}
+/// Direction of a copy: the seam's type.
+pub use ferry_backend::CopyKind;
 
 impl Device {
     /// This device's ordinal.
@@ -126,7 +118,7 @@ impl Device {
     }
 
     /// This device's memory.
-    pub fn memory(&self) -> &DeviceMemory {
+    pub fn memory(&self) -> &HbmMemory {
         &self.0.memory
     }
 

@@ -17,7 +17,7 @@ pub struct PlatformBuilder {
     arch: Arch,
     devices: u32,
     hbm_bytes: u64,
-    clock: Option<VirtualClock>,
+    clock: Option<VirtualDeviceClock>,
     cost: CostModel,
     copy_engines: u32,
     queue_context_bytes: u64,
@@ -116,7 +116,7 @@ impl PlatformBuilder {
     }
 
     /// Drives every device clock from `clock` instead of real time.
-    pub fn virtual_clock(&mut self, clock: VirtualClock) -> &mut Self {
+    pub fn virtual_clock(&mut self, clock: VirtualDeviceClock) -> &mut Self {
         self.clock = Some(clock);
         self
     }
@@ -185,9 +185,8 @@ impl PlatformBuilder {
         let devices = (0..self.devices)
             .map(|ordinal| {
                 let counters = Arc::new(Counters::default());
-                let memory =
-                    DeviceMemory::new(ordinal, self.hbm_bytes, profile.svm, counters.clone())
-                        .map_err(|e| DeviceError::Resource(format!("mapping HBM: {e}")))?;
+                let memory = HbmMemory::new(ordinal, self.hbm_bytes, profile.svm, counters.clone())
+                    .map_err(|e| DeviceError::Resource(format!("mapping HBM: {e}")))?;
                 let clock = match &self.clock {
                     Some(v) => DeviceClock::virtual_clock(profile, v.clone()),
                     None => DeviceClock::real(profile),

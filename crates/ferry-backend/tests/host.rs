@@ -1,0 +1,152 @@
+//! The host-memory backend keeps the device rules the seam promises: device addresses are
+//! checked against this device's live memory, a failure of enqueued work is sticky until the
+//! stream is synchronized, a blocking copy's result is its own, and bad input is a typed error.
+use ferry_backend::host::{HostMemoryBackend, HostMemoryError};
+use ferry_backend::{
+    Backend, BackendDevice, BackendError, BackendOp, BackendStream, CopyKind, DevicePtr,
+    GatherFragment, HostMapping, Segment, FRAGMENT_BYTES,
+};
+use std::error::Error;
+
+fn cause(e: &BackendError) -> &HostMemoryError {
+    e.source_as::<HostMemoryError>().expect("the host backend's own error")
+}
+
+/// Uploads `frags` into a fresh allocation and launches the gather over them on `s`.
+fn gather(
+    dev: &impl BackendDevice,
+    s: &impl BackendStream,
+    frags: &[GatherFragment],
+) -> Result<(), BackendError> {
+    let table = dev.malloc((frags.len() * FRAGMENT_BYTES) as u64)?;
+    // SAFETY: `frags` lives until the stream is synchronized by the caller (the host backend
+    // copies at enqueue besides).
+    unsafe {
+        s.copy_htod_async(
+            frags.as_ptr() as *const u8,
+            table,
+            (frags.len() * FRAGMENT_BYTES) as u64,
+        )?
+    };
+    s.launch_gather(table, frags.len(), true)
+}
+
+#[test]
+fn a_gather_reaches_registered_host_memory_through_this_devices_alias_only() {
+    let b = HostMemoryBackend::new(2, 1 << 20).unwrap();
+    let (d0, d1) = (b.device(0).unwrap(), b.device(1).unwrap());
+    let mut page = vec![7u8; 4096];
+    // SAFETY: `page` outlives `reg` (dropped at the end) and is only read by the device.
+    let reg = unsafe { b.register_host(page.as_mut_ptr(), page.len()).unwrap() };
+    let buf = d0.malloc(4096).unwrap();
+    let s = d0.create_stream().unwrap();
+    let alias0 = reg.alias(0, page.as_ptr(), 4096).unwrap();
+    gather(d0, &s, &[GatherFragment { src: alias0.0, dst: buf.0, bytes: 4096 }]).unwrap();
+    s.synchronize().unwrap();
+
+    // Device 1's alias, and the raw host pointer, are not device 0's memory: the kernel
+    // fails, and the stream reports it once.
+    let alias1 = reg.alias(1, page.as_ptr(), 4096).unwrap();
+    for src in [alias1.0, page.as_ptr() as u64] {
+        let f = [
+            GatherFragment { src: alias0.0, dst: buf.0, bytes: 16 },
+            GatherFragment { src, dst: buf.0, bytes: 16 },
+        ];
+        gather(d0, &s, &f).unwrap();
+        let e = s.synchronize().unwrap_err();
+        assert_eq!(e.op(), BackendOp::Synchronize);
+        let HostMemoryError::Fragment { index: 1, source } = cause(&e) else { panic!("{e:?}") };
+        assert!(matches!(**source, HostMemoryError::BadAddress { ordinal: 0, .. }), "{source:?}");
+        s.synchronize().expect("the sticky error was reported and cleared");
+    }
+    assert!(!d1.is_allocated(DevicePtr(buf.0), 1), "device 1 has no such allocation");
+    drop(reg);
+    assert!(gather(d0, &s, &[GatherFragment { src: alias0.0, dst: buf.0, bytes: 1 }]).is_ok());
+    assert!(s.synchronize().is_err(), "an unregistered range is nobody's memory");
+}
+
+#[test]
+fn a_blocking_copy_reports_its_own_failure_and_leaves_the_stream_clean() {
+    let b = HostMemoryBackend::new(1, 1 << 20).unwrap();
+    let d = b.device(0).unwrap();
+    let buf = d.malloc(64).unwrap();
+    let s = d.null_stream().unwrap();
+    let mut host = [1u8; 128];
+    // SAFETY: `host` lives across the blocking calls.
+    let e = unsafe {
+        s.copy_segments_blocking(
+            CopyKind::Htod,
+            &[Segment { src: host.as_mut_ptr() as u64, dst: buf.0, len: 128 }],
+        )
+    }
+    .unwrap_err();
+    assert_eq!(e.op(), BackendOp::Copy);
+    assert!(matches!(cause(&e), HostMemoryError::BadAddress { len: 128, .. }));
+    s.synchronize().expect("nothing sticky: the failure was the blocking call's");
+    // The message names the operation; the cause chain the rest, once.
+    assert_eq!(e.to_string(), "copying");
+    let mut chain = Vec::new();
+    let mut cur = e.source();
+    while let Some(c) = cur {
+        chain.push(c.to_string());
+        cur = c.source();
+    }
+    assert_eq!(chain.len(), 1, "{chain:?}");
+    assert!(chain[0].contains("is not live memory of device 0"), "{chain:?}");
+}
+
+#[test]
+fn bad_input_is_a_typed_error() {
+    assert_eq!(
+        HostMemoryBackend::new(17, 1).unwrap_err(),
+        HostMemoryError::TooManyDevices { asked: 17 }
+    );
+    let b = HostMemoryBackend::new(1, 4096).unwrap();
+    let d = b.device(0).unwrap();
+    assert!(matches!(
+        cause(&b.device(1).unwrap_err()),
+        HostMemoryError::NoSuchDevice { ordinal: 1, count: 1 }
+    ));
+    assert!(matches!(
+        cause(&b.set_current_device(3).unwrap_err()),
+        HostMemoryError::NoSuchDevice { .. }
+    ));
+    let e = d.malloc(0).unwrap_err();
+    assert_eq!(
+        (e.op(), cause(&e)),
+        (BackendOp::Malloc, &HostMemoryError::OutOfMemory { bytes: 0, free: 4096 })
+    );
+    let a = d.malloc(4096).unwrap();
+    assert!(matches!(
+        cause(&d.malloc(1).unwrap_err()),
+        HostMemoryError::OutOfMemory { free: 0, .. }
+    ));
+    assert_eq!(d.free(DevicePtr(a.0 + 8)).unwrap_err().op(), BackendOp::Free);
+    d.free(a).unwrap();
+    assert!(d.free(a).is_err(), "a double free");
+    // SAFETY: a null range is refused before anything is registered.
+    let e = unsafe { b.register_host(std::ptr::null_mut(), 8) }.unwrap_err();
+    assert!(matches!(cause(&e), HostMemoryError::BadRegistration { addr: 0, len: 8 }));
+}
+
+#[test]
+fn armed_faults_fail_the_nth_operation_once() {
+    let b = HostMemoryBackend::new(1, 1 << 20).unwrap();
+    let d = b.device(0).unwrap();
+    d.fail_nth(BackendOp::CreateStream, 2);
+    assert!(d.create_stream().is_ok());
+    let e = d.create_stream().unwrap_err();
+    assert_eq!(cause(&e), &HostMemoryError::Injected { op: BackendOp::CreateStream });
+    assert!(d.create_stream().is_ok());
+    assert_eq!(d.armed(), 0);
+}
+
+#[test]
+fn the_current_device_is_the_calling_threads() {
+    let b = HostMemoryBackend::new(2, 4096).unwrap();
+    b.set_current_device(1).unwrap();
+    assert_eq!(b.current_ordinal(), 1);
+    let other = b.clone();
+    assert_eq!(std::thread::spawn(move || other.current_ordinal()).join().unwrap(), 0);
+    b.set_current_device(0).unwrap();
+}

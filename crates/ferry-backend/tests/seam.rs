@@ -1,0 +1,99 @@
+//! Nothing above the seam names the simulated chip: the crates that program against
+//! `ferry-backend` neither depend on `ferry-sim` (normal dependencies, as `cargo tree` reports
+//! them; their tests may use it as a dev-dependency) nor name `ferry_sim` anywhere in their
+//! library sources. A crate that reaches past the seam again fails here, naming the path.
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// The crates that reach a device only through the seam.
+const ABOVE_THE_SEAM: [&str; 1] = ["ferry-copy"];
+
+fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// `cargo tree -p <krate> -e normal` as `(depth, package name)` per line.
+fn normal_tree(krate: &str) -> Vec<(usize, String)> {
+    // The cargo that builds this test; offline: the lock file's packages are already here.
+    let out = Command::new(env!("CARGO"))
+        .arg("tree")
+        .arg("--manifest-path")
+        .arg(workspace().join("Cargo.toml"))
+        .args(["-p", krate, "-e", "normal"])
+        .args(["--prefix", "depth", "--format", "{p}", "--offline", "--color", "never"])
+        .env_remove("CARGO_TARGET_DIR")
+        .output()
+        .expect("running cargo tree");
+    assert!(out.status.success(), "cargo tree failed: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| {
+            let name_at = l.find(|c: char| !c.is_ascii_digit())?;
+            let depth = l[..name_at].parse().ok()?;
+            let name = l[name_at..].split_whitespace().next()?.to_string();
+            Some((depth, name))
+        })
+        .collect()
+}
+
+/// The chain of packages from the root to line `i` of `tree`.
+fn path_to(tree: &[(usize, String)], i: usize) -> String {
+    let mut chain = vec![tree[i].1.as_str()];
+    let mut depth = tree[i].0;
+    for (d, name) in tree[..i].iter().rev() {
+        if *d < depth {
+            chain.push(name);
+            depth = *d;
+        }
+    }
+    chain.reverse();
+    chain.join(" -> ")
+}
+
+/// Every `.rs` file under `dir`.
+fn sources(dir: &Path, out: &mut Vec<PathBuf>) {
+    for e in std::fs::read_dir(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())) {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            sources(&p, out);
+        } else if p.extension().is_some_and(|x| x == "rs") {
+            out.push(p);
+        }
+    }
+}
+
+#[test]
+fn no_crate_above_the_seam_depends_on_the_simulated_chip() {
+    for krate in ABOVE_THE_SEAM {
+        let tree = normal_tree(krate);
+        assert_eq!(tree.first().map(|t| t.1.as_str()), Some(krate), "{tree:?}");
+        assert!(
+            tree.iter().any(|(_, n)| n == "ferry-backend"),
+            "{krate} programs against the seam"
+        );
+        let bad: Vec<String> = (0..tree.len())
+            .filter(|&i| tree[i].1 == "ferry-sim")
+            .map(|i| path_to(&tree, i))
+            .collect();
+        assert!(bad.is_empty(), "{krate} reaches the simulated chip: {bad:?}");
+    }
+}
+
+#[test]
+fn no_library_source_above_the_seam_names_the_simulated_chip() {
+    for krate in ABOVE_THE_SEAM {
+        let mut files = Vec::new();
+        sources(&workspace().join("crates").join(krate).join("src"), &mut files);
+        assert!(!files.is_empty(), "{krate} has sources");
+        let mut hits = Vec::new();
+        for f in files {
+            let text = std::fs::read_to_string(&f).unwrap();
+            for (n, line) in text.lines().enumerate() {
+                if line.contains("ferry_sim") {
+                    hits.push(format!("{}:{}: {}", f.display(), n + 1, line.trim()));
+                }
+            }
+        }
+        assert!(hits.is_empty(), "{krate} names ferry_sim:\n{}", hits.join("\n"));
+    }
+}

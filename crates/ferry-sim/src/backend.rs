@@ -1,0 +1,252 @@
+//! The simulated chip as a [`ferry_backend`] backend: the reference implementation of the
+//! seam the host libraries (the copy engine) program against, and the gather kernel's body.
+//!
+//! Every trait method is the chip's own operation with its error kept as the
+//! [`BackendError`]'s source (a [`DeviceError`], or a [`MemoryError`](crate::MemoryError) for a
+//! registration, recovered with
+//! [`BackendError::source_as`]).
+//!
+//! # Examples
+//! ```
+//! use ferry_backend::{Backend, BackendDevice, BackendOp, BackendStream};
+//! use ferry_sim::fault::FaultPoint;
+//! use ferry_sim::{Arch, DeviceError, PlatformBuilder};
+//!
+//! fn streams<B: Backend>(b: &B) -> Result<(), ferry_backend::BackendError> {
+//!     let s = b.device(0)?.create_stream()?;
+//!     s.synchronize()
+//! }
+//! let p = PlatformBuilder::new(Arch::A2a3).hbm_bytes(1 << 20).build()?;
+//! assert!(streams(&p).is_ok());
+//! p.device(0)?.faults().fail_next(FaultPoint::StreamCreate);
+//! let e = streams(&p).unwrap_err();
+//! assert_eq!(e.op(), BackendOp::CreateStream);
+//! assert!(matches!(e.source_as::<DeviceError>(), Some(DeviceError::Injected(_))));
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+use crate::device::{Device, HostRegistration, Platform};
+use crate::error::DeviceError;
+use crate::memory::DevicePtr;
+use crate::overlap::CopyRendezvous;
+use crate::stream::{Stream, StreamKernelFn};
+use ferry_backend::{
+    Backend, BackendDevice, BackendError, BackendOp, BackendStream, CopyGroup, CopyKind,
+    GatherFragment, HostMapping, QueueCounts, Segment, FRAGMENT_BYTES, GATHER_KERNEL,
+};
+use std::sync::Arc;
+
+fn err(op: BackendOp) -> impl FnOnce(DeviceError) -> BackendError {
+    move |e| BackendError::new(op, e)
+}
+
+impl Backend for Platform {
+    type Device = Device;
+    type HostRegistration = HostRegistration;
+
+    #[inline]
+    fn device_count(&self) -> u32 {
+        Platform::device_count(self)
+    }
+
+    #[inline]
+    fn device(&self, ordinal: u32) -> Result<&Device, BackendError> {
+        Platform::device(self, ordinal).map_err(err(BackendOp::Device))
+    }
+
+    #[inline]
+    fn current_ordinal(&self) -> u32 {
+        Platform::current_ordinal(self)
+    }
+
+    #[inline]
+    fn set_current_device(&self, ordinal: u32) -> Result<(), BackendError> {
+        Platform::set_current_device(self, ordinal).map_err(err(BackendOp::Device))
+    }
+
+    unsafe fn register_host(
+        &self,
+        ptr: *mut u8,
+        len: usize,
+    ) -> Result<HostRegistration, BackendError> {
+        // SAFETY: the trait's contract is `Platform::register_host`'s, passed on by the caller.
+        unsafe { Platform::register_host(self, ptr, len) }
+            .map_err(|e| BackendError::new(BackendOp::RegisterHost, e))
+    }
+}
+
+impl HostMapping for HostRegistration {
+    #[inline]
+    fn alias(&self, ordinal: u32, ptr: *const u8, len: usize) -> Option<DevicePtr> {
+        HostRegistration::alias(self, ordinal, ptr, len).ok()
+    }
+}
+
+impl BackendDevice for Device {
+    type Stream = Stream;
+
+    #[inline]
+    fn ordinal(&self) -> u32 {
+        Device::ordinal(self)
+    }
+
+    fn malloc(&self, bytes: u64) -> Result<DevicePtr, BackendError> {
+        Device::malloc(self, bytes).map_err(err(BackendOp::Malloc))
+    }
+
+    fn free(&self, ptr: DevicePtr) -> Result<(), BackendError> {
+        Device::free(self, ptr).map_err(err(BackendOp::Free))
+    }
+
+    #[inline]
+    fn is_allocated(&self, ptr: DevicePtr, len: u64) -> bool {
+        self.translate(ptr, len).is_ok()
+    }
+
+    fn create_stream(&self) -> Result<Stream, BackendError> {
+        Device::create_stream(self).map_err(err(BackendOp::CreateStream))
+    }
+
+    fn null_stream(&self) -> Result<&Stream, BackendError> {
+        Device::null_stream(self).map_err(err(BackendOp::CreateStream))
+    }
+
+    fn copy_engine_count(&self) -> usize {
+        Device::copy_engine_count(self)
+    }
+
+    fn queue_counts(&self) -> QueueCounts {
+        let c = self.counters();
+        QueueCounts {
+            compute_queues: c.compute_queues_created,
+            sdma_queues: c.sdma_queues_created,
+            queue_memory_bytes: c.queue_memory_bytes,
+        }
+    }
+}
+
+impl BackendStream for Stream {
+    type CopyGroup = CopyRendezvous;
+
+    unsafe fn copy_htod_async(
+        &self,
+        src: *const u8,
+        dst: DevicePtr,
+        bytes: u64,
+    ) -> Result<(), BackendError> {
+        // SAFETY: the trait's contract is the inherent method's, passed on by the caller.
+        unsafe { Stream::copy_htod_async(self, src, dst, bytes) }.map_err(err(BackendOp::Copy))
+    }
+
+    unsafe fn copy_htod_async_grouped(
+        &self,
+        src: *const u8,
+        dst: DevicePtr,
+        bytes: u64,
+        group: &Arc<CopyRendezvous>,
+    ) -> Result<(), BackendError> {
+        // SAFETY: as `copy_htod_async`.
+        unsafe { self.copy_htod_async_rendezvous(src, dst, bytes, group) }
+            .map_err(err(BackendOp::Copy))
+    }
+
+    unsafe fn copy_dtoh_async(
+        &self,
+        src: DevicePtr,
+        dst: *mut u8,
+        bytes: u64,
+    ) -> Result<(), BackendError> {
+        // SAFETY: the trait's contract is the inherent method's, passed on by the caller.
+        unsafe { Stream::copy_dtoh_async(self, src, dst, bytes) }.map_err(err(BackendOp::Copy))
+    }
+
+    unsafe fn copy_segments_blocking(
+        &self,
+        kind: CopyKind,
+        segments: &[Segment],
+    ) -> Result<(), BackendError> {
+        // SAFETY: the trait's contract is the inherent method's, passed on by the caller.
+        unsafe { Stream::copy_segments_blocking(self, kind, segments) }
+            .map_err(err(BackendOp::Copy))
+    }
+
+    fn launch_gather(
+        &self,
+        descriptors: DevicePtr,
+        count: usize,
+        counted: bool,
+    ) -> Result<(), BackendError> {
+        let body = gather_kernel(descriptors, count);
+        match counted {
+            true => self.launch(GATHER_KERNEL, body),
+            false => self.launch_uncounted(GATHER_KERNEL, body),
+        }
+        .map_err(err(BackendOp::Launch))
+    }
+
+    fn synchronize(&self) -> Result<(), BackendError> {
+        Stream::synchronize(self).map_err(err(BackendOp::Synchronize))
+    }
+
+    fn quiesce(&self) {
+        Stream::quiesce(self)
+    }
+}
+
+impl CopyGroup for CopyRendezvous {
+    fn with_parties(parties: usize) -> Self {
+        CopyRendezvous::new(parties)
+    }
+
+    fn withdraw(&self) {
+        CopyRendezvous::withdraw(self)
+    }
+}
+
+/// The gather kernel's body for `count` descriptors at `staging` on the running device.
+/// `count == 0` is the empty gather (loads the code object, reads no descriptor).
+///
+/// It reads the descriptors from *device* memory and copies each fragment through
+/// device-side addresses (HBM, or the per-device alias of registered host memory), so a host
+/// pointer handed to it fails instead of working by accident.
+fn gather_kernel(staging: DevicePtr, count: usize) -> StreamKernelFn {
+    Box::new(move |d: &Device| {
+        if count == 0 {
+            return Ok(());
+        }
+        let table_len = (count * FRAGMENT_BYTES) as u64;
+        let table = d.translate(staging, table_len).map_err(|e| format!("descriptors: {e}"))?;
+        // The table's address crosses to the block threads as an integer (a raw pointer is not
+        // `Sync`); every block only reads it.
+        let table = table as usize;
+        // The fragments split into contiguous blocks that run in parallel; each block has its
+        // own translator, so a fragment inside the allocation or registration of the previous
+        // one is checked against cached bounds instead of the device's locked tables.
+        d.run_blocks(count, |range| {
+            let mut t = d.translator();
+            for i in range {
+                // SAFETY: `table` addresses `count * 24` bytes of a live device allocation
+                // (checked by `translate` above); descriptor `i < count` lies inside it.
+                // `read_unaligned` needs no alignment, and the stream's FIFO order finished the
+                // upload before this body runs.
+                let f = unsafe {
+                    ((table + i * FRAGMENT_BYTES) as *const GatherFragment).read_unaligned()
+                };
+                let src = t
+                    .translate(DevicePtr(f.src), f.bytes)
+                    .map_err(|e| format!("fragment {i} src: {e}"))?;
+                let dst = t
+                    .translate(DevicePtr(f.dst), f.bytes)
+                    .map_err(|e| format!("fragment {i} dst: {e}"))?;
+                // SAFETY: [1] both ranges are `f.bytes` long inside a live allocation or a live
+                // host registration of this device (checked by the translator); [2] registered
+                // host bytes are valid while the registration lives, and whoever launched the
+                // gather vouched that nobody else touches them during it; [3] blocks run in
+                // parallel, so no two fragments of a launch may touch the same bytes with one
+                // of them writing: the launcher guarantees it (ferry-copy's planner rejects
+                // overlapping items within a batch, and a launch holds one batch).
+                unsafe { std::ptr::copy(src as *const u8, dst, f.bytes as usize) };
+            }
+            Ok(())
+        })
+    })
+}
