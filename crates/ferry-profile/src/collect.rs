@@ -34,7 +34,7 @@ use super::args::DumpedArg;
 use super::chunks::{ChunkLog, Span};
 use super::model::{AicoreTask, AicpuTask, LaneLoss, OrchPhase, SchedPhase, Subsystem, Swimlane};
 use super::pmu::{PmuRow, PmuTable};
-use super::recorder::{Packed, Recorder, Stream};
+use super::recorder::{Packed, RecordStream, Recorder};
 use super::scopes::{ScopeRow, ScopeStats};
 use super::stream::InlineList;
 use ferry_dfx::{CollectSink, CollectedBuffer, LaneReconcile, Record};
@@ -59,7 +59,7 @@ pub struct LaneRecords<R> {
     lanes: Vec<Lane<R>>,
     /// Where each collected buffer is also sealed as a chunk of the native profile, with its
     /// stream ([`LaneRecords::recorded`]).
-    rec: Option<(std::sync::Arc<Recorder>, Stream)>,
+    rec: Option<(std::sync::Arc<Recorder>, RecordStream)>,
 }
 
 /// One lane's records, and `(seq, where the buffer went)` per buffer.
@@ -87,7 +87,7 @@ impl<R: Packed> LaneRecords<R> {
     ///
     /// # Panics
     /// When `R` is not `stream`'s record type.
-    pub fn recorded(rec: std::sync::Arc<Recorder>, stream: Stream) -> Self {
+    pub fn recorded(rec: std::sync::Arc<Recorder>, stream: RecordStream) -> Self {
         assert_eq!(R::BYTES, stream.record_bytes(), "record type of {stream:?}");
         Self { lanes: Vec::new(), rec: Some((rec, stream)) }
     }

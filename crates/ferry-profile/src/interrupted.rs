@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use ferry_fs::Dir;
 use serde::Serialize;
 
-use crate::recorder::{read_recording, Recording, RecordingError, Stream, RECORD_FILE};
+use crate::recorder::{read_recording, RecordStream, Recording, RecordingError, RECORD_FILE};
 use crate::{Manifest, ManifestError, MAX_RECORDS_FILE_BYTES};
 
 /// Why an interrupted run's directory could not be read.
@@ -30,7 +30,7 @@ pub struct InterruptedOutcome {
 /// One stream's records in an interrupted run's native profile.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct StreamCount {
-    /// The stream ([`Stream::name`]).
+    /// The stream ([`RecordStream::name`]).
     pub stream: &'static str,
     /// Lanes with records.
     pub lanes: usize,
@@ -61,7 +61,7 @@ pub struct InterruptedReport {
 impl InterruptedReport {
     /// The report of `rec`, the native profile `file` of the run in `dir`.
     pub fn of(dir: &Path, file: PathBuf, rec: &Recording) -> InterruptedReport {
-        let streams = Stream::ALL
+        let streams = RecordStream::ALL
             .into_iter()
             .filter(|&s| rec.count(s) > 0)
             .map(|s| StreamCount {
@@ -142,8 +142,8 @@ mod tests {
         let mut out = OutDir::claim(&d, &[]).unwrap();
         out.begin("r", &["ferry".into()], "a2a3", &[RECORD_FILE.into()]).unwrap();
         let rec = Recorder::create(out.dir(), RECORD_FILE, FsyncPolicy::Never).unwrap();
-        rec.append(Stream::DepGen, 0, 0, &[1u64, 2, 3]);
-        rec.append(Stream::Args, 2, 0, &[4u64]);
+        rec.append(RecordStream::DepGen, 0, 0, &[1u64, 2, 3]);
+        rec.append(RecordStream::Args, 2, 0, &[4u64]);
         let r = open_interrupted(&d).unwrap().expect("interrupted");
         assert_eq!((r.sealed_chunks, r.records, r.torn_bytes), (2, 4, 0));
         assert_eq!(r.outcome.status, "interrupted");

@@ -11,8 +11,8 @@
 //! | bytes | what |
 //! |---|---|
 //! | 16 | file header: `FERRYREC`, format [`RECORD_FORMAT`] (u32), 0 (u32) |
-//! | 32 | chunk header: `FRCK` (u32), payload bytes (u32), [`Stream`] (u16), record bytes (u16), lane (u32), buffer sequence number (u32), records (u32), XXH3-64 of the header's first 24 bytes and the payload (u64) |
-//! | payload | `records` × the stream's [`Stream::record_bytes`] |
+//! | 32 | chunk header: `FRCK` (u32), payload bytes (u32), [`RecordStream`] (u16), record bytes (u16), lane (u32), buffer sequence number (u32), records (u32), XXH3-64 of the header's first 24 bytes and the payload (u64) |
+//! | payload | `records` × the stream's [`RecordStream::record_bytes`] |
 //!
 //! Each record keeps the device record's fields and drops its padding ([`Packed`]).
 //!
@@ -69,7 +69,7 @@ pub const KILL_AFTER_CHUNK_ENV: &str = "FERRY_TEST_KILL_AFTER_CHUNK";
 /// What a chunk holds: the record type of one DFX region.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 #[repr(u16)]
-pub enum Stream {
+pub enum RecordStream {
     /// ChipSwimlane AICore task records, per core.
     Aicore = 1,
     /// ChipSwimlane AICPU dispatch/finish records, per core.
@@ -91,51 +91,51 @@ pub enum Stream {
     Meta = 9,
 }
 
-impl Stream {
+impl RecordStream {
     /// Every stream, in id order.
-    pub const ALL: [Stream; 9] = [
-        Stream::Aicore,
-        Stream::Aicpu,
-        Stream::Sched,
-        Stream::Orch,
-        Stream::Pmu,
-        Stream::DepGen,
-        Stream::Scope,
-        Stream::Args,
-        Stream::Meta,
+    pub const ALL: [RecordStream; 9] = [
+        RecordStream::Aicore,
+        RecordStream::Aicpu,
+        RecordStream::Sched,
+        RecordStream::Orch,
+        RecordStream::Pmu,
+        RecordStream::DepGen,
+        RecordStream::Scope,
+        RecordStream::Args,
+        RecordStream::Meta,
     ];
 
     /// The stream of id `id`.
-    pub fn from_id(id: u16) -> Option<Stream> {
-        Stream::ALL.into_iter().find(|s| *s as u16 == id)
+    pub fn from_id(id: u16) -> Option<RecordStream> {
+        RecordStream::ALL.into_iter().find(|s| *s as u16 == id)
     }
 
     /// Bytes of one record of this stream on disk.
     pub fn record_bytes(self) -> usize {
         match self {
-            Stream::Aicore => AicoreTaskRecord::BYTES,
-            Stream::Aicpu => AicpuTaskRecord::BYTES,
-            Stream::Sched => SchedPhaseRecord::BYTES,
-            Stream::Orch => OrchPhaseRecord::BYTES,
-            Stream::Pmu => PmuRecord::BYTES,
-            Stream::DepGen | Stream::Args => u64::BYTES,
-            Stream::Scope => ScopeStatsRecord::BYTES,
-            Stream::Meta => u8::BYTES,
+            RecordStream::Aicore => AicoreTaskRecord::BYTES,
+            RecordStream::Aicpu => AicpuTaskRecord::BYTES,
+            RecordStream::Sched => SchedPhaseRecord::BYTES,
+            RecordStream::Orch => OrchPhaseRecord::BYTES,
+            RecordStream::Pmu => PmuRecord::BYTES,
+            RecordStream::DepGen | RecordStream::Args => u64::BYTES,
+            RecordStream::Scope => ScopeStatsRecord::BYTES,
+            RecordStream::Meta => u8::BYTES,
         }
     }
 
     /// The stream's name (`ferry report`'s lines).
     pub fn name(self) -> &'static str {
         match self {
-            Stream::Aicore => "aicore",
-            Stream::Aicpu => "aicpu",
-            Stream::Sched => "sched",
-            Stream::Orch => "orch",
-            Stream::Pmu => "pmu",
-            Stream::DepGen => "dep_gen",
-            Stream::Scope => "scope",
-            Stream::Args => "args",
-            Stream::Meta => "meta",
+            RecordStream::Aicore => "aicore",
+            RecordStream::Aicpu => "aicpu",
+            RecordStream::Sched => "sched",
+            RecordStream::Orch => "orch",
+            RecordStream::Pmu => "pmu",
+            RecordStream::DepGen => "dep_gen",
+            RecordStream::Scope => "scope",
+            RecordStream::Args => "args",
+            RecordStream::Meta => "meta",
         }
     }
 }
@@ -447,7 +447,7 @@ impl Recorder {
     ///
     /// # Panics
     /// When `R`'s size is not `stream`'s record size.
-    pub fn append<R: Packed>(&self, stream: Stream, lane: u32, seq: u32, records: &[R]) {
+    pub fn append<R: Packed>(&self, stream: RecordStream, lane: u32, seq: u32, records: &[R]) {
         assert_eq!(R::BYTES, stream.record_bytes(), "record type of {stream:?}");
         if records.is_empty() {
             return;
@@ -536,7 +536,7 @@ impl State {
 /// Encodes one chunk of `records` into `buf` (cleared first).
 pub(crate) fn encode_chunk<R: Packed>(
     buf: &mut Vec<u8>,
-    stream: Stream,
+    stream: RecordStream,
     lane: u32,
     seq: u32,
     records: &[R],

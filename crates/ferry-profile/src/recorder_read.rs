@@ -7,8 +7,8 @@ use std::path::PathBuf;
 use ferry_fs::{Dir, FsError};
 
 use super::recorder::{
-    chunk_sum, Packed, Stream, CHUNK_HEADER_BYTES, CHUNK_MAGIC, FILE_HEADER_BYTES, FILE_MAGIC,
-    MAX_CHUNK_PAYLOAD, RECORD_FORMAT,
+    chunk_sum, Packed, RecordStream, CHUNK_HEADER_BYTES, CHUNK_MAGIC, FILE_HEADER_BYTES,
+    FILE_MAGIC, MAX_CHUNK_PAYLOAD, RECORD_FORMAT,
 };
 
 /// Why a native profile could not be read at all (a torn tail is not an error: it is counted).
@@ -34,7 +34,7 @@ pub enum RecordingError {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ChunkInfo {
     /// What it holds.
-    pub stream: Stream,
+    pub stream: RecordStream,
     /// The lane its buffer came from.
     pub lane: u32,
     /// The buffer's sequence number in its lane.
@@ -59,17 +59,21 @@ pub struct Recording {
 
 impl Recording {
     /// Records of `stream` over every chunk and lane.
-    pub fn count(&self, stream: Stream) -> u64 {
+    pub fn count(&self, stream: RecordStream) -> u64 {
         self.chunks.iter().filter(|c| c.stream == stream).map(|c| u64::from(c.records)).sum()
     }
 
-    /// Records of every device record stream (the [`Stream::Meta`] bytes left out).
+    /// Records of every device record stream (the [`RecordStream::Meta`] bytes left out).
     pub fn total(&self) -> u64 {
-        self.chunks.iter().filter(|c| c.stream != Stream::Meta).map(|c| u64::from(c.records)).sum()
+        self.chunks
+            .iter()
+            .filter(|c| c.stream != RecordStream::Meta)
+            .map(|c| u64::from(c.records))
+            .sum()
     }
 
     /// Records of `stream` per lane.
-    pub fn per_lane(&self, stream: Stream) -> BTreeMap<u32, u64> {
+    pub fn per_lane(&self, stream: RecordStream) -> BTreeMap<u32, u64> {
         let mut m = BTreeMap::new();
         for c in self.chunks.iter().filter(|c| c.stream == stream) {
             *m.entry(c.lane).or_insert(0) += u64::from(c.records);
@@ -92,7 +96,10 @@ impl Recording {
     ///
     /// # Panics
     /// When `R` is not `stream`'s record type (its size differs).
-    pub fn records<R: Packed>(&self, stream: Stream) -> impl Iterator<Item = (u32, u32, R)> + '_ {
+    pub fn records<R: Packed>(
+        &self,
+        stream: RecordStream,
+    ) -> impl Iterator<Item = (u32, u32, R)> + '_ {
         assert_eq!(R::BYTES, stream.record_bytes(), "record type of {stream:?}");
         self.chunks.iter().filter(move |c| c.stream == stream).flat_map(move |c| {
             let at = c.offset as usize;
@@ -151,7 +158,7 @@ fn chunk_at(data: &[u8], at: usize) -> Option<(ChunkInfo, usize)> {
         return None;
     }
     let payload = u32_at(4);
-    let stream = Stream::from_id(u16_at(8))?;
+    let stream = RecordStream::from_id(u16_at(8))?;
     let record_bytes = usize::from(u16_at(10));
     let records = u32_at(20);
     // Every size is checked against the format and what the file holds before it is used.

@@ -45,17 +45,17 @@ fn pmu(i: u64) -> PmuRecord {
 /// Every record type packs to its stream's size and unpacks to itself (padding zero).
 #[test]
 fn packed_records_round_trip() {
-    fn rt<R: Packed + PartialEq + std::fmt::Debug>(r: R, stream: Stream) {
+    fn rt<R: Packed + PartialEq + std::fmt::Debug>(r: R, stream: RecordStream) {
         let mut b = Vec::new();
         r.pack(&mut b);
         assert_eq!(b.len(), R::BYTES);
         assert_eq!(b.len(), stream.record_bytes());
         assert_eq!(R::unpack(&b), r, "{stream:?}");
     }
-    rt(aicore(5), Stream::Aicore);
+    rt(aicore(5), RecordStream::Aicore);
     rt(
         AicpuTaskRecord { dispatch_time: 4, finish_time: 9, reg_task_id: 2, _pad: [0; 3] },
-        Stream::Aicpu,
+        RecordStream::Aicpu,
     );
     rt(
         SchedPhaseRecord {
@@ -69,13 +69,13 @@ fn packed_records_round_trip() {
             shared_depth_at_end: [11, 12, -13],
             ..SchedPhaseRecord::default()
         },
-        Stream::Sched,
+        RecordStream::Sched,
     );
     rt(
         OrchPhaseRecord { start: 1, end: 5, task_id: 77, submit_idx: 3, ..Default::default() },
-        Stream::Orch,
+        RecordStream::Orch,
     );
-    rt(pmu(3), Stream::Pmu);
+    rt(pmu(3), RecordStream::Pmu);
     let mut s = ScopeStatsRecord {
         heap_start: 1,
         heap_end: 2,
@@ -91,8 +91,8 @@ fn packed_records_round_trip() {
         ..ScopeStatsRecord::default()
     };
     s.site_file_basename[..4].copy_from_slice(b"w:15");
-    rt(s, Stream::Scope);
-    rt(0xdead_beef_u64, Stream::DepGen);
+    rt(s, RecordStream::Scope);
+    rt(0xdead_beef_u64, RecordStream::DepGen);
 }
 
 /// A recording of several streams and lanes reads back whole, in order, with the size and
@@ -102,11 +102,11 @@ fn recording_reads_back_every_record() {
     let (d, h) = tmpdir("rt");
     let rec = Recorder::create(&h, RECORD_FILE, FsyncPolicy::Every(2)).unwrap();
     let a: Vec<_> = (0..100).map(aicore).collect();
-    rec.append(Stream::Aicore, 0, 0, &a[..60]);
-    rec.append(Stream::Aicore, 3, 0, &a[60..]);
-    rec.append(Stream::Pmu, 1, 4, &[pmu(1), pmu(2)]);
-    rec.append::<u64>(Stream::DepGen, 0, 0, &[]);
-    rec.append(Stream::DepGen, 0, 1, &[1u64, 2, 3]);
+    rec.append(RecordStream::Aicore, 0, 0, &a[..60]);
+    rec.append(RecordStream::Aicore, 3, 0, &a[60..]);
+    rec.append(RecordStream::Pmu, 1, 4, &[pmu(1), pmu(2)]);
+    rec.append::<u64>(RecordStream::DepGen, 0, 0, &[]);
+    rec.append(RecordStream::DepGen, 0, 1, &[1u64, 2, 3]);
     let sealed = rec.sealed();
     assert_eq!((sealed.chunks, sealed.records, sealed.syncs), (4, 105, 2));
     let w = rec.finish().unwrap();
@@ -114,16 +114,16 @@ fn recording_reads_back_every_record() {
     assert_eq!(w.bytes, sealed.bytes);
     let r = read_recording(&h, RECORD_FILE, 1 << 20).unwrap();
     assert_eq!((r.chunks.len(), r.torn_bytes, r.bytes), (4, 0, w.bytes));
-    let back: Vec<(u32, u32, AicoreTaskRecord)> = r.records(Stream::Aicore).collect();
+    let back: Vec<(u32, u32, AicoreTaskRecord)> = r.records(RecordStream::Aicore).collect();
     assert_eq!(back.len(), 100);
     assert!(back[..60].iter().all(|b| (b.0, b.1) == (0, 0)));
     assert_eq!(back.iter().map(|b| b.2).collect::<Vec<_>>(), a);
     assert_eq!(
-        r.records::<PmuRecord>(Stream::Pmu).map(|b| b.2).collect::<Vec<_>>(),
+        r.records::<PmuRecord>(RecordStream::Pmu).map(|b| b.2).collect::<Vec<_>>(),
         [pmu(1), pmu(2)]
     );
-    assert_eq!(r.count(Stream::DepGen), 3);
-    assert_eq!(r.per_lane(Stream::Aicore), [(0, 60), (3, 40)].into());
+    assert_eq!(r.count(RecordStream::DepGen), 3);
+    assert_eq!(r.per_lane(RecordStream::Aicore), [(0, 60), (3, 40)].into());
     assert_eq!(r.total(), 105);
     std::fs::remove_dir_all(&d).unwrap();
 }
@@ -136,7 +136,7 @@ fn three_chunks() -> Vec<u8> {
     let mut buf = Vec::new();
     for k in 0..3u64 {
         let recs: Vec<_> = (k * 10..k * 10 + 10).map(aicore).collect();
-        encode_chunk(&mut buf, Stream::Aicore, k as u32, 0, &recs);
+        encode_chunk(&mut buf, RecordStream::Aicore, k as u32, 0, &recs);
         file.extend_from_slice(&buf);
     }
     file
@@ -155,7 +155,7 @@ fn a_torn_tail_is_ignored_wherever_it_is_cut() {
         let r = read_recording_bytes("t".into(), file[..cut].to_vec()).unwrap();
         assert_eq!(r.chunks.len(), 2, "cut at {cut}");
         assert_eq!(r.torn_bytes, (cut - two) as u64);
-        assert_eq!(r.count(Stream::Aicore), 20);
+        assert_eq!(r.count(RecordStream::Aicore), 20);
     }
     let whole = read_recording_bytes("t".into(), file).unwrap();
     assert_eq!((whole.chunks.len(), whole.torn_bytes), (3, 0));
@@ -226,7 +226,7 @@ fn a_recorded_sink_seals_each_buffer() {
     use ferry_dfx::{CollectSink, CollectedBuffer};
     let (d, h) = tmpdir("sink");
     let rec = Arc::new(Recorder::create(&h, RECORD_FILE, FsyncPolicy::Never).unwrap());
-    let mut sink = LaneRecords::<AicoreTaskRecord>::recorded(rec.clone(), Stream::Aicore);
+    let mut sink = LaneRecords::<AicoreTaskRecord>::recorded(rec.clone(), RecordStream::Aicore);
     let recs: Vec<_> = (0..7).map(aicore).collect();
     for (seq, part) in recs.chunks(3).enumerate() {
         let b = CollectedBuffer {
@@ -245,7 +245,9 @@ fn a_recorded_sink_seals_each_buffer() {
     let seqs: Vec<u32> = r.chunks.iter().map(|c| c.seq).collect();
     assert_eq!(seqs, [0, 1, 2]);
     assert_eq!(
-        r.records(Stream::Aicore).map(|b: (u32, u32, AicoreTaskRecord)| b.2).collect::<Vec<_>>(),
+        r.records(RecordStream::Aicore)
+            .map(|b: (u32, u32, AicoreTaskRecord)| b.2)
+            .collect::<Vec<_>>(),
         recs
     );
     std::fs::remove_dir_all(&d).unwrap();

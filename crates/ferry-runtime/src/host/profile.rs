@@ -72,7 +72,7 @@ use ferry_profile::{
 };
 
 use ferry_profile::recorder::{
-    FsyncPolicy, Recorder, RecorderError, Recording, Stream, RECORD_FILE,
+    FsyncPolicy, RecordStream, Recorder, RecorderError, Recording, RECORD_FILE,
 };
 use std::sync::Arc;
 
@@ -445,7 +445,7 @@ fn write_session(
     Ok(WrittenProfile { model, report: total, dir: t.dir, runs })
 }
 
-/// Lane of the [`Stream::Meta`] chunk holding a profile's end: what its models take beside the
+/// Lane of the [`RecordStream::Meta`] chunk holding a profile's end: what its models take beside the
 /// session's ([`super::dfx::META_SESSION`]).
 pub const META_PROFILE: u32 = 1;
 
@@ -477,7 +477,7 @@ pub fn export_recording(
     let chunk = rec
         .chunks
         .iter()
-        .find(|c| c.stream == Stream::Meta && c.lane == META_PROFILE)
+        .find(|c| c.stream == RecordStream::Meta && c.lane == META_PROFILE)
         .ok_or_else(|| native("it holds no profile end (the run did not finish)"))?;
     let end: ProfileEnd = serde_json::from_slice(&rec.chunk_records::<u8>(chunk))
         .map_err(|e| native(&format!("its profile end: {e}")))?;
@@ -593,7 +593,7 @@ pub fn run_profiled<T, E: RunFault>(
                 };
                 // Serializing plain data cannot fail; a profile without its end is not exported.
                 if let Ok(json) = serde_json::to_vec(&end) {
-                    rec.append(Stream::Meta, META_PROFILE, 0, &json);
+                    rec.append(RecordStream::Meta, META_PROFILE, 0, &json);
                 }
             }
             t.out.record(rel, rec.finish()?);

@@ -9,7 +9,7 @@ use ferry_abi::records as abi;
 use ferry_dfx::mem::DeviceMemory;
 use ferry_dfx::{CollectSink, DfxBuilder, DfxEngine, DfxTransport, Record};
 use ferry_profile::collect::LaneRecords;
-use ferry_profile::recorder::{Recorder, Stream};
+use ferry_profile::recorder::{RecordStream, Recorder};
 use ferry_sim::Device;
 
 use super::memory::{host_memory, SimCycleClock, SimDeviceMemory};
@@ -178,16 +178,16 @@ impl Layout {
 }
 
 /// The native profile's stream of a region's records.
-pub(super) fn stream_of(region: DfxRegion) -> Stream {
+pub(super) fn stream_of(region: DfxRegion) -> RecordStream {
     match region {
-        DfxRegion::Aicore => Stream::Aicore,
-        DfxRegion::Aicpu => Stream::Aicpu,
-        DfxRegion::Sched => Stream::Sched,
-        DfxRegion::Orch => Stream::Orch,
-        DfxRegion::Pmu => Stream::Pmu,
-        DfxRegion::DepGen => Stream::DepGen,
-        DfxRegion::Scope => Stream::Scope,
-        DfxRegion::Args => Stream::Args,
+        DfxRegion::Aicore => RecordStream::Aicore,
+        DfxRegion::Aicpu => RecordStream::Aicpu,
+        DfxRegion::Sched => RecordStream::Sched,
+        DfxRegion::Orch => RecordStream::Orch,
+        DfxRegion::Pmu => RecordStream::Pmu,
+        DfxRegion::DepGen => RecordStream::DepGen,
+        DfxRegion::Scope => RecordStream::Scope,
+        DfxRegion::Args => RecordStream::Args,
     }
 }
 

@@ -624,7 +624,7 @@ impl DfxSession {
                 per_run,
             );
             let json = serde_json::to_vec(&end).map_err(|e| CollectError::Native(e.to_string()))?;
-            rec.append(ferry_profile::recorder::Stream::Meta, META_SESSION, 0, &json);
+            rec.append(ferry_profile::recorder::RecordStream::Meta, META_SESSION, 0, &json);
         }
         build_models(m, taken, &c, &self.opts, arena_drops, per_run)
     }

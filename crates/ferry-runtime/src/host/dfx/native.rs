@@ -4,7 +4,7 @@
 //! The records are the native profile's chunks (one per collected buffer, with its lane and
 //! sequence number); what the model takes beside them — the chip, the options, the kernels'
 //! names, every lane's loss line and run ends — is sealed by [`DfxSession::finish`] as one
-//! [`Stream::Meta`] chunk (lane [`META_SESSION`]): the [`SessionEnd`]. A session rebuilt from both
+//! [`RecordStream::Meta`] chunk (lane [`META_SESSION`]): the [`SessionEnd`]. A session rebuilt from both
 //! goes through the same conversion as the collected one, so the files written from it are the
 //! same bytes.
 //!
@@ -17,7 +17,7 @@ use ferry_abi::records::{
 };
 use ferry_dfx::{RunEnd, RunEnds};
 use ferry_profile::collect::{LaneLog, LaneRecords};
-use ferry_profile::recorder::{Packed, Recording, Stream};
+use ferry_profile::recorder::{Packed, RecordStream, Recording};
 use ferry_profile::{ArgBin, LaneLoss, LossPolicy, RunModel};
 use ferry_sim::Arch;
 use serde::{Deserialize, Serialize};
@@ -27,11 +27,11 @@ use super::runs::Regions;
 use super::sinks::ArgsLane;
 use super::{CollectError, DfxChip, DfxError, DfxOptions};
 
-/// Lane of the [`Stream::Meta`] chunk holding a session's end: what its models take beside the
+/// Lane of the [`RecordStream::Meta`] chunk holding a session's end: what its models take beside the
 /// records (JSON).
 pub const META_SESSION: u32 = 0;
 
-/// What a session's models take beside the records (JSON in a [`Stream::Meta`] chunk).
+/// What a session's models take beside the records (JSON in a [`RecordStream::Meta`] chunk).
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub(super) struct SessionEnd {
     pub(super) swimlane: u32,
@@ -150,20 +150,20 @@ impl SessionEnd {
         per_run: bool,
     ) -> SessionEnd {
         let mut regions = BTreeMap::new();
-        let mut put = |stream: Stream, end: Option<RegionEnd>| {
+        let mut put = |stream: RecordStream, end: Option<RegionEnd>| {
             if let Some(e) = end {
                 regions.insert(stream as u16, e);
             }
         };
-        put(Stream::Aicore, r.aicore.as_ref().map(RegionEnd::of));
-        put(Stream::Aicpu, r.aicpu.as_ref().map(RegionEnd::of));
-        put(Stream::Sched, r.sched.as_ref().map(RegionEnd::of));
-        put(Stream::Orch, r.orch.as_ref().map(RegionEnd::of));
-        put(Stream::Pmu, r.pmu.as_ref().map(RegionEnd::of));
-        put(Stream::Scope, r.scope.as_ref().map(RegionEnd::of));
-        put(Stream::DepGen, r.dep_gen.as_ref().map(RegionEnd::of));
+        put(RecordStream::Aicore, r.aicore.as_ref().map(RegionEnd::of));
+        put(RecordStream::Aicpu, r.aicpu.as_ref().map(RegionEnd::of));
+        put(RecordStream::Sched, r.sched.as_ref().map(RegionEnd::of));
+        put(RecordStream::Orch, r.orch.as_ref().map(RegionEnd::of));
+        put(RecordStream::Pmu, r.pmu.as_ref().map(RegionEnd::of));
+        put(RecordStream::Scope, r.scope.as_ref().map(RegionEnd::of));
+        put(RecordStream::DepGen, r.dep_gen.as_ref().map(RegionEnd::of));
         put(
-            Stream::Args,
+            RecordStream::Args,
             r.args.as_ref().map(|t| RegionEnd {
                 args: t.lanes.iter().map(args_end).collect(),
                 ..RegionEnd::of(t)
@@ -222,7 +222,7 @@ pub(super) fn session_end(rec: &Recording) -> Result<SessionEnd, DfxError> {
     let chunk = rec
         .chunks
         .iter()
-        .find(|c| c.stream == Stream::Meta && c.lane == META_SESSION)
+        .find(|c| c.stream == RecordStream::Meta && c.lane == META_SESSION)
         .ok_or_else(|| invalid("it holds no session end (the run did not finish)".into()))?;
     let bytes: Vec<u8> = rec.chunk_records::<u8>(chunk);
     serde_json::from_slice(&bytes).map_err(|e| invalid(format!("its session end: {e}")))
@@ -231,7 +231,7 @@ pub(super) fn session_end(rec: &Recording) -> Result<SessionEnd, DfxError> {
 /// One region's lanes from `rec`'s chunks of `stream`, as its collector had them.
 fn lanes<R: Packed + ferry_dfx::Record>(
     rec: &Recording,
-    stream: Stream,
+    stream: RecordStream,
 ) -> BTreeMap<u32, LaneLog<R>> {
     let mut l = LaneRecords::<R>::default();
     for c in rec.chunks.iter().filter(|c| c.stream == stream) {
@@ -249,19 +249,19 @@ pub(super) fn regions(rec: &Recording, end: &SessionEnd) -> Result<Regions, DfxE
     fn taken<R: Packed + ferry_dfx::Record>(
         rec: &Recording,
         end: &SessionEnd,
-        stream: Stream,
+        stream: RecordStream,
     ) -> Option<Taken<BTreeMap<u32, LaneLog<R>>>> {
         let r = end.regions.get(&(stream as u16))?;
         Some(Taken { lanes: lanes(rec, stream), loss: r.loss.clone(), ends: r.ends() })
     }
-    let args = match end.regions.get(&(Stream::Args as u16)) {
+    let args = match end.regions.get(&(RecordStream::Args as u16)) {
         None => None,
         Some(r) => {
             let mut out: Vec<ArgsLane> = Vec::new();
             for (lane, a) in r.args.iter().enumerate() {
                 let mut l = ArgsLane::default();
                 let of_lane = |c: &&ferry_profile::recorder::ChunkInfo| {
-                    c.stream == Stream::Args && c.lane == lane as u32
+                    c.stream == RecordStream::Args && c.lane == lane as u32
                 };
                 for c in rec.chunks.iter().filter(of_lane) {
                     l.buffers.push(l.words.append_whole(&rec.chunk_records::<u64>(c)));
@@ -291,13 +291,13 @@ pub(super) fn regions(rec: &Recording, end: &SessionEnd) -> Result<Regions, DfxE
         }
     };
     Ok(Regions {
-        aicore: taken::<AicoreTaskRecord>(rec, end, Stream::Aicore),
-        aicpu: taken::<AicpuTaskRecord>(rec, end, Stream::Aicpu),
-        sched: taken::<SchedPhaseRecord>(rec, end, Stream::Sched),
-        orch: taken::<OrchPhaseRecord>(rec, end, Stream::Orch),
-        pmu: taken::<PmuRecord>(rec, end, Stream::Pmu),
-        scope: taken::<ScopeStatsRecord>(rec, end, Stream::Scope),
-        dep_gen: taken::<u64>(rec, end, Stream::DepGen),
+        aicore: taken::<AicoreTaskRecord>(rec, end, RecordStream::Aicore),
+        aicpu: taken::<AicpuTaskRecord>(rec, end, RecordStream::Aicpu),
+        sched: taken::<SchedPhaseRecord>(rec, end, RecordStream::Sched),
+        orch: taken::<OrchPhaseRecord>(rec, end, RecordStream::Orch),
+        pmu: taken::<PmuRecord>(rec, end, RecordStream::Pmu),
+        scope: taken::<ScopeStatsRecord>(rec, end, RecordStream::Scope),
+        dep_gen: taken::<u64>(rec, end, RecordStream::DepGen),
         args,
     })
 }
@@ -327,9 +327,9 @@ mod tests {
         let _ = std::fs::remove_dir_all(&d);
         let h = ferry_fs::Dir::open_writable(&d, true).unwrap();
         let rec = Recorder::create(&h, RECORD_FILE, FsyncPolicy::Never).unwrap();
-        rec.append(Stream::DepGen, 0, 0, &[1u64, 2]);
+        rec.append(RecordStream::DepGen, 0, 0, &[1u64, 2]);
         for (lane, bytes) in meta {
-            rec.append(Stream::Meta, *lane, 0, bytes);
+            rec.append(RecordStream::Meta, *lane, 0, bytes);
         }
         rec.finish().unwrap();
         let r = read_recording(&h, RECORD_FILE, 1 << 20).unwrap();

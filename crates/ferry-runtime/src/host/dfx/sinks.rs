@@ -132,7 +132,7 @@ impl CollectSink<u64> for ArgsSink {
     fn on_buffer_collected(&mut self, b: &CollectedBuffer<'_, u64>) {
         let t = b.lane as usize;
         if let Some(rec) = &self.rec {
-            rec.append(ferry_profile::recorder::Stream::Args, b.lane, b.seq, b.records);
+            rec.append(ferry_profile::recorder::RecordStream::Args, b.lane, b.seq, b.records);
         }
         let (Some(out), arena) = (self.lanes.get_mut(t), self.arenas.get(t)) else { return };
         let span = out.words.append_whole(b.records);
