@@ -1,0 +1,188 @@
+//! A profile's records as columns: what Python gets as a dict of numpy arrays (one per
+//! column, all of one length), ready for `pandas.DataFrame(d)` or `pyarrow.table(d)`.
+//!
+//! # Examples
+//! ```
+//! use ferry_profile::{sample::sample_run, LossPolicy};
+//! let run = sample_run(LossPolicy::Block);
+//! let t = _ferry::tables::tasks(&run);
+//! let kernels = t.column("kernel").unwrap();
+//! assert_eq!(kernels.len(), t.rows());
+//! ```
+use std::collections::BTreeMap;
+
+use ferry_profile::RunModel;
+
+/// One column's values.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Column {
+    /// Unsigned integers (ids, cycles, counts).
+    U64(Vec<u64>),
+    /// Signed integers (`-1` where a value is absent).
+    I64(Vec<i64>),
+    /// Text (kernel and lane names).
+    Str(Vec<String>),
+}
+
+impl Column {
+    /// Rows in the column.
+    pub fn len(&self) -> usize {
+        match self {
+            Column::U64(v) => v.len(),
+            Column::I64(v) => v.len(),
+            Column::Str(v) => v.len(),
+        }
+    }
+
+    /// Whether the column has no rows.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// Named columns of equal length, in order.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Table {
+    /// `(name, values)`.
+    pub columns: Vec<(&'static str, Column)>,
+}
+
+impl Table {
+    /// The column `name`.
+    pub fn column(&self, name: &str) -> Option<&Column> {
+        self.columns.iter().find(|(n, _)| *n == name).map(|(_, c)| c)
+    }
+
+    /// Rows (the length of every column).
+    pub fn rows(&self) -> usize {
+        self.columns.first().map_or(0, |(_, c)| c.len())
+    }
+}
+
+fn run_index(run: &RunModel) -> u64 {
+    run.meta.run.map_or(0, |r| u64::from(r.index))
+}
+
+/// One task's aggregate over its blocks.
+struct TaskRow {
+    kernel: Option<i32>,
+    core: u32,
+    blocks: u64,
+    start: u64,
+    end: u64,
+    exec: u64,
+}
+
+/// One row per task (a task of several blocks is one row): `task` (its id), `kernel`,
+/// `func_id` (-1: unknown), `core` (where its first block started), `blocks`, `start` (its
+/// first block's start), `end` (its last block's end), `exec_cycles` (Σ end − start over its
+/// blocks, what `ferry report` sums per kernel) and `run` (the run of a repetition, 0 for a
+/// single run). Device cycles; rows in start order. Empty without a swimlane.
+pub fn tasks(run: &RunModel) -> Table {
+    let mut order = Vec::new();
+    let mut rows: BTreeMap<u64, TaskRow> = BTreeMap::new();
+    for t in run.tasks() {
+        let r = rows.entry(t.task_id).or_insert_with(|| {
+            order.push(t.task_id);
+            TaskRow {
+                kernel: t.func_id,
+                core: t.core,
+                blocks: 0,
+                start: t.start,
+                end: t.end,
+                exec: 0,
+            }
+        });
+        r.blocks += 1;
+        r.start = r.start.min(t.start);
+        r.end = r.end.max(t.end);
+        r.exec += t.end.saturating_sub(t.start);
+    }
+    let rows: Vec<&TaskRow> = order.iter().map(|id| &rows[id]).collect();
+    let u = |f: fn(&TaskRow) -> u64| Column::U64(rows.iter().map(|r| f(r)).collect());
+    Table {
+        columns: vec![
+            ("task", Column::U64(order.clone())),
+            ("kernel", Column::Str(rows.iter().map(|r| run.kernel_name(r.kernel)).collect())),
+            ("func_id", Column::I64(rows.iter().map(|r| r.kernel.map_or(-1, i64::from)).collect())),
+            ("core", u(|r| u64::from(r.core))),
+            ("blocks", u(|r| r.blocks)),
+            ("start", u(|r| r.start)),
+            ("end", u(|r| r.end)),
+            ("exec_cycles", u(|r| r.exec)),
+            ("run", Column::U64(vec![run_index(run); rows.len()])),
+        ],
+    }
+}
+
+/// One row per block execution (the swimlane's AICore records joined with the AICPU's):
+/// `task`, `kernel`, `core`, `dispatch` and `finish` (-1 below swimlane level 2), `start`,
+/// `end`, `run`. Rows in start order.
+pub fn blocks(run: &RunModel) -> Table {
+    let t = run.tasks();
+    let opt = |v: Option<u64>| v.map_or(-1, |c| i64::try_from(c).unwrap_or(i64::MAX));
+    Table {
+        columns: vec![
+            ("task", Column::U64(t.iter().map(|t| t.task_id).collect())),
+            ("kernel", Column::Str(t.iter().map(|t| run.kernel_name(t.func_id)).collect())),
+            ("core", Column::U64(t.iter().map(|t| u64::from(t.core)).collect())),
+            ("dispatch", Column::I64(t.iter().map(|t| opt(t.dispatch)).collect())),
+            ("start", Column::U64(t.iter().map(|t| t.start).collect())),
+            ("end", Column::U64(t.iter().map(|t| t.end).collect())),
+            ("finish", Column::I64(t.iter().map(|t| opt(t.finish)).collect())),
+            ("run", Column::U64(vec![run_index(run); t.len()])),
+        ],
+    }
+}
+
+/// One row per lane of every subsystem: `lane`, `subsystem` (empty when unknown), `thread`,
+/// `core` (-1 for a lane that is not per core), `produced`, `collected`, `dropped`,
+/// `stall_cycles`.
+pub fn loss(run: &RunModel) -> Table {
+    let l = &run.loss.lanes;
+    let subsystem =
+        |s: Option<ferry_profile::Subsystem>| s.map_or(String::new(), |s| s.name().into());
+    Table {
+        columns: vec![
+            ("lane", Column::Str(l.iter().map(|l| l.lane.clone()).collect())),
+            ("subsystem", Column::Str(l.iter().map(|l| subsystem(l.subsystem)).collect())),
+            ("thread", Column::U64(l.iter().map(|l| u64::from(l.thread)).collect())),
+            ("core", Column::I64(l.iter().map(|l| l.core.map_or(-1, i64::from)).collect())),
+            ("produced", Column::U64(l.iter().map(|l| l.produced).collect())),
+            ("collected", Column::U64(l.iter().map(|l| l.collected).collect())),
+            ("dropped", Column::U64(l.iter().map(|l| l.dropped).collect())),
+            ("stall_cycles", Column::U64(l.iter().map(|l| l.stall_cycles).collect())),
+        ],
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ferry_profile::analysis::report;
+    use ferry_profile::{sample::sample_run, LossPolicy};
+
+    #[test]
+    fn per_kernel_sums_of_the_task_table_are_the_reports() {
+        let run = sample_run(LossPolicy::Drop);
+        let t = tasks(&run);
+        let (Some(Column::Str(k)), Some(Column::U64(exec)), Some(Column::U64(task))) =
+            (t.column("kernel"), t.column("exec_cycles"), t.column("task"))
+        else {
+            panic!("columns missing: {t:?}")
+        };
+        assert!(t.columns.iter().all(|(_, c)| c.len() == t.rows()));
+        let distinct: std::collections::BTreeSet<_> = task.iter().collect();
+        assert_eq!(distinct.len(), t.rows(), "one row per task");
+        let r = report(&run);
+        assert!(!r.kernels.is_empty());
+        for row in &r.kernels {
+            let mine: u64 =
+                k.iter().zip(exec).filter(|(n, _)| **n == row.kernel).map(|(_, e)| e).sum();
+            let n = k.iter().filter(|n| **n == row.kernel).count() as u64;
+            assert_eq!((mine, n), (row.exec_cycles, row.tasks), "kernel {}", row.kernel);
+        }
+        assert_eq!(blocks(&run).rows(), run.tasks().len());
+        assert_eq!(loss(&run).rows(), run.loss.lanes.len());
+    }
+}

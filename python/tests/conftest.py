@@ -1,0 +1,22 @@
+"""Shared by the package's tests: where the `ferry` binary is (for comparing with its --json)."""
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def ferry_bin() -> str:
+    """$FERRY_BIN (the Rust test that runs this suite sets it), else a built target/*/ferry."""
+    env = os.environ.get("FERRY_BIN")
+    if env:
+        return env
+    for p in (ROOT / "target/debug/ferry", ROOT / "target/release/ferry"):
+        if p.is_file():
+            return str(p)
+    found = shutil.which("ferry")
+    if found:
+        return found
+    pytest.fail("no ferry binary: set FERRY_BIN or run `cargo build -p ferry-cli`")
