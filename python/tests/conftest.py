@@ -20,3 +20,15 @@ def ferry_bin() -> str:
     if found:
         return found
     pytest.fail("no ferry binary: set FERRY_BIN or run `cargo build -p ferry-cli`")
+
+
+def tool(env: str, what: str) -> str:
+    """The path in $env (the Rust test that runs this suite builds it and sets it); without it
+    the test is skipped, or fails under FERRY_REQUIRE_TEST_TOOLS=1."""
+    path = os.environ.get(env)
+    if path:
+        return path
+    why = f"${env} is not set ({what}; crates/ferry-cli/tests/python.rs sets it)"
+    if os.environ.get("FERRY_REQUIRE_TEST_TOOLS") == "1":
+        pytest.fail(why)
+    pytest.skip(why)
