@@ -41,7 +41,7 @@ ARCHES = tuple(_ferry.ARCHES)
 __all__ = [
     "ARCHES", "DTYPES", "Arg", "DtypeError", "FerryError", "Graph", "InternalError", "KernelFault",
     "KernelsError", "OptionsError", "Profile", "ProfileError", "Result", "RunFailed", "Scalar", "ShapeError",
-    "Tensor", "WorkloadError", "WrongResult", "diff", "f32", "run", "u64",
+    "Tensor", "WorkloadError", "WrongResult", "check_workload", "diff", "f32", "run", "u64",
 ]
 
 
@@ -124,6 +124,13 @@ def _options(*, dfx: bool, kernels: Iterable[Any], out: Any, **kw: Any) -> Dict[
     kw["kernels"] = [os.fspath(k) for k in kernels]
     kw["out"] = None if out is None else os.fspath(out)
     return kw
+
+
+def check_workload(path: Union[str, os.PathLike], *, kernels: Sequence[Union[str, os.PathLike]] = (),
+                   small: bool = False) -> Dict[str, Any]:
+    """Checks a workload file without running it (``ferry workload check``): returns its
+    ``name``, ``tensors`` and ``tasks``, or raises ``WorkloadError`` naming the line."""
+    return _ferry.check_workload(os.fspath(path), kernels=[os.fspath(k) for k in kernels], small=small)
 
 
 def _column(v: Any) -> np.ndarray:

@@ -71,6 +71,8 @@ def check_workload(path: str, *, kernels: Sequence[str] = ..., small: bool = Fal
     """{"name", "tensors": [str], "tasks": int}, or raises WorkloadError."""
 
 def _panic_for_test() -> None: ...
+def _job_seconds(example: str, *, arch: str = "a2a3", small: bool = False) -> float:
+    """Seconds `Job::run` of the example took, timed in Rust (the overhead benchmark's baseline)."""
 
 class Profile:
     def __init__(self, dir: str) -> None: ...

@@ -61,6 +61,10 @@ def test_workload_file_error_carries_file_line_col(tmp_path):
         ferry.run(workload=bad)
     assert (e.value.file, e.value.line) == (str(bad), 6), str(e.value)
     assert e.value.col >= 1 and e.value.message
+    with pytest.raises(ferry.WorkloadError) as again:
+        ferry.check_workload(bad)
+    assert again.value.line == 6
+    assert ferry.check_workload(ROOT / "examples/workloads/diamond.toml", small=True)["tensors"] == ["x", "out"]
     with pytest.raises(ferry.WorkloadError) as e:
         ferry.run(workload=tmp_path / "missing.toml")
     assert e.value.line is None and "missing.toml" in e.value.file

@@ -262,6 +262,29 @@ impl PyProfile {
     }
 }
 
+/// Runs the same job as `run(kind="example", ...)` from Rust and returns the seconds
+/// `Job::run` took (the outcome is dropped, nothing is converted): the baseline that
+/// `python/bench/overhead.py` measures the Python call against.
+#[pyfunction]
+#[pyo3(signature = (example, *, arch="a2a3", small=false))]
+fn _job_seconds(py: Python<'_>, example: &str, arch: &str, small: bool) -> PyResult<f64> {
+    guard(|| {
+        let o = Options { arch: arch.into(), small, ..Options::default() };
+        let job = o.job(Source::Example(example.into())).map_err(|e| errors::bad_option(py, &e))?;
+        py.detach(|| {
+            let t = std::time::Instant::now();
+            let done = job.run();
+            let s = t.elapsed().as_secs_f64();
+            done.map(|d| (s, d))
+        })
+        .map(|(s, d)| {
+            drop(d);
+            s
+        })
+        .map_err(|e| errors::job_error(py, &e))
+    })
+}
+
 /// Panics inside the module, to check that a panic comes out as `InternalError`.
 #[pyfunction]
 fn _panic_for_test() -> PyResult<()> {
@@ -275,6 +298,7 @@ fn _ferry(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(run, m)?)?;
     m.add_function(wrap_pyfunction!(check_workload, m)?)?;
     m.add_function(wrap_pyfunction!(_panic_for_test, m)?)?;
+    m.add_function(wrap_pyfunction!(_job_seconds, m)?)?;
     m.add_class::<PyProfile>()?;
     m.add("FerryError", py.get_type::<errors::FerryError>())?;
     m.add("WorkloadError", py.get_type::<errors::WorkloadError>())?;
