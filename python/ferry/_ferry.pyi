@@ -63,7 +63,7 @@ def run(
     kernel_budget: Optional[float] = None,
 ) -> Dict[str, Any]:
     """Runs an example (kind="example") or a workload file (kind="workload"). Returns
-    {"out": str | None, "cases": [{"name", "kind", "tasks", "wall_s", "checksum",
+    {"out": str | None, "job_s": float (Job::run's seconds), "cases": [{"name", "kind", "tasks", "wall_s", "checksum",
     "per_kernel": {kernel: tasks}, "profile": str | None, "runs": [str],
     "outputs": [ndarray | None], "named": {tensor: ndarray}}]}."""
 

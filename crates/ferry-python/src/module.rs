@@ -77,8 +77,15 @@ fn run<'py>(
                 .collect(),
             Source::Example(_) => Vec::new(),
         };
-        let done = py.detach(|| job.run()).map_err(|e| errors::job_error(py, &e))?;
-        outcome(py, done, &names)
+        let (done, job_s) = py.detach(|| {
+            let t = std::time::Instant::now();
+            let done = job.run();
+            (done, t.elapsed().as_secs_f64())
+        });
+        let done = done.map_err(|e| errors::job_error(py, &e))?;
+        let d = outcome(py, done, &names)?;
+        d.set_item("job_s", job_s)?;
+        Ok(d)
     })
 }
 
