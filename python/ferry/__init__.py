@@ -161,6 +161,11 @@ class Profile:
         """One row per block execution: task, kernel, core, dispatch, start, end, finish, run."""
         return {k: _column(v) for k, v in self._p.blocks().items()}
 
+    def pmu(self) -> Dict[str, np.ndarray]:
+        """One row per PMU row (one per task): thread, core, task, kernel, func_id, core_type,
+        total_cycles, then a column per counter the run programmed (empty without PMU)."""
+        return {k: _column(v) for k, v in self._p.pmu().items()}
+
     def loss(self) -> Dict[str, np.ndarray]:
         """One row per lane: lane, subsystem, thread, core, produced, collected, dropped,
         stall_cycles."""

@@ -61,6 +61,10 @@ def test_diamond_from_numpy_with_all_dfx(arch, tmp_path):
         theirs = {k["kernel"]: [k["tasks"], k["exec_cycles"], k["blocks"]] for k in cli["kernels"]}
         assert dict(mine) == theirs
         assert p.report()["kernels"] == cli["kernels"]
+        pmu = p.pmu()
+        assert len(pmu["task"]) == 4 * GROUPS and set(pmu["task"].tolist()) == set(t["task"].tolist())
+        assert Counter(pmu["kernel"].tolist()) == Counter(t["kernel"].tolist())
+        assert len(pmu) > 7, "a column per counter"
         loss = p.loss()
         assert len(loss["lane"]) > 0
         assert (loss["produced"] == loss["collected"] + loss["dropped"]).all()

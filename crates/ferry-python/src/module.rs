@@ -186,9 +186,9 @@ impl PyProfile {
         let d = PyDict::new(py);
         for (name, col) in t.columns {
             match col {
-                Column::U64(v) => d.set_item(name, PyArray1::from_vec(py, v))?,
-                Column::I64(v) => d.set_item(name, PyArray1::from_vec(py, v))?,
-                Column::Str(v) => d.set_item(name, v)?,
+                Column::U64(v) => d.set_item(&name, PyArray1::from_vec(py, v))?,
+                Column::I64(v) => d.set_item(&name, PyArray1::from_vec(py, v))?,
+                Column::Str(v) => d.set_item(&name, v)?,
             }
         }
         Ok(d)
@@ -231,6 +231,11 @@ impl PyProfile {
     /// One row per lane.
     fn loss<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         guard(|| self.table(py, crate::tables::loss))
+    }
+
+    /// One row per PMU row, a column per counter.
+    fn pmu<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        guard(|| self.table(py, crate::tables::pmu))
     }
 
     /// `ferry report --json`'s model.

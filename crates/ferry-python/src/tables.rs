@@ -44,7 +44,7 @@ impl Column {
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Table {
     /// `(name, values)`.
-    pub columns: Vec<(&'static str, Column)>,
+    pub columns: Vec<(String, Column)>,
 }
 
 impl Table {
@@ -102,15 +102,21 @@ pub fn tasks(run: &RunModel) -> Table {
     let u = |f: fn(&TaskRow) -> u64| Column::U64(rows.iter().map(|r| f(r)).collect());
     Table {
         columns: vec![
-            ("task", Column::U64(order.clone())),
-            ("kernel", Column::Str(rows.iter().map(|r| run.kernel_name(r.kernel)).collect())),
-            ("func_id", Column::I64(rows.iter().map(|r| r.kernel.map_or(-1, i64::from)).collect())),
-            ("core", u(|r| u64::from(r.core))),
-            ("blocks", u(|r| r.blocks)),
-            ("start", u(|r| r.start)),
-            ("end", u(|r| r.end)),
-            ("exec_cycles", u(|r| r.exec)),
-            ("run", Column::U64(vec![run_index(run); rows.len()])),
+            ("task".into(), Column::U64(order.clone())),
+            (
+                "kernel".into(),
+                Column::Str(rows.iter().map(|r| run.kernel_name(r.kernel)).collect()),
+            ),
+            (
+                "func_id".into(),
+                Column::I64(rows.iter().map(|r| r.kernel.map_or(-1, i64::from)).collect()),
+            ),
+            ("core".into(), u(|r| u64::from(r.core))),
+            ("blocks".into(), u(|r| r.blocks)),
+            ("start".into(), u(|r| r.start)),
+            ("end".into(), u(|r| r.end)),
+            ("exec_cycles".into(), u(|r| r.exec)),
+            ("run".into(), Column::U64(vec![run_index(run); rows.len()])),
         ],
     }
 }
@@ -123,14 +129,14 @@ pub fn blocks(run: &RunModel) -> Table {
     let opt = |v: Option<u64>| v.map_or(-1, |c| i64::try_from(c).unwrap_or(i64::MAX));
     Table {
         columns: vec![
-            ("task", Column::U64(t.iter().map(|t| t.task_id).collect())),
-            ("kernel", Column::Str(t.iter().map(|t| run.kernel_name(t.func_id)).collect())),
-            ("core", Column::U64(t.iter().map(|t| u64::from(t.core)).collect())),
-            ("dispatch", Column::I64(t.iter().map(|t| opt(t.dispatch)).collect())),
-            ("start", Column::U64(t.iter().map(|t| t.start).collect())),
-            ("end", Column::U64(t.iter().map(|t| t.end).collect())),
-            ("finish", Column::I64(t.iter().map(|t| opt(t.finish)).collect())),
-            ("run", Column::U64(vec![run_index(run); t.len()])),
+            ("task".into(), Column::U64(t.iter().map(|t| t.task_id).collect())),
+            ("kernel".into(), Column::Str(t.iter().map(|t| run.kernel_name(t.func_id)).collect())),
+            ("core".into(), Column::U64(t.iter().map(|t| u64::from(t.core)).collect())),
+            ("dispatch".into(), Column::I64(t.iter().map(|t| opt(t.dispatch)).collect())),
+            ("start".into(), Column::U64(t.iter().map(|t| t.start).collect())),
+            ("end".into(), Column::U64(t.iter().map(|t| t.end).collect())),
+            ("finish".into(), Column::I64(t.iter().map(|t| opt(t.finish)).collect())),
+            ("run".into(), Column::U64(vec![run_index(run); t.len()])),
         ],
     }
 }
@@ -144,16 +150,41 @@ pub fn loss(run: &RunModel) -> Table {
         |s: Option<ferry_profile::Subsystem>| s.map_or(String::new(), |s| s.name().into());
     Table {
         columns: vec![
-            ("lane", Column::Str(l.iter().map(|l| l.lane.clone()).collect())),
-            ("subsystem", Column::Str(l.iter().map(|l| subsystem(l.subsystem)).collect())),
-            ("thread", Column::U64(l.iter().map(|l| u64::from(l.thread)).collect())),
-            ("core", Column::I64(l.iter().map(|l| l.core.map_or(-1, i64::from)).collect())),
-            ("produced", Column::U64(l.iter().map(|l| l.produced).collect())),
-            ("collected", Column::U64(l.iter().map(|l| l.collected).collect())),
-            ("dropped", Column::U64(l.iter().map(|l| l.dropped).collect())),
-            ("stall_cycles", Column::U64(l.iter().map(|l| l.stall_cycles).collect())),
+            ("lane".into(), Column::Str(l.iter().map(|l| l.lane.clone()).collect())),
+            ("subsystem".into(), Column::Str(l.iter().map(|l| subsystem(l.subsystem)).collect())),
+            ("thread".into(), Column::U64(l.iter().map(|l| u64::from(l.thread)).collect())),
+            ("core".into(), Column::I64(l.iter().map(|l| l.core.map_or(-1, i64::from)).collect())),
+            ("produced".into(), Column::U64(l.iter().map(|l| l.produced).collect())),
+            ("collected".into(), Column::U64(l.iter().map(|l| l.collected).collect())),
+            ("dropped".into(), Column::U64(l.iter().map(|l| l.dropped).collect())),
+            ("stall_cycles".into(), Column::U64(l.iter().map(|l| l.stall_cycles).collect())),
         ],
     }
+}
+
+/// One row per PMU row (one per task, at completion): `thread`, `core`, `task`, `kernel`,
+/// `func_id`, `core_type` (0 AIC, 1 AIV), `total_cycles`, then one column per counter the run
+/// programmed, by its name. Empty without PMU.
+pub fn pmu(run: &RunModel) -> Table {
+    let Some(p) = &run.pmu else { return Table::default() };
+    let r = &p.rows;
+    let mut columns: Vec<(String, Column)> = vec![
+        ("thread".into(), Column::U64(r.iter().map(|r| u64::from(r.thread_id)).collect())),
+        ("core".into(), Column::U64(r.iter().map(|r| u64::from(r.core_id)).collect())),
+        ("task".into(), Column::U64(r.iter().map(|r| r.task_id).collect())),
+        (
+            "kernel".into(),
+            Column::Str(r.iter().map(|r| run.kernel_name(Some(r.func_id as i32))).collect()),
+        ),
+        ("func_id".into(), Column::U64(r.iter().map(|r| u64::from(r.func_id)).collect())),
+        ("core_type".into(), Column::I64(r.iter().map(|r| i64::from(r.core_type)).collect())),
+        ("total_cycles".into(), Column::U64(r.iter().map(|r| r.pmu_total_cycles).collect())),
+    ];
+    for (i, name) in p.counter_names.iter().enumerate() {
+        let values = r.iter().map(|r| r.counters.get(i).copied().unwrap_or(0)).collect();
+        columns.push((name.clone(), Column::U64(values)));
+    }
+    Table { columns }
 }
 
 #[cfg(test)]
@@ -184,5 +215,11 @@ mod tests {
         }
         assert_eq!(blocks(&run).rows(), run.tasks().len());
         assert_eq!(loss(&run).rows(), run.loss.lanes.len());
+        let p = pmu(&run);
+        let rows = run.pmu.as_ref().map_or(0, |p| p.rows.len());
+        assert!(rows > 0 && p.rows() == rows);
+        let names = &run.pmu.as_ref().unwrap().counter_names;
+        assert_eq!(p.columns.len(), 7 + names.len());
+        assert!(p.columns.iter().all(|(_, c)| c.len() == rows));
     }
 }
