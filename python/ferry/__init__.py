@@ -166,6 +166,11 @@ class Profile:
         total_cycles, then a column per counter the run programmed (empty without PMU)."""
         return {k: _column(v) for k, v in self._p.pmu().items()}
 
+    def deps(self) -> Dict[str, np.ndarray]:
+        """One row per dependency edge of DepGen's graph: pred (0: the run's inputs), succ, arg,
+        source (explicit, creator, tensormap), tensor (-1: none). Empty without DepGen."""
+        return {k: _column(v) for k, v in self._p.deps().items()}
+
     def loss(self) -> Dict[str, np.ndarray]:
         """One row per lane: lane, subsystem, thread, core, produced, collected, dropped,
         stall_cycles."""

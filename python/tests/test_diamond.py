@@ -65,6 +65,13 @@ def test_diamond_from_numpy_with_all_dfx(arch, tmp_path):
         assert len(pmu["task"]) == 4 * GROUPS and set(pmu["task"].tolist()) == set(t["task"].tolist())
         assert Counter(pmu["kernel"].tolist()) == Counter(t["kernel"].tolist())
         assert len(pmu) > 7, "a column per counter"
+        d = p.deps()
+        kernel_of = dict(zip(t["task"].tolist(), t["kernel"].tolist()))
+        pairs = Counter((kernel_of[a], kernel_of[b]) for a, b in zip(d["pred"].tolist(), d["succ"].tolist()) if a in kernel_of)
+        assert all(b in kernel_of for b in d["succ"].tolist()), "every edge ends at a task of the run"
+        # The diamond's own edges are among them (the scratch tensors' reuse adds more).
+        for pair in [("copy", "scale"), ("copy", "add_scalar"), ("scale", "add"), ("add_scalar", "add")]:
+            assert pairs[pair] > 0, (pair, pairs)
         loss = p.loss()
         assert len(loss["lane"]) > 0
         assert (loss["produced"] == loss["collected"] + loss["dropped"]).all()

@@ -238,6 +238,11 @@ impl PyProfile {
         guard(|| self.table(py, crate::tables::pmu))
     }
 
+    /// One row per dependency edge.
+    fn deps<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        guard(|| self.table(py, crate::tables::deps))
+    }
+
     /// `ferry report --json`'s model.
     fn report<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         guard(|| to_py(py, &self.get(py)?.report()))

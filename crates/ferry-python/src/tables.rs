@@ -187,6 +187,30 @@ pub fn pmu(run: &RunModel) -> Table {
     Table { columns }
 }
 
+/// One row per dependency edge of DepGen's graph: `pred` (0: the run's inputs), `succ`, `arg`
+/// (the consumer's argument), `source` (`explicit`, `creator`, `tensormap`), `tensor` (-1:
+/// none). Empty without DepGen.
+pub fn deps(run: &RunModel) -> Table {
+    use ferry_profile::EdgeSource;
+    let Some(d) = &run.deps else { return Table::default() };
+    let e = &d.edges;
+    let source = |s: EdgeSource| match s {
+        EdgeSource::Explicit => "explicit",
+        EdgeSource::Creator => "creator",
+        EdgeSource::Tensormap => "tensormap",
+    };
+    let tensor = |t: Option<u64>| t.map_or(-1, |t| i64::try_from(t).unwrap_or(i64::MAX));
+    Table {
+        columns: vec![
+            ("pred".into(), Column::U64(e.iter().map(|e| e.pred).collect())),
+            ("succ".into(), Column::U64(e.iter().map(|e| e.succ).collect())),
+            ("arg".into(), Column::U64(e.iter().map(|e| u64::from(e.arg)).collect())),
+            ("source".into(), Column::Str(e.iter().map(|e| source(e.source).into()).collect())),
+            ("tensor".into(), Column::I64(e.iter().map(|e| tensor(e.tensor_id)).collect())),
+        ],
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -221,5 +245,7 @@ mod tests {
         let names = &run.pmu.as_ref().unwrap().counter_names;
         assert_eq!(p.columns.len(), 7 + names.len());
         assert!(p.columns.iter().all(|(_, c)| c.len() == rows));
+        let edges = run.deps.as_ref().map_or(0, |d| d.edges.len());
+        assert!(edges > 0 && deps(&run).rows() == edges);
     }
 }
