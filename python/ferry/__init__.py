@@ -171,6 +171,11 @@ class Profile:
         source (explicit, creator, tensormap), tensor (-1: none). Empty without DepGen."""
         return {k: _column(v) for k, v in self._p.deps().items()}
 
+    def scopes(self) -> Dict[str, np.ndarray]:
+        """One row per ScopeStats record (a scope's begin or end): site, name, phase, depth,
+        ring and the occupancy then (task window, heap bytes, dep pool, tensormap)."""
+        return {k: _column(v) for k, v in self._p.scopes().items()}
+
     def loss(self) -> Dict[str, np.ndarray]:
         """One row per lane: lane, subsystem, thread, core, produced, collected, dropped,
         stall_cycles."""

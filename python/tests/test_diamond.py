@@ -72,6 +72,8 @@ def test_diamond_from_numpy_with_all_dfx(arch, tmp_path):
         # The diamond's own edges are among them (the scratch tensors' reuse adds more).
         for pair in [("copy", "scale"), ("copy", "add_scalar"), ("scale", "add"), ("add_scalar", "add")]:
             assert pairs[pair] > 0, (pair, pairs)
+        sc = p.scopes()
+        assert Counter(zip(sc["name"].tolist(), sc["phase"].tolist())) == {("diamond", "begin"): GROUPS, ("diamond", "end"): GROUPS}
         loss = p.loss()
         assert len(loss["lane"]) > 0
         assert (loss["produced"] == loss["collected"] + loss["dropped"]).all()

@@ -243,6 +243,11 @@ impl PyProfile {
         guard(|| self.table(py, crate::tables::deps))
     }
 
+    /// One row per scope record.
+    fn scopes<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        guard(|| self.table(py, crate::tables::scopes))
+    }
+
     /// `ferry report --json`'s model.
     fn report<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         guard(|| to_py(py, &self.get(py)?.report()))

@@ -211,6 +211,36 @@ pub fn deps(run: &RunModel) -> Table {
     }
 }
 
+/// One row per ScopeStats record (a scope's begin or end, in device order): `site`, `name`
+/// (the scope's label, empty when the run named none), `phase` (`begin`, `end`), `depth`,
+/// `ring`, then the occupancy at that moment: `task_window_start`, `task_window_end`,
+/// `heap_start`, `heap_end` (bytes), `dep_pool_start`, `dep_pool_end`, `tensormap`. Empty
+/// without ScopeStats.
+pub fn scopes(run: &RunModel) -> Table {
+    use ferry_profile::ScopePhase;
+    let Some(s) = &run.scopes else { return Table::default() };
+    let r = &s.records;
+    let i = |f: fn(&ferry_profile::ScopeRow) -> i64| Column::I64(r.iter().map(f).collect());
+    let name = |site: &str| s.names.get(site).map_or(String::new(), |l| l.name.clone());
+    let phase = |p: ScopePhase| if p == ScopePhase::Begin { "begin" } else { "end" };
+    Table {
+        columns: vec![
+            ("site".into(), Column::Str(r.iter().map(|r| r.site.clone()).collect())),
+            ("name".into(), Column::Str(r.iter().map(|r| name(&r.site)).collect())),
+            ("phase".into(), Column::Str(r.iter().map(|r| phase(r.phase).into()).collect())),
+            ("depth".into(), i(|r| i64::from(r.depth))),
+            ("ring".into(), i(|r| i64::from(r.ring))),
+            ("task_window_start".into(), i(|r| r.task_window_start)),
+            ("task_window_end".into(), i(|r| r.task_window_end)),
+            ("heap_start".into(), Column::U64(r.iter().map(|r| r.heap_start).collect())),
+            ("heap_end".into(), Column::U64(r.iter().map(|r| r.heap_end).collect())),
+            ("dep_pool_start".into(), i(|r| r.dep_pool_start)),
+            ("dep_pool_end".into(), i(|r| r.dep_pool_end)),
+            ("tensormap".into(), i(|r| r.tensormap)),
+        ],
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -247,5 +277,7 @@ mod tests {
         assert!(p.columns.iter().all(|(_, c)| c.len() == rows));
         let edges = run.deps.as_ref().map_or(0, |d| d.edges.len());
         assert!(edges > 0 && deps(&run).rows() == edges);
+        let records = run.scopes.as_ref().map_or(0, |s| s.records.len());
+        assert!(records > 0 && scopes(&run).rows() == records);
     }
 }
