@@ -98,12 +98,16 @@ def run(
     repeat: int = 1,
     warmup: int = 0,
     kernel_budget: Optional[float] = None,
+    aic: Optional[int] = None,
+    aiv: Optional[int] = None,
+    aicpu_threads: Optional[int] = None,
 ) -> Result:
     """Runs a built-in example (``"vector"``, ``"paged-attention"``, ``"storm"``) or a workload
     file on a simulated chip, as ``ferry run`` does, and returns its ``Result``.
 
     ``dfx=True`` turns on all five DFX subsystems (swimlane 4, PMU 2, DepGen, ArgsDump 3,
-    ScopeStats); they need ``out``. Raises ``OptionsError``, ``WorkloadError``,
+    ScopeStats); they need ``out``. ``aic``, ``aiv`` and ``aicpu_threads`` are the device
+    options (default: the arch's). Raises ``OptionsError``, ``WorkloadError``,
     ``KernelsError``, ``RunFailed``/``KernelFault`` or ``WrongResult``.
     """
     if (example is None) == (workload is None):
@@ -112,7 +116,8 @@ def run(
     opts = _options(
         arch=arch, variant=variant, small=small, kernels=kernels, swimlane=swimlane, pmu=pmu,
         dep_gen=dep_gen, dump_args=dump_args, scope_stats=scope_stats, dfx=dfx, out=out,
-        force=force, repeat=repeat, warmup=warmup, kernel_budget=kernel_budget,
+        force=force, repeat=repeat, warmup=warmup, kernel_budget=kernel_budget, aic=aic, aiv=aiv,
+        aicpu_threads=aicpu_threads,
     )
     return Result(_ferry.run(kind, target, **opts))
 

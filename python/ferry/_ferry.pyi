@@ -61,6 +61,9 @@ def run(
     repeat: int = 1,
     warmup: int = 0,
     kernel_budget: Optional[float] = None,
+    aic: Optional[int] = None,
+    aiv: Optional[int] = None,
+    aicpu_threads: Optional[int] = None,
 ) -> Dict[str, Any]:
     """Runs an example (kind="example") or a workload file (kind="workload"). Returns
     {"out": str | None, "job_s": float (Job::run's seconds), "cases": [{"name", "kind", "tasks", "wall_s", "checksum",

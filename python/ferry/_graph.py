@@ -263,7 +263,7 @@ class Graph:
 _DEFAULTS: Dict[str, Any] = dict(
     arch="a2a3", variant="device", small=False, kernels=(), swimlane=0, pmu=0, dep_gen=False,
     dump_args=0, scope_stats=False, dfx=False, out=None, force=False, repeat=1, warmup=0,
-    kernel_budget=None,
+    kernel_budget=None, aic=None, aiv=None, aicpu_threads=None,
 )
 
 

@@ -80,6 +80,8 @@ def test_options_refused_name_the_option(tmp_path):
         ferry.run("vector", small=True, swimlane=1)  # DFX without out=
     with pytest.raises(ferry.OptionsError):
         ferry.run("vector", small=True, repeat=0)
+    with pytest.raises(ferry.OptionsError):
+        ferry.run("vector", small=True, aicpu_threads=99)  # more than the chip has
 
 
 def test_missing_and_closed_profiles(tmp_path):

@@ -92,6 +92,13 @@ def test_examples_and_workload_files_run(tmp_path):
     np.testing.assert_array_equal(wl.outputs["out"], 3 * i + 3)
 
 
+def test_device_options_reach_the_chip(tmp_path):
+    r = ferry.run("vector", small=True, swimlane=1, aic=1, aiv=2, aicpu_threads=2, out=tmp_path / "r")
+    with r.profile() as p:
+        assert len(p.report()["cores"]) == 3, "one AIC and two AIV"
+        assert set(p.tasks()["core"].tolist()) <= {0, 1, 2}
+
+
 def test_report_and_diff_are_dicts(tmp_path):
     a = ferry.run("vector", small=True, dfx=True, out=tmp_path / "a")
     b = ferry.run("vector", small=True, dfx=True, out=tmp_path / "b", repeat=2)

@@ -137,6 +137,9 @@ pub(crate) fn job_error(py: Python<'_>, e: &JobError) -> PyErr {
             msg,
             &[("option", obj(py, "out")), ("dir", path(py, Some(dir)))],
         ),
+        JobError::Start(ferry_runtime::RunnerError::Config(_)) => {
+            raise::<OptionsError>(py, msg, &[("option", py.None())])
+        }
         JobError::DfxNeedsOut
         | JobError::ChromeNeedsSwimlane
         | JobError::TooManyRuns { .. }

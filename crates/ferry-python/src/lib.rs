@@ -77,6 +77,12 @@ pub struct Options {
     pub warmup: u32,
     /// One kernel's budget in seconds (`None`: the job's default).
     pub kernel_budget_s: Option<f64>,
+    /// AIC cores (`None`: the arch's default).
+    pub aic: Option<u32>,
+    /// AIV cores (`None`: the arch's default).
+    pub aiv: Option<u32>,
+    /// AICPU scheduler threads (`None`: the arch's default).
+    pub aicpu_threads: Option<u32>,
 }
 
 impl Default for Options {
@@ -96,6 +102,9 @@ impl Default for Options {
             repeat: 1,
             warmup: 0,
             kernel_budget_s: None,
+            aic: None,
+            aiv: None,
+            aicpu_threads: None,
         }
     }
 }
@@ -137,8 +146,14 @@ impl Options {
             })?),
             Source::Workload(path) => Job::workload(path),
         };
+        let (aic, aiv, threads) = (self.aic, self.aiv, self.aicpu_threads);
         job = job
             .arch(arch)
+            .configure(|c| {
+                c.aic = aic.unwrap_or(c.aic);
+                c.aiv = aiv.unwrap_or(c.aiv);
+                c.aicpu_threads = threads.unwrap_or(c.aicpu_threads);
+            })
             .variant(variant)
             .small(self.small)
             .kernels(self.kernels.iter().cloned())
@@ -185,5 +200,9 @@ mod tests {
         assert_eq!(err(budget, ex()), "kernel_budget");
         let ok = Options { arch: "A5".into(), variant: "host".into(), ..Options::default() };
         assert_eq!(ok.job(ex()).unwrap().runner_config().arch, Arch::A5);
+        let cores =
+            Options { aic: Some(2), aiv: Some(3), aicpu_threads: Some(2), ..Options::default() };
+        let c = *cores.job(ex()).unwrap().runner_config();
+        assert_eq!((c.aic, c.aiv, c.aicpu_threads), (2, 3, 2));
     }
 }

@@ -15,7 +15,7 @@ use crate::{Options, Source};
 #[pyfunction]
 #[pyo3(signature = (kind, target, *, arch="a2a3", variant="device", small=false, kernels=Vec::new(),
     swimlane=0, pmu=0, dep_gen=false, dump_args=0, scope_stats=false, out=None, force=false,
-    repeat=1, warmup=0, kernel_budget=None))]
+    repeat=1, warmup=0, kernel_budget=None, aic=None, aiv=None, aicpu_threads=None))]
 #[allow(clippy::too_many_arguments)]
 fn run<'py>(
     py: Python<'py>,
@@ -35,6 +35,9 @@ fn run<'py>(
     repeat: u32,
     warmup: u32,
     kernel_budget: Option<f64>,
+    aic: Option<u32>,
+    aiv: Option<u32>,
+    aicpu_threads: Option<u32>,
 ) -> PyResult<Bound<'py, PyDict>> {
     guard(|| {
         let source = match kind {
@@ -65,6 +68,9 @@ fn run<'py>(
             repeat,
             warmup,
             kernel_budget_s: kernel_budget,
+            aic,
+            aiv,
+            aicpu_threads,
         };
         let job = options.job(source.clone()).map_err(|e| errors::bad_option(py, &e))?;
         // The tensors' names: a workload's, from the file (checked before the chip starts).
