@@ -16,7 +16,6 @@ of numpy arrays (`pandas.DataFrame(p.tasks())` works as is), `report()` and `dif
 from __future__ import annotations
 
 import os
-import tempfile
 from typing import Any, Dict, Iterable, List, Optional, Sequence, Union
 
 import numpy as np
@@ -213,7 +212,3 @@ class Profile:
 def diff(a: Profile, b: Profile) -> Dict[str, Any]:
     """``ferry diff a b --json``'s model."""
     return a.diff(b)
-
-
-def _tempdir() -> "tempfile.TemporaryDirectory[str]":
-    return tempfile.TemporaryDirectory(prefix="ferry-graph-")

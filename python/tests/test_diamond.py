@@ -1,7 +1,6 @@
 """The graph of examples/workloads/diamond.toml built in Python from numpy arrays, run with all
 five DFX subsystems on both arches, checked against a numpy golden and against `ferry report`."""
 import json
-import os
 import subprocess
 from collections import Counter, defaultdict
 

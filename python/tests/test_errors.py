@@ -1,6 +1,4 @@
 """Bad input raises a clear exception carrying the typed error's fields, never a crash."""
-import os
-from pathlib import Path
 
 import numpy as np
 import pytest
