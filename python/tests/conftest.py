@@ -1,6 +1,7 @@
 """Shared by the package's tests: where the `ferry` binary is (for comparing with its --json)."""
 import os
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -9,7 +10,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def ferry_bin() -> str:
-    """$FERRY_BIN (the Rust test that runs this suite sets it), else a built target/*/ferry."""
+    """$FERRY_BIN (the Rust test that runs this suite sets it), else a built target/*/ferry or
+    one on PATH, else `cargo build --release -p ferry-cli` (it shares the package's build)."""
     env = os.environ.get("FERRY_BIN")
     if env:
         return env
@@ -19,7 +21,13 @@ def ferry_bin() -> str:
     found = shutil.which("ferry")
     if found:
         return found
-    pytest.fail("no ferry binary: set FERRY_BIN or run `cargo build -p ferry-cli`")
+    # A fresh clone after `pip install ./python`: the release build is mostly there already.
+    cargo = shutil.which("cargo")
+    if cargo is None:
+        pytest.fail("no ferry binary and no cargo: set FERRY_BIN or build ferry-cli")
+    subprocess.run([cargo, "build", "--release", "-q", "-p", "ferry-cli"], cwd=ROOT, check=True,
+                   timeout=1800)
+    return str(ROOT / "target/release/ferry")
 
 
 def tool(env: str, what: str) -> str:
