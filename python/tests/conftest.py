@@ -11,7 +11,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def ferry_bin() -> str:
     """$FERRY_BIN (the Rust test that runs this suite sets it), else a built target/*/ferry or
-    one on PATH, else `cargo build --release -p ferry-cli` (it shares the package's build)."""
+    one on PATH, else `cargo build --release -p ferry-cli` (minutes)."""
     env = os.environ.get("FERRY_BIN")
     if env:
         return env
@@ -21,7 +21,7 @@ def ferry_bin() -> str:
     found = shutil.which("ferry")
     if found:
         return found
-    # A fresh clone after `pip install ./python`: the release build is mostly there already.
+    # A fresh clone after `pip install ./python`: the release profile's ferry crates are built.
     cargo = shutil.which("cargo")
     if cargo is None:
         pytest.fail("no ferry binary and no cargo: set FERRY_BIN or build ferry-cli")
