@@ -375,8 +375,12 @@ fn cores(run: &RunModel, tasks: &[super::JoinedTask], first: u64, wall: u64) -> 
     for t in tasks {
         spans.entry(t.core).or_default().push((t.start.max(first), t.end.max(t.start)));
     }
-    let n = (m.num_cores() as u32).max(spans.keys().next_back().map_or(0, |c| c + 1));
-    (0..n)
+    // The declared cores, and any other core a record names: a row per core that exists, never
+    // one per number below the highest id a (possibly damaged) record carries.
+    let declared = u32::try_from(m.num_cores()).unwrap_or(u32::MAX);
+    let named: Vec<u32> = spans.keys().copied().filter(|&c| c >= declared).collect();
+    (0..declared)
+        .chain(named)
         .map(|core| {
             let mut s = spans.remove(&core).unwrap_or_default();
             s.sort_unstable();

@@ -378,3 +378,18 @@ fn a_session_read_as_one_model_keeps_each_runs_joins_and_spans() {
     names.sort_unstable();
     assert_eq!(names, ["gap before run-001", "run-000 (warm-up)", "run-001"]);
 }
+
+/// A record naming a core far past the declared ones (a damaged file) adds one row for that
+/// core, not a row for every number below it.
+#[test]
+fn a_core_id_past_the_declared_cores_is_one_row_not_a_row_per_number() {
+    let far = 3_000_000_000;
+    let run = run_of(2, &[(1, 0, 0, 0, 10), (2, far, 0, 5, 20)], &[]);
+    let r = report(&run);
+    let cores: Vec<u32> = r.cores.iter().map(|c| c.core).collect();
+    assert_eq!(cores, [0, 1, far]);
+    assert_eq!(
+        (r.cores[0].busy_cycles, r.cores[1].busy_cycles, r.cores[2].busy_cycles),
+        (10, 0, 15)
+    );
+}
