@@ -70,10 +70,11 @@ fn trace_of_an_all_five_run_decodes_with_perfettos_schema() {
     // The same trace with an event on an undeclared track and an end that closes nothing: the
     // checker must see both.
     let mut bytes = std::fs::read(&trace).unwrap();
+    let sliced = first_sliced_track(&bytes);
     for ty in [1u8, 2] {
         // TracePacket { timestamp, trusted_packet_sequence_id: 1, track_event: { type, track_uuid } }:
-        // a begin on undeclared track 0x7777, an end on core 0's track, which has no open slice.
-        let (track, ts) = if ty == 1 { (0x7777u64, 5u8) } else { (1000, 6) };
+        // a begin on undeclared track 0x7777, an end on a declared track that has no open slice.
+        let (track, ts) = if ty == 1 { (0x7777u64, 5u8) } else { (sliced, 6) };
         let mut ev = vec![0x48, ty, 0x58];
         let mut t = track;
         while t >= 0x80 {
@@ -120,4 +121,17 @@ fn a_workloads_scopes_are_named_in_the_trace() {
     assert!(ok, "{v:#}");
     assert_eq!(v["scope_slices"], serde_json::json!({ "diamond": 64 }), "{v:#}");
     let _ = std::fs::remove_dir_all(&d);
+}
+
+/// The uuid of the first track a slice begins on in the trace `bytes` (a declared track: the
+/// trace declares only tracks that hold something).
+fn first_sliced_track(bytes: &[u8]) -> u64 {
+    use ferry_perfetto_proto::protos::{track_event::Type, Trace};
+    use ferry_perfetto_proto::Message;
+    let trace = Trace::decode(bytes).unwrap();
+    let begins = trace.packet.into_iter().filter_map(|p| p.track_event);
+    begins
+        .filter(|e| e.r#type.and_then(|t| Type::try_from(t).ok()) == Some(Type::SliceBegin))
+        .find_map(|e| e.track_uuid)
+        .expect("the trace holds a slice")
 }
