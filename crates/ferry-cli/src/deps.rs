@@ -1,9 +1,7 @@
 //! `ferry deps DIR`: the dependency graph of `deps.json` as text, or `--json` (the model of
 //! [`ferry_profile::analysis::DepsListing`]; schema in docs/reports.md).
-use std::collections::BTreeSet;
 use std::path::PathBuf;
 
-use anyhow::bail;
 use clap::Args;
 use ferry_profile::{analysis, views, Needs};
 
@@ -16,7 +14,7 @@ pub(crate) struct DepsArgs {
     json: bool,
     /// Only this task: its id in hex, as every command prints it (`0x40`, `40` or
     /// `0x0000000000000040`).
-    #[arg(long, value_parser = crate::ids::parse_task_id, value_name = "ID")]
+    #[arg(long, value_parser = ferry_profile::parse_task_id, value_name = "ID")]
     task: Option<u64>,
     /// Only tasks of this kernel (its name, as the listing shows it).
     #[arg(long, value_name = "NAME")]
@@ -30,7 +28,7 @@ pub(crate) fn execute(a: &DepsArgs) -> anyhow::Result<String> {
     // deps.json, and the swimlane when it is there: never the PMU rows or the payloads.
     let r = crate::analysis::open(&a.dir, &Needs::DEPS)?;
     let filter = views::DepsFilter { task: a.task, kernel: a.kernel.clone(), top: a.top };
-    check_filter(&r.run, &filter)?;
+    filter.check(&r.run)?;
     if a.json {
         let mut l = analysis::deps_listing_filtered(&r.run, &filter)
             .expect("open_run: a required file is read");
@@ -38,30 +36,6 @@ pub(crate) fn execute(a: &DepsArgs) -> anyhow::Result<String> {
         return Ok(format!("{}\n", serde_json::to_string_pretty(&l)?));
     }
     Ok(views::deps_text_filtered(&r.run, &filter))
-}
-
-/// A task or kernel the graph does not hold is refused, naming what it holds.
-fn check_filter(run: &ferry_profile::RunModel, f: &views::DepsFilter) -> anyhow::Result<()> {
-    let Some(g) = &run.deps else { return Ok(()) };
-    let kernel = |t: &ferry_profile::DepTask| {
-        run.kernel_name(t.kernel_ids.iter().copied().find(|&k| k >= 0))
-    };
-    if let Some(id) = f.task {
-        if !g.tasks.iter().any(|t| t.task_id == id) {
-            bail!("task {id:#x} is not in this run's deps.json ({} tasks)", g.tasks.len());
-        }
-    }
-    if let Some(k) = &f.kernel {
-        let names: BTreeSet<String> = g.tasks.iter().map(|t| kernel(&t)).collect();
-        if !names.contains(k) {
-            let known: Vec<&str> = names.iter().map(String::as_str).collect();
-            bail!(
-                "no task of a kernel named `{k}` in this run (its kernels: {})",
-                known.join(", ")
-            );
-        }
-    }
-    Ok(())
 }
 
 pub(crate) fn run(a: &DepsArgs) -> anyhow::Result<()> {
@@ -87,10 +61,10 @@ mod tests {
         let all = listing(&args(&d.path, true));
         assert_eq!(all.shown, all.tasks);
         let pick = &all.task_list[1];
-        let id = crate::ids::parse_task_id(&pick.task_id).unwrap();
+        let id = ferry_profile::parse_task_id(&pick.task_id).unwrap();
         // One task, named in each form a user meets.
         for form in [format!("{id:#x}"), format!("{id:x}"), format!("{id:#018x}")] {
-            let task = Some(crate::ids::parse_task_id(&form).unwrap());
+            let task = Some(ferry_profile::parse_task_id(&form).unwrap());
             let l = listing(&DepsArgs { task, ..args(&d.path, true) });
             assert_eq!(l.task_list, std::slice::from_ref(pick), "{form}");
             assert_eq!((l.shown, l.tasks), (1, all.tasks));
@@ -110,7 +84,7 @@ mod tests {
         // What the graph does not hold is refused, naming what it holds.
         let e = execute(&DepsArgs { kernel: Some("nope".into()), ..args(&d.path, false) });
         let e = e.unwrap_err().to_string();
-        assert!(e.contains("no task of a kernel named `nope`") && e.contains("matmul"), "{e}");
+        assert!(e.contains("no kernel named `nope`") && e.contains("matmul"), "{e}");
         let e = execute(&DepsArgs { task: Some(0xdead_beef), ..args(&d.path, false) });
         assert!(e.unwrap_err().to_string().contains("task 0xdeadbeef is not in"));
     }

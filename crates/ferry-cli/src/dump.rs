@@ -18,7 +18,7 @@ pub(crate) struct DumpArgs {
 #[derive(Debug, Args)]
 struct Filter {
     /// Only this task: its id in hex, as every command prints it (`0x40` or `40`).
-    #[arg(long, value_parser = crate::ids::parse_task_id, value_name = "ID")]
+    #[arg(long, value_parser = ferry_profile::parse_task_id, value_name = "ID")]
     task: Option<u64>,
     /// Only this role (INPUT, OUTPUT, INOUT, SCALAR; any case).
     #[arg(long, value_parser = parse_role)]
@@ -63,7 +63,7 @@ enum DumpAction {
         /// Output directory of a run (holds args_dump/).
         dir: PathBuf,
         /// The task to replay: its id in hex, as every command prints it (`0x40` or `40`).
-        #[arg(long, value_parser = crate::ids::parse_task_id, value_name = "ID")]
+        #[arg(long, value_parser = ferry_profile::parse_task_id, value_name = "ID")]
         task: u64,
     },
 }

@@ -18,7 +18,6 @@ mod diagnose;
 mod diff;
 mod dump;
 mod export;
-mod ids;
 mod info;
 mod kernels;
 mod kernels_new;

@@ -89,9 +89,9 @@ fn session(a: &ReportArgs, runs: &ferry_profile::SessionRuns) -> anyhow::Result<
     }
     if let Some(k) = &a.kernel {
         let names = s.reports.iter().flat_map(|r| r.kernels.iter().map(|x| x.kernel.as_str()));
-        known_kernel(k, names)?;
+        ferry_profile::views::known_kernel(k, names)?;
         for rep in &mut s.reports {
-            keep_kernel(rep, k);
+            rep.keep_kernel(k);
         }
         if let Some(st) = &mut s.steady {
             st.kernels.retain(|x| x.kernel == *k);
@@ -134,8 +134,8 @@ pub(crate) fn execute(a: &ReportArgs) -> anyhow::Result<String> {
     let mut r = build(&a.dir)?;
     r.sort_kernels(a.sort.key());
     if let Some(k) = &a.kernel {
-        known_kernel(k, r.kernels.iter().map(|x| x.kernel.as_str()))?;
-        keep_kernel(&mut r, k);
+        ferry_profile::views::known_kernel(k, r.kernels.iter().map(|x| x.kernel.as_str()))?;
+        r.keep_kernel(k);
     }
     if a.csv {
         return Ok(r.kernels_csv(a.top));
@@ -147,25 +147,6 @@ pub(crate) fn execute(a: &ReportArgs) -> anyhow::Result<String> {
         return Ok(format!("{}\n", serde_json::to_string_pretty(&r)?));
     }
     Ok(r.text(a.top))
-}
-
-/// Keeps kernel `k`'s rows in the per-kernel tables (time and PMU; the PMU's `all` line stays
-/// the run's).
-fn keep_kernel(r: &mut Report, k: &str) {
-    r.kernels.retain(|x| x.kernel == k);
-    if let Some(p) = &mut r.pmu {
-        p.kernels.retain(|x| x.kernel == k);
-    }
-}
-
-/// `--kernel NAME` of a kernel the run did not run is refused, naming those it ran.
-fn known_kernel<'a>(k: &str, names: impl Iterator<Item = &'a str>) -> anyhow::Result<()> {
-    let names: std::collections::BTreeSet<&str> = names.collect();
-    if !names.contains(k) {
-        let known: Vec<&str> = names.into_iter().collect();
-        anyhow::bail!("no kernel named `{k}` ran in this run (its kernels: {})", known.join(", "));
-    }
-    Ok(())
 }
 
 pub(crate) fn run(a: &ReportArgs) -> anyhow::Result<()> {

@@ -93,6 +93,7 @@ mod scopes;
 mod sink;
 mod stream;
 mod swimlane;
+mod task_id;
 pub mod views;
 mod write;
 
@@ -166,6 +167,7 @@ pub use scopes::{
 pub use sink::{direct_io, set_direct_io, WRITE_BUFFER_BYTES};
 pub use stream::{IdHasher, IdMap, IdSet};
 pub use swimlane::{read_swimlane, write_swimlane, SwimlaneParts, GRAPH_LOAD_KEY, SWIMLANE_FILE};
+pub use task_id::{parse_task_id, TaskIdError};
 pub use write::{
     write_all, write_all_in, TraceStats, WriteOptions, WritePhase, WriteProgress, WriteReport,
     WrittenFile, CHROME_FILE, PERFETTO_FILE,

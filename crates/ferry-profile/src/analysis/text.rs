@@ -68,6 +68,15 @@ fn plural(n: u64, one: &str, many: &str) -> String {
 }
 
 impl Report {
+    /// Keeps kernel `k`'s rows in the per-kernel tables (time and PMU; the PMU's `all` line
+    /// stays the run's): `ferry report --kernel`.
+    pub fn keep_kernel(&mut self, k: &str) {
+        self.kernels.retain(|x| x.kernel == k);
+        if let Some(p) = &mut self.pmu {
+            p.kernels.retain(|x| x.kernel == k);
+        }
+    }
+
     /// The text of `ferry report`: at most `top` kernels (all with `None`).
     pub fn text(&self, top: Option<usize>) -> String {
         let r = &self.run;

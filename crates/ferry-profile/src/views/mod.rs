@@ -175,7 +175,66 @@ pub struct DepsFilter {
     pub top: Option<usize>,
 }
 
+/// A filter naming what a run does not hold.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum FilterError {
+    /// The task is not in the run's graph.
+    #[error("task {id:#x} is not in this run's deps.json ({tasks} tasks)")]
+    UnknownTask {
+        /// The id asked for.
+        id: u64,
+        /// Tasks the graph holds.
+        tasks: usize,
+    },
+    /// No task (or row) of a kernel of that name.
+    #[error("no kernel named `{name}` in this run (its kernels: {})", known.join(", "))]
+    UnknownKernel {
+        /// The name asked for.
+        name: String,
+        /// The kernels the run holds, sorted.
+        known: Vec<String>,
+    },
+}
+
+/// `name` among `names`, or [`FilterError::UnknownKernel`] listing them.
+///
+/// # Errors
+/// [`FilterError::UnknownKernel`] when no name is `name`.
+pub fn known_kernel<S: AsRef<str>>(
+    name: &str,
+    names: impl IntoIterator<Item = S>,
+) -> Result<(), FilterError> {
+    let known: std::collections::BTreeSet<String> =
+        names.into_iter().map(|n| n.as_ref().to_string()).collect();
+    if known.contains(name) {
+        return Ok(());
+    }
+    Err(FilterError::UnknownKernel { name: name.to_string(), known: known.into_iter().collect() })
+}
+
 impl DepsFilter {
+    /// Refuses a task or kernel `run`'s graph does not hold, naming what it holds (a run without
+    /// a graph passes: its listing says so).
+    ///
+    /// # Errors
+    /// [`FilterError`] naming the missing task or kernel.
+    pub fn check(&self, run: &RunModel) -> Result<(), FilterError> {
+        let Some(g) = &run.deps else { return Ok(()) };
+        if let Some(id) = self.task {
+            if !g.tasks.iter().any(|t| t.task_id == id) {
+                return Err(FilterError::UnknownTask { id, tasks: g.tasks.len() });
+            }
+        }
+        if let Some(k) = &self.kernel {
+            let kernel = g
+                .tasks
+                .iter()
+                .map(|t| run.kernel_name(t.kernel_ids.iter().copied().find(|&k| k >= 0)));
+            known_kernel(k, kernel)?;
+        }
+        Ok(())
+    }
+
     /// Whether task `id` of kernel `kernel` passes the task and kernel filters.
     pub fn keeps(&self, id: u64, kernel: &str) -> bool {
         self.task.is_none_or(|t| t == id) && self.kernel.as_deref().is_none_or(|k| k == kernel)
