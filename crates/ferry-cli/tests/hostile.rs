@@ -274,7 +274,7 @@ fn inconsistent_metadata_is_an_error_or_a_warning_never_a_wrapped_number() {
     let o = cli(&["report"], &d2);
     let (out, err) = (ok(&o), text(&o.stderr));
     assert!(err.contains("end before they start"), "{err}");
-    assert!(out.contains("Order check") && !out.contains("18446744073709551"), "{out}");
+    assert!(out.contains("order check: ") && !out.contains("18446744073709551"), "{out}");
     // Every task ending at u64::MAX: per-kernel sums past u64::MAX saturate (no overflow panic).
     edit_json(&d2.join("chip_swimlane_records.json"), |v| {
         for t in v["aicore_tasks"].as_array_mut().unwrap() {
