@@ -130,6 +130,11 @@ extern "C" {
 /** The data-cache line the cache operations act on. */
 #define FERRY_CACHE_LINE_BYTES 64u
 
+/** An optional export, `int32_t ferry_set_services(const FerryDeviceServices *)`, called by the
+ * OS right after loading; a kernel library needs none (its entries get the table with every
+ * call). */
+#define FERRY_EXPORT_SET_SERVICES "ferry_set_services"
+
 typedef uint8_t (*FerryRegPredFn)(void *user, uint32_t value);
 typedef uint8_t (*FerryCondFn)(void *user);
 
@@ -273,25 +278,28 @@ static inline uint64_t ferry_f32_scalar(float f) {
 }
 
 /**
- * Tensor argument `index` of a device call as `*len` f32s of device memory, translated (and so
- * bounds-checked) through the services table. Returns NULL and fills *error when the argument
- * is missing or its range is not inside live device memory; an empty tensor gives a NULL
- * pointer, *len 0 and no error.
+ * Tensor argument `index` of a device call as `*len` f32s of device memory at `*ptr`,
+ * translated (and so bounds-checked) through the services table. Returns FERRY_STATUS_OK, or
+ * FERRY_STATUS_INVALID_ARGUMENT (the argument is missing) or FERRY_STATUS_BAD_ADDRESS (its
+ * range is not inside live device memory) with *error filled: return that status from the
+ * device entry. An empty tensor gives a NULL pointer and *len 0.
  */
-static inline float *ferry_device_tensor(const FerryDeviceServices *services,
-                                         const FerryDeviceCall *call, uint32_t index,
-                                         uint64_t *len, FerryKernelErrorRecord *error) {
+static inline int32_t ferry_device_tensor(const FerryDeviceServices *services,
+                                          const FerryDeviceCall *call, uint32_t index,
+                                          float **ptr, uint64_t *len,
+                                          FerryKernelErrorRecord *error) {
+    *ptr = NULL;
     *len = 0;
     if (index >= call->n_tensors || index >= FERRY_MAX_CALL_TENSORS) {
         if (error) {
             error->kind = FERRY_KERNEL_ERR_MISSING_TENSOR;
             error->index = index;
         }
-        return NULL;
+        return FERRY_STATUS_INVALID_ARGUMENT;
     }
     FerryTensorArg t = call->tensors[index];
     if (t.bytes / 4 == 0) {
-        return NULL;
+        return FERRY_STATUS_OK;
     }
     uint8_t *p = services->translate(services->ctx, t.addr, t.bytes);
     if (!p) {
@@ -299,10 +307,34 @@ static inline float *ferry_device_tensor(const FerryDeviceServices *services,
             error->kind = FERRY_KERNEL_ERR_BAD_ADDRESS;
             error->index = index;
         }
-        return NULL;
+        return FERRY_STATUS_BAD_ADDRESS;
     }
+    *ptr = (float *)(void *)p;
     *len = t.bytes / 4;
-    return (float *)(void *)p;
+    return FERRY_STATUS_OK;
+}
+
+/**
+ * Refuses a block because a tensor has `got` elements where the kernel needs `expected`:
+ * fills *error and returns the status the device entry returns.
+ */
+static inline int32_t ferry_refuse_shape(FerryKernelErrorRecord *error, uint64_t expected,
+                                         uint64_t got) {
+    if (error) {
+        error->kind = FERRY_KERNEL_ERR_SHAPE;
+        error->expected = expected;
+        error->got = got;
+    }
+    return FERRY_STATUS_INVALID_ARGUMENT;
+}
+
+/** Refuses a block because scalar `index` is missing (as ferry_refuse_shape). */
+static inline int32_t ferry_refuse_scalar(FerryKernelErrorRecord *error, uint32_t index) {
+    if (error) {
+        error->kind = FERRY_KERNEL_ERR_MISSING_SCALAR;
+        error->index = index;
+    }
+    return FERRY_STATUS_INVALID_ARGUMENT;
 }
 
 /** This block's contiguous share [*start, *end) of `n` elements (the blocks tile 0..n). */

@@ -158,6 +158,7 @@ fn rust_table() -> Vec<String> {
         out.push(format!("const {k} {v}"));
     }
     out.push(format!("export {EXPORT_KERNEL_LIBRARY}"));
+    out.push(format!("export {EXPORT_SET_SERVICES}"));
     out
 }
 
@@ -177,7 +178,8 @@ fn c_program() -> String {
     for k in constants().keys() {
         s += &format!("printf(\"const {k} %llu\\n\", (unsigned long long)(FERRY_{k}));\n");
     }
-    s += "printf(\"export %s\\n\", FERRY_EXPORT_KERNEL_LIBRARY);\nreturn 0;\n}\n";
+    s += "printf(\"export %s\\n\", FERRY_EXPORT_KERNEL_LIBRARY);\n";
+    s += "printf(\"export %s\\n\", FERRY_EXPORT_SET_SERVICES);\nreturn 0;\n}\n";
     s
 }
 
@@ -232,7 +234,11 @@ fn the_c_header_matches_the_rust_abi() {
         .filter(|(r, c)| r != c)
         .map(|(r, c)| format!("  rust: {r}\n  C:    {c}"))
         .collect();
-    assert!(differ.is_empty(), "ferry_kernel.h disagrees with the Rust ABI:\n{}", differ.join("\n"));
+    assert!(
+        differ.is_empty(),
+        "ferry_kernel.h disagrees with the Rust ABI:\n{}",
+        differ.join("\n")
+    );
     assert_eq!(rust.len(), c.len(), "the C program printed another number of lines");
 }
 
@@ -249,7 +255,8 @@ fn the_header_carries_every_constant_of_the_abi() {
             let Some(rest) = line.strip_prefix("pub const ") else { continue };
             let Some((name, ty)) = rest.split_once(':') else { continue };
             let ty = ty.trim_start();
-            let integer = ["u8 ", "u32 ", "i32 ", "u64 ", "usize "].iter().any(|t| ty.starts_with(t));
+            let integer =
+                ["u8 ", "u32 ", "i32 ", "u64 ", "usize "].iter().any(|t| ty.starts_with(t));
             if integer && !known.contains_key(name) {
                 missing.push(format!("{file}: {name}"));
             }
