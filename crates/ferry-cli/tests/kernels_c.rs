@@ -1,8 +1,8 @@
 //! A kernel library written in C: `ferry kernels new --lang c` scaffolds it outside the
 //! checkout, the system C compiler and `make` build it (no cargo), and ferry loads it like a
 //! Rust one: its workload runs and verifies against its host references, its outputs are the
-//! closed form, and a block it refuses is the typed fault naming the kernel, its library and
-//! its task. Where `cc` or `make` does not run, the test says why and passes, unless
+//! closed form, and a block it refuses, or a write past its output, is the typed fault naming
+//! the kernel, its library and its task. Where `cc` or `make` does not run, the test says why and passes, unless
 //! `FERRY_REQUIRE_TEST_TOOLS=1`.
 mod common;
 
@@ -81,6 +81,23 @@ fn a_c_library_builds_with_make_alone_and_runs_like_a_rust_one() {
     assert!(!o.status.success(), "{t}");
     let fault = "task 0x0: kernel `saxpy` (library `my-c-kernels`, id 256) failed on its core: \
                  a tensor has 512 elements, the kernel needs 1024";
+    assert_eq!(t.matches(fault).count(), 1, "{t}");
+
+    // A C kernel that writes one element past its block (raw pointers: nothing stops it) is
+    // the fault a Rust kernel's would be, at the one task whose write leaves the allocation:
+    // the last chunk's saxpy.
+    let src = std::fs::read_to_string(dir.join("kernels.c")).unwrap();
+    let body = "for (uint64_t i = start; i < end; i++) out[i] = a * x[i] + y[i];";
+    assert_eq!(src.matches(body).count(), 1, "saxpy's loop moved: {src}");
+    let src = src.replace(body, &body.replace("i < end", "i <= end"));
+    std::fs::write(dir.join("kernels.c"), src).unwrap();
+    let o = Command::new("make").current_dir(&dir).output().unwrap();
+    assert!(o.status.success(), "make failed:\n{}", text(&o));
+    let o = ferry(&dir, &run.into_iter().chain(["--workload", "workload.toml"]).collect::<Vec<_>>());
+    let t = text(&o);
+    assert!(!o.status.success(), "{t}");
+    let fault = "task 0xe: kernel `saxpy` (library `my-c-kernels`, id 256) failed on its core: \
+                 wrote past the end of tensor argument 2";
     assert_eq!(t.matches(fault).count(), 1, "{t}");
     std::fs::remove_dir_all(&tmp).unwrap();
 }
