@@ -93,7 +93,8 @@ fn a_c_library_builds_with_make_alone_and_runs_like_a_rust_one() {
     std::fs::write(dir.join("kernels.c"), src).unwrap();
     let o = Command::new("make").current_dir(&dir).output().unwrap();
     assert!(o.status.success(), "make failed:\n{}", text(&o));
-    let o = ferry(&dir, &run.into_iter().chain(["--workload", "workload.toml"]).collect::<Vec<_>>());
+    let o =
+        ferry(&dir, &run.into_iter().chain(["--workload", "workload.toml"]).collect::<Vec<_>>());
     let t = text(&o);
     assert!(!o.status.success(), "{t}");
     let fault = "task 0xe: kernel `saxpy` (library `my-c-kernels`, id 256) failed on its core: \
