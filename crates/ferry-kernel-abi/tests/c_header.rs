@@ -14,8 +14,11 @@ use ferry_kernel_abi::kernel_lib::*;
 use ferry_kernel_abi::services::*;
 use ferry_kernel_abi::DType;
 
-/// The records: C name, Rust size, alignment, and each field's C name and Rust offset.
-fn records() -> Vec<(&'static str, usize, usize, Vec<(&'static str, usize)>)> {
+/// A record: its C name, Rust size, alignment, and each field's name and Rust offset.
+type Record = (&'static str, usize, usize, Vec<(&'static str, usize)>);
+
+/// The records the header declares.
+fn records() -> Vec<Record> {
     macro_rules! rec {
         ($c:literal, $t:ty, [$($f:ident),* $(,)?]) => {
             ($c, size_of::<$t>(), align_of::<$t>(), vec![$((stringify!($f), offset_of!($t, $f))),*])
