@@ -84,8 +84,8 @@ fn a_c_library_builds_with_make_alone_and_runs_like_a_rust_one() {
     assert_eq!(t.matches(fault).count(), 1, "{t}");
 
     // A C kernel that writes one element past its block (raw pointers: nothing stops it) is
-    // the fault a Rust kernel's would be, at the one task whose write leaves the allocation:
-    // the last chunk's saxpy.
+    // the fault a Rust kernel's would be: one task over whole tensors, whose last block writes
+    // past the output's allocation.
     let src = std::fs::read_to_string(dir.join("kernels.c")).unwrap();
     let body = "for (uint64_t i = start; i < end; i++) out[i] = a * x[i] + y[i];";
     assert_eq!(src.matches(body).count(), 1, "saxpy's loop moved: {src}");
@@ -93,11 +93,12 @@ fn a_c_library_builds_with_make_alone_and_runs_like_a_rust_one() {
     std::fs::write(dir.join("kernels.c"), src).unwrap();
     let o = Command::new("make").current_dir(&dir).output().unwrap();
     assert!(o.status.success(), "make failed:\n{}", text(&o));
-    let o =
-        ferry(&dir, &run.into_iter().chain(["--workload", "workload.toml"]).collect::<Vec<_>>());
+    std::fs::write(dir.join("whole.toml"), SHORT.replace("shape = [512]", "shape = [1024]"))
+        .unwrap();
+    let o = ferry(&dir, &run.into_iter().chain(["--workload", "whole.toml"]).collect::<Vec<_>>());
     let t = text(&o);
     assert!(!o.status.success(), "{t}");
-    let fault = "task 0xe: kernel `saxpy` (library `my-c-kernels`, id 256) failed on its core: \
+    let fault = "task 0x0: kernel `saxpy` (library `my-c-kernels`, id 256) failed on its core: \
                  wrote past the end of tensor argument 2";
     assert_eq!(t.matches(fault).count(), 1, "{t}");
     std::fs::remove_dir_all(&tmp).unwrap();

@@ -1,5 +1,6 @@
 /*
- * ferry_kernel.h: the ferry custom kernel-library ABI, for kernel libraries written in C or C++.
+ * ferry_kernel.h: the ferry custom kernel-library ABI, for kernel libraries written in C (C11)
+ * or C++ (C++11 and later).
  *
  * The records, constants and function types of the `ferry-kernel-abi` crate
  * (src/kernel_lib.rs, src/services.rs, src/dtype.rs), field for field. A library built from
@@ -25,6 +26,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -255,26 +257,27 @@ _Static_assert(sizeof(FerryDeviceCall) == 144, "FerryDeviceCall is 144 bytes");
 _Static_assert(sizeof(FerryHostCall) == 136, "FerryHostCall is 136 bytes");
 _Static_assert(sizeof(FerryKernelEntry) == 72, "FerryKernelEntry is 72 bytes");
 _Static_assert(sizeof(FerryKernelLibraryDesc) == 64, "FerryKernelLibraryDesc is 64 bytes");
+#elif defined(__cplusplus)
+static_assert(sizeof(FerryKernelErrorRecord) == 24, "FerryKernelErrorRecord is 24 bytes");
+static_assert(sizeof(FerryDeviceCall) == 144, "FerryDeviceCall is 144 bytes");
+static_assert(sizeof(FerryHostCall) == 136, "FerryHostCall is 136 bytes");
+static_assert(sizeof(FerryKernelEntry) == 72, "FerryKernelEntry is 72 bytes");
+static_assert(sizeof(FerryKernelLibraryDesc) == 64, "FerryKernelLibraryDesc is 64 bytes");
 #endif
 
 /** The f32 in a scalar's low 32 bits. */
 static inline float ferry_scalar_f32(uint64_t raw) {
-    union {
-        uint32_t u;
-        float f;
-    } v;
-    v.u = (uint32_t)raw;
-    return v.f;
+    uint32_t bits = (uint32_t)raw;
+    float f;
+    memcpy(&f, &bits, sizeof f);
+    return f;
 }
 
 /** A scalar's f32 as the 64 raw bits a call carries. */
 static inline uint64_t ferry_f32_scalar(float f) {
-    union {
-        uint32_t u;
-        float f;
-    } v;
-    v.f = f;
-    return (uint64_t)v.u;
+    uint32_t bits;
+    memcpy(&bits, &f, sizeof bits);
+    return (uint64_t)bits;
 }
 
 /**

@@ -169,11 +169,13 @@ fn rust_table() -> Vec<String> {
 fn c_program() -> String {
     let mut s = String::from(
         "#include <stdio.h>\n#include <stddef.h>\n#include <string.h>\n\
-         #include \"ferry_kernel.h\"\nint main(void) {\n",
+         #include \"ferry_kernel.h\"\n\
+         #ifdef __cplusplus\n#define ALIGNOF alignof\n#else\n#define ALIGNOF _Alignof\n#endif\n\
+         int main(void) {\n",
     );
     for (name, _, _, fields) in records() {
         s += &format!("printf(\"size {name} %zu\\n\", sizeof({name}));\n");
-        s += &format!("printf(\"align {name} %zu\\n\", _Alignof({name}));\n");
+        s += &format!("printf(\"align {name} %zu\\n\", ALIGNOF({name}));\n");
         for (f, _) in fields {
             s += &format!("printf(\"offset {name}.{f} %zu\\n\", offsetof({name}, {f}));\n");
         }
@@ -197,18 +199,18 @@ impl Drop for Tmp {
     }
 }
 
-#[test]
-fn the_c_header_matches_the_rust_abi() {
+/// Compiles the layout program with `compiler` (`lang`: `c` or `c++`) and returns what it
+/// prints, or `None` (the test skipped) when the compiler does not run.
+fn layout_from(compiler: &str, std: &str, file: &str) -> Option<Vec<String>> {
     let include = Path::new(env!("CARGO_MANIFEST_DIR")).join("include");
-    let tmp = Tmp(Path::new(env!("CARGO_TARGET_TMPDIR")).join("ferry-c-header"));
+    let tmp = Tmp(Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("ferry-header-{file}")));
     let _ = std::fs::remove_dir_all(&tmp.0);
     std::fs::create_dir_all(&tmp.0).unwrap();
-    let src = tmp.0.join("layout.c");
+    let src = tmp.0.join(file);
     std::fs::write(&src, c_program()).unwrap();
     let exe = tmp.0.join("layout");
-    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
-    let built = Command::new(&cc)
-        .args(["-std=c11", "-Wall", "-Wextra", "-Werror", "-o"])
+    let built = Command::new(compiler)
+        .args([std, "-Wall", "-Wextra", "-Werror", "-o"])
         .arg(&exe)
         .arg("-I")
         .arg(&include)
@@ -217,32 +219,54 @@ fn the_c_header_matches_the_rust_abi() {
     let built = match built {
         Ok(o) => o,
         Err(e) if !require_tools() => {
-            println!("skipped: the C compiler `{cc}` does not run ({e})");
-            return;
+            println!("skipped: the compiler `{compiler}` does not run ({e})");
+            return None;
         }
-        Err(e) => panic!("the C compiler `{cc}` does not run ({e}) and FERRY_REQUIRE_TEST_TOOLS=1"),
+        Err(e) => {
+            panic!("the compiler `{compiler}` does not run ({e}) and FERRY_REQUIRE_TEST_TOOLS=1")
+        }
     };
     assert!(
         built.status.success(),
-        "{cc} could not compile against ferry_kernel.h:\n{}",
+        "{compiler} could not compile against ferry_kernel.h:\n{}",
         String::from_utf8_lossy(&built.stderr)
     );
     let run = Command::new(&exe).output().unwrap();
     assert!(run.status.success());
-    let c: Vec<String> = String::from_utf8(run.stdout).unwrap().lines().map(String::from).collect();
+    Some(String::from_utf8(run.stdout).unwrap().lines().map(String::from).collect())
+}
+
+fn check_against_rust(compiler: &str, c: &[String]) {
     let rust = rust_table();
     let differ: Vec<String> = rust
         .iter()
-        .zip(&c)
+        .zip(c)
         .filter(|(r, c)| r != c)
-        .map(|(r, c)| format!("  rust: {r}\n  C:    {c}"))
+        .map(|(r, c)| format!("  rust: {r}\n  {compiler}: {c}"))
         .collect();
     assert!(
         differ.is_empty(),
-        "ferry_kernel.h disagrees with the Rust ABI:\n{}",
+        "ferry_kernel.h under {compiler} disagrees with the Rust ABI:\n{}",
         differ.join("\n")
     );
-    assert_eq!(rust.len(), c.len(), "the C program printed another number of lines");
+    assert_eq!(rust.len(), c.len(), "the {compiler} program printed another number of lines");
+}
+
+#[test]
+fn the_c_header_matches_the_rust_abi() {
+    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
+    if let Some(c) = layout_from(&cc, "-std=c11", "layout.c") {
+        check_against_rust(&cc, &c);
+    }
+}
+
+/// The same header, the same table, from C++ (a C++ kernel library includes it as it is).
+#[test]
+fn the_header_is_the_same_abi_in_cpp() {
+    let cxx = std::env::var("CXX").unwrap_or_else(|_| "c++".into());
+    if let Some(c) = layout_from(&cxx, "-std=c++17", "layout.cpp") {
+        check_against_rust(&cxx, &c);
+    }
 }
 
 /// Every integer `pub const` of the modules the header mirrors is in the table above (and so
