@@ -47,8 +47,9 @@ __all__ = [
 class Result:
     """What a run did: its outputs as numpy arrays, its figures and where its profile went.
 
-    ``outputs`` maps tensor names to arrays (a built-in example's are named ``t0``, ``t1``, ...);
-    each array owns the run's buffer (no copy was made).
+    ``outputs`` maps tensor names to arrays of their dtypes (``DTYPES``; a built-in example's
+    are float32, named ``t0``, ``t1``, ...); each array is a view of the run's own buffer,
+    handed over without a copy.
     """
 
     def __init__(self, raw: Dict[str, Any], shapes: Optional[Dict[str, tuple]] = None) -> None:
@@ -63,9 +64,10 @@ class Result:
         self.runs: List[str] = case["runs"]
         self.out: Optional[str] = raw["out"]
         named = case["named"] or {f"t{i}": a for i, a in enumerate(case["outputs"]) if a is not None}
+        typed = case.get("typed", {})
         shapes = shapes or {}
         self.outputs: Dict[str, np.ndarray] = {
-            k: (a.reshape(shapes[k]) if k in shapes else a) for k, a in named.items()
+            k: _typed(a, typed.get(k), shapes.get(k)) for k, a in named.items()
         }
 
     def profile(self) -> "Profile":
@@ -76,6 +78,16 @@ class Result:
 
     def __repr__(self) -> str:
         return f"Result({self.name!r}, tasks={self.tasks}, outputs={list(self.outputs)})"
+
+
+def _typed(words: np.ndarray, typed: Optional[tuple], shape: Optional[tuple]) -> np.ndarray:
+    """A run's word buffer as its tensor: viewed as the dtype, cut to the elements (a word
+    holds up to four), reshaped; every step a view of the same memory, never a copy."""
+    a = words
+    if typed is not None:
+        name, elems = typed
+        a = a.view(DTYPES[name])[:elems]
+    return a.reshape(shape) if shape is not None else a
 
 
 def run(

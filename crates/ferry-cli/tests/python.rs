@@ -1,8 +1,9 @@
 //! The Python package's own test suite (python/tests, pytest) as part of `cargo test`: a venv
 //! under target/, the package built into it by maturin from python/ (`pip install ./python`, as
 //! docs/python.md says, in the debug profile so it reuses this build's crates) and pytest run on
-//! it, with this build's `ferry` (for `ferry report --json`) and the faulty-kernels library (for
-//! a kernel fault). Where python3, its venv module or the packages cannot be had, the test
+//! it, with this build's `ferry` (for `ferry report --json`), the faulty-kernels library (for
+//! a kernel fault) and the C template library built with `make` (a kernel library in C). Where
+//! python3, its venv module or the packages cannot be had, the test
 //! prints why and passes, unless `FERRY_REQUIRE_TEST_TOOLS=1` (set by `.ci/run`).
 mod common;
 #[path = "../../ferry-runtime/tests/support/template.rs"]
@@ -68,12 +69,24 @@ fn the_python_package_builds_and_its_pytest_suite_passes() {
         "pip install ./python",
     );
     assert!(o.status.success(), "pip install ./python failed:\n{}", text(&o));
+    // The C template, built by make alone into the target directory (the checkout is untouched).
+    let c_lib = Path::new(env!("CARGO_TARGET_TMPDIR")).join("libferry_kernel_template_c.so");
+    let o = output(
+        Command::new("make")
+            .arg("-C")
+            .arg(root().join("examples/kernel-template-c"))
+            .arg(format!("LIB={}", c_lib.display()))
+            .arg("-B"),
+        "make",
+    );
+    assert!(o.status.success(), "make could not build the C template:\n{}", text(&o));
     let o = output(
         Command::new(&py)
             .args(["-m", "pytest", "-q", "-p", "no:cacheprovider", "python/tests"])
             .current_dir(root())
             .env("FERRY_BIN", env!("CARGO_BIN_EXE_ferry"))
             .env("FERRY_FAULTY_KERNELS", template::faulty_lib())
+            .env("FERRY_C_KERNELS", &c_lib)
             // Every test of the suite runs here: a skipped one is a failure.
             .env("FERRY_REQUIRE_TEST_TOOLS", "1"),
         "pytest",

@@ -73,14 +73,19 @@ fn run<'py>(
             aicpu_threads,
         };
         let job = options.job(source.clone()).map_err(|e| errors::bad_option(py, &e))?;
-        // The tensors' names: a workload's, from the file (checked before the chip starts).
-        let names: Vec<String> = match &source {
-            Source::Workload(p) => ferry_job::check_workload(p, &kernels, small)
-                .map_err(|e| errors::job_error(py, &e))?
-                .workload
-                .tensor_names()
-                .map(String::from)
-                .collect(),
+        // The tensors' names, dtypes and elements: a workload's, from the file (checked before
+        // the chip starts).
+        let names: Vec<Named> = match &source {
+            Source::Workload(p) => {
+                let c = ferry_job::check_workload(p, &kernels, small)
+                    .map_err(|e| errors::job_error(py, &e))?;
+                let w = &c.workload;
+                w.tensor_names()
+                    .zip(w.tensor_dtypes())
+                    .zip(w.tensor_elems())
+                    .map(|((n, d), e)| Named { name: n.into(), dtype: d.short_name(), elems: e })
+                    .collect()
+            }
             Source::Example(_) => Vec::new(),
         };
         let (done, job_s) = py.detach(|| {
@@ -95,11 +100,20 @@ fn run<'py>(
     })
 }
 
+/// A workload tensor as Python names it: its name, its dtype's workload name and elements.
+struct Named {
+    name: String,
+    dtype: &'static str,
+    elems: u64,
+}
+
 /// The job's outcome as a dict; every output tensor moves into a numpy array that owns it.
+/// A workload's tensors are named, with their dtypes and element counts in `typed` (the
+/// package views each word buffer as its dtype, without a copy).
 fn outcome<'py>(
     py: Python<'py>,
     done: ferry_job::JobOutcome,
-    names: &[String],
+    names: &[Named],
 ) -> PyResult<Bound<'py, PyDict>> {
     let d = PyDict::new(py);
     d.set_item("out", done.out.as_ref().map(|p| p.display().to_string()))?;
@@ -123,13 +137,15 @@ fn outcome<'py>(
         cd.set_item("runs", runs)?;
         let outputs = PyList::empty(py);
         let named = PyDict::new(py);
+        let typed = PyDict::new(py);
         for (i, t) in c.output.tensors.into_iter().enumerate() {
             match t {
                 Some(v) => {
                     // No copy: the array takes the run's buffer.
                     let a = PyArray1::from_vec(py, v);
                     if let Some(n) = names.get(i) {
-                        named.set_item(n, &a)?;
+                        named.set_item(&n.name, &a)?;
+                        typed.set_item(&n.name, (n.dtype, n.elems))?;
                     }
                     outputs.append(a)?;
                 }
@@ -138,6 +154,7 @@ fn outcome<'py>(
         }
         cd.set_item("outputs", outputs)?;
         cd.set_item("named", named)?;
+        cd.set_item("typed", typed)?;
         cases.append(cd)?;
     }
     d.set_item("cases", cases)?;

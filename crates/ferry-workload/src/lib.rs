@@ -548,6 +548,12 @@ impl Workload {
         self.tensors.iter().map(|t| t.dtype)
     }
 
+    /// Tensor elements (the product of each shape), by `TensorId`: a returned tensor's words
+    /// hold this many elements of its dtype, padded to a whole word.
+    pub fn tensor_elems(&self) -> impl Iterator<Item = u64> + '_ {
+        self.tensors.iter().map(|t| t.elems)
+    }
+
     /// Each run tensor's words on the device and its elements.
     fn sizes(&self) -> (Vec<u64>, Vec<u64>) {
         self.tensors.iter().map(|t| (t.words(), t.elems)).unzip()
