@@ -40,12 +40,17 @@ mod error;
 mod job;
 mod observer;
 pub mod scaffold;
+mod text;
 
 use std::path::Path;
 
 pub use error::{CaseKind, FailedKernel, JobError, RunFailure};
 pub use job::{CaseOutcome, Job, JobOutcome, OutputCheck, ProfileLocation};
 pub use observer::{GraphReady, JobStart, Observer, Quiet};
+pub use text::{
+    device_line, variant_name, LoadedLibrary, NextSteps, OutcomeTable, ProfileWriteLines,
+    RepeatLine,
+};
 
 use ferry_profile::analysis::{self, Diff, Report};
 use ferry_profile::{Needs, OpenError, OpenedRun, RunModel};
