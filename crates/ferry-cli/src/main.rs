@@ -19,7 +19,6 @@ mod diff;
 mod dump;
 mod export;
 mod info;
-mod kernels;
 mod kernels_new;
 mod outdir;
 mod report;

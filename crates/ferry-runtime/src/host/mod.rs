@@ -40,7 +40,8 @@ pub use kernel_registry::{
 };
 pub use repeat::{RepeatError, RepeatReport};
 pub use runner::{
-    Callable, DeviceRunner, DeviceSpan, LaunchPath, LaunchedRun, PreparedRun, RunArgs, RunOutput,
-    RunStats, RunnerConfig, TensorInit, Variant, MAX_LAUNCH_SLOTS, ROUTE_PREFIX_BYTES,
+    AicpuPrograms, Callable, DeviceRunner, DeviceSpan, LaunchPath, LaunchedRun, PreparedRun,
+    RunArgs, RunOutput, RunStats, RunnerConfig, TensorInit, Variant, MAX_LAUNCH_SLOTS,
+    ROUTE_PREFIX_BYTES,
 };
 pub use sim_ops::{OsServicesOps, SimOps};

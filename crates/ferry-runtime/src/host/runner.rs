@@ -7,8 +7,8 @@ mod state;
 
 use super::config::Source;
 pub use super::config::{
-    Callable, DeviceSpan, LaunchPath, RunArgs, RunOutput, RunStats, RunnerConfig, TensorInit,
-    Variant, MAX_LAUNCH_SLOTS,
+    AicpuPrograms, Callable, DeviceSpan, LaunchPath, RunArgs, RunOutput, RunStats, RunnerConfig,
+    TensorInit, Variant, MAX_LAUNCH_SLOTS,
 };
 use super::graph::GraphBuilder;
 use super::handshake::{CoreHandshake, HandshakeRegion};
@@ -343,6 +343,7 @@ impl DeviceRunner {
                     Ok::<_, RunnerError>(FullPath {
                         programs: [None, None],
                         loader,
+                        images: cfg.programs,
                         streams: RunStreams::new(&device)?,
                         slots: (0..cfg.launch_slots)
                             .map(|i| LaunchStaging::new(&device, i))

@@ -231,6 +231,8 @@ pub(super) struct FullPath {
     /// Declared before the loader: dropped first, then the loader's session.
     pub(super) programs: [Option<LoadedProgram>; 2],
     pub(super) loader: Loader,
+    /// The AICPU programs to load ([`RunnerConfig::programs`](super::RunnerConfig::programs)).
+    pub(super) images: super::AicpuPrograms,
     /// The runner's stream pair, shared by every slot: runs execute one after the other in
     /// stream order on the one chip.
     pub(super) streams: RunStreams,
@@ -245,12 +247,12 @@ impl FullPath {
         &mut self,
         variant: Variant,
     ) -> Result<&LoadedProgram, ferry_launch::loader::LoadError> {
-        let (i, embedded) = match variant {
-            Variant::DeviceOrchestrated => (0, &ferry_programs::AICPU_DEVICE_ORCHESTRATED),
-            Variant::HostBuiltGraph => (1, &ferry_programs::AICPU_HOST_BUILT_GRAPH),
+        let i = match variant {
+            Variant::DeviceOrchestrated => 0,
+            Variant::HostBuiltGraph => 1,
         };
         if self.programs[i].is_none() {
-            self.programs[i] = Some(self.loader.load(embedded)?);
+            self.programs[i] = Some(self.loader.load(self.images.of(variant))?);
         }
         Ok(self.programs[i].as_ref().expect("loaded above"))
     }
