@@ -9,8 +9,10 @@ use super::{
     TransactionState,
 };
 use ferry_abi::launch::{AicoreLaunchArgs, KernelArgs};
-use ferry_sim::pinned::PinnedBuffer;
-use ferry_sim::{Device, DeviceError, DevicePtr, Event};
+use ferry_backend::{
+    BackendDevice, BackendError, BackendEvent, BackendOp, BackendStream, DevicePtr, EventOf,
+    PinnedHostBuffer, PinnedOf,
+};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
@@ -40,21 +42,21 @@ struct RunView {
 
 /// The execution owner of a run whose asynchronous work was attempted and has not retired.
 #[derive(Debug)]
-struct LiveRun {
+struct LiveRun<D: BackendDevice> {
     run: RunId,
-    streams: RunStreams,
+    streams: RunStreams<D>,
     launched: bool,
     partial: bool,
     /// The run it was queued behind (the pair's tail at publication), if that had not retired.
-    after: Option<RunEvents>,
+    after: Option<RunEvents<D>>,
     /// Its start event, once recorded.
-    started: Option<Event>,
+    started: Option<EventOf<D>>,
     /// Its start and completion events, once both boundaries were recorded.
-    events: Option<RunEvents>,
+    events: Option<RunEvents<D>>,
 }
 
-impl LiveRun {
-    fn new(run: RunId, streams: &RunStreams) -> LiveRun {
+impl<D: BackendDevice> LiveRun<D> {
+    fn new(run: RunId, streams: &RunStreams<D>) -> LiveRun<D> {
         LiveRun {
             run,
             streams: streams.clone(),
@@ -87,9 +89,9 @@ enum Condition {
 /// use ferry_abi::launch::KernelArgs;
 /// use ferry_launch::{LaunchDescriptor, LaunchStaging, RunStreams, TransactionState};
 /// use ferry_launch::transaction::PrepareError;
-/// # use ferry_sim::{Arch, PlatformBuilder};
-/// # let p = PlatformBuilder::new(Arch::A5).hbm_bytes(16 << 20).build()?;
-/// # let dev = p.device(0)?;
+/// # use ferry_backend::{host::HostMemoryBackend, Backend};
+/// # let b = HostMemoryBackend::new(1, 16 << 20)?;
+/// # let dev = b.device(0)?;
 /// let mut slot = LaunchStaging::new(dev, 1);
 /// let a = LaunchDescriptor::new(vec![1; 64], 64)?;
 /// let b = LaunchDescriptor::new(vec![2; 64], 64)?;
@@ -105,27 +107,27 @@ enum Condition {
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 #[derive(Debug)]
-pub struct LaunchStaging {
-    device: Device,
+pub struct LaunchStaging<D: BackendDevice> {
+    device: D,
     slot: u32,
     condition: Condition,
     /// Device destination of the descriptor prefix and its capacity.
     dst: Option<(DevicePtr, u64)>,
     /// The slot's pinned source (capacity = its length).
-    source: Option<PinnedBuffer>,
+    source: Option<PinnedOf<D>>,
     /// Pinned sources whose free failed at teardown, kept for a retry.
-    retained: Vec<PinnedBuffer>,
+    retained: Vec<PinnedOf<D>>,
     /// The prefix bytes known to be resident at `dst`.
     resident: Option<Vec<u8>>,
     view: Option<RunView>,
     staged: Vec<MetadataRegion>,
-    live: Option<LiveRun>,
+    live: Option<LiveRun<D>>,
     stats: StagingStats,
 }
 
-impl LaunchStaging {
+impl<D: BackendDevice> LaunchStaging<D> {
     /// An empty helper for pipeline slot `slot` of `device`. Allocates nothing.
-    pub fn new(device: &Device, slot: u32) -> Self {
+    pub fn new(device: &D, slot: u32) -> Self {
         Self {
             device: device.clone(),
             slot,
@@ -191,7 +193,7 @@ impl LaunchStaging {
     /// The stream events (start and both completion boundaries) of the run that owns the
     /// slot's execution, once it was launched: where it is on the device, read from stream
     /// state ([`RunEvents::completed`]).
-    pub fn run_events(&self) -> Option<RunEvents> {
+    pub fn run_events(&self) -> Option<RunEvents<D>> {
         self.live.as_ref().and_then(|l| l.events.clone())
     }
 
@@ -234,7 +236,7 @@ impl LaunchStaging {
     /// Hands the descriptor and metadata snapshots, publication status, resources and
     /// execution owner to a new helper (a move that leaves the source inert). `self`
     /// is left moved-from: it owns nothing and refuses to prepare, publish or launch.
-    pub fn take(&mut self) -> LaunchStaging {
+    pub fn take(&mut self) -> LaunchStaging<D> {
         let mut moved = LaunchStaging::new(&self.device, self.slot);
         moved.condition = Condition::Moved;
         std::mem::replace(self, moved)
@@ -377,8 +379,8 @@ impl LaunchStaging {
     /// [`PublishError::CallerDependency`] (the run stays `Prepared`).
     pub fn queue_run_entry(
         &mut self,
-        streams: &RunStreams,
-        caller_dependency: Option<&Event>,
+        streams: &RunStreams<D>,
+        caller_dependency: Option<&EventOf<D>>,
     ) -> Result<PublishReport, PublishError> {
         self.check_publishable()?;
         if let Some(dep) = caller_dependency {
@@ -402,7 +404,7 @@ impl LaunchStaging {
     /// execution owner until [`finish_run`](Self::finish_run).
     pub fn publish_for_launch(
         &mut self,
-        streams: &RunStreams,
+        streams: &RunStreams<D>,
     ) -> Result<PublishReport, PublishError> {
         self.check_publishable()?;
         self.publish_inner(streams, false)
@@ -441,7 +443,7 @@ impl LaunchStaging {
     /// source capacity.
     fn publish_inner(
         &mut self,
-        streams: &RunStreams,
+        streams: &RunStreams<D>,
         caller_dependency: bool,
     ) -> Result<PublishReport, PublishError> {
         let Self { view, source, resident, staged, live, stats, dst, .. } = self;
@@ -457,7 +459,7 @@ impl LaunchStaging {
         // Marked before the first stream call: from here on a failure is Partial and the run
         // owns its execution until a drain is proven.
         let l = live.insert(LiveRun::new(v.run, streams));
-        let fail = |v: &mut RunView, l: &mut LiveRun, withdraw: bool| {
+        let fail = |v: &mut RunView, l: &mut LiveRun<D>, withdraw: bool| {
             v.state = TransactionState::Partial;
             if withdraw {
                 v.payload = None;
@@ -482,7 +484,7 @@ impl LaunchStaging {
             }
             stats.predecessor_waits += 1;
         }
-        let started = Event::new();
+        let started = EventOf::<D>::default();
         if let Err(e) = streams.aicpu.record_event(&started) {
             fail(v, l, false);
             return Err(PublishError::StartRecord(e));
@@ -537,7 +539,7 @@ impl LaunchStaging {
         v.descriptor_published = true;
         stats.bytes_copied += report.bytes_copied;
         if fork {
-            let ev = Event::new();
+            let ev = EventOf::<D>::default();
             if let Err(e) = streams.aicpu.record_event(&ev) {
                 fail(v, l, false);
                 return Err(PublishError::ForkRecord(e));
@@ -568,8 +570,8 @@ impl LaunchStaging {
     /// AICore entry was queued makes it `Partial`.
     pub fn launch(
         &mut self,
-        streams: &RunStreams,
-        kernels: EntryKernels,
+        streams: &RunStreams<D>,
+        kernels: EntryKernels<D>,
     ) -> Result<LaunchReceipt, LaunchError> {
         match self.condition {
             Condition::Active => {}
@@ -608,11 +610,11 @@ impl LaunchStaging {
         let core_args = AicoreLaunchArgs::from(&args);
         streams
             .aicore
-            .launch(&aicore_name, Box::new(move |d| aicore(d, core_args)))
+            .launch_entry(&aicore_name, aicore, core_args)
             .map_err(|error| LaunchError::Submit { progress: LaunchProgress::NotStarted, error })?;
         let live = self.live.get_or_insert_with(|| LiveRun::new(run, streams));
         let v = self.view.as_mut().expect("checked above");
-        if let Err(error) = streams.aicpu.launch(&aicpu_name, Box::new(move |d| aicpu(d, args))) {
+        if let Err(error) = streams.aicpu.launch_entry(&aicpu_name, aicpu, args) {
             live.partial = true;
             v.state = TransactionState::Partial;
             return Err(LaunchError::Submit { progress: LaunchProgress::Partial, error });
@@ -621,7 +623,7 @@ impl LaunchStaging {
         v.launched = true;
         // The run's two completion boundaries: what its retirement waits for, and what the next
         // run on this pair is queued behind.
-        let (aicpu_done, aicore_done) = (Event::new(), Event::new());
+        let (aicpu_done, aicore_done) = (EventOf::<D>::default(), EventOf::<D>::default());
         let recorded = streams
             .aicpu
             .record_event(&aicpu_done)
@@ -676,7 +678,7 @@ impl LaunchStaging {
                     run_error = a.clone().or(c.clone());
                     // The same failure already at the predecessor's boundary on that stream:
                     // it was on the stream before this run's work.
-                    let before = |mine: &Option<DeviceError>, theirs: &Event| {
+                    let before = |mine: &Option<BackendError>, theirs: &EventOf<D>| {
                         mine.is_some() && *mine == theirs.error()
                     };
                     inherited = l.after.as_ref().is_some_and(|p| {
@@ -813,12 +815,15 @@ impl LaunchStaging {
 ///
 /// `Ok(Some(e))`: both streams were idle when they reported `e` (a sticky kernel or copy error),
 /// so no reader remains. `Err`: a timeout or a failed synchronize proves nothing.
-fn drain(streams: &RunStreams, timeout: Duration) -> Result<Option<DeviceError>, DeviceError> {
+fn drain<D: BackendDevice>(
+    streams: &RunStreams<D>,
+    timeout: Duration,
+) -> Result<Option<BackendError>, BackendError> {
     let mut run_error = None;
     for s in [&streams.aicpu, &streams.aicore] {
         match s.synchronize_timeout(timeout) {
             Ok(()) => {}
-            Err(e @ (DeviceError::Kernel { .. } | DeviceError::Memory(_))) => {
+            Err(e) if e.op() == BackendOp::Synchronize => {
                 run_error.get_or_insert(e);
             }
             Err(e) => return Err(e),
@@ -827,7 +832,7 @@ fn drain(streams: &RunStreams, timeout: Duration) -> Result<Option<DeviceError>,
     Ok(run_error)
 }
 
-impl Drop for LaunchStaging {
+impl<D: BackendDevice> Drop for LaunchStaging<D> {
     fn drop(&mut self) {
         if self.live.is_some() || self.is_quarantined() {
             // A DMA reader may remain: keep the memory (the fatal path), never free it.
