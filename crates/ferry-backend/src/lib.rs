@@ -1,18 +1,20 @@
 //! ferry-backend: the seam between ferry's host libraries and a device backend.
 //!
-//! The copy engine (`ferry-copy`) programs against the traits here, never against a concrete
-//! chip: [`Backend`] (the devices of one process and host-memory registration),
-//! [`BackendDevice`] (device memory, streams, queue counts), [`BackendStream`] (ordered copies,
-//! the gather kernel, synchronisation), [`HostMapping`] (host memory a device reaches
-//! through an alias) and [`CopyGroup`] (copies that hold their copy engines together). ferry's
-//! simulated chip (`ferry-sim`) implements them as the reference backend; [`host`] is a second,
-//! minimal one over plain host memory with no device programs, which the seam's tests run the
-//! copy engine on. docs/architecture.md lists, trait by trait, what a hardware backend
-//! implements.
+//! The copy engine (`ferry-copy`) and the launch transaction (`ferry-launch`) program against
+//! the traits here, never against a concrete chip: [`Backend`] (the devices of one process and
+//! host-memory registration), [`BackendDevice`] (device memory, streams, pinned host memory,
+//! queue counts), [`BackendStream`] (ordered copies, the gather kernel, entries launched with
+//! an argument block, events, synchronisation), [`BackendEvent`] (a marker in a stream's
+//! work), [`PinnedHostBuffer`] (page-locked host memory), [`HostMapping`] (host memory a
+//! device reaches through an alias) and [`CopyGroup`] (copies that hold their copy engines
+//! together). ferry's simulated chip (`ferry-sim`) implements them as the reference backend;
+//! [`host`] is a second, minimal one over plain host memory with no device programs, which the
+//! seam's tests run the copy engine and the launch transaction on. docs/architecture.md lists,
+//! trait by trait, what a hardware backend implements.
 //!
-//! The engines are generic over the backend (`HbmCopyEngine<B: Backend>`), so every call
-//! through the seam is monomorphic and inlines like a call to the concrete type; no trait
-//! object sits on the copy path.
+//! The engines are generic over the backend (`HbmCopyEngine<B: Backend>`, `LaunchStaging<D:
+//! BackendDevice>`), so every call through the seam is monomorphic and inlines like a call to
+//! the concrete type; no trait object sits on the copy or launch path.
 //!
 //! Errors are one type, [`BackendError`]: the operation that failed ([`BackendOp`]) and the
 //! backend's own typed error as its source, so a caller matches the operation and, when it
