@@ -291,9 +291,9 @@ pub trait BackendStream: std::fmt::Debug + Send + Sync + 'static {
     type CopyGroup: CopyGroup;
     /// Markers in the stream's work.
     type Event: BackendEvent;
-    /// Device code launched with an argument block of type `A` ([`launch_entry`]
-    /// (Self::launch_entry)): a function of a loaded program on hardware, a [`HostEntry`]
-    /// where device code runs on host threads.
+    /// Device code launched with an argument block of type `A`
+    /// ([`launch_entry`](Self::launch_entry)): a function of a loaded program on hardware, a
+    /// [`HostEntry`] where device code runs on host threads.
     type Entry<A: Send + 'static>: Send + 'static;
 
     /// An id unique among the streams of the process.
