@@ -9,7 +9,7 @@ use ferry_fs::Dir;
 use serde::Serialize;
 
 use crate::recorder::{read_recording, RecordStream, Recording, RecordingError, RECORD_FILE};
-use crate::run_end::{read_run_end, RunEnd, RunEndError, UnfinishedTask, RUN_END_FILE};
+use crate::run_end::{read_run_end, EndRecord, EndRecordError, UnfinishedTask, RUN_END_FILE};
 use crate::{Manifest, ManifestError, MAX_RECORDS_FILE_BYTES};
 
 /// Why an interrupted run's directory could not be read.
@@ -23,7 +23,7 @@ pub enum InterruptedError {
     Recording(#[from] RecordingError),
     /// The end record.
     #[error(transparent)]
-    End(#[from] RunEndError),
+    End(#[from] EndRecordError),
 }
 
 /// How an interrupted run ended, as the report's `outcome` says it.
@@ -37,7 +37,7 @@ pub struct InterruptedOutcome {
     pub cause: Option<String>,
     /// The end record: the cause's fields, the faulting core's task, every unfinished task.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub end: Option<RunEnd>,
+    pub end: Option<EndRecord>,
 }
 
 /// One stream's records in an interrupted run's native profile.
@@ -78,7 +78,7 @@ impl InterruptedReport {
         dir: &Path,
         file: Option<PathBuf>,
         rec: &Recording,
-        end: Option<RunEnd>,
+        end: Option<EndRecord>,
     ) -> InterruptedReport {
         let streams = RecordStream::ALL
             .into_iter()
@@ -92,7 +92,7 @@ impl InterruptedReport {
         InterruptedReport {
             outcome: InterruptedOutcome {
                 status: "interrupted",
-                cause: end.as_ref().map(RunEnd::describe),
+                cause: end.as_ref().map(EndRecord::describe),
                 end,
             },
             dir: dir.to_path_buf(),
@@ -136,7 +136,10 @@ impl InterruptedReport {
             ));
         }
         let Some(file) = &self.native_profile else {
-            s.push_str("no native profile: the run collected no DFX\n");
+            s.push_str(
+                "no native profile here: the run collected no DFX (with several examples, each \
+                 keeps its own in its subdirectory)\n",
+            );
             return s;
         };
         s.push_str(&format!(

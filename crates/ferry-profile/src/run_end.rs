@@ -105,7 +105,7 @@ fn hex<S: serde::Serializer>(v: &u64, s: S) -> Result<S::Ok, S::Error> {
 
 /// An end record, read back.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct RunEnd {
+pub struct EndRecord {
     /// What ended the process.
     pub cause: EndCause,
     /// The cause's name: `SIGSEGV`, `exit(0)`.
@@ -138,7 +138,7 @@ fn opt_hex<S: serde::Serializer>(v: &Option<u64>, s: S) -> Result<S::Ok, S::Erro
     }
 }
 
-impl RunEnd {
+impl EndRecord {
     /// One line: `SIGSEGV (address 0x0) on core 3`, `exit(0) on core 5`, `SIGINT`.
     pub fn describe(&self) -> String {
         let mut s = self.name.clone();
@@ -273,7 +273,7 @@ fn put(buf: &mut [u8], at: usize, bytes: &[u8]) {
 
 /// Why an end record could not be read.
 #[derive(Debug, thiserror::Error)]
-pub enum RunEndError {
+pub enum EndRecordError {
     /// Opening or reading the file (a link, not a regular file, over the limit).
     #[error("reading the run's end record")]
     Read(#[source] FsError),
@@ -292,13 +292,14 @@ pub enum RunEndError {
 /// process ended without a chance to say why, or the run is still running).
 ///
 /// # Errors
-/// [`RunEndError::Read`], [`RunEndError::Damaged`].
-pub fn read_run_end(dir: &Dir) -> Result<Option<RunEnd>, RunEndError> {
-    if dir.stat(RUN_END_FILE).map_err(RunEndError::Read)?.is_none() {
+/// [`EndRecordError::Read`], [`EndRecordError::Damaged`].
+pub fn read_run_end(dir: &Dir) -> Result<Option<EndRecord>, EndRecordError> {
+    if dir.stat(RUN_END_FILE).map_err(EndRecordError::Read)?.is_none() {
         return Ok(None);
     }
-    let bytes = dir.read(RUN_END_FILE, MAX_RUN_END_BYTES as u64).map_err(RunEndError::Read)?;
-    decode_run_end(&bytes).map_err(|why| RunEndError::Damaged { path: dir.join(RUN_END_FILE), why })
+    let bytes = dir.read(RUN_END_FILE, MAX_RUN_END_BYTES as u64).map_err(EndRecordError::Read)?;
+    decode_run_end(&bytes)
+        .map_err(|why| EndRecordError::Damaged { path: dir.join(RUN_END_FILE), why })
 }
 
 /// The end record of `b`: `Ok(None)` for no bytes, `Err` with what is wrong for bytes that are
@@ -306,7 +307,7 @@ pub fn read_run_end(dir: &Dir) -> Result<Option<RunEnd>, RunEndError> {
 ///
 /// # Errors
 /// What is wrong, in words.
-pub fn decode_run_end(b: &[u8]) -> Result<Option<RunEnd>, &'static str> {
+pub fn decode_run_end(b: &[u8]) -> Result<Option<EndRecord>, &'static str> {
     if b.is_empty() {
         return Ok(None);
     }
@@ -352,7 +353,7 @@ pub fn decode_run_end(b: &[u8]) -> Result<Option<RunEnd>, &'static str> {
         EndCause::Signal { signal, .. } => signal_name(signal),
         EndCause::Exit { status } => format!("exit({status})"),
     };
-    Ok(Some(RunEnd {
+    Ok(Some(EndRecord {
         cause,
         name,
         fault_address: (flags & FLAG_ADDR != 0).then(|| u64_at(b, HEAD + 16)),
