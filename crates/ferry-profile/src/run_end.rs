@@ -413,6 +413,25 @@ mod tests {
         assert_eq!(EndWriter::new(&mut short, EndCause::Exit { status: 1 }).finish(), 0);
     }
 
+    /// The file is read through the directory's handle: a link under its name is refused, not
+    /// followed, and so is a file longer than the largest record.
+    #[test]
+    fn a_planted_link_or_an_oversized_file_is_refused() {
+        let d = std::env::temp_dir().join(format!("ferry-run-end-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        let h = Dir::open(&d).unwrap();
+        assert!(read_run_end(&h).unwrap().is_none(), "no file");
+        std::os::unix::fs::symlink("/etc/passwd", d.join(RUN_END_FILE)).unwrap();
+        assert!(matches!(read_run_end(&h), Err(EndRecordError::Read(_))));
+        std::fs::remove_file(d.join(RUN_END_FILE)).unwrap();
+        std::fs::write(d.join(RUN_END_FILE), vec![0u8; MAX_RUN_END_BYTES + 1]).unwrap();
+        assert!(read_run_end(&h).is_err());
+        std::fs::write(d.join(RUN_END_FILE), b"").unwrap();
+        assert!(read_run_end(&h).unwrap().is_none(), "an empty record: the cause is unknown");
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
     /// Every byte of a record is covered: a flipped byte, a cut or a longer file is refused.
     #[test]
     fn a_damaged_record_is_refused() {

@@ -186,7 +186,7 @@ impl Drop for CrashGuard {
 }
 
 /// Bytes of the alternate signal stack [`on_core_thread`] gives a core's thread.
-const ALT_STACK_BYTES: usize = 64 << 10;
+pub const ALT_STACK_BYTES: usize = 64 << 10;
 
 /// A thread's own alternate signal stack, given back when the thread ends.
 struct AltStack {
