@@ -413,7 +413,9 @@ extern "C" fn on_signal(sig: libc::c_int, info: *mut libc::siginfo_t, _ctx: *mut
     } else {
         // Acquire: pairs with `arm`'s Release store.
         let p = ARMED_AT.load(Ordering::Acquire);
-        if STATE.load(Ordering::Acquire) == FIRED && !p.is_null() {
+        // Acquire: pairs with `fire`'s AcqRel swap; a fired `Armed` stays.
+        let fired = STATE.load(Ordering::Acquire) == FIRED;
+        if fired && !p.is_null() {
             // This thread fired before (Rust's overflow handler aborting after ours, say).
             // SAFETY: a fired `Armed` is never freed.
             pass_on(unsafe { &*p }, sig, faulted);
