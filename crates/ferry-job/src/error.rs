@@ -3,6 +3,7 @@ use std::fmt;
 use std::path::PathBuf;
 
 use ferry_profile::RunDirError;
+use ferry_runtime::host::crash::CrashGuardError;
 use ferry_runtime::host::profile::ProfileError;
 use ferry_runtime::host::KernelLoadError;
 use ferry_runtime::RunnerError;
@@ -228,6 +229,13 @@ pub enum JobError {
     /// The runner could not be torn down.
     #[error("finishing the runner")]
     Finalize(#[source] RunnerError),
+    /// The crash guard could not be armed (another is armed in this process, or its handlers
+    /// could not be installed).
+    #[error("preparing for a kernel that ends the process")]
+    CrashGuard(#[source] CrashGuardError),
+    /// The run's end record could not be created or removed.
+    #[error("the run's end record")]
+    EndRecord(#[source] ferry_fs::FsError),
 }
 
 impl JobError {

@@ -3,10 +3,13 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use ferry_profile::recorder::FsyncPolicy;
+use ferry_profile::run_end::RUN_END_FILE;
 use ferry_profile::{
     FailedTask, RunDir, ScopeLabel, ScopeNames, SummaryJson, WriteOptions, WriteProgress,
 };
 use ferry_runtime::examples::{Example, ExampleRun, Size};
+use ferry_runtime::host::crash::CrashGuard;
 use ferry_runtime::host::dfx::DfxOptions;
 use ferry_runtime::host::profile::{
     claim_run_dir, example_summary, run_profiled, run_summary, workload_summary, ProfileTarget,
@@ -68,6 +71,8 @@ pub struct Job {
     repeat: u32,
     warmup: u32,
     command: Vec<String>,
+    crash_guard: bool,
+    fsync: FsyncPolicy,
 }
 
 impl std::fmt::Debug for Job {
@@ -105,6 +110,8 @@ impl Job {
             repeat: 1,
             warmup: 0,
             command: std::env::args().collect(),
+            crash_guard: false,
+            fsync: FsyncPolicy::Never,
         }
     }
 
@@ -231,6 +238,24 @@ impl Job {
         self
     }
 
+    /// Arm a crash guard while the graphs run (default off): a kernel that ends the process
+    /// (a fatal signal, `exit()`) writes the run's end record into the run's directory and
+    /// names its kernel, task and core on stderr; `exit()` during the run exits with
+    /// `ferry_runtime::host::crash::EXIT_DURING_RUN`. It installs process-wide signal handlers
+    /// for the run's length: for a process of its own (the `ferry` command), not for a host
+    /// that has its own (an interpreter).
+    pub fn crash_guard(mut self, on: bool) -> Job {
+        self.crash_guard = on;
+        self
+    }
+
+    /// When the native profile's sealed chunks are forced to the disk (default: never while
+    /// the run runs; the file is synced once at its end).
+    pub fn fsync(mut self, policy: FsyncPolicy) -> Job {
+        self.fsync = policy;
+        self
+    }
+
     /// The runner configuration the job runs with.
     pub fn runner_config(&self) -> &RunnerConfig {
         &self.config
@@ -279,6 +304,7 @@ impl Job {
             obs.kernels_loaded(path, &added);
         }
         let cases = self.cases(&runner, obs)?;
+        let guard = self.arm(&runner, run_dir.as_mut())?;
         let several = cases.len() > 1;
         let mut done = Vec::with_capacity(cases.len());
         for (id, case) in cases.iter().enumerate() {
@@ -286,11 +312,13 @@ impl Job {
             match self.run_case(&mut runner, obs, id as u32, case, run_dir.as_mut(), sub) {
                 Ok(c) => done.push(c),
                 Err(e) => {
+                    disarm(guard, run_dir.as_mut())?;
                     let e = self.fail(run_dir.take(), obs, e)?;
                     return Err(e);
                 }
             }
         }
+        disarm(guard, run_dir.as_mut())?;
         let summary = match run_dir {
             Some(rd) => Some(self.finish(rd, &cases, &done)?),
             None => None,
@@ -303,6 +331,30 @@ impl Job {
             config: self.config,
             variant: self.variant,
         })
+    }
+
+    /// Arms the crash guard when asked: its end record is created empty in the run's directory
+    /// (through its handle; listed in the incomplete manifest, so the next run removes it), and
+    /// the runner's kernels are named for it.
+    fn arm(
+        &self,
+        runner: &DeviceRunner,
+        run_dir: Option<&mut RunDir>,
+    ) -> Result<Option<CrashGuard>, JobError> {
+        if !self.crash_guard {
+            return Ok(None);
+        }
+        let (record, note) = match run_dir {
+            Some(rd) => {
+                let out = rd.begun().map_err(JobError::RunDir)?;
+                let f = out.dir().create_new(RUN_END_FILE).map_err(JobError::EndRecord)?;
+                let dir = out.path().display().to_string();
+                (Some(f), format!("; `ferry report {dir}` reads what the run sealed"))
+            }
+            None => (None, String::new()),
+        };
+        let names = runner.kernels().kernels().into_iter().map(|k| (k.id, k.name));
+        CrashGuard::arm(record, names, &note).map(Some).map_err(JobError::CrashGuard)
     }
 
     /// The options that are refused before anything starts.
@@ -421,7 +473,8 @@ impl Job {
                 ProfileTarget::in_run_dir(rd, sub, &case.name, write)
                     .map_err(|e| JobError::DfxStart(Box::new(e)))?
                     .with_scope_names(case.scope_names())
-                    .with_warmup(self.warmup),
+                    .with_warmup(self.warmup)
+                    .with_fsync(self.fsync),
             ),
             _ => None,
         };
@@ -643,6 +696,18 @@ impl Job {
         rd.finish_files(&summary, &outputs).map_err(JobError::RunDir)?;
         Ok(summary)
     }
+}
+
+/// The graphs ran (well or not) without ending the process: the crash guard is disarmed and
+/// its empty end record removed, before the manifest is committed.
+fn disarm(guard: Option<CrashGuard>, run_dir: Option<&mut RunDir>) -> Result<(), JobError> {
+    let Some(guard) = guard else { return Ok(()) };
+    drop(guard);
+    if let Some(rd) = run_dir {
+        let out = rd.begun().map_err(JobError::RunDir)?;
+        out.dir().remove_file(RUN_END_FILE).map_err(JobError::EndRecord)?;
+    }
+    Ok(())
 }
 
 /// The kernel of a kernel fault, named from the runner's registry and (for a workload) the

@@ -26,6 +26,7 @@ pub mod custom;
 pub mod dfx;
 pub mod ffi;
 pub mod image;
+pub mod inflight;
 pub mod kernels;
 pub mod ops;
 pub mod orch;

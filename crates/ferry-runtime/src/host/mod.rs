@@ -16,6 +16,7 @@
 //! chip's AICPU threads and plain orchestration functions serve as device-orchestrated
 //! callables.
 mod config;
+pub mod crash;
 pub mod dfx;
 mod extent;
 pub mod graph;

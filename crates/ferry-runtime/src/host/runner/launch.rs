@@ -55,6 +55,7 @@ impl DeviceRunner {
         let aicore = match self.chip.launch_aicore(
             cores,
             Arc::new(move |ctx: ferry_sim::cores::CoreCtx| {
+                crate::host::crash::on_core_thread();
                 aicore_execute(&*ops, &core_args, ctx.index, ctx.index, Some(&*kernels))
                     .map_err(|e| e.to_string())
             }),
@@ -145,6 +146,7 @@ impl DeviceRunner {
             let launched = chip.launch_aicore(
                 cores,
                 Arc::new(move |ctx: ferry_sim::cores::CoreCtx| {
+                    crate::host::crash::on_core_thread();
                     aicore_execute(&*ops, &args, ctx.index, ctx.index, Some(&*kernels))
                         .map_err(|e| e.to_string())
                 }),
