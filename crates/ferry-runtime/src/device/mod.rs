@@ -27,6 +27,7 @@ pub mod dfx;
 pub mod ffi;
 pub mod image;
 pub mod kernels;
+pub mod lib_api;
 pub mod ops;
 pub mod orch;
 pub mod orchestrations;
