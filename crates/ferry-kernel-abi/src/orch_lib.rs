@@ -71,6 +71,31 @@ pub const TASK_VIEW_SCALARS: u32 = 1;
 /// tasks can wait on one task instead of many.
 pub const KERNEL_NONE: u32 = u32::MAX;
 
+/// The ids of ferry's built-in kernels a function submits (loaded kernels are
+/// `0x100 + n`, in load order).
+pub mod builtin {
+    /// `add`: flat f32 `out = a + b`.
+    pub const ADD: u32 = 0;
+    /// `mul`: flat f32 `out = a * b`.
+    pub const MUL: u32 = 1;
+    /// `copy`: flat `out = a`.
+    pub const COPY: u32 = 3;
+    /// `add_nd`: views, `out = a + b` in any dtype.
+    pub const ADD_ND: u32 = 7;
+    /// `mul_nd`: views, `out = a * b`.
+    pub const MUL_ND: u32 = 8;
+    /// `cast_nd`: views, `out = a` converted.
+    pub const CAST_ND: u32 = 9;
+    /// `rmsnorm_nd`: views, rows of `x` normalised and scaled by `g`.
+    pub const RMSNORM_ND: u32 = 10;
+    /// `softmax_nd`: views, a softmax per row.
+    pub const SOFTMAX_ND: u32 = 11;
+    /// `rope_nd`: views, the rotary embedding.
+    pub const ROPE_ND: u32 = 12;
+    /// `matmul_nd`: views `[M, K, N]`, on AIC, f32 accumulation.
+    pub const MATMUL_ND: u32 = 13;
+}
+
 /// Status an entry returns when it was handed no table or a table of another version.
 pub const ORCH_STATUS_BAD_TABLE: i32 = crate::services::STATUS_ABI_VERSION_MISMATCH;
 

@@ -387,6 +387,27 @@ mod tests {
     }
 
     #[test]
+    fn the_abi_names_the_builtin_ids() {
+        use ferry_abi::orch_lib::builtin as b;
+        use ferry_abi::services as s;
+        assert_eq!(
+            [b::ADD, b::MUL, b::COPY, b::ADD_ND, b::MUL_ND, b::CAST_ND],
+            [
+                s::KERNEL_ADD,
+                s::KERNEL_MUL,
+                s::KERNEL_COPY,
+                s::KERNEL_ADD_ND,
+                s::KERNEL_MUL_ND,
+                s::KERNEL_CAST_ND
+            ]
+        );
+        assert_eq!(
+            [b::RMSNORM_ND, b::SOFTMAX_ND, b::ROPE_ND, b::MATMUL_ND],
+            [s::KERNEL_RMSNORM_ND, s::KERNEL_SOFTMAX_ND, s::KERNEL_ROPE_ND, s::KERNEL_MATMUL_ND]
+        );
+    }
+
+    #[test]
     fn refusals_name_the_argument() {
         let odd = UView::nd(Tensor(0), DType::BFloat16, 1, &[4]);
         let e = lower(5, TaskSpec::new(7).input(odd).record().unwrap(), 1).unwrap_err();

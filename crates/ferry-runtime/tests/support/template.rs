@@ -17,6 +17,19 @@ pub(crate) fn template_lib() -> &'static Path {
     })
 }
 
+/// Builds the orchestration template (`examples/orchestration-template`) once per test binary
+/// and returns its shared object.
+pub(crate) fn orch_template_lib() -> &'static Path {
+    static LIB: OnceLock<PathBuf> = OnceLock::new();
+    LIB.get_or_init(|| {
+        build(
+            "examples/orchestration-template",
+            "orchestration-template",
+            "libferry_orchestration_template.so",
+        )
+    })
+}
+
 /// Builds the faulty kernels (`hang`: a kernel that never returns) once per test binary and
 /// returns their shared object.
 pub(crate) fn faulty_lib() -> &'static Path {
