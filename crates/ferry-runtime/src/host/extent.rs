@@ -119,7 +119,7 @@ pub fn descriptor_extent(
     if callable.variant == Variant::HostBuiltGraph {
         let scratch = if args.scratch_bytes > 0 { (next, args.scratch_bytes) } else { (0, 0) };
         let mut gb = GraphBuilder::new(infos, args.scalars.clone(), scratch, None);
-        callable.build_graph(&mut gb, 0)?;
+        callable.build_graph(&mut gb)?;
         let (recs, preds) = gb.finish()?.records();
         counts.graph_tasks = recs.len() as u64;
         counts.graph_preds = preds.len() as u64;

@@ -37,6 +37,36 @@ impl LoadedOrchLibrary {
             .collect()
     }
 
+    /// The index of function `name` in the library's table.
+    pub fn function_index(&self, name: &str) -> Option<usize> {
+        self.lib.function(name)
+    }
+
+    /// Runs function `index` on the calling thread (on the host) over `orch`, serving it
+    /// the library table: how a host-built graph is built, and how a host reference of the
+    /// graph runs it.
+    ///
+    /// # Errors
+    /// The first call ferry refused, or the function's own failure
+    /// ([`SubmitError::Function`](crate::SubmitError::Function)).
+    pub fn run_on(
+        &self,
+        index: usize,
+        orch: &mut dyn crate::Orchestrate,
+    ) -> Result<(), crate::SubmitError> {
+        use crate::device::ffi::{orch_context, serve_tables};
+        let (status, last, next) = serve_tables(orch, |api, lib| {
+            let ctx = orch_context(std::ptr::null(), 0, 0, api, lib);
+            // SAFETY: `ctx` and both tables it points at live until the call returns; the
+            // library's host copy stays loaded while `self` is.
+            unsafe { self.lib.call(index, &ctx) }
+        });
+        match crate::device::lib_api::function_error(status, last, next) {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+
     pub(super) fn bytes(&self) -> &[u8] {
         &self.bytes
     }
@@ -172,23 +202,13 @@ impl Callable {
     pub(super) fn build_graph(
         &self,
         gb: &mut crate::host::graph::GraphBuilder<'_>,
-        id: u32,
     ) -> Result<(), crate::RunError> {
-        use crate::device::ffi::{orch_context, serve_tables};
         match &self.source {
             Source::Orch(f) => f(gb).map_err(|e| crate::RunError::Fault(e.into()))?,
             Source::Prebuilt(tasks) => gb.record_prebuilt(tasks)?,
-            Source::Library { library, index } => {
-                let (status, last, next) = serve_tables(gb, |api, lib| {
-                    let ctx = orch_context(std::ptr::null(), 0, id, api, lib);
-                    // SAFETY: `ctx` and both tables it points at live until the call returns;
-                    // the library's host copy stays loaded while `library` is held.
-                    unsafe { library.host().call(*index, &ctx) }
-                });
-                if let Some(e) = crate::device::lib_api::function_error(status, last, next) {
-                    return Err(self.name_fault(crate::DeviceFault::Submit(e)));
-                }
-            }
+            Source::Library { library, index } => library
+                .run_on(*index, gb)
+                .map_err(|e| self.name_fault(crate::DeviceFault::Submit(e)))?,
         }
         Ok(())
     }

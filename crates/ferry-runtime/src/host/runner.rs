@@ -575,7 +575,7 @@ impl DeviceRunner {
                     GraphBuilder::new(infos.clone(), args.scalars.clone(), scratch, Some(&check))
                         .with_reader(&read)
                         .with_custom_kernels(self.kernels.custom_kernels());
-                callable.build_graph(&mut gb, id)?;
+                callable.build_graph(&mut gb)?;
                 let phases = gb.host_phases();
                 let g = gb.finish()?;
                 host_orchestration = Some(ferry_profile::HostOrchestration {
