@@ -27,14 +27,30 @@ enum KernelsCommand {
         /// the one of the ferry checkout this binary was built from).
         #[arg(long, value_name = "DIR")]
         kernel_abi: Option<PathBuf>,
+        /// Create an orchestration library instead (a cdylib with an orchestration function
+        /// that reads a device tensor to decide its tasks, and a workload that runs it): load it
+        /// with `ferry run --orchestration target/release/lib<NAME>.so`.
+        #[arg(long)]
+        orchestration: bool,
     },
 }
 
 pub(crate) fn run(a: &KernelsArgs) -> anyhow::Result<()> {
     match &a.command {
-        KernelsCommand::New { name, dir, kernel_abi } => {
+        KernelsCommand::New { name, dir, kernel_abi, orchestration } => {
             let dir = dir.clone().unwrap_or_else(|| PathBuf::from(name));
             let abi = kernel_abi.clone().unwrap_or_else(|| PathBuf::from(scaffold::CHECKOUT_ABI));
+            if *orchestration {
+                let files = scaffold::orchestration_library(name, &abi)?;
+                scaffold::write_new(&dir, &files)?;
+                return crate::stdout::outln!(
+                    "created orchestration library `{name}` in {}: cd there, `cargo build \
+                     --release`, then `ferry run --orchestration target/release/lib{}.so \
+                     --workload workload.toml`",
+                    dir.display(),
+                    scaffold::lib_name(name)
+                );
+            }
             let files = scaffold::kernel_library(name, &abi)?;
             scaffold::write_new(&dir, &files)?;
             crate::stdout::outln!(
