@@ -1,5 +1,5 @@
 //! The safe layer an orchestration library is written in: [`Orch`] (what a function sees),
-//! [`TaskSpec`] and [`View`] (what it submits), [`OrchError`], and the
+//! [`TaskSpec`] and [`OrchView`] (what it submits), [`OrchError`], and the
 //! [`orchestration_library!`](crate::orchestration_library) macro with the trampoline it
 //! expands to (it catches panics, so this layer needs `std`).
 use crate::dtype::DType;
@@ -58,25 +58,25 @@ pub struct TaskHandle(pub u64);
 /// A view of a tensor: the whole tensor as words, or an N-d view of typed elements.
 ///
 /// ```
-/// use ferry_kernel_abi::orch::{Tensor, View};
+/// use ferry_kernel_abi::orch::{OrchView, Tensor};
 /// use ferry_kernel_abi::DType;
 /// // rows 2..4 of a [8, 64] bf16 matrix
-/// let v = View::nd(Tensor(0), DType::BFloat16, 2 * 64, &[2, 64]);
+/// let v = OrchView::nd(Tensor(0), DType::BFloat16, 2 * 64, &[2, 64]);
 /// assert_eq!(v.numel(), 128);
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct View {
+pub struct OrchView {
     arg: OrchArg,
 }
 
-impl View {
+impl OrchView {
     /// The whole tensor, as 32-bit words.
-    pub fn whole(t: Tensor) -> View {
-        View { arg: OrchArg { tensor: t.0, ..OrchArg::default() } }
+    pub fn whole(t: Tensor) -> OrchView {
+        OrchView { arg: OrchArg { tensor: t.0, ..OrchArg::default() } }
     }
 
     /// A row-major contiguous view of `shape` (outermost first) from element `offset`.
-    pub fn nd(t: Tensor, dtype: DType, offset: u64, shape: &[u64]) -> View {
+    pub fn nd(t: Tensor, dtype: DType, offset: u64, shape: &[u64]) -> OrchView {
         let mut strides = [0u64; MAX_ARG_DIMS];
         let n = shape.len().min(MAX_ARG_DIMS);
         let mut s = 1u64;
@@ -84,13 +84,19 @@ impl View {
             strides[k] = s;
             s = s.saturating_mul(shape[k]);
         }
-        View::strided(t, dtype, offset, shape, &strides[..n])
+        OrchView::strided(t, dtype, offset, shape, &strides[..n])
     }
 
     /// A view of `shape` with `strides` (elements; 0 repeats an element) from element
     /// `offset`. More than four dimensions, or strides of another count, is refused when the
     /// task is submitted.
-    pub fn strided(t: Tensor, dtype: DType, offset: u64, shape: &[u64], strides: &[u64]) -> View {
+    pub fn strided(
+        t: Tensor,
+        dtype: DType,
+        offset: u64,
+        shape: &[u64],
+        strides: &[u64],
+    ) -> OrchView {
         let mut arg = OrchArg {
             tensor: t.0,
             dtype: dtype as u32,
@@ -100,16 +106,16 @@ impl View {
         };
         if shape.len() > MAX_ARG_DIMS || strides.len() != shape.len() {
             arg.ndims = u32::MAX;
-            return View { arg };
+            return OrchView { arg };
         }
         arg.shape[..shape.len()].copy_from_slice(shape);
         arg.strides[..strides.len()].copy_from_slice(strides);
-        View { arg }
+        OrchView { arg }
     }
 
     /// A one-dimensional contiguous view of `len` elements from `offset`.
-    pub fn flat(t: Tensor, dtype: DType, offset: u64, len: u64) -> View {
-        View::nd(t, dtype, offset, &[len])
+    pub fn flat(t: Tensor, dtype: DType, offset: u64, len: u64) -> OrchView {
+        OrchView::nd(t, dtype, offset, &[len])
     }
 
     /// Elements in the view (0 for a whole-tensor view).
@@ -127,9 +133,9 @@ impl View {
     }
 }
 
-impl From<Tensor> for View {
-    fn from(t: Tensor) -> View {
-        View::whole(t)
+impl From<Tensor> for OrchView {
+    fn from(t: Tensor) -> OrchView {
+        OrchView::whole(t)
     }
 }
 
@@ -153,7 +159,7 @@ impl TaskSpec {
         TaskSpec::new(KERNEL_NONE)
     }
 
-    fn arg(mut self, v: impl Into<View>, dir: u32) -> TaskSpec {
+    fn arg(mut self, v: impl Into<OrchView>, dir: u32) -> TaskSpec {
         let n = self.task.n_args as usize;
         if n < MAX_TASK_ARGS {
             let mut a = v.into().arg;
@@ -167,17 +173,17 @@ impl TaskSpec {
     }
 
     /// Adds a view the task reads.
-    pub fn input(self, v: impl Into<View>) -> TaskSpec {
+    pub fn input(self, v: impl Into<OrchView>) -> TaskSpec {
         self.arg(v, DIR_IN)
     }
 
     /// Adds a view the task writes.
-    pub fn output(self, v: impl Into<View>) -> TaskSpec {
+    pub fn output(self, v: impl Into<OrchView>) -> TaskSpec {
         self.arg(v, DIR_OUT)
     }
 
     /// Adds a view the task reads and writes.
-    pub fn inout(self, v: impl Into<View>) -> TaskSpec {
+    pub fn inout(self, v: impl Into<OrchView>) -> TaskSpec {
         self.arg(v, DIR_INOUT)
     }
 

@@ -11,7 +11,7 @@
 //!
 //! `fails_after_one` submits one task and then fails with its own code, 7: the run fails
 //! naming the library, the function and task 1.
-use ferry_kernel_abi::orch::{Orch, OrchError, TaskHandle, TaskSpec, Tensor, View};
+use ferry_kernel_abi::orch::{Orch, OrchError, OrchView, TaskHandle, TaskSpec, Tensor};
 use ferry_kernel_abi::orch_lib::builtin;
 use ferry_kernel_abi::{orchestration_library, DType};
 
@@ -26,11 +26,11 @@ fn ragged_rows(o: &mut Orch<'_>) -> Result<(), OrchError> {
         if n == 0 {
             continue;
         }
-        let row = View::flat(x, DType::Float32, r as u64 * cols, n);
-        let dst = View::flat(out, DType::Float32, r as u64 * cols, n);
+        let row = OrchView::flat(x, DType::Float32, r as u64 * cols, n);
+        let dst = OrchView::flat(out, DType::Float32, r as u64 * cols, n);
         last = Some(o.scope("ragged_rows", r as u32, |o| {
             let t = o.alloc(n * 4)?;
-            let tv = View::flat(t, DType::Float32, 0, n);
+            let tv = OrchView::flat(t, DType::Float32, 0, n);
             o.submit(&TaskSpec::new(builtin::ADD_ND).input(row).input(row).output(tv).views())?;
             o.submit(&TaskSpec::new(builtin::ADD_ND).input(tv).input(row).output(dst).views())
         })?);
@@ -44,8 +44,8 @@ fn ragged_rows(o: &mut Orch<'_>) -> Result<(), OrchError> {
 }
 
 fn fails_after_one(o: &mut Orch<'_>) -> Result<(), OrchError> {
-    let v = View::flat(Tensor(0), DType::Float32, 0, 4);
-    let out = View::flat(Tensor(2), DType::Float32, 0, 4);
+    let v = OrchView::flat(Tensor(0), DType::Float32, 0, 4);
+    let out = OrchView::flat(Tensor(2), DType::Float32, 0, 4);
     o.submit(&TaskSpec::new(builtin::ADD_ND).input(v).input(v).output(out).views())?;
     Err(OrchError::Failed(7))
 }

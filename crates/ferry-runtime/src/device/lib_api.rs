@@ -373,7 +373,7 @@ pub fn function_error(status: i32, last: Option<SubmitError>, next: u64) -> Opti
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ferry_kernel_abi::orch::{TaskSpec, Tensor, View as UView};
+    use ferry_kernel_abi::orch::{OrchView as UView, TaskSpec, Tensor};
 
     #[test]
     fn a_bf16_view_becomes_its_word_range_and_view_words() {
