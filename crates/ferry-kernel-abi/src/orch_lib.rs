@@ -360,8 +360,7 @@ impl core::fmt::Display for OrchTableError {
 /// A function name's bytes up to its NUL, when it is a valid name.
 pub fn function_name(name: &[u8; 32]) -> Option<&str> {
     let n = name.iter().position(|&b| b == 0)?;
-    let ok = n >= 1
-        && n <= MAX_FUNCTION_NAME
+    let ok = (1..=MAX_FUNCTION_NAME).contains(&n)
         && name[..n].iter().all(|b| b.is_ascii_alphanumeric() || *b == b'_');
     if !ok {
         return None;

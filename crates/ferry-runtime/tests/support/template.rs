@@ -1,7 +1,8 @@
 //! Builds the kernel libraries the tests load with cargo, once per test binary each, offline,
 //! into `target/tmp/<name>` (shared by every test binary that uses it, so the suite builds each
-//! tiny crate once), bounded to 300 s: the template (`examples/kernel-template`) and the
-//! misbehaving kernels (`crates/ferry-runtime/tests/fixtures/faulty-kernels`).
+//! tiny crate once), bounded to 300 s: the templates (`examples/kernel-template`,
+//! `examples/orchestration-template`), the decode step (`examples/decode`) and the misbehaving
+//! kernels (`crates/ferry-runtime/tests/fixtures/faulty-kernels`).
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
@@ -28,6 +29,13 @@ pub(crate) fn orch_template_lib() -> &'static Path {
             "libferry_orchestration_template.so",
         )
     })
+}
+
+/// Builds the decode step (`examples/decode`) once per test binary and returns its shared
+/// object.
+pub(crate) fn decode_lib() -> &'static Path {
+    static LIB: OnceLock<PathBuf> = OnceLock::new();
+    LIB.get_or_init(|| build("examples/decode", "decode", "libferry_decode.so"))
 }
 
 /// Builds the faulty kernels (`hang`: a kernel that never returns) once per test binary and
