@@ -30,7 +30,8 @@ pub(crate) struct RunArgs {
     )]
     kernels: Vec<PathBuf>,
     /// An orchestration library (a cdylib built against ferry-kernel-abi, e.g.
-    /// examples/orchestration-template) whose function the workload's [orchestration] names.
+    /// examples/orchestration-template) whose function the workload file names (its
+    /// `[orchestration]` table).
     #[arg(help_heading = "What to run", long, value_name = "LIB.so", requires = "workload")]
     orchestration: Option<PathBuf>,
     /// Which example to run: all three by default.

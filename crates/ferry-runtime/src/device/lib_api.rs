@@ -1,5 +1,5 @@
 //! The orchestration-library table: [`OrchLibApi`] (`ferry_kernel_abi::orch_lib`) served over
-//! any [`Orchestrate`], beside the built-in objects' [`super::ffi::OrchApi`].
+//! any [`Orchestrate`](super::task::Orchestrate), beside the built-in objects' [`super::ffi::OrchApi`].
 //!
 //! A user library's function submits [`OrchTask`]s whose arguments are typed N-d views with
 //! directions; [`lower`] turns one into the runtime's [`Task`]: each view becomes the word
