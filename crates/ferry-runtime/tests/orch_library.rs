@@ -111,3 +111,74 @@ fn an_unknown_function_lists_the_library_s() {
     );
     drop(r);
 }
+
+fn fixtures(arch: Arch) -> (DeviceRunner, std::sync::Arc<ferry_runtime::host::LoadedOrchLibrary>) {
+    let r = DeviceRunner::new(RunnerConfig::small(arch)).unwrap();
+    let lib = r.load_orchestration_file(template::orch_fixtures_lib()).unwrap();
+    (r, lib)
+}
+
+/// `t0 = [3, …]`, `t1 = [1, …]`: `t2 = t0 + t1` holds 4, so 4 more tasks add `t1` again.
+fn read_back_args() -> RunArgs {
+    RunArgs {
+        tensors: vec![
+            TensorInit::Data(vec![3.0; 8]),
+            TensorInit::Data(vec![1.0; 8]),
+            TensorInit::Zeros(8),
+        ],
+        scalars: vec![],
+        scratch_bytes: 0,
+    }
+}
+
+#[test]
+fn a_read_waits_for_its_producer_on_the_device_and_is_refused_host_built() {
+    for arch in [Arch::A2a3, Arch::A5] {
+        let (mut r, lib) = fixtures(arch);
+        let c = Callable::library(&lib, "reads_back", Variant::DeviceOrchestrated).unwrap();
+        r.register_callable(0, c).unwrap();
+        let out = r.run(0, read_back_args()).unwrap();
+        assert_eq!(out.stats.tasks, 5, "{arch:?}");
+        assert_eq!(out.tensors[2].as_deref(), Some(&[8.0f32; 8][..]), "{arch:?}");
+        r.finalize().unwrap();
+
+        let (mut r, lib) = fixtures(arch);
+        let c = Callable::library(&lib, "reads_back", Variant::HostBuiltGraph).unwrap();
+        r.register_callable(0, c).unwrap();
+        match r.run(0, read_back_args()).unwrap_err() {
+            RunError::Orchestration { fault, .. } => assert_eq!(
+                fault,
+                DeviceFault::Submit(SubmitError::PendingRead {
+                    task: 1,
+                    tensor: 2,
+                    offset: 0,
+                    len: 4
+                })
+            ),
+            e => panic!("{arch:?}: {e:?}"),
+        }
+    }
+}
+
+#[test]
+fn a_panicking_function_fails_the_run_naming_it() {
+    for variant in [Variant::DeviceOrchestrated, Variant::HostBuiltGraph] {
+        let (mut r, lib) = fixtures(Arch::A2a3);
+        r.register_callable(0, Callable::library(&lib, "panics", variant).unwrap()).unwrap();
+        match r.run(0, read_back_args()).unwrap_err() {
+            RunError::Orchestration { library, function, fault } => {
+                assert_eq!((library.as_str(), function.as_str()), ("orch-fixtures", "panics"));
+                let panicked = ferry_abi::services::STATUS_PANIC;
+                assert_eq!(
+                    fault,
+                    DeviceFault::Submit(SubmitError::Function {
+                        task: 1,
+                        code: panicked,
+                        panicked: true
+                    })
+                );
+            }
+            e => panic!("{variant:?}: {e:?}"),
+        }
+    }
+}

@@ -38,6 +38,19 @@ pub(crate) fn decode_lib() -> &'static Path {
     LIB.get_or_init(|| build("examples/decode", "decode", "libferry_decode.so"))
 }
 
+/// Builds the orchestration fixtures (`tests/fixtures/orch-fixtures`) once per test binary and
+/// returns their shared object.
+pub(crate) fn orch_fixtures_lib() -> &'static Path {
+    static LIB: OnceLock<PathBuf> = OnceLock::new();
+    LIB.get_or_init(|| {
+        build(
+            "crates/ferry-runtime/tests/fixtures/orch-fixtures",
+            "orch-fixtures",
+            "libferry_orch_fixtures.so",
+        )
+    })
+}
+
 /// Builds the faulty kernels (`hang`: a kernel that never returns) once per test binary and
 /// returns their shared object.
 pub(crate) fn faulty_lib() -> &'static Path {
