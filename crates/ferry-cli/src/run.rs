@@ -33,6 +33,11 @@ pub(crate) struct RunArgs {
         value_delimiter = ','
     )]
     kernels: Vec<PathBuf>,
+    /// An orchestration library (a cdylib built against ferry-kernel-abi, e.g.
+    /// examples/orchestration-template) whose function the workload file names (its
+    /// `[orchestration]` table).
+    #[arg(help_heading = "What to run", long, value_name = "LIB.so", requires = "workload")]
+    orchestration: Option<PathBuf>,
     /// Which example to run: all three by default.
     #[arg(help_heading = "What to run", long, value_enum, default_value_t = ExampleArg::All, conflicts_with = "workload")]
     example: ExampleArg,
@@ -290,6 +295,10 @@ impl RunArgs {
     /// [`RunArgs::setup`] checks them).
     pub(super) fn job(&self, job: Job) -> anyhow::Result<Job> {
         let (cfg, variant, dfx) = self.setup()?;
+        let job = match &self.orchestration {
+            Some(lib) => job.orchestration(lib),
+            None => job,
+        };
         Ok(job
             .config(cfg)
             .variant(variant)

@@ -172,6 +172,21 @@ pub enum JobError {
         #[source]
         source: KernelLoadError,
     },
+    /// An orchestration library did not load, or has no function the workload names.
+    #[error("orchestration library {}", path.display())]
+    Orchestration {
+        /// The library.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: ferry_runtime::host::OrchLoadError,
+    },
+    /// The workload's graph is an orchestration function and no library was given.
+    #[error("the workload's graph is orchestration function `{function}`: pass its library with --orchestration LIB.so")]
+    NoOrchestration {
+        /// The function the workload names.
+        function: String,
+    },
     /// The workload file is refused.
     #[error(transparent)]
     Workload(#[from] ferry_workload::WorkloadError),

@@ -16,8 +16,8 @@ use ferry_runtime::host::profile::{
     ProfiledRun, RunFault,
 };
 use ferry_runtime::host::{
-    Callable, DeviceRunner, KernelRegistry, LaunchPath, LoadMethod, RepeatError, RepeatReport,
-    RunArgs, RunOutput, RunnerConfig, Variant,
+    Callable, DeviceRunner, KernelRegistry, LaunchPath, LoadMethod, LoadedOrchLibrary, RepeatError,
+    RepeatReport, RunArgs, RunOutput, RunnerConfig, Variant,
 };
 use ferry_runtime::{DeviceFault, RunError};
 use ferry_sim::Arch;
@@ -61,6 +61,7 @@ enum Source {
 pub struct Job {
     source: Source,
     kernels: Vec<PathBuf>,
+    orchestration: Option<PathBuf>,
     config: RunnerConfig,
     variant: Variant,
     small: bool,
@@ -85,6 +86,7 @@ impl std::fmt::Debug for Job {
         f.debug_struct("Job")
             .field("source", &source)
             .field("kernels", &self.kernels)
+            .field("orchestration", &self.orchestration)
             .field("config", &self.config)
             .field("variant", &self.variant)
             .field("dfx", &self.dfx)
@@ -100,6 +102,7 @@ impl Job {
         Job {
             source,
             kernels: Vec::new(),
+            orchestration: None,
             config: RunnerConfig::default_for(Arch::A2a3),
             variant: Variant::DeviceOrchestrated,
             small: false,
@@ -193,6 +196,13 @@ impl Job {
         self
     }
 
+    /// The orchestration library whose function a workload's `[orchestration]` names
+    /// (`docs/orchestration.md`), loaded after the kernel libraries.
+    pub fn orchestration(mut self, library: impl Into<PathBuf>) -> Job {
+        self.orchestration = Some(library.into());
+        self
+    }
+
     /// The DFX subsystems to collect (needs [`Job::out`]).
     pub fn dfx(mut self, dfx: DfxOptions) -> Job {
         self.dfx = dfx;
@@ -278,7 +288,10 @@ impl Job {
         // Before the chip starts: a malformed workload costs nothing (a name only a library
         // defines is checked again once the libraries are loaded).
         if let (Source::Workload(file), true) = (&self.source, self.kernels.is_empty()) {
-            Workload::load(file, &KernelRegistry::new(), self.small)?;
+            let wl = Workload::load(file, &KernelRegistry::new(), self.small)?;
+            if let (Some(f), None) = (wl.orchestration_function(), &self.orchestration) {
+                return Err(JobError::NoOrchestration { function: f.into() });
+            }
         }
         // Before the chip starts: a directory the run cannot own must not cost the run.
         let mut run_dir = match &self.out {
@@ -303,7 +316,15 @@ impl Job {
                 .map_err(|source| JobError::Kernels { path: path.clone(), source })?;
             obs.kernels_loaded(path, &added);
         }
-        let cases = self.cases(&runner, obs)?;
+        let library = match &self.orchestration {
+            Some(path) => Some(
+                runner
+                    .load_orchestration_file(path)
+                    .map_err(|source| JobError::Orchestration { path: path.clone(), source })?,
+            ),
+            None => None,
+        };
+        let cases = self.cases(&runner, obs, library.as_ref())?;
         let guard = self.arm(&runner, run_dir.as_mut())?;
         let several = cases.len() > 1;
         let mut done = Vec::with_capacity(cases.len());
@@ -387,7 +408,12 @@ impl Job {
     }
 
     /// The cases to run, built for the runner (a workload is checked against its kernels).
-    fn cases(&self, runner: &DeviceRunner, obs: &dyn Observer) -> Result<Vec<Case>, JobError> {
+    fn cases(
+        &self,
+        runner: &DeviceRunner,
+        obs: &dyn Observer,
+        library: Option<&Arc<LoadedOrchLibrary>>,
+    ) -> Result<Vec<Case>, JobError> {
         let size = if self.small { Size::Small } else { Size::Full };
         Ok(match &self.source {
             Source::Examples(list) => list
@@ -408,21 +434,44 @@ impl Job {
                 let registry = runner.kernel_registry();
                 let wl = Workload::load(file, &*registry, self.small)?;
                 let args = wl.run_args()?;
+                // An orchestration function's task count is what its host reference submits.
+                let tasks = library
+                    .and_then(|l| wl.function_tasks(&*registry, l))
+                    .unwrap_or_else(|| wl.tasks());
                 obs.graph_ready(&GraphReady {
                     kind: CaseKind::Workload,
                     name: wl.name(),
                     file: Some(file),
-                    tasks: wl.tasks(),
+                    tasks,
                     config: &self.config,
                     variant: self.variant,
                 });
+                let callable = match (wl.orchestration_function(), library) {
+                    (None, _) => wl.callable(self.variant),
+                    (Some(f), None) => {
+                        return Err(JobError::NoOrchestration { function: f.into() })
+                    }
+                    (Some(_), Some(lib)) => {
+                        wl.library_callable(lib, self.variant).map_err(|source| {
+                            JobError::Orchestration {
+                                path: self.orchestration.clone().unwrap_or_default(),
+                                source,
+                            }
+                        })?
+                    }
+                };
                 vec![Case {
                     kind: CaseKind::Workload,
                     name: wl.name().to_string(),
-                    callable: wl.callable(self.variant),
+                    callable,
                     args,
-                    tasks: wl.tasks(),
-                    check: Check::Workload { wl: Box::new(wl), file: file.clone(), registry },
+                    tasks,
+                    check: Check::Workload {
+                        wl: Box::new(wl),
+                        file: file.clone(),
+                        registry,
+                        library: library.cloned(),
+                    },
                 }]
             }
             Source::Graph { name, callable, args, check } => {
@@ -756,7 +805,12 @@ impl Case {
 /// How a case's output is checked.
 enum Check {
     Example(Box<ExampleRun>),
-    Workload { wl: Box<Workload>, file: PathBuf, registry: Arc<KernelRegistry> },
+    Workload {
+        wl: Box<Workload>,
+        file: PathBuf,
+        registry: Arc<KernelRegistry>,
+        library: Option<Arc<LoadedOrchLibrary>>,
+    },
     Graph(Option<OutputCheck>),
 }
 
@@ -765,8 +819,8 @@ impl Check {
     fn verify(&self, out: &RunOutput) -> Result<f64, String> {
         match self {
             Check::Example(run) => run.verify(out).map_err(|e| e.to_string()),
-            Check::Workload { wl, registry, .. } => {
-                wl.verify(out, &**registry).map_err(|e| e.to_string())
+            Check::Workload { wl, registry, library, .. } => {
+                wl.verify_with(out, &**registry, library.as_deref()).map_err(|e| e.to_string())
             }
             Check::Graph(Some(f)) => f(out),
             Check::Graph(None) => Ok(0.0),

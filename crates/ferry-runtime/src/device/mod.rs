@@ -28,6 +28,7 @@ pub mod ffi;
 pub mod image;
 pub mod inflight;
 pub mod kernels;
+pub mod lib_api;
 pub mod ops;
 pub mod orch;
 pub mod orchestrations;

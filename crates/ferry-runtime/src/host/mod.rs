@@ -22,6 +22,7 @@ mod extent;
 pub mod graph;
 mod handshake;
 mod kernel_registry;
+mod orch_library;
 pub mod profile;
 mod repeat;
 mod runner;
@@ -39,6 +40,7 @@ pub use handshake::CoreHandshake;
 pub use kernel_registry::{
     HostRefError, KernelLoadError, KernelRegistry, RegisteredKernel, MAX_KERNEL_LIBRARY_BYTES,
 };
+pub use orch_library::{LoadedOrchLibrary, OrchLoadError, MAX_ORCH_LIBRARY_BYTES};
 pub use repeat::{RepeatError, RepeatReport};
 pub use runner::{
     AicpuPrograms, Callable, DeviceRunner, DeviceSpan, LaunchPath, LaunchedRun, PreparedRun,

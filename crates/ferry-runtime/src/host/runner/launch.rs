@@ -410,6 +410,14 @@ impl DeviceRunner {
                             self.last_handshake.iter().filter(|c| c.is_stale()).copied().collect();
                         RunError::HandshakeTimeout { waited_ms, stale }
                     }
+                    Some(f @ DeviceFault::Submit(_)) => match &p.function {
+                        Some((library, function)) => RunError::Orchestration {
+                            library: library.clone(),
+                            function: function.clone(),
+                            fault: f,
+                        },
+                        None => RunError::Fault(f),
+                    },
                     Some(f) => RunError::Fault(f),
                     None => RunError::BadResult { status: r.status, code: r.error_code },
                 })
