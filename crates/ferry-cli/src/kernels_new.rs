@@ -42,14 +42,37 @@ enum KernelsCommand {
         /// which carries the header this binary was built with.
         #[arg(long, value_name = "DIR")]
         kernel_abi: Option<PathBuf>,
+        /// Create an orchestration library instead (a cdylib with an orchestration function
+        /// that reads a device tensor to decide its tasks, and a workload that runs it): load it
+        /// with `ferry run --orchestration target/release/lib<NAME>.so`.
+        #[arg(long)]
+        orchestration: bool,
     },
 }
 
 pub(crate) fn run(a: &KernelsArgs) -> anyhow::Result<()> {
     match &a.command {
-        KernelsCommand::New { name, dir, lang, kernel_abi } => {
+        KernelsCommand::New { name, dir, lang, kernel_abi, orchestration } => {
             let dir = dir.clone().unwrap_or_else(|| PathBuf::from(name));
             let lib = scaffold::lib_name(name);
+            if *orchestration {
+                if *lang == Lang::C {
+                    anyhow::bail!(
+                        "--orchestration scaffolds a Rust library; an orchestration library in C \
+                         is not offered yet"
+                    );
+                }
+                let abi =
+                    kernel_abi.clone().unwrap_or_else(|| PathBuf::from(scaffold::CHECKOUT_ABI));
+                let files = scaffold::orchestration_library(name, &abi)?;
+                scaffold::write_new(&dir, &files)?;
+                return crate::stdout::outln!(
+                    "created orchestration library `{name}` in {}: cd there, `cargo build \
+                     --release`, then `ferry run --orchestration target/release/lib{lib}.so \
+                     --workload workload.toml`",
+                    dir.display(),
+                );
+            }
             let (files, build, so) = match lang {
                 Lang::Rust => {
                     let abi =

@@ -8,6 +8,7 @@ use ferry_job::{
     GraphReady, Job, JobError, JobStart, LoadedLibrary, NextSteps, Observer, ProfileLocation,
     ProfileWriteLines, RepeatLine,
 };
+use ferry_profile::recorder::FsyncPolicy;
 use ferry_profile::{WritePhase, WriteProgress};
 use ferry_runtime::examples::Example;
 use ferry_runtime::host::dfx::DfxOptions;
@@ -32,6 +33,11 @@ pub(crate) struct RunArgs {
         value_delimiter = ','
     )]
     kernels: Vec<PathBuf>,
+    /// An orchestration library (a cdylib built against ferry-kernel-abi, e.g.
+    /// examples/orchestration-template) whose function the workload file names (its
+    /// `[orchestration]` table).
+    #[arg(help_heading = "What to run", long, value_name = "LIB.so", requires = "workload")]
+    orchestration: Option<PathBuf>,
     /// Which example to run: all three by default.
     #[arg(help_heading = "What to run", long, value_enum, default_value_t = ExampleArg::All, conflicts_with = "workload")]
     example: ExampleArg,
@@ -159,6 +165,12 @@ pub(crate) struct DfxArgs {
     /// Drop policy: how long a gate waits, in device cycles (default: 1 ms of device clock).
     #[arg(long, allow_negative_numbers = true)]
     dfx_drop_wait: Option<u64>,
+    /// Force the native profile's sealed chunks to the disk (`fsync`) after every N-th one
+    /// (1: each), so that a machine's crash keeps them too; by default the file is synced once,
+    /// at the run's end (a killed or crashed process keeps its sealed chunks either way: they
+    /// are in the page cache). Each sync costs a disk flush (docs/dfx.md).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    fsync_chunks: Option<u32>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -283,6 +295,10 @@ impl RunArgs {
     /// [`RunArgs::setup`] checks them).
     pub(super) fn job(&self, job: Job) -> anyhow::Result<Job> {
         let (cfg, variant, dfx) = self.setup()?;
+        let job = match &self.orchestration {
+            Some(lib) => job.orchestration(lib),
+            None => job,
+        };
         Ok(job
             .config(cfg)
             .variant(variant)
@@ -293,6 +309,8 @@ impl RunArgs {
             .repeat(self.repeat)
             .warmup(self.warmup)
             .force(self.force)
+            .crash_guard(true)
+            .fsync(self.dfx.fsync_chunks.map_or(FsyncPolicy::Never, FsyncPolicy::Every))
             .command(std::env::args().collect())
             .maybe_out(self.out.as_deref()))
     }

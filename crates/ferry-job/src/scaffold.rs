@@ -40,6 +40,12 @@ const C_TEMPLATE_INCLUDE_LINE: &str = "FERRY_INCLUDE ?= ../../crates/ferry-kerne
 const C_TEMPLATE_SO_STEM: &str = "ferry_kernel_template_c";
 /// The kernel ABI's C header, as this ferry was built with it.
 pub const C_HEADER: &str = include_str!("../../ferry-kernel-abi/include/ferry_kernel.h");
+/// The orchestration template's library source; its library name is [`ORCH_LIBRARY_LINE`].
+const ORCH_LIB_RS: &str = include_str!("../../../examples/orchestration-template/src/lib.rs");
+/// The orchestration template's workload file; it names the built file as [`ORCH_SO_STEM`].
+const ORCH_WORKLOAD: &str = include_str!("../../../examples/orchestration-template/workload.toml");
+const ORCH_LIBRARY_LINE: &str = "    name: \"orchestration-template\",\n";
+const ORCH_SO_STEM: &str = "ferry_orchestration_template";
 /// Longest library name a kernel library's descriptor holds (its 32-byte field, NUL-terminated).
 pub const MAX_NAME: usize = ferry_kernel_abi::kernel_lib::NAME_BYTES - 1;
 /// This checkout's `ferry-kernel-abi`, the default dependency path.
@@ -98,16 +104,8 @@ fn check_name(name: &str) -> Result<(), ScaffoldError> {
     Ok(())
 }
 
-/// The files of a new kernel library `name` depending on the `ferry-kernel-abi` at `abi`:
-/// relative path and contents.
-///
-/// # Errors
-/// [`ScaffoldError::Name`], [`ScaffoldError::NotKernelAbi`].
-pub fn kernel_library(
-    name: &str,
-    abi: &Path,
-) -> Result<Vec<(&'static str, String)>, ScaffoldError> {
-    check_name(name)?;
+/// `abi` when it is a `ferry-kernel-abi` crate directory, as an absolute path.
+fn checked_abi(abi: &Path) -> Result<String, ScaffoldError> {
     let not_abi = || ScaffoldError::NotKernelAbi(abi.to_path_buf());
     let manifest = abi.join("Cargo.toml");
     let bytes = ferry_fs::read_input(&manifest, 1 << 20).map_err(|_| not_abi())?;
@@ -116,14 +114,15 @@ pub fn kernel_library(
         return Err(not_abi());
     }
     let abi = abi.canonicalize().map_err(|_| not_abi())?;
-    let abi = abi.to_str().ok_or_else(not_abi)?;
+    abi.to_str().map(str::to_owned).ok_or_else(not_abi)
+}
+
+/// The `Cargo.toml` of a new library `name` (`what` in its first comment) depending on the
+/// `ferry-kernel-abi` at `abi`.
+fn cargo_toml(name: &str, what: &str, abi: &str) -> String {
     let lib = lib_name(name);
-    // The template's library line is where this expects it (a test holds it there).
-    let lib_rs =
-        TEMPLATE_LIB_RS.replace(TEMPLATE_LIBRARY_LINE, &format!("    name: \"{name}\",\n"));
-    let workload = TEMPLATE_WORKLOAD.replace(TEMPLATE_SO_STEM, &lib);
-    let cargo_toml = format!(
-        r#"# A ferry custom kernel library (`ferry kernels new`).
+    format!(
+        r#"# {what}
 [package]
 name = "{name}"
 version = "0.1.0"
@@ -144,7 +143,76 @@ ferry-kernel-abi = {{ path = {abi:?} }}
 [profile.release]
 debug = false
 "#
+    )
+}
+
+/// The files of a new orchestration library `name` (the template library,
+/// `examples/orchestration-template`, under that name) depending on the `ferry-kernel-abi` at
+/// `abi`: relative path and contents.
+///
+/// # Errors
+/// [`ScaffoldError::Name`], [`ScaffoldError::NotKernelAbi`].
+pub fn orchestration_library(
+    name: &str,
+    abi: &Path,
+) -> Result<Vec<(&'static str, String)>, ScaffoldError> {
+    check_name(name)?;
+    let abi = checked_abi(abi)?;
+    let lib = lib_name(name);
+    let lib_rs = ORCH_LIB_RS.replace(ORCH_LIBRARY_LINE, &format!("    name: \"{name}\",\n"));
+    let workload = ORCH_WORKLOAD.replace(ORCH_SO_STEM, &lib);
+    let readme = format!(
+        r#"# {name}
+
+A ferry orchestration library: `ragged_rows` reads per-row lengths from a device tensor and
+submits tasks for each row accordingly; `fails_after_one` shows how a function's own failure
+is reported. Both are declared with `ferry_kernel_abi::orchestration_library!` in `src/lib.rs`.
+ferry loads the built library at run time, on the AICPU (device-orchestrated) or on the host
+(host-built); nothing in ferry is rebuilt.
+
+```sh
+cargo build --release --offline
+ferry run --orchestration target/release/lib{lib}.so --workload workload.toml
+ferry run --orchestration target/release/lib{lib}.so --workload workload.toml --variant host
+```
+
+ferry's `docs/orchestration.md` describes the ABI, its versioning rule and the errors;
+`docs/workloads.md` the workload format.
+"#
     );
+    Ok(vec![
+        (
+            "Cargo.toml",
+            cargo_toml(
+                name,
+                "A ferry orchestration library (`ferry kernels new --orchestration`).",
+                &abi,
+            ),
+        ),
+        (".gitignore", TEMPLATE_GITIGNORE.to_string()),
+        ("README.md", readme),
+        ("src/lib.rs", lib_rs),
+        ("workload.toml", workload),
+    ])
+}
+
+/// The files of a new kernel library `name` depending on the `ferry-kernel-abi` at `abi`:
+/// relative path and contents.
+///
+/// # Errors
+/// [`ScaffoldError::Name`], [`ScaffoldError::NotKernelAbi`].
+pub fn kernel_library(
+    name: &str,
+    abi: &Path,
+) -> Result<Vec<(&'static str, String)>, ScaffoldError> {
+    check_name(name)?;
+    let abi = checked_abi(abi)?;
+    let lib = lib_name(name);
+    // The template's library line is where this expects it (a test holds it there).
+    let lib_rs =
+        TEMPLATE_LIB_RS.replace(TEMPLATE_LIBRARY_LINE, &format!("    name: \"{name}\",\n"));
+    let workload = TEMPLATE_WORKLOAD.replace(TEMPLATE_SO_STEM, &lib);
+    let cargo_toml = cargo_toml(name, "A ferry custom kernel library (`ferry kernels new`).", &abi);
     let readme = format!(
         r#"# {name}
 
@@ -298,6 +366,17 @@ mod tests {
         assert!(!get("workload.toml").contains(C_TEMPLATE_SO_STEM));
         assert_eq!(get("ferry_kernel.h"), C_HEADER);
         assert!(c_kernel_library("9lives").is_err());
+    }
+
+    #[test]
+    fn the_orchestration_scaffold_renames_package_lib_and_library() {
+        assert_eq!(ORCH_LIB_RS.matches(ORCH_LIBRARY_LINE).count(), 1);
+        assert_eq!(ORCH_WORKLOAD.matches(ORCH_SO_STEM).count(), 1);
+        let files = orchestration_library("my-orch", Path::new(CHECKOUT_ABI)).unwrap();
+        let get = |n: &str| &files.iter().find(|(p, _)| *p == n).unwrap().1;
+        assert!(get("Cargo.toml").contains("name = \"my_orch\"\n"));
+        assert!(get("src/lib.rs").contains("    name: \"my-orch\",\n"));
+        assert!(get("workload.toml").contains("target/release/libmy_orch.so"));
     }
 
     #[test]

@@ -86,6 +86,7 @@ mod pmu;
 pub mod recorder;
 mod recorder_read;
 mod run_dir;
+pub mod run_end;
 mod runs;
 pub mod sample;
 mod scope_names;

@@ -25,6 +25,18 @@ pub enum RunError {
     /// The run failed on the device (or while the host built its graph).
     #[error(transparent)]
     Fault(#[from] DeviceFault),
+    /// A user orchestration library's function failed (its own failure, a panic, or a call
+    /// ferry refused): the source names the task.
+    #[error("orchestration function `{function}` (library `{library}`) failed")]
+    Orchestration {
+        /// The library's name.
+        library: String,
+        /// The function.
+        function: String,
+        /// What happened, with the task.
+        #[source]
+        fault: DeviceFault,
+    },
     /// The host-built graph has a dependency cycle through these tasks.
     #[error("workload has a dependency cycle through tasks {tasks:?}")]
     Cycle {

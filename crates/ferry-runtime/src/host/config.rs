@@ -222,6 +222,11 @@ pub enum Variant {
 pub(super) enum Source {
     Orch(OrchFn),
     Prebuilt(Arc<Vec<PrebuiltTask>>),
+    /// Function `index` of an orchestration library.
+    Library {
+        library: Arc<super::orch_library::LoadedOrchLibrary>,
+        index: usize,
+    },
 }
 
 /// A callable: a named graph recipe and the variant that runs it.
@@ -266,7 +271,7 @@ impl Callable {
 
     /// The same recipe with another variant (a prebuilt workload stays host-built).
     pub fn with_variant(mut self, variant: Variant) -> Callable {
-        if let Source::Orch(_) = self.source {
+        if let Source::Orch(_) | Source::Library { .. } = self.source {
             self.variant = variant;
         }
         self

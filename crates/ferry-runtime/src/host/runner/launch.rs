@@ -56,6 +56,7 @@ impl DeviceRunner {
         let aicore = match self.chip.launch_aicore(
             cores,
             Arc::new(move |ctx: ferry_sim::cores::CoreCtx| {
+                crate::host::crash::on_core_thread();
                 aicore_execute(&*ops, &core_args, ctx.index, ctx.index, Some(&*kernels))
                     .map_err(|e| e.to_string())
             }),
@@ -146,6 +147,7 @@ impl DeviceRunner {
             let launched = chip.launch_aicore(
                 cores,
                 Arc::new(move |ctx: ferry_sim::cores::CoreCtx| {
+                    crate::host::crash::on_core_thread();
                     aicore_execute(&*ops, &args, ctx.index, ctx.index, Some(&*kernels))
                         .map_err(|e| e.to_string())
                 }),
@@ -411,6 +413,14 @@ impl DeviceRunner {
                             self.last_handshake.iter().filter(|c| c.is_stale()).copied().collect();
                         RunError::HandshakeTimeout { waited_ms, stale }
                     }
+                    Some(f @ DeviceFault::Submit(_)) => match &p.function {
+                        Some((library, function)) => RunError::Orchestration {
+                            library: library.clone(),
+                            function: function.clone(),
+                            fault: f,
+                        },
+                        None => RunError::Fault(f),
+                    },
                     Some(f) => RunError::Fault(f),
                     None => RunError::BadResult { status: r.status, code: r.error_code },
                 })
