@@ -118,7 +118,7 @@ pub struct LaunchedRun {
     chip: Chip,
     finished: Option<Duration>,
     /// The launch transaction's report of a failed stream (full path), taken at retirement.
-    stream_error: Option<ferry_sim::DeviceError>,
+    stream_error: Option<ferry_backend::BackendError>,
     /// That failure was a run's ahead of this one (full path).
     inherited: bool,
     /// A kernel of the run outran its budget: a core is hung, the run's AICore launch never

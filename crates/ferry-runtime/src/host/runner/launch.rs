@@ -9,6 +9,7 @@ use crate::host::RunOutput;
 use crate::host::RunStats;
 use ferry_abi::launch::{AicoreLaunchArgs, KernelArgs};
 use ferry_abi::regs::RegLayout;
+use ferry_backend::{BackendError, BackendOp};
 use ferry_launch::EntryKernels;
 use ferry_sim::Device;
 use std::sync::Arc;
@@ -156,7 +157,9 @@ impl DeviceRunner {
             let r = match launched {
                 Ok(c) => {
                     sig.set_cores_started();
-                    c.wait().map_err(LaunchFailure::Stream)
+                    c.wait().map_err(|e| {
+                        LaunchFailure::Stream(BackendError::typed(BackendOp::Execute, e))
+                    })
                 }
                 Err(e) => {
                     *lock(&sig.cores_not_started) = Some(e.clone());
