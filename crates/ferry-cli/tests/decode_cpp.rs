@@ -157,3 +157,20 @@ fn a_length_the_cpp_step_refuses_fails_the_run_naming_it() {
     }
     std::fs::remove_dir_all(&tmp).unwrap();
 }
+
+/// `ferry kernels new --orchestration --lang c` scaffolds nothing and says where a C or C++
+/// orchestration library starts.
+#[test]
+fn a_c_orchestration_scaffold_points_at_the_cpp_example() {
+    let tmp = scratch("decode-cpp-new");
+    let o = Command::new(env!("CARGO_BIN_EXE_ferry"))
+        .current_dir(&tmp)
+        .args(["kernels", "new", "my-orch", "--orchestration", "--lang", "c"])
+        .output()
+        .unwrap();
+    let t = text(&o);
+    assert!(!o.status.success(), "{t}");
+    assert!(t.contains("examples/decode-cpp, over ferry_orchestration.h"), "{t}");
+    assert!(!tmp.join("my-orch").exists(), "{t}");
+    std::fs::remove_dir_all(&tmp).unwrap();
+}
