@@ -98,6 +98,7 @@ def run(
     variant: str = "device",
     small: bool = False,
     kernels: Sequence[Union[str, os.PathLike]] = (),
+    orchestration: Union[str, os.PathLike, None] = None,
     swimlane: int = 0,
     pmu: int = 0,
     dep_gen: bool = False,
@@ -116,8 +117,9 @@ def run(
     """Runs a built-in example (``"vector"``, ``"paged-attention"``, ``"storm"``) or a workload
     file on a simulated chip, as ``ferry run`` does, and returns its ``Result``.
 
-    ``dfx=True`` turns on all five DFX subsystems (swimlane 4, PMU 2, DepGen, ArgsDump 3,
-    ScopeStats); they need ``out``. ``aic``, ``aiv`` and ``aicpu_threads`` are the device
+    ``orchestration`` is the library (C, C++ or Rust, docs/orchestration.md) whose function a
+    workload's ``[orchestration]`` table names. ``dfx=True`` turns on all five DFX subsystems
+    (swimlane 4, PMU 2, DepGen, ArgsDump 3, ScopeStats); they need ``out``. ``aic``, ``aiv`` and ``aicpu_threads`` are the device
     options (default: the arch's). Raises ``OptionsError``, ``WorkloadError``,
     ``KernelsError``, ``RunFailed``/``KernelFault`` or ``WrongResult``.
     """
@@ -130,6 +132,8 @@ def run(
         force=force, repeat=repeat, warmup=warmup, kernel_budget=kernel_budget, aic=aic, aiv=aiv,
         aicpu_threads=aicpu_threads,
     )
+    if orchestration is not None:
+        opts["orchestration"] = os.fspath(orchestration)
     return Result(_ferry.run(kind, target, **opts))
 
 

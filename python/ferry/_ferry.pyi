@@ -51,6 +51,7 @@ def run(
     variant: str = "device",
     small: bool = False,
     kernels: Sequence[str] = ...,
+    orchestration: Optional[str] = None,
     swimlane: int = 0,
     pmu: int = 0,
     dep_gen: bool = False,

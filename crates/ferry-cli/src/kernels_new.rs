@@ -58,8 +58,9 @@ pub(crate) fn run(a: &KernelsArgs) -> anyhow::Result<()> {
             if *orchestration {
                 if *lang == Lang::C {
                     anyhow::bail!(
-                        "--orchestration scaffolds a Rust library; an orchestration library in C \
-                         is not offered yet"
+                        "--orchestration scaffolds a Rust library; for one in C or C++, start \
+                         from examples/decode-cpp, over ferry_orchestration.h \
+                         (docs/orchestration.md, \"In C or C++\")"
                     );
                 }
                 let abi =

@@ -5,25 +5,18 @@
 //! changes — or a `pub const` of `kernel_lib.rs` or `services.rs` the header does not carry —
 //! fails the test. Where no C compiler runs, the test says why and passes, unless
 //! `FERRY_REQUIRE_TEST_TOOLS=1`.
+#[macro_use]
+mod support;
+
 use std::collections::BTreeMap;
-use std::mem::{align_of, offset_of, size_of};
-use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use ferry_kernel_abi::kernel_lib::*;
 use ferry_kernel_abi::services::*;
 use ferry_kernel_abi::DType;
-
-/// A record: its C name, Rust size, alignment, and each field's name and Rust offset.
-type Record = (&'static str, usize, usize, Vec<(&'static str, usize)>);
+use support::header::{self, Record};
 
 /// The records the header declares.
 fn records() -> Vec<Record> {
-    macro_rules! rec {
-        ($c:literal, $t:ty, [$($f:ident),* $(,)?]) => {
-            ($c, size_of::<$t>(), align_of::<$t>(), vec![$((stringify!($f), offset_of!($t, $f))),*])
-        };
-    }
     vec![
         rec!("FerryKernelErrorRecord", KernelErrorRecord, [kind, index, expected, got]),
         rec!("FerryTensorArg", TensorArg, [addr, bytes]),
@@ -147,116 +140,21 @@ fn constants() -> BTreeMap<String, u64> {
     c
 }
 
-/// The table both sides print: `size R N`, `align R N`, `offset R.f N`, `const NAME N`.
+const EXPORTS: [&str; 2] = ["EXPORT_KERNEL_LIBRARY", "EXPORT_SET_SERVICES"];
+
 fn rust_table() -> Vec<String> {
-    let mut out = Vec::new();
-    for (name, size, align, fields) in records() {
-        out.push(format!("size {name} {size}"));
-        out.push(format!("align {name} {align}"));
-        for (f, off) in fields {
-            out.push(format!("offset {name}.{f} {off}"));
-        }
-    }
-    for (k, v) in constants() {
-        out.push(format!("const {k} {v}"));
-    }
-    out.push(format!("export {EXPORT_KERNEL_LIBRARY}"));
-    out.push(format!("export {EXPORT_SET_SERVICES}"));
-    out
+    header::rust_table(&records(), &constants(), &[EXPORT_KERNEL_LIBRARY, EXPORT_SET_SERVICES])
 }
 
-/// The C program printing the same table from the header.
 fn c_program() -> String {
-    let mut s = String::from(
-        "#include <stdio.h>\n#include <stddef.h>\n#include <string.h>\n\
-         #include \"ferry_kernel.h\"\n\
-         #ifdef __cplusplus\n#define ALIGNOF alignof\n#else\n#define ALIGNOF _Alignof\n#endif\n\
-         int main(void) {\n",
-    );
-    for (name, _, _, fields) in records() {
-        s += &format!("printf(\"size {name} %zu\\n\", sizeof({name}));\n");
-        s += &format!("printf(\"align {name} %zu\\n\", ALIGNOF({name}));\n");
-        for (f, _) in fields {
-            s += &format!("printf(\"offset {name}.{f} %zu\\n\", offsetof({name}, {f}));\n");
-        }
-    }
-    for k in constants().keys() {
-        s += &format!("printf(\"const {k} %llu\\n\", (unsigned long long)(FERRY_{k}));\n");
-    }
-    s += "printf(\"export %s\\n\", FERRY_EXPORT_KERNEL_LIBRARY);\n";
-    s += "printf(\"export %s\\n\", FERRY_EXPORT_SET_SERVICES);\nreturn 0;\n}\n";
-    s
-}
-
-fn require_tools() -> bool {
-    std::env::var("FERRY_REQUIRE_TEST_TOOLS").is_ok_and(|v| v == "1")
-}
-
-struct Tmp(PathBuf);
-impl Drop for Tmp {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-/// Compiles the layout program with `compiler` (`lang`: `c` or `c++`) and returns what it
-/// prints, or `None` (the test skipped) when the compiler does not run.
-fn layout_from(compiler: &str, std: &str, file: &str) -> Option<Vec<String>> {
-    let include = Path::new(env!("CARGO_MANIFEST_DIR")).join("include");
-    let tmp = Tmp(Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("ferry-header-{file}")));
-    let _ = std::fs::remove_dir_all(&tmp.0);
-    std::fs::create_dir_all(&tmp.0).unwrap();
-    let src = tmp.0.join(file);
-    std::fs::write(&src, c_program()).unwrap();
-    let exe = tmp.0.join("layout");
-    let built = Command::new(compiler)
-        .args([std, "-Wall", "-Wextra", "-Werror", "-o"])
-        .arg(&exe)
-        .arg("-I")
-        .arg(&include)
-        .arg(&src)
-        .output();
-    let built = match built {
-        Ok(o) => o,
-        Err(e) if !require_tools() => {
-            println!("skipped: the compiler `{compiler}` does not run ({e})");
-            return None;
-        }
-        Err(e) => {
-            panic!("the compiler `{compiler}` does not run ({e}) and FERRY_REQUIRE_TEST_TOOLS=1")
-        }
-    };
-    assert!(
-        built.status.success(),
-        "{compiler} could not compile against ferry_kernel.h:\n{}",
-        String::from_utf8_lossy(&built.stderr)
-    );
-    let run = Command::new(&exe).output().unwrap();
-    assert!(run.status.success());
-    Some(String::from_utf8(run.stdout).unwrap().lines().map(String::from).collect())
-}
-
-fn check_against_rust(compiler: &str, c: &[String]) {
-    let rust = rust_table();
-    let differ: Vec<String> = rust
-        .iter()
-        .zip(c)
-        .filter(|(r, c)| r != c)
-        .map(|(r, c)| format!("  rust: {r}\n  {compiler}: {c}"))
-        .collect();
-    assert!(
-        differ.is_empty(),
-        "ferry_kernel.h under {compiler} disagrees with the Rust ABI:\n{}",
-        differ.join("\n")
-    );
-    assert_eq!(rust.len(), c.len(), "the {compiler} program printed another number of lines");
+    header::c_program("ferry_kernel.h", &records(), &constants(), &EXPORTS)
 }
 
 #[test]
 fn the_c_header_matches_the_rust_abi() {
     let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
-    if let Some(c) = layout_from(&cc, "-std=c11", "layout.c") {
-        check_against_rust(&cc, &c);
+    if let Some(c) = header::layout_from(&cc, "-std=c11", "layout.c", &c_program()) {
+        header::check_against_rust("ferry_kernel.h", &cc, &rust_table(), &c);
     }
 }
 
@@ -264,8 +162,8 @@ fn the_c_header_matches_the_rust_abi() {
 #[test]
 fn the_header_is_the_same_abi_in_cpp() {
     let cxx = std::env::var("CXX").unwrap_or_else(|_| "c++".into());
-    if let Some(c) = layout_from(&cxx, "-std=c++17", "layout.cpp") {
-        check_against_rust(&cxx, &c);
+    if let Some(c) = header::layout_from(&cxx, "-std=c++17", "layout.cpp", &c_program()) {
+        header::check_against_rust("ferry_kernel.h", &cxx, &rust_table(), &c);
     }
 }
 
@@ -273,21 +171,12 @@ fn the_header_is_the_same_abi_in_cpp() {
 /// in the header, or the C program would not compile).
 #[test]
 fn the_header_carries_every_constant_of_the_abi() {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
     let known = constants();
-    let mut missing = Vec::new();
-    for file in ["kernel_lib.rs", "services.rs"] {
-        let text = std::fs::read_to_string(src.join(file)).unwrap();
-        for line in text.lines() {
-            let Some(rest) = line.strip_prefix("pub const ") else { continue };
-            let Some((name, ty)) = rest.split_once(':') else { continue };
-            let ty = ty.trim_start();
-            let integer =
-                ["u8 ", "u32 ", "i32 ", "u64 ", "usize "].iter().any(|t| ty.starts_with(t));
-            if integer && !known.contains_key(name) {
-                missing.push(format!("{file}: {name}"));
-            }
-        }
-    }
+    let missing: Vec<String> = ["kernel_lib.rs", "services.rs"]
+        .into_iter()
+        .flat_map(|f| header::integer_consts(f, "").into_iter().map(move |n| (f, n)))
+        .filter(|(_, n)| !known.contains_key(n))
+        .map(|(f, n)| format!("{f}: {n}"))
+        .collect();
     assert!(missing.is_empty(), "constants ferry_kernel.h does not carry: {missing:?}");
 }

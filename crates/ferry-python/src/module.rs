@@ -14,7 +14,7 @@ use crate::{Options, Source};
 /// did (see `ferry/_ferry.pyi`). The chip runs without the GIL.
 #[pyfunction]
 #[pyo3(signature = (kind, target, *, arch="a2a3", variant="device", small=false, kernels=Vec::new(),
-    swimlane=0, pmu=0, dep_gen=false, dump_args=0, scope_stats=false, out=None, force=false,
+    orchestration=None, swimlane=0, pmu=0, dep_gen=false, dump_args=0, scope_stats=false, out=None, force=false,
     repeat=1, warmup=0, kernel_budget=None, aic=None, aiv=None, aicpu_threads=None))]
 #[allow(clippy::too_many_arguments)]
 fn run<'py>(
@@ -25,6 +25,7 @@ fn run<'py>(
     variant: &str,
     small: bool,
     kernels: Vec<PathBuf>,
+    orchestration: Option<PathBuf>,
     swimlane: u32,
     pmu: u32,
     dep_gen: bool,
@@ -58,6 +59,7 @@ fn run<'py>(
             variant: variant.into(),
             small,
             kernels: kernels.clone(),
+            orchestration,
             swimlane,
             pmu,
             dep_gen,

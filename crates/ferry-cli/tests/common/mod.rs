@@ -82,3 +82,30 @@ pub fn browser_missing() -> Option<String> {
     }
     None
 }
+
+/// Builds the C++ decode step (`examples/decode-cpp`) with `make` and the system C++ compiler
+/// alone (no cargo on the PATH) into `dir`, and returns its shared object; `None` (the test
+/// skipped, saying why) where `c++` or `make` does not run.
+pub fn make_decode_cpp(test: &str, dir: &Path) -> Option<PathBuf> {
+    let tools = runs("c++", &["--version"]) && runs("make", &["--version"]);
+    need(tools, test, "the system C++ compiler `c++` or `make` does not run")?;
+    std::fs::create_dir_all(dir).unwrap();
+    let lib = dir.join("libferry_decode_cpp.so");
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/decode-cpp");
+    let o = Command::new("make")
+        .arg("-B")
+        .arg("-C")
+        .arg(&src)
+        .arg(format!("LIB={}", lib.display()))
+        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+        .output()
+        .expect("spawning make");
+    assert!(
+        o.status.success(),
+        "make could not build examples/decode-cpp:\n{}\n{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(lib.is_file(), "{} missing", lib.display());
+    Some(lib)
+}
