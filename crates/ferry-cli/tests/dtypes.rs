@@ -1,8 +1,9 @@
 //! `ferry run --workload examples/workloads/dtypes.toml`: int8, int32 and bf16 tensors through
 //! N-d views run and verify on both variants; the output tensors are written in their dtypes;
 //! the args dump records each argument's dtype and `ferry dump replay` reproduces every task, in
-//! every dtype; `deps.json` names each argument's and tensor's dtype as the dump does; `ferry
-//! workload check` names the line of a view out of range.
+//! every dtype; `deps.json` names each argument's and tensor's dtype as the dump does, and so
+//! does the one `ferry export` writes from the native profile alone; `ferry workload check` names
+//! the line of a view out of range.
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -136,6 +137,35 @@ fn check_deps_dtypes(d: &Path, dumped: &[Value], variant: &str) {
     }
     let named: BTreeSet<&str> = tensors.iter().map(|t| t["dtype"].as_str().unwrap()).collect();
     assert_eq!(named, BTreeSet::from(["BFLOAT16", "FLOAT32", "INT32", "INT8"]), "{variant}");
+}
+
+/// The native profile keeps each DepGen tensor's dtype: `ferry export` writes from it alone the
+/// `deps.json` the run wrote, dtypes and all.
+#[test]
+fn the_exported_deps_json_keeps_every_dtype() {
+    let _bound = ferry_watchdog::bound("the dtypes workload and its export through the CLI");
+    let (run, out) = (tmp("export-run"), tmp("export-out"));
+    let o = ferry()
+        .args(["run", "--workload"])
+        .arg(example())
+        .args(["--variant", "device", "--dep-gen", "--out"])
+        .arg(&run)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let o = ferry().arg("export").arg(&run).arg("-o").arg(&out).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let (a, b) = (
+        std::fs::read(run.join("deps.json")).unwrap(),
+        std::fs::read(out.join("deps.json")).unwrap(),
+    );
+    assert!(a == b, "deps.json differs ({} vs {} bytes)", a.len(), b.len());
+    let deps: Value = serde_json::from_slice(&b).unwrap();
+    let named: BTreeSet<&str> =
+        deps["tensors"].as_array().unwrap().iter().map(|t| t["dtype"].as_str().unwrap()).collect();
+    assert_eq!(named, BTreeSet::from(["BFLOAT16", "FLOAT32", "INT32", "INT8"]));
+    let _ = std::fs::remove_dir_all(&run);
+    let _ = std::fs::remove_dir_all(&out);
 }
 
 /// Every dtype: an f32 iota cast to each of the nine others, then each added to itself in its
