@@ -2,8 +2,8 @@
 //!
 //! The original runtime writes a fixed 4,672-byte record per submit (32 tensor slots of 128
 //! bytes, 64 inline dependencies). A chain holds only what the submit has: a 5-word header, the
-//! tensors' roles (one byte each, eight per word), two words per tensor and one word per
-//! dependency — a one-tensor submit without dependencies is 8 words (64 B). The DepGen lane's
+//! tensors' roles and dtypes (one byte each, eight per word), two words per tensor and one word
+//! per dependency — a one-tensor submit without dependencies is 8 words (64 B). The DepGen lane's
 //! transport record is one word (`u64`); a chain is written with one contiguous write that never
 //! straddles two buffers, so every buffer holds whole chains and a dropped buffer loses whole
 //! chains only. A submit larger than one buffer continues in overflow chains (flag
@@ -19,7 +19,7 @@
 //! | 2 | `total_tensors` u32 | `total_deps` u32 |
 //! | 3 | `kernel_id[0]` i32 (AIC) | `kernel_id[1]` i32 (AIV0) |
 //! | 4 | `kernel_id[2]` i32 (AIV1) | `block_num` u32 |
-//! | 5.. | roles: byte `i` of word `5 + i / 8` is tensor `i`'s role (`ARG_ROLE_*`) | |
+//! | 5.. | byte `i` of word `5 + i / 8` is tensor `i`'s role (`ARG_ROLE_*`, low 4 bits) and `DType` code (high 4 bits) | |
 //! | then | per tensor: `addr` u64, `bytes` u64 | |
 //! | then | per dependency: the predecessor's task id | |
 //!
@@ -31,9 +31,9 @@
 //! # Examples
 //! ```
 //! use ferry_abi::dep_gen::{self, DepGenHead, DepGenTensor};
-//! use ferry_abi::records::ARG_ROLE_OUTPUT;
+//! use ferry_abi::records::{DType, ARG_ROLE_OUTPUT};
 //! let head = DepGenHead { task_id: 7, flags: 0, kernel_id: [-1, 4, -1], block_num: 2 };
-//! let t = [DepGenTensor { role: ARG_ROLE_OUTPUT, addr: 0x1000, bytes: 64 }];
+//! let t = [DepGenTensor { role: ARG_ROLE_OUTPUT, dtype: DType::BFloat16, addr: 0x1000, bytes: 64 }];
 //! let mut scratch = [0u64; 64];
 //! let mut out = Vec::new();
 //! let chains = dep_gen::encode(&head, t.iter().copied(), &[3, 5], &mut scratch, |c| {
@@ -48,7 +48,7 @@
 
 use core::fmt;
 
-use crate::records::{ARG_ROLE_INOUT, ARG_ROLE_INPUT, ARG_ROLE_OUTPUT};
+use crate::records::{DType, ARG_ROLE_INOUT, ARG_ROLE_INPUT, ARG_ROLE_OUTPUT};
 
 /// Words of a chain header.
 pub const DEP_GEN_HEADER_WORDS: usize = 5;
@@ -90,6 +90,8 @@ pub struct DepGenHead {
 pub struct DepGenTensor {
     /// `ARG_ROLE_INPUT`, `ARG_ROLE_OUTPUT` or `ARG_ROLE_INOUT`.
     pub role: u8,
+    /// Element type of the view (what `deps.json` names and divides `bytes` by).
+    pub dtype: DType,
     /// Device address of the view.
     pub addr: u64,
     /// Bytes of the view.
@@ -206,9 +208,13 @@ pub fn encode(
         for k in 0..t {
             // `tensors.len()` promised `nt` items; a short iterator ends the submit early as
             // zero tensors, which the decoder sees as address 0.
-            let x =
-                tensors.next().unwrap_or(DepGenTensor { role: ARG_ROLE_INPUT, addr: 0, bytes: 0 });
-            c[roles + k / 8] |= u64::from(x.role) << (8 * (k % 8));
+            let x = tensors.next().unwrap_or(DepGenTensor {
+                role: ARG_ROLE_INPUT,
+                dtype: DType::Float32,
+                addr: 0,
+                bytes: 0,
+            });
+            c[roles + k / 8] |= u64::from(role_byte(x.role, x.dtype)) << (8 * (k % 8));
             c[data + 2 * k] = x.addr;
             c[data + 2 * k + 1] = x.bytes;
         }
@@ -255,21 +261,13 @@ impl<'a> DepGenChain<'a> {
         if i >= self.tensor_count() {
             return None;
         }
-        Some(DepGenTensor {
-            role: (self.roles[i / 8] >> (8 * (i % 8))) as u8,
-            addr: self.tensors[2 * i],
-            bytes: self.tensors[2 * i + 1],
-        })
+        Some(tensor_at(self.roles, self.tensors, i))
     }
 
     /// This chain's tensors.
     pub fn tensors(&self) -> impl ExactSizeIterator<Item = DepGenTensor> + 'a {
         let (roles, t) = (self.roles, self.tensors);
-        (0..t.len() / 2).map(move |i| DepGenTensor {
-            role: (roles[i / 8] >> (8 * (i % 8))) as u8,
-            addr: t[2 * i],
-            bytes: t[2 * i + 1],
-        })
+        (0..t.len() / 2).map(move |i| tensor_at(roles, t, i))
     }
 
     /// This chain's dependencies (predecessor task ids).
@@ -283,12 +281,30 @@ impl<'a> DepGenChain<'a> {
     }
 }
 
+/// The byte of a tensor with role `role` and element type `dtype`: the role in the low 4 bits,
+/// the dtype's code in the high 4.
+const fn role_byte(role: u8, dtype: DType) -> u8 {
+    (role & 0xf) | (dtype as u8) << 4
+}
+
+/// Tensor `i` of a chain whose role words are `roles` and tensor words `tensors` (the bytes
+/// were checked by [`parse_chain`]).
+fn tensor_at(roles: &[u64], tensors: &[u64], i: usize) -> DepGenTensor {
+    let b = (roles[i / 8] >> (8 * (i % 8))) as u8;
+    DepGenTensor {
+        role: b & 0xf,
+        dtype: DType::from_u8(b >> 4).unwrap_or(DType::Float32),
+        addr: tensors[2 * i],
+        bytes: tensors[2 * i + 1],
+    }
+}
+
 /// Parses the chain at the start of `words`; returns it and its length in words. Never panics
 /// and never trusts a count: every field is checked against the words that are there.
 ///
 /// # Errors
 /// [`DepGenError::Truncated`] when the words end inside the chain, [`DepGenError::BadField`]
-/// for unknown flags, roles, kernel ids or inconsistent counts.
+/// for unknown flags, roles, dtypes, kernel ids or inconsistent counts.
 pub fn parse_chain(words: &[u64]) -> Result<(DepGenChain<'_>, usize), DepGenError> {
     let bad = |field, value| Err(DepGenError::BadField { field, value });
     if words.len() < DEP_GEN_HEADER_WORDS {
@@ -315,9 +331,12 @@ pub fn parse_chain(words: &[u64]) -> Result<(DepGenChain<'_>, usize), DepGenErro
     }
     let roles = &words[DEP_GEN_HEADER_WORDS..DEP_GEN_HEADER_WORDS + t.div_ceil(8)];
     for i in 0..t {
-        let r = (roles[i / 8] >> (8 * (i % 8))) as u8;
-        if !matches!(r, ARG_ROLE_INPUT | ARG_ROLE_OUTPUT | ARG_ROLE_INOUT) {
-            return bad("role", r.into());
+        let b = (roles[i / 8] >> (8 * (i % 8))) as u8;
+        if !matches!(b & 0xf, ARG_ROLE_INPUT | ARG_ROLE_OUTPUT | ARG_ROLE_INOUT) {
+            return bad("role", (b & 0xf).into());
+        }
+        if DType::from_u8(b >> 4).is_none() {
+            return bad("dtype", (b >> 4).into());
         }
     }
     let data = DEP_GEN_HEADER_WORDS + t.div_ceil(8);
@@ -360,6 +379,7 @@ mod tests {
         (0..n)
             .map(|i| DepGenTensor {
                 role: [ARG_ROLE_INPUT, ARG_ROLE_OUTPUT, ARG_ROLE_INOUT][i % 3],
+                dtype: DType::ALL[i % DType::ALL.len()],
                 addr: 0x1000 + 64 * i as u64,
                 bytes: 4 * (i as u64 + 1),
             })
@@ -440,6 +460,12 @@ mod tests {
         let mut bad_role = w.clone();
         bad_role[DEP_GEN_HEADER_WORDS] |= 9;
         assert!(matches!(parse_chain(&bad_role), Err(DepGenError::BadField { field: "role", .. })));
+        let mut bad_dtype = w.clone();
+        bad_dtype[DEP_GEN_HEADER_WORDS] |= 0xf0; // no dtype has code 15
+        assert!(matches!(
+            parse_chain(&bad_dtype),
+            Err(DepGenError::BadField { field: "dtype", value: 15 })
+        ));
         let mut bad_count = w.clone();
         bad_count[2] = 0; // totals below the chain's own counts
         assert!(parse_chain(&bad_count).is_err());

@@ -1,7 +1,9 @@
 //! `examples/decode`: a bf16 decode step as an orchestration library, built offline, run by
 //! `ferry run` on a2a3 and a5, device-orchestrated and host-built, with all five DFX
-//! subsystems, verified against its host reference; and changing only the context lengths
-//! changes the task count as the function's page walk says.
+//! subsystems, verified against its host reference, its profile read as the original tools read
+//! theirs (`tests/original`); and changing only the context lengths changes the task count as
+//! the function's page walk says.
+mod original;
 #[path = "../../ferry-runtime/tests/support/template.rs"]
 mod template;
 
@@ -45,7 +47,8 @@ fn the_decode_step_verifies_on_both_arches_and_variants_with_every_dfx_subsystem
     let tmp = Tmp(std::env::temp_dir().join(format!("ferry-decode-{}", std::process::id())));
     let wl = workload();
     let want = format!(", {} tasks,", tasks(&[5, 12, 19, 26]));
-    for arch in ["a2a3", "a5"] {
+    // Full dumps (every payload) on one arch, hybrid (metadata, no marked payload) on the other.
+    for (arch, dump) in [("a2a3", "2"), ("a5", "3")] {
         for variant in ["device", "host"] {
             let out = tmp.0.join(format!("{arch}-{variant}"));
             let o = ferry(&[
@@ -64,7 +67,7 @@ fn the_decode_step_verifies_on_both_arches_and_variants_with_every_dfx_subsystem
                 "2",
                 "--dep-gen",
                 "--dump-args",
-                "3",
+                dump,
                 "--scope-stats",
                 "--out",
                 out.to_str().unwrap(),
@@ -77,6 +80,14 @@ fn the_decode_step_verifies_on_both_arches_and_variants_with_every_dfx_subsystem
             for f in ["deps.json", "pmu.csv", "scope_stats", "args_dump", "trace.perfetto-trace"] {
                 assert!(out.join(f).exists(), "{arch} {variant}: no {f}");
             }
+            let kernels = ["matmul_nd", "rmsnorm_nd", "rope_nd", "softmax_nd", "add_nd", "cast_nd"];
+            original::check_all(&out, "decode", variant, &kernels);
+            // The payloads of a full dump are there, in bf16 (two bytes an element).
+            let dumped = original::json(&out.join("args_dump/args_dump.json"));
+            let bf16 =
+                dumped["args"].as_array().unwrap().iter().filter(|a| a["dtype"] == "BFLOAT16");
+            let sized = bf16.filter(|a| a["bin_size"] == 2 * a["numel"].as_u64().unwrap()).count();
+            assert_eq!(sized > 0, dump == "2", "{arch} {variant}: {sized} bf16 payloads");
         }
     }
 }

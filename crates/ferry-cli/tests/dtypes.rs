@@ -1,9 +1,11 @@
 //! `ferry run --workload examples/workloads/dtypes.toml`: int8, int32 and bf16 tensors through
 //! N-d views run and verify on both variants; the output tensors are written in their dtypes;
 //! the args dump records each argument's dtype and `ferry dump replay` reproduces every task, in
-//! every dtype; `ferry workload check` names the line of a view out of range.
+//! every dtype; `deps.json` names each argument's and tensor's dtype as the dump does, and so
+//! does the one `ferry export` writes from the native profile alone; `ferry workload check` names
+//! the line of a view out of range.
 use serde_json::Value;
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -30,7 +32,7 @@ fn the_dtypes_workload_runs_verifies_dumps_and_replays_every_dtype() {
         let out = ferry()
             .args(["run", "--workload"])
             .arg(example())
-            .args(["--variant", variant, "--dump-args", "2", "--out"])
+            .args(["--variant", variant, "--dump-args", "2", "--dep-gen", "--out"])
             .arg(&d)
             .output()
             .unwrap();
@@ -64,6 +66,7 @@ fn the_dtypes_workload_runs_verifies_dumps_and_replays_every_dtype() {
             .map(|a| a["dtype"].as_str().unwrap())
             .collect();
         assert_eq!(dtypes, BTreeSet::from(["BFLOAT16", "FLOAT32", "INT32", "INT8"]), "{variant}");
+        check_deps_dtypes(&d, args, variant);
         // Every task replays from the dump, bit for bit, in its dtypes.
         let tasks: BTreeSet<u64> = args
             .iter()
@@ -96,6 +99,73 @@ fn the_dtypes_workload_runs_verifies_dumps_and_replays_every_dtype() {
         assert_eq!(seen.len(), 4, "every dtype's output replayed: {seen:?}");
     }
     let _ = std::fs::remove_dir_all(&root);
+}
+
+/// `deps.json` against the args dump of the same run: every tensor argument of every task has
+/// the dump's dtype and element count, each listed tensor the dtype of the arguments naming it,
+/// and the run's four dtypes all appear.
+fn check_deps_dtypes(d: &Path, dumped: &[Value], variant: &str) {
+    let deps: Value = serde_json::from_slice(&std::fs::read(d.join("deps.json")).unwrap()).unwrap();
+    let hex = |s: &str| u64::from_str_radix(s.trim_start_matches("0x"), 16).unwrap();
+    // (task, argument) -> (dtype, numel), from the dump's tensor arguments.
+    let want: BTreeMap<(u64, u64), (&str, u64)> = dumped
+        .iter()
+        .filter(|a| a["kind"] == "tensor")
+        .map(|a| {
+            let key = (hex(a["task_id"].as_str().unwrap()), a["arg_index"].as_u64().unwrap());
+            (key, (a["dtype"].as_str().unwrap(), a["numel"].as_u64().unwrap()))
+        })
+        .collect();
+    let mut of_tensor: BTreeMap<&str, &str> = BTreeMap::new();
+    let mut checked = BTreeSet::new();
+    for t in deps["tasks"].as_array().unwrap() {
+        let id: u64 = t["task_id"].as_str().unwrap().parse().unwrap();
+        for a in t["args"].as_array().unwrap() {
+            let (dtype, shape) = (a["dtype"].as_str().unwrap(), &a["shape"]);
+            let key = (id, a["idx"].as_u64().unwrap());
+            let w = want.get(&key).unwrap_or_else(|| panic!("{variant}: {key:?} not dumped"));
+            assert_eq!((dtype, shape[0].as_u64().unwrap()), *w, "{variant}: task {id} {a}");
+            of_tensor.insert(a["tensor_id"].as_str().unwrap(), dtype);
+            checked.insert(key);
+        }
+    }
+    assert!(checked.iter().eq(want.keys()), "{variant}: every tensor argument compared");
+    let tensors = deps["tensors"].as_array().unwrap();
+    for t in tensors {
+        let id = t["tensor_id"].as_str().unwrap();
+        assert_eq!(t["dtype"].as_str(), Some(of_tensor[id]), "{variant}: {t}");
+    }
+    let named: BTreeSet<&str> = tensors.iter().map(|t| t["dtype"].as_str().unwrap()).collect();
+    assert_eq!(named, BTreeSet::from(["BFLOAT16", "FLOAT32", "INT32", "INT8"]), "{variant}");
+}
+
+/// The native profile keeps each DepGen tensor's dtype: `ferry export` writes from it alone the
+/// `deps.json` the run wrote, dtypes and all.
+#[test]
+fn the_exported_deps_json_keeps_every_dtype() {
+    let _bound = ferry_watchdog::bound("the dtypes workload and its export through the CLI");
+    let (run, out) = (tmp("export-run"), tmp("export-out"));
+    let o = ferry()
+        .args(["run", "--workload"])
+        .arg(example())
+        .args(["--variant", "device", "--dep-gen", "--out"])
+        .arg(&run)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let o = ferry().arg("export").arg(&run).arg("-o").arg(&out).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let (a, b) = (
+        std::fs::read(run.join("deps.json")).unwrap(),
+        std::fs::read(out.join("deps.json")).unwrap(),
+    );
+    assert!(a == b, "deps.json differs ({} vs {} bytes)", a.len(), b.len());
+    let deps: Value = serde_json::from_slice(&b).unwrap();
+    let named: BTreeSet<&str> =
+        deps["tensors"].as_array().unwrap().iter().map(|t| t["dtype"].as_str().unwrap()).collect();
+    assert_eq!(named, BTreeSet::from(["BFLOAT16", "FLOAT32", "INT32", "INT8"]));
+    let _ = std::fs::remove_dir_all(&run);
+    let _ = std::fs::remove_dir_all(&out);
 }
 
 /// Every dtype: an f32 iota cast to each of the nine others, then each added to itself in its

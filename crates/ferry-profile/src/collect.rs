@@ -368,9 +368,10 @@ struct SubmitRow {
 /// # Examples
 /// ```
 /// use ferry_abi::dep_gen::{encode, DepGenHead, DepGenTensor};
+/// use ferry_abi::records::DType;
 /// use ferry_profile::collect::DepGenLog;
 /// let head = DepGenHead { task_id: 1, flags: 0, kernel_id: [-1, 4, -1], block_num: 1 };
-/// let t = [DepGenTensor { role: 1, addr: 0x40, bytes: 64 }];
+/// let t = [DepGenTensor { role: 1, dtype: DType::Int8, addr: 0x40, bytes: 64 }];
 /// let mut words = Vec::new();
 /// encode(&head, t.iter().copied(), &[0], &mut [0; 64], |c| words.extend_from_slice(c)).unwrap();
 /// let mut log = DepGenLog::default();
@@ -667,7 +668,12 @@ mod tests {
         let head =
             dep_gen::DepGenHead { task_id: task, flags: 0, kernel_id: [2, -1, -1], block_num: 3 };
         let ts: Vec<DepGenTensor> = (0..nt)
-            .map(|i| DepGenTensor { role: abi::ARG_ROLE_OUTPUT, addr: 64 * i as u64, bytes: 64 })
+            .map(|i| DepGenTensor {
+                role: abi::ARG_ROLE_OUTPUT,
+                dtype: abi::DType::Float32,
+                addr: 64 * i as u64,
+                bytes: 64,
+            })
             .collect();
         let ds: Vec<u64> = (0..nd as u64).collect();
         let mut out = Vec::new();

@@ -129,14 +129,15 @@ fn task_of(s: &DepGenSubmit<'_>, ids: &[u64]) -> DepTask {
     }
 }
 
-/// Tensor argument `i` of a submit, of tensor `id`.
+/// Tensor argument `i` of a submit, of tensor `id`: one dimension of the view's bytes in
+/// elements of its dtype.
 fn arg_of(i: usize, t: &DepGenTensor, id: u64) -> DepArg {
     DepArg {
         idx: i as u32,
         role: abi::role_name(t.role).unwrap_or("INPUT").into(),
         tensor_id: Some(id),
-        dtype: "FLOAT32".into(),
-        shape: [t.bytes / 4].into(),
+        dtype: t.dtype.name().into(),
+        shape: [t.bytes / t.dtype.size() as u64].into(),
         start_offset: 0,
         strides: [1].into(),
     }
@@ -208,8 +209,10 @@ mod tests {
             let head =
                 DepGenHead { task_id: i, flags, kernel_id: [i as i32, -1, -1], block_num: 2 };
             let roles = [abi::ARG_ROLE_INPUT, abi::ARG_ROLE_OUTPUT, abi::ARG_ROLE_INOUT];
+            let dtypes = [abi::DType::Float32, abi::DType::BFloat16, abi::DType::Int8];
             let tensors = (0..(i % 4) as usize).map(|k| DepGenTensor {
                 role: roles[k % 3],
+                dtype: dtypes[k % 3],
                 addr: 0x1000 * (k as u64 + 1),
                 bytes: 64 * (k as u64 + 1),
             });
@@ -255,7 +258,11 @@ mod tests {
         assert_eq!(kept.task_ids().collect::<Vec<_>>(), (0..40).collect::<Vec<_>>());
         assert!(kept.kernels().eq(rows.iter().map(|t| (t.task_id, t.kernel_ids))));
         assert_eq!(kept.get(7).unwrap().args[2].role, "INOUT");
-        assert_eq!(kept.get(7).unwrap().args[1].shape[..], [32]);
+        // Argument 1 is 128 bytes of bf16, argument 2 192 bytes of int8.
+        let seventh = kept.get(7).unwrap();
+        assert_eq!((&*seventh.args[1].dtype, &seventh.args[1].shape[..]), ("BFLOAT16", &[64][..]));
+        assert_eq!((&*seventh.args[2].dtype, &seventh.args[2].shape[..]), ("INT8", &[192][..]));
+        assert_eq!((&*seventh.args[0].dtype, &seventh.args[0].shape[..]), ("FLOAT32", &[16][..]));
         assert_eq!(kept.last().unwrap().task_id, 39);
         assert!(kept.get(40).is_none());
         assert_eq!(serde_json::to_string(&kept).unwrap(), serde_json::to_string(&rows).unwrap());

@@ -412,6 +412,11 @@ impl ThreadDfx {
     /// DepGen: task `seq` installed with predecessors `preds` (the runtime's own list): one chain
     /// of exactly the submit's tensors and dependencies, written as one contiguous run.
     pub fn dep_gen(&mut self, seq: u64, task: &ResolvedTask, preds: &[u64]) {
+        if self.dep_gen.is_none() {
+            return;
+        }
+        // Each tensor's dtype, as ArgsDump records it: a view kernel's operand words name it.
+        let views = self.views(task);
         let (Some(w), scratch) = (self.dep_gen.as_mut(), &mut self.dep_scratch) else { return };
         let head = DepGenHead {
             task_id: seq,
@@ -419,11 +424,13 @@ impl ThreadDfx {
             kernel_id: kernel_ids(task.kernel, &self.custom),
             block_num: task.block_dim,
         };
-        let tensors = task.tensors().iter().map(|&(addr, bytes, role)| DepGenTensor {
-            role: role_code(role),
-            addr,
-            bytes,
-        });
+        let tensors =
+            task.tensors().iter().enumerate().map(|(i, &(addr, bytes, role))| DepGenTensor {
+                role: role_code(role),
+                dtype: arena::arg_dtype(views, task, i),
+                addr,
+                bytes,
+            });
         let r = dep_gen::encode(&head, tensors, preds, scratch, |chain| {
             w.record_slice(0, chain);
         });

@@ -239,16 +239,22 @@ fn tensor_arg<'a>(
     }
 }
 
-/// The dtype of tensor argument `i` of `task` (`bytes` bytes) and its one dimension, in elements
-/// of that dtype: a view kernel's operand word names the dtype (its argument is dumped as the
-/// contiguous range its view spans); every other kernel's tensors are f32.
-fn arg_dims(views: bool, task: &ResolvedTask, i: usize, bytes: u64) -> (DType, [(u32, u32); 1]) {
-    let dtype = match task.scalars.get(1 + i) {
+/// The dtype of tensor argument `i` of `task`: a view kernel's (`views`) operand word names it;
+/// every other kernel's tensors are f32. ArgsDump and DepGen both record it.
+pub(super) fn arg_dtype(views: bool, task: &ResolvedTask, i: usize) -> DType {
+    match task.scalars.get(1 + i) {
         Some(&w) if views && 1 + i < task.n_scalars as usize => {
             DType::from_u8((w & 0xf) as u8).unwrap_or(DType::UInt8)
         }
         _ => DType::Float32,
-    };
+    }
+}
+
+/// The dtype of tensor argument `i` of `task` (`bytes` bytes) and its one dimension, in elements
+/// of that dtype ([`arg_dtype`]): a view kernel's argument is dumped as the contiguous range its
+/// view spans.
+fn arg_dims(views: bool, task: &ResolvedTask, i: usize, bytes: u64) -> (DType, [(u32, u32); 1]) {
+    let dtype = arg_dtype(views, task, i);
     (dtype, [((bytes / dtype.size() as u64).min(u64::from(u32::MAX)) as u32, 1)])
 }
 
@@ -300,7 +306,7 @@ impl ThreadDfx {
     }
 
     /// Whether `task`'s kernel is a view kernel (built-in or loaded).
-    fn views(&self, task: &ResolvedTask) -> bool {
+    pub(super) fn views(&self, task: &ResolvedTask) -> bool {
         super::super::kernels::spec(task.kernel).is_some_and(|s| s.views)
             || self.custom.is_view(task.kernel)
     }

@@ -42,8 +42,8 @@ pub(super) fn deps_graph(log: DepGenLog) -> DepsGraph {
                     tensor_id: id,
                     buffer_addr: t.addr,
                     version: *ver,
-                    dtype: "FLOAT32".into(),
-                    buffer_numel: t.bytes / 4,
+                    dtype: t.dtype.name().into(),
+                    buffer_numel: t.bytes / t.dtype.size() as u64,
                 });
             }
             ids.push(id);
@@ -150,8 +150,12 @@ mod tests {
         let mut log = DepGenLog::default();
         for (id, preds) in tasks {
             let head = DepGenHead { task_id: *id, flags: 0, kernel_id: [-1, 0, -1], block_num: 1 };
-            let t =
-                [DepGenTensor { role: abi::ARG_ROLE_OUTPUT, addr: 0x1000 * (id + 1), bytes: 64 }];
+            let t = [DepGenTensor {
+                role: abi::ARG_ROLE_OUTPUT,
+                dtype: abi::DType::Float32,
+                addr: 0x1000 * (id + 1),
+                bytes: 64,
+            }];
             let mut words = Vec::new();
             encode(&head, t.into_iter(), preds, &mut vec![0; cap], |c| words.push(c.to_vec()))
                 .unwrap();
@@ -237,7 +241,12 @@ mod tests {
         let mut log = DepGenLog::default();
         for (id, preds) in [(0u64, vec![]), (1, vec![0u64])] {
             let head = DepGenHead { task_id: id, flags: 0, kernel_id: [-1, 0, -1], block_num: 1 };
-            let t = [DepGenTensor { role: abi::ARG_ROLE_INOUT, addr: 0x40, bytes: 64 }];
+            let t = [DepGenTensor {
+                role: abi::ARG_ROLE_INOUT,
+                dtype: abi::DType::Float32,
+                addr: 0x40,
+                bytes: 64,
+            }];
             encode(&head, t.into_iter(), &preds, &mut [0; 64], |c| log.push_buffer(c)).unwrap();
         }
         let g = deps_graph(log.clone());
@@ -249,7 +258,7 @@ mod tests {
         // overwrote: the map implies 1 -> 2 only, so 0 -> 2 stays explicit, and so does an edge
         // between tasks that share no tensor (3 -> 4).
         let head = |id| DepGenHead { task_id: id, flags: 0, kernel_id: [-1, 0, -1], block_num: 1 };
-        let t = |role, addr| DepGenTensor { role, addr, bytes: 64 };
+        let t = |role, addr| DepGenTensor { role, dtype: abi::DType::Float32, addr, bytes: 64 };
         let submits: [(u64, Vec<DepGenTensor>, Vec<u64>); 3] = [
             (2, vec![t(abi::ARG_ROLE_INPUT, 0x40)], vec![0, 1]),
             (3, vec![t(abi::ARG_ROLE_OUTPUT, 0x1000)], vec![]),
