@@ -41,9 +41,7 @@ impl DeviceRunner {
         }
         let lib = match &self.full {
             Some(full) => full.loader.load_custom_kernels(name, bytes)?,
-            None => {
-                ferry_launch::loader::load_custom_kernels(&self.device.aicpu_os(), name, bytes)?
-            }
+            None => ferry_launch::loader::load_custom_kernels(&self.chip, name, bytes)?,
         };
         let mut registry = (*self.kernels).clone();
         let added = registry.add(lib)?;
