@@ -23,8 +23,8 @@
 //!    last reset:
 //!    the dispatcher bytes, the program bytes and a [`BootstrapArgs`] pointing at both are uploaded;
 //!    a [`BootstrapBlob`] with `device_args_ptr` at offset 40 is launched on the device's AICPU
-//!    ([`ProgramDevice::launch_bootstrap`]); the dispatcher writes `inner_<fp>_<dev>.so` through the OS's
-//!    `SaveSoFile` (temp file + rename). The three device buffers are freed on return, on every
+//!    ([`ProgramDevice::launch_bootstrap`]); the dispatcher writes `inner_<fp>_<dev>.so`
+//!    through the OS's `SaveSoFile` (temp file + rename). The three device buffers are freed on return, on every
 //!    path (the host allocated them).
 //! 3. Binary load → function lookup for every entry (op type `<symbol>_<fp:016x>`, so two
 //!    runtimes never share a registry key) → launch of the query entry.

@@ -55,6 +55,8 @@ impl ProgramLaunch for CpuLaunch {
 
 impl ProgramDevice for Chip {
     type Device = Device;
+    /// The process's device directories, and the chip's attachment to the OS (so the services
+    /// reach its register windows from every thread, AICore workers included).
     type Session = (OsSession, ChipAttachment);
     type Function = CpuFunction;
     type Launch = CpuLaunch;
