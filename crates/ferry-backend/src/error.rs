@@ -36,6 +36,8 @@ pub enum BackendOp {
     PinnedAlloc,
     /// Freeing pinned host memory.
     PinnedFree,
+    /// Loading a device program: the loader's session, saving or resolving an object.
+    LoadProgram,
 }
 
 impl std::fmt::Display for BackendOp {
@@ -55,6 +57,7 @@ impl std::fmt::Display for BackendOp {
             BackendOp::WaitEvent => "ordering a stream after an event",
             BackendOp::PinnedAlloc => "allocating pinned host memory",
             BackendOp::PinnedFree => "freeing pinned host memory",
+            BackendOp::LoadProgram => "loading a device program",
         })
     }
 }

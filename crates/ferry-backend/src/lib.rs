@@ -6,10 +6,11 @@
 //! queue counts), [`BackendStream`] (ordered copies, the gather kernel, entries launched with
 //! an argument block, events, synchronisation), [`BackendEvent`] (a marker in a stream's
 //! work), [`PinnedHostBuffer`] (page-locked host memory), [`HostMapping`] (host memory a
-//! device reaches through an alias) and [`CopyGroup`] (copies that hold their copy engines
-//! together). ferry's simulated chip (`ferry-sim`) implements them as the reference backend;
+//! device reaches through an alias), [`CopyGroup`] (copies that hold their copy engines
+//! together) and [`ProgramDevice`] (making device programs resident and calling their
+//! entries, for the loader). ferry's simulated chip (`ferry-sim`) implements them as the reference backend;
 //! [`host`] is a second, minimal one over plain host memory with no device programs, which the
-//! seam's tests run the copy engine and the launch transaction on. docs/architecture.md lists,
+//! seam's tests run the copy engine, the launch transaction and the loader on. docs/architecture.md lists,
 //! trait by trait, what a hardware backend implements.
 //!
 //! The engines are generic over the backend (`HbmCopyEngine<B: Backend>`, `LaunchStaging<D:
@@ -51,11 +52,13 @@
 mod error;
 pub mod host;
 mod launch;
+mod program;
 
 pub use error::{BackendError, BackendOp};
 pub use launch::{
     BackendEvent, EntryOf, EventOf, HostEntry, PinnedFreeError, PinnedHostBuffer, PinnedOf,
 };
+pub use program::{Preinstalled, ProgramDevice, ProgramError, ProgramLaunch, ProgramSymbol};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -281,6 +284,16 @@ pub trait BackendDevice: Clone + std::fmt::Debug + Send + Sync + 'static {
         // SAFETY: `bytes` is borrowed for the whole call, which returns after the copy; the
         // shared borrow keeps writers away.
         unsafe { self.null_stream()?.copy_segments_blocking(CopyKind::Htod, &[seg]) }
+    }
+
+    /// Reads `out.len()` bytes of device memory at `src` (a blocking copy on the null stream).
+    ///
+    /// # Errors
+    /// [`BackendOp::Copy`] (a bad device range, a failed copy), or reaching the null stream.
+    fn copy_dtoh(&self, src: DevicePtr, out: &mut [u8]) -> Result<(), BackendError> {
+        let seg = Segment { src: src.0, dst: out.as_mut_ptr() as u64, len: out.len() as u64 };
+        // SAFETY: `out` is borrowed mutably for the whole call, which returns after the copy.
+        unsafe { self.null_stream()?.copy_segments_blocking(CopyKind::Dtoh, &[seg]) }
     }
 }
 

@@ -1,17 +1,25 @@
 //! Nothing above the seam names the simulated chip: the crates that program against
 //! `ferry-backend` neither depend on `ferry-sim` (normal dependencies, as `cargo tree` reports
-//! them; their tests may use it as a dev-dependency) nor name `ferry_sim` anywhere in their
-//! library sources, and neither do the modules above the seam in crates that still depend on
-//! the chip elsewhere (the launch transaction). A crate or module that reaches past the seam
-//! again fails here, naming the path.
+//! them; their tests may use it as a dev-dependency) nor name `ferry_sim` in their library
+//! code, and neither do the modules above the seam in crates that still depend on the chip
+//! elsewhere. Doc comments may: their examples are doctests, built with the dev-dependencies
+//! like the tests. A crate or module that reaches past the seam again fails here, naming the
+//! path.
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// The crates that reach a device only through the seam.
-const ABOVE_THE_SEAM: [&str; 1] = ["ferry-copy"];
+const ABOVE_THE_SEAM: [&str; 2] = ["ferry-copy", "ferry-launch"];
 
-/// Library source directories (under `crates/`) that reach a device only through the seam.
-const SOURCES_ABOVE_THE_SEAM: [&str; 2] = ["ferry-copy/src", "ferry-launch/src/transaction"];
+/// Library source directories and files (under `crates/`) that reach a device only through
+/// the seam: whole crates, and the modules of the runtime's host half that do (the rest of it
+/// still drives the simulated chip's cores, docs/architecture.md).
+const SOURCES_ABOVE_THE_SEAM: [&str; 4] = [
+    "ferry-copy/src",
+    "ferry-launch/src",
+    "ferry-runtime/src/host/extent.rs",
+    "ferry-runtime/src/host/handshake.rs",
+];
 
 fn workspace() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
@@ -55,8 +63,12 @@ fn path_to(tree: &[(usize, String)], i: usize) -> String {
     chain.join(" -> ")
 }
 
-/// Every `.rs` file under `dir`.
+/// Every `.rs` file under `dir` (or `dir` itself, when it is a file).
 fn sources(dir: &Path, out: &mut Vec<PathBuf>) {
+    if dir.is_file() {
+        out.push(dir.to_path_buf());
+        return;
+    }
     for e in std::fs::read_dir(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())) {
         let p = e.unwrap().path();
         if p.is_dir() {
@@ -94,7 +106,9 @@ fn no_library_source_above_the_seam_names_the_simulated_chip() {
         for f in files {
             let text = std::fs::read_to_string(&f).unwrap();
             for (n, line) in text.lines().enumerate() {
-                if line.contains("ferry_sim") {
+                let doc =
+                    line.trim_start().starts_with("//!") || line.trim_start().starts_with("///");
+                if line.contains("ferry_sim") && !doc {
                     hits.push(format!("{}:{}: {}", f.display(), n + 1, line.trim()));
                 }
             }

@@ -110,7 +110,7 @@ pub fn install_preinstalled(runner: &ferry_runtime::host::DeviceRunner) -> Resul
     let os = runner.device().aicpu_os();
     let programs = runner.config().programs;
     for p in [programs.device_orchestrated, programs.host_built_graph] {
-        os.install_preinstalled(&ferry_launch::loader::Loader::preinstalled_name(p.name), p.bytes)
+        os.install_preinstalled(&ferry_launch::loader::preinstalled_name(p.name), p.bytes)
             .map_err(|source| JobError::Preinstall { program: p.name, source })?;
     }
     Ok(())

@@ -6,6 +6,11 @@
 //! (prepare → publish → launch → retire) with its state machine. This crate documents the
 //! transaction; each module documents its own part.
 //!
+//! It sits above the device backend seam (`ferry-backend`): the transaction is generic over a
+//! [`BackendDevice`](ferry_backend::BackendDevice) and the loader over a
+//! [`ProgramDevice`](ferry_backend::ProgramDevice), so it runs on the simulated chip (the
+//! examples below) and on any other backend alike, and does not depend on the chip.
+//!
 //! | type | role |
 //! |---|---|
 //! | [`LaunchStaging`] | one pipeline slot's launch staging helper: pinned source, device destination, per-run view |

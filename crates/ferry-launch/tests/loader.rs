@@ -26,7 +26,7 @@ const STATUS_BAD_IMAGE: i32 = ferry_abi::services::STATUS_RUNTIME_BASE + 1;
 
 /// Runs exec with `args` that are not a runtime image: the program receives them by value, its
 /// task runtime (the exec hook) refuses them with its typed status, and nothing else happens.
-fn exec_probe(prog: &LoadedAicpuProgram, args: &KernelArgs, threads: u32) {
+fn exec_probe(prog: &LoadedAicpuProgram<Chip>, args: &KernelArgs, threads: u32) {
     match prog.exec(args, threads) {
         Err(LoadError::Entry { entry, status }) => {
             assert_eq!((entry.as_str(), status), ("ferry_aicpu_exec", STATUS_BAD_IMAGE));
@@ -93,7 +93,7 @@ fn path_a_bootstraps_through_the_dispatcher_and_runs_exec() {
     let loader = Loader::new(&chip).unwrap();
     assert_eq!(loader.method(), LoadMethod::DispatcherBootstrap);
     let prog = loader.load(&ORCHESTRATED).unwrap();
-    let os = loader.os();
+    let os = loader.programs().device().aicpu_os();
 
     // The dispatcher ran once on the AICPU and saved the program under its fingerprint name,
     // in this process's directory under the device root.
@@ -142,7 +142,7 @@ fn path_a_works_on_both_arches_and_on_a_second_device() {
         let prog = loader.load(&HBG).unwrap();
         let r = prog.report().unwrap();
         assert_eq!((r.name().unwrap(), r.init_device_id), ("host-built-graph", 1), "{arch:?}");
-        let dir = loader.os().process_dir();
+        let dir = loader.programs().device().aicpu_os().process_dir();
         assert!(dir.ends_with(format!("{}_1", std::process::id())), "{}", dir.display());
         assert!(files(&dir).contains(&format!("inner_{:016x}_1.so", HBG.fingerprint)));
         exec_probe(&prog, &KernelArgs::new(9, 10), 2);
@@ -198,7 +198,7 @@ fn latch_quirk_is_detected_and_refused() {
         b.first_saved_so_wins(true);
     });
     let loader = Loader::new(&chip).unwrap();
-    assert!(loader.os().caps().first_saved_so_wins);
+    assert!(loader.programs().device().aicpu_os().caps().first_saved_so_wins);
     let first = loader.load(&ORCHESTRATED).unwrap();
     let err = loader.load(&HBG).unwrap_err();
     match &err {
@@ -213,10 +213,10 @@ fn latch_quirk_is_detected_and_refused() {
     let msg = err.to_string();
     assert!(msg.contains("latch") && msg.contains("host-built-graph"), "{msg}");
     // The second SaveSoFile silently did nothing: its file was never written.
-    let st = loader.os().stats();
+    let st = loader.programs().device().aicpu_os().stats();
     assert_eq!((st.so_saves, st.so_save_noops), (1, 1));
     let hbg_file = format!("inner_{:016x}_0.so", HBG.fingerprint);
-    assert!(!files(&loader.os().process_dir()).contains(&hbg_file));
+    assert!(!files(&loader.programs().device().aicpu_os().process_dir()).contains(&hbg_file));
     // The wrong program was never initialised by the second runtime, and the first one still
     // works.
     assert_eq!(first.report().unwrap().init_calls, 1);
@@ -229,7 +229,7 @@ fn latch_quirk_is_detected_and_refused() {
         kernel_so: "never_saved.so".into(),
         user_defined,
     };
-    let os = loader.os();
+    let os = loader.programs().device().aicpu_os();
     assert!(os.binary_load(&[entry(false)]).is_ok(), "resolved to the resident program");
     match os.binary_load(&[entry(true)]) {
         Err(ferry_sim::aicpu_os::OsError::NotFound { basename, .. }) => {
@@ -283,7 +283,7 @@ fn path_a_each_loader_bootstraps_again() {
     let chip = chip(&root.0);
     let first = Loader::new(&chip).unwrap();
     let a = first.load(&ORCHESTRATED).unwrap();
-    let os = first.os().clone();
+    let os = first.programs().device().aicpu_os().clone();
     assert_eq!(os.stats().kfc_launches, 1);
     let inner = os.process_dir().join(format!("inner_{:016x}_0.so", ORCHESTRATED.fingerprint));
     assert!(inner.is_file());
@@ -334,20 +334,25 @@ fn method_1_loads_a_preinstalled_program_and_refuses_a_missing_one() {
     match loader.load(&ORCHESTRATED) {
         Err(LoadError::NotPreinstalled { program, path }) => {
             assert_eq!(program, "device-orchestrated");
-            assert!(path.starts_with(loader.os().preinstalled_dir()));
+            assert!(path.starts_with(loader.programs().device().aicpu_os().preinstalled_dir()));
         }
         other => panic!("expected not-preinstalled, got {other:?}"),
     }
     // The operator installs both runtimes; both load, nothing is uploaded.
     for p in [&ORCHESTRATED, &HBG] {
-        loader.os().install_preinstalled(&Loader::preinstalled_name(p.name), p.bytes).unwrap();
+        loader
+            .programs()
+            .device()
+            .aicpu_os()
+            .install_preinstalled(&ferry_launch::loader::preinstalled_name(p.name), p.bytes)
+            .unwrap();
     }
     let a = loader.load(&ORCHESTRATED).unwrap();
     let b = loader.load(&HBG).unwrap();
     exec_probe(&a, &KernelArgs::new(1, 0), 1);
     exec_probe(&b, &KernelArgs::new(2, 0), 1);
-    assert_eq!(loader.os().stats().kfc_launches, 0);
-    assert_eq!(loader.os().stats().so_saves, 0);
+    assert_eq!(loader.programs().device().aicpu_os().stats().kfc_launches, 0);
+    assert_eq!(loader.programs().device().aicpu_os().stats().so_saves, 0);
 }
 
 #[test]
@@ -404,9 +409,9 @@ fn path_b_runs_two_runtimes_in_one_process_on_a_coherent_device() {
     let b = loader.load(&HBG).unwrap();
     exec_probe(&a, &KernelArgs::new(1, 0), 1);
     exec_probe(&b, &KernelArgs::new(2, 0), 1);
-    let names = files(&loader.os().custom_dir());
+    let names = files(&loader.programs().device().aicpu_os().custom_dir());
     assert_eq!(names.len(), 2, "{names:?}");
-    assert_eq!(loader.os().stats().kfc_launches, 0);
+    assert_eq!(loader.programs().device().aicpu_os().stats().kfc_launches, 0);
 }
 
 #[test]
@@ -424,7 +429,11 @@ fn path_a_second_runtime_is_refused_by_default_and_works_under_method_1() {
     // The same device, Method 1: both preinstalled runtimes load (no SaveSoFile, no latch).
     let m1 = LoaderBuilder::new(&chip).method(LoadMethod::Preinstalled).build().unwrap();
     for p in [&ORCHESTRATED, &HBG] {
-        m1.os().install_preinstalled(&Loader::preinstalled_name(p.name), p.bytes).unwrap();
+        m1.programs()
+            .device()
+            .aicpu_os()
+            .install_preinstalled(&ferry_launch::loader::preinstalled_name(p.name), p.bytes)
+            .unwrap();
     }
     let (a, b) = (m1.load(&ORCHESTRATED).unwrap(), m1.load(&HBG).unwrap());
     exec_probe(&a, &KernelArgs::new(1, 0), 1);
@@ -460,7 +469,7 @@ fn device_reset_uploads_again() {
     let loader = Loader::new(&chip).unwrap();
     let before = loader.load(&ORCHESTRATED).unwrap();
     drop(before);
-    let os = loader.os();
+    let os = loader.programs().device().aicpu_os();
     assert_eq!(os.stats().kfc_launches, 1);
     let loads = os.stats().object_loads;
     assert!(loads > 0, "the dispatcher and the program were loaded");
@@ -482,7 +491,7 @@ fn bad_inputs_give_typed_errors_and_leave_the_loader_usable() {
     let loader = Loader::new(&chip).unwrap();
     let good = ORCHESTRATED.bytes;
     let image = |bytes| ProgramImage { name: "bad", build_id: 0, bytes };
-    let before = loader.os().stats();
+    let before = loader.programs().device().aicpu_os().stats();
 
     // Truncated: caught on the host, nothing uploaded.
     let half = &good[..good.len() / 2];
@@ -490,7 +499,7 @@ fn bad_inputs_give_typed_errors_and_leave_the_loader_usable() {
     // Not an ELF at all.
     let garbage = vec![0x5Au8; 4096];
     assert!(matches!(loader.load_image(image(&garbage)), Err(LoadError::Corrupt { .. })));
-    assert_eq!(loader.os().stats().kfc_launches, before.kfc_launches);
+    assert_eq!(loader.programs().device().aicpu_os().stats().kfc_launches, before.kfc_launches);
 
     // Well-formed headers, but the device's dynamic loader refuses it (wrong machine).
     let mut wrong_machine = good.to_vec();
@@ -562,14 +571,20 @@ fn register_callable_loads_reloads_and_unloads_orchestration() {
     let loader = Loader::new(&chip).unwrap();
     let prog = loader.load(&ORCHESTRATED).unwrap();
     let used_before = chip.device().memory().used();
-    let loads_before = loader.os().stats().object_loads;
+    let loads_before = loader.programs().device().aicpu_os().stats().object_loads;
     prog.register_callable(3, ORCH_VECTOR.bytes, None).unwrap();
-    assert_eq!(loader.os().stats().object_loads, loads_before + 1, "the orchestration object");
+    assert_eq!(
+        loader.programs().device().aicpu_os().stats().object_loads,
+        loads_before + 1,
+        "the orchestration object"
+    );
     let r = prog.report().unwrap();
     assert_eq!((r.register_calls, r.last_callable_id, r.callables_loaded), (1, 3, 1));
     assert_eq!(r.last_orch_name().unwrap(), "vector");
     // The object file is unlinked once loaded, and the host freed the upload buffer.
-    assert!(!files(&loader.os().process_dir()).iter().any(|n| n.starts_with("libdevice_orch_")));
+    assert!(!files(&loader.programs().device().aicpu_os().process_dir())
+        .iter()
+        .any(|n| n.starts_with("libdevice_orch_")));
     assert_eq!(chip.device().memory().used(), used_before);
 
     // Re-registering reloads; a missing entry symbol is a typed status and unloads the slot.

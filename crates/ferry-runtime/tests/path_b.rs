@@ -174,13 +174,13 @@ fn path_b_method_1_and_path_a_are_unaffected_and_do_no_cache_work() {
 /// A Method 1 runner: the programs installed out of band into the device's preinstalled
 /// directory, before the runner loads them.
 fn preinstalled_runner(cfg: RunnerConfig) -> DeviceRunner {
-    use ferry_launch::loader::Loader;
+    use ferry_launch::loader::preinstalled_name;
     // The runner's device root is private to it: install through a first runner's device,
     // which fails to load nothing until a callable needs a program.
     let r = DeviceRunner::new(cfg).unwrap();
     let os = r.device().aicpu_os();
     for p in [&ferry_programs::AICPU_DEVICE_ORCHESTRATED, &ferry_programs::AICPU_HOST_BUILT_GRAPH] {
-        os.install_preinstalled(&Loader::preinstalled_name(p.name), p.bytes).unwrap();
+        os.install_preinstalled(&preinstalled_name(p.name), p.bytes).unwrap();
     }
     r
 }

@@ -143,6 +143,10 @@ impl BackendDevice for Device {
     fn copy_htod(&self, bytes: &[u8], dst: DevicePtr) -> Result<(), BackendError> {
         Device::copy_htod(self, bytes, dst).map_err(err(BackendOp::Copy))
     }
+
+    fn copy_dtoh(&self, src: DevicePtr, out: &mut [u8]) -> Result<(), BackendError> {
+        Device::copy_dtoh(self, src, out).map_err(err(BackendOp::Copy))
+    }
 }
 
 impl BackendEvent for Event {

@@ -1,6 +1,6 @@
 //! [`HostMemoryBackend`]: the seam's second, minimal backend — "device" memory is host heap,
-//! streams run their work on the calling thread at enqueue, and there are no device programs
-//! beyond the gather kernel.
+//! streams run their work on the calling thread at enqueue, and device programs are host code
+//! registered for their images' bytes (its program loader, [`HostProgramCode`]).
 //!
 //! It exists so the seam is exercised by something other than the simulated chip (as
 //! wgpu-hal keeps an `empty` backend): the copy engine's tests run on it, including its error
@@ -40,7 +40,12 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
 use std::time::Duration;
 
 mod launch;
+mod program;
 pub use launch::{HostMemoryEvent, HostMemoryPinned};
+pub use program::{
+    HostFunctionBody, HostMemoryFunction, HostMemoryLaunch, HostMemoryLibrary, HostMemorySession,
+    HostProgramCode, HostProgramStats,
+};
 
 /// Most devices one backend has (the alias scheme's limit).
 pub const MAX_DEVICES: u32 = 16;
@@ -115,6 +120,32 @@ pub enum HostMemoryError {
     /// An entry was launched on a stream whose device is gone.
     #[error("the stream's device is gone")]
     DeviceGone,
+    /// A program object name that is not a plain name.
+    #[error("`{name}` is not a plain object name")]
+    BadName {
+        /// The name.
+        name: String,
+    },
+    /// No object of that name is saved where the lookup searched.
+    #[error("no object `{name}` is saved on the device")]
+    NoObject {
+        /// The name.
+        name: String,
+    },
+    /// The bootstrap's blob or arguments could not be decoded.
+    #[error("bad bootstrap: {0}")]
+    Bootstrap(ferry_abi::launch::DecodeError),
+    /// The bootstrap blob names another kernel or object than the dispatcher bootstrap.
+    #[error("bootstrap blob names `{kernel}` in `{object}`, not the dispatcher bootstrap")]
+    NotBootstrap {
+        /// The kernel name in the blob.
+        kernel: String,
+        /// The object name in the blob.
+        object: String,
+    },
+    /// A function launched on no thread.
+    #[error("a launch needs at least one thread")]
+    NoThreads,
     /// A fragment of a gather could not be copied; the gather's earlier fragments were.
     #[error("gather fragment {index}")]
     Fragment {
@@ -164,6 +195,7 @@ impl HostMemoryBackend {
                         stats: Stats::default(),
                     }),
                     null: OnceLock::new(),
+                    programs: program::Programs::default(),
                 }))
             })
             .collect();
@@ -393,6 +425,7 @@ impl Shared {
 struct DeviceInner {
     shared: Arc<Shared>,
     null: OnceLock<HostMemoryStream>,
+    programs: program::Programs,
 }
 
 /// One device of a [`HostMemoryBackend`]. Cheap to clone.

@@ -10,6 +10,11 @@
 //! starts. [`LoaderBuilder::refuse_incoherent_path_b`] turns on a preflight check that refuses
 //! it up front on a device whose custom-scheduler cluster is not coherent.
 //!
+//! The loader is generic over the device's program loader, the seam's
+//! [`ProgramDevice`] (the simulated chip's `Chip` is one, a hardware backend's AICPU loader
+//! another): it keeps the policy (method, uploads, entry names, identity and ABI checks, the
+//! typed errors) and the device provides each step.
+//!
 //! # Path A, step by step
 //!
 //! 1. The program's bytes are checked on the host (ELF64 shared object, every header and
@@ -18,8 +23,8 @@
 //!    last reset:
 //!    the dispatcher bytes, the program bytes and a [`BootstrapArgs`] pointing at both are uploaded;
 //!    a [`BootstrapBlob`] with `device_args_ptr` at offset 40 is launched on the device's AICPU
-//!    ([`AicpuOs::launch_kfc`]); the dispatcher writes `inner_<fp>_<dev>.so` through the OS's
-//!    `SaveSoFile` (temp file + rename). The three device buffers are freed on return, on every
+//!    ([`ProgramDevice::launch_bootstrap`]); the dispatcher writes `inner_<fp>_<dev>.so`
+//!    through the OS's `SaveSoFile` (temp file + rename). The three device buffers are freed on return, on every
 //!    path (the host allocated them).
 //! 3. Binary load → function lookup for every entry (op type `<symbol>_<fp:016x>`, so two
 //!    runtimes never share a registry key) → launch of the query entry.
@@ -31,7 +36,8 @@
 //!
 //! Teardown: the per-process device directory is removed when the loader and every program it
 //! loaded are dropped (the OS's session refcount); other processes' directories are never
-//! touched. After [`AicpuOs::reset`] the loader uploads again.
+//! touched. After a device reset ([`ProgramDevice::generation`] moves on) the loader uploads
+//! again.
 //!
 //! # Examples
 //!
@@ -63,13 +69,11 @@ use ferry_abi::services::{
     EXPORT_AICPU_QUERY, EXPORT_AICPU_REGISTER_CALLABLE, PROGRAM_REPORT_MAGIC,
     PROGRAM_REPORT_VERSION, STATUS_ABI_SIZE_MISMATCH, STATUS_ABI_VERSION_MISMATCH,
 };
-use ferry_programs::Program;
-use ferry_sim::aicpu_os::{
-    AicpuOs, ChipAttachment, CpuFunction, CpuLaunch, KernelLibrary, OpEntry, OsError, OsSession,
+use ferry_backend::{
+    BackendDevice, BackendError, DevicePtr, ProgramDevice, ProgramError, ProgramLaunch,
+    ProgramSymbol,
 };
-use ferry_sim::cores::Chip;
-use ferry_sim::custom_kernels::CustomKernelLibrary;
-use ferry_sim::{DeviceError, DevicePtr};
+use ferry_programs::Program;
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 
@@ -84,7 +88,7 @@ pub const ENTRY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(50
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum LoadMethod {
     /// Method 1: the program was installed into the preinstalled directory out of band, under
-    /// [`Loader::preinstalled_name`]. Nothing is uploaded.
+    /// [`preinstalled_name`]. Nothing is uploaded.
     Preinstalled,
     /// Method 2, Path A (default): the bootstrap dispatcher writes the program on the device.
     #[default]
@@ -236,12 +240,13 @@ pub enum LoadError {
     /// A callable id or name that does not fit [`RegisterCallableArgs`].
     #[error("bad callable: {0}")]
     BadCallable(#[from] ferry_abi::launch::EncodeError),
-    /// The AICPU OS failed (file i/o, bad name, launch).
+    /// The device's program loader failed otherwise (its session, a file it could not save,
+    /// a launch it refused, a wait that ran out); the backend's error is the source.
     #[error(transparent)]
-    Os(#[from] OsError),
+    Program(#[from] ProgramError),
     /// A device operation (allocation, copy) failed.
     #[error(transparent)]
-    Device(#[from] DeviceError),
+    Device(#[from] BackendError),
 }
 
 /// The bytes of a program and who it should be.
@@ -263,19 +268,19 @@ impl<'a> From<&'a Program> for ProgramImage<'a> {
 
 /// Builds a [`Loader`].
 #[derive(Clone, Debug)]
-pub struct LoaderBuilder {
-    chip: Chip,
+pub struct LoaderBuilder<P: ProgramDevice> {
+    programs: P,
     method: LoadMethod,
     init: Option<InitArgs>,
     dispatcher: &'static Program,
     refuse_incoherent: bool,
 }
 
-impl LoaderBuilder {
-    /// A Path A loader for `chip`'s device, with the embedded dispatcher.
-    pub fn new(chip: &Chip) -> Self {
+impl<P: ProgramDevice> LoaderBuilder<P> {
+    /// A Path A loader for the device `programs` loads onto, with the embedded dispatcher.
+    pub fn new(programs: &P) -> Self {
         Self {
-            chip: chip.clone(),
+            programs: programs.clone(),
             method: LoadMethod::default(),
             init: None,
             dispatcher: &ferry_programs::DISPATCHER,
@@ -314,21 +319,18 @@ impl LoaderBuilder {
     /// # Errors
     /// [`LoadError::PathBIncoherent`] for Path B on an incoherent device when the preflight is
     /// on ([`refuse_incoherent_path_b`](Self::refuse_incoherent_path_b));
-    /// [`LoadError::Os`] when the device directories cannot be created.
-    pub fn build(&mut self) -> Result<Loader, LoadError> {
-        let os = self.chip.device().aicpu_os();
-        let caps = os.caps();
+    /// [`LoadError::Program`] when the device cannot open the session.
+    pub fn build(&mut self) -> Result<Loader<P>, LoadError> {
+        let ordinal = self.programs.device().ordinal();
         if self.refuse_incoherent
             && self.method == LoadMethod::CustomScheduler
-            && !(caps.custom_scheduler_coherent || caps.noncacheable_handshake)
+            && !self.programs.custom_scheduler_coherent()
         {
-            return Err(LoadError::PathBIncoherent { device: self.chip.device().ordinal() });
+            return Err(LoadError::PathBIncoherent { device: ordinal });
         }
-        let session = Arc::new((os.open_session()?, os.attach(&self.chip)));
-        let ordinal = self.chip.device().ordinal();
+        let session = Arc::new(self.programs.open_session()?);
         Ok(Loader {
-            chip: self.chip.clone(),
-            os,
+            programs: self.programs.clone(),
             session,
             method: self.method,
             init: self.init.unwrap_or(InitArgs::new(ordinal)),
@@ -340,12 +342,10 @@ impl LoaderBuilder {
 
 /// Loads AICPU programs onto one device. See the module docs.
 #[derive(Debug)]
-pub struct Loader {
-    chip: Chip,
-    os: AicpuOs,
-    /// The device session (per-process directories) and the chip's attachment to the OS (so
-    /// the services reach its register windows from every thread), shared with every program.
-    session: Arc<(OsSession, ChipAttachment)>,
+pub struct Loader<P: ProgramDevice> {
+    programs: P,
+    /// The process's session on the device's loader, shared with every program.
+    session: Arc<P::Session>,
     method: LoadMethod,
     init: InitArgs,
     dispatcher: &'static Program,
@@ -355,13 +355,13 @@ pub struct Loader {
     bootstrapped: Mutex<HashSet<(u64, u64, u64)>>,
 }
 
-impl Loader {
+impl<P: ProgramDevice> Loader<P> {
     /// A Path A loader with the defaults ([`LoaderBuilder::new`] then `build`).
     ///
     /// # Errors
     /// As [`LoaderBuilder::build`].
-    pub fn new(chip: &Chip) -> Result<Loader, LoadError> {
-        LoaderBuilder::new(chip).build()
+    pub fn new(programs: &P) -> Result<Loader<P>, LoadError> {
+        LoaderBuilder::new(programs).build()
     }
 
     /// The load method.
@@ -369,22 +369,24 @@ impl Loader {
         self.method
     }
 
-    /// The device's AICPU OS.
-    pub fn os(&self) -> &AicpuOs {
-        &self.os
+    /// The device's program loader.
+    pub fn programs(&self) -> &P {
+        &self.programs
     }
+}
 
-    /// The name Method 1 expects a program under in the preinstalled directory.
-    pub fn preinstalled_name(program_name: &str) -> String {
-        format!("libferry_aicpu_{program_name}.so")
-    }
+/// The name Method 1 expects a program under in the preinstalled directory.
+pub fn preinstalled_name(program_name: &str) -> String {
+    format!("libferry_aicpu_{program_name}.so")
+}
 
+impl<P: ProgramDevice> Loader<P> {
     /// Loads an embedded AICPU program, verifies its identity and runs its init entry.
     ///
     /// # Errors
     /// [`LoadError::WrongKind`] for a program that is not an AICPU program; otherwise as
     /// [`load_image`](Self::load_image).
-    pub fn load(&self, program: &'static Program) -> Result<LoadedAicpuProgram, LoadError> {
+    pub fn load(&self, program: &'static Program) -> Result<LoadedAicpuProgram<P>, LoadError> {
         if program.kind != ferry_programs::ProgramKind::Aicpu {
             return Err(LoadError::WrongKind {
                 program: program.name.into(),
@@ -401,15 +403,16 @@ impl Loader {
     /// [`LoadError::ResidentMismatch`], [`LoadError::AbiMismatch`],
     /// [`LoadError::NotPreinstalled`], or a device/OS failure. After any of them the loader and
     /// the device stay usable.
-    pub fn load_image(&self, image: ProgramImage<'_>) -> Result<LoadedAicpuProgram, LoadError> {
+    pub fn load_image(&self, image: ProgramImage<'_>) -> Result<LoadedAicpuProgram<P>, LoadError> {
         let fp = ferry_abi::services::fingerprint(image.bytes);
-        let dev = u64::from(self.chip.device().ordinal());
-        let generation = self.os.generation();
-        let (basename, user_defined) = match self.method {
+        let dev = u64::from(self.programs.device().ordinal());
+        let generation = self.programs.generation();
+        let (basename, custom_scheduler) = match self.method {
             LoadMethod::Preinstalled => {
-                let name = Self::preinstalled_name(image.name);
-                let path = self.os.preinstalled_dir().join(&name);
-                if !path.is_file() {
+                let name = preinstalled_name(image.name);
+                let found = self.programs.preinstalled(&name);
+                if !found.present {
+                    let path = found.path;
                     return Err(LoadError::NotPreinstalled { program: image.name.into(), path });
                 }
                 (name, false)
@@ -425,34 +428,38 @@ impl Loader {
                 validate_elf(image.name, image.bytes)?;
                 let mut buf = [0u8; 48];
                 let name = inner_so_name(fp, dev, &mut buf).unwrap_or_default().to_owned();
-                self.os.upload_custom(&name, image.bytes)?;
+                self.programs
+                    .save_custom(&name, image.bytes)
+                    .map_err(|e| classify(image.name, e))?;
                 (name, true)
             }
         };
-        let symbols = [
+        let exports = [
             EXPORT_AICPU_INIT,
             EXPORT_AICPU_REGISTER_CALLABLE,
             EXPORT_AICPU_EXEC,
             EXPORT_AICPU_QUERY,
         ];
-        let entries: Vec<OpEntry> = symbols
+        let op_types = exports.map(|s| format!("{s}_{fp:016x}"));
+        let symbols: Vec<ProgramSymbol<'_>> = exports
             .iter()
-            .map(|s| OpEntry {
-                op_type: format!("{s}_{fp:016x}"),
-                function_name: (*s).into(),
-                kernel_so: basename.clone(),
-                user_defined,
+            .zip(&op_types)
+            .map(|(symbol, op_type)| ProgramSymbol {
+                op_type,
+                symbol,
+                object: &basename,
+                custom_scheduler,
             })
             .collect();
-        let binary = self.os.binary_load(&entries).map_err(|e| os_to_load(image.name, e))?;
-        let mut f = entries
-            .iter()
-            .map(|e| binary.function(&e.op_type).map_err(|err| os_to_load(image.name, err)));
-        let mut next = || f.next().expect("four entries");
-        let (init, register, exec, query) = (next()?, next()?, next()?, next()?);
+        let resolved = self.programs.resolve(&symbols).map_err(|e| classify(image.name, e))?;
+        let Ok([init, register, exec, query]) = <[P::Function; 4]>::try_from(resolved) else {
+            return Err(LoadError::Corrupt {
+                program: image.name.into(),
+                reason: "the device resolved another number of entries than asked".into(),
+            });
+        };
         let program = LoadedAicpuProgram {
-            chip: self.chip.clone(),
-            os: self.os.clone(),
+            programs: self.programs.clone(),
             _session: self.session.clone(),
             shipped: Identity { name: image.name.into(), build_id: image.build_id },
             fingerprint: fp,
@@ -496,7 +503,7 @@ impl Loader {
         if lock(&self.bootstrapped).contains(&key) {
             return Ok(());
         }
-        let device = self.chip.device();
+        let device = self.programs.device();
         let mut bufs = DeviceBuffers { device: device.clone(), ptrs: Vec::new() };
         let disp = bufs.upload(self.dispatcher.bytes)?;
         let inner = bufs.upload(image.bytes)?;
@@ -508,8 +515,7 @@ impl Loader {
         dargs.inner_so_len = image.bytes.len() as u64;
         let dargs_ptr = bufs.upload(dargs.as_bytes())?;
         let blob = BootstrapBlob::new(dargs_ptr.0);
-        self.os.launch_kfc(&self.chip, blob.as_bytes()).map_err(|e| os_to_load(image.name, e))?;
-        Ok(())
+        self.programs.launch_bootstrap(blob.as_bytes()).map_err(|e| classify(image.name, e))
     }
 
     /// Loads the AICore kernel library (`rtRegisterAllKernel`).
@@ -517,16 +523,16 @@ impl Loader {
     /// # Errors
     /// [`LoadError::Truncated`] / [`LoadError::Corrupt`] for a bad image,
     /// [`LoadError::MissingSymbol`] when it has no lookup export.
-    pub fn load_kernel_library(&self, program: &Program) -> Result<KernelLibrary, LoadError> {
+    pub fn load_kernel_library(&self, program: &Program) -> Result<P::KernelLibrary, LoadError> {
         validate_elf(program.name, program.bytes)?;
-        self.os.load_kernel_library(program.bytes).map_err(|e| os_to_load(program.name, e))
+        self.programs.load_kernel_library(program.bytes).map_err(|e| classify(program.name, e))
     }
 
     /// Loads a custom kernel library (a user's cdylib built against `ferry-kernel-abi`) for the
     /// AICore workers, the way [`load_kernel_library`](Self::load_kernel_library) loads the
     /// built-in one: the image is checked as an ELF shared object first, then the AICPU OS
     /// saves, loads and checks its descriptor and kernel table
-    /// ([`AicpuOs::load_custom_kernels`]).
+    /// ([`ProgramDevice::load_custom_kernels`]).
     ///
     /// # Errors
     /// [`LoadError::Truncated`] / [`LoadError::Corrupt`] for a bad image,
@@ -537,8 +543,8 @@ impl Loader {
         &self,
         name: &str,
         bytes: &[u8],
-    ) -> Result<CustomKernelLibrary, LoadError> {
-        load_custom_kernels(&self.os, name, bytes)
+    ) -> Result<P::CustomKernels, LoadError> {
+        load_custom_kernels(&self.programs, name, bytes)
     }
 
     /// Ends this loader's session (same as dropping it). The per-process device directory is
@@ -547,12 +553,12 @@ impl Loader {
 }
 
 /// Device buffers the bootstrap allocated; freed on every path (the host allocated them).
-struct DeviceBuffers {
-    device: ferry_sim::Device,
+struct DeviceBuffers<D: BackendDevice> {
+    device: D,
     ptrs: Vec<DevicePtr>,
 }
 
-impl DeviceBuffers {
+impl<D: BackendDevice> DeviceBuffers<D> {
     fn upload(&mut self, bytes: &[u8]) -> Result<DevicePtr, LoadError> {
         let p = self.device.malloc(bytes.len().max(1) as u64)?;
         self.ptrs.push(p);
@@ -561,7 +567,7 @@ impl DeviceBuffers {
     }
 }
 
-impl Drop for DeviceBuffers {
+impl<D: BackendDevice> Drop for DeviceBuffers<D> {
     fn drop(&mut self) {
         for p in self.ptrs.drain(..) {
             if let Err(e) = self.device.free(p) {
@@ -575,52 +581,46 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// [`Loader::load_custom_kernels`] on an OS without a loader (the in-process runner path).
+/// [`Loader::load_custom_kernels`] without a loader (the in-process runner path).
 ///
 /// # Errors
 /// As [`Loader::load_custom_kernels`].
-pub fn load_custom_kernels(
-    os: &AicpuOs,
+pub fn load_custom_kernels<P: ProgramDevice>(
+    programs: &P,
     name: &str,
     bytes: &[u8],
-) -> Result<CustomKernelLibrary, LoadError> {
-    use ferry_abi::kernel_lib::KernelTableError as T;
+) -> Result<P::CustomKernels, LoadError> {
     validate_elf(name, bytes)?;
-    os.load_custom_kernels(bytes).map_err(|e| match e {
-        OsError::BadKernelTable { error: T::AbiVersion { found, expected }, .. } => {
-            LoadError::KernelAbiVersion { program: name.into(), found, expected }
-        }
-        OsError::BadKernelTable { error: T::DuplicateName { first, second }, .. } => {
-            LoadError::DuplicateKernel { program: name.into(), first, second }
-        }
-        OsError::BadKernelTable { error, .. } => {
-            LoadError::KernelTable { program: name.into(), error }
-        }
-        e => os_to_load(name, e),
-    })
+    programs.load_custom_kernels(bytes).map_err(|e| classify(name, e))
 }
 
-fn os_to_load(program: &str, e: OsError) -> LoadError {
+/// What a failure of the device's program loader means for `program`: the loader's typed
+/// refusals by what the device reported, the rest kept as [`LoadError::Program`].
+fn classify(program: &str, e: ProgramError) -> LoadError {
+    use ferry_abi::kernel_lib::KernelTableError as T;
     match e {
-        OsError::LoadFailed { reason, .. } => {
+        ProgramError::Refused { reason, .. } => {
             LoadError::Corrupt { program: program.into(), reason }
         }
-        OsError::MissingSymbol { symbol, .. } => {
+        ProgramError::MissingSymbol { symbol, .. } => {
             LoadError::MissingSymbol { program: program.into(), symbol }
         }
-        e => LoadError::Os(e),
-    }
-}
-
-fn entry_error(e: OsError) -> LoadError {
-    match e {
-        OsError::Entry { symbol, code }
-            if code == STATUS_ABI_SIZE_MISMATCH || code == STATUS_ABI_VERSION_MISMATCH =>
-        {
-            LoadError::AbiMismatch { entry: symbol, status: code }
+        ProgramError::KernelTable { error: T::AbiVersion { found, expected }, .. } => {
+            LoadError::KernelAbiVersion { program: program.into(), found, expected }
         }
-        OsError::Entry { symbol, code } => LoadError::Entry { entry: symbol, status: code },
-        e => LoadError::Os(e),
+        ProgramError::KernelTable { error: T::DuplicateName { first, second }, .. } => {
+            LoadError::DuplicateKernel { program: program.into(), first, second }
+        }
+        ProgramError::KernelTable { error, .. } => {
+            LoadError::KernelTable { program: program.into(), error }
+        }
+        ProgramError::Entry { symbol, status }
+            if status == STATUS_ABI_SIZE_MISMATCH || status == STATUS_ABI_VERSION_MISMATCH =>
+        {
+            LoadError::AbiMismatch { entry: symbol, status }
+        }
+        ProgramError::Entry { symbol, status } => LoadError::Entry { entry: symbol, status },
+        e => LoadError::Program(e),
     }
 }
 

@@ -1,5 +1,5 @@
 //! A loaded [`LoadedAicpuProgram`]: its four entries (init, register-callable, exec, query), resolved
-//! and called through the AICPU OS.
+//! and called through the device's program loader ([`ProgramDevice`]).
 
 use super::*;
 
@@ -7,19 +7,18 @@ use super::*;
 ///
 /// Keeps the program's code loaded and the device session open.
 #[derive(Debug)]
-pub struct LoadedAicpuProgram {
-    pub(super) chip: Chip,
-    pub(super) os: AicpuOs,
-    pub(super) _session: Arc<(OsSession, ChipAttachment)>,
+pub struct LoadedAicpuProgram<P: ProgramDevice> {
+    pub(super) programs: P,
+    pub(super) _session: Arc<P::Session>,
     pub(super) shipped: Identity,
     pub(super) fingerprint: u64,
-    pub(super) init: CpuFunction,
-    pub(super) register: CpuFunction,
-    pub(super) exec: CpuFunction,
-    pub(super) query: CpuFunction,
+    pub(super) init: P::Function,
+    pub(super) register: P::Function,
+    pub(super) exec: P::Function,
+    pub(super) query: P::Function,
 }
 
-impl LoadedAicpuProgram {
+impl<P: ProgramDevice> LoadedAicpuProgram<P> {
     /// Who the program is (verified at load).
     pub fn identity(&self) -> &Identity {
         &self.shipped
@@ -31,21 +30,25 @@ impl LoadedAicpuProgram {
     }
 
     /// The exec entry, for launches the caller schedules itself (e.g. on a stream) with
-    /// [`AicpuOs::launch_cpu_kernel`].
-    pub fn exec_function(&self) -> &CpuFunction {
+    /// [`ProgramDevice::launch_function`].
+    pub fn exec_function(&self) -> &P::Function {
         &self.exec
     }
 
-    /// The device's AICPU OS.
-    pub fn os(&self) -> &AicpuOs {
-        &self.os
+    /// The device's program loader.
+    pub fn programs(&self) -> &P {
+        &self.programs
     }
 
-    fn run(&self, f: &CpuFunction, threads: u32, payload: &[u8]) -> Result<(), LoadError> {
-        self.os
-            .launch_cpu_kernel(&self.chip, f, threads, payload)?
-            .wait_timeout(ENTRY_TIMEOUT)
-            .map_err(entry_error)
+    fn classify(&self, e: ProgramError) -> LoadError {
+        classify(&self.shipped.name, e)
+    }
+
+    fn run(&self, f: &P::Function, threads: u32, payload: &[u8]) -> Result<(), LoadError> {
+        self.programs
+            .launch_function(f, threads, payload)
+            .and_then(|l| l.wait_timeout(ENTRY_TIMEOUT))
+            .map_err(|e| self.classify(e))
     }
 
     /// Runs the init entry on one AICPU thread.
@@ -61,7 +64,7 @@ impl LoadedAicpuProgram {
     /// # Errors
     /// A failed launch, or [`LoadError::BadReport`].
     pub fn report(&self) -> Result<ProgramReport, LoadError> {
-        let device = self.chip.device();
+        let device = self.programs.device();
         let mut bufs = DeviceBuffers { device: device.clone(), ptrs: Vec::new() };
         let out = bufs.upload(&[0u8; ProgramReport::SIZE])?;
         self.run(&self.query, 1, QueryArgs { result_addr: out.0 }.as_bytes())?;
@@ -88,7 +91,7 @@ impl LoadedAicpuProgram {
         orch: &[u8],
         entry: Option<&str>,
     ) -> Result<(), LoadError> {
-        let device = self.chip.device();
+        let device = self.programs.device();
         let mut bufs = DeviceBuffers { device: device.clone(), ptrs: Vec::new() };
         let addr = if orch.is_empty() { DevicePtr::NULL } else { bufs.upload(orch)? };
         let mut rca = RegisterCallableArgs::new(callable_id, addr.0, orch.len() as u64)?;
@@ -110,7 +113,7 @@ impl LoadedAicpuProgram {
     ///
     /// # Errors
     /// An invalid thread count or an injected launch fault.
-    pub fn launch_exec(&self, args: &KernelArgs, threads: u32) -> Result<CpuLaunch, LoadError> {
+    pub fn launch_exec(&self, args: &KernelArgs, threads: u32) -> Result<P::Launch, LoadError> {
         self.launch_exec_blob(args.as_bytes(), threads)
     }
 
@@ -118,8 +121,8 @@ impl LoadedAicpuProgram {
     ///
     /// # Errors
     /// As [`launch_exec`](Self::launch_exec).
-    pub fn launch_exec_blob(&self, blob: &[u8], threads: u32) -> Result<CpuLaunch, LoadError> {
-        Ok(self.os.launch_cpu_kernel(&self.chip, &self.exec, threads, blob)?)
+    pub fn launch_exec_blob(&self, blob: &[u8], threads: u32) -> Result<P::Launch, LoadError> {
+        self.programs.launch_function(&self.exec, threads, blob).map_err(|e| self.classify(e))
     }
 
     /// The exec entry as the AICPU body of a launch transaction
@@ -130,12 +133,14 @@ impl LoadedAicpuProgram {
     pub fn aicpu_entry(
         &self,
         threads: u32,
-    ) -> impl FnOnce(&ferry_sim::Device, KernelArgs) -> Result<(), LoadError> + Send + 'static {
-        let (os, chip, exec) = (self.os.clone(), self.chip.clone(), self.exec.clone());
+    ) -> impl FnOnce(&P::Device, KernelArgs) -> Result<(), LoadError> + Send + 'static {
+        let (programs, exec) = (self.programs.clone(), self.exec.clone());
+        let name = self.shipped.name.clone();
         move |_device, args| {
-            os.launch_cpu_kernel(&chip, &exec, threads, args.as_bytes())
+            programs
+                .launch_function(&exec, threads, args.as_bytes())
                 .and_then(|l| l.wait())
-                .map_err(entry_error)
+                .map_err(|e| classify(&name, e))
         }
     }
 
@@ -145,7 +150,7 @@ impl LoadedAicpuProgram {
     /// [`LoadError::AbiMismatch`] when the program rejects the payload's layout;
     /// [`LoadError::Entry`] for another non-zero status.
     pub fn exec(&self, args: &KernelArgs, threads: u32) -> Result<(), LoadError> {
-        self.launch_exec(args, threads)?.wait().map_err(entry_error)
+        self.launch_exec(args, threads)?.wait().map_err(|e| self.classify(e))
     }
 
     /// Runs exec with a raw payload and waits.
@@ -153,6 +158,6 @@ impl LoadedAicpuProgram {
     /// # Errors
     /// As [`exec`](Self::exec).
     pub fn exec_blob(&self, blob: &[u8], threads: u32) -> Result<(), LoadError> {
-        self.launch_exec_blob(blob, threads)?.wait().map_err(entry_error)
+        self.launch_exec_blob(blob, threads)?.wait().map_err(|e| self.classify(e))
     }
 }

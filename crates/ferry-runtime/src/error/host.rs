@@ -69,6 +69,10 @@ pub enum RunError {
     /// The simulated driver failed.
     #[error(transparent)]
     Device(#[from] DeviceError),
+    /// Reading the run's result or its startup handshake back from device memory failed
+    /// (a copy through the backend seam; the backend's error is the source).
+    #[error("reading the run back from the device")]
+    Readback(#[source] BackendError),
     /// A core of this runner is hung (a kernel of an earlier run never returned within its
     /// budget): the runner cannot launch again. Drop it and make a new one.
     #[error(

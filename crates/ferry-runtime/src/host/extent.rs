@@ -16,8 +16,8 @@ use super::runner::layout::{image_offsets, ImageCounts};
 use super::{Callable, RunArgs, RunnerConfig, TensorInit, Variant, ROUTE_PREFIX_BYTES};
 use crate::device::task::TensorInfo;
 use crate::error::RunError;
+use ferry_abi::arch::Arch;
 use ferry_abi::regs::RegLayout;
-use ferry_sim::Arch;
 
 /// The device bytes of one run's descriptor and the launch metadata staged with it.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

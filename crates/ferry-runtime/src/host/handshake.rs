@@ -5,10 +5,12 @@
 //! AICPU's handshake record (what each scheduler's last load of `aicore_done` returned) back
 //! from the runtime image with ordinary device-to-host copies, and compares them per core. A
 //! core whose report memory holds but the AICPU never saw is a stale handshake: the AICPU read
-//! it through a cache that AICore's write did not invalidate (`ferry_sim::cache`).
+//! it through a cache that AICore's write did not invalidate (on the simulated chip, its cache
+//! model). The readback is two blocking copies through the backend seam, so it reads any
+//! backend's device memory.
 use crate::device::image::RuntimeHeader;
 use ferry_abi::handshake::HandshakeLayout;
-use ferry_sim::{Device, DevicePtr};
+use ferry_backend::{BackendDevice, BackendError, DevicePtr};
 
 /// One core's handshake as the AICPU saw it and as device memory holds it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -53,11 +55,11 @@ impl HandshakeRegion {
     }
 
     /// Copies the slots and the AICPU's record of the image at `image` back (two D2H copies).
-    pub(crate) fn read(
+    pub(crate) fn read<D: BackendDevice>(
         &self,
-        device: &Device,
+        device: &D,
         image: DevicePtr,
-    ) -> Result<Vec<CoreHandshake>, ferry_sim::DeviceError> {
+    ) -> Result<Vec<CoreHandshake>, BackendError> {
         let stride = u64::from(self.layout.slot_bytes);
         let mut slots = vec![0u8; (stride * u64::from(self.workers)) as usize];
         device.copy_dtoh(image.add(self.slots_off), &mut slots)?;

@@ -104,9 +104,9 @@ pub enum KernelLoadError {
     /// image names the kernel table it was prepared with).
     #[error("a run is prepared or in flight on this runner")]
     Busy,
-    /// Uploading the kernel table to the device failed.
+    /// Uploading the kernel table to the device failed (the backend's error is the source).
     #[error(transparent)]
-    Device(#[from] ferry_sim::DeviceError),
+    Device(#[from] ferry_backend::BackendError),
 }
 
 /// Why a host reference did not run.

@@ -230,8 +230,8 @@ pub(super) fn reap(chip: &Chip) {
 pub(super) struct FullPath {
     /// The loaded AICPU programs: device-orchestrated, host-built graph (loaded on first use).
     /// Declared before the loader: dropped first, then the loader's session.
-    pub(super) programs: [Option<LoadedProgram>; 2],
-    pub(super) loader: Loader,
+    pub(super) programs: [Option<LoadedProgram<Chip>>; 2],
+    pub(super) loader: Loader<Chip>,
     /// The AICPU programs to load ([`RunnerConfig::programs`](super::RunnerConfig::programs)).
     pub(super) images: super::AicpuPrograms,
     /// The runner's stream pair, shared by every slot: runs execute one after the other in
@@ -247,7 +247,7 @@ impl FullPath {
     pub(super) fn program(
         &mut self,
         variant: Variant,
-    ) -> Result<&LoadedProgram, ferry_launch::loader::LoadError> {
+    ) -> Result<&LoadedProgram<Chip>, ferry_launch::loader::LoadError> {
         let i = match variant {
             Variant::DeviceOrchestrated => 0,
             Variant::HostBuiltGraph => 1,

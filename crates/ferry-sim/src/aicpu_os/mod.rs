@@ -90,6 +90,7 @@ use std::sync::{OnceLock, Weak};
 use std::time::Duration;
 
 mod launch;
+mod programs;
 mod services;
 pub use launch::{Binary, CpuFunction, CpuLaunch, Kernel, KernelLibrary, OpEntry};
 use services::{

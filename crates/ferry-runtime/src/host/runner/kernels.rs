@@ -2,6 +2,7 @@
 use super::super::{KernelLoadError, KernelRegistry, RegisteredKernel, MAX_KERNEL_LIBRARY_BYTES};
 use super::DeviceRunner;
 use crate::device::image::as_bytes;
+use ferry_backend::BackendDevice;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -41,17 +42,17 @@ impl DeviceRunner {
         }
         let lib = match &self.full {
             Some(full) => full.loader.load_custom_kernels(name, bytes)?,
-            None => {
-                ferry_launch::loader::load_custom_kernels(&self.device.aicpu_os(), name, bytes)?
-            }
+            None => ferry_launch::loader::load_custom_kernels(&self.chip, name, bytes)?,
         };
         let mut registry = (*self.kernels).clone();
         let added = registry.add(lib)?;
         let table: Vec<u8> =
             registry.device_table().iter().flat_map(|r| as_bytes(r).to_vec()).collect();
-        let ptr = self.device.malloc(table.len() as u64)?;
-        if let Err(e) = self.device.copy_htod(&table, ptr) {
-            let _ = self.device.free(ptr);
+        // Through the backend seam: a failed upload is a `BackendError` naming the operation.
+        let device = &self.device;
+        let ptr = BackendDevice::malloc(device, table.len() as u64)?;
+        if let Err(e) = BackendDevice::copy_htod(device, &table, ptr) {
+            let _ = BackendDevice::free(device, ptr);
             return Err(e.into());
         }
         let old = std::mem::replace(&mut self.kernel_table, (ptr, registry.loaded_count()));

@@ -9,7 +9,7 @@ use crate::host::RunOutput;
 use crate::host::RunStats;
 use ferry_abi::launch::{AicoreLaunchArgs, KernelArgs};
 use ferry_abi::regs::RegLayout;
-use ferry_backend::{BackendError, BackendOp};
+use ferry_backend::{BackendDevice, BackendError, BackendOp};
 use ferry_launch::EntryKernels;
 use ferry_sim::Device;
 use std::sync::Arc;
@@ -390,9 +390,11 @@ impl DeviceRunner {
             }
         }
         let mut rb = vec![0u8; std::mem::size_of::<RunResult>()];
-        self.device.copy_dtoh(p.image.add(p.result_off), &mut rb)?;
+        BackendDevice::copy_dtoh(&self.device, p.image.add(p.result_off), &mut rb)
+            .map_err(RunError::Readback)?;
         let r: RunResult = from_bytes(&rb).unwrap_or_default();
-        self.last_handshake = p.handshake.read(&self.device, p.image)?;
+        self.last_handshake =
+            p.handshake.read(&self.device, p.image).map_err(RunError::Readback)?;
         if r.status != RESULT_FAILED {
             match &run.sides {
                 Sides::Direct { aicpu, .. } => aicpu.wait_timeout(Duration::ZERO)?,
