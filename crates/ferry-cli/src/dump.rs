@@ -172,7 +172,11 @@ fn replay(dump: &output::ArgsDump, task: u64) -> anyhow::Result<String> {
 }
 
 pub(crate) fn run(a: &DumpArgs) -> anyhow::Result<()> {
-    crate::stdout::print(&execute(a)?)
+    let text = {
+        let _progress = crate::progress::start("dump", "");
+        execute(a)?
+    };
+    crate::stdout::print(&text)
 }
 
 #[cfg(test)]

@@ -22,6 +22,7 @@ mod info;
 mod kernels;
 mod kernels_new;
 mod outdir;
+mod progress;
 mod report;
 mod run;
 mod scopes;

@@ -133,11 +133,18 @@ pub(crate) struct DfxArgs {
     /// ScopeStats: scope begin/end with task-window, heap and dep-pool occupancy.
     #[arg(long)]
     scope_stats: bool,
-    /// With the swimlane, also write trace.chrome.json, the Chrome Trace Event JSON (the legacy
-    /// format; about twice the Perfetto trace's size). `ferry trace DIR --chrome-json` makes it
-    /// later from the files.
+    /// With the swimlane, write the Perfetto trace and trace.chrome.json, the Chrome Trace Event
+    /// JSON (the legacy format; about twice the Perfetto trace's size), at the end of the run.
+    /// `ferry trace DIR --chrome-json` makes them later from the profile.
     #[arg(long)]
     chrome_json: bool,
+    /// Also write the original runtime's files (chip_swimlane_records.json, name_map_*.json,
+    /// pmu.csv, deps.json, args_dump/, scope_stats/, a session's runs.json and run-NNN/) and,
+    /// with the swimlane, the Perfetto trace at the end of the run. Without it the run writes
+    /// its native profile (profile.ferry) alone: every analysis command reads it, and `ferry
+    /// export DIR -o OUT` writes the same files from it later.
+    #[arg(long)]
+    original_formats: bool,
     /// What a DFX writer does when its lane has no free buffer.
     #[arg(long, value_enum, default_value_t = PolicyArg::Block)]
     dfx_policy: PolicyArg,
@@ -177,7 +184,7 @@ impl DfxArgs {
     /// The traces the run writes: `(perfetto, chrome)`.
     pub(crate) fn traces(&self) -> (bool, bool) {
         let swimlane = self.swimlane.is_some_and(|l| l > 0);
-        (swimlane, swimlane && self.chrome_json)
+        (swimlane && (self.original_formats || self.chrome_json), swimlane && self.chrome_json)
     }
 
     pub(crate) fn options(&self) -> DfxOptions {
@@ -268,7 +275,7 @@ pub(crate) fn run(a: &RunArgs) -> anyhow::Result<()> {
         ExampleArg::PagedAttention => vec![Example::PagedAttention],
         ExampleArg::Storm => vec![Example::Storm],
     };
-    let printer = Printer::new(a.dfx.traces());
+    let printer = Printer::new(&a.dfx);
     let done = a.job(Job::examples(&examples))?.run_observed(&printer);
     let done = printer.outcome(done)?;
     print_summary(&done.cases)?;
@@ -276,7 +283,7 @@ pub(crate) fn run(a: &RunArgs) -> anyhow::Result<()> {
         crate::stdout::outln!("wrote {}", d.join(SUMMARY_FILE).display())?;
     }
     let profiles = printer.profiles.borrow().clone();
-    print_next_steps(&profiles)
+    print_next_steps(&profiles, printer.swimlane)
 }
 
 impl RunArgs {
@@ -291,6 +298,7 @@ impl RunArgs {
             .kernels(self.kernels.iter().cloned())
             .dfx(dfx)
             .chrome_trace(self.dfx.traces().1)
+            .original_formats(self.dfx.original_formats)
             .repeat(self.repeat)
             .warmup(self.warmup)
             .force(self.force)
@@ -319,6 +327,8 @@ impl MaybeOut for Job {
 pub(super) struct Printer {
     /// `(perfetto, chrome)`: the traces the profiles carry.
     traces: (bool, bool),
+    /// Whether the profiles hold the swimlane (`ferry trace` and `ferry view` draw it).
+    pub(super) swimlane: bool,
     run_bar: RefCell<Option<ProgressBar>>,
     write_bar: RefCell<Option<WriteBar>>,
     /// Every profile written so far.
@@ -327,9 +337,10 @@ pub(super) struct Printer {
 }
 
 impl Printer {
-    pub(super) fn new(traces: (bool, bool)) -> Printer {
+    pub(super) fn new(dfx: &DfxArgs) -> Printer {
         Printer {
-            traces,
+            traces: dfx.traces(),
+            swimlane: dfx.swimlane.is_some_and(|l| l > 0),
             run_bar: RefCell::new(None),
             write_bar: RefCell::new(None),
             profiles: RefCell::new(Vec::new()),
@@ -466,7 +477,7 @@ impl Observer for Printer {
     fn failed_run_kept(&self, _dir: &Path) {
         self.keep((|| {
             crate::stdout::outln!("the run failed; its profile is complete and readable")?;
-            print_next_steps(&self.profiles.borrow())
+            print_next_steps(&self.profiles.borrow(), self.swimlane)
         })());
     }
 }
@@ -480,7 +491,7 @@ fn variant_name(v: Variant) -> &'static str {
 
 /// What to do with the profiles just written: the Perfetto trace at ui.perfetto.dev, the
 /// swimlane page, the report.
-pub(super) fn print_next_steps(profiles: &[ProfileLocation]) -> anyhow::Result<()> {
+pub(super) fn print_next_steps(profiles: &[ProfileLocation], swimlane: bool) -> anyhow::Result<()> {
     if profiles.is_empty() {
         return Ok(());
     }
@@ -508,6 +519,10 @@ pub(super) fn print_next_steps(profiles: &[ProfileLocation]) -> anyhow::Result<(
             crate::stdout::outln!(
                 "  open {} at https://ui.perfetto.dev (Open trace file)",
                 p.dir.join(output::PERFETTO_FILE).display()
+            )?;
+        } else if swimlane {
+            crate::stdout::outln!(
+                "  ferry trace {d}     # the Perfetto trace, for https://ui.perfetto.dev"
             )?;
         }
         crate::stdout::outln!("  ferry view {d}      # one HTML page of the run")?;
@@ -554,13 +569,36 @@ fn print_summary(done: &[CaseOutcome]) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The line about the native profile a run wrote while it ran: its size, chunks and records.
+fn print_native(p: &WrittenProfile) -> anyhow::Result<()> {
+    let Some(n) = &p.native else { return Ok(()) };
+    let s = n.sealed;
+    crate::stdout::outln!(
+        "dfx: native profile {}: {:.1} MB, {} chunks, {} records",
+        n.path.display(),
+        s.bytes as f64 / 1e6,
+        s.chunks,
+        s.records
+    )
+}
+
 /// The lines about a profile just written: files, records, loss, rates, and the traces.
 fn print_profile(p: &WrittenProfile, traces: bool, chrome: bool) -> anyhow::Result<()> {
+    print_native(p)?;
     if !p.runs.is_empty() {
         return print_session(p, traces);
     }
     let (report, model, dir) = (&p.report, &p.model, &p.dir);
     let (produced, collected, dropped) = model.loss.totals();
+    if report.files.is_empty() {
+        // The native profile alone.
+        crate::stdout::outln!(
+            "dfx: lanes, DepGen's and ArgsDump's in 8-byte words: {produced} produced, \
+             {collected} collected, {dropped} dropped, {:?}",
+            model.loss.policy
+        )?;
+        return print_no_scopes(model);
+    }
     let files = report.files.len() - usize::from(traces) - usize::from(chrome);
     crate::stdout::outln!(
         "dfx: {} in {} ({} records; lanes, DepGen's in 8-byte words: {produced} \
@@ -582,13 +620,19 @@ fn print_profile(p: &WrittenProfile, traces: bool, chrome: bool) -> anyhow::Resu
             String::new()
         }
     )?;
+    print_no_scopes(model)?;
+    if traces {
+        print!("{}", crate::trace::summary(dir, report));
+    }
+    Ok(())
+}
+
+/// The line saying the scope statistics recorded no scope, when they did not.
+fn print_no_scopes(model: &ferry_profile::RunModel) -> anyhow::Result<()> {
     if model.scopes.as_ref().is_some_and(|sc| sc.records.is_empty()) {
         crate::stdout::outln!(
             "dfx: scope_stats recorded no scope: the graph opened none (nothing to plot)"
         )?;
-    }
-    if traces {
-        print!("{}", crate::trace::summary(dir, report));
     }
     Ok(())
 }
@@ -596,6 +640,24 @@ fn print_profile(p: &WrittenProfile, traces: bool, chrome: bool) -> anyhow::Resu
 /// The lines about a session over several runs: one per run (its directory, records and loss
 /// accounting, which reconciles per run), then the write's rate.
 fn print_session(p: &WrittenProfile, traces: bool) -> anyhow::Result<()> {
+    if p.report.files.is_empty() {
+        // The native profile alone: each run is read as `DIR/run-NNN` from it.
+        crate::stdout::outln!(
+            "dfx: {} runs in one session, read as {}/run-NNN from its native profile",
+            p.runs.len(),
+            p.dir.display()
+        )?;
+        for r in &p.runs {
+            let (produced, collected, dropped) = r.model.loss.totals();
+            let name =
+                r.dir.file_name().map_or_else(String::new, |n| n.to_string_lossy().into_owned());
+            crate::stdout::outln!(
+                "dfx: {name}: {produced} produced, {collected} collected, {dropped} dropped{}",
+                if r.model.loss.reconciles() { "" } else { " (does NOT reconcile)" }
+            )?;
+        }
+        return Ok(());
+    }
     crate::stdout::outln!(
         "dfx: {} runs in one session, each in a directory of {} with its own files{} (runs listed in {})",
         p.runs.len(),

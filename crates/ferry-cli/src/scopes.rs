@@ -83,7 +83,11 @@ pub(crate) fn execute(a: &ScopesArgs) -> anyhow::Result<String> {
 }
 
 pub(crate) fn run(a: &ScopesArgs) -> anyhow::Result<()> {
-    crate::stdout::print(&execute(a)?)
+    let text = {
+        let _progress = crate::progress::start("scopes", "");
+        execute(a)?
+    };
+    crate::stdout::print(&text)
 }
 
 #[cfg(test)]

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 use ferry_profile::{
-    self as output, Needs, WriteOptions, WriteReport, Written, CHROME_FILE, PERFETTO_FILE,
+    self as output, Needs, Opened, WriteOptions, WriteReport, Written, CHROME_FILE, PERFETTO_FILE,
 };
 
 #[derive(Debug, Args)]
@@ -28,14 +28,15 @@ pub(crate) struct TraceArgs {
 
 /// Writes the traces; returns what to print.
 pub(crate) fn execute(a: &TraceArgs) -> anyhow::Result<String> {
-    let (r, session) = match crate::analysis::open_session(&a.dir, &Needs::TRACE)? {
-        Some((runs, opened)) => {
+    let (r, session) = match crate::analysis::open_any(&a.dir, &Needs::TRACE)? {
+        Opened::Session(runs, opened) => {
             let models: Vec<_> = opened.iter().map(|r| r.run.clone()).collect();
-            let first = opened.into_iter().next().expect("open_session: at least one run");
+            let first = opened.into_iter().next().expect("open_any: a session has a run");
             (first, Some(output::session_model(models, runs.warmup)))
         }
-        None => (crate::analysis::open(&a.dir, &Needs::TRACE)?, None),
+        Opened::Run(r) => (*r, None),
     };
+    crate::progress::step("writing the traces");
     let out = a.out.clone().unwrap_or_else(|| a.dir.clone());
     // Traces only: the run's own files (perhaps the original runtime's) stay as they are.
     let opts = WriteOptions { files: false, traces: true, chrome: a.chrome_json, progress: None };
@@ -99,7 +100,11 @@ pub(crate) fn summary(dir: &std::path::Path, report: &WriteReport) -> String {
 }
 
 pub(crate) fn run(a: &TraceArgs) -> anyhow::Result<()> {
-    crate::stdout::print(&execute(a)?)
+    let text = {
+        let _progress = crate::progress::start("trace", "");
+        execute(a)?
+    };
+    crate::stdout::print(&text)
 }
 
 #[cfg(test)]

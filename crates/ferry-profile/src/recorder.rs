@@ -48,7 +48,7 @@ pub use super::recorder_read::{
 /// File name of the native profile in a run's directory.
 pub const RECORD_FILE: &str = "profile.ferry";
 /// Format version in the file header.
-pub const RECORD_FORMAT: u32 = 1;
+pub const RECORD_FORMAT: u32 = 2;
 /// The file header's magic.
 pub(crate) const FILE_MAGIC: &[u8; 8] = b"FERRYREC";
 /// Bytes of the file header.
@@ -89,11 +89,15 @@ pub enum RecordStream {
     /// Bytes the records are read with (one byte per record): the session's end, sealed when
     /// it stops (the lane says which).
     Meta = 9,
+    /// ArgsDump payload bytes (one byte per record), per scheduler thread: what the collector
+    /// copied out of the thread's arena for one buffer, in the order the buffer's chains name
+    /// them (the lane's `args.bin`, chunk after chunk).
+    ArgsBin = 10,
 }
 
 impl RecordStream {
     /// Every stream, in id order.
-    pub const ALL: [RecordStream; 9] = [
+    pub const ALL: [RecordStream; 10] = [
         RecordStream::Aicore,
         RecordStream::Aicpu,
         RecordStream::Sched,
@@ -103,6 +107,7 @@ impl RecordStream {
         RecordStream::Scope,
         RecordStream::Args,
         RecordStream::Meta,
+        RecordStream::ArgsBin,
     ];
 
     /// The stream of id `id`.
@@ -120,7 +125,7 @@ impl RecordStream {
             RecordStream::Pmu => PmuRecord::BYTES,
             RecordStream::DepGen | RecordStream::Args => u64::BYTES,
             RecordStream::Scope => ScopeStatsRecord::BYTES,
-            RecordStream::Meta => u8::BYTES,
+            RecordStream::Meta | RecordStream::ArgsBin => u8::BYTES,
         }
     }
 
@@ -136,6 +141,7 @@ impl RecordStream {
             RecordStream::Scope => "scope",
             RecordStream::Args => "args",
             RecordStream::Meta => "meta",
+            RecordStream::ArgsBin => "args_bin",
         }
     }
 }
@@ -471,6 +477,37 @@ impl Recorder {
         }
     }
 
+    /// Seals `bytes`, the payload bytes of buffer `seq` of `lane` of a byte stream
+    /// ([`RecordStream::Meta`], [`RecordStream::ArgsBin`]), as chunks of at most
+    /// [`MAX_CHUNK_PAYLOAD`] bytes at the file's end. Bytes are not records: they count in
+    /// [`Sealed::chunks`] and [`Sealed::bytes`] only. Nothing is written for no bytes, nor after a
+    /// failed write.
+    ///
+    /// # Panics
+    /// When `stream` is not a byte stream.
+    pub fn append_bytes(&self, stream: RecordStream, lane: u32, seq: u32, bytes: &[u8]) {
+        assert_eq!(stream.record_bytes(), 1, "{stream:?} is not a byte stream");
+        if bytes.is_empty() {
+            return;
+        }
+        let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        if s.error.is_some() {
+            return;
+        }
+        for part in bytes.chunks(MAX_CHUNK_PAYLOAD as usize) {
+            let mut buf = std::mem::take(&mut s.scratch);
+            encode_head(&mut buf, stream, lane, seq, 1, part.len());
+            buf.extend_from_slice(part);
+            seal_sum(&mut buf);
+            let r = s.seal(&buf, 0);
+            s.scratch = buf;
+            if let Err(e) = r {
+                s.error = Some(e);
+                return;
+            }
+        }
+    }
+
     /// What was sealed so far.
     pub fn sealed(&self) -> Sealed {
         self.state.lock().unwrap_or_else(|p| p.into_inner()).sealed
@@ -541,20 +578,38 @@ pub(crate) fn encode_chunk<R: Packed>(
     seq: u32,
     records: &[R],
 ) {
+    encode_head(buf, stream, lane, seq, R::BYTES, records.len());
+    for r in records {
+        r.pack(buf);
+    }
+    seal_sum(buf);
+}
+
+/// Clears `buf` and writes a chunk header for `records` records of `record_bytes` each, its
+/// checksum left 0 ([`seal_sum`] fills it once the payload follows).
+fn encode_head(
+    buf: &mut Vec<u8>,
+    stream: RecordStream,
+    lane: u32,
+    seq: u32,
+    record_bytes: usize,
+    records: usize,
+) {
     buf.clear();
-    let payload = (records.len() * R::BYTES) as u32;
+    let payload = (records * record_bytes) as u32;
     buf.reserve(CHUNK_HEADER_BYTES + payload as usize);
     buf.extend_from_slice(&CHUNK_MAGIC.to_le_bytes());
     buf.extend_from_slice(&payload.to_le_bytes());
     buf.extend_from_slice(&(stream as u16).to_le_bytes());
-    buf.extend_from_slice(&(R::BYTES as u16).to_le_bytes());
+    buf.extend_from_slice(&(record_bytes as u16).to_le_bytes());
     buf.extend_from_slice(&lane.to_le_bytes());
     buf.extend_from_slice(&seq.to_le_bytes());
-    buf.extend_from_slice(&(records.len() as u32).to_le_bytes());
+    buf.extend_from_slice(&(records as u32).to_le_bytes());
     buf.extend_from_slice(&[0; 8]);
-    for r in records {
-        r.pack(buf);
-    }
+}
+
+/// Fills the checksum of the encoded chunk in `buf` (header, then payload).
+fn seal_sum(buf: &mut [u8]) {
     let sum = chunk_sum(&buf[..24], &buf[CHUNK_HEADER_BYTES..]);
     buf[24..32].copy_from_slice(&sum.to_le_bytes());
 }

@@ -63,11 +63,12 @@ impl Recording {
         self.chunks.iter().filter(|c| c.stream == stream).map(|c| u64::from(c.records)).sum()
     }
 
-    /// Records of every device record stream (the [`RecordStream::Meta`] bytes left out).
+    /// Records of every device record stream (the bytes of [`RecordStream::Meta`] and
+    /// [`RecordStream::ArgsBin`] left out).
     pub fn total(&self) -> u64 {
         self.chunks
             .iter()
-            .filter(|c| c.stream != RecordStream::Meta)
+            .filter(|c| !matches!(c.stream, RecordStream::Meta | RecordStream::ArgsBin))
             .map(|c| u64::from(c.records))
             .sum()
     }
@@ -79,6 +80,12 @@ impl Recording {
             *m.entry(c.lane).or_insert(0) += u64::from(c.records);
         }
         m
+    }
+
+    /// The payload bytes of chunk `c` (one of [`chunks`](Self::chunks)): its records packed.
+    pub fn payload(&self, c: &ChunkInfo) -> &[u8] {
+        let at = c.offset as usize;
+        &self.data[at..at + c.records as usize * c.stream.record_bytes()]
     }
 
     /// The records of chunk `c` (one of [`chunks`](Self::chunks)).

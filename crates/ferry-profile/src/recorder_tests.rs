@@ -128,6 +128,36 @@ fn recording_reads_back_every_record() {
     std::fs::remove_dir_all(&d).unwrap();
 }
 
+/// Bytes (a session's end, ArgsDump payloads) are sealed as chunks of bytes, split at the chunk
+/// limit, and count as chunks and bytes but never as records.
+#[test]
+fn bytes_are_sealed_as_chunks_not_records() {
+    let (d, h) = tmpdir("bytes");
+    let rec = Recorder::create(&h, RECORD_FILE, FsyncPolicy::Never).unwrap();
+    rec.append(RecordStream::DepGen, 0, 0, &[7u64]);
+    rec.append_bytes(RecordStream::ArgsBin, 2, 5, &[]);
+    let big: Vec<u8> = (0..MAX_CHUNK_PAYLOAD as usize + 3).map(|i| i as u8).collect();
+    rec.append_bytes(RecordStream::ArgsBin, 2, 5, &big);
+    rec.append_bytes(RecordStream::Meta, 1, 0, b"{}");
+    let sealed = rec.sealed();
+    assert_eq!((sealed.chunks, sealed.records), (4, 1));
+    rec.finish().unwrap();
+    let r = read_recording(&h, RECORD_FILE, 64 << 20).unwrap();
+    assert_eq!((r.chunks.len(), r.torn_bytes, r.total()), (4, 0, 1));
+    let bin: Vec<u8> = r
+        .chunks
+        .iter()
+        .filter(|c| c.stream == RecordStream::ArgsBin)
+        .inspect(|c| assert_eq!((c.lane, c.seq), (2, 5)))
+        .flat_map(|c| r.payload(c).to_vec())
+        .collect();
+    assert_eq!(bin, big);
+    assert_eq!(r.count(RecordStream::ArgsBin), big.len() as u64);
+    let meta = r.chunks.iter().find(|c| c.stream == RecordStream::Meta).unwrap();
+    assert_eq!(r.payload(meta), b"{}");
+    std::fs::remove_dir_all(&d).unwrap();
+}
+
 fn three_chunks() -> Vec<u8> {
     let mut file = Vec::new();
     file.extend_from_slice(FILE_MAGIC);
@@ -190,10 +220,13 @@ fn a_bad_chunk_ends_the_sealed_prefix() {
 fn not_a_recording_is_an_error() {
     let e = read_recording_bytes("x".into(), b"{\"json\": true, \"not\": 1}".to_vec());
     assert!(matches!(e, Err(RecordingError::NotARecording(_))), "{e:?}");
-    let mut f = three_chunks();
-    f[8] = 2;
-    let e = read_recording_bytes("x".into(), f);
-    assert!(matches!(e, Err(RecordingError::Format { found: 2, .. })), "{e:?}");
+    // Format 1 (before ArgsDump payloads were recorded) and any later one are refused.
+    for found in [1, RECORD_FORMAT + 1] {
+        let mut f = three_chunks();
+        f[8..12].copy_from_slice(&found.to_le_bytes());
+        let e = read_recording_bytes("x".into(), f);
+        assert!(matches!(e, Err(RecordingError::Format { found: x, .. }) if x == found), "{e:?}");
+    }
     // Shorter than the header (killed while creating it): nothing sealed, all torn.
     let r = read_recording_bytes("x".into(), b"FERRY".to_vec()).unwrap();
     assert_eq!((r.chunks.len(), r.torn_bytes), (0, 5));

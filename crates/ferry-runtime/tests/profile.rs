@@ -176,3 +176,85 @@ fn a_kernel_fault_completes_the_profile_and_marks_the_run_failed() {
     runner.finalize().unwrap();
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// The native profile alone (no original file written): every analysis reads it through
+/// [`NativeReader`], rebuilding only the subsystems it needs, and gets what the run collected,
+/// the ArgsDump payloads copied while the run ran included.
+#[test]
+fn the_native_profile_alone_reads_as_the_collected_model_part_by_part() {
+    use ferry_profile::{open_run_with, NativeDecoder, Need, Subsystem};
+    use ferry_runtime::host::profile::NativeReader;
+    let _bound = ferry_watchdog::bound("the profiled run on the simulated chip");
+    let dir = std::env::temp_dir().join(format!("ferry-native-only-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let mut runner = DeviceRunner::new(RunnerConfig::small(ferry_sim::Arch::A2a3)).unwrap();
+    let run = Example::Vector.build(Size::Small);
+    runner.register_callable(0, run.callable.clone()).unwrap();
+    let mut rd = claim_run_dir(&dir, runner.config(), &["test".into()], false).unwrap();
+    let dfx = DfxOptions {
+        swimlane: 4,
+        pmu: 2,
+        dep_gen: true,
+        dump_args: 2,
+        scope_stats: true,
+        ..DfxOptions::default()
+    };
+    let write = WriteOptions { files: false, traces: false, chrome: false, progress: None };
+    let target = ProfileTarget::in_run_dir(&mut rd, None, "vector", write).unwrap();
+    let done = run_profiled(&mut runner, &dfx, run.args.scratch_bytes, Some(target), |r| {
+        let p = r.prepare(0, run.args.clone()).map_err(|e| e.to_string())?;
+        let l = r.launch(p).map_err(|e| e.to_string())?;
+        Ok::<_, String>((r.finalize_run(l).map_err(|e| e.to_string())?, None))
+    })
+    .unwrap();
+    let output = done.run.unwrap();
+    let p = done.profile.unwrap().expect("DFX on");
+    assert!(p.report.files.is_empty(), "no original file: {:?}", p.report.files);
+    let native = p.native.clone().expect("the native profile");
+    assert!(native.sealed.chunks > 0 && native.path == dir.join("profile.ferry"));
+    let mut summary =
+        ferry_runtime::host::profile::run_summary(runner.config(), Variant::DeviceOrchestrated);
+    let checksum = run.verify(&output).unwrap();
+    summary.runs.push(ferry_runtime::host::profile::example_summary(
+        Example::Vector,
+        &output,
+        checksum,
+        None,
+    ));
+    rd.finish(&summary, &[]).unwrap();
+    let listed: Vec<String> =
+        Manifest::verified(&dir).unwrap().files.into_iter().map(|e| e.path).collect();
+    assert!(listed.contains(&"profile.ferry".to_string()), "{listed:?}");
+    assert!(!listed.iter().any(|f| f == SWIMLANE_FILE || f == DEPS_FILE), "{listed:?}");
+    // The whole model, as collected.
+    let all = open_run_with(&dir, &Needs::REPORT, &NativeReader).unwrap();
+    assert!(all.is_verified() && all.warnings.is_empty(), "{:?}", all.warnings);
+    assert_eq!(all.run.swimlane, p.model.swimlane);
+    assert_eq!(all.run.pmu, p.model.pmu);
+    assert_eq!(all.run.deps, p.model.deps);
+    assert_eq!(all.run.scopes, p.model.scopes);
+    // The payloads, byte for byte.
+    let dump = open_run_with(&dir, &Needs::DUMP, &NativeReader).unwrap().run.args.unwrap();
+    let want = p.model.args.as_ref().unwrap();
+    let (got, want): (Vec<_>, Vec<_>) =
+        (dump.in_export_order().collect(), want.in_export_order().collect());
+    assert_eq!(got, want);
+    let payloads = got.iter().filter(|a| dump.payload(a).is_some()).count();
+    assert!(payloads > 0, "level 2 dumps payloads");
+    for a in &got {
+        assert_eq!(dump.payload(a), p.model.args.as_ref().unwrap().payload(a), "{a:?}");
+    }
+    // Only what an analysis needs: the others are not rebuilt, their loss lines left out.
+    let deps = open_run_with(&dir, &Needs::DEPS, &NativeReader).unwrap().run;
+    assert!(deps.deps.is_some() && deps.swimlane.is_some());
+    assert!(deps.pmu.is_none() && deps.args.is_none() && deps.scopes.is_none());
+    let subsystems: std::collections::BTreeSet<_> =
+        deps.loss.lanes.iter().filter_map(|l| l.subsystem).collect();
+    assert_eq!(subsystems, [Subsystem::ChipSwimlane, Subsystem::DepGen].into());
+    let rec = ferry_profile::read_native(&dir).unwrap().recording;
+    let scopes_only = Needs { scopes: Need::Required, ..Needs::default() };
+    let s = NativeReader.decode(&rec, &scopes_only).unwrap().models.remove(0);
+    assert!(s.scopes.is_some() && s.swimlane.is_none() && s.deps.is_none() && s.args.is_none());
+    runner.finalize().unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -53,7 +53,7 @@ pub(crate) fn workload_command(a: &WorkloadArgs) -> anyhow::Result<()> {
 }
 
 pub(super) fn run(a: &RunArgs, file: &Path) -> anyhow::Result<()> {
-    let printer = Printer::new(a.dfx.traces());
+    let printer = Printer::new(&a.dfx);
     let done = a.job(Job::workload(file))?.run_observed(&printer);
     let done = printer.outcome(done)?;
     let case = &done.cases[0];
@@ -72,5 +72,5 @@ pub(super) fn run(a: &RunArgs, file: &Path) -> anyhow::Result<()> {
         crate::stdout::outln!("wrote {}", d.join(SUMMARY_FILE).display())?;
     }
     let profiles = printer.profiles.borrow().clone();
-    print_next_steps(&profiles)
+    print_next_steps(&profiles, printer.swimlane)
 }

@@ -67,7 +67,7 @@ mod sinks;
 pub use anchors::sample_clock_anchors;
 pub use error::{CollectError, DepsCheckError, DfxError};
 pub use memory::{SimCycleClock, SimDeviceMemory};
-pub use native::{models_from_recording, META_SESSION};
+pub use native::{models_from_recording, models_from_recording_parts, Parts, META_SESSION};
 pub use replay::{replay_task, ReplayArg, ReplayError};
 
 use layout::Layout;
@@ -624,7 +624,7 @@ impl DfxSession {
                 per_run,
             );
             let json = serde_json::to_vec(&end).map_err(|e| CollectError::Native(e.to_string()))?;
-            rec.append(ferry_profile::recorder::RecordStream::Meta, META_SESSION, 0, &json);
+            rec.append_bytes(ferry_profile::recorder::RecordStream::Meta, META_SESSION, 0, &json);
         }
         build_models(m, taken, &c, &self.opts, arena_drops, per_run)
     }

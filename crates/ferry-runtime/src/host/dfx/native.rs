@@ -1,12 +1,13 @@
 //! A session's end in its native profile, and its models rebuilt from the native profile alone:
-//! what `ferry export` writes the original formats from.
+//! what the analysis commands read and `ferry export` writes the original formats from.
 //!
 //! The records are the native profile's chunks (one per collected buffer, with its lane and
-//! sequence number); what the model takes beside them — the chip, the options, the kernels'
-//! names, every lane's loss line and run ends — is sealed by [`DfxSession::finish`] as one
-//! [`RecordStream::Meta`] chunk (lane [`META_SESSION`]): the [`SessionEnd`]. A session rebuilt from both
-//! goes through the same conversion as the collected one, so the files written from it are the
-//! same bytes.
+//! sequence number; the ArgsDump payloads a buffer's chains had copied follow it as an
+//! `args_bin` chunk of the same lane); what the model takes beside them — the chip, the options,
+//! the kernels' names, every lane's loss line and run ends, where each payload went — is sealed
+//! by [`DfxSession::finish`] as one [`RecordStream::Meta`] chunk (lane [`META_SESSION`]): the
+//! [`SessionEnd`]. A session rebuilt from both goes through the same conversion as the
+//! collected one, so the files written from it are the same bytes.
 //!
 //! [`DfxSession::finish`]: super::DfxSession::finish
 use std::collections::BTreeMap;
@@ -243,8 +244,8 @@ fn lanes<R: Packed + ferry_dfx::Record>(
 /// The regions of the session `end` describes, from `rec`'s chunks.
 ///
 /// # Errors
-/// [`DfxError::Collect`] for an ArgsDump lane whose payload bytes the native profile does not
-/// hold.
+/// [`DfxError::Collect`] for an ArgsDump lane whose buffers or payload bytes disagree with its
+/// session end.
 pub(super) fn regions(rec: &Recording, end: &SessionEnd) -> Result<Regions, DfxError> {
     fn taken<R: Packed + ferry_dfx::Record>(
         rec: &Recording,
@@ -274,14 +275,29 @@ pub(super) fn regions(rec: &Recording, end: &SessionEnd) -> Result<Regions, DfxE
                         a.walked.len()
                     )));
                 }
-                if a.places.iter().any(|p| p[0] == 1) {
-                    return Err(invalid(format!(
-                        "ArgsDump lane {lane} copied payloads, which the native profile does not \
-                         hold"
-                    )));
+                // The lane's payload bytes: its `args_bin` chunks, in file order.
+                let of_bin = |c: &&ferry_profile::recorder::ChunkInfo| {
+                    c.stream == RecordStream::ArgsBin && c.lane == lane as u32
+                };
+                for c in rec.chunks.iter().filter(of_bin) {
+                    l.bin.extend_from_slice(rec.payload(c));
                 }
+                let held = l.bin.len() as u64;
                 for p in &a.places {
-                    l.payloads.push(if p[0] == 2 { ArgBin::Overwritten } else { ArgBin::None });
+                    l.payloads.push(match p[0] {
+                        1 if p[1].checked_add(p[2]).is_some_and(|e| e <= held) => {
+                            ArgBin::At { offset: p[1], size: p[2] }
+                        }
+                        1 => {
+                            return Err(invalid(format!(
+                                "ArgsDump lane {lane}: a payload at {} of {} bytes, past the \
+                                 {held} payload bytes recorded",
+                                p[1], p[2]
+                            )))
+                        }
+                        2 => ArgBin::Overwritten,
+                        _ => ArgBin::None,
+                    });
                 }
                 l.walked = a.walked.clone();
                 l.first_payload = a.first.clone();
@@ -302,14 +318,80 @@ pub(super) fn regions(rec: &Recording, end: &SessionEnd) -> Result<Regions, DfxE
     })
 }
 
+/// Which subsystems a rebuild from a native profile builds ([`models_from_recording_parts`]):
+/// an analysis that reads only the dependency graph need not decode the argument dump.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Parts {
+    /// ChipSwimlane (its four record kinds).
+    pub swimlane: bool,
+    /// PMU.
+    pub pmu: bool,
+    /// DepGen.
+    pub dep_gen: bool,
+    /// ArgsDump.
+    pub args: bool,
+    /// ScopeStats.
+    pub scopes: bool,
+}
+
+impl Parts {
+    /// Every subsystem the session recorded.
+    pub const ALL: Parts =
+        Parts { swimlane: true, pmu: true, dep_gen: true, args: true, scopes: true };
+}
+
+impl SessionEnd {
+    /// This end with the subsystems `parts` leaves out switched off: their regions (records and
+    /// loss lines) are not rebuilt.
+    fn only(mut self, parts: Parts) -> SessionEnd {
+        let mut drop = |on: bool, streams: &[RecordStream]| {
+            if !on {
+                for s in streams {
+                    self.regions.remove(&(*s as u16));
+                }
+            }
+        };
+        use RecordStream::{Aicore, Aicpu, Args, DepGen, Orch, Pmu, Sched, Scope};
+        drop(parts.swimlane, &[Aicore, Aicpu, Sched, Orch]);
+        drop(parts.pmu, &[Pmu]);
+        drop(parts.dep_gen, &[DepGen]);
+        drop(parts.args, &[Args]);
+        drop(parts.scopes, &[Scope]);
+        if !parts.swimlane {
+            self.swimlane = 0;
+        }
+        if !parts.pmu {
+            self.pmu = 0;
+        }
+        self.dep_gen &= parts.dep_gen;
+        if !parts.args {
+            self.dump_args = 0;
+        }
+        self.scope_stats &= parts.scopes;
+        self
+    }
+}
+
 /// The models of the session a native profile recorded (as [`super::DfxSession::finish_runs`]
 /// built them, or [`super::DfxSession::finish`] for a session finished as one model).
 ///
 /// # Errors
-/// [`DfxError::Collect`] when `rec` holds no session end or what it does not hold (copied
-/// ArgsDump payloads), and as [`super::DfxSession::finish_runs`].
+/// [`DfxError::Collect`] when `rec` holds no session end or records that disagree with it, and
+/// as [`super::DfxSession::finish_runs`].
 pub fn models_from_recording(rec: &Recording) -> Result<Vec<RunModel>, DfxError> {
-    let end = session_end(rec)?;
+    models_from_recording_parts(rec, Parts::ALL)
+}
+
+/// [`models_from_recording`], building only the subsystems in `parts` (the others are `None` in
+/// every model, their loss lines left out).
+///
+/// # Errors
+/// As [`models_from_recording`].
+pub fn models_from_recording_parts(
+    rec: &Recording,
+    parts: Parts,
+) -> Result<Vec<RunModel>, DfxError> {
+    let end = session_end(rec)?.only(parts);
     let (chip, opts) = end.parts()?;
     let m = super::base_model(&chip, end.kernels.iter().cloned(), end.policy, end.budget_cycles);
     let taken = regions(rec, &end)?;
@@ -329,7 +411,7 @@ mod tests {
         let rec = Recorder::create(&h, RECORD_FILE, FsyncPolicy::Never).unwrap();
         rec.append(RecordStream::DepGen, 0, 0, &[1u64, 2]);
         for (lane, bytes) in meta {
-            rec.append(RecordStream::Meta, *lane, 0, bytes);
+            rec.append_bytes(RecordStream::Meta, *lane, 0, bytes);
         }
         rec.finish().unwrap();
         let r = read_recording(&h, RECORD_FILE, 1 << 20).unwrap();

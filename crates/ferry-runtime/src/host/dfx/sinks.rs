@@ -88,6 +88,9 @@ impl ArgsLane {
 pub(super) struct ArgsSink {
     /// The native profile each buffer's chain words are also sealed into, when recording.
     pub(super) rec: Option<Arc<ferry_profile::recorder::Recorder>>,
+    /// The payload bytes one buffer's chains had copied, sealed into the native profile after
+    /// the buffer's walk (reused; only filled while recording).
+    rec_bin: Vec<u8>,
     arenas: Vec<Arc<ArgsArena>>,
     consumed: Arc<Vec<AtomicU64>>,
     pub(super) lanes: Vec<ArgsLane>,
@@ -103,6 +106,7 @@ impl ArgsSink {
         let lanes = (0..arenas.len()).map(|_| ArgsLane::default()).collect();
         ArgsSink {
             rec: None,
+            rec_bin: Vec::new(),
             arenas,
             consumed,
             lanes,
@@ -185,11 +189,18 @@ impl CollectSink<u64> for ArgsSink {
                             self.consumed.get(t).map_or(0, |c| c.load(Ordering::Relaxed)),
                             at,
                         ));
+                        let (bin, rec_bin) = (&mut out.bin, &mut self.rec_bin);
+                        let recording = self.rec.is_some();
                         // SAFETY: the chain was published after the device wrote its payload, and
                         // the device overwrites a lap only after this thread's payloads are all
                         // acknowledged, which the count below (after the copies) precedes.
                         unsafe {
-                            a.read_into(wrap(offset, size), bytes, |s| out.bin.extend_from_slice(s))
+                            a.read_into(wrap(offset, size), bytes, |s| {
+                                bin.extend_from_slice(s);
+                                if recording {
+                                    rec_bin.extend_from_slice(s);
+                                }
+                            })
                         };
                         let size = (out.bin.len() - at) as u64;
                         p = ArgBin::At { offset: at as u64, size };
@@ -198,6 +209,13 @@ impl CollectSink<u64> for ArgsSink {
                 out.payloads.push(p);
                 copied += u64::from(has_payload);
             }
+        }
+        if let (Some(rec), false) = (&self.rec, self.rec_bin.is_empty()) {
+            // The bytes this buffer's payloads added to the lane's bin, in the same order: the
+            // native profile's `args_bin` chunks of a lane are its bin.
+            let stream = ferry_profile::recorder::RecordStream::ArgsBin;
+            rec.append_bytes(stream, b.lane, b.seq, &self.rec_bin);
+            self.rec_bin.clear();
         }
         if let (true, Some(c)) = (copied > 0, self.consumed.get(t)) {
             // Release: orders the payload copies above before the count; pairs with the ack
