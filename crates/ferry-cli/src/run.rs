@@ -627,9 +627,18 @@ fn print_profile(p: &WrittenProfile, traces: bool, chrome: bool) -> anyhow::Resu
     Ok(())
 }
 
-/// The line saying the scope statistics recorded no scope, when they did not.
+/// The line saying the scope statistics recorded no scope, when they did not (from the records,
+/// or, for a model of the loss accounting alone, from the ScopeStats lanes' counts).
 fn print_no_scopes(model: &ferry_profile::RunModel) -> anyhow::Result<()> {
-    if model.scopes.as_ref().is_some_and(|sc| sc.records.is_empty()) {
+    let none = match &model.scopes {
+        Some(sc) => sc.records.is_empty(),
+        None => {
+            let scope = Some(ferry_profile::Subsystem::ScopeStats);
+            let mut lanes = model.loss.lanes.iter().filter(|l| l.subsystem == scope).peekable();
+            lanes.peek().is_some() && lanes.all(|l| l.produced == 0)
+        }
+    };
+    if none {
         crate::stdout::outln!(
             "dfx: scope_stats recorded no scope: the graph opened none (nothing to plot)"
         )?;

@@ -119,9 +119,14 @@ pub fn reads_native(dir: &Path) -> bool {
     resolve(dir).is_some()
 }
 
-/// Opens the run in `dir` for an analysis that needs `needs`: from its native profile (see the
-/// [module docs](self)), or from its original files as [`open_run`] does. A session's directory
-/// is refused, naming its runs' directories.
+/// Opens the run in `dir` for an analysis that needs `needs`: from its native profile, or from
+/// its original files as [`open_run`] does. A directory that holds no original-format file but
+/// a native profile (its own, or its parent's for a session's `run-NNN`, which needs no
+/// directory of its own) is read from it: the file is checked against the run's manifest, read
+/// once within the size the manifest lists, indexed by the recovery rule (a finished run's has
+/// no torn tail), and rebuilt by `native` for the subsystems `needs` reads; a required one the
+/// run did not record is [`OpenError::MissingFile`]. A session's directory is refused, naming
+/// its runs' directories.
 ///
 /// # Errors
 /// As [`open_run`]; [`OpenError::Native`] for a native profile that does not decode.

@@ -109,7 +109,7 @@ impl DfxArea {
                     "with_native_profile": {
                         "ratio": self.ratio_of(super::costs::ALL_RECORDED),
                         "ratio_paired": self.paired_of(super::costs::ALL_RECORDED),
-                        "note": "all five with the native profile (profile.ferry) sealed by the collector while the run runs, as ferry run --out writes it",
+                        "note": "all five recorded into the native profile (profile.ferry) alone while the run runs, the collectors keeping no record, as ferry run --out writes it by default",
                     },
                     "with_every_payload": {
                         "ratio": self.ratio_of("all_dump_args=2"),

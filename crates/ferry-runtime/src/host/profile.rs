@@ -149,12 +149,38 @@ impl Profiler {
         scratch_bytes: u64,
         rec: Option<Arc<Recorder>>,
     ) -> Result<Option<Profiler>, ProfileError> {
+        Self::start_as(runner, opts, scratch_bytes, rec, true)
+    }
+
+    /// [`start_recorded`](Self::start_recorded) for a profile that is its native profile alone
+    /// ([`DfxSession::start_recorded_only`]: the collectors keep no record); finish it with
+    /// [`finish_accounting`](Self::finish_accounting).
+    ///
+    /// # Errors
+    /// As [`start`](Self::start).
+    pub fn start_recorded_only(
+        runner: &mut DeviceRunner,
+        opts: &DfxOptions,
+        scratch_bytes: u64,
+        rec: Arc<Recorder>,
+    ) -> Result<Option<Profiler>, ProfileError> {
+        Self::start_as(runner, opts, scratch_bytes, Some(rec), false)
+    }
+
+    fn start_as(
+        runner: &mut DeviceRunner,
+        opts: &DfxOptions,
+        scratch_bytes: u64,
+        rec: Option<Arc<Recorder>>,
+        keep: bool,
+    ) -> Result<Option<Profiler>, ProfileError> {
         if !opts.any() {
             return Ok(None);
         }
         let chip = DfxChip::of(runner.config(), scratch_bytes);
         let session = match rec {
-            Some(rec) => DfxSession::start_recorded(opts, chip, runner.device(), rec)?,
+            Some(rec) if keep => DfxSession::start_recorded(opts, chip, runner.device(), rec)?,
+            Some(rec) => DfxSession::start_recorded_only(opts, chip, runner.device(), rec)?,
             None => DfxSession::start_on(opts, chip, runner.device())?,
         };
         runner.attach_dfx_session(Some(&session))?;
@@ -182,14 +208,41 @@ impl Profiler {
     /// a DepGen graph that disagrees with the runtime's, a dead host thread, records that
     /// cannot be told apart by run).
     pub fn finish(
+        self,
+        runner: &mut DeviceRunner,
+        case: &str,
+    ) -> Result<Vec<RunModel>, ProfileError> {
+        self.finish_as(runner, case, true)
+    }
+
+    /// [`finish`](Self::finish) for a session recorded into a native profile that is the whole
+    /// profile: each run's model holds its loss accounting, labels, case and anchors, no rows
+    /// ([`DfxSession::finish_runs_accounting`]); a reader rebuilds them from the native profile.
+    ///
+    /// # Errors
+    /// As [`finish`](Self::finish), but for the conversion's.
+    pub fn finish_accounting(
+        self,
+        runner: &mut DeviceRunner,
+        case: &str,
+    ) -> Result<Vec<RunModel>, ProfileError> {
+        self.finish_as(runner, case, false)
+    }
+
+    fn finish_as(
         mut self,
         runner: &mut DeviceRunner,
         case: &str,
+        rows: bool,
     ) -> Result<Vec<RunModel>, ProfileError> {
         sample_clock_anchors(runner.device(), ANCHOR_POST, &mut self.anchors);
         runner.attach_dfx_session(None)?;
         let t0 = std::time::Instant::now();
-        let mut models = self.session.finish_runs()?;
+        let mut models = if rows {
+            self.session.finish_runs()?
+        } else {
+            self.session.finish_runs_accounting()?
+        };
         tracing::debug!(ms = t0.elapsed().as_secs_f64() * 1e3, "phase: dfx model");
         let last = models.len().saturating_sub(1);
         for (k, model) in models.iter_mut().enumerate() {
@@ -383,7 +436,9 @@ pub fn workload_summary(name: &str, file: &Path, out: &RunOutput, checksum: f64)
 #[derive(Debug)]
 pub struct WrittenProfile {
     /// The model the files were written from (the first run's when the session spanned
-    /// several: each run's is in [`runs`](Self::runs)).
+    /// several: each run's is in [`runs`](Self::runs)). With nothing to write but the native
+    /// profile, each model holds its run's loss accounting and labels alone: the records are in
+    /// the native profile ([`Profiler::finish_accounting`]).
     pub model: RunModel,
     /// What was written (every run's files, and `runs.json`, when the session spanned several).
     pub report: WriteReport,
@@ -655,8 +710,22 @@ pub fn run_profiled<T, E: RunFault>(
         Some(t) if opts.any() => Some(open_recorder(t)?),
         _ => None,
     };
-    let profiler =
-        Profiler::start_recorded(runner, opts, scratch_bytes, rec.as_ref().map(|r| r.0.clone()))?;
+    // The native profile alone (nothing else to write): the collectors keep no record and no
+    // record is converted at the end; the readers rebuild the rows from it when asked.
+    let writes = target.as_ref().is_none_or(|t| t.write.files || t.write.traces);
+    let t0 = std::time::Instant::now();
+    let profiler = match &rec {
+        Some((r, _)) if !writes => {
+            Profiler::start_recorded_only(runner, opts, scratch_bytes, r.clone())?
+        }
+        _ => Profiler::start_recorded(
+            runner,
+            opts,
+            scratch_bytes,
+            rec.as_ref().map(|r| r.0.clone()),
+        )?,
+    };
+    tracing::debug!(ms = t0.elapsed().as_secs_f64() * 1e3, "phase: dfx start");
     let t0 = std::time::Instant::now();
     let result = run(runner);
     tracing::debug!(ms = t0.elapsed().as_secs_f64() * 1e3, "phase: run");
@@ -672,7 +741,11 @@ pub fn run_profiled<T, E: RunFault>(
     let profile = (|| {
         let mut native = None;
         let case = target.as_ref().map_or("run", |t| t.case.as_str()).to_string();
-        let models = profiler.finish(runner, &case);
+        let models = if writes || rec.is_none() {
+            profiler.finish(runner, &case)
+        } else {
+            profiler.finish_accounting(runner, &case)
+        };
         let Some(t) = target else { return models.map(|_| None) };
         // Every buffer is sealed once the session stopped: the file is listed with its size
         // and hash whatever became of the model.
@@ -690,8 +763,10 @@ pub fn run_profiled<T, E: RunFault>(
                     rec.append_bytes(RecordStream::Meta, META_PROFILE, 0, &json);
                 }
             }
-            let sealed = rec.sealed();
+            let t0 = std::time::Instant::now();
             t.out.record(rel, rec.finish()?);
+            tracing::debug!(ms = t0.elapsed().as_secs_f64() * 1e3, "phase: native profile synced");
+            let sealed = rec.sealed();
             native = Some(NativeWritten { path: t.dir.join(RECORD_FILE), sealed });
         }
         let mut models = models?;

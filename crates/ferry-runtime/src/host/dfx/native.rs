@@ -195,6 +195,24 @@ impl SessionEnd {
     pub(super) fn parts(&self) -> Result<(DfxChip, DfxOptions), DfxError> {
         let arch = Arch::from_name(&self.arch)
             .ok_or_else(|| invalid(format!("unknown arch {:?}", self.arch)))?;
+        // What sizes the model is checked against the chip before anything is allocated by it.
+        let p = arch.profile();
+        if self.threads == 0
+            || self.threads > p.max_aicpu_threads
+            || self.aic > p.aic_per_die
+            || self.aiv > p.aiv_per_die
+        {
+            return Err(invalid(format!(
+                "{} AICPU threads, {} AIC + {} AIV: no {} chip has them (at most {}, {} + {})",
+                self.threads,
+                self.aic,
+                self.aiv,
+                arch.name(),
+                p.max_aicpu_threads,
+                p.aic_per_die,
+                p.aiv_per_die
+            )));
+        }
         let chip = DfxChip {
             arch,
             threads: self.threads,
@@ -225,8 +243,14 @@ pub(super) fn session_end(rec: &Recording) -> Result<SessionEnd, DfxError> {
         .iter()
         .find(|c| c.stream == RecordStream::Meta && c.lane == META_SESSION)
         .ok_or_else(|| invalid("it holds no session end (the run did not finish)".into()))?;
-    let bytes: Vec<u8> = rec.chunk_records::<u8>(chunk);
-    serde_json::from_slice(&bytes).map_err(|e| invalid(format!("its session end: {e}")))
+    let end: SessionEnd = serde_json::from_slice(rec.payload(chunk))
+        .map_err(|e| invalid(format!("its session end: {e}")))?;
+    // A lane's thread names a track of the trace: one of a chip's, as every file's reader checks.
+    let mut lanes = end.regions.values().flat_map(|r| &r.loss);
+    if let Some(l) = lanes.find(|l| l.thread >= ferry_profile::MAX_FILE_THREADS) {
+        return Err(invalid(format!("lane {:?} names AICPU thread {}", l.lane, l.thread)));
+    }
+    Ok(end)
 }
 
 /// One region's lanes from `rec`'s chunks of `stream`, as its collector had them.
@@ -267,6 +291,16 @@ pub(super) fn regions(rec: &Recording, end: &SessionEnd) -> Result<Regions, DfxE
                 for c in rec.chunks.iter().filter(of_lane) {
                     l.buffers.push(l.words.append_whole(&rec.chunk_records::<u64>(c)));
                     l.seqs.push(c.seq);
+                }
+                // Where each buffer's arguments start among the places: in order, within them.
+                let firsts_ok = a.first.windows(2).all(|w| w[0] <= w[1])
+                    && a.first.last().is_none_or(|&f| f <= a.places.len());
+                if !firsts_ok {
+                    return Err(invalid(format!(
+                        "ArgsDump lane {lane}: its buffers' first payloads are not in order \
+                         within its {} payloads",
+                        a.places.len()
+                    )));
                 }
                 if l.buffers.len() != a.walked.len() || a.first.len() != a.walked.len() {
                     return Err(invalid(format!(
@@ -428,6 +462,50 @@ mod tests {
             at = c.source();
         }
         s
+    }
+
+    /// A session end as JSON: an a2a3 chip of `threads` AICPU threads and 8 + 16 cores, with an
+    /// ArgsDump region whose one lane has `first` as its buffers' first payloads.
+    fn end_json(threads: u32, first: &[usize]) -> Vec<u8> {
+        let args = serde_json::json!({
+            "loss": [], "ends": [],
+            "args": [{ "walked": vec![true; first.len()], "first": first, "places": [[0, 0, 0]] }],
+        });
+        serde_json::to_vec(&serde_json::json!({
+            "swimlane": 0, "pmu": 0, "dep_gen": false, "dump_args": 2, "scope_stats": false,
+            "arch": "a2a3", "threads": threads, "aic": 8, "aiv": 16, "task_window": 16,
+            "scratch_bytes": 0, "kernels": [], "policy": "Block", "budget_cycles": 1,
+            "arena_drops": 0, "per_run": true, "regions": { "8": args },
+        }))
+        .unwrap()
+    }
+
+    /// What a session end says is checked before anything is sized or indexed by it: a chip
+    /// the arch does not have, a lane on a thread no chip has, payload places out of order or
+    /// past the places are typed errors, never an allocation or a panic.
+    #[test]
+    fn a_session_end_is_checked_before_it_sizes_anything() {
+        let ok = recording("end-ok", &[(META_SESSION, &end_json(4, &[0]))]);
+        let e = chain(&models_from_recording(&ok).unwrap_err());
+        // Sound so far: the recording holds no args chunk for the lane's one buffer.
+        assert!(e.contains("0 buffers recorded, 1 in its session end"), "{e}");
+        let huge = recording("end-threads", &[(META_SESSION, &end_json(u32::MAX, &[0]))]);
+        let e = chain(&models_from_recording(&huge).unwrap_err());
+        assert!(e.contains("no a2a3 chip has them"), "{e}");
+        for (tag, first) in [("order", &[1usize, 0][..]), ("past", &[2][..])] {
+            let bad = recording(tag, &[(META_SESSION, &end_json(4, first))]);
+            let e = chain(&models_from_recording(&bad).unwrap_err());
+            assert!(e.contains("first payloads are not in order"), "{tag}: {e}");
+        }
+        let mut v: serde_json::Value = serde_json::from_slice(&end_json(4, &[0])).unwrap();
+        v["regions"]["6"] = serde_json::json!({ "loss": [{
+            "lane": "dep_gen thread 9999", "subsystem": "dep_gen", "thread": 9999, "core": null,
+            "produced": 0, "collected": 0, "dropped": 0, "stall_cycles": 0, "stall_waits": 0,
+            "stalls": [],
+        }], "ends": [] });
+        let far = recording("end-lane", &[(META_SESSION, &serde_json::to_vec(&v).unwrap())]);
+        let e = chain(&models_from_recording(&far).unwrap_err());
+        assert!(e.contains("names AICPU thread 9999"), "{e}");
     }
 
     /// A native profile without its session's end (a run that never finished), or with one that
