@@ -47,7 +47,7 @@ MODULES=(
   "sim-handshake|ferry-sim|crates/ferry-sim/src/cores.rs|--tests"
   "runtime-sinks|ferry-runtime|crates/ferry-runtime/src/host/dfx/sinks.rs crates/ferry-runtime/src/host/handshake.rs|$RUNTIME_DFX_TESTS"
   "runtime-arena|ferry-runtime|crates/ferry-runtime/src/device/dfx/arena.rs|$RUNTIME_DFX_TESTS"
-  "launch-transaction|ferry-launch|crates/ferry-launch/src/transaction/mod.rs crates/ferry-launch/src/transaction/staging.rs|--tests"
+  "launch-transaction|ferry-launch|crates/ferry-launch/src/transaction/mod.rs crates/ferry-launch/src/transaction/staging/mod.rs crates/ferry-launch/src/transaction/staging/publish.rs crates/ferry-launch/src/transaction/staging/retire.rs|--tests"
 )
 
 list=0

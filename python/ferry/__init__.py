@@ -47,8 +47,9 @@ __all__ = [
 class Result:
     """What a run did: its outputs as numpy arrays, its figures and where its profile went.
 
-    ``outputs`` maps tensor names to arrays (a built-in example's are named ``t0``, ``t1``, ...);
-    each array owns the run's buffer (no copy was made).
+    ``outputs`` maps tensor names to arrays of their dtypes (``DTYPES``; a built-in example's
+    are float32, named ``t0``, ``t1``, ...); each array is a view of the run's own buffer,
+    handed over without a copy.
     """
 
     def __init__(self, raw: Dict[str, Any], shapes: Optional[Dict[str, tuple]] = None) -> None:
@@ -63,9 +64,10 @@ class Result:
         self.runs: List[str] = case["runs"]
         self.out: Optional[str] = raw["out"]
         named = case["named"] or {f"t{i}": a for i, a in enumerate(case["outputs"]) if a is not None}
+        typed = case.get("typed", {})
         shapes = shapes or {}
         self.outputs: Dict[str, np.ndarray] = {
-            k: (a.reshape(shapes[k]) if k in shapes else a) for k, a in named.items()
+            k: _typed(a, typed.get(k), shapes.get(k)) for k, a in named.items()
         }
 
     def profile(self) -> "Profile":
@@ -78,6 +80,16 @@ class Result:
         return f"Result({self.name!r}, tasks={self.tasks}, outputs={list(self.outputs)})"
 
 
+def _typed(words: np.ndarray, typed: Optional[tuple], shape: Optional[tuple]) -> np.ndarray:
+    """A run's word buffer as its tensor: viewed as the dtype, cut to the elements (a word
+    holds up to four), reshaped; every step a view of the same memory, never a copy."""
+    a = words
+    if typed is not None:
+        name, elems = typed
+        a = a.view(DTYPES[name])[:elems]
+    return a.reshape(shape) if shape is not None else a
+
+
 def run(
     example: Optional[str] = None,
     *,
@@ -86,6 +98,7 @@ def run(
     variant: str = "device",
     small: bool = False,
     kernels: Sequence[Union[str, os.PathLike]] = (),
+    orchestration: Union[str, os.PathLike, None] = None,
     swimlane: int = 0,
     pmu: int = 0,
     dep_gen: bool = False,
@@ -104,8 +117,9 @@ def run(
     """Runs a built-in example (``"vector"``, ``"paged-attention"``, ``"storm"``) or a workload
     file on a simulated chip, as ``ferry run`` does, and returns its ``Result``.
 
-    ``dfx=True`` turns on all five DFX subsystems (swimlane 4, PMU 2, DepGen, ArgsDump 3,
-    ScopeStats); they need ``out``. ``aic``, ``aiv`` and ``aicpu_threads`` are the device
+    ``orchestration`` is the library (C, C++ or Rust, docs/orchestration.md) whose function a
+    workload's ``[orchestration]`` table names. ``dfx=True`` turns on all five DFX subsystems
+    (swimlane 4, PMU 2, DepGen, ArgsDump 3, ScopeStats); they need ``out``. ``aic``, ``aiv`` and ``aicpu_threads`` are the device
     options (default: the arch's). Raises ``OptionsError``, ``WorkloadError``,
     ``KernelsError``, ``RunFailed``/``KernelFault`` or ``WrongResult``.
     """
@@ -118,6 +132,8 @@ def run(
         force=force, repeat=repeat, warmup=warmup, kernel_budget=kernel_budget, aic=aic, aiv=aiv,
         aicpu_threads=aicpu_threads,
     )
+    if orchestration is not None:
+        opts["orchestration"] = os.fspath(orchestration)
     return Result(_ferry.run(kind, target, **opts))
 
 

@@ -51,6 +51,7 @@ def run(
     variant: str = "device",
     small: bool = False,
     kernels: Sequence[str] = ...,
+    orchestration: Optional[str] = None,
     swimlane: int = 0,
     pmu: int = 0,
     dep_gen: bool = False,
@@ -68,7 +69,8 @@ def run(
     """Runs an example (kind="example") or a workload file (kind="workload"). Returns
     {"out": str | None, "job_s": float (Job::run's seconds), "cases": [{"name", "kind", "tasks", "wall_s", "checksum",
     "per_kernel": {kernel: tasks}, "profile": str | None, "runs": [str],
-    "outputs": [ndarray | None], "named": {tensor: ndarray}}]}."""
+    "outputs": [ndarray | None] (float32 word buffers), "named": {tensor: ndarray},
+    "typed": {tensor: (dtype name, elements)} (a workload's: how each buffer is viewed)}]}."""
 
 def check_workload(path: str, *, kernels: Sequence[str] = ..., small: bool = False) -> Dict[str, Any]:
     """{"name", "tensors": [str], "tasks": int}, or raises WorkloadError."""

@@ -14,33 +14,46 @@ import tempfile
 from contextlib import contextmanager
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
+import ml_dtypes
 import numpy as np
 
 from . import _ferry
 
 # ferry's dtypes and their numpy forms: the one table to extend when ferry gains a dtype (the
-# name is the workload file's `dtype`; outputs come back as float32 buffers and are viewed as
-# the numpy dtype).
+# name is the workload file's `dtype`; an output comes back as the run's word buffer, viewed as
+# the numpy dtype without a copy). bf16 is ml_dtypes' `bfloat16`, the numpy bf16 of JAX,
+# TensorFlow and ONNX: numpy has none of its own.
 DTYPES: Dict[str, np.dtype] = {
     "f32": np.dtype("<f4"),
+    "f16": np.dtype("<f2"),
+    "bf16": np.dtype(ml_dtypes.bfloat16),
+    "int8": np.dtype("i1"),
+    "int16": np.dtype("<i2"),
+    "int32": np.dtype("<i4"),
+    "int64": np.dtype("<i8"),
+    "uint8": np.dtype("u1"),
+    "uint32": np.dtype("<u4"),
+    "uint64": np.dtype("<u8"),
 }
 
 
+class DtypeError(_ferry.FerryError, TypeError):
+    """An array's dtype is not the tensor's, or not one ferry has."""
+
+
 def _dtype_name(dtype: Union[str, np.dtype, type]) -> str:
+    """ferry's name of ``dtype`` (a name of ``DTYPES`` or anything ``np.dtype`` takes)."""
+    supported = ", ".join(f"{k} ({v})" for k, v in DTYPES.items())
     if isinstance(dtype, str) and dtype in DTYPES:
         return dtype
-    want = np.dtype(dtype)
+    try:
+        want = np.dtype(dtype)
+    except TypeError:
+        raise DtypeError(f"dtype {dtype!r} is not one ferry supports (supported: {supported})") from None
     for name, dt in DTYPES.items():
         if dt == want:
             return name
-    raise _ferry.OptionsError(
-        f"dtype {want} is not one ferry supports (supported: "
-        + ", ".join(f"{k} ({v})" for k, v in DTYPES.items()) + ")"
-    )
-
-
-class DtypeError(_ferry.FerryError, TypeError):
-    """An array's dtype is not the tensor's."""
+    raise DtypeError(f"dtype {want} is not one ferry supports (supported: {supported})")
 
 
 class ShapeError(_ferry.FerryError, ValueError):
@@ -76,21 +89,61 @@ class Arg:
     def _toml(self) -> str:
         t = self.tensor
         s = f'{{ tensor = "{t.name}", role = "{self.role}"'
-        if t.offset is not None:
+        if t.view_shape is not None:
+            s += f", offset = {t.offset}, shape = {list(t.view_shape)}, strides = {list(t.view_strides)}"
+        elif t.offset is not None:
             s += f", offset = {t.offset}, len = {t.len}"
         return s + " }"
 
 
 class Tensor:
-    """A graph tensor or a contiguous view of one (``t[a:b]`` of its flattened elements)."""
+    """A graph tensor or a view of one: ``t[a:b]``, a contiguous run of its flattened elements,
+    or ``t.view(shape, strides, offset)`` / ``t.T``, an N-d view (for the view kernels:
+    ``add_nd``, ``cast_nd``, ...)."""
 
     def __init__(self, name: str, shape: Tuple[int, ...], dtype: str, offset: Optional[int] = None,
-                 length: Optional[int] = None) -> None:
+                 length: Optional[int] = None, view_shape: Optional[Tuple[int, ...]] = None,
+                 view_strides: Optional[Tuple[int, ...]] = None) -> None:
         self.name, self.shape, self.dtype = name, shape, dtype
         self.size = int(np.prod(shape))
         self.offset, self.len = offset, length
+        self.view_shape, self.view_strides = view_shape, view_strides
+
+    def view(self, shape: Optional[Sequence[int]] = None, strides: Optional[Sequence[int]] = None,
+             offset: int = 0) -> "Tensor":
+        """An N-d view of the tensor's elements: element ``(i0, ...)`` is flat element
+        ``offset + sum(i_k * strides[k])`` (strides in elements; default row-major contiguous;
+        shape default the tensor's own). 1 to 4 dimensions; every element it reaches must be
+        inside the tensor. A view kernel's arguments all have one shape: a whole tensor passed
+        as it is is a flat view, ``[size]``."""
+        if self.offset is not None or self.view_shape is not None:
+            raise ShapeError(f"tensor `{self.name}`: a view is taken of a whole tensor")
+        shape = tuple(int(d) for d in (self.shape if shape is None else shape))
+        if not 1 <= len(shape) <= 4 or any(d < 1 for d in shape):
+            raise ShapeError(f"tensor `{self.name}`: view shape {shape} needs 1 to 4 positive dimensions")
+        if strides is None:
+            strides = tuple(int(np.prod(shape[k + 1:])) for k in range(len(shape)))
+        strides = tuple(int(s) for s in strides)
+        if len(strides) != len(shape) or any(s < 0 for s in strides):
+            raise ShapeError(f"tensor `{self.name}`: strides {strides} need one non-negative stride per dimension of {shape}")
+        offset = int(offset)
+        extent = 1 + sum((d - 1) * s for d, s in zip(shape, strides))
+        if offset < 0 or offset + extent > self.size:
+            raise ShapeError(f"tensor `{self.name}`: view at offset {offset} spans {extent} elements, "
+                             f"outside its {self.size}")
+        return Tensor(self.name, self.shape, self.dtype, offset, None, shape, strides)
+
+    @property
+    def T(self) -> "Tensor":
+        """The transposed view of a 2-d tensor."""
+        if len(self.shape) != 2 or self.offset is not None or self.view_shape is not None:
+            raise ShapeError(f"tensor `{self.name}`: .T is the view of a whole 2-d tensor")
+        rows, cols = self.shape
+        return self.view((cols, rows), (1, cols))
 
     def __getitem__(self, s: slice) -> "Tensor":
+        if self.view_shape is not None:
+            raise ShapeError(f"tensor `{self.name}`: an N-d view is not sliced further")
         if not isinstance(s, slice) or s.step not in (None, 1):
             raise ShapeError(f"tensor `{self.name}`: a view is a contiguous slice t[a:b]")
         base, n = (self.offset or 0), (self.len if self.len is not None else self.size)
@@ -109,7 +162,10 @@ class Tensor:
         return Arg(self, "inout")
 
     def __repr__(self) -> str:
-        view = "" if self.offset is None else f"[{self.offset}:{self.offset + self.len}]"
+        if self.view_shape is not None:
+            view = f".view({self.view_shape}, {self.view_strides}, offset={self.offset})"
+        else:
+            view = "" if self.offset is None else f"[{self.offset}:{self.offset + self.len}]"
         return f"Tensor({self.name!r}{view}, shape={self.shape}, dtype={self.dtype})"
 
 
@@ -143,13 +199,14 @@ class Graph:
 
     def input(self, name: str, data: np.ndarray, *, dtype: Union[str, np.dtype, None] = None,
               shape: Optional[Sequence[int]] = None) -> Tensor:
-        """A tensor whose initial value is ``data`` (a numpy array of one of ``DTYPES``; with
-        ``dtype`` or ``shape`` given, the array must have them: nothing is converted)."""
+        """A tensor whose initial value is ``data`` (a numpy array of one of ``DTYPES``, bf16 as
+        ``ml_dtypes.bfloat16``; with ``dtype`` or ``shape`` given, the array must have them:
+        nothing is converted)."""
         if not isinstance(data, np.ndarray):
             raise DtypeError(f"tensor `{name}`: expected a numpy array, got {type(data).__name__}")
         try:
             name_of = _dtype_name(data.dtype)
-        except _ferry.OptionsError as e:
+        except DtypeError as e:
             raise DtypeError(f"tensor `{name}`: {e}") from None
         if dtype is not None and _dtype_name(dtype) != name_of:
             raise DtypeError(f"tensor `{name}`: the array is {data.dtype}, the tensor {np.dtype(DTYPES[_dtype_name(dtype)])}")
@@ -158,7 +215,8 @@ class Graph:
         return self._tensor(name, data.shape, name_of, data, False)
 
     def output(self, name: str, shape: Sequence[int], dtype: Union[str, np.dtype] = "f32") -> Tensor:
-        """A tensor that starts as zeros and comes back in ``Result.outputs``."""
+        """A tensor that starts as zeros and comes back in ``Result.outputs`` as an array of
+        its dtype (a name of ``DTYPES`` or a numpy dtype) and shape."""
         return self._tensor(name, shape, dtype, None, True)
 
     def task(self, kernel: str, args: Sequence[Arg], *, scalars: Sequence[Scalar] = (),

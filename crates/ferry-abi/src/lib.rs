@@ -7,6 +7,7 @@
 //! |---|---|
 //! | [`arch`] | the `a2a3` and `a5` arch profiles (threads, cores, clock, SVM, DFX budget) |
 //! | [`dfx`] | DFX transport region: ready queues, free queues, lane states, buffer geometry |
+//! | [`orch_lib`] | the orchestration-library ABI (`ferry-kernel-abi`'s, re-exported): the descriptor, function table, task records and the table ferry serves a user's orchestration function |
 //! | [`kernel_lib`] | the custom kernel-library ABI: the exported descriptor and kernel table, device and host call records, their checks (`ferry-kernel-abi`'s, re-exported, as are the services table, the status codes and [`records::DType`]) |
 //! | [`launch`] | launch payloads (`KernelArgs`, `AicoreLaunchArgs`, `InitArgs`, `RegisterCallableArgs`, bootstrap blob, `BootstrapArgs`) and their [`launch::AbiRecord`] byte images |
 //! | [`records`] | DFX subsystem records (ChipSwimlane, PMU, ScopeStats, ArgsDump) and the decoder of device-written buffers |
@@ -39,6 +40,7 @@ pub mod dfx;
 pub mod handshake;
 pub use ferry_kernel_abi::kernel_lib;
 pub use ferry_kernel_abi::layout;
+pub use ferry_kernel_abi::orch_lib;
 pub mod launch;
 pub mod records;
 pub mod regs;

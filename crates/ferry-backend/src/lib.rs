@@ -1,18 +1,20 @@
 //! ferry-backend: the seam between ferry's host libraries and a device backend.
 //!
-//! The copy engine (`ferry-copy`) programs against the traits here, never against a concrete
-//! chip: [`Backend`] (the devices of one process and host-memory registration),
-//! [`BackendDevice`] (device memory, streams, queue counts), [`BackendStream`] (ordered copies,
-//! the gather kernel, synchronisation), [`HostMapping`] (host memory a device reaches
-//! through an alias) and [`CopyGroup`] (copies that hold their copy engines together). ferry's
-//! simulated chip (`ferry-sim`) implements them as the reference backend; [`host`] is a second,
-//! minimal one over plain host memory with no device programs, which the seam's tests run the
-//! copy engine on. docs/architecture.md lists, trait by trait, what a hardware backend
-//! implements.
+//! The copy engine (`ferry-copy`) and the launch transaction (`ferry-launch`) program against
+//! the traits here, never against a concrete chip: [`Backend`] (the devices of one process and
+//! host-memory registration), [`BackendDevice`] (device memory, streams, pinned host memory,
+//! queue counts), [`BackendStream`] (ordered copies, the gather kernel, entries launched with
+//! an argument block, events, synchronisation), [`BackendEvent`] (a marker in a stream's
+//! work), [`PinnedHostBuffer`] (page-locked host memory), [`HostMapping`] (host memory a
+//! device reaches through an alias) and [`CopyGroup`] (copies that hold their copy engines
+//! together). ferry's simulated chip (`ferry-sim`) implements them as the reference backend;
+//! [`host`] is a second, minimal one over plain host memory with no device programs, which the
+//! seam's tests run the copy engine and the launch transaction on. docs/architecture.md lists,
+//! trait by trait, what a hardware backend implements.
 //!
-//! The engines are generic over the backend (`HbmCopyEngine<B: Backend>`), so every call
-//! through the seam is monomorphic and inlines like a call to the concrete type; no trait
-//! object sits on the copy path.
+//! The engines are generic over the backend (`HbmCopyEngine<B: Backend>`, `LaunchStaging<D:
+//! BackendDevice>`), so every call through the seam is monomorphic and inlines like a call to
+//! the concrete type; no trait object sits on the copy or launch path.
 //!
 //! Errors are one type, [`BackendError`]: the operation that failed ([`BackendOp`]) and the
 //! backend's own typed error as its source, so a caller matches the operation and, when it
@@ -48,9 +50,14 @@
 
 mod error;
 pub mod host;
+mod launch;
 
 pub use error::{BackendError, BackendOp};
+pub use launch::{
+    BackendEvent, EntryOf, EventOf, HostEntry, PinnedFreeError, PinnedHostBuffer, PinnedOf,
+};
 use std::sync::Arc;
+use std::time::Duration;
 
 /// An address in some device's address space (device memory or a host alias). Never
 /// dereferenced on the host without the backend's translation.
@@ -208,6 +215,8 @@ pub trait HostMapping: std::fmt::Debug + Send + Sync {
 pub trait BackendDevice: Clone + std::fmt::Debug + Send + Sync + 'static {
     /// The device's streams.
     type Stream: BackendStream;
+    /// Pinned host memory of this device.
+    type Pinned: PinnedHostBuffer;
 
     /// This device's ordinal.
     fn ordinal(&self) -> u32;
@@ -244,6 +253,35 @@ pub trait BackendDevice: Clone + std::fmt::Debug + Send + Sync + 'static {
 
     /// Hardware queues the device has created so far.
     fn queue_counts(&self) -> QueueCounts;
+
+    /// Allocates `len` bytes of zeroed pinned host memory (`cudaHostAlloc`).
+    ///
+    /// # Errors
+    /// [`BackendOp::PinnedAlloc`].
+    fn alloc_pinned(&self, len: usize) -> Result<Self::Pinned, BackendError>;
+
+    /// Blocks the host until `event`'s latest record (at the time of the call) completes, or
+    /// `timeout` passes (`cudaEventSynchronize` raced against a host timer).
+    ///
+    /// # Errors
+    /// [`BackendOp::Wait`]: the wait ran out or failed; nothing is proven.
+    fn synchronize_event(
+        &self,
+        event: &EventOf<Self>,
+        timeout: Option<Duration>,
+    ) -> Result<(), BackendError>;
+
+    /// Writes `bytes` to device memory at `dst` and waits for them to land (a blocking copy on
+    /// the null stream).
+    ///
+    /// # Errors
+    /// [`BackendOp::Copy`] (a bad device range, a failed copy), or reaching the null stream.
+    fn copy_htod(&self, bytes: &[u8], dst: DevicePtr) -> Result<(), BackendError> {
+        let seg = Segment { src: bytes.as_ptr() as u64, dst: dst.0, len: bytes.len() as u64 };
+        // SAFETY: `bytes` is borrowed for the whole call, which returns after the copy; the
+        // shared borrow keeps writers away.
+        unsafe { self.null_stream()?.copy_segments_blocking(CopyKind::Htod, &[seg]) }
+    }
 }
 
 /// An ordered queue of device work. A failure of enqueued work is sticky: the stream's next
@@ -251,6 +289,49 @@ pub trait BackendDevice: Clone + std::fmt::Debug + Send + Sync + 'static {
 pub trait BackendStream: std::fmt::Debug + Send + Sync + 'static {
     /// Copies that hold their copy engines at the same time.
     type CopyGroup: CopyGroup;
+    /// Markers in the stream's work.
+    type Event: BackendEvent;
+    /// Device code launched with an argument block of type `A`
+    /// ([`launch_entry`](Self::launch_entry)): a function of a loaded program on hardware, a
+    /// [`HostEntry`] where device code runs on host threads.
+    type Entry<A: Send + 'static>: Send + 'static;
+
+    /// An id unique among the streams of the process.
+    fn id(&self) -> u64;
+
+    /// Records `event` at the current end of the stream (`cudaEventRecord`).
+    ///
+    /// # Errors
+    /// [`BackendOp::RecordEvent`] (the event is unchanged).
+    fn record_event(&self, event: &Self::Event) -> Result<(), BackendError>;
+
+    /// Makes later work on the stream wait until `event`'s latest record (at the time of the
+    /// call) completes (`cudaStreamWaitEvent`). Waiting for a never-recorded event is a no-op.
+    ///
+    /// # Errors
+    /// [`BackendOp::WaitEvent`].
+    fn wait_event(&self, event: &Self::Event) -> Result<(), BackendError>;
+
+    /// Enqueues `entry` under kernel name `name`, its argument block `args` passed by value
+    /// (the vendor runtime's launch with an args blob). A failure while it runs is the
+    /// stream's sticky error.
+    ///
+    /// # Errors
+    /// [`BackendOp::Launch`] when the launch is refused (nothing is enqueued).
+    fn launch_entry<A: Send + 'static>(
+        &self,
+        name: &str,
+        entry: Self::Entry<A>,
+        args: A,
+    ) -> Result<(), BackendError>;
+
+    /// As [`synchronize`](Self::synchronize), giving up after `timeout`.
+    ///
+    /// # Errors
+    /// [`BackendOp::Synchronize`]: the stream's work failed; the stream is idle and the
+    /// error handed out (the source is what failed). [`BackendOp::Wait`]: the wait ran out or
+    /// failed itself; nothing about the stream is proven.
+    fn synchronize_timeout(&self, timeout: Duration) -> Result<(), BackendError>;
 
     /// Enqueues a copy of `bytes` host bytes at `src` to device address `dst`.
     ///

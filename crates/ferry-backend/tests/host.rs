@@ -1,7 +1,7 @@
 //! The host-memory backend keeps the device rules the seam promises: device addresses are
 //! checked against this device's live memory, a failure of enqueued work is sticky until the
 //! stream is synchronized, a blocking copy's result is its own, and bad input is a typed error.
-use ferry_backend::host::{HostMemoryBackend, HostMemoryError};
+use ferry_backend::host::{HostMemoryBackend, HostMemoryError, HostMemoryStream};
 use ferry_backend::{
     Backend, BackendDevice, BackendError, BackendOp, BackendStream, CopyKind, DevicePtr,
     GatherFragment, HostMapping, Segment, FRAGMENT_BYTES,
@@ -149,4 +149,88 @@ fn the_current_device_is_the_calling_threads() {
     let other = b.clone();
     assert_eq!(std::thread::spawn(move || other.current_ordinal()).join().unwrap(), 0);
     b.set_current_device(0).unwrap();
+}
+
+/// What the launch path uses: an entry runs with its argument block on the device; an event
+/// recorded after a failed entry reports that failure (one recorded before it does not); a
+/// bounded synchronize hands the failure out once and tells it from a failed wait; pinned
+/// host memory is a copy source, and a failed free gives the buffer back.
+#[test]
+fn entries_events_bounded_waits_and_pinned_memory() {
+    use ferry_backend::host::HostMemoryDevice;
+    use ferry_backend::{BackendEvent, HostEntry, PinnedHostBuffer};
+    use std::time::Duration;
+    let b = HostMemoryBackend::new(1, 1 << 20).unwrap();
+    let d = b.device(0).unwrap();
+    let s = d.create_stream().unwrap();
+    let buf = d.malloc(8).unwrap();
+
+    // The entry gets its device and its arguments by value.
+    let write: HostEntry<HostMemoryDevice, [u8; 8]> =
+        Box::new(move |dev: &HostMemoryDevice, args: [u8; 8]| {
+            dev.copy_htod(&args, buf).map_err(|e| e.to_string())
+        });
+    s.launch_entry("write", write, *b"entry ok").unwrap();
+    let mut back = [0u8; 8];
+    // SAFETY: `back` lives until the stream is synchronized below.
+    unsafe { s.copy_dtoh_async(buf, back.as_mut_ptr(), 8).unwrap() };
+    s.synchronize_timeout(Duration::from_secs(1)).unwrap();
+    assert_eq!(&back, b"entry ok");
+
+    let (before, after, later) = Default::default();
+    let never: <HostMemoryStream as BackendStream>::Event = Default::default();
+    assert!(never.query() && never.timestamp_cycles().is_none() && never.error().is_none());
+    s.record_event(&before).unwrap();
+    let fail: HostEntry<HostMemoryDevice, ()> = Box::new(|_, ()| Err("bad block".into()));
+    s.launch_entry("fails", fail, ()).unwrap();
+    s.record_event(&after).unwrap();
+    s.record_event(&later).unwrap();
+    s.wait_event(&after).unwrap();
+    d.synchronize_event(&after, Some(Duration::from_secs(1))).unwrap();
+    assert!(before.query() && after.query());
+    assert_eq!(before.error(), None);
+    let e = after.error().expect("the entry's failure is on the stream");
+    assert_eq!(e.op(), BackendOp::Execute);
+    assert!(
+        matches!(cause(&e), HostMemoryError::Kernel { name, message } if name == "fails" && message == "bad block")
+    );
+    assert_eq!(after.error(), later.error(), "one failure, seen at both records");
+    assert!(before.timestamp_cycles() <= after.timestamp_cycles());
+
+    // The bounded synchronize hands the failure out once; an injected failure of the wait
+    // itself is the wait's.
+    let e = s.synchronize_timeout(Duration::from_secs(1)).unwrap_err();
+    assert_eq!(e.op(), BackendOp::Synchronize);
+    s.synchronize_timeout(Duration::from_secs(1)).expect("handed out and cleared");
+    d.fail_next(BackendOp::Wait);
+    let e = s.synchronize_timeout(Duration::from_secs(1)).unwrap_err();
+    assert_eq!(e.op(), BackendOp::Wait);
+    assert!(d.synchronize_event(&after, None).is_ok());
+
+    // Pinned memory: zeroed, a copy source; a failed free gives the buffer back.
+    let mut pinned = d.alloc_pinned(8).unwrap();
+    assert_eq!(pinned.len(), 8);
+    // SAFETY: no copy is in flight on `pinned`.
+    let bytes = unsafe { pinned.as_mut_slice() };
+    assert_eq!(bytes, &[0u8; 8]);
+    bytes.copy_from_slice(b"pinned!!");
+    // SAFETY: `pinned` is neither written nor freed before the synchronize below.
+    unsafe { s.copy_htod_async(pinned.as_ptr(), buf, 8).unwrap() };
+    s.synchronize().unwrap();
+    d.fail_next(BackendOp::PinnedFree);
+    let failed = pinned.free().unwrap_err();
+    assert_eq!(failed.error.op(), BackendOp::PinnedFree);
+    failed.buffer.free().expect("the retry frees it");
+    d.fail_next(BackendOp::PinnedAlloc);
+    assert_eq!(d.alloc_pinned(8).unwrap_err().op(), BackendOp::PinnedAlloc);
+    let mut back = [0u8; 8];
+    // SAFETY: `back` lives across the blocking copy.
+    unsafe {
+        s.copy_segments_blocking(
+            CopyKind::Dtoh,
+            &[Segment { src: buf.0, dst: back.as_mut_ptr() as u64, len: 8 }],
+        )
+        .unwrap()
+    };
+    assert_eq!(&back, b"pinned!!");
 }

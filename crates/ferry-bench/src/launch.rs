@@ -125,6 +125,9 @@ pub enum LaunchBenchError {
     /// Device setup failed.
     #[error(transparent)]
     Device(#[from] DeviceError),
+    /// A device operation through the backend seam failed.
+    #[error(transparent)]
+    Backend(#[from] ferry_backend::BackendError),
     /// The configuration is unusable.
     #[error("invalid bench configuration: {0}")]
     Config(String),
@@ -153,8 +156,8 @@ struct Series {
 pub struct LaunchBench {
     /// Kept alive for the slot and streams.
     _platform: ferry_sim::Platform,
-    streams: RunStreams,
-    slot: LaunchStaging,
+    streams: RunStreams<ferry_sim::Device>,
+    slot: LaunchStaging<ferry_sim::Device>,
     descriptor: LaunchDescriptor,
     metadata: Option<MetadataRegion>,
     counter: u32,

@@ -69,6 +69,13 @@ pub struct RuntimeBenchReport {
     pub host_graph_prepare_s: f64,
     /// Baseline: nanoseconds per task calling the kernel directly in a host loop.
     pub baseline_ns_per_task: f64,
+    /// Yields that found the CPUs busy during the device-orchestrated run
+    /// (`ferry_wait::YieldGate::long_yields`): each closed the process's yield gate for a second,
+    /// and the run's waits parked where they would have yielded. 0: its waits yielded as on an
+    /// idle machine throughout.
+    pub device_orch_long_yields: u64,
+    /// As `device_orch_long_yields`, during the host-built graph run.
+    pub host_graph_long_yields: u64,
 }
 
 impl RuntimeBenchReport {
@@ -96,7 +103,8 @@ impl RuntimeBenchReport {
                 "\"device_orch_ns_per_task\":{:.0},\"host_graph_wall_s\":{:.4},",
                 "\"host_graph_tasks_per_s\":{:.0},\"host_graph_prepare_s\":{:.4},",
                 "\"baseline_direct_call_ns_per_task\":{:.0},\"dispatch_overhead_ns_per_task\":{:.0},",
-                "\"ns_per_task_vs_baseline\":{:.2}}}"
+                "\"ns_per_task_vs_baseline\":{:.2},\"device_orch_long_yields\":{},",
+                "\"host_graph_long_yields\":{}}}"
             ),
             self.arch,
             self.aicpu_threads,
@@ -111,6 +119,8 @@ impl RuntimeBenchReport {
             self.baseline_ns_per_task,
             self.dispatch_overhead_ns(),
             self.ns_per_task() / self.baseline_ns_per_task,
+            self.device_orch_long_yields,
+            self.host_graph_long_yields,
         )
     }
 }
@@ -139,11 +149,16 @@ impl crate::AreaReport for RuntimeBenchReport {
             self.tasks as f64 / self.host_graph_wall_s,
             self.host_graph_prepare_s * 1e3
         );
-        let _ = write!(
+        let _ = writeln!(
             s,
             "  direct kernel call baseline {:.0} ns/task; dispatch overhead {:.0} ns/task",
             self.baseline_ns_per_task,
             self.dispatch_overhead_ns()
+        );
+        let _ = write!(
+            s,
+            "  yields that found the CPUs busy: {} device-orchestrated, {} host-built",
+            self.device_orch_long_yields, self.host_graph_long_yields
         );
         s
     }
@@ -182,8 +197,18 @@ pub(crate) fn warm_storm(
     Ok((r, ex))
 }
 
-/// Runs the storm device-orchestrated and host-built (after a warm-up run of each), verifies
-/// both, and times the baseline.
+/// Waits until `gate` is open (a long yield of a warm-up run closes it for
+/// [`ferry_sim::wait::CONTENDED_HOLD`], and a storm started then would park where it yields on an
+/// idle machine); returns its long yields so far.
+fn gate_open(gate: &ferry_sim::wait::YieldGate) -> u64 {
+    while !gate.may_yield_at(ferry_wait::now_ns()) {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    gate.long_yields()
+}
+
+/// Runs the storm device-orchestrated and host-built (after a warm-up run of each, and each
+/// started with the process's yield gate open), verifies both, and times the baseline.
 ///
 /// # Errors
 /// [`BenchError`] when a run fails or its result is wrong.
@@ -194,7 +219,10 @@ pub fn run(cfg: &RuntimeBenchConfig) -> Result<RuntimeBenchReport, BenchError> {
     // chip's threads exist while each is timed.
     let (mut r, ex) = warm_storm(cfg.runner, cfg.tasks)?;
     let warm = storm(cfg.tasks.min(5_000));
+    let gate = ferry_sim::wait::YieldGate::global();
+    let y0 = gate_open(gate);
     let out = r.run(0, ex.args.clone())?;
+    let device_orch_long_yields = gate.long_yields() - y0;
     ex.verify(&out)?;
     let device_orch_wall_s = out.stats.wall.as_secs_f64();
 
@@ -207,8 +235,10 @@ pub fn run(cfg: &RuntimeBenchConfig) -> Result<RuntimeBenchReport, BenchError> {
     let t0 = Instant::now();
     let p = h.prepare(1, ex.args.clone())?;
     let host_graph_prepare_s = t0.elapsed().as_secs_f64();
+    let y0 = gate_open(gate);
     let l = h.launch(p)?;
     let out = h.finalize_run(l)?;
+    let host_graph_long_yields = gate.long_yields() - y0;
     drop(h);
     ex.verify(&out)?;
     let host_graph_wall_s = out.stats.wall.as_secs_f64();
@@ -242,5 +272,7 @@ pub fn run(cfg: &RuntimeBenchConfig) -> Result<RuntimeBenchReport, BenchError> {
         host_graph_wall_s,
         host_graph_prepare_s,
         baseline_ns_per_task,
+        device_orch_long_yields,
+        host_graph_long_yields,
     })
 }

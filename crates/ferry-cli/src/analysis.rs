@@ -6,29 +6,8 @@
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use ferry_profile::recorder::{Recording, RECORD_FILE};
-use ferry_profile::{
-    self as output, NativeDecoder, NativeSession, Needs, Opened, OpenedRun, Written,
-};
+use ferry_profile::{self as output, Needs, Opened, OpenedRun, Written};
 use ferry_runtime::host::profile::NativeReader;
-
-/// The native profile's reader, naming its step on the progress line.
-struct Reader;
-
-impl NativeDecoder for Reader {
-    fn decode(
-        &self,
-        rec: &Recording,
-        needs: &Needs,
-    ) -> Result<NativeSession, Box<dyn std::error::Error + Send + Sync>> {
-        crate::progress::step(format!(
-            "rebuilding the model from {RECORD_FILE} ({} chunks, {:.1} MB)",
-            rec.chunks.len(),
-            rec.bytes as f64 / 1e6
-        ));
-        NativeReader.decode(rec, needs)
-    }
-}
 
 /// Prints `r`'s warnings and failure, and counts what it skipped.
 fn note(dir: &Path, r: &OpenedRun) {
@@ -46,8 +25,7 @@ fn note(dir: &Path, r: &OpenedRun) {
 /// # Errors
 /// [`ferry_profile::OpenError`]: the message names the directory or file and what to do.
 pub(crate) fn open(dir: &Path, needs: &Needs) -> anyhow::Result<OpenedRun> {
-    crate::progress::step(format!("reading {}", dir.display()));
-    let r = output::open_run_with(dir, needs, &Reader)?;
+    let r = output::open_run_with(dir, needs, &NativeReader)?;
     note(dir, &r);
     Ok(r)
 }
@@ -59,8 +37,7 @@ pub(crate) fn open(dir: &Path, needs: &Needs) -> anyhow::Result<OpenedRun> {
 /// # Errors
 /// As [`open`], for the session's `runs.json` or any run.
 pub(crate) fn open_any(dir: &Path, needs: &Needs) -> anyhow::Result<Opened> {
-    crate::progress::step(format!("reading {}", dir.display()));
-    let o = output::open_any(dir, needs, &Reader)?;
+    let o = output::open_any(dir, needs, &NativeReader)?;
     match &o {
         Opened::Run(r) => note(dir, r),
         Opened::Session(_, runs) => {
@@ -105,22 +82,7 @@ pub(crate) fn write_in(
     rel: &str,
     bytes: &[u8],
 ) -> anyhow::Result<PathBuf> {
-    let dir = match ferry_fs::Dir::open_writable(dir, false) {
-        Ok(d) => d,
-        // A session's run read from the native profile in its parent (`DIR/run-001`) has no
-        // directory until a command writes one of its files there: made through the parent's
-        // handle, checked as it is.
-        Err(e) if e.is_not_found() && output::reads_native(dir) => {
-            let (Some(parent), Some(name)) =
-                (dir.parent(), dir.file_name().and_then(|n| n.to_str()))
-            else {
-                return Err(e.into());
-            };
-            let parent = if parent.as_os_str().is_empty() { Path::new(".") } else { parent };
-            ferry_fs::Dir::open_writable(parent, false)?.create_sub(name)?
-        }
-        Err(e) => return Err(e.into()),
-    };
+    let dir = output::open_run_dir_writable(dir)?;
     let w = output::write_bytes_in(&dir, rel, bytes)?;
     let path = dir.join(rel);
     record(run, &path, w)?;

@@ -38,7 +38,8 @@ enum Area {
     /// The copy engine: gather throughput vs contiguous copies, planning cost; or, with
     /// `--emulate-server`, the server emulator with and without Prewarm.
     Copy,
-    /// The task runtime: storm tasks/s and per-task dispatch overhead vs direct kernel calls.
+    /// The task runtime: storm tasks/s, per-task dispatch overhead vs direct kernel calls, and the
+    /// yields that found the CPUs busy during each storm.
     Runtime,
     /// DFX: the transport's figures (hot path, switch, drain vs a streaming memcpy on both
     /// arches, polling and with the doorbell hint) and the all-five storm: in-run throughput and

@@ -27,7 +27,7 @@ pub(crate) struct DepsArgs {
 pub(crate) fn execute(a: &DepsArgs) -> anyhow::Result<String> {
     // deps.json, and the swimlane when it is there: never the PMU rows or the payloads.
     let r = crate::analysis::open(&a.dir, &Needs::DEPS)?;
-    crate::progress::step("listing the graph");
+    ferry_profile::progress::step("listing the graph");
     let filter = views::DepsFilter { task: a.task, kernel: a.kernel.clone(), top: a.top };
     filter.check(&r.run)?;
     if a.json {
@@ -40,11 +40,7 @@ pub(crate) fn execute(a: &DepsArgs) -> anyhow::Result<String> {
 }
 
 pub(crate) fn run(a: &DepsArgs) -> anyhow::Result<()> {
-    let text = {
-        let _progress = crate::progress::start("deps", "");
-        execute(a)?
-    };
-    crate::stdout::print(&text)
+    crate::stdout::print(&ferry_profile::progress::run("deps", || execute(a))?)
 }
 
 #[cfg(test)]

@@ -67,33 +67,3 @@ impl DeviceOpts {
         }
     }
 }
-
-/// The device line `ferry run` and `ferry info` print.
-pub(crate) fn describe(
-    profile: DeviceProfile,
-    fixes: PathBFixes,
-    layout: HandshakeLayout,
-) -> String {
-    let what = match profile {
-        DeviceProfile::Vendor => "Path A latch on, Path B cluster incoherent",
-        DeviceProfile::Relaxed => "no Path A latch, Path B cluster coherent",
-    };
-    format!(
-        "{} profile ({what}); Path B fixes: {}; handshake: {}",
-        profile.name(),
-        fixes.letters(),
-        if layout.is_split() { "split lines (option d)" } else { "one line" }
-    )
-}
-
-/// Installs both AICPU programs into the runner's preinstalled directory (method 1's out-of-band
-/// step), before any callable loads one.
-pub(crate) fn install_preinstalled(r: &ferry_runtime::host::DeviceRunner) -> anyhow::Result<()> {
-    use anyhow::Context;
-    let os = r.device().aicpu_os();
-    for p in [&ferry_programs::AICPU_DEVICE_ORCHESTRATED, &ferry_programs::AICPU_HOST_BUILT_GRAPH] {
-        os.install_preinstalled(&ferry_launch::loader::Loader::preinstalled_name(p.name), p.bytes)
-            .with_context(|| format!("installing {} for method 1", p.name))?;
-    }
-    Ok(())
-}

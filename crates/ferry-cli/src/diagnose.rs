@@ -2,7 +2,7 @@
 //! (docs/design/launch.md). Runs the vector example
 //! once on the configured device, then reads every core's handshake slot and the AICPU's record
 //! of what it last saw back from device memory, and prints them side by side.
-use crate::device_opts::{describe, install_preinstalled, DeviceOpts};
+use crate::device_opts::DeviceOpts;
 use anyhow::Context;
 use clap::{Args, Subcommand};
 use ferry_runtime::examples::{Example, Size};
@@ -46,7 +46,7 @@ pub(crate) fn run(a: &DiagnoseArgs) -> anyhow::Result<()> {
     h.device.apply(&mut cfg);
     let mut runner = DeviceRunner::new(cfg).context("starting the simulated chip")?;
     if h.device.method() == LoadMethod::Preinstalled {
-        install_preinstalled(&runner)?;
+        ferry_job::install_preinstalled(&runner)?;
     }
     let ex = Example::Vector.build(Size::Small);
     runner.register_callable(0, ex.callable.clone())?;
@@ -88,7 +88,7 @@ pub(crate) fn run(a: &DiagnoseArgs) -> anyhow::Result<()> {
         )?;
         return Ok(());
     }
-    crate::stdout::outln!("device: {}", describe(cfg.profile, cfg.fixes, cfg.handshake_layout))?;
+    crate::stdout::outln!("device: {}", ferry_job::device_line(&cfg))?;
     crate::stdout::outln!("path:   {}", cfg.path)?;
     crate::stdout::outln!("run:    {outcome}")?;
     crate::stdout::outln!("handshake read back from device memory (D2H), per core:")?;

@@ -85,7 +85,7 @@ pub(crate) fn execute(a: &DiffArgs) -> anyhow::Result<String> {
         (Opened::Run(ra), Opened::Run(rb)) => (ra, rb),
         _ => return sessions(a, &oa, &ob),
     };
-    crate::progress::step("comparing the runs");
+    ferry_profile::progress::step("comparing the runs");
     let mut d = analysis::diff(&analysis::report_opened(ra), &analysis::report_opened(rb));
     add_summaries(&mut d, &a.a, &a.b);
     if a.json {
@@ -108,11 +108,7 @@ fn summary_of(dir: &std::path::Path) -> Option<ferry_profile::SummaryJson> {
 }
 
 pub(crate) fn run(a: &DiffArgs) -> anyhow::Result<()> {
-    let text = {
-        let _progress = crate::progress::start("diff", "");
-        execute(a)?
-    };
-    crate::stdout::print(&text)
+    crate::stdout::print(&ferry_profile::progress::run("diff", || execute(a))?)
 }
 
 #[cfg(test)]

@@ -172,11 +172,7 @@ fn replay(dump: &output::ArgsDump, task: u64) -> anyhow::Result<String> {
 }
 
 pub(crate) fn run(a: &DumpArgs) -> anyhow::Result<()> {
-    let text = {
-        let _progress = crate::progress::start("dump", "");
-        execute(a)?
-    };
-    crate::stdout::print(&text)
+    crate::stdout::print(&ferry_profile::progress::run("dump", || execute(a))?)
 }
 
 #[cfg(test)]

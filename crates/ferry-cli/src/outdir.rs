@@ -8,12 +8,15 @@
 //! earlier run's files just before writing its own, and writes the manifest last, with how the
 //! run ended.
 //!
-//! SIGINT and SIGTERM stop a run: the handler removes this process's temp files in the output
-//! directory and its device directories, and exits with 130 / 143 (128 + the signal). Files
-//! already under their final names are complete (every file is written through a temp file
-//! and a rename); the manifest still says the run did not finish, so readers refuse the
-//! directory and the next run into it removes what this one wrote. A run killed outright
-//! (SIGKILL) leaves its temp files and device directory to the next run's claim and start.
+//! SIGINT and SIGTERM stop a run: the handler writes the run's end record (the signal, and per
+//! core the task that started and never ended: `ferry_runtime::host::crash`), removes this
+//! process's temp files in the output directory and its device directories, and exits with
+//! 130 / 143 (128 + the signal). Files already under their final names are complete (every
+//! file is written through a temp file and a rename), and so is every chunk the native profile
+//! sealed; the manifest still says the run did not finish, so `ferry report` reads the
+//! directory as interrupted and the next run into it removes what this one wrote. A run killed
+//! outright (SIGKILL) leaves its temp files and device directory to the next run's claim and
+//! start, and an empty end record.
 
 use anyhow::Context;
 use ferry_profile as output;
@@ -34,6 +37,9 @@ pub(crate) fn handle_signals() -> anyhow::Result<()> {
         signal_hook::iterator::Signals::new([SIGINT, SIGTERM]).context("installing signals")?;
     std::thread::Builder::new().name("ferry-signals".into()).spawn(move || {
         if let Some(sig) = signals.forever().next() {
+            // The end record first, while the cores still show what they run (it prints the
+            // cause and where to read the profile); `false` outside a run's graphs.
+            let recorded = ferry_runtime::host::crash::end_by_signal(sig);
             // No write starts a temp file from here on, and those in progress lose theirs.
             output::halt_writes();
             let dirs = output::writing_run_dirs();
@@ -43,6 +49,11 @@ pub(crate) fn handle_signals() -> anyhow::Result<()> {
             ferry_sim::device_root::remove_own(&ferry_sim::device_root::user_root());
             let name = if sig == SIGINT { "SIGINT" } else { "SIGTERM" };
             match dirs.first() {
+                Some(d) if recorded => eprintln!(
+                    "ferry: stopped by {name}; {} holds what the run sealed (`ferry report` \
+                     reads it; the next run into it removes it)",
+                    d.display()
+                ),
                 Some(d) => eprintln!(
                     "ferry: stopped by {name}; {} holds no complete run (the next run into it \
                      removes what this one wrote)",

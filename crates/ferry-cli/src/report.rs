@@ -66,7 +66,7 @@ pub(crate) fn session_of(
     opened: &[OpenedRun],
     warmup: Option<u32>,
 ) -> analysis::SessionReport {
-    crate::progress::step("computing the report");
+    ferry_profile::progress::step("computing the report");
     let reports = opened.iter().map(analysis::report_opened).collect();
     analysis::session_report(runs, reports, warmup.unwrap_or(runs.warmup))
 }
@@ -125,7 +125,7 @@ pub(crate) fn execute(a: &ReportArgs) -> anyhow::Result<String> {
         Opened::Session(runs, opened) => return session(a, &runs, &opened),
         Opened::Run(r) => *r,
     };
-    crate::progress::step("computing the report");
+    ferry_profile::progress::step("computing the report");
     let mut r = analysis::report_opened(&r);
     r.sort_kernels(a.sort.key());
     if let Some(k) = &a.kernel {
@@ -145,11 +145,7 @@ pub(crate) fn execute(a: &ReportArgs) -> anyhow::Result<String> {
 }
 
 pub(crate) fn run(a: &ReportArgs) -> anyhow::Result<()> {
-    let text = {
-        let _progress = crate::progress::start("report", "");
-        execute(a)?
-    };
-    crate::stdout::print(&text)
+    crate::stdout::print(&ferry_profile::progress::run("report", || execute(a))?)
 }
 
 #[cfg(test)]
@@ -191,7 +187,8 @@ mod tests {
     fn block_run_reports_the_stall_and_no_loss() {
         let d = sample_dir("report-block", false);
         let r = execute(&args(&d.path, false, None)).unwrap();
-        assert!(r.contains("aicpu_task/core1 (thread 0): stalled 39.600 us"), "{r}");
+        let row = r.lines().find(|l| l.trim_start().starts_with("aicpu_task/core1 ")).unwrap();
+        assert!(row.contains(" 39.600 "), "{r}");
         assert!(r.contains("policy Block"), "{r}");
         assert!(r.contains("dropped 0; reconcile ok"), "{r}");
         for k in ["matmul", "add", "relu", "exec%", "head.prop", "tail", "Per core", "PMU"] {

@@ -4,8 +4,12 @@
 use anyhow::bail;
 use clap::{Args, ValueEnum};
 use ferry_dfx::Policy;
-use ferry_job::{CaseOutcome, GraphReady, Job, JobError, JobStart, Observer, ProfileLocation};
-use ferry_profile::{self as output, WritePhase, WriteProgress, SUMMARY_FILE};
+use ferry_job::{
+    GraphReady, Job, JobError, JobStart, LoadedLibrary, NextSteps, Observer, ProfileLocation,
+    ProfileWriteLines, RepeatLine,
+};
+use ferry_profile::recorder::FsyncPolicy;
+use ferry_profile::{WritePhase, WriteProgress};
 use ferry_runtime::examples::Example;
 use ferry_runtime::host::dfx::DfxOptions;
 use ferry_runtime::host::profile::WrittenProfile;
@@ -29,6 +33,11 @@ pub(crate) struct RunArgs {
         value_delimiter = ','
     )]
     kernels: Vec<PathBuf>,
+    /// An orchestration library (a cdylib built against ferry-kernel-abi, e.g.
+    /// examples/orchestration-template) whose function the workload file names (its
+    /// `[orchestration]` table).
+    #[arg(help_heading = "What to run", long, value_name = "LIB.so", requires = "workload")]
+    orchestration: Option<PathBuf>,
     /// Which example to run: all three by default.
     #[arg(help_heading = "What to run", long, value_enum, default_value_t = ExampleArg::All, conflicts_with = "workload")]
     example: ExampleArg,
@@ -163,6 +172,12 @@ pub(crate) struct DfxArgs {
     /// Drop policy: how long a gate waits, in device cycles (default: 1 ms of device clock).
     #[arg(long, allow_negative_numbers = true)]
     dfx_drop_wait: Option<u64>,
+    /// Force the native profile's sealed chunks to the disk (`fsync`) after every N-th one
+    /// (1: each), so that a machine's crash keeps them too; by default the file is synced once,
+    /// at the run's end (a killed or crashed process keeps its sealed chunks either way: they
+    /// are in the page cache). Each sync costs a disk flush (docs/dfx.md).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    fsync_chunks: Option<u32>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -278,12 +293,8 @@ pub(crate) fn run(a: &RunArgs) -> anyhow::Result<()> {
     let printer = Printer::new(&a.dfx);
     let done = a.job(Job::examples(&examples))?.run_observed(&printer);
     let done = printer.outcome(done)?;
-    print_summary(&done.cases)?;
-    if let Some(d) = &done.out {
-        crate::stdout::outln!("wrote {}", d.join(SUMMARY_FILE).display())?;
-    }
-    let profiles = printer.profiles.borrow().clone();
-    print_next_steps(&profiles, printer.swimlane)
+    crate::stdout::print(&done.table().to_string())?;
+    printer.print_next_steps()
 }
 
 impl RunArgs {
@@ -291,6 +302,10 @@ impl RunArgs {
     /// [`RunArgs::setup`] checks them).
     pub(super) fn job(&self, job: Job) -> anyhow::Result<Job> {
         let (cfg, variant, dfx) = self.setup()?;
+        let job = match &self.orchestration {
+            Some(lib) => job.orchestration(lib),
+            None => job,
+        };
         Ok(job
             .config(cfg)
             .variant(variant)
@@ -302,6 +317,8 @@ impl RunArgs {
             .repeat(self.repeat)
             .warmup(self.warmup)
             .force(self.force)
+            .crash_guard(true)
+            .fsync(self.dfx.fsync_chunks.map_or(FsyncPolicy::Never, FsyncPolicy::Every))
             .command(std::env::args().collect())
             .maybe_out(self.out.as_deref()))
     }
@@ -328,7 +345,7 @@ pub(super) struct Printer {
     /// `(perfetto, chrome)`: the traces the profiles carry.
     traces: (bool, bool),
     /// Whether the profiles hold the swimlane (`ferry trace` and `ferry view` draw it).
-    pub(super) swimlane: bool,
+    swimlane: bool,
     run_bar: RefCell<Option<ProgressBar>>,
     write_bar: RefCell<Option<WriteBar>>,
     /// Every profile written so far.
@@ -355,6 +372,13 @@ impl Printer {
         }
     }
 
+    /// What to do with the profiles written so far ([`NextSteps`]).
+    pub(super) fn print_next_steps(&self) -> anyhow::Result<()> {
+        crate::stdout::print(
+            &NextSteps { profiles: &self.profiles.borrow(), swimlane: self.swimlane }.to_string(),
+        )
+    }
+
     /// The job's result, with a printing error first (a closed pipe ends the command quietly)
     /// and `--out`'s refusal named as the option.
     pub(super) fn outcome(
@@ -375,48 +399,15 @@ impl Printer {
 
 impl Observer for Printer {
     fn chip_started(&self, s: &JobStart<'_>) {
-        if s.cases.is_empty() {
-            // A workload: its line comes once it is checked (`graph_ready`).
-            return;
-        }
-        let c = s.config;
-        self.keep((|| {
-            crate::stdout::outln!(
-                "ferry run: simulated {} chip, {} AICPU threads (1 orchestrator + {} schedulers), {} AIC + {} AIV, {} graphs",
-                c.arch.name(),
-                c.aicpu_threads,
-                c.aicpu_threads - 1,
-                c.aic,
-                c.aiv,
-                variant_name(s.variant)
-            )?;
-            crate::stdout::outln!("{:<16} {}", "path:", c.path)?;
-            crate::stdout::outln!(
-                "{:<16} {}",
-                "device:",
-                crate::device_opts::describe(c.profile, c.fixes, c.handshake_layout)
-            )
-        })());
+        self.keep(crate::stdout::print(&s.to_string()));
     }
 
     fn kernels_loaded(&self, path: &Path, added: &[RegisteredKernel]) {
-        self.keep(crate::kernels::print_loaded(path, added));
+        self.keep(crate::stdout::print(&LoadedLibrary { path, kernels: added }.to_string()));
     }
 
     fn graph_ready(&self, g: &GraphReady<'_>) {
-        let c = g.config;
-        self.keep(crate::stdout::outln!(
-            "ferry run: {} `{}` ({}), {} tasks, simulated {} chip, {} AICPU threads, {} AIC + {} AIV, {}",
-            g.kind,
-            g.name,
-            g.file.map_or_else(|| "in memory".to_string(), |f| f.display().to_string()),
-            g.tasks,
-            c.arch.name(),
-            c.aicpu_threads,
-            c.aic,
-            c.aiv,
-            variant_name(g.variant)
-        ));
+        self.keep(crate::stdout::print(&g.to_string()));
     }
 
     fn run_progress(&self, case: &str, done: u64, total: u64) {
@@ -443,14 +434,7 @@ impl Observer for Printer {
     }
 
     fn repeated(&self, case: &str, rep: &RepeatReport) {
-        self.keep(crate::stdout::outln!(
-            "{:<16} {} runs back to back through {} launch slots in {:.1} ms: {:.0} runs/s, every run verified",
-            case,
-            rep.runs,
-            rep.slots,
-            rep.elapsed.as_secs_f64() * 1e3,
-            rep.runs_per_s()
-        ));
+        self.keep(crate::stdout::print(&RepeatLine { case, report: rep }.to_string()));
     }
 
     fn write_progress(&self, case: &str, p: WriteProgress) {
@@ -465,7 +449,8 @@ impl Observer for Printer {
 
     fn profile_written(&self, _case: &str, p: &WrittenProfile) {
         let (traces, chrome) = self.traces;
-        self.keep(print_profile(p, traces, chrome));
+        let lines = ProfileWriteLines { profile: p, perfetto: traces, chrome };
+        self.keep(crate::stdout::print(&lines.to_string()));
         self.profiles.borrow_mut().push(ProfileLocation {
             dir: p.dir.clone(),
             runs: p.runs.iter().map(|r| r.dir.clone()).collect(),
@@ -477,225 +462,9 @@ impl Observer for Printer {
     fn failed_run_kept(&self, _dir: &Path) {
         self.keep((|| {
             crate::stdout::outln!("the run failed; its profile is complete and readable")?;
-            print_next_steps(&self.profiles.borrow(), self.swimlane)
+            self.print_next_steps()
         })());
     }
-}
-
-fn variant_name(v: Variant) -> &'static str {
-    match v {
-        Variant::DeviceOrchestrated => "device-orchestrated",
-        Variant::HostBuiltGraph => "host-built",
-    }
-}
-
-/// What to do with the profiles just written: the Perfetto trace at ui.perfetto.dev, the
-/// swimlane page, the report.
-pub(super) fn print_next_steps(profiles: &[ProfileLocation], swimlane: bool) -> anyhow::Result<()> {
-    if profiles.is_empty() {
-        return Ok(());
-    }
-    crate::stdout::outln!("next:")?;
-    for p in profiles {
-        let d = p.dir.display();
-        if let (Some(first), Some(last)) = (p.runs.first(), p.runs.last()) {
-            let (f, l) = (first.display(), last.display());
-            crate::stdout::outln!(
-                "  ferry report {d}    # the runs with their wall times, then the kernels over them"
-            )?;
-            crate::stdout::outln!("  ferry view {d}      # one page spanning the runs")?;
-            crate::stdout::outln!("  ferry trace {d}     # one Perfetto trace spanning the runs")?;
-            if p.perfetto {
-                crate::stdout::outln!(
-                    "  open {} (… {}) at https://ui.perfetto.dev (Open trace file): a run's own trace",
-                    first.join(output::PERFETTO_FILE).display(),
-                    last.join(output::PERFETTO_FILE).display()
-                )?;
-            }
-            crate::stdout::outln!("  ferry report {f}      # a run's full report (… {l})")?;
-            continue;
-        }
-        if p.perfetto {
-            crate::stdout::outln!(
-                "  open {} at https://ui.perfetto.dev (Open trace file)",
-                p.dir.join(output::PERFETTO_FILE).display()
-            )?;
-        } else if swimlane {
-            crate::stdout::outln!(
-                "  ferry trace {d}     # the Perfetto trace, for https://ui.perfetto.dev"
-            )?;
-        }
-        crate::stdout::outln!("  ferry view {d}      # one HTML page of the run")?;
-        crate::stdout::outln!("  ferry report {d}    # per-kernel timing, stalls and loss")?;
-    }
-    Ok(())
-}
-
-fn print_summary(done: &[CaseOutcome]) -> anyhow::Result<()> {
-    crate::stdout::outln!(
-        "{:<16} {:>8} {:>11} {:>12} {:>9}  verified",
-        "example",
-        "tasks",
-        "wall",
-        "tasks/s",
-        "ns/task"
-    )?;
-    let (mut tasks, mut wall) = (0u64, Duration::ZERO);
-    for d in done {
-        let s = &d.output.stats;
-        tasks += s.tasks;
-        wall += s.wall;
-        crate::stdout::outln!(
-            "{:<16} {:>8} {:>8.1} ms {:>12.0} {:>9.0}  ok (checksum {:.4})",
-            d.name,
-            s.tasks,
-            s.wall.as_secs_f64() * 1e3,
-            s.tasks as f64 / s.wall.as_secs_f64(),
-            s.wall.as_nanos() as f64 / s.tasks.max(1) as f64,
-            d.checksum
-        )?;
-        let per: Vec<String> = s.per_kernel.iter().map(|(k, n)| format!("{k} {n}")).collect();
-        crate::stdout::outln!("{:<16} per kernel: {}", "", per.join(", "))?;
-    }
-    if done.len() > 1 {
-        crate::stdout::outln!(
-            "{:<16} {:>8} {:>8.1} ms {:>12.0}",
-            "total",
-            tasks,
-            wall.as_secs_f64() * 1e3,
-            tasks as f64 / wall.as_secs_f64()
-        )?;
-    }
-    Ok(())
-}
-
-/// The line about the native profile a run wrote while it ran: its size, chunks and records.
-fn print_native(p: &WrittenProfile) -> anyhow::Result<()> {
-    let Some(n) = &p.native else { return Ok(()) };
-    let s = n.sealed;
-    crate::stdout::outln!(
-        "dfx: native profile {}: {:.1} MB, {} chunks, {} records",
-        n.path.display(),
-        s.bytes as f64 / 1e6,
-        s.chunks,
-        s.records
-    )
-}
-
-/// The lines about a profile just written: files, records, loss, rates, and the traces.
-fn print_profile(p: &WrittenProfile, traces: bool, chrome: bool) -> anyhow::Result<()> {
-    print_native(p)?;
-    if !p.runs.is_empty() {
-        return print_session(p, traces);
-    }
-    let (report, model, dir) = (&p.report, &p.model, &p.dir);
-    let (produced, collected, dropped) = model.loss.totals();
-    if report.files.is_empty() {
-        // The native profile alone.
-        crate::stdout::outln!(
-            "dfx: lanes, DepGen's and ArgsDump's in 8-byte words: {produced} produced, \
-             {collected} collected, {dropped} dropped, {:?}",
-            model.loss.policy
-        )?;
-        return print_no_scopes(model);
-    }
-    let files = report.files.len() - usize::from(traces) - usize::from(chrome);
-    crate::stdout::outln!(
-        "dfx: {} in {} ({} records; lanes, DepGen's in 8-byte words: {produced} \
-         produced, {collected} collected, {dropped} dropped, {:?})",
-        output::views::plural(files as u64, "file", "files"),
-        dir.display(),
-        report.records,
-        model.loss.policy
-    )?;
-    crate::stdout::outln!(
-        "dfx: wrote {:.1} MB of files in {:.3} s ({:.0} records/s, {:.1} bytes/record){}",
-        (report.bytes - report.trace_bytes()) as f64 / 1e6,
-        report.files_elapsed.as_secs_f64(),
-        report.records_per_sec(),
-        report.bytes_per_record(),
-        if traces {
-            format!(", traces in {:.3} s", report.traces_elapsed.as_secs_f64())
-        } else {
-            String::new()
-        }
-    )?;
-    print_no_scopes(model)?;
-    if traces {
-        print!("{}", crate::trace::summary(dir, report));
-    }
-    Ok(())
-}
-
-/// The line saying the scope statistics recorded no scope, when they did not (from the records,
-/// or, for a model of the loss accounting alone, from the ScopeStats lanes' counts).
-fn print_no_scopes(model: &ferry_profile::RunModel) -> anyhow::Result<()> {
-    let none = match &model.scopes {
-        Some(sc) => sc.records.is_empty(),
-        None => {
-            let scope = Some(ferry_profile::Subsystem::ScopeStats);
-            let mut lanes = model.loss.lanes.iter().filter(|l| l.subsystem == scope).peekable();
-            lanes.peek().is_some() && lanes.all(|l| l.produced == 0)
-        }
-    };
-    if none {
-        crate::stdout::outln!(
-            "dfx: scope_stats recorded no scope: the graph opened none (nothing to plot)"
-        )?;
-    }
-    Ok(())
-}
-
-/// The lines about a session over several runs: one per run (its directory, records and loss
-/// accounting, which reconciles per run), then the write's rate.
-fn print_session(p: &WrittenProfile, traces: bool) -> anyhow::Result<()> {
-    if p.report.files.is_empty() {
-        // The native profile alone: each run is read as `DIR/run-NNN` from it.
-        crate::stdout::outln!(
-            "dfx: {} runs in one session, read as {}/run-NNN from its native profile",
-            p.runs.len(),
-            p.dir.display()
-        )?;
-        for r in &p.runs {
-            let (produced, collected, dropped) = r.model.loss.totals();
-            let name =
-                r.dir.file_name().map_or_else(String::new, |n| n.to_string_lossy().into_owned());
-            crate::stdout::outln!(
-                "dfx: {name}: {produced} produced, {collected} collected, {dropped} dropped{}",
-                if r.model.loss.reconciles() { "" } else { " (does NOT reconcile)" }
-            )?;
-        }
-        return Ok(());
-    }
-    crate::stdout::outln!(
-        "dfx: {} runs in one session, each in a directory of {} with its own files{} (runs listed in {})",
-        p.runs.len(),
-        p.dir.display(),
-        if traces { " and trace" } else { "" },
-        output::RUNS_FILE
-    )?;
-    for r in &p.runs {
-        let (produced, collected, dropped) = r.model.loss.totals();
-        let name = r.dir.file_name().map_or_else(String::new, |n| n.to_string_lossy().into_owned());
-        crate::stdout::outln!(
-            "dfx: {name}: {} records; {produced} produced, {collected} collected, {dropped} dropped{}",
-            r.report.records,
-            if r.model.loss.reconciles() { "" } else { " (does NOT reconcile)" }
-        )?;
-    }
-    let report = &p.report;
-    crate::stdout::outln!(
-        "dfx: wrote {:.1} MB in {:.3} s ({:.0} records/s){}",
-        report.bytes as f64 / 1e6,
-        (report.files_elapsed + report.traces_elapsed).as_secs_f64(),
-        report.records_per_sec(),
-        if traces {
-            format!(", traces in {:.3} s", report.traces_elapsed.as_secs_f64())
-        } else {
-            String::new()
-        }
-    )?;
-    Ok(())
 }
 
 /// The write phase's progress bar: hidden for the first second (most writes are done by then),

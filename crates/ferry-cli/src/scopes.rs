@@ -83,11 +83,7 @@ pub(crate) fn execute(a: &ScopesArgs) -> anyhow::Result<String> {
 }
 
 pub(crate) fn run(a: &ScopesArgs) -> anyhow::Result<()> {
-    let text = {
-        let _progress = crate::progress::start("scopes", "");
-        execute(a)?
-    };
-    crate::stdout::print(&text)
+    crate::stdout::print(&ferry_profile::progress::run("scopes", || execute(a))?)
 }
 
 #[cfg(test)]

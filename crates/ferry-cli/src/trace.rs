@@ -3,9 +3,7 @@
 use std::path::PathBuf;
 
 use clap::Args;
-use ferry_profile::{
-    self as output, Needs, Opened, WriteOptions, WriteReport, Written, CHROME_FILE, PERFETTO_FILE,
-};
+use ferry_profile::{self as output, Needs, Opened, WriteOptions, Written};
 
 #[derive(Debug, Args)]
 pub(crate) struct TraceArgs {
@@ -36,7 +34,7 @@ pub(crate) fn execute(a: &TraceArgs) -> anyhow::Result<String> {
         }
         Opened::Run(r) => (*r, None),
     };
-    crate::progress::step("writing the traces");
+    ferry_profile::progress::step("writing the traces");
     let out = a.out.clone().unwrap_or_else(|| a.dir.clone());
     // Traces only: the run's own files (perhaps the original runtime's) stay as they are.
     let opts = WriteOptions { files: false, traces: true, chrome: a.chrome_json, progress: None };
@@ -64,7 +62,7 @@ pub(crate) fn execute(a: &TraceArgs) -> anyhow::Result<String> {
         });
         return Ok(format!("{}\n", serde_json::to_string_pretty(&v)?));
     }
-    let mut s = summary(&out, &report);
+    let mut s = report.traces_text(&out);
     let line = ferry_profile::Subsystem::no_records_line(&model.no_records());
     if !line.is_empty() {
         s += &format!("{line}\n");
@@ -72,45 +70,15 @@ pub(crate) fn execute(a: &TraceArgs) -> anyhow::Result<String> {
     Ok(s)
 }
 
-/// What `ferry trace` (and `ferry run` with the swimlane on) prints about the traces of `report`.
-pub(crate) fn summary(dir: &std::path::Path, report: &WriteReport) -> String {
-    let t = report.trace.clone().unwrap_or_default();
-    let mut s = format!(
-        "{}: {}, {}, {}\n",
-        dir.join(PERFETTO_FILE).display(),
-        ferry_profile::views::plural(t.tracks as u64, "track", "tracks"),
-        ferry_profile::views::plural(t.slices as u64, "slice", "slices"),
-        ferry_profile::views::plural(t.counters as u64, "counter value", "counter values"),
-    );
-    // The tracks that held nothing are not in the trace: named in one line.
-    if !t.empty.is_empty() {
-        const SHOWN: usize = 6;
-        let more = t.empty.len().saturating_sub(SHOWN);
-        let tail = if more > 0 { format!(", … ({more} more)") } else { String::new() };
-        s += &format!(
-            "  not drawn, nothing recorded: {}: {}{tail}\n",
-            ferry_profile::views::plural(t.empty.len() as u64, "track", "tracks"),
-            t.empty[..t.empty.len().min(SHOWN)].join(", ")
-        );
-    }
-    if report.paths().any(|p| p.ends_with(CHROME_FILE)) {
-        s += &format!("{}: Chrome JSON\n", dir.join(CHROME_FILE).display());
-    }
-    s
-}
-
 pub(crate) fn run(a: &TraceArgs) -> anyhow::Result<()> {
-    let text = {
-        let _progress = crate::progress::start("trace", "");
-        execute(a)?
-    };
-    crate::stdout::print(&text)
+    crate::stdout::print(&ferry_profile::progress::run("trace", || execute(a))?)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::testdir::sample_dir;
+    use ferry_profile::{CHROME_FILE, PERFETTO_FILE};
 
     #[test]
     fn writes_the_perfetto_trace_and_the_chrome_json_when_asked() {

@@ -30,7 +30,7 @@ fn session(
 ) -> anyhow::Result<String> {
     let report = crate::report::session_of(runs, &opened, None);
     let text = report.text(&a.dir.display().to_string(), None);
-    crate::progress::step("drawing the page");
+    ferry_profile::progress::step("drawing the page");
     let mut models = Vec::with_capacity(opened.len());
     let mut first = None;
     for r in opened {
@@ -73,9 +73,9 @@ pub(crate) fn execute(a: &ViewArgs) -> anyhow::Result<String> {
         Opened::Session(runs, opened) => return session(a, &runs, opened),
         Opened::Run(r) => *r,
     };
-    crate::progress::step("drawing the page");
+    ferry_profile::progress::step("drawing the page");
     let page = views::swimlane_html_of(&r.run, r.failure());
-    crate::progress::step(format!("writing the page ({:.1} MB)", page.len() as f64 / 1e6));
+    ferry_profile::progress::step(format!("writing the page ({:.1} MB)", page.len() as f64 / 1e6));
     let out = match &a.out {
         Some(p) => {
             crate::analysis::write_output(&r, p, page.as_bytes())?;
@@ -102,11 +102,7 @@ pub(crate) fn execute(a: &ViewArgs) -> anyhow::Result<String> {
 }
 
 pub(crate) fn run(a: &ViewArgs) -> anyhow::Result<()> {
-    let text = {
-        let _progress = crate::progress::start("view", "");
-        execute(a)?
-    };
-    crate::stdout::print(&text)
+    crate::stdout::print(&ferry_profile::progress::run("view", || execute(a))?)
 }
 
 #[cfg(test)]

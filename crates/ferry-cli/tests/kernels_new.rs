@@ -142,6 +142,33 @@ fn a_scaffolded_library_builds_outside_the_workspace_and_runs() {
     assert!(text(&o).contains("kernel panicked: x is too short at src/lib.rs:"), "{}", text(&o));
 }
 
+#[test]
+fn a_scaffolded_orchestration_library_builds_outside_the_workspace_and_runs() {
+    let _bound = ferry_watchdog::bound(
+        "cargo building the scaffolded orchestration library and the ferry binary running it",
+    );
+    let crates = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let tmp = Tmp(std::env::temp_dir().join(format!("ferry-orch-new-{}", std::process::id())));
+    let _ = std::fs::remove_dir_all(&tmp.0);
+    copy_dir(&crates.join("ferry-kernel-abi"), &tmp.0.join("ferry-kernel-abi"));
+    let abi = tmp.0.join("ferry-kernel-abi");
+    let new = ["kernels", "new", "my-orch", "--orchestration", "--kernel-abi"];
+    let o = ferry(&tmp.0, &[&new[..], &[abi.to_str().unwrap()]].concat());
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(text(&o).contains("--orchestration target/release/libmy_orch.so"), "{}", text(&o));
+    let lib_dir = tmp.0.join("my-orch");
+    cargo(&lib_dir, &["build", "--offline", "--quiet"]);
+    let so = lib_dir.join("target/debug/libmy_orch.so");
+    assert!(so.is_file(), "{} missing", so.display());
+    for variant in ["device", "host"] {
+        let run = ["run", "--orchestration", so.to_str().unwrap(), "--variant", variant];
+        let o = ferry(&lib_dir, &[&run[..], &["--workload", "workload.toml"]].concat());
+        let t = text(&o);
+        assert!(o.status.success(), "{variant}: {t}");
+        assert!(t.contains(", 15 tasks,") && t.contains("ok (checksum"), "{variant}: {t}");
+    }
+}
+
 /// `x` shorter than the output, in four blocks.
 const SHORT: &str = r#"[workload]
 name = "short"

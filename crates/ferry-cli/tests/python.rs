@@ -1,8 +1,10 @@
 //! The Python package's own test suite (python/tests, pytest) as part of `cargo test`: a venv
 //! under target/, the package built into it by maturin from python/ (`pip install ./python`, as
 //! docs/python.md says, in the debug profile so it reuses this build's crates) and pytest run on
-//! it, with this build's `ferry` (for `ferry report --json`) and the faulty-kernels library (for
-//! a kernel fault). Where python3, its venv module or the packages cannot be had, the test
+//! it, with this build's `ferry` (for `ferry report --json`), the faulty-kernels library (for
+//! a kernel fault), the C template library built with `make` (a kernel library in C) and the
+//! decode step's orchestration in C++ (`make`) and in Rust (cargo). Where
+//! python3, its venv module or the packages cannot be had, the test
 //! prints why and passes, unless `FERRY_REQUIRE_TEST_TOOLS=1` (set by `.ci/run`).
 mod common;
 #[path = "../../ferry-runtime/tests/support/template.rs"]
@@ -12,7 +14,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::Duration;
 
-use common::{need, runs};
+use common::{make_decode_cpp, need, runs};
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
@@ -68,12 +70,34 @@ fn the_python_package_builds_and_its_pytest_suite_passes() {
         "pip install ./python",
     );
     assert!(o.status.success(), "pip install ./python failed:\n{}", text(&o));
+    // The C template, built by make alone into the target directory (the checkout is untouched).
+    let c_lib = Path::new(env!("CARGO_TARGET_TMPDIR")).join("libferry_kernel_template_c.so");
     let o = output(
-        Command::new(&py)
-            .args(["-m", "pytest", "-q", "-p", "no:cacheprovider", "python/tests"])
+        Command::new("make")
+            .arg("-C")
+            .arg(root().join("examples/kernel-template-c"))
+            .arg(format!("LIB={}", c_lib.display()))
+            .arg("-B"),
+        "make",
+    );
+    assert!(o.status.success(), "make could not build the C template:\n{}", text(&o));
+    // The C++ decode step, by make alone, beside it; the Rust one by cargo, to compare with.
+    // Without a C++ compiler (where that may be skipped) its tests are left out, said above.
+    let cpp_dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("decode-cpp");
+    let cpp_decode = make_decode_cpp(test, &cpp_dir);
+    let mut pytest = Command::new(&py);
+    pytest.args(["-m", "pytest", "-q", "-p", "no:cacheprovider", "python/tests"]);
+    match &cpp_decode {
+        Some(lib) => pytest.env("FERRY_CPP_DECODE", lib),
+        None => pytest.arg("--ignore=python/tests/test_orchestration.py"),
+    };
+    let o = output(
+        pytest
             .current_dir(root())
             .env("FERRY_BIN", env!("CARGO_BIN_EXE_ferry"))
             .env("FERRY_FAULTY_KERNELS", template::faulty_lib())
+            .env("FERRY_C_KERNELS", &c_lib)
+            .env("FERRY_RUST_DECODE", template::decode_lib())
             // Every test of the suite runs here: a skipped one is a failure.
             .env("FERRY_REQUIRE_TEST_TOOLS", "1"),
         "pytest",

@@ -287,3 +287,58 @@ fn diff_states_setup_differences_first() {
     assert!(!same.contains("set up differently"), "{same}");
     let _ = std::fs::remove_dir_all(&d);
 }
+
+/// The README's storm with all five subsystems: `ferry report` fits in 40 lines, whatever the
+/// host's load did to the lanes' waits, and loses nothing on the way: every kernel and every
+/// core that ran is on its line, the lanes that say nothing are counted, and every lane that
+/// waited or lost records is a row or counted with the other waiters.
+#[test]
+fn the_storms_report_fits_in_40_lines_and_folds_only_what_says_nothing() {
+    let _bound = ferry_watchdog::bound("the ferry processes");
+    let d = tmp("storm");
+    let out = d.join("run");
+    let o = out.to_str().unwrap();
+    ok(&["run", "--example", "storm", "--swimlane", "4", "--pmu", "2", "--dep-gen"]
+        .into_iter()
+        .chain(["--dump-args", "3", "--scope-stats", "--out", o])
+        .collect::<Vec<_>>());
+    let t = ok(&["report", o]);
+    let v = ok_json(&["report", o, "--json"]);
+    assert!(t.lines().count() <= 40, "{} lines:\n{t}", t.lines().count());
+    assert!(t.lines().nth(1).unwrap().starts_with("verdict: "), "{t}");
+    for k in v["kernels"].as_array().unwrap() {
+        let name = k["kernel"].as_str().unwrap();
+        assert!(t.contains(&format!("\n  {name} ")), "kernel {name} missing:\n{t}");
+    }
+    for c in v["cores"].as_array().unwrap().iter().filter(|c| c["blocks"].as_u64() > Some(0)) {
+        let busy = format!("{:.1}%", c["utilisation"].as_f64().unwrap() * 100.0);
+        let at = t.find(&format!("core{:<3} ", c["core"])).expect("a core that ran has its entry");
+        assert!(t[at..].lines().next().unwrap().contains(&busy), "core {}: {busy}\n{t}", c["core"]);
+    }
+    let lanes = v["loss"]["lanes"].as_array().unwrap();
+    let quiet = |l: &&Value| {
+        l["dropped"] == 0 && l["stall_cycles"] == 0 && l["reconciles"].as_bool() == Some(true)
+    };
+    let loud: Vec<&Value> = lanes.iter().filter(|l| !quiet(l)).collect();
+    let table = &t[t.find("\nLoss and stalls").expect("the loss table")..];
+    let rows = loud
+        .iter()
+        .filter(|l| table.contains(&format!("\n  {} ", l["lane"].as_str().unwrap())))
+        .count();
+    let folded = table
+        .lines()
+        .find(|l| l.contains("waited too"))
+        .map_or(0, |l| l.split_whitespace().next().unwrap().parse::<usize>().unwrap());
+    assert_eq!(rows + folded, loud.len(), "{table}");
+    let n_quiet = lanes.len() - loud.len();
+    if n_quiet > 0 {
+        let which = if loud.is_empty() {
+            format!("all {n_quiet} lanes")
+        } else {
+            format!("{n_quiet} other lanes")
+        };
+        assert!(table.contains(&format!("  {which}: every record collected")), "{table}");
+    }
+    assert!(table.contains("reconcile ok") && table.contains("dropped 0"), "{table}");
+    let _ = std::fs::remove_dir_all(&d);
+}

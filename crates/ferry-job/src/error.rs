@@ -3,6 +3,7 @@ use std::fmt;
 use std::path::PathBuf;
 
 use ferry_profile::RunDirError;
+use ferry_runtime::host::crash::CrashGuardError;
 use ferry_runtime::host::profile::ProfileError;
 use ferry_runtime::host::KernelLoadError;
 use ferry_runtime::RunnerError;
@@ -171,6 +172,21 @@ pub enum JobError {
         #[source]
         source: KernelLoadError,
     },
+    /// An orchestration library did not load, or has no function the workload names.
+    #[error("orchestration library {}", path.display())]
+    Orchestration {
+        /// The library.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: ferry_runtime::host::OrchLoadError,
+    },
+    /// The workload's graph is an orchestration function and no library was given.
+    #[error("the workload's graph is orchestration function `{function}`: pass its library with --orchestration LIB.so")]
+    NoOrchestration {
+        /// The function the workload names.
+        function: String,
+    },
     /// The workload file is refused.
     #[error(transparent)]
     Workload(#[from] ferry_workload::WorkloadError),
@@ -228,6 +244,13 @@ pub enum JobError {
     /// The runner could not be torn down.
     #[error("finishing the runner")]
     Finalize(#[source] RunnerError),
+    /// The crash guard could not be armed (another is armed in this process, or its handlers
+    /// could not be installed).
+    #[error("preparing for a kernel that ends the process")]
+    CrashGuard(#[source] CrashGuardError),
+    /// The run's end record could not be created or removed.
+    #[error("the run's end record")]
+    EndRecord(#[source] ferry_fs::FsError),
 }
 
 impl JobError {

@@ -3,18 +3,21 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use ferry_profile::recorder::FsyncPolicy;
+use ferry_profile::run_end::RUN_END_FILE;
 use ferry_profile::{
     FailedTask, RunDir, ScopeLabel, ScopeNames, SummaryJson, WriteOptions, WriteProgress,
 };
 use ferry_runtime::examples::{Example, ExampleRun, Size};
+use ferry_runtime::host::crash::CrashGuard;
 use ferry_runtime::host::dfx::DfxOptions;
 use ferry_runtime::host::profile::{
     claim_run_dir, example_summary, run_profiled, run_summary, workload_summary, ProfileTarget,
     ProfiledRun, RunFault,
 };
 use ferry_runtime::host::{
-    Callable, DeviceRunner, KernelRegistry, LaunchPath, LoadMethod, RepeatError, RepeatReport,
-    RunArgs, RunOutput, RunnerConfig, Variant,
+    Callable, DeviceRunner, KernelRegistry, LaunchPath, LoadMethod, LoadedOrchLibrary, RepeatError,
+    RepeatReport, RunArgs, RunOutput, RunnerConfig, Variant,
 };
 use ferry_runtime::{DeviceFault, RunError};
 use ferry_sim::Arch;
@@ -58,6 +61,7 @@ enum Source {
 pub struct Job {
     source: Source,
     kernels: Vec<PathBuf>,
+    orchestration: Option<PathBuf>,
     config: RunnerConfig,
     variant: Variant,
     small: bool,
@@ -69,6 +73,8 @@ pub struct Job {
     repeat: u32,
     warmup: u32,
     command: Vec<String>,
+    crash_guard: bool,
+    fsync: FsyncPolicy,
 }
 
 impl std::fmt::Debug for Job {
@@ -81,6 +87,7 @@ impl std::fmt::Debug for Job {
         f.debug_struct("Job")
             .field("source", &source)
             .field("kernels", &self.kernels)
+            .field("orchestration", &self.orchestration)
             .field("config", &self.config)
             .field("variant", &self.variant)
             .field("dfx", &self.dfx)
@@ -96,6 +103,7 @@ impl Job {
         Job {
             source,
             kernels: Vec::new(),
+            orchestration: None,
             config: RunnerConfig::default_for(Arch::A2a3),
             variant: Variant::DeviceOrchestrated,
             small: false,
@@ -107,6 +115,8 @@ impl Job {
             repeat: 1,
             warmup: 0,
             command: std::env::args().collect(),
+            crash_guard: false,
+            fsync: FsyncPolicy::Never,
         }
     }
 
@@ -188,6 +198,13 @@ impl Job {
         self
     }
 
+    /// The orchestration library whose function a workload's `[orchestration]` names
+    /// (`docs/orchestration.md`), loaded after the kernel libraries.
+    pub fn orchestration(mut self, library: impl Into<PathBuf>) -> Job {
+        self.orchestration = Some(library.into());
+        self
+    }
+
     /// The DFX subsystems to collect (needs [`Job::out`]).
     pub fn dfx(mut self, dfx: DfxOptions) -> Job {
         self.dfx = dfx;
@@ -243,6 +260,24 @@ impl Job {
         self
     }
 
+    /// Arm a crash guard while the graphs run (default off): a kernel that ends the process
+    /// (a fatal signal, `exit()`) writes the run's end record into the run's directory and
+    /// names its kernel, task and core on stderr; `exit()` during the run exits with
+    /// `ferry_runtime::host::crash::EXIT_DURING_RUN`. It installs process-wide signal handlers
+    /// for the run's length: for a process of its own (the `ferry` command), not for a host
+    /// that has its own (an interpreter).
+    pub fn crash_guard(mut self, on: bool) -> Job {
+        self.crash_guard = on;
+        self
+    }
+
+    /// When the native profile's sealed chunks are forced to the disk (default: never while
+    /// the run runs; the file is synced once at its end).
+    pub fn fsync(mut self, policy: FsyncPolicy) -> Job {
+        self.fsync = policy;
+        self
+    }
+
     /// The runner configuration the job runs with.
     pub fn runner_config(&self) -> &RunnerConfig {
         &self.config
@@ -265,7 +300,10 @@ impl Job {
         // Before the chip starts: a malformed workload costs nothing (a name only a library
         // defines is checked again once the libraries are loaded).
         if let (Source::Workload(file), true) = (&self.source, self.kernels.is_empty()) {
-            Workload::load(file, &KernelRegistry::new(), self.small)?;
+            let wl = Workload::load(file, &KernelRegistry::new(), self.small)?;
+            if let (Some(f), None) = (wl.orchestration_function(), &self.orchestration) {
+                return Err(JobError::NoOrchestration { function: f.into() });
+            }
         }
         // Before the chip starts: a directory the run cannot own must not cost the run.
         let mut run_dir = match &self.out {
@@ -290,7 +328,16 @@ impl Job {
                 .map_err(|source| JobError::Kernels { path: path.clone(), source })?;
             obs.kernels_loaded(path, &added);
         }
-        let cases = self.cases(&runner, obs)?;
+        let library = match &self.orchestration {
+            Some(path) => Some(
+                runner
+                    .load_orchestration_file(path)
+                    .map_err(|source| JobError::Orchestration { path: path.clone(), source })?,
+            ),
+            None => None,
+        };
+        let cases = self.cases(&runner, obs, library.as_ref())?;
+        let guard = self.arm(&runner, run_dir.as_mut())?;
         let several = cases.len() > 1;
         let mut done = Vec::with_capacity(cases.len());
         for (id, case) in cases.iter().enumerate() {
@@ -298,11 +345,13 @@ impl Job {
             match self.run_case(&mut runner, obs, id as u32, case, run_dir.as_mut(), sub) {
                 Ok(c) => done.push(c),
                 Err(e) => {
+                    disarm(guard, run_dir.as_mut())?;
                     let e = self.fail(run_dir.take(), obs, e)?;
                     return Err(e);
                 }
             }
         }
+        disarm(guard, run_dir.as_mut())?;
         let summary = match run_dir {
             Some(rd) => Some(self.finish(rd, &cases, &done)?),
             None => None,
@@ -315,6 +364,30 @@ impl Job {
             config: self.config,
             variant: self.variant,
         })
+    }
+
+    /// Arms the crash guard when asked: its end record is created empty in the run's directory
+    /// (through its handle; listed in the incomplete manifest, so the next run removes it), and
+    /// the runner's kernels are named for it.
+    fn arm(
+        &self,
+        runner: &DeviceRunner,
+        run_dir: Option<&mut RunDir>,
+    ) -> Result<Option<CrashGuard>, JobError> {
+        if !self.crash_guard {
+            return Ok(None);
+        }
+        let (record, note) = match run_dir {
+            Some(rd) => {
+                let out = rd.begun().map_err(JobError::RunDir)?;
+                let f = out.dir().create_new(RUN_END_FILE).map_err(JobError::EndRecord)?;
+                let dir = out.path().display().to_string();
+                (Some(f), format!("; `ferry report {dir}` reads what the run sealed"))
+            }
+            None => (None, String::new()),
+        };
+        let names = runner.kernels().kernels().into_iter().map(|k| (k.id, k.name));
+        CrashGuard::arm(record, names, &note).map(Some).map_err(JobError::CrashGuard)
     }
 
     /// The options that are refused before anything starts.
@@ -347,7 +420,12 @@ impl Job {
     }
 
     /// The cases to run, built for the runner (a workload is checked against its kernels).
-    fn cases(&self, runner: &DeviceRunner, obs: &dyn Observer) -> Result<Vec<Case>, JobError> {
+    fn cases(
+        &self,
+        runner: &DeviceRunner,
+        obs: &dyn Observer,
+        library: Option<&Arc<LoadedOrchLibrary>>,
+    ) -> Result<Vec<Case>, JobError> {
         let size = if self.small { Size::Small } else { Size::Full };
         Ok(match &self.source {
             Source::Examples(list) => list
@@ -368,21 +446,44 @@ impl Job {
                 let registry = runner.kernel_registry();
                 let wl = Workload::load(file, &*registry, self.small)?;
                 let args = wl.run_args()?;
+                // An orchestration function's task count is what its host reference submits.
+                let tasks = library
+                    .and_then(|l| wl.function_tasks(&*registry, l))
+                    .unwrap_or_else(|| wl.tasks());
                 obs.graph_ready(&GraphReady {
                     kind: CaseKind::Workload,
                     name: wl.name(),
                     file: Some(file),
-                    tasks: wl.tasks(),
+                    tasks,
                     config: &self.config,
                     variant: self.variant,
                 });
+                let callable = match (wl.orchestration_function(), library) {
+                    (None, _) => wl.callable(self.variant),
+                    (Some(f), None) => {
+                        return Err(JobError::NoOrchestration { function: f.into() })
+                    }
+                    (Some(_), Some(lib)) => {
+                        wl.library_callable(lib, self.variant).map_err(|source| {
+                            JobError::Orchestration {
+                                path: self.orchestration.clone().unwrap_or_default(),
+                                source,
+                            }
+                        })?
+                    }
+                };
                 vec![Case {
                     kind: CaseKind::Workload,
                     name: wl.name().to_string(),
-                    callable: wl.callable(self.variant),
+                    callable,
                     args,
-                    tasks: wl.tasks(),
-                    check: Check::Workload { wl: Box::new(wl), file: file.clone(), registry },
+                    tasks,
+                    check: Check::Workload {
+                        wl: Box::new(wl),
+                        file: file.clone(),
+                        registry,
+                        library: library.cloned(),
+                    },
                 }]
             }
             Source::Graph { name, callable, args, check } => {
@@ -433,7 +534,8 @@ impl Job {
                 ProfileTarget::in_run_dir(rd, sub, &case.name, write)
                     .map_err(|e| JobError::DfxStart(Box::new(e)))?
                     .with_scope_names(case.scope_names())
-                    .with_warmup(self.warmup),
+                    .with_warmup(self.warmup)
+                    .with_fsync(self.fsync),
             ),
             _ => None,
         };
@@ -657,6 +759,18 @@ impl Job {
     }
 }
 
+/// The graphs ran (well or not) without ending the process: the crash guard is disarmed and
+/// its empty end record removed, before the manifest is committed.
+fn disarm(guard: Option<CrashGuard>, run_dir: Option<&mut RunDir>) -> Result<(), JobError> {
+    let Some(guard) = guard else { return Ok(()) };
+    drop(guard);
+    if let Some(rd) = run_dir {
+        let out = rd.begun().map_err(JobError::RunDir)?;
+        out.dir().remove_file(RUN_END_FILE).map_err(JobError::EndRecord)?;
+    }
+    Ok(())
+}
+
 /// The kernel of a kernel fault, named from the runner's registry and (for a workload) the
 /// task's line in the file.
 fn name_kernel(e: &RunError, runner: &DeviceRunner, case: &Case) -> Option<FailedKernel> {
@@ -703,7 +817,12 @@ impl Case {
 /// How a case's output is checked.
 enum Check {
     Example(Box<ExampleRun>),
-    Workload { wl: Box<Workload>, file: PathBuf, registry: Arc<KernelRegistry> },
+    Workload {
+        wl: Box<Workload>,
+        file: PathBuf,
+        registry: Arc<KernelRegistry>,
+        library: Option<Arc<LoadedOrchLibrary>>,
+    },
     Graph(Option<OutputCheck>),
 }
 
@@ -712,8 +831,8 @@ impl Check {
     fn verify(&self, out: &RunOutput) -> Result<f64, String> {
         match self {
             Check::Example(run) => run.verify(out).map_err(|e| e.to_string()),
-            Check::Workload { wl, registry, .. } => {
-                wl.verify(out, &**registry).map_err(|e| e.to_string())
+            Check::Workload { wl, registry, library, .. } => {
+                wl.verify_with(out, &**registry, library.as_deref()).map_err(|e| e.to_string())
             }
             Check::Graph(Some(f)) => f(out),
             Check::Graph(None) => Ok(0.0),

@@ -40,12 +40,17 @@ mod error;
 mod job;
 mod observer;
 pub mod scaffold;
+mod text;
 
 use std::path::Path;
 
 pub use error::{CaseKind, FailedKernel, JobError, RunFailure};
 pub use job::{CaseOutcome, Job, JobOutcome, OutputCheck, ProfileLocation};
 pub use observer::{GraphReady, JobStart, Observer, Quiet};
+pub use text::{
+    device_line, variant_name, LoadedLibrary, NextSteps, OutcomeTable, ProfileWriteLines,
+    RepeatLine,
+};
 
 use ferry_profile::analysis::{self, Diff, Report};
 use ferry_profile::{Needs, OpenError, OpenedRun, RunModel};
@@ -94,14 +99,17 @@ pub struct CheckedWorkload {
     pub loaded: Vec<(std::path::PathBuf, Vec<ferry_runtime::host::RegisteredKernel>)>,
 }
 
-/// Installs both AICPU programs into `runner`'s preinstalled directory: method 1's out-of-band
-/// step, before any callable loads one. [`Job`] does it itself for a configuration on method 1.
+/// Installs both AICPU programs of `runner`'s configuration
+/// ([`RunnerConfig::programs`](ferry_runtime::host::RunnerConfig::programs)) into its
+/// preinstalled directory: method 1's out-of-band step, before any callable loads one. [`Job`]
+/// does it itself for a configuration on method 1.
 ///
 /// # Errors
 /// [`JobError::Preinstall`].
 pub fn install_preinstalled(runner: &ferry_runtime::host::DeviceRunner) -> Result<(), JobError> {
     let os = runner.device().aicpu_os();
-    for p in [&ferry_programs::AICPU_DEVICE_ORCHESTRATED, &ferry_programs::AICPU_HOST_BUILT_GRAPH] {
+    let programs = runner.config().programs;
+    for p in [programs.device_orchestrated, programs.host_built_graph] {
         os.install_preinstalled(&ferry_launch::loader::Loader::preinstalled_name(p.name), p.bytes)
             .map_err(|source| JobError::Preinstall { program: p.name, source })?;
     }

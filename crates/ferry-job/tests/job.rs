@@ -1,5 +1,6 @@
 //! The job API end to end: typed outcomes and typed errors (a kernel fault naming its kernel,
-//! library, task and workload line; a kernel library of another ABI version; the options and
+//! library, task and workload line; a kernel library of another ABI version; a device program
+//! of another launch ABI; the options and
 //! directories refused before the chip starts), an in-memory graph with its check, and what an
 //! observer hears.
 #[path = "../../ferry-runtime/tests/support/template.rs"]
@@ -9,14 +10,16 @@ use std::cell::RefCell;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use ferry_abi::services::STATUS_ABI_VERSION_MISMATCH;
 use ferry_job::{CaseKind, Job, JobError, Observer, Profile};
 use ferry_launch::loader::LoadError;
 use ferry_profile::{Manifest, ManifestError, RunDirError, RunOutcome};
+use ferry_programs::{Program, ProgramKind};
 use ferry_runtime::device::task::{Orchestrate, Task, TensorId};
 use ferry_runtime::examples::Example;
 use ferry_runtime::host::dfx::DfxOptions;
 use ferry_runtime::host::{Callable, KernelLoadError, RunArgs, TensorInit, Variant};
-use ferry_runtime::{DeviceFault, KernelFault, SubmitError};
+use ferry_runtime::{DeviceFault, KernelFault, LaunchFailure, RunError, SubmitError};
 
 fn scratch(tag: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("ferry-job-{tag}-{}", std::process::id()));
@@ -112,6 +115,36 @@ fn a_kernel_library_of_another_abi_version_is_a_typed_load_error() {
         other => panic!("expected the ABI mismatch, got {other:?}"),
     }
     let _ = std::fs::remove_dir_all(&d);
+}
+
+#[test]
+fn a_device_program_of_another_launch_abi_fails_the_run_with_a_typed_abi_mismatch() {
+    let _bound = ferry_watchdog::bound("the job's run");
+    // The device-orchestrated program, built as if against the next launch ABI: it loads,
+    // reports its identity and takes the callable, then refuses the run's `KernelArgs`.
+    let bytes: &'static [u8] =
+        Box::leak(std::fs::read(template::skewed_aicpu_program()).unwrap().into_boxed_slice());
+    let skewed: &'static Program = Box::leak(Box::new(Program {
+        name: "skewed-launch-abi",
+        package: "ferry-skewed-aicpu-program",
+        kind: ProgramKind::Aicpu,
+        bytes,
+        fingerprint: ferry_abi::services::fingerprint(bytes),
+        build_id: 0,
+    }));
+    let e = Job::example(Example::Vector)
+        .small(true)
+        .configure(|c| c.programs.device_orchestrated = skewed)
+        .run()
+        .expect_err("the program refuses this launch ABI");
+    let JobError::Run { kind, case, failure, profile: None } = &e else { panic!("{e:?}") };
+    assert_eq!((*kind, case.as_str()), (CaseKind::Example, "vector"));
+    assert!(failure.kernel.is_none(), "{failure:?}");
+    let RunError::Launch(LaunchFailure::Program(load)) = &failure.error else {
+        panic!("expected the AICPU program's refusal, got {:?}", failure.error)
+    };
+    let LoadError::AbiMismatch { entry, status } = &**load else { panic!("{load:?}") };
+    assert_eq!((entry.as_str(), *status), ("ferry_aicpu_exec", STATUS_ABI_VERSION_MISMATCH));
 }
 
 #[test]

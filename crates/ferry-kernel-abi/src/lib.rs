@@ -15,6 +15,7 @@
 //! | the raw records ([`KernelLibraryDesc`], [`KernelEntry`], [`DeviceCall`], [`HostCall`]) and the loader's checks | [`kernel_lib`], re-exported at the root |
 //! | [`DeviceServices`], `STATUS_*` | [`services`]: the AICPU OS's services table every loaded program receives, and the status codes its entries return |
 //! | [`DType`] | the scalar and element types, by code, and their conversions (f16 and bf16 round to nearest, ties to even) |
+//! | [`orch_lib`] / [`orch`] / [`orchestration_library!`] | orchestration libraries: the records and table of the orchestration ABI ([`ORCH_LIB_ABI_VERSION`]), and the safe layer (`Orch`, `TaskSpec`, `View`) a function is written in |
 //! | [`layout`] | typed N-d views: the shape and operand words a view kernel reads its arguments' dtypes, shapes and strides from |
 //!
 //! The crate depends on nothing but `core` and `std`, so it builds on its own, outside ferry's
@@ -86,6 +87,9 @@ pub mod kernel_lib;
 pub mod layout;
 #[cfg(feature = "std")]
 mod library;
+#[cfg(feature = "std")]
+pub mod orch;
+pub mod orch_lib;
 pub mod services;
 #[cfg(feature = "std")]
 mod view;
@@ -100,6 +104,7 @@ pub use kernel_lib::{
 };
 #[cfg(feature = "std")]
 pub use library::*;
+pub use orch_lib::ORCH_LIB_ABI_VERSION;
 pub use services::{
     DeviceServices, STATUS_BAD_ADDRESS, STATUS_INVALID_ARGUMENT, STATUS_OK, STATUS_PANIC,
     STATUS_RUNTIME_BASE,

@@ -308,7 +308,7 @@ thread_local! {
 /// Runs `f` with panics kept quiet: the first call wraps the panic hook (of this library's
 /// copy of `std`) so a panic inside a kernel records its message and location for the
 /// trampoline instead of printing it, and a panic anywhere else reaches the previous hook.
-fn quietly<R>(f: impl FnOnce() -> R) -> std::thread::Result<R> {
+pub(crate) fn quietly<R>(f: impl FnOnce() -> R) -> std::thread::Result<R> {
     static HOOK: std::sync::Once = std::sync::Once::new();
     HOOK.call_once(|| {
         let previous = std::panic::take_hook();

@@ -16,8 +16,8 @@ const T: Duration = Duration::from_secs(60);
 struct Rig {
     _p: Platform,
     dev: Device,
-    streams: RunStreams,
-    slots: [LaunchStaging; 2],
+    streams: RunStreams<Device>,
+    slots: [LaunchStaging<Device>; 2],
 }
 
 fn rig() -> Rig {
@@ -40,7 +40,7 @@ fn desc(fill: u8) -> LaunchDescriptor {
 }
 
 /// Entries whose AICPU side blocks until the sender sends (or drops), then returns `result`.
-fn gated(result: Result<(), String>) -> (EntryKernels, mpsc::Sender<()>) {
+fn gated(result: Result<(), String>) -> (EntryKernels<Device>, mpsc::Sender<()>) {
     let (tx, rx) = mpsc::channel::<()>();
     let k = EntryKernels::new(
         |_, _| Ok(()),
@@ -52,7 +52,7 @@ fn gated(result: Result<(), String>) -> (EntryKernels, mpsc::Sender<()>) {
     (k, tx)
 }
 
-fn launch(r: &mut Rig, slot: usize, fill: u8, k: EntryKernels) -> Result<(), LaunchError> {
+fn launch(r: &mut Rig, slot: usize, fill: u8, k: EntryKernels<Device>) -> Result<(), LaunchError> {
     r.slots[slot].prepare_runtime_args(&desc(fill), KernelArgs::new(0, 0)).unwrap();
     r.slots[slot].launch(&r.streams, k).map(|_| ())
 }
@@ -170,7 +170,7 @@ fn a_failure_of_run_k_plus_1_behind_a_clean_run_k_is_its_own() {
         assert_eq!((done0.run_error, done0.inherited), (None, false));
         let done1 = r.slots[1].finish_run(T).unwrap();
         let own = done1.run_error.clone().expect("run k+1 failed");
-        assert!(matches!(own, DeviceError::Kernel { .. }), "{own}");
+        assert!(matches!(own.source_as(), Some(DeviceError::Kernel { .. })), "{own}");
         assert!(!done1.inherited, "aicore fails: {aicore_fails}: its own failure");
         for s in &mut r.slots {
             s.teardown().unwrap();
@@ -212,7 +212,7 @@ fn a_failure_in_run_k_while_k_plus_1_is_queued_fails_both_and_the_pair_recovers(
         tx.send(()).unwrap();
         let done0 = r.slots[0].finish_run(T).unwrap();
         let own = done0.run_error.clone().expect("run k failed");
-        assert!(matches!(own, DeviceError::Kernel { .. }), "{own}");
+        assert!(matches!(own.source_as(), Some(DeviceError::Kernel { .. })), "{own}");
         assert!(!done0.inherited);
         let done1 = r.slots[1].finish_run(T).unwrap();
         assert_eq!(done1.run_error, Some(own), "aicore fails: {aicore_fails}");

@@ -80,10 +80,11 @@ fn suffix_is_never_written_under_a_live_run_and_a_failed_upload_keeps_the_view()
     // A failed synchronous upload is typed, keeps the previous view, and can be retried.
     dev.faults().fail_nth(FaultPoint::Copy, 1);
     match slot.prepare_runtime_args(&desc(1, 9), KernelArgs::new(0, 0)) {
-        Err(PrepareError::SuffixUpload {
-            bytes: 128,
-            error: DeviceError::Injected(InjectedFault { point: FaultPoint::Copy, .. }),
-        }) => {}
+        Err(PrepareError::SuffixUpload { bytes: 128, error })
+            if matches!(
+                error.source_as::<DeviceError>(),
+                Some(DeviceError::Injected(InjectedFault { point: FaultPoint::Copy, .. }))
+            ) => {}
         other => panic!("{other:?}"),
     }
     assert_eq!(slot.run(), Some(first));

@@ -18,8 +18,8 @@ const T: Duration = Duration::from_secs(30);
 struct Rig {
     _p: Platform,
     dev: Device,
-    streams: RunStreams,
-    slot: LaunchStaging,
+    streams: RunStreams<Device>,
+    slot: LaunchStaging<Device>,
 }
 
 fn rig(arch: Arch) -> Rig {
@@ -168,7 +168,7 @@ fn kernels_run_after_publication_and_fork_and_get_the_payload_by_value() {
         let (tx_core, rx_core) = mpsc::channel();
         let (tx_cpu, rx_cpu) = mpsc::channel();
         let kernels = EntryKernels::new(
-            move |d, a| {
+            move |d: &Device, a| {
                 let p = d.translate(DevicePtr(a.runtime_args), 512).map_err(|e| e.to_string())?;
                 // SAFETY: `translate` checked 512 bytes of a live allocation; the descriptor
                 // copy that writes them completed before this kernel (entry fork).
@@ -821,9 +821,9 @@ fn descriptor_and_slot_accessors_report_their_state() {
 fn transaction_types_are_send() {
     let _bound = ferry_watchdog::bound("the launch transaction's run on the simulated chip");
     fn send<T: Send>() {}
-    send::<LaunchStaging>();
-    send::<RunStreams>();
-    send::<EntryKernels>();
+    send::<LaunchStaging<Device>>();
+    send::<RunStreams<Device>>();
+    send::<EntryKernels<Device>>();
     send::<ferry_sim::pinned::PinnedBuffer>();
 }
 
@@ -850,7 +850,8 @@ fn stream_creation_and_staging_allocation_faults_are_typed_and_leave_nothing() {
             dev.faults().fail_nth(FaultPoint::StreamCreate, k);
             let err = RunStreams::new(&dev).unwrap_err();
             let want = InjectedFault { point: FaultPoint::StreamCreate, occurrence };
-            assert_eq!(err, DeviceError::Injected(want), "{arch:?} stream {k}");
+            let cause = err.source_as::<DeviceError>();
+            assert_eq!(cause, Some(&DeviceError::Injected(want)), "{arch:?} stream {k}");
             let used = dev.memory().used() - engine_queues(&dev);
             assert_eq!(used, base, "{arch:?} stream {k}: a queue was kept");
         }
@@ -860,9 +861,10 @@ fn stream_creation_and_staging_allocation_faults_are_typed_and_leave_nothing() {
         dev.faults().fail_next(FaultPoint::DeviceAlloc);
         let err = slot.prepare_runtime_args(&desc(3, 256), args()).unwrap_err();
         let want = InjectedFault { point: FaultPoint::DeviceAlloc, occurrence };
+        let PrepareError::DeviceAlloc { bytes: 256, error } = &err else { panic!("{err:?}") };
         assert_eq!(
-            err,
-            PrepareError::DeviceAlloc { bytes: 256, error: DeviceError::Injected(want) },
+            error.source_as::<DeviceError>(),
+            Some(&DeviceError::Injected(want)),
             "{arch:?}"
         );
         assert_eq!(slot.destination(), None, "{arch:?}: no destination after the failure");

@@ -19,8 +19,8 @@ const T: Duration = Duration::from_secs(30);
 struct Rig {
     _p: Platform,
     dev: Device,
-    streams: RunStreams,
-    slot: LaunchStaging,
+    streams: RunStreams<Device>,
+    slot: LaunchStaging<Device>,
 }
 
 fn rig(arch: Arch) -> Rig {
@@ -146,7 +146,7 @@ fn a_failed_run_leaves_no_prefix_trusted_as_resident() {
         r.slot.launch(&r.streams, kernels).unwrap();
         let done = r.slot.finish_run(T).unwrap();
         let err = done.run_error.expect("the run failed");
-        assert!(matches!(err, DeviceError::Kernel { .. }), "{err}");
+        assert!(matches!(err.source_as(), Some(DeviceError::Kernel { .. })), "{err}");
         assert_eq!(read(&r.dev, dst, 256), vec![0xdd; 256], "aicore fails: {aicore_fails}");
 
         r.slot.prepare_runtime_args(&d, args()).unwrap();

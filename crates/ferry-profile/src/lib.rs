@@ -84,9 +84,11 @@ mod native;
 mod open;
 pub mod perfetto;
 mod pmu;
+pub mod progress;
 pub mod recorder;
 mod recorder_read;
 mod run_dir;
+pub mod run_end;
 mod runs;
 pub mod sample;
 mod scope_names;
@@ -145,8 +147,8 @@ pub use name_map::{
     NAME_MAP_LABEL, NAME_MAP_LEVEL, NAME_MAP_PREFIX,
 };
 pub use native::{
-    open_any, open_run_with, read_native, reads_native, NativeDecoder, NativeFile, NativeSession,
-    Opened,
+    open_any, open_run_dir_writable, open_run_with, read_native, reads_native, NativeDecoder,
+    NativeFile, NativeSession, Opened,
 };
 pub use open::{inconsistencies, open_run, Need, Needs, OpenError, OpenedRun};
 pub use pmu::{

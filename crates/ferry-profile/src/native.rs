@@ -119,6 +119,27 @@ pub fn reads_native(dir: &Path) -> bool {
     resolve(dir).is_some()
 }
 
+/// The run directory `dir` opened for writing a command's output into it: a session's run read
+/// from the native profile in its parent (`DIR/run-001`) has no directory until a command
+/// writes one of its files there, so it is made through the parent's handle, checked as it is.
+///
+/// # Errors
+/// As [`Dir::open_writable`] and [`Dir::create_sub`].
+pub fn open_run_dir_writable(dir: &Path) -> Result<Dir, ferry_fs::FsError> {
+    match Dir::open_writable(dir, false) {
+        Err(e) if e.is_not_found() && reads_native(dir) => {
+            let (Some(parent), Some(name)) =
+                (dir.parent(), dir.file_name().and_then(|n| n.to_str()))
+            else {
+                return Err(e);
+            };
+            let parent = if parent.as_os_str().is_empty() { Path::new(".") } else { parent };
+            Dir::open_writable(parent, false)?.create_sub(name)
+        }
+        r => r,
+    }
+}
+
 /// Opens the run in `dir` for an analysis that needs `needs`: from its native profile, or from
 /// its original files as [`open_run`] does. A directory that holds no original-format file but
 /// a native profile (its own, or its parent's for a session's `run-NNN`, which needs no
@@ -135,6 +156,7 @@ pub fn open_run_with(
     needs: &Needs,
     native: &dyn NativeDecoder,
 ) -> Result<OpenedRun, OpenError> {
+    crate::progress::step(format!("reading {}", dir.display()));
     let Some(at) = resolve(dir) else { return open_run(dir, needs) };
     match open_native(dir, at, needs, native)? {
         Opened::Run(r) => Ok(*r),
@@ -163,6 +185,7 @@ pub fn open_any(
     needs: &Needs,
     native: &dyn NativeDecoder,
 ) -> Result<Opened, OpenError> {
+    crate::progress::step(format!("reading {}", dir.display()));
     if let Some(at) = resolve(dir) {
         return open_native(dir, at, needs, native);
     }
@@ -269,6 +292,11 @@ fn open_native(
     let trust = find_manifest(&at.root)?;
     let path = at.root.join(RECORD_FILE);
     let (rec, warnings) = read_verified(&at.root, &trust)?;
+    crate::progress::step(format!(
+        "rebuilding the model from {RECORD_FILE} ({} chunks, {:.1} MB)",
+        rec.chunks.len(),
+        rec.bytes as f64 / 1e6
+    ));
     let session = native
         .decode(&rec, needs)
         .map_err(|source| OpenError::Native { path: path.clone(), source })?;

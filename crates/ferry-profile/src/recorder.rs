@@ -31,7 +31,7 @@
 //! recording (the run goes on); [`Recorder::finish`] reports it.
 use std::fs::File;
 use std::io::Write;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, SyncSender};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -70,6 +70,17 @@ pub const MAX_CHUNK_PAYLOAD: u32 = 16 << 20;
 /// records it sealed (`ferry: recorder: killed after N sealed chunks, R records`). For tests of
 /// the recovery rule; never set it otherwise.
 pub const KILL_AFTER_CHUNK_ENV: &str = "FERRY_TEST_KILL_AFTER_CHUNK";
+
+/// Chunks and records every recorder of this process sealed (for a run's end record, written
+/// by a handler that cannot take a recorder's lock).
+static SEALED_IN_PROCESS: [AtomicU64; 2] = [AtomicU64::new(0), AtomicU64::new(0)];
+
+/// `(chunks, records)` every [`Recorder`] of this process sealed so far: whole on their files
+/// (counted after the write). Reads atomics only: a signal handler may call it.
+pub fn sealed_in_process() -> (u64, u64) {
+    // Acquire: pairs with the Release increments after each chunk's write.
+    (SEALED_IN_PROCESS[0].load(Ordering::Acquire), SEALED_IN_PROCESS[1].load(Ordering::Acquire))
+}
 
 /// What a chunk holds: the record type of one DFX region.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -819,6 +830,10 @@ impl State {
         self.hash.update(buf);
         self.sealed.chunks += 1;
         self.sealed.records += records;
+        // Release: counted once whole on the file; pairs with `sealed_in_process`.
+        SEALED_IN_PROCESS[1].fetch_add(records, Ordering::Release);
+        // Release: as above.
+        SEALED_IN_PROCESS[0].fetch_add(1, Ordering::Release);
         self.sealed.bytes += buf.len() as u64;
         self.kick();
         if let FsyncPolicy::Every(n) = self.policy {

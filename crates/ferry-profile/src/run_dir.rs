@@ -38,7 +38,7 @@ pub fn run_dir_names(cases: &[&str]) -> Vec<String> {
         VIEW_FILE.into(),
         crate::recorder::RECORD_FILE.into(),
     ];
-    let mut v = vec![SUMMARY_FILE.to_string()];
+    let mut v = vec![SUMMARY_FILE.to_string(), crate::run_end::RUN_END_FILE.to_string()];
     v.extend(cases.iter().map(|c| format!("{c}.f32")));
     v.extend(dfx.iter().cloned());
     for c in cases {

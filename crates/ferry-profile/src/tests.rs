@@ -147,10 +147,13 @@ fn report_lists_kernels_stalled_lanes_and_losses() {
     for k in ["matmul", "add", "relu"] {
         assert!(block.contains(k), "{block}");
     }
-    assert!(
-        block.contains(&format!("{SAMPLE_STALLED_LANE} (thread 0): stalled 39.600 us")),
-        "{block}"
-    );
+    let row = block
+        .lines()
+        .find(|l| l.trim_start().starts_with(&format!("{SAMPLE_STALLED_LANE} ")))
+        .unwrap_or_else(|| panic!("no row of the stalled lane: {block}"));
+    let cols: Vec<&str> = row.split_whitespace().collect();
+    // lane, thread, produced, collected, dropped, stall_us, waits, longest_us, reconcile
+    assert_eq!((cols[1], cols[5], cols[8]), ("0", "39.600", "ok"), "{row}");
     assert!(block.contains("dropped 0; reconcile ok"), "{block}");
     assert!(block.contains("0 violations"));
     assert!(
@@ -467,13 +470,20 @@ fn shrunk_pool_stalls_are_intervals_on_the_starved_lane_only() {
     // Report: the starved lane, its waits and the longest (each wait's interval is the trace's
     // stall slice, above); the other lane is not listed as stalled.
     let text = views::report(&run);
-    assert!(text.contains("aicore_task/core0 (thread 0): stalled"), "{text}");
-    assert!(text.contains(&format!("in {} wait(s)", waits.len())), "{text}");
+    let row_of = |lane: &str| {
+        text.lines()
+            .find(|l| l.trim_start().starts_with(&format!("{lane} ")))
+            .map(|l| l.split_whitespace().map(str::to_string).collect::<Vec<_>>())
+    };
+    let row = row_of("aicore_task/core0").unwrap_or_else(|| panic!("no row: {text}"));
     let longest = waits.iter().map(|w| w[1] - w[0]).max().unwrap();
+    let hz = run.meta.clock_freq_hz as f64;
+    assert_eq!(row[6], waits.len().to_string(), "{text}");
+    assert_eq!(row[7], format!("{:.3}", longest as f64 * 1e6 / hz), "{text}");
     let lane = crate::analysis::report(&run).stalls.lanes;
     assert_eq!(lane.len(), 1, "{lane:?}");
     assert_eq!((lane[0].waits, lane[0].longest_cycles), (waits.len() as u64, longest), "{lane:?}");
-    assert!(!text.contains("aicore_task/core1 (thread 1): stalled"), "{text}");
+    assert!(row_of("aicore_task/core1").is_none(), "{text}");
 }
 
 /// An original runtime's directory (no `kernel_names` in the records) with a hand-written name

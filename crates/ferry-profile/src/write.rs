@@ -203,6 +203,35 @@ impl WriteReport {
             .sum();
         bytes as f64 / self.records.max(1) as f64
     }
+
+    /// What `ferry trace` (and `ferry run` with the swimlane on) prints about the traces this
+    /// write put in `dir`: the Perfetto trace's tracks, slices and counter values, the tracks
+    /// left out for holding nothing, and the Chrome JSON when it was written.
+    pub fn traces_text(&self, dir: &Path) -> String {
+        let t = self.trace.clone().unwrap_or_default();
+        let mut s = format!(
+            "{}: {}, {}, {}\n",
+            dir.join(PERFETTO_FILE).display(),
+            crate::views::plural(t.tracks as u64, "track", "tracks"),
+            crate::views::plural(t.slices as u64, "slice", "slices"),
+            crate::views::plural(t.counters as u64, "counter value", "counter values"),
+        );
+        // The tracks that held nothing are not in the trace: named in one line.
+        if !t.empty.is_empty() {
+            const SHOWN: usize = 6;
+            let more = t.empty.len().saturating_sub(SHOWN);
+            let tail = if more > 0 { format!(", … ({more} more)") } else { String::new() };
+            s += &format!(
+                "  not drawn, nothing recorded: {}: {}{tail}\n",
+                crate::views::plural(t.empty.len() as u64, "track", "tracks"),
+                t.empty[..t.empty.len().min(SHOWN)].join(", ")
+            );
+        }
+        if self.paths().any(|p| p.ends_with(CHROME_FILE)) {
+            s += &format!("{}: Chrome JSON\n", dir.join(CHROME_FILE).display());
+        }
+        s
+    }
 }
 
 /// Runs one file's writer through `commit` (the atomic write's fsync and rename follow on its

@@ -57,6 +57,8 @@ pub struct Options {
     pub small: bool,
     /// Kernel libraries to load.
     pub kernels: Vec<PathBuf>,
+    /// The orchestration library whose function a workload's `[orchestration]` names.
+    pub orchestration: Option<PathBuf>,
     /// ChipSwimlane level (0 off, 1–4).
     pub swimlane: u32,
     /// PMU event type (0 off).
@@ -92,6 +94,7 @@ impl Default for Options {
             variant: "device".into(),
             small: false,
             kernels: Vec::new(),
+            orchestration: None,
             swimlane: 0,
             pmu: 0,
             dep_gen: false,
@@ -180,6 +183,9 @@ impl Options {
         }
         if let Some(out) = &self.out {
             job = job.out(out);
+        }
+        if let Some(lib) = &self.orchestration {
+            job = job.orchestration(lib);
         }
         Ok(job)
     }

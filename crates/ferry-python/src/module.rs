@@ -14,7 +14,7 @@ use crate::{Options, Source};
 /// did (see `ferry/_ferry.pyi`). The chip runs without the GIL.
 #[pyfunction]
 #[pyo3(signature = (kind, target, *, arch="a2a3", variant="device", small=false, kernels=Vec::new(),
-    swimlane=0, pmu=0, dep_gen=false, dump_args=0, scope_stats=false, out=None, force=false,
+    orchestration=None, swimlane=0, pmu=0, dep_gen=false, dump_args=0, scope_stats=false, out=None, force=false,
     repeat=1, warmup=0, kernel_budget=None, aic=None, aiv=None, aicpu_threads=None))]
 #[allow(clippy::too_many_arguments)]
 fn run<'py>(
@@ -25,6 +25,7 @@ fn run<'py>(
     variant: &str,
     small: bool,
     kernels: Vec<PathBuf>,
+    orchestration: Option<PathBuf>,
     swimlane: u32,
     pmu: u32,
     dep_gen: bool,
@@ -58,6 +59,7 @@ fn run<'py>(
             variant: variant.into(),
             small,
             kernels: kernels.clone(),
+            orchestration,
             swimlane,
             pmu,
             dep_gen,
@@ -73,14 +75,19 @@ fn run<'py>(
             aicpu_threads,
         };
         let job = options.job(source.clone()).map_err(|e| errors::bad_option(py, &e))?;
-        // The tensors' names: a workload's, from the file (checked before the chip starts).
-        let names: Vec<String> = match &source {
-            Source::Workload(p) => ferry_job::check_workload(p, &kernels, small)
-                .map_err(|e| errors::job_error(py, &e))?
-                .workload
-                .tensor_names()
-                .map(String::from)
-                .collect(),
+        // The tensors' names, dtypes and elements: a workload's, from the file (checked before
+        // the chip starts).
+        let names: Vec<Named> = match &source {
+            Source::Workload(p) => {
+                let c = ferry_job::check_workload(p, &kernels, small)
+                    .map_err(|e| errors::job_error(py, &e))?;
+                let w = &c.workload;
+                w.tensor_names()
+                    .zip(w.tensor_dtypes())
+                    .zip(w.tensor_elems())
+                    .map(|((n, d), e)| Named { name: n.into(), dtype: d.short_name(), elems: e })
+                    .collect()
+            }
             Source::Example(_) => Vec::new(),
         };
         let (done, job_s) = py.detach(|| {
@@ -95,11 +102,20 @@ fn run<'py>(
     })
 }
 
+/// A workload tensor as Python names it: its name, its dtype's workload name and elements.
+struct Named {
+    name: String,
+    dtype: &'static str,
+    elems: u64,
+}
+
 /// The job's outcome as a dict; every output tensor moves into a numpy array that owns it.
+/// A workload's tensors are named, with their dtypes and element counts in `typed` (the
+/// package views each word buffer as its dtype, without a copy).
 fn outcome<'py>(
     py: Python<'py>,
     done: ferry_job::JobOutcome,
-    names: &[String],
+    names: &[Named],
 ) -> PyResult<Bound<'py, PyDict>> {
     let d = PyDict::new(py);
     d.set_item("out", done.out.as_ref().map(|p| p.display().to_string()))?;
@@ -123,13 +139,15 @@ fn outcome<'py>(
         cd.set_item("runs", runs)?;
         let outputs = PyList::empty(py);
         let named = PyDict::new(py);
+        let typed = PyDict::new(py);
         for (i, t) in c.output.tensors.into_iter().enumerate() {
             match t {
                 Some(v) => {
                     // No copy: the array takes the run's buffer.
                     let a = PyArray1::from_vec(py, v);
                     if let Some(n) = names.get(i) {
-                        named.set_item(n, &a)?;
+                        named.set_item(&n.name, &a)?;
+                        typed.set_item(&n.name, (n.dtype, n.elems))?;
                     }
                     outputs.append(a)?;
                 }
@@ -138,6 +156,7 @@ fn outcome<'py>(
         }
         cd.set_item("outputs", outputs)?;
         cd.set_item("named", named)?;
+        cd.set_item("typed", typed)?;
         cases.append(cd)?;
     }
     d.set_item("cases", cases)?;

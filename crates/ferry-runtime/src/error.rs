@@ -144,6 +144,41 @@ pub enum SubmitError {
         /// What is wrong.
         fault: crate::device::workload::ProgramFault,
     },
+    /// An orchestration library's task has an argument or scalar ferry cannot lower
+    /// (`crate::device::lib_api`).
+    #[error("task {task}: argument {arg}: {problem}")]
+    BadArg {
+        /// The task it was about to be.
+        task: u64,
+        /// The argument (or scalar) index.
+        arg: u32,
+        /// What is wrong.
+        problem: crate::device::lib_api::ArgProblem,
+    },
+    /// An orchestration library's function failed on its own (returned a non-zero code
+    /// without ferry refusing a call), or panicked.
+    #[error("task {task}: the orchestration function {}", if *.panicked { "panicked".to_string() } else { format!("failed with code {code}") })]
+    Function {
+        /// The task it would have submitted next.
+        task: u64,
+        /// Its code.
+        code: i32,
+        /// Whether it panicked.
+        panicked: bool,
+    },
+    /// A host-built orchestration read bytes a task it submitted writes: the graph has not
+    /// run while it is built, so the value is not there yet.
+    #[error("task {task}: reads bytes {offset}+{len} of tensor {tensor}, which an earlier task writes (a host-built graph has not run yet)")]
+    PendingRead {
+        /// The task it would have submitted next.
+        task: u64,
+        /// The tensor.
+        tensor: u32,
+        /// First byte.
+        offset: u64,
+        /// Bytes.
+        len: u64,
+    },
 }
 
 /// Why a kernel refused to run a dispatch.
@@ -336,6 +371,9 @@ const C_SCOPE_UNDERFLOW: u32 = 11;
 const C_SCRATCH: u32 = 12;
 const C_ABORTED: u32 = 13;
 const C_BAD_PROGRAM: u32 = 14;
+const C_BAD_ARG: u32 = 15;
+const C_FUNCTION: u32 = 16;
+const C_PENDING_READ: u32 = 17;
 const K_BASE: u32 = 0x100;
 const C_HANDSHAKE: u32 = 0x200;
 const C_BAD_IMAGE: u32 = 0x201;
@@ -470,6 +508,15 @@ impl DeviceFault {
                 S::ScratchExhausted { requested, free } => (C_SCRATCH, 0, [requested, free, 0, 0]),
                 S::Aborted => (C_ABORTED, 0, [0; 4]),
                 S::BadProgram { at, fault } => (C_BAD_PROGRAM, 0, [at, fault.code().into(), 0, 0]),
+                S::BadArg { task, arg, problem } => {
+                    (C_BAD_ARG, task, [arg.into(), problem.code().into(), 0, 0])
+                }
+                S::Function { task, code, panicked } => {
+                    (C_FUNCTION, task, [code as u32 as u64, panicked.into(), 0, 0])
+                }
+                S::PendingRead { task, tensor, offset, len } => {
+                    (C_PENDING_READ, task, [tensor.into(), offset, len, 0])
+                }
             },
             DeviceFault::Kernel { task, kernel, fault } => {
                 let (c, d) = fault.encode();
@@ -516,6 +563,13 @@ impl DeviceFault {
             C_SCOPE_UNDERFLOW => S::ScopeUnderflow,
             C_SCRATCH => S::ScratchExhausted { requested: d[0], free: d[1] },
             C_ABORTED => S::Aborted,
+            C_BAD_ARG => S::BadArg {
+                task,
+                arg: u(d[0]),
+                problem: crate::device::lib_api::ArgProblem::from_code(u(d[1]))?,
+            },
+            C_FUNCTION => S::Function { task, code: d[0] as u32 as i32, panicked: d[1] != 0 },
+            C_PENDING_READ => S::PendingRead { task, tensor: u(d[0]), offset: d[1], len: d[2] },
             C_BAD_PROGRAM => S::BadProgram {
                 at: d[0],
                 fault: crate::device::workload::ProgramFault::from_code(u(d[1]))?,

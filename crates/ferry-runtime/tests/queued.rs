@@ -183,8 +183,10 @@ fn a_failed_run_k_fails_queued_run_k_plus_1_with_a_typed_error_and_the_runner_re
         // Run k+1's source is run k's failure on the streams, which names run k's fault.
         let names_k = matches!(
             &e1,
-            RunError::AfterFailedRun(Some(ferry_sim::DeviceError::Kernel { message, .. }))
-                if message.contains("Launch")
+            RunError::AfterFailedRun(Some(e)) if matches!(
+                e.source_as::<ferry_sim::DeviceError>(),
+                Some(ferry_sim::DeviceError::Kernel { message, .. }) if message.contains("Launch")
+            )
         );
         assert!(names_k, "{what}: run k+1: {e1:?}");
         assert_eq!(dev.faults().armed(), 0, "{what}: both faults hit run k");

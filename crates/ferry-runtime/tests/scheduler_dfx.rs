@@ -62,8 +62,8 @@ fn a_failed_metadata_publication_labels_no_scheduler_records_with_its_run() {
         &err,
         RunError::Launch(LaunchFailure::Publish(PublishError::Copy {
             target: CopyTarget::Metadata(0),
-            error: DeviceError::Injected(_),
-        }))
+            error,
+        })) if matches!(error.source_as::<DeviceError>(), Some(DeviceError::Injected(_)))
     );
     assert!(copy, "{err:?}");
     // Nothing is exported for B, and in particular not A's diagnostics.

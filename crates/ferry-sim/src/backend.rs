@@ -26,17 +26,21 @@
 //! ```
 use crate::device::{Device, HostRegistration, Platform};
 use crate::error::DeviceError;
+use crate::event::Event;
 use crate::memory::DevicePtr;
 use crate::overlap::CopyRendezvous;
+use crate::pinned::PinnedBuffer;
 use crate::stream::{Stream, StreamKernelFn};
 use ferry_backend::{
-    Backend, BackendDevice, BackendError, BackendOp, BackendStream, CopyGroup, CopyKind,
-    GatherFragment, HostMapping, QueueCounts, Segment, FRAGMENT_BYTES, GATHER_KERNEL,
+    Backend, BackendDevice, BackendError, BackendEvent, BackendOp, BackendStream, CopyGroup,
+    CopyKind, GatherFragment, HostEntry, HostMapping, PinnedFreeError, PinnedHostBuffer,
+    QueueCounts, Segment, FRAGMENT_BYTES, GATHER_KERNEL,
 };
 use std::sync::Arc;
+use std::time::Duration;
 
 fn err(op: BackendOp) -> impl FnOnce(DeviceError) -> BackendError {
-    move |e| BackendError::new(op, e)
+    move |e| BackendError::typed(op, e)
 }
 
 impl Backend for Platform {
@@ -70,7 +74,7 @@ impl Backend for Platform {
     ) -> Result<HostRegistration, BackendError> {
         // SAFETY: the trait's contract is `Platform::register_host`'s, passed on by the caller.
         unsafe { Platform::register_host(self, ptr, len) }
-            .map_err(|e| BackendError::new(BackendOp::RegisterHost, e))
+            .map_err(|e| BackendError::typed(BackendOp::RegisterHost, e))
     }
 }
 
@@ -83,6 +87,7 @@ impl HostMapping for HostRegistration {
 
 impl BackendDevice for Device {
     type Stream = Stream;
+    type Pinned = PinnedBuffer;
 
     #[inline]
     fn ordinal(&self) -> u32 {
@@ -122,10 +127,106 @@ impl BackendDevice for Device {
             queue_memory_bytes: c.queue_memory_bytes,
         }
     }
+
+    fn alloc_pinned(&self, len: usize) -> Result<PinnedBuffer, BackendError> {
+        Device::alloc_pinned(self, len).map_err(err(BackendOp::PinnedAlloc))
+    }
+
+    fn synchronize_event(
+        &self,
+        event: &Event,
+        timeout: Option<Duration>,
+    ) -> Result<(), BackendError> {
+        Device::synchronize_event(self, event, timeout).map_err(err(BackendOp::Wait))
+    }
+
+    fn copy_htod(&self, bytes: &[u8], dst: DevicePtr) -> Result<(), BackendError> {
+        Device::copy_htod(self, bytes, dst).map_err(err(BackendOp::Copy))
+    }
+}
+
+impl BackendEvent for Event {
+    #[inline]
+    fn query(&self) -> bool {
+        Event::query(self)
+    }
+
+    #[inline]
+    fn timestamp_cycles(&self) -> Option<u64> {
+        Event::timestamp_cycles(self)
+    }
+
+    fn error(&self) -> Option<BackendError> {
+        Event::error(self).map(err(BackendOp::Execute))
+    }
+}
+
+impl PinnedHostBuffer for PinnedBuffer {
+    #[inline]
+    fn len(&self) -> usize {
+        PinnedBuffer::len(self)
+    }
+
+    #[inline]
+    fn as_ptr(&self) -> *const u8 {
+        PinnedBuffer::as_ptr(self)
+    }
+
+    unsafe fn as_mut_slice(&mut self) -> &mut [u8] {
+        // SAFETY: the trait's contract is the inherent method's, passed on by the caller.
+        unsafe { PinnedBuffer::as_mut_slice(self) }
+    }
+
+    fn free(self) -> Result<(), PinnedFreeError<Self>> {
+        PinnedBuffer::free(self).map_err(|e| PinnedFreeError {
+            buffer: e.buffer,
+            error: BackendError::typed(BackendOp::PinnedFree, e.error),
+        })
+    }
+
+    fn leak(self) -> *const u8 {
+        PinnedBuffer::leak(self)
+    }
 }
 
 impl BackendStream for Stream {
     type CopyGroup = CopyRendezvous;
+    type Event = Event;
+    type Entry<A: Send + 'static> = HostEntry<Device, A>;
+
+    #[inline]
+    fn id(&self) -> u64 {
+        Stream::id(self)
+    }
+
+    fn record_event(&self, event: &Event) -> Result<(), BackendError> {
+        Stream::record_event(self, event).map_err(err(BackendOp::RecordEvent))
+    }
+
+    fn wait_event(&self, event: &Event) -> Result<(), BackendError> {
+        Stream::wait_event(self, event).map_err(err(BackendOp::WaitEvent))
+    }
+
+    fn launch_entry<A: Send + 'static>(
+        &self,
+        name: &str,
+        entry: HostEntry<Device, A>,
+        args: A,
+    ) -> Result<(), BackendError> {
+        self.launch(name, Box::new(move |d| entry(d, args))).map_err(err(BackendOp::Launch))
+    }
+
+    fn synchronize_timeout(&self, timeout: Duration) -> Result<(), BackendError> {
+        Stream::synchronize_timeout(self, timeout).map_err(|e| {
+            // A copy's or kernel's failure is the stream's (it is idle now); anything else is
+            // the wait's own.
+            let op = match e {
+                DeviceError::Kernel { .. } | DeviceError::Memory(_) => BackendOp::Synchronize,
+                _ => BackendOp::Wait,
+            };
+            BackendError::typed(op, e)
+        })
+    }
 
     unsafe fn copy_htod_async(
         &self,

@@ -63,6 +63,7 @@ pub mod event;
 pub mod fault;
 pub mod kernel;
 pub mod memory;
+pub mod orch_libraries;
 pub mod overlap;
 pub mod pinned;
 pub mod profile;

@@ -213,13 +213,17 @@ impl Doorbell {
             if cond() {
                 return true;
             }
-            let remaining = match timeout {
-                Some(t) => match start.and_then(|s| t.checked_sub(s.elapsed())) {
-                    Some(r) if !r.is_zero() => r,
+            // The spin steps after the first read no clock (a timed wait overruns its timeout
+            // by at most the spin, a few microseconds): on a busy machine the spin is where a
+            // scheduler's timed waits spend their time, and a clock read costs as much as a
+            // `pause`.
+            let mut remaining = MAX_PARK;
+            if let (Some(t), Some(s), true) = (timeout, start, step == 0 || step >= spins) {
+                match t.checked_sub(s.elapsed()) {
+                    Some(r) if !r.is_zero() => remaining = r,
                     _ => return cond(),
-                },
-                None => MAX_PARK,
-            };
+                }
+            }
             if step < spins {
                 for _ in 0..1u32 << step {
                     std::hint::spin_loop();

@@ -108,11 +108,16 @@ impl YieldGate {
     }
 }
 
-/// Nanoseconds on this process's monotonic clock, as the global gate reads them (from a base
-/// taken at the first call, plus one so that no reading is 0).
+/// Nanoseconds on this process's coarse monotonic clock, as the global gate reads them (plus one
+/// so that no reading is 0). Every wait of a process whose gate has closed once reads it, so it
+/// is `CLOCK_MONOTONIC_COARSE`: a read of the kernel's last tick (a few nanoseconds, where a
+/// precise read costs as much as a spin step), whose resolution of a few milliseconds is fine
+/// against a hold of [`CONTENDED_HOLD`].
 pub fn now_ns() -> u64 {
-    static BASE: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
-    BASE.get_or_init(Instant::now).elapsed().as_nanos() as u64 + 1
+    let mut ts = libc::timespec { tv_sec: 0, tv_nsec: 0 };
+    // SAFETY: `ts` is a valid, writable timespec; the call only writes it.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC_COARSE, &mut ts) };
+    (ts.tv_sec as u64).saturating_mul(1_000_000_000).saturating_add(ts.tv_nsec as u64) + 1
 }
 
 /// Whether a wait of this process may yield now ([`YieldGate::global`]). Costs one atomic load

@@ -41,12 +41,15 @@ mod compile;
 mod error;
 mod expand;
 mod expr;
+mod orch_ref;
 mod schema;
 mod typed;
 mod verify;
 mod views;
 
 pub use catalog::{BuiltinKernels, KernelCatalog, KernelInfo, ScalarType};
+/// Most scalars an `[orchestration]` table passes its function.
+pub const MAX_ORCH_SCALARS: usize = 64;
 pub use compile::{MAX_TASKS, MAX_TENSORS, MAX_TENSOR_ELEMENTS, MAX_TOTAL_ELEMENTS};
 pub use error::WorkloadError;
 pub use expr::{MAX_EXPR_CHARS, MAX_NESTING};
@@ -107,6 +110,8 @@ pub struct Workload {
     host_reference: Option<f64>,
     outputs: Vec<u32>,
     checks: Vec<Check>,
+    /// `[orchestration]`: the library function that builds the graph, and its run scalars.
+    orchestration: Option<(String, Vec<u64>)>,
 }
 
 /// A scope of a workload's graph as ScopeStats records it, with the name the file gives it.
@@ -429,6 +434,44 @@ impl Workload {
                 "nothing to verify: set verify = \"host-reference\" or add an [[expect]]",
             ));
         }
+        let orchestration = match &f.orchestration {
+            None => None,
+            Some(o) => {
+                let d = o.get_ref();
+                if !f.graph.is_empty() {
+                    return Err(lines.at(
+                        o.span().start,
+                        "a workload's graph is its [[graph]] entries or an [orchestration] \
+                         function, not both",
+                    ));
+                }
+                let fname = d.function.get_ref();
+                let ok = !fname.is_empty()
+                    && fname.len() <= ferry_abi::orch_lib::MAX_FUNCTION_NAME
+                    && fname.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
+                if !ok {
+                    return Err(lines.at(
+                        d.function.span().start,
+                        format!(
+                            "function `{fname}`: 1..={} ASCII letters, digits or `_`",
+                            ferry_abi::orch_lib::MAX_FUNCTION_NAME
+                        ),
+                    ));
+                }
+                if d.scalars.len() > MAX_ORCH_SCALARS {
+                    return Err(lines.at(
+                        o.span().start,
+                        format!("more than {MAX_ORCH_SCALARS} orchestration scalars"),
+                    ));
+                }
+                let scalars = d
+                    .scalars
+                    .iter()
+                    .map(|n| ctx0.constant(n, "scalar"))
+                    .collect::<Result<Vec<u64>, _>>()?;
+                Some((fname.clone(), scalars))
+            }
+        };
         let (program, words) = compile::emit(&ir, tensors.len() as u32);
         let scopes = words
             .into_iter()
@@ -459,6 +502,7 @@ impl Workload {
             host_reference,
             outputs,
             checks,
+            orchestration,
         };
         let (sizes, elems) = wl.sizes();
         expand::Walk::new(&wl.lines, &sizes, &elems, wl.scratch_bytes, &wl.ir)
@@ -548,6 +592,12 @@ impl Workload {
         self.tensors.iter().map(|t| t.dtype)
     }
 
+    /// Tensor elements (the product of each shape), by `TensorId`: a returned tensor's words
+    /// hold this many elements of its dtype, padded to a whole word.
+    pub fn tensor_elems(&self) -> impl Iterator<Item = u64> + '_ {
+        self.tensors.iter().map(|t| t.elems)
+    }
+
     /// Each run tensor's words on the device and its elements.
     fn sizes(&self) -> (Vec<u64>, Vec<u64>) {
         self.tensors.iter().map(|t| (t.words(), t.elems)).unzip()
@@ -556,6 +606,25 @@ impl Workload {
     /// The primary output (the first of `outputs`), whose checksum a run reports.
     pub fn primary_output(&self) -> Option<usize> {
         self.outputs.first().map(|&t| t as usize)
+    }
+
+    /// The orchestration library function that builds the graph (`[orchestration]`), if the
+    /// workload names one instead of `[[graph]]` entries.
+    pub fn orchestration_function(&self) -> Option<&str> {
+        self.orchestration.as_ref().map(|(f, _)| f.as_str())
+    }
+
+    /// The callable running an `[orchestration]` workload's function of `library`.
+    ///
+    /// # Errors
+    /// [`OrchLoadError::UnknownFunction`](ferry_runtime::host::OrchLoadError); a workload
+    /// without `[orchestration]` is the library's unknown function `""`.
+    pub fn library_callable(
+        &self,
+        library: &std::sync::Arc<ferry_runtime::host::LoadedOrchLibrary>,
+        variant: Variant,
+    ) -> Result<Callable, ferry_runtime::host::OrchLoadError> {
+        Callable::library(library, self.orchestration_function().unwrap_or(""), variant)
     }
 
     /// The callable running the workload with `variant` (its orchestration object is the
@@ -642,6 +711,14 @@ impl Workload {
             .into_iter()
             .map(|w| TensorInit::Data(w.into_iter().map(f32::from_bits).collect()))
             .collect();
+        if let Some((_, scalars)) = &self.orchestration {
+            // The function receives the tensors in file order and the `scalars` list.
+            return Ok(RunArgs {
+                tensors,
+                scalars: scalars.clone(),
+                scratch_bytes: self.scratch_bytes,
+            });
+        }
         tensors.push(TensorInit::Data(self.program.iter().map(|&w| f32::from_bits(w)).collect()));
         Ok(RunArgs {
             tensors,

@@ -19,6 +19,17 @@ pub(crate) struct File {
     pub(crate) graph: Vec<Spanned<Item>>,
     #[serde(default)]
     pub(crate) expect: Vec<Spanned<Expect>>,
+    #[serde(default)]
+    pub(crate) orchestration: Option<Spanned<OrchDecl>>,
+}
+
+/// `[orchestration]`: the graph is an orchestration library's function.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct OrchDecl {
+    pub(crate) function: Spanned<String>,
+    #[serde(default)]
+    pub(crate) scalars: Vec<Spanned<Num>>,
 }
 
 /// `[workload]`.

@@ -50,6 +50,14 @@ pub enum VerifyError {
     /// The host reference itself failed.
     #[error(transparent)]
     Reference(#[from] WorkloadError),
+    /// The orchestration function's host reference failed.
+    #[error("the host reference: {0}")]
+    HostRun(String),
+    /// The workload's graph is an orchestration function, and no library was given.
+    #[error(
+        "the workload's graph is orchestration function `{0}`: its library is needed to verify it"
+    )]
+    NoLibrary(String),
 }
 
 fn close(g: f64, w: f64, tol: f64) -> bool {
@@ -120,8 +128,55 @@ impl Workload {
     /// # Errors
     /// [`VerifyError`] naming the first difference.
     pub fn verify(&self, out: &RunOutput, catalog: &dyn KernelCatalog) -> Result<f64, VerifyError> {
-        if out.stats.tasks != self.tasks() {
-            return Err(VerifyError::TaskCount { got: out.stats.tasks, want: self.tasks() });
+        self.verify_with(out, catalog, None)
+    }
+
+    /// The tasks an `[orchestration]` workload's function submits, from its host reference
+    /// (`None` for a `[[graph]]` workload, or when the reference fails: verifying the run
+    /// reports why).
+    pub fn function_tasks(
+        &self,
+        catalog: &dyn KernelCatalog,
+        library: &ferry_runtime::host::LoadedOrchLibrary,
+    ) -> Option<u64> {
+        let (function, scalars) = self.orchestration.as_ref()?;
+        let words = self.initial_words().ok()?;
+        crate::orch_ref::run(library, function, catalog, words, scalars.clone(), self.scratch_bytes)
+            .ok()
+            .map(|r| r.1)
+    }
+
+    /// [`verify`](Self::verify) for a workload whose graph may be an `[orchestration]`
+    /// function of `library`: its host reference runs the function on the host, every task's
+    /// host reference executed as it is submitted, and the run must have as many tasks as
+    /// that reference submitted.
+    ///
+    /// # Errors
+    /// As `verify`; [`VerifyError::NoLibrary`], [`VerifyError::HostRun`].
+    pub fn verify_with(
+        &self,
+        out: &RunOutput,
+        catalog: &dyn KernelCatalog,
+        library: Option<&ferry_runtime::host::LoadedOrchLibrary>,
+    ) -> Result<f64, VerifyError> {
+        let mut by_function = None;
+        if let Some((function, scalars)) = &self.orchestration {
+            let lib = library.ok_or_else(|| VerifyError::NoLibrary(function.clone()))?;
+            let words = self.initial_words()?;
+            let r = crate::orch_ref::run(
+                lib,
+                function,
+                catalog,
+                words,
+                scalars.clone(),
+                self.scratch_bytes,
+            )
+            .map_err(VerifyError::HostRun)?;
+            by_function = Some(r);
+        }
+        let want = by_function.as_ref().map_or(self.tasks(), |r| r.1);
+        if out.stats.tasks != want {
+            return Err(VerifyError::TaskCount { got: out.stats.tasks, want });
         }
         let get = |t: u32| -> Result<Vec<u32>, VerifyError> {
             let d = &self.tensors[t as usize];
@@ -176,7 +231,10 @@ impl Workload {
             }
         }
         if let Some(tol) = self.host_reference {
-            let reference = self.host_reference_words(catalog)?;
+            let reference = match by_function {
+                Some((words, _)) => words,
+                None => self.host_reference_words(catalog)?,
+            };
             for &t in &self.outputs {
                 let (w, d) = (get(t)?, &self.tensors[t as usize]);
                 let r = &reference[t as usize];

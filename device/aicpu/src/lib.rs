@@ -37,7 +37,8 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 
 use ferry_abi::launch::{
-    AbiRecord, DecodeError, InitArgs, KernelArgs, RegisterCallableArgs, MAX_CALLABLES,
+    AbiRecord, DecodeError, InitArgs, KernelArgs, RegisterCallableArgs, KERNEL_ARGS_ABI_VERSION,
+    MAX_CALLABLES,
 };
 use ferry_abi::services::{
     DeviceServices, ExecContext, ExecHook, OrchConfig, OrchConfigFn, OrchEntryFn, ProgramReport,
@@ -108,6 +109,9 @@ pub struct ProgramState {
     build_id: u64,
     orchestration: Orchestration,
     hook: ExecHook,
+    /// The [`KernelArgs`] ABI version exec accepts (ferry-abi's, unless the variant names
+    /// another: [`ProgramState::built_for_kernel_args_abi`]).
+    kernel_args_abi: u32,
     services: AtomicPtr<DeviceServices>,
     state: Mutex<State>,
 }
@@ -125,9 +129,20 @@ impl ProgramState {
             build_id,
             orchestration,
             hook,
+            kernel_args_abi: KERNEL_ARGS_ABI_VERSION,
             services: AtomicPtr::new(core::ptr::null_mut()),
             state: Mutex::new(State { init: None, report: None, slots: [EMPTY_SLOT; 64] }),
         }
+    }
+
+    /// The same program as built against another launch ABI: its exec accepts [`KernelArgs`]
+    /// stamped with `version` only, and refuses every other run with
+    /// `STATUS_ABI_VERSION_MISMATCH`, as a program built from another release of ferry-abi
+    /// does. ferry's own variants never call it; tests build such a program to see the host
+    /// report the mismatch as a typed error (`LoadError::AbiMismatch`).
+    pub const fn built_for_kernel_args_abi(mut self, version: u32) -> ProgramState {
+        self.kernel_args_abi = version;
+        self
     }
 
     fn services(&self) -> Option<&DeviceServices> {
@@ -307,10 +322,19 @@ impl ProgramState {
     }
 
     fn exec_inner(&self, blob: &[u8], thread: u32, threads: u32) -> i32 {
-        let args = match KernelArgs::from_bytes_checked(blob) {
+        let args = match KernelArgs::from_bytes(blob) {
             Ok(a) => a,
             Err(e) => return decode_status(&e),
         };
+        // The stamp: the version against the one this program was built for, the rest as
+        // ferry-abi checks it.
+        if args.abi_version != self.kernel_args_abi {
+            return STATUS_ABI_VERSION_MISMATCH;
+        }
+        let stamp = KernelArgs { abi_version: KERNEL_ARGS_ABI_VERSION, ..args };
+        if let Err(e) = stamp.check_abi() {
+            return decode_status(&e);
+        }
         let Some(svc) = self.services() else { return STATUS_NO_SERVICES };
         let (init, orch_entries) = {
             let st = self.state();
@@ -389,14 +413,18 @@ pub unsafe fn payload<'a>(blob: *const u8, len: u64) -> &'a [u8] {
 ///     exec: ferry_runtime::device::ffi::exec_hook,
 /// }
 /// ```
+///
+/// A trailing `kernel_args_abi: VERSION` builds the program as if against another launch ABI
+/// ([`ProgramState::built_for_kernel_args_abi`]; for tests of the mismatch only).
 #[macro_export]
 macro_rules! aicpu_program {
-    (name: $name:literal, build_id_env: $env:literal, orchestration: $orch:ident, exec: $hook:path $(,)?) => {
+    (name: $name:literal, build_id_env: $env:literal, orchestration: $orch:ident, exec: $hook:path $(, kernel_args_abi: $abi:expr)? $(,)?) => {
         /// This program's build id (given by the build that embedded it; 0 otherwise).
         pub const BUILD_ID: u64 = $crate::parse_build_id(option_env!($env));
 
         static PROGRAM: $crate::ProgramState =
-            $crate::ProgramState::new($name, BUILD_ID, $crate::Orchestration::$orch, $hook);
+            $crate::ProgramState::new($name, BUILD_ID, $crate::Orchestration::$orch, $hook)
+                $(.built_for_kernel_args_abi($abi))?;
 
         /// Stores the OS services table. Called by the OS before any other entry.
         ///
@@ -477,5 +505,20 @@ mod tests {
         assert_eq!(p.init(&[0; 3]), STATUS_ABI_SIZE_MISMATCH);
         let st = p.state();
         assert_eq!(st.report.unwrap().exec_calls, 3);
+    }
+
+    #[test]
+    fn a_program_built_for_another_launch_abi_refuses_this_ones_stamp() {
+        let p = ProgramState::new("t", 1, Orchestration::Device, noop_exec)
+            .built_for_kernel_args_abi(KERNEL_ARGS_ABI_VERSION + 1);
+        let current = KernelArgs::new(1, 2);
+        assert_eq!(p.exec(current.as_bytes()), STATUS_ABI_VERSION_MISMATCH);
+        let mut newer = current;
+        newer.abi_version += 1;
+        // Its own version passes the stamp (and stops at the missing services table)...
+        assert_eq!(p.exec(newer.as_bytes()), STATUS_NO_SERVICES);
+        // ...but not with a size field of another layout.
+        newer.abi_size += 8;
+        assert_eq!(p.exec(newer.as_bytes()), STATUS_ABI_SIZE_MISMATCH);
     }
 }

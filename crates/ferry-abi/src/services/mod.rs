@@ -38,7 +38,6 @@
 //! ```
 
 use crate::launch::{abi_record, read_c_name, write_c_name, DecodeError, InitArgs, KernelArgs};
-use core::ffi::c_void;
 
 mod fingerprint;
 mod program;

@@ -206,27 +206,9 @@ pub type ExecHook = fn(ctx: &ExecContext<'_>) -> Result<(), i32>;
 // Orchestration objects
 // ---------------------------------------------------------------------------------------------
 
-/// What the AICPU program passes an orchestration object's entry (host-process-only).
-///
-/// `api` is the task runtime's submission table (tasks, scopes), opaque here: its layout
-/// belongs to `ferry-runtime`, versioned by `api_version`. Null when no runtime is attached.
-#[repr(C)]
-#[derive(Clone, Copy, Debug)]
-pub struct OrchContext {
-    /// The OS services.
-    pub services: *const DeviceServices,
-    /// `KernelArgs::runtime_args` of the run.
-    pub runtime_args: u64,
-    /// The callable being run.
-    pub callable_id: u32,
-    /// Version of the table behind `api` (0 when `api` is null).
-    pub api_version: u32,
-    /// The runtime's submission table, or null.
-    pub api: *const c_void,
-}
-
-/// An orchestration object's entry. Returns a `STATUS_*`.
-pub type OrchEntryFn = unsafe extern "C" fn(ctx: *const OrchContext) -> i32;
+// `OrchContext` and `OrchEntryFn` live in `ferry-kernel-abi` (a user's orchestration library
+// is built against that crate alone): what the AICPU program passes an orchestration entry.
+pub use ferry_kernel_abi::orch_lib::{OrchContext, OrchEntryFn};
 
 /// What an orchestration object's config export fills in.
 ///

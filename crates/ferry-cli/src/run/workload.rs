@@ -1,10 +1,9 @@
 //! `ferry run --workload FILE` and `ferry workload check FILE`: a user's workload file, checked
 //! and compiled by `ferry-workload`, run like an example (both variants, every DFX flag: the
 //! name map and clock anchors are written for it) and verified as the file says.
-use super::{print_next_steps, Printer, RunArgs};
+use super::{Printer, RunArgs};
 use clap::{Args, Subcommand};
-use ferry_job::Job;
-use ferry_profile::SUMMARY_FILE;
+use ferry_job::{Job, LoadedLibrary};
 use std::path::{Path, PathBuf};
 
 /// `ferry workload ...`.
@@ -36,7 +35,7 @@ pub(crate) fn workload_command(a: &WorkloadArgs) -> anyhow::Result<()> {
         WorkloadCommand::Check { file, small, kernels } => {
             let checked = ferry_job::check_workload(file, kernels, *small)?;
             for (path, added) in &checked.loaded {
-                crate::kernels::print_loaded(path, added)?;
+                crate::stdout::print(&LoadedLibrary { path, kernels: added }.to_string())?;
             }
             let wl = &checked.workload;
             crate::stdout::outln!(
@@ -56,21 +55,6 @@ pub(super) fn run(a: &RunArgs, file: &Path) -> anyhow::Result<()> {
     let printer = Printer::new(&a.dfx);
     let done = a.job(Job::workload(file))?.run_observed(&printer);
     let done = printer.outcome(done)?;
-    let case = &done.cases[0];
-    let s = &case.output.stats;
-    crate::stdout::outln!(
-        "{:<16} {:>8} {:>8.1} ms {:>12.0} tasks/s  ok (checksum {:.4})",
-        case.name,
-        s.tasks,
-        s.wall.as_secs_f64() * 1e3,
-        s.tasks as f64 / s.wall.as_secs_f64(),
-        case.checksum
-    )?;
-    let per: Vec<String> = s.per_kernel.iter().map(|(k, n)| format!("{k} {n}")).collect();
-    crate::stdout::outln!("{:<16} per kernel: {}", "", per.join(", "))?;
-    if let Some(d) = &done.out {
-        crate::stdout::outln!("wrote {}", d.join(SUMMARY_FILE).display())?;
-    }
-    let profiles = printer.profiles.borrow().clone();
-    print_next_steps(&profiles, printer.swimlane)
+    crate::stdout::print(&done.table().to_string())?;
+    printer.print_next_steps()
 }

@@ -82,3 +82,53 @@ pub fn browser_missing() -> Option<String> {
     }
     None
 }
+
+/// Builds the C++ decode step (`examples/decode-cpp`) with `make` and the system C++ compiler
+/// alone (no cargo on the PATH) into `dir`, and returns its shared object; `None` (the test
+/// skipped, saying why) where `c++` or `make` does not run.
+pub fn make_decode_cpp(test: &str, dir: &Path) -> Option<PathBuf> {
+    let tools = runs("c++", &["--version"]) && runs("make", &["--version"]);
+    need(tools, test, "the system C++ compiler `c++` or `make` does not run")?;
+    std::fs::create_dir_all(dir).unwrap();
+    let lib = dir.join("libferry_decode_cpp.so");
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/decode-cpp");
+    let o = Command::new("make")
+        .arg("-B")
+        .arg("-C")
+        .arg(&src)
+        .arg(format!("LIB={}", lib.display()))
+        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+        .output()
+        .expect("spawning make");
+    assert!(
+        o.status.success(),
+        "make could not build examples/decode-cpp:\n{}\n{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(lib.is_file(), "{} missing", lib.display());
+    Some(lib)
+}
+
+/// The original-format files of every DFX subsystem and the Perfetto trace, as `ferry export`
+/// writes them from a run's native profile.
+pub const ORIGINAL_FILES: [&str; 5] =
+    ["deps.json", "pmu.csv", "scope_stats", "args_dump", "trace.perfetto-trace"];
+
+/// Checks that the run in `out` (all five subsystems, the default output) wrote its native
+/// profile alone, and that `ferry export` writes every subsystem's original files from it into
+/// `out`'s sibling `<out>-export`; returns that directory.
+pub fn export_every_subsystem(out: &Path) -> PathBuf {
+    assert!(out.join("profile.ferry").is_file(), "{}: no native profile", out.display());
+    for f in ORIGINAL_FILES {
+        assert!(!out.join(f).exists(), "{}: {f} without --original-formats", out.display());
+    }
+    let mut name = out.file_name().unwrap().to_os_string();
+    name.push("-export");
+    let exported = out.with_file_name(name);
+    ferry_ok(&["export", out.to_str().unwrap(), "-o", exported.to_str().unwrap()]);
+    for f in ORIGINAL_FILES {
+        assert!(exported.join(f).exists(), "{}: no {f} exported", out.display());
+    }
+    exported
+}

@@ -1,6 +1,6 @@
 //! Errors of the launch transaction, one enum per family of operations.
 use super::RunId;
-use ferry_sim::DeviceError;
+use ferry_backend::BackendError;
 
 /// A malformed [`LaunchDescriptor`](super::LaunchDescriptor).
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -73,7 +73,7 @@ pub enum PrepareError {
     },
     /// Freeing the retired pinned source failed; the slot still owns it (retry later).
     #[error("freeing the retired pinned source failed")]
-    FreeRetiredSource(#[source] DeviceError),
+    FreeRetiredSource(#[source] BackendError),
     /// Allocating the replacement pinned source failed; retry later (nothing was submitted).
     #[error("allocating {bytes} pinned bytes failed")]
     PinnedAlloc {
@@ -81,11 +81,11 @@ pub enum PrepareError {
         bytes: u64,
         /// Why.
         #[source]
-        error: DeviceError,
+        error: BackendError,
     },
     /// Freeing the retired device destination failed; the slot still owns it.
     #[error("freeing the retired device destination failed")]
-    FreeRetiredDestination(#[source] DeviceError),
+    FreeRetiredDestination(#[source] BackendError),
     /// Allocating the device destination failed; retry later.
     #[error("allocating a {bytes}-byte device destination failed")]
     DeviceAlloc {
@@ -93,7 +93,7 @@ pub enum PrepareError {
         bytes: u64,
         /// Why.
         #[source]
-        error: DeviceError,
+        error: BackendError,
     },
     /// The descriptor has a per-run suffix, and the slot's destination still serves a live
     /// run: the suffix cannot be written under it (nothing was written).
@@ -110,7 +110,7 @@ pub enum PrepareError {
         bytes: u64,
         /// Why.
         #[source]
-        error: DeviceError,
+        error: BackendError,
     },
 }
 
@@ -171,7 +171,7 @@ pub enum PublishError {
     /// Ordering the caller dependency onto the AICPU stream failed; nothing of the run was
     /// submitted and it stays `Prepared`.
     #[error("ordering the caller dependency failed")]
-    CallerDependency(#[source] DeviceError),
+    CallerDependency(#[source] BackendError),
     /// Ordering the run behind the completion boundaries of the run launched before it on the
     /// same stream pair failed: the run is `Partial`.
     #[error("ordering the run behind {predecessor}'s completion failed")]
@@ -180,11 +180,11 @@ pub enum PublishError {
         predecessor: RunId,
         /// Why.
         #[source]
-        error: DeviceError,
+        error: BackendError,
     },
     /// Recording the run's start event (before its first copy) failed: the run is `Partial`.
     #[error("recording the run's start event failed")]
-    StartRecord(#[source] DeviceError),
+    StartRecord(#[source] BackendError),
     /// A copy failed to enqueue: the run is `Partial`, the descriptor unpublished, the payload
     /// withdrawn, and no later copy was queued.
     #[error("enqueueing the {target:?} copy failed")]
@@ -193,14 +193,14 @@ pub enum PublishError {
         target: CopyTarget,
         /// Why.
         #[source]
-        error: DeviceError,
+        error: BackendError,
     },
     /// Recording the entry-fork event failed: the run is `Partial`.
     #[error("recording the entry fork failed")]
-    ForkRecord(#[source] DeviceError),
+    ForkRecord(#[source] BackendError),
     /// The AICore stream could not be made to wait for the fork: the run is `Partial`.
     #[error("making the AICore stream wait for the entry fork failed")]
-    ForkWait(#[source] DeviceError),
+    ForkWait(#[source] BackendError),
 }
 
 /// Why [`launch`](super::LaunchStaging::launch) refused or failed.
@@ -250,7 +250,7 @@ pub enum LaunchError {
         run: RunId,
         /// Why.
         #[source]
-        error: DeviceError,
+        error: BackendError,
     },
     /// Submitting an entry failed; `progress` says how far the launch got.
     #[error("submitting the launch failed ({progress:?})")]
@@ -260,7 +260,7 @@ pub enum LaunchError {
         progress: super::LaunchProgress,
         /// Why.
         #[source]
-        error: DeviceError,
+        error: BackendError,
     },
 }
 
@@ -281,7 +281,7 @@ pub enum FinishError {
         run: RunId,
         /// The failed proof.
         #[source]
-        error: DeviceError,
+        error: BackendError,
     },
 }
 
@@ -309,11 +309,11 @@ pub enum TeardownError {
         bytes: u64,
         /// The first failure.
         #[source]
-        error: DeviceError,
+        error: BackendError,
     },
     /// Freeing the device destination failed; the slot retains it for a retry.
     #[error("freeing the device destination failed")]
-    DestinationFree(#[source] DeviceError),
+    DestinationFree(#[source] BackendError),
 }
 
 /// Why scheduler diagnostics cannot be exported for the current run.

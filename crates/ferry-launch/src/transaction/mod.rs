@@ -31,7 +31,7 @@
 //! # Failures while runs are queued
 //!
 //! A stream keeps its first failure (a failed copy or entry) until a synchronize hands it
-//! out, and every boundary recorded after it reports it ([`Event::error`]). So when run k fails
+//! out, and every boundary recorded after it reports it ([`BackendEvent::error`]). So when run k fails
 //! while run k+1 is queued behind it, both retire with an error: run k with its own, run k+1
 //! marked [`inherited`](Retired::inherited) (the failure was on the streams before its own
 //! work). The failing run's retirement discharges the pair (bounded), which clears the
@@ -49,7 +49,10 @@
 //!
 //! [`KernelArgs`]: ferry_abi::launch::KernelArgs
 use ferry_abi::launch::{AicoreLaunchArgs, KernelArgs};
-use ferry_sim::{Device, DeviceError, DevicePtr, Event, Stream};
+use ferry_backend::{
+    BackendDevice, BackendError, BackendEvent, BackendStream, DevicePtr, EntryOf, EventOf,
+    HostEntry,
+};
 use std::sync::{Arc, Mutex};
 
 mod error;
@@ -167,41 +170,47 @@ impl MetadataRegion {
     }
 }
 
-/// The runner-owned stream pair a run is published and launched on. Caller streams are never
-/// part of it: a caller hands in a dependency [`Event`] only.
+/// The runner-owned stream pair a run is published and launched on, of device type `D`.
+/// Caller streams are never part of it: a caller hands in a dependency event only.
 ///
 /// Clones share the pair and its tail: the completion boundaries of the last run launched on
 /// it that has not retired, which the next publication on the pair (from any slot) is
 /// ordered behind.
-#[derive(Clone, Debug)]
-pub struct RunStreams {
+#[derive(Debug)]
+pub struct RunStreams<D: BackendDevice> {
     /// The AICPU stream: caller dependency, publication copies, fork record, AICPU entry.
-    pub aicpu: Stream,
+    pub aicpu: Arc<D::Stream>,
     /// The AICore stream: waits for the entry fork, then runs the AICore entry.
-    pub aicore: Stream,
-    tail: Arc<Mutex<Option<RunEvents>>>,
+    pub aicore: Arc<D::Stream>,
+    tail: Arc<Mutex<Option<RunEvents<D>>>>,
 }
 
-impl RunStreams {
+impl<D: BackendDevice> Clone for RunStreams<D> {
+    fn clone(&self) -> Self {
+        Self { aicpu: self.aicpu.clone(), aicore: self.aicore.clone(), tail: self.tail.clone() }
+    }
+}
+
+impl<D: BackendDevice> RunStreams<D> {
     /// Creates a fresh AICPU + AICore stream pair on `device`.
     ///
     /// # Errors
     /// When a stream cannot be created.
-    pub fn new(device: &Device) -> Result<Self, DeviceError> {
+    pub fn new(device: &D) -> Result<Self, BackendError> {
         Ok(Self {
-            aicpu: device.create_stream()?,
-            aicore: device.create_stream()?,
+            aicpu: Arc::new(device.create_stream()?),
+            aicore: Arc::new(device.create_stream()?),
             tail: Arc::default(),
         })
     }
 
     /// The events of the last run launched on this pair that has not retired: the run the
     /// next publication is queued behind. `None` when every launched run retired.
-    pub fn tail(&self) -> Option<RunEvents> {
+    pub fn tail(&self) -> Option<RunEvents<D>> {
         self.tail.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
-    fn set_tail(&self, events: Option<RunEvents>) {
+    fn set_tail(&self, events: Option<RunEvents<D>>) {
         *self.tail.lock().unwrap_or_else(|p| p.into_inner()) = events;
     }
 
@@ -213,7 +222,7 @@ impl RunStreams {
         }
     }
 
-    fn same_as(&self, other: &RunStreams) -> bool {
+    fn same_as(&self, other: &RunStreams<D>) -> bool {
         self.aicpu.id() == other.aicpu.id() && self.aicore.id() == other.aicore.id()
     }
 }
@@ -222,20 +231,21 @@ impl RunStreams {
 /// first copy, after whatever it is ordered behind) and its two completion boundaries
 /// (recorded after the AICPU entry on the AICPU stream and after the AICore entry on the
 /// AICore stream). Their states and device timestamps say where the run is without asking
-/// the host: [`Event::query`], [`Event::timestamp_cycles`], [`Event::error`].
+/// the host: [`BackendEvent::query`], [`BackendEvent::timestamp_cycles`],
+/// [`BackendEvent::error`].
 #[derive(Clone, Debug)]
-pub struct RunEvents {
+pub struct RunEvents<D: BackendDevice> {
     /// The run.
     pub run: RunId,
     /// Recorded before the run's first copy.
-    pub started: Event,
+    pub started: EventOf<D>,
     /// The AICPU stream's completion boundary.
-    pub aicpu_done: Event,
+    pub aicpu_done: EventOf<D>,
     /// The AICore stream's completion boundary.
-    pub aicore_done: Event,
+    pub aicore_done: EventOf<D>,
 }
 
-impl RunEvents {
+impl<D: BackendDevice> RunEvents<D> {
     /// Whether both completion boundaries were reached.
     pub fn completed(&self) -> bool {
         self.aicpu_done.query() && self.aicore_done.query()
@@ -342,7 +352,7 @@ pub struct Retired {
     pub path: RetirePath,
     /// The first error the run's streams reported up to its completion boundaries (a failed
     /// kernel or copy), if any.
-    pub run_error: Option<DeviceError>,
+    pub run_error: Option<BackendError>,
     /// `run_error` was already on the streams when the run was queued behind its predecessor:
     /// a run ahead of it failed, and this run's results cannot be trusted either.
     pub inherited: bool,
@@ -388,44 +398,54 @@ pub struct StagingStats {
     pub suffix_bytes: u64,
 }
 
-/// The AICore entry: gets the AICore projection of the launch payload by value.
-pub type AicoreEntry = Box<dyn FnOnce(&Device, AicoreLaunchArgs) -> Result<(), String> + Send>;
-/// The AICPU entry: gets the front-less [`KernelArgs`] by value.
-pub type AicpuExecFn = Box<dyn FnOnce(&Device, KernelArgs) -> Result<(), String> + Send>;
+/// The AICore entry of device `D`: gets the AICore projection of the launch payload by value.
+pub type AicoreEntry<D> = EntryOf<D, AicoreLaunchArgs>;
+/// The AICPU entry of device `D`: gets the front-less [`KernelArgs`] by value.
+pub type AicpuExecFn<D> = EntryOf<D, KernelArgs>;
 
 /// The two entries a launch submits: AICore first, then AICPU.
-pub struct EntryKernels {
+pub struct EntryKernels<D: BackendDevice> {
     /// Kernel name of the AICore entry.
     pub aicore_name: String,
-    /// The AICore entry body.
-    pub aicore: AicoreEntry,
+    /// The AICore entry.
+    pub aicore: AicoreEntry<D>,
     /// Kernel name of the AICPU entry.
     pub aicpu_name: String,
-    /// The AICPU entry body.
-    pub aicpu: AicpuExecFn,
+    /// The AICPU entry.
+    pub aicpu: AicpuExecFn<D>,
 }
 
-impl EntryKernels {
+impl<D: BackendDevice> EntryKernels<D> {
+    /// Entries named `aicore_entry` / `aicpu_exec`, as the backend carries them.
+    pub fn from_entries(aicore: AicoreEntry<D>, aicpu: AicpuExecFn<D>) -> Self {
+        Self { aicore_name: "aicore_entry".into(), aicore, aicpu_name: "aicpu_exec".into(), aicpu }
+    }
+}
+
+impl<D> EntryKernels<D>
+where
+    D: BackendDevice,
+    D::Stream: BackendStream<
+        Entry<AicoreLaunchArgs> = HostEntry<D, AicoreLaunchArgs>,
+        Entry<KernelArgs> = HostEntry<D, KernelArgs>,
+    >,
+{
     /// Entries that do nothing (for benches and tests of the transaction alone).
     pub fn noop() -> Self {
         Self::new(|_, _| Ok(()), |_, _| Ok(()))
     }
 
-    /// Entries named `aicore_entry` / `aicpu_exec` with the given bodies.
+    /// Entries named `aicore_entry` / `aicpu_exec` with the given bodies, for a backend whose
+    /// device code runs on host threads ([`HostEntry`]).
     pub fn new(
-        aicore: impl FnOnce(&Device, AicoreLaunchArgs) -> Result<(), String> + Send + 'static,
-        aicpu: impl FnOnce(&Device, KernelArgs) -> Result<(), String> + Send + 'static,
+        aicore: impl FnOnce(&D, AicoreLaunchArgs) -> Result<(), String> + Send + 'static,
+        aicpu: impl FnOnce(&D, KernelArgs) -> Result<(), String> + Send + 'static,
     ) -> Self {
-        Self {
-            aicore_name: "aicore_entry".into(),
-            aicore: Box::new(aicore),
-            aicpu_name: "aicpu_exec".into(),
-            aicpu: Box::new(aicpu),
-        }
+        Self::from_entries(Box::new(aicore), Box::new(aicpu))
     }
 }
 
-impl std::fmt::Debug for EntryKernels {
+impl<D: BackendDevice> std::fmt::Debug for EntryKernels<D> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("EntryKernels")
             .field("aicore_name", &self.aicore_name)

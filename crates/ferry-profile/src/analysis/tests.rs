@@ -393,3 +393,50 @@ fn a_core_id_past_the_declared_cores_is_one_row_not_a_row_per_number() {
         (10, 0, 15)
     );
 }
+
+/// The loss table's height does not follow the host's load: of five lanes that only waited, the
+/// two longest waiters are rows (with their waits and longest wait) and the other three one line
+/// whose sums are theirs; a lane that dropped records is a row whatever its wait.
+#[test]
+fn lanes_that_only_waited_past_two_are_one_line_of_their_sums() {
+    let mut run = sample_run(LossPolicy::Block);
+    for ln in &mut run.loss.lanes {
+        ln.stall_cycles = 0;
+        ln.stalls.clear();
+    }
+    // Waits of 1000, 700, 600, 500 and 400 cycles (1 GHz: a cycle is a nanosecond), two each.
+    let waited = [1000u64, 700, 600, 500, 400];
+    for (ln, w) in run.loss.lanes.iter_mut().zip(waited) {
+        ln.stall_cycles = w;
+        ln.stalls = vec![[10, 10 + w / 4], [100, 100 + w - w / 4]];
+    }
+    let lossy = waited.len();
+    run.loss.lanes[lossy].dropped = 7;
+    run.loss.lanes[lossy].produced += 7;
+    run.meta.clock_freq_hz = 1_000_000_000;
+    let r = report(&run);
+    let t = r.text(None);
+    let table = &t[t.find("Loss and stalls").unwrap()..];
+    let row_of = |ln: &crate::model::LaneLoss| {
+        table.lines().find(|l| l.trim_start().starts_with(&format!("{} ", ln.lane)))
+    };
+    let lanes = &run.loss.lanes;
+    for ln in &lanes[..2] {
+        let row = row_of(ln).unwrap_or_else(|| panic!("{} has no row: {table}", ln.lane));
+        let longest = format!("{:.3}", (ln.stall_cycles - ln.stall_cycles / 4) as f64 / 1e3);
+        assert!(row.contains(" 2 ") && row.contains(&longest), "{row}");
+    }
+    for ln in &lanes[2..lossy] {
+        assert!(row_of(ln).is_none(), "{} is a row: {table}", ln.lane);
+    }
+    let recs: u64 = lanes[2..lossy].iter().map(|l| l.produced).sum();
+    let fold = format!(
+        "3 other lanes waited too: 1.500 us in 6 wait(s) in all, longest 0.450 us; every record \
+         collected ({recs} in all)"
+    );
+    assert!(table.contains(&fold), "{table}");
+    assert!(row_of(&lanes[lossy]).unwrap().contains(" 7 "), "{table}");
+    // The heading, the columns, three rows, the waiters' line, the inflated tasks, the quiet lanes and
+    // the total.
+    assert_eq!(table.lines().count(), 9, "{table}");
+}

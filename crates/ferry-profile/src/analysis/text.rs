@@ -14,6 +14,9 @@ const PATH_SHOWN: usize = 24;
 /// Tasks of the observed path the text lists one per line (the first ones and the last two);
 /// `--json` has them all.
 const OBSERVED_SHOWN: usize = 6;
+/// Lanes that only waited (lost nothing) the loss table lists as rows, the longest waiters
+/// first; the others are one line of sums.
+const STALL_ROWS: usize = 2;
 /// Cores per line of the per-core table.
 const CORES_PER_LINE: usize = 3;
 
@@ -210,7 +213,9 @@ impl Report {
                 let _ = write!(s, " {n:>14}");
             }
             let _ = writeln!(s);
-            for k in p.kernels.iter().chain([&p.total]) {
+            // With one kernel the run's `all` row repeats it: one row says both.
+            let all = (p.kernels.len() != 1).then_some(&p.total);
+            for k in p.kernels.iter().chain(all) {
                 let _ = write!(s, "  {:<16} {:>6} {:>14}", k.kernel, k.rows, k.total_cycles);
                 for v in &k.counters {
                     let _ = write!(s, " {v:>14}");
@@ -221,11 +226,14 @@ impl Report {
 
         self.critical_path_text(&mut s);
 
-        let _ = writeln!(
-            s,
-            "\nOrder check (dispatch <= start <= end <= finish): {}",
-            plural(self.order_violations, "violation", "violations")
-        );
+        // A clean order check is said in the verdict's line; only a failed one is a section.
+        if self.order_violations > 0 || self.missing_aicpu_records > 0 {
+            let _ = writeln!(
+                s,
+                "\nOrder check (dispatch <= start <= end <= finish): {}",
+                plural(self.order_violations, "violation", "violations")
+            );
+        }
         if self.missing_aicpu_records > 0 {
             let _ = writeln!(
                 s,
@@ -234,24 +242,93 @@ impl Report {
             );
         }
 
+        self.loss_text(&mut s, us);
+        s
+    }
+
+    /// Loss and stalls, one table. A lane that lost nothing, waited for nothing and reconciles
+    /// says nothing: the lanes like it are counted in one line (`--json` lists every lane). Of
+    /// the lanes that only waited, the [`STALL_ROWS`] longest waiters are rows and the others
+    /// one line of sums, so the table's height does not follow how loaded the host was.
+    fn loss_text(&self, s: &mut String, us: impl Fn(u64) -> f64) {
+        let l = &self.loss;
         let st = &self.stalls;
         let _ = writeln!(
             s,
-            "\nStalled lanes (policy {:?}, budget {} cycles = {} per wait): {}",
+            "\nLoss and stalls (transport records per lane; dep_gen and args lanes count 8-byte \
+             words; policy {:?}, budget {} cycles = {} per wait):",
             st.policy,
             st.budget_cycles,
             duration(us(st.budget_cycles) * 1e3),
-            if st.lanes.is_empty() { "none" } else { "" }
         );
-        for ln in &st.lanes {
+        let quiet = |ln: &super::LossLane| ln.dropped == 0 && ln.stall_cycles == 0 && ln.reconciles;
+        let only_waited =
+            |ln: &super::LossLane| ln.dropped == 0 && ln.stall_cycles > 0 && ln.reconciles;
+        let same = |w: &super::StalledLane, ln: &super::LossLane| {
+            w.lane == ln.lane && w.thread == ln.thread
+        };
+        // `stalls.lanes` is every lane that waited, the longest waiter first.
+        let shown_waiters: Vec<&super::StalledLane> = st
+            .lanes
+            .iter()
+            .filter(|w| l.lanes.iter().any(|ln| same(w, ln) && only_waited(ln)))
+            .take(STALL_ROWS)
+            .collect();
+        let row = |ln: &super::LossLane| {
+            !quiet(ln) && (!only_waited(ln) || shown_waiters.iter().any(|w| same(w, ln)))
+        };
+        if l.lanes.iter().any(row) {
             let _ = writeln!(
                 s,
-                "  {} (thread {}): stalled {:.3} us in {} wait(s), longest {:.3} us",
+                "  {:<24} {:>6} {:>10} {:>10} {:>8} {:>12} {:>6} {:>12}  reconcile",
+                "lane",
+                "thread",
+                "produced",
+                "collected",
+                "dropped",
+                "stall_us",
+                "waits",
+                "longest_us"
+            );
+        }
+        for ln in l.lanes.iter().filter(|ln| row(ln)) {
+            let (n, longest) = st.lanes.iter().find(|w| same(w, ln)).map_or_else(
+                || ("-".to_string(), "-".to_string()),
+                |w| (w.waits.to_string(), format!("{:.3}", us(w.longest_cycles))),
+            );
+            let _ = writeln!(
+                s,
+                "  {:<24} {:>6} {:>10} {:>10} {:>8} {:>12.3} {:>6} {:>12}  {}",
                 ln.lane,
                 ln.thread,
+                ln.produced,
+                ln.collected,
+                ln.dropped,
                 us(ln.stall_cycles),
-                ln.waits,
-                us(ln.longest_cycles)
+                n,
+                longest,
+                if ln.reconciles { "ok" } else { "MISMATCH" }
+            );
+        }
+        // The waiters past the rows: counted, with their sums.
+        let (mut n, mut recs, mut stall, mut count, mut longest) = (0u64, 0u64, 0u64, 0u64, 0u64);
+        for ln in l.lanes.iter().filter(|ln| only_waited(ln) && !row(ln)) {
+            n += 1;
+            recs = recs.saturating_add(ln.produced);
+            stall = stall.saturating_add(ln.stall_cycles);
+            if let Some(w) = st.lanes.iter().find(|w| same(w, ln)) {
+                count = count.saturating_add(w.waits);
+                longest = longest.max(w.longest_cycles);
+            }
+        }
+        if n > 0 {
+            let _ = writeln!(
+                s,
+                "  {} waited too: {:.3} us in {count} wait(s) in all, longest {:.3} us; every \
+                 record collected ({recs} in all), none dropped",
+                plural(n, "other lane", "other lanes"),
+                us(stall),
+                us(longest)
             );
         }
         if !st.inflated_tasks.is_empty() {
@@ -263,64 +340,11 @@ impl Report {
                 st.inflated_tasks.join(", ")
             );
         }
-
-        let l = &self.loss;
-        let _ = writeln!(
-            s,
-            "\nLoss accounting (transport records per lane; dep_gen and args lanes count 8-byte \
-             words):"
-        );
-        // A lane that lost nothing, waited for nothing and reconciles says nothing: the lanes
-        // like it are counted in one line (`--json` lists every lane).
-        let quiet =
-            |ln: &&super::LossLane| ln.dropped == 0 && ln.stall_cycles == 0 && ln.reconciles;
-        if l.lanes.iter().any(|ln| !quiet(&ln)) {
-            let _ = writeln!(
-                s,
-                "  {:<24} {:>6} {:>10} {:>10} {:>8} {:>12}  reconcile",
-                "lane", "thread", "produced", "collected", "dropped", "stall_us"
-            );
-        }
-        for ln in l.lanes.iter().filter(|ln| !quiet(ln)) {
-            let _ = writeln!(
-                s,
-                "  {:<24} {:>6} {:>10} {:>10} {:>8} {:>12.3}  {}",
-                ln.lane,
-                ln.thread,
-                ln.produced,
-                ln.collected,
-                ln.dropped,
-                us(ln.stall_cycles),
-                if ln.reconciles { "ok" } else { "MISMATCH" }
-            );
-        }
         let (n, recs) = l
             .lanes
             .iter()
-            .filter(quiet)
+            .filter(|ln| quiet(ln))
             .fold((0u64, 0u64), |(n, r), ln| (n + 1, r.saturating_add(ln.produced)));
-        if n > 0 {
-            let which = if n == l.lanes.len() as u64 {
-                format!("all {}", plural(n, "lane", "lanes"))
-            } else {
-                plural(n, "other lane", "other lanes")
-            };
-            let _ = writeln!(
-                s,
-                "  {which}: every record collected ({recs} in all), none dropped, no stall{}",
-                if n == l.lanes.len() as u64 && l.reconciles { "; reconcile ok" } else { "" }
-            );
-        }
-        if n != l.lanes.len() as u64 || !l.reconciles {
-            let _ = writeln!(
-                s,
-                "  total: produced {}, collected {}, dropped {}; reconcile {}",
-                l.produced,
-                l.collected,
-                l.dropped,
-                if l.reconciles { "ok" } else { "MISMATCH" }
-            );
-        }
         let mut extra = Vec::new();
         if let Some([records, overwrite]) = l.args_dropped {
             extra.push(format!(
@@ -330,10 +354,31 @@ impl Report {
         if let Some(d) = l.scopes_dropped {
             extra.push(format!("scope_stats: dropped {d}"));
         }
-        if !extra.is_empty() {
-            let _ = writeln!(s, "  {}", extra.join("; "));
+        let extra =
+            if extra.is_empty() { String::new() } else { format!("; {}", extra.join("; ")) };
+        let all = n == l.lanes.len() as u64 && l.reconciles;
+        if n > 0 {
+            let which = if n == l.lanes.len() as u64 {
+                format!("all {}", plural(n, "lane", "lanes"))
+            } else {
+                plural(n, "other lane", "other lanes")
+            };
+            let _ = writeln!(
+                s,
+                "  {which}: every record collected ({recs} in all), none dropped, no stall{}",
+                if all { format!("; reconcile ok{extra}") } else { String::new() }
+            );
         }
-        s
+        if !all {
+            let _ = writeln!(
+                s,
+                "  total: produced {}, collected {}, dropped {}; reconcile {}{extra}",
+                l.produced,
+                l.collected,
+                l.dropped,
+                if l.reconciles { "ok" } else { "MISMATCH" }
+            );
+        }
     }
 
     /// The per-kernel table as CSV (a header, then one line per kernel of at most `top`): every
@@ -444,6 +489,10 @@ impl Report {
                 duration(us(self.run.clock_hz, st.total_stall_cycles) * 1e3)
             )
         });
+        parts.push(format!(
+            "order check: {}",
+            plural(self.order_violations, "violation", "violations")
+        ));
         // The subsystems that recorded nothing, as `Subsystem::no_records_line` words it: said
         // here, in the verdict's line, and drawn as no table.
         if !self.run.no_records.is_empty() {
@@ -512,7 +561,7 @@ impl Report {
                 };
                 let _ = writeln!(
                     s,
-                    "    {} {:<16} core{:<4} compute {:>10.3} us after {} {:.3} us",
+                    "    {:<8} {:<16} core{:<4} compute {:>10.3} us after {} {:.3} us",
                     t.task_id,
                     t.kernel,
                     t.core,

@@ -101,6 +101,7 @@ pub fn aicore_execute(
     let timed = image.u32_at(flags_off).load(Ordering::Relaxed) & super::dfx::DFX_SWIMLANE != 0;
     let now = || if timed { ops.clock_cycles() } else { 0 };
     let guards = guard_table(&image, &hdr);
+    super::inflight::bind(block_idx);
     loop {
         let v = ops
             .core_wait(base, dmb, &mut |v| v != last && v != AICPU_IDLE && v != 0, None)
@@ -120,10 +121,13 @@ pub fn aicore_execute(
         let a: DispatchArgs = image.read_record(entry);
         ops.reg_write_core(base, cond, cond_ack(v));
         let start = now();
+        // Named per core until it returns: a kernel that ends the process is named by it.
+        super::inflight::enter(block_idx, a.task, a.kernel_id);
         let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             run_kernel(ops, &a, &mut tensors, &mut cache, custom)
         }))
         .unwrap_or(Err(KernelFault::Panicked { kernel: a.kernel_id }));
+        super::inflight::leave(block_idx);
         // A loaded kernel is the user's code: what it wrote past its outputs is its fault.
         let ran = match ran {
             Ok(()) if is_custom_kernel(a.kernel_id) => check_guards(ops, &a, &guards),

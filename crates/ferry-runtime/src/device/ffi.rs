@@ -22,6 +22,7 @@ use super::program::AicpuProgram;
 use super::services::ServicesOps;
 use super::task::{Orchestrate, Role, ScopeSite, Task, TaskId, TensorId, TensorInfo, View};
 use crate::error::{DeviceFault, SubmitError};
+use ferry_abi::orch_lib::OrchLibApi;
 use ferry_abi::services::{
     ExecContext, OrchContext, STATUS_NO_SERVICES, STATUS_OK, STATUS_PANIC, STATUS_RUNTIME_BASE,
 };
@@ -155,9 +156,12 @@ pub struct TensorInfoDesc {
     pub len: u64,
 }
 
-struct Server<'a> {
-    orch: &'a mut dyn Orchestrate,
-    last: Option<SubmitError>,
+/// The serving side of both tables: the orchestrator, the last error an entry saw, and the
+/// task the function would submit next.
+pub(crate) struct Server<'a> {
+    pub(crate) orch: &'a mut dyn Orchestrate,
+    pub(crate) last: Option<SubmitError>,
+    pub(crate) next: u64,
 }
 
 fn status_of(e: SubmitError) -> i32 {
@@ -168,7 +172,7 @@ fn status_of(e: SubmitError) -> i32 {
 ///
 /// # Safety
 /// `user` is the `Server` pointer [`serve`] put in the table, live for the call.
-unsafe fn with_server(
+pub(crate) unsafe fn with_server(
     user: *mut c_void,
     f: impl FnOnce(&mut Server<'_>) -> Result<(), SubmitError>,
 ) -> i32 {
@@ -268,6 +272,7 @@ unsafe extern "C" fn s_submit(user: *mut c_void, task: *const TaskDesc, out: *mu
     unsafe {
         with_server(user, |s| {
             let id = s.orch.submit(&t)?;
+            s.next = id.0 + 1;
             put(out, id.0);
             Ok(())
         })
@@ -359,11 +364,24 @@ pub fn serve<R>(
     orch: &mut dyn Orchestrate,
     f: impl FnOnce(&OrchApi) -> R,
 ) -> (R, Option<SubmitError>) {
-    let mut server = Server { orch, last: None };
+    let (r, last, _) = serve_tables(orch, |api, _| f(api));
+    (r, last)
+}
+
+/// Serves `orch` through both tables for the duration of `f`: the built-in objects'
+/// [`OrchApi`] and the user libraries' [`OrchLibApi`] (one state behind both). Returns `f`'s
+/// result, the last runtime error an entry saw and the task the orchestration would submit
+/// next.
+pub fn serve_tables<R>(
+    orch: &mut dyn Orchestrate,
+    f: impl FnOnce(&OrchApi, &OrchLibApi) -> R,
+) -> (R, Option<SubmitError>, u64) {
+    let mut server = Server { orch, last: None, next: 0 };
+    let user: *mut c_void = (&mut server as *mut Server<'_>).cast();
     let api = OrchApi {
         version: ORCH_API_VERSION,
         size: size_of::<OrchApi>() as u32,
-        user: (&mut server as *mut Server<'_>).cast(),
+        user,
         tensor_count: s_tensor_count,
         tensor: s_tensor,
         scalar_count: s_scalar_count,
@@ -376,8 +394,29 @@ pub fn serve<R>(
         report_error: s_report_error,
         scope_begin_at: s_scope_begin_at,
     };
-    let r = f(&api);
-    (r, server.last)
+    let lib = super::lib_api::table(user);
+    let r = f(&api, &lib);
+    (r, server.last, server.next)
+}
+
+/// The [`OrchContext`] an entry receives: both tables, `services` and `runtime_args` as given.
+pub fn orch_context(
+    services: *const ferry_abi::services::DeviceServices,
+    runtime_args: u64,
+    callable_id: u32,
+    api: &OrchApi,
+    lib: &OrchLibApi,
+) -> OrchContext {
+    OrchContext {
+        services,
+        runtime_args,
+        callable_id,
+        api_version: ORCH_API_VERSION,
+        api: (api as *const OrchApi).cast(),
+        lib_api_version: ferry_abi::orch_lib::ORCH_LIB_ABI_VERSION,
+        reserved: 0,
+        lib_api: lib,
+    }
 }
 
 /// [`Orchestrate`] over an [`OrchApi`]: what an orchestration object's entry uses.
@@ -533,14 +572,8 @@ pub fn exec_with_program(program: &AicpuProgram, ctx: &ExecContext<'_>) -> Resul
     let orch = |o: &mut DeviceOrchestrator<'_>, id: u32| -> Result<(), DeviceFault> {
         let entry = ctx.orch_entries.get(id as usize).copied().flatten();
         let entry = entry.ok_or(DeviceFault::NoCallable { id })?;
-        let (status, last) = serve(o, |api| {
-            let oc = OrchContext {
-                services: ctx.services,
-                runtime_args: ctx.args.runtime_args,
-                callable_id: id,
-                api_version: ORCH_API_VERSION,
-                api: (api as *const OrchApi).cast(),
-            };
+        let (status, last, next) = serve_tables(o, |api, lib| {
+            let oc = orch_context(ctx.services, ctx.args.runtime_args, id, api, lib);
             // SAFETY: the AICPU program loaded `entry` from the callable's orchestration object
             // and keeps the object loaded while the callable is registered; `oc` and the table
             // it points at live until the call returns.
@@ -549,7 +582,12 @@ pub fn exec_with_program(program: &AicpuProgram, ctx: &ExecContext<'_>) -> Resul
         match (status, last) {
             (STATUS_OK, _) => Ok(()),
             (_, Some(e)) => Err(DeviceFault::Submit(e)),
-            (status, None) => Err(DeviceFault::OrchestrationStatus { status }),
+            // A user library's function reports its own failure by its code; ferry's built-in
+            // objects never return a bare status.
+            (status, None) => match super::lib_api::function_error(status, None, next) {
+                Some(e) => Err(DeviceFault::Submit(e)),
+                None => Err(DeviceFault::OrchestrationStatus { status }),
+            },
         }
     };
     let clock: Arc<dyn CycleClock> = Arc::new(ServicesClock(*ctx.services));

@@ -224,6 +224,22 @@ impl Orchestrate for DeviceOrchestrator<'_> {
     ) -> Result<(), SubmitError> {
         super::workload::read_device_words(self.ops, self.tensor(tensor)?, offset, out)
     }
+
+    fn settle(&mut self, tensor: TensorId, offset: u64, words: u64) -> Result<(), SubmitError> {
+        let t = self.tensor(tensor)?;
+        let start = t.addr.saturating_add(offset.saturating_mul(4));
+        self.deps.clear();
+        self.map.writers(start, start.saturating_add(words.saturating_mul(4)), &mut self.deps);
+        let (run, writers) = (self.run, &self.deps);
+        let done = || writers.iter().all(|&w| !run.is_live(w));
+        if !done() {
+            self.ops.aicpu_wait(&mut || done() || run.is_aborted(), None);
+        }
+        if run.is_aborted() {
+            return Err(SubmitError::Aborted);
+        }
+        Ok(())
+    }
 }
 
 /// Host-built graph: submits the uploaded tasks into the ring with their uploaded predecessor

@@ -362,6 +362,18 @@ pub trait Orchestrate {
             fault: crate::device::workload::ProgramFault::Unreadable,
         })
     }
+
+    /// Makes words `offset..offset + words` of `tensor` readable with the values every task
+    /// submitted so far that writes them produces: the device orchestrator waits until those
+    /// tasks completed; the host graph builder, whose graph has not run, refuses a range a
+    /// task writes with [`SubmitError::PendingRead`]. The default has no tasks to wait for.
+    ///
+    /// # Errors
+    /// [`SubmitError::PendingRead`], [`SubmitError::Aborted`], [`SubmitError::MissingTensor`].
+    fn settle(&mut self, tensor: TensorId, offset: u64, words: u64) -> Result<(), SubmitError> {
+        let _ = (tensor, offset, words);
+        Ok(())
+    }
 }
 
 /// An orchestration function: the graph of one callable. A plain function pointer, so the

@@ -53,6 +53,20 @@ impl TensorMap {
         self.segs.clear();
     }
 
+    /// Appends to `out` the last writer of every byte of `[start, end)` that has one
+    /// (unsorted, may repeat); the map is left as it is.
+    pub fn writers(&self, start: u64, end: u64, out: &mut Vec<u64>) {
+        if start >= end {
+            return;
+        }
+        let first = self.segs.range(..=start).next_back().map_or(start, |(&k, _)| k);
+        for (&k, seg) in self.segs.range(first..end) {
+            if seg.end > start && k < end {
+                out.extend(seg.writer);
+            }
+        }
+    }
+
     /// Splits the segment that strictly contains `at`, so a segment boundary lies at `at`.
     fn split_at(&mut self, at: u64) {
         let Some((_, seg)) = self.segs.range_mut(..at).next_back() else { return };

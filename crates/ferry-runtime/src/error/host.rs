@@ -7,6 +7,7 @@
 use std::sync::Arc;
 
 use ferry_abi::arch::Arch;
+use ferry_backend::BackendError;
 use ferry_launch::loader::LoadError;
 use ferry_launch::transaction::{
     DescriptorError, DiagnosticsError, FinishError, LaunchError, PrepareError, PublishError,
@@ -24,6 +25,18 @@ pub enum RunError {
     /// The run failed on the device (or while the host built its graph).
     #[error(transparent)]
     Fault(#[from] DeviceFault),
+    /// A user orchestration library's function failed (its own failure, a panic, or a call
+    /// ferry refused): the source names the task.
+    #[error("orchestration function `{function}` (library `{library}`) failed")]
+    Orchestration {
+        /// The library's name.
+        library: String,
+        /// The function.
+        function: String,
+        /// What happened, with the task.
+        #[source]
+        fault: DeviceFault,
+    },
     /// The host-built graph has a dependency cycle through these tasks.
     #[error("workload has a dependency cycle through tasks {tasks:?}")]
     Cycle {
@@ -77,7 +90,7 @@ pub enum RunError {
     /// the streams when this run's work ran: this run's results are not trusted. The source is
     /// that failure (when the streams kept it); the failing run reports its own error.
     #[error("a run queued ahead of this one failed")]
-    AfterFailedRun(#[source] Option<DeviceError>),
+    AfterFailedRun(#[source] Option<BackendError>),
     /// The run's scheduler diagnostics cannot be exported: its publication did not succeed, so
     /// the resident scheduler state is not its own.
     #[error("scheduler diagnostics")]
@@ -160,7 +173,7 @@ pub enum LaunchFailure {
     CoresNotStarted(#[source] DeviceError),
     /// The run's work on its streams failed.
     #[error("the run's streams")]
-    Stream(#[source] DeviceError),
+    Stream(#[source] BackendError),
     /// The launch transaction held no runtime arguments after a successful prepare (a broken
     /// invariant of the transaction).
     #[error("the launch transaction gave no runtime arguments after prepare")]
@@ -319,6 +332,9 @@ pub enum RunnerError {
     /// The simulated driver failed.
     #[error(transparent)]
     Device(#[from] DeviceError),
+    /// A device operation through the backend seam failed (creating the runner's streams).
+    #[error(transparent)]
+    Backend(#[from] BackendError),
 }
 
 impl From<LoadError> for RunnerError {

@@ -97,6 +97,55 @@ pub struct RunnerConfig {
     /// or more, run k+1 is prepared (tensors and its per-run suffix uploaded) while run k
     /// executes; 1 serialises prepare behind the previous run's retirement.
     pub launch_slots: u32,
+    /// The AICPU programs the full path loads (default: the ones ferry embeds).
+    pub programs: AicpuPrograms,
+}
+
+/// The AICPU programs a runner loads on the full path ([`LaunchPath::DeviceProgram`]), one per
+/// variant: by default the ones ferry embeds (`ferry_programs`). A build of them shipped apart
+/// from the host library (installed by a vendor's package, or from another release) is named
+/// here; the loader checks it as it checks its own — its identity against the program's `name`
+/// and `build_id`, the launch ABI it reports, and each entry's payload — so a program of
+/// another launch ABI fails the run with `LoadError::AbiMismatch`, typed, instead of running.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct AicpuPrograms {
+    /// The device-orchestrated variant's program.
+    pub device_orchestrated: &'static ferry_programs::Program,
+    /// The host-built-graph variant's program.
+    pub host_built_graph: &'static ferry_programs::Program,
+}
+
+impl AicpuPrograms {
+    /// The programs ferry embeds.
+    pub const EMBEDDED: AicpuPrograms = AicpuPrograms {
+        device_orchestrated: &ferry_programs::AICPU_DEVICE_ORCHESTRATED,
+        host_built_graph: &ferry_programs::AICPU_HOST_BUILT_GRAPH,
+    };
+
+    /// The program of `variant`.
+    pub fn of(&self, variant: Variant) -> &'static ferry_programs::Program {
+        match variant {
+            Variant::DeviceOrchestrated => self.device_orchestrated,
+            Variant::HostBuiltGraph => self.host_built_graph,
+        }
+    }
+}
+
+impl Default for AicpuPrograms {
+    fn default() -> AicpuPrograms {
+        AicpuPrograms::EMBEDDED
+    }
+}
+
+impl std::fmt::Debug for AicpuPrograms {
+    /// The programs' names and build ids (not their bytes).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let p = |p: &ferry_programs::Program| format!("{} (build id {:#x})", p.name, p.build_id);
+        f.debug_struct("AicpuPrograms")
+            .field("device_orchestrated", &p(self.device_orchestrated))
+            .field("host_built_graph", &p(self.host_built_graph))
+            .finish()
+    }
 }
 
 /// Most launch slots a runner takes.
@@ -123,6 +172,7 @@ impl RunnerConfig {
             aicore_launch_latency: Duration::ZERO,
             aicore_start_after_line_fills: 0,
             launch_slots: 2,
+            programs: AicpuPrograms::EMBEDDED,
         }
     }
 
@@ -172,6 +222,11 @@ pub enum Variant {
 pub(super) enum Source {
     Orch(OrchFn),
     Prebuilt(Arc<Vec<PrebuiltTask>>),
+    /// Function `index` of an orchestration library.
+    Library {
+        library: Arc<super::orch_library::LoadedOrchLibrary>,
+        index: usize,
+    },
 }
 
 /// A callable: a named graph recipe and the variant that runs it.
@@ -216,7 +271,7 @@ impl Callable {
 
     /// The same recipe with another variant (a prebuilt workload stays host-built).
     pub fn with_variant(mut self, variant: Variant) -> Callable {
-        if let Source::Orch(_) = self.source {
+        if let Source::Orch(_) | Source::Library { .. } = self.source {
             self.variant = variant;
         }
         self

@@ -11,12 +11,11 @@
 //! The original runtime stages the whole extent through the pinned source; ferry's suffix never
 //! passes through it, so the pinned rule here is prefix + metadata and the extent rule governs
 //! the destination.
-use super::config::Source;
 use super::graph::GraphBuilder;
 use super::runner::layout::{image_offsets, ImageCounts};
 use super::{Callable, RunArgs, RunnerConfig, TensorInit, Variant, ROUTE_PREFIX_BYTES};
 use crate::device::task::TensorInfo;
-use crate::error::{DeviceFault, RunError};
+use crate::error::RunError;
 use ferry_abi::regs::RegLayout;
 use ferry_sim::Arch;
 
@@ -120,10 +119,7 @@ pub fn descriptor_extent(
     if callable.variant == Variant::HostBuiltGraph {
         let scratch = if args.scratch_bytes > 0 { (next, args.scratch_bytes) } else { (0, 0) };
         let mut gb = GraphBuilder::new(infos, args.scalars.clone(), scratch, None);
-        match &callable.source {
-            Source::Orch(f) => f(&mut gb).map_err(DeviceFault::Submit)?,
-            Source::Prebuilt(tasks) => gb.record_prebuilt(tasks)?,
-        }
+        callable.build_graph(&mut gb)?;
         let (recs, preds) = gb.finish()?.records();
         counts.graph_tasks = recs.len() as u64;
         counts.graph_preds = preds.len() as u64;

@@ -294,6 +294,22 @@ impl Orchestrate for GraphBuilder<'_> {
         Ok(TensorId(self.tensors.len() as u32 - 1))
     }
 
+    fn settle(&mut self, tensor: TensorId, offset: u64, words: u64) -> Result<(), SubmitError> {
+        let t = self.tensor(tensor)?;
+        let start = t.addr.saturating_add(offset.saturating_mul(4));
+        let mut writers = Vec::new();
+        self.map.writers(start, start.saturating_add(words.saturating_mul(4)), &mut writers);
+        if writers.is_empty() {
+            return Ok(());
+        }
+        Err(SubmitError::PendingRead {
+            task: self.tasks.len() as u64,
+            tensor: tensor.0,
+            offset: offset.saturating_mul(4),
+            len: words.saturating_mul(4),
+        })
+    }
+
     fn read_words(
         &self,
         tensor: TensorId,

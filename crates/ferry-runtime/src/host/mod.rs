@@ -16,11 +16,13 @@
 //! chip's AICPU threads and plain orchestration functions serve as device-orchestrated
 //! callables.
 mod config;
+pub mod crash;
 pub mod dfx;
 mod extent;
 pub mod graph;
 mod handshake;
 mod kernel_registry;
+mod orch_library;
 pub mod profile;
 mod repeat;
 mod runner;
@@ -38,9 +40,11 @@ pub use handshake::CoreHandshake;
 pub use kernel_registry::{
     HostRefError, KernelLoadError, KernelRegistry, RegisteredKernel, MAX_KERNEL_LIBRARY_BYTES,
 };
+pub use orch_library::{LoadedOrchLibrary, OrchLoadError, MAX_ORCH_LIBRARY_BYTES};
 pub use repeat::{RepeatError, RepeatReport};
 pub use runner::{
-    Callable, DeviceRunner, DeviceSpan, LaunchPath, LaunchedRun, PreparedRun, RunArgs, RunOutput,
-    RunStats, RunnerConfig, TensorInit, Variant, MAX_LAUNCH_SLOTS, ROUTE_PREFIX_BYTES,
+    AicpuPrograms, Callable, DeviceRunner, DeviceSpan, LaunchPath, LaunchedRun, PreparedRun,
+    RunArgs, RunOutput, RunStats, RunnerConfig, TensorInit, Variant, MAX_LAUNCH_SLOTS,
+    ROUTE_PREFIX_BYTES,
 };
 pub use sim_ops::{OsServicesOps, SimOps};

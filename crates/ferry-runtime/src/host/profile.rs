@@ -348,6 +348,11 @@ impl<'a> ProfileTarget<'a> {
         ProfileTarget { scope_names: names, ..self }
     }
 
+    /// This target, with its native profile synced by `policy`.
+    pub fn with_fsync(self, policy: FsyncPolicy) -> ProfileTarget<'a> {
+        ProfileTarget { fsync: policy, ..self }
+    }
+
     /// This target, with the session's first `warmup` runs recorded as warm-up runs.
     pub fn with_warmup(self, warmup: u32) -> ProfileTarget<'a> {
         ProfileTarget { warmup, ..self }

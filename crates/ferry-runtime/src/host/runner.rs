@@ -7,8 +7,8 @@ mod state;
 
 use super::config::Source;
 pub use super::config::{
-    Callable, DeviceSpan, LaunchPath, RunArgs, RunOutput, RunStats, RunnerConfig, TensorInit,
-    Variant, MAX_LAUNCH_SLOTS,
+    AicpuPrograms, Callable, DeviceSpan, LaunchPath, RunArgs, RunOutput, RunStats, RunnerConfig,
+    TensorInit, Variant, MAX_LAUNCH_SLOTS,
 };
 use super::graph::GraphBuilder;
 use super::handshake::{CoreHandshake, HandshakeRegion};
@@ -67,6 +67,8 @@ pub struct PreparedRun {
     variant: Variant,
     planned: Option<u64>,
     host_orchestration: Option<ferry_profile::HostOrchestration>,
+    /// The orchestration library and function of a library callable, to name in its faults.
+    function: Option<(String, String)>,
     /// The run stages resident scheduler state as launch metadata (a5 host-built graph): its
     /// scheduler diagnostics are exported only through `scheduler_diagnostics`.
     scheduler_metadata: bool,
@@ -116,7 +118,7 @@ pub struct LaunchedRun {
     chip: Chip,
     finished: Option<Duration>,
     /// The launch transaction's report of a failed stream (full path), taken at retirement.
-    stream_error: Option<ferry_sim::DeviceError>,
+    stream_error: Option<ferry_backend::BackendError>,
     /// That failure was a run's ahead of this one (full path).
     inherited: bool,
     /// A kernel of the run outran its budget: a core is hung, the run's AICore launch never
@@ -343,6 +345,7 @@ impl DeviceRunner {
                     Ok::<_, RunnerError>(FullPath {
                         programs: [None, None],
                         loader,
+                        images: cfg.programs,
                         streams: RunStreams::new(&device)?,
                         slots: (0..cfg.launch_slots)
                             .map(|i| LaunchStaging::new(&device, i))
@@ -430,7 +433,14 @@ impl DeviceRunner {
             // device-orchestrated program (re)loads the callable's orchestration object from
             // the bytes shipped with the call; the host-built-graph one only records the call.
             let program = full.program(callable.variant)?;
+            let mut entry = None;
+            let symbol;
             let object: &[u8] = match (callable.variant, &callable.source, callable.object) {
+                (Variant::DeviceOrchestrated, Source::Library { library, .. }, _) => {
+                    symbol = format!("{}{}", ferry_abi::orch_lib::ORCH_FN_PREFIX, callable.name);
+                    entry = Some(symbol.as_str());
+                    library.bytes()
+                }
                 (Variant::DeviceOrchestrated, _, Some(o)) => o.bytes,
                 (Variant::DeviceOrchestrated, _, None) => {
                     return Err(RunnerError::NoOrchestrationObject {
@@ -439,7 +449,13 @@ impl DeviceRunner {
                 }
                 (Variant::HostBuiltGraph, _, _) => &[],
             };
-            program.register_callable(id, object, None)?;
+            program.register_callable(id, object, entry)?;
+        } else if let (Variant::DeviceOrchestrated, Source::Library { .. }) =
+            (callable.variant, &callable.source)
+        {
+            // The in-process path links the device half into the host: it has no AICPU
+            // program to load a library into.
+            return Err(RunnerError::NoOrchestrationObject { callable: callable.name.clone() });
         } else if let (Variant::DeviceOrchestrated, Source::Orch(f)) =
             (callable.variant, &callable.source)
         {
@@ -552,7 +568,7 @@ impl DeviceRunner {
         let mut host_orchestration = None;
         let graph = match (callable.variant, &callable.source) {
             (Variant::DeviceOrchestrated, _) => None,
-            (Variant::HostBuiltGraph, source) => {
+            (Variant::HostBuiltGraph, _) => {
                 let check = |a: u64, b: u64| dev.translate(DevicePtr(a), b).is_ok();
                 let origin_ns = ferry_profile::host_now_ns();
                 let read = |a: u64, out: &mut [u8]| dev.copy_dtoh(DevicePtr(a), out).is_ok();
@@ -560,10 +576,7 @@ impl DeviceRunner {
                     GraphBuilder::new(infos.clone(), args.scalars.clone(), scratch, Some(&check))
                         .with_reader(&read)
                         .with_custom_kernels(self.kernels.custom_kernels());
-                match source {
-                    Source::Orch(f) => f(&mut gb).map_err(DeviceFault::Submit)?,
-                    Source::Prebuilt(tasks) => gb.record_prebuilt(tasks)?,
-                }
+                callable.build_graph(&mut gb)?;
                 let phases = gb.host_phases();
                 let g = gb.finish()?;
                 host_orchestration = Some(ferry_profile::HostOrchestration {
@@ -635,6 +648,7 @@ impl DeviceRunner {
             variant: callable.variant,
             planned: graph.as_ref().map(|g| g.tasks.len() as u64),
             host_orchestration,
+            function: callable.library_function().map(|(l, f)| (l.to_owned(), f.to_owned())),
             scheduler_metadata: self.full.is_some()
                 && self.cfg.arch == Arch::A5
                 && callable.variant == Variant::HostBuiltGraph,

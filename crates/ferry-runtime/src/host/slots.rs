@@ -12,11 +12,12 @@
 use super::runner::Variant;
 use crate::error::LaunchFailure;
 use ferry_abi::regs::{RegLayout, AICORE_EXIT_SIGNAL};
+use ferry_backend::BackendError;
 use ferry_launch::loader::{LoadedAicpuProgram as LoadedProgram, Loader};
 use ferry_launch::transaction::{Retired, RunId, StagingStats};
 use ferry_launch::{LaunchStaging, RunStreams, TransactionState};
 use ferry_sim::cores::{Chip, Completion};
-use ferry_sim::DeviceError;
+use ferry_sim::{Device, DeviceError};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
@@ -99,7 +100,7 @@ pub(super) struct Signals {
     pub(super) cores_not_started: Mutex<Option<DeviceError>>,
     /// What the run's streams reported when its launch slot retired it, when that happened
     /// before the run's own `wait`.
-    pub(super) stream_error: Mutex<Option<DeviceError>>,
+    pub(super) stream_error: Mutex<Option<BackendError>>,
     /// The AICore entry has tried to start the cores (after resetting their register
     /// windows): from now on an EXIT written into the windows reaches this run's cores.
     cores_started: Mutex<bool>,
@@ -231,13 +232,15 @@ pub(super) struct FullPath {
     /// Declared before the loader: dropped first, then the loader's session.
     pub(super) programs: [Option<LoadedProgram>; 2],
     pub(super) loader: Loader,
+    /// The AICPU programs to load ([`RunnerConfig::programs`](super::RunnerConfig::programs)).
+    pub(super) images: super::AicpuPrograms,
     /// The runner's stream pair, shared by every slot: runs execute one after the other in
     /// stream order on the one chip.
-    pub(super) streams: RunStreams,
+    pub(super) streams: RunStreams<Device>,
     /// One launch staging helper per launch slot: its own pinned source and device
     /// destination, so a run prepared on one slot never writes bytes a live run of another
     /// slot reads.
-    pub(super) slots: Vec<LaunchStaging>,
+    pub(super) slots: Vec<LaunchStaging<Device>>,
 }
 
 impl FullPath {
@@ -245,12 +248,12 @@ impl FullPath {
         &mut self,
         variant: Variant,
     ) -> Result<&LoadedProgram, ferry_launch::loader::LoadError> {
-        let (i, embedded) = match variant {
-            Variant::DeviceOrchestrated => (0, &ferry_programs::AICPU_DEVICE_ORCHESTRATED),
-            Variant::HostBuiltGraph => (1, &ferry_programs::AICPU_HOST_BUILT_GRAPH),
+        let i = match variant {
+            Variant::DeviceOrchestrated => 0,
+            Variant::HostBuiltGraph => 1,
         };
         if self.programs[i].is_none() {
-            self.programs[i] = Some(self.loader.load(embedded)?);
+            self.programs[i] = Some(self.loader.load(self.images.of(variant))?);
         }
         Ok(self.programs[i].as_ref().expect("loaded above"))
     }

@@ -1,7 +1,9 @@
 //! Builds the kernel libraries the tests load with cargo, once per test binary each, offline,
 //! into `target/tmp/<name>` (shared by every test binary that uses it, so the suite builds each
-//! tiny crate once), bounded to 300 s: the template (`examples/kernel-template`) and the
-//! misbehaving kernels (`crates/ferry-runtime/tests/fixtures/faulty-kernels`).
+//! tiny crate once), bounded to 300 s: the templates (`examples/kernel-template`,
+//! `examples/orchestration-template`), the decode step (`examples/decode`), the misbehaving
+//! kernels (`crates/ferry-runtime/tests/fixtures/faulty-kernels`) and an AICPU program of another
+//! launch ABI (`crates/ferry-runtime/tests/fixtures/skewed-aicpu-program`).
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
@@ -17,6 +19,39 @@ pub(crate) fn template_lib() -> &'static Path {
     })
 }
 
+/// Builds the orchestration template (`examples/orchestration-template`) once per test binary
+/// and returns its shared object.
+pub(crate) fn orch_template_lib() -> &'static Path {
+    static LIB: OnceLock<PathBuf> = OnceLock::new();
+    LIB.get_or_init(|| {
+        build(
+            "examples/orchestration-template",
+            "orchestration-template",
+            "libferry_orchestration_template.so",
+        )
+    })
+}
+
+/// Builds the decode step (`examples/decode`) once per test binary and returns its shared
+/// object.
+pub(crate) fn decode_lib() -> &'static Path {
+    static LIB: OnceLock<PathBuf> = OnceLock::new();
+    LIB.get_or_init(|| build("examples/decode", "decode", "libferry_decode.so"))
+}
+
+/// Builds the orchestration fixtures (`tests/fixtures/orch-fixtures`) once per test binary and
+/// returns their shared object.
+pub(crate) fn orch_fixtures_lib() -> &'static Path {
+    static LIB: OnceLock<PathBuf> = OnceLock::new();
+    LIB.get_or_init(|| {
+        build(
+            "crates/ferry-runtime/tests/fixtures/orch-fixtures",
+            "orch-fixtures",
+            "libferry_orch_fixtures.so",
+        )
+    })
+}
+
 /// Builds the faulty kernels (`hang`: a kernel that never returns) once per test binary and
 /// returns their shared object.
 pub(crate) fn faulty_lib() -> &'static Path {
@@ -26,6 +61,20 @@ pub(crate) fn faulty_lib() -> &'static Path {
             "crates/ferry-runtime/tests/fixtures/faulty-kernels",
             "faulty-kernels",
             "libferry_faulty_kernels.so",
+        )
+    })
+}
+
+/// Builds the AICPU program built as if against the next launch ABI
+/// (`crates/ferry-runtime/tests/fixtures/skewed-aicpu-program`) once per test binary and
+/// returns its shared object.
+pub(crate) fn skewed_aicpu_program() -> &'static Path {
+    static LIB: OnceLock<PathBuf> = OnceLock::new();
+    LIB.get_or_init(|| {
+        build(
+            "crates/ferry-runtime/tests/fixtures/skewed-aicpu-program",
+            "skewed-aicpu-program",
+            "libferry_skewed_aicpu_program.so",
         )
     })
 }

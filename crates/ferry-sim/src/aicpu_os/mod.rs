@@ -230,6 +230,15 @@ pub enum OsError {
         /// What was wrong.
         error: ferry_abi::kernel_lib::KernelTableError,
     },
+    /// An orchestration library's descriptor or function table was refused
+    /// ([`crate::orch_libraries`]).
+    #[error("orchestration library {object}: {error}")]
+    BadOrchTable {
+        /// The object's file name.
+        object: String,
+        /// What was wrong.
+        error: ferry_abi::orch_lib::OrchTableError,
+    },
     /// The dynamic loader refused the file (corrupt or truncated object).
     #[error("cannot load {path}: {reason}")]
     LoadFailed {

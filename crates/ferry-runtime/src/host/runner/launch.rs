@@ -9,6 +9,7 @@ use crate::host::RunOutput;
 use crate::host::RunStats;
 use ferry_abi::launch::{AicoreLaunchArgs, KernelArgs};
 use ferry_abi::regs::RegLayout;
+use ferry_backend::{BackendError, BackendOp};
 use ferry_launch::EntryKernels;
 use ferry_sim::Device;
 use std::sync::Arc;
@@ -55,6 +56,7 @@ impl DeviceRunner {
         let aicore = match self.chip.launch_aicore(
             cores,
             Arc::new(move |ctx: ferry_sim::cores::CoreCtx| {
+                crate::host::crash::on_core_thread();
                 aicore_execute(&*ops, &core_args, ctx.index, ctx.index, Some(&*kernels))
                     .map_err(|e| e.to_string())
             }),
@@ -145,6 +147,7 @@ impl DeviceRunner {
             let launched = chip.launch_aicore(
                 cores,
                 Arc::new(move |ctx: ferry_sim::cores::CoreCtx| {
+                    crate::host::crash::on_core_thread();
                     aicore_execute(&*ops, &args, ctx.index, ctx.index, Some(&*kernels))
                         .map_err(|e| e.to_string())
                 }),
@@ -154,7 +157,9 @@ impl DeviceRunner {
             let r = match launched {
                 Ok(c) => {
                     sig.set_cores_started();
-                    c.wait().map_err(LaunchFailure::Stream)
+                    c.wait().map_err(|e| {
+                        LaunchFailure::Stream(BackendError::typed(BackendOp::Execute, e))
+                    })
                 }
                 Err(e) => {
                     *lock(&sig.cores_not_started) = Some(e.clone());
@@ -408,6 +413,14 @@ impl DeviceRunner {
                             self.last_handshake.iter().filter(|c| c.is_stale()).copied().collect();
                         RunError::HandshakeTimeout { waited_ms, stale }
                     }
+                    Some(f @ DeviceFault::Submit(_)) => match &p.function {
+                        Some((library, function)) => RunError::Orchestration {
+                            library: library.clone(),
+                            function: function.clone(),
+                            fault: f,
+                        },
+                        None => RunError::Fault(f),
+                    },
                     Some(f) => RunError::Fault(f),
                     None => RunError::BadResult { status: r.status, code: r.error_code },
                 })

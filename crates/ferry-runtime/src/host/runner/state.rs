@@ -127,7 +127,10 @@ impl DeviceRunner {
     /// The stream events of a launched run on the full path (its start event and its two
     /// completion boundaries) while its launch slot has not retired it: where the run is on
     /// the device, read from stream state. `None` in process or once it retired.
-    pub fn run_events(&self, run: &LaunchedRun) -> Option<ferry_launch::transaction::RunEvents> {
+    pub fn run_events(
+        &self,
+        run: &LaunchedRun,
+    ) -> Option<ferry_launch::transaction::RunEvents<Device>> {
         let staging = self.full.as_ref()?.slots.get(run.slot)?;
         staging.run_events().filter(|e| Some(e.run) == run.run_id)
     }

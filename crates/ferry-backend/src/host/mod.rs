@@ -31,12 +31,16 @@
 //! ```
 use crate::{
     Backend, BackendDevice, BackendError, BackendOp, BackendStream, CopyGroup, CopyKind, DevicePtr,
-    GatherFragment, HostMapping, QueueCounts, Segment, FRAGMENT_BYTES,
+    EventOf, GatherFragment, HostEntry, HostMapping, QueueCounts, Segment, FRAGMENT_BYTES,
 };
 use std::cell::Cell;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
+use std::time::Duration;
+
+mod launch;
+pub use launch::{HostMemoryEvent, HostMemoryPinned};
 
 /// Most devices one backend has (the alias scheme's limit).
 pub const MAX_DEVICES: u32 = 16;
@@ -100,6 +104,17 @@ pub enum HostMemoryError {
         /// The operation it failed.
         op: BackendOp,
     },
+    /// An entry ([`BackendStream::launch_entry`]) reported a failure while it ran.
+    #[error("kernel `{name}` failed: {message}")]
+    Kernel {
+        /// Kernel name.
+        name: String,
+        /// What the entry reported.
+        message: String,
+    },
+    /// An entry was launched on a stream whose device is gone.
+    #[error("the stream's device is gone")]
+    DeviceGone,
     /// A fragment of a gather could not be copied; the gather's earlier fragments were.
     #[error("gather fragment {index}")]
     Fragment {
@@ -171,7 +186,7 @@ impl Backend for HostMemoryBackend {
 
     fn device(&self, ordinal: u32) -> Result<&HostMemoryDevice, BackendError> {
         self.devices.get(ordinal as usize).ok_or_else(|| {
-            BackendError::new(
+            BackendError::typed(
                 BackendOp::Device,
                 HostMemoryError::NoSuchDevice { ordinal, count: self.device_count() },
             )
@@ -195,7 +210,7 @@ impl Backend for HostMemoryBackend {
     ) -> Result<HostMemoryRegistration, BackendError> {
         let addr = ptr as usize;
         let bad = || {
-            BackendError::new(
+            BackendError::typed(
                 BackendOp::RegisterHost,
                 HostMemoryError::BadRegistration { addr, len },
             )
@@ -282,7 +297,7 @@ impl Shared {
         match a.iter().position(|&(o, _)| o == op) {
             Some(i) if a[i].1 == 0 => {
                 a.remove(i);
-                Err(BackendError::new(op, HostMemoryError::Injected { op }))
+                Err(BackendError::typed(op, HostMemoryError::Injected { op }))
             }
             Some(i) => {
                 a[i].1 -= 1;
@@ -417,12 +432,20 @@ impl HostMemoryDevice {
     fn stream(&self) -> HostMemoryStream {
         // Relaxed: a statistic.
         self.0.shared.stats.streams.fetch_add(1, Ordering::Relaxed);
-        HostMemoryStream { shared: self.0.shared.clone(), sticky: Mutex::new(None) }
+        static NEXT_STREAM: AtomicU64 = AtomicU64::new(1);
+        HostMemoryStream {
+            shared: self.0.shared.clone(),
+            sticky: Mutex::new(None),
+            // Relaxed: a unique id; nothing is published through it.
+            id: NEXT_STREAM.fetch_add(1, Ordering::Relaxed),
+            device: Arc::downgrade(&self.0),
+        }
     }
 }
 
 impl BackendDevice for HostMemoryDevice {
     type Stream = HostMemoryStream;
+    type Pinned = HostMemoryPinned;
 
     fn ordinal(&self) -> u32 {
         self.0.shared.ordinal
@@ -434,13 +457,13 @@ impl BackendDevice for HostMemoryDevice {
         let mut heap = lock(&s.heap);
         let free = s.capacity - heap.used;
         if bytes == 0 || bytes > free {
-            return Err(BackendError::new(
+            return Err(BackendError::typed(
                 BackendOp::Malloc,
                 HostMemoryError::OutOfMemory { bytes, free },
             ));
         }
         let len = usize::try_from(bytes).map_err(|_| {
-            BackendError::new(BackendOp::Malloc, HostMemoryError::OutOfMemory { bytes, free })
+            BackendError::typed(BackendOp::Malloc, HostMemoryError::OutOfMemory { bytes, free })
         })?;
         let at = heap.next;
         heap.next += bytes.div_ceil(ALIGN) * ALIGN;
@@ -455,7 +478,7 @@ impl BackendDevice for HostMemoryDevice {
         let (len, _) = heap
             .allocs
             .remove(&ptr.0)
-            .ok_or_else(|| BackendError::new(BackendOp::Free, s.bad(ptr.0, 0)))?;
+            .ok_or_else(|| BackendError::typed(BackendOp::Free, s.bad(ptr.0, 0)))?;
         heap.used -= len;
         Ok(())
     }
@@ -482,6 +505,20 @@ impl BackendDevice for HostMemoryDevice {
     fn queue_counts(&self) -> QueueCounts {
         QueueCounts::default()
     }
+
+    fn alloc_pinned(&self, len: usize) -> Result<HostMemoryPinned, BackendError> {
+        self.0.shared.check(BackendOp::PinnedAlloc)?;
+        Ok(HostMemoryPinned::new(len, self.0.shared.clone()))
+    }
+
+    fn synchronize_event(
+        &self,
+        _event: &EventOf<Self>,
+        _timeout: Option<Duration>,
+    ) -> Result<(), BackendError> {
+        // Every record completed when it was made.
+        self.0.shared.check(BackendOp::Wait)
+    }
 }
 
 /// A stream of a [`HostMemoryDevice`]: its work runs at enqueue, on the calling thread; what
@@ -490,6 +527,9 @@ impl BackendDevice for HostMemoryDevice {
 pub struct HostMemoryStream {
     shared: Arc<Shared>,
     sticky: Mutex<Option<HostMemoryError>>,
+    id: u64,
+    /// The device, for the entries launched here (the device holds its null stream).
+    device: Weak<DeviceInner>,
 }
 
 impl HostMemoryStream {
@@ -502,6 +542,50 @@ impl HostMemoryStream {
 
 impl BackendStream for HostMemoryStream {
     type CopyGroup = HostMemoryCopyGroup;
+    type Event = HostMemoryEvent;
+    type Entry<A: Send + 'static> = HostEntry<HostMemoryDevice, A>;
+
+    fn id(&self) -> u64 {
+        self.id
+    }
+
+    fn record_event(&self, event: &HostMemoryEvent) -> Result<(), BackendError> {
+        self.shared.check(BackendOp::RecordEvent)?;
+        event.complete(lock(&self.sticky).clone());
+        Ok(())
+    }
+
+    fn wait_event(&self, _event: &HostMemoryEvent) -> Result<(), BackendError> {
+        // The work before every record already ran.
+        self.shared.check(BackendOp::WaitEvent)
+    }
+
+    fn launch_entry<A: Send + 'static>(
+        &self,
+        name: &str,
+        entry: HostEntry<HostMemoryDevice, A>,
+        args: A,
+    ) -> Result<(), BackendError> {
+        self.shared.check(BackendOp::Launch)?;
+        // Relaxed: a statistic.
+        self.shared.stats.launches.fetch_add(1, Ordering::Relaxed);
+        let ran = match self.device.upgrade() {
+            Some(d) => entry(&HostMemoryDevice(d), args)
+                .map_err(|message| HostMemoryError::Kernel { name: name.into(), message }),
+            None => Err(HostMemoryError::DeviceGone),
+        };
+        self.stick(ran);
+        Ok(())
+    }
+
+    fn synchronize_timeout(&self, _timeout: Duration) -> Result<(), BackendError> {
+        // The work ran at enqueue: nothing is left to wait for.
+        self.shared.check(BackendOp::Wait)?;
+        match lock(&self.sticky).take() {
+            Some(e) => Err(BackendError::typed(BackendOp::Synchronize, e)),
+            None => Ok(()),
+        }
+    }
 
     unsafe fn copy_htod_async(
         &self,
@@ -551,7 +635,7 @@ impl BackendStream for HostMemoryStream {
             self.shared.check(BackendOp::Copy)?;
             // SAFETY: the caller's promise on every host side (the trait's contract).
             unsafe { self.shared.copy(kind, s.src, s.dst, s.len) }
-                .map_err(|e| BackendError::new(BackendOp::Copy, e))?;
+                .map_err(|e| BackendError::typed(BackendOp::Copy, e))?;
         }
         Ok(())
     }
@@ -576,7 +660,7 @@ impl BackendStream for HostMemoryStream {
     fn synchronize(&self) -> Result<(), BackendError> {
         self.shared.check(BackendOp::Synchronize)?;
         match lock(&self.sticky).take() {
-            Some(e) => Err(BackendError::new(BackendOp::Synchronize, e)),
+            Some(e) => Err(BackendError::typed(BackendOp::Synchronize, e)),
             None => Ok(()),
         }
     }

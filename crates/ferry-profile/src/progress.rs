@@ -5,31 +5,41 @@
 //!
 //! What is printed when is [`Ticker`]'s: fed the time since the command started and its step,
 //! so its rule is tested with chosen times. [`start`] runs it on a thread that parks until the
-//! first second is up, then until the step changes; [`step`] names the step.
+//! first second is up, then until the step changes; [`step`] names the step (the readers of
+//! this crate name theirs: reading a directory, rebuilding a model from a native profile).
+//!
+//! ```
+//! let text = ferry_profile::progress::run("report", || {
+//!     ferry_profile::progress::step("computing the report");
+//!     String::from("the report")
+//! });
+//! assert_eq!(text, "the report");
+//! ```
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 /// How long a command runs before its progress shows.
-pub(crate) const QUIET_FOR: Duration = Duration::from_secs(1);
+pub const QUIET_FOR: Duration = Duration::from_secs(1);
 
 /// When a progress line is due, and what it says.
 #[derive(Debug)]
-pub(crate) struct Ticker {
+pub struct Ticker {
     command: &'static str,
     /// The step last printed.
     shown: Option<String>,
 }
 
 impl Ticker {
-    pub(crate) fn new(command: &'static str) -> Ticker {
+    /// A ticker for `command` (`report`, `view`, …), nothing printed yet.
+    pub fn new(command: &'static str) -> Ticker {
         Ticker { command, shown: None }
     }
 
     /// The line due `elapsed` after the command started, in `step`: none within [`QUIET_FOR`],
     /// then one for the step running at that time and one for each later step (a step printed
     /// once is not printed again).
-    pub(crate) fn tick(&mut self, elapsed: Duration, step: &str) -> Option<String> {
+    pub fn tick(&mut self, elapsed: Duration, step: &str) -> Option<String> {
         if elapsed < QUIET_FOR || step.is_empty() || self.shown.as_deref() == Some(step) {
             return None;
         }
@@ -39,7 +49,7 @@ impl Ticker {
 
     /// The closing line when the command ends `elapsed` after it started: only after a
     /// progress line.
-    pub(crate) fn done(&mut self, elapsed: Duration) -> Option<String> {
+    pub fn done(&mut self, elapsed: Duration) -> Option<String> {
         self.shown
             .take()
             .map(|_| format!("ferry {}: done in {:.1} s", self.command, elapsed.as_secs_f64()))
@@ -59,14 +69,14 @@ type Cell = Arc<(Mutex<Shared>, Condvar)>;
 static CURRENT: Mutex<Option<Cell>> = Mutex::new(None);
 
 /// A command's progress: the line's thread, ended (and the closing line printed) on drop.
-pub(crate) struct Progress {
+pub struct Progress {
     cell: Cell,
     thread: Option<JoinHandle<Ticker>>,
     started: Instant,
 }
 
 /// Starts the progress of `command`, in `first` step.
-pub(crate) fn start(command: &'static str, first: &str) -> Progress {
+pub fn start(command: &'static str, first: &str) -> Progress {
     let cell: Cell = Arc::new((Mutex::new(Shared::default()), Condvar::new()));
     cell.0.lock().unwrap_or_else(|p| p.into_inner()).step = first.to_string();
     *CURRENT.lock().unwrap_or_else(|p| p.into_inner()) = Some(cell.clone());
@@ -98,8 +108,14 @@ pub(crate) fn start(command: &'static str, first: &str) -> Progress {
     Progress { cell, thread, started }
 }
 
+/// Runs `f` as `command` with its progress line ([`start`]), ended when `f` returns.
+pub fn run<T>(command: &'static str, f: impl FnOnce() -> T) -> T {
+    let _progress = start(command, "");
+    f()
+}
+
 /// Names the step the running command is in (nothing without a running command).
-pub(crate) fn step(s: impl Into<String>) {
+pub fn step(s: impl Into<String>) {
     let Some(cell) = CURRENT.lock().unwrap_or_else(|p| p.into_inner()).clone() else { return };
     let (lock, cv) = &*cell;
     lock.lock().unwrap_or_else(|p| p.into_inner()).step = s.into();

@@ -1,0 +1,3 @@
+//! Shared by the header tests.
+#[macro_use]
+pub(crate) mod header;
