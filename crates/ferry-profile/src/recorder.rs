@@ -279,28 +279,13 @@ impl Packed for u64 {
         unsafe { std::slice::from_raw_parts(words.as_ptr().cast::<u8>(), size_of_val(words)) }
     }
     fn pack_images(images: &[u8], out: &mut Vec<u8>) {
-        let words: Vec<u64> = images
-            .chunks_exact(8)
-            .map(|b| u64::from_ne_bytes(b.try_into().unwrap_or_default()))
-            .collect();
-        Self::pack_all(&words, out);
+        // Straight from the images: no words copied out first.
+        let words =
+            images.chunks_exact(8).map(|b| u64::from_ne_bytes(b.try_into().unwrap_or_default()));
+        pack_varints(words, images.len() / 8, out);
     }
     fn pack_all(words: &[u64], out: &mut Vec<u8>) {
-        // Room for the widest encodings, written in place, then cut to what they took.
-        let start = out.len();
-        out.resize(start + words.len() * MAX_VARINT_BYTES, 0);
-        let mut at = start;
-        for &w in words {
-            let mut v = w;
-            while v >= 0x80 {
-                out[at] = (v as u8) | 0x80;
-                v >>= 7;
-                at += 1;
-            }
-            out[at] = v as u8;
-            at += 1;
-        }
-        out.truncate(at);
+        pack_varints(words.iter().copied(), words.len(), out);
     }
     fn unpack_all(payload: &[u8], n: usize) -> Vec<Self> {
         let mut v = Vec::with_capacity(n);
@@ -314,6 +299,21 @@ impl Packed for u64 {
             }
         }
         v
+    }
+}
+
+/// Appends the LEB128 encodings of `n` `words` to `out`, room for the widest reserved first (not
+/// cleared: a chunk's buffer is reused, and zeroing ten bytes per word cost more than the
+/// encoding).
+fn pack_varints(words: impl Iterator<Item = u64>, n: usize, out: &mut Vec<u8>) {
+    out.reserve(n * MAX_VARINT_BYTES);
+    for w in words.take(n) {
+        let mut v = w;
+        while v >= 0x80 {
+            out.push((v as u8) | 0x80);
+            v >>= 7;
+        }
+        out.push(v as u8);
     }
 }
 
@@ -730,14 +730,27 @@ impl Recorder {
     /// # Errors
     /// The first failed write, or the sync.
     pub fn finish(&self) -> Result<Written, RecorderError> {
+        let (w, file) = self.finish_unsynced()?;
+        file.sync_all()
+            .map_err(|source| RecorderError::Write { path: self.path.clone(), source })?;
+        Ok(w)
+    }
+
+    /// [`finish`](Self::finish) but for the sync: returns the file's size and hash and a handle
+    /// of the file, whose fsync is the caller's (with the run's last files, before its manifest
+    /// says it is complete: [`OutDir::record_unsynced`](crate::OutDir::record_unsynced)).
+    ///
+    /// # Errors
+    /// The first failed write, or duplicating the file's handle.
+    pub fn finish_unsynced(&self) -> Result<(Written, File), RecorderError> {
         self.stop();
         let mut s = self.shared.state.lock().unwrap_or_else(|p| p.into_inner());
         let err = |source| RecorderError::Write { path: self.path.clone(), source };
         if let Some(e) = s.error.take() {
             return Err(err(e));
         }
-        s.file.sync_all().map_err(err)?;
-        Ok(Written { bytes: s.sealed.bytes, xxh3: s.hash.digest() })
+        let file = s.file.try_clone().map_err(err)?;
+        Ok((Written { bytes: s.sealed.bytes, xxh3: s.hash.digest() }, file))
     }
 
     /// Closes the writer's queue and joins it once it wrote what was queued.

@@ -768,9 +768,9 @@ pub fn run_profiled<T, E: RunFault>(
                     rec.append_bytes(RecordStream::Meta, META_PROFILE, 0, &json);
                 }
             }
-            let t0 = std::time::Instant::now();
-            t.out.record(rel, rec.finish()?);
-            tracing::debug!(ms = t0.elapsed().as_secs_f64() * 1e3, "phase: native profile synced");
+            // Synced with the run's last files, before the manifest says it is complete.
+            let (written, file) = rec.finish_unsynced()?;
+            t.out.record_unsynced(rel, written, file);
             let sealed = rec.sealed();
             native = Some(NativeWritten { path: t.dir.join(RECORD_FILE), sealed });
         }
