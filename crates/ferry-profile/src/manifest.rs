@@ -606,7 +606,8 @@ impl OutDir {
 
     /// [`OutDir::record`] of a file written in place whose fsync is still due (the native
     /// profile, complete but not yet synced): `file` is fsynced before the complete manifest is
-    /// written, with the run's last files ([`OutDir::take_unsynced`]) or by the commit.
+    /// written, with the run's last files
+    /// ([`RunDir::finish_files`](crate::RunDir::finish_files)) or by the commit.
     ///
     /// # Panics
     /// Before [`OutDir::begin`].
