@@ -1,18 +1,16 @@
 //! What the analysis commands share: opening a run's directory through
-//! [`ferry_profile::open_run`] (only the files a command needs, checked against the run's
-//! manifest; see the README's "Analysis commands") with its warnings on stderr, and recording
-//! the files a command writes into a run's directory in its manifest.
+//! [`ferry_profile::open_run_with`] (its native profile, rebuilt for what the command needs, or
+//! the original-format files the command needs; checked against the run's manifest; see the
+//! README's "Analysis commands") with its warnings on stderr, and recording the files a command
+//! writes into a run's directory in its manifest.
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use ferry_profile::{self as output, Needs, OpenedRun, Written};
+use ferry_profile::{self as output, Needs, Opened, OpenedRun, Written};
+use ferry_runtime::host::profile::NativeReader;
 
-/// Opens `dir` for a command that needs `needs`; prints the warnings to stderr.
-///
-/// # Errors
-/// [`ferry_profile::OpenError`]: the message names the directory or file and what to do.
-pub(crate) fn open(dir: &Path, needs: &Needs) -> anyhow::Result<OpenedRun> {
-    let r = output::open_run(dir, needs)?;
+/// Prints `r`'s warnings and failure, and counts what it skipped.
+fn note(dir: &Path, r: &OpenedRun) {
     for w in &r.warnings {
         eprintln!("ferry: warning: {w}");
     }
@@ -20,31 +18,35 @@ pub(crate) fn open(dir: &Path, needs: &Needs) -> anyhow::Result<OpenedRun> {
         eprintln!("ferry: the run in {} failed: {why}", dir.display());
     }
     SKIPPED.fetch_add(r.skipped, Ordering::Relaxed);
+}
+
+/// Opens `dir` for a command that needs `needs`; prints the warnings to stderr.
+///
+/// # Errors
+/// [`ferry_profile::OpenError`]: the message names the directory or file and what to do.
+pub(crate) fn open(dir: &Path, needs: &Needs) -> anyhow::Result<OpenedRun> {
+    let r = output::open_run_with(dir, needs, &NativeReader)?;
+    note(dir, &r);
     Ok(r)
 }
 
-/// A session over several runs in `dir` (`runs.json` and no run's own files), each run opened
-/// for `needs` (in launch order), read as one model spanning them
-/// ([`ferry_profile::session_model`]); `None` when `dir` holds no session.
+/// Opens `dir` for a command that reads a run or a session over several runs (`ferry run
+/// --repeat N`: the runs in launch order, read as one model spanning them by
+/// [`ferry_profile::session_model`]); prints the warnings to stderr.
 ///
 /// # Errors
-/// As [`open`], for `runs.json` or any run.
-pub(crate) fn open_session(
-    dir: &Path,
-    needs: &Needs,
-) -> anyhow::Result<Option<(ferry_profile::SessionRuns, Vec<OpenedRun>)>> {
-    if dir.join(output::SWIMLANE_FILE).exists() {
-        return Ok(None);
+/// As [`open`], for the session's `runs.json` or any run.
+pub(crate) fn open_any(dir: &Path, needs: &Needs) -> anyhow::Result<Opened> {
+    let o = output::open_any(dir, needs, &NativeReader)?;
+    match &o {
+        Opened::Run(r) => note(dir, r),
+        Opened::Session(_, runs) => {
+            for r in runs {
+                note(r.dir(), r);
+            }
+        }
     }
-    let Some(runs) = output::read_runs(dir)? else { return Ok(None) };
-    let mut opened = Vec::with_capacity(runs.runs.len());
-    for r in &runs.runs {
-        opened.push(open(&dir.join(&r.dir), needs)?);
-    }
-    if opened.is_empty() {
-        anyhow::bail!("{}: runs.json lists no run", dir.display());
-    }
-    Ok(Some((runs, opened)))
+    Ok(o)
 }
 
 /// Input files the analysis commands of this process could not read (see [`skipped_inputs`]).
@@ -80,7 +82,7 @@ pub(crate) fn write_in(
     rel: &str,
     bytes: &[u8],
 ) -> anyhow::Result<PathBuf> {
-    let dir = ferry_fs::Dir::open_writable(dir, false)?;
+    let dir = output::open_run_dir_writable(dir)?;
     let w = output::write_bytes_in(&dir, rel, bytes)?;
     let path = dir.join(rel);
     record(run, &path, w)?;

@@ -27,6 +27,7 @@ pub(crate) struct DepsArgs {
 pub(crate) fn execute(a: &DepsArgs) -> anyhow::Result<String> {
     // deps.json, and the swimlane when it is there: never the PMU rows or the payloads.
     let r = crate::analysis::open(&a.dir, &Needs::DEPS)?;
+    ferry_profile::progress::step("listing the graph");
     let filter = views::DepsFilter { task: a.task, kernel: a.kernel.clone(), top: a.top };
     filter.check(&r.run)?;
     if a.json {
@@ -39,7 +40,7 @@ pub(crate) fn execute(a: &DepsArgs) -> anyhow::Result<String> {
 }
 
 pub(crate) fn run(a: &DepsArgs) -> anyhow::Result<()> {
-    crate::stdout::print(&execute(a)?)
+    crate::stdout::print(&ferry_profile::progress::run("deps", || execute(a))?)
 }
 
 #[cfg(test)]

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use clap::Args;
-use ferry_profile::analysis;
+use ferry_profile::{analysis, Needs, Opened};
 
 #[derive(Debug, Args)]
 pub(crate) struct DiffArgs {
@@ -27,24 +27,13 @@ pub(crate) struct DiffArgs {
     warmup: Option<u32>,
 }
 
-/// The session in `dir`, when it holds one (`runs.json` and no run's own files).
-fn session_in(dir: &std::path::Path) -> anyhow::Result<Option<ferry_profile::SessionRuns>> {
-    if dir.join(ferry_profile::SWIMLANE_FILE).exists() {
-        return Ok(None);
-    }
-    Ok(ferry_profile::read_runs(dir)?)
-}
-
 /// A run's report as a session of one run, or a session's.
-fn as_session(
-    dir: &std::path::Path,
-    warmup: Option<u32>,
-) -> anyhow::Result<analysis::SessionReport> {
-    match session_in(dir)? {
-        Some(runs) => crate::report::session_of(dir, &runs, warmup),
-        None => {
-            let r = crate::report::build(dir)?;
-            Ok(analysis::session_report(&ferry_profile::SessionRuns::default(), vec![r], 0))
+fn as_session(o: &Opened, warmup: Option<u32>) -> analysis::SessionReport {
+    match o {
+        Opened::Session(runs, opened) => crate::report::session_of(runs, opened, warmup),
+        Opened::Run(r) => {
+            let r = analysis::report_opened(r);
+            analysis::session_report(&ferry_profile::SessionRuns::default(), vec![r], 0)
         }
     }
 }
@@ -61,11 +50,9 @@ fn add_summaries(d: &mut analysis::Diff, a: &std::path::Path, b: &std::path::Pat
 }
 
 /// Two sessions (or a session and a run): their steady states compared, setup first.
-fn sessions(a: &DiffArgs) -> anyhow::Result<String> {
-    let sa =
-        as_session(&a.a, a.warmup).with_context(|| format!("session A ({})", a.a.display()))?;
-    let sb =
-        as_session(&a.b, a.warmup).with_context(|| format!("session B ({})", a.b.display()))?;
+fn sessions(a: &DiffArgs, oa: &Opened, ob: &Opened) -> anyhow::Result<String> {
+    let sa = as_session(oa, a.warmup);
+    let sb = as_session(ob, a.warmup);
     // The setup: the first steady runs' reports compared, and the runs' summaries.
     let first = |s: &analysis::SessionReport| {
         s.reports.get(s.warmup as usize).or(s.reports.last()).cloned()
@@ -89,12 +76,17 @@ fn sessions(a: &DiffArgs) -> anyhow::Result<String> {
 }
 
 pub(crate) fn execute(a: &DiffArgs) -> anyhow::Result<String> {
-    if session_in(&a.a)?.is_some() || session_in(&a.b)?.is_some() {
-        return sessions(a);
-    }
-    let ra = crate::report::build(&a.a).with_context(|| format!("run A ({})", a.a.display()))?;
-    let rb = crate::report::build(&a.b).with_context(|| format!("run B ({})", a.b.display()))?;
-    let mut d = analysis::diff(&ra, &rb);
+    let open = |dir: &std::path::Path, which: &str| {
+        crate::analysis::open_any(dir, &Needs::REPORT)
+            .with_context(|| format!("run {which} ({})", dir.display()))
+    };
+    let (oa, ob) = (open(&a.a, "A")?, open(&a.b, "B")?);
+    let (ra, rb) = match (&oa, &ob) {
+        (Opened::Run(ra), Opened::Run(rb)) => (ra, rb),
+        _ => return sessions(a, &oa, &ob),
+    };
+    ferry_profile::progress::step("comparing the runs");
+    let mut d = analysis::diff(&analysis::report_opened(ra), &analysis::report_opened(rb));
     add_summaries(&mut d, &a.a, &a.b);
     if a.json {
         if let Some(n) = a.top {
@@ -116,7 +108,7 @@ fn summary_of(dir: &std::path::Path) -> Option<ferry_profile::SummaryJson> {
 }
 
 pub(crate) fn run(a: &DiffArgs) -> anyhow::Result<()> {
-    crate::stdout::print(&execute(a)?)
+    crate::stdout::print(&ferry_profile::progress::run("diff", || execute(a))?)
 }
 
 #[cfg(test)]

@@ -172,7 +172,7 @@ fn replay(dump: &output::ArgsDump, task: u64) -> anyhow::Result<String> {
 }
 
 pub(crate) fn run(a: &DumpArgs) -> anyhow::Result<()> {
-    crate::stdout::print(&execute(a)?)
+    crate::stdout::print(&ferry_profile::progress::run("dump", || execute(a))?)
 }
 
 #[cfg(test)]

@@ -4,8 +4,7 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use clap::Args;
-use ferry_profile::recorder::{read_recording_bytes, RECORD_FILE};
-use ferry_profile::{Manifest, RunDir, RunOutcome, WriteOptions};
+use ferry_profile::{ManifestError, RunDir, RunOutcome, WriteOptions};
 use ferry_runtime::host::profile::{export_recording, run_dir_names, ProfileTarget};
 
 #[derive(Debug, Args)]
@@ -23,18 +22,13 @@ pub(crate) struct ExportArgs {
 }
 
 pub(crate) fn run(a: &ExportArgs) -> anyhow::Result<()> {
-    let handle = ferry_fs::Dir::open(&a.dir)?;
-    let m = Manifest::verified_in(&handle)?;
-    let input = m.open_verified(&handle, RECORD_FILE)?;
-    let bytes = input.read_all()?;
-    let rec = read_recording_bytes(handle.join(RECORD_FILE), bytes)?;
-    if rec.torn_bytes > 0 {
-        anyhow::bail!(
-            "{}: {} bytes after its last sealed chunk in a finished run",
-            handle.join(RECORD_FILE).display(),
-            rec.torn_bytes
-        );
-    }
+    // Checked against the manifest that covers it (the run's, or for an example's directory in
+    // a run of several, the run's above it); a run that did not finish is refused.
+    let native = ferry_profile::read_native(&a.dir)?;
+    let Some(m) = native.manifest else {
+        anyhow::bail!(ManifestError::Missing(a.dir.clone()));
+    };
+    let rec = native.recording;
     let command: Vec<String> = std::env::args().collect();
     let mut rd = RunDir::claim(&a.out, &m.arch, &command, &run_dir_names(), a.force)?;
     let write = WriteOptions { files: true, traces: true, chrome: false, progress: None };

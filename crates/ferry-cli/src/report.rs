@@ -4,8 +4,8 @@
 use std::path::PathBuf;
 
 use clap::Args;
-use ferry_profile::analysis::{self, Report};
-use ferry_profile::Needs;
+use ferry_profile::analysis;
+use ferry_profile::{Needs, Opened, OpenedRun};
 
 #[derive(Debug, Args)]
 pub(crate) struct ReportArgs {
@@ -59,31 +59,26 @@ impl SortArg {
     }
 }
 
-/// The report of the run in `dir`: every file present is read, and one that is present but
-/// unreadable (truncated, changed since the run) is an error.
-pub(crate) fn build(dir: &std::path::Path) -> anyhow::Result<Report> {
-    let r = crate::analysis::open(dir, &Needs::REPORT)?;
-    Ok(analysis::report_opened(&r))
-}
-
-/// The session of the directory `dir` (`ferry run --repeat N` with DFX): its runs' reports,
-/// read as one, warm-up runs set apart (`warmup`, else what the run recorded).
+/// The session `runs` (`ferry run --repeat N` with DFX), its runs `opened`: their reports, read
+/// as one, warm-up runs set apart (`warmup`, else what the run recorded).
 pub(crate) fn session_of(
-    dir: &std::path::Path,
     runs: &ferry_profile::SessionRuns,
+    opened: &[OpenedRun],
     warmup: Option<u32>,
-) -> anyhow::Result<analysis::SessionReport> {
-    let mut reports = Vec::with_capacity(runs.runs.len());
-    for r in &runs.runs {
-        reports.push(build(&dir.join(&r.dir))?);
-    }
-    Ok(analysis::session_report(runs, reports, warmup.unwrap_or(runs.warmup)))
+) -> analysis::SessionReport {
+    ferry_profile::progress::step("computing the report");
+    let reports = opened.iter().map(analysis::report_opened).collect();
+    analysis::session_report(runs, reports, warmup.unwrap_or(runs.warmup))
 }
 
 /// The report of a session over several runs: the runs' table, then one table per kernel over
 /// the steady runs.
-fn session(a: &ReportArgs, runs: &ferry_profile::SessionRuns) -> anyhow::Result<String> {
-    let mut s = session_of(&a.dir, runs, a.warmup)?;
+fn session(
+    a: &ReportArgs,
+    runs: &ferry_profile::SessionRuns,
+    opened: &[OpenedRun],
+) -> anyhow::Result<String> {
+    let mut s = session_of(runs, opened, a.warmup);
     for rep in &mut s.reports {
         rep.sort_kernels(a.sort.key());
     }
@@ -126,12 +121,12 @@ pub(crate) fn execute(a: &ReportArgs) -> anyhow::Result<String> {
         }
         return Ok(i.text());
     }
-    if !a.dir.join(ferry_profile::SWIMLANE_FILE).exists() {
-        if let Some(runs) = ferry_profile::read_runs(&a.dir)? {
-            return session(a, &runs);
-        }
-    }
-    let mut r = build(&a.dir)?;
+    let r = match crate::analysis::open_any(&a.dir, &Needs::REPORT)? {
+        Opened::Session(runs, opened) => return session(a, &runs, &opened),
+        Opened::Run(r) => *r,
+    };
+    ferry_profile::progress::step("computing the report");
+    let mut r = analysis::report_opened(&r);
     r.sort_kernels(a.sort.key());
     if let Some(k) = &a.kernel {
         ferry_profile::views::known_kernel(k, r.kernels.iter().map(|x| x.kernel.as_str()))?;
@@ -150,13 +145,14 @@ pub(crate) fn execute(a: &ReportArgs) -> anyhow::Result<String> {
 }
 
 pub(crate) fn run(a: &ReportArgs) -> anyhow::Result<()> {
-    crate::stdout::print(&execute(a)?)
+    crate::stdout::print(&ferry_profile::progress::run("report", || execute(a))?)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::testdir::sample_dir;
+    use ferry_profile::analysis::Report;
 
     fn args(d: &std::path::Path, json: bool, top: Option<usize>) -> ReportArgs {
         ReportArgs {

@@ -142,11 +142,18 @@ pub(crate) struct DfxArgs {
     /// ScopeStats: scope begin/end with task-window, heap and dep-pool occupancy.
     #[arg(long)]
     scope_stats: bool,
-    /// With the swimlane, also write trace.chrome.json, the Chrome Trace Event JSON (the legacy
-    /// format; about twice the Perfetto trace's size). `ferry trace DIR --chrome-json` makes it
-    /// later from the files.
+    /// With the swimlane, write the Perfetto trace and trace.chrome.json, the Chrome Trace Event
+    /// JSON (the legacy format; about twice the Perfetto trace's size), at the end of the run.
+    /// `ferry trace DIR --chrome-json` makes them later from the profile.
     #[arg(long)]
     chrome_json: bool,
+    /// Also write the original runtime's files (chip_swimlane_records.json, name_map_*.json,
+    /// pmu.csv, deps.json, args_dump/, scope_stats/, a session's runs.json and run-NNN/) and,
+    /// with the swimlane, the Perfetto trace at the end of the run. Without it the run writes
+    /// its native profile (profile.ferry) alone: every analysis command reads it, and `ferry
+    /// export DIR -o OUT` writes the same files from it later.
+    #[arg(long)]
+    original_formats: bool,
     /// What a DFX writer does when its lane has no free buffer.
     #[arg(long, value_enum, default_value_t = PolicyArg::Block)]
     dfx_policy: PolicyArg,
@@ -192,7 +199,7 @@ impl DfxArgs {
     /// The traces the run writes: `(perfetto, chrome)`.
     pub(crate) fn traces(&self) -> (bool, bool) {
         let swimlane = self.swimlane.is_some_and(|l| l > 0);
-        (swimlane, swimlane && self.chrome_json)
+        (swimlane && (self.original_formats || self.chrome_json), swimlane && self.chrome_json)
     }
 
     pub(crate) fn options(&self) -> DfxOptions {
@@ -283,7 +290,7 @@ pub(crate) fn run(a: &RunArgs) -> anyhow::Result<()> {
         ExampleArg::PagedAttention => vec![Example::PagedAttention],
         ExampleArg::Storm => vec![Example::Storm],
     };
-    let printer = Printer::new(a.dfx.traces());
+    let printer = Printer::new(&a.dfx);
     let done = a.job(Job::examples(&examples))?.run_observed(&printer);
     let done = printer.outcome(done)?;
     crate::stdout::print(&done.table().to_string())?;
@@ -306,6 +313,7 @@ impl RunArgs {
             .kernels(self.kernels.iter().cloned())
             .dfx(dfx)
             .chrome_trace(self.dfx.traces().1)
+            .original_formats(self.dfx.original_formats)
             .repeat(self.repeat)
             .warmup(self.warmup)
             .force(self.force)
@@ -336,6 +344,8 @@ impl MaybeOut for Job {
 pub(super) struct Printer {
     /// `(perfetto, chrome)`: the traces the profiles carry.
     traces: (bool, bool),
+    /// Whether the profiles hold the swimlane (`ferry trace` and `ferry view` draw it).
+    swimlane: bool,
     run_bar: RefCell<Option<ProgressBar>>,
     write_bar: RefCell<Option<WriteBar>>,
     /// Every profile written so far.
@@ -344,9 +354,10 @@ pub(super) struct Printer {
 }
 
 impl Printer {
-    pub(super) fn new(traces: (bool, bool)) -> Printer {
+    pub(super) fn new(dfx: &DfxArgs) -> Printer {
         Printer {
-            traces,
+            traces: dfx.traces(),
+            swimlane: dfx.swimlane.is_some_and(|l| l > 0),
             run_bar: RefCell::new(None),
             write_bar: RefCell::new(None),
             profiles: RefCell::new(Vec::new()),
@@ -363,7 +374,9 @@ impl Printer {
 
     /// What to do with the profiles written so far ([`NextSteps`]).
     pub(super) fn print_next_steps(&self) -> anyhow::Result<()> {
-        crate::stdout::print(&NextSteps { profiles: &self.profiles.borrow() }.to_string())
+        crate::stdout::print(
+            &NextSteps { profiles: &self.profiles.borrow(), swimlane: self.swimlane }.to_string(),
+        )
     }
 
     /// The job's result, with a printing error first (a closed pipe ends the command quietly)

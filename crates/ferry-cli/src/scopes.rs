@@ -83,7 +83,7 @@ pub(crate) fn execute(a: &ScopesArgs) -> anyhow::Result<String> {
 }
 
 pub(crate) fn run(a: &ScopesArgs) -> anyhow::Result<()> {
-    crate::stdout::print(&execute(a)?)
+    crate::stdout::print(&ferry_profile::progress::run("scopes", || execute(a))?)
 }
 
 #[cfg(test)]

@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 
 use clap::Args;
-use ferry_profile::{self as output, Needs, WriteOptions, Written};
+use ferry_profile::{self as output, Needs, Opened, WriteOptions, Written};
 
 #[derive(Debug, Args)]
 pub(crate) struct TraceArgs {
@@ -26,14 +26,15 @@ pub(crate) struct TraceArgs {
 
 /// Writes the traces; returns what to print.
 pub(crate) fn execute(a: &TraceArgs) -> anyhow::Result<String> {
-    let (r, session) = match crate::analysis::open_session(&a.dir, &Needs::TRACE)? {
-        Some((runs, opened)) => {
+    let (r, session) = match crate::analysis::open_any(&a.dir, &Needs::TRACE)? {
+        Opened::Session(runs, opened) => {
             let models: Vec<_> = opened.iter().map(|r| r.run.clone()).collect();
-            let first = opened.into_iter().next().expect("open_session: at least one run");
+            let first = opened.into_iter().next().expect("open_any: a session has a run");
             (first, Some(output::session_model(models, runs.warmup)))
         }
-        None => (crate::analysis::open(&a.dir, &Needs::TRACE)?, None),
+        Opened::Run(r) => (*r, None),
     };
+    ferry_profile::progress::step("writing the traces");
     let out = a.out.clone().unwrap_or_else(|| a.dir.clone());
     // Traces only: the run's own files (perhaps the original runtime's) stay as they are.
     let opts = WriteOptions { files: false, traces: true, chrome: a.chrome_json, progress: None };
@@ -70,7 +71,7 @@ pub(crate) fn execute(a: &TraceArgs) -> anyhow::Result<String> {
 }
 
 pub(crate) fn run(a: &TraceArgs) -> anyhow::Result<()> {
-    crate::stdout::print(&execute(a)?)
+    crate::stdout::print(&ferry_profile::progress::run("trace", || execute(a))?)
 }
 
 #[cfg(test)]

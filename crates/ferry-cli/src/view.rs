@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 
 use clap::Args;
-use ferry_profile::{views, Needs};
+use ferry_profile::{views, Needs, Opened};
 
 /// Default file name of the page.
 pub(crate) use ferry_profile::VIEW_FILE;
@@ -28,8 +28,9 @@ fn session(
     runs: &ferry_profile::SessionRuns,
     opened: Vec<ferry_profile::OpenedRun>,
 ) -> anyhow::Result<String> {
-    let report = crate::report::session_of(&a.dir, runs, None)?;
+    let report = crate::report::session_of(runs, &opened, None);
     let text = report.text(&a.dir.display().to_string(), None);
+    ferry_profile::progress::step("drawing the page");
     let mut models = Vec::with_capacity(opened.len());
     let mut first = None;
     for r in opened {
@@ -68,11 +69,13 @@ fn session(
 }
 
 pub(crate) fn execute(a: &ViewArgs) -> anyhow::Result<String> {
-    if let Some((runs, opened)) = crate::analysis::open_session(&a.dir, &Needs::TRACE)? {
-        return session(a, &runs, opened);
-    }
-    let r = crate::analysis::open(&a.dir, &Needs::TRACE)?;
+    let r = match crate::analysis::open_any(&a.dir, &Needs::TRACE)? {
+        Opened::Session(runs, opened) => return session(a, &runs, opened),
+        Opened::Run(r) => *r,
+    };
+    ferry_profile::progress::step("drawing the page");
     let page = views::swimlane_html_of(&r.run, r.failure());
+    ferry_profile::progress::step(format!("writing the page ({:.1} MB)", page.len() as f64 / 1e6));
     let out = match &a.out {
         Some(p) => {
             crate::analysis::write_output(&r, p, page.as_bytes())?;
@@ -99,7 +102,7 @@ pub(crate) fn execute(a: &ViewArgs) -> anyhow::Result<String> {
 }
 
 pub(crate) fn run(a: &ViewArgs) -> anyhow::Result<()> {
-    crate::stdout::print(&execute(a)?)
+    crate::stdout::print(&ferry_profile::progress::run("view", || execute(a))?)
 }
 
 #[cfg(test)]

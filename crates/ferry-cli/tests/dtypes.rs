@@ -32,7 +32,7 @@ fn the_dtypes_workload_runs_verifies_dumps_and_replays_every_dtype() {
         let out = ferry()
             .args(["run", "--workload"])
             .arg(example())
-            .args(["--variant", variant, "--dump-args", "2", "--dep-gen", "--out"])
+            .args(["--variant", variant, "--dump-args", "2", "--dep-gen", "--original-formats", "--out"])
             .arg(&d)
             .output()
             .unwrap();
@@ -200,7 +200,7 @@ fn args_dump_and_replay_round_trip_every_dtype() {
     let o = ferry()
         .args(["run", "--workload"])
         .arg(&f)
-        .args(["--dump-args", "2", "--out"])
+        .args(["--dump-args", "2", "--original-formats", "--out"])
         .arg(&out)
         .output()
         .unwrap();

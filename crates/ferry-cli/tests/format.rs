@@ -42,6 +42,7 @@ fn vector_run(tag: &str, variant: &str) -> PathBuf {
         "--dump-args",
         "2",
         "--scope-stats",
+        "--original-formats",
     ]);
     d
 }

@@ -172,7 +172,8 @@ fn a_truncated_input_is_a_non_zero_exit() {
     let d = tmpdir("truncated");
     std::fs::create_dir_all(&d).unwrap();
     // The original runtime's files, no manifest: read unverified.
-    let src = profiled();
+    let src = tmpdir("truncated-src");
+    ok(&run(&["export", profiled().to_str().unwrap(), "-o", src.to_str().unwrap()]));
     for f in ["chip_swimlane_records.json", "name_map_vector.json", "pmu.csv", "deps.json"] {
         std::fs::copy(src.join(f), d.join(f)).unwrap();
     }
@@ -187,6 +188,7 @@ fn a_truncated_input_is_a_non_zero_exit() {
         assert!(err.contains("chip_swimlane_records.json"), "{cmd}: {err}");
     }
     std::fs::remove_dir_all(&d).unwrap();
+    std::fs::remove_dir_all(&src).unwrap();
 }
 
 #[test]
@@ -284,18 +286,31 @@ fn a_profiled_run_says_where_its_files_are_and_what_to_do_next() {
         .unwrap();
     let out = ok(&o);
     let ds = d.display().to_string();
-    let trace = d.join("trace.perfetto-trace").display().to_string();
-    assert!(out.contains(&format!("open {trace} at https://ui.perfetto.dev")), "{out}");
+    // The native profile alone: where it is, and the command that makes the Perfetto trace.
+    let native = d.join("profile.ferry").display().to_string();
+    assert!(out.contains(&format!("dfx: native profile {native}: ")), "{out}");
+    assert!(out.contains(&format!("ferry trace {ds} ")), "{out}");
     assert!(out.contains(&format!("ferry view {ds}")), "{out}");
     assert!(out.contains(&format!("ferry report {ds}")), "{out}");
-    // Without a trace, no Perfetto line; without DFX, no next steps at all.
+    // With the original formats, the trace was written: where to open it.
+    let o = ferry()
+        .args(["run", "--example", "vector", "--small", "--swimlane", "--aic", "2", "--aiv", "4"])
+        .args(["--original-formats", "--force", "-o"])
+        .arg(&d)
+        .output()
+        .unwrap();
+    let out = ok(&o);
+    let trace = d.join("trace.perfetto-trace").display().to_string();
+    assert!(out.contains(&format!("open {trace} at https://ui.perfetto.dev")), "{out}");
+    assert!(!out.contains(&format!("ferry trace {ds} ")), "{out}");
+    // Without a swimlane, no Perfetto line; without DFX, no next steps at all.
     let o = ferry()
         .args(["run", "--example", "vector", "--small", "--pmu", "--force", "-o"])
         .arg(&d)
         .output()
         .unwrap();
     let out = ok(&o);
-    assert!(!out.contains("perfetto.dev") && out.contains(&format!("ferry report {ds}")), "{out}");
+    assert!(!out.contains("perfetto") && out.contains(&format!("ferry report {ds}")), "{out}");
     let out = ok(&run(&["run", "--example", "vector", "--small", "--force", "-o", &ds]));
     assert!(!out.contains("next:"), "{out}");
     std::fs::remove_dir_all(&d).unwrap();

@@ -42,8 +42,8 @@ fn cli(args: &[&str], dir: &Path) -> Output {
     ferry().args(&args[..at]).arg(dir).args(&args[at..]).output().unwrap()
 }
 
-/// A `--small` vector run with all five subsystems, made once per test binary; each test copies
-/// it.
+/// A `--small` vector run with all five subsystems in the original formats, made once per test
+/// binary; each test copies it.
 fn pristine() -> &'static Path {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
@@ -51,7 +51,7 @@ fn pristine() -> &'static Path {
         ok(&ferry()
             .args(["run", "--example", "vector", "--small", "--aic", "2", "--aiv", "4"])
             .args(["--swimlane", "4", "--pmu", "2", "--dep-gen", "--dump-args", "3"])
-            .arg("--scope-stats")
+            .args(["--scope-stats", "--original-formats"])
             .arg("--out")
             .arg(&d)
             .output()
@@ -388,14 +388,21 @@ fn files_analysis_writes_into_a_run_belong_to_it_and_go_with_it() {
     let ex = d.join("vector");
     ok(&cli(&["view"], &ex));
     Manifest::verified(&d).unwrap().verify(&d, "vector/swimlane.html").unwrap();
-    // A session of several examples: DIR/<example>/run-NNN/ is covered by DIR's manifest, read
-    // verified (no warning), and a file changed after the run is refused.
+    // A session of several examples: DIR/<example>/run-NNN/, read from the native profile in
+    // DIR/<example>/ (the run's directory is made for the page a command writes there), is
+    // covered by DIR's manifest and read verified (no warning).
     ok(&run(&["--swimlane", "1", "--repeat", "2"]));
+    assert!(!d.join("vector/run-001").exists());
     for sub in ["vector", "vector/run-001"] {
         let o = cli(&["report"], &d.join(sub));
         ok(&o);
         assert!(!text(&o.stderr).contains("unverified"), "{sub}: {}", text(&o.stderr));
     }
+    ok(&cli(&["view"], &d.join("vector/run-001")));
+    Manifest::verified(&d).unwrap().verify(&d, "vector/run-001/swimlane.html").unwrap();
+    ok(&cli(&["report"], &d.join("vector/run-001")));
+    // In the original formats, a file changed after the run is refused.
+    ok(&run(&["--swimlane", "1", "--repeat", "2", "--original-formats"]));
     let f = d.join("vector/run-001/chip_swimlane_records.json");
     let mut bytes = std::fs::read(&f).unwrap();
     let last = bytes.len() - 2;
@@ -428,16 +435,22 @@ fn messages_say_what_is_wrong_and_what_to_do() {
     assert!(!o.status.success());
     let e = text(&o.stderr);
     assert!(e.contains("INPUT, OUTPUT, INOUT, SCALAR"), "{e}");
-    // A missing file: the same kind of message, exit 1, from every command.
+    // A subsystem the run did not record: the same kind of message, exit 1, from every
+    // command, read from the native profile or from the original files.
     let v = d.join("vector");
-    for (cmd, file, opt) in [
-        (&["scopes"][..], "scope_stats/scope_stats.jsonl", "--scope-stats"),
-        (&["dump", "list"], "args_dump/args_dump.json", "--dump-args"),
-        (&["trace"], "chip_swimlane_records.json", "--swimlane"),
+    let x = tmpdir("several-export");
+    ok(&ferry().arg("export").arg(&v).arg("-o").arg(&x).output().unwrap());
+    for (cmd, what, file, opt) in [
+        (&["scopes"][..], "ScopeStats", "scope_stats/scope_stats.jsonl", "--scope-stats"),
+        (&["dump", "list"], "ArgsDump", "args_dump/args_dump.json", "--dump-args"),
+        (&["trace"], "ChipSwimlane", "chip_swimlane_records.json", "--swimlane"),
     ] {
         let e = fails(&cli(cmd, &v));
+        assert!(e.contains(&format!("has no {what} records")) && e.contains(opt), "{cmd:?}: {e}");
+        let e = fails(&cli(cmd, &x));
         assert!(e.contains(&format!("has no {file}")) && e.contains(opt), "{cmd:?}: {e}");
     }
+    std::fs::remove_dir_all(&x).unwrap();
     std::fs::remove_dir_all(&d).unwrap();
     let empty = tmpdir("empty");
     std::fs::create_dir_all(&empty).unwrap();

@@ -207,13 +207,25 @@ fn run_args<'a>(out: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
     v
 }
 
-/// A complete profile with all five subsystems, made once per test binary; tests copy it.
+/// A complete profile with all five subsystems in the original formats, made once per test
+/// binary; tests copy it.
 fn pristine() -> &'static Path {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
         let d = scratch("hostile-fs-pristine").join("run");
-        let (o, _) = ferry_measured(&run_args(d.to_str().unwrap(), &[]));
+        let (o, _) = ferry_measured(&run_args(d.to_str().unwrap(), &["--original-formats"]));
         ok(&o, "the pristine run");
+        d
+    })
+}
+
+/// The same profile as the default output writes it: its native profile alone.
+fn pristine_native() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let d = scratch("hostile-fs-pristine-native").join("run");
+        let (o, _) = ferry_measured(&run_args(d.to_str().unwrap(), &[]));
+        ok(&o, "the pristine native run");
         d
     })
 }
@@ -462,7 +474,8 @@ fn readers(file: &str) -> Vec<(Vec<&'static str>, bool)> {
     let args = file.starts_with("args_dump/args_dump");
     let bin = file.ends_with("args.bin");
     let scopes = file.starts_with("scope_stats/");
-    let manifest = file == "ferry-manifest.json";
+    // Every command reads the native profile (and the manifest).
+    let manifest = file == "ferry-manifest.json" || file == "profile.ferry";
     // `report`, `trace` and `view` check args.bin's size without reading it.
     let traced = swim || pmu || deps || args || bin || scopes || manifest;
     vec![
@@ -540,6 +553,25 @@ fn fifos_devices_and_huge_files_in_a_profile_are_refused_unread() {
             }
         }
     }
+    // The default output: the native profile, and its manifest.
+    for file in ["profile.ferry", "ferry-manifest.json"] {
+        for bad in [Bad::Fifo, Bad::DevZero, Bad::Sparse10G] {
+            for manifest in [true, false] {
+                if file == "ferry-manifest.json" && !manifest {
+                    continue;
+                }
+                let d = root.join(format!("native-{file}-{bad:?}-{manifest}"));
+                copy_dir(pristine_native(), &d);
+                if !manifest {
+                    std::fs::remove_file(d.join("ferry-manifest.json")).unwrap();
+                }
+                replace(&d.join(file), bad);
+                let what = format!("native: {file} as {bad:?} (manifest: {manifest})");
+                check_readers(&d, file, &what);
+                std::fs::remove_dir_all(&d).unwrap();
+            }
+        }
+    }
     let _ = std::fs::remove_dir_all(&root);
 }
 
@@ -556,6 +588,7 @@ fn a_sessions_runs_json_is_verified_and_bounded() {
         "1",
         "--repeat",
         "2",
+        "--original-formats",
         "--out",
         s(&d),
     ]);

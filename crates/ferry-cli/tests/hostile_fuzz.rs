@@ -82,7 +82,7 @@ fn pristine() -> &'static BTreeMap<String, Vec<u8>> {
         let o = ferry()
             .args(["run", "--example", "vector", "--small", "--aic", "2", "--aiv", "4"])
             .args(["--swimlane", "4", "--pmu", "2", "--dep-gen", "--dump-args", "3"])
-            .args(["--scope-stats", "--out"])
+            .args(["--scope-stats", "--original-formats", "--out"])
             .arg(&d)
             .output()
             .unwrap();

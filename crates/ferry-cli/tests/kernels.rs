@@ -151,6 +151,7 @@ fn a_workload_runs_the_template_librarys_kernels() {
         wl,
         "--dump-args",
         "2",
+        "--original-formats",
         "--out",
         d.to_str().unwrap(),
     ]);
@@ -263,6 +264,7 @@ scalars = [{ f32 = 2.0 }]
         "--dump-args",
         "2",
         "--scope-stats",
+        "--original-formats",
         "-o",
         ds,
     ]);
@@ -360,6 +362,7 @@ fn a_kernel_that_never_returns_fails_within_its_budget_with_a_readable_profile()
             "--dump-args",
             "3",
             "--scope-stats",
+            "--original-formats",
             "--out",
             out_s,
         ]);

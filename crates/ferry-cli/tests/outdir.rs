@@ -75,11 +75,12 @@ fn a_reused_directory_holds_only_the_last_run() {
     let _bound = ferry_watchdog::bound("the ferry process");
     let d = tmpdir("reuse");
     let first = ["--example", "vector", "--small", "--pmu", "2", "--dep-gen", "--swimlane", "4"];
-    ok(&run(&[&first[..], &["--chrome-json"]].concat(), &d));
+    ok(&run(&[&first[..], &["--chrome-json", "--original-formats"]].concat(), &d));
     let first = holds_one_complete_run(&d);
     assert!(first.entry("pmu.csv").is_some() && first.entry("deps.json").is_some());
     assert!(first.entry("trace.chrome.json").is_some());
-    ok(&run(&["--example", "paged-attention", "--small", "--swimlane", "1"], &d));
+    let second = ["--example", "paged-attention", "--small", "--swimlane", "1"];
+    ok(&run(&[&second[..], &["--original-formats"]].concat(), &d));
     let m = holds_one_complete_run(&d);
     let files: Vec<&str> = m.files.iter().map(|e| e.path.as_str()).collect();
     assert!(!files.contains(&"pmu.csv") && !files.contains(&"deps.json"), "{files:?}");
@@ -87,8 +88,17 @@ fn a_reused_directory_holds_only_the_last_run() {
     assert!(files.contains(&"trace.perfetto-trace") && !files.contains(&"trace.chrome.json"));
     assert!(files.contains(&"paged-attention.f32") && !files.contains(&"vector.f32"));
     assert!(m.command.iter().any(|a| a == "paged-attention"), "{:?}", m.command);
-    // Several examples: each one's DFX files in its own subdirectory, all in one manifest.
+    // Several examples: each one's native profile in its own subdirectory, all in one manifest,
+    // and no original file left of the run before.
     ok(&run(&["--small", "--scope-stats"], &d));
+    let m = holds_one_complete_run(&d);
+    for ex in ["vector", "paged-attention", "storm"] {
+        assert!(m.entry(&format!("{ex}/profile.ferry")).is_some(), "{ex}");
+    }
+    let files: Vec<&str> = m.files.iter().map(|e| e.path.as_str()).collect();
+    assert!(!files.iter().any(|f| f.ends_with(".json") && *f != "summary.json"), "{files:?}");
+    // With --original-formats, their files too.
+    ok(&run(&["--small", "--scope-stats", "--original-formats"], &d));
     let m = holds_one_complete_run(&d);
     for ex in ["vector", "paged-attention", "storm"] {
         assert!(m.entry(&format!("{ex}/scope_stats/scope_stats.jsonl")).is_some(), "{ex}");
@@ -115,7 +125,7 @@ fn a_complete_run_is_replaced_only_with_force() {
     assert!(
         stderr.contains("holds a complete ferry run")
             && stderr.contains("--force")
-            && stderr.contains("chip_swimlane_records.json")
+            && stderr.contains("profile.ferry")
             && stderr.contains("vector.f32"),
         "{stderr}"
     );
@@ -127,7 +137,8 @@ fn a_complete_run_is_replaced_only_with_force() {
     let o = ferry().args(again).arg("--force").arg("-o").arg(&d).output().unwrap();
     ok(&o);
     let second = holds_one_complete_run(&d);
-    assert!(second.entry("pmu.csv").is_some() && second.entry("vector.f32").is_none());
+    assert!(second.entry("profile.ferry").is_some() && second.entry("vector.f32").is_none());
+    assert!(second.entry("paged-attention.f32").is_some());
     std::fs::remove_dir_all(&d).unwrap();
 }
 

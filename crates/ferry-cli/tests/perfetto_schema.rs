@@ -54,6 +54,7 @@ fn trace_of_an_all_five_run_decodes_with_perfettos_schema() {
         "--dump-args",
         "3",
         "--scope-stats",
+        "--original-formats",
         "--out",
         out_s,
     ]);
@@ -108,8 +109,9 @@ fn a_workloads_scopes_are_named_in_the_trace() {
     let out = d.join("run");
     let out_s = out.to_str().unwrap();
     let wl = tools().join("../examples/workloads/diamond.toml");
-    let args = ["--swimlane", "4", "--pmu", "2", "--scope-stats", "--out", out_s];
-    ferry_ok(&[&["run", "--workload", wl.to_str().unwrap()][..], &args[..]].concat());
+    let args = ["--swimlane", "4", "--pmu", "2", "--scope-stats", "--original-formats"];
+    let run = [&["run", "--workload", wl.to_str().unwrap()][..], &args[..]].concat();
+    ferry_ok(&[&run[..], &["--out", out_s]].concat());
     let (ok, v) = check(&out.join("trace.perfetto-trace"), "pmu,scopes,loss");
     assert!(ok, "{v:#}");
     // One slice per scope the diamond opens (64 groups), named by the file's label.
@@ -118,6 +120,15 @@ fn a_workloads_scopes_are_named_in_the_trace() {
     std::fs::remove_file(out.join("trace.perfetto-trace")).unwrap();
     ferry_ok(&["trace", out_s]);
     let (ok, v) = check(&out.join("trace.perfetto-trace"), "pmu,scopes,loss");
+    assert!(ok, "{v:#}");
+    assert_eq!(v["scope_slices"], serde_json::json!({ "diamond": 64 }), "{v:#}");
+    // And from the native profile alone (the names come from its profile end).
+    let native = d.join("native");
+    let native_s = native.to_str().unwrap();
+    ferry_ok(&[&run[..run.len() - 1], &["--out", native_s]].concat());
+    assert!(!native.join("trace.perfetto-trace").exists());
+    ferry_ok(&["trace", native_s]);
+    let (ok, v) = check(&native.join("trace.perfetto-trace"), "pmu,scopes,loss");
     assert!(ok, "{v:#}");
     assert_eq!(v["scope_slices"], serde_json::json!({ "diamond": 64 }), "{v:#}");
     let _ = std::fs::remove_dir_all(&d);

@@ -1,7 +1,9 @@
-//! `ferry run --repeat N` with DFX: one session over every run, written as N labelled runs, each
-//! a directory of the original runtime's files for that run alone, with per-run loss accounting
-//! that reconciles; the tools read every run (ferry's readers, the report's checks, the trace
-//! rebuilt from the files, the dump replay, and Perfetto's own schema where it is installed).
+//! `ferry run --repeat N` with DFX: one session over every run, written (with
+//! `--original-formats`) as N labelled runs, each a directory of the original runtime's files
+//! for that run alone, with per-run loss accounting that reconciles; the tools read every run
+//! (ferry's readers, the report's checks, the trace rebuilt from the files, the dump replay, and
+//! Perfetto's own schema where it is installed). By default the session is its native profile,
+//! read as one profile and run by run.
 mod common;
 
 use std::path::Path;
@@ -56,6 +58,7 @@ fn a_repeated_run_with_all_five_subsystems_writes_each_run_labelled_and_reconcil
         "1",
         "--dfx-records",
         "4",
+        "--original-formats",
         "--out",
         out_s,
     ]);
@@ -187,7 +190,8 @@ fn a_session_reads_as_one_profile_warm_up_set_apart() {
     session(&a, "a2a3");
     session(&b, "a5");
     let a_s = a.to_str().unwrap();
-    assert_eq!(json(&a.join("runs.json"))["warmup"], 1);
+    // The default output: the session's native profile, read as one run per `run-NNN`.
+    assert!(a.join("profile.ferry").is_file() && !a.join("runs.json").exists());
 
     // One aggregate table over runs 1–4 and a runs table with wall times and gaps.
     let rep = text(&ferry_ok(&["report", a_s]));

@@ -49,7 +49,12 @@ fn workload(name: &str) -> PathBuf {
 
 /// Runs `file` host-built with the swimlane, DepGen and PMU into `out`.
 fn profile(file: &Path, out: &Path) {
-    ok(&[
+    profile_with(file, out, &[]);
+}
+
+/// [`profile`] with `extra` flags.
+fn profile_with(file: &Path, out: &Path, extra: &[&str]) {
+    let args = [
         "run",
         "--workload",
         file.to_str().unwrap(),
@@ -61,7 +66,8 @@ fn profile(file: &Path, out: &Path) {
         "--pmu",
         "--out",
         out.to_str().unwrap(),
-    ]);
+    ];
+    ok(&[&args[..], extra].concat());
 }
 
 /// chain.toml with `mul_len` raised from 64 to `n` (in `dir`).
@@ -73,10 +79,6 @@ fn chain_with_mul_len(dir: &Path, n: u64) -> PathBuf {
     let p = dir.join(CHAIN);
     std::fs::write(&p, t.replace(line, &format!("mul_len = {n}"))).unwrap();
     p
-}
-
-fn hex(id: u64) -> String {
-    format!("{id:#x}")
 }
 
 fn ids(path: &Value) -> Vec<String> {
@@ -118,10 +120,10 @@ fn the_static_critical_path_is_the_known_chain_and_a_run_against_itself_has_no_d
     let r = ok_json(&["report", ds, "--json"]);
 
     // The chain: the first DEPTH submits of the graph (the add_scalar repeat), in order.
-    let deps: Value = serde_json::from_slice(&std::fs::read(d.join("deps.json")).unwrap()).unwrap();
-    let chain: Vec<String> = deps["tasks"].as_array().unwrap()[..DEPTH]
+    let deps = ok_json(&["deps", ds, "--json"]);
+    let chain: Vec<String> = deps["task_list"].as_array().unwrap()[..DEPTH]
         .iter()
-        .map(|t| hex(t["task_id"].as_str().unwrap().parse().unwrap()))
+        .map(|t| t["task_id"].as_str().unwrap().to_string())
         .collect();
     let cp = &r["critical_path"];
     assert_eq!(ids(&cp["static_by_count"]), chain, "{cp}");
@@ -139,13 +141,14 @@ fn the_static_critical_path_is_the_known_chain_and_a_run_against_itself_has_no_d
     let by_time = &cp["static_by_time"];
     assert_eq!(by_time["length"].as_u64().unwrap(), dur(by_time));
     assert!(dur(by_time) >= dur(&cp["static_by_count"]), "{cp}");
-    let edges: Vec<(String, String)> = deps["edges"]
+    let edges: Vec<(String, String)> = deps["task_list"]
         .as_array()
         .unwrap()
         .iter()
-        .map(|e| {
-            let h = |k: &str| hex(e[k].as_str().unwrap().parse().unwrap());
-            (h("pred"), h("succ"))
+        .flat_map(|t| {
+            let succ = t["task_id"].as_str().unwrap().to_string();
+            let preds = t["preds"].as_array().unwrap().iter();
+            preds.map(move |p| (p["task_id"].as_str().unwrap().to_string(), succ.clone()))
         })
         .collect();
     for w in ids(by_time).windows(2) {
@@ -219,6 +222,28 @@ fn a_truncated_input_fails_report_and_diff() {
     let ds = d.to_str().unwrap();
     let good = ok(&["report", ds]);
     assert!(good.contains("Critical path"), "{good}");
+    // The native profile (the default output) truncated: changed since the run; without the
+    // manifest, a torn tail in a finished run.
+    let native = d.join("profile.ferry");
+    let whole = std::fs::read(&native).unwrap();
+    std::fs::write(&native, &whole[..whole.len() - 7]).unwrap();
+    for args in [vec!["report", ds], vec!["diff", ds, ds]] {
+        let o = run(&args);
+        let err = text(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{args:?}: {}", text(&o.stdout));
+        assert!(err.contains("profile.ferry") && err.contains("changed"), "{args:?}: {err}");
+    }
+    let m = std::fs::read(d.join("ferry-manifest.json")).unwrap();
+    std::fs::remove_file(d.join("ferry-manifest.json")).unwrap();
+    let o = run(&["report", ds]);
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("profile.ferry") && err.contains("after its last sealed chunk"), "{err}");
+    std::fs::write(d.join("ferry-manifest.json"), m).unwrap();
+    std::fs::write(&native, &whole).unwrap();
+    // The original files, exported from it, truncated.
+    std::fs::remove_dir_all(&d).unwrap();
+    profile_with(&workload(CHAIN), &d, &["--original-formats"]);
     let sw = d.join("chip_swimlane_records.json");
     let t = std::fs::read(&sw).unwrap();
     std::fs::write(&sw, &t[..t.len() / 2]).unwrap();

@@ -90,7 +90,7 @@ fn run_with_every_dfx_subsystem_writes_the_files_traces_and_a_replayable_dump() 
         .args(["run", "--small", "--aicpu-threads", "3", "--aic", "2", "--aiv", "4", "--out"])
         .arg(&dir)
         .args(["--swimlane", "--pmu", "--dep-gen", "--dump-args", "3", "--scope-stats"])
-        .arg("--chrome-json")
+        .args(["--chrome-json", "--original-formats"])
         // One buffer per lane of 4 records: every few records the writer waits for the host,
         // which the loaded AICPU program rings through the AICPU OS on each buffer switch.
         .args(["--dfx-buffers", "1", "--dfx-records", "4"])
@@ -151,7 +151,8 @@ fn run_with_every_dfx_subsystem_writes_the_files_traces_and_a_replayable_dump() 
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    assert!(full.join("args_dump/args.bin").exists());
+    // The default output: the payloads are in the native profile, read from there.
+    assert!(full.join("profile.ferry").exists() && !full.join("args_dump").exists());
     let replay =
         ferry().args(["dump", "replay"]).arg(&full).args(["--task", "0"]).output().unwrap();
     let text = String::from_utf8_lossy(&replay.stdout);

@@ -98,6 +98,7 @@ fn runs_everywhere_with_dfx(file: &str, case: &str) {
                 "--swimlane",
                 "4",
                 "--dep-gen",
+                "--original-formats",
                 "--out",
                 d.to_str().unwrap(),
             ]);
@@ -171,6 +172,7 @@ fn every_dfx_flag_works_with_a_workload() {
         "--dump-args",
         "2",
         "--scope-stats",
+        "--original-formats",
         "--out",
         d.to_str().unwrap(),
     ]);
@@ -278,6 +280,7 @@ fn stress_full_100k_graph_with_dfx() {
                 "--swimlane",
                 "4",
                 "--dep-gen",
+                "--original-formats",
                 "--out",
                 d.to_str().unwrap(),
             ]);
@@ -396,12 +399,15 @@ args = [{ tensor = "x", role = "input" }, { tensor = "y", role = "output", dump 
             .into_iter()
             .chain([out.to_str().unwrap()])
             .collect::<Vec<_>>());
-        let d = json(&out.join("args_dump/args_dump.json"));
+        // Read from the native profile (the default output): the marked output alone.
+        let d: Value =
+            serde_json::from_str(&ok(&["dump", "list", out.to_str().unwrap(), "--json"])).unwrap();
+        assert!(!out.join("args_dump").exists(), "{variant}: the default output is native");
         let args = d["args"].as_array().unwrap();
         assert_eq!(args.len(), 1, "{variant}: {args:?}");
         assert_eq!(args[0]["arg_index"], 1, "{variant}");
         assert_eq!(args[0]["stage"], "after_completion", "{variant}");
-        assert_eq!(args[0]["bin_size"], 256, "{variant}: the marked output's payload");
+        assert_eq!(args[0]["payload_bytes"], 256, "{variant}: the marked output's payload");
     }
     std::fs::write(&file, src.replace("dump = true", "dump = \"yes\"")).unwrap();
     let bad = ferry().args(["workload", "check"]).arg(&file).output().unwrap();

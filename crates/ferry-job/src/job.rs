@@ -67,6 +67,7 @@ pub struct Job {
     small: bool,
     dfx: DfxOptions,
     chrome: bool,
+    original_formats: bool,
     out: Option<PathBuf>,
     force: bool,
     repeat: u32,
@@ -108,6 +109,7 @@ impl Job {
             small: false,
             dfx: DfxOptions::default(),
             chrome: false,
+            original_formats: false,
             out: None,
             force: false,
             repeat: 1,
@@ -209,9 +211,19 @@ impl Job {
         self
     }
 
-    /// With the swimlane, also write the Chrome JSON trace.
+    /// With the swimlane, write the Chrome JSON trace beside the Perfetto trace at the end of
+    /// the run (the traces only, without [`original_formats`](Self::original_formats)).
     pub fn chrome_trace(mut self, on: bool) -> Job {
         self.chrome = on;
+        self
+    }
+
+    /// Also write the original runtime's files (and, with the swimlane, the Perfetto trace) at
+    /// the end of each run, beside the native profile (`profile.ferry`) every profiled run
+    /// writes while it runs. Off by default: the analysis commands and [`crate::Profile`] read
+    /// the native profile, and `ferry export DIR -o OUT` writes the same files from it later.
+    pub fn original_formats(mut self, on: bool) -> Job {
+        self.original_formats = on;
         self
     }
 
@@ -510,9 +522,9 @@ impl Job {
             |source| JobError::Register { kind: case.kind, case: case.name.clone(), source };
         runner.register_callable(id, case.callable.clone()).map_err(register)?;
         let progress = |p: WriteProgress| obs.write_progress(&case.name, p);
-        let traces = self.dfx.swimlane > 0;
+        let traces = self.dfx.swimlane > 0 && (self.original_formats || self.chrome);
         let write = WriteOptions {
-            files: true,
+            files: self.original_formats,
             traces,
             chrome: traces && self.chrome,
             progress: Some(&progress),

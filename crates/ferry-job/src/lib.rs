@@ -11,9 +11,9 @@
 //! to an [`Observer`] (the `ferry` command's progress bars are one). The `ferry run` command is
 //! this crate plus argument parsing and printing.
 //!
-//! The analysis side: [`Profile::open`] reads a run's directory (checked against its manifest,
-//! every read bounded), [`Profile::report`] computes `ferry report`'s model and [`diff`]
-//! `ferry diff`'s.
+//! The analysis side: [`Profile::open`] reads a run's directory (its native profile, or the
+//! original-format files where the run wrote them; checked against its manifest, every read
+//! bounded), [`Profile::report`] computes `ferry report`'s model and [`diff`] `ferry diff`'s.
 //!
 //! # Examples
 //!
@@ -139,7 +139,8 @@ impl Profile {
     /// # Errors
     /// As [`Profile::open`].
     pub fn open_with(dir: &Path, needs: &Needs) -> Result<Profile, OpenError> {
-        Ok(Profile { opened: ferry_profile::open_run(dir, needs)? })
+        let native = ferry_runtime::host::profile::NativeReader;
+        Ok(Profile { opened: ferry_profile::open_run_with(dir, needs, &native)? })
     }
 
     /// `ferry report`'s model: per-kernel time, per-core utilisation, the PMU summary, stalls,

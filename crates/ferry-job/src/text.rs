@@ -222,6 +222,9 @@ fn per_kernel(f: &mut fmt::Formatter<'_>, case: &CaseOutcome) -> fmt::Result {
 pub struct NextSteps<'a> {
     /// The profiles, in the order they were written.
     pub profiles: &'a [ProfileLocation],
+    /// Whether the profiles hold the swimlane (`ferry trace` makes the Perfetto trace of it
+    /// when the run did not write one).
+    pub swimlane: bool,
 }
 
 impl fmt::Display for NextSteps<'_> {
@@ -257,6 +260,11 @@ impl fmt::Display for NextSteps<'_> {
                     "  open {} at https://ui.perfetto.dev (Open trace file)",
                     p.dir.join(output::PERFETTO_FILE).display()
                 )?;
+            } else if self.swimlane {
+                writeln!(
+                    f,
+                    "  ferry trace {d}     # the Perfetto trace, for https://ui.perfetto.dev"
+                )?;
             }
             writeln!(f, "  ferry view {d}      # one HTML page of the run")?;
             writeln!(f, "  ferry report {d}    # per-kernel timing, stalls and loss")?;
@@ -280,11 +288,22 @@ pub struct ProfileWriteLines<'a> {
 impl fmt::Display for ProfileWriteLines<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let (p, traces) = (self.profile, self.perfetto);
+        native_line(f, p)?;
         if !p.runs.is_empty() {
             return session_lines(f, p, traces);
         }
         let (report, model, dir) = (&p.report, &p.model, &p.dir);
         let (produced, collected, dropped) = model.loss.totals();
+        if report.files.is_empty() {
+            // The native profile alone.
+            writeln!(
+                f,
+                "dfx: lanes, DepGen's and ArgsDump's in 8-byte words: {produced} produced, \
+                 {collected} collected, {dropped} dropped, {:?}",
+                model.loss.policy
+            )?;
+            return no_scopes_line(f, model);
+        }
         let files = report.files.len() - usize::from(traces) - usize::from(self.chrome);
         writeln!(
             f,
@@ -304,17 +323,43 @@ impl fmt::Display for ProfileWriteLines<'_> {
             report.bytes_per_record(),
             traces_time(report, traces)
         )?;
-        if model.scopes.as_ref().is_some_and(|sc| sc.records.is_empty()) {
-            writeln!(
-                f,
-                "dfx: scope_stats recorded no scope: the graph opened none (nothing to plot)"
-            )?;
-        }
+        no_scopes_line(f, model)?;
         if traces {
             f.write_str(&report.traces_text(dir))?;
         }
         Ok(())
     }
+}
+
+/// The line about the native profile a run wrote while it ran: its size, chunks and records.
+fn native_line(f: &mut fmt::Formatter<'_>, p: &WrittenProfile) -> fmt::Result {
+    let Some(n) = &p.native else { return Ok(()) };
+    let s = n.sealed;
+    writeln!(
+        f,
+        "dfx: native profile {}: {:.1} MB, {} chunks, {} records",
+        n.path.display(),
+        s.bytes as f64 / 1e6,
+        s.chunks,
+        s.records
+    )
+}
+
+/// The line saying the scope statistics recorded no scope, when they did not (from the records,
+/// or, for a model of the loss accounting alone, from the ScopeStats lanes' counts).
+fn no_scopes_line(f: &mut fmt::Formatter<'_>, model: &output::RunModel) -> fmt::Result {
+    let none = match &model.scopes {
+        Some(sc) => sc.records.is_empty(),
+        None => {
+            let scope = Some(output::Subsystem::ScopeStats);
+            let mut lanes = model.loss.lanes.iter().filter(|l| l.subsystem == scope).peekable();
+            lanes.peek().is_some() && lanes.all(|l| l.produced == 0)
+        }
+    };
+    if none {
+        writeln!(f, "dfx: scope_stats recorded no scope: the graph opened none (nothing to plot)")?;
+    }
+    Ok(())
 }
 
 /// `, traces in S s` when the traces were written.
@@ -329,6 +374,26 @@ fn traces_time(report: &output::WriteReport, traces: bool) -> String {
 /// A session over several runs: one line per run (its directory, records and loss accounting,
 /// which reconciles per run), then the write's rate.
 fn session_lines(f: &mut fmt::Formatter<'_>, p: &WrittenProfile, traces: bool) -> fmt::Result {
+    if p.report.files.is_empty() {
+        // The native profile alone: each run is read as `DIR/run-NNN` from it.
+        writeln!(
+            f,
+            "dfx: {} runs in one session, read as {}/run-NNN from its native profile",
+            p.runs.len(),
+            p.dir.display()
+        )?;
+        for r in &p.runs {
+            let (produced, collected, dropped) = r.model.loss.totals();
+            let name =
+                r.dir.file_name().map_or_else(String::new, |n| n.to_string_lossy().into_owned());
+            writeln!(
+                f,
+                "dfx: {name}: {produced} produced, {collected} collected, {dropped} dropped{}",
+                if r.model.loss.reconciles() { "" } else { " (does NOT reconcile)" }
+            )?;
+        }
+        return Ok(());
+    }
     writeln!(
         f,
         "dfx: {} runs in one session, each in a directory of {} with its own files{} (runs listed in {})",

@@ -115,6 +115,13 @@ impl ArgsDump {
         self.args.push(arg);
     }
 
+    /// The arguments in export order (by task, then stage, role and index: `args_dump.json`'s
+    /// order), however they are kept: what every listing shows, so a dump read from its file
+    /// and one rebuilt from a native profile list alike.
+    pub fn in_export_order(&self) -> impl Iterator<Item = Cow<'_, DumpedArg>> + '_ {
+        self.sorted().into_iter().filter_map(|i| self.args.get(i))
+    }
+
     /// The indexes of the args in export order ([`export_key`](super::arg_rows::export_key)),
     /// stable. The keys are computed once per arg, not per comparison (they compare strings);
     /// args already in that order (a model read back from a file) are listed as they are,

@@ -196,6 +196,12 @@ pub struct Span {
 }
 
 impl Span {
+    /// A run of `len` elements kept nowhere: counted only (a sink whose records went to the
+    /// native profile alone). It reads as empty ([`ChunkLog::get`]) and counts `len`.
+    pub fn counted(len: usize) -> Span {
+        Span { chunk: usize::MAX, start: 0, len }
+    }
+
     /// Elements in the run.
     pub fn len(&self) -> usize {
         self.len
@@ -286,12 +292,13 @@ impl<T: Copy> ChunkLog<T> {
         Span { chunk, start, len: src.len() }
     }
 
-    /// What [`append_whole`](Self::append_whole) stored at `span`.
+    /// What [`append_whole`](Self::append_whole) stored at `span` (nothing for a
+    /// [`Span::counted`]).
     ///
     /// # Panics
     /// When `span` was not returned by this log.
     pub fn get(&self, span: Span) -> &[T] {
-        if span.len == 0 {
+        if span.len == 0 || span.chunk == usize::MAX {
             return &[];
         }
         &self.chunks[span.chunk].as_slice()[span.start..span.start + span.len]

@@ -60,6 +60,9 @@ pub struct LaneRecords<R> {
     /// Where each collected buffer is also sealed as a chunk of the native profile, with its
     /// stream ([`LaneRecords::recorded`]).
     rec: Option<(std::sync::Arc<Recorder>, RecordStream)>,
+    /// Whether the records are kept (else only each buffer's sequence number and record count:
+    /// [`LaneRecords::recorded_only`]).
+    keep: bool,
 }
 
 /// One lane's records, and `(seq, where the buffer went)` per buffer.
@@ -77,7 +80,7 @@ impl<R> Default for Lane<R> {
 
 impl<R> Default for LaneRecords<R> {
     fn default() -> Self {
-        Self { lanes: Vec::new(), rec: None }
+        Self { lanes: Vec::new(), rec: None, keep: true }
     }
 }
 
@@ -89,7 +92,18 @@ impl<R: Packed> LaneRecords<R> {
     /// When `R` is not `stream`'s record type.
     pub fn recorded(rec: std::sync::Arc<Recorder>, stream: RecordStream) -> Self {
         assert_eq!(R::BYTES, stream.record_bytes(), "record type of {stream:?}");
-        Self { lanes: Vec::new(), rec: Some((rec, stream)) }
+        Self { lanes: Vec::new(), rec: Some((rec, stream)), keep: true }
+    }
+
+    /// A sink whose records go to `rec` alone (a run whose profile is its native profile):
+    /// each collected buffer is sealed there, and kept here only as its sequence number and
+    /// record count ([`Span::counted`]): no copy, no memory growing with the run. Its lanes
+    /// count their records but read as empty.
+    ///
+    /// # Panics
+    /// When `R` is not `stream`'s record type.
+    pub fn recorded_only(rec: std::sync::Arc<Recorder>, stream: RecordStream) -> Self {
+        Self { keep: false, ..Self::recorded(rec, stream) }
     }
 }
 
@@ -98,20 +112,29 @@ impl<R: Record + Packed> CollectSink<R> for LaneRecords<R> {
         if let Some((rec, stream)) = &self.rec {
             rec.append(*stream, b.lane, b.seq, b.records);
         }
-        self.push(b.lane, b.seq, b.records);
+        if self.keep {
+            self.push(b.lane, b.seq, b.records);
+        } else {
+            self.lane(b.lane).bufs.push((b.seq, Span::counted(b.records.len())));
+        }
     }
 }
 
 impl<R: Copy> LaneRecords<R> {
     /// Appends buffer `seq` of `lane`.
     pub fn push(&mut self, lane: u32, seq: u32, records: &[R]) {
+        let l = self.lane(lane);
+        let span = l.log.append_whole(records);
+        l.bufs.push((seq, span));
+    }
+
+    /// Lane `lane`, made where missing.
+    fn lane(&mut self, lane: u32) -> &mut Lane<R> {
         let i = lane as usize;
         if self.lanes.len() <= i {
             self.lanes.resize_with(i + 1, Lane::default);
         }
-        let l = &mut self.lanes[i];
-        let span = l.log.append_whole(records);
-        l.bufs.push((seq, span));
+        &mut self.lanes[i]
     }
 
     /// Records kept, over every lane.

@@ -121,7 +121,7 @@ impl ClockAnchorSample {
 }
 
 /// What a host-built run records about its host orchestrator.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HostOrchestration {
     /// `host_clock_domain_id`.
     pub clock_domain_id: String,

@@ -212,6 +212,8 @@ mod tests {
         let rec = Recorder::create(out.dir(), RECORD_FILE, FsyncPolicy::Never).unwrap();
         rec.append(RecordStream::DepGen, 0, 0, &[1u64, 2, 3]);
         rec.append(RecordStream::Args, 2, 0, &[4u64]);
+        // What the writer thread sealed so far (a killed run's reader comes after the process).
+        rec.flush();
         let r = open_interrupted(&d).unwrap().expect("interrupted");
         assert_eq!((r.sealed_chunks, r.records, r.torn_bytes), (2, 4, 0));
         assert_eq!(r.outcome.status, "interrupted");

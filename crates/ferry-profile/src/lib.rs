@@ -19,7 +19,7 @@
 //! | `scope_stats/scope_stats.jsonl` | [`write_scopes`] / [`read_scopes`] | [`RunModel::scopes`] |
 //! | [`PERFETTO_FILE`] (`trace.perfetto-trace`) | [`perfetto::write_plan`] (decode in tests: `ferry-perfetto-proto`) | all |
 //! | [`CHROME_FILE`] (`trace.chrome.json`, only with [`WriteOptions::chrome`]) | [`chrome::write_plan`] | all |
-//! | [`recorder::RECORD_FILE`] (`profile.ferry`, written while the run runs) | [`recorder::Recorder`] / [`recorder::read_recording`] | the collected buffers, as sealed chunks |
+//! | [`recorder::RECORD_FILE`] (`profile.ferry`, written while the run runs) | [`recorder::Recorder`] / [`recorder::read_recording`]; for analysis [`open_run_with`] and [`open_any`] with a [`NativeDecoder`] | the collected buffers, as sealed chunks |
 //!
 //! Every file is written with [`write_atomic`] (temp file, fsync, rename), so an aborted write
 //! never leaves a half-written file, and every file carries the loss accounting of its
@@ -80,9 +80,11 @@ mod limits;
 mod manifest;
 mod model;
 mod name_map;
+mod native;
 mod open;
 pub mod perfetto;
 mod pmu;
+pub mod progress;
 pub mod recorder;
 mod recorder_read;
 mod run_dir;
@@ -143,6 +145,10 @@ pub use model::{
 pub use name_map::{
     is_name_map_file, name_map_file, read_name_map, write_name_map, NameMap, DEFAULT_CASE,
     NAME_MAP_LABEL, NAME_MAP_LEVEL, NAME_MAP_PREFIX,
+};
+pub use native::{
+    open_any, open_run_dir_writable, open_run_with, read_native, reads_native, NativeDecoder,
+    NativeFile, NativeSession, Opened,
 };
 pub use open::{inconsistencies, open_run, Need, Needs, OpenError, OpenedRun};
 pub use pmu::{

@@ -452,6 +452,9 @@ pub struct OutDir {
     pending: Vec<ManifestEntry>,
     /// This run's manifest, once [`OutDir::begin`] ran.
     manifest: Option<Manifest>,
+    /// Files recorded whose fsync is still due: done before the complete manifest is written
+    /// ([`OutDir::record_unsynced`]).
+    unsynced: Vec<std::fs::File>,
 }
 
 impl OutDir {
@@ -487,7 +490,14 @@ impl OutDir {
         if !foreign.is_empty() {
             return Err(ManifestError::Foreign { dir: dir.to_path_buf(), files: foreign });
         }
-        Ok(OutDir { dir: handle, _lock: lock, earlier, pending: Vec::new(), manifest: None })
+        Ok(OutDir {
+            dir: handle,
+            _lock: lock,
+            earlier,
+            pending: Vec::new(),
+            manifest: None,
+            unsynced: Vec::new(),
+        })
     }
 
     /// The directory.
@@ -594,6 +604,24 @@ impl OutDir {
         });
     }
 
+    /// [`OutDir::record`] of a file written in place whose fsync is still due (the native
+    /// profile, complete but not yet synced): `file` is fsynced before the complete manifest is
+    /// written, with the run's last files
+    /// ([`RunDir::finish_files`](crate::RunDir::finish_files)) or by the commit.
+    ///
+    /// # Panics
+    /// Before [`OutDir::begin`].
+    pub fn record_unsynced(&mut self, rel: &str, w: Written, file: std::fs::File) {
+        self.record(rel, w);
+        self.unsynced.push(file);
+    }
+
+    /// The files [`OutDir::record_unsynced`] left to fsync, for a caller that syncs them with
+    /// its own (they must be synced before the commit).
+    pub(crate) fn take_unsynced(&mut self) -> Vec<std::fs::File> {
+        std::mem::take(&mut self.unsynced)
+    }
+
     /// The path of `file` (under the directory) relative to it, `/`-separated.
     pub fn relative(&self, file: &Path) -> Option<String> {
         let rel = file.strip_prefix(self.dir.path()).ok()?;
@@ -622,6 +650,10 @@ impl OutDir {
     /// Before [`OutDir::begin`].
     pub fn commit_as(self, outcome: RunOutcome) -> Result<(), ManifestError> {
         let m = self.manifest.expect("OutDir::commit before begin");
+        // What the manifest lists is on the disk before the manifest says it is complete.
+        for f in &self.unsynced {
+            f.sync_all().map_err(io_err(&self.dir.join(MANIFEST_FILE)))?;
+        }
         Manifest { complete: true, outcome: Some(outcome), ..m }.write_in(&self.dir)?;
         Ok(())
     }

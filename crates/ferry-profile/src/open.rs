@@ -45,6 +45,7 @@ use super::manifest::{Manifest, ManifestError, RunOutcome, MANIFEST_FILE};
 use super::model::RunModel;
 use super::name_map::{is_name_map_file, name_map_file, read_name_map};
 use super::pmu::{read_pmu, PMU_FILE, PMU_LOSS_FILE};
+use super::recorder::RECORD_FILE;
 use super::scope_names::{read_scope_names, SCOPE_NAMES_FILE};
 use super::scopes::{read_scopes, SCOPES_DIR, SCOPES_FILE};
 use super::swimlane::{read_swimlane, SWIMLANE_FILE};
@@ -195,6 +196,24 @@ pub enum OpenError {
     /// A file could not be read or parsed.
     #[error(transparent)]
     Output(#[from] OutputError),
+    /// The native profile could not be rebuilt into the run's models.
+    #[error("{}: {source}", path.display())]
+    Native {
+        /// The native profile.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    /// The directory holds only a native profile, and this reader has no decoder for it
+    /// ([`open_run`]; the analysis commands read it through [`open_run_with`](crate::open_run_with)).
+    #[error(
+        "{} holds the run's native profile ({RECORD_FILE}) and no original-format file: read it \
+         with ferry's analysis commands, or write the original formats with `ferry export {} -o OUT`",
+        .0.display(),
+        .0.display()
+    )]
+    NativeOnly(PathBuf),
 }
 
 /// A run's files as an analysis read them.
@@ -205,9 +224,9 @@ pub struct OpenedRun {
     /// What was skipped or does not add up, one line each (print them; they are not errors).
     pub warnings: Vec<String>,
     /// Where the manifest lives and the directory's path under it (`"vector/"`), when verified.
-    trust: Option<(PathBuf, String)>,
+    pub(crate) trust: Option<(PathBuf, String)>,
     /// The directory.
-    dir: PathBuf,
+    pub(crate) dir: PathBuf,
     /// How many files were there but could not be read (truncated, malformed, changed since the
     /// run): the analysis leaves them out, and its command should not report success.
     pub skipped: usize,
@@ -271,7 +290,7 @@ fn option_for(file: &str) -> &'static str {
 }
 
 /// Every DFX file an analysis may read, relative to a run's directory.
-fn dfx_files() -> [String; 5] {
+pub(crate) fn dfx_files() -> [String; 5] {
     [
         SWIMLANE_FILE.to_string(),
         PMU_FILE.to_string(),
@@ -451,7 +470,7 @@ pub(crate) fn find_manifest(dir: &Dir) -> Result<Option<(Manifest, Dir, String)>
 }
 
 /// Whether `rel` below `dir` is a regular file (reached without following a link).
-fn is_file(dir: &Dir, rel: &str) -> bool {
+pub(crate) fn is_file(dir: &Dir, rel: &str) -> bool {
     matches!(dir.stat(rel), Ok(Some(m)) if m.kind == Kind::File)
 }
 
@@ -465,7 +484,11 @@ fn subdirs_with(dir: &Dir, rel: Option<&str>) -> Vec<String> {
         .filter_map(|e| e.name.into_string().ok())
         .filter(|name| match rel {
             Some(r) => is_file(dir, &format!("{name}/{r}")),
-            None => dfx_files().iter().any(|f| is_file(dir, &format!("{name}/{f}"))),
+            None => dfx_files()
+                .iter()
+                .map(String::as_str)
+                .chain([RECORD_FILE])
+                .any(|f| is_file(dir, &format!("{name}/{f}"))),
         })
         .map(|name| dir.join(&name).display().to_string())
         .collect();
@@ -526,7 +549,11 @@ pub fn open_run(dir: &Path, needs: &Needs) -> Result<OpenedRun, OpenError> {
     ];
     for (need, rel) in &required {
         if *need == Need::Required && matches!(handle.stat(rel), Ok(None)) {
-            let subdirs = subdirs_with(&handle, Some(rel));
+            let mut subdirs = subdirs_with(&handle, Some(rel));
+            if subdirs.is_empty() {
+                // Subdirectories read from their native profiles hold it too.
+                subdirs = subdirs_with(&handle, Some(RECORD_FILE));
+            }
             if !subdirs.is_empty() {
                 return Err(OpenError::SeveralExamples {
                     dir: dir.to_path_buf(),
@@ -663,6 +690,9 @@ pub fn open_run(dir: &Path, needs: &Needs) -> Result<OpenedRun, OpenError> {
             // Files were there but none could be read: say why, not "no files".
             let why = o.warnings.split_off(usize::from(o.trust.is_none())).join("; ");
             return Err(OutputError::Format { file: dir.display().to_string(), what: why }.into());
+        }
+        if is_file(&handle, RECORD_FILE) {
+            return Err(OpenError::NativeOnly(dir.to_path_buf()));
         }
         return Err(OpenError::Empty(dir.to_path_buf()));
     }

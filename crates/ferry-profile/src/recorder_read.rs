@@ -7,8 +7,8 @@ use std::path::PathBuf;
 use ferry_fs::{Dir, FsError};
 
 use super::recorder::{
-    chunk_sum, Packed, RecordStream, CHUNK_HEADER_BYTES, CHUNK_MAGIC, FILE_HEADER_BYTES,
-    FILE_MAGIC, MAX_CHUNK_PAYLOAD, RECORD_FORMAT,
+    chunk_sum, varints_ok, Packed, RecordStream, CHUNK_HEADER_BYTES, CHUNK_MAGIC,
+    FILE_HEADER_BYTES, FILE_MAGIC, MAX_CHUNK_PAYLOAD, RECORD_FORMAT,
 };
 
 /// Why a native profile could not be read at all (a torn tail is not an error: it is counted).
@@ -43,6 +43,8 @@ pub struct ChunkInfo {
     pub records: u32,
     /// Where its payload starts in the file.
     pub offset: u64,
+    /// Bytes of its payload.
+    pub bytes: u32,
 }
 
 /// What a native profile holds by the recovery rule.
@@ -63,11 +65,12 @@ impl Recording {
         self.chunks.iter().filter(|c| c.stream == stream).map(|c| u64::from(c.records)).sum()
     }
 
-    /// Records of every device record stream (the [`RecordStream::Meta`] bytes left out).
+    /// Records of every device record stream (the bytes of [`RecordStream::Meta`] and
+    /// [`RecordStream::ArgsBin`] left out).
     pub fn total(&self) -> u64 {
         self.chunks
             .iter()
-            .filter(|c| c.stream != RecordStream::Meta)
+            .filter(|c| !matches!(c.stream, RecordStream::Meta | RecordStream::ArgsBin))
             .map(|c| u64::from(c.records))
             .sum()
     }
@@ -81,30 +84,34 @@ impl Recording {
         m
     }
 
+    /// The payload of chunk `c` (one of [`chunks`](Self::chunks)) as stored: its records
+    /// packed (a byte stream's bytes, a word stream's LEB128 words).
+    pub fn payload(&self, c: &ChunkInfo) -> &[u8] {
+        let at = c.offset as usize;
+        &self.data[at..at + c.bytes as usize]
+    }
+
     /// The records of chunk `c` (one of [`chunks`](Self::chunks)).
     ///
     /// # Panics
     /// When `R` is not `c`'s record type (its size differs).
     pub fn chunk_records<R: Packed>(&self, c: &ChunkInfo) -> Vec<R> {
         assert_eq!(R::BYTES, c.stream.record_bytes(), "record type of {:?}", c.stream);
-        let at = c.offset as usize;
-        let payload = &self.data[at..at + c.records as usize * R::BYTES];
-        payload.chunks_exact(R::BYTES).map(R::unpack).collect()
+        R::unpack_all(self.payload(c), c.records as usize)
     }
 
     /// Every record of `stream` as `(lane, seq, record)`, in file order.
     ///
     /// # Panics
     /// When `R` is not `stream`'s record type (its size differs).
-    pub fn records<R: Packed>(
+    pub fn records<R: Packed + 'static>(
         &self,
         stream: RecordStream,
     ) -> impl Iterator<Item = (u32, u32, R)> + '_ {
         assert_eq!(R::BYTES, stream.record_bytes(), "record type of {stream:?}");
         self.chunks.iter().filter(move |c| c.stream == stream).flat_map(move |c| {
-            let at = c.offset as usize;
-            let payload = &self.data[at..at + c.records as usize * R::BYTES];
-            payload.chunks_exact(R::BYTES).map(move |b| (c.lane, c.seq, R::unpack(b)))
+            let records: Vec<R> = self.chunk_records(c);
+            records.into_iter().map(move |r| (c.lane, c.seq, r))
         })
     }
 }
@@ -164,7 +171,8 @@ fn chunk_at(data: &[u8], at: usize) -> Option<(ChunkInfo, usize)> {
     // Every size is checked against the format and what the file holds before it is used.
     if payload > MAX_CHUNK_PAYLOAD
         || record_bytes != stream.record_bytes()
-        || (records as usize).checked_mul(record_bytes)? != payload as usize
+        || (record_bytes > 0 && (records as usize).checked_mul(record_bytes)? != payload as usize)
+        || (record_bytes == 0 && payload < records)
     {
         return None;
     }
@@ -172,9 +180,12 @@ fn chunk_at(data: &[u8], at: usize) -> Option<(ChunkInfo, usize)> {
     let end = start.checked_add(payload as usize)?;
     let body = data.get(start..end)?;
     let sum = u64::from_le_bytes(head[24..32].try_into().unwrap_or_default());
-    if chunk_sum(&head[..24], body) != sum {
+    if chunk_sum(&head[..24], body) != sum
+        || (record_bytes == 0 && !varints_ok(body, records as usize))
+    {
         return None;
     }
-    let c = ChunkInfo { stream, lane: u32_at(12), seq: u32_at(16), records, offset: start as u64 };
+    let (lane, seq) = (u32_at(12), u32_at(16));
+    let c = ChunkInfo { stream, lane, seq, records, offset: start as u64, bytes: payload };
     Some((c, end))
 }

@@ -51,6 +51,10 @@ fn packed_records_round_trip() {
         assert_eq!(b.len(), R::BYTES);
         assert_eq!(b.len(), stream.record_bytes());
         assert_eq!(R::unpack(&b), r, "{stream:?}");
+        // What the writer thread makes of the image a collector copies: the same bytes.
+        let mut via = Vec::new();
+        R::pack_images(R::images(std::slice::from_ref(&r)), &mut via);
+        assert_eq!(via, b, "{stream:?}");
     }
     rt(aicore(5), RecordStream::Aicore);
     rt(
@@ -92,7 +96,49 @@ fn packed_records_round_trip() {
     };
     s.site_file_basename[..4].copy_from_slice(b"w:15");
     rt(s, RecordStream::Scope);
-    rt(0xdead_beef_u64, RecordStream::DepGen);
+}
+
+/// A chain word is a LEB128 varint: 1 byte below 128, 10 for the widest, each back to itself;
+/// a chunk of words reads back whole, and a payload that is not exactly its words is refused.
+#[test]
+fn words_are_varints() {
+    assert_eq!(RecordStream::DepGen.record_bytes(), 0);
+    assert_eq!(RecordStream::Args.record_bytes(), 0);
+    let words = [0u64, 1, 127, 128, 300, 0xdead_beef, 1 << 56, u64::MAX];
+    let lens = [1, 1, 1, 2, 2, 5, 9, 10];
+    let mut all = Vec::new();
+    for (w, len) in words.iter().zip(lens) {
+        let mut b = Vec::new();
+        w.pack(&mut b);
+        assert_eq!(b.len(), len, "{w:#x}");
+        assert_eq!(u64::unpack(&b), *w);
+        all.extend_from_slice(&b);
+    }
+    assert!(varints_ok(&all, words.len()));
+    assert_eq!(u64::unpack_all(&all, words.len()), words);
+    let mut packed = vec![7u8];
+    u64::pack_all(&words, &mut packed);
+    assert_eq!((packed[0], &packed[1..]), (7, &all[..]), "appended, word by word");
+    let mut via = Vec::new();
+    u64::pack_images(u64::images(&words), &mut via);
+    assert_eq!(via, all, "from the words' images");
+    assert!(!varints_ok(&all, words.len() - 1), "a word more than the header says");
+    assert!(!varints_ok(&all[..all.len() - 1], words.len()), "a word cut short");
+    assert!(!varints_ok(&[0xff; 11], 1), "longer than 10 bytes");
+    let mut wide = vec![0xff; 9];
+    wide.push(0x02);
+    assert!(!varints_ok(&wide, 1), "past 64 bits");
+    // Through the recorder: the chunk's payload is the varints, its records the words.
+    let (d, h) = tmpdir("varint");
+    let rec = Recorder::create(&h, RECORD_FILE, FsyncPolicy::Never).unwrap();
+    rec.append(RecordStream::Args, 1, 3, &words);
+    rec.finish().unwrap();
+    let r = read_recording(&h, RECORD_FILE, 1 << 20).unwrap();
+    let c = r.chunks[0];
+    assert_eq!((c.records, c.bytes as usize, r.torn_bytes), (8, all.len(), 0));
+    assert_eq!(r.payload(&c), &all[..]);
+    assert_eq!(r.chunk_records::<u64>(&c), words);
+    std::fs::remove_dir_all(&d).unwrap();
 }
 
 /// A recording of several streams and lanes reads back whole, in order, with the size and
@@ -125,6 +171,36 @@ fn recording_reads_back_every_record() {
     assert_eq!(r.count(RecordStream::DepGen), 3);
     assert_eq!(r.per_lane(RecordStream::Aicore), [(0, 60), (3, 40)].into());
     assert_eq!(r.total(), 105);
+    std::fs::remove_dir_all(&d).unwrap();
+}
+
+/// Bytes (a session's end, ArgsDump payloads) are sealed as chunks of bytes, split at the chunk
+/// limit, and count as chunks and bytes but never as records.
+#[test]
+fn bytes_are_sealed_as_chunks_not_records() {
+    let (d, h) = tmpdir("bytes");
+    let rec = Recorder::create(&h, RECORD_FILE, FsyncPolicy::Never).unwrap();
+    rec.append(RecordStream::DepGen, 0, 0, &[7u64]);
+    rec.append_bytes(RecordStream::ArgsBin, 2, 5, &[]);
+    let big: Vec<u8> = (0..MAX_CHUNK_PAYLOAD as usize + 3).map(|i| i as u8).collect();
+    rec.append_bytes(RecordStream::ArgsBin, 2, 5, &big);
+    rec.append_bytes(RecordStream::Meta, 1, 0, b"{}");
+    let sealed = rec.sealed();
+    assert_eq!((sealed.chunks, sealed.records), (4, 1));
+    rec.finish().unwrap();
+    let r = read_recording(&h, RECORD_FILE, 64 << 20).unwrap();
+    assert_eq!((r.chunks.len(), r.torn_bytes, r.total()), (4, 0, 1));
+    let bin: Vec<u8> = r
+        .chunks
+        .iter()
+        .filter(|c| c.stream == RecordStream::ArgsBin)
+        .inspect(|c| assert_eq!((c.lane, c.seq), (2, 5)))
+        .flat_map(|c| r.payload(c).to_vec())
+        .collect();
+    assert_eq!(bin, big);
+    assert_eq!(r.count(RecordStream::ArgsBin), big.len() as u64);
+    let meta = r.chunks.iter().find(|c| c.stream == RecordStream::Meta).unwrap();
+    assert_eq!(r.payload(meta), b"{}");
     std::fs::remove_dir_all(&d).unwrap();
 }
 
@@ -190,10 +266,13 @@ fn a_bad_chunk_ends_the_sealed_prefix() {
 fn not_a_recording_is_an_error() {
     let e = read_recording_bytes("x".into(), b"{\"json\": true, \"not\": 1}".to_vec());
     assert!(matches!(e, Err(RecordingError::NotARecording(_))), "{e:?}");
-    let mut f = three_chunks();
-    f[8] = 2;
-    let e = read_recording_bytes("x".into(), f);
-    assert!(matches!(e, Err(RecordingError::Format { found: 2, .. })), "{e:?}");
+    // Format 1 (before ArgsDump payloads were recorded) and any later one are refused.
+    for found in [1, RECORD_FORMAT + 1] {
+        let mut f = three_chunks();
+        f[8..12].copy_from_slice(&found.to_le_bytes());
+        let e = read_recording_bytes("x".into(), f);
+        assert!(matches!(e, Err(RecordingError::Format { found: x, .. }) if x == found), "{e:?}");
+    }
     // Shorter than the header (killed while creating it): nothing sealed, all torn.
     let r = read_recording_bytes("x".into(), b"FERRY".to_vec()).unwrap();
     assert_eq!((r.chunks.len(), r.torn_bytes), (0, 5));

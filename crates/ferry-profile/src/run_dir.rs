@@ -5,6 +5,8 @@ use std::sync::{Mutex, OnceLock};
 
 use serde::{Deserialize, Serialize};
 
+use crate::atomic::write_batch_in;
+use crate::manifest::valid_rel;
 use crate::{
     write_bytes_in, FailedTask, ManifestError, OutDir, OutputError, RunOutcome, ARGS_BIN_FILE,
     ARGS_DIR, ARGS_FILE, CHROME_FILE, DEPS_FILE, PERFETTO_FILE, PMU_FILE, PMU_LOSS_FILE,
@@ -183,11 +185,8 @@ impl RunDir {
     pub fn write(&mut self, name: &str, bytes: &[u8]) -> Result<(), RunDirError> {
         let path = self.path().join(name);
         let outside = || RunDirError::Outside { file: path.clone(), dir: self.path().into() };
-        let rel = self
-            .out
-            .relative(&path)
-            .filter(|r| r == name && crate::manifest::valid_rel(r))
-            .ok_or_else(outside)?;
+        let rel =
+            self.out.relative(&path).filter(|r| r == name && valid_rel(r)).ok_or_else(outside)?;
         let out = self.begun()?;
         let w = write_bytes_in(out.dir(), &rel, bytes)?;
         out.record(&rel, w);
@@ -234,9 +233,25 @@ impl RunDir {
         summary: &SummaryJson,
         files: &[(String, Vec<u8>)],
     ) -> Result<(), RunDirError> {
-        self.write(SUMMARY_FILE, serde_json::to_string_pretty(summary)?.as_bytes())?;
+        let summary = serde_json::to_string_pretty(summary)?;
+        let mut batch = vec![(SUMMARY_FILE, summary.as_bytes())];
         for (name, bytes) in files {
-            self.write(name, bytes)?;
+            let path = self.path().join(name);
+            let ok = self.out.relative(&path).is_some_and(|r| r == *name && valid_rel(&r));
+            if !ok {
+                return Err(RunDirError::Outside { file: path, dir: self.path().into() });
+            }
+            batch.push((name.as_str(), bytes.as_slice()));
+        }
+        // The summary, the outputs and what was written in place (the native profile) reach
+        // the disk together, then the manifest.
+        let out = self.begun()?;
+        let also = out.take_unsynced();
+        let written = write_batch_in(out.dir(), &batch, &also).map_err(|source| {
+            OutputError::Io { file: out.dir().path().display().to_string(), source }
+        })?;
+        for ((rel, _), w) in batch.iter().zip(written) {
+            out.record(rel, w);
         }
         self.commit(RunOutcome::Ok)
     }

@@ -8,7 +8,9 @@ use ferry_runtime::device::kernels::K_ADD;
 use ferry_runtime::device::task::{Orchestrate, Task, TensorId, View};
 use ferry_runtime::examples::{Example, Size};
 use ferry_runtime::host::dfx::DfxOptions;
-use ferry_runtime::host::profile::{claim_run_dir, run_profiled, ProfileTarget};
+use ferry_runtime::host::profile::{
+    claim_run_dir, example_summary, run_profiled, run_summary, ProfileTarget,
+};
 use ferry_runtime::host::{Callable, DeviceRunner, RunArgs, RunnerConfig, TensorInit, Variant};
 use ferry_runtime::{DeviceFault, KernelFault, RunError, SubmitError};
 
@@ -173,6 +175,163 @@ fn a_kernel_fault_completes_the_profile_and_marks_the_run_failed() {
     assert!(!r.run.tasks().is_empty(), "the first task's rows");
     let rep = ferry_profile::analysis::report_opened(&r);
     assert!(rep.text(None).contains("the run failed"), "{}", rep.text(None));
+    runner.finalize().unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A vector run with all five subsystems (every payload dumped) into `dir`, writing `write`
+/// beside the native profile; its profile and the manifest's files.
+fn profiled_vector(
+    dir: &std::path::Path,
+    write: WriteOptions<'_>,
+) -> (ferry_runtime::host::profile::WrittenProfile, Vec<String>) {
+    let mut runner = DeviceRunner::new(RunnerConfig::small(ferry_sim::Arch::A2a3)).unwrap();
+    let run = Example::Vector.build(Size::Small);
+    runner.register_callable(0, run.callable.clone()).unwrap();
+    let mut rd = claim_run_dir(dir, runner.config(), &["test".into()], true).unwrap();
+    let dfx = DfxOptions {
+        swimlane: 4,
+        pmu: 2,
+        dep_gen: true,
+        dump_args: 2,
+        scope_stats: true,
+        ..DfxOptions::default()
+    };
+    let target = ProfileTarget::in_run_dir(&mut rd, None, "vector", write).unwrap();
+    let done = run_profiled(&mut runner, &dfx, run.args.scratch_bytes, Some(target), |r| {
+        let p = r.prepare(0, run.args.clone()).map_err(|e| e.to_string())?;
+        let l = r.launch(p).map_err(|e| e.to_string())?;
+        Ok::<_, String>((r.finalize_run(l).map_err(|e| e.to_string())?, None))
+    })
+    .unwrap();
+    let output = done.run.unwrap();
+    let p = done.profile.unwrap().expect("DFX on");
+    let mut summary = run_summary(runner.config(), Variant::DeviceOrchestrated);
+    let checksum = run.verify(&output).unwrap();
+    summary.runs.push(example_summary(Example::Vector, &output, checksum, None));
+    rd.finish(&summary, &[]).unwrap();
+    runner.finalize().unwrap();
+    let listed = Manifest::verified(dir).unwrap().files.into_iter().map(|e| e.path).collect();
+    (p, listed)
+}
+
+/// The native profile holds the run: rebuilt from it alone ([`NativeReader`]), the model is the
+/// one the run collected, the ArgsDump payloads copied while the run ran included; an analysis
+/// rebuilds only the subsystems it needs. Written alone (the default output), the collectors
+/// keep no record, the run's model is its loss accounting, and every analysis reads the native
+/// profile.
+#[test]
+fn the_native_profile_alone_reads_as_the_collected_model_part_by_part() {
+    use ferry_profile::{open_run_with, read_native, NativeDecoder, Need, Subsystem};
+    use ferry_runtime::host::profile::NativeReader;
+    let _bound = ferry_watchdog::bound("the profiled runs on the simulated chip");
+    let dir = std::env::temp_dir().join(format!("ferry-native-only-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    // With the original formats: the model collected in memory, against the native profile's.
+    let (p, _) = profiled_vector(&dir, WriteOptions { files: true, ..WriteOptions::default() });
+    let rec = read_native(&dir).unwrap().recording;
+    let all = NativeReader.decode(&rec, &Needs::REPORT).unwrap().models.remove(0);
+    assert_eq!(all.swimlane, p.model.swimlane);
+    assert_eq!(all.pmu, p.model.pmu);
+    assert_eq!(all.deps, p.model.deps);
+    assert_eq!(all.scopes, p.model.scopes);
+    assert_eq!(all.loss, p.model.loss);
+    // The payloads, byte for byte.
+    let dump = NativeReader.decode(&rec, &Needs::DUMP).unwrap().models.remove(0).args.unwrap();
+    let want = p.model.args.as_ref().unwrap();
+    let (got, want_args): (Vec<_>, Vec<_>) =
+        (dump.in_export_order().collect(), want.in_export_order().collect());
+    assert_eq!(got, want_args);
+    assert!(got.iter().any(|a| dump.payload(a).is_some()), "level 2 dumps payloads");
+    for a in &got {
+        assert_eq!(dump.payload(a), want.payload(a), "{a:?}");
+    }
+    // Only what an analysis needs: the others are not rebuilt, their loss lines left out.
+    let deps = NativeReader.decode(&rec, &Needs::DEPS).unwrap().models.remove(0);
+    assert!(deps.deps.is_some() && deps.swimlane.is_some());
+    assert!(deps.pmu.is_none() && deps.args.is_none() && deps.scopes.is_none());
+    let subsystems: std::collections::BTreeSet<_> =
+        deps.loss.lanes.iter().filter_map(|l| l.subsystem).collect();
+    assert_eq!(subsystems, [Subsystem::ChipSwimlane, Subsystem::DepGen].into());
+    let scopes_only = Needs { scopes: Need::Required, ..Needs::default() };
+    let s = NativeReader.decode(&rec, &scopes_only).unwrap().models.remove(0);
+    assert!(s.scopes.is_some() && s.swimlane.is_none() && s.deps.is_none() && s.args.is_none());
+
+    // The native profile alone.
+    let none = WriteOptions { files: false, traces: false, chrome: false, progress: None };
+    let (p, listed) = profiled_vector(&dir, none);
+    assert!(p.report.files.is_empty(), "no original file: {:?}", p.report.files);
+    let native = p.native.clone().expect("the native profile");
+    assert!(native.sealed.chunks > 0 && native.path == dir.join("profile.ferry"));
+    assert!(listed.contains(&"profile.ferry".to_string()), "{listed:?}");
+    assert!(!listed.iter().any(|f| f == SWIMLANE_FILE || f == DEPS_FILE), "{listed:?}");
+    // The run's model: its loss accounting, no row.
+    assert!(p.model.swimlane.is_none() && p.model.deps.is_none() && p.model.args.is_none());
+    assert!(p.model.loss.reconciles() && !p.model.loss.lanes.is_empty());
+    let read = open_run_with(&dir, &Needs::REPORT, &NativeReader).unwrap();
+    assert!(read.is_verified() && read.warnings.is_empty(), "{:?}", read.warnings);
+    assert_eq!(read.run.loss.totals(), p.model.loss.totals());
+    assert!(!read.run.tasks().is_empty());
+    let dump = open_run_with(&dir, &Needs::DUMP, &NativeReader).unwrap().run.args.unwrap();
+    assert!(dump.in_export_order().any(|a| dump.payload(&a).is_some()), "payloads recorded");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A session over several runs recorded into its native profile alone: each run's loss
+/// accounting reconciles from the counts the collectors kept (every subsystem, the argument
+/// dump's lanes included), and the session reads back run by run.
+#[test]
+fn a_session_recorded_alone_accounts_for_every_run() {
+    use ferry_profile::{open_any, Opened};
+    use ferry_runtime::host::profile::NativeReader;
+    let _bound = ferry_watchdog::bound("the profiled runs on the simulated chip");
+    let dir = std::env::temp_dir().join(format!("ferry-native-session-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let mut runner = DeviceRunner::new(RunnerConfig::small(ferry_sim::Arch::A2a3)).unwrap();
+    let run = Example::Vector.build(Size::Small);
+    runner.register_callable(0, run.callable.clone()).unwrap();
+    let mut rd = claim_run_dir(&dir, runner.config(), &["test".into()], false).unwrap();
+    let dfx = DfxOptions {
+        swimlane: 4,
+        pmu: 2,
+        dep_gen: true,
+        dump_args: 2,
+        scope_stats: true,
+        ..DfxOptions::default()
+    };
+    let none = WriteOptions { files: false, traces: false, chrome: false, progress: None };
+    let target = ProfileTarget::in_run_dir(&mut rd, None, "vector", none).unwrap();
+    let done = run_profiled(&mut runner, &dfx, run.args.scratch_bytes, Some(target), |r| {
+        for _ in 0..3 {
+            let p = r.prepare(0, run.args.clone()).map_err(|e| e.to_string())?;
+            let l = r.launch(p).map_err(|e| e.to_string())?;
+            r.finalize_run(l).map_err(|e| e.to_string())?;
+        }
+        Ok::<_, String>(((), None))
+    })
+    .unwrap();
+    done.run.unwrap();
+    let p = done.profile.unwrap().expect("DFX on");
+    assert_eq!(p.runs.len(), 3);
+    for (k, r) in p.runs.iter().enumerate() {
+        assert_eq!(r.dir, dir.join(RunLabel::dir_name(k as u32)));
+        assert!(r.model.loss.reconciles(), "run {k}");
+        let args = r.model.loss.lanes.iter().filter(|l| l.lane.starts_with("args "));
+        assert!(args.map(|l| l.collected).sum::<u64>() > 0, "run {k}: its dump's words");
+    }
+    let mut summary = run_summary(runner.config(), Variant::DeviceOrchestrated);
+    summary.runs.clear();
+    rd.finish(&summary, &[]).unwrap();
+    match open_any(&dir, &Needs::REPORT, &NativeReader).unwrap() {
+        Opened::Session(runs, opened) => {
+            assert_eq!((runs.runs.len(), opened.len()), (3, 3));
+            for (k, (o, w)) in opened.iter().zip(&p.runs).enumerate() {
+                assert_eq!(o.run.loss.totals(), w.model.loss.totals(), "run {k}");
+                assert!(!o.run.tasks().is_empty(), "run {k}");
+            }
+        }
+        Opened::Run(_) => panic!("a session of three runs read as one"),
+    }
     runner.finalize().unwrap();
     std::fs::remove_dir_all(&dir).unwrap();
 }

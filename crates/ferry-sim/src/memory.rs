@@ -365,6 +365,23 @@ impl HbmMemory {
         Ok(unsafe { self.hbm.as_ptr().cast_mut().add(off as usize) })
     }
 
+    /// Brings in the host pages behind `[ptr, ptr+len)` (and the host mirror's on non-SVM)
+    /// without changing a byte (Linux `MADV_POPULATE_WRITE`; elsewhere nothing): the
+    /// simulation's own cost, which real HBM does not have, paid once by the caller instead of
+    /// as page faults of the chip's threads while a run touches the range. Best effort.
+    ///
+    /// # Errors
+    /// When the range is not inside one live allocation of this device.
+    pub fn populate(&self, ptr: DevicePtr, len: u64) -> Result<(), MemoryError> {
+        let off = self.check(ptr, len)?;
+        #[cfg(target_os = "linux")]
+        for map in std::iter::once(&self.hbm).chain(self.mirror.as_ref()) {
+            // A refusal (an old kernel) leaves the pages to be faulted in when touched.
+            let _ = map.advise_range(memmap2::Advice::PopulateWrite, off as usize, len as usize);
+        }
+        Ok(())
+    }
+
     /// The host-side view of `[ptr, ptr+len)`: the same bytes as the device view on SVM, the
     /// host mirror on non-SVM (synchronised only by the explicit range calls).
     ///

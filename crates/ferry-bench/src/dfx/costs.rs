@@ -105,7 +105,9 @@ pub fn subsystem_costs(
                 use ferry_profile::recorder::{FsyncPolicy, Recorder, RECORD_FILE};
                 scratch_dir.remove_file(RECORD_FILE)?;
                 let rec = Recorder::create(&scratch_dir, RECORD_FILE, FsyncPolicy::Never)?;
-                Some(DfxSession::start_recorded(opts, chip, r.device(), std::sync::Arc::new(rec))?)
+                // As `ferry run --out` records by default: the native profile alone.
+                let rec = std::sync::Arc::new(rec);
+                Some(DfxSession::start_recorded_only(opts, chip, r.device(), rec)?)
             } else if opts.any() {
                 Some(DfxSession::start_on(opts, chip, r.device())?)
             } else {
@@ -122,9 +124,17 @@ pub fn subsystem_costs(
             run.verify(&out)?;
             samples[k].push(out.stats.tasks as f64 / out.stats.wall.as_secs_f64());
             if let Some(s) = s {
-                let m = s.finish()?;
+                // The native profile alone finishes into its loss accounting: its records are
+                // the transport's (words for DepGen and ArgsDump), not the model's rows.
+                let (records, m) = if name == ALL_RECORDED {
+                    let m = s.finish_runs_accounting()?.remove(0);
+                    (m.loss.totals().1, m)
+                } else {
+                    let m = s.finish()?;
+                    (m.record_count(), m)
+                };
                 let waits: u64 = m.loss.lanes.iter().map(|l| l.stall_waits).sum();
-                counts[k] = (m.record_count(), m.loss.totals().2, counts[k].2 + waits);
+                counts[k] = (records, m.loss.totals().2, counts[k].2 + waits);
             }
         }
     }

@@ -80,7 +80,7 @@ impl DfxArea {
             })
             .collect();
         let tps_of = |name: &str| self.row_of(name).map_or(0.0, |r| r.tasks_per_s);
-        let (cmd_off, cmd_all, cmd_chrome, cmd_paired) = self.command;
+        let (cmd_off, cmd_all, cmd_original, cmd_paired) = self.command;
         let [t_small, t_big] = self.trace_s;
         let wrote = &self.wrote;
         json!({
@@ -109,7 +109,7 @@ impl DfxArea {
                     "with_native_profile": {
                         "ratio": self.ratio_of(super::costs::ALL_RECORDED),
                         "ratio_paired": self.paired_of(super::costs::ALL_RECORDED),
-                        "note": "all five with the native profile (profile.ferry) sealed by the collector while the run runs, as ferry run --out writes it",
+                        "note": "all five recorded into the native profile (profile.ferry) alone while the run runs, the collectors keeping no record, as ferry run --out writes it by default",
                     },
                     "with_every_payload": {
                         "ratio": self.ratio_of("all_dump_args=2"),
@@ -131,8 +131,9 @@ impl DfxArea {
                     "ratio": cmd_all / cmd_off.max(1e-9),
                     "ratio_paired": cmd_paired,
                     "target": TARGET_COMMAND,
-                    "all_with_chrome_json_s": cmd_chrome,
-                    "with_chrome_json_ratio": cmd_chrome / cmd_off.max(1e-9),
+                    "note": "ferry run --example storm with all five and --out DIR: the default output, the native profile alone",
+                    "all_with_original_formats_s": cmd_original,
+                    "with_original_formats_ratio": cmd_original / cmd_off.max(1e-9),
                 },
                 "native_profile": {
                     "bytes": self.native.bytes,
@@ -209,17 +210,17 @@ impl AreaReport for DfxArea {
             self.paired_of(super::costs::ALL_RECORDED),
             self.ratio_of("all_dump_args=2")
         );
-        let (cmd_off, cmd_all, cmd_chrome, cmd_paired) = self.command;
+        let (cmd_off, cmd_all, cmd_original, cmd_paired) = self.command;
         let _ = writeln!(
             s,
             "  command:     {:.2} s vs {:.2} s off = {:.2}x (target <= {TARGET_COMMAND}; rounds' own \
-             ratios {:.2}x); with --chrome-json {:.2} s = {:.2}x",
+             ratios {:.2}x); with --original-formats {:.2} s = {:.2}x",
             cmd_all,
             cmd_off,
             cmd_all / cmd_off.max(1e-9),
             cmd_paired,
-            cmd_chrome,
-            cmd_chrome / cmd_off.max(1e-9)
+            cmd_original,
+            cmd_original / cmd_off.max(1e-9)
         );
         let _ = writeln!(
             s,

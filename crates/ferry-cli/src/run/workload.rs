@@ -52,7 +52,7 @@ pub(crate) fn workload_command(a: &WorkloadArgs) -> anyhow::Result<()> {
 }
 
 pub(super) fn run(a: &RunArgs, file: &Path) -> anyhow::Result<()> {
-    let printer = Printer::new(a.dfx.traces());
+    let printer = Printer::new(&a.dfx);
     let done = a.job(Job::workload(file))?.run_observed(&printer);
     let done = printer.outcome(done)?;
     crate::stdout::print(&done.table().to_string())?;

@@ -109,3 +109,26 @@ pub fn make_decode_cpp(test: &str, dir: &Path) -> Option<PathBuf> {
     assert!(lib.is_file(), "{} missing", lib.display());
     Some(lib)
 }
+
+/// The original-format files of every DFX subsystem and the Perfetto trace, as `ferry export`
+/// writes them from a run's native profile.
+pub const ORIGINAL_FILES: [&str; 5] =
+    ["deps.json", "pmu.csv", "scope_stats", "args_dump", "trace.perfetto-trace"];
+
+/// Checks that the run in `out` (all five subsystems, the default output) wrote its native
+/// profile alone, and that `ferry export` writes every subsystem's original files from it into
+/// `out`'s sibling `<out>-export`; returns that directory.
+pub fn export_every_subsystem(out: &Path) -> PathBuf {
+    assert!(out.join("profile.ferry").is_file(), "{}: no native profile", out.display());
+    for f in ORIGINAL_FILES {
+        assert!(!out.join(f).exists(), "{}: {f} without --original-formats", out.display());
+    }
+    let mut name = out.file_name().unwrap().to_os_string();
+    name.push("-export");
+    let exported = out.with_file_name(name);
+    ferry_ok(&["export", out.to_str().unwrap(), "-o", exported.to_str().unwrap()]);
+    for f in ORIGINAL_FILES {
+        assert!(exported.join(f).exists(), "{}: no {f} exported", out.display());
+    }
+    exported
+}

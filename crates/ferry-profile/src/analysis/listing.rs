@@ -202,8 +202,7 @@ pub struct DumpedArgRow {
 /// The arguments of `d` that pass `f`.
 pub fn dump_listing(d: &ArgsDump, f: &DumpFilter) -> DumpListing {
     let args: Vec<DumpedArgRow> = d
-        .args
-        .iter()
+        .in_export_order()
         .filter(|a| f.matches(a))
         .map(|a| DumpedArgRow {
             task_id: task_hex(a.task_id),

@@ -421,7 +421,7 @@ pub fn format_scalar(dtype: &str, bits: u64) -> String {
 /// The `ferry dump` listing of the arguments that pass `f`.
 pub fn dump_list(d: &ArgsDump, f: &DumpFilter) -> String {
     let mut s = String::new();
-    let shown: Vec<Cow<'_, DumpedArg>> = d.args.iter().filter(|a| f.matches(a)).collect();
+    let shown: Vec<Cow<'_, DumpedArg>> = d.in_export_order().filter(|a| f.matches(a)).collect();
     let _ = writeln!(
         s,
         "args_dump level {}: {} of {} args (dropped_records {}, dropped_overwrite {})",
@@ -472,7 +472,7 @@ pub fn dump_export(d: &ArgsDump, f: &DumpFilter, out: &Path) -> Result<Vec<PathB
         })
     };
     let mut paths = Vec::new();
-    for a in d.args.iter().filter(|a| f.matches(a)) {
+    for a in d.in_export_order().filter(|a| f.matches(a)) {
         let stem =
             format!("{:#x}_{}_arg{}_{}", a.task_id, a.stage, a.arg_index, a.role.to_lowercase());
         let mut text = format!(

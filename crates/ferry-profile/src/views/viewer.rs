@@ -298,7 +298,7 @@ pub fn view_data(run: &RunModel) -> ViewData {
         }
     }
     if let Some(d) = &run.args {
-        for x in d.args.iter() {
+        for x in d.in_export_order() {
             let Some(&n) = task_no.get(&x.task_id) else { continue };
             let value = match (x.value, d.payload(&x)) {
                 (Some(v), _) => Some(format_scalar(&x.dtype, v)),

@@ -55,6 +55,9 @@ static STATE: AtomicU8 = AtomicU8::new(IDLE);
 static ARMED_AT: AtomicPtr<Armed> = AtomicPtr::new(std::ptr::null_mut());
 /// The thread that fired (its `gettid`).
 static WINNER: AtomicI32 = AtomicI32::new(0);
+/// The thread (its `gettid`) that [`end_by_signal`] was called on: it exits as the signal asks
+/// (`128 + sig`) even when a guard was armed after it found none (0: none).
+static ENDING_BY_SIGNAL: AtomicI32 = AtomicI32::new(0);
 /// 1 once the `exit()` hook is registered (it cannot be unregistered: it does nothing unless a
 /// guard is armed).
 static EXIT_HOOK: AtomicU8 = AtomicU8::new(0);
@@ -248,6 +251,9 @@ pub fn on_core_thread() {
 /// unfinished task, and returns `true`; `false` when no guard is armed or the record is being
 /// written already. The caller then exits; the `exit()` hook lets it.
 pub fn end_by_signal(sig: i32) -> bool {
+    // Release: read by the exit hook on this same thread (Acquire), so a guard armed between
+    // here and the caller's `exit()` does not take that exit for a kernel's.
+    ENDING_BY_SIGNAL.store(tid(), Ordering::Release);
     let Some(a) = fire() else { return false };
     let cause = EndCause::Signal { signal: sig, code: libc::SI_USER };
     write_end(a, cause, None, None, false);
@@ -442,9 +448,13 @@ fn pass_on(a: &Armed, sig: libc::c_int, faulted: bool) {
 }
 
 /// The `exit()` hook: `exit()` called during an armed run records its status and ends the
-/// process with [`EXIT_DURING_RUN`]; the thread that fired exits as it asked; any other
-/// `exit()` goes on.
+/// process with [`EXIT_DURING_RUN`]; the thread that fired, and the thread a signal is ending
+/// the process on ([`end_by_signal`]), exit as they asked; any other `exit()` goes on.
 fn on_exit_status(status: libc::c_int) {
+    // Acquire: pairs with `end_by_signal`'s Release store.
+    if ENDING_BY_SIGNAL.load(Ordering::Acquire) == tid() {
+        return;
+    }
     if let Some(a) = fire() {
         write_end(a, EndCause::Exit { status }, inflight::current_core(), None, false);
         // SAFETY: `_exit` ends the process without running the other exit hooks.

@@ -72,15 +72,16 @@ use ferry_profile::{
 };
 
 use ferry_profile::recorder::{
-    FsyncPolicy, RecordStream, Recorder, RecorderError, Recording, RECORD_FILE,
+    FsyncPolicy, RecordStream, Recorder, RecorderError, Recording, Sealed, RECORD_FILE,
 };
 use std::sync::Arc;
 
-use super::dfx::{sample_clock_anchors, DfxChip, DfxError, DfxOptions, DfxSession};
+use super::dfx::{sample_clock_anchors, DfxChip, DfxError, DfxOptions, DfxSession, Parts};
 use super::{DeviceRunner, RepeatReport, RunOutput, RunnerConfig, Variant};
 use crate::error::RunnerError;
 use crate::examples::Example;
 use crate::{DeviceFault, RunError};
+use ferry_profile::{NativeDecoder, NativeSession, Need, Needs};
 
 /// Why a profile could not be collected or written.
 #[derive(Debug, thiserror::Error)]
@@ -148,12 +149,38 @@ impl Profiler {
         scratch_bytes: u64,
         rec: Option<Arc<Recorder>>,
     ) -> Result<Option<Profiler>, ProfileError> {
+        Self::start_as(runner, opts, scratch_bytes, rec, true)
+    }
+
+    /// [`start_recorded`](Self::start_recorded) for a profile that is its native profile alone
+    /// ([`DfxSession::start_recorded_only`]: the collectors keep no record); finish it with
+    /// [`finish_accounting`](Self::finish_accounting).
+    ///
+    /// # Errors
+    /// As [`start`](Self::start).
+    pub fn start_recorded_only(
+        runner: &mut DeviceRunner,
+        opts: &DfxOptions,
+        scratch_bytes: u64,
+        rec: Arc<Recorder>,
+    ) -> Result<Option<Profiler>, ProfileError> {
+        Self::start_as(runner, opts, scratch_bytes, Some(rec), false)
+    }
+
+    fn start_as(
+        runner: &mut DeviceRunner,
+        opts: &DfxOptions,
+        scratch_bytes: u64,
+        rec: Option<Arc<Recorder>>,
+        keep: bool,
+    ) -> Result<Option<Profiler>, ProfileError> {
         if !opts.any() {
             return Ok(None);
         }
         let chip = DfxChip::of(runner.config(), scratch_bytes);
         let session = match rec {
-            Some(rec) => DfxSession::start_recorded(opts, chip, runner.device(), rec)?,
+            Some(rec) if keep => DfxSession::start_recorded(opts, chip, runner.device(), rec)?,
+            Some(rec) => DfxSession::start_recorded_only(opts, chip, runner.device(), rec)?,
             None => DfxSession::start_on(opts, chip, runner.device())?,
         };
         runner.attach_dfx_session(Some(&session))?;
@@ -181,14 +208,41 @@ impl Profiler {
     /// a DepGen graph that disagrees with the runtime's, a dead host thread, records that
     /// cannot be told apart by run).
     pub fn finish(
+        self,
+        runner: &mut DeviceRunner,
+        case: &str,
+    ) -> Result<Vec<RunModel>, ProfileError> {
+        self.finish_as(runner, case, true)
+    }
+
+    /// [`finish`](Self::finish) for a session recorded into a native profile that is the whole
+    /// profile: each run's model holds its loss accounting, labels, case and anchors, no rows
+    /// ([`DfxSession::finish_runs_accounting`]); a reader rebuilds them from the native profile.
+    ///
+    /// # Errors
+    /// As [`finish`](Self::finish), but for the conversion's.
+    pub fn finish_accounting(
+        self,
+        runner: &mut DeviceRunner,
+        case: &str,
+    ) -> Result<Vec<RunModel>, ProfileError> {
+        self.finish_as(runner, case, false)
+    }
+
+    fn finish_as(
         mut self,
         runner: &mut DeviceRunner,
         case: &str,
+        rows: bool,
     ) -> Result<Vec<RunModel>, ProfileError> {
         sample_clock_anchors(runner.device(), ANCHOR_POST, &mut self.anchors);
         runner.attach_dfx_session(None)?;
         let t0 = std::time::Instant::now();
-        let mut models = self.session.finish_runs()?;
+        let mut models = if rows {
+            self.session.finish_runs()?
+        } else {
+            self.session.finish_runs_accounting()?
+        };
         tracing::debug!(ms = t0.elapsed().as_secs_f64() * 1e3, "phase: dfx model");
         let last = models.len().saturating_sub(1);
         for (k, model) in models.iter_mut().enumerate() {
@@ -387,7 +441,9 @@ pub fn workload_summary(name: &str, file: &Path, out: &RunOutput, checksum: f64)
 #[derive(Debug)]
 pub struct WrittenProfile {
     /// The model the files were written from (the first run's when the session spanned
-    /// several: each run's is in [`runs`](Self::runs)).
+    /// several: each run's is in [`runs`](Self::runs)). With nothing to write but the native
+    /// profile, each model holds its run's loss accounting and labels alone: the records are in
+    /// the native profile ([`Profiler::finish_accounting`]).
     pub model: RunModel,
     /// What was written (every run's files, and `runs.json`, when the session spanned several).
     pub report: WriteReport,
@@ -395,8 +451,22 @@ pub struct WrittenProfile {
     /// several).
     pub dir: PathBuf,
     /// When the session spanned several runs, each run's profile, in launch order, written to
-    /// `dir/run-000`, `dir/run-001`, … (empty for a single run).
+    /// `dir/run-000`, `dir/run-001`, … (empty for a single run). Without the original formats
+    /// nothing is written there: the analysis commands read `dir/run-NNN` from the native
+    /// profile in `dir`.
     pub runs: Vec<WrittenProfile>,
+    /// The native profile the session wrote while it ran (`None` for an export, and for each
+    /// run of [`runs`](Self::runs): the session's is the one file).
+    pub native: Option<NativeWritten>,
+}
+
+/// The native profile ([`RECORD_FILE`]) a profiled run wrote while it ran.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NativeWritten {
+    /// Its path.
+    pub path: PathBuf,
+    /// Its chunks, records and bytes.
+    pub sealed: Sealed,
 }
 
 /// What [`run_profiled`] gives back: the run's result and, independently, the profile's.
@@ -414,10 +484,37 @@ fn write_session(
     t: ProfileTarget<'_>,
     mut models: Vec<RunModel>,
 ) -> Result<WrittenProfile, ProfileError> {
+    // The native profile only: nothing to write, a session's runs named by their directories.
+    if !t.write.files && !t.write.traces {
+        let report = WriteReport::default();
+        if models.len() == 1 {
+            let model = models.remove(0);
+            return Ok(WrittenProfile {
+                model,
+                report,
+                dir: t.dir,
+                runs: Vec::new(),
+                native: None,
+            });
+        }
+        let runs: Vec<WrittenProfile> = models
+            .into_iter()
+            .enumerate()
+            .map(|(k, m)| WrittenProfile {
+                dir: t.dir.join(RunLabel::dir_name(m.meta.run.map_or(k as u32, |r| r.index))),
+                model: m,
+                report: WriteReport::default(),
+                runs: Vec::new(),
+                native: None,
+            })
+            .collect();
+        let model = runs[0].model.clone();
+        return Ok(WrittenProfile { model, report, dir: t.dir, runs, native: None });
+    }
     if models.len() == 1 {
         let model = models.remove(0);
         let report = write_profile(t.out, &t.dir, &model, &t.write)?;
-        return Ok(WrittenProfile { model, report, dir: t.dir, runs: Vec::new() });
+        return Ok(WrittenProfile { model, report, dir: t.dir, runs: Vec::new(), native: None });
     }
     let mut runs = Vec::with_capacity(models.len());
     let mut total = WriteReport::default();
@@ -428,7 +525,7 @@ fn write_session(
         let dir = t.dir.join(RunLabel::dir_name(index));
         let report = write_profile(t.out, &dir, &model, &t.write)?;
         total.add(&report);
-        runs.push(WrittenProfile { model, report, dir, runs: Vec::new() });
+        runs.push(WrittenProfile { model, report, dir, runs: Vec::new(), native: None });
     }
     let w = ferry_profile::write_runs_in(&sub_dir(t.out, &t.dir)?, &session)?;
     let path = t.dir.join(ferry_profile::RUNS_FILE);
@@ -447,36 +544,32 @@ fn write_session(
     });
     total.bytes += w.bytes;
     let model = runs[0].model.clone();
-    Ok(WrittenProfile { model, report: total, dir: t.dir, runs })
+    Ok(WrittenProfile { model, report: total, dir: t.dir, runs, native: None })
 }
 
 /// Lane of the [`RecordStream::Meta`] chunk holding a profile's end: what its models take beside the
 /// session's ([`super::dfx::META_SESSION`]).
 pub const META_PROFILE: u32 = 1;
 
-/// A profile's end in its native profile.
+/// A profile's end in its native profile: what its models take beside the session's end.
 #[derive(Debug, serde::Serialize, serde::Deserialize)]
 struct ProfileEnd {
     case: String,
     clock_anchors: Option<ClockAnchors>,
     scope_names: ScopeNames,
     warmup: u32,
-    host_orchestration: bool,
+    /// A host-built run's host orchestration (the session's last run's).
+    host: Option<HostOrchestration>,
 }
 
-/// Writes the original formats of the profile `rec` recorded (a finished run's native profile)
-/// into `t`, as the run wrote them: the session's models rebuilt from the native profile alone
-/// ([`super::dfx::models_from_recording`]), with the run's case, clock anchors, scope names and
-/// warm-up runs.
-///
-/// # Errors
-/// [`ProfileError::Dfx`] when `rec` holds no session or profile end (the run did not finish), or
-/// what it does not hold (a host-built run's host orchestration, copied ArgsDump payloads);
-/// writing the files.
-pub fn export_recording(
+/// The session a finished run's native profile recorded: its models rebuilt from the native
+/// profile alone ([`super::dfx::models_from_recording_parts`], the subsystems in `parts`), each
+/// with the run's case, clock anchors and scope names and the last with a host-built run's host
+/// orchestration, and the profile's end.
+fn session_from_recording(
     rec: &Recording,
-    t: ProfileTarget<'_>,
-) -> Result<WrittenProfile, ProfileError> {
+    parts: Parts,
+) -> Result<(Vec<RunModel>, ProfileEnd), ProfileError> {
     let native =
         |why: &str| ProfileError::Dfx(super::dfx::CollectError::Native(why.to_string()).into());
     let chunk = rec
@@ -484,12 +577,9 @@ pub fn export_recording(
         .iter()
         .find(|c| c.stream == RecordStream::Meta && c.lane == META_PROFILE)
         .ok_or_else(|| native("it holds no profile end (the run did not finish)"))?;
-    let end: ProfileEnd = serde_json::from_slice(&rec.chunk_records::<u8>(chunk))
+    let mut end: ProfileEnd = serde_json::from_slice(rec.payload(chunk))
         .map_err(|e| native(&format!("its profile end: {e}")))?;
-    if end.host_orchestration {
-        return Err(native("a host-built run's host orchestration is not in it"));
-    }
-    let mut models = super::dfx::models_from_recording(rec)?;
+    let mut models = super::dfx::models_from_recording_parts(rec, parts)?;
     for m in &mut models {
         m.meta.case = Some(end.case.clone());
         m.meta.clock_anchors = end.clock_anchors.clone();
@@ -497,8 +587,66 @@ pub fn export_recording(
             s.names = end.scope_names.clone();
         }
     }
+    if let Some(m) = models.last_mut() {
+        m.meta.host_orchestration = end.host.take();
+    }
+    Ok((models, end))
+}
+
+/// Writes the original formats of the profile `rec` recorded (a finished run's native profile)
+/// into `t`, as the run wrote them: the session's models rebuilt from the native profile alone
+/// ([`super::dfx::models_from_recording`]), with the run's case, clock anchors, scope names,
+/// host orchestration and warm-up runs.
+///
+/// # Errors
+/// [`ProfileError::Dfx`] when `rec` holds no session or profile end (the run did not finish), or
+/// records that disagree with them; writing the files.
+pub fn export_recording(
+    rec: &Recording,
+    t: ProfileTarget<'_>,
+) -> Result<WrittenProfile, ProfileError> {
+    let (models, end) = session_from_recording(rec, Parts::ALL)?;
     let t = ProfileTarget { case: end.case, scope_names: end.scope_names, warmup: end.warmup, ..t };
     write_session(t, models)
+}
+
+/// The analysis commands' reader of a finished run's native profile
+/// ([`ferry_profile::open_run_with`], [`ferry_profile::open_any`]): the session's models
+/// rebuilt as [`export_recording`] rebuilds them, only for the subsystems the analysis needs.
+///
+/// # Example
+/// ```no_run
+/// use ferry_profile::{open_run_with, Needs};
+/// use ferry_runtime::host::profile::NativeReader;
+/// let run = open_run_with("out".as_ref(), &Needs::DEPS, &NativeReader).unwrap();
+/// assert!(run.run.deps.is_some());
+/// ```
+#[derive(Clone, Copy, Debug, Default)]
+pub struct NativeReader;
+
+impl NativeReader {
+    /// The subsystems an analysis that needs `needs` reads.
+    pub fn parts(needs: &Needs) -> Parts {
+        let on = |n: Need| n != Need::Skip;
+        Parts {
+            swimlane: on(needs.swimlane),
+            pmu: on(needs.pmu),
+            dep_gen: on(needs.deps),
+            args: on(needs.args),
+            scopes: on(needs.scopes),
+        }
+    }
+}
+
+impl NativeDecoder for NativeReader {
+    fn decode(
+        &self,
+        rec: &Recording,
+        needs: &Needs,
+    ) -> Result<NativeSession, Box<dyn std::error::Error + Send + Sync>> {
+        let (models, end) = session_from_recording(rec, NativeReader::parts(needs))?;
+        Ok(NativeSession { models, warmup: end.warmup })
+    }
 }
 
 /// Creates the native profile of `t` ([`RECORD_FILE`] in its directory, through the claimed
@@ -567,8 +715,22 @@ pub fn run_profiled<T, E: RunFault>(
         Some(t) if opts.any() => Some(open_recorder(t)?),
         _ => None,
     };
-    let profiler =
-        Profiler::start_recorded(runner, opts, scratch_bytes, rec.as_ref().map(|r| r.0.clone()))?;
+    // The native profile alone (nothing else to write): the collectors keep no record and no
+    // record is converted at the end; the readers rebuild the rows from it when asked.
+    let writes = target.as_ref().is_none_or(|t| t.write.files || t.write.traces);
+    let t0 = std::time::Instant::now();
+    let profiler = match &rec {
+        Some((r, _)) if !writes => {
+            Profiler::start_recorded_only(runner, opts, scratch_bytes, r.clone())?
+        }
+        _ => Profiler::start_recorded(
+            runner,
+            opts,
+            scratch_bytes,
+            rec.as_ref().map(|r| r.0.clone()),
+        )?,
+    };
+    tracing::debug!(ms = t0.elapsed().as_secs_f64() * 1e3, "phase: dfx start");
     let t0 = std::time::Instant::now();
     let result = run(runner);
     tracing::debug!(ms = t0.elapsed().as_secs_f64() * 1e3, "phase: run");
@@ -582,8 +744,13 @@ pub fn run_profiled<T, E: RunFault>(
     let failed =
         result.as_ref().err().and_then(E::device_fault).and_then(|f| failed_task(f, runner));
     let profile = (|| {
+        let mut native = None;
         let case = target.as_ref().map_or("run", |t| t.case.as_str()).to_string();
-        let models = profiler.finish(runner, &case);
+        let models = if writes || rec.is_none() {
+            profiler.finish(runner, &case)
+        } else {
+            profiler.finish_accounting(runner, &case)
+        };
         let Some(t) = target else { return models.map(|_| None) };
         // Every buffer is sealed once the session stopped: the file is listed with its size
         // and hash whatever became of the model.
@@ -594,14 +761,18 @@ pub fn run_profiled<T, E: RunFault>(
                     clock_anchors: models.first().and_then(|m| m.meta.clock_anchors.clone()),
                     scope_names: t.scope_names.clone(),
                     warmup: t.warmup,
-                    host_orchestration: models.iter().any(|m| m.meta.host_orchestration.is_some()),
+                    host: models.last().and_then(|m| m.meta.host_orchestration.clone()),
                 };
                 // Serializing plain data cannot fail; a profile without its end is not exported.
                 if let Ok(json) = serde_json::to_vec(&end) {
-                    rec.append(RecordStream::Meta, META_PROFILE, 0, &json);
+                    rec.append_bytes(RecordStream::Meta, META_PROFILE, 0, &json);
                 }
             }
-            t.out.record(rel, rec.finish()?);
+            // Synced with the run's last files, before the manifest says it is complete.
+            let (written, file) = rec.finish_unsynced()?;
+            t.out.record_unsynced(rel, written, file);
+            let sealed = rec.sealed();
+            native = Some(NativeWritten { path: t.dir.join(RECORD_FILE), sealed });
         }
         let mut models = models?;
         // The run that failed is the last the session spans.
@@ -613,7 +784,9 @@ pub fn run_profiled<T, E: RunFault>(
                 s.names = t.scope_names.clone();
             }
         }
-        Ok(Some(write_session(t, models)?))
+        let mut written = write_session(t, models)?;
+        written.native = native;
+        Ok(Some(written))
     })();
     Ok(ProfiledRun { run: result, profile })
 }

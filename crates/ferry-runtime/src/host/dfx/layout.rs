@@ -92,6 +92,8 @@ pub(super) struct Layout {
     pub(super) regions: DfxRegions,
     /// The native profile every region's sink also seals its buffers into, when recording.
     pub(super) rec: Option<Arc<Recorder>>,
+    /// Whether the sinks keep the records (else the native profile alone holds them).
+    pub(super) keep: bool,
 }
 
 impl Layout {
@@ -157,9 +159,10 @@ impl Layout {
         region: DfxRegion,
         ids: LaneIds,
     ) -> Result<Sub<R, LaneRecords<R>>, DfxError> {
-        let rec = self.rec.clone();
+        let (rec, keep) = (self.rec.clone(), self.keep);
         self.sub(region, ids, move |_| match &rec {
-            Some(rec) => LaneRecords::recorded(rec.clone(), stream_of(region)),
+            Some(rec) if keep => LaneRecords::recorded(rec.clone(), stream_of(region)),
+            Some(rec) => LaneRecords::recorded_only(rec.clone(), stream_of(region)),
             None => LaneRecords::default(),
         })
     }

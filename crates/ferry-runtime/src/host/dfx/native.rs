@@ -1,12 +1,13 @@
 //! A session's end in its native profile, and its models rebuilt from the native profile alone:
-//! what `ferry export` writes the original formats from.
+//! what the analysis commands read and `ferry export` writes the original formats from.
 //!
 //! The records are the native profile's chunks (one per collected buffer, with its lane and
-//! sequence number); what the model takes beside them — the chip, the options, the kernels'
-//! names, every lane's loss line and run ends — is sealed by [`DfxSession::finish`] as one
-//! [`RecordStream::Meta`] chunk (lane [`META_SESSION`]): the [`SessionEnd`]. A session rebuilt from both
-//! goes through the same conversion as the collected one, so the files written from it are the
-//! same bytes.
+//! sequence number; the ArgsDump payloads a buffer's chains had copied follow it as an
+//! `args_bin` chunk of the same lane); what the model takes beside them — the chip, the options,
+//! the kernels' names, every lane's loss line and run ends, where each payload went — is sealed
+//! by [`DfxSession::finish`] as one [`RecordStream::Meta`] chunk (lane [`META_SESSION`]): the
+//! [`SessionEnd`]. A session rebuilt from both goes through the same conversion as the
+//! collected one, so the files written from it are the same bytes.
 //!
 //! [`DfxSession::finish`]: super::DfxSession::finish
 use std::collections::BTreeMap;
@@ -194,6 +195,24 @@ impl SessionEnd {
     pub(super) fn parts(&self) -> Result<(DfxChip, DfxOptions), DfxError> {
         let arch = Arch::from_name(&self.arch)
             .ok_or_else(|| invalid(format!("unknown arch {:?}", self.arch)))?;
+        // What sizes the model is checked against the chip before anything is allocated by it.
+        let p = arch.profile();
+        if self.threads == 0
+            || self.threads > p.max_aicpu_threads
+            || self.aic > p.aic_per_die
+            || self.aiv > p.aiv_per_die
+        {
+            return Err(invalid(format!(
+                "{} AICPU threads, {} AIC + {} AIV: no {} chip has them (at most {}, {} + {})",
+                self.threads,
+                self.aic,
+                self.aiv,
+                arch.name(),
+                p.max_aicpu_threads,
+                p.aic_per_die,
+                p.aiv_per_die
+            )));
+        }
         let chip = DfxChip {
             arch,
             threads: self.threads,
@@ -224,8 +243,14 @@ pub(super) fn session_end(rec: &Recording) -> Result<SessionEnd, DfxError> {
         .iter()
         .find(|c| c.stream == RecordStream::Meta && c.lane == META_SESSION)
         .ok_or_else(|| invalid("it holds no session end (the run did not finish)".into()))?;
-    let bytes: Vec<u8> = rec.chunk_records::<u8>(chunk);
-    serde_json::from_slice(&bytes).map_err(|e| invalid(format!("its session end: {e}")))
+    let end: SessionEnd = serde_json::from_slice(rec.payload(chunk))
+        .map_err(|e| invalid(format!("its session end: {e}")))?;
+    // A lane's thread names a track of the trace: one of a chip's, as every file's reader checks.
+    let mut lanes = end.regions.values().flat_map(|r| &r.loss);
+    if let Some(l) = lanes.find(|l| l.thread >= ferry_profile::MAX_FILE_THREADS) {
+        return Err(invalid(format!("lane {:?} names AICPU thread {}", l.lane, l.thread)));
+    }
+    Ok(end)
 }
 
 /// One region's lanes from `rec`'s chunks of `stream`, as its collector had them.
@@ -243,8 +268,8 @@ fn lanes<R: Packed + ferry_dfx::Record>(
 /// The regions of the session `end` describes, from `rec`'s chunks.
 ///
 /// # Errors
-/// [`DfxError::Collect`] for an ArgsDump lane whose payload bytes the native profile does not
-/// hold.
+/// [`DfxError::Collect`] for an ArgsDump lane whose buffers or payload bytes disagree with its
+/// session end.
 pub(super) fn regions(rec: &Recording, end: &SessionEnd) -> Result<Regions, DfxError> {
     fn taken<R: Packed + ferry_dfx::Record>(
         rec: &Recording,
@@ -267,6 +292,16 @@ pub(super) fn regions(rec: &Recording, end: &SessionEnd) -> Result<Regions, DfxE
                     l.buffers.push(l.words.append_whole(&rec.chunk_records::<u64>(c)));
                     l.seqs.push(c.seq);
                 }
+                // Where each buffer's arguments start among the places: in order, within them.
+                let firsts_ok = a.first.windows(2).all(|w| w[0] <= w[1])
+                    && a.first.last().is_none_or(|&f| f <= a.places.len());
+                if !firsts_ok {
+                    return Err(invalid(format!(
+                        "ArgsDump lane {lane}: its buffers' first payloads are not in order \
+                         within its {} payloads",
+                        a.places.len()
+                    )));
+                }
                 if l.buffers.len() != a.walked.len() || a.first.len() != a.walked.len() {
                     return Err(invalid(format!(
                         "ArgsDump lane {lane}: {} buffers recorded, {} in its session end",
@@ -274,14 +309,29 @@ pub(super) fn regions(rec: &Recording, end: &SessionEnd) -> Result<Regions, DfxE
                         a.walked.len()
                     )));
                 }
-                if a.places.iter().any(|p| p[0] == 1) {
-                    return Err(invalid(format!(
-                        "ArgsDump lane {lane} copied payloads, which the native profile does not \
-                         hold"
-                    )));
+                // The lane's payload bytes: its `args_bin` chunks, in file order.
+                let of_bin = |c: &&ferry_profile::recorder::ChunkInfo| {
+                    c.stream == RecordStream::ArgsBin && c.lane == lane as u32
+                };
+                for c in rec.chunks.iter().filter(of_bin) {
+                    l.bin.extend_from_slice(rec.payload(c));
                 }
+                let held = l.bin.len() as u64;
                 for p in &a.places {
-                    l.payloads.push(if p[0] == 2 { ArgBin::Overwritten } else { ArgBin::None });
+                    l.payloads.push(match p[0] {
+                        1 if p[1].checked_add(p[2]).is_some_and(|e| e <= held) => {
+                            ArgBin::At { offset: p[1], size: p[2] }
+                        }
+                        1 => {
+                            return Err(invalid(format!(
+                                "ArgsDump lane {lane}: a payload at {} of {} bytes, past the \
+                                 {held} payload bytes recorded",
+                                p[1], p[2]
+                            )))
+                        }
+                        2 => ArgBin::Overwritten,
+                        _ => ArgBin::None,
+                    });
                 }
                 l.walked = a.walked.clone();
                 l.first_payload = a.first.clone();
@@ -302,14 +352,80 @@ pub(super) fn regions(rec: &Recording, end: &SessionEnd) -> Result<Regions, DfxE
     })
 }
 
+/// Which subsystems a rebuild from a native profile builds ([`models_from_recording_parts`]):
+/// an analysis that reads only the dependency graph need not decode the argument dump.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Parts {
+    /// ChipSwimlane (its four record kinds).
+    pub swimlane: bool,
+    /// PMU.
+    pub pmu: bool,
+    /// DepGen.
+    pub dep_gen: bool,
+    /// ArgsDump.
+    pub args: bool,
+    /// ScopeStats.
+    pub scopes: bool,
+}
+
+impl Parts {
+    /// Every subsystem the session recorded.
+    pub const ALL: Parts =
+        Parts { swimlane: true, pmu: true, dep_gen: true, args: true, scopes: true };
+}
+
+impl SessionEnd {
+    /// This end with the subsystems `parts` leaves out switched off: their regions (records and
+    /// loss lines) are not rebuilt.
+    fn only(mut self, parts: Parts) -> SessionEnd {
+        let mut drop = |on: bool, streams: &[RecordStream]| {
+            if !on {
+                for s in streams {
+                    self.regions.remove(&(*s as u16));
+                }
+            }
+        };
+        use RecordStream::{Aicore, Aicpu, Args, DepGen, Orch, Pmu, Sched, Scope};
+        drop(parts.swimlane, &[Aicore, Aicpu, Sched, Orch]);
+        drop(parts.pmu, &[Pmu]);
+        drop(parts.dep_gen, &[DepGen]);
+        drop(parts.args, &[Args]);
+        drop(parts.scopes, &[Scope]);
+        if !parts.swimlane {
+            self.swimlane = 0;
+        }
+        if !parts.pmu {
+            self.pmu = 0;
+        }
+        self.dep_gen &= parts.dep_gen;
+        if !parts.args {
+            self.dump_args = 0;
+        }
+        self.scope_stats &= parts.scopes;
+        self
+    }
+}
+
 /// The models of the session a native profile recorded (as [`super::DfxSession::finish_runs`]
 /// built them, or [`super::DfxSession::finish`] for a session finished as one model).
 ///
 /// # Errors
-/// [`DfxError::Collect`] when `rec` holds no session end or what it does not hold (copied
-/// ArgsDump payloads), and as [`super::DfxSession::finish_runs`].
+/// [`DfxError::Collect`] when `rec` holds no session end or records that disagree with it, and
+/// as [`super::DfxSession::finish_runs`].
 pub fn models_from_recording(rec: &Recording) -> Result<Vec<RunModel>, DfxError> {
-    let end = session_end(rec)?;
+    models_from_recording_parts(rec, Parts::ALL)
+}
+
+/// [`models_from_recording`], building only the subsystems in `parts` (the others are `None` in
+/// every model, their loss lines left out).
+///
+/// # Errors
+/// As [`models_from_recording`].
+pub fn models_from_recording_parts(
+    rec: &Recording,
+    parts: Parts,
+) -> Result<Vec<RunModel>, DfxError> {
+    let end = session_end(rec)?.only(parts);
     let (chip, opts) = end.parts()?;
     let m = super::base_model(&chip, end.kernels.iter().cloned(), end.policy, end.budget_cycles);
     let taken = regions(rec, &end)?;
@@ -329,7 +445,7 @@ mod tests {
         let rec = Recorder::create(&h, RECORD_FILE, FsyncPolicy::Never).unwrap();
         rec.append(RecordStream::DepGen, 0, 0, &[1u64, 2]);
         for (lane, bytes) in meta {
-            rec.append(RecordStream::Meta, *lane, 0, bytes);
+            rec.append_bytes(RecordStream::Meta, *lane, 0, bytes);
         }
         rec.finish().unwrap();
         let r = read_recording(&h, RECORD_FILE, 1 << 20).unwrap();
@@ -346,6 +462,50 @@ mod tests {
             at = c.source();
         }
         s
+    }
+
+    /// A session end as JSON: an a2a3 chip of `threads` AICPU threads and 8 + 16 cores, with an
+    /// ArgsDump region whose one lane has `first` as its buffers' first payloads.
+    fn end_json(threads: u32, first: &[usize]) -> Vec<u8> {
+        let args = serde_json::json!({
+            "loss": [], "ends": [],
+            "args": [{ "walked": vec![true; first.len()], "first": first, "places": [[0, 0, 0]] }],
+        });
+        serde_json::to_vec(&serde_json::json!({
+            "swimlane": 0, "pmu": 0, "dep_gen": false, "dump_args": 2, "scope_stats": false,
+            "arch": "a2a3", "threads": threads, "aic": 8, "aiv": 16, "task_window": 16,
+            "scratch_bytes": 0, "kernels": [], "policy": "Block", "budget_cycles": 1,
+            "arena_drops": 0, "per_run": true, "regions": { "8": args },
+        }))
+        .unwrap()
+    }
+
+    /// What a session end says is checked before anything is sized or indexed by it: a chip
+    /// the arch does not have, a lane on a thread no chip has, payload places out of order or
+    /// past the places are typed errors, never an allocation or a panic.
+    #[test]
+    fn a_session_end_is_checked_before_it_sizes_anything() {
+        let ok = recording("end-ok", &[(META_SESSION, &end_json(4, &[0]))]);
+        let e = chain(&models_from_recording(&ok).unwrap_err());
+        // Sound so far: the recording holds no args chunk for the lane's one buffer.
+        assert!(e.contains("0 buffers recorded, 1 in its session end"), "{e}");
+        let huge = recording("end-threads", &[(META_SESSION, &end_json(u32::MAX, &[0]))]);
+        let e = chain(&models_from_recording(&huge).unwrap_err());
+        assert!(e.contains("no a2a3 chip has them"), "{e}");
+        for (tag, first) in [("order", &[1usize, 0][..]), ("past", &[2][..])] {
+            let bad = recording(tag, &[(META_SESSION, &end_json(4, first))]);
+            let e = chain(&models_from_recording(&bad).unwrap_err());
+            assert!(e.contains("first payloads are not in order"), "{tag}: {e}");
+        }
+        let mut v: serde_json::Value = serde_json::from_slice(&end_json(4, &[0])).unwrap();
+        v["regions"]["6"] = serde_json::json!({ "loss": [{
+            "lane": "dep_gen thread 9999", "subsystem": "dep_gen", "thread": 9999, "core": null,
+            "produced": 0, "collected": 0, "dropped": 0, "stall_cycles": 0, "stall_waits": 0,
+            "stalls": [],
+        }], "ends": [] });
+        let far = recording("end-lane", &[(META_SESSION, &serde_json::to_vec(&v).unwrap())]);
+        let e = chain(&models_from_recording(&far).unwrap_err());
+        assert!(e.contains("names AICPU thread 9999"), "{e}");
     }
 
     /// A native profile without its session's end (a run that never finished), or with one that

@@ -50,6 +50,22 @@ impl Regions {
             .chain(e(&self.args))
     }
 
+    /// Every region's loss lines, in the order a model lists them ([`build`]'s).
+    pub(super) fn loss_lines(self) -> Vec<LaneLoss> {
+        fn l<L>(t: Option<Taken<L>>) -> Vec<LaneLoss> {
+            t.map_or_else(Vec::new, |t| t.loss)
+        }
+        let mut v = l(self.aicore);
+        v.extend(l(self.aicpu));
+        v.extend(l(self.sched));
+        v.extend(l(self.orch));
+        v.extend(l(self.pmu));
+        v.extend(l(self.scope));
+        v.extend(l(self.dep_gen));
+        v.extend(l(self.args));
+        v
+    }
+
     /// The runs the session spanned: the run ends every lane logged (0 when no lane has a log).
     ///
     /// # Errors

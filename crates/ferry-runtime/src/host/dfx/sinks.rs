@@ -39,6 +39,8 @@ pub(super) struct ArgsLane {
     /// The first buffer whose words did not frame as chains (its later chains are lost with
     /// their payloads).
     pub(super) bad: Option<ArgsChainError>,
+    /// Payload bytes copied so far: `bin`'s length, also where `bin` is not kept.
+    bin_bytes: u64,
 }
 
 /// Collects ArgsDump records and copies their payloads out of the thread's arena while the run
@@ -60,7 +62,12 @@ impl ArgsLane {
             let k = ends.iter().position(|&e| seq < e).ok_or(seq)?;
             let o = &mut out[k];
             let words = self.words.get(span);
-            o.buffers.push(o.words.append_whole(words));
+            // A buffer kept as its count alone (recorded only) stays counted.
+            o.buffers.push(if words.len() == span.len() {
+                o.words.append_whole(words)
+            } else {
+                ferry_profile::chunks::Span::counted(span.len())
+            });
             o.seqs.push(seq);
             o.first_payload.push(places[k].len());
             o.walked.push(self.walked[i]);
@@ -88,6 +95,12 @@ impl ArgsLane {
 pub(super) struct ArgsSink {
     /// The native profile each buffer's chain words are also sealed into, when recording.
     pub(super) rec: Option<Arc<ferry_profile::recorder::Recorder>>,
+    /// Whether the words and payload bytes are kept (else only in the native profile: each
+    /// buffer's word count and where its payloads went are kept).
+    pub(super) keep: bool,
+    /// The payload bytes one buffer's chains had copied, sealed into the native profile after
+    /// the buffer's walk (reused; only filled while recording).
+    rec_bin: Vec<u8>,
     arenas: Vec<Arc<ArgsArena>>,
     consumed: Arc<Vec<AtomicU64>>,
     pub(super) lanes: Vec<ArgsLane>,
@@ -103,6 +116,8 @@ impl ArgsSink {
         let lanes = (0..arenas.len()).map(|_| ArgsLane::default()).collect();
         ArgsSink {
             rec: None,
+            keep: true,
+            rec_bin: Vec::new(),
             arenas,
             consumed,
             lanes,
@@ -135,7 +150,11 @@ impl CollectSink<u64> for ArgsSink {
             rec.append(ferry_profile::recorder::RecordStream::Args, b.lane, b.seq, b.records);
         }
         let (Some(out), arena) = (self.lanes.get_mut(t), self.arenas.get(t)) else { return };
-        let span = out.words.append_whole(b.records);
+        let span = if self.keep {
+            out.words.append_whole(b.records)
+        } else {
+            ferry_profile::chunks::Span::counted(b.records.len())
+        };
         out.buffers.push(span);
         out.seqs.push(b.seq);
         out.first_payload.push(out.payloads.len());
@@ -178,26 +197,44 @@ impl CollectSink<u64> for ArgsSink {
                     if offset < hw.saturating_sub(size) || bytes > size {
                         p = ArgBin::Overwritten;
                     } else {
-                        let at = out.bin.len();
+                        let at = out.bin_bytes as usize;
                         #[cfg(test)]
                         self.at_copy.push((
                             // Relaxed: the probe's own look; this thread is the count's writer.
                             self.consumed.get(t).map_or(0, |c| c.load(Ordering::Relaxed)),
                             at,
                         ));
+                        let (bin, rec_bin) = (&mut out.bin, &mut self.rec_bin);
+                        let (recording, keep) = (self.rec.is_some(), self.keep);
+                        let mut copied = 0u64;
                         // SAFETY: the chain was published after the device wrote its payload, and
                         // the device overwrites a lap only after this thread's payloads are all
                         // acknowledged, which the count below (after the copies) precedes.
                         unsafe {
-                            a.read_into(wrap(offset, size), bytes, |s| out.bin.extend_from_slice(s))
+                            a.read_into(wrap(offset, size), bytes, |s| {
+                                if keep {
+                                    bin.extend_from_slice(s);
+                                }
+                                if recording {
+                                    rec_bin.extend_from_slice(s);
+                                }
+                                copied += s.len() as u64;
+                            })
                         };
-                        let size = (out.bin.len() - at) as u64;
-                        p = ArgBin::At { offset: at as u64, size };
+                        out.bin_bytes += copied;
+                        p = ArgBin::At { offset: at as u64, size: copied };
                     }
                 }
                 out.payloads.push(p);
                 copied += u64::from(has_payload);
             }
+        }
+        if let (Some(rec), false) = (&self.rec, self.rec_bin.is_empty()) {
+            // The bytes this buffer's payloads added to the lane's bin, in the same order: the
+            // native profile's `args_bin` chunks of a lane are its bin.
+            let stream = ferry_profile::recorder::RecordStream::ArgsBin;
+            rec.append_bytes(stream, b.lane, b.seq, &self.rec_bin);
+            self.rec_bin.clear();
         }
         if let (true, Some(c)) = (copied > 0, self.consumed.get(t)) {
             // Release: orders the payload copies above before the count; pairs with the ack
