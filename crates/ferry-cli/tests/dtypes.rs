@@ -32,7 +32,15 @@ fn the_dtypes_workload_runs_verifies_dumps_and_replays_every_dtype() {
         let out = ferry()
             .args(["run", "--workload"])
             .arg(example())
-            .args(["--variant", variant, "--dump-args", "2", "--dep-gen", "--original-formats", "--out"])
+            .args([
+                "--variant",
+                variant,
+                "--dump-args",
+                "2",
+                "--dep-gen",
+                "--original-formats",
+                "--out",
+            ])
             .arg(&d)
             .output()
             .unwrap();
