@@ -1,9 +1,9 @@
 //! `examples/decode`: a bf16 decode step as an orchestration library, built offline, run by
 //! `ferry run` on a2a3 and a5, device-orchestrated and host-built, with all five DFX
-//! subsystems, verified against its host reference, its native profile exported by `ferry export`
-//! into every subsystem's original files and those read as the original tools read theirs
-//! (`tests/original`); and changing only the context lengths changes the task count as the
-//! function's page walk says.
+//! subsystems, verified against its host reference; its original-format files (`--original-formats`)
+//! are those `ferry export` writes from its native profile, byte for byte, and read as the
+//! original tools read theirs (`tests/original`); and changing only the context lengths changes
+//! the task count as the function's page walk says.
 mod common;
 mod original;
 #[path = "../../ferry-runtime/tests/support/template.rs"]
@@ -71,6 +71,7 @@ fn the_decode_step_verifies_on_both_arches_and_variants_with_every_dfx_subsystem
                 "--dump-args",
                 dump,
                 "--scope-stats",
+                "--original-formats",
                 "--out",
                 out.to_str().unwrap(),
             ]);
@@ -79,11 +80,11 @@ fn the_decode_step_verifies_on_both_arches_and_variants_with_every_dfx_subsystem
             assert!(t.contains(&want) && t.contains("ok (checksum"), "{arch} {variant}: {t}");
             assert_eq!(ran(&t), tasks(&[5, 12, 19, 26]), "{arch} {variant}: {t}");
             assert!(t.contains("matmul_nd 16"), "{arch} {variant}: {t}");
-            let exported = common::export_every_subsystem(&out);
+            common::export_matches_the_run_flag(&out);
             let kernels = ["matmul_nd", "rmsnorm_nd", "rope_nd", "softmax_nd", "add_nd", "cast_nd"];
-            original::check_all(&exported, "decode", variant, &kernels);
+            original::check_all(&out, "decode", variant, &kernels);
             // The payloads of a full dump are there, in bf16 (two bytes an element).
-            let dumped = original::json(&exported.join("args_dump/args_dump.json"));
+            let dumped = original::json(&out.join("args_dump/args_dump.json"));
             let bf16 =
                 dumped["args"].as_array().unwrap().iter().filter(|a| a["dtype"] == "BFLOAT16");
             let sized = bf16.filter(|a| a["bin_size"] == 2 * a["numel"].as_u64().unwrap()).count();

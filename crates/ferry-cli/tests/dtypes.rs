@@ -156,7 +156,7 @@ fn the_exported_deps_json_keeps_every_dtype() {
     let o = ferry()
         .args(["run", "--workload"])
         .arg(example())
-        .args(["--variant", "device", "--dep-gen", "--out"])
+        .args(["--variant", "device", "--dep-gen", "--original-formats", "--out"])
         .arg(&run)
         .output()
         .unwrap();

@@ -132,3 +132,38 @@ pub fn export_every_subsystem(out: &Path) -> PathBuf {
     }
     exported
 }
+
+/// Checks that the run in `out`, made with `--original-formats`, wrote every subsystem's
+/// original files beside its native profile, and that `ferry export` of that profile into
+/// `out`'s sibling `<out>-export` writes the same files, byte for byte.
+pub fn export_matches_the_run_flag(out: &Path) {
+    assert!(out.join("profile.ferry").is_file(), "{}: no native profile", out.display());
+    let mut name = out.file_name().unwrap().to_os_string();
+    name.push("-export");
+    let exported = out.with_file_name(name);
+    ferry_ok(&["export", out.to_str().unwrap(), "-o", exported.to_str().unwrap()]);
+    fn same(a: &Path, b: &Path) {
+        if a.is_dir() {
+            let mut names: Vec<_> =
+                std::fs::read_dir(a).unwrap().map(|e| e.unwrap().file_name()).collect();
+            names.sort();
+            for n in names {
+                same(&a.join(&n), &b.join(&n));
+            }
+        } else {
+            let (x, y) = (std::fs::read(a).unwrap(), std::fs::read(b));
+            let y = y.unwrap_or_else(|e| panic!("{}: {e}", b.display()));
+            assert!(
+                x == y,
+                "{} differs from the run's ({} vs {} bytes)",
+                b.display(),
+                y.len(),
+                x.len()
+            );
+        }
+    }
+    for f in ORIGINAL_FILES {
+        assert!(out.join(f).exists(), "{}: no {f} with --original-formats", out.display());
+        same(&out.join(f), &exported.join(f));
+    }
+}
