@@ -1,6 +1,7 @@
 //! `ferry bench runtime`: task throughput and per-task dispatch overhead on the storm, against a
 //! baseline measured in the same run (the same kernel called directly in a host loop over the
 //! same device memory).
+use crate::median;
 use ferry_runtime::device::image::F32Slice;
 use ferry_runtime::device::kernels::{execute, KernelCall, K_ADD_SCALAR};
 use ferry_runtime::error::{RunError, RunnerError};
@@ -16,6 +17,10 @@ pub struct RuntimeBenchConfig {
     pub runner: RunnerConfig,
     /// Storm tasks per run.
     pub tasks: u64,
+    /// Timed runs of each variant, interleaved; the report gives their medians. A single storm
+    /// varies by a third from run to run on a 2-core machine (which thread the host schedules
+    /// when is not ours to choose), so one run is no figure.
+    pub rounds: u32,
 }
 
 impl Default for RuntimeBenchConfig {
@@ -23,6 +28,7 @@ impl Default for RuntimeBenchConfig {
         RuntimeBenchConfig {
             runner: RunnerConfig::default_for(ferry_sim::Arch::A2a3),
             tasks: 50_000,
+            rounds: 7,
         }
     }
 }
@@ -61,20 +67,22 @@ pub struct RuntimeBenchReport {
     pub cores: u32,
     /// Storm tasks per run.
     pub tasks: u64,
-    /// Device-orchestrated run: wall seconds from launch to completion.
+    /// Timed runs of each variant (interleaved); the times below are their medians.
+    pub rounds: u32,
+    /// Device-orchestrated runs: median wall seconds from launch to completion.
     pub device_orch_wall_s: f64,
-    /// Host-built graph run: wall seconds from launch to completion.
+    /// Host-built graph runs: median wall seconds from launch to completion.
     pub host_graph_wall_s: f64,
-    /// Host-built graph run: seconds spent building and uploading the graph in prepare.
+    /// Host-built graph runs: median seconds spent building and uploading the graph in prepare.
     pub host_graph_prepare_s: f64,
     /// Baseline: nanoseconds per task calling the kernel directly in a host loop.
     pub baseline_ns_per_task: f64,
-    /// Yields that found the CPUs busy during the device-orchestrated run
+    /// Yields that found the CPUs busy during the device-orchestrated runs, all rounds together
     /// (`ferry_wait::YieldGate::long_yields`): each closed the process's yield gate for a second,
     /// and the run's waits parked where they would have yielded. 0: its waits yielded as on an
     /// idle machine throughout.
     pub device_orch_long_yields: u64,
-    /// As `device_orch_long_yields`, during the host-built graph run.
+    /// As `device_orch_long_yields`, during the host-built graph runs.
     pub host_graph_long_yields: u64,
 }
 
@@ -89,6 +97,11 @@ impl RuntimeBenchReport {
         self.device_orch_wall_s * 1e9 / self.tasks as f64
     }
 
+    /// Host-built graph wall nanoseconds per task.
+    pub fn host_graph_ns_per_task(&self) -> f64 {
+        self.host_graph_wall_s * 1e9 / self.tasks as f64
+    }
+
     /// Per-task dispatch overhead: wall time per task beyond the baseline kernel call.
     pub fn dispatch_overhead_ns(&self) -> f64 {
         self.ns_per_task() - self.baseline_ns_per_task
@@ -99,9 +112,11 @@ impl RuntimeBenchReport {
         format!(
             concat!(
                 "{{\"area\":\"runtime\",\"arch\":\"{}\",\"aicpu_threads\":{},\"cores\":{},",
-                "\"storm_tasks\":{},\"device_orch_wall_s\":{:.4},\"device_orch_tasks_per_s\":{:.0},",
+                "\"storm_tasks\":{},\"rounds\":{},\"device_orch_wall_s\":{:.4},",
+                "\"device_orch_tasks_per_s\":{:.0},",
                 "\"device_orch_ns_per_task\":{:.0},\"host_graph_wall_s\":{:.4},",
-                "\"host_graph_tasks_per_s\":{:.0},\"host_graph_prepare_s\":{:.4},",
+                "\"host_graph_tasks_per_s\":{:.0},\"host_graph_ns_per_task\":{:.0},",
+                "\"host_graph_prepare_s\":{:.4},",
                 "\"baseline_direct_call_ns_per_task\":{:.0},\"dispatch_overhead_ns_per_task\":{:.0},",
                 "\"ns_per_task_vs_baseline\":{:.2},\"device_orch_long_yields\":{},",
                 "\"host_graph_long_yields\":{}}}"
@@ -110,11 +125,13 @@ impl RuntimeBenchReport {
             self.aicpu_threads,
             self.cores,
             self.tasks,
+            self.rounds,
             self.device_orch_wall_s,
             self.tasks_per_s(),
             self.ns_per_task(),
             self.host_graph_wall_s,
             self.tasks as f64 / self.host_graph_wall_s,
+            self.host_graph_ns_per_task(),
             self.host_graph_prepare_s,
             self.baseline_ns_per_task,
             self.dispatch_overhead_ns(),
@@ -134,8 +151,9 @@ impl crate::AreaReport for RuntimeBenchReport {
         let mut s = String::new();
         let _ = writeln!(
             s,
-            "task runtime on a simulated {} chip: {} AICPU threads, {} cores, storm of {} tasks",
-            self.arch, self.aicpu_threads, self.cores, self.tasks
+            "task runtime on a simulated {} chip: {} AICPU threads, {} cores, storm of {} tasks \
+             (medians of {} rounds)",
+            self.arch, self.aicpu_threads, self.cores, self.tasks, self.rounds
         );
         let _ = writeln!(
             s,
@@ -145,8 +163,9 @@ impl crate::AreaReport for RuntimeBenchReport {
         );
         let _ = writeln!(
             s,
-            "  host-built graph:    {:.0} tasks/s (prepare {:.1} ms)",
+            "  host-built graph:    {:.0} tasks/s ({:.0} ns/task; prepare {:.1} ms)",
             self.tasks as f64 / self.host_graph_wall_s,
+            self.host_graph_ns_per_task(),
             self.host_graph_prepare_s * 1e3
         );
         let _ = writeln!(
@@ -164,8 +183,8 @@ impl crate::AreaReport for RuntimeBenchReport {
     }
 }
 
-/// `ferry bench runtime`: [`run`] with the default configuration, a 5,000-task storm with
-/// `quick`.
+/// `ferry bench runtime`: [`run`] with the default configuration, a 5,000-task storm in 3
+/// rounds with `quick`.
 ///
 /// # Errors
 /// As [`run`].
@@ -173,6 +192,7 @@ pub fn measure(quick: bool) -> Result<RuntimeBenchReport, BenchError> {
     let mut cfg = RuntimeBenchConfig::default();
     if quick {
         cfg.tasks = 5_000;
+        cfg.rounds = 3;
     }
     run(&cfg)
 }
@@ -207,41 +227,46 @@ fn gate_open(gate: &ferry_sim::wait::YieldGate) -> u64 {
     gate.long_yields()
 }
 
-/// Runs the storm device-orchestrated and host-built (after a warm-up run of each, and each
-/// started with the process's yield gate open), verifies both, and times the baseline.
+/// Runs the storm device-orchestrated and host-built in `cfg.rounds` interleaved rounds (after
+/// warm-up runs of each, and each run started with the process's yield gate open), verifies
+/// every run, and times the baseline.
 ///
 /// # Errors
 /// [`BenchError`] when a run fails or its result is wrong.
 pub fn run(cfg: &RuntimeBenchConfig) -> Result<RuntimeBenchReport, BenchError> {
     // One runner (device) per runtime: on the default vendor device, Path A binds one runtime
-    // per process and device (the latch), as the original's one-runtime-per-worker model.
-    // The host-built runner is made after the device-orchestrated measurement, so only one
-    // chip's threads exist while each is timed.
+    // per process and device (the latch), as the original's one-runtime-per-worker model. Both
+    // chips exist throughout; the one not running parks every thread (no CPU).
     let (mut r, ex) = warm_storm(cfg.runner, cfg.tasks)?;
     let warm = storm(cfg.tasks.min(5_000));
-    let gate = ferry_sim::wait::YieldGate::global();
-    let y0 = gate_open(gate);
-    let out = r.run(0, ex.args.clone())?;
-    let device_orch_long_yields = gate.long_yields() - y0;
-    ex.verify(&out)?;
-    let device_orch_wall_s = out.stats.wall.as_secs_f64();
-
     let mut h = DeviceRunner::new(cfg.runner)?;
     h.register_callable(1, ex.callable.clone().with_variant(Variant::HostBuiltGraph))?;
     for _ in 0..2 {
         warm.verify(&h.run(1, warm.args.clone())?)?;
     }
+    let gate = ferry_sim::wait::YieldGate::global();
+    let (mut device, mut host, mut prepare) = (Vec::new(), Vec::new(), Vec::new());
+    let (mut device_orch_long_yields, mut host_graph_long_yields) = (0, 0);
+    for _ in 0..cfg.rounds.max(1) {
+        let y0 = gate_open(gate);
+        let out = r.run(0, ex.args.clone())?;
+        device_orch_long_yields += gate.long_yields() - y0;
+        ex.verify(&out)?;
+        device.push(out.stats.wall.as_secs_f64());
 
-    let t0 = Instant::now();
-    let p = h.prepare(1, ex.args.clone())?;
-    let host_graph_prepare_s = t0.elapsed().as_secs_f64();
-    let y0 = gate_open(gate);
-    let l = h.launch(p)?;
-    let out = h.finalize_run(l)?;
-    let host_graph_long_yields = gate.long_yields() - y0;
+        let t0 = Instant::now();
+        let p = h.prepare(1, ex.args.clone())?;
+        prepare.push(t0.elapsed().as_secs_f64());
+        let y0 = gate_open(gate);
+        let l = h.launch(p)?;
+        let out = h.finalize_run(l)?;
+        host_graph_long_yields += gate.long_yields() - y0;
+        ex.verify(&out)?;
+        host.push(out.stats.wall.as_secs_f64());
+    }
     drop(h);
-    ex.verify(&out)?;
-    let host_graph_wall_s = out.stats.wall.as_secs_f64();
+    let (device_orch_wall_s, host_graph_wall_s) = (median(&device), median(&host));
+    let host_graph_prepare_s = median(&prepare);
 
     // Baseline: the same kernel on the same kind of device memory, called in a host loop
     // (translation included, as on the core).
@@ -268,6 +293,7 @@ pub fn run(cfg: &RuntimeBenchConfig) -> Result<RuntimeBenchReport, BenchError> {
         aicpu_threads: cfg.runner.aicpu_threads,
         cores: cfg.runner.aic + cfg.runner.aiv,
         tasks: cfg.tasks,
+        rounds: cfg.rounds.max(1),
         device_orch_wall_s,
         host_graph_wall_s,
         host_graph_prepare_s,

@@ -21,6 +21,7 @@ fn the_runtime_report_prints_its_rates_and_the_overhead_over_the_baseline() {
         aicpu_threads: 4,
         cores: 24,
         tasks: 1000,
+        rounds: 5,
         device_orch_wall_s: 0.01,
         host_graph_wall_s: 0.005,
         host_graph_prepare_s: 0.002,
@@ -30,14 +31,16 @@ fn the_runtime_report_prints_its_rates_and_the_overhead_over_the_baseline() {
     };
     assert_eq!(
         AreaReport::to_text(&r),
-        "task runtime on a simulated a2a3 chip: 4 AICPU threads, 24 cores, storm of 1000 tasks\n\
+        "task runtime on a simulated a2a3 chip: 4 AICPU threads, 24 cores, storm of 1000 tasks \
+         (medians of 5 rounds)\n\
          \x20 device-orchestrated: 100000 tasks/s (10000 ns/task)\n\
-         \x20 host-built graph:    200000 tasks/s (prepare 2.0 ms)\n\
+         \x20 host-built graph:    200000 tasks/s (5000 ns/task; prepare 2.0 ms)\n\
          \x20 direct kernel call baseline 100 ns/task; dispatch overhead 9900 ns/task\n\
          \x20 yields that found the CPUs busy: 0 device-orchestrated, 3 host-built"
     );
     let j = parse(&AreaReport::to_json(&r));
     assert_eq!(j["dispatch_overhead_ns_per_task"], 9900, "{j}");
+    assert_eq!((j["rounds"].as_u64(), j["host_graph_ns_per_task"].as_u64()), (Some(5), Some(5000)));
     assert_eq!(j["device_orch_long_yields"], 0, "{j}");
     assert_eq!(j["host_graph_long_yields"], 3, "{j}");
 }
