@@ -277,14 +277,8 @@ impl Staged {
         self.rename()
     }
 
-    /// The temp file.
-    pub(crate) fn file(&self) -> &File {
-        &self.file
-    }
-
-    /// Renames the temp file over the target (fsynced first, unless the caller means to sync
-    /// it after the rename).
-    pub(crate) fn rename(mut self) -> io::Result<()> {
+    /// Renames the temp file (already fsynced) over the target.
+    fn rename(mut self) -> io::Result<()> {
         self.dir.rename(&self.tmp, &self.name)?;
         self.guard.tmp = None;
         unlist_temp(&self.dir, &self.tmp);
@@ -307,7 +301,7 @@ fn dir_of<'a>(dir: &Dir, rel: &'a str) -> Result<(Dir, &'a str), FsError> {
 
 /// The first half of [`write_atomic`]: `write` fills a temp file beside `rel`, which is flushed
 /// (its writeback started) but neither fsynced nor renamed.
-pub(crate) fn write_staged<F>(dir: &Dir, rel: &str, write: F) -> io::Result<(Written, Staged)>
+fn write_staged<F>(dir: &Dir, rel: &str, write: F) -> io::Result<(Written, Staged)>
 where
     F: FnOnce(&mut AtomicWriter) -> io::Result<()>,
 {

@@ -43,7 +43,7 @@ use std::path::{Path, PathBuf};
 use ferry_fs::{Dir, FsError, Kind};
 use serde::{Deserialize, Serialize};
 
-use super::atomic::{hash_reader, temp_owner, write_atomic_in, write_staged, Written};
+use super::atomic::{hash_reader, temp_owner, write_atomic_in, Written};
 use super::failed::FailedTask;
 
 /// File name of a run's manifest inside its output directory.
@@ -392,31 +392,6 @@ impl Manifest {
         .map_err(io_err(&path))
     }
 
-    /// [`Manifest::write_in`] whose fsyncs run on a thread of their own (returned): the temp
-    /// file is written and renamed over the manifest here, so every process, and a run killed
-    /// at any point after this returns, sees the new manifest; only its durability against a
-    /// power cut follows a few milliseconds later (`fsync` of the file, then of the directory).
-    /// For an incomplete manifest that replaces nothing a run needs: see [`OutDir::begin`].
-    ///
-    /// # Errors
-    /// [`ManifestError::Io`] writing or renaming the temp file.
-    fn write_unsynced_in(&self, dir: &Dir) -> Result<std::thread::JoinHandle<()>, ManifestError> {
-        let path = dir.join(MANIFEST_FILE);
-        let (_, staged) = write_staged(dir, MANIFEST_FILE, |w| {
-            serde_json::to_writer_pretty(w, self).map_err(io::Error::other)
-        })
-        .map_err(io_err(&path))?;
-        let file = staged.file().try_clone().map_err(io_err(&path))?;
-        staged.rename().map_err(io_err(&path))?;
-        let dir = dir.clone();
-        Ok(std::thread::spawn(move || {
-            // Best effort: the complete manifest's own write syncs the directory again, and
-            // replaces this file.
-            let _ = file.sync_all();
-            dir.sync();
-        }))
-    }
-
     /// Adds (or replaces) `rel` in the complete manifest of `dir` under the directory's lock:
     /// for a file an analysis command writes into a run's directory (a trace, a page), so the
     /// next run into it removes that file too.
@@ -480,9 +455,6 @@ pub struct OutDir {
     /// Files recorded whose fsync is still due: done before the complete manifest is written
     /// ([`OutDir::record_unsynced`]).
     unsynced: Vec<std::fs::File>,
-    /// The fsyncs of the incomplete manifest, when [`OutDir::begin`] left them to a thread of
-    /// their own: joined before the complete manifest is written.
-    begin_sync: Option<std::thread::JoinHandle<()>>,
 }
 
 impl OutDir {
@@ -525,7 +497,6 @@ impl OutDir {
             pending: Vec::new(),
             manifest: None,
             unsynced: Vec::new(),
-            begin_sync: None,
         })
     }
 
@@ -542,18 +513,6 @@ impl OutDir {
     /// Starts writing (once; later calls do nothing): writes an incomplete manifest listing the
     /// earlier run's files and `planned`, then removes every file the earlier run's manifest
     /// lists. From here until [`OutDir::commit`] the directory reads as an unfinished run.
-    ///
-    /// Where the earlier run's manifest lists files to remove, the incomplete manifest is made
-    /// durable (file and directory fsynced) before the first removal, so a power cut never
-    /// leaves a complete manifest naming removed files. Where it lists none (a new directory),
-    /// nothing this run needs is replaced, and the manifest's fsyncs run on a thread of their
-    /// own while the run starts (~5–9 ms of disk flushes the run no longer waits for): it is
-    /// renamed into place before this returns, so a killed process leaves it exactly as before;
-    /// a power cut in the few milliseconds before its fsyncs land may leave the directory
-    /// without it or with it empty (the next run into the directory then refuses it until it
-    /// is cleared), where the run's native profile, fsynced only at its end, is lost as well. A
-    /// run that fsyncs its chunks as they seal (`--fsync-chunks`) waits for the manifest's
-    /// fsyncs first ([`OutDir::sync_begun`]).
     ///
     /// # Errors
     /// [`ManifestError::Io`] writing the manifest or removing a file.
@@ -587,11 +546,7 @@ impl OutDir {
             files: pending,
             outcome: None,
         };
-        if earlier.is_empty() {
-            self.begin_sync = Some(m.write_unsynced_in(&self.dir)?);
-        } else {
-            m.write_in(&self.dir)?;
-        }
+        m.write_in(&self.dir)?;
         self.pending = m.files.clone();
         for rel in &earlier {
             // Through the handle, never through a link: a listed file below a directory that
@@ -628,16 +583,6 @@ impl OutDir {
         self.pending.push(ManifestEntry { path: rel.to_string(), bytes: None, xxh3: None });
         Manifest { files: self.pending.clone(), ..m.clone() }.write_in(&self.dir)?;
         Ok(())
-    }
-
-    /// Waits until the incomplete manifest [`OutDir::begin`] wrote is on the disk (its fsyncs,
-    /// when `begin` left them to a thread): for a run that promises more than a killed process
-    /// keeps (the native profile's chunks fsynced as they seal, `--fsync-chunks`), before it
-    /// creates a file the manifest lists.
-    pub fn sync_begun(&mut self) {
-        if let Some(h) = self.begin_sync.take() {
-            let _ = h.join();
-        }
     }
 
     /// Whether [`OutDir::begin`] ran.
@@ -703,11 +648,8 @@ impl OutDir {
     ///
     /// # Panics
     /// Before [`OutDir::begin`].
-    pub fn commit_as(mut self, outcome: RunOutcome) -> Result<(), ManifestError> {
+    pub fn commit_as(self, outcome: RunOutcome) -> Result<(), ManifestError> {
         let m = self.manifest.expect("OutDir::commit before begin");
-        if let Some(h) = self.begin_sync.take() {
-            let _ = h.join();
-        }
         // What the manifest lists is on the disk before the manifest says it is complete.
         for f in &self.unsynced {
             f.sync_all().map_err(io_err(&self.dir.join(MANIFEST_FILE)))?;

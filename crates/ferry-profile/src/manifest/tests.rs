@@ -294,25 +294,3 @@ fn a_planned_file_of_a_killed_run_is_removed_by_the_next() {
     next.commit().unwrap();
     fs::remove_dir_all(&d).unwrap();
 }
-
-/// In a new directory the incomplete manifest's fsyncs run beside the run's start, but the
-/// manifest itself is in place when `begin` returns: a run killed right after it leaves a
-/// directory the next run cleans up, as with a synced one.
-#[test]
-fn a_new_directorys_incomplete_manifest_is_in_place_when_begin_returns() {
-    let d = tmpdir("begin-new");
-    let mut out = OutDir::claim(&d, &names(&["live.bin"])).unwrap();
-    out.begin("killed", &names(&["ferry", "run"]), "a2a3", &names(&["live.bin"])).unwrap();
-    let m = Manifest::read(&d).unwrap().expect("the manifest is renamed into place by begin");
-    assert!(!m.complete);
-    assert!(m.entry("live.bin").is_some(), "{:?}", m.files);
-    fs::write(d.join("live.bin"), b"sealed chunks").unwrap();
-    drop(out); // killed: never committed
-    let mut next = OutDir::claim(&d, &names(&["live.bin"])).unwrap();
-    next.begin("next", &names(&["ferry", "run"]), "a2a3", &[]).unwrap();
-    assert!(!d.join("live.bin").exists(), "listed by the killed run's manifest: removed");
-    next.sync_begun();
-    next.commit().unwrap();
-    assert!(Manifest::verified(&d).unwrap().complete);
-    fs::remove_dir_all(&d).unwrap();
-}

@@ -659,11 +659,6 @@ fn open_recorder(t: &mut ProfileTarget<'_>) -> Result<(Arc<Recorder>, String), P
     // Listed before it exists: a run killed while writing it leaves a file the next run
     // removes.
     t.out.plan(&rel)?;
-    // Chunks synced as they seal promise to survive a machine's crash: so must the manifest
-    // that lists their file.
-    if t.fsync != FsyncPolicy::Never {
-        t.out.sync_begun();
-    }
     let rec = Recorder::create(&handle, RECORD_FILE, t.fsync)?;
     Ok((Arc::new(rec), rel))
 }
