@@ -99,6 +99,65 @@ pub const fn cond_task_id(cond: u32) -> u32 {
     cond & COND_TASK_ID_MASK
 }
 
+/// What one `COND` reading says to the AICPU about a core that holds dispatch `running` and,
+/// queued behind it, possibly `pending` (the other entry of its payload pair).
+///
+/// The AICPU may queue a second dispatch on a core only once the core has taken the first:
+/// `COND = ACK(running)` says it read `DATA_MAIN_BASE = running` and its payload, so a new
+/// `DATA_MAIN_BASE` value is seen as a new dispatch, not instead of `running`, and the entry the
+/// pending payload goes into (`pending & 1`) is not the one the core reads. Once the core
+/// finishes `running` it writes `FIN(running)`, finds `DATA_MAIN_BASE = pending` and writes
+/// `ACK(pending)` without waiting, so a FIN may be overwritten before the AICPU sees it: an ACK
+/// or FIN of `pending` also says `running` finished (its status line, written before its FIN,
+/// is published by the later register write too).
+///
+/// # Examples
+///
+/// ```
+/// use ferry_abi::regs::{cond_ack, cond_fin, dispatch_progress, Progress};
+///
+/// // The core took task 5: a second dispatch may be queued behind it.
+/// assert_eq!(dispatch_progress(cond_ack(5), 5, None), Progress { may_queue: true, ..Progress::NONE });
+/// // It already acknowledged the queued 6: 5 is done, though its FIN was never seen.
+/// let p = dispatch_progress(cond_ack(6), 5, Some(6));
+/// assert!(p.running_done && !p.pending_done);
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Progress {
+    /// `running` has finished (its status line is readable).
+    pub running_done: bool,
+    /// `pending` has finished too.
+    pub pending_done: bool,
+    /// Nothing is queued and the core has taken `running`: a dispatch may be queued behind it.
+    pub may_queue: bool,
+}
+
+impl Progress {
+    /// Nothing finished, nothing may be queued.
+    pub const NONE: Progress =
+        Progress { running_done: false, pending_done: false, may_queue: false };
+}
+
+/// Reads `cond` for a core holding dispatch `running` and, queued behind it, `pending` (see
+/// [`Progress`]). Task ids are never reused while in flight (they count up, wrapping from
+/// [`MAX_TASK_ID`] to 1), so a reading is never an earlier dispatch's.
+pub const fn dispatch_progress(cond: u32, running: u32, pending: Option<u32>) -> Progress {
+    let mut p = Progress::NONE;
+    if cond == cond_fin(running) {
+        p.running_done = true;
+    } else if let Some(q) = pending {
+        if cond == cond_ack(q) {
+            p.running_done = true;
+        } else if cond == cond_fin(q) {
+            p.running_done = true;
+            p.pending_done = true;
+        }
+    } else if cond == cond_ack(running) {
+        p.may_queue = true;
+    }
+    p
+}
+
 /// A decoded `COND` value.
 ///
 /// # Examples
@@ -269,6 +328,30 @@ mod tests {
     #[should_panic(expected = "task id does not fit COND")]
     fn cond_rejects_wide_ids_in_debug() {
         let _ = cond_fin(0x8000_0000);
+    }
+
+    /// Every reading a core holding `running` (and maybe `pending`) can show, and what each
+    /// says; a reading of neither id (an earlier dispatch's, idle, exited) says nothing.
+    #[test]
+    fn dispatch_progress_reads_every_state_of_a_queued_pair() {
+        let (r, q) = (41, 42);
+        let none = Progress::NONE;
+        let queue = Progress { may_queue: true, ..none };
+        let r_done = Progress { running_done: true, ..none };
+        let both = Progress { running_done: true, pending_done: true, may_queue: false };
+        // Alone: dispatched but not taken yet, taken, finished.
+        assert_eq!(dispatch_progress(COND_IDLE, r, None), none);
+        assert_eq!(dispatch_progress(cond_fin(r - 1), r, None), none);
+        assert_eq!(dispatch_progress(cond_ack(r), r, None), queue);
+        assert_eq!(dispatch_progress(cond_fin(r), r, None), r_done);
+        // With one queued: never a second queue; each later state finishes `running`.
+        assert_eq!(dispatch_progress(cond_ack(r), r, Some(q)), none);
+        assert_eq!(dispatch_progress(cond_fin(r), r, Some(q)), r_done);
+        assert_eq!(dispatch_progress(cond_ack(q), r, Some(q)), r_done);
+        assert_eq!(dispatch_progress(cond_fin(q), r, Some(q)), both);
+        assert_eq!(dispatch_progress(COND_EXITED, r, Some(q)), none);
+        // Ids wrap from MAX_TASK_ID to 1.
+        assert_eq!(dispatch_progress(cond_ack(1), MAX_TASK_ID, Some(1)), r_done);
     }
 
     #[test]

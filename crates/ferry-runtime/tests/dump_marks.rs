@@ -616,9 +616,9 @@ fn an_arena_wrap_seals_publishes_and_waits_for_every_payload_it_published() {
     let arena = dump.dev.arenas[0].clone();
     let mut thread = dump.dev.thread(0, &[]);
     let task = inputs(3, 64);
-    thread.on_dispatch(&chip, 0, 0, 0, &task, 0);
+    thread.on_dispatch(&chip, (0, 1), 0, 0, &task, 0);
     assert_eq!(chip.waits(), 0, "three payloads fit the arena");
-    thread.on_dispatch(&chip, 0, 1, 0, &task, 0);
+    thread.on_dispatch(&chip, (0, 1), 1, 0, &task, 0);
     // Relaxed (arena counters): this thread wrote them, or the host step on it.
     let (dropped, acked) = (arena.dropped().load(Ordering::Relaxed), arena.completed());
     assert_eq!(dropped, 0, "the gate did not give up");
@@ -651,11 +651,11 @@ fn a_thread_waits_for_its_own_acknowledgement_only() {
     let (other, own) = (dump.dev.arenas[0].clone(), dump.dev.arenas[1].clone());
     let mut first = dump.dev.thread(0, &[]);
     let task = inputs(3, 64);
-    first.on_dispatch(&chip, 0, 0, 0, &task, 0); // three payloads nobody acknowledges
+    first.on_dispatch(&chip, (0, 1), 0, 0, &task, 0); // three payloads nobody acknowledges
     let mut thread = dump.dev.thread(1, &[]);
     // Lap 1 (thread 0 acknowledged nothing): the wrap waits for four acknowledgements.
-    thread.on_dispatch(&chip, 0, 1, 0, &task, 0);
-    thread.on_dispatch(&chip, 0, 2, 0, &task, 0);
+    thread.on_dispatch(&chip, (0, 1), 1, 0, &task, 0);
+    thread.on_dispatch(&chip, (0, 1), 2, 0, &task, 0);
     let last = || passes.lock().unwrap().last().copied();
     // Relaxed (arena counters): written on this thread, or by the host step on it.
     assert_eq!(own.dropped().load(Ordering::Relaxed), 0, "gave up; last pass {:?}", last());
@@ -663,7 +663,7 @@ fn a_thread_waits_for_its_own_acknowledgement_only() {
     assert_eq!(other.completed().load(Ordering::Relaxed), 0);
     // Lap 2 (thread 0's count far ahead): the next wrap still waits for its own eighth.
     other.completed().store(1_000, Ordering::Relaxed);
-    thread.on_dispatch(&chip, 0, 3, 0, &task, 0);
+    thread.on_dispatch(&chip, (0, 1), 3, 0, &task, 0);
     assert_eq!(own.dropped().load(Ordering::Relaxed), 0);
     assert_eq!(own.completed().load(Ordering::Relaxed), 8, "last pass {:?}", last());
     thread.finish();

@@ -227,6 +227,11 @@ fn kernel_ids(kernel: u32, custom: &super::custom::CustomKernels) -> [i32; 3] {
     }
 }
 
+/// Where a dispatch's time is kept: one per entry of core `core`'s payload pair (`id & 1`).
+fn dispatch_entry(core: u32, id: u32) -> usize {
+    2 * core as usize + ferry_abi::regs::payload_slot(id)
+}
+
 fn role_code(r: Role) -> u8 {
     match r {
         Role::Input => ARG_ROLE_INPUT,
@@ -287,23 +292,26 @@ impl ThreadDfx {
         self.aicpu.is_some() || self.sched.is_some()
     }
 
-    /// A dispatch to core `core` of `task`'s block `block`, right before the register write;
+    /// Dispatch `id` to core `core` of `task`'s block `block`, right before the register write;
     /// `at` is the dispatch time of the scheduler's batch (read before its first register
     /// write). Dumps block 0's arguments before dispatch.
     pub fn on_dispatch(
         &mut self,
         ops: &dyn DeviceOps,
-        core: u32,
+        (core, id): (u32, u32),
         seq: u64,
         block: u32,
         task: &ResolvedTask,
         at: u64,
     ) {
         if self.aicpu.is_some() {
-            if self.dispatch.len() <= core as usize {
-                self.dispatch.resize(core as usize + 1, 0);
+            // One time per entry of the core's payload pair: a dispatch queued behind the
+            // running one must not overwrite the running one's dispatch time.
+            let k = dispatch_entry(core, id);
+            if self.dispatch.len() <= k {
+                self.dispatch.resize(k + 1, 0);
             }
-            self.dispatch[core as usize] = at;
+            self.dispatch[k] = at;
         }
         if block == 0 && self.args.is_some() {
             self.dump_args(ops, seq, task, ARG_STAGE_BEFORE_DISPATCH);
@@ -330,7 +338,7 @@ impl ThreadDfx {
             );
         }
         if let Some(w) = self.aicpu.as_mut().filter(|_| lane != usize::MAX) {
-            let dispatch = self.dispatch.get(core as usize).copied().unwrap_or(0);
+            let dispatch = self.dispatch.get(dispatch_entry(core, id)).copied().unwrap_or(0);
             w.record(
                 lane,
                 AicpuTaskRecord {

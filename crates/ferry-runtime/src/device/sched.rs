@@ -353,6 +353,18 @@ impl RunState {
         self.ready_len[q].load(Ordering::Relaxed) != 0
     }
 
+    /// Whether queue `q` holds enough work to queue a dispatch behind a running one: at least
+    /// one ready block per core that takes from it, so no idle core (of any scheduler) goes
+    /// without work because a busy core took it.
+    fn has_spare(&self, q: usize) -> bool {
+        let cores = match q {
+            0 => self.hdr.aic_count,
+            _ => self.hdr.worker_count - self.hdr.aic_count,
+        };
+        // Relaxed: a hint, as in `has_ready`.
+        self.ready_len[q].load(Ordering::Relaxed) >= (cores as usize).max(1)
+    }
+
     /// One block of `seq` finished; the last one runs `last` (DFX: PMU row, outputs dump, with
     /// the caller's copy of the task) while no successor can run yet, completes it, releases its
     /// successors and returns `true`.

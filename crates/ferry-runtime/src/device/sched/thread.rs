@@ -14,8 +14,8 @@ use crate::error::{DeviceFault, KernelFault};
 use ferry_abi::arch::Arch;
 use ferry_abi::handshake::HandshakeLayout;
 use ferry_abi::regs::{
-    cond_fin, is_task_id, RegLayout, AICORE_EXIT_SIGNAL, AICPU_IDLE, COND_EXITED, FAST_PATH_CLOSE,
-    FAST_PATH_OPEN, MAX_TASK_ID,
+    dispatch_progress, is_task_id, Progress, RegLayout, AICORE_EXIT_SIGNAL, AICPU_IDLE,
+    COND_EXITED, FAST_PATH_CLOSE, FAST_PATH_OPEN, MAX_TASK_ID,
 };
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -25,7 +25,11 @@ struct CoreState {
     base: u64,
     queue: usize,
     payload_off: usize,
+    /// The dispatch the core holds, `(seq, id)`.
     running: Option<(u64, u32)>,
+    /// A dispatch queued behind `running` in the other entry of the payload pair: the core
+    /// takes it when it finishes `running`, without waiting for the scheduler.
+    pending: Option<(u64, u32)>,
     next_id: u32,
     /// When the scheduler, about to wait, first saw the dispatch in flight still running
     /// (device cycles): what its kernel budget counts from. Stamped only before a wait, so the
@@ -62,7 +66,9 @@ fn expire_hung(
         let since = *c.since.get_or_insert(now);
         let end = since.saturating_add(budget);
         if now >= end {
+            // A dispatch queued behind it never starts: the run fails with this fault.
             c.running = None;
+            c.pending = None;
             c.since = None;
             c.hung = true;
             let fault = KernelFault::Hung { kernel, core: c.index, budget_ms };
@@ -74,8 +80,30 @@ fn expire_hung(
     (hung, earliest)
 }
 
+impl CoreState {
+    /// What the core's `COND` says about its dispatches now.
+    fn progress(&self, ops: &dyn DeviceOps, cond: u32) -> Progress {
+        match self.running {
+            Some((_, id)) => {
+                dispatch_progress(ops.reg_read(self.base, cond), id, self.pending.map(|p| p.1))
+            }
+            None => Progress::NONE,
+        }
+    }
+
+    /// Whether the core holds no dispatch (and may be shut down or handed new work).
+    fn is_idle(&self) -> bool {
+        self.running.is_none()
+    }
+}
+
 /// Scheduler thread `sched` of `scheds`: handshake with its cores, dispatch until the run
 /// is finished or aborted, then shut its cores down.
+///
+/// Each core holds up to two dispatches, one per entry of its payload pair: once a core has
+/// acknowledged its dispatch and its queue has a block to spare for every core that takes from
+/// it, the scheduler queues the next one behind it, and the core starts it as it finishes,
+/// without waiting for the scheduler to see its FIN (`ferry_abi::regs::dispatch_progress`).
 pub fn scheduler(ops: &dyn DeviceOps, run: &RunState, sched: u32, scheds: u32) {
     let hdr = &run.hdr;
     let layout = Arch::from_u32(hdr.arch).map(RegLayout::of).unwrap_or(RegLayout::of(Arch::A2a3));
@@ -91,12 +119,15 @@ pub fn scheduler(ops: &dyn DeviceOps, run: &RunState, sched: u32, scheds: u32) {
             return;
         }
     };
-    // The cores whose FIN one sweep saw (reused: no allocation per iteration).
-    let mut fins: Vec<usize> = Vec::with_capacity(cores.len());
+    // The cores whose running dispatch one sweep saw finished, and whether their queued one
+    // finished too (reused: no allocation per iteration).
+    let mut fins: Vec<(usize, bool)> = Vec::with_capacity(cores.len());
     // Per core, the task of its dispatch in flight: copied out of its slot once, at dispatch, and
     // lent to the completion hooks from here. Beside `cores`, not in it, so the sweeps and the
     // wait condition scan a compact array.
     let mut tasks: Vec<ResolvedTask> = vec![ResolvedTask::EMPTY; cores.len()];
+    // The same for the dispatch queued behind it; swapped into `tasks` when it starts running.
+    let mut queued: Vec<ResolvedTask> = vec![ResolvedTask::EMPTY; cores.len()];
     // What the thread's writers need timed: AICPU task records or scheduler phases (phases
     // imply `timed`).
     let timed = dfx.as_ref().is_some_and(|d| d.timed());
@@ -115,36 +146,42 @@ pub fn scheduler(ops: &dyn DeviceOps, run: &RunState, sched: u32, scheds: u32) {
         // from then (or the first dispatch) to the last dispatch; idle polling reads no clock.
         fins.clear();
         for (k, c) in cores.iter().enumerate() {
-            if c.running.is_some_and(|(_, id)| ops.reg_read(c.base, cond) == cond_fin(id)) {
-                fins.push(k);
+            let p = c.progress(ops, cond);
+            if p.running_done {
+                fins.push((k, p.pending_done));
             }
         }
         let observed = (timed && !fins.is_empty()).then(|| ops.clock_cycles_ordered());
-        for &k in &fins {
+        for &(k, both) in &fins {
             let c = &mut cores[k];
-            let Some((seq, id)) = c.running.take() else { continue };
+            let Some(done) = c.running.take() else { continue };
             c.since = None;
             progress = true;
-            let st: PayloadStatus =
-                run.image.read_record(c.payload_off + (id as usize & 1) * 256 + PAYLOAD_CORE_LINE);
-            if st.status == PAYLOAD_FAULT {
-                let kernel = tasks[k].kernel;
-                let fault = KernelFault::decode(st.fault_code, st.fault_detail)
-                    .unwrap_or(KernelFault::UnknownKernel { kernel });
-                run.fail(ops, DeviceFault::Kernel { task: seq, kernel, fault });
-            }
-            let Some(d) = dfx.as_mut() else {
-                run.block_done(ops, seq, None);
-                continue;
-            };
-            let (core, times, task) = (c.index, st.times(), &tasks[k]);
-            d.on_finish(core, seq, id, times, observed.unwrap_or(0));
-            if d.wants_complete() {
-                // Every block of `seq` carries the same task, so the core that finished the last
-                // one lends its dispatch's copy: no second copy out of the slot.
-                run.block_done(ops, seq, Some(&mut || d.on_complete(ops, core, seq, times, task)));
-            } else {
-                run.block_done(ops, seq, None);
+            finish(
+                ops,
+                run,
+                dfx.as_mut(),
+                c.payload_off,
+                (c.index, done),
+                &tasks[k],
+                observed.unwrap_or(0),
+            );
+            // The queued dispatch is the core's now (it may have finished already too).
+            if let Some(next) = c.pending.take() {
+                std::mem::swap(&mut tasks[k], &mut queued[k]);
+                if both {
+                    finish(
+                        ops,
+                        run,
+                        dfx.as_mut(),
+                        c.payload_off,
+                        (c.index, next),
+                        &tasks[k],
+                        observed.unwrap_or(0),
+                    );
+                } else {
+                    c.running = Some(next);
+                }
             }
         }
         let completed_n = fins.len() as u32;
@@ -155,23 +192,43 @@ pub fn scheduler(ops: &dyn DeviceOps, run: &RunState, sched: u32, scheds: u32) {
         let mut dispatch_start = None;
         let mut dispatched_n = 0u32;
         if !run.is_aborted() {
-            let free =
-                |(c, _): &(&mut CoreState, &mut ResolvedTask)| c.running.is_none() && !c.hung;
-            for (c, task) in cores.iter_mut().zip(&mut tasks).filter(free) {
-                // A core takes work of its kind (`queue_for` already folded both kinds into one
-                // queue when the chip has no cores of one kind).
-                let w = run.pop(c.queue);
-                let Some((seq, block)) = w else { continue };
-                if timed && dispatch_start.is_none() {
-                    dispatch_start = Some(complete_end.unwrap_or_else(|| ops.clock_cycles()));
+            // Idle cores first, then a second dispatch behind each running one that its core
+            // has taken, while the queue has a block to spare for every core.
+            for second in [false, true] {
+                for ((c, task), next) in cores.iter_mut().zip(&mut tasks).zip(&mut queued) {
+                    let ok = if second {
+                        c.pending.is_none()
+                            && !c.hung
+                            && run.has_spare(c.queue)
+                            && c.progress(ops, cond).may_queue
+                    } else {
+                        c.is_idle() && !c.hung
+                    };
+                    if !ok {
+                        continue;
+                    }
+                    // A core takes work of its kind (`queue_for` already folded both kinds into
+                    // one queue when the chip has no cores of one kind).
+                    let w = run.pop(c.queue);
+                    let Some((seq, block)) = w else { continue };
+                    if timed && dispatch_start.is_none() {
+                        dispatch_start = Some(complete_end.unwrap_or_else(|| ops.clock_cycles()));
+                    }
+                    let at = dispatch_start.unwrap_or(0);
+                    let task = if second { next } else { task };
+                    let d = dfx.as_mut().map(|d| (d, at));
+                    let sent = dispatch(ops, run, (c, task), seq, block, dmb, d);
+                    if second {
+                        c.pending = Some(sent);
+                    } else {
+                        c.running = Some(sent);
+                    }
+                    if block == 0 && task.block_dim > 1 && run.args_dump_on() {
+                        run.queue_rest_blocks(ops, seq);
+                    }
+                    progress = true;
+                    dispatched_n += 1;
                 }
-                let at = dispatch_start.unwrap_or(0);
-                dispatch(ops, run, (c, task), seq, block, dmb, dfx.as_mut().map(|d| (d, at)));
-                if block == 0 && task.block_dim > 1 && run.args_dump_on() {
-                    run.queue_rest_blocks(ops, seq);
-                }
-                progress = true;
-                dispatched_n += 1;
             }
         }
         if let Some(d) = dfx.as_mut().filter(|_| phases && progress) {
@@ -185,7 +242,7 @@ pub fn scheduler(ops: &dyn DeviceOps, run: &RunState, sched: u32, scheds: u32) {
             }
             d.next_iter();
         }
-        let idle = cores.iter().all(|c| c.running.is_none());
+        let idle = cores.iter().all(CoreState::is_idle);
         if idle && (run.is_finished() || run.is_aborted()) {
             break;
         }
@@ -215,12 +272,18 @@ pub fn scheduler(ops: &dyn DeviceOps, run: &RunState, sched: u32, scheds: u32) {
         }
         ops.aicpu_wait(
             &mut || {
+                let aborted = run.is_aborted();
                 cores.iter().any(|c| {
-                    c.running.is_some_and(|(_, id)| ops.reg_read(c.base, cond) == cond_fin(id))
-                }) || (!run.is_aborted()
-                    && cores.iter().any(|c| c.running.is_none() && run.has_ready(c.queue)))
-                    || (cores.iter().all(|c| c.running.is_none())
-                        && (run.is_finished() || run.is_aborted()))
+                    let p = c.progress(ops, cond);
+                    p.running_done
+                        || (!aborted
+                            && !c.hung
+                            && if c.is_idle() {
+                                run.has_ready(c.queue)
+                            } else {
+                                p.may_queue && run.has_spare(c.queue)
+                            })
+                }) || (cores.iter().all(CoreState::is_idle) && (run.is_finished() || aborted))
             },
             timeout,
         );
@@ -236,8 +299,45 @@ pub fn scheduler(ops: &dyn DeviceOps, run: &RunState, sched: u32, scheds: u32) {
     shutdown(ops, &up, dmb, cond, layout.fast_path_enable);
 }
 
-/// Dispatches block `block` of `seq` to core `c`, copying the task into `task` (the core's
-/// task in flight); with DFX on, `dfx` is the thread's writers and the batch's dispatch time.
+/// What the scheduler does when core `core` (index, `(seq, id)`) finished a dispatch: reads its
+/// status line (a fault fails the run), records it (DFX on: `dfx`, with `observed`, the sweep's
+/// clock read) and completes the block; `task` is the dispatch's copy of its task.
+fn finish(
+    ops: &dyn DeviceOps,
+    run: &RunState,
+    dfx: Option<&mut super::super::dfx::ThreadDfx>,
+    payload_off: usize,
+    (core, (seq, id)): (u32, (u64, u32)),
+    task: &ResolvedTask,
+    observed: u64,
+) {
+    let st: PayloadStatus =
+        run.image.read_record(payload_off + (id as usize & 1) * 256 + PAYLOAD_CORE_LINE);
+    if st.status == PAYLOAD_FAULT {
+        let kernel = task.kernel;
+        let fault = KernelFault::decode(st.fault_code, st.fault_detail)
+            .unwrap_or(KernelFault::UnknownKernel { kernel });
+        run.fail(ops, DeviceFault::Kernel { task: seq, kernel, fault });
+    }
+    let Some(d) = dfx else {
+        run.block_done(ops, seq, None);
+        return;
+    };
+    let times = st.times();
+    d.on_finish(core, seq, id, times, observed);
+    if d.wants_complete() {
+        // Every block of `seq` carries the same task, so the core that finished the last one
+        // lends its dispatch's copy: no second copy out of the slot.
+        run.block_done(ops, seq, Some(&mut || d.on_complete(ops, core, seq, times, task)));
+    } else {
+        run.block_done(ops, seq, None);
+    }
+}
+
+/// Dispatches block `block` of `seq` to core `c` in the payload entry of its next id, copying
+/// the task into `task` (the dispatch's copy); with DFX on, `dfx` is the thread's writers and
+/// the batch's dispatch time. Returns `(seq, id)`: the caller makes it the core's running or
+/// queued dispatch.
 fn dispatch(
     ops: &dyn DeviceOps,
     run: &RunState,
@@ -246,11 +346,9 @@ fn dispatch(
     block: u32,
     dmb: u32,
     dfx: Option<(&mut super::super::dfx::ThreadDfx, u64)>,
-) {
+) -> (u64, u32) {
     let id = c.next_id;
     c.next_id = if id >= MAX_TASK_ID { 1 } else { id + 1 };
-    c.running = Some((seq, id));
-    c.since = None;
     *task = lock(&run.slot(seq).inner).task;
     let mut a = DispatchArgs::default();
     a.task = seq;
@@ -268,9 +366,10 @@ fn dispatch(
     // register write below.
     run.image.write_record(c.payload_off + (id as usize & 1) * 256, &a);
     if let Some((d, at)) = dfx {
-        d.on_dispatch(ops, c.index, seq, block, task, at);
+        d.on_dispatch(ops, (c.index, id), seq, block, task, at);
     }
     ops.reg_write_aicpu(c.base, dmb, id);
+    (seq, id)
 }
 
 type HandshakeFailure = (DeviceFault, Vec<u64>);
@@ -370,6 +469,7 @@ fn handshake(
                 queue,
                 payload_off: (hdr.payload_off + u64::from(i) * PAYLOAD_PAIR_BYTES) as usize,
                 running: None,
+                pending: None,
                 next_id: 1,
                 since: None,
                 hung: false,
@@ -457,6 +557,7 @@ mod tests {
             queue: 1,
             payload_off: 0,
             running,
+            pending: None,
             next_id: 1,
             since: None,
             hung: false,
@@ -470,6 +571,7 @@ mod tests {
     fn a_core_past_its_kernel_budget_is_taken_out_naming_task_kernel_and_core() {
         let budget = (5, 100); // 5 ms, 100 cycles
         let mut cores = vec![core(3, Some((7, 1))), core(4, None), core(5, Some((9, 2)))];
+        cores[0].pending = Some((8, 2));
         let kernels = [256, 0, 257];
         let (hung, earliest) = expire_hung(&mut cores, &kernels, 1_000, budget);
         assert!(hung.is_empty());
@@ -488,6 +590,7 @@ mod tests {
         assert_eq!(hung, [DeviceFault::Kernel { task: 7, kernel: 256, fault }]);
         assert_eq!(earliest, Some(1_150));
         assert!(cores[0].hung && cores[0].running.is_none() && cores[0].since.is_none());
+        assert!(cores[0].pending.is_none(), "its queued dispatch is dropped with it");
         assert!(!cores[2].hung && cores[2].running.is_some());
         // A hung core is never expired again; the clock past both budgets takes the second.
         let (hung, earliest) = expire_hung(&mut cores, &kernels, 5_000, budget);
