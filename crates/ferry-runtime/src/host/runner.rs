@@ -403,6 +403,11 @@ impl DeviceRunner {
         &self.device
     }
 
+    /// The chip as the seam's program device (and orchestration library loader).
+    pub(super) fn program_device(&self) -> &Chip {
+        &self.chip
+    }
+
     /// The last finalized run's handshake per core, read back from device memory after the run
     /// (the readback that diagnoses the Path B hang (docs/design/launch.md)): what the AICPU saw against what memory holds. Empty before the
     /// first run.
