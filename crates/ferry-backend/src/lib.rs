@@ -9,7 +9,8 @@
 //! device reaches through an alias), [`CopyGroup`] (copies that hold their copy engines
 //! together) and [`ProgramDevice`] (making device programs resident and calling their
 //! entries, for the loader), and what the runner needs of user libraries beyond loading them
-//! ([`CustomKernelTable`], [`OrchLibraryLoader`] and [`HostOrchLibrary`]). ferry's simulated chip (`ferry-sim`) implements them as the reference backend;
+//! ([`CustomKernelTable`], [`OrchLibraryLoader`] and [`HostOrchLibrary`]) and of the AICore
+//! cores' register windows ([`CoreRegisters`]). ferry's simulated chip (`ferry-sim`) implements them as the reference backend;
 //! [`host`] is a second, minimal one over plain host memory with no device programs, which the
 //! seam's tests run the copy engine, the launch transaction and the loader on. docs/architecture.md lists,
 //! trait by trait, what a hardware backend implements.
@@ -50,12 +51,14 @@
     clippy::missing_safety_doc
 )]
 
+mod cores;
 mod error;
 pub mod host;
 mod launch;
 mod libraries;
 mod program;
 
+pub use cores::CoreRegisters;
 pub use error::{BackendError, BackendOp};
 pub use launch::{
     BackendEvent, EntryOf, EventOf, HostEntry, PinnedFreeError, PinnedHostBuffer, PinnedOf,

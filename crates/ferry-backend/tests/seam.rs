@@ -14,15 +14,17 @@ const ABOVE_THE_SEAM: [&str; 2] = ["ferry-copy", "ferry-launch"];
 /// Library source directories and files (under `crates/`) that reach a device only through
 /// the seam: whole crates, and the modules of the runtime's host half that do (the rest of it
 /// still drives the simulated chip's cores, docs/architecture.md).
-const SOURCES_ABOVE_THE_SEAM: [&str; 8] = [
+const SOURCES_ABOVE_THE_SEAM: [&str; 10] = [
     "ferry-copy/src",
     "ferry-launch/src",
     "ferry-runtime/src/host/config.rs",
+    "ferry-runtime/src/host/dfx/anchors.rs",
     "ferry-runtime/src/host/extent.rs",
     "ferry-runtime/src/host/handshake.rs",
     "ferry-runtime/src/host/kernel_registry.rs",
     "ferry-runtime/src/host/orch_library.rs",
     "ferry-runtime/src/host/profile.rs",
+    "ferry-runtime/src/host/slots.rs",
 ];
 
 fn workspace() -> PathBuf {

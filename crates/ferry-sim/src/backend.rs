@@ -355,3 +355,23 @@ fn gather_kernel(staging: DevicePtr, count: usize) -> StreamKernelFn {
         })
     })
 }
+
+impl ferry_backend::CoreRegisters for crate::cores::Chip {
+    fn arch(&self) -> ferry_abi::arch::Arch {
+        self.device().arch().arch
+    }
+
+    fn core_count(&self) -> u32 {
+        self.config().cores()
+    }
+
+    #[track_caller]
+    fn write_as_aicpu(&self, core: u32, offset: u32, value: u32) {
+        self.window(core).aicpu_write(offset, value);
+    }
+
+    #[track_caller]
+    fn write_as_core(&self, core: u32, offset: u32, value: u32) {
+        self.window(core).core_write(offset, value);
+    }
+}

@@ -12,6 +12,7 @@ pub use super::config::{
 };
 use super::graph::GraphBuilder;
 use super::handshake::{CoreHandshake, HandshakeRegion};
+use super::sim_backend::SimCompletion;
 use super::sim_ops::SimOps;
 use super::slots::{lock, Claim, Executing, FullPath, Sides, SlotPool};
 use crate::device::image::{RuntimeHeader, GUARD_BYTES, GUARD_FILL};
@@ -113,7 +114,7 @@ pub struct LaunchedRun {
     slot: usize,
     /// The run in its slot's launch transaction (full path).
     run_id: Option<RunId>,
-    sides: Sides,
+    sides: Sides<SimCompletion>,
     started: Instant,
     chip: Chip,
     finished: Option<Duration>,
@@ -197,14 +198,14 @@ pub struct DeviceRunner {
     /// The launch slots and which are held.
     pool: SlotPool,
     /// The run the chip executes (or last executed, not yet retired from its slot).
-    executing: Option<Executing>,
+    executing: Option<Executing<SimCompletion>>,
     epoch: u64,
     /// The private device root [`DeviceRunner::new`] made (removed on drop).
     root: Option<std::path::PathBuf>,
     /// The `regs` table's bytes (a5 host-built graph stages them as launch metadata).
     regs_bytes: Vec<u8>,
     /// The full path's loader, programs, streams and launch slot (`None` in process).
-    full: Option<FullPath>,
+    full: Option<FullPath<Chip>>,
     /// DFX profiling bases the next runs' `KernelArgs` carry (full path).
     dfx_profiling: Option<super::dfx::DfxProfiling>,
     /// The last finalized run's handshake, read back from device memory.

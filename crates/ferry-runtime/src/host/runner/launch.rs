@@ -4,26 +4,15 @@ use crate::device::aicore::aicore_execute;
 use crate::device::image::{from_bytes, RunResult, RESULT_FAILED, RESULT_OK};
 use crate::device::kernels::KERNELS;
 use crate::error::{error_chain, DeviceFault, KernelFault, LaunchFailure, RunError};
-use crate::host::slots::{lock, reap, Executing, Sides, Signals, AICORE, AICPU};
+use crate::host::slots::{lock, reap, reset_windows, Executing, Sides, Signals, AICORE, AICPU};
 use crate::host::RunOutput;
 use crate::host::RunStats;
 use ferry_abi::launch::{AicoreLaunchArgs, KernelArgs};
-use ferry_abi::regs::RegLayout;
 use ferry_backend::{BackendDevice, BackendError, BackendOp};
 use ferry_launch::EntryKernels;
 use ferry_sim::Device;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-/// Resets every core's register window (`DATA_MAIN_BASE` and `COND`) for the next run.
-fn reset_windows(chip: &ferry_sim::cores::Chip, cores: u32) {
-    let layout = RegLayout::of(chip.device().arch().arch);
-    for i in 0..cores {
-        let w = chip.window(i);
-        w.aicpu_write(layout.data_main_base as u32, 0);
-        w.core_write(layout.cond as u32, 0);
-    }
-}
 
 impl DeviceRunner {
     /// Launches a prepared run: the register windows are reset, the AICore entry starts on
@@ -162,9 +151,10 @@ impl DeviceRunner {
                     })
                 }
                 Err(e) => {
-                    *lock(&sig.cores_not_started) = Some(e.clone());
+                    let failure = LaunchFailure::CoresNotStarted(e);
+                    *lock(&sig.cores_not_started) = Some(failure.clone());
                     sig.set_cores_started();
-                    Err(LaunchFailure::CoresNotStarted(e))
+                    Err(failure)
                 }
             };
             sig.set(AICORE, r.clone());
@@ -385,8 +375,8 @@ impl DeviceRunner {
         if let Sides::Streams(s) = &run.sides {
             // The AICPU side then failed its handshake with cores that never started: report
             // the cause, not the symptom.
-            if let Some(e) = lock(&s.cores_not_started).take() {
-                return Err(LaunchFailure::CoresNotStarted(e).into());
+            if let Some(failure) = lock(&s.cores_not_started).take() {
+                return Err(failure.into());
             }
         }
         let mut rb = vec![0u8; std::mem::size_of::<RunResult>()];
