@@ -318,3 +318,58 @@ impl<P: ProgramDevice> FullPath<P> {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ferry_abi::arch::Arch;
+
+    /// Which side wrote.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    enum Side {
+        Aicpu,
+        Core,
+    }
+
+    /// Register windows that record every write (core, offset, value, side).
+    #[derive(Clone, Debug, Default)]
+    struct Recorded(Arc<Mutex<Vec<(u32, u32, u32, Side)>>>);
+
+    impl CoreRegisters for Recorded {
+        fn arch(&self) -> Arch {
+            Arch::A5
+        }
+
+        fn core_count(&self) -> u32 {
+            3
+        }
+
+        fn write_as_aicpu(&self, core: u32, offset: u32, value: u32) {
+            lock(&self.0).push((core, offset, value, Side::Aicpu));
+        }
+
+        fn write_as_core(&self, core: u32, offset: u32, value: u32) {
+            lock(&self.0).push((core, offset, value, Side::Core));
+        }
+    }
+
+    #[test]
+    fn reaping_writes_the_exit_signal_into_every_cores_window_as_the_aicpu() {
+        let r = Recorded::default();
+        reap(&r);
+        let main = RegLayout::of(Arch::A5).data_main_base as u32;
+        let want: Vec<_> = (0..3).map(|c| (c, main, AICORE_EXIT_SIGNAL, Side::Aicpu)).collect();
+        assert_eq!(*lock(&r.0), want);
+    }
+
+    #[test]
+    fn a_reset_clears_the_payload_and_the_condition_of_the_cores_a_run_uses() {
+        let r = Recorded::default();
+        reset_windows(&r, 2);
+        let l = RegLayout::of(Arch::A5);
+        let (main, cond) = (l.data_main_base as u32, l.cond as u32);
+        let want: Vec<_> =
+            (0..2).flat_map(|c| [(c, main, 0, Side::Aicpu), (c, cond, 0, Side::Core)]).collect();
+        assert_eq!(*lock(&r.0), want);
+    }
+}
