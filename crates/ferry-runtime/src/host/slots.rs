@@ -331,9 +331,12 @@ mod tests {
         Core,
     }
 
-    /// Register windows that record every write (core, offset, value, side).
+    /// One register write: core, offset, value, side.
+    type Write = (u32, u32, u32, Side);
+
+    /// Register windows that record every write.
     #[derive(Clone, Debug, Default)]
-    struct Recorded(Arc<Mutex<Vec<(u32, u32, u32, Side)>>>);
+    struct Recorded(Arc<Mutex<Vec<Write>>>);
 
     impl CoreRegisters for Recorded {
         fn arch(&self) -> Arch {
