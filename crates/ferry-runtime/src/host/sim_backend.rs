@@ -1,11 +1,12 @@
-//! The simulated chip as the runner's default backend: the one module of the host half, with
-//! the in-process path's device operations (`sim_ops`) and the parts of the runner listed in
-//! docs/architecture.md ("What still names the simulated chip"), that names `ferry_sim`.
+//! The simulated chip as the runner's default backend. Here, in the in-process path's device
+//! operations (`sim_ops`) and in the modules docs/architecture.md lists under "What still
+//! names the simulated chip" (the runner itself and most of `dfx/`), the host half names
+//! `ferry_sim`; nowhere else.
 //!
-//! Everything the runner's modules above the seam need of the chip reaches them through the
+//! What the host half's modules above the seam need of the chip reaches them through the
 //! traits of `ferry_backend`, monomorphic over the types named here: the chip's program device
 //! ([`SimProgramDevice`], which also loads orchestration libraries' host copies and holds the
-//! cores' register windows), its custom kernel libraries ([`SimCustomKernels`]), the
+//! cores' register windows, `ferry_backend::CoreRegisters`), its custom kernel libraries ([`SimCustomKernels`]), the
 //! in-process path's launch completions ([`SimCompletion`]), and the description of the chip
 //! [`DeviceRunner::new`](super::DeviceRunner::new) builds ([`DeviceProfile`], [`PathBFixes`]).
 use super::slots::DirectCompletion;
