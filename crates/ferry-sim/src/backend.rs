@@ -375,3 +375,23 @@ impl ferry_backend::CoreRegisters for crate::cores::Chip {
         self.window(core).core_write(offset, value);
     }
 }
+
+/// The chip's cores are host threads: the runtime's AICore executor is the host closure each
+/// core runs (`Chip::launch_aicore`).
+impl ferry_backend::AicoreLauncher for crate::cores::Chip {
+    type CoreLaunch = crate::cores::Completion;
+
+    fn launch_cores<F>(&self, cores: u32, body: F) -> Result<Self::CoreLaunch, BackendError>
+    where
+        F: Fn(u32) -> Result<(), String> + Send + Sync + 'static,
+    {
+        self.launch_aicore(cores, Arc::new(move |ctx: crate::cores::CoreCtx| body(ctx.index)))
+            .map_err(err(BackendOp::Launch))
+    }
+}
+
+impl ferry_backend::CoreLaunch for crate::cores::Completion {
+    fn wait(&self) -> Result<(), BackendError> {
+        crate::cores::Completion::wait(self).map_err(err(BackendOp::Execute))
+    }
+}

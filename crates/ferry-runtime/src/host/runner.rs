@@ -5,6 +5,8 @@ mod launch;
 pub(super) mod layout;
 mod state;
 
+pub(super) use launch::aicore_body;
+
 use super::config::Source;
 pub use super::config::{
     AicpuPrograms, Callable, DeviceSpan, LaunchPath, RunArgs, RunOutput, RunStats, RunnerConfig,
@@ -14,7 +16,7 @@ use super::graph::GraphBuilder;
 use super::handshake::{CoreHandshake, HandshakeRegion};
 use super::sim_backend::SimCompletion;
 use super::sim_ops::SimOps;
-use super::slots::{lock, Claim, Executing, FullPath, Sides, SlotPool};
+use super::slots::{Claim, Executing, FullPath, Sides, SlotPool};
 use crate::device::image::{RuntimeHeader, GUARD_BYTES, GUARD_FILL};
 use crate::device::ops::DeviceOps;
 use crate::device::program::AicpuProgram;
@@ -213,6 +215,8 @@ pub struct DeviceRunner {
     /// Built-in and loaded kernels ([`DeviceRunner::load_kernels`]); the AICore entries of
     /// each launch hold a handle for the loaded kernels' device entries.
     kernels: Arc<super::KernelRegistry>,
+    /// The device clock's rate (its event timestamps' unit), read once at init.
+    clock_hz: u64,
     /// The loaded kernels' spec table in device memory (`NULL` when none) and its entries.
     kernel_table: (DevicePtr, u32),
     /// The fault that took a core out of service (a kernel past its budget): the runner cannot
@@ -374,6 +378,7 @@ impl DeviceRunner {
             _platform: None,
             ops,
             device_ops,
+            clock_hz: device.clock().hz(),
             device,
             chip,
             program,

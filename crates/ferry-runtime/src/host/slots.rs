@@ -167,6 +167,12 @@ pub(super) trait DirectCompletion: Clone {
     /// Waits up to `timeout` for every launched thread; whether they all returned (a failed
     /// thread has returned too).
     fn wait_done(&self, timeout: Duration) -> bool;
+
+    /// The side's own failure, once it is done: the first launched thread's error.
+    ///
+    /// # Errors
+    /// That error, or a timeout when a thread is still running.
+    fn finished(&self) -> Result<(), crate::error::RunError>;
 }
 
 /// The two sides of a launched run (cheap handles: the runner keeps one of the executing run).
