@@ -123,6 +123,13 @@ fn no_library_source_above_the_seam_names_the_simulated_chip() {
                 if line.contains("ferry_sim") && !doc {
                     hits.push(format!("{}:{}: {}", f.display(), n + 1, line.trim()));
                 }
+                // In a crate that still depends on the chip, a module's parent may name it: a
+                // module above the seam imports what it uses of its parent by name (test
+                // modules, indented, may glob-import the module they test).
+                let glob = line.starts_with("use super::") && line.contains('*');
+                if dir.starts_with("ferry-runtime/") && glob {
+                    hits.push(format!("{}:{}: {} (a glob import)", f.display(), n + 1, line));
+                }
             }
         }
         assert!(hits.is_empty(), "{dir} names ferry_sim:\n{}", hits.join("\n"));
