@@ -8,10 +8,14 @@
 //! work), [`PinnedHostBuffer`] (page-locked host memory), [`HostMapping`] (host memory a
 //! device reaches through an alias), [`CopyGroup`] (copies that hold their copy engines
 //! together) and [`ProgramDevice`] (making device programs resident and calling their
-//! entries, for the loader). ferry's simulated chip (`ferry-sim`) implements them as the reference backend;
-//! [`host`] is a second, minimal one over plain host memory with no device programs, which the
-//! seam's tests run the copy engine, the launch transaction and the loader on. docs/architecture.md lists,
-//! trait by trait, what a hardware backend implements.
+//! entries, for the loader), and what the runner needs of user libraries beyond loading them
+//! ([`CustomKernelTable`], [`OrchLibraryLoader`] and [`HostOrchLibrary`]) and of the AICore
+//! cores (their register windows, [`CoreRegisters`], and starting the runtime's executor on
+//! them, [`AicoreLauncher`] and [`CoreLaunch`]). ferry's simulated chip (`ferry-sim`)
+//! implements them as the reference backend; [`host`] is a second, minimal one over plain host
+//! memory with no device programs, which the seam's tests run the copy engine, the launch
+//! transaction and the loader on. docs/architecture.md lists, trait by trait, what a hardware
+//! backend implements.
 //!
 //! The engines are generic over the backend (`HbmCopyEngine<B: Backend>`, `LaunchStaging<D:
 //! BackendDevice>`), so every call through the seam is monomorphic and inlines like a call to
@@ -49,15 +53,19 @@
     clippy::missing_safety_doc
 )]
 
+mod cores;
 mod error;
 pub mod host;
 mod launch;
+mod libraries;
 mod program;
 
+pub use cores::{AicoreLauncher, CoreLaunch, CoreRegisters};
 pub use error::{BackendError, BackendOp};
 pub use launch::{
     BackendEvent, EntryOf, EventOf, HostEntry, PinnedFreeError, PinnedHostBuffer, PinnedOf,
 };
+pub use libraries::{CustomKernelTable, HostOrchLibrary, OrchLibraryLoader};
 pub use program::{Preinstalled, ProgramDevice, ProgramError, ProgramLaunch, ProgramSymbol};
 use std::sync::Arc;
 use std::time::Duration;

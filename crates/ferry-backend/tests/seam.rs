@@ -13,12 +13,24 @@ const ABOVE_THE_SEAM: [&str; 2] = ["ferry-copy", "ferry-launch"];
 
 /// Library source directories and files (under `crates/`) that reach a device only through
 /// the seam: whole crates, and the modules of the runtime's host half that do (the rest of it
-/// still drives the simulated chip's cores, docs/architecture.md).
-const SOURCES_ABOVE_THE_SEAM: [&str; 4] = [
+/// still builds and drives the simulated chip, docs/architecture.md). The runner's child
+/// modules name the chip's types only through the aliases `host/sim_backend.rs` binds.
+const SOURCES_ABOVE_THE_SEAM: [&str; 15] = [
     "ferry-copy/src",
     "ferry-launch/src",
+    "ferry-runtime/src/host/config.rs",
+    "ferry-runtime/src/host/dfx/anchors.rs",
+    "ferry-runtime/src/host/dfx/native.rs",
     "ferry-runtime/src/host/extent.rs",
     "ferry-runtime/src/host/handshake.rs",
+    "ferry-runtime/src/host/kernel_registry.rs",
+    "ferry-runtime/src/host/orch_library.rs",
+    "ferry-runtime/src/host/profile.rs",
+    "ferry-runtime/src/host/runner/kernels.rs",
+    "ferry-runtime/src/host/runner/launch.rs",
+    "ferry-runtime/src/host/runner/layout.rs",
+    "ferry-runtime/src/host/runner/state.rs",
+    "ferry-runtime/src/host/slots.rs",
 ];
 
 fn workspace() -> PathBuf {
@@ -110,6 +122,13 @@ fn no_library_source_above_the_seam_names_the_simulated_chip() {
                     line.trim_start().starts_with("//!") || line.trim_start().starts_with("///");
                 if line.contains("ferry_sim") && !doc {
                     hits.push(format!("{}:{}: {}", f.display(), n + 1, line.trim()));
+                }
+                // In a crate that still depends on the chip, a module's parent may name it: a
+                // module above the seam imports what it uses of its parent by name (test
+                // modules, indented, may glob-import the module they test).
+                let glob = line.starts_with("use super::") && line.contains('*');
+                if dir.starts_with("ferry-runtime/") && glob {
+                    hits.push(format!("{}:{}: {} (a glob import)", f.display(), n + 1, line));
                 }
             }
         }

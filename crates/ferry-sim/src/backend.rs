@@ -355,3 +355,43 @@ fn gather_kernel(staging: DevicePtr, count: usize) -> StreamKernelFn {
         })
     })
 }
+
+impl ferry_backend::CoreRegisters for crate::cores::Chip {
+    fn arch(&self) -> ferry_abi::arch::Arch {
+        self.device().arch().arch
+    }
+
+    fn core_count(&self) -> u32 {
+        self.config().cores()
+    }
+
+    #[track_caller]
+    fn write_as_aicpu(&self, core: u32, offset: u32, value: u32) {
+        self.window(core).aicpu_write(offset, value);
+    }
+
+    #[track_caller]
+    fn write_as_core(&self, core: u32, offset: u32, value: u32) {
+        self.window(core).core_write(offset, value);
+    }
+}
+
+/// The chip's cores are host threads: the runtime's AICore executor is the host closure each
+/// core runs (`Chip::launch_aicore`).
+impl ferry_backend::AicoreLauncher for crate::cores::Chip {
+    type CoreLaunch = crate::cores::Completion;
+
+    fn launch_cores<F>(&self, cores: u32, body: F) -> Result<Self::CoreLaunch, BackendError>
+    where
+        F: Fn(u32) -> Result<(), String> + Send + Sync + 'static,
+    {
+        self.launch_aicore(cores, Arc::new(move |ctx: crate::cores::CoreCtx| body(ctx.index)))
+            .map_err(err(BackendOp::Launch))
+    }
+}
+
+impl ferry_backend::CoreLaunch for crate::cores::Completion {
+    fn wait(&self) -> Result<(), BackendError> {
+        crate::cores::Completion::wait(self).map_err(err(BackendOp::Execute))
+    }
+}

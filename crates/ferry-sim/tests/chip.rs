@@ -360,3 +360,43 @@ fn dropping_the_chip_frees_its_device_memory_and_ends_its_threads() {
     drop(p);
     let _ = std::fs::remove_dir_all(&root);
 }
+
+#[test]
+fn the_chip_as_an_aicore_launcher_runs_the_body_once_per_core_and_types_its_failures() {
+    use ferry_backend::{AicoreLauncher, BackendOp, CoreLaunch};
+    let _bound = ferry_watchdog::bound("AICore launches through the seam");
+    let r = rig("launcher", CoreConfig { aicpu_threads: 1, aic: 2, aiv: 1 }, |_| {});
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let s = seen.clone();
+    let launch = r
+        .chip
+        .launch_cores(3, move |index| {
+            s.lock().unwrap().push(index);
+            Ok(())
+        })
+        .unwrap();
+    CoreLaunch::wait(&launch).unwrap();
+    let mut cores = seen.lock().unwrap().clone();
+    cores.sort_unstable();
+    assert_eq!(cores, [0, 1, 2]);
+
+    // A core's failure is the launch's, as device work that failed, the message kept.
+    let failed = r
+        .chip
+        .launch_cores(3, |index| if index == 1 { Err("core 1 refused".into()) } else { Ok(()) })
+        .unwrap();
+    let e = CoreLaunch::wait(&failed).unwrap_err();
+    assert_eq!(e.op(), BackendOp::Execute);
+    assert!(
+        matches!(e.source_as::<DeviceError>(), Some(DeviceError::Kernel { message, .. }) if message == "core 1 refused"),
+        "{e:?}"
+    );
+
+    // More cores than the chip has: refused before any core runs.
+    let e = r.chip.launch_cores(4, |_| Ok(())).unwrap_err();
+    assert_eq!(e.op(), BackendOp::Launch);
+    assert!(
+        matches!(e.source_as::<DeviceError>(), Some(DeviceError::InvalidLaunch { .. })),
+        "{e:?}"
+    );
+}

@@ -69,8 +69,9 @@ pub enum RunError {
     /// The simulated driver failed.
     #[error(transparent)]
     Device(#[from] DeviceError),
-    /// Reading the run's result or its startup handshake back from device memory failed
-    /// (a copy through the backend seam; the backend's error is the source).
+    /// Reading the run back from device memory failed: its result, its progress, its startup
+    /// handshake, its kernel counts or its output tensors (a copy through the backend seam;
+    /// the backend's error is the source).
     #[error("reading the run back from the device")]
     Readback(#[source] BackendError),
     /// A core of this runner is hung (a kernel of an earlier run never returned within its
@@ -172,9 +173,10 @@ pub enum LaunchFailure {
     /// [`LoadError::AbiMismatch`]).
     #[error("the AICPU program")]
     Program(#[source] Arc<LoadError>),
-    /// The AICore entry could not start the cores.
+    /// The AICore entry could not start the cores (the backend's
+    /// [`AicoreLauncher`](ferry_backend::AicoreLauncher) refused the launch).
     #[error("the AICore entry could not start the cores")]
-    CoresNotStarted(#[source] DeviceError),
+    CoresNotStarted(#[source] BackendError),
     /// The run's work on its streams failed.
     #[error("the run's streams")]
     Stream(#[source] BackendError),

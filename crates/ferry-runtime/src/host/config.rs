@@ -1,10 +1,11 @@
 //! The runner's configuration and the values a run takes and returns.
 use super::graph::PrebuiltTask;
+use super::sim_backend::{DeviceProfile, PathBFixes};
 use crate::device::task::OrchFn;
+use ferry_abi::arch::Arch;
 use ferry_abi::handshake::HandshakeLayout;
+use ferry_backend::DevicePtr;
 use ferry_launch::loader::LoadMethod;
-use ferry_sim::profile::{DeviceProfile, PathBFixes};
-use ferry_sim::{Arch, DevicePtr};
 use std::sync::Arc;
 use std::time::Duration;
 

@@ -11,6 +11,7 @@
 //! The registry also holds what the device needs: [`KernelRegistry::device_table`] (the
 //! records the runner uploads for the AICPU's validation) and, as a
 //! [`CustomDispatch`], the loaded libraries' device entries the AICore executor calls.
+use super::sim_backend::SimCustomKernels;
 use crate::device::custom::{CustomDispatch, CustomKernels, KernelSpecRecord};
 use crate::device::kernels::{CoreKind, KERNELS};
 use ferry_abi::kernel_lib::{
@@ -18,8 +19,8 @@ use ferry_abi::kernel_lib::{
     CUSTOM_KERNEL_BASE, MAX_CALL_SCALARS, MAX_CALL_TENSORS, MAX_CUSTOM_KERNELS,
 };
 use ferry_abi::records::DType;
+use ferry_backend::CustomKernelTable;
 use ferry_launch::loader::LoadError;
-use ferry_sim::custom_kernels::CustomKernelLibrary;
 use std::collections::HashMap;
 use std::path::PathBuf;
 
@@ -145,12 +146,21 @@ struct Loaded {
     entry: usize,
 }
 
-/// Built-in and loaded kernels (see the module docs).
-#[derive(Clone, Debug, Default)]
-pub struct KernelRegistry {
-    libs: Vec<CustomKernelLibrary>,
+/// Built-in and loaded kernels (see the module docs), the loaded ones in libraries of type `K`
+/// (the backend's [`CustomKernelTable`]; by default the runner's, [`SimCustomKernels`]).
+/// Generic rather than behind a pointer: the AICore executor calls a loaded kernel through
+/// it on every execution ([`CustomDispatch`]).
+#[derive(Clone, Debug)]
+pub struct KernelRegistry<K: CustomKernelTable = SimCustomKernels> {
+    libs: Vec<K>,
     loaded: Vec<Loaded>,
     by_name: HashMap<String, u32>,
+}
+
+impl<K: CustomKernelTable> Default for KernelRegistry<K> {
+    fn default() -> Self {
+        KernelRegistry::builtins()
+    }
 }
 
 fn builtin_info(id: u32) -> Option<RegisteredKernel> {
@@ -168,8 +178,15 @@ fn builtin_info(id: u32) -> Option<RegisteredKernel> {
 }
 
 impl KernelRegistry {
-    /// The built-in kernels only.
+    /// The built-in kernels only, in a registry of the runner's default library type.
     pub fn new() -> KernelRegistry {
+        KernelRegistry::builtins()
+    }
+}
+
+impl<K: CustomKernelTable> KernelRegistry<K> {
+    /// The built-in kernels only.
+    pub fn builtins() -> KernelRegistry<K> {
         let by_name = KERNELS.iter().map(|k| (k.name.to_owned(), k.id)).collect();
         KernelRegistry { libs: Vec::new(), loaded: Vec::new(), by_name }
     }
@@ -178,10 +195,7 @@ impl KernelRegistry {
     ///
     /// # Errors
     /// [`KernelLoadError::DuplicateName`], [`KernelLoadError::TooMany`].
-    pub fn add(
-        &mut self,
-        lib: CustomKernelLibrary,
-    ) -> Result<Vec<RegisteredKernel>, KernelLoadError> {
+    pub fn add(&mut self, lib: K) -> Result<Vec<RegisteredKernel>, KernelLoadError> {
         let library = lib.name().to_owned();
         let (loaded, adding) = (self.loaded.len() as u32, lib.entries().len() as u32);
         if loaded + adding > MAX_CUSTOM_KERNELS {
@@ -342,7 +356,7 @@ impl KernelRegistry {
     }
 }
 
-impl KernelRegistry {
+impl<K: CustomKernelTable> KernelRegistry<K> {
     /// The kernel called `name` (built-in or loaded), if any. Workload files resolve names
     /// through this (`ferry_workload::KernelCatalog` is implemented over it).
     pub fn lookup(&self, name: &str) -> Option<RegisteredKernel> {
@@ -350,7 +364,7 @@ impl KernelRegistry {
     }
 }
 
-impl CustomDispatch for KernelRegistry {
+impl<K: CustomKernelTable> CustomDispatch for KernelRegistry<K> {
     fn call(&self, id: u32, call: &DeviceCall, error: &mut KernelErrorRecord) -> Option<i32> {
         if !is_custom_kernel(id) {
             return None;

@@ -26,6 +26,7 @@ mod orch_library;
 pub mod profile;
 mod repeat;
 mod runner;
+mod sim_backend;
 mod sim_ops;
 mod slots;
 
@@ -34,8 +35,6 @@ pub use extent::{descriptor_extent, metadata_bytes, DescriptorExtent, SlotCapaci
 pub use ferry_abi::handshake::HandshakeLayout;
 /// The loader method of a full-path runner ([`LaunchPath::DeviceProgram`]).
 pub use ferry_launch::loader::LoadMethod;
-/// The device profile and Path B fixes a runner's platform is built with.
-pub use ferry_sim::profile::{DeviceProfile, PathBFixes};
 pub use handshake::CoreHandshake;
 pub use kernel_registry::{
     HostRefError, KernelLoadError, KernelRegistry, RegisteredKernel, MAX_KERNEL_LIBRARY_BYTES,
@@ -47,4 +46,5 @@ pub use runner::{
     RunArgs, RunOutput, RunStats, RunnerConfig, TensorInit, Variant, MAX_LAUNCH_SLOTS,
     ROUTE_PREFIX_BYTES,
 };
+pub use sim_backend::{DeviceProfile, PathBFixes, SimCustomKernels};
 pub use sim_ops::{OsServicesOps, SimOps};

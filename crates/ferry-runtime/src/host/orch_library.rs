@@ -9,17 +9,20 @@
 //! (`crate::device::lib_api`), so both build the same graph from the same tensors.
 use super::config::{Callable, Source, Variant};
 use super::DeviceRunner;
+use ferry_backend::{HostOrchLibrary, OrchLibraryLoader, ProgramError};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 /// The largest orchestration library file ferry reads.
 pub const MAX_ORCH_LIBRARY_BYTES: u64 = 256 << 20;
 
-/// A loaded orchestration library: its bytes (what the AICPU loads) and its host copy.
+/// A loaded orchestration library: its bytes (what the AICPU loads) and its host copy (the
+/// backend's [`HostOrchLibrary`], behind a pointer: it is called once per host-built prepare,
+/// never on the launch path, and keeps [`Callable`] free of the backend's type).
 #[derive(Debug)]
 pub struct LoadedOrchLibrary {
     bytes: Vec<u8>,
-    lib: ferry_sim::orch_libraries::OrchLibrary,
+    lib: Box<dyn HostOrchLibrary>,
 }
 
 impl LoadedOrchLibrary {
@@ -71,8 +74,8 @@ impl LoadedOrchLibrary {
         &self.bytes
     }
 
-    pub(super) fn host(&self) -> &ferry_sim::orch_libraries::OrchLibrary {
-        &self.lib
+    pub(super) fn host(&self) -> &dyn HostOrchLibrary {
+        &*self.lib
     }
 }
 
@@ -88,7 +91,7 @@ pub enum OrchLoadError {
         name: String,
         /// Why.
         #[source]
-        source: ferry_sim::aicpu_os::OsError,
+        source: ProgramError,
     },
     /// The file could not be read.
     #[error("reading {}", path.display())]
@@ -135,11 +138,10 @@ impl DeviceRunner {
         bytes: &[u8],
     ) -> Result<Arc<LoadedOrchLibrary>, OrchLoadError> {
         let lib = self
-            .device()
-            .aicpu_os()
+            .program_device()
             .load_orch_library(bytes)
             .map_err(|source| OrchLoadError::Refused { name: name.into(), source })?;
-        Ok(Arc::new(LoadedOrchLibrary { bytes: bytes.to_vec(), lib }))
+        Ok(Arc::new(LoadedOrchLibrary { bytes: bytes.to_vec(), lib: Box::new(lib) }))
     }
 
     /// [`load_orchestration`](Self::load_orchestration) from a file: a regular file of at

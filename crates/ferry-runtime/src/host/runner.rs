@@ -5,6 +5,8 @@ mod launch;
 pub(super) mod layout;
 mod state;
 
+pub(super) use launch::aicore_body;
+
 use super::config::Source;
 pub use super::config::{
     AicpuPrograms, Callable, DeviceSpan, LaunchPath, RunArgs, RunOutput, RunStats, RunnerConfig,
@@ -12,8 +14,9 @@ pub use super::config::{
 };
 use super::graph::GraphBuilder;
 use super::handshake::{CoreHandshake, HandshakeRegion};
+use super::sim_backend::SimCompletion;
 use super::sim_ops::SimOps;
-use super::slots::{lock, Claim, Executing, FullPath, Sides, SlotPool};
+use super::slots::{Claim, Executing, FullPath, Sides, SlotPool};
 use crate::device::image::{RuntimeHeader, GUARD_BYTES, GUARD_FILL};
 use crate::device::ops::DeviceOps;
 use crate::device::program::AicpuProgram;
@@ -113,7 +116,7 @@ pub struct LaunchedRun {
     slot: usize,
     /// The run in its slot's launch transaction (full path).
     run_id: Option<RunId>,
-    sides: Sides,
+    sides: Sides<SimCompletion>,
     started: Instant,
     chip: Chip,
     finished: Option<Duration>,
@@ -197,14 +200,14 @@ pub struct DeviceRunner {
     /// The launch slots and which are held.
     pool: SlotPool,
     /// The run the chip executes (or last executed, not yet retired from its slot).
-    executing: Option<Executing>,
+    executing: Option<Executing<SimCompletion>>,
     epoch: u64,
     /// The private device root [`DeviceRunner::new`] made (removed on drop).
     root: Option<std::path::PathBuf>,
     /// The `regs` table's bytes (a5 host-built graph stages them as launch metadata).
     regs_bytes: Vec<u8>,
     /// The full path's loader, programs, streams and launch slot (`None` in process).
-    full: Option<FullPath>,
+    full: Option<FullPath<Chip>>,
     /// DFX profiling bases the next runs' `KernelArgs` carry (full path).
     dfx_profiling: Option<super::dfx::DfxProfiling>,
     /// The last finalized run's handshake, read back from device memory.
@@ -212,6 +215,8 @@ pub struct DeviceRunner {
     /// Built-in and loaded kernels ([`DeviceRunner::load_kernels`]); the AICore entries of
     /// each launch hold a handle for the loaded kernels' device entries.
     kernels: Arc<super::KernelRegistry>,
+    /// The device clock's rate (its event timestamps' unit), read once at init.
+    clock_hz: u64,
     /// The loaded kernels' spec table in device memory (`NULL` when none) and its entries.
     kernel_table: (DevicePtr, u32),
     /// The fault that took a core out of service (a kernel past its budget): the runner cannot
@@ -373,6 +378,7 @@ impl DeviceRunner {
             _platform: None,
             ops,
             device_ops,
+            clock_hz: device.clock().hz(),
             device,
             chip,
             program,
@@ -401,6 +407,11 @@ impl DeviceRunner {
     /// The device.
     pub fn device(&self) -> &Device {
         &self.device
+    }
+
+    /// The chip as the seam's program device (and orchestration library loader).
+    pub(super) fn program_device(&self) -> &Chip {
+        &self.chip
     }
 
     /// The last finalized run's handshake per core, read back from device memory after the run

@@ -12,12 +12,10 @@
 use super::runner::Variant;
 use crate::error::LaunchFailure;
 use ferry_abi::regs::{RegLayout, AICORE_EXIT_SIGNAL};
-use ferry_backend::BackendError;
+use ferry_backend::{BackendError, CoreRegisters, ProgramDevice};
 use ferry_launch::loader::{LoadedAicpuProgram as LoadedProgram, Loader};
 use ferry_launch::transaction::{Retired, RunId, StagingStats};
 use ferry_launch::{LaunchStaging, RunStreams, TransactionState};
-use ferry_sim::cores::{Chip, Completion};
-use ferry_sim::{Device, DeviceError};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
@@ -57,11 +55,11 @@ impl SlotPool {
 }
 
 /// The run the chip is executing (or last executed and nobody has retired yet).
-pub(super) struct Executing {
+pub(super) struct Executing<C> {
     /// Its slot.
     pub(super) slot: usize,
     /// Its two sides.
-    pub(super) sides: Sides,
+    pub(super) sides: Sides<C>,
     /// Its run in the slot's launch transaction (full path).
     pub(super) run: Option<RunId>,
 }
@@ -95,9 +93,10 @@ impl Drop for Claim {
 pub(super) struct Signals {
     done: Mutex<[Option<Result<(), LaunchFailure>>; 2]>,
     cv: Condvar,
-    /// Why the AICore entry could not start the cores, if it could not: the root cause of a run
-    /// whose AICPU side then reports that no core answered its handshake.
-    pub(super) cores_not_started: Mutex<Option<DeviceError>>,
+    /// Why the AICore entry could not start the cores, if it could not
+    /// ([`LaunchFailure::CoresNotStarted`]): the root cause of a run whose AICPU side then
+    /// reports that no core answered its handshake.
+    pub(super) cores_not_started: Mutex<Option<LaunchFailure>>,
     /// What the run's streams reported when its launch slot retired it, when that happened
     /// before the run's own `wait`.
     pub(super) stream_error: Mutex<Option<BackendError>>,
@@ -158,16 +157,34 @@ pub(super) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
+/// The completion of one side of a run the runner started directly on the cores (the
+/// in-process path, [`Sides::Direct`]): the simulated chip's launch completion
+/// (`host::sim_backend`).
+pub(super) trait DirectCompletion: Clone {
+    /// Whether every launched thread returned.
+    fn is_done(&self) -> bool;
+
+    /// Waits up to `timeout` for every launched thread; whether they all returned (a failed
+    /// thread has returned too).
+    fn wait_done(&self, timeout: Duration) -> bool;
+
+    /// The side's own failure, once it is done: the first launched thread's error.
+    ///
+    /// # Errors
+    /// That error, or a timeout when a thread is still running.
+    fn finished(&self) -> Result<(), crate::error::RunError>;
+}
+
 /// The two sides of a launched run (cheap handles: the runner keeps one of the executing run).
 #[derive(Clone)]
-pub(super) enum Sides {
+pub(super) enum Sides<C> {
     /// Started directly on the chip (in-process path).
-    Direct { aicore: Completion, aicpu: Completion },
+    Direct { aicore: C, aicpu: C },
     /// Submitted through the launch transaction (full path).
     Streams(Arc<Signals>),
 }
 
-impl Sides {
+impl<C: DirectCompletion> Sides<C> {
     pub(super) fn is_done(&self, side: usize) -> bool {
         match self {
             Sides::Direct { aicore, aicpu } => [aicore, aicpu][side].is_done(),
@@ -178,29 +195,22 @@ impl Sides {
     /// Waits up to `timeout`; whether the side is done.
     pub(super) fn wait(&self, side: usize, timeout: Duration) -> bool {
         match self {
-            Sides::Direct { aicore, aicpu } => {
-                let c = [aicore, aicpu][side];
-                match c.wait_timeout(timeout) {
-                    Err(DeviceError::Timeout { .. }) => c.is_done(),
-                    // Finished, or failed (which is finished too).
-                    _ => true,
-                }
-            }
+            Sides::Direct { aicore, aicpu } => [aicore, aicpu][side].wait_done(timeout),
             Sides::Streams(s) => s.wait(side, timeout),
         }
     }
 
     /// Waits for both sides, reaping the cores if the AICPU side is done but a core never got
     /// its exit. `false` when the AICPU threads are still running after `timeout`.
-    pub(super) fn settle(&self, chip: &Chip, timeout: Duration) -> bool {
+    pub(super) fn settle<R: CoreRegisters>(&self, cores: &R, timeout: Duration) -> bool {
         if !self.wait(AICPU, timeout) {
-            reap(chip);
+            reap(cores);
             if !self.wait(AICPU, Duration::from_secs(2)) {
                 return false;
             }
         }
         if !self.wait(AICORE, Duration::from_secs(1)) {
-            reap(chip);
+            reap(cores);
             if !self.wait(AICORE, Duration::from_secs(10)) {
                 return false;
             }
@@ -219,35 +229,45 @@ impl Sides {
 
 /// Writes EXIT into every core's window (the host-side reset that reaps cores whose scheduler
 /// did not shut them down).
-pub(super) fn reap(chip: &Chip) {
-    let layout = RegLayout::of(chip.device().arch().arch);
-    for i in 0..chip.config().cores() {
-        chip.window(i).aicpu_write(layout.data_main_base as u32, AICORE_EXIT_SIGNAL);
+pub(super) fn reap<R: CoreRegisters>(cores: &R) {
+    let layout = RegLayout::of(cores.arch());
+    for i in 0..cores.core_count() {
+        cores.write_as_aicpu(i, layout.data_main_base as u32, AICORE_EXIT_SIGNAL);
     }
 }
 
-/// What the full path ([`LaunchPath::DeviceProgram`]) keeps per runner.
-pub(super) struct FullPath {
+/// Resets the first `count` cores' register windows (`DATA_MAIN_BASE` and `COND`) for the
+/// next run.
+pub(super) fn reset_windows<R: CoreRegisters>(cores: &R, count: u32) {
+    let layout = RegLayout::of(cores.arch());
+    for i in 0..count {
+        cores.write_as_aicpu(i, layout.data_main_base as u32, 0);
+        cores.write_as_core(i, layout.cond as u32, 0);
+    }
+}
+
+/// What the full path ([`LaunchPath::DeviceProgram`]) keeps per runner, on program device `P`.
+pub(super) struct FullPath<P: ProgramDevice> {
     /// The loaded AICPU programs: device-orchestrated, host-built graph (loaded on first use).
     /// Declared before the loader: dropped first, then the loader's session.
-    pub(super) programs: [Option<LoadedProgram<Chip>>; 2],
-    pub(super) loader: Loader<Chip>,
+    pub(super) programs: [Option<LoadedProgram<P>>; 2],
+    pub(super) loader: Loader<P>,
     /// The AICPU programs to load ([`RunnerConfig::programs`](super::RunnerConfig::programs)).
     pub(super) images: super::AicpuPrograms,
     /// The runner's stream pair, shared by every slot: runs execute one after the other in
     /// stream order on the one chip.
-    pub(super) streams: RunStreams<Device>,
+    pub(super) streams: RunStreams<P::Device>,
     /// One launch staging helper per launch slot: its own pinned source and device
     /// destination, so a run prepared on one slot never writes bytes a live run of another
     /// slot reads.
-    pub(super) slots: Vec<LaunchStaging<Device>>,
+    pub(super) slots: Vec<LaunchStaging<P::Device>>,
 }
 
-impl FullPath {
+impl<P: ProgramDevice> FullPath<P> {
     pub(super) fn program(
         &mut self,
         variant: Variant,
-    ) -> Result<&LoadedProgram<Chip>, ferry_launch::loader::LoadError> {
+    ) -> Result<&LoadedProgram<P>, ferry_launch::loader::LoadError> {
         let i = match variant {
             Variant::DeviceOrchestrated => 0,
             Variant::HostBuiltGraph => 1,
@@ -302,5 +322,63 @@ impl FullPath {
                 suffix_bytes: a.suffix_bytes + b.suffix_bytes,
             }
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ferry_abi::arch::Arch;
+
+    /// Which side wrote.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    enum Side {
+        Aicpu,
+        Core,
+    }
+
+    /// One register write: core, offset, value, side.
+    type Write = (u32, u32, u32, Side);
+
+    /// Register windows that record every write.
+    #[derive(Clone, Debug, Default)]
+    struct Recorded(Arc<Mutex<Vec<Write>>>);
+
+    impl CoreRegisters for Recorded {
+        fn arch(&self) -> Arch {
+            Arch::A5
+        }
+
+        fn core_count(&self) -> u32 {
+            3
+        }
+
+        fn write_as_aicpu(&self, core: u32, offset: u32, value: u32) {
+            lock(&self.0).push((core, offset, value, Side::Aicpu));
+        }
+
+        fn write_as_core(&self, core: u32, offset: u32, value: u32) {
+            lock(&self.0).push((core, offset, value, Side::Core));
+        }
+    }
+
+    #[test]
+    fn reaping_writes_the_exit_signal_into_every_cores_window_as_the_aicpu() {
+        let r = Recorded::default();
+        reap(&r);
+        let main = RegLayout::of(Arch::A5).data_main_base as u32;
+        let want: Vec<_> = (0..3).map(|c| (c, main, AICORE_EXIT_SIGNAL, Side::Aicpu)).collect();
+        assert_eq!(*lock(&r.0), want);
+    }
+
+    #[test]
+    fn a_reset_clears_the_payload_and_the_condition_of_the_cores_a_run_uses() {
+        let r = Recorded::default();
+        reset_windows(&r, 2);
+        let l = RegLayout::of(Arch::A5);
+        let (main, cond) = (l.data_main_base as u32, l.cond as u32);
+        let want: Vec<_> =
+            (0..2).flat_map(|c| [(c, main, 0, Side::Aicpu), (c, cond, 0, Side::Core)]).collect();
+        assert_eq!(*lock(&r.0), want);
     }
 }

@@ -136,3 +136,55 @@ impl ProgramDevice for Chip {
         os.load_custom_kernels(bytes).map_err(program_error(BackendOp::LoadProgram))
     }
 }
+
+impl ferry_backend::OrchLibraryLoader for Chip {
+    type OrchLibrary = crate::orch_libraries::OrchLibrary;
+
+    fn load_orch_library(&self, bytes: &[u8]) -> Result<Self::OrchLibrary, ProgramError> {
+        let os = self.device().aicpu_os();
+        os.load_orch_library(bytes).map_err(program_error(BackendOp::LoadProgram))
+    }
+}
+
+impl ferry_backend::HostOrchLibrary for crate::orch_libraries::OrchLibrary {
+    fn name(&self) -> &str {
+        crate::orch_libraries::OrchLibrary::name(self)
+    }
+
+    fn entries(&self) -> &[ferry_abi::orch_lib::OrchFunctionEntry] {
+        crate::orch_libraries::OrchLibrary::entries(self)
+    }
+
+    fn function(&self, name: &str) -> Option<usize> {
+        crate::orch_libraries::OrchLibrary::function(self, name)
+    }
+
+    unsafe fn call(&self, index: usize, ctx: &ferry_abi::orch_lib::OrchContext) -> i32 {
+        // SAFETY: the caller's contract is this one's.
+        unsafe { crate::orch_libraries::OrchLibrary::call(self, index, ctx) }
+    }
+}
+
+impl ferry_backend::CustomKernelTable for CustomKernelLibrary {
+    fn name(&self) -> &str {
+        CustomKernelLibrary::name(self)
+    }
+
+    fn entries(&self) -> &[ferry_abi::kernel_lib::KernelEntry] {
+        CustomKernelLibrary::entries(self)
+    }
+
+    fn call_device(
+        &self,
+        index: usize,
+        call: &ferry_abi::kernel_lib::DeviceCall,
+        error: &mut ferry_abi::kernel_lib::KernelErrorRecord,
+    ) -> i32 {
+        CustomKernelLibrary::call_device(self, index, call, error)
+    }
+
+    unsafe fn call_host(&self, index: usize, call: &ferry_abi::kernel_lib::HostCall) -> i32 {
+        // SAFETY: the caller's contract is this one's.
+        unsafe { CustomKernelLibrary::call_host(self, index, call) }
+    }
+}

@@ -6,27 +6,40 @@
 
 use std::time::Duration;
 
+use ferry_backend::{BackendDevice, BackendError, BackendEvent, BackendOp, BackendStream, EventOf};
 use ferry_profile::{host_now_ns, ClockAnchorSample, ClockAnchors, ANCHOR_SAMPLES_PER_POSITION};
-use ferry_sim::{Device, Event};
 
 /// How long one sample waits for its event.
 const SAMPLE_TIMEOUT: Duration = Duration::from_secs(1);
 
+/// `step: cause` for a sample's error (the backend's own error, not only the operation).
+fn failed(step: &str, e: &BackendError) -> String {
+    match std::error::Error::source(e) {
+        Some(cause) => format!("{step}: {cause}"),
+        None => format!("{step}: {e}"),
+    }
+}
+
 /// Takes [`ANCHOR_SAMPLES_PER_POSITION`] samples at `position` on `device` into `anchors`. A
 /// sample that fails is kept with its `error` (readers skip it), so a failure never costs the
 /// run.
-pub fn sample_clock_anchors(device: &Device, position: &str, anchors: &mut ClockAnchors) {
+pub fn sample_clock_anchors<D: BackendDevice>(
+    device: &D,
+    position: &str,
+    anchors: &mut ClockAnchors,
+) {
     for i in 0..ANCHOR_SAMPLES_PER_POSITION {
         let host_before_ns = host_now_ns();
-        let ev = Event::new();
+        let ev = EventOf::<D>::default();
         let stamped = device
             .null_stream()
-            .map_err(|e| format!("create_stream: {e}"))
-            .and_then(|s| s.record_event(&ev).map_err(|e| format!("record_event: {e}")))
+            .map_err(|e| failed("create_stream", &e))
+            .and_then(|s| s.record_event(&ev).map_err(|e| failed("record_event", &e)))
             .and_then(|()| {
-                ev.synchronize_timeout(SAMPLE_TIMEOUT)
-                    .then_some(())
-                    .ok_or_else(|| "synchronize_event: timed out".to_string())
+                device.synchronize_event(&ev, Some(SAMPLE_TIMEOUT)).map_err(|e| match e.op() {
+                    BackendOp::Wait => "synchronize_event: timed out".to_string(),
+                    _ => failed("synchronize_event", &e),
+                })
             })
             .and_then(|()| {
                 ev.timestamp_cycles().ok_or_else(|| "get_timestamp: no timestamp".to_string())
@@ -48,16 +61,16 @@ pub fn sample_clock_anchors(device: &Device, position: &str, anchors: &mut Clock
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
+    use ferry_backend::host::HostMemoryBackend;
+    use ferry_backend::Backend;
     use ferry_profile::{ANCHOR_POST, ANCHOR_PRE};
-    use ferry_sim::{Arch, PlatformBuilder};
 
-    #[test]
-    fn anchors_are_monotonic_and_match_the_clock() {
-        let _bound = ferry_watchdog::bound("the clock anchors' stream round trips");
-        let p = PlatformBuilder::new(Arch::A2a3).hbm_bytes(16 << 20).build().unwrap();
-        let dev = p.device(0).unwrap();
+    /// Samples twice, 20 ms apart, on `dev`, whose clock runs at `hz`: the samples are
+    /// monotonic, and device time between the first and the last is host time within the two
+    /// samples' round trips.
+    pub(crate) fn anchors_follow_the_clock<D: BackendDevice>(dev: &D, hz: f64) {
         let mut a = ClockAnchors::new_sim();
         sample_clock_anchors(dev, ANCHOR_PRE, &mut a);
         std::thread::sleep(Duration::from_millis(20));
@@ -68,14 +81,19 @@ mod tests {
             assert!(w[1].host_before_ns >= w[0].host_after_ns, "{w:?}");
             assert!(w[1].device_cycles >= w[0].device_cycles, "{w:?}");
         }
-        // Device time between the first and last sample is host time at the device clock,
-        // within the two samples' round trips.
         let (f, l) = (&a.samples[0], &a.samples[5]);
-        let hz = Arch::A2a3.profile().clock_hz as f64;
         let device_ns = (l.device_cycles - f.device_cycles) as f64 * 1e9 / hz;
         let lo = l.host_before_ns.saturating_sub(f.host_after_ns) as f64;
         let hi = (l.host_after_ns - f.host_before_ns) as f64;
         let cycle_ns = 1e9 / hz;
         assert!(device_ns + cycle_ns >= lo && device_ns <= hi + cycle_ns, "{device_ns} {lo} {hi}");
+    }
+
+    #[test]
+    fn anchors_on_the_host_memory_backend_follow_its_clock() {
+        let _bound = ferry_watchdog::bound("the clock anchors' stream round trips");
+        let b = HostMemoryBackend::new(1, 1 << 20).unwrap();
+        // Its event timestamps are the host's monotonic clock in nanoseconds.
+        anchors_follow_the_clock(b.device(0).unwrap(), 1e9);
     }
 }

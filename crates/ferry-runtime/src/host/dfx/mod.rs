@@ -53,7 +53,7 @@ use crate::device::dfx::{
 };
 use crate::device::sched::cluster_of;
 
-mod anchors;
+pub(crate) mod anchors;
 mod deps;
 mod error;
 mod layout;

@@ -12,6 +12,7 @@
 //! [`DfxSession::finish`]: super::DfxSession::finish
 use std::collections::BTreeMap;
 
+use ferry_abi::arch::Arch;
 use ferry_abi::records::{
     AicoreTaskRecord, AicpuTaskRecord, OrchPhaseRecord, PmuRecord, SchedPhaseRecord,
     ScopeStatsRecord,
@@ -20,7 +21,6 @@ use ferry_dfx::{RunEnd, RunEnds};
 use ferry_profile::collect::{LaneLog, LaneRecords};
 use ferry_profile::recorder::{Packed, RecordStream, Recording};
 use ferry_profile::{ArgBin, LaneLoss, LossPolicy, RunModel};
-use ferry_sim::Arch;
 use serde::{Deserialize, Serialize};
 
 use super::model::Taken;

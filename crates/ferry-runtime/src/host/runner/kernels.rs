@@ -59,7 +59,7 @@ impl DeviceRunner {
         if !old.0.is_null() {
             // No run is prepared or in flight (checked above), so no image names the old table;
             // the next prepare publishes a header naming the new one (a changed route prefix).
-            let _ = self.device.free(old.0);
+            let _ = BackendDevice::free(device, old.0);
         }
         self.kernels = Arc::new(registry);
         Ok(added)

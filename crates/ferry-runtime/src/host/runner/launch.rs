@@ -1,28 +1,47 @@
 //! Launch, wait and finalize of a prepared run.
+//!
+//! Above the backend seam: the cores are started through `ferry_backend::AicoreLauncher`,
+//! their windows reset and reaped through `CoreRegisters`, the run read back through
+//! `BackendDevice`; the in-process path's launch is the simulated chip's
+//! (`host::sim_backend`).
 use super::{DeviceRunner, LaunchedRun, PreparedRun};
 use crate::device::aicore::aicore_execute;
 use crate::device::image::{from_bytes, RunResult, RESULT_FAILED, RESULT_OK};
 use crate::device::kernels::KERNELS;
+use crate::device::ops::DeviceOps;
 use crate::error::{error_chain, DeviceFault, KernelFault, LaunchFailure, RunError};
-use crate::host::slots::{lock, reap, Executing, Sides, Signals, AICORE, AICPU};
-use crate::host::RunOutput;
-use crate::host::RunStats;
+use crate::host::sim_backend::{launch_in_process, SimDevice, SimEvent};
+use crate::host::slots::{
+    lock, reap, reset_windows, DirectCompletion, Executing, Sides, Signals, AICORE, AICPU,
+};
+use crate::host::{KernelRegistry, RunOutput, RunStats};
 use ferry_abi::launch::{AicoreLaunchArgs, KernelArgs};
-use ferry_abi::regs::RegLayout;
-use ferry_backend::{BackendDevice, BackendError, BackendOp};
+use ferry_backend::{AicoreLauncher, BackendDevice, CoreLaunch};
 use ferry_launch::EntryKernels;
-use ferry_sim::Device;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// Resets every core's register window (`DATA_MAIN_BASE` and `COND`) for the next run.
-fn reset_windows(chip: &ferry_sim::cores::Chip, cores: u32) {
-    let layout = RegLayout::of(chip.device().arch().arch);
-    for i in 0..cores {
-        let w = chip.window(i);
-        w.aicpu_write(layout.data_main_base as u32, 0);
-        w.core_write(layout.cond as u32, 0);
+/// The runtime's AICore executor as one core's body (`ferry_backend::AicoreLauncher`'s
+/// host form): core `index` executes the run whose `AicoreLaunchArgs` are `args`, calling
+/// loaded kernels through `kernels`; a fault is the core's failure message.
+pub(in crate::host) fn aicore_body(
+    ops: Arc<dyn DeviceOps>,
+    kernels: Arc<KernelRegistry>,
+    args: AicoreLaunchArgs,
+) -> impl Fn(u32) -> Result<(), String> + Send + Sync + 'static {
+    move |index| {
+        crate::host::crash::on_core_thread();
+        aicore_execute(&*ops, &args, index, index, Some(&*kernels)).map_err(|e| e.to_string())
     }
+}
+
+/// Reads `out.len()` bytes of a run at `src` back from the runner's device.
+fn read_back(
+    device: &SimDevice,
+    src: ferry_backend::DevicePtr,
+    out: &mut [u8],
+) -> Result<(), RunError> {
+    BackendDevice::copy_dtoh(device, src, out).map_err(RunError::Readback)
 }
 
 impl DeviceRunner {
@@ -51,36 +70,14 @@ impl DeviceRunner {
         // slot before the register windows are reset for this one.
         self.retire_executing()?;
         reset_windows(&self.chip, cores);
-        let core_args = AicoreLaunchArgs::from(&p.kargs);
-        let (ops, kernels) = (self.device_ops.clone(), self.kernels.clone());
-        let aicore = match self.chip.launch_aicore(
-            cores,
-            Arc::new(move |ctx: ferry_sim::cores::CoreCtx| {
-                crate::host::crash::on_core_thread();
-                aicore_execute(&*ops, &core_args, ctx.index, ctx.index, Some(&*kernels))
-                    .map_err(|e| e.to_string())
-            }),
-        ) {
-            Ok(c) => c,
-            Err(e) => {
-                return Err(e.into());
-            }
-        };
-        let (ops, program, kargs) = (self.device_ops.clone(), self.program.clone(), p.kargs);
-        let aicpu = match self.chip.launch_aicpu(
-            self.cfg.aicpu_threads,
-            Arc::new(move |ctx: ferry_sim::cores::AicpuCtx| {
-                program.exec(&*ops, &kargs, ctx.thread, ctx.threads)
-            }),
-        ) {
-            Ok(c) => c,
-            Err(e) => {
-                // The cores are up and waiting for a window that will never open: reap them.
-                reap(&self.chip);
-                let _ = aicore.wait_timeout(Duration::from_secs(10));
-                return Err(e.into());
-            }
-        };
+        let (aicore, aicpu) = launch_in_process(
+            &self.chip,
+            (cores, self.cfg.aicpu_threads),
+            &self.device_ops,
+            &self.kernels,
+            &self.program,
+            p.kargs,
+        )?;
         let sides = Sides::Direct { aicore, aicpu };
         self.executing = Some(Executing { slot: p.slot, sides: sides.clone(), run: None });
         Ok(LaunchedRun {
@@ -111,7 +108,7 @@ impl DeviceRunner {
     pub fn launch_after(
         &mut self,
         p: PreparedRun,
-        dependency: &ferry_sim::Event,
+        dependency: &SimEvent,
     ) -> Result<LaunchedRun, RunError> {
         if self.full.is_none() {
             return Err(RunError::DependencyNeedsStreams);
@@ -132,46 +129,38 @@ impl DeviceRunner {
         &mut self,
         p: PreparedRun,
         cores: u32,
-        dependency: Option<&ferry_sim::Event>,
+        dependency: Option<&SimEvent>,
     ) -> Result<LaunchedRun, RunError> {
         let Some(full) = self.full.as_mut() else { unreachable!("called on the full path") };
         let aicpu_entry = full.program(p.variant)?.aicpu_entry(self.cfg.aicpu_threads);
         let signals = Arc::new(Signals::default());
         let (chip, ops, sig) = (self.chip.clone(), self.device_ops.clone(), signals.clone());
         let kernels = self.kernels.clone();
-        let aicore = move |_: &Device, args: AicoreLaunchArgs| {
-            let kernels = kernels.clone();
+        let aicore = move |_: &SimDevice, args: AicoreLaunchArgs| {
             // In stream order, after the run ahead of this one completed (its entries returned)
             // and before this run's cores start: no core reads the previous run's EXIT.
             reset_windows(&chip, cores);
-            let launched = chip.launch_aicore(
-                cores,
-                Arc::new(move |ctx: ferry_sim::cores::CoreCtx| {
-                    crate::host::crash::on_core_thread();
-                    aicore_execute(&*ops, &args, ctx.index, ctx.index, Some(&*kernels))
-                        .map_err(|e| e.to_string())
-                }),
-            );
+            let launched =
+                chip.launch_cores(cores, aicore_body(ops.clone(), kernels.clone(), args));
             // The stream gets the message, as a driver's stream error; the run keeps the
             // typed error.
             let r = match launched {
                 Ok(c) => {
                     sig.set_cores_started();
-                    c.wait().map_err(|e| {
-                        LaunchFailure::Stream(BackendError::typed(BackendOp::Execute, e))
-                    })
+                    CoreLaunch::wait(&c).map_err(LaunchFailure::Stream)
                 }
                 Err(e) => {
-                    *lock(&sig.cores_not_started) = Some(e.clone());
+                    let failure = LaunchFailure::CoresNotStarted(e);
+                    *lock(&sig.cores_not_started) = Some(failure.clone());
                     sig.set_cores_started();
-                    Err(LaunchFailure::CoresNotStarted(e))
+                    Err(failure)
                 }
             };
             sig.set(AICORE, r.clone());
             r.map_err(|e| error_chain(&e))
         };
         let (chip, sig, timeout) = (self.chip.clone(), signals.clone(), self.cfg.timeout);
-        let aicpu = move |d: &Device, args: KernelArgs| {
+        let aicpu = move |d: &SimDevice, args: KernelArgs| {
             let r = aicpu_entry(d, args).map_err(LaunchFailure::from);
             if r.is_err() {
                 // The exec entry refused the run before its schedulers could shut the cores
@@ -255,7 +244,7 @@ impl DeviceRunner {
     pub fn progress(&self, run: &LaunchedRun) -> Result<(u64, u64), RunError> {
         let Some(p) = &run.prepared else { return Ok((0, 0)) };
         let mut b = [0u8; 16];
-        self.device.copy_dtoh(p.image.add(p.result_off + 8), &mut b)?;
+        read_back(&self.device, p.image.add(p.result_off + 8), &mut b)?;
         let w = |i: usize| u64::from_le_bytes(b[i..i + 8].try_into().unwrap_or([0; 8]));
         Ok((w(0), w(8)))
     }
@@ -314,7 +303,7 @@ impl DeviceRunner {
                         run.stream_error.get_or_insert(e);
                     }
                     run.inherited |= retired.inherited;
-                    let hz = self.device.clock().hz();
+                    let hz = self.clock_hz;
                     run.device = retired.span_cycles.map(|(start_cycles, end_cycles)| {
                         crate::host::DeviceSpan { start_cycles, end_cycles, hz }
                     });
@@ -334,7 +323,7 @@ impl DeviceRunner {
     fn hung_core(&self, run: &LaunchedRun) -> Result<Option<DeviceFault>, RunError> {
         let Some(p) = &run.prepared else { return Ok(None) };
         let mut rb = vec![0u8; std::mem::size_of::<RunResult>()];
-        self.device.copy_dtoh(p.image.add(p.result_off), &mut rb)?;
+        read_back(&self.device, p.image.add(p.result_off), &mut rb)?;
         let r: RunResult = from_bytes(&rb).unwrap_or_default();
         if r.status != RESULT_FAILED {
             return Ok(None);
@@ -385,19 +374,18 @@ impl DeviceRunner {
         if let Sides::Streams(s) = &run.sides {
             // The AICPU side then failed its handshake with cores that never started: report
             // the cause, not the symptom.
-            if let Some(e) = lock(&s.cores_not_started).take() {
-                return Err(LaunchFailure::CoresNotStarted(e).into());
+            if let Some(failure) = lock(&s.cores_not_started).take() {
+                return Err(failure.into());
             }
         }
         let mut rb = vec![0u8; std::mem::size_of::<RunResult>()];
-        BackendDevice::copy_dtoh(&self.device, p.image.add(p.result_off), &mut rb)
-            .map_err(RunError::Readback)?;
+        read_back(&self.device, p.image.add(p.result_off), &mut rb)?;
         let r: RunResult = from_bytes(&rb).unwrap_or_default();
         self.last_handshake =
             p.handshake.read(&self.device, p.image).map_err(RunError::Readback)?;
         if r.status != RESULT_FAILED {
             match &run.sides {
-                Sides::Direct { aicpu, .. } => aicpu.wait_timeout(Duration::ZERO)?,
+                Sides::Direct { aicpu, .. } => aicpu.finished()?,
                 Sides::Streams(_) => {
                     let stream = || run.stream_error.take().map(LaunchFailure::Stream);
                     if let Some(e) = run.sides.aicpu_error().or_else(stream) {
@@ -436,7 +424,7 @@ impl DeviceRunner {
                 continue;
             }
             let mut b = vec![0u8; bytes as usize];
-            self.device.copy_dtoh(ptr, &mut b)?;
+            read_back(&self.device, ptr, &mut b)?;
             outs.push(Some(
                 b.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect(),
             ));
@@ -450,7 +438,7 @@ impl DeviceRunner {
         let (off, n) = p.custom_counts;
         if n > 0 {
             let mut b = vec![0u8; n as usize * 8];
-            self.device.copy_dtoh(p.image.add(off), &mut b)?;
+            read_back(&self.device, p.image.add(off), &mut b)?;
             for (i, c) in b.chunks_exact(8).enumerate() {
                 let count = u64::from_le_bytes(c.try_into().unwrap_or_default());
                 let id = ferry_abi::kernel_lib::CUSTOM_KERNEL_BASE + i as u32;

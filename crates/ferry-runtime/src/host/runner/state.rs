@@ -1,7 +1,12 @@
 //! What a runner has attached and holds: DFX collection for its runs, its launch slots, its
 //! scheduler diagnostics.
 
-use super::*;
+use super::{DeviceRunner, LaunchedRun, PreparedRun};
+use crate::error::{RunError, RunnerError};
+use crate::host::sim_backend::SimDevice;
+use crate::host::slots::{lock, FullPath, Sides};
+use ferry_backend::DevicePtr;
+use std::sync::Arc;
 
 impl DeviceRunner {
     /// Releases a prepared run that will not be launched (dropping it does the same).
@@ -9,9 +14,10 @@ impl DeviceRunner {
         drop(run);
     }
 
-    /// Attaches DFX collection (`crate::host::dfx::DfxSession::device`) to the runs launched from now
-    /// on, or detaches it with `None`. In-process path only ([`LaunchPath::InProcess`]): a loaded
-    /// AICPU program does not see it (use [`attach_dfx_session`](Self::attach_dfx_session)).
+    /// Attaches DFX collection (`crate::host::dfx::DfxSession::device`) to the runs launched
+    /// from now on, or detaches it with `None`. In-process path only
+    /// ([`LaunchPath::InProcess`](crate::host::LaunchPath::InProcess)): a loaded AICPU program
+    /// does not see it (use [`attach_dfx_session`](Self::attach_dfx_session)).
     pub fn attach_dfx(&mut self, dfx: Option<Arc<crate::device::dfx::DfxDevice>>) {
         self.program.attach_dfx(dfx);
     }
@@ -130,7 +136,7 @@ impl DeviceRunner {
     pub fn run_events(
         &self,
         run: &LaunchedRun,
-    ) -> Option<ferry_launch::transaction::RunEvents<Device>> {
+    ) -> Option<ferry_launch::transaction::RunEvents<SimDevice>> {
         let staging = self.full.as_ref()?.slots.get(run.slot)?;
         staging.run_events().filter(|e| Some(e.run) == run.run_id)
     }
