@@ -114,16 +114,16 @@ pub const fn cond_task_id(cond: u32) -> u32 {
 /// # Examples
 ///
 /// ```
-/// use ferry_abi::regs::{cond_ack, cond_fin, dispatch_progress, Progress};
+/// use ferry_abi::regs::{cond_ack, cond_fin, dispatch_progress, DispatchProgress};
 ///
 /// // The core took task 5: a second dispatch may be queued behind it.
-/// assert_eq!(dispatch_progress(cond_ack(5), 5, None), Progress { may_queue: true, ..Progress::NONE });
+/// assert_eq!(dispatch_progress(cond_ack(5), 5, None), DispatchProgress { may_queue: true, ..DispatchProgress::NONE });
 /// // It already acknowledged the queued 6: 5 is done, though its FIN was never seen.
 /// let p = dispatch_progress(cond_ack(6), 5, Some(6));
 /// assert!(p.running_done && !p.pending_done);
 /// ```
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub struct Progress {
+pub struct DispatchProgress {
     /// `running` has finished (its status line is readable).
     pub running_done: bool,
     /// `pending` has finished too.
@@ -132,17 +132,17 @@ pub struct Progress {
     pub may_queue: bool,
 }
 
-impl Progress {
+impl DispatchProgress {
     /// Nothing finished, nothing may be queued.
-    pub const NONE: Progress =
-        Progress { running_done: false, pending_done: false, may_queue: false };
+    pub const NONE: DispatchProgress =
+        DispatchProgress { running_done: false, pending_done: false, may_queue: false };
 }
 
 /// Reads `cond` for a core holding dispatch `running` and, queued behind it, `pending` (see
-/// [`Progress`]). Task ids are never reused while in flight (they count up, wrapping from
+/// [`DispatchProgress`]). Task ids are never reused while in flight (they count up, wrapping from
 /// [`MAX_TASK_ID`] to 1), so a reading is never an earlier dispatch's.
-pub const fn dispatch_progress(cond: u32, running: u32, pending: Option<u32>) -> Progress {
-    let mut p = Progress::NONE;
+pub const fn dispatch_progress(cond: u32, running: u32, pending: Option<u32>) -> DispatchProgress {
+    let mut p = DispatchProgress::NONE;
     if cond == cond_fin(running) {
         p.running_done = true;
     } else if let Some(q) = pending {
@@ -335,10 +335,10 @@ mod tests {
     #[test]
     fn dispatch_progress_reads_every_state_of_a_queued_pair() {
         let (r, q) = (41, 42);
-        let none = Progress::NONE;
-        let queue = Progress { may_queue: true, ..none };
-        let r_done = Progress { running_done: true, ..none };
-        let both = Progress { running_done: true, pending_done: true, may_queue: false };
+        let none = DispatchProgress::NONE;
+        let queue = DispatchProgress { may_queue: true, ..none };
+        let r_done = DispatchProgress { running_done: true, ..none };
+        let both = DispatchProgress { running_done: true, pending_done: true, may_queue: false };
         // Alone: dispatched but not taken yet, taken, finished.
         assert_eq!(dispatch_progress(COND_IDLE, r, None), none);
         assert_eq!(dispatch_progress(cond_fin(r - 1), r, None), none);

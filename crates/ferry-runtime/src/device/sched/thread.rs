@@ -14,7 +14,7 @@ use crate::error::{DeviceFault, KernelFault};
 use ferry_abi::arch::Arch;
 use ferry_abi::handshake::HandshakeLayout;
 use ferry_abi::regs::{
-    dispatch_progress, is_task_id, Progress, RegLayout, AICORE_EXIT_SIGNAL, AICPU_IDLE,
+    dispatch_progress, is_task_id, DispatchProgress, RegLayout, AICORE_EXIT_SIGNAL, AICPU_IDLE,
     COND_EXITED, FAST_PATH_CLOSE, FAST_PATH_OPEN, MAX_TASK_ID,
 };
 use std::sync::atomic::Ordering;
@@ -82,12 +82,12 @@ fn expire_hung(
 
 impl CoreState {
     /// What the core's `COND` says about its dispatches now.
-    fn progress(&self, ops: &dyn DeviceOps, cond: u32) -> Progress {
+    fn progress(&self, ops: &dyn DeviceOps, cond: u32) -> DispatchProgress {
         match self.running {
             Some((_, id)) => {
                 dispatch_progress(ops.reg_read(self.base, cond), id, self.pending.map(|p| p.1))
             }
-            None => Progress::NONE,
+            None => DispatchProgress::NONE,
         }
     }
 
