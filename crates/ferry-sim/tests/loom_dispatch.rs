@@ -17,6 +17,8 @@
 //! `RUSTFLAGS="--cfg ferry_loom" cargo test -p ferry-sim --release --test loom_dispatch`.
 #![cfg(ferry_loom)]
 
+mod loom_support;
+
 use ferry_abi::regs::{
     cond_ack, cond_fin, dispatch_progress, AICORE_EXIT_SIGNAL, AICPU_IDLE, COND_EXITED, COND_IDLE,
 };
@@ -147,17 +149,9 @@ fn scheduler_loop(c: &Core, n: u32) -> Vec<u32> {
     read
 }
 
-/// Runs one model under explicit bounds (as `loom_doorbell.rs`): loom's settings from the
-/// environment, at most 10,000 branch points per execution, and a liveness bound naming it.
+/// One model of this file: at most 10,000 branch points per execution.
 fn model(name: &str, f: impl Fn() + Sync + Send + 'static) {
-    let _bound = ferry_watchdog::bound_with_memory_for(
-        format!("loom to explore every execution of {name}"),
-        3 * ferry_watchdog::configured_bound(),
-        2 << 30,
-    );
-    let mut b = loom::model::Builder::new();
-    b.max_branches = b.max_branches.min(10_000);
-    b.check(f);
+    loom_support::model(name, 10_000, f);
 }
 
 fn dispatch_n(n: u32) {

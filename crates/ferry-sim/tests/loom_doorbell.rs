@@ -5,6 +5,8 @@
 //! `RUSTFLAGS="--cfg ferry_loom" cargo test -p ferry-sim --release --test loom_doorbell`.
 #![cfg(ferry_loom)]
 
+mod loom_support;
+
 use ferry_sim::wait::Doorbell;
 use loom::sync::atomic::{AtomicUsize, Ordering};
 use loom::sync::Arc;
@@ -22,22 +24,9 @@ fn wait_for(bell: &Doorbell, count: &AtomicUsize, target: usize) {
     }
 }
 
-/// Runs one model under explicit bounds: loom's settings from the environment (CI sets
-/// `LOOM_MAX_PREEMPTIONS=2`), at most 5,000 branch points per execution (loom fails a longer one
-/// as a spin), and a liveness bound naming the model: `ferry-watchdog` aborts the process once it
-/// passes 2 GiB resident (an execution that never ends grows loom's state without branching) or
-/// after three times `FERRY_TEST_BOUND_SECS` (15 minutes by default, CI's own bound per target).
+/// One model of this file: at most 5,000 branch points per execution.
 fn model(name: &str, f: impl Fn() + Sync + Send + 'static) {
-    // Three liveness bounds of time (15 minutes by default): the doorbell's models with two
-    // preemptions take minutes on a loaded machine.
-    let _bound = ferry_watchdog::bound_with_memory_for(
-        format!("loom to explore every execution of {name}"),
-        3 * ferry_watchdog::configured_bound(),
-        2 << 30,
-    );
-    let mut b = loom::model::Builder::new();
-    b.max_branches = b.max_branches.min(5_000);
-    b.check(f);
+    loom_support::model(name, 5_000, f);
 }
 
 #[test]
