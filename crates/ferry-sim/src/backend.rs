@@ -24,6 +24,7 @@
 //! assert!(matches!(e.source_as::<DeviceError>(), Some(DeviceError::Injected(_))));
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
+use crate::bulk_copy::{copy_bypassing_cache, StoreFence};
 use crate::device::{Device, HostRegistration, Platform};
 use crate::error::DeviceError;
 use crate::event::Event;
@@ -328,6 +329,9 @@ fn gather_kernel(staging: DevicePtr, count: usize) -> StreamKernelFn {
         // one is checked against cached bounds instead of the device's locked tables.
         d.run_blocks(count, |range| {
             let mut t = d.translator();
+            // The fragments' stores bypass the host's caches (as a device's writes into its
+            // memory do); the fence orders them before the block's end publishes them.
+            let _fence = StoreFence;
             for i in range {
                 // SAFETY: `table` addresses `count * 24` bytes of a live device allocation
                 // (checked by `translate` above); descriptor `i < count` lies inside it.
@@ -348,8 +352,9 @@ fn gather_kernel(staging: DevicePtr, count: usize) -> StreamKernelFn {
                 // gather vouched that nobody else touches them during it; [3] blocks run in
                 // parallel, so no two fragments of a launch may touch the same bytes with one
                 // of them writing: the launcher guarantees it (ferry-copy's planner rejects
-                // overlapping items within a batch, and a launch holds one batch).
-                unsafe { std::ptr::copy(src as *const u8, dst, f.bytes as usize) };
+                // overlapping items within a batch, and a launch holds one batch), so nothing
+                // reads the destination before the block's fence and the launch's end.
+                unsafe { copy_bypassing_cache(src as *const u8, dst, f.bytes as usize) };
             }
             Ok(())
         })

@@ -50,6 +50,7 @@
 
 pub mod aicpu_os;
 pub mod backend;
+pub mod bulk_copy;
 pub mod cache;
 pub mod clock;
 pub mod cores;
