@@ -98,13 +98,20 @@ pub fn plan_items(
             Some((k, i)) if k == key => i,
             _ => {
                 let i = *index.entry(key).or_insert_with(|| {
+                    // The first plan usually holds the whole batch (one pair of buffers): its
+                    // segments are sized for every item at once instead of growing by
+                    // doubling, which touches twice the memory and copies it on the way.
+                    let cap = match set.plans.is_empty() {
+                        true => items.len(),
+                        false => 0,
+                    };
                     set.plans.push(TransferPlan {
                         src: it.src,
                         dst: it.dst,
-                        src_offsets: Vec::new(),
-                        dst_offsets: Vec::new(),
-                        sizes: Vec::new(),
-                        tags: Vec::new(),
+                        src_offsets: Vec::with_capacity(cap),
+                        dst_offsets: Vec::with_capacity(cap),
+                        sizes: Vec::with_capacity(cap),
+                        tags: Vec::with_capacity(cap),
                         dir: TransferDirection::Local,
                         engine: None,
                     });
@@ -176,12 +183,13 @@ fn check_alone(
 /// host→device batch's reads are all in the host's space and cost one comparison each.
 fn overlap_free(items: &[TransferItem], verdict: &[Result<bool, RejectReason>]) -> bool {
     let accepted = || items.iter().zip(verdict).filter(|(_, v)| **v == Ok(true)).map(|(it, _)| it);
-    let mut writes: Vec<(Space, u64, u64)> = accepted()
-        .map(|it| {
-            let d = it.dst.addr + it.dst_offset;
-            (it.dst.space(), d, d + it.size)
-        })
-        .collect();
+    // Sized once for every item: growing it by doubling would touch (and, for a large batch,
+    // fault in) about twice the memory.
+    let mut writes: Vec<(Space, u64, u64)> = Vec::with_capacity(items.len());
+    writes.extend(accepted().map(|it| {
+        let d = it.dst.addr + it.dst_offset;
+        (it.dst.space(), d, d + it.size)
+    }));
     if !writes.is_sorted_by_key(|&(sp, s, _)| (sp, s)) {
         writes.sort_unstable_by_key(|&(sp, s, _)| (sp, s));
     }

@@ -405,7 +405,12 @@ impl<B: Backend> HbmCopyEngine<B> {
                             b.bytes += f.bytes;
                             b.max = b.max.max(f.bytes);
                         }
-                        b.frags.extend(frags);
+                        // A bucket's first plan moves its fragments in (usually the only
+                        // one): no second copy of the descriptors.
+                        match b.frags.is_empty() {
+                            true => b.frags = frags,
+                            false => b.frags.extend(frags),
+                        }
                         b.plans.push(pi);
                     }
                     Err(r) => self.skip(r, 1),
