@@ -332,7 +332,8 @@ fn gather_kernel(staging: DevicePtr, count: usize) -> StreamKernelFn {
             // The fragments' stores bypass the host's caches (as a device's writes into its
             // memory do); the fence orders them before the block's end publishes them.
             let _fence = StoreFence;
-            for i in range {
+            // Fragment `i`'s device-side ranges as host pointers, or the error that names it.
+            let mut resolve = |i: usize| -> Result<(*const u8, *mut u8, usize), String> {
                 // SAFETY: `table` addresses `count * 24` bytes of a live device allocation
                 // (checked by `translate` above); descriptor `i < count` lies inside it.
                 // `read_unaligned` needs no alignment, and the stream's FIFO order finished the
@@ -346,7 +347,26 @@ fn gather_kernel(staging: DevicePtr, count: usize) -> StreamKernelFn {
                 let dst = t
                     .translate(DevicePtr(f.dst), f.bytes)
                     .map_err(|e| format!("fragment {i} dst: {e}"))?;
-                // SAFETY: [1] both ranges are `f.bytes` long inside a live allocation or a live
+                Ok((src as *const u8, dst, f.bytes as usize))
+            };
+            // Each fragment is resolved one step ahead, so its source is prefetched while the
+            // one before it copies; a fragment that does not resolve fails the block after the
+            // ones before it are copied, as when they were resolved one at a time.
+            let mut next = match range.is_empty() {
+                true => None,
+                false => Some(resolve(range.start)),
+            };
+            for i in range.clone() {
+                let Some(current) = next.take() else { break };
+                let (src, dst, len) = current?;
+                if i + 1 < range.end {
+                    next = Some(resolve(i + 1));
+                }
+                let ahead = match &next {
+                    Some(Ok((s, _, l))) => (*s, *l),
+                    _ => (std::ptr::null(), 0),
+                };
+                // SAFETY: [1] both ranges are `len` bytes inside a live allocation or a live
                 // host registration of this device (checked by the translator); [2] registered
                 // host bytes are valid while the registration lives, and whoever launched the
                 // gather vouched that nobody else touches them during it; [3] blocks run in
@@ -354,7 +374,7 @@ fn gather_kernel(staging: DevicePtr, count: usize) -> StreamKernelFn {
                 // of them writing: the launcher guarantees it (ferry-copy's planner rejects
                 // overlapping items within a batch, and a launch holds one batch), so nothing
                 // reads the destination before the block's fence and the launch's end.
-                unsafe { copy_bypassing_cache(src as *const u8, dst, f.bytes as usize) };
+                unsafe { copy_bypassing_cache(src, dst, len, ahead) };
             }
             Ok(())
         })

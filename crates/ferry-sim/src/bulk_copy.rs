@@ -18,8 +18,9 @@
 //! let mut dst = vec![0u8; 5000];
 //! {
 //!     let _fence = StoreFence;
-//!     // SAFETY: both ranges are 4999 bytes inside their own live vectors.
-//!     unsafe { copy_bypassing_cache(src.as_ptr().add(1), dst.as_mut_ptr().add(1), 4999) };
+//!     let (s, d) = (src.as_ptr(), dst.as_mut_ptr());
+//!     // SAFETY: both ranges are 4999 bytes inside their own live vectors; nothing follows.
+//!     unsafe { copy_bypassing_cache(s.add(1), d.add(1), 4999, (std::ptr::null(), 0)) };
 //! }
 //! assert_eq!(dst[1..], src[1..]);
 //! ```
@@ -31,6 +32,13 @@ pub const MIN_BYPASS_BYTES: usize = 256;
 /// Copies `len` bytes from `src` to `dst`, storing around the CPU's caches where it can (see
 /// the [module docs](self)). Overlapping ranges are copied as by [`std::ptr::copy`].
 ///
+/// `next` is the source of the copy that follows (its address and length), or `(null, 0)`:
+/// while this copy runs, the first `len` bytes of it are prefetched, a cache line for each line
+/// copied. A gather's fragments start at scattered addresses, where the CPU's own prefetcher
+/// (which follows a stream within a page) has nothing to go on; without this, each fragment
+/// starts with a full memory latency per line. A prefetch never faults and changes no memory:
+/// `next` need not be valid.
+///
 /// The stores are not ordered before later stores of this thread, nor visible to other
 /// threads, until a store fence: hold a [`StoreFence`] across the copies and let it drop
 /// before the copy is published.
@@ -38,7 +46,12 @@ pub const MIN_BYPASS_BYTES: usize = 256;
 /// # Safety
 /// `src` must be valid for reads and `dst` valid for writes of `len` bytes, as for
 /// [`std::ptr::copy`], and no other thread may access `dst`'s bytes until the fence.
-pub unsafe fn copy_bypassing_cache(src: *const u8, dst: *mut u8, len: usize) {
+pub unsafe fn copy_bypassing_cache(
+    src: *const u8,
+    dst: *mut u8,
+    len: usize,
+    next: (*const u8, usize),
+) {
     let (s, d) = (src as usize, dst as usize);
     let overlap = s < d.wrapping_add(len) && d < s.wrapping_add(len);
     if len < MIN_BYPASS_BYTES || overlap {
@@ -49,8 +62,10 @@ pub unsafe fn copy_bypassing_cache(src: *const u8, dst: *mut u8, len: usize) {
     #[cfg(target_arch = "x86_64")]
     // SAFETY: the ranges are valid (the caller's contract) and do not overlap (checked above).
     unsafe {
-        copy_nontemporal(src, dst, len)
+        copy_nontemporal(src, dst, len, next)
     };
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = next;
     #[cfg(not(target_arch = "x86_64"))]
     // SAFETY: the ranges are valid and do not overlap (as above).
     unsafe {
@@ -60,19 +75,28 @@ pub unsafe fn copy_bypassing_cache(src: *const u8, dst: *mut u8, len: usize) {
 
 /// The x86-64 body of [`copy_bypassing_cache`]: an ordinary copy up to the destination's first
 /// 16-byte boundary, 64 bytes at a time through `movntdq` (unaligned loads, aligned streaming
-/// stores), then 16 bytes at a time, then an ordinary copy of the last bytes.
+/// stores, a prefetch of `next`'s line at the same offset), then 16 bytes at a time, then an
+/// ordinary copy of the last bytes.
 ///
 /// # Safety
 /// `src` valid for reads and `dst` for writes of `len` bytes; the ranges do not overlap.
 #[cfg(target_arch = "x86_64")]
-unsafe fn copy_nontemporal(src: *const u8, dst: *mut u8, len: usize) {
-    use std::arch::x86_64::{__m128i, _mm_loadu_si128, _mm_stream_si128};
+unsafe fn copy_nontemporal(src: *const u8, dst: *mut u8, len: usize, next: (*const u8, usize)) {
+    use std::arch::x86_64::{
+        __m128i, _mm_loadu_si128, _mm_prefetch, _mm_stream_si128, _MM_HINT_T0,
+    };
+    let (next, ahead) = (next.0, next.1.min(len));
     let head = dst.align_offset(16).min(len);
     // SAFETY: `head <= len`: inside both ranges, which do not overlap.
     unsafe { std::ptr::copy_nonoverlapping(src, dst, head) };
     let mut i = head;
     // `dst + i` stays 16-byte aligned: `head` aligned it and `i` advances by multiples of 16.
     while i + 64 <= len {
+        if i < ahead {
+            // `wrapping_add`: the address is only a hint, never dereferenced.
+            // SAFETY: a prefetch has no preconditions: it never faults and writes nothing (SSE).
+            unsafe { _mm_prefetch::<_MM_HINT_T0>(next.wrapping_add(i) as *const i8) };
+        }
         // SAFETY: `i + 64 <= len` keeps the four loads and stores inside both ranges; `dst + i`
         // is 16-byte aligned, as `_mm_stream_si128` needs; `_mm_loadu_si128` needs no
         // alignment; SSE2 is part of x86-64, so the intrinsics exist on every CPU this runs on.
@@ -138,6 +162,7 @@ mod tests {
                                 src.as_ptr().add(src_off),
                                 dst.as_mut_ptr().add(dst_off),
                                 len,
+                                (src.as_ptr(), src.len()),
                             )
                         };
                     }
@@ -161,7 +186,7 @@ mod tests {
             // SAFETY: both ranges are inside `a` (resp. `b`), 1200 bytes long.
             unsafe {
                 let _fence = StoreFence;
-                copy_bypassing_cache(pa.add(from), pa.add(to), len);
+                copy_bypassing_cache(pa.add(from), pa.add(to), len, (std::ptr::null(), 0));
                 std::ptr::copy(pb.add(from), pb.add(to), len);
             }
             assert_eq!(a, b, "{from} -> {to}");
