@@ -42,7 +42,7 @@ fn every_fragment_lands_where_its_descriptor_says() {
         });
         s_off += len;
     }
-    let table = upload(&d, &frags);
+    let table = upload(d, &frags);
     let s = d.create_stream().unwrap();
     s.launch_gather(table, n, true).unwrap();
     BackendStream::synchronize(&s).unwrap();
@@ -68,7 +68,7 @@ fn a_fragment_that_does_not_resolve_fails_the_launch_after_the_ones_before_it() 
         GatherFragment { src: src.0 + (1 << 40), dst: dst.0 + F, bytes: F },
         GatherFragment { src: src.0 + 2 * F, dst: dst.0 + 2 * F, bytes: F },
     ];
-    let table = upload(&d, &frags);
+    let table = upload(d, &frags);
     let s = d.create_stream().unwrap();
     s.launch_gather(table, frags.len(), true).unwrap();
     let e = BackendStream::synchronize(&s).expect_err("fragment 1 does not resolve");
