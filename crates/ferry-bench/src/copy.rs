@@ -58,7 +58,7 @@ impl Default for CopyBenchConfig {
     fn default() -> Self {
         Self {
             shapes: vec![(4 << 10, 8192), (64 << 10, 1024), (256 << 10, 256)],
-            repeats: 9,
+            repeats: 31,
             plan_items: 8192,
         }
     }
