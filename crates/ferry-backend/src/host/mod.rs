@@ -40,8 +40,10 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
 use std::time::Duration;
 
 mod launch;
+mod mapped;
 mod program;
 pub use launch::{HostMemoryEvent, HostMemoryPinned};
+pub use mapped::{HostMemoryBellGuard, HostMemoryCounter};
 pub use program::{
     HostFunctionBody, HostMemoryFunction, HostMemoryLaunch, HostMemoryLibrary, HostMemorySession,
     HostProgramCode, HostProgramStats,
@@ -196,6 +198,7 @@ impl HostMemoryBackend {
                     }),
                     null: OnceLock::new(),
                     programs: program::Programs::default(),
+                    bells: mapped::Bells::default(),
                 }))
             })
             .collect();
@@ -303,10 +306,16 @@ struct Stats {
     grouped: AtomicU64,
 }
 
+/// 64 bytes of device memory, aligned as a device allocation is (so the host may map an
+/// allocation for atomic word accesses, [`MappedMemory`](crate::MappedMemory)).
+#[derive(Clone, Copy, Debug)]
+#[repr(C, align(64))]
+struct Line([u8; 64]);
+
 #[derive(Debug, Default)]
 struct Heap {
-    /// Live allocations by start address: (length, bytes).
-    allocs: BTreeMap<u64, (u64, Box<[u8]>)>,
+    /// Live allocations by start address: (length, bytes, in 64-byte lines).
+    allocs: BTreeMap<u64, (u64, Box<[Line]>)>,
     next: u64,
     used: u64,
 }
@@ -358,8 +367,9 @@ impl Shared {
         }
         match heap.allocs.range_mut(..=ptr).next_back() {
             Some((&s, (l, buf))) if end <= s + *l => {
-                // In bounds: `ptr - s + len <= l == buf.len()`.
-                Ok(buf[(ptr - s) as usize..].as_mut_ptr())
+                // SAFETY: in bounds: `ptr - s + len <= l <= 64 * buf.len()`, the bytes of
+                // `buf`.
+                Ok(unsafe { buf.as_mut_ptr().cast::<u8>().add((ptr - s) as usize) })
             }
             _ => Err(self.bad(ptr, len)),
         }
@@ -426,6 +436,7 @@ struct DeviceInner {
     shared: Arc<Shared>,
     null: OnceLock<HostMemoryStream>,
     programs: program::Programs,
+    bells: mapped::Bells,
 }
 
 /// One device of a [`HostMemoryBackend`]. Cheap to clone.
@@ -501,7 +512,8 @@ impl BackendDevice for HostMemoryDevice {
         let at = heap.next;
         heap.next += bytes.div_ceil(ALIGN) * ALIGN;
         heap.used += bytes;
-        heap.allocs.insert(at, (bytes, vec![0u8; len].into_boxed_slice()));
+        let lines = vec![Line([0; 64]); len.div_ceil(64)].into_boxed_slice();
+        heap.allocs.insert(at, (bytes, lines));
         Ok(DevicePtr(at))
     }
 
