@@ -46,6 +46,14 @@ pub(crate) type SimDevice = ferry_sim::Device;
 /// orders a run after ([`DeviceRunner::launch_after`](super::DeviceRunner::launch_after)).
 pub(crate) type SimEvent = ferry_sim::Event;
 
+/// The DFX transports' device memory on the simulated chip: its HBM as the host maps it
+/// (`ferry_backend::MappedMemory`).
+pub type SimDeviceMemory = super::dfx::MappedDeviceMemory<SimDevice>;
+
+/// The simulated chip's device clock (`ferry_backend::CycleCounter`) as the DFX transports'
+/// clock.
+pub type SimCycleClock = super::dfx::DeviceCycleClock<ferry_sim::clock::DeviceClock>;
+
 /// The completion of a launch the runner starts directly on the chip's cores (the in-process
 /// path).
 pub(crate) type SimCompletion = ferry_sim::cores::Completion;
