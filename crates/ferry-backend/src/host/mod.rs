@@ -1,6 +1,10 @@
 //! [`HostMemoryBackend`]: the seam's second, minimal backend — "device" memory is host heap,
 //! streams run their work on the calling thread at enqueue, and device programs are host code
-//! registered for their images' bytes (its program loader, [`HostProgramCode`]).
+//! registered for their images' bytes (its program loader, [`HostProgramCode`]). Its memory is
+//! mapped for the host as it is (a unified device, `MappedMemory`), its cycle counter is the
+//! clock its events are stamped with ([`HostMemoryCounter`]), its host bells are rung by
+//! [`HostMemoryDevice::ring_host`], and [`HostMemoryCores`] are AICore cores whose register
+//! windows are host memory and whose launches run on one host thread per core.
 //!
 //! It exists so the seam is exercised by something other than the simulated chip (as
 //! wgpu-hal keeps an `empty` backend): the copy engine's tests run on it, including its error
@@ -39,9 +43,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
 use std::time::Duration;
 
+mod cores;
 mod launch;
 mod mapped;
 mod program;
+pub use cores::{HostMemoryCoreLaunch, HostMemoryCores};
 pub use launch::{HostMemoryEvent, HostMemoryPinned};
 pub use mapped::{HostMemoryBellGuard, HostMemoryCounter};
 pub use program::{
@@ -148,6 +154,14 @@ pub enum HostMemoryError {
     /// A function launched on no thread.
     #[error("a launch needs at least one thread")]
     NoThreads,
+    /// An AICore launch or a set of cores on no core, or on more than there are.
+    #[error("{asked} cores asked for; 1 to {count}")]
+    NoSuchCores {
+        /// Cores asked for.
+        asked: u32,
+        /// Cores there are (or may be).
+        count: u32,
+    },
     /// A fragment of a gather could not be copied; the gather's earlier fragments were.
     #[error("gather fragment {index}")]
     Fragment {
