@@ -7,9 +7,8 @@
 //! ([`SimProgramDevice`], which also loads orchestration libraries' host copies, holds the
 //! cores' register windows, `ferry_backend::CoreRegisters`, and starts the AICore executor on
 //! them, `ferry_backend::AicoreLauncher`), its device and stream events ([`SimDevice`],
-//! [`SimEvent`]; the device is also the DFX session's, whose memory, cycle counter and host
-//! bells it provides through `ferry_backend::MappedMemory`, `DeviceCounter` and `HostBells`),
-//! the DFX transports' memory and clock on it ([`SimDeviceMemory`], [`SimCycleClock`]), its
+//! [`SimEvent`]; a DFX session in its memory reaches it through `ferry_backend::MappedMemory`,
+//! `DeviceCounter` and `HostBells`), the DFX transports' memory and clock on it ([`SimDeviceMemory`], [`SimCycleClock`]), its
 //! custom kernel libraries ([`SimCustomKernels`]), and the description of
 //! the chip [`DeviceRunner::new`](super::DeviceRunner::new) builds ([`DeviceProfile`],
 //! [`PathBFixes`]).

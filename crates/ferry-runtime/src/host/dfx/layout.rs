@@ -6,17 +6,15 @@ use std::sync::{Arc, Mutex};
 
 use ferry_abi::arch::ArchProfile;
 use ferry_abi::records as abi;
-use ferry_backend::HostBells;
 use ferry_dfx::clock::CycleClock;
 use ferry_dfx::mem::DeviceMemory;
 use ferry_dfx::{CollectSink, DfxBuilder, DfxEngine, DfxTransport, Record};
 use ferry_profile::collect::LaneRecords;
 use ferry_profile::recorder::{RecordStream, Recorder};
 
-use super::memory::{host_memory, MappedDeviceMemory};
+use super::memory::{host_memory, SessionDevice};
 use super::{DfxError, DfxOptions, LaneIds, Sub};
 use crate::device::dfx::DfxRegions;
-use crate::host::sim_backend::SimDevice;
 
 /// The regions of a session, one per record type.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -85,11 +83,11 @@ pub(super) struct Layout {
     pub(super) opts: DfxOptions,
     pub(super) threads: u32,
     /// The device whose memory holds the regions (the full path), or none (host memory).
-    pub(super) device: Option<SimDevice>,
+    pub(super) device: Option<Arc<dyn SessionDevice>>,
     /// The device's cycle counter, which the device half stamps its records with.
     pub(super) clock: Arc<dyn CycleClock>,
     /// The device-to-host doorbells registered for the regions in device memory.
-    pub(super) bells: Mutex<Vec<<SimDevice as HostBells>::BellGuard>>,
+    pub(super) bells: Mutex<Vec<Box<dyn Send + Sync>>>,
     pub(super) engine: DfxEngine,
     /// Device address and bytes of each region.
     pub(super) at: BTreeMap<DfxRegion, (u64, u64)>,
@@ -130,7 +128,7 @@ impl Layout {
         }
         let cfg = b.build::<R>()?;
         let mem: Arc<dyn DeviceMemory> = match &self.device {
-            Some(d) => Arc::new(MappedDeviceMemory::new(d, cfg.region_size())?),
+            Some(d) => d.region(cfg.region_size())?,
             None => host_memory(self.profile, cfg.region_size(), region as u64),
         };
         let at = (mem.device_addr(), cfg.region_size() as u64);
@@ -141,7 +139,7 @@ impl Layout {
         // `notify_host` on the chip), keyed by the region's address. A device without one
         // registers nothing: the host polls.
         if let (Some(d), Some(bell)) = (&self.device, t.device_region().host_doorbell()) {
-            if let Some(g) = d.register_host_bell(at.0, bell) {
+            if let Some(g) = d.register_bell(at.0, bell) {
                 self.bells.lock().unwrap_or_else(|p| p.into_inner()).push(g);
             }
         }

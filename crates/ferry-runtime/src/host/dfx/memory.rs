@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use ferry_abi::arch::ArchProfile;
-use ferry_backend::{BackendDevice, CycleCounter, DevicePtr, MappedMemory};
+use ferry_backend::{BackendDevice, CycleCounter, DevicePtr, HostBell, HostBells, MappedMemory};
 use ferry_dfx::clock::CycleClock;
 use ferry_dfx::mem::{DeviceMemory, MemError, MirroredMemory, ShmRegion, SvmMemory};
 
@@ -20,6 +20,64 @@ pub(super) fn host_memory(profile: &ArchProfile, len: usize, k: u64) -> Arc<dyn 
         Arc::new(SvmMemory::new(len, addr))
     } else {
         Arc::new(MirroredMemory::new(len, addr))
+    }
+}
+
+/// An allocation of a session's device memory ([`SessionDevice::alloc`]).
+pub(super) struct Held {
+    /// Its device address.
+    pub(super) addr: u64,
+    /// Its device view, valid while `owner` lives.
+    pub(super) view: std::ptr::NonNull<u8>,
+    /// Frees it when the last clone goes.
+    pub(super) owner: Arc<dyn Send + Sync>,
+}
+
+/// What a DFX session needs of the device whose memory holds it, as one object for the
+/// session's start (called per region and directory, never on a record's path): mapped
+/// allocations, uploads, and the device's host bells. Every backend device that maps its
+/// memory and has host bells is one.
+pub(super) trait SessionDevice: Send + Sync {
+    /// A transport region of `len` bytes.
+    ///
+    /// # Errors
+    /// [`DfxError::Device`] when the device cannot allocate or map it.
+    fn region(&self, len: usize) -> Result<Arc<dyn DeviceMemory>, DfxError>;
+
+    /// `len` bytes of mapped memory (`populate`: their host pages brought in now).
+    ///
+    /// # Errors
+    /// As [`region`](Self::region).
+    fn alloc(&self, len: u64, populate: bool) -> Result<Held, DfxError>;
+
+    /// Writes `bytes` to device address `dst` (a blocking upload).
+    ///
+    /// # Errors
+    /// [`DfxError::Device`] when the copy fails.
+    fn upload(&self, bytes: &[u8], dst: u64) -> Result<(), DfxError>;
+
+    /// Registers `bell` under `key` until the returned guard drops; `None` where the device
+    /// has no host notification.
+    fn register_bell(&self, key: u64, bell: HostBell) -> Option<Box<dyn Send + Sync>>;
+}
+
+impl<D: MappedMemory + HostBells> SessionDevice for D {
+    fn region(&self, len: usize) -> Result<Arc<dyn DeviceMemory>, DfxError> {
+        Ok(Arc::new(MappedDeviceMemory::new(self, len)?))
+    }
+
+    fn alloc(&self, len: u64, populate: bool) -> Result<Held, DfxError> {
+        let m = MappedAlloc::new(self, len, populate)?;
+        Ok(Held { addr: m.ptr.0, view: m.device_ptr(), owner: m })
+    }
+
+    fn upload(&self, bytes: &[u8], dst: u64) -> Result<(), DfxError> {
+        Ok(BackendDevice::copy_htod(self, bytes, DevicePtr(dst))?)
+    }
+
+    fn register_bell(&self, key: u64, bell: HostBell) -> Option<Box<dyn Send + Sync>> {
+        let g = self.register_host_bell(key, bell)?;
+        Some(Box::new(g))
     }
 }
 
@@ -176,7 +234,9 @@ impl<C: CycleCounter> CycleClock for DeviceCycleClock<C> {
 mod tests {
     use super::*;
     use ferry_abi::arch::A2A3;
-    use ferry_backend::host::{HostMemoryBackend, HostMemoryCounter, HostMemoryError};
+    use ferry_backend::host::{
+        HostMemoryBackend, HostMemoryCounter, HostMemoryDevice, HostMemoryError,
+    };
     use ferry_backend::{Backend, BackendError, BackendOp, DeviceCounter};
     use ferry_dfx::{CollectSink, CollectedBuffer, DfxBuilder, DfxTransport};
 
@@ -231,6 +291,72 @@ mod tests {
         assert_eq!((n, sum), (2000, 2 * 999 * 1000 / 2), "every record, each once");
         drop((device, report));
         assert_eq!(d.stats().allocated_bytes, 0, "the region is freed with its last view");
+    }
+
+    /// `(flags, entries)` of the directory at `base` in `d`'s memory.
+    fn directory(d: &HostMemoryDevice, base: u64) -> (u32, Vec<(u64, u64)>) {
+        let word = |b: &[u8], at: usize| u32::from_le_bytes(b[at..at + 4].try_into().unwrap());
+        let mut head = [0u8; 32];
+        BackendDevice::copy_dtoh(d, DevicePtr(base), &mut head).unwrap();
+        assert_eq!(word(&head, 0), crate::device::dfx::DFX_DIR_MAGIC);
+        let mut all = vec![0u8; 32 + 16 * word(&head, 12) as usize];
+        BackendDevice::copy_dtoh(d, DevicePtr(base), &mut all).unwrap();
+        let u64_at = |at: usize| u64::from_le_bytes(all[at..at + 8].try_into().unwrap());
+        let entries = (32..all.len()).step_by(16).map(|at| (u64_at(at), u64_at(at + 8))).collect();
+        (word(&head, 24), entries)
+    }
+
+    #[test]
+    fn a_session_lives_in_a_second_backends_memory_and_leaves_none_behind() {
+        use crate::host::dfx::{DfxChip, DfxOptions, DfxSession};
+        let _bound = ferry_watchdog::bound("a DFX session's host threads");
+        let b = HostMemoryBackend::new(1, 64 << 20).unwrap();
+        let d = b.device(0).unwrap();
+        let opts = DfxOptions {
+            doorbell_hint: true,
+            buffers_per_lane: Some(2),
+            records_per_buffer: Some(32),
+            arena_bytes: 64 << 10,
+            ..DfxOptions::all()
+        };
+        let chip = DfxChip {
+            arch: ferry_abi::arch::Arch::A2a3,
+            threads: 3,
+            aic: 1,
+            aiv: 2,
+            task_window: 16,
+            scratch_bytes: 1 << 20,
+        };
+        let s = DfxSession::start_on(&opts, chip, d).unwrap();
+        let p = s.profiling().expect("a session in device memory has its bases");
+        let bases = [
+            p.chip_swimlane_data_base,
+            p.pmu_data_base,
+            p.dep_gen_data_base,
+            p.scope_stats_data_base,
+            p.dump_data_base,
+        ];
+        let mut regions = Vec::new();
+        for base in bases {
+            let (flags, entries) = directory(d, base);
+            assert_eq!(flags, crate::device::dfx::DFX_DIR_FLAG_DOORBELL_HINT);
+            for (addr, len) in entries {
+                assert!(d.is_allocated(DevicePtr(addr), len), "{addr:#x}+{len} in device memory");
+                regions.push(addr);
+            }
+        }
+        // Four swimlane regions, PMU, DepGen, ScopeStats, the ArgsDump region and its two
+        // scheduler threads' arenas.
+        assert_eq!(regions.len(), 10);
+        // Each transport region's doorbell is registered under its address (the arenas have
+        // none); a ring reaches the session's host.
+        let rung = regions.iter().filter(|&&a| d.ring_host(a, 0)).count();
+        assert_eq!(rung, 8);
+        let models = s.finish_runs_accounting().unwrap();
+        assert_eq!(models.len(), 1);
+        assert!(models[0].loss.lanes.iter().all(|l| l.produced == 0), "no run, no record");
+        assert!(regions.iter().all(|&a| !d.ring_host(a, 0)), "bells go with the session");
+        assert_eq!(d.stats().allocated_bytes, 0, "and so does its memory");
     }
 
     #[test]

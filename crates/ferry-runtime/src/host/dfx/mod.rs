@@ -43,7 +43,7 @@ use ferry_abi::records::{
     AicoreTaskRecord, AicpuTaskRecord, OrchPhaseRecord, PmuRecord, SchedPhaseRecord,
     ScopeStatsRecord,
 };
-use ferry_backend::{BackendDevice, CycleCounter, DeviceCounter, HostBells};
+use ferry_backend::{CycleCounter, DeviceCounter, HostBells, MappedMemory};
 use ferry_dfx::{DfxEngine, EngineConfig, Policy, RegionKey, RunningEngine};
 use ferry_profile::collect::LaneRecords;
 use ferry_profile::{CoreType, LossAccounting, RunLabel, RunMeta, RunModel, Subsystem};
@@ -52,7 +52,6 @@ use crate::device::dfx::{
     ArgsArena, DfxDevice, DfxDirectory, DfxRegions, DFX_DIR_FLAG_DOORBELL_HINT,
 };
 use crate::device::sched::cluster_of;
-use crate::host::sim_backend::SimDevice;
 
 pub(crate) mod anchors;
 mod deps;
@@ -74,7 +73,7 @@ pub use replay::{replay_task, ReplayArg, ReplayError};
 
 use layout::Layout;
 pub use layout::{Capacity, DfxRegion};
-use memory::MappedAlloc;
+use memory::SessionDevice;
 use model::{loss_lines, take, Taken};
 use sinks::{ArgsAcks, ArgsSink};
 
@@ -220,10 +219,10 @@ pub struct DfxSession {
     device: Arc<DfxDevice>,
     profiling: Option<DfxProfiling>,
     /// The subsystems' directories in device memory (freed with the session).
-    _dirs: Vec<Arc<MappedAlloc<SimDevice>>>,
+    _dirs: Vec<Arc<dyn Send + Sync>>,
     /// The device-to-host doorbells of the regions in device memory (only with the doorbell
     /// hint; unregistered with the session).
-    _bells: Vec<<SimDevice as HostBells>::BellGuard>,
+    _bells: Vec<Box<dyn Send + Sync>>,
     /// `None` only inside `halt_host`, between taking the running engine and storing it
     /// halted.
     engine: Option<Engine>,
@@ -303,17 +302,18 @@ impl DfxSession {
     /// each ArgsDump arena and each subsystem's directory in `device`'s memory, so a loaded
     /// AICPU program can attach to them from the launch's `KernelArgs` profiling bases
     /// ([`profiling`](Self::profiling); [`super::DeviceRunner::attach_dfx_session`] does both
-    /// paths).
+    /// paths). `device` is any backend's device that maps its memory for the host, counts
+    /// cycles and has host bells ([`SessionBackend`]): the runner's, `runner.device()`.
     ///
     /// # Errors
     /// [`DfxError::Setup`] when a transport cannot be configured; [`DfxError::Device`] when
     /// device memory is short or cannot be mapped or written (the backend's error).
-    pub fn start_on(
+    pub fn start_on<D: SessionBackend>(
         opts: &DfxOptions,
         chip: DfxChip,
-        device: &SimDevice,
+        device: &D,
     ) -> Result<DfxSession, DfxError> {
-        Self::start_in(opts, chip, Some(device.clone()), clock_of(device), None, true)
+        Self::start_in(opts, chip, Some(Arc::new(device.clone())), clock_of(device), None, true)
     }
 
     /// [`start_on`](Self::start_on), with every collected buffer also sealed into `rec`, the
@@ -321,13 +321,14 @@ impl DfxSession {
     ///
     /// # Errors
     /// As [`start_on`](Self::start_on).
-    pub fn start_recorded(
+    pub fn start_recorded<D: SessionBackend>(
         opts: &DfxOptions,
         chip: DfxChip,
-        device: &SimDevice,
+        device: &D,
         rec: Arc<ferry_profile::recorder::Recorder>,
     ) -> Result<DfxSession, DfxError> {
-        Self::start_in(opts, chip, Some(device.clone()), clock_of(device), Some(rec), true)
+        let d = Some(Arc::new(device.clone()) as Arc<dyn SessionDevice>);
+        Self::start_in(opts, chip, d, clock_of(device), Some(rec), true)
     }
 
     /// [`start_recorded`](Self::start_recorded) for a profile that is its native profile alone:
@@ -339,19 +340,20 @@ impl DfxSession {
     ///
     /// # Errors
     /// As [`start_on`](Self::start_on).
-    pub fn start_recorded_only(
+    pub fn start_recorded_only<D: SessionBackend>(
         opts: &DfxOptions,
         chip: DfxChip,
-        device: &SimDevice,
+        device: &D,
         rec: Arc<ferry_profile::recorder::Recorder>,
     ) -> Result<DfxSession, DfxError> {
-        Self::start_in(opts, chip, Some(device.clone()), clock_of(device), Some(rec), false)
+        let d = Some(Arc::new(device.clone()) as Arc<dyn SessionDevice>);
+        Self::start_in(opts, chip, d, clock_of(device), Some(rec), false)
     }
 
     fn start_in(
         opts: &DfxOptions,
         chip: DfxChip,
-        device: Option<SimDevice>,
+        device: Option<Arc<dyn SessionDevice>>,
         clock: Arc<dyn ferry_dfx::clock::CycleClock>,
         rec: Option<Arc<ferry_profile::recorder::Recorder>>,
         keep: bool,
@@ -421,14 +423,13 @@ impl DfxSession {
                         // written). The storm with all five: the session's start 11.6 -> 7.9 ms
                         // (medians of 15 interleaved runs), the run's page faults unchanged.
                         let populate = opts.dump_args == 2;
-                        let m = MappedAlloc::new(d, total, populate)?;
-                        arena_at.push((m.ptr.0, total));
-                        let p = m.device_ptr();
-                        // SAFETY: `p` is the 64-byte aligned start of `total` bytes the `MappedAlloc`
+                        let m = d.alloc(total, populate)?;
+                        arena_at.push((m.addr, total));
+                        // SAFETY: `m.view` is the 64-byte aligned start of `total` bytes its
                         // owner keeps alive; host and device touch them only atomically, but for
                         // the host's copy of payloads no one writes meanwhile. The host reads the
                         // device view: the payload copy stands for the arena's DMA read.
-                        let a = unsafe { ArgsArena::from_raw_parts(p, total, m) };
+                        let a = unsafe { ArgsArena::from_raw_parts(m.view, total, m.owner) };
                         a.clear_counters();
                         a
                     }
@@ -460,11 +461,10 @@ impl DfxSession {
                 let mut write = |level: u32, entries: Vec<(u64, u64)>| -> Result<u64, DfxError> {
                     let dir = DfxDirectory { level, threads, aic: chip.aic, flags, entries };
                     let bytes = dir.encode();
-                    let m = MappedAlloc::new(d, bytes.len() as u64, true)?;
-                    BackendDevice::copy_htod(d, &bytes, m.ptr)?;
-                    let addr = m.ptr.0;
-                    dirs.push(m);
-                    Ok(addr)
+                    let m = d.alloc(bytes.len() as u64, true)?;
+                    d.upload(&bytes, m.addr)?;
+                    dirs.push(m.owner);
+                    Ok(m.addr)
                 };
                 let at = |r| lay.at.get(&r).copied().unwrap_or((0, 0));
                 let mut p = DfxProfiling::default();
@@ -714,6 +714,13 @@ fn accounting_models(
         })
         .collect())
 }
+
+/// A device a session's transports, arenas and directories can live in: its memory mapped for
+/// the host, its cycle counter the transports' clock, its host bells the doorbell hint's
+/// (the simulated chip's `Device`; `ferry_backend::host::HostMemoryDevice`).
+pub trait SessionBackend: MappedMemory + DeviceCounter + HostBells {}
+
+impl<D: MappedMemory + DeviceCounter + HostBells> SessionBackend for D {}
 
 /// `device`'s cycle counter as the transports' clock.
 fn clock_of<D: DeviceCounter>(device: &D) -> Arc<dyn ferry_dfx::clock::CycleClock> {
