@@ -38,6 +38,8 @@ pub enum BackendOp {
     PinnedFree,
     /// Loading a device program: the loader's session, saving or resolving an object.
     LoadProgram,
+    /// Mapping device memory for the host (a range outside every live allocation).
+    MapMemory,
 }
 
 impl std::fmt::Display for BackendOp {
@@ -58,6 +60,7 @@ impl std::fmt::Display for BackendOp {
             BackendOp::PinnedAlloc => "allocating pinned host memory",
             BackendOp::PinnedFree => "freeing pinned host memory",
             BackendOp::LoadProgram => "loading a device program",
+            BackendOp::MapMemory => "mapping device memory for the host",
         })
     }
 }

@@ -11,7 +11,9 @@
 //! entries, for the loader), and what the runner needs of user libraries beyond loading them
 //! ([`CustomKernelTable`], [`OrchLibraryLoader`] and [`HostOrchLibrary`]) and of the AICore
 //! cores (their register windows, [`CoreRegisters`], and starting the runtime's executor on
-//! them, [`AicoreLauncher`] and [`CoreLaunch`]). ferry's simulated chip (`ferry-sim`)
+//! them, [`AicoreLauncher`] and [`CoreLaunch`]), and what a host-side collector needs of a
+//! device: memory the host maps ([`MappedMemory`]), the device's cycle counter
+//! ([`DeviceCounter`], [`CycleCounter`]) and its host notification ([`HostBells`]). ferry's simulated chip (`ferry-sim`)
 //! implements them as the reference backend; [`host`] is a second, minimal one over plain host
 //! memory with no device programs, which the seam's tests run the copy engine, the launch
 //! transaction and the loader on. docs/architecture.md lists, trait by trait, what a hardware
@@ -58,6 +60,7 @@ mod error;
 pub mod host;
 mod launch;
 mod libraries;
+mod mapped;
 mod program;
 
 pub use cores::{AicoreLauncher, CoreLaunch, CoreRegisters};
@@ -66,6 +69,7 @@ pub use launch::{
     BackendEvent, EntryOf, EventOf, HostEntry, PinnedFreeError, PinnedHostBuffer, PinnedOf,
 };
 pub use libraries::{CustomKernelTable, HostOrchLibrary, OrchLibraryLoader};
+pub use mapped::{CycleCounter, DeviceCounter, HostBell, HostBells, MappedMemory};
 pub use program::{Preinstalled, ProgramDevice, ProgramError, ProgramLaunch, ProgramSymbol};
 use std::sync::Arc;
 use std::time::Duration;

@@ -25,6 +25,7 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 use crate::bulk_copy::{copy_bypassing_cache, StoreFence};
+use crate::clock::DeviceClock;
 use crate::device::{Device, HostRegistration, Platform};
 use crate::error::DeviceError;
 use crate::event::Event;
@@ -34,9 +35,11 @@ use crate::pinned::PinnedBuffer;
 use crate::stream::{Stream, StreamKernelFn};
 use ferry_backend::{
     Backend, BackendDevice, BackendError, BackendEvent, BackendOp, BackendStream, CopyGroup,
-    CopyKind, GatherFragment, HostEntry, HostMapping, PinnedFreeError, PinnedHostBuffer,
-    QueueCounts, Segment, FRAGMENT_BYTES, GATHER_KERNEL,
+    CopyKind, CycleCounter, DeviceCounter, GatherFragment, HostBell, HostBells, HostEntry,
+    HostMapping, MappedMemory, PinnedFreeError, PinnedHostBuffer, QueueCounts, Segment,
+    FRAGMENT_BYTES, GATHER_KERNEL,
 };
+use std::ptr::NonNull;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -418,5 +421,92 @@ impl ferry_backend::AicoreLauncher for crate::cores::Chip {
 impl ferry_backend::CoreLaunch for crate::cores::Completion {
     fn wait(&self) -> Result<(), BackendError> {
         crate::cores::Completion::wait(self).map_err(err(BackendOp::Execute))
+    }
+}
+
+fn mem_err(op: BackendOp) -> impl FnOnce(crate::MemoryError) -> BackendError {
+    move |e| BackendError::typed(op, e)
+}
+
+/// A live allocation's view as a non-null pointer (a translation of a live range is never
+/// null: both maps are real mappings).
+fn view(p: Result<*mut u8, crate::MemoryError>) -> Result<NonNull<u8>, BackendError> {
+    let p = p.map_err(mem_err(BackendOp::MapMemory))?;
+    Ok(NonNull::new(p).expect("a mapping is never at address 0"))
+}
+
+/// The chip's HBM as the host maps it: the same pages on SVM (a2a3), else a host mirror (a5)
+/// kept in step by the simulator's range copies, each failure a [`MemoryError`] source.
+///
+/// [`MemoryError`]: crate::MemoryError
+impl MappedMemory for Device {
+    #[inline]
+    fn is_unified(&self) -> bool {
+        self.memory().is_svm()
+    }
+
+    fn host_view(&self, ptr: DevicePtr, len: u64) -> Result<NonNull<u8>, BackendError> {
+        view(self.memory().host_ptr(ptr, len))
+    }
+
+    fn device_view(&self, ptr: DevicePtr, len: u64) -> Result<NonNull<u8>, BackendError> {
+        view(self.memory().device_ptr(ptr, len))
+    }
+
+    fn prefault(&self, ptr: DevicePtr, len: u64) {
+        // Best effort: a range the device does not hold is left alone.
+        let _ = self.memory().populate(ptr, len);
+    }
+
+    #[inline]
+    fn flush_to_device(&self, ptr: DevicePtr, len: u64) -> Result<(), BackendError> {
+        self.memory().write_range_to_device(ptr, len).map_err(mem_err(BackendOp::Copy))
+    }
+
+    #[inline]
+    fn refresh_from_device(&self, ptr: DevicePtr, len: u64) -> Result<(), BackendError> {
+        self.memory().read_range_from_device(ptr, len).map_err(mem_err(BackendOp::Copy))
+    }
+
+    #[inline]
+    unsafe fn refresh_owned_from_device(
+        &self,
+        ptr: DevicePtr,
+        len: u64,
+    ) -> Result<(), BackendError> {
+        // SAFETY: the trait's contract (nobody writes the range meanwhile) is the bulk copy's.
+        unsafe { self.memory().read_owned_range_from_device(ptr, len) }
+            .map_err(mem_err(BackendOp::Copy))
+    }
+}
+
+/// The chip's sys counter.
+impl CycleCounter for DeviceClock {
+    #[inline]
+    fn hz(&self) -> u64 {
+        DeviceClock::hz(self)
+    }
+
+    #[inline]
+    fn now_cycles(&self) -> u64 {
+        DeviceClock::now_cycles(self)
+    }
+}
+
+impl DeviceCounter for Device {
+    type Counter = DeviceClock;
+
+    #[inline]
+    fn cycle_counter(&self) -> &DeviceClock {
+        self.clock()
+    }
+}
+
+/// The AICPU OS's `notify_host`: a loaded program rings the bell registered under a key.
+impl HostBells for Device {
+    type BellGuard = crate::aicpu_os::HostBellGuard;
+
+    fn register_host_bell(&self, key: u64, bell: HostBell) -> Option<Self::BellGuard> {
+        Some(self.aicpu_os().register_host_bell(key, bell))
     }
 }

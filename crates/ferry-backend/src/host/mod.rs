@@ -1,6 +1,10 @@
 //! [`HostMemoryBackend`]: the seam's second, minimal backend — "device" memory is host heap,
 //! streams run their work on the calling thread at enqueue, and device programs are host code
-//! registered for their images' bytes (its program loader, [`HostProgramCode`]).
+//! registered for their images' bytes (its program loader, [`HostProgramCode`]). Its memory is
+//! mapped for the host as it is (a unified device, `MappedMemory`), its cycle counter is the
+//! clock its events are stamped with ([`HostMemoryCounter`]), its host bells are rung by
+//! [`HostMemoryDevice::ring_host`], and [`HostMemoryCores`] are AICore cores whose register
+//! windows are host memory and whose launches run on one host thread per core.
 //!
 //! It exists so the seam is exercised by something other than the simulated chip (as
 //! wgpu-hal keeps an `empty` backend): the copy engine's tests run on it, including its error
@@ -39,9 +43,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
 use std::time::Duration;
 
+mod cores;
 mod launch;
+mod mapped;
 mod program;
+pub use cores::{HostMemoryCoreLaunch, HostMemoryCores};
 pub use launch::{HostMemoryEvent, HostMemoryPinned};
+pub use mapped::{HostMemoryBellGuard, HostMemoryCounter};
 pub use program::{
     HostFunctionBody, HostMemoryFunction, HostMemoryLaunch, HostMemoryLibrary, HostMemorySession,
     HostProgramCode, HostProgramStats,
@@ -146,6 +154,14 @@ pub enum HostMemoryError {
     /// A function launched on no thread.
     #[error("a launch needs at least one thread")]
     NoThreads,
+    /// An AICore launch or a set of cores on no core, or on more than there are.
+    #[error("{asked} cores asked for; 1 to {count}")]
+    NoSuchCores {
+        /// Cores asked for.
+        asked: u32,
+        /// Cores there are (or may be).
+        count: u32,
+    },
     /// A fragment of a gather could not be copied; the gather's earlier fragments were.
     #[error("gather fragment {index}")]
     Fragment {
@@ -196,6 +212,7 @@ impl HostMemoryBackend {
                     }),
                     null: OnceLock::new(),
                     programs: program::Programs::default(),
+                    bells: mapped::Bells::default(),
                 }))
             })
             .collect();
@@ -303,10 +320,16 @@ struct Stats {
     grouped: AtomicU64,
 }
 
+/// 64 bytes of device memory, aligned as a device allocation is (so the host may map an
+/// allocation for atomic word accesses, [`MappedMemory`](crate::MappedMemory)).
+#[derive(Clone, Copy, Debug)]
+#[repr(C, align(64))]
+struct Line([u8; 64]);
+
 #[derive(Debug, Default)]
 struct Heap {
-    /// Live allocations by start address: (length, bytes).
-    allocs: BTreeMap<u64, (u64, Box<[u8]>)>,
+    /// Live allocations by start address: (length, bytes, in 64-byte lines).
+    allocs: BTreeMap<u64, (u64, Box<[Line]>)>,
     next: u64,
     used: u64,
 }
@@ -358,8 +381,9 @@ impl Shared {
         }
         match heap.allocs.range_mut(..=ptr).next_back() {
             Some((&s, (l, buf))) if end <= s + *l => {
-                // In bounds: `ptr - s + len <= l == buf.len()`.
-                Ok(buf[(ptr - s) as usize..].as_mut_ptr())
+                // SAFETY: in bounds: `ptr - s + len <= l <= 64 * buf.len()`, the bytes of
+                // `buf`.
+                Ok(unsafe { buf.as_mut_ptr().cast::<u8>().add((ptr - s) as usize) })
             }
             _ => Err(self.bad(ptr, len)),
         }
@@ -426,6 +450,7 @@ struct DeviceInner {
     shared: Arc<Shared>,
     null: OnceLock<HostMemoryStream>,
     programs: program::Programs,
+    bells: mapped::Bells,
 }
 
 /// One device of a [`HostMemoryBackend`]. Cheap to clone.
@@ -501,7 +526,8 @@ impl BackendDevice for HostMemoryDevice {
         let at = heap.next;
         heap.next += bytes.div_ceil(ALIGN) * ALIGN;
         heap.used += bytes;
-        heap.allocs.insert(at, (bytes, vec![0u8; len].into_boxed_slice()));
+        let lines = vec![Line([0; 64]); len.div_ceil(64)].into_boxed_slice();
+        heap.allocs.insert(at, (bytes, lines));
         Ok(DevicePtr(at))
     }
 

@@ -1,14 +1,15 @@
 //! The simulated chip as the runner's default backend. Here, in the in-process path's device
-//! operations (`sim_ops`) and in the modules docs/architecture.md lists under "What still
-//! names the simulated chip" (`runner.rs` and most of `dfx/`), the host half names
-//! `ferry_sim`; nowhere else.
+//! operations (`sim_ops`) and in the module docs/architecture.md lists under "What still
+//! names the simulated chip" (`runner.rs`), the host half names `ferry_sim`; nowhere else.
 //!
 //! What the host half's modules above the seam need of the chip reaches them through the
 //! traits of `ferry_backend`, monomorphic over the types named here: the chip's program device
 //! ([`SimProgramDevice`], which also loads orchestration libraries' host copies, holds the
 //! cores' register windows, `ferry_backend::CoreRegisters`, and starts the AICore executor on
 //! them, `ferry_backend::AicoreLauncher`), its device and stream events ([`SimDevice`],
-//! [`SimEvent`]), its custom kernel libraries ([`SimCustomKernels`]), and the description of
+//! [`SimEvent`]; a DFX session in its memory reaches it through `ferry_backend::MappedMemory`,
+//! `DeviceCounter` and `HostBells`), the DFX transports' memory and clock on it ([`SimDeviceMemory`], [`SimCycleClock`]), its
+//! custom kernel libraries ([`SimCustomKernels`]), and the description of
 //! the chip [`DeviceRunner::new`](super::DeviceRunner::new) builds ([`DeviceProfile`],
 //! [`PathBFixes`]).
 //!
@@ -45,6 +46,14 @@ pub(crate) type SimDevice = ferry_sim::Device;
 /// `BackendStream::Event`): what a caller
 /// orders a run after ([`DeviceRunner::launch_after`](super::DeviceRunner::launch_after)).
 pub(crate) type SimEvent = ferry_sim::Event;
+
+/// The DFX transports' device memory on the simulated chip: its HBM as the host maps it
+/// (`ferry_backend::MappedMemory`).
+pub type SimDeviceMemory = super::dfx::MappedDeviceMemory<SimDevice>;
+
+/// The simulated chip's device clock (`ferry_backend::CycleCounter`) as the DFX transports'
+/// clock.
+pub type SimCycleClock = super::dfx::DeviceCycleClock<ferry_sim::clock::DeviceClock>;
 
 /// The completion of a launch the runner starts directly on the chip's cores (the in-process
 /// path).

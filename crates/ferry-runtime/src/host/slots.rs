@@ -372,6 +372,25 @@ mod tests {
     }
 
     #[test]
+    fn reset_and_reap_reach_the_host_memory_backends_windows() {
+        let c = ferry_backend::host::HostMemoryCores::new(Arch::A2a3, 3).unwrap();
+        let l = RegLayout::of(Arch::A2a3);
+        let (main, cond) = (l.data_main_base as u32, l.cond as u32);
+        for i in 0..3 {
+            c.write_as_aicpu(i, main, 7);
+            c.write_as_core(i, cond, 9);
+        }
+        reset_windows(&c, 2);
+        let regs = |c: &ferry_backend::host::HostMemoryCores| {
+            (0..3).map(|i| (c.read(i, main), c.read(i, cond))).collect::<Vec<_>>()
+        };
+        assert_eq!(regs(&c), [(0, 0), (0, 0), (7, 9)], "the cores the run uses, and only those");
+        reap(&c);
+        let exit = AICORE_EXIT_SIGNAL;
+        assert_eq!(regs(&c), [(exit, 0), (exit, 0), (exit, 9)], "every core's exit");
+    }
+
+    #[test]
     fn a_reset_clears_the_payload_and_the_condition_of_the_cores_a_run_uses() {
         let r = Recorded::default();
         reset_windows(&r, 2);

@@ -354,8 +354,9 @@ pub(crate) struct OsState {
     services: OnceLock<ServicesBox>,
 }
 
-/// A host callback the device rings through the services' `notify_host` (argument: the queue).
-pub type HostBell = Arc<dyn Fn(u32) + Send + Sync>;
+/// A host callback the device rings through the services' `notify_host` (argument: the queue):
+/// the seam's host bell.
+pub use ferry_backend::HostBell;
 
 /// Keeps a host callback registered with [`AicpuOs::register_host_bell`]; unregisters it on drop.
 pub struct HostBellGuard {

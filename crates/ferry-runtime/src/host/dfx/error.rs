@@ -3,8 +3,8 @@
 use ferry_abi::args_dump::ArgsChainError;
 use ferry_abi::dep_gen::DepGenError;
 use ferry_abi::records::RecordDecodeError;
+use ferry_backend::BackendError;
 use ferry_profile::ChainArgsError;
-use ferry_sim::{DeviceError, MemoryError};
 
 /// Why DFX collection failed.
 #[derive(Debug, thiserror::Error)]
@@ -13,12 +13,10 @@ pub enum DfxError {
     /// A transport could not be configured.
     #[error("dfx transport setup")]
     Setup(#[from] ferry_dfx::BuildError),
-    /// The session's device memory could not be allocated, mapped or written.
+    /// The session's device memory could not be allocated, mapped for the host or written:
+    /// the operation, with the device's own error as its cause.
     #[error("dfx device memory")]
-    Device(#[from] DeviceError),
-    /// The session's device memory could not be mapped for the host.
-    #[error("dfx device memory")]
-    Memory(#[from] MemoryError),
+    Device(#[from] BackendError),
     /// Collected records could not be turned into the model.
     #[error("dfx collection")]
     Collect(#[from] CollectError),

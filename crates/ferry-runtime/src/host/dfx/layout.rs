@@ -6,13 +6,13 @@ use std::sync::{Arc, Mutex};
 
 use ferry_abi::arch::ArchProfile;
 use ferry_abi::records as abi;
+use ferry_dfx::clock::CycleClock;
 use ferry_dfx::mem::DeviceMemory;
 use ferry_dfx::{CollectSink, DfxBuilder, DfxEngine, DfxTransport, Record};
 use ferry_profile::collect::LaneRecords;
 use ferry_profile::recorder::{RecordStream, Recorder};
-use ferry_sim::Device;
 
-use super::memory::{host_memory, SimCycleClock, SimDeviceMemory};
+use super::memory::{host_memory, SessionDevice};
 use super::{DfxError, DfxOptions, LaneIds, Sub};
 use crate::device::dfx::DfxRegions;
 
@@ -82,10 +82,12 @@ pub(super) struct Layout {
     pub(super) profile: &'static ArchProfile,
     pub(super) opts: DfxOptions,
     pub(super) threads: u32,
-    pub(super) device: Option<Device>,
-    pub(super) clock: Arc<SimCycleClock>,
+    /// The device whose memory holds the regions (the full path), or none (host memory).
+    pub(super) device: Option<Arc<dyn SessionDevice>>,
+    /// The device's cycle counter, which the device half stamps its records with.
+    pub(super) clock: Arc<dyn CycleClock>,
     /// The device-to-host doorbells registered for the regions in device memory.
-    pub(super) bells: Mutex<Vec<ferry_sim::aicpu_os::HostBellGuard>>,
+    pub(super) bells: Mutex<Vec<Box<dyn Send + Sync>>>,
     pub(super) engine: DfxEngine,
     /// Device address and bytes of each region.
     pub(super) at: BTreeMap<DfxRegion, (u64, u64)>,
@@ -126,17 +128,20 @@ impl Layout {
         }
         let cfg = b.build::<R>()?;
         let mem: Arc<dyn DeviceMemory> = match &self.device {
-            Some(d) => Arc::new(SimDeviceMemory::new(d, cfg.region_size())?),
+            Some(d) => d.region(cfg.region_size())?,
             None => host_memory(self.profile, cfg.region_size(), region as u64),
         };
         let at = (mem.device_addr(), cfg.region_size() as u64);
         self.at.insert(region, at);
         let t = DfxTransport::new(cfg, mem, self.clock.clone())?;
         // With the doorbell hint, a loaded AICPU program (which cannot reach the drain threads'
-        // parkers) rings them through the AICPU OS (`notify_host`), keyed by the region's address.
+        // parkers) rings them through the device's host notification (the AICPU OS's
+        // `notify_host` on the chip), keyed by the region's address. A device without one
+        // registers nothing: the host polls.
         if let (Some(d), Some(bell)) = (&self.device, t.device_region().host_doorbell()) {
-            let g = d.aicpu_os().register_host_bell(at.0, bell);
-            self.bells.lock().unwrap_or_else(|p| p.into_inner()).push(g);
+            if let Some(g) = d.register_bell(at.0, bell) {
+                self.bells.lock().unwrap_or_else(|p| p.into_inner()).push(g);
+            }
         }
         let r = t.device_region();
         let slot = match region {

@@ -34,6 +34,7 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
+use ferry_abi::arch::Arch;
 use ferry_abi::launch::{
     KernelArgs, PROFILING_FLAG_CHIP_SWIMLANE, PROFILING_FLAG_DEP_GEN, PROFILING_FLAG_DUMP_ARGS,
     PROFILING_FLAG_PMU, PROFILING_FLAG_SCOPE_STATS,
@@ -42,11 +43,10 @@ use ferry_abi::records::{
     AicoreTaskRecord, AicpuTaskRecord, OrchPhaseRecord, PmuRecord, SchedPhaseRecord,
     ScopeStatsRecord,
 };
+use ferry_backend::{CycleCounter, DeviceCounter, HostBells, MappedMemory};
 use ferry_dfx::{DfxEngine, EngineConfig, Policy, RegionKey, RunningEngine};
 use ferry_profile::collect::LaneRecords;
 use ferry_profile::{CoreType, LossAccounting, RunLabel, RunMeta, RunModel, Subsystem};
-use ferry_sim::clock::DeviceClock;
-use ferry_sim::{Arch, Device};
 
 use crate::device::dfx::{
     ArgsArena, DfxDevice, DfxDirectory, DfxRegions, DFX_DIR_FLAG_DOORBELL_HINT,
@@ -64,15 +64,16 @@ mod replay;
 mod runs;
 mod sinks;
 
+pub use crate::host::sim_backend::{SimCycleClock, SimDeviceMemory};
 pub use anchors::sample_clock_anchors;
 pub use error::{CollectError, DepsCheckError, DfxError};
-pub use memory::{SimCycleClock, SimDeviceMemory};
+pub use memory::{DeviceCycleClock, MappedDeviceMemory};
 pub use native::{models_from_recording, models_from_recording_parts, Parts, META_SESSION};
 pub use replay::{replay_task, ReplayArg, ReplayError};
 
 use layout::Layout;
 pub use layout::{Capacity, DfxRegion};
-use memory::SimAlloc;
+use memory::SessionDevice;
 use model::{loss_lines, take, Taken};
 use sinks::{ArgsAcks, ArgsSink};
 
@@ -218,10 +219,10 @@ pub struct DfxSession {
     device: Arc<DfxDevice>,
     profiling: Option<DfxProfiling>,
     /// The subsystems' directories in device memory (freed with the session).
-    _dirs: Vec<Arc<SimAlloc>>,
+    _dirs: Vec<Arc<dyn Send + Sync>>,
     /// The device-to-host doorbells of the regions in device memory (only with the doorbell
     /// hint; unregistered with the session).
-    _bells: Vec<ferry_sim::aicpu_os::HostBellGuard>,
+    _bells: Vec<Box<dyn Send + Sync>>,
     /// `None` only inside `halt_host`, between taking the running engine and storing it
     /// halted.
     engine: Option<Engine>,
@@ -282,34 +283,37 @@ impl DfxProfiling {
 impl DfxSession {
     /// Builds and starts the transports of every enabled subsystem, in host memory (the
     /// in-process path: attach [`device`](Self::device) with
-    /// [`super::DeviceRunner::attach_dfx`]). `clock` is the chip's device clock
-    /// (`runner.device().clock()`), the one the device half stamps records with: the
-    /// transports measure their stall intervals on it, so stalls line up with task times.
+    /// [`super::DeviceRunner::attach_dfx`]). `clock` is the device's cycle counter (the
+    /// chip's device clock, `runner.device().clock()`), the one the device half stamps records
+    /// with: the transports measure their stall intervals on it, so stalls line up with task
+    /// times.
     ///
     /// # Errors
     /// [`DfxError::Setup`] when a transport cannot be configured.
-    pub fn start(
+    pub fn start<C: CycleCounter>(
         opts: &DfxOptions,
         chip: DfxChip,
-        clock: &DeviceClock,
+        clock: &C,
     ) -> Result<DfxSession, DfxError> {
-        Self::start_in(opts, chip, None, clock, None, true)
+        Self::start_in(opts, chip, None, Arc::new(DeviceCycleClock(clock.clone())), None, true)
     }
 
     /// Builds and starts the transports of every enabled subsystem with each transport region,
     /// each ArgsDump arena and each subsystem's directory in `device`'s memory, so a loaded
     /// AICPU program can attach to them from the launch's `KernelArgs` profiling bases
     /// ([`profiling`](Self::profiling); [`super::DeviceRunner::attach_dfx_session`] does both
-    /// paths).
+    /// paths). `device` is any backend's device that maps its memory for the host, counts
+    /// cycles and has host bells ([`SessionBackend`]): the runner's, `runner.device()`.
     ///
     /// # Errors
-    /// [`DfxError::Setup`] when a transport cannot be configured or device memory is short.
-    pub fn start_on(
+    /// [`DfxError::Setup`] when a transport cannot be configured; [`DfxError::Device`] when
+    /// device memory is short or cannot be mapped or written (the backend's error).
+    pub fn start_on<D: SessionBackend>(
         opts: &DfxOptions,
         chip: DfxChip,
-        device: &Device,
+        device: &D,
     ) -> Result<DfxSession, DfxError> {
-        Self::start_in(opts, chip, Some(device.clone()), device.clock(), None, true)
+        Self::start_in(opts, chip, Some(Arc::new(device.clone())), clock_of(device), None, true)
     }
 
     /// [`start_on`](Self::start_on), with every collected buffer also sealed into `rec`, the
@@ -317,13 +321,14 @@ impl DfxSession {
     ///
     /// # Errors
     /// As [`start_on`](Self::start_on).
-    pub fn start_recorded(
+    pub fn start_recorded<D: SessionBackend>(
         opts: &DfxOptions,
         chip: DfxChip,
-        device: &Device,
+        device: &D,
         rec: Arc<ferry_profile::recorder::Recorder>,
     ) -> Result<DfxSession, DfxError> {
-        Self::start_in(opts, chip, Some(device.clone()), device.clock(), Some(rec), true)
+        let d = Some(Arc::new(device.clone()) as Arc<dyn SessionDevice>);
+        Self::start_in(opts, chip, d, clock_of(device), Some(rec), true)
     }
 
     /// [`start_recorded`](Self::start_recorded) for a profile that is its native profile alone:
@@ -335,20 +340,21 @@ impl DfxSession {
     ///
     /// # Errors
     /// As [`start_on`](Self::start_on).
-    pub fn start_recorded_only(
+    pub fn start_recorded_only<D: SessionBackend>(
         opts: &DfxOptions,
         chip: DfxChip,
-        device: &Device,
+        device: &D,
         rec: Arc<ferry_profile::recorder::Recorder>,
     ) -> Result<DfxSession, DfxError> {
-        Self::start_in(opts, chip, Some(device.clone()), device.clock(), Some(rec), false)
+        let d = Some(Arc::new(device.clone()) as Arc<dyn SessionDevice>);
+        Self::start_in(opts, chip, d, clock_of(device), Some(rec), false)
     }
 
     fn start_in(
         opts: &DfxOptions,
         chip: DfxChip,
-        device: Option<Device>,
-        clock: &DeviceClock,
+        device: Option<Arc<dyn SessionDevice>>,
+        clock: Arc<dyn ferry_dfx::clock::CycleClock>,
         rec: Option<Arc<ferry_profile::recorder::Recorder>>,
         keep: bool,
     ) -> Result<DfxSession, DfxError> {
@@ -360,7 +366,7 @@ impl DfxSession {
             opts: *opts,
             threads,
             device,
-            clock: Arc::new(SimCycleClock(clock.clone())),
+            clock,
             bells: Mutex::new(Vec::new()),
             engine: DfxEngine::new(EngineConfig {
                 drain_shards: Some(1),
@@ -417,14 +423,13 @@ impl DfxSession {
                         // written). The storm with all five: the session's start 11.6 -> 7.9 ms
                         // (medians of 15 interleaved runs), the run's page faults unchanged.
                         let populate = opts.dump_args == 2;
-                        let m = SimAlloc::new(d, total, populate)?;
-                        arena_at.push((m.ptr.0, total));
-                        let p = m.device_ptr();
-                        // SAFETY: `p` is the 64-byte aligned start of `total` bytes the `SimAlloc`
+                        let m = d.alloc(total, populate)?;
+                        arena_at.push((m.addr, total));
+                        // SAFETY: `m.view` is the 64-byte aligned start of `total` bytes its
                         // owner keeps alive; host and device touch them only atomically, but for
                         // the host's copy of payloads no one writes meanwhile. The host reads the
                         // device view: the payload copy stands for the arena's DMA read.
-                        let a = unsafe { ArgsArena::from_raw_parts(p, total, m) };
+                        let a = unsafe { ArgsArena::from_raw_parts(m.view, total, m.owner) };
                         a.clear_counters();
                         a
                     }
@@ -456,11 +461,10 @@ impl DfxSession {
                 let mut write = |level: u32, entries: Vec<(u64, u64)>| -> Result<u64, DfxError> {
                     let dir = DfxDirectory { level, threads, aic: chip.aic, flags, entries };
                     let bytes = dir.encode();
-                    let m = SimAlloc::new(d, bytes.len() as u64, true)?;
-                    d.copy_htod(&bytes, m.ptr)?;
-                    let addr = m.ptr.0;
-                    dirs.push(m);
-                    Ok(addr)
+                    let m = d.alloc(bytes.len() as u64, true)?;
+                    d.upload(&bytes, m.addr)?;
+                    dirs.push(m.owner);
+                    Ok(m.addr)
                 };
                 let at = |r| lay.at.get(&r).copied().unwrap_or((0, 0));
                 let mut p = DfxProfiling::default();
@@ -709,6 +713,18 @@ fn accounting_models(
             mk
         })
         .collect())
+}
+
+/// A device a session's transports, arenas and directories can live in: its memory mapped for
+/// the host, its cycle counter the transports' clock, its host bells the doorbell hint's
+/// (the simulated chip's `Device`; `ferry_backend::host::HostMemoryDevice`).
+pub trait SessionBackend: MappedMemory + DeviceCounter + HostBells {}
+
+impl<D: MappedMemory + DeviceCounter + HostBells> SessionBackend for D {}
+
+/// `device`'s cycle counter as the transports' clock.
+fn clock_of<D: DeviceCounter>(device: &D) -> Arc<dyn ferry_dfx::clock::CycleClock> {
+    Arc::new(DeviceCycleClock(device.cycle_counter().clone()))
 }
 
 /// The model a session's records go into: the chip's metadata, the kernels' names, the loss
