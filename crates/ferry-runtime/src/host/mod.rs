@@ -28,6 +28,7 @@ mod repeat;
 mod runner;
 mod sim_backend;
 mod sim_ops;
+mod sim_runner;
 mod slots;
 
 pub use extent::{descriptor_extent, metadata_bytes, DescriptorExtent, SlotCapacity};

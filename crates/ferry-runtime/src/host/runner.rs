@@ -14,7 +14,7 @@ pub use super::config::{
 };
 use super::graph::GraphBuilder;
 use super::handshake::{CoreHandshake, HandshakeRegion};
-use super::sim_backend::SimCompletion;
+use super::sim_backend::{SimCompletion, SimDevice, SimPlatform, SimProgramDevice};
 use super::sim_ops::SimOps;
 use super::slots::{Claim, Executing, FullPath, Sides, SlotPool};
 use crate::device::image::{RuntimeHeader, GUARD_BYTES, GUARD_FILL};
@@ -22,16 +22,15 @@ use crate::device::ops::DeviceOps;
 use crate::device::program::AicpuProgram;
 use crate::device::task::TensorInfo;
 use crate::error::{ConfigError, DeviceFault, LaunchFailure, RunError, RunnerError};
+use ferry_abi::arch::Arch;
 use ferry_abi::launch::{InitArgs, KernelArgs, RegisterCallableArgs, MAX_CALLABLES};
 use ferry_abi::regs::RegLayout;
+use ferry_backend::DevicePtr;
 use ferry_launch::loader::LoaderBuilder;
 use ferry_launch::transaction::RunId;
 use ferry_launch::{LaunchDescriptor, LaunchStaging, MetadataRegion, RunStreams};
-use ferry_sim::cores::{Chip, CoreConfig};
-use ferry_sim::{Arch, Device, DevicePtr, Platform, PlatformBuilder};
 use layout::RunMemory;
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -40,7 +39,7 @@ use std::time::{Duration, Instant};
 pub const ROUTE_PREFIX_BYTES: usize = std::mem::size_of::<RuntimeHeader>();
 
 struct Allocs {
-    device: Device,
+    device: SimDevice,
     ptrs: Vec<DevicePtr>,
 }
 
@@ -118,7 +117,7 @@ pub struct LaunchedRun {
     run_id: Option<RunId>,
     sides: Sides<SimCompletion>,
     started: Instant,
-    chip: Chip,
+    chip: SimProgramDevice,
     finished: Option<Duration>,
     /// The launch transaction's report of a failed stream (full path), taken at retirement.
     stream_error: Option<ferry_backend::BackendError>,
@@ -188,10 +187,12 @@ impl Drop for LaunchedRun {
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub struct DeviceRunner {
-    _platform: Option<Platform>,
-    device: Device,
-    chip: Chip,
-    ops: Arc<SimOps>,
+    /// The simulated platform [`DeviceRunner::new`] built (`None` from `init`).
+    pub(super) platform: Option<SimPlatform>,
+    device: SimDevice,
+    chip: SimProgramDevice,
+    /// The in-process path's device operations on the chip (`host::sim_runner`).
+    pub(super) ops: Arc<SimOps>,
     device_ops: Arc<dyn DeviceOps>,
     program: Arc<AicpuProgram>,
     cfg: RunnerConfig,
@@ -203,11 +204,11 @@ pub struct DeviceRunner {
     executing: Option<Executing<SimCompletion>>,
     epoch: u64,
     /// The private device root [`DeviceRunner::new`] made (removed on drop).
-    root: Option<std::path::PathBuf>,
+    pub(super) root: Option<std::path::PathBuf>,
     /// The `regs` table's bytes (a5 host-built graph stages them as launch metadata).
     regs_bytes: Vec<u8>,
     /// The full path's loader, programs, streams and launch slot (`None` in process).
-    full: Option<FullPath<Chip>>,
+    full: Option<FullPath<SimProgramDevice>>,
     /// DFX profiling bases the next runs' `KernelArgs` carry (full path).
     dfx_profiling: Option<super::dfx::DfxProfiling>,
     /// The last finalized run's handshake, read back from device memory.
@@ -224,25 +225,6 @@ pub struct DeviceRunner {
     hung: Option<DeviceFault>,
 }
 
-/// A device root private to one runner's platform, in the user's device root
-/// ([`ferry_sim::device_root`]): the simulated AICPU OS keys loaded objects by path, so two
-/// platforms in one process must not share a root. Made private first, and cleared of the
-/// directories of processes that were killed before they could remove theirs.
-fn private_root() -> Result<std::path::PathBuf, RunnerError> {
-    use ferry_sim::device_root;
-    static SEQ: AtomicU64 = AtomicU64::new(0);
-    // Relaxed: only uniqueness of the name matters.
-    let n = SEQ.fetch_add(1, Ordering::Relaxed);
-    let base = device_root::user_root();
-    device_root::ensure_private(&base)
-        .map_err(|e| ConfigError::DeviceRoot { path: base.clone(), reason: e.to_string() })?;
-    let swept = device_root::sweep_stale(&base);
-    if swept > 0 {
-        tracing::info!(swept, root = %base.display(), "removed device directories of killed runs");
-    }
-    Ok(base.join(device_root::process_dir_name(n)))
-}
-
 impl std::fmt::Debug for DeviceRunner {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("DeviceRunner")
@@ -253,46 +235,13 @@ impl std::fmt::Debug for DeviceRunner {
 }
 
 impl DeviceRunner {
-    /// Builds a simulated platform with one device and a runner on it.
+    /// Refuses a configuration no runner can run on a device of `device_arch`: fewer than 2 or
+    /// more than the arch's AICPU threads, a zero task window, launch slots out of range, or
+    /// another arch than the device's.
     ///
     /// # Errors
-    /// [`RunnerError::Config`] for an unusable configuration; a simulator failure.
-    pub fn new(cfg: RunnerConfig) -> Result<DeviceRunner, RunnerError> {
-        let root = private_root()?;
-        let p = PlatformBuilder::new(cfg.arch)
-            .hbm_bytes(cfg.hbm_bytes)
-            .device_root(&root)
-            .profile(cfg.profile)
-            .path_b_fixes(cfg.fixes)
-            .aicore_launch_latency(cfg.aicore_launch_latency)
-            .aicore_start_after_line_fills(cfg.aicore_start_after_line_fills)
-            .build()?;
-        let dev = p.device(0)?.clone();
-        let mut r = match DeviceRunner::init(dev, cfg) {
-            Ok(r) => r,
-            Err(e) => {
-                drop(p);
-                let _ = std::fs::remove_dir_all(&root);
-                return Err(e);
-            }
-        };
-        r._platform = Some(p);
-        r.root = Some(root);
-        Ok(r)
-    }
-
-    /// Init on an existing device: starts the chip's threads, writes the `regs` table, and (full
-    /// path) loads the AICPU program through `ferry_launch`'s loader with the configured method,
-    /// whose init entry latches the [`InitArgs`] once; in process, the linked program's init.
-    ///
-    /// The simulated AICPU OS keys loaded programs by path (`<device root>/…/<pid>_<dev>/`):
-    /// two runners on devices of different platforms in one process need different device
-    /// roots ([`DeviceRunner::new`] gives each platform its own).
-    ///
-    /// # Errors
-    /// [`RunnerError::Config`] for fewer than 2 or more than the arch's AICPU threads, no cores
-    /// or a zero task window; a simulator failure.
-    pub fn init(device: Device, cfg: RunnerConfig) -> Result<DeviceRunner, RunnerError> {
+    /// [`RunnerError::Config`] naming the refused setting.
+    pub(super) fn check_config(cfg: &RunnerConfig, device_arch: Arch) -> Result<(), RunnerError> {
         let max = cfg.arch.profile().max_aicpu_threads;
         if !(2..=max).contains(&cfg.aicpu_threads) {
             return Err(ConfigError::AicpuThreads {
@@ -312,21 +261,36 @@ impl DeviceRunner {
             }
             .into());
         }
-        if device.arch().arch != cfg.arch {
-            return Err(ConfigError::ArchMismatch {
-                device: device.arch().arch,
-                configured: cfg.arch,
-            }
-            .into());
+        if device_arch != cfg.arch {
+            return Err(
+                ConfigError::ArchMismatch { device: device_arch, configured: cfg.arch }.into()
+            );
         }
-        let chip = Chip::new(
-            device.clone(),
-            CoreConfig { aicpu_threads: cfg.aicpu_threads, aic: cfg.aic, aiv: cfg.aiv },
-        )?;
+        Ok(())
+    }
+
+    /// The runner on `chip`'s cores, whose register windows are at `bases`: writes the `regs`
+    /// table, inits the linked AICPU program and (full path) loads the AICPU program through
+    /// `ferry_launch`'s loader with the configured method, whose init entry latches the
+    /// [`InitArgs`] once. The device half's operations are `ops` in process and, on the full
+    /// path or with [`RunnerConfig::via_services`], what `services` attaches once the program
+    /// is loaded (`None`: the services table is from another ABI version). `cfg` is checked
+    /// ([`check_config`](Self::check_config)).
+    ///
+    /// # Errors
+    /// [`RunnerError::Config`] ([`ConfigError::ServicesAbi`] when `services` gives none); a
+    /// device or loader failure.
+    pub(super) fn assemble(
+        device: SimDevice,
+        chip: SimProgramDevice,
+        bases: &[u64],
+        cfg: RunnerConfig,
+        ops: Arc<SimOps>,
+        services: impl FnOnce(&SimProgramDevice) -> Option<Arc<dyn DeviceOps>>,
+    ) -> Result<DeviceRunner, RunnerError> {
         let layout = RegLayout::of(cfg.arch);
-        let bases = chip.reg_bases();
         let mut table = vec![0u64; layout.max_physical_cores as usize];
-        for (t, b) in table.iter_mut().zip(&bases) {
+        for (t, b) in table.iter_mut().zip(bases) {
             *t = *b;
         }
         let bytes: Vec<u8> = table.iter().flat_map(|b| b.to_le_bytes()).collect();
@@ -334,7 +298,6 @@ impl DeviceRunner {
         device.copy_htod(&bytes, regs_table)?;
         let program = Arc::new(AicpuProgram::new());
         program.init(&InitArgs::new(device.ordinal()));
-        let ops = Arc::new(SimOps::new(chip.clone()));
         let full = match cfg.path {
             LaunchPath::InProcess => None,
             LaunchPath::DeviceProgram(method) => {
@@ -367,15 +330,12 @@ impl DeviceRunner {
             }
         };
         let device_ops: Arc<dyn DeviceOps> = if cfg.via_services || full.is_some() {
-            Arc::new(
-                super::OsServicesOps::new(&chip)
-                    .ok_or(RunnerError::Config(ConfigError::ServicesAbi))?,
-            )
+            services(&chip).ok_or(RunnerError::Config(ConfigError::ServicesAbi))?
         } else {
             ops.clone()
         };
         Ok(DeviceRunner {
-            _platform: None,
+            platform: None,
             ops,
             device_ops,
             clock_hz: device.clock().hz(),
@@ -405,12 +365,12 @@ impl DeviceRunner {
     }
 
     /// The device.
-    pub fn device(&self) -> &Device {
+    pub fn device(&self) -> &SimDevice {
         &self.device
     }
 
     /// The chip as the seam's program device (and orchestration library loader).
-    pub(super) fn program_device(&self) -> &Chip {
+    pub(super) fn program_device(&self) -> &SimProgramDevice {
         &self.chip
     }
 
@@ -419,11 +379,6 @@ impl DeviceRunner {
     /// first run.
     pub fn last_handshake(&self) -> &[CoreHandshake] {
         &self.last_handshake
-    }
-
-    /// The device half's chip services (for benches and tests that call kernels directly).
-    pub fn ops(&self) -> &SimOps {
-        &self.ops
     }
 
     /// Registers `callable` under `id` (`0..64`). A device-orchestrated callable goes through the

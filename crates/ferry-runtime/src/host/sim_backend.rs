@@ -1,6 +1,9 @@
 //! The simulated chip as the runner's default backend. Here, in the in-process path's device
-//! operations (`sim_ops`) and in the module docs/architecture.md lists under "What still
-//! names the simulated chip" (`runner.rs`), the host half names `ferry_sim`; nowhere else.
+//! operations (`sim_ops`) and in the simulated chip's half of the runner (`sim_runner`: the
+//! platform [`DeviceRunner::new`](super::DeviceRunner::new) builds, the chip
+//! [`DeviceRunner::init`](super::DeviceRunner::init) starts), the host half names
+//! `ferry_sim`; nowhere else. `runner.rs` and its child modules hold the chip through the
+//! aliases below.
 //!
 //! What the host half's modules above the seam need of the chip reaches them through the
 //! traits of `ferry_backend`, monomorphic over the types named here: the chip's program device
@@ -11,7 +14,7 @@
 //! `DeviceCounter` and `HostBells`), the DFX transports' memory and clock on it ([`SimDeviceMemory`], [`SimCycleClock`]), its
 //! custom kernel libraries ([`SimCustomKernels`]), and the description of
 //! the chip [`DeviceRunner::new`](super::DeviceRunner::new) builds ([`DeviceProfile`],
-//! [`PathBFixes`]).
+//! [`PathBFixes`]) and the platform it holds ([`SimPlatform`]).
 //!
 //! The in-process path is the simulated chip's alone: the runtime's AICPU program runs as host
 //! code on the chip's AICPU threads, beside the AICore executor on its cores
@@ -37,6 +40,10 @@ pub(crate) type SimProgramDevice = ferry_sim::cores::Chip;
 /// A custom kernel library loaded on the simulated chip (`ferry_backend::CustomKernelTable`):
 /// the kernel registry's default library type.
 pub type SimCustomKernels = <SimProgramDevice as ProgramDevice>::CustomKernels;
+
+/// The simulated platform a runner built for itself ([`DeviceRunner::new`](super::DeviceRunner::new))
+/// and holds for as long as it lives.
+pub(crate) type SimPlatform = ferry_sim::Platform;
 
 /// The simulated chip's device (`ferry_backend::BackendDevice`, the program device's
 /// `ProgramDevice::Device`): the runner's device memory.
