@@ -16,7 +16,8 @@
 //! ([`DeviceCounter`], [`CycleCounter`]) and its host notification ([`HostBells`]). ferry's simulated chip (`ferry-sim`)
 //! implements them as the reference backend; [`host`] is a second, minimal one over plain host
 //! memory with no device programs, which the seam's tests run the copy engine, the launch
-//! transaction and the loader on. docs/architecture.md lists, trait by trait, what a hardware
+//! transaction and the loader on. [`bulk_copy`] is the streaming copy both ferry's host copies
+//! and the simulated chip's gather kernel write large ranges with. docs/architecture.md lists, trait by trait, what a hardware
 //! backend implements.
 //!
 //! The engines are generic over the backend (`HbmCopyEngine<B: Backend>`, `LaunchStaging<D:
@@ -55,6 +56,7 @@
     clippy::missing_safety_doc
 )]
 
+pub mod bulk_copy;
 mod cores;
 mod error;
 pub mod host;

@@ -6,6 +6,7 @@
 use crate::engine::{SettledHandle, TransferEngine, TransferHandle};
 use crate::planner::plan_items;
 use crate::types::{Loc, TransferItem, TransferPlan, TransferPlanSet, TransferRef};
+use ferry_backend::bulk_copy::{copy_bypassing_cache, StoreFence};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// Tuning of [`LocalCopyEngine`].
@@ -183,74 +184,18 @@ pub unsafe fn host_copy_block(dst: *mut u8, src: *const u8, n: usize) {
 /// # Safety
 /// As [`host_copy_block`].
 unsafe fn host_copy_block_with(dst: *mut u8, src: *const u8, n: usize, cfg: &LocalCopyConfig) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        if cfg.non_temporal
-            && n >= cfg.non_temporal_min_bytes
-            && std::is_x86_feature_detected!("sse2")
-        {
-            // SAFETY: SSE2 is present (checked above); the range obligations are the caller's.
-            unsafe { nt_copy_sse2(dst, src, n) };
-            return;
-        }
+    if cfg.non_temporal && n >= cfg.non_temporal_min_bytes {
+        // The fence orders the streaming (weakly ordered) stores before any later store of this
+        // thread, so whoever synchronises with it afterwards (scope join, handle wait) sees
+        // the copied bytes.
+        let _fence = StoreFence;
+        // SAFETY: delegated to the caller (valid, non-overlapping ranges of `n` bytes, which
+        // nothing else touches during the copy); no copy follows to prefetch for.
+        unsafe { copy_bypassing_cache(src, dst, n, (std::ptr::null(), 0)) };
+        return;
     }
-    let _ = cfg;
     // SAFETY: delegated to the caller (valid, non-overlapping ranges of `n` bytes).
     unsafe { std::ptr::copy_nonoverlapping(src, dst, n) };
-}
-
-/// Non-temporal copy: byte head until `dst` is 16-byte aligned, 64-byte iterations of four
-/// unaligned loads and four streaming stores, 16-byte iterations, a byte tail, then `sfence`.
-///
-/// # Safety
-/// - the CPU supports SSE2;
-/// - `src` is valid for reads and `dst` for writes of `n` bytes, and they do not overlap.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "sse2")]
-unsafe fn nt_copy_sse2(dst: *mut u8, src: *const u8, n: usize) {
-    use std::arch::x86_64::{__m128i, _mm_loadu_si128, _mm_sfence, _mm_stream_si128};
-    debug_assert!(
-        (dst as usize + n <= src as usize) || (src as usize + n <= dst as usize),
-        "ranges overlap"
-    );
-    let head = dst.align_offset(16).min(n);
-    // SAFETY: `head ≤ n`, inside both ranges (caller's contract).
-    unsafe { std::ptr::copy_nonoverlapping(src, dst, head) };
-    let mut i = head;
-    while i + 64 <= n {
-        // SAFETY: [1] `i + 64 ≤ n`, so all four 16-byte loads and stores are inside the ranges;
-        // [2] `dst + i` is 16-byte aligned (the head aligned it and `i` advances by 64), as
-        // `_mm_stream_si128` requires; loads are unaligned (`loadu`).
-        unsafe {
-            let s = src.add(i) as *const __m128i;
-            let d = dst.add(i) as *mut __m128i;
-            let a = _mm_loadu_si128(s);
-            let b = _mm_loadu_si128(s.add(1));
-            let c = _mm_loadu_si128(s.add(2));
-            let e = _mm_loadu_si128(s.add(3));
-            _mm_stream_si128(d, a);
-            _mm_stream_si128(d.add(1), b);
-            _mm_stream_si128(d.add(2), c);
-            _mm_stream_si128(d.add(3), e);
-        }
-        i += 64;
-    }
-    while i + 16 <= n {
-        // SAFETY: `i + 16 ≤ n`, and `dst + i` stays 16-byte aligned (steps of 16 after the head).
-        unsafe {
-            _mm_stream_si128(
-                dst.add(i) as *mut __m128i,
-                _mm_loadu_si128(src.add(i) as *const __m128i),
-            )
-        };
-        i += 16;
-    }
-    // SAFETY: the tail `[i, n)` is inside both ranges.
-    unsafe { std::ptr::copy_nonoverlapping(src.add(i), dst.add(i), n - i) };
-    // Orders the streaming (weakly ordered) stores above before any later store of this thread,
-    // so whoever synchronises with this thread afterwards (scope join, handle wait) sees the
-    // copied bytes. Safe to call here: this function enables SSE2.
-    _mm_sfence();
 }
 
 #[cfg(test)]

@@ -24,7 +24,6 @@
 //! assert!(matches!(e.source_as::<DeviceError>(), Some(DeviceError::Injected(_))));
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
-use crate::bulk_copy::{copy_bypassing_cache, StoreFence};
 use crate::clock::DeviceClock;
 use crate::device::{Device, HostRegistration, Platform};
 use crate::error::DeviceError;
@@ -33,6 +32,7 @@ use crate::memory::DevicePtr;
 use crate::overlap::CopyRendezvous;
 use crate::pinned::PinnedBuffer;
 use crate::stream::{Stream, StreamKernelFn};
+use ferry_backend::bulk_copy::{copy_bypassing_cache, StoreFence};
 use ferry_backend::{
     Backend, BackendDevice, BackendError, BackendEvent, BackendOp, BackendStream, CopyGroup,
     CopyKind, CycleCounter, DeviceCounter, GatherFragment, HostBell, HostBells, HostEntry,

@@ -50,7 +50,6 @@
 
 pub mod aicpu_os;
 pub mod backend;
-pub mod bulk_copy;
 pub mod cache;
 pub mod clock;
 pub mod cores;

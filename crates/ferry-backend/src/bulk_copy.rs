@@ -1,7 +1,8 @@
-//! Copies into simulated device memory that, like a DMA engine's writes into HBM, do not pull
-//! the destination into the host CPU's caches.
+//! Copies that, like a DMA engine's writes into device memory, do not pull the destination into
+//! the host CPU's caches: ferry's host-to-host block copies (`ferry-copy`'s local engine) and a
+//! simulated device's gather kernel (`ferry-sim`) write with it.
 //!
-//! A device's gather kernel writes many fragments into its memory; the simulated chip's memory
+//! A device's gather kernel writes many fragments into its memory; a simulated chip's memory
 //! is host memory, and an ordinary copy (`memmove`) of a 4 KiB fragment first reads every
 //! destination cache line it is about to overwrite (read-for-ownership), then evicts it again:
 //! three trips to memory per byte where a device makes two. One large contiguous copy does not
@@ -13,7 +14,7 @@
 //!
 //! # Examples
 //! ```
-//! use ferry_sim::bulk_copy::{copy_bypassing_cache, StoreFence};
+//! use ferry_backend::bulk_copy::{copy_bypassing_cache, StoreFence};
 //! let src: Vec<u8> = (0..5000u32).map(|i| i as u8).collect();
 //! let mut dst = vec![0u8; 5000];
 //! {
