@@ -1,16 +1,15 @@
 //! What a runner has attached and holds: DFX collection for its runs, its launch slots, its
 //! scheduler diagnostics.
 
-use super::{DeviceRunner, LaunchedRun, PreparedRun};
+use super::{DeviceRunner, LaunchedRun, PreparedRun, RunnerDevice};
 use crate::error::{RunError, RunnerError};
-use crate::host::sim_backend::SimDevice;
 use crate::host::slots::{lock, FullPath, Sides};
 use ferry_backend::DevicePtr;
 use std::sync::Arc;
 
-impl DeviceRunner {
+impl<P: RunnerDevice> DeviceRunner<P> {
     /// Releases a prepared run that will not be launched (dropping it does the same).
-    pub fn release(&mut self, run: PreparedRun) {
+    pub fn release(&mut self, run: PreparedRun<P>) {
         drop(run);
     }
 
@@ -135,8 +134,8 @@ impl DeviceRunner {
     /// the device, read from stream state. `None` in process or once it retired.
     pub fn run_events(
         &self,
-        run: &LaunchedRun,
-    ) -> Option<ferry_launch::transaction::RunEvents<SimDevice>> {
+        run: &LaunchedRun<P>,
+    ) -> Option<ferry_launch::transaction::RunEvents<P::Device>> {
         let staging = self.full.as_ref()?.slots.get(run.slot)?;
         staging.run_events().filter(|e| Some(e.run) == run.run_id)
     }
