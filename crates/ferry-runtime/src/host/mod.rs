@@ -45,8 +45,8 @@ pub use kernel_registry::{
 pub use orch_library::{LoadedOrchLibrary, OrchLoadError, MAX_ORCH_LIBRARY_BYTES};
 pub use repeat::{RepeatError, RepeatReport};
 pub use runner::{
-    AicpuPrograms, Callable, DeviceRunner, DeviceSpan, LaunchPath, LaunchedRun, PreparedRun,
-    RunArgs, RunOutput, RunStats, RunnerConfig, RunnerDevice, TensorInit, Variant,
+    AicpuPrograms, Callable, DeviceRunner, DeviceSpan, LaunchPath, LaunchedRun, NoInProcessPath,
+    PreparedRun, RunArgs, RunOutput, RunStats, RunnerConfig, RunnerDevice, TensorInit, Variant,
     MAX_LAUNCH_SLOTS, ROUTE_PREFIX_BYTES,
 };
 pub use sim_backend::{DeviceProfile, PathBFixes, SimCustomKernels};

@@ -6,7 +6,7 @@ mod launch;
 pub(super) mod layout;
 mod state;
 
-pub use device::RunnerDevice;
+pub use device::{NoInProcessPath, RunnerDevice};
 pub(super) use launch::aicore_body;
 
 use super::config::Source;
@@ -292,6 +292,9 @@ impl<P: RunnerDevice> DeviceRunner<P> {
         ops: Option<Arc<P::InProcessOps>>,
         services: impl FnOnce(&P) -> Option<Arc<dyn DeviceOps>>,
     ) -> Result<DeviceRunner<P>, RunnerError> {
+        if cfg.path == LaunchPath::InProcess && ops.is_none() {
+            return Err(ConfigError::NoInProcessPath.into());
+        }
         let layout = RegLayout::of(cfg.arch);
         let mut table = vec![0u64; layout.max_physical_cores as usize];
         for (t, b) in table.iter_mut().zip(bases) {
@@ -333,13 +336,9 @@ impl<P: RunnerDevice> DeviceRunner<P> {
                 }
             }
         };
-        let device_ops: Arc<dyn DeviceOps> = if cfg.via_services || full.is_some() {
-            services(&chip).ok_or(RunnerError::Config(ConfigError::ServicesAbi))?
-        } else if let Some(ops) = &ops {
-            ops.clone()
-        } else {
-            let _ = device.free(regs_table);
-            return Err(ConfigError::NoInProcessPath.into());
+        let device_ops: Arc<dyn DeviceOps> = match &ops {
+            Some(ops) if !cfg.via_services && full.is_none() => ops.clone(),
+            _ => services(&chip).ok_or(RunnerError::Config(ConfigError::ServicesAbi))?,
         };
         Ok(DeviceRunner {
             platform: None,

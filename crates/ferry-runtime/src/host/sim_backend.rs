@@ -71,6 +71,7 @@ impl super::RunnerDevice for SimProgramDevice {
 
     fn launch_in_process(
         &self,
+        _: &super::SimOps,
         (cores, threads): (u32, u32),
         ops: &Arc<dyn DeviceOps>,
         kernels: &Arc<KernelRegistry>,
