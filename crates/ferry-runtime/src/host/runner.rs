@@ -174,6 +174,14 @@ impl<P: RunnerDevice> Drop for LaunchedRun<P> {
     }
 }
 
+/// The in-process path's state of a runner: the device's in-process operations (`SimOps` on
+/// the simulated chip, `host::sim_runner`) and the runtime's AICPU program linked into the
+/// host, which the in-process launch runs on the device's AICPU threads.
+pub(super) struct InProcess<O> {
+    pub(super) ops: Arc<O>,
+    pub(super) program: Arc<AicpuProgram>,
+}
+
 /// Drives runs on one device: the simulated chip's by default ([`DeviceRunner::new`],
 /// [`DeviceRunner::init`]), or any [`RunnerDevice`].
 ///
@@ -194,11 +202,9 @@ pub struct DeviceRunner<P: RunnerDevice = SimProgramDevice> {
     pub(super) platform: Option<SimPlatform>,
     device: P::Device,
     chip: P,
-    /// The in-process path's device operations on the chip (`host::sim_runner`); `None` on a
-    /// device that runs the full path only.
-    pub(super) ops: Option<Arc<P::InProcessOps>>,
+    /// The in-process path's state; `None` on a device that runs the full path only.
+    pub(super) in_process: Option<InProcess<P::InProcessOps>>,
     device_ops: Arc<dyn DeviceOps>,
-    program: Arc<AicpuProgram>,
     cfg: RunnerConfig,
     regs_table: DevicePtr,
     callables: BTreeMap<u32, Callable>,
@@ -274,7 +280,7 @@ impl<P: RunnerDevice> DeviceRunner<P> {
     }
 
     /// The runner on `chip`'s cores, whose register windows are at `bases`: writes the `regs`
-    /// table, inits the linked AICPU program and (full path) loads the AICPU program through
+    /// table, inits the linked AICPU program (with in-process operations `ops`) and (full path) loads the AICPU program through
     /// `ferry_launch`'s loader with the configured method, whose init entry latches the
     /// [`InitArgs`] once. The device half's operations are `ops` in process and, on the full
     /// path or with [`RunnerConfig::via_services`], what `services` attaches once the program
@@ -303,8 +309,11 @@ impl<P: RunnerDevice> DeviceRunner<P> {
         let bytes: Vec<u8> = table.iter().flat_map(|b| b.to_le_bytes()).collect();
         let regs_table = device.malloc(bytes.len() as u64).map_err(RunnerError::from_backend)?;
         device.copy_htod(&bytes, regs_table).map_err(RunnerError::from_backend)?;
-        let program = Arc::new(AicpuProgram::new());
-        program.init(&InitArgs::new(device.ordinal()));
+        let in_process = ops.map(|ops| {
+            let program = Arc::new(AicpuProgram::new());
+            program.init(&InitArgs::new(device.ordinal()));
+            InProcess { ops, program }
+        });
         let full = match cfg.path {
             LaunchPath::InProcess => None,
             LaunchPath::DeviceProgram(method) => {
@@ -336,18 +345,17 @@ impl<P: RunnerDevice> DeviceRunner<P> {
                 }
             }
         };
-        let device_ops: Arc<dyn DeviceOps> = match &ops {
-            Some(ops) if !cfg.via_services && full.is_none() => ops.clone(),
+        let device_ops: Arc<dyn DeviceOps> = match &in_process {
+            Some(ip) if !cfg.via_services && full.is_none() => ip.ops.clone(),
             _ => services(&chip).ok_or(RunnerError::Config(ConfigError::ServicesAbi))?,
         };
         Ok(DeviceRunner {
             platform: None,
-            ops,
+            in_process,
             device_ops,
             clock_hz: DeviceCounter::cycle_counter(&device).hz(),
             device,
             chip,
-            program,
             cfg,
             regs_table,
             callables: BTreeMap::new(),
@@ -363,6 +371,15 @@ impl<P: RunnerDevice> DeviceRunner<P> {
             hung: None,
             kernel_table: (DevicePtr::NULL, 0),
         })
+    }
+
+    /// The in-process path's state of a runner without a full path, which always has it
+    /// ([`assemble`](Self::assemble) refuses the in-process path without it).
+    fn in_process(&self) -> &InProcess<P::InProcessOps> {
+        match &self.in_process {
+            Some(ip) => ip,
+            None => unreachable!("`assemble` refuses the in-process path without its operations"),
+        }
     }
 
     /// The configuration.
@@ -437,7 +454,7 @@ impl<P: RunnerDevice> DeviceRunner<P> {
             // Names longer than the ABI field are cut: the name is only the lookup key here.
             let name: String = callable.name.chars().take(63).collect();
             rca.set_device_orch_func_name(&name).map_err(RunnerError::CallableName)?;
-            self.program.register_callable(&rca, &|n| (n == name).then_some(f))?;
+            self.in_process().program.register_callable(&rca, &|n| (n == name).then_some(f))?;
         }
         self.callables.insert(id, callable);
         Ok(())
@@ -458,7 +475,9 @@ impl<P: RunnerDevice> DeviceRunner<P> {
                 full.program(callable.variant).and_then(|p| p.register_callable(id, &[], None))?;
             }
         }
-        self.program.unregister_callable(id);
+        if let Some(ip) = &self.in_process {
+            ip.program.unregister_callable(id);
+        }
         Ok(())
     }
 

@@ -89,6 +89,9 @@ impl DeviceRunner {
     /// The device half's chip services (for benches and tests that call kernels directly).
     pub fn ops(&self) -> &SimOps {
         // `init`, the only way to a runner on the chip, gives it the in-process operations.
-        self.ops.as_deref().expect("a runner on the simulated chip has its in-process ops")
+        match &self.in_process {
+            Some(ip) => &ip.ops,
+            None => unreachable!("`init`, the only way to a runner on the chip, gives it its ops"),
+        }
     }
 }

@@ -68,16 +68,14 @@ impl<P: RunnerDevice> DeviceRunner<P> {
         // One run at a time on the chip: the one still executing finishes and retires from its
         // slot before the register windows are reset for this one.
         self.retire_executing()?;
-        let Some(in_process) = self.ops.as_deref() else {
-            unreachable!("`assemble` refuses the in-process path without its operations")
-        };
+        let in_process = self.in_process();
         reset_windows(&self.chip, cores);
         let (aicore, aicpu) = self.chip.launch_in_process(
-            in_process,
+            &in_process.ops,
             (cores, self.cfg.aicpu_threads),
             &self.device_ops,
             &self.kernels,
-            &self.program,
+            &in_process.program,
             p.kargs,
         )?;
         let sides = Sides::Direct { aicore, aicpu };

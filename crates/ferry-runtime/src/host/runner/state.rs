@@ -18,7 +18,9 @@ impl<P: RunnerDevice> DeviceRunner<P> {
     /// ([`LaunchPath::InProcess`](crate::host::LaunchPath::InProcess)): a loaded AICPU program
     /// does not see it (use [`attach_dfx_session`](Self::attach_dfx_session)).
     pub fn attach_dfx(&mut self, dfx: Option<Arc<crate::device::dfx::DfxDevice>>) {
-        self.program.attach_dfx(dfx);
+        if let Some(ip) = &self.in_process {
+            ip.program.attach_dfx(dfx);
+        }
     }
 
     /// Attaches a DFX collection to the runs prepared from now on, on either path, or detaches
@@ -44,7 +46,7 @@ impl<P: RunnerDevice> DeviceRunner<P> {
             s.note_loaded_kernels(loaded.map(|k| (k.id, k.name)));
         }
         if self.full.is_none() {
-            self.program.attach_dfx(session.map(crate::host::dfx::DfxSession::device));
+            self.in_process().program.attach_dfx(session.map(crate::host::dfx::DfxSession::device));
             self.dfx_profiling = None;
             return Ok(());
         }
