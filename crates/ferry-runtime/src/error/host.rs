@@ -69,6 +69,10 @@ pub enum RunError {
     /// The simulated driver failed.
     #[error(transparent)]
     Device(#[from] DeviceError),
+    /// A device operation of another backend than the simulated chip failed (allocating or
+    /// uploading a run's memory through the backend seam).
+    #[error("a device operation failed")]
+    Backend(#[source] BackendError),
     /// Reading the run back from device memory failed: its result, its progress, its startup
     /// handshake, its kernel counts or its output tensors (a copy through the backend seam;
     /// the backend's error is the source).
@@ -281,6 +285,9 @@ pub enum ConfigError {
     /// The AICPU OS's services table is of another ABI version.
     #[error("the AICPU OS's services table has another ABI version")]
     ServicesAbi,
+    /// The in-process path was asked of a device that runs the full path only.
+    #[error("the device has no in-process path: it runs the AICPU program it loads")]
+    NoInProcessPath,
 }
 
 /// Errors of `DeviceRunner` init, configuration, callable registration and teardown.
@@ -341,6 +348,29 @@ pub enum RunnerError {
     /// A device operation through the backend seam failed (creating the runner's streams).
     #[error(transparent)]
     Backend(#[from] BackendError),
+}
+
+impl RunError {
+    /// A device operation's failure through the backend seam: the simulated driver's own error
+    /// where it is one ([`RunError::Device`], as the runner reports it on the simulated chip),
+    /// [`RunError::Backend`] otherwise.
+    pub(crate) fn from_backend(e: BackendError) -> RunError {
+        match e.source_as::<DeviceError>() {
+            Some(d) => RunError::Device(d.clone()),
+            None => RunError::Backend(e),
+        }
+    }
+}
+
+impl RunnerError {
+    /// A device operation's failure through the backend seam: the simulated driver's own error
+    /// where it is one ([`RunnerError::Device`]), [`RunnerError::Backend`] otherwise.
+    pub(crate) fn from_backend(e: BackendError) -> RunnerError {
+        match e.source_as::<DeviceError>() {
+            Some(d) => RunnerError::Device(d.clone()),
+            None => RunnerError::Backend(e),
+        }
+    }
 }
 
 impl From<LoadError> for RunnerError {

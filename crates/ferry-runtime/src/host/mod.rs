@@ -31,6 +31,8 @@ mod sim_ops;
 mod sim_runner;
 mod slots;
 
+pub use slots::DirectCompletion;
+
 pub use extent::{descriptor_extent, metadata_bytes, DescriptorExtent, SlotCapacity};
 /// The handshake slots' layout of a runner's runs.
 pub use ferry_abi::handshake::HandshakeLayout;
@@ -43,9 +45,9 @@ pub use kernel_registry::{
 pub use orch_library::{LoadedOrchLibrary, OrchLoadError, MAX_ORCH_LIBRARY_BYTES};
 pub use repeat::{RepeatError, RepeatReport};
 pub use runner::{
-    AicpuPrograms, Callable, DeviceRunner, DeviceSpan, LaunchPath, LaunchedRun, PreparedRun,
-    RunArgs, RunOutput, RunStats, RunnerConfig, TensorInit, Variant, MAX_LAUNCH_SLOTS,
-    ROUTE_PREFIX_BYTES,
+    AicpuPrograms, Callable, DeviceRunner, DeviceSpan, LaunchPath, LaunchedRun, NoInProcessPath,
+    PreparedRun, RunArgs, RunOutput, RunStats, RunnerConfig, RunnerDevice, TensorInit, Variant,
+    MAX_LAUNCH_SLOTS, ROUTE_PREFIX_BYTES,
 };
 pub use sim_backend::{DeviceProfile, PathBFixes, SimCustomKernels};
 pub use sim_ops::{OsServicesOps, SimOps};

@@ -8,7 +8,7 @@
 //! prepares the run, and uploads the validated graph. Both serve the function the same table
 //! (`crate::device::lib_api`), so both build the same graph from the same tensors.
 use super::config::{Callable, Source, Variant};
-use super::DeviceRunner;
+use super::{DeviceRunner, RunnerDevice};
 use ferry_backend::{HostOrchLibrary, OrchLibraryLoader, ProgramError};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -125,7 +125,7 @@ pub enum OrchLoadError {
     },
 }
 
-impl DeviceRunner {
+impl<P: RunnerDevice + OrchLibraryLoader> DeviceRunner<P> {
     /// Loads an orchestration library (`name` labels it in errors) on the host and checks its
     /// descriptor and function table; its functions become callables with
     /// [`Callable::library`].

@@ -76,8 +76,10 @@ use ferry_profile::recorder::{
 };
 use std::sync::Arc;
 
-use super::dfx::{sample_clock_anchors, DfxChip, DfxError, DfxOptions, DfxSession, Parts};
-use super::{DeviceRunner, RepeatReport, RunOutput, RunnerConfig, Variant};
+use super::dfx::{
+    sample_clock_anchors, DfxChip, DfxError, DfxOptions, DfxSession, Parts, SessionBackend,
+};
+use super::{DeviceRunner, RepeatReport, RunOutput, RunnerConfig, RunnerDevice, Variant};
 use crate::error::RunnerError;
 use crate::examples::Example;
 use crate::{DeviceFault, RunError};
@@ -130,8 +132,8 @@ impl Profiler {
     ///
     /// # Errors
     /// [`ProfileError::Dfx`] (transports, device memory), [`ProfileError::Runner`] (attaching).
-    pub fn start(
-        runner: &mut DeviceRunner,
+    pub fn start<P: RunnerDevice<Device: SessionBackend>>(
+        runner: &mut DeviceRunner<P>,
         opts: &DfxOptions,
         scratch_bytes: u64,
     ) -> Result<Option<Profiler>, ProfileError> {
@@ -143,8 +145,8 @@ impl Profiler {
     ///
     /// # Errors
     /// As [`start`](Self::start).
-    pub fn start_recorded(
-        runner: &mut DeviceRunner,
+    pub fn start_recorded<P: RunnerDevice<Device: SessionBackend>>(
+        runner: &mut DeviceRunner<P>,
         opts: &DfxOptions,
         scratch_bytes: u64,
         rec: Option<Arc<Recorder>>,
@@ -158,8 +160,8 @@ impl Profiler {
     ///
     /// # Errors
     /// As [`start`](Self::start).
-    pub fn start_recorded_only(
-        runner: &mut DeviceRunner,
+    pub fn start_recorded_only<P: RunnerDevice<Device: SessionBackend>>(
+        runner: &mut DeviceRunner<P>,
         opts: &DfxOptions,
         scratch_bytes: u64,
         rec: Arc<Recorder>,
@@ -167,8 +169,8 @@ impl Profiler {
         Self::start_as(runner, opts, scratch_bytes, Some(rec), false)
     }
 
-    fn start_as(
-        runner: &mut DeviceRunner,
+    fn start_as<P: RunnerDevice<Device: SessionBackend>>(
+        runner: &mut DeviceRunner<P>,
         opts: &DfxOptions,
         scratch_bytes: u64,
         rec: Option<Arc<Recorder>>,
@@ -207,9 +209,9 @@ impl Profiler {
     /// [`ProfileError::Runner`] (detaching), [`ProfileError::Dfx`] (records that do not decode,
     /// a DepGen graph that disagrees with the runtime's, a dead host thread, records that
     /// cannot be told apart by run).
-    pub fn finish(
+    pub fn finish<P: RunnerDevice>(
         self,
-        runner: &mut DeviceRunner,
+        runner: &mut DeviceRunner<P>,
         case: &str,
     ) -> Result<Vec<RunModel>, ProfileError> {
         self.finish_as(runner, case, true)
@@ -221,17 +223,17 @@ impl Profiler {
     ///
     /// # Errors
     /// As [`finish`](Self::finish), but for the conversion's.
-    pub fn finish_accounting(
+    pub fn finish_accounting<P: RunnerDevice>(
         self,
-        runner: &mut DeviceRunner,
+        runner: &mut DeviceRunner<P>,
         case: &str,
     ) -> Result<Vec<RunModel>, ProfileError> {
         self.finish_as(runner, case, false)
     }
 
-    fn finish_as(
+    fn finish_as<P: RunnerDevice>(
         mut self,
-        runner: &mut DeviceRunner,
+        runner: &mut DeviceRunner<P>,
         case: &str,
         rows: bool,
     ) -> Result<Vec<RunModel>, ProfileError> {
@@ -689,7 +691,10 @@ impl RunFault for String {
 
 /// The task a kernel fault names, its kernel named from `runner`'s registry (`id N` when the
 /// registry does not know it).
-pub fn failed_task(fault: &DeviceFault, runner: &DeviceRunner) -> Option<FailedTask> {
+pub fn failed_task<P: RunnerDevice>(
+    fault: &DeviceFault,
+    runner: &DeviceRunner<P>,
+) -> Option<FailedTask> {
     let DeviceFault::Kernel { task, kernel, .. } = fault else { return None };
     let name = runner.kernels().info(*kernel).map_or_else(|| format!("id {kernel}"), |k| k.name);
     Some(FailedTask { id: *task, kernel: name, run: None })
@@ -703,12 +708,12 @@ pub fn failed_task(fault: &DeviceFault, runner: &DeviceRunner) -> Option<FailedT
 ///
 /// # Errors
 /// The session could not start (as [`Profiler::start`]); nothing ran.
-pub fn run_profiled<T, E: RunFault>(
-    runner: &mut DeviceRunner,
+pub fn run_profiled<T, E: RunFault, P: RunnerDevice<Device: SessionBackend>>(
+    runner: &mut DeviceRunner<P>,
     opts: &DfxOptions,
     scratch_bytes: u64,
     mut target: Option<ProfileTarget<'_>>,
-    run: impl FnOnce(&mut DeviceRunner) -> Result<(T, Option<HostOrchestration>), E>,
+    run: impl FnOnce(&mut DeviceRunner<P>) -> Result<(T, Option<HostOrchestration>), E>,
 ) -> Result<ProfiledRun<T, E>, ProfileError> {
     // The native profile is written while the run runs: created before the chip starts.
     let rec = match &mut target {

@@ -6,7 +6,7 @@
 //! outputs are read back, checked and freed while run k-1 executes too. The chip still runs one
 //! run at a time: run k is launched (queued on the streams) while run k-1 executes, and the chip
 //! starts it when run k-1 completes. With one slot every step is serial.
-use super::{DeviceRunner, LaunchedRun, RunArgs, RunOutput};
+use super::{DeviceRunner, LaunchedRun, RunArgs, RunOutput, RunnerDevice};
 use crate::error::RunError;
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
@@ -66,7 +66,7 @@ impl RepeatReport {
     }
 }
 
-impl DeviceRunner {
+impl<P: RunnerDevice> DeviceRunner<P> {
     /// Runs callable `id` `runs` times back to back through the launch pipeline, checking each
     /// run's outputs with `check(k, output)` in launch order. `args(k)` gives run k's inputs
     /// (the same graph each time; `ferry run --repeat` passes identical arguments).
@@ -84,8 +84,8 @@ impl DeviceRunner {
     ) -> Result<RepeatReport, RepeatError<E>> {
         let slots = self.config().launch_slots.max(1) as usize;
         let start = Instant::now();
-        let mut held: VecDeque<(u32, LaunchedRun)> = VecDeque::with_capacity(slots);
-        let mut finish = |r: &mut DeviceRunner, k: u32, l: LaunchedRun| {
+        let mut held: VecDeque<(u32, LaunchedRun<P>)> = VecDeque::with_capacity(slots);
+        let mut finish = |r: &mut DeviceRunner<P>, k: u32, l: LaunchedRun<P>| {
             let out =
                 r.finalize_run(l).map_err(|source| RepeatError::Run { run: k, runs, source })?;
             check(k, &out).map_err(|source| RepeatError::Check { run: k, runs, source })

@@ -1,10 +1,12 @@
 //! The host `DeviceRunner`: init, callables, and the per-run lifecycle (prepare here; layout,
 //! launch, wait and finalize, DFX attachment, slots and diagnostics in the child modules).
+mod device;
 mod kernels;
 mod launch;
 pub(super) mod layout;
 mod state;
 
+pub use device::{NoInProcessPath, RunnerDevice};
 pub(super) use launch::aicore_body;
 
 use super::config::Source;
@@ -14,8 +16,7 @@ pub use super::config::{
 };
 use super::graph::GraphBuilder;
 use super::handshake::{CoreHandshake, HandshakeRegion};
-use super::sim_backend::{SimCompletion, SimDevice, SimPlatform, SimProgramDevice};
-use super::sim_ops::SimOps;
+use super::sim_backend::{SimPlatform, SimProgramDevice};
 use super::slots::{Claim, Executing, FullPath, Sides, SlotPool};
 use crate::device::image::{RuntimeHeader, GUARD_BYTES, GUARD_FILL};
 use crate::device::ops::DeviceOps;
@@ -25,7 +26,7 @@ use crate::error::{ConfigError, DeviceFault, LaunchFailure, RunError, RunnerErro
 use ferry_abi::arch::Arch;
 use ferry_abi::launch::{InitArgs, KernelArgs, RegisterCallableArgs, MAX_CALLABLES};
 use ferry_abi::regs::RegLayout;
-use ferry_backend::DevicePtr;
+use ferry_backend::{BackendDevice, CycleCounter, DeviceCounter, DevicePtr};
 use ferry_launch::loader::LoaderBuilder;
 use ferry_launch::transaction::RunId;
 use ferry_launch::{LaunchDescriptor, LaunchStaging, MetadataRegion, RunStreams};
@@ -38,12 +39,12 @@ use std::time::{Duration, Instant};
 /// the part of the image that is the same for every run of one graph (`device::image`).
 pub const ROUTE_PREFIX_BYTES: usize = std::mem::size_of::<RuntimeHeader>();
 
-struct Allocs {
-    device: SimDevice,
+struct Allocs<D: BackendDevice> {
+    device: D,
     ptrs: Vec<DevicePtr>,
 }
 
-impl Drop for Allocs {
+impl<D: BackendDevice> Drop for Allocs<D> {
     fn drop(&mut self) {
         for p in self.ptrs.drain(..) {
             if let Err(e) = self.device.free(p) {
@@ -54,9 +55,9 @@ impl Drop for Allocs {
 }
 
 /// A prepared run: image and tensors are on the device, nothing is running.
-pub struct PreparedRun {
+pub struct PreparedRun<P: RunnerDevice = SimProgramDevice> {
     // Dropped after the allocations (field order): the runner is free only once they are.
-    _allocs: Allocs,
+    _allocs: Allocs<P::Device>,
     _claim: Claim,
     slot: usize,
     image: DevicePtr,
@@ -76,7 +77,7 @@ pub struct PreparedRun {
     scheduler_metadata: bool,
 }
 
-impl std::fmt::Debug for PreparedRun {
+impl<P: RunnerDevice> std::fmt::Debug for PreparedRun<P> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("PreparedRun")
             .field("image", &self.image)
@@ -85,7 +86,7 @@ impl std::fmt::Debug for PreparedRun {
     }
 }
 
-impl PreparedRun {
+impl<P: RunnerDevice> PreparedRun<P> {
     /// Tasks the run will execute, when known before launch (host-built graphs).
     pub fn planned_tasks(&self) -> Option<u64> {
         self.planned
@@ -110,14 +111,14 @@ impl PreparedRun {
 }
 
 /// A launched run.
-pub struct LaunchedRun {
-    prepared: Option<PreparedRun>,
+pub struct LaunchedRun<P: RunnerDevice = SimProgramDevice> {
+    prepared: Option<PreparedRun<P>>,
     slot: usize,
     /// The run in its slot's launch transaction (full path).
     run_id: Option<RunId>,
-    sides: Sides<SimCompletion>,
+    sides: Sides<P::Completion>,
     started: Instant,
-    chip: SimProgramDevice,
+    chip: P,
     finished: Option<Duration>,
     /// The launch transaction's report of a failed stream (full path), taken at retirement.
     stream_error: Option<ferry_backend::BackendError>,
@@ -133,13 +134,13 @@ pub struct LaunchedRun {
     scheduler: Option<ferry_launch::transaction::SchedulerDiagnostics>,
 }
 
-impl std::fmt::Debug for LaunchedRun {
+impl<P: RunnerDevice> std::fmt::Debug for LaunchedRun<P> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("LaunchedRun").field("started", &self.started).finish()
     }
 }
 
-impl LaunchedRun {
+impl<P: RunnerDevice> LaunchedRun<P> {
     /// Tasks planned before launch (host-built graphs), if known.
     pub fn planned_tasks(&self) -> Option<u64> {
         self.prepared.as_ref().and_then(|p| p.planned)
@@ -161,7 +162,7 @@ impl LaunchedRun {
     }
 }
 
-impl Drop for LaunchedRun {
+impl<P: RunnerDevice> Drop for LaunchedRun<P> {
     fn drop(&mut self) {
         if self.finished.is_none() && !self.settle(Duration::from_secs(30)) {
             // Device threads may still touch the run's memory: keep it allocated for the rest
@@ -173,7 +174,16 @@ impl Drop for LaunchedRun {
     }
 }
 
-/// Drives runs on one simulated device.
+/// The in-process path's state of a runner: the device's in-process operations (`SimOps` on
+/// the simulated chip, `host::sim_runner`) and the runtime's AICPU program linked into the
+/// host, which the in-process launch runs on the device's AICPU threads.
+pub(super) struct InProcess<O> {
+    pub(super) ops: Arc<O>,
+    pub(super) program: Arc<AicpuProgram>,
+}
+
+/// Drives runs on one device: the simulated chip's by default ([`DeviceRunner::new`],
+/// [`DeviceRunner::init`]), or any [`RunnerDevice`].
 ///
 /// ```
 /// use ferry_runtime::examples::{Example, Size};
@@ -186,36 +196,36 @@ impl Drop for LaunchedRun {
 /// r.wait(&mut { launched }).map(|_| ())?;
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
-pub struct DeviceRunner {
-    /// The simulated platform [`DeviceRunner::new`] built (`None` from `init`).
+pub struct DeviceRunner<P: RunnerDevice = SimProgramDevice> {
+    /// The simulated platform [`DeviceRunner::new`] built (`None` from `init`, and on any
+    /// other device).
     pub(super) platform: Option<SimPlatform>,
-    device: SimDevice,
-    chip: SimProgramDevice,
-    /// The in-process path's device operations on the chip (`host::sim_runner`).
-    pub(super) ops: Arc<SimOps>,
+    device: P::Device,
+    chip: P,
+    /// The in-process path's state; `None` on a device that runs the full path only.
+    pub(super) in_process: Option<InProcess<P::InProcessOps>>,
     device_ops: Arc<dyn DeviceOps>,
-    program: Arc<AicpuProgram>,
     cfg: RunnerConfig,
     regs_table: DevicePtr,
     callables: BTreeMap<u32, Callable>,
     /// The launch slots and which are held.
     pool: SlotPool,
     /// The run the chip executes (or last executed, not yet retired from its slot).
-    executing: Option<Executing<SimCompletion>>,
+    executing: Option<Executing<P::Completion>>,
     epoch: u64,
     /// The private device root [`DeviceRunner::new`] made (removed on drop).
     pub(super) root: Option<std::path::PathBuf>,
     /// The `regs` table's bytes (a5 host-built graph stages them as launch metadata).
     regs_bytes: Vec<u8>,
     /// The full path's loader, programs, streams and launch slot (`None` in process).
-    full: Option<FullPath<SimProgramDevice>>,
+    full: Option<FullPath<P>>,
     /// DFX profiling bases the next runs' `KernelArgs` carry (full path).
     dfx_profiling: Option<super::dfx::DfxProfiling>,
     /// The last finalized run's handshake, read back from device memory.
     last_handshake: Vec<CoreHandshake>,
     /// Built-in and loaded kernels ([`DeviceRunner::load_kernels`]); the AICore entries of
     /// each launch hold a handle for the loaded kernels' device entries.
-    kernels: Arc<super::KernelRegistry>,
+    kernels: Arc<super::KernelRegistry<P::CustomKernels>>,
     /// The device clock's rate (its event timestamps' unit), read once at init.
     clock_hz: u64,
     /// The loaded kernels' spec table in device memory (`NULL` when none) and its entries.
@@ -225,7 +235,7 @@ pub struct DeviceRunner {
     hung: Option<DeviceFault>,
 }
 
-impl std::fmt::Debug for DeviceRunner {
+impl<P: RunnerDevice> std::fmt::Debug for DeviceRunner<P> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("DeviceRunner")
             .field("cfg", &self.cfg)
@@ -234,7 +244,7 @@ impl std::fmt::Debug for DeviceRunner {
     }
 }
 
-impl DeviceRunner {
+impl<P: RunnerDevice> DeviceRunner<P> {
     /// Refuses a configuration no runner can run on a device of `device_arch`: fewer than 2 or
     /// more than the arch's AICPU threads, a zero task window, launch slots out of range, or
     /// another arch than the device's.
@@ -270,7 +280,7 @@ impl DeviceRunner {
     }
 
     /// The runner on `chip`'s cores, whose register windows are at `bases`: writes the `regs`
-    /// table, inits the linked AICPU program and (full path) loads the AICPU program through
+    /// table, inits the linked AICPU program (with in-process operations `ops`) and (full path) loads the AICPU program through
     /// `ferry_launch`'s loader with the configured method, whose init entry latches the
     /// [`InitArgs`] once. The device half's operations are `ops` in process and, on the full
     /// path or with [`RunnerConfig::via_services`], what `services` attaches once the program
@@ -281,23 +291,29 @@ impl DeviceRunner {
     /// [`RunnerError::Config`] ([`ConfigError::ServicesAbi`] when `services` gives none); a
     /// device or loader failure.
     pub(super) fn assemble(
-        device: SimDevice,
-        chip: SimProgramDevice,
+        device: P::Device,
+        chip: P,
         bases: &[u64],
         cfg: RunnerConfig,
-        ops: Arc<SimOps>,
-        services: impl FnOnce(&SimProgramDevice) -> Option<Arc<dyn DeviceOps>>,
-    ) -> Result<DeviceRunner, RunnerError> {
+        ops: Option<Arc<P::InProcessOps>>,
+        services: impl FnOnce(&P) -> Option<Arc<dyn DeviceOps>>,
+    ) -> Result<DeviceRunner<P>, RunnerError> {
+        if cfg.path == LaunchPath::InProcess && ops.is_none() {
+            return Err(ConfigError::NoInProcessPath.into());
+        }
         let layout = RegLayout::of(cfg.arch);
         let mut table = vec![0u64; layout.max_physical_cores as usize];
         for (t, b) in table.iter_mut().zip(bases) {
             *t = *b;
         }
         let bytes: Vec<u8> = table.iter().flat_map(|b| b.to_le_bytes()).collect();
-        let regs_table = device.malloc(bytes.len() as u64)?;
-        device.copy_htod(&bytes, regs_table)?;
-        let program = Arc::new(AicpuProgram::new());
-        program.init(&InitArgs::new(device.ordinal()));
+        let regs_table = device.malloc(bytes.len() as u64).map_err(RunnerError::from_backend)?;
+        device.copy_htod(&bytes, regs_table).map_err(RunnerError::from_backend)?;
+        let in_process = ops.map(|ops| {
+            let program = Arc::new(AicpuProgram::new());
+            program.init(&InitArgs::new(device.ordinal()));
+            InProcess { ops, program }
+        });
         let full = match cfg.path {
             LaunchPath::InProcess => None,
             LaunchPath::DeviceProgram(method) => {
@@ -329,19 +345,17 @@ impl DeviceRunner {
                 }
             }
         };
-        let device_ops: Arc<dyn DeviceOps> = if cfg.via_services || full.is_some() {
-            services(&chip).ok_or(RunnerError::Config(ConfigError::ServicesAbi))?
-        } else {
-            ops.clone()
+        let device_ops: Arc<dyn DeviceOps> = match &in_process {
+            Some(ip) if !cfg.via_services && full.is_none() => ip.ops.clone(),
+            _ => services(&chip).ok_or(RunnerError::Config(ConfigError::ServicesAbi))?,
         };
         Ok(DeviceRunner {
             platform: None,
-            ops,
+            in_process,
             device_ops,
-            clock_hz: device.clock().hz(),
+            clock_hz: DeviceCounter::cycle_counter(&device).hz(),
             device,
             chip,
-            program,
             cfg,
             regs_table,
             callables: BTreeMap::new(),
@@ -353,10 +367,19 @@ impl DeviceRunner {
             dfx_profiling: None,
             root: None,
             last_handshake: Vec::new(),
-            kernels: Arc::new(super::KernelRegistry::new()),
+            kernels: Arc::new(super::KernelRegistry::default()),
             hung: None,
             kernel_table: (DevicePtr::NULL, 0),
         })
+    }
+
+    /// The in-process path's state of a runner without a full path, which always has it
+    /// ([`assemble`](Self::assemble) refuses the in-process path without it).
+    fn in_process(&self) -> &InProcess<P::InProcessOps> {
+        match &self.in_process {
+            Some(ip) => ip,
+            None => unreachable!("`assemble` refuses the in-process path without its operations"),
+        }
     }
 
     /// The configuration.
@@ -365,12 +388,12 @@ impl DeviceRunner {
     }
 
     /// The device.
-    pub fn device(&self) -> &SimDevice {
+    pub fn device(&self) -> &P::Device {
         &self.device
     }
 
     /// The chip as the seam's program device (and orchestration library loader).
-    pub(super) fn program_device(&self) -> &SimProgramDevice {
+    pub(super) fn program_device(&self) -> &P {
         &self.chip
     }
 
@@ -431,7 +454,7 @@ impl DeviceRunner {
             // Names longer than the ABI field are cut: the name is only the lookup key here.
             let name: String = callable.name.chars().take(63).collect();
             rca.set_device_orch_func_name(&name).map_err(RunnerError::CallableName)?;
-            self.program.register_callable(&rca, &|n| (n == name).then_some(f))?;
+            self.in_process().program.register_callable(&rca, &|n| (n == name).then_some(f))?;
         }
         self.callables.insert(id, callable);
         Ok(())
@@ -452,7 +475,9 @@ impl DeviceRunner {
                 full.program(callable.variant).and_then(|p| p.register_callable(id, &[], None))?;
             }
         }
-        self.program.unregister_callable(id);
+        if let Some(ip) = &self.in_process {
+            ip.program.unregister_callable(id);
+        }
         Ok(())
     }
 
@@ -465,7 +490,7 @@ impl DeviceRunner {
     /// [`RunError::Busy`] when every launch slot is held, [`RunError::NotRegistered`], [`RunError::MisalignedTensor`], a refused
     /// workload ([`RunError::Fault`], [`RunError::Cycle`]) for host-built graphs, or a device
     /// error. Nothing stays allocated on error.
-    pub fn prepare(&mut self, id: u32, args: RunArgs) -> Result<PreparedRun, RunError> {
+    pub fn prepare(&mut self, id: u32, args: RunArgs) -> Result<PreparedRun<P>, RunError> {
         if let Some(f) = self.hung {
             return Err(RunError::Hung(f));
         }
@@ -480,7 +505,7 @@ impl DeviceRunner {
         callable: &Callable,
         args: RunArgs,
         (slot, claim): (usize, Claim),
-    ) -> Result<PreparedRun, RunError> {
+    ) -> Result<PreparedRun<P>, RunError> {
         let dev = &self.device.clone();
         let mut allocs = Allocs { device: dev.clone(), ptrs: Vec::new() };
         let mut tensors = Vec::with_capacity(args.tensors.len());
@@ -491,10 +516,10 @@ impl DeviceRunner {
         const BAND: [u8; GUARD_BYTES as usize] = [GUARD_FILL; GUARD_BYTES as usize];
         let mut guarded = |bytes: &[u8], len: u64| -> Result<DevicePtr, RunError> {
             let len = len.max(4);
-            let p = dev.malloc(len + GUARD_BYTES)?;
+            let p = dev.malloc(len + GUARD_BYTES).map_err(RunError::from_backend)?;
             allocs.ptrs.push(p);
-            dev.copy_htod(bytes, p)?;
-            dev.copy_htod(&BAND, p.add(len))?;
+            dev.copy_htod(bytes, p).map_err(RunError::from_backend)?;
+            dev.copy_htod(&BAND, p.add(len)).map_err(RunError::from_backend)?;
             guards.push((p.0, len));
             Ok(p)
         };
@@ -535,7 +560,7 @@ impl DeviceRunner {
         let graph = match (callable.variant, &callable.source) {
             (Variant::DeviceOrchestrated, _) => None,
             (Variant::HostBuiltGraph, _) => {
-                let check = |a: u64, b: u64| dev.translate(DevicePtr(a), b).is_ok();
+                let check = |a: u64, b: u64| dev.is_allocated(DevicePtr(a), b);
                 let origin_ns = ferry_profile::host_now_ns();
                 let read = |a: u64, out: &mut [u8]| dev.copy_dtoh(DevicePtr(a), out).is_ok();
                 let mut gb =
@@ -592,9 +617,9 @@ impl DeviceRunner {
             let kargs = staging.payload().ok_or(LaunchFailure::NoPayload)?;
             (DevicePtr(kargs.runtime_args), kargs)
         } else {
-            let image = dev.malloc(hdr.image_bytes)?;
+            let image = dev.malloc(hdr.image_bytes).map_err(RunError::from_backend)?;
             allocs.ptrs.push(image);
-            dev.copy_htod(&image_bytes, image)?;
+            dev.copy_htod(&image_bytes, image).map_err(RunError::from_backend)?;
             let mut kargs = KernelArgs::new(image.0, self.regs_table.0);
             if let Some(p) = &self.dfx_profiling {
                 p.apply(&mut kargs);
@@ -653,17 +678,17 @@ impl DeviceRunner {
             // Normal retirement of the launch slots: frees their pinned sources and destinations.
             full.retire_all(self.cfg.timeout).map_err(RunnerError::Retire)?;
         }
-        self.device.free(self.regs_table)?;
+        self.device.free(self.regs_table).map_err(RunnerError::from_backend)?;
         self.regs_table = DevicePtr::NULL;
         if !self.kernel_table.0.is_null() {
-            self.device.free(self.kernel_table.0)?;
+            self.device.free(self.kernel_table.0).map_err(RunnerError::from_backend)?;
             self.kernel_table = (DevicePtr::NULL, 0);
         }
         Ok(())
     }
 }
 
-impl Drop for DeviceRunner {
+impl<P: RunnerDevice> Drop for DeviceRunner<P> {
     fn drop(&mut self) {
         if self.hung.is_some() {
             // A core still runs a kernel that never returned: it holds the chip (and so the
@@ -684,7 +709,7 @@ impl Drop for DeviceRunner {
         if !self.kernel_table.0.is_null() {
             let _ = self.device.free(self.kernel_table.0);
         }
-        // The entry closures of the last launch hold `SimOps` (and through it the chip) until
+        // The entry closures of the last launch hold the device operations (and through them the chip) until
         // their chip thread lets go of them, just after the launch completes. Let them go first,
         // so the chip's last reference is dropped here and not on one of its own threads (which
         // cannot join itself).

@@ -2,24 +2,26 @@
 //! operations (`sim_ops`) and in the simulated chip's half of the runner (`sim_runner`: the
 //! platform [`DeviceRunner::new`](super::DeviceRunner::new) builds, the chip
 //! [`DeviceRunner::init`](super::DeviceRunner::init) starts), the host half names
-//! `ferry_sim`; nowhere else. `runner.rs` and its child modules hold the chip through the
-//! aliases below.
+//! `ferry_sim`; nowhere else. `runner.rs` and its child modules are generic over the runner's
+//! device (`DeviceRunner<P: RunnerDevice = SimProgramDevice>`); the chip is their default.
 //!
 //! What the host half's modules above the seam need of the chip reaches them through the
-//! traits of `ferry_backend`, monomorphic over the types named here: the chip's program device
-//! ([`SimProgramDevice`], which also loads orchestration libraries' host copies, holds the
-//! cores' register windows, `ferry_backend::CoreRegisters`, and starts the AICore executor on
-//! them, `ferry_backend::AicoreLauncher`), its device and stream events ([`SimDevice`],
-//! [`SimEvent`]; a DFX session in its memory reaches it through `ferry_backend::MappedMemory`,
-//! `DeviceCounter` and `HostBells`), the DFX transports' memory and clock on it ([`SimDeviceMemory`], [`SimCycleClock`]), its
+//! traits of `ferry_backend` and [`RunnerDevice`](super::RunnerDevice), at the types named
+//! here: the chip's program device ([`SimProgramDevice`], which also loads orchestration
+//! libraries' host copies, holds the cores' register windows, `ferry_backend::CoreRegisters`,
+//! and starts the AICore executor on them, `ferry_backend::AicoreLauncher`), its device
+//! ([`SimDevice`], whose streams' events are `ferry_sim::Event`; a DFX session in its memory
+//! reaches it through `ferry_backend::MappedMemory`, `DeviceCounter` and `HostBells`), the DFX transports' memory and clock on it ([`SimDeviceMemory`], [`SimCycleClock`]), its
 //! custom kernel libraries ([`SimCustomKernels`]), and the description of
 //! the chip [`DeviceRunner::new`](super::DeviceRunner::new) builds ([`DeviceProfile`],
 //! [`PathBFixes`]) and the platform it holds ([`SimPlatform`]).
 //!
-//! The in-process path is the simulated chip's alone: the runtime's AICPU program runs as host
-//! code on the chip's AICPU threads, beside the AICore executor on its cores
-//! ([`launch_in_process`], whose sides are [`SimCompletion`]s). A hardware backend has the
-//! full path only (the AICPU program loaded onto the device and launched on its streams).
+//! The chip is the runner's default [`RunnerDevice`](super::RunnerDevice). The in-process
+//! path is the simulated chip's alone: the runtime's AICPU program runs as host code on the
+//! chip's AICPU threads, beside the AICore executor on its cores (its
+//! `RunnerDevice::launch_in_process`, whose sides are [`SimCompletion`]s, over
+//! [`SimOps`](super::SimOps)). A hardware backend has the full path only (the AICPU program
+//! loaded onto the device and launched on its streams).
 use super::slots::DirectCompletion;
 use super::KernelRegistry;
 use crate::device::ops::DeviceOps;
@@ -49,11 +51,6 @@ pub(crate) type SimPlatform = ferry_sim::Platform;
 /// `ProgramDevice::Device`): the runner's device memory.
 pub(crate) type SimDevice = ferry_sim::Device;
 
-/// An event on the simulated chip's streams (`ferry_backend::BackendEvent`, its streams'
-/// `BackendStream::Event`): what a caller
-/// orders a run after ([`DeviceRunner::launch_after`](super::DeviceRunner::launch_after)).
-pub(crate) type SimEvent = ferry_sim::Event;
-
 /// The DFX transports' device memory on the simulated chip: its HBM as the host maps it
 /// (`ferry_backend::MappedMemory`).
 pub type SimDeviceMemory = super::dfx::MappedDeviceMemory<SimDevice>;
@@ -66,42 +63,47 @@ pub type SimCycleClock = super::dfx::DeviceCycleClock<ferry_sim::clock::DeviceCl
 /// path).
 pub(crate) type SimCompletion = ferry_sim::cores::Completion;
 
-/// The in-process path's launch: the AICore executor on `cores` cores, then the runtime's
-/// AICPU program (`program.exec` over the device operations `ops`) on `threads` AICPU threads,
-/// both as host closures on the chip's own threads; their completions, AICore first. The
-/// register windows are already reset.
-///
-/// # Errors
-/// The chip's refusal of either launch ([`RunError::Device`]); when the AICPU side could not
-/// start, the cores already waiting for their window are reaped first.
-pub(crate) fn launch_in_process(
-    chip: &SimProgramDevice,
-    (cores, threads): (u32, u32),
-    ops: &Arc<dyn DeviceOps>,
-    kernels: &Arc<KernelRegistry>,
-    program: &Arc<AicpuProgram>,
-    kargs: KernelArgs,
-) -> Result<(SimCompletion, SimCompletion), RunError> {
-    let body =
-        super::runner::aicore_body(ops.clone(), kernels.clone(), AicoreLaunchArgs::from(&kargs));
-    let aicore =
-        chip.launch_aicore(cores, Arc::new(move |ctx: ferry_sim::cores::CoreCtx| body(ctx.index)))?;
-    let (ops, program) = (ops.clone(), program.clone());
-    let aicpu = match chip.launch_aicpu(
-        threads,
-        Arc::new(move |ctx: ferry_sim::cores::AicpuCtx| {
-            program.exec(&*ops, &kargs, ctx.thread, ctx.threads)
-        }),
-    ) {
-        Ok(c) => c,
-        Err(e) => {
-            // The cores are up and waiting for a window that will never open: reap them.
-            super::slots::reap(chip);
-            let _ = aicore.wait_timeout(Duration::from_secs(10));
-            return Err(e.into());
-        }
-    };
-    Ok((aicore, aicpu))
+/// The simulated chip runs both paths: its in-process launch starts the AICore executor and
+/// the runtime's AICPU program as host closures on the chip's own threads.
+impl super::RunnerDevice for SimProgramDevice {
+    type InProcessOps = super::SimOps;
+    type Completion = SimCompletion;
+
+    fn launch_in_process(
+        &self,
+        _: &super::SimOps,
+        (cores, threads): (u32, u32),
+        ops: &Arc<dyn DeviceOps>,
+        kernels: &Arc<KernelRegistry>,
+        program: &Arc<AicpuProgram>,
+        kargs: KernelArgs,
+    ) -> Result<(SimCompletion, SimCompletion), RunError> {
+        let body = super::runner::aicore_body(
+            ops.clone(),
+            kernels.clone(),
+            AicoreLaunchArgs::from(&kargs),
+        );
+        let aicore = self.launch_aicore(
+            cores,
+            Arc::new(move |ctx: ferry_sim::cores::CoreCtx| body(ctx.index)),
+        )?;
+        let (ops, program) = (ops.clone(), program.clone());
+        let aicpu = match self.launch_aicpu(
+            threads,
+            Arc::new(move |ctx: ferry_sim::cores::AicpuCtx| {
+                program.exec(&*ops, &kargs, ctx.thread, ctx.threads)
+            }),
+        ) {
+            Ok(c) => c,
+            Err(e) => {
+                // The cores are up and waiting for a window that will never open: reap them.
+                super::slots::reap(self);
+                let _ = aicore.wait_timeout(Duration::from_secs(10));
+                return Err(e.into());
+            }
+        };
+        Ok((aicore, aicpu))
+    }
 }
 
 impl DirectCompletion for SimCompletion {

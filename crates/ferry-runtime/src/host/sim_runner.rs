@@ -74,20 +74,24 @@ impl DeviceRunner {
     /// [`RunnerError::Config`] for fewer than 2 or more than the arch's AICPU threads, no cores
     /// or a zero task window; a simulator failure.
     pub fn init(device: SimDevice, cfg: RunnerConfig) -> Result<DeviceRunner, RunnerError> {
-        DeviceRunner::check_config(&cfg, device.arch().arch)?;
+        DeviceRunner::<Chip>::check_config(&cfg, device.arch().arch)?;
         let chip = Chip::new(
             device.clone(),
             CoreConfig { aicpu_threads: cfg.aicpu_threads, aic: cfg.aic, aiv: cfg.aiv },
         )?;
         let bases = chip.reg_bases();
         let ops = Arc::new(SimOps::new(chip.clone()));
-        DeviceRunner::assemble(device, chip, &bases, cfg, ops, |chip| {
+        DeviceRunner::assemble(device, chip, &bases, cfg, Some(ops), |chip| {
             OsServicesOps::new(chip).map(|o| Arc::new(o) as Arc<dyn DeviceOps>)
         })
     }
 
     /// The device half's chip services (for benches and tests that call kernels directly).
     pub fn ops(&self) -> &SimOps {
-        &self.ops
+        // `init`, the only way to a runner on the chip, gives it the in-process operations.
+        match &self.in_process {
+            Some(ip) => &ip.ops,
+            None => unreachable!("`init`, the only way to a runner on the chip, gives it its ops"),
+        }
     }
 }

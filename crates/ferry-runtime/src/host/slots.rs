@@ -158,9 +158,9 @@ pub(super) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 /// The completion of one side of a run the runner started directly on the cores (the
-/// in-process path, [`Sides::Direct`]): the simulated chip's launch completion
+/// in-process path, `RunnerDevice::Completion`): the simulated chip's launch completion
 /// (`host::sim_backend`).
-pub(super) trait DirectCompletion: Clone {
+pub trait DirectCompletion: Clone {
     /// Whether every launched thread returned.
     fn is_done(&self) -> bool;
 

@@ -1,21 +1,21 @@
 //! [`DeviceRunner::load_kernels`]: custom kernel libraries on a runner.
 use super::super::{KernelLoadError, KernelRegistry, RegisteredKernel, MAX_KERNEL_LIBRARY_BYTES};
-use super::DeviceRunner;
+use super::{DeviceRunner, RunnerDevice};
 use crate::device::image::as_bytes;
 use ferry_backend::BackendDevice;
 use std::path::Path;
 use std::sync::Arc;
 
-impl DeviceRunner {
+impl<P: RunnerDevice> DeviceRunner<P> {
     /// The runner's kernels: the built-ins and every loaded library's.
-    pub fn kernels(&self) -> &KernelRegistry {
+    pub fn kernels(&self) -> &KernelRegistry<P::CustomKernels> {
         &self.kernels
     }
 
     /// A shared handle on [`kernels`](Self::kernels), for callers that hold it across mutable
     /// uses of the runner (verifying each run of [`repeat`](Self::repeat) against host
     /// references). A library loaded later is not in it: loading replaces the runner's registry.
-    pub fn kernel_registry(&self) -> Arc<KernelRegistry> {
+    pub fn kernel_registry(&self) -> Arc<KernelRegistry<P::CustomKernels>> {
         self.kernels.clone()
     }
 

@@ -2,21 +2,20 @@
 //!
 //! Above the backend seam: the cores are started through `ferry_backend::AicoreLauncher`,
 //! their windows reset and reaped through `CoreRegisters`, the run read back through
-//! `BackendDevice`; the in-process path's launch is the simulated chip's
-//! (`host::sim_backend`).
-use super::{DeviceRunner, LaunchedRun, PreparedRun};
+//! `BackendDevice`; the in-process path's launch is the device's own
+//! (`RunnerDevice::launch_in_process`, the simulated chip's in `host::sim_backend`).
+use super::{DeviceRunner, LaunchedRun, PreparedRun, RunnerDevice};
 use crate::device::aicore::aicore_execute;
 use crate::device::image::{from_bytes, RunResult, RESULT_FAILED, RESULT_OK};
 use crate::device::kernels::KERNELS;
 use crate::device::ops::DeviceOps;
 use crate::error::{error_chain, DeviceFault, KernelFault, LaunchFailure, RunError};
-use crate::host::sim_backend::{launch_in_process, SimDevice, SimEvent};
 use crate::host::slots::{
     lock, reap, reset_windows, DirectCompletion, Executing, Sides, Signals, AICORE, AICPU,
 };
 use crate::host::{KernelRegistry, RunOutput, RunStats};
 use ferry_abi::launch::{AicoreLaunchArgs, KernelArgs};
-use ferry_backend::{AicoreLauncher, BackendDevice, CoreLaunch};
+use ferry_backend::{BackendDevice, CoreLaunch, CustomKernelTable, EventOf};
 use ferry_launch::EntryKernels;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -24,9 +23,9 @@ use std::time::{Duration, Instant};
 /// The runtime's AICore executor as one core's body (`ferry_backend::AicoreLauncher`'s
 /// host form): core `index` executes the run whose `AicoreLaunchArgs` are `args`, calling
 /// loaded kernels through `kernels`; a fault is the core's failure message.
-pub(in crate::host) fn aicore_body(
+pub(in crate::host) fn aicore_body<K: CustomKernelTable>(
     ops: Arc<dyn DeviceOps>,
-    kernels: Arc<KernelRegistry>,
+    kernels: Arc<KernelRegistry<K>>,
     args: AicoreLaunchArgs,
 ) -> impl Fn(u32) -> Result<(), String> + Send + Sync + 'static {
     move |index| {
@@ -36,15 +35,15 @@ pub(in crate::host) fn aicore_body(
 }
 
 /// Reads `out.len()` bytes of a run at `src` back from the runner's device.
-fn read_back(
-    device: &SimDevice,
+fn read_back<D: BackendDevice>(
+    device: &D,
     src: ferry_backend::DevicePtr,
     out: &mut [u8],
 ) -> Result<(), RunError> {
     BackendDevice::copy_dtoh(device, src, out).map_err(RunError::Readback)
 }
 
-impl DeviceRunner {
+impl<P: RunnerDevice> DeviceRunner<P> {
     /// Launches a prepared run: the register windows are reset, the AICore entry starts on
     /// every core, then the AICPU exec entry on every AICPU thread (AICore first, as the
     /// original).
@@ -58,7 +57,7 @@ impl DeviceRunner {
     ///
     /// # Errors
     /// A launch failure; the run is released and the runner stays usable.
-    pub fn launch(&mut self, p: PreparedRun) -> Result<LaunchedRun, RunError> {
+    pub fn launch(&mut self, p: PreparedRun<P>) -> Result<LaunchedRun<P>, RunError> {
         if let Some(f) = self.hung {
             return Err(RunError::Hung(f));
         }
@@ -69,13 +68,14 @@ impl DeviceRunner {
         // One run at a time on the chip: the one still executing finishes and retires from its
         // slot before the register windows are reset for this one.
         self.retire_executing()?;
+        let in_process = self.in_process();
         reset_windows(&self.chip, cores);
-        let (aicore, aicpu) = launch_in_process(
-            &self.chip,
+        let (aicore, aicpu) = self.chip.launch_in_process(
+            &in_process.ops,
             (cores, self.cfg.aicpu_threads),
             &self.device_ops,
             &self.kernels,
-            &self.program,
+            &in_process.program,
             p.kargs,
         )?;
         let sides = Sides::Direct { aicore, aicpu };
@@ -107,9 +107,9 @@ impl DeviceRunner {
     /// [`launch`](Self::launch) otherwise.
     pub fn launch_after(
         &mut self,
-        p: PreparedRun,
-        dependency: &SimEvent,
-    ) -> Result<LaunchedRun, RunError> {
+        p: PreparedRun<P>,
+        dependency: &EventOf<P::Device>,
+    ) -> Result<LaunchedRun<P>, RunError> {
         if self.full.is_none() {
             return Err(RunError::DependencyNeedsStreams);
         }
@@ -127,16 +127,16 @@ impl DeviceRunner {
     /// completion boundaries.
     fn launch_full(
         &mut self,
-        p: PreparedRun,
+        p: PreparedRun<P>,
         cores: u32,
-        dependency: Option<&SimEvent>,
-    ) -> Result<LaunchedRun, RunError> {
+        dependency: Option<&EventOf<P::Device>>,
+    ) -> Result<LaunchedRun<P>, RunError> {
         let Some(full) = self.full.as_mut() else { unreachable!("called on the full path") };
         let aicpu_entry = full.program(p.variant)?.aicpu_entry(self.cfg.aicpu_threads);
         let signals = Arc::new(Signals::default());
         let (chip, ops, sig) = (self.chip.clone(), self.device_ops.clone(), signals.clone());
         let kernels = self.kernels.clone();
-        let aicore = move |_: &SimDevice, args: AicoreLaunchArgs| {
+        let aicore = move |_: &P::Device, args: AicoreLaunchArgs| {
             // In stream order, after the run ahead of this one completed (its entries returned)
             // and before this run's cores start: no core reads the previous run's EXIT.
             reset_windows(&chip, cores);
@@ -160,7 +160,7 @@ impl DeviceRunner {
             r.map_err(|e| error_chain(&e))
         };
         let (chip, sig, timeout) = (self.chip.clone(), signals.clone(), self.cfg.timeout);
-        let aicpu = move |d: &SimDevice, args: KernelArgs| {
+        let aicpu = move |d: &P::Device, args: KernelArgs| {
             let r = aicpu_entry(d, args).map_err(LaunchFailure::from);
             if r.is_err() {
                 // The exec entry refused the run before its schedulers could shut the cores
@@ -233,7 +233,7 @@ impl DeviceRunner {
     }
 
     /// Whether the run has finished (both launches returned).
-    pub fn poll(&self, run: &LaunchedRun) -> bool {
+    pub fn poll(&self, run: &LaunchedRun<P>) -> bool {
         run.sides.is_done(AICPU) && run.sides.is_done(AICORE)
     }
 
@@ -241,7 +241,7 @@ impl DeviceRunner {
     ///
     /// # Errors
     /// A device read failure.
-    pub fn progress(&self, run: &LaunchedRun) -> Result<(u64, u64), RunError> {
+    pub fn progress(&self, run: &LaunchedRun<P>) -> Result<(u64, u64), RunError> {
         let Some(p) = &run.prepared else { return Ok((0, 0)) };
         let mut b = [0u8; 16];
         read_back(&self.device, p.image.add(p.result_off + 8), &mut b)?;
@@ -256,7 +256,7 @@ impl DeviceRunner {
     /// [`RunError::Timeout`] when the AICPU side finished but the cores could not be reaped.
     pub fn wait_timeout(
         &mut self,
-        run: &mut LaunchedRun,
+        run: &mut LaunchedRun<P>,
         timeout: Duration,
     ) -> Result<bool, RunError> {
         if run.finished.is_some() {
@@ -272,7 +272,7 @@ impl DeviceRunner {
     ///
     /// # Errors
     /// [`RunError::Timeout`] when the device did not finish in time.
-    pub fn wait(&mut self, run: &mut LaunchedRun) -> Result<Duration, RunError> {
+    pub fn wait(&mut self, run: &mut LaunchedRun<P>) -> Result<Duration, RunError> {
         if run.hung {
             return Ok(run.finished.unwrap_or_default());
         }
@@ -320,7 +320,7 @@ impl DeviceRunner {
     ///
     /// # Errors
     /// A device read failure.
-    fn hung_core(&self, run: &LaunchedRun) -> Result<Option<DeviceFault>, RunError> {
+    fn hung_core(&self, run: &LaunchedRun<P>) -> Result<Option<DeviceFault>, RunError> {
         let Some(p) = &run.prepared else { return Ok(None) };
         let mut rb = vec![0u8; std::mem::size_of::<RunResult>()];
         read_back(&self.device, p.image.add(p.result_off), &mut rb)?;
@@ -338,10 +338,10 @@ impl DeviceRunner {
     /// # Errors
     /// The run's failure ([`RunError::Fault`] with the device's typed fault), a timeout, or a
     /// device error.
-    pub fn finalize_run(&mut self, mut run: LaunchedRun) -> Result<RunOutput, RunError> {
+    pub fn finalize_run(&mut self, mut run: LaunchedRun<P>) -> Result<RunOutput, RunError> {
         let waited = self.wait(&mut run);
         // A run whose threads never finished keeps its memory and its claim on the runner
-        // (LaunchedRun's drop); everything else is released when `run` drops below.
+        // (LaunchedRun<P>'s drop); everything else is released when `run` drops below.
         let wall = match waited {
             Ok(w) => w,
             Err(e) => {

@@ -1,5 +1,5 @@
 //! The runtime image's layout: the header (the launch-route prefix) and the per-run suffix.
-use super::DeviceRunner;
+use super::{DeviceRunner, RunnerDevice};
 use crate::device::image::{
     align64, as_bytes, RunBlock, RunResult, RuntimeHeader, TensorRecord, VARIANT_DEVICE_ORCH,
     VARIANT_HOST_GRAPH,
@@ -62,7 +62,7 @@ pub(crate) fn image_offsets(cfg: &RunnerConfig, n: ImageCounts) -> RuntimeHeader
     h
 }
 
-impl DeviceRunner {
+impl<P: RunnerDevice> DeviceRunner<P> {
     pub(super) fn layout(
         &mut self,
         id: u32,

@@ -1,16 +1,15 @@
 //! What a runner has attached and holds: DFX collection for its runs, its launch slots, its
 //! scheduler diagnostics.
 
-use super::{DeviceRunner, LaunchedRun, PreparedRun};
+use super::{DeviceRunner, LaunchedRun, PreparedRun, RunnerDevice};
 use crate::error::{RunError, RunnerError};
-use crate::host::sim_backend::SimDevice;
 use crate::host::slots::{lock, FullPath, Sides};
 use ferry_backend::DevicePtr;
 use std::sync::Arc;
 
-impl DeviceRunner {
+impl<P: RunnerDevice> DeviceRunner<P> {
     /// Releases a prepared run that will not be launched (dropping it does the same).
-    pub fn release(&mut self, run: PreparedRun) {
+    pub fn release(&mut self, run: PreparedRun<P>) {
         drop(run);
     }
 
@@ -19,7 +18,9 @@ impl DeviceRunner {
     /// ([`LaunchPath::InProcess`](crate::host::LaunchPath::InProcess)): a loaded AICPU program
     /// does not see it (use [`attach_dfx_session`](Self::attach_dfx_session)).
     pub fn attach_dfx(&mut self, dfx: Option<Arc<crate::device::dfx::DfxDevice>>) {
-        self.program.attach_dfx(dfx);
+        if let Some(ip) = &self.in_process {
+            ip.program.attach_dfx(dfx);
+        }
     }
 
     /// Attaches a DFX collection to the runs prepared from now on, on either path, or detaches
@@ -45,7 +46,7 @@ impl DeviceRunner {
             s.note_loaded_kernels(loaded.map(|k| (k.id, k.name)));
         }
         if self.full.is_none() {
-            self.program.attach_dfx(session.map(crate::host::dfx::DfxSession::device));
+            self.in_process().program.attach_dfx(session.map(crate::host::dfx::DfxSession::device));
             self.dfx_profiling = None;
             return Ok(());
         }
@@ -135,8 +136,8 @@ impl DeviceRunner {
     /// the device, read from stream state. `None` in process or once it retired.
     pub fn run_events(
         &self,
-        run: &LaunchedRun,
-    ) -> Option<ferry_launch::transaction::RunEvents<SimDevice>> {
+        run: &LaunchedRun<P>,
+    ) -> Option<ferry_launch::transaction::RunEvents<P::Device>> {
         let staging = self.full.as_ref()?.slots.get(run.slot)?;
         staging.run_events().filter(|e| Some(e.run) == run.run_id)
     }
