@@ -15,7 +15,9 @@
 //!
 //! Addresses: device `d`'s memory lives at `0x2000_0000_0000_0000 + (d << 40)` onward (bump
 //! allocated, never reused); its alias of host address `h` is `0x1000_0000_0000_0000 +
-//! (d << 48) + h`.
+//! (d << 48) + h`. [`HostMemoryCores`] name core `i`'s register window
+//! `0x3000_0000_0000_0000 + i × block_size` (its [`reg_bases`](crate::CoreRegisters::reg_bases),
+//! mapped back by [`HostMemoryCores::core_at`]): not memory, only the key of a window.
 //!
 //! # Examples
 //! ```
