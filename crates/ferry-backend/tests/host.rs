@@ -234,3 +234,46 @@ fn entries_events_bounded_waits_and_pinned_memory() {
     };
     assert_eq!(&back, b"pinned!!");
 }
+
+#[test]
+fn a_programs_threads_run_at_once_and_each_knows_its_position() {
+    use ferry_backend::host::{aicpu_thread, HostProgramCode};
+    use ferry_backend::{ProgramDevice, ProgramLaunch, ProgramSymbol};
+    use std::sync::atomic::{AtomicU32, Ordering};
+    use std::sync::{Arc, Mutex};
+    use std::time::{Duration, Instant};
+
+    let b = HostMemoryBackend::new(1, 1 << 20).unwrap();
+    let dev = b.device(0).unwrap();
+    let arrived = Arc::new(AtomicU32::new(0));
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let (a, s) = (arrived.clone(), seen.clone());
+    // Every thread waits for all of them to have arrived, as an AICPU program's schedulers and
+    // orchestrator wait for each other: threads run one after another never get there.
+    let code = HostProgramCode::new().export("meet", move |_, _| {
+        let Some((thread, threads)) = aicpu_thread() else { return 1 };
+        s.lock().unwrap().push((thread, threads));
+        // AcqRel: a plain meeting count, read back by the Acquire loads below.
+        a.fetch_add(1, Ordering::AcqRel);
+        let guard = Instant::now() + Duration::from_secs(5);
+        // Acquire: pairs with the other threads' increments.
+        while a.load(Ordering::Acquire) < threads {
+            if Instant::now() > guard {
+                return 2; // the others never came: they did not run at the same time
+            }
+            std::thread::yield_now();
+        }
+        0
+    });
+    dev.register_code(b"meeting", code);
+    dev.save_custom("meet.so", b"meeting").unwrap();
+    let symbol =
+        ProgramSymbol { op_type: "meet_1", symbol: "meet", object: "meet.so", custom_scheduler: true };
+    let f = dev.resolve(&[symbol]).unwrap().remove(0);
+    let launched = dev.launch_function(&f, 4, &[]).unwrap();
+    assert!(launched.wait().is_ok(), "{:?}", launched.wait());
+    let mut seen = seen.lock().unwrap().clone();
+    seen.sort_unstable();
+    assert_eq!(seen, (0..4).map(|t| (t, 4)).collect::<Vec<_>>(), "each position once");
+    assert_eq!(aicpu_thread(), None, "the caller is no AICPU thread");
+}

@@ -53,7 +53,7 @@ pub use cores::{HostMemoryCoreLaunch, HostMemoryCores};
 pub use launch::{HostMemoryEvent, HostMemoryPinned};
 pub use mapped::{HostMemoryBellGuard, HostMemoryCounter};
 pub use program::{
-    HostFunctionBody, HostMemoryFunction, HostMemoryLaunch, HostMemoryLibrary, HostMemorySession,
+    aicpu_thread, HostFunctionBody, HostMemoryFunction, HostMemoryLaunch, HostMemoryLibrary, HostMemorySession,
     HostProgramCode, HostProgramStats,
 };
 
