@@ -267,8 +267,12 @@ fn a_programs_threads_run_at_once_and_each_knows_its_position() {
     });
     dev.register_code(b"meeting", code);
     dev.save_custom("meet.so", b"meeting").unwrap();
-    let symbol =
-        ProgramSymbol { op_type: "meet_1", symbol: "meet", object: "meet.so", custom_scheduler: true };
+    let symbol = ProgramSymbol {
+        op_type: "meet_1",
+        symbol: "meet",
+        object: "meet.so",
+        custom_scheduler: true,
+    };
     let f = dev.resolve(&[symbol]).unwrap().remove(0);
     let launched = dev.launch_function(&f, 4, &[]).unwrap();
     assert!(launched.wait().is_ok(), "{:?}", launched.wait());
@@ -276,4 +280,67 @@ fn a_programs_threads_run_at_once_and_each_knows_its_position() {
     seen.sort_unstable();
     assert_eq!(seen, (0..4).map(|t| (t, 4)).collect::<Vec<_>>(), "each position once");
     assert_eq!(aicpu_thread(), None, "the caller is no AICPU thread");
+}
+
+#[test]
+fn stream_threads_run_two_streams_at_once_in_order_behind_their_events() {
+    use ferry_backend::host::HostMemoryDevice;
+    use ferry_backend::{BackendEvent, HostEntry};
+    use std::sync::mpsc;
+    use std::sync::{Arc, Mutex};
+    use std::time::Duration;
+
+    let b = HostMemoryBackend::with_stream_threads(1, 1 << 20).unwrap();
+    let dev = b.device(0).unwrap();
+    let (a, s) = (dev.create_stream().unwrap(), dev.create_stream().unwrap());
+    let order = Arc::new(Mutex::new(Vec::new()));
+    let (open, gate) = mpsc::channel::<()>();
+    let gate = Mutex::new(gate);
+    // Stream `a`'s first entry waits for the test to open its gate: enqueueing it returns at
+    // once, and everything behind it on `a` waits.
+    let o = order.clone();
+    let held: HostEntry<HostMemoryDevice, ()> = Box::new(move |_, ()| {
+        let opened = gate.lock().unwrap().recv_timeout(Duration::from_secs(30));
+        o.lock().unwrap().push("a");
+        opened.map_err(|_| "the gate never opened".to_owned())
+    });
+    a.launch_entry("held", held, ()).unwrap();
+    let e = <HostMemoryStream as BackendStream>::Event::default();
+    a.record_event(&e).unwrap();
+    b_waits(&s, &e, &order);
+    assert!(!e.query(), "the record is behind the held entry");
+    let timed_out = a.synchronize_timeout(Duration::from_millis(20)).unwrap_err();
+    assert_eq!(timed_out.op(), BackendOp::Wait);
+    assert_eq!(cause(&timed_out), &HostMemoryError::TimedOut);
+    let ev_wait = dev.synchronize_event(&e, Some(Duration::from_millis(20))).unwrap_err();
+    assert_eq!(cause(&ev_wait), &HostMemoryError::TimedOut);
+    assert!(order.lock().unwrap().is_empty(), "`b` waits for the record on `a`");
+
+    open.send(()).unwrap();
+    s.synchronize().unwrap();
+    assert!(e.query() && e.timestamp_cycles().is_some());
+    dev.synchronize_event(&e, Some(Duration::from_secs(30))).unwrap();
+    a.synchronize().unwrap();
+    assert_eq!(*order.lock().unwrap(), ["a", "b"]);
+
+    // A failure on the stream's thread is its sticky error, handed out by synchronize.
+    let failing: HostEntry<HostMemoryDevice, ()> = Box::new(|_, ()| Err("refused".into()));
+    a.launch_entry("failing", failing, ()).unwrap();
+    let e = a.synchronize().unwrap_err();
+    assert!(matches!(cause(&e), HostMemoryError::Kernel { message, .. } if message == "refused"));
+    a.synchronize().unwrap();
+
+    fn b_waits(
+        s: &HostMemoryStream,
+        e: &ferry_backend::host::HostMemoryEvent,
+        order: &Arc<Mutex<Vec<&'static str>>>,
+    ) {
+        s.wait_event(e).unwrap();
+        let o = order.clone();
+        let after: HostEntry<HostMemoryDevice, ()> = Box::new(move |_, ()| {
+            o.lock().unwrap().push("b");
+            Ok(())
+        });
+        s.launch_entry("after", after, ()).unwrap();
+    }
 }
