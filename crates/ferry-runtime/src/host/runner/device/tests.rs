@@ -18,6 +18,8 @@ use ferry_backend::{
 };
 use std::sync::Arc;
 
+mod full_path;
+
 /// The host-memory backend's device with its cores, as one program device.
 #[derive(Clone, Debug)]
 struct HostChip {
