@@ -125,7 +125,7 @@ pub enum HostMemoryError {
         /// The operation it failed.
         op: BackendOp,
     },
-    /// An entry ([`BackendStream::launch_entry`]) reported a failure while it ran.
+    /// An entry ([`BackendStream::launch_entry`](crate::BackendStream::launch_entry)) reported a failure while it ran.
     #[error("kernel `{name}` failed: {message}")]
     Kernel {
         /// Kernel name.
