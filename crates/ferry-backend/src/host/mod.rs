@@ -1,11 +1,12 @@
 //! [`HostMemoryBackend`]: the seam's second, minimal backend — "device" memory is host heap,
 //! streams run their work on the calling thread at enqueue (or, made with
-//! [`HostMemoryBackend::with_stream_threads`], in order on a thread of their own), and device programs are host code
-//! registered for their images' bytes (its program loader, [`HostProgramCode`]). Its memory is
-//! mapped for the host as it is (a unified device, `MappedMemory`), its cycle counter is the
-//! clock its events are stamped with ([`HostMemoryCounter`]), its host bells are rung by
-//! [`HostMemoryDevice::ring_host`], and [`HostMemoryCores`] are AICore cores whose register
-//! windows are host memory and whose launches run on one host thread per core.
+//! [`HostMemoryBackend::with_stream_threads`], in order on a thread of their own), and device
+//! programs are host code registered for their images' bytes (its program loader,
+//! [`HostProgramCode`]). Its memory is mapped for the host as it is (a unified device,
+//! `MappedMemory`), its cycle counter is the clock its events are stamped with
+//! ([`HostMemoryCounter`]), its host bells are rung by [`HostMemoryDevice::ring_host`], and
+//! [`HostMemoryCores`] are AICore cores whose register windows are host memory and whose
+//! launches run on one host thread per core.
 //!
 //! It exists so the seam is exercised by something other than the simulated chip (as
 //! wgpu-hal keeps an `empty` backend): the copy engine's tests run on it, including its error
@@ -125,7 +126,8 @@ pub enum HostMemoryError {
         /// The operation it failed.
         op: BackendOp,
     },
-    /// An entry ([`BackendStream::launch_entry`](crate::BackendStream::launch_entry)) reported a failure while it ran.
+    /// An entry ([`BackendStream::launch_entry`](crate::BackendStream::launch_entry)) reported
+    /// a failure while it ran.
     #[error("kernel `{name}` failed: {message}")]
     Kernel {
         /// Kernel name.
