@@ -21,6 +21,16 @@ pub trait CoreRegisters: Clone + std::fmt::Debug + Send + Sync + 'static {
     /// The cores that have a window (AICs first, then AIVs).
     fn core_count(&self) -> u32;
 
+    /// The address of each core's register window, by core index (AICs first, then AIVs):
+    /// the runner's `regs` table, through which the AICPU's schedulers and the cores address
+    /// the windows (the device half's `reg_read`/`reg_write_*` take one of these bases and a
+    /// `RegLayout` offset). One entry per core, `core_count()` of them.
+    ///
+    /// On the vendor's chip these are the cores' register-space addresses the driver reports
+    /// for the device; where the windows are host memory, the backend's own names for them,
+    /// which its device operations map back to a core.
+    fn reg_bases(&self) -> Vec<u64>;
+
     /// Writes `value` to register `offset` of core `core`'s window as the AICPU side does:
     /// ordered after the writer's earlier device-memory writes, and waking the core.
     ///

@@ -234,3 +234,113 @@ fn entries_events_bounded_waits_and_pinned_memory() {
     };
     assert_eq!(&back, b"pinned!!");
 }
+
+#[test]
+fn a_programs_threads_run_at_once_and_each_knows_its_position() {
+    use ferry_backend::host::{aicpu_thread, HostProgramCode};
+    use ferry_backend::{ProgramDevice, ProgramLaunch, ProgramSymbol};
+    use std::sync::atomic::{AtomicU32, Ordering};
+    use std::sync::{Arc, Mutex};
+    use std::time::{Duration, Instant};
+
+    let b = HostMemoryBackend::new(1, 1 << 20).unwrap();
+    let dev = b.device(0).unwrap();
+    let arrived = Arc::new(AtomicU32::new(0));
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let (a, s) = (arrived.clone(), seen.clone());
+    // Every thread waits for all of them to have arrived, as an AICPU program's schedulers and
+    // orchestrator wait for each other: threads run one after another never get there.
+    let code = HostProgramCode::new().export("meet", move |_, _| {
+        let Some((thread, threads)) = aicpu_thread() else { return 1 };
+        s.lock().unwrap().push((thread, threads));
+        // AcqRel: a plain meeting count, read back by the Acquire loads below.
+        a.fetch_add(1, Ordering::AcqRel);
+        let guard = Instant::now() + Duration::from_secs(5);
+        // Acquire: pairs with the other threads' increments.
+        while a.load(Ordering::Acquire) < threads {
+            if Instant::now() > guard {
+                return 2; // the others never came: they did not run at the same time
+            }
+            std::thread::yield_now();
+        }
+        0
+    });
+    dev.register_code(b"meeting", code);
+    dev.save_custom("meet.so", b"meeting").unwrap();
+    let symbol = ProgramSymbol {
+        op_type: "meet_1",
+        symbol: "meet",
+        object: "meet.so",
+        custom_scheduler: true,
+    };
+    let f = dev.resolve(&[symbol]).unwrap().remove(0);
+    let launched = dev.launch_function(&f, 4, &[]).unwrap();
+    assert!(launched.wait().is_ok(), "{:?}", launched.wait());
+    let mut seen = seen.lock().unwrap().clone();
+    seen.sort_unstable();
+    assert_eq!(seen, (0..4).map(|t| (t, 4)).collect::<Vec<_>>(), "each position once");
+    assert_eq!(aicpu_thread(), None, "the caller is no AICPU thread");
+}
+
+#[test]
+fn stream_threads_run_two_streams_at_once_in_order_behind_their_events() {
+    use ferry_backend::host::HostMemoryDevice;
+    use ferry_backend::{BackendEvent, HostEntry};
+    use std::sync::mpsc;
+    use std::sync::{Arc, Mutex};
+    use std::time::Duration;
+
+    let b = HostMemoryBackend::with_stream_threads(1, 1 << 20).unwrap();
+    let dev = b.device(0).unwrap();
+    let (a, s) = (dev.create_stream().unwrap(), dev.create_stream().unwrap());
+    let order = Arc::new(Mutex::new(Vec::new()));
+    let (open, gate) = mpsc::channel::<()>();
+    let gate = Mutex::new(gate);
+    // Stream `a`'s first entry waits for the test to open its gate: enqueueing it returns at
+    // once, and everything behind it on `a` waits.
+    let o = order.clone();
+    let held: HostEntry<HostMemoryDevice, ()> = Box::new(move |_, ()| {
+        let opened = gate.lock().unwrap().recv_timeout(Duration::from_secs(30));
+        o.lock().unwrap().push("a");
+        opened.map_err(|_| "the gate never opened".to_owned())
+    });
+    a.launch_entry("held", held, ()).unwrap();
+    let e = <HostMemoryStream as BackendStream>::Event::default();
+    a.record_event(&e).unwrap();
+    b_waits(&s, &e, &order);
+    assert!(!e.query(), "the record is behind the held entry");
+    let timed_out = a.synchronize_timeout(Duration::from_millis(20)).unwrap_err();
+    assert_eq!(timed_out.op(), BackendOp::Wait);
+    assert_eq!(cause(&timed_out), &HostMemoryError::TimedOut);
+    let ev_wait = dev.synchronize_event(&e, Some(Duration::from_millis(20))).unwrap_err();
+    assert_eq!(cause(&ev_wait), &HostMemoryError::TimedOut);
+    assert!(order.lock().unwrap().is_empty(), "`b` waits for the record on `a`");
+
+    open.send(()).unwrap();
+    s.synchronize().unwrap();
+    assert!(e.query() && e.timestamp_cycles().is_some());
+    dev.synchronize_event(&e, Some(Duration::from_secs(30))).unwrap();
+    a.synchronize().unwrap();
+    assert_eq!(*order.lock().unwrap(), ["a", "b"]);
+
+    // A failure on the stream's thread is its sticky error, handed out by synchronize.
+    let failing: HostEntry<HostMemoryDevice, ()> = Box::new(|_, ()| Err("refused".into()));
+    a.launch_entry("failing", failing, ()).unwrap();
+    let e = a.synchronize().unwrap_err();
+    assert!(matches!(cause(&e), HostMemoryError::Kernel { message, .. } if message == "refused"));
+    a.synchronize().unwrap();
+
+    fn b_waits(
+        s: &HostMemoryStream,
+        e: &ferry_backend::host::HostMemoryEvent,
+        order: &Arc<Mutex<Vec<&'static str>>>,
+    ) {
+        s.wait_event(e).unwrap();
+        let o = order.clone();
+        let after: HostEntry<HostMemoryDevice, ()> = Box::new(move |_, ()| {
+            o.lock().unwrap().push("b");
+            Ok(())
+        });
+        s.launch_entry("after", after, ()).unwrap();
+    }
+}

@@ -393,6 +393,10 @@ impl ferry_backend::CoreRegisters for crate::cores::Chip {
         self.config().cores()
     }
 
+    fn reg_bases(&self) -> Vec<u64> {
+        crate::cores::Chip::reg_bases(self)
+    }
+
     #[track_caller]
     fn write_as_aicpu(&self, core: u32, offset: u32, value: u32) {
         self.window(core).aicpu_write(offset, value);

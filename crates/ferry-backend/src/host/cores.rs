@@ -8,6 +8,10 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::thread::JoinHandle;
 
+/// Where the cores' register windows are named: no device memory or alias is there
+/// (`super::HBM_BASE`, `super::ALIAS_BASE`).
+const REG_BASE: u64 = 0x3000_0000_0000_0000;
+
 /// The AICore cores of a host-memory device: each core's register window (the arch's
 /// `RegLayout::block_size` bytes of 32-bit registers) in host memory, and launches that run
 /// the executor's body on one host thread per core. Nothing parks on a window here: a core's
@@ -54,6 +58,15 @@ impl HostMemoryCores {
         self.reg(core, offset).load(Ordering::Acquire)
     }
 
+    /// The core whose register window is at `base` (one of
+    /// [`reg_bases`](CoreRegisters::reg_bases)); `None` for any other address.
+    pub fn core_at(&self, base: u64) -> Option<u32> {
+        let rel = base.checked_sub(REG_BASE)?;
+        let stride = self.0.words as u64 * 4;
+        let core = u32::try_from(rel / stride).ok()?;
+        (rel % stride == 0 && core < self.0.cores).then_some(core)
+    }
+
     #[track_caller]
     fn reg(&self, core: u32, offset: u32) -> &AtomicU32 {
         let w = &self.0;
@@ -80,6 +93,12 @@ impl CoreRegisters for HostMemoryCores {
 
     fn core_count(&self) -> u32 {
         self.0.cores
+    }
+
+    /// Core `i`'s window is named `REG_BASE + i × block_size` (module docs, "Addresses").
+    fn reg_bases(&self) -> Vec<u64> {
+        let stride = self.0.words as u64 * 4;
+        (0..u64::from(self.0.cores)).map(|i| REG_BASE + i * stride).collect()
     }
 
     #[track_caller]
@@ -211,5 +230,21 @@ mod tests {
             HostMemoryCores::new(Arch::A2a3, 0).unwrap_err(),
             HostMemoryError::NoSuchCores { asked: 0, count: 75 }
         );
+    }
+
+    #[test]
+    fn each_window_has_a_base_that_names_its_core() {
+        let c = HostMemoryCores::new(Arch::A5, 3).unwrap();
+        let bases = c.reg_bases();
+        assert_eq!(bases.len(), 3);
+        let block = RegLayout::of(Arch::A5).block_size;
+        for (i, &b) in bases.iter().enumerate() {
+            assert_eq!(c.core_at(b), Some(i as u32));
+            assert_eq!(c.core_at(b + 4), None, "inside a window is not a base");
+        }
+        assert_eq!(bases[1] - bases[0], block, "one window apart");
+        assert_eq!(c.core_at(bases[2] + block), None, "past the last core");
+        assert_eq!(c.core_at(bases[0] - block), None, "before the first");
+        assert_eq!(c.core_at(0), None);
     }
 }

@@ -1,11 +1,11 @@
-//! The host-memory backend's events and pinned host memory. Its streams run their work at
-//! enqueue, so a record completes when it is made, stamped with the host's monotonic clock and
-//! the stream's sticky error at that point.
+//! The host-memory backend's events and pinned host memory. A record completes when its
+//! stream reaches it (when it is made, where streams run their work at enqueue), stamped with
+//! the host's monotonic clock and the stream's sticky error at that point.
 use super::{lock, HostMemoryError, Shared};
 use crate::{BackendError, BackendEvent, BackendOp, PinnedFreeError, PinnedHostBuffer};
 use std::ptr::NonNull;
-use std::sync::{Arc, Mutex, OnceLock};
-use std::time::Instant;
+use std::sync::{Arc, Condvar, Mutex, OnceLock};
+use std::time::{Duration, Instant};
 
 /// Nanoseconds since the backend's clock started: the host backend's "device cycles".
 pub(super) fn now_ns() -> u64 {
@@ -15,34 +15,70 @@ pub(super) fn now_ns() -> u64 {
 
 #[derive(Debug, Default)]
 struct Record {
-    /// Host time of the latest record, once one was made.
+    /// Host time of the latest completed record, once one completed.
     at: Option<u64>,
-    /// The stream's sticky error when it was made.
+    /// The stream's sticky error when it completed.
     error: Option<HostMemoryError>,
+    /// Records made (enqueued), and the latest of them that completed.
+    made: u64,
+    completed: u64,
 }
 
 /// An event of the host-memory backend. Cheap to clone; clones name the same event.
 #[derive(Clone, Debug, Default)]
-pub struct HostMemoryEvent(Arc<Mutex<Record>>);
+pub struct HostMemoryEvent(Arc<(Mutex<Record>, Condvar)>);
 
 impl HostMemoryEvent {
-    pub(super) fn complete(&self, error: Option<HostMemoryError>) {
-        *lock(&self.0) = Record { at: Some(now_ns()), error };
+    /// A record made on a stream: its ticket, which [`complete`](Self::complete) gets when
+    /// the stream reaches it.
+    pub(super) fn begin(&self) -> u64 {
+        let mut r = lock(&self.0 .0);
+        r.made += 1;
+        r.made
+    }
+
+    /// The latest record made (0: never recorded).
+    pub(super) fn recorded(&self) -> u64 {
+        lock(&self.0 .0).made
+    }
+
+    /// The stream reached record `ticket`, with its sticky error then.
+    pub(super) fn complete(&self, ticket: u64, error: Option<HostMemoryError>) {
+        let mut r = lock(&self.0 .0);
+        if ticket >= r.completed {
+            (r.at, r.error, r.completed) = (Some(now_ns()), error, ticket);
+        }
+        self.0 .1.notify_all();
+    }
+
+    /// Waits until record `ticket` completed, or `timeout` passed (`false`).
+    pub(super) fn wait_for(&self, ticket: u64, timeout: Option<Duration>) -> bool {
+        let r = lock(&self.0 .0);
+        let pending = |r: &mut Record| r.completed < ticket;
+        match timeout {
+            None => drop(self.0 .1.wait_while(r, pending).unwrap_or_else(|p| p.into_inner())),
+            Some(t) => {
+                let (r, _) =
+                    self.0 .1.wait_timeout_while(r, t, pending).unwrap_or_else(|p| p.into_inner());
+                return r.completed >= ticket;
+            }
+        }
+        true
     }
 }
 
 impl BackendEvent for HostMemoryEvent {
     fn query(&self) -> bool {
-        // Every record completes when it is made.
-        true
+        let r = lock(&self.0 .0);
+        r.completed >= r.made
     }
 
     fn timestamp_cycles(&self) -> Option<u64> {
-        lock(&self.0).at
+        lock(&self.0 .0).at
     }
 
     fn error(&self) -> Option<BackendError> {
-        let e = lock(&self.0).error.clone()?;
+        let e = lock(&self.0 .0).error.clone()?;
         Some(BackendError::typed(BackendOp::Execute, e))
     }
 }

@@ -1,10 +1,12 @@
 //! [`HostMemoryBackend`]: the seam's second, minimal backend — "device" memory is host heap,
-//! streams run their work on the calling thread at enqueue, and device programs are host code
-//! registered for their images' bytes (its program loader, [`HostProgramCode`]). Its memory is
-//! mapped for the host as it is (a unified device, `MappedMemory`), its cycle counter is the
-//! clock its events are stamped with ([`HostMemoryCounter`]), its host bells are rung by
-//! [`HostMemoryDevice::ring_host`], and [`HostMemoryCores`] are AICore cores whose register
-//! windows are host memory and whose launches run on one host thread per core.
+//! streams run their work on the calling thread at enqueue (or, made with
+//! [`HostMemoryBackend::with_stream_threads`], in order on a thread of their own), and device
+//! programs are host code registered for their images' bytes (its program loader,
+//! [`HostProgramCode`]). Its memory is mapped for the host as it is (a unified device,
+//! `MappedMemory`), its cycle counter is the clock its events are stamped with
+//! ([`HostMemoryCounter`]), its host bells are rung by [`HostMemoryDevice::ring_host`], and
+//! [`HostMemoryCores`] are AICore cores whose register windows are host memory and whose
+//! launches run on one host thread per core.
 //!
 //! It exists so the seam is exercised by something other than the simulated chip (as
 //! wgpu-hal keeps an `empty` backend): the copy engine's tests run on it, including its error
@@ -15,7 +17,9 @@
 //!
 //! Addresses: device `d`'s memory lives at `0x2000_0000_0000_0000 + (d << 40)` onward (bump
 //! allocated, never reused); its alias of host address `h` is `0x1000_0000_0000_0000 +
-//! (d << 48) + h`.
+//! (d << 48) + h`. [`HostMemoryCores`] name core `i`'s register window
+//! `0x3000_0000_0000_0000 + i × block_size` (its [`reg_bases`](crate::CoreRegisters::reg_bases),
+//! mapped back by [`HostMemoryCores::core_at`]): not memory, only the key of a window.
 //!
 //! # Examples
 //! ```
@@ -34,26 +38,28 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 use crate::{
-    Backend, BackendDevice, BackendError, BackendOp, BackendStream, CopyGroup, CopyKind, DevicePtr,
-    EventOf, GatherFragment, HostEntry, HostMapping, QueueCounts, Segment, FRAGMENT_BYTES,
+    Backend, BackendDevice, BackendError, BackendOp, CopyGroup, CopyKind, DevicePtr, EventOf,
+    GatherFragment, HostMapping, QueueCounts, FRAGMENT_BYTES,
 };
 use std::cell::Cell;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
 
 mod cores;
 mod launch;
 mod mapped;
 mod program;
+mod stream;
 pub use cores::{HostMemoryCoreLaunch, HostMemoryCores};
 pub use launch::{HostMemoryEvent, HostMemoryPinned};
 pub use mapped::{HostMemoryBellGuard, HostMemoryCounter};
 pub use program::{
-    HostFunctionBody, HostMemoryFunction, HostMemoryLaunch, HostMemoryLibrary, HostMemorySession,
-    HostProgramCode, HostProgramStats,
+    aicpu_thread, HostFunctionBody, HostMemoryFunction, HostMemoryLaunch, HostMemoryLibrary,
+    HostMemorySession, HostProgramCode, HostProgramStats,
 };
+pub use stream::HostMemoryStream;
 
 /// Most devices one backend has (the alias scheme's limit).
 pub const MAX_DEVICES: u32 = 16;
@@ -77,6 +83,9 @@ pub enum HostMemoryError {
         /// Devices asked for.
         asked: u32,
     },
+    /// A wait ran out before what it waited for completed.
+    #[error("the wait ran out")]
+    TimedOut,
     /// No device with this ordinal.
     #[error("no device {ordinal} (the backend has {count})")]
     NoSuchDevice {
@@ -117,7 +126,8 @@ pub enum HostMemoryError {
         /// The operation it failed.
         op: BackendOp,
     },
-    /// An entry ([`BackendStream::launch_entry`]) reported a failure while it ran.
+    /// An entry ([`BackendStream::launch_entry`](crate::BackendStream::launch_entry)) reported
+    /// a failure while it ran.
     #[error("kernel `{name}` failed: {message}")]
     Kernel {
         /// Kernel name.
@@ -192,6 +202,22 @@ impl HostMemoryBackend {
     /// # Errors
     /// [`HostMemoryError::TooManyDevices`] above [`MAX_DEVICES`].
     pub fn new(devices: u32, bytes: u64) -> Result<Self, HostMemoryError> {
+        Self::build(devices, bytes, false)
+    }
+
+    /// As [`new`](Self::new), each stream running its work in order on a host thread of its
+    /// own: enqueueing returns at once, a record completes when its stream reaches it, a
+    /// stream waiting for an event waits (on its thread) for that record, and synchronizing
+    /// waits for the work. Device code on two streams runs at the same time, as on a device
+    /// (the runtime's AICore entry waits for its cores while its AICPU entry runs).
+    ///
+    /// # Errors
+    /// As [`new`](Self::new).
+    pub fn with_stream_threads(devices: u32, bytes: u64) -> Result<Self, HostMemoryError> {
+        Self::build(devices, bytes, true)
+    }
+
+    fn build(devices: u32, bytes: u64, stream_threads: bool) -> Result<Self, HostMemoryError> {
         if devices > MAX_DEVICES {
             return Err(HostMemoryError::TooManyDevices { asked: devices });
         }
@@ -209,6 +235,7 @@ impl HostMemoryBackend {
                         registry: registry.clone(),
                         armed: Mutex::new(Vec::new()),
                         stats: Stats::default(),
+                        stream_threads,
                     }),
                     null: OnceLock::new(),
                     programs: program::Programs::default(),
@@ -343,6 +370,8 @@ struct Shared {
     /// Armed faults: the operation and how many of its occurrences pass before it fails.
     armed: Mutex<Vec<(BackendOp, u64)>>,
     stats: Stats,
+    /// Each stream runs its work on a thread of its own.
+    stream_threads: bool,
 }
 
 impl Shared {
@@ -491,13 +520,9 @@ impl HostMemoryDevice {
         // Relaxed: a statistic.
         self.0.shared.stats.streams.fetch_add(1, Ordering::Relaxed);
         static NEXT_STREAM: AtomicU64 = AtomicU64::new(1);
-        HostMemoryStream {
-            shared: self.0.shared.clone(),
-            sticky: Mutex::new(None),
-            // Relaxed: a unique id; nothing is published through it.
-            id: NEXT_STREAM.fetch_add(1, Ordering::Relaxed),
-            device: Arc::downgrade(&self.0),
-        }
+        // Relaxed: a unique id; nothing is published through it.
+        let id = NEXT_STREAM.fetch_add(1, Ordering::Relaxed);
+        HostMemoryStream::new(self.0.shared.clone(), id, Arc::downgrade(&self.0))
     }
 }
 
@@ -572,160 +597,14 @@ impl BackendDevice for HostMemoryDevice {
 
     fn synchronize_event(
         &self,
-        _event: &EventOf<Self>,
-        _timeout: Option<Duration>,
+        event: &EventOf<Self>,
+        timeout: Option<Duration>,
     ) -> Result<(), BackendError> {
-        // Every record completed when it was made.
-        self.0.shared.check(BackendOp::Wait)
-    }
-}
-
-/// A stream of a [`HostMemoryDevice`]: its work runs at enqueue, on the calling thread; what
-/// failed stays as the stream's sticky error until [`synchronize`](BackendStream::synchronize).
-#[derive(Debug)]
-pub struct HostMemoryStream {
-    shared: Arc<Shared>,
-    sticky: Mutex<Option<HostMemoryError>>,
-    id: u64,
-    /// The device, for the entries launched here (the device holds its null stream).
-    device: Weak<DeviceInner>,
-}
-
-impl HostMemoryStream {
-    fn stick(&self, r: Result<(), HostMemoryError>) {
-        if let Err(e) = r {
-            lock(&self.sticky).get_or_insert(e);
+        self.0.shared.check(BackendOp::Wait)?;
+        match event.wait_for(event.recorded(), timeout) {
+            true => Ok(()),
+            false => Err(BackendError::typed(BackendOp::Wait, HostMemoryError::TimedOut)),
         }
-    }
-}
-
-impl BackendStream for HostMemoryStream {
-    type CopyGroup = HostMemoryCopyGroup;
-    type Event = HostMemoryEvent;
-    type Entry<A: Send + 'static> = HostEntry<HostMemoryDevice, A>;
-
-    fn id(&self) -> u64 {
-        self.id
-    }
-
-    fn record_event(&self, event: &HostMemoryEvent) -> Result<(), BackendError> {
-        self.shared.check(BackendOp::RecordEvent)?;
-        event.complete(lock(&self.sticky).clone());
-        Ok(())
-    }
-
-    fn wait_event(&self, _event: &HostMemoryEvent) -> Result<(), BackendError> {
-        // The work before every record already ran.
-        self.shared.check(BackendOp::WaitEvent)
-    }
-
-    fn launch_entry<A: Send + 'static>(
-        &self,
-        name: &str,
-        entry: HostEntry<HostMemoryDevice, A>,
-        args: A,
-    ) -> Result<(), BackendError> {
-        self.shared.check(BackendOp::Launch)?;
-        // Relaxed: a statistic.
-        self.shared.stats.launches.fetch_add(1, Ordering::Relaxed);
-        let ran = match self.device.upgrade() {
-            Some(d) => entry(&HostMemoryDevice(d), args)
-                .map_err(|message| HostMemoryError::Kernel { name: name.into(), message }),
-            None => Err(HostMemoryError::DeviceGone),
-        };
-        self.stick(ran);
-        Ok(())
-    }
-
-    fn synchronize_timeout(&self, _timeout: Duration) -> Result<(), BackendError> {
-        // The work ran at enqueue: nothing is left to wait for.
-        self.shared.check(BackendOp::Wait)?;
-        match lock(&self.sticky).take() {
-            Some(e) => Err(BackendError::typed(BackendOp::Synchronize, e)),
-            None => Ok(()),
-        }
-    }
-
-    unsafe fn copy_htod_async(
-        &self,
-        src: *const u8,
-        dst: DevicePtr,
-        bytes: u64,
-    ) -> Result<(), BackendError> {
-        self.shared.check(BackendOp::Copy)?;
-        // SAFETY: the caller's promise on `src` (the trait's contract).
-        self.stick(unsafe { self.shared.copy(CopyKind::Htod, src as u64, dst.0, bytes) });
-        Ok(())
-    }
-
-    unsafe fn copy_htod_async_grouped(
-        &self,
-        src: *const u8,
-        dst: DevicePtr,
-        bytes: u64,
-        group: &Arc<HostMemoryCopyGroup>,
-    ) -> Result<(), BackendError> {
-        // SAFETY: as `copy_htod_async`.
-        unsafe { self.copy_htod_async(src, dst, bytes)? };
-        group.arrive();
-        // Relaxed: a statistic.
-        self.shared.stats.grouped.fetch_add(1, Ordering::Relaxed);
-        Ok(())
-    }
-
-    unsafe fn copy_dtoh_async(
-        &self,
-        src: DevicePtr,
-        dst: *mut u8,
-        bytes: u64,
-    ) -> Result<(), BackendError> {
-        self.shared.check(BackendOp::Copy)?;
-        // SAFETY: the caller's promise on `dst` (the trait's contract).
-        self.stick(unsafe { self.shared.copy(CopyKind::Dtoh, src.0, dst as u64, bytes) });
-        Ok(())
-    }
-
-    unsafe fn copy_segments_blocking(
-        &self,
-        kind: CopyKind,
-        segments: &[Segment],
-    ) -> Result<(), BackendError> {
-        for s in segments {
-            self.shared.check(BackendOp::Copy)?;
-            // SAFETY: the caller's promise on every host side (the trait's contract).
-            unsafe { self.shared.copy(kind, s.src, s.dst, s.len) }
-                .map_err(|e| BackendError::typed(BackendOp::Copy, e))?;
-        }
-        Ok(())
-    }
-
-    fn launch_gather(
-        &self,
-        descriptors: DevicePtr,
-        count: usize,
-        counted: bool,
-    ) -> Result<(), BackendError> {
-        self.shared.check(BackendOp::Launch)?;
-        if counted {
-            // Relaxed: a statistic.
-            self.shared.stats.launches.fetch_add(1, Ordering::Relaxed);
-        }
-        if count > 0 {
-            self.stick(self.shared.gather(descriptors.0, count));
-        }
-        Ok(())
-    }
-
-    fn synchronize(&self) -> Result<(), BackendError> {
-        self.shared.check(BackendOp::Synchronize)?;
-        match lock(&self.sticky).take() {
-            Some(e) => Err(BackendError::typed(BackendOp::Synchronize, e)),
-            None => Ok(()),
-        }
-    }
-
-    fn quiesce(&self) {
-        lock(&self.sticky).take();
     }
 }
 

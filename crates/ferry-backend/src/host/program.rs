@@ -9,7 +9,10 @@
 //! the program under its fingerprint name, as the dispatcher does; resolving an object whose
 //! bytes have no registered code is a refused load, a symbol the code lacks a missing symbol;
 //! an entry's non-zero status is an entry failure; a reset forgets every saved object.
-//! Launches run at launch, on the calling thread, one call per AICPU thread asked for.
+//! Launches run at launch: one call per AICPU thread asked for, each on a host thread of its
+//! own and all at once (an AICPU program's threads wait for each other), and the launch returns
+//! when every one has returned. A call learns its position in the launch from
+//! [`aicpu_thread`], as a program on the device asks its OS.
 //!
 //! # Examples
 //! ```
@@ -37,11 +40,23 @@ use ferry_abi::kernel_lib::EXPORT_KERNEL_LIBRARY;
 use ferry_abi::launch::{
     AbiRecord, BootstrapArgs, BootstrapBlob, BOOTSTRAP_KERNEL_NAME, BOOTSTRAP_SO_NAME,
 };
-use ferry_abi::services::{fingerprint, inner_so_name, EXPORT_KERNEL_LOOKUP, STATUS_OK};
+use ferry_abi::services::{
+    fingerprint, inner_so_name, EXPORT_KERNEL_LOOKUP, STATUS_OK, STATUS_PANIC,
+};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+
+thread_local! {
+    static POSITION: std::cell::Cell<Option<(u32, u32)>> = const { std::cell::Cell::new(None) };
+}
+
+/// The calling thread's position in the launch of a host-memory device's function that runs
+/// it: `(thread, threads)`, `thread` in `0..threads`; `None` outside such a launch.
+pub fn aicpu_thread() -> Option<(u32, u32)> {
+    POSITION.with(std::cell::Cell::get)
+}
 
 /// A host function standing for a device program's export: it gets the device it runs on and
 /// its argument block, and returns a status (`ferry_abi::services::STATUS_OK` for success).
@@ -372,15 +387,26 @@ impl ProgramDevice for HostMemoryDevice {
             return Err(refused(BackendOp::Launch, HostMemoryError::NoThreads));
         }
         lock(&self.0.programs.state).stats.launches += 1;
-        let mut first = STATUS_OK;
-        for _ in 0..threads {
-            // Each thread gets its own copy of the argument block, by value.
-            let private = payload.to_vec();
-            let status = (function.body)(self, &private);
-            if first == STATUS_OK {
-                first = status;
-            }
-        }
+        let statuses: Vec<i32> = std::thread::scope(|scope| {
+            let running: Vec<_> = (0..threads)
+                .map(|thread| {
+                    // Each thread gets its own copy of the argument block, by value.
+                    let private = payload.to_vec();
+                    std::thread::Builder::new()
+                        .name(format!("aicpu-{thread}"))
+                        .spawn_scoped(scope, move || {
+                            POSITION.with(|p| p.set(Some((thread, threads))));
+                            (function.body)(self, &private)
+                        })
+                        // As `std::thread::spawn`: a process that cannot start a thread is out
+                        // of resources, not handed bad input.
+                        .expect("starting an AICPU thread")
+                })
+                .collect();
+            // A body that panicked returned no status: it failed as a panicking export does.
+            running.into_iter().map(|t| t.join().unwrap_or(STATUS_PANIC)).collect()
+        });
+        let first = statuses.into_iter().find(|&s| s != STATUS_OK).unwrap_or(STATUS_OK);
         let result = match first {
             STATUS_OK => Ok(()),
             status => Err(ProgramError::Entry { symbol: function.symbol.clone(), status }),

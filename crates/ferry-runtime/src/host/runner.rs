@@ -279,8 +279,8 @@ impl<P: RunnerDevice> DeviceRunner<P> {
         Ok(())
     }
 
-    /// The runner on `chip`'s cores, whose register windows are at `bases`: writes the `regs`
-    /// table, inits the linked AICPU program (with in-process operations `ops`) and (full path) loads the AICPU program through
+    /// The runner on `chip`'s cores: writes the `regs` table (the cores' register-window
+    /// bases, `CoreRegisters::reg_bases`), inits the linked AICPU program (with in-process operations `ops`) and (full path) loads the AICPU program through
     /// `ferry_launch`'s loader with the configured method, whose init entry latches the
     /// [`InitArgs`] once. The device half's operations are `ops` in process and, on the full
     /// path or with [`RunnerConfig::via_services`], what `services` attaches once the program
@@ -293,7 +293,6 @@ impl<P: RunnerDevice> DeviceRunner<P> {
     pub(super) fn assemble(
         device: P::Device,
         chip: P,
-        bases: &[u64],
         cfg: RunnerConfig,
         ops: Option<Arc<P::InProcessOps>>,
         services: impl FnOnce(&P) -> Option<Arc<dyn DeviceOps>>,
@@ -303,8 +302,8 @@ impl<P: RunnerDevice> DeviceRunner<P> {
         }
         let layout = RegLayout::of(cfg.arch);
         let mut table = vec![0u64; layout.max_physical_cores as usize];
-        for (t, b) in table.iter_mut().zip(bases) {
-            *t = *b;
+        for (t, b) in table.iter_mut().zip(chip.reg_bases()) {
+            *t = b;
         }
         let bytes: Vec<u8> = table.iter().flat_map(|b| b.to_le_bytes()).collect();
         let regs_table = device.malloc(bytes.len() as u64).map_err(RunnerError::from_backend)?;

@@ -79,9 +79,8 @@ impl DeviceRunner {
             device.clone(),
             CoreConfig { aicpu_threads: cfg.aicpu_threads, aic: cfg.aic, aiv: cfg.aiv },
         )?;
-        let bases = chip.reg_bases();
         let ops = Arc::new(SimOps::new(chip.clone()));
-        DeviceRunner::assemble(device, chip, &bases, cfg, Some(ops), |chip| {
+        DeviceRunner::assemble(device, chip, cfg, Some(ops), |chip| {
             OsServicesOps::new(chip).map(|o| Arc::new(o) as Arc<dyn DeviceOps>)
         })
     }

@@ -353,6 +353,10 @@ mod tests {
             3
         }
 
+        fn reg_bases(&self) -> Vec<u64> {
+            vec![0x1000, 0x2000, 0x3000]
+        }
+
         fn write_as_aicpu(&self, core: u32, offset: u32, value: u32) {
             lock(&self.0).push((core, offset, value, Side::Aicpu));
         }

@@ -18,6 +18,8 @@ use ferry_backend::{
 };
 use std::sync::Arc;
 
+mod full_path;
+
 /// The host-memory backend's device with its cores, as one program device.
 #[derive(Clone, Debug)]
 struct HostChip {
@@ -120,6 +122,10 @@ impl CoreRegisters for HostChip {
         self.cores.core_count()
     }
 
+    fn reg_bases(&self) -> Vec<u64> {
+        self.cores.reg_bases()
+    }
+
     fn write_as_aicpu(&self, core: u32, offset: u32, value: u32) {
         self.cores.write_as_aicpu(core, offset, value);
     }
@@ -184,8 +190,7 @@ fn a_device_without_the_in_process_path_refuses_it() {
             via_services,
             ..RunnerConfig::small(Arch::A2a3)
         };
-        let bases: Vec<u64> = (0..4).map(|i| 0x1000 * i).collect();
-        let refused = DeviceRunner::assemble(device.clone(), chip, &bases, cfg, None, |_| None);
+        let refused = DeviceRunner::assemble(device.clone(), chip, cfg, None, |_| None);
         assert!(
             matches!(refused, Err(RunnerError::Config(ConfigError::NoInProcessPath))),
             "via services {via_services}: {refused:?}"
