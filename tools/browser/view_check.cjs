@@ -83,7 +83,7 @@ async function state(page) {
           const ink = Math.round((255 - Math.min(px[i], px[i + 1], px[i + 2])) * px[i + 3] / 255);
           if (ink > maxInk) maxInk = ink;
         }
-        leastBusy = { row: v.rows[best], busy: band.busy, peak: band.peak, maxInk };
+        leastBusy = { row: v.rows[best], busy: band.busy, visibleBusy: band.visibleBusy, pixelMean: band.pixelMean, peak: band.peak, maxInk };
       }
     }
     // The failed task's marker: the colour drawn where the page says its first marker in view is.

@@ -573,19 +573,25 @@
   };
 
   // Where row `label` is drawn (canvas pixels, timeline part only), for scripts that sample it,
-  // with its busy fraction and `peak`: the busiest pixel column's busy fraction in the visible
-  // range (no pixel of the row may be drawn more opaque than that).
+  // with its busy fraction over the run (`busy`) and over the visible range (`visibleBusy`),
+  // `peak`: the busiest pixel column's busy fraction in the visible range (no pixel of the row
+  // may be drawn more opaque than that), and `pixelMean`: the columns' mean busy fraction. The
+  // columns tile the visible range, so `pixelMean` equals `visibleBusy` and `peak` is at least
+  // that.
   V.rowBand = function (label) {
     const r = R.find((x) => x.label === label);
     if (!r) return null;
     const { start, end } = V.visible, PW = W - LABEL, w = (end - start) / PW;
-    let peak = 0;
+    let peak = 0, sum = 0;
     for (let px = 0; px < PW; px++) {
-      const a = start + px * w;
-      peak = Math.max(peak, busyIn(r, a, a + w) / Math.max(w, 1e-9));
+      const a = start + px * w, f = busyIn(r, a, a + w) / Math.max(w, 1e-9);
+      peak = Math.max(peak, f);
+      sum += f;
     }
+    const visibleBusy = busyIn(r, start, end) / Math.max(end - start, 1e-9);
     return { x: LABEL * dpr, y: (r.y - scroller.scrollTop + 2) * dpr, w: PW * dpr,
-      h: (ROW - 4) * dpr, busy: r.busy, peak: Math.min(1, peak) };
+      h: (ROW - 4) * dpr, busy: r.busy, visibleBusy, pixelMean: sum / Math.max(PW, 1),
+      peak: Math.min(1, peak) };
   };
 
   async function main() {
